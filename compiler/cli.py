@@ -1,0 +1,71 @@
+"""The ``vta`` command.
+
+The command sits above every package, so it lives at the top of the import chain; each
+package contributes its own subcommands through a ``register(subparsers)`` function in its
+``cli`` module, imported only when needed so that ``vta asm`` does not load Amaranth.
+
+Errors that are the user's (bad input files, bad programs) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# (module, subcommands it registers) — modules are imported lazily.
+_PROVIDERS = [
+    ("isa.cli", ("asm", "disasm")),
+    ("vta_sim.cli", ("sim",)),
+    ("vta_hw.cli", ("hw", "rtl")),
+    ("compiler.cli_main", ("demo", "bench")),
+]
+
+
+class UserError(Exception):
+    """An error caused by the user's input: reported as one line, exit status 2."""
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vta", description="The VTA co-design stack.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module, commands in _PROVIDERS:
+        if only is not None and only not in commands:
+            # Cheap placeholder so `vta --help` lists every command without importing it.
+            for c in commands:
+                sub.add_parser(c, help=f"(see vta {c} --help)", add_help=False)
+            continue
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            if e.name and (e.name == module or module.startswith(e.name + ".")):
+                continue  # that package does not provide a CLI yet
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=command)
+    args = parser.parse_args(argv)
+    from isa import ConfigError, IsaError
+    user_errors: tuple[type[BaseException], ...] = (UserError, IsaError, ConfigError, OSError)
+    try:
+        extra = importlib.import_module("vta_sim.errors").SimError
+        user_errors += (extra,)
+    except (ModuleNotFoundError, AttributeError):
+        pass
+    try:
+        return int(args.func(args) or 0)
+    except user_errors as e:
+        print(f"vta {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""The VTA instruction set: configuration, instructions, micro-ops, encoding and assembly.
+
+Everything else in the stack imports from here; this package imports nothing of the stack.
+
+- :mod:`isa.config`: :class:`VTAConfig` (``vta_config.json``), derived constants, bit layouts.
+- :mod:`isa.insn`: immutable instruction and micro-op records.
+- :mod:`isa.encoding`: bit-exact encode/decode, single and bulk (numpy).
+- :mod:`isa.asm`: the text assembly language (``vta asm`` / ``vta disasm``).
+"""
+
+from .asm import AsmError, assemble, describe, disassemble, parse_line
+from .config import (INSN_BYTES, UOP_BYTES, AluOp, ConfigError, MemType, Opcode, Stage,
+                     VTAConfig)
+from .encoding import (COLUMNS, DecodeError, EncodeError, InsnArray, IsaError, decode,
+                       decode_program, decode_stream, decode_uop, decode_uops, default_config,
+                       encode, encode_program, encode_stream, encode_uop, encode_uops)
+from .insn import DEP_FLAGS, AluInsn, FinishInsn, GemmInsn, Insn, MemInsn, Uop, insn_stage
+
+__all__ = [
+    # config
+    "VTAConfig", "ConfigError", "Opcode", "MemType", "AluOp", "Stage", "INSN_BYTES", "UOP_BYTES",
+    # records
+    "MemInsn", "GemmInsn", "AluInsn", "FinishInsn", "Insn", "Uop", "insn_stage", "DEP_FLAGS",
+    # encoding
+    "IsaError", "EncodeError", "DecodeError", "encode", "decode", "encode_program",
+    "decode_program", "encode_uop", "decode_uop", "encode_uops", "decode_uops", "InsnArray",
+    "decode_stream", "encode_stream", "COLUMNS", "default_config",
+    # assembly
+    "AsmError", "describe", "parse_line", "assemble", "disassemble",
+]
