@@ -108,6 +108,8 @@ def parse_line(line: str, path: str = "<text>", lineno: int | None = None) -> In
         if key in words:
             raise err(f"field {key!r} given twice")
         if key == "dep":
+            if tok.group(1) is None:
+                raise err(f"dep takes four 0/1 digits, not {tok.group(4)!r}")
             words["dep"] = [int(c) for c in tok.group(1)]
             continue
         try:
