@@ -1,0 +1,146 @@
+"""Operators as tensor expressions in the VTA packed layouts (spec §4.9).
+
+* conv2d: data NCHW{n}n{c}c = (N/BATCH, CI/BLOCK_IN, H, W, BATCH, BLOCK_IN) int8, kernel
+  OIHW{o}o{i}i = (CO/BLOCK_OUT, CI/BLOCK_IN, KH, KW, BLOCK_OUT, BLOCK_IN) int8, output
+  (N/BATCH, CO/BLOCK_OUT, OH, OW, BATCH, BLOCK_OUT) int32; any kernel, stride, padding.
+* dense: data (N/BATCH, CI/BLOCK_IN, BATCH, BLOCK_IN), weight (CO/BLOCK_OUT, CI/BLOCK_IN,
+  BLOCK_OUT, BLOCK_IN).
+* epilogues on int32: shift right, bias add (bias packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT)
+  int32), relu, clip, cast to int8.
+
+Plus numpy helpers to pack/unpack plain NCHW / OIHW arrays into these layouts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from isa import VTAConfig
+
+from .te import (Tensor, all_of, cast, clip, compute, maximum, placeholder, reduce_axis,
+                 select, shift_right)
+from .te import sum as te_sum
+
+
+def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0,
+           name: str = "conv") -> Tensor:
+    """int8 x int8 -> int32 2-D convolution in the packed layouts."""
+    nb, cb, h, w, bn, bi = data.shape
+    ob, cb2, kh, kw, bo, bi2 = kernel.shape
+    if (cb, bi) != (cb2, bi2):
+        raise ValueError(f"conv2d: data has {cb}x{bi} input channels, kernel {cb2}x{bi2}")
+    if stride < 1 or padding < 0:
+        raise ValueError(f"conv2d: stride {stride} / padding {padding} out of range")
+    p = padding
+    oh, ow = (h + 2 * p - kh) // stride + 1, (w + 2 * p - kw) // stride + 1
+    if oh < 1 or ow < 1:
+        raise ValueError(f"conv2d: kernel {kh}x{kw} larger than padded input {h}x{w}")
+    if p:
+        src = data
+        data = compute((nb, cb, h + 2 * p, w + 2 * p, bn, bi),
+                       lambda n, c, y, x, b, i: select(
+                           all_of(y >= p, y < h + p, x >= p, x < w + p),
+                           src[n, c, y - p, x - p, b, i], 0),
+                       name=f"{name}_pad", dtype=data.dtype, tag="pad")
+    rc, ry, rx, ri = (reduce_axis(cb, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx"),
+                      reduce_axis(bi, "ri"))
+    return compute((nb, ob, oh, ow, bn, bo),
+                   lambda n, o, y, x, b, j: te_sum(
+                       cast("int32", data[n, rc, y * stride + ry, x * stride + rx, b, ri])
+                       * cast("int32", kernel[o, rc, ry, rx, j, ri]), [rc, ry, rx, ri]),
+                   name=name, dtype="int32", tag="conv2d")
+
+
+def dense(data: Tensor, weight: Tensor, name: str = "dense") -> Tensor:
+    """int8 x int8 -> int32 matrix product ``out[n, o] = sum_i data[n, i] * weight[o, i]``."""
+    nb, cb, bn, bi = data.shape
+    ob, cb2, bo, bi2 = weight.shape
+    if (cb, bi) != (cb2, bi2):
+        raise ValueError(f"dense: data has {cb}x{bi} input features, weight {cb2}x{bi2}")
+    rc, ri = reduce_axis(cb, "rc"), reduce_axis(bi, "ri")
+    return compute((nb, ob, bn, bo),
+                   lambda n, o, b, j: te_sum(cast("int32", data[n, rc, b, ri])
+                                             * cast("int32", weight[o, rc, j, ri]), [rc, ri]),
+                   name=name, dtype="int32", tag="dense")
+
+
+def _elementwise(x: Tensor, f, name: str, dtype: str | None = None) -> Tensor:
+    if x.ndim == 6:
+        return compute(x.shape, lambda n, o, y, w, b, j: f(x[n, o, y, w, b, j], (n, o, y, w, b, j)),
+                       name=name, dtype=dtype or x.dtype, tag="elemwise")
+    return compute(x.shape, lambda n, o, b, j: f(x[n, o, b, j], (n, o, b, j)),
+                   name=name, dtype=dtype or x.dtype, tag="elemwise")
+
+
+def shr(x: Tensor, k: int, name="shr") -> Tensor:
+    return _elementwise(x, lambda v, i: shift_right(v, k), name)
+
+
+def bias_add(x: Tensor, bias: Tensor, name="bias") -> Tensor:
+    """``x + bias[o, b, j]`` with bias packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) int32."""
+    return _elementwise(x, lambda v, i: v + bias[i[1], i[-2], i[-1]], name)
+
+
+def relu(x: Tensor, name="relu") -> Tensor:
+    return _elementwise(x, lambda v, i: maximum(v, 0), name)
+
+
+def clip_op(x: Tensor, lo: int, hi: int, name="clip") -> Tensor:
+    return _elementwise(x, lambda v, i: clip(v, lo, hi), name)
+
+
+def cast_int8(x: Tensor, name="out") -> Tensor:
+    return _elementwise(x, lambda v, i: cast("int8", v), name, dtype="int8")
+
+
+def conv2d_resnet_block(cfg: VTAConfig, n: int, ci: int, h: int, w: int, co: int, k: int,
+                        stride: int, pad: int, shift: int = 8):
+    """The benchmark workload: conv2d -> shift right -> + bias -> clip [0,127] -> int8.
+
+    Returns (data, kernel, bias, out) tensors.
+    """
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    for what, v, blk in (("batch", n, b), ("in channels", ci, bi), ("out channels", co, bo)):
+        if v % blk:
+            raise ValueError(f"{what} {v} is not a multiple of the VTA block {blk}")
+    data = placeholder((n // b, ci // bi, h, w, b, bi), "int8", "data")
+    kernel = placeholder((co // bo, ci // bi, k, k, bo, bi), "int8", "kernel")
+    bias = placeholder((co // bo, b, bo), "int32", "bias")
+    res = conv2d(data, kernel, stride, pad)
+    res = shr(res, shift)
+    res = bias_add(res, bias)
+    res = clip_op(res, 0, 127)
+    return data, kernel, bias, cast_int8(res)
+
+
+# ----------------------------------------------------------------------------- packing
+
+def pack_nchw(x: np.ndarray, batch: int, block: int) -> np.ndarray:
+    """(N, C, H, W) -> (N/batch, C/block, H, W, batch, block)."""
+    n, c, h, w = x.shape
+    return x.reshape(n // batch, batch, c // block, block, h, w).transpose(0, 2, 4, 5, 1, 3).copy()
+
+
+def unpack_nchw(x: np.ndarray) -> np.ndarray:
+    nb, cb, h, w, b, bl = x.shape
+    return x.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, cb * bl, h, w).copy()
+
+
+def pack_oihw(wt: np.ndarray, block_out: int, block_in: int) -> np.ndarray:
+    """(O, I, KH, KW) -> (O/bo, I/bi, KH, KW, bo, bi)."""
+    o, i, kh, kw = wt.shape
+    return wt.reshape(o // block_out, block_out, i // block_in, block_in, kh, kw).transpose(
+        0, 2, 4, 5, 1, 3).copy()
+
+
+def conv2d_nchw_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    """Plain NCHW int conv2d in int64 (independent of the TE evaluator): im2col + matmul."""
+    n, c, h, w = x.shape
+    o, _, kh, kw = wt.shape
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    cols = np.empty((n, c, kh, kw, oh, ow), np.int64)
+    for dy in range(kh):
+        for dx in range(kw):
+            cols[:, :, dy, dx] = xp[:, :, dy:dy + stride * oh:stride, dx:dx + stride * ow:stride]
+    return np.einsum("nckxhw,ockx->nohw", cols, wt.astype(np.int64), optimize=True)
