@@ -1,3 +1,21 @@
-"""The VTA simulator: bit-exact semantics of the reference functional simulator, the load,
-compute and store modules running concurrently under the dependency-token queues, and (later)
-a cycle-approximate timing model with statistics and traces."""
+"""The VTA simulator: bit-exact semantics of the reference functional simulator (fsim), the
+load, compute and store modules running concurrently under the dependency-token queues, and
+a cycle-approximate timing model with statistics and traces.
+
+- :mod:`vta_sim.simulator`: :class:`Simulator`, :func:`simulate` (the public entry points).
+- :mod:`vta_sim.checks`: static program checks; :mod:`vta_sim.errors`: typed errors.
+- :mod:`vta_sim.compute`: vectorised GEMM/ALU; :mod:`vta_sim.memory`: LOAD/STORE.
+- :mod:`vta_sim.randprog`: random well-formed programs (for differential testing).
+- :mod:`vta_sim.timing`: cycle-approximate timing (:class:`TimingParams`).
+"""
+
+from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramError, RangeError,
+                     SimError, TokenError, UninitializedReadError, WorkLimitError)
+from .simulator import DEFAULT_MAX_WORK, Simulator, simulate
+from .stats import Stats
+
+__all__ = [
+    "Simulator", "simulate", "Stats", "DEFAULT_MAX_WORK",
+    "SimError", "InputError", "ProgramError", "RangeError", "TokenError", "DeadlockError",
+    "LeftoverTokensError", "WorkLimitError", "UninitializedReadError",
+]

@@ -1,0 +1,337 @@
+"""GEMM and ALU as a handful of vectorised numpy operations (spec §3.6, §3.7).
+
+Both instructions iterate ``for i_out, for i_in, for u in [uop_bgn, uop_end)``.  The
+sequential loop order is reproduced exactly, without a Python loop per element:
+
+* **GEMM** accumulates modulo ``2^ACC_WIDTH``, so the order of the additions does not matter.
+  Micro-ops are grouped by destination tile; a group of ``C`` micro-ops that always writes the
+  same tile is one matrix product with inner dimension ``C * BLOCK_IN``, so a whole instruction
+  becomes one batched BLAS call (``np.matmul``) on exact floating-point copies of the int8
+  tiles (group sizes are capped so every partial sum stays an exactly representable integer).
+  Repeated destinations that remain are reduced with a sort + ``np.add.reduceat``.
+* **ALU** iterations may read tiles that earlier iterations wrote.  Immediate operations only
+  read their destination, so repeats of a destination compose in closed form (MIN/MAX are
+  idempotent, ADD of ``k`` times ``imm``, MUL by ``imm^k``, SHR by ``k * imm``).  Vector
+  operations run in dependency *waves*: each wave is a maximal set of the remaining iterations
+  that no earlier remaining iteration conflicts with; a wave reads all its operands, then
+  writes all its results, which equals the sequential order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from isa import AluOp
+
+from .errors import ProgramError, RangeError, UninitializedReadError
+from .sram import Sram
+
+__all__ = ["gemm", "alu", "loop_offsets"]
+
+#: Gathered elements per GEMM chunk (bounds the temporary memory of huge instructions).
+_CHUNK_ELEMS = 1 << 23
+
+
+def loop_offsets(iter_out: int, iter_in: int, f_out: int, f_in: int) -> np.ndarray:
+    """Index offsets ``i_out*f_out + i_in*f_in`` in loop order, shape ``[iter_out*iter_in]``."""
+    return ((np.arange(iter_out, dtype=np.int64) * f_out)[:, None]
+            + np.arange(iter_in, dtype=np.int64) * f_in).reshape(-1)
+
+
+def _check_range(index: int, what: str, u_vals: np.ndarray, max_off: int, depth: int,
+                 bgn: int, buffer: str) -> None:
+    top = int(u_vals.max()) + max_off
+    if top >= depth:
+        u = bgn + int(np.argmax(u_vals + max_off >= depth))
+        raise RangeError(f"{buffer} index {top} out of range (depth {depth}): micro-op {u} "
+                         f"{what}={int(u_vals[u - bgn])} plus loop offset up to {max_off}",
+                         index, f"{what}_factor_out")
+
+
+def _check_written(index: int, mask: np.ndarray, idx: np.ndarray, buffer: str, field: str):
+    bad = ~mask[idx]
+    if bad.any():
+        t = int(np.asarray(idx).reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]])
+        raise UninitializedReadError(f"reads {buffer} element {t}, which was never written "
+                                     f"(strict mode)", index, field)
+
+
+def _scatter_add(acc: np.ndarray, d: np.ndarray, vals: np.ndarray) -> None:
+    """``acc[d[n]] += vals[n]`` for every n, with wrap-around, repeated ``d`` allowed."""
+    if d.shape[0] == 0:
+        return
+    counts = np.bincount(d, minlength=1)
+    if counts.max() <= 1:
+        acc[d] += vals.astype(acc.dtype, copy=False)
+        return
+    order = np.argsort(d, kind="stable")
+    ds = d[order]
+    starts = np.flatnonzero(np.r_[True, ds[1:] != ds[:-1]])
+    sums = np.add.reduceat(vals[order].astype(np.int64), starts, axis=0)
+    acc[ds[starts]] += sums.astype(acc.dtype)
+
+
+def _group_slots(ud: np.ndarray, cmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group micro-op positions by destination: ``slots [G, C]`` (-1 = padding), ``gdst [G]``.
+
+    Falls back to one micro-op per group when grouping would pad too much.
+    """
+    nu = ud.shape[0]
+    order = np.argsort(ud, kind="stable")
+    ds = ud[order]
+    new = np.r_[True, ds[1:] != ds[:-1]]
+    gid = np.cumsum(new) - 1
+    start = np.flatnonzero(new)
+    rank = np.arange(nu) - start[gid]
+    if cmax > 1:
+        sub = rank // cmax
+        key = gid * (nu + 1) + sub
+        newk = np.r_[True, key[1:] != key[:-1]]
+        gid2 = np.cumsum(newk) - 1
+        G = int(gid2[-1]) + 1
+        C = int(min(cmax, np.bincount(gid2).max()))
+        if G * C <= 2 * nu + 16:
+            slots = np.full((G, C), -1, np.int64)
+            slots[gid2, rank % cmax] = order
+            return slots, ds[np.flatnonzero(newk)]
+    return np.arange(nu, dtype=np.int64)[:, None], ud.copy()
+
+
+def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, iter_in: int,
+         dfo: int, dfi: int, sfo: int, sfi: int, wfo: int, wfi: int, strict: bool) -> None:
+    """Execute one GEMM instruction (a zero trip count is a no-op).  Raises RangeError."""
+    nu, n_it = end - bgn, iter_out * iter_in
+    if nu <= 0 or n_it == 0:
+        return
+    cfg = s.cfg
+    if strict:
+        _check_written(index, s.uop_written, np.arange(bgn, end), "UOP", "uop_bgn")
+    ud, us, uw = s.uop_dst[bgn:end], s.uop_src[bgn:end], s.uop_wgt[bgn:end]
+    offd = loop_offsets(iter_out, iter_in, dfo, dfi)
+    _check_range(index, "dst", ud, (iter_out - 1) * dfo + (iter_in - 1) * dfi,
+                 cfg.acc_buff_depth, bgn, "ACC")
+    if reset:
+        d = (offd[:, None] + ud).reshape(-1)
+        s.acc[d] = 0
+        s.acc_written[d] = True
+        return
+    _check_range(index, "src", us, (iter_out - 1) * sfo + (iter_in - 1) * sfi,
+                 cfg.inp_buff_depth, bgn, "INP")
+    _check_range(index, "wgt", uw, (iter_out - 1) * wfo + (iter_in - 1) * wfi,
+                 cfg.wgt_buff_depth, bgn, "WGT")
+    offs = loop_offsets(iter_out, iter_in, sfo, sfi)
+    offw = loop_offsets(iter_out, iter_in, wfo, wfi)
+    if strict:
+        _check_written(index, s.acc_written, (offd[:, None] + ud), "ACC", "dst_factor_out")
+        _check_written(index, s.inp_written, (offs[:, None] + us), "INP", "src_factor_out")
+        _check_written(index, s.wgt_written, (offw[:, None] + uw), "WGT", "wgt_factor_out")
+    if wfo == 0 and wfi == 0:
+        _gemm_grouped(s, ud, us, uw, offd, offs, wgt_fixed=True)
+    elif sfo == 0 and sfi == 0:
+        _gemm_grouped(s, ud, us, uw, offd, offw, wgt_fixed=False)
+    else:
+        _gemm_general(s, ud, us, uw, offd, offs, offw)
+
+
+def _gemm_grouped(s: Sram, ud, us, uw, offd, offv, wgt_fixed: bool) -> None:
+    """GEMM where one operand tile depends only on the micro-op (``*_factor_* == 0``).
+
+    ``offv`` are the loop offsets of the other operand (INP if ``wgt_fixed`` else WGT).
+    """
+    cfg = s.cfg
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    cmax = max(1, s.exact_limit // (bi * s.max_prod))
+    slots, gdst = _group_slots(ud, cmax)
+    G, C = slots.shape
+    pad = slots < 0
+    sl = np.where(pad, 0, slots)
+    n_it = offd.shape[0]
+    rows_per_it = G * C * (b if wgt_fixed else bo) * bi
+    step = max(1, _CHUNK_ELEMS // max(1, rows_per_it))
+    if wgt_fixed:
+        widx = np.where(pad, cfg.wgt_buff_depth, uw[sl])               # [G, C]
+        fixed = s.wgt[widx].transpose(0, 1, 3, 2).reshape(G, C * bi, bo)
+        var_base, var_zero, var_buf = us[sl], cfg.inp_buff_depth, s.inp
+    else:
+        iidx = np.where(pad, cfg.inp_buff_depth, us[sl])
+        fixed = s.inp[iidx].transpose(0, 1, 3, 2).reshape(G, C * bi, b)
+        var_base, var_zero, var_buf = uw[sl], cfg.wgt_buff_depth, s.wgt
+    for lo in range(0, n_it, step):
+        off = offv[lo:lo + step]
+        k = off.shape[0]
+        idx = np.where(pad[:, None, :], var_zero, var_base[:, None, :] + off[None, :, None])
+        x = var_buf[idx]                                   # [G, k, C, rows, bi]
+        rows = x.shape[3]
+        if rows == 1:
+            x = x.reshape(G, k, C * bi)
+        else:
+            x = x.transpose(0, 1, 3, 2, 4).reshape(G, k * rows, C * bi)
+        r = np.matmul(x, fixed)                            # [G, k*rows, cols]
+        if wgt_fixed:
+            r = r.reshape(G * k, b, bo)
+        else:
+            r = r.reshape(G, k, bo, b).transpose(0, 1, 3, 2).reshape(G * k, b, bo)
+        d = (gdst[:, None] + offd[None, lo:lo + step]).reshape(-1)
+        _scatter_add(s.acc, d, _to_int(s, r))
+
+
+def _gemm_general(s: Sram, ud, us, uw, offd, offs, offw) -> None:
+    """GEMM where both operand tiles move with the loop: per-iteration gather + einsum."""
+    cfg = s.cfg
+    nu = ud.shape[0]
+    per_it = nu * cfg.block_out * cfg.block_in
+    step = max(1, _CHUNK_ELEMS // per_it)
+    for lo in range(0, offd.shape[0], step):
+        sl = slice(lo, lo + step)
+        d = (offd[sl, None] + ud).reshape(-1)
+        x = s.inp[(offs[sl, None] + us).reshape(-1)]      # [n, b, bi]
+        w = s.wgt[(offw[sl, None] + uw).reshape(-1)]      # [n, bo, bi]
+        r = np.einsum("nbk,njk->nbj", x, w)
+        _scatter_add(s.acc, d, _to_int(s, r))
+
+
+def _to_int(s: Sram, r: np.ndarray) -> np.ndarray:
+    """Exact float dot products -> integers that wrap into the accumulator dtype."""
+    if s.fdtype == np.float32 and s.acc_dtype == np.int32:
+        return r.astype(np.int32)  # |r| < 2^24: exact
+    return r.astype(np.int64)
+
+
+# --------------------------------------------------------------------------------- ALU
+
+def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in: int,
+        dfo: int, dfi: int, sfo: int, sfi: int, use_imm: int, imm: int, strict: bool) -> None:
+    """Execute one ALU instruction (a zero trip count is a no-op).
+
+    Raises RangeError for indices outside ACC, ProgramError for a vector SHR amount outside
+    ``[-(ACC_WIDTH-1), ACC_WIDTH-1]``.
+    """
+    nu, n_it = end - bgn, iter_out * iter_in
+    if nu <= 0 or n_it == 0:
+        return
+    cfg = s.cfg
+    depth = cfg.acc_buff_depth
+    if strict:
+        _check_written(index, s.uop_written, np.arange(bgn, end), "UOP", "uop_bgn")
+    ud, us = s.uop_dst[bgn:end], s.uop_src[bgn:end]
+    _check_range(index, "dst", ud, (iter_out - 1) * dfo + (iter_in - 1) * dfi, depth, bgn,
+                 "ACC")
+    d = (loop_offsets(iter_out, iter_in, dfo, dfi)[:, None] + ud).reshape(-1)
+    if strict:
+        _check_written(index, s.acc_written, d, "ACC", "dst_factor_out")
+    if use_imm:
+        _alu_imm(s, op, d, imm)
+        return
+    _check_range(index, "src", us, (iter_out - 1) * sfo + (iter_in - 1) * sfi, depth, bgn,
+                 "ACC")
+    src = (loop_offsets(iter_out, iter_in, sfo, sfi)[:, None] + us).reshape(-1)
+    if strict:
+        _check_src_written(s, index, d, src)
+    _alu_vec(s, index, op, d, src)
+
+
+def _check_src_written(s: Sram, index: int, d: np.ndarray, src: np.ndarray) -> None:
+    """Strict mode: a source tile must be written before the instruction or by an earlier
+    iteration of it."""
+    bad = ~s.acc_written[src]
+    if not bad.any():
+        return
+    first_write = np.full(s.cfg.acc_buff_depth, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first_write, d, np.arange(d.shape[0]))
+    bad &= first_write[src] >= np.arange(d.shape[0])
+    if bad.any():
+        t = int(src[np.flatnonzero(bad)[0]])
+        raise UninitializedReadError(f"reads ACC element {t}, which was never written "
+                                     f"(strict mode)", index, "src_factor_out")
+
+
+def _apply(op: int, a: np.ndarray, b, wbits: int) -> np.ndarray:
+    """One lane-wise ALU operation on arrays of the accumulator dtype (wraps)."""
+    if op == AluOp.MIN:
+        return np.minimum(a, b)
+    if op == AluOp.MAX:
+        return np.maximum(a, b)
+    if op == AluOp.ADD:
+        return np.add(a, b, dtype=a.dtype)
+    if op == AluOp.MUL:
+        return np.multiply(a, b, dtype=a.dtype)
+    # SHR: non-negative amounts shift right (arithmetic), negative ones shift left
+    b = np.asarray(b, dtype=a.dtype)
+    right = np.right_shift(a, np.maximum(b, 0), dtype=a.dtype)
+    if (b >= 0).all():
+        return right
+    left = np.left_shift(a, np.maximum(-b, 0).astype(a.dtype), dtype=a.dtype)
+    return np.where(b >= 0, right, left)
+
+
+def _alu_imm(s: Sram, op: int, d: np.ndarray, imm: int) -> None:
+    acc = s.acc
+    wbits = s.cfg.acc_width
+    counts = np.bincount(d, minlength=1)
+    if counts.max() <= 1:
+        acc[d] = _apply(op, acc[d], acc.dtype.type(imm), wbits)
+        return
+    t = np.flatnonzero(counts)              # each distinct tile once, k times in a row
+    k = counts[t]
+    a = acc[t]
+    kb = k[:, None, None]
+    if op in (AluOp.MIN, AluOp.MAX):
+        r = _apply(op, a, acc.dtype.type(imm), wbits)
+    elif op == AluOp.ADD:
+        r = (a.astype(np.int64) + kb * imm).astype(acc.dtype)
+    elif op == AluOp.MUL:
+        mod = 1 << 64
+        ks, inv = np.unique(k, return_inverse=True)
+        p = np.array([pow(imm % mod, int(e), mod) for e in ks], np.uint64)[inv]
+        r = (a.astype(np.int64).astype(np.uint64) * p[:, None, None]).astype(acc.dtype)
+    else:  # SHR: k shifts by imm compose into one shift by k*imm (saturating)
+        if imm >= 0:
+            amt = np.minimum(kb * imm, wbits - 1).astype(acc.dtype)
+            r = np.right_shift(a, amt, dtype=acc.dtype)
+        else:
+            amt = kb * -imm
+            r = np.where(amt >= wbits, 0,
+                         np.left_shift(a, np.minimum(amt, wbits - 1).astype(acc.dtype),
+                                       dtype=acc.dtype)).astype(acc.dtype)
+    acc[t] = r
+
+
+def _alu_vec(s: Sram, index: int, op: int, d: np.ndarray, src: np.ndarray) -> None:
+    acc = s.acc
+    wbits = s.cfg.acc_width
+    depth = s.cfg.acc_buff_depth
+    big = np.iinfo(np.int64).max
+    rem = np.arange(d.shape[0], dtype=np.int64)  # remaining iterations, in loop order
+    while rem.shape[0]:
+        dr, sr = d[rem], src[rem]
+        pos = np.arange(rem.shape[0], dtype=np.int64)
+        first_d = np.full(depth, big, np.int64)
+        np.minimum.at(first_d, dr, pos)
+        # RAW/WAW: no earlier remaining iteration writes my dst or my src
+        ready = (first_d[dr] == pos) & (first_d[sr] >= pos)
+        if not ready.all():
+            # WAR: an earlier remaining reader of my dst must run in this wave too
+            while True:
+                first_blocked = np.full(depth, big, np.int64)
+                blk = ~ready
+                np.minimum.at(first_blocked, sr[blk], pos[blk])
+                newly = ready & (first_blocked[dr] < pos)
+                if not newly.any():
+                    break
+                ready &= ~newly
+        wave = rem[ready] if not ready.all() else rem
+        a = acc[d[wave]]
+        b = acc[src[wave]]
+        if op == AluOp.SHR:
+            _check_shift(index, b, wbits, src[wave])
+        acc[d[wave]] = _apply(op, a, b, wbits)
+        rem = rem[~ready] if not ready.all() else rem[:0]
+
+
+def _check_shift(index: int, b: np.ndarray, wbits: int, tiles: np.ndarray) -> None:
+    bad = (b < -(wbits - 1)) | (b > wbits - 1)
+    if bad.any():
+        n = int(np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1))[0])
+        v = int(b.reshape(b.shape[0], -1)[n][bad.reshape(bad.shape[0], -1)[n]][0])
+        raise ProgramError(f"vector SHR amount {v} (a lane of source ACC tile {int(tiles[n])})"
+                           f" is outside [-{wbits - 1}, {wbits - 1}]", index, "src_factor_out")

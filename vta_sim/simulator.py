@@ -1,0 +1,351 @@
+"""The simulator: load, compute and store modules running under the dependency tokens.
+
+A :class:`Simulator` owns the SRAMs and the four token counters of one VTA device and keeps
+them across :meth:`Simulator.run` calls, like the hardware (a runtime runs several
+instruction streams on one device).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from isa import MemType, Opcode, VTAConfig, decode_stream, default_config
+
+from . import compute, memory
+from .checks import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, QUEUE_NAMES, check_program,
+                     modules_of, work_of)
+from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramError, SimError,
+                     TokenError, UninitializedReadError, WorkLimitError)
+from .sram import Sram
+from .stats import Stats
+
+__all__ = ["Simulator", "simulate", "DEFAULT_MAX_WORK"]
+
+#: Default cap on simulated work per run, in MAC-equivalents (about 5-10 s of simulation).
+DEFAULT_MAX_WORK = 10_000_000_000
+
+_MODULE_NAMES = ("load", "compute", "store")
+# instruction kinds
+_NOP, _LOAD, _STORE, _GEMM, _ALU, _FINISH = range(6)
+
+
+def _as_stream(insns) -> bytes:
+    if isinstance(insns, np.ndarray):
+        if insns.dtype != np.uint8 or insns.ndim != 1:
+            raise InputError(f"the instruction stream must be a 1-D uint8 array or bytes, not "
+                             f"{insns.dtype} with shape {insns.shape}")
+        insns = insns.tobytes()
+    elif not isinstance(insns, (bytes, bytearray, memoryview)):
+        raise InputError(f"the instruction stream must be bytes or a uint8 array, not "
+                         f"{type(insns).__name__}")
+    insns = bytes(insns)
+    if len(insns) % 16:
+        raise InputError(f"the instruction stream is {len(insns)} bytes, not a multiple of 16: "
+                         f"instruction {len(insns) // 16} is truncated", len(insns) // 16)
+    return insns
+
+
+def _check_dram(dram) -> None:
+    if not isinstance(dram, np.ndarray):
+        raise InputError(f"the DRAM image must be a numpy uint8 array, not "
+                         f"{type(dram).__name__}")
+    if dram.dtype != np.uint8 or dram.ndim != 1:
+        raise InputError(f"the DRAM image must be a 1-D uint8 array, not {dram.dtype} with "
+                         f"shape {dram.shape}")
+    if not dram.flags.c_contiguous or not dram.flags.writeable:
+        raise InputError("the DRAM image must be a contiguous, writeable array (it is modified "
+                         "in place)")
+
+
+class Simulator:
+    """A VTA device, functionally exact (the reference fsim's semantics, spec §3).
+
+    Parameters
+    ----------
+    config : VTAConfig, optional
+        Hardware configuration (default: the reference 1x16x16 configuration).
+    serial : bool
+        Run the instructions strictly in stream order instead of letting the three modules
+        run concurrently.  Token pops are still checked: a pop from an empty queue in stream
+        order raises :class:`TokenError` (the program is not program-order consistent).
+    strict : bool
+        Raise :class:`UninitializedReadError` when an instruction reads an SRAM element that
+        was never written (fsim leaves the SRAMs uninitialised).
+    max_work : int or None
+        Cap on the simulated work of one run, in MAC-equivalents (see
+        :func:`vta_sim.checks.work_of`); checked before each instruction executes.  ``None``
+        disables the cap.
+    leftover_tokens : {"error", "keep"}
+        What to do with tokens still queued when a run ends: raise
+        :class:`LeftoverTokensError`, or keep them for the next run (as the hardware does).
+    timing : TimingParams or None
+        When given, every run also computes the cycle-approximate timing model
+        (:mod:`vta_sim.timing`); its statistics appear in ``Stats.timing``.  Results are
+        unaffected.
+
+    Attributes
+    ----------
+    sram : Sram
+        The on-chip buffers (kept across runs).
+    tokens : list of int
+        Token counts ``[l2g, g2l, s2g, g2s]`` (kept across runs).
+    last_timing : TimingResult or None
+        Per-instruction timing of the last run, when a timing model is set.
+    """
+
+    def __init__(self, config: VTAConfig | None = None, *, serial: bool = False,
+                 strict: bool = False, max_work: int | None = DEFAULT_MAX_WORK,
+                 leftover_tokens: str = "error", timing=None):
+        if config is None:
+            config = default_config()
+        if not isinstance(config, VTAConfig):
+            raise TypeError(f"config must be a VTAConfig, not {type(config).__name__}")
+        if leftover_tokens not in ("error", "keep"):
+            raise ValueError(f"leftover_tokens must be 'error' or 'keep', not "
+                             f"{leftover_tokens!r}")
+        if max_work is not None and (not isinstance(max_work, (int, np.integer))
+                                     or max_work < 0):
+            raise ValueError(f"max_work must be a non-negative integer or None, not "
+                             f"{max_work!r}")
+        self.config = config
+        self.serial, self.strict = bool(serial), bool(strict)
+        self.max_work = None if max_work is None else int(max_work)
+        self.leftover_tokens = leftover_tokens
+        self.timing = timing
+        self.sram = Sram(config)
+        self.tokens = [0, 0, 0, 0]
+        self.last_timing = None
+
+    def reset(self) -> None:
+        """Forget all SRAM contents and tokens (a fresh device)."""
+        self.sram = Sram(self.config)
+        self.tokens = [0, 0, 0, 0]
+
+    # ------------------------------------------------------------------------------ run
+    def run(self, insns, dram: np.ndarray) -> Stats:
+        """Execute one instruction stream on the DRAM image ``dram`` (modified in place).
+
+        Parameters
+        ----------
+        insns : bytes or 1-D uint8 array
+            The raw instruction stream, 16 bytes per instruction; it must end with FINISH.
+        dram : 1-D uint8 array
+            The flat DRAM image; every ``dram_base`` counts tiles of its memory type from
+            byte 0.
+
+        Returns
+        -------
+        Stats
+
+        Raises
+        ------
+        SimError
+            (a subclass naming the instruction index and field) for any malformed input or
+            program; the DRAM image is untouched when the fault is detected statically.
+        """
+        data = _as_stream(insns)
+        _check_dram(dram)
+        cfg = self.config
+        arr = decode_stream(data, cfg, strict=False)
+        c = arr.cols
+        check_program(c, cfg, dram.shape[0])
+        n = len(arr)
+        mod = modules_of(c)
+        op = c["opcode"]
+        kind = np.full(n, _NOP, np.int64)
+        mem = ((op == Opcode.LOAD) | (op == Opcode.STORE))
+        kind[mem & (c["x_size"] > 0) & (op == Opcode.LOAD)] = _LOAD
+        kind[mem & (c["x_size"] > 0) & (op == Opcode.STORE)] = _STORE
+        kind[op == Opcode.GEMM] = _GEMM
+        kind[op == Opcode.ALU] = _ALU
+        kind[op == Opcode.FINISH] = _FINISH
+        work = work_of(c, cfg)
+        pops, pushes = _token_lists(c, mod)
+        self._c = {k: v.tolist() for k, v in c.items()}
+        self._kind = kind.tolist()
+        self._dram = dram
+        stats = Stats()
+        self._stats = stats
+        self._work = 0
+        self._work_list = work.tolist()
+        tokens_before = list(self.tokens)
+        order = self._run_serial(n, pops, pushes) if self.serial else \
+            self._run_concurrent(n, mod.tolist(), pops, pushes)
+        stats.insn_count = n
+        self._count(c, kind)
+        stats.work = self._work
+        self.last_order = order
+        leftover = [(QUEUE_NAMES[q], t) for q, t in enumerate(self.tokens) if t]
+        if leftover and self.leftover_tokens == "error":
+            raise LeftoverTokensError(
+                "tokens left over at the end of the run: " +
+                ", ".join(f"{t} on {q}" for q, t in leftover) +
+                " (every push must be popped; use leftover_tokens='keep' to carry them over)")
+        if self.timing is not None:
+            from .timing import simulate_timing
+            self.last_timing = simulate_timing(arr, self.timing, serial=self.serial,
+                                               initial_tokens=tokens_before)
+            stats.timing = self.last_timing.summary()
+        return stats
+
+    # ------------------------------------------------------------------------ schedulers
+    def _run_serial(self, n, pops, pushes):
+        tok = self.tokens
+        for i in range(n):
+            for q in pops[i]:
+                if tok[q] == 0:
+                    raise TokenError(f"in stream order, this instruction pops an empty "
+                                     f"{QUEUE_NAMES[q]} queue (no earlier matching push): the "
+                                     f"program is not program-order consistent", i,
+                                     _flag_of(self._c, i, q))
+                tok[q] -= 1
+            self._execute(i)
+            for q in pushes[i]:
+                tok[q] += 1
+        return range(n)
+
+    def _run_concurrent(self, n, mod, pops, pushes):
+        queues = [[], [], []]
+        for i, m in enumerate(mod):
+            queues[m].append(i)
+        heads = [0, 0, 0]
+        tok = self.tokens
+        remaining = n
+        finish = n - 1
+        order = []
+        while remaining:
+            progressed = False
+            for m in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
+                q, h = queues[m], heads[m]
+                while h < len(q):
+                    i = q[h]
+                    if any(tok[p] == 0 for p in pops[i]):
+                        break
+                    if i == finish and remaining > 1:
+                        break
+                    for p in pops[i]:
+                        tok[p] -= 1
+                    self._execute(i)
+                    for p in pushes[i]:
+                        tok[p] += 1
+                    order.append(i)
+                    h += 1
+                    remaining -= 1
+                    progressed = True
+                heads[m] = h
+            if not progressed:
+                self._stuck(queues, heads, pops, finish)
+        return order
+
+    def _stuck(self, queues, heads, pops, finish):
+        waits = []
+        finish_ready = False
+        for m in range(3):
+            if heads[m] >= len(queues[m]):
+                continue
+            i = queues[m][heads[m]]
+            empty = [QUEUE_NAMES[p] for p in pops[i] if self.tokens[p] == 0]
+            if i == finish and not empty:
+                finish_ready = True
+                continue
+            waits.append((i, f"{_MODULE_NAMES[m]} waits at instruction {i} for a token on "
+                             f"{' and '.join(empty)}", m))
+        if finish_ready:
+            i, what, _ = min(waits)
+            raise ProgramError(f"FINISH would execute while other instructions are still "
+                               f"blocked ({what}): FINISH must be the last instruction to "
+                               f"execute", finish, "opcode")
+        i, _, m = min(waits)
+        raise DeadlockError("deadlock: " + "; ".join(w for _, w, _ in waits), i,
+                            _flag_of(self._c, i, pops[i][0]) if pops[i] else None)
+
+    # ------------------------------------------------------------------------ execution
+    def _execute(self, i: int) -> None:
+        w = self._work_list[i]
+        if self.max_work is not None and self._work + w > self.max_work:
+            raise WorkLimitError(f"executing this instruction (work {w}) would exceed the "
+                                 f"simulated-work cap max_work={self.max_work} (already "
+                                 f"{self._work}); raise --max-work to allow it", i, "opcode")
+        self._work += w
+        k = self._kind[i]
+        if k == _NOP or k == _FINISH:
+            return
+        c, s = self._c, self.sram
+        if k == _GEMM:
+            compute.gemm(s, i, c["reset"][i], c["uop_bgn"][i], c["uop_end"][i],
+                         c["iter_out"][i], c["iter_in"][i], c["dst_factor_out"][i],
+                         c["dst_factor_in"][i], c["src_factor_out"][i], c["src_factor_in"][i],
+                         c["wgt_factor_out"][i], c["wgt_factor_in"][i], self.strict)
+        elif k == _ALU:
+            compute.alu(s, i, c["alu_opcode"][i], c["uop_bgn"][i], c["uop_end"][i],
+                        c["iter_out"][i], c["iter_in"][i], c["dst_factor_out"][i],
+                        c["dst_factor_in"][i], c["src_factor_out"][i], c["src_factor_in"][i],
+                        c["use_imm"][i], c["imm"][i], self.strict)
+        elif k == _LOAD:
+            memory.load(s, self._dram, c["memory_type"][i], c["sram_base"][i],
+                        c["dram_base"][i], c["y_size"][i], c["x_size"][i], c["x_stride"][i],
+                        c["y_pad_0"][i], c["y_pad_1"][i], c["x_pad_0"][i], c["x_pad_1"][i])
+        else:  # _STORE
+            S, Y, X = c["sram_base"][i], c["y_size"][i], c["x_size"][i]
+            if Y == 0:
+                return
+            if self.strict and not s.acc_written[S:S + Y * X].all():
+                t = S + int(np.flatnonzero(~s.acc_written[S:S + Y * X])[0])
+                raise UninitializedReadError(f"STORE reads ACC element {t}, which was never "
+                                             f"written (strict mode)", i, "sram_base")
+            memory.store(s, self._dram, S, c["dram_base"][i], Y, X, c["x_stride"][i])
+
+    def _count(self, c, kind) -> None:
+        st, cfg = self._stats, self.config
+        op, mt = c["opcode"], c["memory_type"]
+        n_uop = np.maximum(c["uop_end"] - c["uop_bgn"], 0) * c["iter_out"] * c["iter_in"]
+        gemm, alu = op == Opcode.GEMM, op == Opcode.ALU
+        st.gemm_ops = int(n_uop[gemm & (c["reset"] == 0)].sum())
+        st.reset_ops = int(n_uop[gemm & (c["reset"] != 0)].sum())
+        st.gemm_macs = st.gemm_ops * cfg.macs_per_uop
+        st.alu_ops = int(n_uop[alu].sum())
+        load = (kind == _LOAD)
+        xy = c["x_size"] * c["y_size"]
+        st.uop_load_bytes = int(xy[load & (mt == MemType.UOP)].sum()) * 4
+        st.inp_load_bytes = int(xy[load & (mt == MemType.INP)].sum()) * cfg.inp_elem_bytes
+        st.wgt_load_bytes = int(xy[load & (mt == MemType.WGT)].sum()) * cfg.wgt_elem_bytes
+        st.acc_load_bytes = int(xy[load & ((mt == MemType.ACC) | (mt == MemType.ACC_8BIT))]
+                                .sum()) * cfg.acc_elem_bytes
+        st.out_store_bytes = int(xy[kind == _STORE].sum()) * cfg.out_elem_bytes
+        st.load_count = int(load.sum())
+        st.store_count = int((kind == _STORE).sum())
+        st.gemm_count, st.alu_count = int(gemm.sum()), int(alu.sum())
+        st.nop_count = int((kind == _NOP).sum())
+
+
+def _token_lists(c: dict, mod: np.ndarray):
+    """Per instruction: the queues it pops and the queues it pushes (ids as QUEUE_NAMES)."""
+    n = mod.shape[0]
+    pp, pn, up, un = (c[k].tolist() for k in ("pop_prev", "pop_next", "push_prev",
+                                                 "push_next"))
+    m = mod.tolist()
+    pops, pushes = [None] * n, [None] * n
+    for i in range(n):
+        if m[i] == MODULE_LOAD:
+            pops[i] = (1,) if pn[i] else ()
+            pushes[i] = (0,) if un[i] else ()
+        elif m[i] == MODULE_COMPUTE:
+            pops[i] = ((0,) if pp[i] else ()) + ((2,) if pn[i] else ())
+            pushes[i] = ((1,) if up[i] else ()) + ((3,) if un[i] else ())
+        else:
+            pops[i] = (3,) if pp[i] else ()
+            pushes[i] = (2,) if up[i] else ()
+    return pops, pushes
+
+
+def _flag_of(c: dict, i: int, q: int) -> str:
+    """The flag of instruction ``i`` that pops queue ``q``."""
+    return {0: "pop_prev", 1: "pop_next", 2: "pop_next", 3: "pop_prev"}[q]
+
+
+def simulate(insns, dram: np.ndarray, config: VTAConfig | None = None, **kw) -> Stats:
+    """One-shot: a fresh :class:`Simulator` (keyword arguments as its) runs ``insns``."""
+    return Simulator(config, **kw).run(insns, dram)
+
+
+SimError = SimError  # re-exported for convenience
