@@ -1,0 +1,516 @@
+"""The command queue: runtime calls -> instruction streams -> device runs (spec §4.4-4.7).
+
+This is the layer compiled code talks to, with the reference runtime's semantics in snake_case:
+:meth:`~CommandQueue.load_buffer_2d`, :meth:`~CommandQueue.store_buffer_2d`,
+:meth:`~CommandQueue.push_gemm_op`, :meth:`~CommandQueue.push_alu_op`,
+:meth:`~CommandQueue.uop_loop_begin` / :meth:`~CommandQueue.uop_push` /
+:meth:`~CommandQueue.uop_loop_end` (inside a kernel's ``finit``),
+:meth:`~CommandQueue.dep_push`, :meth:`~CommandQueue.dep_pop`,
+:meth:`~CommandQueue.synchronize`, :meth:`~CommandQueue.set_debug_mode`.
+
+Streams are byte-identical to the reference runtime (TVM v0.14.0) for the same calls, after
+normalising ``dram_base`` to buffer-relative offsets, except that the uop staging image is
+append-only by default (see :mod:`vta_runtime.uop_cache`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa import INSN_BYTES, UOP_BYTES, MemType, Opcode, VTAConfig, encode_stream
+
+from .debug import (DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL, format_insn_dump,
+                    token_balance)
+from .errors import DependencyError, KernelError, QueueError
+from .insn_queue import (COMPUTE_STAGE, LOAD_STAGE, NCOLS, STORE_STAGE, C, InsnQueue,
+                         mem_stage)
+from .kernel import ALU_MODE, GEMM_MODE, KernelHandle, UopKernel, signature_key
+from .memory import PAGE_BYTES, VTA_MAX_XFER, Buffer
+from .uop_cache import UopRing
+
+__all__ = ["CommandQueue", "RunRecord"]
+
+_LOAD, _STORE, _FINISH = int(Opcode.LOAD), int(Opcode.STORE), int(Opcode.FINISH)
+_UOP, _OUT = int(MemType.UOP), int(MemType.OUT)
+_PP, _PN, _BGN, _END = C.pop_prev, C.pop_next, C.uop_bgn, C.uop_end
+
+
+@dataclass
+class RunRecord:
+    """What one device run was given, for inspection, replay and tests.
+
+    ``insns`` are the exact bytes run (absolute ``dram_base``); ``uop_loads`` lists
+    ``(insn_index, sram_base, staging_offset, count)`` per LOAD UOP the uop cache emitted;
+    ``mem_refs`` maps instruction index -> (buffer, elem_bytes) for every LOAD/STORE with
+    x_size > 0 issued through ``load_buffer_2d`` / ``store_buffer_2d``.
+    """
+    index: int
+    insns: bytes
+    insn_phys: int
+    insn_count: int
+    wait_cycles: int
+    uop_image: bytes
+    uop_phys: int
+    uop_loads: list
+    mem_refs: dict
+    token_balance: tuple
+    stats: dict = field(default_factory=dict)
+    config: VTAConfig | None = None
+
+    def array(self):
+        from isa import decode_stream
+        return decode_stream(self.insns, self.config)
+
+
+def _u(v, bits: int, name: str, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise QueueError(f"{what}: {name} must be an integer, not {v!r}")
+    v = int(v)
+    if not 0 <= v < (1 << bits):
+        raise QueueError(f"{what}: {name} = {v} does not fit in {bits} bits")
+    return v
+
+
+class CommandQueue:
+    """Builds instruction streams for one device and runs them at :meth:`synchronize`.
+
+    Parameters
+    ----------
+    device : Device
+        Where buffers live and streams run.
+    config : isa.VTAConfig, optional
+        Defaults to ``device.config``.
+    max_xfer : int
+        Size limit of the instruction buffer and of the uop staging image (VTA_MAX_XFER).  The
+        queue auto-synchronises when ``(count + 6) * 16 > max_xfer`` after a call.
+    uop_depth : int, optional
+        Uop SRAM entries the residency ring manages (default ``config.uop_buff_depth``).
+    dep_distance : int, optional
+        Destination-hazard distance for kernel recording (default ``config.ACC_DEP_DISTANCE``).
+    staging : {"append", "reference"}
+        Uop staging policy (:mod:`vta_runtime.uop_cache`).
+    keep_history : bool
+        Keep a :class:`RunRecord` of every run in :attr:`runs` (the last one is always in
+        :attr:`last_run`).
+    debug_stream : file, optional
+        Where DUMP_INSN / DUMP_UOP text goes (default ``sys.stdout``).
+
+    Attributes
+    ----------
+    token_balance : list of int
+        Cumulative (l2g, g2l, s2g, g2s) balance over all runs; zero after every
+        :meth:`synchronize` for a well-formed program.
+    kernels_recorded : int
+        How many kernels ``finit`` has recorded (cache misses).
+    """
+
+    def __init__(self, device, config: VTAConfig | None = None, *, max_xfer: int = VTA_MAX_XFER,
+                 uop_depth: int | None = None, dep_distance: int | None = None,
+                 staging: str = "append", keep_history: bool = False, debug_stream=None):
+        self.device = device
+        self.config = config or device.config
+        if self.config != device.config:
+            raise QueueError("the command queue's configuration differs from the device's")
+        if max_xfer < 16 * INSN_BYTES:
+            raise QueueError(f"max_xfer must be at least {16 * INSN_BYTES} bytes, not {max_xfer}")
+        self.max_xfer = max_xfer
+        self._flush_at = max_xfer // INSN_BYTES - 6
+        self._max_staging = max_xfer // UOP_BYTES
+        self.dep_distance = self.config.ACC_DEP_DISTANCE if dep_distance is None else dep_distance
+        self._q = InsnQueue()
+        self._ring = UopRing(uop_depth or self.config.uop_buff_depth, staging)
+        self._uop_loads: list[tuple[int, int, int, int]] = []
+        self._mem_refs: dict[int, tuple[Buffer, int]] = {}
+        self._recording: UopKernel | None = None
+        self.debug_flags = 0
+        self.debug_stream = debug_stream
+        self.keep_history = keep_history
+        self.runs: list[RunRecord] = []
+        self.last_run: RunRecord | None = None
+        self.num_runs = 0
+        self.kernels_recorded = 0
+        self.token_balance = [0, 0, 0, 0]
+        self._insn_buf: Buffer | None = None
+        self._uop_buf: Buffer | None = None
+        cfg = self.config
+        self._elem_bytes = {int(m): cfg.elem_bytes(m) for m in MemType}
+        self._depth = {int(m): cfg.sram_depth(m) for m in MemType}
+        lay = cfg.mem_layout
+        self._w = {n: lay[n][1] for n in ("sram_base", "dram_base", "y_size", "x_size",
+                                          "x_stride", "y_pad_0")}
+
+    def __repr__(self):
+        return (f"<CommandQueue {len(self._q)} insns pending, {self.num_runs} runs, "
+                f"device={self.device!r}>")
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def pending_count(self) -> int:
+        """Instructions queued in the current window."""
+        return len(self._q)
+
+    @property
+    def pending_rows(self) -> list:
+        """The current window's rows (read-only use: :data:`isa.COLUMNS` order)."""
+        return self._q.rows
+
+    # ------------------------------------------------------------------ debug
+    def set_debug_mode(self, flags: int, stream=None) -> None:
+        """``VTASetDebugMode``: DUMP_INSN = 2, DUMP_UOP = 4, FORCE_SERIAL = 32 (spec §1.3)."""
+        if isinstance(flags, bool) or not isinstance(flags, (int, np.integer)) or flags < 0:
+            raise QueueError(f"debug flags must be a non-negative integer, not {flags!r}")
+        self.debug_flags = int(flags)
+        if stream is not None:
+            self.debug_stream = stream
+
+    def _write_debug(self, text: str) -> None:
+        (self.debug_stream or sys.stdout).write(text)
+
+    # ------------------------------------------------------------------ DMA
+    def load_buffer_2d(self, buf: Buffer, elem_offset: int, x_size: int, y_size: int,
+                       x_stride: int, x_pad_before: int, y_pad_before: int, x_pad_after: int,
+                       y_pad_after: int, dst_sram_index: int, dst_memory_type: int) -> None:
+        """``VTALoadBuffer2D``: a (padded) 2-D tile copy DRAM -> SRAM (spec §4.5).
+
+        INP/WGT loads go to the load stage; ACC, ACC_8BIT and UOP loads to compute.
+        ``dram_base = phys(buf) / E + elem_offset`` with E the DRAM tile bytes of the type.
+
+        Raises
+        ------
+        QueueError
+            Unknown or OUT memory type, a field that does not fit, an SRAM range past the
+            buffer depth or a DRAM range past the end of ``buf``.
+        """
+        what = "load_buffer_2d"
+        self.device.check(buf)
+        mt = dst_memory_type
+        if isinstance(mt, bool) or mt not in self._elem_bytes or mt == _OUT:
+            raise QueueError(f"{what}: memory type {mt!r} cannot be loaded (UOP 0, WGT 1, INP 2, "
+                             f"ACC 3, ACC_8BIT 5)")
+        mt = int(mt)
+        w = self._w
+        x = _u(x_size, w["x_size"], "x_size", what)
+        y = _u(y_size, w["y_size"], "y_size", what)
+        stride = _u(x_stride, w["x_stride"], "x_stride", what)
+        pads = [_u(v, w["y_pad_0"], n, what) for v, n in
+                ((y_pad_before, "y_pad_before"), (y_pad_after, "y_pad_after"),
+                 (x_pad_before, "x_pad_before"), (x_pad_after, "x_pad_after"))]
+        sram = _u(dst_sram_index, w["sram_base"], "dst_sram_index", what)
+        off = _u(elem_offset, 32, "elem_offset", what)
+        E = self._elem_bytes[mt]
+        if x:
+            rows = pads[0] + y + pads[1]
+            cols = pads[2] + x + pads[3]
+            if sram + rows * cols > self._depth[mt]:
+                raise QueueError(f"{what}: SRAM tiles [{sram}, {sram + rows * cols}) exceed the "
+                                 f"{MemType(mt).name} buffer depth {self._depth[mt]}")
+            self._check_dram(buf, off, x, y, stride, E, what)
+        dram = buf.phys // E + off
+        if dram >= 1 << w["dram_base"]:
+            raise QueueError(f"{what}: dram_base {dram} does not fit in {w['dram_base']} bits")
+        q = self._q
+        row = q.create(mem_stage(mt))
+        row[C.opcode] = _LOAD
+        row[C.memory_type] = mt
+        row[C.sram_base] = sram
+        row[C.dram_base] = dram
+        row[C.y_size], row[C.x_size], row[C.x_stride] = y, x, stride
+        row[C.y_pad_0], row[C.y_pad_1], row[C.x_pad_0], row[C.x_pad_1] = pads
+        if x:
+            self._mem_refs[len(q.rows) - 1] = (buf, E)
+        if len(q.rows) > self._flush_at:
+            self._auto_sync()
+
+    def store_buffer_2d(self, src_sram_index: int, src_memory_type: int, buf: Buffer,
+                        elem_offset: int, x_size: int, y_size: int, x_stride: int) -> None:
+        """``VTAStoreBuffer2D``: OUT tiles SRAM -> DRAM, store stage, no padding (spec §4.5).
+
+        Raises
+        ------
+        QueueError
+            A memory type other than OUT, a field that does not fit, or an SRAM/DRAM range
+            past the buffer.
+        """
+        what = "store_buffer_2d"
+        self.device.check(buf)
+        if src_memory_type != _OUT or isinstance(src_memory_type, bool):
+            raise QueueError(f"{what}: stores read the OUT buffer (memory type 4), "
+                             f"not {src_memory_type!r}")
+        w = self._w
+        x = _u(x_size, w["x_size"], "x_size", what)
+        y = _u(y_size, w["y_size"], "y_size", what)
+        stride = _u(x_stride, w["x_stride"], "x_stride", what)
+        sram = _u(src_sram_index, w["sram_base"], "src_sram_index", what)
+        off = _u(elem_offset, 32, "elem_offset", what)
+        E = self._elem_bytes[_OUT]
+        if x:
+            if sram + x * y > self._depth[_OUT]:
+                raise QueueError(f"{what}: SRAM tiles [{sram}, {sram + x * y}) exceed the OUT "
+                                 f"buffer depth {self._depth[_OUT]}")
+            self._check_dram(buf, off, x, y, stride, E, what)
+        dram = buf.phys // E + off
+        if dram >= 1 << w["dram_base"]:
+            raise QueueError(f"{what}: dram_base {dram} does not fit in {w['dram_base']} bits")
+        q = self._q
+        row = q.create(STORE_STAGE)
+        row[C.opcode] = _STORE
+        row[C.memory_type] = _OUT
+        row[C.sram_base] = sram
+        row[C.dram_base] = dram
+        row[C.y_size], row[C.x_size], row[C.x_stride] = y, x, stride
+        if x:
+            self._mem_refs[len(q.rows) - 1] = (buf, E)
+        if len(q.rows) > self._flush_at:
+            self._auto_sync()
+
+    @staticmethod
+    def _check_dram(buf, off, x, y, stride, E, what):
+        if y == 0:
+            return
+        end = (off + (y - 1) * stride + x) * E
+        limit = -(-buf.nbytes // E) * E
+        if end > limit:
+            raise QueueError(f"{what}: tiles up to byte {end} (elem_offset {off}, y={y}, "
+                             f"stride={stride}, x={x}, {E}-byte tiles) run past the end of "
+                             f"{buf!r}")
+
+    # ------------------------------------------------------------------ dependencies
+    def dep_push(self, from_stage: int, to_stage: int) -> None:
+        """``VTADepPush``: give one token from ``from_stage`` to ``to_stage`` (spec §4.7)."""
+        self._q.dep_push(from_stage, to_stage)
+
+    def dep_pop(self, from_stage: int, to_stage: int) -> None:
+        """``VTADepPop``: the next ``to_stage`` instruction waits for a token (spec §4.7)."""
+        self._q.dep_pop(from_stage, to_stage)
+
+    # ------------------------------------------------------------------ kernels
+    def uop_loop_begin(self, extent: int, dst_factor: int, src_factor: int,
+                       wgt_factor: int = 0) -> None:
+        """``VTAUopLoopBegin`` (inside ``finit`` only)."""
+        self._rec("uop_loop_begin").loop_begin(extent, dst_factor, src_factor, wgt_factor)
+
+    def uop_loop_end(self) -> None:
+        """``VTAUopLoopEnd`` (inside ``finit`` only)."""
+        self._rec("uop_loop_end").loop_end()
+
+    def uop_push(self, mode: int, reset_out: int, dst: int, src: int, wgt: int = 0,
+                 alu_opcode: int = 0, use_imm: int = 0, imm: int = 0) -> None:
+        """``VTAUopPush`` (inside ``finit`` only)."""
+        self._rec("uop_push").push(mode, reset_out, dst, src, wgt, alu_opcode, use_imm, imm)
+
+    def _rec(self, what) -> UopKernel:
+        k = self._recording
+        if k is None:
+            raise KernelError(f"{what} outside a kernel recording (call it from the finit "
+                              f"function given to push_gemm_op / push_alu_op)")
+        return k
+
+    def _record(self, handle: KernelHandle, key: int, finit, signature, mode: int) -> UopKernel:
+        if self._recording is not None:
+            raise KernelError("push_gemm_op / push_alu_op called while recording another kernel")
+        if not isinstance(handle, KernelHandle):
+            raise KernelError(f"expected a KernelHandle, not {type(handle).__name__}")
+        name = f"{handle.name or 'kernel'}[{signature}]"
+        k = UopKernel(self.config, signature, self.dep_distance, name)
+        self._recording = k
+        try:
+            rc = finit(self, signature)
+        finally:
+            self._recording = None
+        if rc not in (None, 0):
+            raise KernelError(f"{name}: finit returned {rc!r}, not 0")
+        k.finalize(mode)
+        handle.kernels[key] = k
+        self.kernels_recorded += 1
+        if self.debug_flags & DEBUG_DUMP_UOP:
+            self._write_debug(k.dump())
+        return k
+
+    def _load_kernel(self, k: UopKernel) -> tuple[int, int]:
+        ring = self._ring
+        if ring.staging_uops + k.size > self._max_staging:
+            self._auto_sync()
+        begin, end, offset = ring.place(k)
+        q = self._q
+        row = q.create(COMPUTE_STAGE)
+        row[C.opcode] = _LOAD
+        row[C.memory_type] = _UOP
+        row[C.sram_base] = begin
+        row[C.dram_base] = offset       # staging-relative until synchronize adds the base
+        row[C.y_size] = 1
+        row[C.x_size] = row[C.x_stride] = end - begin
+        self._uop_loads.append((len(q.rows) - 1, begin, offset, end - begin))
+        return begin, end
+
+    def push_gemm_op(self, handle: KernelHandle, finit, signature=None) -> None:
+        """``VTAPushGEMMOp``: record (on first use) and issue a GEMM micro-kernel.
+
+        ``finit(cq, signature)`` is called on a cache miss and records the kernel through
+        :meth:`uop_loop_begin`, :meth:`uop_push` (mode 0) and :meth:`uop_loop_end`.  A kernel
+        not resident in the uop SRAM is preceded by a LOAD UOP.  One kernel loop maps to the
+        GEMM *outer* loop.
+        """
+        key = 0 if signature is None else signature_key(signature)
+        try:
+            k = handle.kernels.get(key)
+        except AttributeError:
+            raise KernelError(f"expected a KernelHandle, not {type(handle).__name__}") from None
+        if k is None:
+            k = self._record(handle, key, finit, signature, GEMM_MODE)
+        elif k.mode != GEMM_MODE:
+            raise KernelError(f"{k.name}: push_gemm_op on a call site that recorded an ALU "
+                              f"kernel")
+        res = self._ring.resident.get(k)
+        if res is None:
+            res = self._load_kernel(k)
+        q = self._q
+        row = k.template.copy()
+        row[_BGN], row[_END] = res
+        pp, pn = q.pending_prev, q.pending_next
+        if pp[2] or pn[2]:
+            row[_PP], row[_PN] = pp[2], pn[2]
+            pp[2] = pn[2] = 0
+        rows = q.rows
+        rows.append(row)
+        if len(rows) > self._flush_at:
+            self._auto_sync()
+
+    def push_alu_op(self, handle: KernelHandle, finit, signature=None) -> None:
+        """``VTAPushALUOp``: like :meth:`push_gemm_op` for ALU kernels (uop mode 1).
+
+        One kernel loop maps to the ALU *inner* loop (the reference asymmetry, spec §4.6).
+        """
+        key = 0 if signature is None else signature_key(signature)
+        try:
+            k = handle.kernels.get(key)
+        except AttributeError:
+            raise KernelError(f"expected a KernelHandle, not {type(handle).__name__}") from None
+        if k is None:
+            k = self._record(handle, key, finit, signature, ALU_MODE)
+        elif k.mode != ALU_MODE:
+            raise KernelError(f"{k.name}: push_alu_op on a call site that recorded a GEMM "
+                              f"kernel")
+        res = self._ring.resident.get(k)
+        if res is None:
+            res = self._load_kernel(k)
+        q = self._q
+        row = k.template.copy()
+        row[_BGN], row[_END] = res
+        pp, pn = q.pending_prev, q.pending_next
+        if pp[2] or pn[2]:
+            row[_PP], row[_PN] = pp[2], pn[2]
+            pp[2] = pn[2] = 0
+        rows = q.rows
+        rows.append(row)
+        if len(rows) > self._flush_at:
+            self._auto_sync()
+
+    # ------------------------------------------------------------------ synchronisation
+    def _auto_sync(self) -> None:
+        self.synchronize(1 << 31)
+
+    def _ensure_buffer(self, attr: str, nbytes: int) -> Buffer:
+        buf = getattr(self, attr)
+        if buf is not None and buf.alive and buf.nbytes >= nbytes:
+            return buf
+        if buf is not None and buf.alive:
+            self.device.free(buf)
+        size = PAGE_BYTES
+        while size < nbytes:
+            size *= 2
+        buf = self.device.alloc(min(max(size, nbytes), max(self.max_xfer, nbytes)),
+                                name=attr.strip("_"))
+        setattr(self, attr, buf)
+        return buf
+
+    def synchronize(self, wait_cycles: int = 1 << 31) -> RunRecord:
+        """``VTASynchronize``: finish the window, run it, wait, and reset (spec §4.7).
+
+        Appends the final dependency sequence (or the FORCE_SERIAL rewrite) and FINISH, copies
+        the uop staging image and the instructions to device memory, optionally dumps them
+        (DUMP_INSN), runs the device and resets the instruction queue and uop residency.
+
+        Returns
+        -------
+        RunRecord
+
+        Raises
+        ------
+        DependencyError
+            Pops would be left pending (a store-stage pop under FORCE_SERIAL).
+        DeviceError
+            The device failed; the queue is reset anyway.
+        """
+        if isinstance(wait_cycles, bool) or not isinstance(wait_cycles, (int, np.integer)) \
+                or not 0 <= wait_cycles < 1 << 32:
+            raise QueueError(f"synchronize: wait_cycles must be a 32-bit unsigned integer, "
+                             f"not {wait_cycles!r}")
+        q = self._q
+        if self.debug_flags & DEBUG_FORCE_SERIAL:
+            if q.pending_prev[STORE_STAGE] or q.pending_next[STORE_STAGE]:
+                raise DependencyError("synchronize: a store-stage pop is pending and FORCE_SERIAL "
+                                      "would leave it uncommitted")
+            q.rewrite_force_serial()
+        else:
+            q.dep_push(STORE_STAGE, COMPUTE_STAGE)
+            q.dep_push(LOAD_STAGE, COMPUTE_STAGE)
+            q.dep_pop(STORE_STAGE, COMPUTE_STAGE)
+            q.dep_pop(LOAD_STAGE, COMPUTE_STAGE)
+            q.commit_pending_pop(COMPUTE_STAGE)
+        row = q.create(COMPUTE_STAGE)
+        row[C.opcode] = _FINISH
+        if q.has_pending_pop():     # pragma: no cover - excluded by the checks above
+            raise DependencyError("synchronize: dependency pops still pending after FINISH")
+        try:
+            return self._run(wait_cycles)
+        finally:
+            q.reset()
+            self._ring.reset()
+            self._uop_loads = []
+            self._mem_refs = {}
+
+    def _run(self, wait_cycles: int) -> RunRecord:
+        cfg = self.config
+        arr = self._q.to_array(cfg)
+        n = len(arr)
+        if n * INSN_BYTES > self.max_xfer:
+            raise QueueError(f"synchronize: {n} instructions exceed the instruction buffer "
+                             f"({self.max_xfer} bytes)")
+        image = self._ring.image()
+        uop_phys = 0
+        if self._uop_loads:
+            ubuf = self._ensure_buffer("_uop_buf", max(image.nbytes, UOP_BYTES))
+            self.device.copy_from_host(ubuf, image)
+            uop_phys = ubuf.phys
+            idx = np.fromiter((t[0] for t in self._uop_loads), dtype=np.int64,
+                              count=len(self._uop_loads))
+            arr.cols["dram_base"][idx] += uop_phys // UOP_BYTES
+        data = encode_stream(arr)
+        ibuf = self._ensure_buffer("_insn_buf", len(data))
+        self.device.copy_from_host(ibuf, data)
+        balance = token_balance(arr)
+        if self.debug_flags & DEBUG_DUMP_INSN:
+            self._write_debug(format_insn_dump(arr))
+        assert arr.opcode[-1] == _FINISH
+        record = RunRecord(self.num_runs, data, ibuf.phys, n, int(wait_cycles), image.tobytes(),
+                           uop_phys, list(self._uop_loads), dict(self._mem_refs), balance,
+                           {}, cfg)
+        self.num_runs += 1
+        for i in range(4):
+            self.token_balance[i] += balance[i]
+        self.last_run = record
+        if self.keep_history:
+            self.runs.append(record)
+        record.stats = self.device.run(ibuf.phys, n, int(wait_cycles))
+        return record
+
+    def close(self) -> None:
+        """Free the instruction and uop staging buffers."""
+        for attr in ("_insn_buf", "_uop_buf"):
+            buf = getattr(self, attr)
+            if buf is not None and buf.alive:
+                self.device.free(buf)
+            setattr(self, attr, None)

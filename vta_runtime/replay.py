@@ -1,0 +1,256 @@
+"""Replay a runtime golden case (``tests/data/runtime_cases/*.json``) and compare it.
+
+:func:`replay_case` allocates the case's buffers on a device, fills them, replays ``calls``
+through a :class:`~vta_runtime.command_queue.CommandQueue`, and returns the streams it ran in
+the golden format (``dram_base`` normalised to the element offset inside the buffer it points
+into, as the cases' README prescribes), the kernel-cache events and the final buffers.
+:func:`compare_case` lists every difference from the golden data.
+
+Cases with an ``intended`` key (``uop_ring_eviction``) capture a reference bug: this runtime
+emits append-only uop staging there, so the LOAD UOP offsets and fetched uops differ on
+purpose, and the final buffers are compared with ``intended`` instead of ``outputs``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa import INSN_BYTES, MemType, Opcode, decode_stream, decode_uops, encode_stream
+
+from .command_queue import CommandQueue
+from .device import NullDevice
+from .errors import VTARuntimeError
+from .kernel import KernelHandle
+
+__all__ = ["replay_case", "compare_case", "load_case", "ReplayResult", "CaseError"]
+
+
+class CaseError(VTARuntimeError):
+    """A malformed golden case (unknown op, missing field, unknown buffer)."""
+
+
+@dataclass
+class ReplayResult:
+    """What a replay produced, in the golden case's vocabulary."""
+    runs: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)
+    outputs: dict | None = None
+    queue: CommandQueue | None = None
+    device: object = None
+    buffers: dict = field(default_factory=dict)
+
+
+def load_case(case) -> dict:
+    """A case dict from a dict, a path, or a JSON string."""
+    if isinstance(case, dict):
+        return case
+    if isinstance(case, (str, os.PathLike)) and os.path.exists(case):
+        with open(case) as f:
+            return json.load(f)
+    if isinstance(case, str):
+        return json.loads(case)
+    raise CaseError(f"cannot read a runtime case from {type(case).__name__}")
+
+
+def _finit(call, mode):
+    loops = call.get("uop_loops", [])
+    uops = call["uops"]
+
+    def finit(cq, signature):
+        for lp in loops:
+            extent, dst_f, src_f = lp[0], lp[1], lp[2]
+            wgt_f = lp[3] if len(lp) > 3 else 0
+            cq.uop_loop_begin(extent, dst_f, src_f, wgt_f)
+        for u in uops:
+            if mode == 0:
+                cq.uop_push(0, call.get("reset", 0), u[0], u[1], u[2] if len(u) > 2 else 0,
+                            0, 0, 0)
+            else:
+                cq.uop_push(1, 0, u[0], u[1], 0, call["alu_opcode"], call["use_imm"],
+                            call["imm"])
+        for _ in loops:
+            cq.uop_loop_end()
+        return 0
+    return finit
+
+
+def replay_case(case, device=None, *, staging: str = "append", config=None) -> ReplayResult:
+    """Replay a golden case.
+
+    Parameters
+    ----------
+    case : dict, path or JSON text
+    device : Device, optional
+        Default :class:`NullDevice` (streams only; ``outputs`` is then None).
+    staging : {"append", "reference"}
+        Uop staging policy; "reference" reproduces the reference's captured streams even for
+        ``uop_ring_eviction``.
+
+    Raises
+    ------
+    CaseError
+        The case is malformed.  Runtime errors of the calls propagate unchanged.
+    """
+    case = load_case(case)
+    executes = device is not None and not isinstance(device, NullDevice)
+    dev = device if device is not None else NullDevice(config)
+    cq = CommandQueue(dev, keep_history=True, staging=staging)
+    res = ReplayResult(queue=cq, device=dev)
+    names = {}
+    for name, spec in case.get("buffers", {}).items():
+        buf = dev.alloc(int(spec["nbytes"]), name=name)
+        data = np.asarray(spec.get("data", 0), dtype=spec["dtype"])
+        if data.ndim:
+            dev.copy_from_host(buf, data)
+        res.buffers[name] = buf
+        names[id(buf)] = name
+    handles: dict[str, KernelHandle] = {}
+
+    def get_buf(call, i):
+        try:
+            return res.buffers[call["buf"]]
+        except KeyError:
+            raise CaseError(f"call {i}: unknown buffer {call.get('buf')!r}") from None
+
+    for i, call in enumerate(case.get("calls", [])):
+        op = call.get("op")
+        runs_before = cq.num_runs
+        try:
+            if op == "load_buffer_2d":
+                cq.load_buffer_2d(get_buf(call, i), call["elem_offset"], call["x_size"],
+                                  call["y_size"], call["x_stride"], call["x_pad_before"],
+                                  call["y_pad_before"], call["x_pad_after"], call["y_pad_after"],
+                                  call["dst_sram_index"], call["dst_memory_type"])
+            elif op == "store_buffer_2d":
+                cq.store_buffer_2d(call["src_sram_index"], call["src_memory_type"],
+                                   get_buf(call, i), call["elem_offset"], call["x_size"],
+                                   call["y_size"], call["x_stride"])
+            elif op in ("push_gemm_op", "push_alu_op"):
+                h = handles.setdefault(call["kernel"], KernelHandle(call["kernel"]))
+                before = cq.kernels_recorded
+                mode = 0 if op == "push_gemm_op" else 1
+                push = cq.push_gemm_op if mode == 0 else cq.push_alu_op
+                push(h, _finit(call, mode), call.get("signature"))
+                res.kernels.append({"call_index": i, "kernel": call["kernel"],
+                                    "recorded": cq.kernels_recorded > before})
+            elif op == "dep_push":
+                cq.dep_push(call["from"], call["to"])
+            elif op == "dep_pop":
+                cq.dep_pop(call["from"], call["to"])
+            elif op == "synchronize":
+                cq.synchronize(call.get("wait_cycles", 1 << 31))
+            elif op == "set_debug_mode":
+                cq.set_debug_mode(call["flags"])
+            else:
+                raise CaseError(f"call {i}: unknown op {op!r}")
+        except KeyError as e:
+            raise CaseError(f"call {i} ({op}): missing field {e}") from None
+        for rec in cq.runs[runs_before:]:
+            res.runs.append(_normalise(rec, names, i))
+    if executes:
+        res.outputs = {}
+        for name, spec in case.get("buffers", {}).items():
+            dtype = np.dtype(spec["dtype"])
+            shape = tuple(spec["shape"])
+            res.outputs[name] = dev.copy_to_host(res.buffers[name], dtype=dtype, shape=shape)
+    return res
+
+
+def _normalise(rec, names: dict, call_index: int) -> dict:
+    """A RunRecord in the golden ``runs`` format."""
+    arr = decode_stream(rec.insns, rec.config)
+    refs = [None] * len(arr)
+    uop_rows = {t[0]: t for t in rec.uop_loads}
+    for i, (buf, E) in rec.mem_refs.items():
+        off = int(arr.dram_base[i]) - buf.phys // E
+        arr.cols["dram_base"][i] = off
+        refs[i] = {"buf": names.get(id(buf), buf.name), "elem_offset": off, "elem_bytes": E}
+    image = rec.uop_image
+    uop_loads = []
+    for i, (_, sram, offset, count) in sorted(uop_rows.items()):
+        arr.cols["dram_base"][i] -= rec.uop_phys // 4
+        refs[i] = {"buf": "uop", "elem_offset": offset, "elem_bytes": 4}
+        chunk = image[4 * offset:4 * (offset + count)]
+        d, s, w = decode_uops(chunk, rec.config)
+        uop_loads.append({"insn_index": i, "sram_base": sram, "uop_offset": offset,
+                          "count": count, "uops_hex": chunk.hex(),
+                          "uops": [[int(a), int(b), int(c)] for a, b, c in zip(d, s, w)]})
+    data = encode_stream(arr)
+    return {"call_index": call_index, "insn_count": rec.insn_count,
+            "wait_cycles": rec.wait_cycles,
+            "insns_hex": [data[k:k + INSN_BYTES].hex() for k in range(0, len(data), INSN_BYTES)],
+            "dram_refs": refs, "uop_loads": uop_loads,
+            "token_balance": list(rec.token_balance), "stats": rec.stats}
+
+
+def _is_uop_load(hexstr: str) -> bool:
+    b = bytes.fromhex(hexstr)
+    word = int.from_bytes(b, "little")
+    return (word & 7) == Opcode.LOAD and ((word >> 7) & 7) == MemType.UOP and \
+        ((word >> 80) & 0xFFFF) != 0
+
+
+def _mask_dram(hexstr: str) -> str:
+    word = int.from_bytes(bytes.fromhex(hexstr), "little")
+    word &= ~(((1 << 32) - 1) << 26)
+    return word.to_bytes(16, "little").hex()
+
+
+def compare_case(case, result: ReplayResult, *, check_outputs: bool = True) -> list[str]:
+    """Differences between a replay and the golden case (empty list = identical)."""
+    case = load_case(case)
+    diffs = []
+    buggy = "intended" in case
+    gold_runs = case.get("runs", [])
+    if len(gold_runs) != len(result.runs):
+        diffs.append(f"{len(result.runs)} runs, expected {len(gold_runs)}")
+    for r, (g, m) in enumerate(zip(gold_runs, result.runs)):
+        for key in ("call_index", "insn_count", "wait_cycles", "token_balance"):
+            if list(np.atleast_1d(g[key])) != list(np.atleast_1d(m[key])):
+                diffs.append(f"run {r}: {key} = {m[key]}, expected {g[key]}")
+        gi, mi = g["insns_hex"], m["insns_hex"]
+        for k in range(min(len(gi), len(mi))):
+            a, b = gi[k], mi[k]
+            if buggy and _is_uop_load(a):
+                a, b = _mask_dram(a), _mask_dram(b)
+            if a != b:
+                text = g.get("insns_text", [""] * len(gi))[k]
+                diffs.append(f"run {r} insn {k}: {mi[k]} expected {gi[k]} ({text})")
+        if len(gi) != len(mi):
+            diffs.append(f"run {r}: {len(mi)} instructions, expected {len(gi)}")
+        if g.get("dram_refs") is not None:
+            for k, (a, b) in enumerate(zip(g["dram_refs"], m["dram_refs"])):
+                if buggy and a is not None and a["buf"] == "uop":
+                    a, b = dict(a, elem_offset=None), dict(b or {}, elem_offset=None)
+                if a != b:
+                    diffs.append(f"run {r} insn {k}: dram ref {b}, expected {a}")
+        gl, ml = g.get("uop_loads", []), m["uop_loads"]
+        if len(gl) != len(ml):
+            diffs.append(f"run {r}: {len(ml)} uop loads, expected {len(gl)}")
+        elif not buggy:
+            for a, b in zip(gl, ml):
+                for key in ("insn_index", "sram_base", "uop_offset", "count", "uops_hex"):
+                    if a[key] != b[key]:
+                        diffs.append(f"run {r} uop load at insn {a['insn_index']}: {key} = "
+                                     f"{b[key]}, expected {a[key]}")
+    gk = [(k["call_index"], k["kernel"], k["recorded"]) for k in case.get("kernels", [])]
+    mk = [(k["call_index"], k["kernel"], k["recorded"]) for k in result.kernels]
+    if gk != mk:
+        diffs.append(f"kernel cache events {mk}, expected {gk}")
+    if check_outputs and result.outputs is not None:
+        want = dict(case.get("outputs", {}))
+        want.update(case.get("intended", {}))
+        for name, data in want.items():
+            spec = case["buffers"][name]
+            exp = np.asarray(data, dtype=spec["dtype"])
+            got = result.outputs[name]
+            if got.shape != exp.shape or not np.array_equal(got, exp):
+                bad = int(np.sum(got != exp)) if got.shape == exp.shape else -1
+                diffs.append(f"output {name}: {bad} elements differ from the "
+                             f"{'intended' if name in case.get('intended', {}) else 'golden'} "
+                             f"result")
+    return diffs

@@ -1,0 +1,102 @@
+"""Uop SRAM residency ring and the uop staging image (spec §4.6).
+
+Within one synchronisation window the uop SRAM is managed as the reference does: a ring of
+``depth`` entries; a kernel that is not resident goes at the ring end, or wraps to 0 when it
+does not fit; every cached kernel whose SRAM range the new one overlaps is evicted; the cache
+list stays sorted by SRAM position.  Each placement needs one LOAD UOP.
+
+Staging (the DRAM image LOAD UOPs read from) has two policies:
+
+* ``"append"`` (default): every placed kernel is appended to the image and its LOAD reads the
+  append position.  Earlier LOADs therefore never point at stale bytes, even after in-window
+  evictions.  Without evictions this is byte-identical to the reference.
+* ``"reference"``: the reference's behaviour, kept for reproducing captured streams: the
+  offset is the size of the kernels before the new one in the cache list, and the image is the
+  cache list at synchronisation.  After an eviction inside one window, earlier LOADs read the
+  wrong kernel's uops (the latent bug of spec §4.6, case ``uop_ring_eviction``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import KernelError
+
+__all__ = ["UopRing"]
+
+
+class UopRing:
+    """Residency bookkeeping for one command queue.
+
+    Parameters
+    ----------
+    depth : int
+        Uop SRAM entries the runtime manages (``VTAConfig.uop_buff_depth``).
+    staging : {"append", "reference"}
+        Staging policy (module docstring).
+
+    Attributes
+    ----------
+    resident : dict
+        kernel -> (sram_begin, sram_end) for every kernel resident in this window.
+    staging_uops : int
+        Current size of the staging image in uops.
+    """
+
+    def __init__(self, depth: int, staging: str = "append"):
+        if staging not in ("append", "reference"):
+            raise ValueError(f"staging policy must be 'append' or 'reference', not {staging!r}")
+        self.depth = depth
+        self.staging = staging
+        self.resident: dict = {}
+        self.cache: list = []          # sorted by SRAM position (the reference cache_)
+        self.cache_idx = 0
+        self.sram_end = 0
+        self.appended: list = []       # append-only image, in load order
+        self.staging_uops = 0
+        self.evictions = 0
+
+    def place(self, kernel) -> tuple[int, int, int]:
+        """Make ``kernel`` resident; return (sram_begin, sram_end, staging offset in uops)."""
+        n = kernel.size
+        if n > self.depth:
+            raise KernelError(f"{kernel.name}: {n} uops do not fit the {self.depth}-entry uop "
+                              f"SRAM")
+        if self.sram_end + n > self.depth:       # wrap around
+            self.cache_idx = 0
+            begin, self.sram_end = 0, n
+        else:
+            begin = self.sram_end
+            self.sram_end += n
+        end = self.sram_end
+        cache, resident = self.cache, self.resident
+        evict_begin = i = self.cache_idx
+        while i < len(cache) and resident[cache[i]][0] < end:
+            del resident[cache[i]]
+            self.evictions += 1
+            i += 1
+        resident[kernel] = (begin, end)
+        cache[evict_begin:i] = [kernel]
+        self.cache_idx = evict_begin + 1
+        if self.staging == "append":
+            offset = self.staging_uops
+            self.appended.append(kernel)
+            self.staging_uops += n
+        else:
+            offset = sum(k.size for k in cache[:self.cache_idx - 1])
+            self.staging_uops = sum(k.size for k in cache)
+        return begin, end, offset
+
+    def image(self) -> np.ndarray:
+        """The staging image as little-endian ``uint32`` words."""
+        kernels = self.appended if self.staging == "append" else self.cache
+        if not kernels:
+            return np.zeros(0, dtype="<u4")
+        return np.concatenate([k.words for k in kernels])
+
+    def reset(self) -> None:
+        """Forget all residency: the uop SRAM is not assumed to survive a run (apache/tvm#5470)."""
+        self.resident.clear()
+        self.cache.clear()
+        self.appended.clear()
+        self.cache_idx = self.sram_end = self.staging_uops = 0
