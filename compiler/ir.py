@@ -1,0 +1,251 @@
+"""The loop IR: a small, target-neutral statement tree that prints readably after every pass.
+
+Statements (each carries the pipeline ``stage`` that executes it: "load", "compute",
+"store", or "" for control):
+
+* :class:`For` -- a loop over an :class:`~compiler.te.IterVar`; ``kind`` is "serial",
+  "vthread" (a virtual thread: independent iterations to interleave) or "unrolled".
+* :class:`Seq` -- statements in order.
+* :class:`Copy` -- a DMA box copy between a DRAM tensor and an on-chip buffer (in tiles).
+* :class:`UopNest` -- a tensorized affine loop nest of one micro-op (GEMM or ALU): what the
+  GEMM/ALU intrinsic becomes before loop folding.
+* :class:`UopKernel` -- the folded form: <= 2 loops around a list of micro-ops.
+* :class:`Buffer` -- an on-chip buffer in a VTA scope (inp, wgt, acc), with per-vthread slots.
+
+Index expressions are :mod:`compiler.te` expressions over loop variables.  The IR knows
+nothing of instruction encodings; the VTA code generator and the numpy executor interpret it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .te import Binary, Const, Expr, IterVar, TEError, affine
+
+
+class IRError(ValueError):
+    """A malformed IR tree (names the node)."""
+
+
+# ----------------------------------------------------------------------------- expressions
+
+def const(v: int) -> Const:
+    return Const(int(v))
+
+
+def add(*terms) -> Expr:
+    out = None
+    for t in terms:
+        t = const(t) if isinstance(t, int) else t
+        out = t if out is None else Binary("add", out, t)
+    return out if out is not None else const(0)
+
+
+def mul(a, k: int) -> Expr:
+    a = const(a) if isinstance(a, int) else a
+    return Binary("mul", a, const(k))
+
+
+def eval_int(e: Expr, env: dict) -> int:
+    """Evaluate an integer index expression with loop variables bound in ``env``."""
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, IterVar):
+        try:
+            return env[e]
+        except KeyError:
+            raise IRError(f"loop variable {e.name} is not bound here") from None
+    if isinstance(e, Binary):
+        a, b = eval_int(e.a, env), eval_int(e.b, env)
+        return {"add": a + b, "sub": a - b, "mul": a * b, "div": a // b if b else 0,
+                "mod": a % b if b else 0, "min": min(a, b), "max": max(a, b)}[e.op]
+    raise IRError(f"cannot evaluate index {e!r}")
+
+
+def fmt(e) -> str:
+    """Print an index expression as a sum of terms: ``1024*v + 56*y + x + 3``."""
+    if isinstance(e, int):
+        return str(e)
+    try:
+        coefs, k = affine(e)
+    except TEError:
+        return repr(e)
+    parts = [(f"{c}*{v.name}" if c != 1 else v.name) for v, c in coefs.items()]
+    if k or not parts:
+        parts.append(str(k))
+    return " + ".join(parts).replace("+ -", "- ")
+
+
+# ----------------------------------------------------------------------------- statements
+
+@dataclass(eq=False)
+class Buffer:
+    """An on-chip buffer: ``tiles`` per slot, ``slots`` copies (one per virtual thread)."""
+    name: str
+    scope: str                 # "inp" | "wgt" | "acc"
+    tiles: int
+    slots: int = 1
+    base: int | None = None    # set by storage flattening (tile index of slot 0)
+
+    def __str__(self):
+        where = f"@{self.base}" if self.base is not None else ""
+        return f"{self.scope}.{self.name}{where}[{self.slots}x{self.tiles}]"
+
+
+class Stmt:
+    """Base of statements; leaf statements have a ``stage`` field."""
+
+
+@dataclass(eq=False)
+class Seq(Stmt):
+    body: list
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    var: IterVar
+    extent: int
+    body: Stmt
+    kind: str = "serial"      # serial | vthread | unrolled
+
+
+@dataclass(eq=False)
+class Copy(Stmt):
+    """DMA box copy of whole tiles.
+
+    ``direction`` "load": ``buffer[offset + row-major box]`` <- ``tensor[origin + box]``,
+    out-of-range source tiles become zeros (padding) when ``pad`` is true.
+    "store": ``tensor[origin + box]`` <- ``buffer[offset + box]`` (narrowed to the tensor
+    dtype).  ``origin``/``box`` cover the tensor's tile dimensions (all but the last two).
+    """
+    stage: str
+    direction: str
+    buffer: Buffer
+    offset: Expr
+    tensor: object
+    origin: tuple
+    box: tuple
+    pad: bool = False
+
+
+@dataclass(eq=False)
+class UopNest(Stmt):
+    """A tensorized affine nest: for each point of ``dims`` (name, extent, (dst, src, wgt)
+    strides), one micro-op at ``base + sum(i * stride)``.
+
+    ``mode`` "gemm": acc[dst] (+)= inp[src] x wgt[wgt] (``reset`` zeroes acc[dst]).
+    ``mode`` "alu": acc[dst] = op(acc[dst], acc[src] or imm)."""
+    stage: str
+    mode: str
+    dims: tuple               # ((name, extent, (dst_stride, src_stride, wgt_stride)), ...)
+    dst: Expr
+    src: Expr
+    wgt: Expr
+    buffers: tuple            # (dst Buffer, src Buffer | None, wgt Buffer | None)
+    reset: bool = False
+    opcode: object = None     # AluOp for mode "alu"
+    use_imm: bool = False
+    imm: int = 0
+
+    @property
+    def n_uops(self) -> int:
+        n = 1
+        for _, e, _ in self.dims:
+            n *= e
+        return n
+
+
+@dataclass(eq=False)
+class UopKernel(Stmt):
+    """A folded micro-op kernel: ``loops`` (extent, dst_f, src_f, wgt_f), at most two, around
+    ``uops`` ((dst, src, wgt) offsets relative to ``dst``/``src``/``wgt`` bases)."""
+    stage: str
+    nest: UopNest
+    loops: tuple
+    uops: tuple
+
+
+def walk(s: Stmt):
+    yield s
+    if isinstance(s, Seq):
+        for c in s.body:
+            yield from walk(c)
+    elif isinstance(s, For):
+        yield from walk(s.body)
+
+
+def transform(s: Stmt, fn) -> Stmt:
+    """Post-order rewrite: ``fn(node)`` returns a replacement (or the node)."""
+    if isinstance(s, Seq):
+        s = replace(s, body=[transform(c, fn) for c in s.body])
+    elif isinstance(s, For):
+        s = replace(s, body=transform(s.body, fn))
+    return fn(s)
+
+
+# ----------------------------------------------------------------------------- printing
+
+def to_text(s: Stmt, indent: int = 0) -> str:
+    pad = "  " * indent
+    if isinstance(s, Seq):
+        return "\n".join(to_text(c, indent) for c in s.body)
+    if isinstance(s, For):
+        kind = "" if s.kind == "serial" else f"  // {s.kind}"
+        return (f"{pad}for {s.var.name} in 0..{s.extent}:{kind}\n" + to_text(s.body, indent + 1))
+    if isinstance(s, Copy):
+        org = ", ".join(f"{fmt(o)}:+{b}" for o, b in zip(s.origin, s.box))
+        sram = f"{s.buffer.scope}.{s.buffer.name}[{fmt(s.offset)}]"
+        dram = f"{s.tensor.name}[{org}]"
+        padded = " (zero-pad out of range)" if s.pad else ""
+        if s.direction == "load":
+            return f"{pad}[{s.stage}] dma {sram} <- {dram}{padded}"
+        return f"{pad}[{s.stage}] dma {dram} <- {sram}"
+    if isinstance(s, UopNest):
+        return pad + f"[{s.stage}] " + _nest_text(s)
+    if isinstance(s, UopKernel):
+        lp = "; ".join(f"loop {e} (dst+{d}, src+{r}, wgt+{w})" for e, d, r, w in s.loops)
+        return (f"{pad}[{s.stage}] uop-kernel {len(s.uops)} uops, {lp or 'no loops'} of "
+                f"{{ {_nest_text(s.nest, short=True)} }}")
+    if isinstance(s, DmaInsn):
+        return f"{pad}[{s.stage}] {s}"
+    return f"{pad}{s!r}"
+
+
+def _nest_text(s: UopNest, short=False) -> str:
+    dims = ", ".join(f"{n}<{e}" for n, e, _ in s.dims)
+    dst = f"acc[{fmt(s.dst)}]"
+    if s.mode == "gemm":
+        body = f"{dst} = 0" if s.reset else \
+            f"{dst} += inp[{fmt(s.src)}] x wgt[{fmt(s.wgt)}]"
+    else:
+        arg = str(s.imm) if s.use_imm else f"acc[{fmt(s.src)}]"
+        body = f"{dst} = {s.opcode.name}({dst}, {arg})"
+    if short:
+        return body
+    strides = "; ".join(f"{n}: dst*{d} src*{r} wgt*{w}" for n, _, (d, r, w) in s.dims)
+    return f"{s.mode} {body}  for {dims or 'one'}  ({strides})"
+
+
+@dataclass(eq=False)
+class DmaInsn(Stmt):
+    """A 2-D DMA (after DMA inference): concrete-per-iteration fields as expressions, padding
+    computed from the source bounds at emission (``clip``)."""
+    stage: str
+    direction: str
+    copy: Copy
+    rows_dim: int             # tensor dim walked by y (or -1 for a 1-D copy)
+    cols_dim: int             # tensor dim walked by x (contiguous tiles)
+    outer: tuple = field(default_factory=tuple)   # ((dim, extent), ...) split into separate DMAs
+
+    def __str__(self):
+        c = self.copy
+        sram = f"{c.buffer.scope}[{fmt(c.offset)}]"
+        org = ", ".join(fmt(o) for o in c.origin)
+        kind = "LOAD" if self.direction == "load" else "STORE"
+        rep = " x ".join(f"{c.tensor.name}.dim{d}<{e}" for d, e in self.outer)
+        rep = f" per {rep}" if rep else ""
+        return (f"{kind} 2d {sram} <-> {c.tensor.name}[{org}] y=dim{self.rows_dim}"
+                f"<{c.box[self.rows_dim] if self.rows_dim >= 0 else 1} x=dim{self.cols_dim}"
+                f"<{c.box[self.cols_dim]}{rep}{' pad' if c.pad else ''}")

@@ -1,0 +1,235 @@
+"""The unrolled VTA program: loops evaluated into a flat list of stage operations, and
+dependency-token insertion over it (TVM ``CoProcSync``, on the unrolled stream).
+
+:func:`unroll` walks the final IR with concrete loop indices and produces :class:`Op` s: 2-D
+DMAs with their padding computed from the source bounds (DMA inference), and micro-kernel
+launches with concrete base indices.  Each op records the SRAM tile ranges it reads and
+writes.
+
+:func:`insert_dependencies` then makes the decoupled pipeline safe.  For every op ``c`` of
+stage B and each neighbouring stage A, the latest A op that conflicts with ``c`` (RAW: A
+wrote what ``c`` reads; WAR: A read what ``c`` overwrites; WAW) must finish first.  If B has
+not already waited for that op or a later one, a token A->B is pushed right after it and
+popped right before ``c``.  Tokens on one queue are pushed in A's order and popped in B's
+order, so the k-th pop always matches the k-th push; every push precedes its pop in program
+order (deadlock-free) and every token is consumed.  Because slots are reused across loop
+iterations, the WAR tokens are the loop-carried ones, and with two virtual-thread slots they
+let thread 1's loads run under thread 0's GEMMs: double buffering.
+
+Raises
+------
+DmaError
+    if a DMA window falls outside its tensor where it may not pad, or lies entirely in the
+    padding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa import MemType
+
+from .ir import DmaInsn, For, IRError, Seq, UopKernel, eval_int
+from .passes.inject_dma import DmaError
+
+STAGE = {"load": 1, "compute": 2, "store": 3}
+STAGE_NAME = {1: "load", 2: "compute", 3: "store"}
+
+
+@dataclass(eq=False)
+class Op:
+    stage: int
+    kind: str                       # "load" | "store" | "gemm" | "alu"
+    args: dict
+    reads: tuple = ()               # ((scope, lo, hi), ...) half-open tile ranges
+    writes: tuple = ()
+    pops: list = field(default_factory=list)      # [(from, to)]
+    pushes: list = field(default_factory=list)
+
+    def __str__(self):
+        a = self.args
+        if self.kind in ("load", "store"):
+            s = (f"{self.kind.upper()} {a['mem'].name} sram={a['sram']} {a['tensor'].name}+"
+                 f"{a['offset']} y={a['y']} x={a['x']} stride={a['stride']}")
+            if any(a['pad']):
+                s += f" pad={a['pad']}"
+        else:
+            k = a["kernel"]
+            s = (f"{self.kind.upper()} kernel#{a['site']} base={a['base']} "
+                 f"{len(k.uops)} uops x {'x'.join(str(lp[0]) for lp in k.loops) or '1'}")
+        deps = "".join(f" pop{f}{t}" for f, t in self.pops) + "".join(
+            f" push{f}{t}" for f, t in self.pushes)
+        return f"[{STAGE_NAME[self.stage]}] {s}{deps}"
+
+
+# ----------------------------------------------------------------------------- unrolling
+
+def unroll(stmt) -> list[Op]:
+    ops: list[Op] = []
+    sites: dict = {}
+    _walk(stmt, {}, ops, sites)
+    return ops
+
+
+def _walk(s, env, ops, sites):
+    if isinstance(s, Seq):
+        for c in s.body:
+            _walk(c, env, ops, sites)
+    elif isinstance(s, For):
+        for i in range(s.extent):
+            env[s.var] = i
+            _walk(s.body, env, ops, sites)
+        env.pop(s.var, None)
+    elif isinstance(s, DmaInsn):
+        ops.extend(_dma_ops(s, env))
+    elif isinstance(s, UopKernel):
+        ops.append(_kernel_op(s, env, sites))
+    else:
+        raise IRError(f"unroll: cannot execute {type(s).__name__}; run the VTA passes first")
+
+
+def _mem_type(c) -> MemType:
+    scope = c.buffer.scope
+    if c.direction == "store":
+        return MemType.OUT
+    if scope == "acc":
+        return MemType.ACC_8BIT if c.tensor.dtype == "int8" else MemType.ACC
+    return MemType.INP if scope == "inp" else MemType.WGT
+
+
+def _dma_ops(d: DmaInsn, env) -> list[Op]:
+    c = d.copy
+    nd = len(c.box)
+    shape = c.tensor.shape[:nd]
+    pitch = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(nd)]
+    origin = [eval_int(o, env) for o in c.origin]
+    base = eval_int(c.offset, env)
+    r, x = d.rows_dim, d.cols_dim
+    inner = int(np.prod(c.box[x + 1:], dtype=np.int64))      # merged full dims
+    run = c.box[x] * inner
+    rows = c.box[r] if r >= 0 else 1
+    mem = _mem_type(c)
+    scope = c.buffer.scope
+    out = []
+    outer_dims = [dd for dd, _ in d.outer]
+    for k, idx in enumerate(np.ndindex(*[e for _, e in d.outer]) if d.outer else [()]):
+        off = 0
+        for dd, i in zip(outer_dims, idx):
+            p = origin[dd] + i
+            if not 0 <= p < shape[dd]:
+                raise DmaError(f"{c.tensor.name}: dimension {dd} index {p} outside [0, "
+                               f"{shape[dd]}) and it cannot be padded")
+            off += p * pitch[dd]
+        pads = []
+        sizes = []
+        starts = []
+        for dim, n, unit in ((r, rows, 1), (x, c.box[x], inner)):
+            if dim < 0:
+                pads.append((0, 0))
+                sizes.append(1)
+                starts.append(0)
+                continue
+            o = origin[dim]
+            p0, p1 = max(0, -o), max(0, o + n - shape[dim])
+            if (p0 or p1) and not (c.pad and c.direction == "load"):
+                raise DmaError(f"{c.tensor.name}: dimension {dim} window [{o}, {o + n}) leaves "
+                               f"[0, {shape[dim]}) and this copy may not pad")
+            if n - p0 - p1 <= 0:
+                raise DmaError(f"{c.tensor.name}: dimension {dim} window [{o}, {o + n}) lies "
+                               f"entirely in the padding")
+            pads.append((p0 * unit, p1 * unit))
+            sizes.append((n - p0 - p1) * unit)
+            starts.append(o + p0)
+        off += sum(s * pitch[dim] for s, dim in zip(starts, (r, x)) if dim >= 0)
+        (yp0, yp1), (xp0, xp1) = pads
+        y_size, x_size = sizes
+        sram = base + k * rows * run
+        args = dict(mem=mem, sram=sram, tensor=c.tensor, offset=off, y=y_size, x=x_size,
+                    stride=pitch[r] if r >= 0 else x_size, pad=(yp0, yp1, xp0, xp1))
+        rng = ((scope, sram, sram + rows * run),)
+        if c.direction == "load":
+            out.append(Op(STAGE[c.stage], "load", args, writes=rng))
+        else:
+            out.append(Op(STAGE[c.stage], "store", args, reads=rng))
+    return out
+
+
+def _extent(k: UopKernel, col: int) -> tuple[int, int]:
+    vals = [u[col] for u in k.uops]
+    lo, hi = min(vals), max(vals)
+    for lp in k.loops:
+        hi += (lp[0] - 1) * lp[1 + col]
+    return lo, hi + 1
+
+
+def _kernel_op(k: UopKernel, env, sites) -> Op:
+    n = k.nest
+    base = (eval_int(n.dst, env), eval_int(n.src, env), eval_int(n.wgt, env))
+    site = sites.setdefault(id(k), len(sites))
+    d0, d1 = _extent(k, 0)
+    writes = (("acc", base[0] + d0, base[0] + d1),)
+    reads = []
+    if n.mode == "gemm" and not n.reset:
+        s0, s1 = _extent(k, 1)
+        w0, w1 = _extent(k, 2)
+        reads = [("inp", base[1] + s0, base[1] + s1), ("wgt", base[2] + w0, base[2] + w1),
+                 writes[0]]
+    elif n.mode == "alu":
+        reads = [writes[0]]
+        if not n.use_imm:
+            s0, s1 = _extent(k, 1)
+            reads.append(("acc", base[1] + s0, base[1] + s1))
+    return Op(2, n.mode, dict(kernel=k, base=base, site=site, uop_key=k), tuple(reads), writes)
+
+
+# ----------------------------------------------------------------------------- dependencies
+
+def _overlap(a, b) -> bool:
+    for sa, lo, hi in a:
+        for sb, lo2, hi2 in b:
+            if sa == sb and lo < hi2 and lo2 < hi:
+                return True
+    return False
+
+
+def _conflict(p: Op, c: Op) -> bool:
+    return (_overlap(p.writes, c.reads) or _overlap(p.reads, c.writes)
+            or _overlap(p.writes, c.writes))
+
+
+def insert_dependencies(ops: list[Op]) -> list[Op]:
+    """Annotate ``ops`` in place with token pops/pushes (see module docstring)."""
+    history: dict[int, list[Op]] = {1: [], 2: [], 3: []}
+    synced: dict[tuple[int, int], int] = {}
+    for c in ops:
+        b = c.stage
+        for a in (b - 1, b + 1):
+            if a not in history:
+                continue
+            hist = history[a]
+            done = synced.get((a, b), -1)
+            for i in range(len(hist) - 1, done, -1):
+                if _conflict(hist[i], c):
+                    hist[i].pushes.append((a, b))
+                    c.pops.append((a, b))
+                    synced[(a, b)] = i
+                    break
+        history[b].append(c)
+    return ops
+
+
+def token_counts(ops: list[Op]) -> dict:
+    out: dict = {}
+    for op in ops:
+        for q in op.pushes:
+            out[q] = out.get(q, 0) + 1
+    return out
+
+
+def listing(ops: list[Op], limit: int | None = None) -> str:
+    lines = [f"{i:5d}  {op}" for i, op in enumerate(ops[:limit] if limit else ops)]
+    if limit and len(ops) > limit:
+        lines.append(f"  ... {len(ops) - limit} more")
+    return "\n".join(lines)
