@@ -182,6 +182,9 @@ class SimDevice(Device):
         parameters. A TimingParams instance: that timing model.
     leftover_tokens : str
         Passed to :class:`vta_sim.Simulator` ("keep": tokens survive runs, like hardware).
+    serial, strict, max_work
+        Passed to :class:`vta_sim.Simulator` when given (stream-order execution, uninitialised
+        SRAM reads as errors, work cap per run).
     **kw
         ``capacity`` / ``max_alloc`` of :class:`Device`.
 
@@ -192,7 +195,8 @@ class SimDevice(Device):
     name = "sim"
 
     def __init__(self, config: VTAConfig | None = None, timed=False, *,
-                 leftover_tokens: str = "keep", **kw):
+                 leftover_tokens: str = "keep", serial: bool | None = None,
+                 strict: bool | None = None, max_work=..., **kw):
         super().__init__(config, **kw)
         try:
             import vta_sim
@@ -202,11 +206,19 @@ class SimDevice(Device):
             raise DeviceError("SimDevice: vta_sim does not provide Simulator yet")
         timing = None
         if timed is True:
-            timing = getattr(vta_sim, "TimingParams")()
+            try:
+                from vta_sim.timing import TimingParams
+            except ImportError as e:
+                raise DeviceError(f"SimDevice(timed=True) needs vta_sim.timing: {e}") from e
+            timing = TimingParams()
         elif timed not in (False, None):
             timing = timed
         self.timed = timing is not None
-        self.sim = vta_sim.Simulator(self.config, leftover_tokens=leftover_tokens, timing=timing)
+        extra = {k: v for k, v in (("serial", serial), ("strict", strict)) if v is not None}
+        if max_work is not ...:
+            extra["max_work"] = max_work
+        self.sim = vta_sim.Simulator(self.config, leftover_tokens=leftover_tokens,
+                                     timing=timing, **extra)
 
     def _execute(self, insn_phys, insn_count, wait_cycles):
         insns = self.insn_bytes(insn_phys, insn_count)
