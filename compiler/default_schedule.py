@@ -1,0 +1,132 @@
+"""Default schedules for any valid configuration: a small exhaustive search over the tile
+knobs with an analytic cost model (AutoTVM's role, without measurements).
+
+The model counts, per candidate, the DRAM bytes the template moves (input windows with
+their halo, weight blocks, bias, outputs), the GEMM/ALU cycles, and a per-DMA latency; with
+virtual threads the DMA and compute overlap (max), without they add.  Candidates that
+overflow an SRAM or cannot fold into legal micro-op kernels are skipped.
+
+Raises
+------
+ScheduleError
+    if no tiling fits the configuration's buffers.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from isa import VTAConfig
+
+from .lower import tile_geometry
+from .schedule import Knobs, ScheduleError
+from .workload import GemmWorkload
+
+DMA_LATENCY = 64          # cycles of fixed cost per DMA instruction (Pynq-like DRAM)
+INSN_OVERHEAD = 10        # cycles of fixed cost per GEMM/ALU instruction
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    cycles: float
+    dram_bytes: int
+    compute_cycles: int
+    dma_count: int
+
+
+def dram_minimum(wl: GemmWorkload, cfg: VTAConfig) -> int:
+    """Bytes a perfect schedule moves: each needed input, weight and vector byte read once,
+    each output byte written once.  Input pixels never touched by a strided kernel are not
+    needed."""
+    rows = _touched(wl.h, wl.oh, wl.kh, wl.stride, wl.pad)
+    cols = _touched(wl.w, wl.ow, wl.kw, wl.stride, wl.pad)
+    inp = wl.nb * wl.cb * rows * cols * cfg.inp_elem_bytes
+    wgt = wl.ob * wl.cb * wl.kh * wl.kw * cfg.wgt_elem_bytes
+    vec = sum(wl.ob * cfg.acc_elem_bytes for st in wl.epilogue if st.vector is not None)
+    out = wl.nb * wl.ob * wl.oh * wl.ow * cfg.out_elem_bytes
+    return inp + wgt + vec + out
+
+
+def _touched(n: int, on: int, k: int, s: int, p: int) -> int:
+    used = set()
+    for o in range(on):
+        for i in range(k):
+            y = o * s + i - p
+            if 0 <= y < n:
+                used.add(y)
+    return len(used)
+
+
+def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
+    g = tile_geometry(wl, k)
+    nt = k.n_tiles(wl)
+    tiles = nt["b"] * nt["co"] * nt["h"] * nt["w"]
+    steps = tiles * nt["ci"]
+    inp = steps * g["inp"] * cfg.inp_elem_bytes
+    wgt = steps * g["wgt"] * cfg.wgt_elem_bytes
+    out = tiles * g["acc"] * cfg.out_elem_bytes
+    vec = sum(wl.ob * cfg.acc_elem_bytes for st in wl.epilogue if st.vector is not None)
+    dram = inp + wgt + out + vec
+    dmas = steps * (k.tile_b * k.tile_ci + 1) + tiles * k.tile_b * k.tile_co
+    gemm = wl.gemm_uops + tiles * g["acc"]                     # + reset
+    alu = tiles * g["acc"] * sum(2 if st.vector is not None else 1 for st in wl.epilogue)
+    insns = steps + tiles * (1 + len(wl.epilogue))
+    compute = gemm + alu + INSN_OVERHEAD * insns
+    mem = dram / cfg.bus_bytes + DMA_LATENCY * dmas / (4 if k.vthreads > 1 else 1)
+    cycles = max(compute, mem) * 1.05 if k.vthreads > 1 else compute + mem
+    return Estimate(cycles, dram, compute, dmas)
+
+
+def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> bool:
+    g = tile_geometry(wl, k)
+    nv = k.vthreads
+    vec_tiles = wl.ob * len({st.vector for st in wl.epilogue if st.vector is not None})
+    if nv * g["inp"] > cfg.inp_buff_depth or nv * g["wgt"] > cfg.wgt_buff_depth:
+        return False
+    if nv * g["acc"] + vec_tiles > cfg.acc_buff_depth:
+        return False
+    if g["acc"] <= cfg.ACC_DEP_DISTANCE:
+        return False
+    # the largest two foldable extents leave this many explicit uops
+    ext = sorted([k.tile_b, k.tile_co, k.tile_h, k.tile_w, k.tile_ci, wl.kh, wl.kw])
+    uops = 1
+    for e in ext[:-2]:
+        uops *= e
+    return uops <= cfg.uop_buff_depth // 4
+
+
+def candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True):
+    nv = 2 if latency_hiding else 1
+    for tb, tco, th, tw, tci in itertools.product(divisors(wl.nb), divisors(wl.ob),
+                                                  divisors(wl.oh), divisors(wl.ow),
+                                                  divisors(wl.cb)):
+        base = Knobs(tb, tco, th, tw, tci, vthreads=1)
+        nt = base.n_tiles(wl)
+        if nv == 1:
+            yield base
+            continue
+        for ax in ("co", "h", "w", "b"):
+            if nt[ax] % nv == 0:
+                yield base.replace(vthreads=nv, vthread_axis=ax)
+
+
+def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True) -> Knobs:
+    """The cheapest candidate under :func:`estimate` (ties: less DRAM traffic)."""
+    best = None
+    for k in candidates(wl, cfg, latency_hiding):
+        if not fits(wl, k, cfg):
+            continue
+        e = estimate(wl, k, cfg)
+        key = (e.cycles, e.dram_bytes)
+        if best is None or key < best[0]:
+            best = (key, k)
+    if best is None and latency_hiding:
+        return default_knobs(wl, cfg, latency_hiding=False)
+    if best is None:
+        raise ScheduleError(f"no tiling of {wl.describe()} fits this configuration's buffers")
+    return best[1]
