@@ -45,6 +45,15 @@ class CompiledKernel:
     ops: list
     compile_seconds: float
     sites: KernelSites = field(default_factory=KernelSites)
+    last_run: object = None
+
+    def instructions(self) -> str:
+        """The last run's instruction stream, one ``describe`` line each."""
+        from isa import decode_program, describe
+        if self.last_run is None:
+            raise ValueError("run the kernel first: instructions are recorded on first call")
+        return "\n".join(f"{i:5d}  {describe(x)}" for i, x in
+                         enumerate(decode_program(self.last_run.insns, self.cfg)))
 
     def show(self, stage: str = "inject_dma") -> str:
         s = self.stages[stage]
@@ -89,6 +98,7 @@ class CompiledKernel:
             cq = cq or CommandQueue(dev)
             emit(self.ops, cq, bufs, self.sites)
             rec = cq.synchronize()
+            self.last_run = rec
             result = ob.copy_to(ndt, shape=out.shape)
             if own:
                 cq.close()

@@ -1,0 +1,168 @@
+"""``vta demo`` and ``vta bench`` (registered by the lead's ``compiler/cli.py``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from isa import VTAConfig
+
+
+def _config(args) -> VTAConfig:
+    return VTAConfig.from_json(args.config) if getattr(args, "config", None) else VTAConfig()
+
+
+def _timing_or_none():
+    try:
+        from .bench import pynq_timing
+        return pynq_timing()
+    except (ImportError, AttributeError):
+        return None
+
+
+def cmd_demo(args) -> int:
+    """Expression -> schedule -> IR -> instructions -> simulator, checked against numpy."""
+    from vta_runtime import SimDevice
+
+    from . import ops
+    from .evaluate import run as te_run
+    from .pipeline import PASSES, build
+    from .schedule import Schedule
+    from .workload import recognise
+
+    cfg = _config(args)
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    cin, cout, hw = 2 * bi, 4 * bo, 14
+    print(f"== 1. tensor expression: conv2d {cin}->{cout} channels, {hw}x{hw}, 3x3, pad 1, "
+          f"then >>8, +bias, clip[0,127], int8   (VTA {b}x{bi}x{bo})")
+    data, kernel, bias, out = ops.conv2d_resnet_block(cfg, b, cin, hw, hw, cout, 3, 1, 1)
+    print(f"   {out.name} = {out.body!r}")
+    wl = recognise(out, cfg)
+    print(f"   tensorize check passed: {wl.describe()}")
+
+    print("== 2. schedule (TVM-style primitives, recorded as plain data)")
+    s = Schedule(wl)
+    s.cache_read("data", "inp")
+    s.cache_read("kernel", "wgt")
+    s.cache_write("acc")
+    s.tile("h", "w", 7, 14)
+    s.split("co", 1)
+    s.split("ci", 1)
+    s.compute_at("data", "ci.outer")
+    s.tensorize("ci.inner", "gemm")
+    s.pragma("epilogue", "alu")
+    s.bind_vthread("co", 1 if args.no_latency_hiding else 2)
+    knobs = s.knobs()
+    for o in s.opts:
+        print(f"   {o.op}({o.target}{', ' + str(o.arg) if o.arg is not None else ''})")
+    print(f"   knobs: {knobs.as_dict()}")
+
+    ck = build(wl, cfg, knobs, verify_ir=True)
+    print(f"== 3. compiler passes ({ck.compile_seconds * 1e3:.1f} ms)")
+    for name, why in PASSES:
+        print(f"   {name:16} {why}")
+    stage = args.show_ir or "inject_dma"
+    print(f"-- IR after {stage} --")
+    print(ck.show(stage))
+
+    rng = np.random.default_rng(args.seed)
+    x = rng.integers(-128, 128, (b, cin, hw, hw), dtype=np.int8)
+    w = rng.integers(-128, 128, (cout, cin, 3, 3), dtype=np.int8)
+    bv = rng.integers(-2000, 2000, (cout,), dtype=np.int32)
+    feeds = {data: ops.pack_nchw(x, b, bi), kernel: ops.pack_oihw(w, bo, bi),
+             bias: np.repeat(bv.reshape(-1, 1, bo), b, axis=1)}
+    timing = _timing_or_none()
+    dev = SimDevice(cfg, timed=timing if timing is not None else False)
+    got, stats = ck.run(dev, feeds)
+    print("== 4. instructions (first 24 of the stream the runtime built)")
+    lines = ck.instructions().splitlines()
+    print("\n".join(lines[:24]) + (f"\n   ... {len(lines) - 24} more" if len(lines) > 24 else ""))
+
+    print("== 5. simulator result vs numpy")
+    ref = np.clip((ops.conv2d_nchw_reference(x, w, 1, 1) >> 8) + bv[None, :, None, None], 0,
+                  127).astype(np.int8)
+    te_ref = te_run(out, feeds)
+    ok = np.array_equal(ops.unpack_nchw(got), ref) and np.array_equal(got, te_ref)
+    print(f"   output {got.shape} int8: {'bit-exact' if ok else 'MISMATCH'} vs numpy "
+          f"(im2col reference and the TE evaluator)")
+    gemm = int(stats["gemm_ops"])
+    t = stats.get("timing") or {}
+    cycles = next((int(t[k]) for k in ("cycles", "total_cycles", "cycle_count") if k in t), 0)
+    if cycles:
+        print(f"   cycles {cycles}, GEMM micro-ops {gemm}, GEMM utilisation {gemm / cycles:.1%}"
+              f" (timed simulator)")
+    else:
+        print(f"   GEMM micro-ops {gemm} (functional simulator; no timing model available)")
+    return 0 if ok else 1
+
+
+def cmd_bench(args) -> int:
+    from .bench import HEADER, RESNET18, bench, format_row, geomean, public_json, roofline
+    if args.workload != "resnet18":
+        print(f"vta bench: unknown workload {args.workload!r} (known: resnet18)", file=sys.stderr)
+        return 2
+    cfg = _config(args)
+    layers = RESNET18
+    if args.layers:
+        want = args.layers.split(",")
+        layers = [l for l in RESNET18 if l.name in want]
+    if args.reduced:
+        layers = [l.scaled(args.reduced) for l in layers]
+    lh = not args.no_latency_hiding
+    print(f"ResNet-18 {'C2-C11' if not args.layers else args.layers} on VTA "
+          f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator, latency hiding "
+          f"{'on' if lh else 'off'}")
+    print(HEADER)
+    doc = bench(lh, layers, cfg, log=print)
+    docs = [doc]
+    if args.compare:
+        print(f"-- again with latency hiding {'off' if lh else 'on'}")
+        other = bench(not lh, layers, cfg, log=print)
+        docs.append(other)
+        on, off = (doc, other) if lh else (other, doc)
+        sp = [b["cycles"] / a["cycles"] for a, b in zip(on["layers"], off["layers"])]
+        print("speedup from latency hiding: " + " ".join(
+            f"{r['name']}={s:.2f}x" for r, s in zip(on["layers"], sp))
+            + f"  geomean {geomean(sp):.3f}x")
+    rows = doc["layers"]
+    best = max(r["gemm_utilization"] for r in rows)
+    print(f"compile {doc['compile_seconds']:.3f} s for {len(rows)} layers; best utilisation "
+          f"{best:.1%}; DRAM traffic {min(r['dram_bytes'] / r['_min_bytes'] for r in rows):.2f}"
+          f"-{max(r['dram_bytes'] / r['_min_bytes'] for r in rows):.2f}x the minimum; all "
+          f"correct: {all(r['correct'] for r in rows)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(public_json(doc), f, indent=2)
+    if args.plot:
+        roofline(docs, args.plot, cfg)
+    return 0 if all(r["correct"] for r in rows) else 1
+
+
+def register(sub):
+    p = sub.add_parser("demo", help="compile a built-in conv2d through the whole VTA compiler "
+                                    "and run it on the simulator")
+    p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
+    p.add_argument("--show-ir", metavar="PASS", help="print the IR after this pass "
+                   "(lower, storage_flatten, inject_vthread, fold_uop, inject_dma)")
+    p.add_argument("--no-latency-hiding", action="store_true", help="one virtual thread")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("bench", help="benchmark compiled workloads on the timed simulator")
+    p.add_argument("workload", choices=["resnet18"], help="workload (resnet18: conv C2-C11)")
+    p.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
+    p.add_argument("--plot", metavar="ROOFLINE.png", help="write a roofline plot")
+    p.add_argument("--no-latency-hiding", action="store_true",
+                   help="compile with one virtual thread (no double buffering)")
+    p.add_argument("--compare", action="store_true",
+                   help="also run the other latency-hiding mode and print the speedups")
+    p.add_argument("--layers", help="comma-separated subset, e.g. C2,C11")
+    p.add_argument("--reduced", type=int, default=0, metavar="F",
+                   help="divide channel counts by F (quick runs)")
+    p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
+    p.set_defaults(func=cmd_bench)
+
+
+__all__ = ["register", "cmd_demo", "cmd_bench", "time"]
