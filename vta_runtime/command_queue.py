@@ -188,7 +188,8 @@ class CommandQueue:
         self.device.check(buf)
         mt = dst_memory_type
         if isinstance(mt, bool) or mt not in self._elem_bytes or mt == _OUT:
-            raise QueueError(f"{what}: memory type {mt!r} cannot be loaded (UOP 0, WGT 1, INP 2, "
+            shown = int(mt) if isinstance(mt, (int, np.integer)) else repr(mt)
+            raise QueueError(f"{what}: memory type {shown} cannot be loaded (UOP 0, WGT 1, INP 2, "
                              f"ACC 3, ACC_8BIT 5)")
         mt = int(mt)
         w = self._w

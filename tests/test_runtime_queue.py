@@ -1,0 +1,313 @@
+"""Command-queue mechanics: kernel invariants, the uop ring, auto-flush, force-serial balance,
+debug dumps, argument checking."""
+
+import io
+
+import numpy as np
+import pytest
+
+from isa import AluOp, MemType, Opcode, VTAConfig, decode_stream
+from vta_runtime import (CommandQueue, DependencyError, KernelError, KernelHandle, NullDevice,
+                         QueueError, SimDevice, UopKernel, signature_key)
+
+
+def gemm_finit(uops, loops=(), reset=0):
+    def finit(cq, sig):
+        for lp in loops:
+            cq.uop_loop_begin(*lp)
+        for u in uops:
+            cq.uop_push(0, reset, *u)
+        for _ in loops:
+            cq.uop_loop_end()
+    return finit
+
+
+class TestKernelInvariants:
+    def rec(self, body, **kw):
+        cq = CommandQueue(NullDevice(**kw.pop("dev", {})), **kw)
+        cq.push_gemm_op(KernelHandle("k"), body)
+        return cq
+
+    def test_dst_hazard_distance_default_two(self):
+        with pytest.raises(KernelError, match="dst 1 was written by uop 1, only 1 uop"):
+            self.rec(gemm_finit([(0, 0, 0), (1, 0, 0), (1, 1, 1)]))
+        with pytest.raises(KernelError, match="dst 0 was written by uop 0, only 2 uop"):
+            self.rec(gemm_finit([(0, 0, 0), (1, 0, 0), (0, 1, 1)]))
+        self.rec(gemm_finit([(0, 0, 0), (1, 0, 0), (2, 0, 0), (0, 1, 1)]))   # distance 3: fine
+
+    def test_dst_hazard_distance_is_a_parameter(self):
+        self.rec(gemm_finit([(0, 0, 0), (1, 0, 0), (0, 1, 1)]), dep_distance=1)
+        with pytest.raises(KernelError, match="distance is 3"):
+            self.rec(gemm_finit([(0, 0, 0), (1, 0, 0), (2, 0, 0), (0, 1, 1)]), dep_distance=3)
+        cfg = VTAConfig(ACC_DEP_DISTANCE=3)
+        with pytest.raises(KernelError, match="distance is 3"):
+            CommandQueue(NullDevice(cfg)).push_gemm_op(
+                KernelHandle(), gemm_finit([(0, 0, 0), (1, 0, 0), (2, 0, 0), (0, 1, 1)]))
+
+    def test_mode_and_reset_consistency(self):
+        def mixed(cq, sig):
+            cq.uop_push(0, 0, 0, 0, 0)
+            cq.uop_push(1, 0, 1, 1, 0, AluOp.ADD, 1, 1)
+        with pytest.raises(KernelError, match="all GEMM or all ALU"):
+            self.rec(mixed)
+        def resets(cq, s):
+            cq.uop_push(0, 0, 0, 0, 0)
+            cq.uop_push(0, 1, 1, 0, 0)
+        with pytest.raises(KernelError, match="reset_out 1 differs"):
+            self.rec(resets)
+
+    def test_alu_single_opcode_and_imm(self):
+        def two_ops(cq, sig):
+            cq.uop_push(1, 0, 0, 0, 0, AluOp.ADD, 1, 1)
+            cq.uop_push(1, 0, 1, 1, 0, AluOp.ADD, 1, 2)
+        with pytest.raises(KernelError, match="one opcode/use_imm/imm"):
+            CommandQueue(NullDevice()).push_alu_op(KernelHandle(), two_ops)
+
+    def test_loops(self):
+        def three(cq, sig):
+            for _ in range(3):
+                cq.uop_loop_begin(2, 1, 1, 0)
+        with pytest.raises(KernelError, match="at most 2 loops"):
+            self.rec(three)
+        def late_loop(cq, s):
+            cq.uop_push(0, 0, 0, 0, 0)
+            cq.uop_loop_begin(2, 1, 1, 0)
+
+        def unclosed(cq, s):
+            cq.uop_loop_begin(2, 1, 1, 0)
+            cq.uop_push(0, 0, 0, 0, 0)
+        with pytest.raises(KernelError, match="before the first uop"):
+            self.rec(late_loop)
+        with pytest.raises(KernelError, match="not closed"):
+            self.rec(unclosed)
+        with pytest.raises(KernelError, match="without a matching"):
+            self.rec(lambda cq, s: cq.uop_loop_end())
+        with pytest.raises(KernelError, match="extent must be at least 1"):
+            self.rec(gemm_finit([(0, 0, 0)], [(0, 1, 1, 0)]))
+        with pytest.raises(KernelError, match="does not fit the 14-bit"):
+            self.rec(gemm_finit([(0, 0, 0)], [(1 << 14, 1, 1, 0)]))
+        with pytest.raises(KernelError, match="dst_factor_out = 4096 does not fit"):
+            self.rec(gemm_finit([(0, 0, 0)], [(2, 4096, 1, 0)]))
+
+    def test_fields_and_empty(self):
+        with pytest.raises(KernelError, match="uop 0: dst = 2048 does not fit in 11 bits"):
+            self.rec(gemm_finit([(2048, 0, 0)]))
+        with pytest.raises(KernelError, match="recorded no uops"):
+            self.rec(gemm_finit([]))
+        with pytest.raises(KernelError, match="finit returned 1"):
+            self.rec(lambda cq, s: (cq.uop_push(0, 0, 0, 0, 0), 1)[1])
+        with pytest.raises(KernelError, match="outside a kernel recording"):
+            CommandQueue(NullDevice()).uop_push(0, 0, 0, 0, 0)
+
+    def test_wrong_push_kind_and_handle(self):
+        cq = CommandQueue(NullDevice())
+        h = KernelHandle()
+        cq.push_gemm_op(h, gemm_finit([(0, 0, 0)]))
+        with pytest.raises(KernelError, match="recorded a GEMM kernel"):
+            cq.push_alu_op(h, None)
+        with pytest.raises(KernelError, match="ALU push recorded GEMM"):
+            cq.push_alu_op(KernelHandle(), gemm_finit([(0, 0, 0)]))
+        with pytest.raises(KernelError, match="expected a KernelHandle"):
+            cq.push_gemm_op(object(), gemm_finit([(0, 0, 0)]))
+
+    def test_failed_recording_is_not_cached(self):
+        cq = CommandQueue(NullDevice())
+        h = KernelHandle()
+        with pytest.raises(KernelError):
+            cq.push_gemm_op(h, gemm_finit([(0, 0, 0), (0, 1, 1)]))
+        assert h.kernels == {} and cq.pending_count == 0
+        cq.push_gemm_op(h, gemm_finit([(0, 0, 0)]))
+        assert cq.kernels_recorded == 1
+
+    def test_imm_stored_as_int16(self):
+        k = UopKernel(VTAConfig())
+        k.push(1, 0, 0, 0, 0, AluOp.ADD, 1, 40000)
+        assert k.imm == 40000 - 65536
+
+    def test_signature_keys(self):
+        assert [signature_key(s) for s in (None, 0, 1, 98, -1)] == [0, 1, 2, 99, 0]
+        assert signature_key((5).to_bytes(4, "little")) == 6
+        for bad in (99, -2, "a", 1.0):
+            with pytest.raises(KernelError):
+                signature_key(bad)
+
+
+class TestUopRing:
+    def test_wrap_and_eviction_positions(self):
+        cq = CommandQueue(NullDevice(), uop_depth=16)
+        hs = [KernelHandle(str(i)) for i in range(4)]
+        sizes = [6, 6, 6, 3]
+        fins = [gemm_finit([(j % 3, 0, 0) for j in range(n)]) for n in sizes]
+        for h, f in zip(hs, fins):
+            cq.push_gemm_op(h, f)        # 0:[0,6) 1:[6,12) 2 wraps:[0,6) evicts 0; 3:[6,9) evicts 1
+        cq.push_gemm_op(hs[2], fins[2])  # still resident: no load
+        cq.push_gemm_op(hs[0], fins[0])  # evicted: reload at [9,15)
+        cq.synchronize()
+        loads = cq.last_run.uop_loads
+        assert [(t[1], t[3]) for t in loads] == [(0, 6), (6, 6), (0, 6), (6, 3), (9, 6)]
+        assert [t[2] for t in loads] == [0, 6, 12, 18, 21]        # append-only staging
+        arr = decode_stream(cq.last_run.insns)
+        g = np.flatnonzero(arr.opcode == Opcode.GEMM)
+        assert [(int(arr.uop_bgn[i]), int(arr.uop_end[i])) for i in g] == \
+            [(0, 6), (6, 12), (0, 6), (6, 9), (0, 6), (9, 15)]
+
+    def test_eviction_executes_the_right_uops(self):
+        """Two kernels that overflow the ring in one window both compute correctly."""
+        dev = SimDevice()
+        n = 5000
+        a = dev.alloc(8 * 64)
+        a.copy_from(np.arange(8 * 16, dtype=np.int32))
+        out = dev.alloc(8 * 16)
+        cq = CommandQueue(dev)
+        cq.load_buffer_2d(a, 0, 8, 1, 8, 0, 0, 0, 0, 0, MemType.ACC)
+
+        def alu_finit(dst_base):
+            def f(c, s):   # n uops cycling over 4 tiles: each tile gets n/4 additions of 1
+                for j in range(n):
+                    c.uop_push(1, 0, dst_base + j % 4, dst_base + j % 4, 0, AluOp.ADD, 1, 1)
+            return f
+        cq.push_alu_op(KernelHandle("A"), alu_finit(0))
+        cq.push_alu_op(KernelHandle("B"), alu_finit(4))
+        cq.dep_push(2, 3)
+        cq.dep_pop(2, 3)
+        cq.store_buffer_2d(0, MemType.OUT, out, 0, 8, 1, 8)
+        cq.synchronize()
+        assert [t[2] for t in cq.last_run.uop_loads] == [0, n]
+        exp = (np.arange(8 * 16) + n // 4).astype(np.int8)
+        assert np.array_equal(out.copy_to(np.int8), exp)
+        assert cq.token_balance == [0, 0, 0, 0]
+
+
+class TestAutoFlush:
+    def test_instruction_buffer_overflow_synchronises(self):
+        dev = NullDevice()
+        cq = CommandQueue(dev, max_xfer=16 * 64, keep_history=True)
+        h = KernelHandle()
+        f = gemm_finit([(0, 0, 0)])
+        for _ in range(200):
+            cq.push_gemm_op(h, f)
+        cq.synchronize()
+        counts = [r.insn_count for r in cq.runs]
+        assert len(counts) >= 4 and all(c <= 64 for c in counts)
+        # the flush fires as soon as (count + 6) * 16 > max_xfer: after 59 instructions
+        arr = decode_stream(cq.runs[0].insns)
+        assert len(arr) == 59 + 4 and arr.opcode[-1] == Opcode.FINISH
+        gemms = sum(int((decode_stream(r.insns).opcode == Opcode.GEMM).sum()) for r in cq.runs)
+        assert gemms == 200
+        # each run reloads the kernel: residency does not survive a run
+        assert all(len(r.uop_loads) == 1 for r in cq.runs)
+        assert cq.token_balance == [0, 0, 0, 0]
+
+    def test_auto_flush_results_on_simulator(self):
+        dev = SimDevice()
+        x = np.arange(-64, 64, dtype=np.int32)
+        a, out = dev.alloc(x.nbytes), dev.alloc(128)
+        a.copy_from(x)
+        cq = CommandQueue(dev, max_xfer=16 * 32, keep_history=True)
+        cq.load_buffer_2d(a, 0, 8, 1, 8, 0, 0, 0, 0, 0, MemType.ACC)
+
+        def add1(c, s):
+            c.uop_loop_begin(8, 1, 1)
+            c.uop_push(1, 0, 0, 0, 0, AluOp.ADD, 1, 1)
+            c.uop_loop_end()
+        h = KernelHandle()
+        for _ in range(50):
+            cq.push_alu_op(h, add1)
+        cq.dep_push(2, 3)
+        cq.dep_pop(2, 3)
+        cq.store_buffer_2d(0, MemType.OUT, out, 0, 8, 1, 8)
+        cq.synchronize()
+        assert len(cq.runs) > 2       # ACC survives runs: the additions accumulate
+        assert np.array_equal(out.copy_to(np.int8), (x + 50).astype(np.int8))
+        assert cq.token_balance == [0, 0, 0, 0]
+
+
+class TestDebug:
+    def test_dumps(self):
+        dev = NullDevice()
+        a, r = dev.alloc(64 * 4), dev.alloc(16 * 4)
+        cq = CommandQueue(dev)
+        out = io.StringIO()
+        cq.set_debug_mode(2 | 4, stream=out)
+        cq.load_buffer_2d(a, 0, 4, 1, 4, 0, 0, 0, 0, 0, MemType.ACC)
+
+        def k(c, s):
+            c.uop_loop_begin(4, 1, 1)
+            c.uop_push(1, 0, 0, 0, 0, AluOp.MAX, 1, 0)
+            c.uop_loop_end()
+        cq.push_alu_op(KernelHandle(), k)
+        cq.dep_push(2, 3)
+        cq.dep_pop(2, 3)
+        cq.store_buffer_2d(0, MemType.OUT, r, 0, 4, 1, 4)
+        cq.synchronize()
+        text = out.getvalue()
+        assert text.startswith("There are 1 uops\n[0000]\t acc=0, inp=0, wgt=0\n")
+        assert "There are 7 instructions" in text
+        assert "INSTRUCTION 2: ALU - max imm" in text
+        assert f"\tDRAM: 0x{a.phys // 64:08x}, SRAM:0x0000" in text
+        assert "INSTRUCTION 4: NOP-MEMORY-STAGE" in text
+        assert "INSTRUCTION 5: NOP-COMPUTE-STAGE" in text
+        assert "\touter loop - iter: 1, dst: 0, src: 0\n\tinner loop - iter: 4, dst: 1, src: 1" \
+            in text
+        # running balances: after the ALU pushes to store, g2s = 1; all zero at the end
+        blocks = text.split("INSTRUCTION ")
+        assert "s2g_queue = 0, g2s_queue = 1" in blocks[3]
+        assert blocks[-1].rstrip().endswith("l2g_queue = 0, g2l_queue = 0\n"
+                                            "\ts2g_queue = 0, g2s_queue = 0".rstrip())
+        out.truncate(0)
+        cq.set_debug_mode(0)
+        cq.synchronize()
+        assert out.getvalue() == ""
+
+    def test_force_serial_on_simulator_matches_normal(self):
+        from vta_runtime import programs as P
+        rng = np.random.default_rng(9)
+        x = rng.integers(-128, 128, (4, 1, 1, 16), dtype=np.int8)
+        w = rng.integers(-128, 128, (4, 1, 16, 16), dtype=np.int8)
+        normal = P.gemm(SimDevice(), x, w, 2)
+        dev = SimDevice(serial=True)
+        cq = CommandQueue(dev)
+        cq.set_debug_mode(32)
+        serial = P.gemm(dev, x, w, 2, cq=cq)
+        assert np.array_equal(normal.output, serial.output)
+        assert cq.token_balance == [0, 0, 0, 0]
+        assert cq.last_run.insn_count > normal.queue.last_run.insn_count
+
+
+class TestArguments:
+    def test_dma_argument_errors(self):
+        dev = NullDevice()
+        b = dev.alloc(64 * 4)
+        cq = CommandQueue(dev)
+        with pytest.raises(QueueError, match="memory type 4 cannot be loaded"):
+            cq.load_buffer_2d(b, 0, 1, 1, 1, 0, 0, 0, 0, 0, MemType.OUT)
+        with pytest.raises(QueueError, match="x_pad_before = 16 does not fit in 4 bits"):
+            cq.load_buffer_2d(b, 0, 1, 1, 1, 16, 0, 0, 0, 0, MemType.ACC)
+        with pytest.raises(QueueError, match="run past the end"):
+            cq.load_buffer_2d(b, 1, 4, 1, 4, 0, 0, 0, 0, 0, MemType.ACC)
+        with pytest.raises(QueueError, match="exceed the ACC buffer depth 2048"):
+            cq.load_buffer_2d(b, 0, 4, 1, 4, 0, 0, 0, 0, 2046, MemType.ACC)
+        with pytest.raises(QueueError, match="stores read the OUT buffer"):
+            cq.store_buffer_2d(0, MemType.ACC, b, 0, 1, 1, 1)
+        with pytest.raises(QueueError, match="y_size must be an integer"):
+            cq.store_buffer_2d(0, MemType.OUT, b, 0, 1, 1.0, 1)
+        with pytest.raises(QueueError, match="wait_cycles"):
+            cq.synchronize(-1)
+        assert cq.pending_count == 0
+
+    def test_device_error_resets_queue(self):
+        from vta_runtime import DeviceError
+        dev = SimDevice(max_work=10)
+        a = dev.alloc(64 * 64)
+        cq = CommandQueue(dev)
+        cq.load_buffer_2d(a, 0, 64, 1, 64, 0, 0, 0, 0, 0, MemType.ACC)
+        with pytest.raises(DeviceError, match="simulator"):
+            cq.synchronize()
+        assert cq.pending_count == 0
+
+    def test_pending_store_pop_under_force_serial(self):
+        cq = CommandQueue(NullDevice())
+        cq.set_debug_mode(32)
+        cq.dep_pop(2, 3)
+        with pytest.raises(DependencyError, match="store-stage pop is pending"):
+            cq.synchronize()
