@@ -89,7 +89,7 @@ def cmd_demo(args) -> int:
     print(f"   output {got.shape} int8: {'bit-exact' if ok else 'MISMATCH'} vs numpy "
           f"(im2col reference and the TE evaluator)")
     gemm = int(stats["gemm_ops"])
-    t = stats.get("timing") or {}
+    t = dict(stats.get("timing") or {}, **stats)
     cycles = next((int(t[k]) for k in ("cycles", "total_cycles", "cycle_count") if k in t), 0)
     if cycles:
         print(f"   cycles {cycles}, GEMM micro-ops {gemm}, GEMM utilisation {gemm / cycles:.1%}"
