@@ -1,0 +1,554 @@
+"""Cycle-approximate timing of a VTA program (issue 3; structure of spec §5.2, the Chisel RTL).
+
+The model is a discrete-event simulation at the granularity of instructions and DRAM bursts
+(never elements), independent of the data, so it can run next to the functional core or on
+its own (:func:`simulate_timing`, :func:`cycles`):
+
+* **fetch** reads the stream in bursts of ``fetch_burst_insns`` instructions over the shared
+  DRAM read channel (client ``fetch``), waits for the whole burst, then drains it one
+  instruction per cycle into the load/compute/store command queues (``cmd_queue_depth``
+  entries each).  A full queue blocks the drain (head-of-line blocking); fetch does not
+  overlap fetching with draining.
+* **load, compute, store** each take the head of their command queue when idle, once every
+  token it pops is available (pops when it starts, pushes when it completes; a push into a
+  full token queue, ``token_capacity``, waits).  Each instruction costs
+  ``dispatch_cycles`` plus its own time:
+
+  - NOP (LOAD/STORE with x_size 0): ``nop_cycles``; FINISH: ``finish_cycles``;
+  - GEMM: ``gemm_start_cycles + N * gemm_cycles_per_uop`` (N = uop-iterations, reset too);
+  - ALU: ``alu_start_cycles + N * (alu_cycles_per_uop_imm | alu_cycles_per_uop_vec)``;
+  - LOAD (UOP/INP/WGT/ACC/ACC_8BIT): ``load_setup_cycles``, the ``y_pad_0`` zero rows
+    (``pad_cycles_per_tile`` per tile), then one read request per burst (rows split at
+    ``max_burst_beats`` and at aligned burst boundaries), completing when the last burst has
+    arrived plus ``load_write_cycles``, then the remaining pad tiles;
+  - STORE: ``store_setup_cycles`` + per burst ``write_burst_overhead`` + data beats +
+    ``store_cycles_per_tile`` per tile (one write channel, one burst at a time).
+* **DRAM read channel**: one data bus of ``bus_bytes`` per cycle; a burst is ready
+  ``read_latency`` cycles after its request (requests queued behind others overlap their
+  latency), then occupies the bus for its beats plus ``read_burst_gap``; when several
+  clients have a ready burst the one earliest in ``read_priority`` wins (Chisel VME: fetch,
+  uop, inp, wgt, acc).
+
+``serial=True`` makes every instruction wait until the previous one (in stream order) has
+completed: the reference runtime's force-serial mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections import deque
+
+import numpy as np
+
+from isa import MemType, Opcode, VTAConfig, decode_stream
+
+from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, QUEUE_NAMES, modules_of
+from .errors import DeadlockError, InputError
+
+__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS"]
+
+CLIENTS = ("fetch", "uop", "inp", "wgt", "acc")
+_MODULES = ("load", "compute", "store")
+_QSHORT = ("l2g", "g2l", "s2g", "g2s")
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingParams:
+    """Every number of the timing model (defaults: the Chisel RTL as described in spec §5.2).
+
+    All values are cycles unless named otherwise.  ``bus_bytes=None`` takes the bus width of
+    the VTAConfig (LOG_BUS_WIDTH; 8 bytes by default).
+    """
+
+    # memory system
+    bus_bytes: int | None = None          #: data bus width in bytes (None: from the config)
+    read_latency: int = 16                #: request -> first beat (tsim DPI memory)
+    read_burst_gap: int = 1               #: idle bus cycles after each read burst
+    max_burst_beats: int = 16             #: longest burst (16 beats = 128 B on a 64-bit bus)
+    burst_boundary_bytes: int | None = None  #: bursts never cross this (None: max burst size)
+    read_priority: tuple = CLIENTS        #: fixed read arbitration order, highest first
+    write_burst_overhead: int = 4         #: write command + B-response handshake per burst
+    # fetch and queues
+    fetch_burst_insns: int = 8            #: instructions per fetch burst (16 beats / 2)
+    fetch_drain_cycles: int = 1           #: cycles per instruction pushed to a command queue
+    cmd_queue_depth: int = 512            #: entries of each command queue (instQueueEntries)
+    token_capacity: int = 255             #: largest count of a token queue (8-bit counter)
+    # modules
+    dispatch_cycles: int = 1              #: per instruction: dequeue / idle state
+    nop_cycles: int = 2                   #: x_size = 0 "sync" instruction
+    finish_cycles: int = 2
+    gemm_start_cycles: int = 8            #: pipeline start + drain of a GEMM
+    gemm_cycles_per_uop: int = 1
+    alu_start_cycles: int = 7
+    alu_cycles_per_uop_imm: int = 1
+    alu_cycles_per_uop_vec: int = 2
+    load_setup_cycles: int = 2            #: LOAD command decode before the first request
+    load_write_cycles: int = 1            #: last beat -> SRAM written
+    pad_cycles_per_tile: int = 1          #: writing one zero-padding tile
+    store_setup_cycles: int = 2
+    store_cycles_per_tile: int = 1        #: SRAM read per OUT tile (besides its data beats)
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name == "read_priority":
+                if sorted(v) != sorted(CLIENTS):
+                    raise ValueError(f"read_priority must order exactly {CLIENTS}, not {v!r}")
+                object.__setattr__(self, f.name, tuple(v))
+            elif v is None and f.name in ("bus_bytes", "burst_boundary_bytes"):
+                continue
+            elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"timing parameter {f.name} must be a non-negative integer, "
+                                 f"not {v!r}")
+        for name in ("max_burst_beats", "fetch_burst_insns", "cmd_queue_depth",
+                     "token_capacity"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"timing parameter {name} must be at least 1")
+        if self.bus_bytes is not None and self.bus_bytes < 1:
+            raise ValueError("timing parameter bus_bytes must be at least 1")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["read_priority"] = list(self.read_priority)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "timing parameters") -> "TimingParams":
+        if not isinstance(d, dict):
+            raise InputError(f"{where}: expected an object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise InputError(f"{where}: unknown parameter(s) {sorted(unknown)}")
+        try:
+            return cls(**d)
+        except (ValueError, TypeError) as e:
+            raise InputError(f"{where}: {e}") from None
+
+    def replace(self, **kw) -> "TimingParams":
+        return dataclasses.replace(self, **kw)
+
+
+@dataclasses.dataclass
+class TimingResult:
+    """Per-instruction times and aggregate statistics of one timed run.
+
+    ``insns`` is the decoded program (:class:`isa.InsnArray`); ``names[i]`` a short name
+    ("LOAD INP", "GEMM", "ALU ADD imm", "NOP", ...); ``start[i]``/``end[i]``: cycle instruction i started executing (after its pops) and
+    completed (before its pushes); ``issue[i]``: cycle it reached its command queue.
+    ``bursts``: (client, start, end, bytes) of every DRAM read burst and write burst (client
+    ``store``); ``flows``: (queue, producer, consumer) of every token; ``fetch``: (start, end)
+    of every fetch burst including its drain.
+    """
+
+    insns: object
+    module: np.ndarray
+    names: list
+    start: np.ndarray
+    end: np.ndarray
+    issue: np.ndarray
+    cycles: int
+    busy: dict
+    stalls: dict
+    dram_read: dict
+    dram_written: int
+    gemm_ops: int
+    bus_bytes: int
+    last_insn: int
+    bursts: list
+    flows: list
+    fetch: list
+    serial: bool
+
+    def summary(self) -> dict:
+        """Flat JSON-ready statistics (merged into ``Stats.as_dict()``)."""
+        total_read = sum(self.dram_read.values())
+        stall_items = [(f"{m} waiting on {q}", c) for m, d in self.stalls.items()
+                       for q, c in d.items() if c]
+        big = max(stall_items, key=lambda x: x[1]) if stall_items else ("none", 0)
+        cyc = max(1, self.cycles)
+        return {
+            "cycles": int(self.cycles),
+            "busy_cycles": {m: int(v) for m, v in self.busy.items()},
+            "stall_cycles": {m: {q: int(c) for q, c in d.items()} for m, d in
+                             self.stalls.items()},
+            "dram_read_bytes": {k: int(v) for k, v in self.dram_read.items()},
+            "dram_write_bytes": {"store": int(self.dram_written)},
+            "dram_bandwidth_bytes_per_cycle": (total_read + self.dram_written) / cyc,
+            "dram_bandwidth_utilization": (total_read + self.dram_written)
+            / (cyc * self.bus_bytes),
+            "gemm_utilization": self.gemm_ops / cyc,
+            "last_insn": int(self.last_insn),
+            "biggest_stall": f"{big[0]} ({int(big[1])} cycles)",
+            "serial": self.serial,
+        }
+
+
+def cycles(insns, params: TimingParams | None = None, config: VTAConfig | None = None,
+           serial: bool = False) -> int:
+    """Cycle count of a program under ``params`` (convenience for calibration fits)."""
+    cfg = config or VTAConfig()
+    arr = decode_stream(insns if isinstance(insns, (bytes, bytearray)) else bytes(insns), cfg,
+                        strict=False)
+    return simulate_timing(arr, params or TimingParams(), serial=serial).cycles
+
+
+def _bursts(addr: int, nbytes: int, max_bytes: int, boundary: int) -> list[int]:
+    """Sizes of the bursts a contiguous transfer splits into."""
+    out = []
+    end = addr + nbytes
+    while addr < end:
+        nxt = min(end, (addr // boundary + 1) * boundary, addr + max_bytes)
+        out.append(nxt - addr)
+        addr = nxt
+    return out
+
+
+class _Sim:
+    def __init__(self, arr, params: TimingParams, serial: bool, initial_tokens):
+        cfg = arr.config
+        p = params
+        self.p, self.cfg, self.serial = p, cfg, serial
+        self.bus = p.bus_bytes or cfg.bus_bytes
+        self.max_bytes = p.max_burst_beats * self.bus
+        self.boundary = p.burst_boundary_bytes or self.max_bytes
+        c = {k: v.tolist() for k, v in arr.cols.items()}
+        self.c = c
+        self.n = n = len(arr)
+        mod = modules_of(arr.cols)
+        self.mod = mod.tolist()
+        self.modarr = mod
+        self.total = np.bincount(mod, minlength=3).tolist()
+        self.delivered = [0, 0, 0]
+        self.prio = {name: k for k, name in enumerate(p.read_priority)}
+        # tokens: pops/pushes per instruction
+        from .simulator import _token_lists
+        self.pops, self.pushes = _token_lists(arr.cols, mod)
+        self.tokens = list(initial_tokens or (0, 0, 0, 0))
+        self.push_log = [[] for _ in range(4)]     # producer index of each push, in order
+        self.pop_count = [0, 0, 0, 0]
+        self.initial = list(self.tokens)
+        self.flows = []
+        self.start = np.full(n, -1, np.int64)
+        self.end = np.full(n, -1, np.int64)
+        self.issue = np.full(n, -1, np.int64)
+        self.heap = []
+        self.seq = 0
+        self.now = 0
+        # modules
+        self.queue = [deque(), deque(), deque()]
+        self.busy_flag = [False, False, False]
+        self.busy = {m: 0 for m in _MODULES}
+        self.stalls = {m: {} for m in _MODULES + ("fetch",)}
+        self.wait = [None, None, None]              # (reason, since)
+        self.blocked_push = [None, None, None]      # (insn, pending pushes)
+        self.done_count = 0
+        self.next_serial = 0
+        # fetch
+        self.fetch_next = 0
+        self.fetch_buf = deque()
+        self.fetch_blocked = None                   # (module, since)
+        self.fetch_log = []
+        self.fetch_t0 = 0
+        # dram
+        self.req = {k: deque() for k in CLIENTS}
+        self.bus_free = 0
+        self.arb_pending = False
+        self.dram_read = {k: 0 for k in CLIENTS}
+        self.dram_written = 0
+        self.bursts = []
+        self.load_left = {}
+        self.gemm_ops = 0
+
+    # ----------------------------------------------------------------- event plumbing
+    def at(self, t, fn, *args):
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, fn, args))
+
+    def run(self):
+        self.at(0, self.fetch_issue)
+        while self.heap:
+            t, _, fn, args = heapq.heappop(self.heap)
+            self.now = t
+            fn(*args)
+        if self.done_count < self.n:
+            self.deadlock()
+
+    # -------------------------------------------------------------------------- DRAM
+    def dram_request(self, client, nbytes, cb):
+        self.req[client].append((self.now + self.p.read_latency, nbytes, cb))
+        if not self.arb_pending:
+            self.arb_pending = True
+            self.at(max(self.now, self.bus_free), self.arbitrate)
+
+    def arbitrate(self):
+        heads = [(q[0][0], self.prio[k], k) for k, q in self.req.items() if q]
+        if not heads:
+            self.arb_pending = False
+            return
+        t0 = max(self.now, min(h[0] for h in heads))
+        if t0 > self.now:
+            self.at(t0, self.arbitrate)
+            return
+        _, _, client = min((h for h in heads if h[0] <= t0), key=lambda h: h[1])
+        _, nbytes, cb = self.req[client].popleft()
+        beats = -(-nbytes // self.bus)
+        end = t0 + beats
+        self.bursts.append((client, t0, end, nbytes))
+        self.dram_read[client] += nbytes
+        self.bus_free = end + self.p.read_burst_gap
+        self.at(end, cb)
+        self.at(self.bus_free, self.arbitrate)
+
+    # ------------------------------------------------------------------------- fetch
+    def fetch_issue(self):
+        if self.fetch_next >= self.n:
+            return
+        k = min(self.p.fetch_burst_insns, self.n - self.fetch_next)
+        first = self.fetch_next
+        self.fetch_next += k
+        self.fetch_t0 = self.now
+        self.dram_request("fetch", 16 * k, lambda: self.fetch_arrived(first, k))
+
+    def fetch_arrived(self, first, k):
+        self.fetch_buf.extend(range(first, first + k))
+        self.fetch_drain()
+
+    def fetch_drain(self):
+        if not self.fetch_buf:
+            self.fetch_log.append((self.fetch_t0, self.now))
+            self.fetch_issue()
+            return
+        i = self.fetch_buf[0]
+        m = self.mod[i]
+        if len(self.queue[m]) >= self.p.cmd_queue_depth:
+            if self.fetch_blocked is None:
+                self.fetch_blocked = (m, self.now)
+            return
+        if self.fetch_blocked is not None:
+            bm, since = self.fetch_blocked
+            key = f"full {_MODULES[bm]} queue"
+            self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
+            self.fetch_blocked = None
+        self.fetch_buf.popleft()
+        self.queue[m].append(i)
+        self.delivered[m] += 1
+        self.issue[i] = self.now
+        self.at(self.now + self.p.fetch_drain_cycles, self.fetch_drain)
+        self.try_start(m)
+
+    # ----------------------------------------------------------------------- modules
+    def set_wait(self, m, reason):
+        w = self.wait[m]
+        if w is not None and w[0] == reason:
+            return
+        self.close_wait(m)
+        self.wait[m] = (reason, self.now)
+
+    def close_wait(self, m):
+        w = self.wait[m]
+        if w is not None:
+            d = self.stalls[_MODULES[m]]
+            d[w[0]] = d.get(w[0], 0) + self.now - w[1]
+            self.wait[m] = None
+
+    def try_start(self, m):
+        if self.busy_flag[m] or self.blocked_push[m] is not None:
+            return
+        q = self.queue[m]
+        if not q:
+            if self.delivered[m] < self.total[m]:
+                self.set_wait(m, "instruction fetch")
+            else:
+                self.close_wait(m)
+            return
+        i = q[0]
+        if self.serial and i != self.next_serial:
+            self.set_wait(m, "serial order")
+            return
+        for t in self.pops[i]:
+            if self.tokens[t] == 0:
+                self.set_wait(m, _QSHORT[t])
+                return
+        self.close_wait(m)
+        for t in self.pops[i]:
+            self.tokens[t] -= 1
+            k = self.pop_count[t]
+            self.pop_count[t] += 1
+            k -= self.initial[t]
+            if k >= 0:
+                self.flows.append((t, self.push_log[t][k], i))
+            if self.blocked_push[MODULE_OF_PRODUCER[t]] is not None:
+                self.at(self.now, self.retry_push, MODULE_OF_PRODUCER[t])
+        q.popleft()
+        if self.fetch_blocked is not None and self.fetch_blocked[0] == m:
+            self.at(self.now, self.fetch_drain)
+        self.busy_flag[m] = True
+        self.start[i] = self.now
+        self.execute(i, m)
+
+    def execute(self, i, m):
+        c, p = self.c, self.p
+        op = c["opcode"][i]
+        t = self.now + p.dispatch_cycles
+        if op in (Opcode.LOAD, Opcode.STORE):
+            if c["x_size"][i] == 0:
+                self.at(t + p.nop_cycles, self.complete, i, m)
+            elif op == Opcode.STORE:
+                self.at(t + self.store_cycles(i), self.complete, i, m)
+            else:
+                self.load(i, m, t)
+        elif op == Opcode.FINISH:
+            self.at(t + p.finish_cycles, self.complete, i, m)
+        else:
+            n_uop = max(0, c["uop_end"][i] - c["uop_bgn"][i]) * c["iter_out"][i] * \
+                c["iter_in"][i]
+            if op == Opcode.GEMM:
+                if not c["reset"][i]:
+                    self.gemm_ops += n_uop
+                d = p.gemm_start_cycles + n_uop * p.gemm_cycles_per_uop
+            else:
+                d = p.alu_start_cycles + n_uop * (p.alu_cycles_per_uop_imm if c["use_imm"][i]
+                                                  else p.alu_cycles_per_uop_vec)
+            self.at(t + d, self.complete, i, m)
+
+    def store_cycles(self, i):
+        c, p = self.c, self.p
+        E = self.cfg.out_elem_bytes
+        X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
+        total = p.store_setup_cycles
+        rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
+            [((D + y * P) * E, X * E) for y in range(Y)]
+        if Y == 0:
+            rows = []
+        for addr, nbytes in rows:
+            for b in _bursts(addr, nbytes, self.max_bytes, self.boundary):
+                total += p.write_burst_overhead + -(-b // self.bus) + \
+                    p.store_cycles_per_tile * -(-b // E)
+                self.bursts.append(("store", -1, -1, b))
+                self.dram_written += b
+        return total
+
+    def load(self, i, m, t):
+        c, p = self.c, self.p
+        mt = c["memory_type"][i]
+        E = self.cfg.elem_bytes(mt)
+        X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
+        cols = c["x_pad_0"][i] + X + c["x_pad_1"][i]
+        pre = c["y_pad_0"][i] * cols * p.pad_cycles_per_tile
+        post = (c["y_pad_1"][i] * cols + Y * (cols - X)) * p.pad_cycles_per_tile
+        client = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}.get(mt, "acc")
+        rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
+            [((D + y * P) * E, X * E) for y in range(Y)]
+        if Y == 0:
+            rows = []
+        sizes = [b for addr, nb in rows for b in _bursts(addr, nb, self.max_bytes,
+                                                          self.boundary)]
+        if not sizes:
+            self.at(t + pre + post + p.load_write_cycles, self.complete, i, m)
+            return
+        self.load_left[i] = len(sizes)
+        tail = post + p.load_write_cycles
+        self.at(t + pre, self.load_issue, i, m, client, sizes, tail)
+
+    def load_issue(self, i, m, client, sizes, tail):
+        def done():
+            self.load_left[i] -= 1
+            if self.load_left[i] == 0:
+                del self.load_left[i]
+                self.at(self.now + tail, self.complete, i, m)
+        for b in sizes:
+            self.dram_request(client, b, done)
+
+    def complete(self, i, m):
+        self.end[i] = self.now
+        self.busy[_MODULES[m]] += self.now - self.start[i]
+        self.busy_flag[m] = False
+        self.done_count += 1
+        if self.serial:
+            self.next_serial = i + 1
+        self.blocked_push[m] = (i, list(self.pushes[i]))
+        self.retry_push(m)
+
+    def retry_push(self, m):
+        bp = self.blocked_push[m]
+        if bp is None:
+            return
+        i, pending = bp
+        while pending:
+            t = pending[0]
+            if self.tokens[t] >= self.p.token_capacity:
+                self.set_wait(m, f"full {_QSHORT[t]}")
+                return
+            pending.pop(0)
+            self.tokens[t] += 1
+            self.push_log[t].append(i)
+        self.close_wait(m)
+        self.blocked_push[m] = None
+        for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
+            self.try_start(mm)
+
+    def deadlock(self):
+        parts = []
+        for m in range(3):
+            if self.queue[m]:
+                i = self.queue[m][0]
+                w = self.wait[m][0] if self.wait[m] else "?"
+                parts.append(f"{_MODULES[m]} waits at instruction {i} on {w}")
+        if self.fetch_blocked is not None:
+            parts.append(f"fetch is blocked by the full {_MODULES[self.fetch_blocked[0]]} "
+                         f"command queue (depth {self.p.cmd_queue_depth})")
+        raise DeadlockError("timing model deadlock: " + "; ".join(parts) +
+                            " (finite command/token queues; see TimingParams)")
+
+
+MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}
+
+
+def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = False,
+                    initial_tokens=None) -> TimingResult:
+    """Time a decoded, already-validated program (an :class:`isa.InsnArray`).
+
+    Raises
+    ------
+    DeadlockError
+        when finite command or token queues block the program (the functional core, with
+        unbounded queues, may still accept it).
+    """
+    params = params or TimingParams()
+    s = _Sim(arr, params, serial, initial_tokens)
+    s.run()
+    ends = s.end
+    last = int(np.argmax(ends)) if s.n else -1
+    op = arr.cols["opcode"]
+    fin = np.flatnonzero(op == Opcode.FINISH)
+    total = int(ends.max()) if s.n else 0
+    names = _names(arr)
+    return TimingResult(insns=arr, module=s.modarr, names=names, start=s.start, end=s.end,
+                        issue=s.issue, cycles=total, busy=s.busy,
+                        stalls={k: v for k, v in s.stalls.items()}, dram_read=s.dram_read,
+                        dram_written=s.dram_written, gemm_ops=s.gemm_ops, bus_bytes=s.bus,
+                        last_insn=last if not fin.size or ends[fin[-1]] < total
+                        else int(fin[-1]), bursts=s.bursts, flows=s.flows,
+                        fetch=s.fetch_log, serial=serial)
+
+
+def _names(arr) -> list[str]:
+    c = arr.cols
+    mt_names = {0: "UOP", 1: "WGT", 2: "INP", 3: "ACC", 4: "OUT", 5: "ACC_8BIT"}
+    alu_names = {0: "MIN", 1: "MAX", 2: "ADD", 3: "SHR", 4: "MUL"}
+    out = []
+    for op, mt, x, r, a, imm in zip(c["opcode"].tolist(), c["memory_type"].tolist(),
+                                    c["x_size"].tolist(), c["reset"].tolist(),
+                                    c["alu_opcode"].tolist(), c["use_imm"].tolist()):
+        if op in (0, 1):
+            out.append("NOP" if x == 0 else ("LOAD " if op == 0 else "STORE ")
+                       + mt_names.get(mt, str(mt)))
+        elif op == 2:
+            out.append("GEMM RESET" if r else "GEMM")
+        elif op == 4:
+            out.append(f"ALU {alu_names.get(a, a)}{' imm' if imm else ''}")
+        else:
+            out.append("FINISH")
+    return out
