@@ -1,3 +1,24 @@
-"""VTA in Amaranth HDL: fetch, load, compute (GEMM core, tensor ALU), store, token queues,
-SRAMs and the memory port, parameterised by ``isa.VTAConfig``; Verilog generation and FPGA
-bitstreams with the open YoWASP flow."""
+"""VTA in Amaranth HDL: the core, its blocks, and runners (Amaranth simulator, Icarus/cocotb).
+
+- :class:`VTACore` (:mod:`vta_hw.core`): the whole accelerator for one :class:`isa.VTAConfig`.
+- Blocks, one component per file: :mod:`~vta_hw.memport` (memory port + read arbiter),
+  :mod:`~vta_hw.fetch`, :mod:`~vta_hw.loader` (2-D padded tile loader), :mod:`~vta_hw.load`,
+  :mod:`~vta_hw.compute`, :mod:`~vta_hw.uoploop`, :mod:`~vta_hw.gemm`, :mod:`~vta_hw.alu`,
+  :mod:`~vta_hw.store`, :mod:`~vta_hw.tokens`, :mod:`~vta_hw.csr`, :mod:`~vta_hw.dram`.
+- Runners: :func:`run_amaranth` (Amaranth's simulator), :func:`vta_hw.rtlsim.run_rtl`
+  (generated Verilog on Icarus through cocotb).
+"""
+
+from .core import VTACore, check_config
+from .csr import Reg
+from .errors import ErrorCode, HwConfigError, HwError, RtlRunError
+from .image import RunResult, pack_image
+
+__all__ = ["VTACore", "check_config", "Reg", "ErrorCode", "HwError", "HwConfigError",
+           "RtlRunError", "RunResult", "pack_image", "run_amaranth"]
+
+
+def run_amaranth(*args, **kwargs):
+    """See :func:`vta_hw.amaranth_sim.run_amaranth` (imported lazily)."""
+    from .amaranth_sim import run_amaranth as _run
+    return _run(*args, **kwargs)

@@ -1,0 +1,98 @@
+"""The tensor ALU: MIN, MAX, ADD, SHR, MUL over BATCH x BLOCK_OUT int lanes."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import AluOp, VTAConfig
+
+from .fields import uop_layout
+from .uoploop import OFF_BITS
+
+__all__ = ["AluPipe", "alu_lane"]
+
+
+def alu_lane(m, op, a, b, width: int):
+    """One ALU lane (spec §3.7): ``a``, ``b`` signed ``width``-bit values; returns R.
+
+    SHR by ``b >= 0`` is an arithmetic right shift, by ``b < 0`` a left shift by ``-b``;
+    amounts beyond 63 act as 63 (so any |b| >= width gives the sign or zero)."""
+    neg = b < 0
+    mag = Signal(width + 1)
+    m.d.comb += mag.eq(Mux(neg, -b, b))
+    amt = Signal(6)
+    m.d.comb += amt.eq(Mux(mag > 63, 63, mag))
+    r = Signal(width)
+    with m.Switch(op):
+        with m.Case(AluOp.MIN):
+            m.d.comb += r.eq(Mux(a < b, a, b))
+        with m.Case(AluOp.MAX):
+            m.d.comb += r.eq(Mux(a < b, b, a))
+        with m.Case(AluOp.ADD):
+            m.d.comb += r.eq(a + b)
+        with m.Case(AluOp.SHR):
+            m.d.comb += r.eq(Mux(neg, (a << amt)[:width], a >> amt))
+        with m.Case(AluOp.MUL):
+            m.d.comb += r.eq(a * b)
+    return r
+
+
+class AluPipe(wiring.Component):
+    """Tensor-ALU datapath (spec §3.7), fed one micro-op per cycle by :class:`UopLoop`.
+
+    - s1 (``valid``): ``d = uop.dst + dst_off``, ``s = uop.src + src_off``, range check,
+      ACC reads of ``d`` (port A) and ``s`` (port B) issued;
+    - s2: ``ACC[d] <- op(A = ACC[d], B = use_imm ? imm : ACC[s])`` written.
+
+    Both ACC read ports are transparent for the ACC write port and a micro-op's reads happen
+    in the cycle of its predecessor's write, so iterations that read tiles written by the
+    previous iteration see the new values (strict loop order) at one micro-op per cycle.
+
+    Members
+    -------
+    valid, uop, dst_off, src_off, op, use_imm, imm : ``In``
+    acc_rda_addr/acc_rda_data, acc_rdb_addr/acc_rdb_data : synchronous ACC read ports.
+    acc_wr_valid, acc_wr_addr, acc_wr_data : ACC write (whole tile).
+    busy, range_error : ``Out(1)``
+    """
+
+    def __init__(self, cfg: VTAConfig):
+        self.cfg = cfg
+        self.acc_bits = cfg.batch * cfg.block_out * cfg.acc_width
+        depth = cfg.acc_buff_depth
+        super().__init__({
+            "valid": In(1), "uop": In(32), "dst_off": In(OFF_BITS), "src_off": In(OFF_BITS),
+            "op": In(3), "use_imm": In(1), "imm": In(16),
+            "acc_rda_addr": Out(range(depth)), "acc_rda_data": In(self.acc_bits),
+            "acc_rdb_addr": Out(range(depth)), "acc_rdb_data": In(self.acc_bits),
+            "acc_wr_valid": Out(1), "acc_wr_addr": Out(range(depth)),
+            "acc_wr_data": Out(self.acc_bits), "busy": Out(1), "range_error": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        depth = cfg.acc_buff_depth
+        uop = Signal(uop_layout(cfg))
+        m.d.comb += uop.eq(self.uop)
+        d = Signal(OFF_BITS + 1)
+        s = Signal(OFF_BITS + 1)
+        m.d.comb += [d.eq(uop.dst + self.dst_off), s.eq(uop.src + self.src_off)]
+        bad = (d >= depth) | (~self.use_imm & (s >= depth))
+        m.d.comb += [self.range_error.eq(self.valid & bad), self.acc_rda_addr.eq(d),
+                     self.acc_rdb_addr.eq(s)]
+        v2 = Signal()
+        d2 = Signal(range(depth))
+        m.d.sync += [v2.eq(self.valid & ~bad), d2.eq(d)]
+        Wa = cfg.acc_width
+        imm = Signal(Wa)
+        m.d.comb += imm.eq(self.imm.as_signed())
+        lanes = []
+        for i in range(cfg.batch * cfg.block_out):
+            a = self.acc_rda_data.word_select(i, Wa).as_signed()
+            b = Mux(self.use_imm, imm, self.acc_rdb_data.word_select(i, Wa)).as_signed()
+            lanes.append(alu_lane(m, self.op, a, b, Wa))
+        m.d.comb += [self.acc_wr_valid.eq(v2), self.acc_wr_addr.eq(d2),
+                     self.acc_wr_data.eq(Cat(*lanes)), self.busy.eq(v2)]
+        return m

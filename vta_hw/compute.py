@@ -1,0 +1,257 @@
+"""The compute module: LOAD UOP/ACC/ACC_8BIT, GEMM, ALU and FINISH, with the UOP and ACC SRAMs."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import AluOp, MemType, Opcode, VTAConfig
+
+from .alu import AluPipe
+from .errors import ErrorCode
+from .fields import INSN_BITS, insn_layout
+from .gemm import GemmPipe
+from .load import granules
+from .loader import TileLoader, tile_write
+from .memport import ReadSignature
+from .uoploop import UopLoop
+
+__all__ = ["ComputeModule"]
+
+_UOP, _ACC, _ACC8 = 0, 1, 2
+
+
+class ComputeModule(wiring.Component):
+    """The compute module (spec §3.2): runs its instructions in program order.
+
+    Owns the UOP SRAM and the ACC SRAM (one write port, two read ports transparent for it).
+    Every ACC write is mirrored into the OUT SRAM (low ``out_width`` bits of each lane) through
+    ``out_wr_*``, so a STORE sees the truncated accumulator exactly as the reference
+    functional simulator does, also after LOAD ACC.
+
+    Members
+    -------
+    cmd_valid, cmd_ready, cmd_insn, cmd_index : the command queue.
+    l2g_avail, l2g_pop, s2g_avail, s2g_pop : tokens popped (``pop_prev``, ``pop_next``).
+    g2l_push, g2s_push : tokens pushed (``push_prev``, ``push_next``).
+    rd : ``Out(ReadSignature)``  (LOAD UOP/ACC/ACC_8BIT).
+    inp_rd_addr/inp_rd_data, wgt_rd_addr/wgt_rd_data : INP and WGT SRAM read ports.
+    out_wr_addr/out_wr_data/out_wr_en : OUT SRAM write port (one enable per lane).
+    finish : ``Out(1)``  pulse when FINISH executes.
+    acc_write : ``Out(1)``  an ACC write happens this cycle (activity counter).
+    error, err_code, err_index : the module stopped on an illegal instruction.
+
+    Latency: GEMM and ALU issue one micro-op per cycle; an instruction with N micro-ops
+    takes N + 7 cycles from dequeue (N + 5 for ALU); FINISH and no-ops 2 cycles.
+    """
+
+    def __init__(self, cfg: VTAConfig):
+        self.cfg = cfg
+        self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
+        self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
+        self.acc_lanes = cfg.batch * cfg.block_out
+        self.acc_bits = self.acc_lanes * cfg.acc_width
+        self.out_bits = self.acc_lanes * cfg.out_width
+        super().__init__({
+            "cmd_valid": In(1), "cmd_ready": Out(1), "cmd_insn": In(INSN_BITS),
+            "cmd_index": In(32),
+            "l2g_avail": In(1), "l2g_pop": Out(1), "s2g_avail": In(1), "s2g_pop": Out(1),
+            "g2l_push": Out(1), "g2s_push": Out(1),
+            "rd": Out(ReadSignature(cfg.bus_width)),
+            "inp_rd_addr": Out(range(cfg.inp_buff_depth)), "inp_rd_data": In(self.inp_bits),
+            "wgt_rd_addr": Out(range(cfg.wgt_buff_depth)), "wgt_rd_data": In(self.wgt_bits),
+            "out_wr_addr": Out(range(cfg.acc_buff_depth)), "out_wr_data": Out(self.out_bits),
+            "out_wr_en": Out(self.acc_lanes),
+            "finish": Out(1), "acc_write": Out(1),
+            "error": Out(1), "err_code": Out(4), "err_index": Out(32), "busy": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        B = cfg.bus_width
+        Wa = cfg.acc_width
+
+        # ---------------------------------------------------------------- memories
+        n_uop_en = granules(32, B)
+        m.submodules.uop_mem = uop_mem = memory.Memory(
+            shape=unsigned(32), depth=cfg.uop_buff_depth, init=[])
+        uop_wp = uop_mem.write_port(granularity=32 // n_uop_en if n_uop_en > 1 else None)
+        uop_rp = uop_mem.read_port()
+        m.submodules.acc_mem = acc_mem = memory.Memory(
+            shape=unsigned(self.acc_bits), depth=cfg.acc_buff_depth, init=[])
+        acc_wp = acc_mem.write_port(granularity=Wa)
+        acc_rpa = acc_mem.read_port(transparent_for=(acc_wp,))
+        acc_rpb = acc_mem.read_port(transparent_for=(acc_wp,))
+
+        # ---------------------------------------------------------------- loader
+        acc8_bytes = cfg.batch * cfg.block_out * 8 // 8
+        m.submodules.loader = ld = TileLoader(
+            B, [4, cfg.acc_elem_bytes, acc8_bytes],
+            [cfg.uop_buff_depth, cfg.acc_buff_depth, cfg.acc_buff_depth])
+        wiring.connect(m, wiring.flipped(self.rd), ld.rd)
+        tile_write(m, ld, _UOP, uop_wp.addr, uop_wp.data, uop_wp.en, 32, 32 // n_uop_en)
+        ld_acc_valid = ld.wr_valid & (ld.wr_kind != _UOP)
+        ld_acc_addr = Signal(range(cfg.acc_buff_depth))
+        ld_acc_data = Signal(self.acc_bits)
+        ld_acc_en = Signal(self.acc_lanes)
+        tile_write(m, ld, _ACC, ld_acc_addr, ld_acc_data, ld_acc_en, self.acc_bits, Wa)
+        self._acc8_write(m, ld, ld_acc_addr, ld_acc_data, ld_acc_en)
+
+        # ---------------------------------------------------------------- pipelines
+        m.submodules.loop = loop = UopLoop(cfg)
+        m.submodules.gemm = gemm = GemmPipe(cfg)
+        m.submodules.alu = alu = AluPipe(cfg)
+        insn = Signal(insn_layout(cfg))
+        index = Signal(32)
+        g, a = insn.gemm, insn.alu
+        is_alu = Signal()
+        m.d.comb += [loop.uop_bgn.eq(g.uop_bgn), loop.uop_end.eq(g.uop_end),
+                     loop.iter_out.eq(g.iter_out), loop.iter_in.eq(g.iter_in)]
+        with m.If(insn.common.opcode == Opcode.ALU):
+            m.d.comb += [loop.dst_fo.eq(a.dst_factor_out), loop.dst_fi.eq(a.dst_factor_in),
+                         loop.src_fo.eq(a.src_factor_out), loop.src_fi.eq(a.src_factor_in)]
+        with m.Else():
+            m.d.comb += [loop.dst_fo.eq(g.dst_factor_out), loop.dst_fi.eq(g.dst_factor_in),
+                         loop.src_fo.eq(g.src_factor_out), loop.src_fi.eq(g.src_factor_in),
+                         loop.wgt_fo.eq(g.wgt_factor_out), loop.wgt_fi.eq(g.wgt_factor_in)]
+        # stage 0 -> 1: micro-op SRAM read
+        v1 = Signal()
+        offs = [Signal.like(loop.dst_off, name=n) for n in ("dst1", "src1", "wgt1")]
+        m.d.comb += uop_rp.addr.eq(loop.u)
+        m.d.sync += [v1.eq(loop.valid), offs[0].eq(loop.dst_off), offs[1].eq(loop.src_off),
+                     offs[2].eq(loop.wgt_off)]
+        for unit in (gemm, alu):
+            m.d.comb += [unit.uop.eq(uop_rp.data), unit.dst_off.eq(offs[0]),
+                         unit.src_off.eq(offs[1])]
+        m.d.comb += [gemm.valid.eq(v1 & ~is_alu), alu.valid.eq(v1 & is_alu),
+                     gemm.wgt_off.eq(offs[2]), gemm.reset.eq(g.reset),
+                     alu.op.eq(a.alu_opcode), alu.use_imm.eq(a.use_imm), alu.imm.eq(a.imm),
+                     self.inp_rd_addr.eq(gemm.inp_rd_addr), gemm.inp_rd_data.eq(self.inp_rd_data),
+                     self.wgt_rd_addr.eq(gemm.wgt_rd_addr), gemm.wgt_rd_data.eq(self.wgt_rd_data),
+                     gemm.acc_rd_data.eq(acc_rpa.data), alu.acc_rda_data.eq(acc_rpa.data),
+                     alu.acc_rdb_data.eq(acc_rpb.data), acc_rpb.addr.eq(alu.acc_rdb_addr)]
+        with m.If(is_alu):
+            m.d.comb += acc_rpa.addr.eq(alu.acc_rda_addr)
+        with m.Else():
+            m.d.comb += acc_rpa.addr.eq(gemm.acc_rd_addr)
+
+        # ACC write mux (one writer at a time) and the OUT mirror
+        all_lanes = (1 << self.acc_lanes) - 1
+        with m.If(ld_acc_valid):
+            m.d.comb += [acc_wp.addr.eq(ld_acc_addr), acc_wp.data.eq(ld_acc_data),
+                         acc_wp.en.eq(ld_acc_en)]
+        with m.Elif(gemm.acc_wr_valid):
+            m.d.comb += [acc_wp.addr.eq(gemm.acc_wr_addr), acc_wp.data.eq(gemm.acc_wr_data),
+                         acc_wp.en.eq(all_lanes)]
+        with m.Elif(alu.acc_wr_valid):
+            m.d.comb += [acc_wp.addr.eq(alu.acc_wr_addr), acc_wp.data.eq(alu.acc_wr_data),
+                         acc_wp.en.eq(all_lanes)]
+        m.d.comb += [self.out_wr_addr.eq(acc_wp.addr), self.out_wr_en.eq(acc_wp.en),
+                     self.out_wr_data.eq(Cat(*[acc_wp.data.word_select(i, Wa)[:cfg.out_width]
+                                               for i in range(self.acc_lanes)])),
+                     self.acc_write.eq(acc_wp.en != 0)]
+
+        self._control(m, insn, index, is_alu, ld, loop, gemm, alu, v1)
+        return m
+
+    def _acc8_write(self, m, ld, addr, data, en):
+        """LOAD ACC_8BIT: each DRAM byte becomes one sign-extended ACC lane."""
+        cfg = self.cfg
+        B = cfg.bus_width
+        Wa = cfg.acc_width
+        elem_bits = self.acc_lanes * 8
+        with m.If(ld.wr_valid & (ld.wr_kind == _ACC8)):
+            m.d.comb += addr.eq(ld.wr_addr)
+            with m.If(ld.wr_zero):
+                m.d.comb += [data.eq(0), en.eq((1 << self.acc_lanes) - 1)]
+            with m.Else():
+                nbytes = min(B, elem_bits) // 8
+                ext = Cat(*[_sext(ld.wr_data.word_select(i, 8), Wa) for i in range(nbytes)])
+                if elem_bits > B:
+                    m.d.comb += [data.eq(ext.replicate(elem_bits // B)),
+                                 en.eq(((1 << nbytes) - 1) << (ld.wr_lane * nbytes))]
+                else:
+                    m.d.comb += [data.eq(ext), en.eq((1 << self.acc_lanes) - 1)]
+
+    def _control(self, m, insn, index, is_alu, ld, loop, gemm, alu, v1):
+        cfg = self.cfg
+        mem, g, a, c = insn.mem, insn.gemm, insn.alu, insn.common
+        m.d.comb += [ld.cmd_sram.eq(mem.sram_base), ld.cmd_dram.eq(mem.dram_base),
+                     ld.cmd_y.eq(mem.y_size), ld.cmd_x.eq(mem.x_size),
+                     ld.cmd_stride.eq(mem.x_stride), ld.cmd_ypad0.eq(mem.y_pad_0),
+                     ld.cmd_ypad1.eq(mem.y_pad_1), ld.cmd_xpad0.eq(mem.x_pad_0),
+                     ld.cmd_xpad1.eq(mem.x_pad_1)]
+        with m.Switch(mem.memory_type):
+            with m.Case(MemType.ACC):
+                m.d.comb += ld.cmd_kind.eq(_ACC)
+            with m.Case(MemType.ACC_8BIT):
+                m.d.comb += ld.cmd_kind.eq(_ACC8)
+            with m.Default():
+                m.d.comb += ld.cmd_kind.eq(_UOP)
+        zero_trip = (g.iter_out == 0) | (g.iter_in == 0) | (g.uop_end <= g.uop_bgn)
+
+        def fail(code):
+            m.d.sync += [self.err_code.eq(code), self.err_index.eq(index)]
+            m.next = "ERROR"
+
+        def complete():
+            m.d.comb += [self.g2l_push.eq(c.push_prev), self.g2s_push.eq(c.push_next)]
+            m.next = "IDLE"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd_ready.eq(1)
+                with m.If(self.cmd_valid):
+                    m.d.sync += [insn.eq(self.cmd_insn), index.eq(self.cmd_index)]
+                    m.next = "DECODE"
+            with m.State("DECODE"):
+                m.d.comb += self.busy.eq(1)
+                ok_mt = ((mem.memory_type == MemType.UOP) | (mem.memory_type == MemType.ACC) |
+                         (mem.memory_type == MemType.ACC_8BIT) | (mem.x_size == 0))
+                ready = ((~c.pop_prev | self.l2g_avail) & (~c.pop_next | self.s2g_avail))
+                with m.If((c.opcode == Opcode.LOAD) & ~ok_mt):
+                    fail(ErrorCode.ILLEGAL_MEM_TYPE)
+                with m.Elif((c.opcode == Opcode.ALU) & (a.alu_opcode > AluOp.MUL)):
+                    fail(ErrorCode.ILLEGAL_ALU_OP)
+                with m.Elif((c.opcode != Opcode.LOAD) & (c.opcode != Opcode.GEMM) &
+                            (c.opcode != Opcode.ALU) & (c.opcode != Opcode.FINISH)):
+                    fail(ErrorCode.ILLEGAL_OPCODE)
+                with m.Elif(ready):
+                    m.d.comb += [self.l2g_pop.eq(c.pop_prev), self.s2g_pop.eq(c.pop_next)]
+                    with m.Switch(c.opcode):
+                        with m.Case(Opcode.LOAD):
+                            with m.If(mem.x_size == 0):
+                                complete()
+                            with m.Else():
+                                m.d.comb += ld.cmd_valid.eq(1)
+                                m.next = "LOAD"
+                        with m.Case(Opcode.GEMM, Opcode.ALU):
+                            m.d.sync += is_alu.eq(c.opcode == Opcode.ALU)
+                            with m.If(zero_trip):
+                                complete()
+                            with m.Else():
+                                m.d.comb += loop.start.eq(1)
+                                m.next = "RUN"
+                        with m.Case(Opcode.FINISH):
+                            m.d.comb += self.finish.eq(1)
+                            complete()
+            with m.State("LOAD"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(ld.done):
+                    complete()
+                with m.If(ld.range_error):
+                    fail(ErrorCode.SRAM_RANGE)
+            with m.State("RUN"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(~loop.valid & ~v1 & ~gemm.busy & ~alu.busy):
+                    complete()
+                with m.If(gemm.range_error | alu.range_error):
+                    fail(ErrorCode.SRAM_RANGE)
+            with m.State("ERROR"):
+                m.d.comb += self.error.eq(1)
+
+
+def _sext(v, width):
+    """Sign-extend ``v`` to ``width`` bits (as an unsigned bit pattern)."""
+    return Cat(v, v[-1].replicate(width - len(v)))

@@ -1,0 +1,177 @@
+"""The whole VTA core: fetch, load, compute, store, token queues, SRAMs and registers."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, ResetInserter, Signal, unsigned
+from amaranth.lib import fifo, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import VTAConfig
+
+from .compute import ComputeModule
+from .csr import CSR_ADDR_BITS, ControlStatus
+from .errors import ErrorCode, HwConfigError
+from .fetch import FetchModule
+from .fields import INSN_BITS
+from .load import LoadModule, granules
+from .memport import MemPortSignature, ReadArbiter
+from .store import StoreModule
+from .tokens import TokenQueue
+
+__all__ = ["VTACore", "check_config"]
+
+
+def check_config(cfg: VTAConfig) -> None:
+    """Raise :class:`HwConfigError` if the generator cannot build ``cfg``."""
+    B = cfg.bus_width
+    if B > INSN_BITS:
+        raise HwConfigError(f"the bus width ({B} bits) must be at most the instruction width "
+                            f"({INSN_BITS} bits)")
+    out_bits = cfg.batch * cfg.block_out * cfg.out_width
+    if out_bits < B:
+        raise HwConfigError(f"an OUT tile ({out_bits} bits) must be at least as wide as the "
+                            f"bus ({B} bits)")
+
+
+class VTACore(wiring.Component):
+    """The VTA accelerator core for one :class:`isa.VTAConfig`.
+
+    Parameters
+    ----------
+    cfg : VTAConfig
+    queue_depth : int
+        entries of each of the three command queues (fetch -> load/compute/store).
+    token_bits : int
+        width of the four dependency-token counters.
+
+    Members
+    -------
+    csr_addr, csr_wdata, csr_we, csr_rdata : the register bus (:class:`vta_hw.csr.Reg`).
+    rd_req_*, rd_data*, wr_req_*, wr_data*, wr_done : the memory port
+        (:mod:`vta_hw.memport`), flat.
+    done : ``Out(1)``  a run finished (FINISH or error); an interrupt line.
+
+    Raises
+    ------
+    HwConfigError
+        for configurations the generator does not support (bus wider than 128 bits, OUT tile
+        narrower than the bus).
+    """
+
+    def __init__(self, cfg: VTAConfig, queue_depth: int = 32, token_bits: int = 16):
+        if not isinstance(cfg, VTAConfig):
+            raise TypeError(f"cfg must be a VTAConfig, not {cfg!r}")
+        if queue_depth < 2:
+            raise HwConfigError(f"queue_depth must be at least 2, not {queue_depth}")
+        self.cfg = cfg
+        self.queue_depth = queue_depth
+        self.token_bits = token_bits
+        check_config(cfg)
+        super().__init__({
+            "csr_addr": In(CSR_ADDR_BITS), "csr_wdata": In(32), "csr_we": In(1),
+            "csr_rdata": Out(32), "done": Out(1),
+            **MemPortSignature(cfg.bus_width).members})
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        m.submodules.csr = csr = ControlStatus()
+        m.d.comb += [csr.csr_addr.eq(self.csr_addr), csr.csr_wdata.eq(self.csr_wdata),
+                     csr.csr_we.eq(self.csr_we), self.csr_rdata.eq(csr.csr_rdata),
+                     self.done.eq(csr.done)]
+        e = Module()
+        m.submodules.engine = ResetInserter(csr.launch)(e)
+        start = Signal()
+        m.d.sync += start.eq(csr.launch)
+
+        e.submodules.fetch = fetch = FetchModule(cfg)
+        e.submodules.load = load = LoadModule(cfg)
+        e.submodules.compute = comp = ComputeModule(cfg)
+        e.submodules.store = store = StoreModule(cfg)
+        m.d.comb += [fetch.start.eq(start), fetch.insn_addr.eq(csr.insn_addr),
+                     fetch.insn_count.eq(csr.insn_count)]
+
+        # command queues
+        for q, mod in (("ld", load), ("cp", comp), ("st", store)):
+            f = fifo.SyncFIFOBuffered(width=INSN_BITS + 32, depth=self.queue_depth)
+            e.submodules[f"{q}_queue"] = f
+            e.d.comb += [f.w_data.eq(Cat(getattr(fetch, f"{q}_insn"),
+                                         getattr(fetch, f"{q}_index"))),
+                         f.w_en.eq(getattr(fetch, f"{q}_valid")),
+                         getattr(fetch, f"{q}_ready").eq(f.w_rdy),
+                         mod.cmd_valid.eq(f.r_rdy), f.r_en.eq(mod.cmd_ready & f.r_rdy),
+                         mod.cmd_insn.eq(f.r_data[:INSN_BITS]),
+                         mod.cmd_index.eq(f.r_data[INSN_BITS:])]
+
+        # token queues
+        tq = {}
+        for name in ("l2g", "g2l", "g2s", "s2g"):
+            tq[name] = e.submodules[name] = TokenQueue(self.token_bits)
+        e.d.comb += [
+            tq["l2g"].push.eq(load.l2g_push), comp.l2g_avail.eq(tq["l2g"].avail),
+            tq["l2g"].pop.eq(comp.l2g_pop),
+            tq["g2l"].push.eq(comp.g2l_push), load.g2l_avail.eq(tq["g2l"].avail),
+            tq["g2l"].pop.eq(load.g2l_pop),
+            tq["g2s"].push.eq(comp.g2s_push), store.g2s_avail.eq(tq["g2s"].avail),
+            tq["g2s"].pop.eq(store.g2s_pop),
+            tq["s2g"].push.eq(store.s2g_push), comp.s2g_avail.eq(tq["s2g"].avail),
+            tq["s2g"].pop.eq(comp.s2g_pop)]
+
+        # SRAMs shared between modules
+        B = cfg.bus_width
+        for name, bits, depth, writer, reader in (
+                ("inp", load.inp_bits, cfg.inp_buff_depth, load, comp),
+                ("wgt", load.wgt_bits, cfg.wgt_buff_depth, load, comp)):
+            n_en = granules(bits, B)
+            mem = memory.Memory(shape=unsigned(bits), depth=depth, init=[])
+            e.submodules[f"{name}_mem"] = mem
+            wp = mem.write_port(granularity=bits // n_en if n_en > 1 else None)
+            rp = mem.read_port()
+            e.d.comb += [wp.addr.eq(getattr(writer, f"{name}_wr_addr")),
+                         wp.data.eq(getattr(writer, f"{name}_wr_data")),
+                         wp.en.eq(getattr(writer, f"{name}_wr_en")),
+                         rp.addr.eq(getattr(reader, f"{name}_rd_addr")),
+                         getattr(reader, f"{name}_rd_data").eq(rp.data)]
+        out_mem = memory.Memory(shape=unsigned(store.out_bits), depth=cfg.acc_buff_depth, init=[])
+        e.submodules.out_mem = out_mem
+        owp = out_mem.write_port(granularity=cfg.out_width)
+        orp = out_mem.read_port()
+        e.d.comb += [owp.addr.eq(comp.out_wr_addr), owp.data.eq(comp.out_wr_data),
+                     owp.en.eq(comp.out_wr_en), orp.addr.eq(store.out_rd_addr),
+                     orp.en.eq(store.out_rd_en), store.out_rd_data.eq(orp.data)]
+
+        # memory port
+        e.submodules.arbiter = arb = ReadArbiter(B, 3)
+        wiring.connect(e, fetch.rd, arb.c0)
+        wiring.connect(e, comp.rd, arb.c1)
+        wiring.connect(e, load.rd, arb.c2)
+        for n in arb.mem.signature.members:
+            port = getattr(self, n)
+            inner = getattr(arb.mem, n)
+            if arb.mem.signature.members[n].flow == wiring.Out:
+                e.d.comb += port.eq(inner)
+            else:
+                e.d.comb += inner.eq(port)
+        for n in store.wr.signature.members:
+            port = getattr(self, n)
+            inner = getattr(store.wr, n)
+            if store.wr.signature.members[n].flow == wiring.Out:
+                e.d.comb += port.eq(inner)
+            else:
+                e.d.comb += inner.eq(port)
+
+        # errors: the first one wins (fetch, compute, load, store, tokens)
+        overflow = Signal()
+        e.d.comb += overflow.eq(Cat(*[t.overflow for t in tq.values()]) != 0)
+        m.d.comb += [csr.finish.eq(comp.finish), csr.acc_write.eq(comp.acc_write)]
+        with m.If(fetch.error):
+            m.d.comb += [csr.error.eq(1), csr.err_code.eq(fetch.err_code),
+                         csr.err_index.eq(fetch.err_index)]
+        for mod in (comp, load, store):
+            with m.Elif(mod.error):
+                m.d.comb += [csr.error.eq(1), csr.err_code.eq(mod.err_code),
+                             csr.err_index.eq(mod.err_index)]
+        with m.Elif(overflow):
+            m.d.comb += [csr.error.eq(1), csr.err_code.eq(ErrorCode.TOKEN_OVERFLOW),
+                         csr.err_index.eq(0xFFFFFFFF)]
+        return m

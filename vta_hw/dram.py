@@ -1,0 +1,103 @@
+"""A DRAM stand-in built from on-chip memory, serving the memory port (:mod:`vta_hw.memport`).
+
+Used by the Amaranth-simulator runs (:mod:`vta_hw.amaranth_sim`) and by the FPGA top level.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .memport import MemPortSignature
+
+__all__ = ["OnChipDram"]
+
+
+class OnChipDram(wiring.Component):
+    """A word-addressed RAM of ``depth`` bus words behind the memory port (slave side).
+
+    Parameters
+    ----------
+    bus_width : int
+    depth : int
+        words (of ``bus_width`` bits); byte addresses wrap modulo ``depth * bus_bytes``.
+    latency : int
+        idle cycles between a read request handshake and the first beat (>= 0); the beats of
+        a burst then come one per cycle.
+    init : list of int
+        initial words.
+
+    Members
+    -------
+    port : ``In(MemPortSignature)``  the slave side of the memory port.
+    ext_addr, ext_wdata, ext_we, ext_rdata : a second, host-side word port (synchronous read,
+        data one cycle after the address) to load and read back the contents.
+
+    Latency: reads ``latency + 1`` cycles to the first beat; writes one beat per cycle,
+    ``wr_done`` one cycle after the last beat.  One burst at a time per channel.
+    """
+
+    def __init__(self, bus_width: int, depth: int, latency: int = 4, init=()):
+        self.bus_width = bus_width
+        self.depth = depth
+        self.latency = latency
+        self.init = list(init)
+        super().__init__({"port": In(MemPortSignature(bus_width)),
+                          "ext_addr": In(range(depth)), "ext_wdata": In(bus_width),
+                          "ext_we": In(1), "ext_rdata": Out(bus_width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.port
+        lg = (self.bus_width // 8).bit_length() - 1
+        m.submodules.mem = mem = self.mem = memory.Memory(
+            shape=unsigned(self.bus_width), depth=self.depth,
+                                               init=self.init)
+        rp = mem.read_port()
+        wp = mem.write_port()
+        xp = mem.read_port()
+        xw = mem.write_port()
+        m.d.comb += [xp.addr.eq(self.ext_addr), self.ext_rdata.eq(xp.data),
+                     xw.addr.eq(self.ext_addr), xw.data.eq(self.ext_wdata),
+                     xw.en.eq(self.ext_we)]
+
+        # ---- read channel
+        raddr = Signal(range(self.depth))
+        rleft = Signal(24)
+        wait = Signal(range(self.latency + 2))
+        out_v = Signal()
+        rbusy = Signal()
+        m.d.comb += [p.rd_req_ready.eq(~rbusy), p.rd_data_valid.eq(out_v),
+                     p.rd_data.eq(rp.data), rp.addr.eq(raddr)]
+        with m.If(p.rd_req_valid & ~rbusy):
+            m.d.sync += [rbusy.eq(1), raddr.eq(p.rd_req_addr >> lg), rleft.eq(p.rd_req_len),
+                         wait.eq(self.latency)]
+        issue = Signal()
+        m.d.comb += [issue.eq(rbusy & (wait == 0) & (rleft != 0) &
+                              (~out_v | p.rd_data_ready)), rp.en.eq(issue)]
+        with m.If(rbusy & (wait != 0)):
+            m.d.sync += wait.eq(wait - 1)
+        with m.If(issue):
+            m.d.sync += [out_v.eq(1), raddr.eq(raddr + 1), rleft.eq(rleft - 1)]
+        with m.Elif(p.rd_data_ready):
+            m.d.sync += out_v.eq(0)
+        with m.If(rbusy & (rleft == 0) & (~out_v | p.rd_data_ready)):
+            m.d.sync += rbusy.eq(0)
+
+        # ---- write channel
+        waddr = Signal(range(self.depth))
+        wleft = Signal(24)
+        wbusy = Signal()
+        m.d.comb += [p.wr_req_ready.eq(~wbusy), p.wr_data_ready.eq(wbusy & (wleft != 0)),
+                     wp.addr.eq(waddr), wp.data.eq(p.wr_data),
+                     wp.en.eq(p.wr_data_valid & p.wr_data_ready)]
+        with m.If(p.wr_req_valid & ~wbusy):
+            m.d.sync += [wbusy.eq(1), waddr.eq(p.wr_req_addr >> lg), wleft.eq(p.wr_req_len)]
+        with m.If(p.wr_data_valid & p.wr_data_ready):
+            m.d.sync += [waddr.eq(waddr + 1), wleft.eq(wleft - 1)]
+            with m.If(wleft == 1):
+                m.d.sync += [wbusy.eq(0), p.wr_done.eq(1)]
+        with m.Else():
+            m.d.sync += p.wr_done.eq(0)
+        return m

@@ -1,0 +1,53 @@
+"""Placing a program and its DRAM image in one memory, for every RTL runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa import INSN_BYTES, VTAConfig
+
+from .errors import HwError
+
+__all__ = ["MemoryImage", "pack_image", "RunResult"]
+
+
+@dataclass
+class MemoryImage:
+    """The bytes of the whole memory: the DRAM image at 0, the instructions after it."""
+    data: np.ndarray      # uint8, a multiple of the bus width
+    insn_addr: int
+    insn_count: int
+    image_bytes: int
+
+
+@dataclass
+class RunResult:
+    """What a run returns: the DRAM image after execution and the hardware statistics."""
+    dram: np.ndarray
+    cycles: int
+    acc_writes: int
+    sim_seconds: float
+    simulator: str
+
+    def stats(self) -> dict:
+        return {"cycles": int(self.cycles), "acc_write_cycles": int(self.acc_writes),
+                "sim_seconds": round(self.sim_seconds, 3), "simulator": self.simulator,
+                "sim_cycles_per_second": round(self.cycles / self.sim_seconds, 1)
+                if self.sim_seconds > 0 else None}
+
+
+def pack_image(insns: bytes, dram: np.ndarray, cfg: VTAConfig, align: int = 256) -> MemoryImage:
+    """Put ``dram`` at address 0 and ``insns`` at the next multiple of ``align`` bytes."""
+    if len(insns) == 0 or len(insns) % INSN_BYTES:
+        raise HwError(f"the instruction stream must be a non-empty multiple of {INSN_BYTES} "
+                      f"bytes, not {len(insns)}")
+    dram = np.ascontiguousarray(dram, dtype=np.uint8).reshape(-1)
+    insn_addr = -(-len(dram) // align) * align
+    total = insn_addr + len(insns)
+    total = -(-total // max(align, cfg.bus_bytes)) * max(align, cfg.bus_bytes)
+    data = np.zeros(total, dtype=np.uint8)
+    data[:len(dram)] = dram
+    data[insn_addr:insn_addr + len(insns)] = np.frombuffer(insns, dtype=np.uint8)
+    return MemoryImage(data, insn_addr, len(insns) // INSN_BYTES, len(dram))

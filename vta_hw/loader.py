@@ -1,0 +1,239 @@
+"""The 2-D strided, zero-padded tile loader shared by the load and compute modules."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .memport import ADDR_BITS, LEN_BITS, ReadSignature
+
+__all__ = ["TileLoader"]
+
+
+def _log2(v: int) -> int:
+    assert v > 0 and v & (v - 1) == 0, v
+    return v.bit_length() - 1
+
+
+class TileLoader(wiring.Component):
+    """Execute the data movement of one LOAD instruction (spec §3.4).
+
+    Writes ``(y_pad_0 + y_size + y_pad_1) * (x_pad_0 + x_size + x_pad_1)`` consecutive SRAM
+    elements from ``sram_base``: zero tiles for the padding, and for each of the ``y_size``
+    rows one read burst of ``x_size`` elements at byte address
+    ``(dram_base + y*x_stride) * E``.  Zero tiles are written in the cycles when no data beat
+    arrives (while waiting for DRAM latency), so padding is mostly free.
+
+    Parameters
+    ----------
+    bus_width : int
+        memory bus width in bits.
+    elem_bytes : list of int
+        DRAM bytes per element for each *kind* of load this loader handles (powers of two).
+    depths : list of int
+        SRAM depth (elements) of each kind, for the range check.
+
+    Members
+    -------
+    cmd_valid, cmd_ready, cmd_kind, cmd_sram, cmd_dram, cmd_y, cmd_x, cmd_stride,
+    cmd_ypad0, cmd_ypad1, cmd_xpad0, cmd_xpad1 :
+        the command, taken when ``cmd_valid & cmd_ready`` (``cmd_ready`` = idle).
+    done : ``Out(1)``
+        one-cycle pulse when every element is written.
+    range_error : ``Out(1)``
+        one-cycle pulse instead of ``done`` when the region exceeds the SRAM depth (nothing
+        is written).
+    rd : ``Out(ReadSignature)``
+        read master.
+    wr_valid, wr_addr, wr_zero, wr_data, wr_lane :
+        SRAM write: element ``wr_addr`` gets zero (``wr_zero``) or, for an element of ``E >=
+        bus_bytes`` bytes, beat ``wr_lane`` of it (``wr_data``); for ``E < bus_bytes`` the
+        whole element in the low bits of ``wr_data``.
+
+    Latency: 2 cycles from command to the first request; then one beat per cycle (one
+    element per cycle when ``E < bus_bytes``); ``done`` one cycle after the last write.
+    """
+
+    def __init__(self, bus_width: int, elem_bytes, depths):
+        self.bus_width = bus_width
+        self.bus_bytes = bus_width // 8
+        self.elem_bytes = list(elem_bytes)
+        self.depths = list(depths)
+        self.max_lanes = max(1, max(e // self.bus_bytes for e in self.elem_bytes))
+        super().__init__({
+            "cmd_valid": In(1), "cmd_ready": Out(1), "cmd_kind": In(range(max(2, len(elem_bytes)))),
+            "cmd_sram": In(16), "cmd_dram": In(32), "cmd_y": In(16), "cmd_x": In(16),
+            "cmd_stride": In(16), "cmd_ypad0": In(4), "cmd_ypad1": In(4), "cmd_xpad0": In(4),
+            "cmd_xpad1": In(4),
+            "done": Out(1), "range_error": Out(1),
+            "rd": Out(ReadSignature(bus_width)),
+            "wr_valid": Out(1), "wr_addr": Out(16), "wr_zero": Out(1),
+            "wr_data": Out(bus_width), "wr_lane": Out(range(max(2, self.max_lanes))),
+            "wr_kind": Out(range(max(2, len(elem_bytes)))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        B = self.bus_bytes
+        kind = Signal.like(self.cmd_kind)
+        sram = Signal(17)
+        dram = Signal(32)
+        y_size = Signal(16)
+        x_size = Signal(16)
+        stride = Signal(16)
+        yp0, yp1, xp0, xp1 = (Signal(4, name=n) for n in ("yp0", "yp1", "xp0", "xp1"))
+        rowlen = Signal(18)
+        nrows = Signal(18)
+        m.d.comb += [rowlen.eq(xp0 + x_size + xp1), nrows.eq(yp0 + y_size + yp1),
+                     self.wr_kind.eq(kind)]
+
+        zaddr = Signal(17)      # next zero tile
+        zcnt = Signal(20)       # zero tiles left in the current run
+        daddr = Signal(17)      # SRAM address of the first data element of the current row
+        waddr = Signal(17)      # next data element
+        y = Signal(16)
+        rowaddr = Signal(ADDR_BITS + 8)   # byte address of the current DRAM row
+        beats_left = Signal(LEN_BITS)
+        lane = Signal(range(max(2, self.max_lanes)))
+        elems_left = Signal(17)
+        max_epb = max([B // e for e in self.elem_bytes if e < B] + [2])
+        pos = Signal(range(max_epb))
+
+        depth = Signal(18)
+        shift = Signal(4)
+        with m.Switch(kind):
+            for k, (e, d) in enumerate(zip(self.elem_bytes, self.depths)):
+                with m.Case(k):
+                    m.d.comb += [depth.eq(d), shift.eq(_log2(e))]
+
+        # Zero writes happen whenever the port is not used by a data beat.
+        zero_ok = Signal()
+        data_wr = Signal()
+        with m.If(data_wr):
+            m.d.comb += self.wr_valid.eq(1)
+        with m.Elif(zero_ok & (zcnt != 0)):
+            m.d.comb += [self.wr_valid.eq(1), self.wr_zero.eq(1), self.wr_addr.eq(zaddr)]
+            m.d.sync += [zaddr.eq(zaddr + 1), zcnt.eq(zcnt - 1)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd_ready.eq(1)
+                with m.If(self.cmd_valid):
+                    m.d.sync += [kind.eq(self.cmd_kind), sram.eq(self.cmd_sram),
+                                 dram.eq(self.cmd_dram), y_size.eq(self.cmd_y),
+                                 x_size.eq(self.cmd_x), stride.eq(self.cmd_stride),
+                                 yp0.eq(self.cmd_ypad0), yp1.eq(self.cmd_ypad1),
+                                 xp0.eq(self.cmd_xpad0), xp1.eq(self.cmd_xpad1)]
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                total = rowlen * nrows
+                with m.If(sram + total > depth):
+                    m.d.comb += self.range_error.eq(1)
+                    m.next = "IDLE"
+                with m.Else():
+                    lead = yp0 * rowlen + xp0
+                    m.d.sync += [zaddr.eq(sram), y.eq(0), rowaddr.eq(dram << shift),
+                                 daddr.eq(sram + lead)]
+                    with m.If(y_size == 0):
+                        m.d.sync += zcnt.eq(total)
+                        m.next = "LAST"
+                    with m.Else():
+                        m.d.sync += zcnt.eq(lead)
+                        m.next = "REQ"
+            with m.State("REQ"):
+                m.d.comb += zero_ok.eq(1)
+                m.d.comb += [self.rd.rd_req_valid.eq(1)]
+                m.d.sync += [waddr.eq(daddr), lane.eq(0), elems_left.eq(x_size)]
+                with m.Switch(kind):
+                    for k, e in enumerate(self.elem_bytes):
+                        with m.Case(k):
+                            if e >= B:
+                                nb = x_size << _log2(e // B)
+                                m.d.comb += [self.rd.rd_req_addr.eq(rowaddr),
+                                             self.rd.rd_req_len.eq(nb)]
+                                m.d.sync += beats_left.eq(nb)
+                            else:
+                                epb = B // e
+                                off = (rowaddr[:_log2(B)] >> _log2(e))
+                                nb = (off + x_size + epb - 1) >> _log2(epb)
+                                m.d.comb += [self.rd.rd_req_addr.eq(
+                                    (rowaddr >> _log2(B)) << _log2(B)),
+                                    self.rd.rd_req_len.eq(nb)]
+                                m.d.sync += [beats_left.eq(nb), pos.eq(off)]
+                with m.If(self.rd.rd_req_ready):
+                    m.next = "DATA"
+            with m.State("DATA"):
+                m.d.comb += [zero_ok.eq(~self.rd.rd_data_valid),
+                             self.wr_addr.eq(Mux(self.wr_zero, zaddr, waddr))]
+                with m.Switch(kind):
+                    for k, e in enumerate(self.elem_bytes):
+                        with m.Case(k):
+                            self._data_beat(m, e, waddr, lane, elems_left, pos, data_wr)
+                with m.If(elems_left == 0):
+                    m.next = "ROWEND"
+            with m.State("ROWEND"):
+                m.d.comb += zero_ok.eq(1)
+                with m.If(zcnt == 0):
+                    m.d.sync += [y.eq(y + 1), daddr.eq(daddr + rowlen),
+                                 rowaddr.eq(rowaddr + (stride << shift)),
+                                 zaddr.eq(daddr + x_size)]
+                    with m.If(y + 1 < y_size):
+                        m.d.sync += zcnt.eq(xp1 + xp0)
+                        m.next = "REQ"
+                    with m.Else():
+                        m.d.sync += zcnt.eq(xp1 + yp1 * rowlen)
+                        m.next = "LAST"
+            with m.State("LAST"):
+                m.d.comb += zero_ok.eq(1)
+                with m.If(zcnt == 0):
+                    m.d.comb += self.done.eq(1)
+                    m.next = "IDLE"
+        return m
+
+    def _data_beat(self, m, e, waddr, lane, elems_left, pos, data_wr):
+        """Data-beat handling for one element size ``e`` (static)."""
+        B = self.bus_bytes
+        rd = self.rd
+        with m.If(elems_left != 0):
+            if e >= B:
+                lanes = e // B
+                m.d.comb += [rd.rd_data_ready.eq(1), self.wr_data.eq(rd.rd_data),
+                             self.wr_lane.eq(lane)]
+                with m.If(rd.rd_data_valid):
+                    m.d.comb += data_wr.eq(1)
+                    if lanes == 1:
+                        m.d.sync += [waddr.eq(waddr + 1), elems_left.eq(elems_left - 1)]
+                    else:
+                        m.d.sync += lane.eq(lane + 1)
+                        with m.If(lane == lanes - 1):
+                            m.d.sync += [lane.eq(0), waddr.eq(waddr + 1),
+                                         elems_left.eq(elems_left - 1)]
+            else:
+                epb = B // e
+                m.d.comb += [self.wr_lane.eq(0),
+                             self.wr_data.eq(rd.rd_data.word_select(pos, e * 8)),
+                             rd.rd_data_ready.eq((pos == epb - 1) | (elems_left == 1))]
+                with m.If(rd.rd_data_valid):
+                    m.d.comb += data_wr.eq(1)
+                    m.d.sync += [waddr.eq(waddr + 1), elems_left.eq(elems_left - 1),
+                                 pos.eq(Mux(pos == epb - 1, 0, pos + 1))]
+
+
+def tile_write(m, loader: TileLoader, kind: int, addr, data, en, tile_bits: int, gran_bits: int):
+    """Drive an SRAM write port (``addr``, ``data``, ``en``) from ``loader``'s writes of kind
+    ``kind``, for a memory whose rows are ``tile_bits`` wide with ``gran_bits`` write
+    granularity (``gran_bits`` divides the bus width or the tile is narrower than the bus)."""
+    bus = loader.bus_width
+    n_en = len(en)
+    with m.If(loader.wr_valid & (loader.wr_kind == kind)):
+        m.d.comb += addr.eq(loader.wr_addr)
+        with m.If(loader.wr_zero):
+            m.d.comb += [data.eq(0), en.eq((1 << n_en) - 1)]
+        with m.Else():
+            if tile_bits > bus:
+                per_beat = bus // gran_bits
+                m.d.comb += [data.eq(loader.wr_data.replicate(tile_bits // bus)),
+                             en.eq(((1 << per_beat) - 1) << (loader.wr_lane * per_beat))]
+            else:
+                m.d.comb += [data.eq(loader.wr_data[:tile_bits]), en.eq((1 << n_en) - 1)]

@@ -1,0 +1,152 @@
+"""The store module: STORE of OUT tiles (the truncated accumulators) to DRAM."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import MemType, VTAConfig
+
+from .errors import ErrorCode
+from .fields import INSN_BITS, mem_layout
+from .memport import WriteSignature
+
+__all__ = ["StoreModule"]
+
+
+class StoreModule(wiring.Component):
+    """The store module (spec §3.5): for each row ``y`` one write burst of ``x_size`` OUT
+    tiles, read from consecutive OUT SRAM entries ``sram_base + y*x_size + x``, to byte address
+    ``(dram_base + y*x_stride) * E``.  Rows are written in order (a later row overwrites an
+    earlier one when they overlap); the module waits for each burst's ``wr_done``, so its
+    ``s2g`` token is pushed only once the data is visible in DRAM.
+
+    Members
+    -------
+    cmd_valid, cmd_ready, cmd_insn, cmd_index : the command queue.
+    g2s_avail, g2s_pop : tokens from compute (``pop_prev``).
+    s2g_push : tokens to compute (``push_prev``).
+    wr : ``Out(WriteSignature)``
+    out_rd_addr/out_rd_en/out_rd_data : OUT SRAM read port (synchronous, with enable).
+    error, err_code, err_index : stopped on an illegal instruction.
+
+    Latency: one tile per ``E / bus_bytes`` cycles within a row; per row the request
+    handshake, the SRAM read and the write response.
+    """
+
+    def __init__(self, cfg: VTAConfig):
+        self.cfg = cfg
+        self.out_bits = cfg.batch * cfg.block_out * cfg.out_width
+        B = cfg.bus_width
+        if self.out_bits < B or self.out_bits % B:
+            from .errors import HwConfigError
+            raise HwConfigError(f"an OUT tile ({self.out_bits} bits) must be a multiple of the "
+                                f"bus width ({B} bits)")
+        super().__init__({
+            "cmd_valid": In(1), "cmd_ready": Out(1), "cmd_insn": In(INSN_BITS),
+            "cmd_index": In(32),
+            "g2s_avail": In(1), "g2s_pop": Out(1), "s2g_push": Out(1),
+            "wr": Out(WriteSignature(B)),
+            "out_rd_addr": Out(range(cfg.acc_buff_depth)), "out_rd_en": Out(1),
+            "out_rd_data": In(self.out_bits),
+            "error": Out(1), "err_code": Out(4), "err_index": Out(32), "busy": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        B = cfg.bus_width
+        beats = self.out_bits // B
+        lg = (cfg.out_elem_bytes).bit_length() - 1
+        insn = Signal(mem_layout(cfg))
+        index = Signal(32)
+        y = Signal(16)
+        rowaddr = Signal(40)
+        sram = Signal(17)          # next OUT entry to read
+        tiles_left = Signal(17)    # tiles of this row not yet read from the SRAM
+        beats_left = Signal(24)    # beats of this row not yet sent
+        # read stage: the SRAM output register holds tile `t1` when v1
+        v1 = Signal()
+        cur = Signal(self.out_bits)
+        cur_v = Signal()
+        beat = Signal(range(max(2, beats)))
+
+        # ---- data path (active in state DATA)
+        in_data = Signal()
+        take = Signal()      # move the SRAM output into `cur`
+        adv = Signal()       # issue an SRAM read
+        last_beat = cur_v & self.wr.wr_data_ready & (beat == beats - 1)
+        m.d.comb += [self.wr.wr_data_valid.eq(cur_v), self.wr.wr_data.eq(
+            cur.word_select(beat, B) if beats > 1 else cur),
+            take.eq(in_data & v1 & (~cur_v | last_beat)),
+            adv.eq(in_data & (tiles_left != 0) & (~v1 | take)),
+            self.out_rd_en.eq(adv), self.out_rd_addr.eq(sram)]
+        with m.If(adv):
+            m.d.sync += [sram.eq(sram + 1), tiles_left.eq(tiles_left - 1), v1.eq(1)]
+        with m.Elif(take):
+            m.d.sync += v1.eq(0)
+        with m.If(cur_v & self.wr.wr_data_ready):
+            m.d.sync += [beat.eq(beat + 1), beats_left.eq(beats_left - 1)]
+            with m.If(beat == beats - 1):
+                m.d.sync += [beat.eq(0), cur_v.eq(0)]
+        with m.If(take):
+            m.d.sync += [cur.eq(self.out_rd_data), cur_v.eq(1)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.cmd_ready.eq(1)
+                with m.If(self.cmd_valid):
+                    m.d.sync += [insn.eq(self.cmd_insn), index.eq(self.cmd_index)]
+                    m.next = "DEP"
+            with m.State("DEP"):
+                m.d.comb += self.busy.eq(1)
+                pads = insn.y_pad_0 | insn.y_pad_1 | insn.x_pad_0 | insn.x_pad_1
+                end = insn.sram_base + insn.y_size * insn.x_size
+                with m.If(insn.pop_next | insn.push_next):
+                    m.d.sync += [self.err_code.eq(ErrorCode.BAD_DEP_FLAGS),
+                                 self.err_index.eq(index)]
+                    m.next = "ERROR"
+                with m.Elif((insn.x_size != 0) & (insn.memory_type != MemType.OUT)):
+                    m.d.sync += [self.err_code.eq(ErrorCode.ILLEGAL_MEM_TYPE),
+                                 self.err_index.eq(index)]
+                    m.next = "ERROR"
+                with m.Elif((insn.x_size != 0) & (pads != 0)):
+                    m.d.sync += [self.err_code.eq(ErrorCode.STORE_PADDING),
+                                 self.err_index.eq(index)]
+                    m.next = "ERROR"
+                with m.Elif((insn.x_size != 0) & (end > cfg.acc_buff_depth)):
+                    m.d.sync += [self.err_code.eq(ErrorCode.SRAM_RANGE),
+                                 self.err_index.eq(index)]
+                    m.next = "ERROR"
+                with m.Elif(~insn.pop_prev | self.g2s_avail):
+                    m.d.comb += self.g2s_pop.eq(insn.pop_prev)
+                    m.d.sync += [y.eq(0), sram.eq(insn.sram_base),
+                                 rowaddr.eq(insn.dram_base << lg)]
+                    with m.If((insn.x_size == 0) | (insn.y_size == 0)):
+                        m.d.comb += self.s2g_push.eq(insn.push_prev)
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "REQ"
+            with m.State("REQ"):
+                m.d.comb += [self.busy.eq(1), self.wr.wr_req_valid.eq(1),
+                             self.wr.wr_req_addr.eq(rowaddr),
+                             self.wr.wr_req_len.eq(insn.x_size * beats)]
+                with m.If(self.wr.wr_req_ready):
+                    m.d.sync += [tiles_left.eq(insn.x_size), beats_left.eq(insn.x_size * beats)]
+                    m.next = "DATA"
+            with m.State("DATA"):
+                m.d.comb += [self.busy.eq(1), in_data.eq(1)]
+                with m.If((beats_left == 1) & cur_v & self.wr.wr_data_ready):
+                    m.next = "RESP"
+            with m.State("RESP"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(self.wr.wr_done):
+                    m.d.sync += [y.eq(y + 1), rowaddr.eq(rowaddr + (insn.x_stride << lg))]
+                    with m.If(y + 1 == insn.y_size):
+                        m.d.comb += self.s2g_push.eq(insn.push_prev)
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.next = "REQ"
+            with m.State("ERROR"):
+                m.d.comb += self.error.eq(1)
+        return m

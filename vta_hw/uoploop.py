@@ -1,0 +1,80 @@
+"""The micro-op loop generator shared by GEMM and ALU (spec §3.6 loop nest)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import VTAConfig
+
+__all__ = ["UopLoop", "OFF_BITS"]
+
+OFF_BITS = 28   # i_out*f_out + i_in*f_in < 2 * 2**14 * 2**11
+
+
+class UopLoop(wiring.Component):
+    """Walk ``for i_out < iter_out, i_in < iter_in, u in [uop_bgn, uop_end)``, one micro-op per
+    cycle with no bubble at loop boundaries.
+
+    Parameters
+    ----------
+    cfg : VTAConfig
+
+    Members
+    -------
+    start : ``In(1)``
+        load the parameters and start (the caller guarantees a non-zero trip count).
+    uop_bgn, uop_end, iter_out, iter_in, dst_fo, dst_fi, src_fo, src_fi, wgt_fo, wgt_fi :
+        ``In``, sampled with ``start``.
+    valid : ``Out(1)``
+        ``u`` and the offsets are an iteration this cycle (first one the cycle after
+        ``start``).
+    u : ``Out`` micro-op index.
+    dst_off, src_off, wgt_off : ``Out(OFF_BITS)``
+        ``i_out*factor_out + i_in*factor_in`` for each index.
+    """
+
+    def __init__(self, cfg: VTAConfig):
+        self.cfg = cfg
+        U, A, I, W = cfg.log_index_bits
+        S = max(A, I)
+        super().__init__({
+            "start": In(1), "uop_bgn": In(U), "uop_end": In(U + 1), "iter_out": In(14),
+            "iter_in": In(14), "dst_fo": In(A), "dst_fi": In(A), "src_fo": In(S),
+            "src_fi": In(S), "wgt_fo": In(W), "wgt_fi": In(W),
+            "valid": Out(1), "u": Out(U + 1), "dst_off": Out(OFF_BITS),
+            "src_off": Out(OFF_BITS), "wgt_off": Out(OFF_BITS)})
+
+    def elaborate(self, platform):
+        m = Module()
+        names = ("uop_bgn", "uop_end", "iter_out", "iter_in", "dst_fo", "dst_fi", "src_fo",
+                 "src_fi", "wgt_fo", "wgt_fi")
+        p = {n: Signal.like(getattr(self, n), name=f"p_{n}") for n in names}
+        i_out = Signal(14)
+        i_in = Signal(14)
+        bases = {k: Signal(OFF_BITS, name=f"{k}_base") for k in ("dst", "src", "wgt")}
+        offs = {"dst": self.dst_off, "src": self.src_off, "wgt": self.wgt_off}
+        with m.If(self.start):
+            m.d.sync += [p[n].eq(getattr(self, n)) for n in names]
+            m.d.sync += [self.valid.eq(1), self.u.eq(self.uop_bgn), i_out.eq(0), i_in.eq(0)]
+            m.d.sync += [s.eq(0) for s in bases.values()] + [o.eq(0) for o in offs.values()]
+        with m.Elif(self.valid):
+            with m.If(self.u + 1 == p["uop_end"]):
+                m.d.sync += self.u.eq(p["uop_bgn"])
+                with m.If(i_in + 1 == p["iter_in"]):
+                    m.d.sync += i_in.eq(0)
+                    with m.If(i_out + 1 == p["iter_out"]):
+                        m.d.sync += self.valid.eq(0)
+                    with m.Else():
+                        m.d.sync += i_out.eq(i_out + 1)
+                        for k in bases:
+                            nb = bases[k] + p[f"{k}_fo"]
+                            m.d.sync += [bases[k].eq(nb), offs[k].eq(nb)]
+                with m.Else():
+                    m.d.sync += i_in.eq(i_in + 1)
+                    for k in offs:
+                        m.d.sync += offs[k].eq(offs[k] + p[f"{k}_fi"])
+            with m.Else():
+                m.d.sync += self.u.eq(self.u + 1)
+        return m
