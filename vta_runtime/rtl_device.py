@@ -1,17 +1,72 @@
-"""The RTL (Amaranth) design as a device: placeholder until vta_hw exposes its runner."""
+"""The RTL design (``vta_hw``, Amaranth) as a device.
+
+Each :meth:`RtlDevice.run` builds the core with an on-chip DRAM model holding this device's
+memory (up to the end of the highest live allocation), simulates it until FINISH through the
+vta_hw runner (Amaranth's simulator by default, ``vta_hw.amaranth_sim.run_amaranth``), and
+writes the DRAM back.  The runner drives the control/status registers the way a board driver
+would (:mod:`vta_runtime.board`): INSN_COUNT, INSN_ADDR, CTRL = launch, poll done.
+
+Limitations (stated, not hidden):
+
+* every run starts from a freshly reset core: SRAM contents and leftover tokens do not
+  survive between runs (the simulator device keeps them, like the hardware);
+* RTL simulation runs at thousands of cycles per second: keep programs small, and keep the
+  device ``capacity`` small (the whole memory image becomes the DRAM model).
+"""
 
 from __future__ import annotations
 
 from .device import Device
 from .errors import DeviceError
+from .memory import PAGE_BYTES
 
 __all__ = ["RtlDevice"]
 
 
 class RtlDevice(Device):
-    """Runs streams on the vta_hw RTL in simulation (not available yet)."""
+    """Runs instruction streams on the vta_hw RTL in simulation.
+
+    Parameters
+    ----------
+    config : isa.VTAConfig, optional
+    capacity : int
+        Physical memory in bytes (default 4 MiB; it is simulated as on-chip DRAM).
+    latency : int
+        DRAM model read latency in cycles.
+    max_cycles : int
+        Cycle limit of one run (also capped by ``synchronize``'s ``wait_cycles``).
+    **core_kw
+        Passed to the vta_hw core generator.
+
+    Raises
+    ------
+    DeviceError
+        vta_hw (or Amaranth) is not installed, the run exceeds the cycle limit, or the
+        hardware flags an illegal instruction (the message names it).
+    """
 
     name = "rtl"
 
-    def __init__(self, config=None, **kw):
-        raise DeviceError("RtlDevice: vta_hw does not provide an RTL runner yet")
+    def __init__(self, config=None, *, capacity: int = 1 << 22, latency: int = 4,
+                 max_cycles: int = 2_000_000, **core_kw):
+        super().__init__(config, capacity=capacity, max_alloc=capacity // 2)
+        try:
+            from vta_hw.amaranth_sim import run_amaranth
+        except ImportError as e:
+            raise DeviceError(f"RtlDevice needs vta_hw's RTL runner "
+                              f"(vta_hw.amaranth_sim.run_amaranth): {e}") from e
+        self._runner = run_amaranth
+        self.latency, self.max_cycles, self.core_kw = latency, max_cycles, core_kw
+
+    def _execute(self, insn_phys, insn_count, wait_cycles):
+        from vta_hw.errors import HwError
+        insns = self.insn_bytes(insn_phys, insn_count)
+        top = max((p + n * PAGE_BYTES for p, n in self.memory._live.items()), default=PAGE_BYTES)
+        dram = self.memory.data[:top]
+        try:
+            res = self._runner(insns, dram, self.config, latency=self.latency,
+                               max_cycles=min(self.max_cycles, int(wait_cycles)),
+                               **self.core_kw)
+        except HwError as e:
+            raise DeviceError(f"RTL: {e}") from e
+        return res.stats()
