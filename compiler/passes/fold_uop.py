@@ -5,7 +5,7 @@ explicit list of micro-ops.
 Every candidate choice of zero, one or two dimensions to fold is tried; a choice is legal
 when its factors and extents fit the instruction fields and the remaining micro-op sequence
 keeps every destination at least ``ACC_DEP_DISTANCE + 1`` uops away from its previous write
-(the runtime's ``VerifyDep``).  The legal choice with the fewest micro-ops wins (fewer uops:
+(the runtime's ``VerifyDep``, here also across loop iterations).  The legal choice with the fewest micro-ops wins (fewer uops:
 less uop SRAM and DMA).
 
 Raises
@@ -58,6 +58,20 @@ def _dep_ok(uops, dist: int) -> bool:
     return all(dsts[i] not in dsts[max(0, i - dist):i] for i in range(len(dsts)))
 
 
+def _expanded_ok(loops, uops, dist: int) -> bool:
+    """VerifyDep over the executed sequence, loop iterations included (the reference check
+    ignores loop-carried repeats, but the pipelined hardware does not).  The sequence is
+    periodic, so three iterations of each loop cover every distance that matters."""
+    if not loops:
+        return True
+    seq = []
+    ranges = [range(min(e, dist + 1)) for e, _, _, _ in loops]
+    for idx in itertools.product(*ranges):
+        off = sum(i * lp[1] for i, lp in zip(idx, loops))
+        seq.extend(u[0] + off for u in uops)
+    return all(seq[i] not in seq[max(0, i - dist):i] for i in range(len(seq)))
+
+
 def fold(nest: UopNest, cfg: VTAConfig) -> UopKernel:
     lim = _limits(cfg, nest.mode)
     dims = [d for d in nest.dims if d[1] > 1]
@@ -80,6 +94,9 @@ def fold(nest: UopNest, cfg: VTAConfig) -> UopKernel:
                 continue
             uops = _uops(rest)
             if not _dep_ok(uops, cfg.ACC_DEP_DISTANCE):
+                continue
+            if not _expanded_ok([(e, sd, sr, sw) for _, e, (sd, sr, sw) in loops], uops,
+                                cfg.ACC_DEP_DISTANCE):
                 continue
             best = (n, loops, uops)
     if best is None:

@@ -1,0 +1,148 @@
+"""Lowering passes: readable IR at every stage, storage overflow errors, uop folding limits,
+DMA padding, dependency tokens (balanced, push before pop) and virtual-thread interleaving."""
+
+import numpy as np
+import pytest
+
+from compiler import ops
+from compiler.ir import UopKernel, walk
+from compiler.passes.fold_uop import FoldError, fold
+from compiler.passes.storage_flatten import StorageError
+from compiler.pipeline import PASSES, build
+from compiler.program import STAGE_NAME
+from compiler.schedule import Knobs, Schedule, ScheduleError
+from compiler.workload import recognise
+from isa import VTAConfig
+
+CFG = VTAConfig()
+
+
+def conv_wl(cin=32, hw=8, cout=32, k=3, s=1, p=1):
+    *_, out = ops.conv2d_resnet_block(CFG, 1, cin, hw, hw, cout, k, s, p)
+    return recognise(out, CFG)
+
+
+def test_every_pass_prints_readable_ir():
+    ck = build(conv_wl(), CFG, Knobs(tile_co=1, tile_h=4, tile_w=8, vthreads=2),
+               verify_ir=True)
+    assert [n for n, _ in PASSES][:2] == ["recognise", "lower"]
+    low = ck.show("lower")
+    assert "for ci_o in 0..2" in low and "// vthread" in low
+    assert "dma inp.data" in low and "(zero-pad out of range)" in low
+    assert "gemm acc[" in low and "SHR(" in low and "ADD(" in low
+    inter = ck.show("inject_vthread")
+    assert "// vthread" not in inter and inter.count("// unrolled") >= 4
+    fold_txt = ck.show("fold_uop")
+    assert "uop-kernel" in fold_txt and "loop " in fold_txt
+    assert "LOAD 2d" in ck.show("inject_dma") and "STORE 2d" in ck.show("inject_dma")
+
+
+def test_tokens_balanced_and_pushed_before_popped():
+    ck = build(conv_wl(), CFG, Knobs(tile_co=1, tile_h=4, tile_w=8, vthreads=2))
+    pushed = {}
+    popped = {}
+    for op in ck.ops:
+        for q in op.pops:
+            popped[q] = popped.get(q, 0) + 1
+            assert popped[q] <= pushed.get(q, 0), f"pop {q} before its push"
+        for q in op.pushes:
+            assert q[0] == op.stage
+            pushed[q] = pushed.get(q, 0) + 1
+    assert pushed == popped and set(pushed) >= {(1, 2), (2, 1), (2, 3), (3, 2)}
+
+
+def test_virtual_threads_overlap_loads_with_other_threads_compute():
+    ck = build(conv_wl(), CFG, Knobs(tile_co=1, tile_h=4, tile_w=8, vthreads=2))
+    ops_ = ck.ops
+    g = next(i for i, o in enumerate(ops_) if o.kind == "gemm" and o.pops)   # first real GEMM
+    assert [o.kind for o in ops_[g:g + 3]] == ["gemm", "gemm", "load"]
+    nxt = ops_[g + 2]
+    assert STAGE_NAME[nxt.stage] == "load" and nxt.pops == [(2, 1)]
+    # the WAR token it waits for is pushed by thread 0's GEMM, not thread 1's
+    assert (2, 1) in ops_[g].pushes and nxt.writes[0][1] == ops_[g].reads[0][1]
+
+
+def test_storage_overflow_is_a_clear_error():
+    wl = conv_wl(cin=64, hw=56, cout=64)
+    with pytest.raises(StorageError, match=r"acc buffer overflow: .* 2048"):
+        build(wl, CFG, Knobs(tile_co=4, tile_h=56, tile_w=56, vthreads=1))
+    with pytest.raises(StorageError, match="inp buffer overflow"):
+        build(wl, CFG, Knobs(tile_co=1, tile_h=14, tile_w=56, tile_ci=4, vthreads=2))
+
+
+def test_schedule_primitives_record_plain_data_and_check():
+    wl = conv_wl()
+    s = Schedule(wl)
+    s.cache_read("data", "inp")
+    s.tile("h", "w", 4, 8)
+    s.split("ci", 1)
+    s.bind_vthread("co", 2)
+    s.reorder("co.outer", "h.outer")
+    k = s.knobs()
+    assert k == Knobs(tile_h=4, tile_w=8, vthreads=2, vthread_axis="co",
+                      order=("co", "h", "b", "w"))
+    assert Knobs.from_dict(k.as_dict()) == k
+    assert [o.op for o in s.opts] == ["cache_read", "split", "split", "split", "bind_vthread",
+                                      "reorder"]
+    with pytest.raises(ScheduleError, match="does not divide"):
+        Schedule(wl).split("h", 3) or Schedule(wl).knobs()
+        bad = Schedule(wl)
+        bad.split("h", 3)
+        bad.knobs()
+    with pytest.raises(ScheduleError, match="'inp'"):
+        s.cache_read("kernel", "inp")
+
+
+def test_fold_keeps_two_loops_and_the_dependency_distance():
+    ck = build(conv_wl(), CFG, Knobs(tile_co=2, tile_h=2, tile_w=8, vthreads=1))
+    kernels = [s for s in walk(ck.stages["inject_dma"]) if isinstance(s, UopKernel)]
+    assert kernels
+    for k in kernels:
+        assert len(k.loops) <= 2
+        dsts = [u[0] for u in k.uops]
+        for i in range(len(dsts)):
+            assert dsts[i] not in dsts[max(0, i - CFG.ACC_DEP_DISTANCE):i]
+        # the kernel enumerates exactly the nest's points
+        n = len(k.uops)
+        for lp in k.loops:
+            n *= lp[0]
+        assert n == k.nest.n_uops
+
+
+def test_fold_rejects_tiles_too_small_for_the_dependency_distance():
+    ck = build(conv_wl(), CFG, Knobs(tile_h=4, tile_w=8, vthreads=1), keep_text=False)
+    nest = next(s.nest for s in walk(ck.stages["inject_dma"]) if isinstance(s, UopKernel)
+                and s.nest.mode == "gemm" and not s.nest.reset)
+    tiny = type(nest)(nest.stage, "gemm", (("ci", 4, (0, 1, 1)),), nest.dst, nest.src, nest.wgt,
+                      nest.buffers)
+    with pytest.raises(FoldError, match="same accumulator tile"):
+        fold(tiny, CFG)
+
+
+def test_dma_padding_per_edge_tile():
+    ck = build(conv_wl(hw=8), CFG, Knobs(tile_co=1, tile_h=4, tile_w=4, vthreads=1))
+    pads = {op.args["pad"] for op in ck.ops if op.kind == "load" and op.args["mem"].name == "INP"}
+    # top-left, top-right, bottom-left, bottom-right windows
+    assert pads == {(1, 0, 1, 0), (1, 0, 0, 1), (0, 1, 1, 0), (0, 1, 0, 1)}
+    for op in ck.ops:
+        if op.kind == "load" and op.args["mem"].name == "INP":
+            yp0, yp1, xp0, xp1 = op.args["pad"]
+            assert op.args["y"] + yp0 + yp1 == 6 and op.args["x"] + xp0 + xp1 == 6
+
+
+def test_int32_results_cannot_be_stored():
+    from compiler.te import placeholder
+    d = placeholder((1, 2, 1, 16), "int8", "d")
+    w = placeholder((4, 2, 16, 16), "int8", "w")
+    with pytest.raises(ScheduleError, match="cast to int8"):
+        build(ops.dense(d, w), CFG)
+
+
+def test_compile_is_fast_for_every_resnet_layer():
+    from compiler.bench import RESNET18, compile_layer
+    total = 0.0
+    for layer in RESNET18:
+        _, ck = compile_layer(layer, CFG)
+        total += ck.compile_seconds
+        assert np.isfinite(ck.compile_seconds)
+    assert total < 5.0
