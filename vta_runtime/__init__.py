@@ -46,6 +46,7 @@ from .layout import (pack_matrix, pack_nchw, pack_oihw, pack_weights, pad_to_mul
 from .memory import PAGE_BYTES, VTA_MAX_XFER, Buffer, DeviceMemory
 from .replay import CaseError, ReplayResult, compare_case, load_case, replay_case
 from .rtl_device import RtlDevice
+from .board import MmioDevice, vcr_run_sequence
 
 #: Debug flag aliases with the reference names (spec §1.3).
 DUMP_INSN, DUMP_UOP, FORCE_SERIAL = DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL
@@ -53,7 +54,7 @@ DUMP_INSN, DUMP_UOP, FORCE_SERIAL = DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE
 __all__ = [
     # devices and memory
     "Device", "SimDevice", "RtlDevice", "NullDevice", "Buffer", "DeviceMemory", "PAGE_BYTES",
-    "VTA_MAX_XFER",
+    "VTA_MAX_XFER", "MmioDevice", "vcr_run_sequence",
     # command queue and kernels
     "CommandQueue", "RunRecord", "KernelHandle", "UopKernel", "signature_key",
     # debug
