@@ -277,3 +277,20 @@ def test_golden_case_on_simulator(path):
     balances = [r["token_balance"] for r in case["runs"]]
     assert [list(b) for b in np.sum(balances, axis=0, keepdims=True)] == \
         [list(res.queue.token_balance)]
+
+
+def test_replay_cli(tmp_path, capsys):
+    import argparse
+    from vta_runtime import cli
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["replay", "--device", "null", *CASES])
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.count(": ok") == len(CASES)
+    case = _load(CASES[0])
+    case["runs"][0]["insn_count"] += 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(case))
+    args = parser.parse_args(["replay", "--device", "null", str(bad)])
+    assert args.func(args) == 1
+    assert "insn_count" in capsys.readouterr().out
