@@ -311,3 +311,58 @@ class TestArguments:
         cq.dep_pop(2, 3)
         with pytest.raises(DependencyError, match="store-stage pop is pending"):
             cq.synchronize()
+
+
+class TestHiddenCaseBehaviours:
+    def test_load_acc8_sign_extends_in_16_byte_units(self):
+        dev = SimDevice()
+        x = np.arange(-128, 128, dtype=np.int8)           # 16 tiles of 16 int8
+        bx, out = dev.alloc(x.nbytes), dev.alloc(15 * 16)
+        bx.copy_from(x)
+        cq = CommandQueue(dev)
+        cq.load_buffer_2d(bx, 1, 15, 1, 15, 0, 0, 0, 0, 0, MemType.ACC_8BIT)
+
+        def shr1(c, s):
+            c.uop_loop_begin(15, 1, 1)
+            c.uop_push(1, 0, 0, 0, 0, AluOp.SHR, 1, 1)
+            c.uop_loop_end()
+        cq.push_alu_op(KernelHandle(), shr1)
+        cq.dep_push(2, 3)
+        cq.dep_pop(2, 3)
+        cq.store_buffer_2d(0, MemType.OUT, out, 0, 15, 1, 15)
+        cq.synchronize()
+        arr = decode_stream(cq.last_run.insns)
+        assert arr.memory_type[0] == MemType.ACC_8BIT and arr.dram_base[0] == bx.phys // 16 + 1
+        # compute stage: the dep_push(2, 3) of a window without ALU would merge into it
+        assert np.array_equal(out.copy_to(np.int8), (x[16:].astype(np.int32) >> 1).astype(np.int8))
+
+    def test_pop_after_synchronize_lands_in_next_window(self):
+        """The blocked_gemm_vt1 pattern: a dep_pop(3, 2) issued after synchronize."""
+        dev = SimDevice()
+        x = np.arange(64, dtype=np.int32)
+        bx, o1, o2 = dev.alloc(256), dev.alloc(64), dev.alloc(64)
+        bx.copy_from(x)
+        cq = CommandQueue(dev, keep_history=True)
+
+        def add(c, s):
+            c.uop_loop_begin(4, 1, 1)
+            c.uop_push(1, 0, 0, 0, 0, AluOp.ADD, 1, 3)
+            c.uop_loop_end()
+        h = KernelHandle()
+        for k, out in enumerate((o1, o2)):
+            if k == 0:
+                cq.load_buffer_2d(bx, 0, 4, 1, 4, 0, 0, 0, 0, 0, MemType.ACC)
+            cq.push_alu_op(h, add)
+            cq.dep_push(2, 3)
+            cq.dep_pop(2, 3)
+            cq.store_buffer_2d(0, MemType.OUT, out, 0, 4, 1, 4)
+            cq.dep_push(3, 2)
+            cq.synchronize()
+            cq.dep_pop(3, 2)
+        r1, r2 = cq.runs
+        assert r1.token_balance == (0, 0, 1, 0)            # the leaked store->compute token
+        arr = decode_stream(r2.insns)
+        assert arr.opcode[0] == Opcode.LOAD and arr.pop_next[0] == 1   # LOAD UOP pops it
+        assert cq.token_balance == [0, 0, 1, 0]             # the second pop is still pending
+        assert np.array_equal(o1.copy_to(np.int8), (x + 3).astype(np.int8))
+        assert np.array_equal(o2.copy_to(np.int8), (x + 6).astype(np.int8))
