@@ -1,3 +1,51 @@
-"""The VTA compiler: tensor expressions and schedules, lowering to VTA (tensorize, DMA, ALU,
-latency hiding through virtual threads), CPU code through llvmlite, graph passes and the
-schedule tuner.  ``compiler.cli`` is the ``vta`` command."""
+"""The VTA compiler: tensor expressions and schedules, lowered to VTA instructions through
+tensorize, DMA inference, ALU lowering and latency hiding with virtual threads.
+
+Layout by role (each file one concept):
+
+- :mod:`.te` the expression language; :mod:`.evaluate` its numpy reference semantics;
+  :mod:`.ops` conv2d / dense / epilogues in the VTA packed layouts.
+- :mod:`.intrin` the GEMM intrinsic declared as a tensor expression (+ ALU op table) and the
+  structural tensorize check; :mod:`.workload` recognises a graph as a GEMM workload.
+- :mod:`.schedule` knobs (plain data) and TVM-style primitives;
+  :mod:`.default_schedule` the cost-model search for any configuration.
+- :mod:`.ir` the loop IR and its printer; :mod:`.lower` schedule -> IR;
+  :mod:`.passes` storage flattening, vthread injection, uop folding, DMA inference, verifier;
+  :mod:`.program` unrolling and dependency-token insertion; :mod:`.codegen` runtime calls;
+  :mod:`.pipeline` ``build`` (the pass list) and :class:`CompiledKernel`.
+- :mod:`.bench` ``vta bench resnet18``; :mod:`.cli_main` ``vta demo`` / ``vta bench``.
+
+Example::
+
+    from compiler import ops, build
+    from vta_runtime import SimDevice
+    data, kernel, bias, out = ops.conv2d_resnet_block(cfg, 1, 64, 56, 56, 64, 3, 1, 1)
+    k = build(out, cfg)                 # default schedule, 2 virtual threads
+    print(k.show("fold_uop"))           # the IR after any pass
+    result, stats = k.run(SimDevice(cfg), {data: x, kernel: w, bias: b})
+"""
+
+from . import ops
+from .default_schedule import default_knobs, dram_minimum, estimate
+from .evaluate import evaluate, run
+from .intrin import TensorizeError, gemm_intrin, verify_gemm
+from .ir import IRError
+from .passes import StorageError
+from .pipeline import PASSES, CompiledKernel, build
+from .schedule import Knobs, Opt, Schedule, ScheduleError
+from .te import (Tensor, TEError, cast, compute, maximum, minimum, placeholder, reduce_axis,
+                 select, shift_left, shift_right)
+from .te import sum  # noqa: A004 - te.sum, like tvm.te.sum
+from .workload import GemmWorkload, recognise
+
+#: Base classes of the compiler's user errors (bad expressions, schedules, layouts).
+CompilerError = (TEError, ScheduleError, IRError)
+
+__all__ = [
+    "ops", "build", "CompiledKernel", "PASSES",
+    "placeholder", "compute", "reduce_axis", "sum", "cast", "minimum", "maximum",
+    "shift_left", "shift_right", "select", "Tensor", "evaluate", "run",
+    "gemm_intrin", "verify_gemm", "recognise", "GemmWorkload",
+    "Knobs", "Opt", "Schedule", "default_knobs", "estimate", "dram_minimum",
+    "TEError", "TensorizeError", "ScheduleError", "StorageError", "IRError", "CompilerError",
+]

@@ -141,15 +141,30 @@ def cmd_bench(args) -> int:
     return 0 if all(r["correct"] for r in rows) else 1
 
 
+def _user_errors(fn):
+    """Report compiler user errors (bad expression, schedule, layout) as one line, exit 2."""
+    def wrapped(args):
+        from . import CompilerError
+        try:
+            return fn(args)
+        except CompilerError as e:
+            print(f"vta {args.command}: error: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
 def register(sub):
     p = sub.add_parser("demo", help="compile a built-in conv2d through the whole VTA compiler "
                                     "and run it on the simulator")
     p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
     p.add_argument("--show-ir", metavar="PASS", help="print the IR after this pass "
-                   "(lower, storage_flatten, inject_vthread, fold_uop, inject_dma)")
+                   "(lower, storage_flatten, inject_vthread, fold_uop, inject_dma)",
+                   choices=["lower", "storage_flatten", "inject_vthread", "fold_uop",
+                            "inject_dma"])
     p.add_argument("--no-latency-hiding", action="store_true", help="one virtual thread")
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_demo)
+    p.set_defaults(func=_user_errors(cmd_demo))
     p = sub.add_parser("bench", help="benchmark compiled workloads on the timed simulator")
     p.add_argument("workload", choices=["resnet18"], help="workload (resnet18: conv C2-C11)")
     p.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
@@ -162,7 +177,7 @@ def register(sub):
     p.add_argument("--reduced", type=int, default=0, metavar="F",
                    help="divide channel counts by F (quick runs)")
     p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
-    p.set_defaults(func=cmd_bench)
+    p.set_defaults(func=_user_errors(cmd_bench))
 
 
 __all__ = ["register", "cmd_demo", "cmd_bench", "time"]
