@@ -23,13 +23,17 @@ import numpy as np
 
 from isa import AluOp
 
-from .errors import ProgramError, RangeError, UninitializedReadError
+from .errors import ProgramError, RangeError, UninitializedReadError, WorkLimitError
 from .sram import Sram
 
 __all__ = ["gemm", "alu", "loop_offsets"]
 
 #: Gathered elements per GEMM chunk (bounds the temporary memory of huge instructions).
 _CHUNK_ELEMS = 1 << 23
+#: uop-iterations per piece of a GEMM/ALU instruction (bounds the index arrays)
+_CHUNK_ITERS = 1 << 21
+#: work units charged per ALU dependency wave (a numpy pass costs ~10-20 us)
+WAVE_WORK = 20_000
 
 
 def loop_offsets(iter_out: int, iter_in: int, f_out: int, f_in: int) -> np.ndarray:
@@ -97,9 +101,27 @@ def _group_slots(ud: np.ndarray, cmax: int) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(nu, dtype=np.int64)[:, None], ud.copy()
 
 
+def _offsets(lo: int, hi: int, iter_in: int, f_out: int, f_in: int) -> np.ndarray:
+    """Offsets of the flat loop iterations ``lo .. hi-1`` (flat = i_out*iter_in + i_in)."""
+    if lo == 0 and hi % iter_in == 0:
+        return loop_offsets(hi // iter_in, iter_in, f_out, f_in)
+    idx = np.arange(lo, hi, dtype=np.int64)
+    return (idx // iter_in) * f_out + (idx % iter_in) * f_in
+
+
+def _chunks(n_it: int, nu: int):
+    """Split the flat iteration range into pieces of at most ~_CHUNK_ITERS uop-iterations."""
+    step = max(1, _CHUNK_ITERS // nu)
+    for lo in range(0, n_it, step):
+        yield lo, min(n_it, lo + step)
+
+
 def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, iter_in: int,
          dfo: int, dfi: int, sfo: int, sfi: int, wfo: int, wfi: int, strict: bool) -> None:
-    """Execute one GEMM instruction (a zero trip count is a no-op).  Raises RangeError."""
+    """Execute one GEMM instruction (a zero trip count is a no-op).
+
+    Raises RangeError (index outside a buffer), UninitializedReadError (strict mode).
+    """
     nu, n_it = end - bgn, iter_out * iter_in
     if nu <= 0 or n_it == 0:
         return
@@ -107,30 +129,32 @@ def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, ite
     if strict:
         _check_written(index, s.uop_written, np.arange(bgn, end), "UOP", "uop_bgn")
     ud, us, uw = s.uop_dst[bgn:end], s.uop_src[bgn:end], s.uop_wgt[bgn:end]
-    offd = loop_offsets(iter_out, iter_in, dfo, dfi)
     _check_range(index, "dst", ud, (iter_out - 1) * dfo + (iter_in - 1) * dfi,
                  cfg.acc_buff_depth, bgn, "ACC")
-    if reset:
-        d = (offd[:, None] + ud).reshape(-1)
-        s.acc[d] = 0
-        s.acc_written[d] = True
-        return
-    _check_range(index, "src", us, (iter_out - 1) * sfo + (iter_in - 1) * sfi,
-                 cfg.inp_buff_depth, bgn, "INP")
-    _check_range(index, "wgt", uw, (iter_out - 1) * wfo + (iter_in - 1) * wfi,
-                 cfg.wgt_buff_depth, bgn, "WGT")
-    offs = loop_offsets(iter_out, iter_in, sfo, sfi)
-    offw = loop_offsets(iter_out, iter_in, wfo, wfi)
-    if strict:
-        _check_written(index, s.acc_written, (offd[:, None] + ud), "ACC", "dst_factor_out")
-        _check_written(index, s.inp_written, (offs[:, None] + us), "INP", "src_factor_out")
-        _check_written(index, s.wgt_written, (offw[:, None] + uw), "WGT", "wgt_factor_out")
-    if wfo == 0 and wfi == 0:
-        _gemm_grouped(s, ud, us, uw, offd, offs, wgt_fixed=True)
-    elif sfo == 0 and sfi == 0:
-        _gemm_grouped(s, ud, us, uw, offd, offw, wgt_fixed=False)
-    else:
-        _gemm_general(s, ud, us, uw, offd, offs, offw)
+    if not reset:
+        _check_range(index, "src", us, (iter_out - 1) * sfo + (iter_in - 1) * sfi,
+                     cfg.inp_buff_depth, bgn, "INP")
+        _check_range(index, "wgt", uw, (iter_out - 1) * wfo + (iter_in - 1) * wfi,
+                     cfg.wgt_buff_depth, bgn, "WGT")
+    for lo, hi in _chunks(n_it, nu):
+        offd = _offsets(lo, hi, iter_in, dfo, dfi)
+        if reset:
+            d = (offd[:, None] + ud).reshape(-1)
+            s.acc[d] = 0
+            s.acc_written[d] = True
+            continue
+        offs = _offsets(lo, hi, iter_in, sfo, sfi)
+        offw = _offsets(lo, hi, iter_in, wfo, wfi)
+        if strict:
+            _check_written(index, s.acc_written, (offd[:, None] + ud), "ACC", "dst_factor_out")
+            _check_written(index, s.inp_written, (offs[:, None] + us), "INP", "src_factor_out")
+            _check_written(index, s.wgt_written, (offw[:, None] + uw), "WGT", "wgt_factor_out")
+        if wfo == 0 and wfi == 0:
+            _gemm_grouped(s, ud, us, uw, offd, offs, wgt_fixed=True)
+        elif sfo == 0 and sfi == 0:
+            _gemm_grouped(s, ud, us, uw, offd, offw, wgt_fixed=False)
+        else:
+            _gemm_general(s, ud, us, uw, offd, offs, offw)
 
 
 def _gemm_grouped(s: Sram, ud, us, uw, offd, offv, wgt_fixed: bool) -> None:
@@ -200,15 +224,18 @@ def _to_int(s: Sram, r: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------- ALU
 
 def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in: int,
-        dfo: int, dfi: int, sfo: int, sfi: int, use_imm: int, imm: int, strict: bool) -> None:
-    """Execute one ALU instruction (a zero trip count is a no-op).
+        dfo: int, dfi: int, sfo: int, sfi: int, use_imm: int, imm: int, strict: bool,
+        max_waves: int | None = None) -> int:
+    """Execute one ALU instruction (a zero trip count is a no-op); returns the number of
+    dependency waves it took (1 per chunk for immediate operations).
 
     Raises RangeError for indices outside ACC, ProgramError for a vector SHR amount outside
-    ``[-(ACC_WIDTH-1), ACC_WIDTH-1]``.
+    ``[-(ACC_WIDTH-1), ACC_WIDTH-1]``, UninitializedReadError (strict), WorkLimitError when
+    more than ``max_waves`` dependency waves would be needed.
     """
     nu, n_it = end - bgn, iter_out * iter_in
     if nu <= 0 or n_it == 0:
-        return
+        return 0
     cfg = s.cfg
     depth = cfg.acc_buff_depth
     if strict:
@@ -216,18 +243,24 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
     ud, us = s.uop_dst[bgn:end], s.uop_src[bgn:end]
     _check_range(index, "dst", ud, (iter_out - 1) * dfo + (iter_in - 1) * dfi, depth, bgn,
                  "ACC")
-    d = (loop_offsets(iter_out, iter_in, dfo, dfi)[:, None] + ud).reshape(-1)
-    if strict:
-        _check_written(index, s.acc_written, d, "ACC", "dst_factor_out")
-    if use_imm:
-        _alu_imm(s, op, d, imm)
-        return
-    _check_range(index, "src", us, (iter_out - 1) * sfo + (iter_in - 1) * sfi, depth, bgn,
-                 "ACC")
-    src = (loop_offsets(iter_out, iter_in, sfo, sfi)[:, None] + us).reshape(-1)
-    if strict:
-        _check_src_written(s, index, d, src)
-    _alu_vec(s, index, op, d, src)
+    if not use_imm:
+        _check_range(index, "src", us, (iter_out - 1) * sfo + (iter_in - 1) * sfi, depth, bgn,
+                     "ACC")
+    waves = 0
+    for lo, hi in _chunks(n_it, nu):
+        d = (_offsets(lo, hi, iter_in, dfo, dfi)[:, None] + ud).reshape(-1)
+        if strict:
+            _check_written(index, s.acc_written, d, "ACC", "dst_factor_out")
+        if use_imm:
+            _alu_imm(s, op, d, imm)
+            waves += 1
+            continue
+        src = (_offsets(lo, hi, iter_in, sfo, sfi)[:, None] + us).reshape(-1)
+        if strict:
+            _check_src_written(s, index, d, src)
+        left = None if max_waves is None else max_waves - waves
+        waves += _alu_vec(s, index, op, d, src, left)
+    return waves
 
 
 def _check_src_written(s: Sram, index: int, d: np.ndarray, src: np.ndarray) -> None:
@@ -296,13 +329,24 @@ def _alu_imm(s: Sram, op: int, d: np.ndarray, imm: int) -> None:
     acc[t] = r
 
 
-def _alu_vec(s: Sram, index: int, op: int, d: np.ndarray, src: np.ndarray) -> None:
+def _alu_vec(s: Sram, index: int, op: int, d: np.ndarray, src: np.ndarray,
+             max_waves: int | None) -> int:
     acc = s.acc
     wbits = s.cfg.acc_width
     depth = s.cfg.acc_buff_depth
+    is_dst = np.zeros(depth, bool)
+    is_dst[d] = True
+    if not is_dst[src].any() and _alu_vec_composed(s, index, op, d, src):
+        return 1
     big = np.iinfo(np.int64).max
     rem = np.arange(d.shape[0], dtype=np.int64)  # remaining iterations, in loop order
+    waves = 0
     while rem.shape[0]:
+        if max_waves is not None and waves >= max_waves:
+            raise WorkLimitError(f"this ALU instruction needs more than {waves} dependency "
+                                 f"waves (each charged {WAVE_WORK} work units): it exceeds "
+                                 f"the simulated-work cap", index, "uop_bgn")
+        waves += 1
         dr, sr = d[rem], src[rem]
         pos = np.arange(rem.shape[0], dtype=np.int64)
         first_d = np.full(depth, big, np.int64)
@@ -326,6 +370,48 @@ def _alu_vec(s: Sram, index: int, op: int, d: np.ndarray, src: np.ndarray) -> No
             _check_shift(index, b, wbits, src[wave])
         acc[d[wave]] = _apply(op, a, b, wbits)
         rem = rem[~ready] if not ready.all() else rem[:0]
+    return waves
+
+
+def _alu_vec_composed(s: Sram, index: int, op: int, d: np.ndarray, src: np.ndarray) -> bool:
+    """Vector ALU whose sources are never destinations: the B operands are constant, so the
+    iterations on one destination compose (MIN/MAX/ADD/MUL reduce the B values; SHR adds the
+    amounts when they all have one sign).  Returns False when not applicable."""
+    acc = s.acc
+    wbits = s.cfg.acc_width
+    b = acc[src]
+    if op == AluOp.SHR:
+        _check_shift(index, b, wbits, src)
+    counts = np.bincount(d)
+    if counts.max() <= 1:
+        acc[d] = _apply(op, acc[d], b, wbits)
+        return True
+    if op == AluOp.SHR and (b < 0).any() and (b > 0).any():
+        return False
+    order = np.argsort(d, kind="stable")
+    ds = d[order]
+    starts = np.flatnonzero(np.r_[True, ds[1:] != ds[:-1]])
+    t = ds[starts]
+    bs = b[order]
+    a = acc[t]
+    if op == AluOp.MIN:
+        r = np.minimum(a, np.minimum.reduceat(bs, starts, axis=0))
+    elif op == AluOp.MAX:
+        r = np.maximum(a, np.maximum.reduceat(bs, starts, axis=0))
+    elif op == AluOp.ADD:
+        r = (a.astype(np.int64) + np.add.reduceat(bs.astype(np.int64), starts, axis=0))
+    elif op == AluOp.MUL:
+        r = a.astype(np.int64) * np.multiply.reduceat(bs.astype(np.int64), starts, axis=0)
+    else:  # SHR, all amounts of one sign
+        amt = np.add.reduceat(np.abs(bs.astype(np.int64)), starts, axis=0)
+        if (bs >= 0).all():
+            r = np.right_shift(a, np.minimum(amt, wbits - 1).astype(a.dtype), dtype=a.dtype)
+        else:
+            r = np.where(amt >= wbits, 0,
+                         np.left_shift(a, np.minimum(amt, wbits - 1).astype(a.dtype),
+                                       dtype=a.dtype))
+    acc[t] = r.astype(acc.dtype)
+    return True
 
 
 def _check_shift(index: int, b: np.ndarray, wbits: int, tiles: np.ndarray) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from isa import MemType, Opcode, VTAConfig, decode_stream, default_config
 
 from . import compute, memory
+from ._blas import single_threaded
 from .checks import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, QUEUE_NAMES, check_program,
                      modules_of, work_of)
 from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramError, SimError,
@@ -103,8 +104,10 @@ class Simulator:
         if leftover_tokens not in ("error", "keep"):
             raise ValueError(f"leftover_tokens must be 'error' or 'keep', not "
                              f"{leftover_tokens!r}")
+        if isinstance(max_work, float) and max_work.is_integer():
+            max_work = int(max_work)
         if max_work is not None and (not isinstance(max_work, (int, np.integer))
-                                     or max_work < 0):
+                                     or isinstance(max_work, bool) or max_work < 0):
             raise ValueError(f"max_work must be a non-negative integer or None, not "
                              f"{max_work!r}")
         self.config = config
@@ -169,8 +172,9 @@ class Simulator:
         self._work = 0
         self._work_list = work.tolist()
         tokens_before = list(self.tokens)
-        order = self._run_serial(n, pops, pushes) if self.serial else \
-            self._run_concurrent(n, mod.tolist(), pops, pushes)
+        with single_threaded():
+            order = self._run_serial(n, pops, pushes) if self.serial else \
+                self._run_concurrent(n, mod.tolist(), pops, pushes)
         stats.insn_count = n
         self._count(c, kind)
         stats.work = self._work
@@ -277,10 +281,15 @@ class Simulator:
                          c["dst_factor_in"][i], c["src_factor_out"][i], c["src_factor_in"][i],
                          c["wgt_factor_out"][i], c["wgt_factor_in"][i], self.strict)
         elif k == _ALU:
-            compute.alu(s, i, c["alu_opcode"][i], c["uop_bgn"][i], c["uop_end"][i],
-                        c["iter_out"][i], c["iter_in"][i], c["dst_factor_out"][i],
-                        c["dst_factor_in"][i], c["src_factor_out"][i], c["src_factor_in"][i],
-                        c["use_imm"][i], c["imm"][i], self.strict)
+            max_waves = None if self.max_work is None else \
+                (self.max_work - self._work) // compute.WAVE_WORK + 1
+            waves = compute.alu(s, i, c["alu_opcode"][i], c["uop_bgn"][i], c["uop_end"][i],
+                                c["iter_out"][i], c["iter_in"][i], c["dst_factor_out"][i],
+                                c["dst_factor_in"][i], c["src_factor_out"][i],
+                                c["src_factor_in"][i], c["use_imm"][i], c["imm"][i],
+                                self.strict, max_waves)
+            if waves > 1:
+                self._work += (waves - 1) * compute.WAVE_WORK
         elif k == _LOAD:
             memory.load(s, self._dram, c["memory_type"][i], c["sram_base"][i],
                         c["dram_base"][i], c["y_size"][i], c["x_size"][i], c["x_stride"][i],

@@ -1,0 +1,50 @@
+"""Small program builders shared by the simulator tests."""
+
+import numpy as np
+
+from isa import (AluInsn, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, VTAConfig,
+                 encode_program, encode_uops)
+
+CFG = VTAConfig()
+
+
+def load(mt, sram, dram, y, x, stride=None, pads=(0, 0, 0, 0), **flags):
+    return MemInsn(Opcode.LOAD, mt, sram, dram, y, x, x if stride is None else stride, *pads,
+                   **flags)
+
+
+def store(sram, dram, y, x, stride=None, **flags):
+    return MemInsn(Opcode.STORE, MemType.OUT, sram, dram, y, x, x if stride is None else stride,
+                   0, 0, 0, 0, **flags)
+
+
+def nop(stage, **flags):
+    """A no-op for a module: 'load', 'compute' or 'store'."""
+    if stage == "store":
+        return MemInsn(Opcode.STORE, MemType.UOP, 0, 0, 0, 0, 0, 0, 0, 0, 0, **flags)
+    mt = MemType.INP if stage == "load" else MemType.UOP
+    return MemInsn(Opcode.LOAD, mt, 0, 0, 0, 0, 0, 0, 0, 0, 0, **flags)
+
+
+def program(insns, cfg=CFG) -> bytes:
+    return encode_program(list(insns), cfg)
+
+
+def raw(words) -> bytes:
+    """Instructions given as (word0, word1) pairs."""
+    return np.array(words, dtype="<u8").tobytes()
+
+
+def image(uops=(), nbytes=1 << 16, seed=0, uop_offset=0):
+    """A DRAM image with random bytes and the given (dst, src, wgt) uops at uop_offset."""
+    rng = np.random.default_rng(seed)
+    dram = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    if uops:
+        d, s, w = zip(*uops)
+        u = encode_uops(list(d), list(s), list(w), CFG).view(np.uint8)
+        dram[uop_offset:uop_offset + u.size] = u
+    return dram
+
+
+__all__ = ["load", "store", "nop", "program", "raw", "image", "CFG", "AluInsn", "GemmInsn",
+           "FinishInsn", "MemType"]
