@@ -121,7 +121,8 @@ class TestLayouts:
         assert np.array_equal(t[1, 1, 2, 4, 0], x[1, 16:32, 2, 4])
         assert np.array_equal(unpack_nchw(t), x)
         t2 = pack_nchw(x, 2, 16)
-        assert t2.shape == (1, 2, 3, 5, 2, 16) and np.array_equal(t2[0, 0, 1, 1, 1], x[1, :16, 1, 1])
+        assert t2.shape == (1, 2, 3, 5, 2, 16)
+        assert np.array_equal(t2[0, 0, 1, 1, 1], x[1, :16, 1, 1])
         assert np.array_equal(unpack_nchw(t2), x)
 
     def test_oihw_roundtrip_rows_are_outputs(self):

@@ -25,8 +25,7 @@ from isa import INSN_BYTES, UOP_BYTES, MemType, Opcode, VTAConfig, encode_stream
 from .debug import (DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL, format_insn_dump,
                     token_balance)
 from .errors import DependencyError, KernelError, QueueError
-from .insn_queue import (COMPUTE_STAGE, LOAD_STAGE, NCOLS, STORE_STAGE, C, InsnQueue,
-                         mem_stage)
+from .insn_queue import COMPUTE_STAGE, LOAD_STAGE, STORE_STAGE, C, InsnQueue, mem_stage
 from .kernel import ALU_MODE, GEMM_MODE, KernelHandle, UopKernel, signature_key
 from .memory import PAGE_BYTES, VTA_MAX_XFER, Buffer
 from .uop_cache import UopRing

@@ -114,5 +114,6 @@ def format_insn_dump(arr: InsnArray) -> str:
         else:
             out.append(head + "FINISH")
         l2g, g2l, s2g, g2s = (int(v) for v in run[i])
-        out += [f"\tl2g_queue = {l2g}, g2l_queue = {g2l}", f"\ts2g_queue = {s2g}, g2s_queue = {g2s}"]
+        out += [f"\tl2g_queue = {l2g}, g2l_queue = {g2l}",
+                f"\ts2g_queue = {s2g}, g2s_queue = {g2s}"]
     return "\n".join(out) + "\n"

@@ -131,7 +131,8 @@ class Buffer:
     __slots__ = ("device", "phys", "nbytes", "alive", "name")
 
     def __init__(self, device, phys: int, nbytes: int, name: str | None = None):
-        self.device, self.phys, self.nbytes, self.alive, self.name = device, phys, nbytes, True, name
+        self.device, self.phys, self.nbytes = device, phys, nbytes
+        self.alive, self.name = True, name
 
     def __repr__(self):
         state = "" if self.alive else ", freed"
@@ -144,7 +145,7 @@ class Buffer:
         self.device.copy_from_host(self, data, offset)
 
     def copy_to(self, dtype=np.uint8, shape=None, offset: int = 0, nbytes: int | None = None):
-        """Device -> host: a fresh numpy array of the buffer bytes, viewed as ``dtype``/``shape``."""
+        """Device -> host: a fresh numpy array of the bytes, viewed as ``dtype``/``shape``."""
         return self.device.copy_to_host(self, dtype=dtype, shape=shape, offset=offset,
                                         nbytes=nbytes)
 

@@ -144,10 +144,11 @@ def gemm(device, x: np.ndarray, w: np.ndarray, virtual_threads: int = 1,
     for k in range(n):
         for t in range(vt):
             cq.dep_pop(2, 1)
-            cq.load_buffer_2d(bx, t * rows * n + k, 1, rows, n, 0, 0, 0, 0, t * rows, INP) \
-                if n > 1 else cq.load_buffer_2d(bx, t * rows, rows, 1, rows, 0, 0, 0, 0,
-                                                t * rows, INP)
-            cq.load_buffer_2d(bw, k, 1, m, n, 0, 0, 0, 0, t * m, WGT) if n > 1 else \
+            if n > 1:      # column k of the (rows, n) tile matrix: y = rows, x = 1
+                cq.load_buffer_2d(bx, t * rows * n + k, 1, rows, n, 0, 0, 0, 0, t * rows, INP)
+                cq.load_buffer_2d(bw, k, 1, m, n, 0, 0, 0, 0, t * m, WGT)
+            else:          # contiguous: one row of tiles, as the compiler folds it
+                cq.load_buffer_2d(bx, t * rows, rows, 1, rows, 0, 0, 0, 0, t * rows, INP)
                 cq.load_buffer_2d(bw, 0, m, 1, m, 0, 0, 0, 0, t * m, WGT)
             cq.dep_push(1, 2)
         for t in range(vt):
