@@ -128,6 +128,10 @@ class Copy(Stmt):
     origin: tuple
     box: tuple
     pad: bool = False
+    step: tuple = ()          # per-dimension stride of the box in the tensor (default 1)
+
+    def step_of(self, d: int) -> int:
+        return self.step[d] if self.step else 1
 
 
 @dataclass(eq=False)
@@ -195,7 +199,8 @@ def to_text(s: Stmt, indent: int = 0) -> str:
         kind = "" if s.kind == "serial" else f"  // {s.kind}"
         return (f"{pad}for {s.var.name} in 0..{s.extent}:{kind}\n" + to_text(s.body, indent + 1))
     if isinstance(s, Copy):
-        org = ", ".join(f"{fmt(o)}:+{b}" for o, b in zip(s.origin, s.box))
+        org = ", ".join(f"{fmt(o)}:+{b}" + (f":{s.step_of(d)}" if s.step_of(d) > 1 else "")
+                        for d, (o, b) in enumerate(zip(s.origin, s.box)))
         sram = f"{s.buffer.scope}.{s.buffer.name}[{fmt(s.offset)}]"
         dram = f"{s.tensor.name}[{org}]"
         padded = " (zero-pad out of range)" if s.pad else ""

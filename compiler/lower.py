@@ -24,10 +24,12 @@ from .workload import GemmWorkload
 
 def tile_geometry(wl: GemmWorkload, k: Knobs) -> dict:
     """Sizes (in tiles) of one tile's buffers."""
-    in_h = (k.tile_h - 1) * wl.stride + wl.kh
+    # a 1-row kernel with stride > 1 needs only every stride-th input row: the DMA skips rows
+    row_step = wl.stride if wl.kh == 1 and wl.stride > 1 else 1
+    in_h = k.tile_h if row_step > 1 else (k.tile_h - 1) * wl.stride + wl.kh
     in_w = (k.tile_w - 1) * wl.stride + wl.kw
     acc = k.tile_b * k.tile_co * k.tile_h * k.tile_w
-    return {"in_h": in_h, "in_w": in_w, "acc": acc,
+    return {"in_h": in_h, "in_w": in_w, "acc": acc, "row_step": row_step,
             "inp": k.tile_b * k.tile_ci * in_h * in_w,
             "wgt": k.tile_co * k.tile_ci * wl.kh * wl.kw}
 
@@ -63,7 +65,7 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
 
     d_strides = (("b", tb, (tco * th * tw, tci * g["in_h"] * g["in_w"], 0)),
                  ("co", tco, (th * tw, 0, tci * wl.kh * wl.kw)),
-                 ("y", th, (tw, s * g["in_w"], 0)),
+                 ("y", th, (tw, (s if g["row_step"] == 1 else 1) * g["in_w"], 0)),
                  ("x", tw, (1, s, 0)))
     r_strides = (("ci", tci, (0, g["in_h"] * g["in_w"], wl.kh * wl.kw)),
                  ("ky", wl.kh, (0, g["in_w"], wl.kw)),
@@ -77,8 +79,9 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     else:
         data_origin, data_box = (b0, mul(ci, tci)), (tb, tci)
         kern_origin, kern_box = (co0, mul(ci, tci)), (tco, tci)
+    step = (1, 1, g["row_step"], 1) if wl.kind == "conv2d" else ()
     load_inp = Copy("load", "load", inp, inp_off, wl.data, data_origin, data_box,
-                    pad=wl.pad > 0)
+                    pad=wl.pad > 0, step=step)
     load_wgt = Copy("load", "load", wgt, wgt_off, wl.kernel, kern_origin, kern_box)
     gemm = UopNest("compute", "gemm", r_strides + d_strides, acc_off, inp_off, wgt_off,
                    (acc, inp, wgt))

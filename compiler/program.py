@@ -131,8 +131,9 @@ def _dma_ops(d: DmaInsn, env) -> list[Op]:
                 sizes.append(1)
                 starts.append(0)
                 continue
-            o = origin[dim]
-            p0, p1 = max(0, -o), max(0, o + n - shape[dim])
+            o, st = origin[dim], c.step_of(dim)
+            p1 = sum(1 for i in range(n) if o + i * st >= shape[dim])
+            p0 = sum(1 for i in range(n) if o + i * st < 0)
             if (p0 or p1) and not (c.pad and c.direction == "load"):
                 raise DmaError(f"{c.tensor.name}: dimension {dim} window [{o}, {o + n}) leaves "
                                f"[0, {shape[dim]}) and this copy may not pad")
@@ -141,13 +142,14 @@ def _dma_ops(d: DmaInsn, env) -> list[Op]:
                                f"entirely in the padding")
             pads.append((p0 * unit, p1 * unit))
             sizes.append((n - p0 - p1) * unit)
-            starts.append(o + p0)
+            starts.append(o + p0 * st)
         off += sum(s * pitch[dim] for s, dim in zip(starts, (r, x)) if dim >= 0)
         (yp0, yp1), (xp0, xp1) = pads
         y_size, x_size = sizes
         sram = base + k * rows * run
         args = dict(mem=mem, sram=sram, tensor=c.tensor, offset=off, y=y_size, x=x_size,
-                    stride=pitch[r] if r >= 0 else x_size, pad=(yp0, yp1, xp0, xp1))
+                    stride=pitch[r] * c.step_of(r) if r >= 0 else x_size,
+                    pad=(yp0, yp1, xp0, xp1))
         rng = ((scope, sram, sram + rows * run),)
         if c.direction == "load":
             out.append(Op(STAGE[c.stage], "load", args, writes=rng))

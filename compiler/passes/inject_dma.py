@@ -27,7 +27,8 @@ class DmaError(ScheduleError):
 
 def _full(c: Copy, d: int) -> bool:
     o = c.origin[d]
-    return c.box[d] == c.tensor.shape[d] and isinstance(o, Const) and o.value == 0
+    return (c.box[d] == c.tensor.shape[d] and isinstance(o, Const) and o.value == 0
+            and c.step_of(d) == 1)
 
 
 def plan(c: Copy) -> DmaInsn:
@@ -37,6 +38,9 @@ def plan(c: Copy) -> DmaInsn:
         cols -= 1          # dims cols+1.. are full: they merge into the x run of dim `cols`
     rows = cols - 1
     outer = tuple((d, c.box[d]) for d in range(max(rows, 0)))
+    if c.step_of(cols) != 1 or any(c.step_of(d) != 1 for d, _ in outer):
+        raise DmaError(f"copy of {c.tensor.name}: only the row dimension of a DMA can skip "
+                       f"elements (x runs are contiguous)")
     if c.direction == "store" and c.pad:
         raise DmaError(f"store to {c.tensor.name}: stores cannot pad")
     return DmaInsn(c.stage, c.direction, c, rows, cols, outer)
