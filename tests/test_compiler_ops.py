@@ -11,6 +11,7 @@ from compiler import ops
 from compiler.default_schedule import candidates, default_knobs, fits
 from compiler.evaluate import run as te_run
 from compiler.pipeline import build
+from compiler.schedule import ScheduleError
 from compiler.te import placeholder
 from compiler.workload import recognise
 from isa import VTAConfig
@@ -120,3 +121,29 @@ def test_kernel_cache_is_reused_across_calls():
     assert np.array_equal(got1, got2) and np.array_equal(ops.unpack_nchw(got1), ref)
     assert {id(h): len(h.kernels) for h in ck.sites.handles.values()} == handles
     assert "GEMM" in ck.instructions() and "LOAD INP" in ck.instructions()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(CONFIGS)), st.integers(1, 4), st.integers(1, 5), st.integers(1, 6),
+       st.booleans(), st.integers(0, 2**31 - 1))
+def test_dense_random_shapes_and_configs(cname, nb, cb, ob, lh, seed):
+    cfg = CONFIGS[cname]
+    rng = np.random.default_rng(seed)
+    D = placeholder((nb, cb, cfg.batch, cfg.block_in), "int8", "x")
+    W = placeholder((ob, cb, cfg.block_out, cfg.block_in), "int8", "w")
+    out = ops.cast_int8(ops.relu(ops.shr(ops.dense(D, W), 5)))
+    x = rng.integers(-128, 128, D.shape, dtype=np.int8)
+    w = rng.integers(-128, 128, W.shape, dtype=np.int8)
+    acc = np.einsum("ncbi,ocji->nobj", x.astype(np.int64), w.astype(np.int64))
+    ref = np.maximum(acc >> 5, 0).astype(np.int8)
+    wl = recognise(out, cfg)
+    legal = [kn for kn in candidates(wl, cfg, lh) if fits(wl, kn, cfg)] or [
+        kn for kn in candidates(wl, cfg, False) if fits(wl, kn, cfg)]
+    if not legal:      # fewer than 3 accumulator tiles: the dependency distance cannot be met
+        assert nb * ob < 3
+        with pytest.raises(ScheduleError):
+            build(wl, cfg)
+        return
+    ck = build(wl, cfg, legal[seed % len(legal)], verify_ir=True)
+    got, _ = ck.run(SimDevice(cfg), {D: x, W: w})
+    assert np.array_equal(got, ref)
