@@ -7,7 +7,9 @@ Layout by role (each file one concept):
   :mod:`.ops` conv2d / dense / epilogues in the VTA packed layouts.
 - :mod:`.intrin` the GEMM intrinsic declared as a tensor expression (+ ALU op table) and the
   structural tensorize check; :mod:`.workload` recognises a graph as a GEMM workload.
-- :mod:`.schedule` knobs (plain data) and TVM-style primitives;
+- :mod:`.loop_nest` target-neutral per-stage schedules (split, tile, fuse, reorder, unroll)
+  lowered to the same loop IR, with an interpreter (the host/LLVM path builds on it).
+- :mod:`.schedule` VTA knobs (plain data) and TVM-style primitives;
   :mod:`.default_schedule` the cost-model search for any configuration.
 - :mod:`.ir` the loop IR and its printer; :mod:`.lower` schedule -> IR;
   :mod:`.passes` storage flattening, vthread injection, uop folding, DMA inference, verifier;
@@ -30,6 +32,7 @@ from .default_schedule import default_knobs, dram_minimum, estimate
 from .evaluate import evaluate, run
 from .intrin import TensorizeError, gemm_intrin, verify_gemm
 from .ir import IRError
+from .loop_nest import StageSchedule, run_stage
 from .passes import StorageError
 from .pipeline import PASSES, CompiledKernel, build
 from .schedule import Knobs, Opt, Schedule, ScheduleError
@@ -46,6 +49,6 @@ __all__ = [
     "placeholder", "compute", "reduce_axis", "sum", "cast", "minimum", "maximum",
     "shift_left", "shift_right", "select", "Tensor", "evaluate", "run",
     "gemm_intrin", "verify_gemm", "recognise", "GemmWorkload",
-    "Knobs", "Opt", "Schedule", "default_knobs", "estimate", "dram_minimum",
+    "Knobs", "Opt", "Schedule", "StageSchedule", "run_stage", "default_knobs", "estimate", "dram_minimum",
     "TEError", "TensorizeError", "ScheduleError", "StorageError", "IRError", "CompilerError",
 ]

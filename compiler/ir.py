@@ -215,6 +215,8 @@ def to_text(s: Stmt, indent: int = 0) -> str:
                 f"{{ {_nest_text(s.nest, short=True)} }}")
     if isinstance(s, DmaInsn):
         return f"{pad}[{s.stage}] {s}"
+    if hasattr(s, "to_text"):
+        return s.to_text(indent)
     return f"{pad}{s!r}"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..ir import Copy, For, IRError, Seq, Stmt, UopKernel, UopNest
 from ..te import IterVar, walk as walk_expr
 
-_STAGES = {"load", "compute", "store"}
+_STAGES = {"load", "compute", "store", "host"}
 
 
 def verify(stmt: Stmt, where: str = "") -> None:
@@ -37,6 +37,11 @@ def _check(s, bound, where):
         exprs = [s.nest.dst, s.nest.src, s.nest.wgt]
         if len(s.loops) > 2:
             raise IRError(f"{where}: uop kernel with {len(s.loops)} loops (max 2)")
+    elif hasattr(s, "indices"):                      # host Store
+        exprs = [*s.indices, s.value]
+    elif hasattr(s, "cond") and hasattr(s, "body"):  # host IfThen
+        _check(s.body, bound, where)
+        exprs = [s.cond]
     elif not hasattr(s, "stage"):
         raise IRError(f"{where}: unknown statement {type(s).__name__}")
     if getattr(s, "stage", "") not in _STAGES:
