@@ -4,7 +4,8 @@ The model is a discrete-event simulation at the granularity of instructions and 
 (never elements), independent of the data, so it can run next to the functional core or on
 its own (:func:`simulate_timing`, :func:`cycles`):
 
-* **fetch** reads the stream in bursts of ``fetch_burst_insns`` instructions over the shared
+* **fetch** reads the stream ``fetch_burst_insns`` instructions at a time (default: one
+  maximal burst) over the shared
   DRAM read channel (client ``fetch``), waits for the whole burst, then drains it one
   instruction per cycle into the load/compute/store command queues (``cmd_queue_depth``
   entries each).  A full queue blocks the drain (head-of-line blocking); fetch does not
@@ -12,7 +13,8 @@ its own (:func:`simulate_timing`, :func:`cycles`):
 * **load, compute, store** each take the head of their command queue when idle, once every
   token it pops is available (pops when it starts, pushes when it completes; a push into a
   full token queue, ``token_capacity``, waits).  Each instruction costs
-  ``dispatch_cycles`` plus its own time:
+  ``dispatch_cycles`` plus its own time (pushed tokens become visible ``token_latency``
+  cycles after completion):
 
   - NOP (LOAD/STORE with x_size 0): ``nop_cycles``; FINISH: ``finish_cycles``;
   - GEMM: ``gemm_start_cycles + N * gemm_cycles_per_uop`` (N = uop-iterations, reset too);
@@ -70,17 +72,18 @@ class TimingParams:
     read_priority: tuple = CLIENTS        #: fixed read arbitration order, highest first
     write_burst_overhead: int = 4         #: write command + B-response handshake per burst
     # fetch and queues
-    fetch_burst_insns: int = 8            #: instructions per fetch burst (16 beats / 2)
+    fetch_burst_insns: int | None = None  #: instructions per fetch (None: one max burst)
     fetch_drain_cycles: int = 1           #: cycles per instruction pushed to a command queue
     cmd_queue_depth: int = 512            #: entries of each command queue (instQueueEntries)
     token_capacity: int = 255             #: largest count of a token queue (8-bit counter)
+    token_latency: int = 1                #: push -> token visible to the consumer
     # modules
-    dispatch_cycles: int = 1              #: per instruction: dequeue / idle state
-    nop_cycles: int = 2                   #: x_size = 0 "sync" instruction
-    finish_cycles: int = 2
-    gemm_start_cycles: int = 8            #: pipeline start + drain of a GEMM
+    dispatch_cycles: int = 1              #: per instruction: the controller's idle state
+    nop_cycles: int = 1                   #: x_size = 0 "sync" state (2 cycles with dispatch)
+    finish_cycles: int = 1
+    gemm_start_cycles: int = 7            #: pipeline start + drain of a GEMM (N + 8 total)
     gemm_cycles_per_uop: int = 1
-    alu_start_cycles: int = 7
+    alu_start_cycles: int = 6             #: N * (1|2) + 7 total
     alu_cycles_per_uop_imm: int = 1
     alu_cycles_per_uop_vec: int = 2
     load_setup_cycles: int = 2            #: LOAD command decode before the first request
@@ -96,14 +99,15 @@ class TimingParams:
                 if sorted(v) != sorted(CLIENTS):
                     raise ValueError(f"read_priority must order exactly {CLIENTS}, not {v!r}")
                 object.__setattr__(self, f.name, tuple(v))
-            elif v is None and f.name in ("bus_bytes", "burst_boundary_bytes"):
+            elif v is None and f.name in ("bus_bytes", "burst_boundary_bytes",
+                                          "fetch_burst_insns"):
                 continue
             elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"timing parameter {f.name} must be a non-negative integer, "
                                  f"not {v!r}")
         for name in ("max_burst_beats", "fetch_burst_insns", "cmd_queue_depth",
                      "token_capacity"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"timing parameter {name} must be at least 1")
         if self.bus_bytes is not None and self.bus_bytes < 1:
             raise ValueError("timing parameter bus_bytes must be at least 1")
@@ -213,6 +217,8 @@ class _Sim:
         self.bus = p.bus_bytes or cfg.bus_bytes
         self.max_bytes = p.max_burst_beats * self.bus
         self.boundary = p.burst_boundary_bytes or self.max_bytes
+        self.fetch_k = p.fetch_burst_insns or max(1, self.max_bytes // 16)
+        self.inflight = [0, 0, 0, 0]
         c = {k: v.tolist() for k, v in arr.cols.items()}
         self.c = c
         self.n = n = len(arr)
@@ -305,15 +311,20 @@ class _Sim:
     def fetch_issue(self):
         if self.fetch_next >= self.n:
             return
-        k = min(self.p.fetch_burst_insns, self.n - self.fetch_next)
+        k = min(self.fetch_k, self.n - self.fetch_next)
         first = self.fetch_next
         self.fetch_next += k
         self.fetch_t0 = self.now
-        self.dram_request("fetch", 16 * k, lambda: self.fetch_arrived(first, k))
+        sizes = _bursts(16 * first, 16 * k, self.max_bytes, self.boundary)
+        left = [len(sizes)]
 
-    def fetch_arrived(self, first, k):
-        self.fetch_buf.extend(range(first, first + k))
-        self.fetch_drain()
+        def arrived():
+            left[0] -= 1
+            if left[0] == 0:
+                self.fetch_buf.extend(range(first, first + k))
+                self.fetch_drain()
+        for b in sizes:
+            self.dram_request("fetch", b, arrived)
 
     def fetch_drain(self):
         if not self.fetch_buf:
@@ -418,15 +429,17 @@ class _Sim:
         E = self.cfg.out_elem_bytes
         X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
         total = p.store_setup_cycles
+        t0 = self.now + p.dispatch_cycles
         rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
             [((D + y * P) * E, X * E) for y in range(Y)]
         if Y == 0:
             rows = []
         for addr, nbytes in rows:
             for b in _bursts(addr, nbytes, self.max_bytes, self.boundary):
-                total += p.write_burst_overhead + -(-b // self.bus) + \
-                    p.store_cycles_per_tile * -(-b // E)
-                self.bursts.append(("store", -1, -1, b))
+                beats = -(-b // self.bus)
+                d = p.write_burst_overhead + beats + p.store_cycles_per_tile * -(-b // E)
+                self.bursts.append(("store", t0 + total, t0 + total + d, b))
+                total += d
                 self.dram_written += b
         return total
 
@@ -446,11 +459,12 @@ class _Sim:
         sizes = [b for addr, nb in rows for b in _bursts(addr, nb, self.max_bytes,
                                                           self.boundary)]
         if not sizes:
-            self.at(t + pre + post + p.load_write_cycles, self.complete, i, m)
+            self.at(t + p.load_setup_cycles + pre + post + p.load_write_cycles, self.complete,
+                    i, m)
             return
         self.load_left[i] = len(sizes)
         tail = post + p.load_write_cycles
-        self.at(t + pre, self.load_issue, i, m, client, sizes, tail)
+        self.at(t + p.load_setup_cycles + pre, self.load_issue, i, m, client, sizes, tail)
 
     def load_issue(self, i, m, client, sizes, tail):
         def done():
@@ -470,6 +484,9 @@ class _Sim:
             self.next_serial = i + 1
         self.blocked_push[m] = (i, list(self.pushes[i]))
         self.retry_push(m)
+        if self.serial:
+            for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
+                self.try_start(mm)
 
     def retry_push(self, m):
         bp = self.blocked_push[m]
@@ -478,14 +495,23 @@ class _Sim:
         i, pending = bp
         while pending:
             t = pending[0]
-            if self.tokens[t] >= self.p.token_capacity:
+            if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
                 self.set_wait(m, f"full {_QSHORT[t]}")
                 return
             pending.pop(0)
-            self.tokens[t] += 1
+            self.inflight[t] += 1
             self.push_log[t].append(i)
+            if self.p.token_latency:
+                self.at(self.now + self.p.token_latency, self.deliver, t)
+            else:
+                self.deliver(t)
         self.close_wait(m)
         self.blocked_push[m] = None
+        self.try_start(m)
+
+    def deliver(self, t):
+        self.inflight[t] -= 1
+        self.tokens[t] += 1
         for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
             self.try_start(mm)
 

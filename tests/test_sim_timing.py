@@ -1,0 +1,232 @@
+"""The cycle-approximate timing model: each rule on a tiny program whose cycle count is
+derived by hand (default TimingParams unless noted: read latency 16, 8-byte bus, 16-beat
+bursts, 1 idle bus cycle after each read burst, dispatch 1, token latency 1, ...)."""
+
+import numpy as np
+import pytest
+
+from isa import AluOp, MemType, decode_stream
+from vta_sim import Simulator
+from vta_sim.errors import DeadlockError, InputError
+from vta_sim.randprog import random_program
+from vta_sim.timing import TimingParams, cycles, simulate_timing
+
+from .sim_helpers import AluInsn, FinishInsn, GemmInsn, load, nop, program, store
+
+INP, UOP = MemType.INP, MemType.UOP
+
+
+def timed(insns, serial=False, **params):
+    return simulate_timing(decode_stream(program(insns)), TimingParams(**params),
+                           serial=serial)
+
+
+def test_finish_alone():
+    # fetch: request at 0, ready at 16, 16 B = 2 beats -> [16, 18); FINISH delivered at 18,
+    # dispatch 1 + finish 1 -> 20
+    assert timed([FinishInsn()]).cycles == 20
+
+
+@pytest.mark.parametrize("per_uop,start", [(1, 7), (2, 3)])
+def test_gemm_cost(per_uop, start):
+    # fetch 2 insns = 4 beats [16, 20): GEMM starts at 20 and takes 1 + start + N*per_uop
+    # (N = 5 uops x 3 x 4 = 60); FINISH (delivered at 21) follows at once and takes 2.
+    r = timed([GemmInsn(0, 5, 3, 4, 0, 0, 0, 0, 0, 0), FinishInsn()],
+              gemm_cycles_per_uop=per_uop, gemm_start_cycles=start)
+    assert r.start[0] == 20 and r.end[0] == 20 + 1 + start + 60 * per_uop
+    assert r.cycles == r.end[0] + 2
+
+
+@pytest.mark.parametrize("use_imm,per_uop", [(1, 1), (0, 2)])
+def test_alu_cost(use_imm, per_uop):
+    # N = 2 uops x 2 x 5 = 20 iterations; 1 + 6 + N * (1 with imm | 2 without)
+    r = timed([AluInsn(AluOp.ADD, 0, 2, 2, 5, 0, 0, 0, 0, use_imm=use_imm), FinishInsn()])
+    assert r.end[0] - r.start[0] == 1 + 6 + 20 * per_uop
+
+
+def test_nop_costs_two_cycles():
+    # NOP at 20 (fetch of 2 insns ends at 20): dispatch 1 + sync 1
+    r = timed([nop("compute"), FinishInsn()])
+    assert (r.start[0], r.end[0]) == (20, 22) and r.cycles == 24
+
+
+def test_load_bursts_latency_and_gaps():
+    # LOAD INP of 32 tiles = 512 B = 4 bursts of 128 B (16 beats). Starts at 20; requests at
+    # 20 + 1 (dispatch) + 2 (setup) = 23; all ready at 39 (latency 16, back-to-back requests
+    # do not pay it again): [39,55) [56,72) [73,89) [90,106) (1 idle cycle after each);
+    # + 1 SRAM write -> complete at 107; token visible at 108; FINISH 108 -> 110.
+    r = timed([load(INP, 0, 0, 1, 32, push_next=1), FinishInsn(pop_prev=1)])
+    reads = [(t0, t1) for c, t0, t1, _ in r.bursts if c == "inp"]
+    assert reads == [(39, 55), (56, 72), (73, 89), (90, 106)]
+    assert r.end[0] == 107 and r.cycles == 110
+
+
+def test_burst_boundary_splitting():
+    # 3 tiles from tile 7: bytes [112, 160) cross the 128-byte boundary -> 16 + 32 bytes
+    r = timed([load(INP, 0, 7, 1, 3, push_next=1), FinishInsn(pop_prev=1)])
+    assert [b[3] for b in r.bursts if b[0] == "inp"] == [16, 32]
+    # a strided load: one transfer per row
+    r = timed([load(INP, 0, 0, 3, 2, stride=10, push_next=1), FinishInsn(pop_prev=1)])
+    assert [b[3] for b in r.bursts if b[0] == "inp"] == [32, 32, 32]
+
+
+def test_padding_costs_a_cycle_per_tile():
+    # y=1, x=2, pads y0=1, x0=1, x1=1: 4 columns. Before the first request: 1 row x 4 = 4
+    # cycles; after the data: 1 row x 2 pad tiles = 2. Start 20, request at 20+1+2+4 = 27,
+    # ready 43, 32 B = 4 beats [43,47), +2 pad +1 write -> 50; FINISH 51 -> 53.
+    r = timed([load(INP, 0, 0, 1, 2, pads=(1, 0, 1, 1), push_next=1), FinishInsn(pop_prev=1)])
+    assert r.end[0] == 50 and r.cycles == 53
+
+
+def test_store_cost():
+    # fetch 3 insns = 6 beats -> 22. NOP 22->24, token visible 25. STORE (delivered at 23)
+    # starts 25: 1 + setup 2 + 2 bursts x (4 handshake + 16 beats + 8 tiles x 1) = 59 -> 84;
+    # token visible 85, FINISH 85 -> 87.
+    r = timed([nop("compute", push_next=1), store(0, 0, 1, 16, pop_prev=1, push_prev=1),
+               FinishInsn(pop_next=1)])
+    assert (r.start[1], r.end[1], r.cycles) == (25, 84, 87)
+    assert r.dram_written == 256
+
+
+@pytest.mark.parametrize("priority,uop_end,inp_end", [
+    (("fetch", "uop", "inp", "wgt", "acc"), 75, 126),
+    (("fetch", "inp", "uop", "wgt", "acc"), 126, 109)])
+def test_fixed_priority_read_arbitration(priority, uop_end, inp_end):
+    # INP: 4 bursts requested at 25 (ready 41); UOP: 1 burst requested at 26 (ready 42).
+    # At 41 only INP is ready: [41,57). At 58 both are: with uop first, UOP [58,74) -> done
+    # 75 and INP [75,91) [92,108) [109,125) -> 126. With inp first: INP up to [92,108) ->
+    # 109, then UOP [109,125) -> 126.
+    r = timed([load(INP, 0, 0, 1, 32, push_next=1), load(UOP, 0, 0, 1, 32),
+               FinishInsn(pop_prev=1)], read_priority=priority)
+    assert (r.end[1], r.end[0]) == (uop_end, inp_end)
+
+
+def test_command_queue_head_of_line_blocking():
+    # depth 1: GEMM0 (N=100) runs 22..130; GEMM1 (delivered 23) fills the queue, so FINISH
+    # cannot be delivered until GEMM1 starts at 130: fetch stalls 130 - 24 = 106 cycles.
+    g = GemmInsn(0, 4, 5, 5, 0, 0, 0, 0, 0, 0)
+    r = timed([g, g, FinishInsn()], cmd_queue_depth=1)
+    assert r.issue.tolist() == [22, 23, 130]
+    assert r.stalls["fetch"] == {"full compute queue": 106}
+    assert r.cycles == 240 == timed([g, g, FinishInsn()]).cycles
+
+
+def test_full_command_queue_can_deadlock():
+    # compute's GEMM waits for a token from a LOAD that sits behind a full compute queue
+    prog = [GemmInsn(0, 1, 1, 1, 0, 0, 0, 0, 0, 0, pop_prev=1),
+            GemmInsn(0, 1, 1, 1, 0, 0, 0, 0, 0, 0), load(INP, 0, 0, 1, 1, push_next=1),
+            FinishInsn()]
+    timed(prog)   # fine with 512-entry queues
+    with pytest.raises(DeadlockError, match="full compute command queue"):
+        timed(prog, cmd_queue_depth=1)
+
+
+def test_token_capacity_blocks_the_producer():
+    g = GemmInsn(0, 4, 5, 5, 0, 0, 0, 0, 0, 0, pop_prev=1)
+    prog = [load(INP, 0, 0, 1, 1, push_next=1), load(INP, 1, 1, 1, 1, push_next=1),
+            load(INP, 2, 2, 1, 1, push_next=1), g, g, g, FinishInsn()]
+    free, tight = timed(prog), timed(prog, token_capacity=1)
+    assert "full l2g" in tight.stalls["load"] and "full l2g" not in free.stalls["load"]
+    assert tight.cycles >= free.cycles
+
+
+# ----------------------------------------------------------- double buffering vs serial
+
+def _gemm100(**flags):
+    return GemmInsn(0, 4, 5, 5, 0, 0, 0, 0, 0, 0, **flags)   # N = 100 -> 108 cycles
+
+
+DOUBLE = [load(INP, 0, 0, 1, 8, push_next=1), _gemm100(pop_prev=1, push_prev=1),
+          load(INP, 64, 8, 1, 8, push_next=1), _gemm100(pop_prev=1, push_prev=1),
+          load(INP, 0, 16, 1, 8, pop_next=1, push_next=1), _gemm100(pop_prev=1, push_prev=1),
+          nop("load", pop_next=1), nop("load", pop_next=1, push_next=1),
+          FinishInsn(pop_prev=1)]
+SINGLE = [load(INP, 0, 0, 1, 8, push_next=1), _gemm100(pop_prev=1, push_prev=1),
+          load(INP, 0, 8, 1, 8, pop_next=1, push_next=1), _gemm100(pop_prev=1, push_prev=1),
+          load(INP, 0, 16, 1, 8, pop_next=1, push_next=1), _gemm100(pop_prev=1, push_prev=1),
+          nop("load", pop_next=1, push_next=1), FinishInsn(pop_prev=1)]
+
+
+def test_double_buffering_hides_loads():
+    """max_burst_beats=64: the whole stream is one fetch (9 insns = 18 beats, [16,34));
+    instruction j is delivered at 34 + j.  A LOAD of 8 INP tiles (128 B, 16 beats) takes
+    1 + 2 + 16 + 16 + 1 = 36 cycles; a GEMM 108; a NOP 2; a token is visible 1 cycle after
+    its push.
+
+    Concurrent: L0 34-70 | G0 71-179 | L1 70-106 (overlaps G0) | G1 179-287 |
+    L2 waits for G0's token (180): 180-216 | G2 287-395 | NOP 288-290 | NOP 396-398 |
+    FINISH 399-401.
+    Serial: L0 34-70, G0 71-179, L1 179-215, G1 216-324, L2 324-360, G2 361-469,
+    NOP 469-471, NOP 471-473, FINISH 474-476.
+    """
+    conc = timed(DOUBLE, max_burst_beats=64)
+    ser = timed(DOUBLE, serial=True, max_burst_beats=64)
+    assert list(zip(conc.start.tolist(), conc.end.tolist())) == [
+        (34, 70), (71, 179), (70, 106), (179, 287), (180, 216), (287, 395), (288, 290),
+        (396, 398), (399, 401)]
+    assert (conc.cycles, ser.cycles) == (401, 476)
+    # the trace shows load 2 running while GEMM 1 runs
+    assert conc.start[2] < conc.end[1] and conc.start[1] < conc.end[2]
+    # serial: no two instructions overlap
+    order = np.argsort(ser.start)
+    assert (ser.start[order][1:] >= ser.end[order][:-1]).all()
+
+
+def test_single_buffering_gains_nothing_here():
+    """Each LOAD waits for the GEMM that read the buffer before it, so concurrent = serial:
+    fetch of 8 insns ends at 32; L0 32-68, G0 69-177, L1 178-214, G1 215-323, L2 324-360,
+    G2 361-469, NOP 470-472, FINISH 473-475."""
+    conc = timed(SINGLE, max_burst_beats=64)
+    ser = timed(SINGLE, serial=True, max_burst_beats=64)
+    assert conc.cycles == ser.cycles == 475
+
+
+# ------------------------------------------------------------------- global properties
+
+@pytest.mark.parametrize("seed", range(8))
+def test_timing_changes_no_result_and_respects_ideal_bounds(seed):
+    insns, dram = random_program(None, seed, 40)
+    a, b = dram.copy(), dram.copy()
+    plain = Simulator().run(insns, a)
+    sim = Simulator(timing=TimingParams())
+    timed_stats = sim.run(insns, b)
+    assert (a == b).all()
+    d = timed_stats.as_dict()
+    assert {k: v for k, v in d.items() if k in plain.as_dict()} == plain.as_dict()
+    res = sim.last_timing
+    reads = sum(res.dram_read.values())
+    assert d["cycles"] >= d["gemm_ops"]
+    assert d["cycles"] >= reads / 8
+    assert (res.start >= res.issue).all() and (res.end > res.start).all()
+    # each module executes one instruction at a time, in stream order
+    for m in range(3):
+        idx = np.flatnonzero(res.module == m)
+        assert (res.start[idx][1:] >= res.end[idx][:-1]).all()
+    # every token flow goes forward in time
+    for _, prod, cons in res.flows:
+        assert res.end[prod] < res.start[cons]
+    ser = Simulator(timing=TimingParams(), serial=True)
+    ser.run(insns, dram.copy())
+    assert ser.last_timing.cycles >= res.cycles
+
+
+def test_stats_keys_and_cycles_helper():
+    st = Simulator(timing=TimingParams()).run(program(DOUBLE), np.zeros(1 << 12, np.uint8))
+    d = st.as_dict()
+    assert d["cycles"] == cycles(program(DOUBLE)) > 0
+    assert d["busy_cycles"]["compute"] == 3 * 108 + 2
+    assert d["dram_read_bytes"]["inp"] == 3 * 128 and d["dram_read_bytes"]["fetch"] == 9 * 16
+    assert d["gemm_utilization"] == pytest.approx(300 / d["cycles"])
+    assert d["last_insn"] == 8
+    assert "stall" not in d["biggest_stall"] or "(" in d["biggest_stall"]
+
+
+def test_params_validation_and_json():
+    p = TimingParams(read_latency=40)
+    assert TimingParams.from_dict(p.to_dict()) == p
+    with pytest.raises(InputError, match="unknown parameter"):
+        TimingParams.from_dict({"latency": 3})
+    with pytest.raises(InputError, match="read_latency"):
+        TimingParams.from_dict({"read_latency": -1})
+    with pytest.raises(ValueError, match="read_priority"):
+        TimingParams(read_priority=("fetch", "uop"))
