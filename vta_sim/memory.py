@@ -38,7 +38,7 @@ def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: 
          yp0: int, yp1: int, xp0: int, xp1: int) -> None:
     """Execute one LOAD of memory type ``mt`` (UOP, WGT, INP, ACC or ACC_8BIT)."""
     cfg = s.cfg
-    E = cfg.elem_bytes(mt)
+    E = s.elem_bytes[mt]
     rows, cols = yp0 + Y + yp1, xp0 + X + xp1
     raw = _read(dram, E, D, Y, X, P) if Y else np.zeros((0, X, E), np.uint8)
     if mt == MemType.UOP:
@@ -90,13 +90,12 @@ def store(s: Sram, dram: np.ndarray, S: int, D: int, Y: int, X: int, P: int) -> 
     if P == X or Y == 1:
         dram[D * E:(D + Y * X) * E] = data.reshape(-1)
         return
-    tiles = dram_tiles(dram, E)
-    idx = _tile_index(D, Y, X, P).reshape(-1)
     if P > X:
-        tiles[idx] = data
+        dram_tiles(dram, E)[_tile_index(D, Y, X, P).reshape(-1)] = data
         return
-    # overlapping rows: keep the last writer of each tile
-    rev = idx[::-1]
-    uniq, first = np.unique(rev, return_index=True)
-    keep = idx.shape[0] - 1 - first
-    tiles[uniq] = data[keep]
+    # overlapping rows (P < X, or P == 0): DRAM tile D + o ends up holding the value of the
+    # last row y that covers it, y = min(o // P, Y - 1), at column o - y*P
+    span = (Y - 1) * P + X
+    o = np.arange(span, dtype=np.int64)
+    y = np.full(span, Y - 1, np.int64) if P == 0 else np.minimum(o // P, Y - 1)
+    dram[D * E:(D + span) * E] = data[y * X + o - y * P].reshape(-1)

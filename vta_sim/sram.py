@@ -50,5 +50,6 @@ class Sram:
         self.inp_written = np.zeros(cfg.inp_buff_depth, bool)
         self.wgt_written = np.zeros(cfg.wgt_buff_depth, bool)
         self.acc_written = np.zeros(cfg.acc_buff_depth, bool)
+        self.elem_bytes = {mt: cfg.elem_bytes(mt) for mt in range(6)}
         self.depth = {"uop": cfg.uop_buff_depth, "inp": cfg.inp_buff_depth,
                       "wgt": cfg.wgt_buff_depth, "acc": cfg.acc_buff_depth}
