@@ -77,6 +77,11 @@ def cmd_demo(args) -> int:
     timing = _timing_or_none()
     dev = SimDevice(cfg, timed=timing if timing is not None else False)
     got, stats = ck.run(dev, feeds)
+    if args.dump:
+        with open(args.dump, "wb") as f:
+            f.write(ck.last_run.insns)
+        print(f"   wrote {len(ck.last_run.insns) // 16} instructions to {args.dump} "
+              f"(vta disasm {args.dump})")
     print("== 4. instructions (first 24 of the stream the runtime built)")
     lines = ck.instructions().splitlines()
     print("\n".join(lines[:24]) + (f"\n   ... {len(lines) - 24} more" if len(lines) > 24 else ""))
@@ -164,6 +169,8 @@ def register(sub):
                             "inject_dma"])
     p.add_argument("--no-latency-hiding", action="store_true", help="one virtual thread")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dump", metavar="INSNS.bin", help="write the instruction stream (binary, "
+                   "for vta disasm)")
     p.set_defaults(func=_user_errors(cmd_demo))
     p = sub.add_parser("bench", help="benchmark compiled workloads on the timed simulator")
     p.add_argument("workload", choices=["resnet18"], help="workload (resnet18: conv C2-C11)")
