@@ -151,10 +151,9 @@ def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, ite
             _check_written(index, s.wgt_written, (offw[:, None] + uw), "WGT", "wgt_factor_out")
         if wfo == 0 and wfi == 0:
             _gemm_grouped(s, ud, us, uw, offd, offs, wgt_fixed=True)
-        elif sfo == 0 and sfi == 0:
-            _gemm_grouped(s, ud, us, uw, offd, offw, wgt_fixed=False)
         else:
-            _gemm_general(s, ud, us, uw, offd, offs, offw)
+            _gemm_by_weight(s, (offd[:, None] + ud).reshape(-1),
+                            (offs[:, None] + us).reshape(-1), (offw[:, None] + uw).reshape(-1))
 
 
 def _gemm_grouped(s: Sram, ud, us, uw, offd, offv, wgt_fixed: bool) -> None:
@@ -199,19 +198,34 @@ def _gemm_grouped(s: Sram, ud, us, uw, offd, offv, wgt_fixed: bool) -> None:
         _scatter_add(s.acc, d, _to_int(s, r))
 
 
-def _gemm_general(s: Sram, ud, us, uw, offd, offs, offw) -> None:
-    """GEMM where both operand tiles move with the loop: per-iteration gather + einsum."""
+def _gemm_by_weight(s: Sram, d: np.ndarray, src: np.ndarray, w: np.ndarray) -> None:
+    """GEMM where the weight tile moves with the loop: the uop-iterations are sorted by
+    weight tile, and each distinct weight tile multiplies all the input tiles paired with it
+    in one batched BLAS call (groups padded to equal size with the zero input tile).  Falls
+    back to a per-iteration gather + einsum when the group sizes are too uneven."""
     cfg = s.cfg
-    nu = ud.shape[0]
-    per_it = nu * cfg.block_out * cfg.block_in
-    step = max(1, _CHUNK_ELEMS // per_it)
-    for lo in range(0, offd.shape[0], step):
-        sl = slice(lo, lo + step)
-        d = (offd[sl, None] + ud).reshape(-1)
-        x = s.inp[(offs[sl, None] + us).reshape(-1)]      # [n, b, bi]
-        w = s.wgt[(offw[sl, None] + uw).reshape(-1)]      # [n, bo, bi]
-        r = np.einsum("nbk,njk->nbj", x, w)
-        _scatter_add(s.acc, d, _to_int(s, r))
+    b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
+    n = d.shape[0]
+    order = np.argsort(w, kind="stable")
+    ws = w[order]
+    new = np.r_[True, ws[1:] != ws[:-1]]
+    gid = np.cumsum(new) - 1
+    start = np.flatnonzero(new)
+    G = start.shape[0]
+    rank = np.arange(n) - start[gid]
+    C = int(rank.max()) + 1
+    if G * C > 2 * n + 64:
+        for lo in range(0, n, max(1, _CHUNK_ELEMS // (bo * bi))):
+            sl = slice(lo, lo + max(1, _CHUNK_ELEMS // (bo * bi)))
+            r = np.einsum("nbk,njk->nbj", s.inp[src[sl]], s.wgt[w[sl]])
+            _scatter_add(s.acc, d[sl], _to_int(s, r))
+        return
+    idx = np.full((G, C), cfg.inp_buff_depth, np.int64)
+    idx[gid, rank] = src[order]
+    x = s.inp[idx].reshape(G, C * b, bi)                       # [G, C*b, bi]
+    wt = s.wgt[ws[start]].transpose(0, 2, 1)                   # [G, bi, bo]
+    r = np.matmul(x, wt).reshape(G, C, b, bo)[gid, rank]       # [n, b, bo], sorted order
+    _scatter_add(s.acc, d[order], _to_int(s, r))
 
 
 def _to_int(s: Sram, r: np.ndarray) -> np.ndarray:
