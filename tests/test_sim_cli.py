@@ -126,3 +126,13 @@ def test_max_work_option(files, capsys):
     assert main(["sim", "--insns", str(tmp / "i.bin"), "--dram", str(tmp / "d.bin"),
                  "--out", str(tmp / "o.bin"), "--max-work", "100"]) == 2
     assert "max_work=100" in capsys.readouterr().err
+
+
+def test_timeline_aggregates_long_programs(tmp_path):
+    from vta_sim import Simulator, TimingParams, random_program
+    from vta_sim.trace import write_timeline
+    insns, dram = random_program(None, 3, 60)
+    sim = Simulator(timing=TimingParams())
+    sim.run(insns, dram)
+    write_timeline(sim.last_timing, str(tmp_path / "agg.png"), max_bars=10)
+    assert (tmp_path / "agg.png").stat().st_size > 1000

@@ -6,16 +6,21 @@ a cycle-approximate timing model with statistics and traces.
 - :mod:`vta_sim.checks`: static program checks; :mod:`vta_sim.errors`: typed errors.
 - :mod:`vta_sim.compute`: vectorised GEMM/ALU; :mod:`vta_sim.memory`: LOAD/STORE.
 - :mod:`vta_sim.randprog`: random well-formed programs (for differential testing).
-- :mod:`vta_sim.timing`: cycle-approximate timing (:class:`TimingParams`).
+- :mod:`vta_sim.timing`: cycle-approximate timing (:class:`TimingParams`);
+  :mod:`vta_sim.trace`: Chrome trace / Gantt PNG; :mod:`vta_sim.calibrate`: fitting the
+  timing parameters to measured cycle counts.
 """
 
 from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramError, RangeError,
                      SimError, TokenError, UninitializedReadError, WorkLimitError)
+from .randprog import random_program
 from .simulator import DEFAULT_MAX_WORK, Simulator, simulate
 from .stats import Stats
+from .timing import TimingParams, TimingResult, cycles, simulate_timing
 
 __all__ = [
     "Simulator", "simulate", "Stats", "DEFAULT_MAX_WORK",
+    "TimingParams", "TimingResult", "simulate_timing", "cycles", "random_program",
     "SimError", "InputError", "ProgramError", "RangeError", "TokenError", "DeadlockError",
     "LeftoverTokensError", "WorkLimitError", "UninitializedReadError",
 ]

@@ -133,7 +133,8 @@ def _mem(opcode, mt, sram, dram, y, x, stride, yp0=0, yp1=0, xp0=0, xp1=0) -> di
 
 def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int | None = None,
                    n_insns: int = 30, *, window: int = 24, high: bool | None = None,
-                   alu_mul: bool = True, acc8: bool = True) -> tuple[bytes, np.ndarray]:
+                   alu_mul: bool = True, acc8: bool = True,
+                   hw_safe: bool = False) -> tuple[bytes, np.ndarray]:
     """A random well-formed program for ``cfg``.
 
     Parameters
@@ -149,6 +150,13 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
         random when None.
     alu_mul, acc8 : bool
         Whether to generate ALU MUL and LOAD ACC_8BIT (fsim-only features; the RTL lacks them).
+    hw_safe : bool
+        Only behaviour on which fsim and the hardware designs agree (spec §3.4-§3.10): no MUL,
+        no ACC_8BIT, no zero-trip GEMM/ALU, no WGT padding, immediate ALU ops in place
+        (micro-op src == dst), SHR immediates in [-15, 15], no ALU iteration reading a tile
+        another iteration of the same instruction writes (no ALU bypass in Chisel), and
+        STOREs only of tiles last written by a non-reset GEMM or an ALU op (hardware stores
+        its OUT buffer, which LOAD ACC and reset GEMMs do not update).
 
     Returns
     -------
@@ -158,6 +166,10 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
     from isa import default_config
     cfg = cfg or default_config()
     rng = np.random.default_rng(rng)
+    if hw_safe:
+        alu_mul = acc8 = False
+        if min(window, cfg.uop_buff_depth) < 2:
+            raise ValueError("hw_safe programs need a window of at least 2 micro-ops")
     K = {"inp": min(window, cfg.inp_buff_depth), "wgt": min(window, cfg.wgt_buff_depth),
          "acc": min(window, cfg.acc_buff_depth), "uop": min(window, cfg.uop_buff_depth)}
     depth = {"inp": cfg.inp_buff_depth, "wgt": cfg.wgt_buff_depth, "acc": cfg.acc_buff_depth,
@@ -184,8 +196,12 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
     src_g = base["inp"] + rng.integers(0, max(1, K["inp"] // 2), nu)
     src_a = base["acc"] + rng.integers(0, half, nu)
     is_alu = rng.integers(0, 2, nu).astype(bool)
+    if hw_safe:   # half of the ALU micro-ops in place, usable by immediate operations
+        src_a = np.where(rng.integers(0, 2, nu).astype(bool), dst, src_a)
     src = np.where(is_alu, src_a, src_g)
     wgt = np.where(is_alu, 0, base["wgt"] + rng.integers(0, max(1, K["wgt"] // 2), nu))
+    if hw_safe:   # the last pool entry: an in-place ALU micro-op on the first ACC tile
+        dst[-1], src[-1], wgt[-1], is_alu[-1] = base["acc"], base["acc"], 0, True
     uops = encode_uops(dst, src, wgt, cfg)
     dram[off["uop"]:off["uop"] + 4 * nu] = uops.view(np.uint8)
     if cfg.acc_width == 32 and rng.integers(2):   # keep some accumulators small
@@ -196,6 +212,7 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
     # SRAM models: uop contents (dst, src, wgt; -1 = unwritten) and written masks
     u_model = np.full((depth["uop"], 3), -1, np.int64)
     written = {k: np.zeros(depth[k], bool) for k in ("inp", "wgt", "acc")}
+    out_valid = np.zeros(depth["acc"], bool)   # last written by a non-reset GEMM or an ALU
 
     def tiles(buf, idx):
         return {(buf, int(t)) for t in np.unique(idx)}
@@ -208,7 +225,8 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
         for _ in range(20):
             x = int(rng.integers(1, 5))
             y = int(rng.integers(0 if rng.random() < 0.1 else 1, 4))
-            pads = [int(rng.integers(0, 3)) if allow_pad and rng.random() < 0.4 else 0
+            pads = [int(rng.integers(0, 3)) if allow_pad and rng.random() < 0.4
+                    and not (hw_safe and buf == "wgt") else 0
                     for _ in range(4)]
             rows, cols = pads[0] + y + pads[1], pads[2] + x + pads[3]
             if rows * cols == 0 or rows * cols > K[buf]:
@@ -232,9 +250,11 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
         b._emit(ins)
         written[buf][base[buf]:base[buf] + n] = True
 
+    k_uop = K["uop"] - 1 if hw_safe else K["uop"]   # hw_safe keeps a copy uop in the last slot
+
     def load_uop():
-        n = int(rng.integers(1, K["uop"] + 1))
-        s0 = base["uop"] + int(rng.integers(0, K["uop"] - n + 1))
+        n = int(rng.integers(1, k_uop + 1))
+        s0 = base["uop"] + int(rng.integers(0, k_uop - n + 1))
         d0 = int(rng.integers(0, nu - n + 1))
         ins = _Insn("mem", _C, _mem(Opcode.LOAD, MemType.UOP, s0, off["uop"] // 4 + d0, 1, n,
                                     n), reads=dram_reg("uop"),
@@ -257,7 +277,7 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
             if (u_model[seg, 0] < 0).any() or (u_alu[seg] != (kind == "alu")).any():
                 continue
             io, ii = int(rng.integers(1, 4)), int(rng.integers(1, 4))
-            if rng.random() < 0.05:
+            if rng.random() < 0.05 and not hw_safe:
                 io = 0
             fac = [int(rng.integers(0, 3)) for _ in range(6)]
             yy, xx = np.meshgrid(np.arange(io), np.arange(ii), indexing="ij")
@@ -281,6 +301,7 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
                          src_factor_out=fac[2], src_factor_in=fac[3], wgt_factor_out=fac[4],
                          wgt_factor_in=fac[5], reset=reset)
                 b._emit(_Insn("gemm", _C, f, reads, writes))
+                out_valid[d] = not reset
                 return True
             ops = [AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.SHR] + ([AluOp.MUL] if alu_mul
                                                                   else [])
@@ -290,7 +311,14 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
                 if d.size and (s.max() >= base["acc"] + K["acc"] or not written["acc"][s].all()):
                     continue
                 reads |= tiles("acc", s)
-            w_ = cfg.acc_width - 1
+            if hw_safe:
+                if use_imm and (u_model[seg, 0] != u_model[seg, 1]).any():
+                    continue
+                if d.size and np.unique(d).size != d.size:
+                    continue
+                if not use_imm and d.size and np.isin(s[s != d], d).any():
+                    continue
+            w_ = cfg.acc_width - 1 if not hw_safe else min(15, cfg.acc_width // 2 - 1)
             imm = int(rng.integers(-w_, w_ + 1)) if op == AluOp.SHR else \
                 int(rng.integers(-(1 << 15), 1 << 15))
             f = dict(alu_opcode=op, uop_bgn=int(seg[0]), uop_end=int(seg[-1]) + 1, iter_out=io,
@@ -298,6 +326,7 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
                      src_factor_out=fac[2] if not use_imm else fac[0],
                      src_factor_in=fac[3] if not use_imm else fac[1], use_imm=use_imm, imm=imm)
             b._emit(_Insn("alu", _C, f, reads | tiles("acc", d), writes))
+            out_valid[d] = True
             return True
         return False
 
@@ -307,6 +336,24 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
     for k in rng.permutation(3):
         fill(*fills[k])
     load_uop()
+    copy_slot = base["uop"] + K["uop"] - 1
+    if hw_safe:
+        b._emit(_Insn("mem", _C, _mem(Opcode.LOAD, MemType.UOP, copy_slot,
+                                      off["uop"] // 4 + nu - 1, 1, 1, 1),
+                      reads=dram_reg("uop"), writes={("uop", copy_slot)}))
+        u_model[copy_slot] = (dst[-1], src[-1], wgt[-1])
+        u_alu[copy_slot] = True
+
+    def refresh_out():
+        """ALU SHR 0 over the whole ACC window: every tile becomes a valid OUT tile."""
+        acc_w = base["acc"] + np.arange(K["acc"])
+        f = dict(alu_opcode=AluOp.SHR, uop_bgn=copy_slot, uop_end=copy_slot + 1,
+                 iter_out=K["acc"], iter_in=1, dst_factor_out=1, dst_factor_in=0,
+                 src_factor_out=1, src_factor_in=0, use_imm=1, imm=0)
+        b._emit(_Insn("alu", _C, f, {("uop", copy_slot)} | tiles("acc", acc_w),
+                      tiles("acc", acc_w)))
+        out_valid[acc_w] = True
+
     for _ in range(n_insns):
         r = rng.random()
         if r < 0.12:
@@ -329,6 +376,7 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
                 b._emit(_Insn("mem", _C, _mem(Opcode.LOAD, mt, sram, dbase, y, x, stride, *pads),
                               dram_reg(region), tiles("acc", sram + np.arange(nt))))
                 written["acc"][sram:sram + nt] = True
+                out_valid[sram:sram + nt] = False
         elif r < 0.27:
             load_uop()
         elif r < 0.5:
@@ -339,6 +387,9 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
             g = rand_2d("acc", None, "out", allow_pad=False, store=True)
             if g:
                 sram, dbase, y, x, stride, _, nt = g
+                if hw_safe and not out_valid[sram:sram + y * x].all():
+                    refresh_out()
+            if g:
                 b._emit(_Insn("mem", _S, _mem(Opcode.STORE, MemType.OUT, sram, dbase, y, x,
                                               stride),
                               tiles("acc", sram + np.arange(y * x)), dram_reg("out")))
