@@ -1,9 +1,10 @@
 """The RTL design (``vta_hw``, Amaranth) as a device.
 
 Each :meth:`RtlDevice.run` builds the core with an on-chip DRAM model holding this device's
-memory (up to the end of the highest live allocation), simulates it until FINISH through the
-vta_hw runner (Amaranth's simulator by default, ``vta_hw.amaranth_sim.run_amaranth``), and
-writes the DRAM back.  The runner drives the control/status registers the way a board driver
+memory (up to the end of the highest live allocation), simulates it until FINISH through a
+vta_hw runner, and writes the DRAM back.  Runners: ``simulator="amaranth"`` (default,
+``vta_hw.amaranth_sim.run_amaranth``, no external tools) or ``"icarus"`` / ``"verilator"``
+(the generated Verilog through cocotb, ``vta_hw.rtlsim.run_rtl``).  The runner drives the control/status registers the way a board driver
 would (:mod:`vta_runtime.board`): INSN_COUNT, INSN_ADDR, CTRL = launch, poll done.
 
 Limitations (stated, not hidden):
@@ -29,6 +30,8 @@ class RtlDevice(Device):
     Parameters
     ----------
     config : isa.VTAConfig, optional
+    simulator : {"amaranth", "icarus", "verilator"}
+        Which vta_hw runner executes the RTL.
     capacity : int
         Physical memory in bytes (default 4 MiB; it is simulated as on-chip DRAM).
     latency : int
@@ -47,15 +50,25 @@ class RtlDevice(Device):
 
     name = "rtl"
 
-    def __init__(self, config=None, *, capacity: int = 1 << 22, latency: int = 4,
-                 max_cycles: int = 2_000_000, **core_kw):
+    def __init__(self, config=None, *, simulator: str = "amaranth", capacity: int = 1 << 22,
+                 latency: int = 4, max_cycles: int = 2_000_000, **core_kw):
         super().__init__(config, capacity=capacity, max_alloc=capacity // 2)
+        if simulator not in ("amaranth", "icarus", "verilator"):
+            raise DeviceError(f"RtlDevice: simulator must be 'amaranth', 'icarus' or "
+                              f"'verilator', not {simulator!r}")
         try:
-            from vta_hw.amaranth_sim import run_amaranth
+            if simulator == "amaranth":
+                from vta_hw.amaranth_sim import run_amaranth as runner
+            else:
+                from functools import partial
+
+                from vta_hw.rtlsim import run_rtl
+                runner = partial(run_rtl, simulator=simulator)
         except ImportError as e:
-            raise DeviceError(f"RtlDevice needs vta_hw's RTL runner "
-                              f"(vta_hw.amaranth_sim.run_amaranth): {e}") from e
-        self._runner = run_amaranth
+            raise DeviceError(f"RtlDevice needs vta_hw's RTL runner for {simulator!r}: "
+                              f"{e}") from e
+        self.simulator = simulator
+        self._runner = runner
         self.latency, self.max_cycles, self.core_kw = latency, max_cycles, core_kw
 
     def _execute(self, insn_phys, insn_count, wait_cycles):
