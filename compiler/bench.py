@@ -88,20 +88,29 @@ def _cycles(stats: dict) -> int:
     raise RuntimeError(f"the simulator reported no cycle count (timing stats: {sorted(t)})")
 
 
-def compile_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True):
+def compile_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True,
+                  tuned_baseline: bool = False):
+    """Compile one layer with its default schedule.  Without latency hiding the same schedule
+    runs with one virtual thread (the ablation of the papers); ``tuned_baseline`` instead
+    searches the best single-thread schedule."""
     data, kernel, bias, out = conv2d_resnet_block(cfg, cfg.batch, layer.cin, layer.hw, layer.hw,
                                                   layer.cout, layer.k, layer.stride, layer.pad)
     wl = recognise(out, cfg)
-    knobs = default_knobs(wl, cfg, latency_hiding)
+    if latency_hiding or not tuned_baseline:
+        knobs = default_knobs(wl, cfg, True)
+        if not latency_hiding:
+            knobs = knobs.replace(vthreads=1)
+    else:
+        knobs = default_knobs(wl, cfg, False)
     return (data, kernel, bias), build(wl, cfg, knobs)
 
 
 def run_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True, timed=True,
-              seed: int = 0) -> dict:
+              seed: int = 0, tuned_baseline: bool = False) -> dict:
     """Compile, run and check one layer; returns the JSON entry plus extra measurements."""
     from vta_runtime import SimDevice
     t0 = time.perf_counter()
-    (d, k, b), ck = compile_layer(layer, cfg, latency_hiding)
+    (d, k, b), ck = compile_layer(layer, cfg, latency_hiding, tuned_baseline)
     compile_s = time.perf_counter() - t0
     x, w, bias = layer_inputs(layer, cfg, seed)
     bo = cfg.block_out
@@ -127,14 +136,14 @@ def run_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True, tim
 
 
 def bench(latency_hiding: bool = True, layers=None, cfg: VTAConfig | None = None,
-          timed=True, log=None) -> dict:
+          timed=True, log=None, tuned_baseline: bool = False) -> dict:
     """Run the benchmark; returns the JSON document (extra keys start with ``_``)."""
     cfg = cfg or VTAConfig()
     layers = layers or RESNET18
     rows = []
     t0 = time.perf_counter()
     for layer in layers:
-        r = run_layer(layer, cfg, latency_hiding, timed)
+        r = run_layer(layer, cfg, latency_hiding, timed, tuned_baseline=tuned_baseline)
         rows.append(r)
         if log:
             log(format_row(r))

@@ -121,11 +121,11 @@ def cmd_bench(args) -> int:
           f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator, latency hiding "
           f"{'on' if lh else 'off'}")
     print(HEADER)
-    doc = bench(lh, layers, cfg, log=print)
+    doc = bench(lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline)
     docs = [doc]
     if args.compare:
         print(f"-- again with latency hiding {'off' if lh else 'on'}")
-        other = bench(not lh, layers, cfg, log=print)
+        other = bench(not lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline)
         docs.append(other)
         on, off = (doc, other) if lh else (other, doc)
         sp = [b["cycles"] / a["cycles"] for a, b in zip(on["layers"], off["layers"])]
@@ -177,7 +177,10 @@ def register(sub):
     p.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
     p.add_argument("--plot", metavar="ROOFLINE.png", help="write a roofline plot")
     p.add_argument("--no-latency-hiding", action="store_true",
-                   help="compile with one virtual thread (no double buffering)")
+                   help="run the same schedules with one virtual thread (no double buffering)")
+    p.add_argument("--tuned-baseline", action="store_true",
+                   help="without latency hiding, search the best single-thread schedule instead "
+                        "of reusing the latency-hiding one")
     p.add_argument("--compare", action="store_true",
                    help="also run the other latency-hiding mode and print the speedups")
     p.add_argument("--layers", help="comma-separated subset, e.g. C2,C11")

@@ -25,6 +25,12 @@ from .workload import GemmWorkload
 
 DMA_LATENCY = 64          # cycles of fixed cost per DMA instruction (Pynq-like DRAM)
 INSN_OVERHEAD = 10        # cycles of fixed cost per GEMM/ALU instruction
+ROW_OVERHEAD = 2          # cycles per DMA row (one burst each): request gap, handshakes
+STORE_CYCLES_PER_TILE = 3  # store module: 2 data beats + 1 SRAM read per output tile
+
+
+#: tile loop orders tried: output channels outermost (weights stay) or innermost (inputs stay)
+ORDERS = (("b", "co", "h", "w"), ("b", "h", "w", "co"))
 
 
 def divisors(n: int) -> list[int]:
@@ -67,19 +73,44 @@ def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
     nt = k.n_tiles(wl)
     tiles = nt["b"] * nt["co"] * nt["h"] * nt["w"]
     steps = tiles * nt["ci"]
-    inp = steps * g["inp"] * cfg.inp_elem_bytes
-    wgt = steps * g["wgt"] * cfg.wgt_elem_bytes
+    if nt["ci"] == 1:
+        # one reduction step per tile: a slot keeps its window/weights while they don't change
+        # (the program's redundant-load elimination), so count changes along the loop order
+        inp_loads = k.vthreads * _runs(k, nt, ("b", "h", "w"))
+        wgt_loads = k.vthreads * _runs(k, nt, ("co",))
+    else:
+        inp_loads = wgt_loads = steps
+    inp = inp_loads * g["inp"] * cfg.inp_elem_bytes
+    wgt = wgt_loads * g["wgt"] * cfg.wgt_elem_bytes
     out = tiles * g["acc"] * cfg.out_elem_bytes
     vec = sum(wl.ob * cfg.acc_elem_bytes for st in wl.epilogue if st.vector is not None)
     dram = inp + wgt + out + vec
-    dmas = steps * (k.tile_b * k.tile_ci + 1) + tiles * k.tile_b * k.tile_co
+    inp_dmas = inp_loads * k.tile_b * k.tile_ci
+    store_dmas = tiles * k.tile_b * k.tile_co
+    dmas = inp_dmas + wgt_loads + store_dmas
+    rows = inp_dmas * g["in_h"] + wgt_loads * k.tile_co       # each DMA row is one burst
     gemm = wl.gemm_uops + tiles * g["acc"]                     # + reset
     alu = tiles * g["acc"] * sum(2 if st.vector is not None else 1 for st in wl.epilogue)
     insns = steps + tiles * (1 + len(wl.epilogue))
     compute = gemm + alu + INSN_OVERHEAD * insns
-    mem = dram / cfg.bus_bytes + DMA_LATENCY * dmas / (4 if k.vthreads > 1 else 1)
-    cycles = max(compute, mem) * 1.05 if k.vthreads > 1 else compute + mem
+    mem = (inp + wgt + vec) / cfg.bus_bytes + ROW_OVERHEAD * rows \
+        + DMA_LATENCY * (inp_dmas + wgt_loads) / (4 if k.vthreads > 1 else 1)
+    store = tiles * g["acc"] * STORE_CYCLES_PER_TILE + store_dmas * k.tile_h * ROW_OVERHEAD * 2
+    cycles = max(compute, mem, store) * 1.05 if k.vthreads > 1 else compute + mem
     return Estimate(cycles, dram, compute, dmas)
+
+
+def _runs(k: Knobs, nt: dict, axes) -> int:
+    """How many times, per virtual thread, the tile index along ``axes`` changes (plus one)
+    as the tile loops run in ``k.order``."""
+    ext = {ax: nt[ax] // (k.vthreads if ax == k.vthread_axis else 1) for ax in k.order}
+    pos = [i for i, ax in enumerate(k.order) if ax in axes and ext[ax] > 1]
+    if not pos:
+        return 1
+    n = 1
+    for ax in k.order[:max(pos) + 1]:
+        n *= ext[ax]
+    return n
 
 
 def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> bool:
@@ -105,28 +136,29 @@ def candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True):
     for tb, tco, th, tw, tci in itertools.product(divisors(wl.nb), divisors(wl.ob),
                                                   divisors(wl.oh), divisors(wl.ow),
                                                   divisors(wl.cb)):
-        base = Knobs(tb, tco, th, tw, tci, vthreads=1)
-        nt = base.n_tiles(wl)
-        if nv == 1:
-            yield base
-            continue
-        for ax in ("co", "h", "w", "b"):
-            if nt[ax] % nv == 0:
-                yield base.replace(vthreads=nv, vthread_axis=ax)
+        for order in ORDERS if tci == wl.cb else ORDERS[:1]:
+            base = Knobs(tb, tco, th, tw, tci, vthreads=1, order=order)
+            nt = base.n_tiles(wl)
+            if nv == 1:
+                yield base
+                continue
+            for ax in ("co", "h", "w", "b"):
+                if nt[ax] % nv == 0:
+                    yield base.replace(vthreads=nv, vthread_axis=ax)
 
 
-def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True) -> Knobs:
-    """The cheapest candidate under :func:`estimate` (ties: less DRAM traffic)."""
-    best = None
-    for k in candidates(wl, cfg, latency_hiding):
-        if not fits(wl, k, cfg):
-            continue
-        e = estimate(wl, k, cfg)
-        key = (e.cycles, e.dram_bytes)
-        if best is None or key < best[0]:
-            best = (key, k)
-    if best is None and latency_hiding:
-        return default_knobs(wl, cfg, latency_hiding=False)
-    if best is None:
+def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
+                  slack: float = 0.0) -> Knobs:
+    """The candidate with the least DRAM traffic among those within ``slack`` of the best
+    estimated cycle count (compute-bound layers have many equally fast tilings; moving less
+    data is the better tie-break)."""
+    scored = [(estimate(wl, k, cfg), k) for k in candidates(wl, cfg, latency_hiding)
+              if fits(wl, k, cfg)]
+    if not scored and latency_hiding:
+        return default_knobs(wl, cfg, latency_hiding=False, slack=slack)
+    if not scored:
         raise ScheduleError(f"no tiling of {wl.describe()} fits this configuration's buffers")
-    return best[1]
+    best = min(e.cycles for e, _ in scored)
+    near = [(e.dram_bytes, e.cycles, i) for i, (e, _) in enumerate(scored)
+            if e.cycles <= best * (1 + slack)]
+    return scored[min(near)[2]][1]

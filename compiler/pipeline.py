@@ -18,7 +18,7 @@ from . import ir
 from .codegen import KernelSites, emit
 from .lower import lower
 from .passes import fold_uop_loops, inject_dma, inject_vthread, storage_flatten, verify
-from .program import insert_dependencies, listing, unroll
+from .program import eliminate_redundant_loads, insert_dependencies, listing, unroll
 from .schedule import Knobs
 from .workload import GemmWorkload, recognise
 
@@ -31,6 +31,7 @@ PASSES = [
     ("fold_uop", "fold uop nests into <= 2 hardware loops + explicit uops (VerifyDep-safe)"),
     ("inject_dma", "turn box copies into 2-D LOAD/STORE patterns with zero padding"),
     ("unroll", "evaluate loops into the flat stage-op program, padding per iteration"),
+    ("reuse", "drop loads whose SRAM region still holds the same data (loop-invariant DMA)"),
     ("coproc_sync", "insert RAW/WAR dependency tokens between load, compute and store"),
 ]
 
@@ -133,6 +134,9 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     stmt = keep("fold_uop", fold_uop_loops(stmt, cfg))
     stmt = keep("inject_dma", inject_dma(stmt))
     ops = unroll(stmt)
+    stages["unroll"] = f"{len(ops)} ops"
+    ops = eliminate_redundant_loads(ops)
+    stages["reuse"] = f"{len(ops)} ops after dropping {int(stages['unroll'].split()[0]) - len(ops)} redundant loads"
     ops = insert_dependencies(ops)
-    stages["unroll"] = stages["coproc_sync"] = f"{len(ops)} ops (see CompiledKernel.listing())"
+    stages["coproc_sync"] = f"{len(ops)} ops with tokens (see CompiledKernel.listing())"
     return CompiledKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0)

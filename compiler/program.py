@@ -186,6 +186,35 @@ def _kernel_op(k: UopKernel, env, sites) -> Op:
     return Op(2, n.mode, dict(kernel=k, base=base, site=site, uop_key=k), tuple(reads), writes)
 
 
+# ----------------------------------------------------------------------------- reuse
+
+def _load_key(op: Op):
+    a = op.args
+    return (id(a["tensor"]), int(a["mem"]), a["offset"], a["y"], a["x"], a["stride"], a["pad"])
+
+
+def eliminate_redundant_loads(ops: list[Op]) -> list[Op]:
+    """Drop a LOAD whose SRAM region still holds exactly the data it would bring in: the
+    same source window was loaded there before and nothing has written the region since
+    (loop-invariant DMA hoisting, e.g. the weights of a thread whose output-channel tile
+    did not change).  SRAM contents persist within a run, so this is exact."""
+    held: dict[tuple, tuple] = {}          # (scope, lo, hi) -> source key
+    out = []
+    for op in ops:
+        if op.kind == "load":
+            region = op.writes[0]
+            key = _load_key(op)
+            if held.get(region) == key:
+                continue
+        for w in op.writes:
+            for r in [r for r in held if r[0] == w[0] and r[1] < w[2] and w[1] < r[2]]:
+                del held[r]
+        if op.kind == "load":
+            held[op.writes[0]] = _load_key(op)
+        out.append(op)
+    return out
+
+
 # ----------------------------------------------------------------------------- dependencies
 
 def _overlap(a, b) -> bool:
