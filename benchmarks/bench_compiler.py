@@ -29,7 +29,13 @@ def main() -> None:
         name = os.path.join(args.out_dir, f"resnet18{'' if lh else '_nolh'}.json")
         with open(name, "w") as f:
             json.dump(public_json(doc), f, indent=2)
+    print("-- latency hiding off, best single-thread schedules (--tuned-baseline)")
+    print(HEADER)
+    tuned = bench(False, log=print, tuned_baseline=True)
     on, off = docs
+    spt = [b["cycles"] / a["cycles"] for a, b in zip(on["layers"], tuned["layers"])]
+    print("speedup vs tuned single-thread: " + " ".join(
+        f"{r['name']}={s:.2f}x" for r, s in zip(on["layers"], spt)) + f"  geomean {geomean(spt):.3f}x")
     sp = [b["cycles"] / a["cycles"] for a, b in zip(on["layers"], off["layers"])]
     print("speedup: " + " ".join(f"{r['name']}={s:.2f}x" for r, s in zip(on["layers"], sp)))
     print(f"geomean speedup {geomean(sp):.3f}x; best utilisation "
