@@ -112,6 +112,18 @@ class TimingParams:
         if self.bus_bytes is not None and self.bus_bytes < 1:
             raise ValueError("timing parameter bus_bytes must be at least 1")
 
+    @classmethod
+    def tsim(cls) -> "TimingParams":
+        """The Chisel design under tsim (spec §5.2): 16-beat bursts, read latency 16; the
+        defaults."""
+        return cls()
+
+    @classmethod
+    def pynq(cls) -> "TimingParams":
+        """A Pynq-like memory system (spec §5.2/§5.4): 64-bit AXI, 256-beat (2 KiB) bursts,
+        128-instruction fetch bursts, a Zynq-like DRAM latency of 64 cycles."""
+        return cls(bus_bytes=8, max_burst_beats=256, fetch_burst_insns=128, read_latency=64)
+
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["read_priority"] = list(self.read_priority)
