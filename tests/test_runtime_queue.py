@@ -305,6 +305,13 @@ class TestArguments:
             cq.synchronize()
         assert cq.pending_count == 0
 
+    def test_check_tokens(self):
+        cq = CommandQueue(NullDevice(), check_tokens=True)
+        cq.synchronize()
+        cq.dep_push(2, 1)          # never popped
+        with pytest.raises(DependencyError, match="g2l=1"):
+            cq.synchronize()
+
     def test_pending_store_pop_under_force_serial(self):
         cq = CommandQueue(NullDevice())
         cq.set_debug_mode(32)
@@ -366,3 +373,45 @@ class TestHiddenCaseBehaviours:
         assert cq.token_balance == [0, 0, 1, 0]             # the second pop is still pending
         assert np.array_equal(o1.copy_to(np.int8), (x + 3).astype(np.int8))
         assert np.array_equal(o2.copy_to(np.int8), (x + 6).astype(np.int8))
+
+
+def _random_kernel_program(cq, choices, sizes, handles):
+    for c in choices:       # kernel c: uops (j % 3, j, c), so its bytes identify it
+        cq.push_gemm_op(handles[c], gemm_finit([(j % 3, j, c) for j in range(sizes[c])]))
+    cq.synchronize()
+    return cq.last_run
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=6),
+       picks=st.lists(st.integers(0, 5), min_size=1, max_size=30),
+       depth=st.sampled_from([48, 64, 8192]))
+def test_append_staging_equals_reference_without_eviction(sizes, picks, depth):
+    from isa import decode_uops
+    choices = [p % len(sizes) for p in picks]
+    runs, evicted = {}, 0
+    for mode in ("append", "reference"):
+        cq = CommandQueue(NullDevice(), staging=mode, uop_depth=depth)
+        handles = [KernelHandle(str(i)) for i in range(len(sizes))]
+        runs[mode] = _random_kernel_program(cq, choices, sizes, handles)
+        evicted = cq._ring.evictions
+    a, r = runs["append"], runs["reference"]
+    # same SRAM placement and instructions apart from LOAD UOP offsets, in both modes
+    assert [t[:2] for t in a.uop_loads] == [t[:2] for t in r.uop_loads]
+    assert a.insn_count == r.insn_count
+    sizes_loaded = [t[3] for t in a.uop_loads]
+    assert [t[2] for t in a.uop_loads] == [sum(sizes_loaded[:k])
+                                           for k in range(len(sizes_loaded))]
+    if not evicted:
+        assert a.uop_loads == r.uop_loads and a.uop_image == r.uop_image
+    # append-only: every LOAD UOP fetches exactly the uops of the kernel the next GEMM runs
+    arr = decode_stream(a.insns)
+    gemm_rows = np.flatnonzero(arr.opcode == Opcode.GEMM)
+    kernel_of_row = dict(zip(gemm_rows.tolist(), choices))
+    for row, sram, off, n in a.uop_loads:
+        c = kernel_of_row[row + 1]
+        d, s_, w = decode_uops(a.uop_image[4 * off:4 * (off + n)])
+        assert n == sizes[c] and list(w) == [c] * n and list(s_) == list(range(n))

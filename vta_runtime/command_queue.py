@@ -96,6 +96,9 @@ class CommandQueue:
         :attr:`last_run`).
     debug_stream : file, optional
         Where DUMP_INSN / DUMP_UOP text goes (default ``sys.stdout``).
+    check_tokens : bool
+        Raise :class:`DependencyError` after a run that leaves the cumulative token balance
+        non-zero (a push without its pop, or a pop without its push, across all runs so far).
 
     Attributes
     ----------
@@ -108,7 +111,8 @@ class CommandQueue:
 
     def __init__(self, device, config: VTAConfig | None = None, *, max_xfer: int = VTA_MAX_XFER,
                  uop_depth: int | None = None, dep_distance: int | None = None,
-                 staging: str = "append", keep_history: bool = False, debug_stream=None):
+                 staging: str = "append", keep_history: bool = False, debug_stream=None,
+                 check_tokens: bool = False):
         self.device = device
         self.config = config or device.config
         if self.config != device.config:
@@ -127,6 +131,7 @@ class CommandQueue:
         self.debug_flags = 0
         self.debug_stream = debug_stream
         self.keep_history = keep_history
+        self.check_tokens = check_tokens
         self.runs: list[RunRecord] = []
         self.last_run: RunRecord | None = None
         self.num_runs = 0
@@ -505,6 +510,11 @@ class CommandQueue:
         if self.keep_history:
             self.runs.append(record)
         record.stats = self.device.run(ibuf.phys, n, int(wait_cycles))
+        if self.check_tokens and any(self.token_balance):
+            l2g, g2l, s2g, g2s = self.token_balance
+            raise DependencyError(f"synchronize: run {record.index} leaves the token balance "
+                                  f"l2g={l2g}, g2l={g2l}, s2g={s2g}, g2s={g2s} (every push "
+                                  f"needs one pop)")
         return record
 
     def close(self) -> None:
