@@ -251,8 +251,12 @@ class DmaInsn(Stmt):
         sram = f"{c.buffer.scope}[{fmt(c.offset)}]"
         org = ", ".join(fmt(o) for o in c.origin)
         kind = "LOAD" if self.direction == "load" else "STORE"
-        rep = " x ".join(f"{c.tensor.name}.dim{d}<{e}" for d, e in self.outer)
-        rep = f" per {rep}" if rep else ""
-        return (f"{kind} 2d {sram} <-> {c.tensor.name}[{org}] y=dim{self.rows_dim}"
-                f"<{c.box[self.rows_dim] if self.rows_dim >= 0 else 1} x=dim{self.cols_dim}"
-                f"<{c.box[self.cols_dim]}{rep}{' pad' if c.pad else ''}")
+        run = 1
+        for b in c.box[self.cols_dim:]:
+            run *= b
+        rows = c.box[self.rows_dim] if self.rows_dim >= 0 else 1
+        step = c.step_of(self.rows_dim) if self.rows_dim >= 0 else 1
+        rep = " x ".join(str(e) for _, e in self.outer)
+        return (f"{kind} {rows} row(s){f' every {step}th' if step > 1 else ''} x {run} tile(s)"
+                f" {sram} {'<-' if kind == 'LOAD' else '->'} {c.tensor.name}[{org}]"
+                f"{f' (x {rep} DMAs)' if rep else ''}{' zero-pad' if c.pad else ''}")

@@ -70,7 +70,8 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     r_strides = (("ci", tci, (0, g["in_h"] * g["in_w"], wl.kh * wl.kw)),
                  ("ky", wl.kh, (0, g["in_w"], wl.kw)),
                  ("kx", wl.kw, (0, 1, 1)))
-    reset = UopNest("compute", "gemm", d_strides, acc_off, add(0), add(0), (acc, None, None),
+    reset_dims = tuple((n, e, (d, 0, 0)) for n, e, (d, _, _) in d_strides)   # acc only
+    reset = UopNest("compute", "gemm", reset_dims, acc_off, add(0), add(0), (acc, None, None),
                     reset=True)
     if wl.kind == "conv2d":
         data_origin = (b0, mul(ci, tci), add(mul(y0, s), -wl.pad), add(mul(x0, s), -wl.pad))
