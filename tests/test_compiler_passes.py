@@ -34,7 +34,9 @@ def test_every_pass_prints_readable_ir():
     assert "// vthread" not in inter and inter.count("// unrolled") >= 4
     fold_txt = ck.show("fold_uop")
     assert "uop-kernel" in fold_txt and "loop " in fold_txt
-    assert "LOAD 2d" in ck.show("inject_dma") and "STORE 2d" in ck.show("inject_dma")
+    dma = ck.show("inject_dma")
+    assert "LOAD 6 row(s) x 10 tile(s) inp[" in dma and "zero-pad" in dma
+    assert "STORE 4 row(s) x 8 tile(s)" in dma
 
 
 def test_tokens_balanced_and_pushed_before_popped():
