@@ -53,9 +53,18 @@ def dram_minimum(wl: GemmWorkload, cfg: VTAConfig) -> int:
     cols = _touched(wl.w, wl.ow, wl.kw, wl.stride, wl.pad)
     inp = wl.nb * wl.cb * rows * cols * cfg.inp_elem_bytes
     wgt = wl.ob * wl.cb * wl.kh * wl.kw * cfg.wgt_elem_bytes
-    vec = sum(wl.ob * cfg.acc_elem_bytes for st in wl.epilogue if st.vector is not None)
-    out = wl.nb * wl.ob * wl.oh * wl.ow * cfg.out_elem_bytes
-    return inp + wgt + vec + out
+    out_tiles = wl.nb * wl.ob * wl.oh * wl.ow
+    vec = sum(_vec_tiles(st, out_tiles, wl.ob) * _vec_bytes(st, cfg) for st in wl.epilogue
+              if st.vector is not None)
+    return inp + wgt + vec + out_tiles * cfg.out_elem_bytes
+
+
+def _vec_tiles(st, out_tiles: int, ob: int) -> int:
+    return out_tiles if st.full else ob
+
+
+def _vec_bytes(st, cfg: VTAConfig) -> int:
+    return cfg.out_elem_bytes if st.vector.dtype == "int8" else cfg.acc_elem_bytes
 
 
 def _touched(n: int, on: int, k: int, s: int, p: int) -> int:
@@ -83,7 +92,8 @@ def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
     inp = inp_loads * g["inp"] * cfg.inp_elem_bytes
     wgt = wgt_loads * g["wgt"] * cfg.wgt_elem_bytes
     out = tiles * g["acc"] * cfg.out_elem_bytes
-    vec = sum(wl.ob * cfg.acc_elem_bytes for st in wl.epilogue if st.vector is not None)
+    vec = sum(_vec_tiles(st, tiles * g["acc"], wl.ob) * _vec_bytes(st, cfg)
+              for st in wl.epilogue if st.vector is not None)
     dram = inp + wgt + out + vec
     inp_dmas = inp_loads * k.tile_b * k.tile_ci
     store_dmas = tiles * k.tile_b * k.tile_co
@@ -116,10 +126,11 @@ def _runs(k: Knobs, nt: dict, axes) -> int:
 def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> bool:
     g = tile_geometry(wl, k)
     nv = k.vthreads
-    vec_tiles = wl.ob * len({st.vector for st in wl.epilogue if st.vector is not None})
+    bias = {st.vector for st in wl.epilogue if st.vector is not None and not st.full}
+    full = {st.vector for st in wl.epilogue if st.full}
     if nv * g["inp"] > cfg.inp_buff_depth or nv * g["wgt"] > cfg.wgt_buff_depth:
         return False
-    if nv * g["acc"] + vec_tiles > cfg.acc_buff_depth:
+    if nv * g["acc"] * (1 + len(full)) + wl.ob * len(bias) > cfg.acc_buff_depth:
         return False
     if g["acc"] <= cfg.ACC_DEP_DISTANCE:
         return False

@@ -49,8 +49,10 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     acc = Buffer("res", "acc", g["acc"], nv)
     vecs = {}
     for st in wl.epilogue:
-        if st.vector is not None and st.vector not in vecs:
+        if st.vector is not None and not st.full and st.vector not in vecs:
             vecs[st.vector] = Buffer(st.vector.name, "acc", wl.ob, 1)
+        if st.full and st.vector not in vecs:
+            vecs[st.vector] = Buffer(st.vector.name, "acc", g["acc"], nv)
 
     ntiles = k.n_tiles(wl)
     v = IterVar("v", nv)
@@ -87,10 +89,17 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     gemm = UopNest("compute", "gemm", r_strides + d_strides, acc_off, inp_off, wgt_off,
                    (acc, inp, wgt))
     body = [reset, For(ci, ci.extent, Seq([load_inp, load_wgt, gemm]))]
-    for st in wl.epilogue:
-        body.append(_alu(st, acc, acc_off, vecs, g, k, co0))
     store_origin = (b0, co0, y0, x0) if wl.kind == "conv2d" else (b0, co0)
     store_box = (tb, tco, th, tw) if wl.kind == "conv2d" else (tb, tco)
+    for st in wl.epilogue:
+        if st.full:      # residual operand: DMA its tile into this thread's slot of the acc
+            buf = vecs[st.vector]
+            body.append(Copy("compute", "load", buf, mul(v, g["acc"]), st.vector, store_origin,
+                             store_box))
+            body.append(UopNest("compute", "alu", (("i", g["acc"], (1, 1, 0)),), acc_off,
+                                mul(v, g["acc"]), add(0), (acc, buf, None), opcode=st.opcode))
+            continue
+        body.append(_alu(st, acc, acc_off, vecs, g, k, co0))
     body.append(Copy("store", "store", acc, acc_off, wl.out, store_origin, store_box))
 
     stmt = Seq(body)
@@ -101,7 +110,8 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     for ax in reversed(k.order):
         stmt = For(loop_vars[ax], loop_vars[ax].extent, stmt, kind="serial")
     prologue = [Copy("compute", "load", buf, add(0), t, (add(0),), (wl.ob,))
-                for t, buf in vecs.items()]
+                for t, buf in vecs.items() if buf.slots == 1 and buf.tiles == wl.ob
+                and t.ndim == 3]
     return Seq(prologue + [stmt])
 
 

@@ -211,12 +211,22 @@ def reduce_axis(extent: int, name: str = "k") -> IterVar:
 
 def compute(shape, fcompute, name="compute", dtype=None, tag="") -> Tensor:
     """Define a tensor by an index lambda; axis names come from the lambda's parameters."""
-    params = list(inspect.signature(fcompute).parameters)
+    sig = inspect.signature(fcompute).parameters.values()
+    if any(p.kind == p.VAR_POSITIONAL for p in sig):      # lambda *i: ... gets i0, i1, ...
+        params = [f"i{d}" for d in range(len(shape))]
+        axes = tuple(IterVar(p, int(s)) for p, s in zip(params, shape))
+        body = _wrap(fcompute(*axes))
+        return _finish(name, shape, dtype, axes, body, tag)
+    params = [p.name for p in sig]
     if len(params) != len(shape):
         raise TEError(f"compute {name}: lambda takes {len(params)} indices for a "
                       f"{len(shape)}-D shape")
     axes = tuple(IterVar(p, int(s)) for p, s in zip(params, shape))
     body = _wrap(fcompute(*axes))
+    return _finish(name, shape, dtype, axes, body, tag)
+
+
+def _finish(name, shape, dtype, axes, body, tag) -> Tensor:
     dtype = dtype or body.dtype or "int32"
     if body.dtype and body.dtype != dtype:
         body = Cast(body, dtype)

@@ -29,15 +29,18 @@ class AluStep:
     """One elementwise epilogue step: ``acc = op(acc, imm)`` or ``acc = op(acc, vec[...])``.
 
     ``vector`` is a tensor packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) int32 broadcast over the
-    spatial axes (bias), or None for an immediate."""
+    spatial axes (bias), or, when ``full``, a tensor of the output's shape read elementwise
+    (a residual: int32 is loaded as ACC tiles, int8 as ACC_8BIT), or None for an immediate."""
     opcode: AluOp
     imm: int = 0
     vector: Tensor | None = None
     source: str = ""
+    full: bool = False
 
     def __str__(self):
-        arg = self.vector.name + "[o]" if self.vector is not None else str(self.imm)
-        return f"{self.opcode.name}({arg})"
+        if self.vector is None:
+            return f"{self.opcode.name}({self.imm})"
+        return f"{self.opcode.name}({self.vector.name}{'' if self.full else '[o]'})"
 
 
 @dataclass(frozen=True)
@@ -173,20 +176,34 @@ def _parse_alu(t: Tensor, cfg: VTAConfig) -> tuple[Tensor, list[AluStep]]:
             continue
         if e.op in ("shr", "shl"):
             raise TensorizeError(f"stage {t.name}: shift amounts must be constants")
-        vec = _vector_operand(t, b) or _vector_operand(t, a)
-        if vec is None:
-            raise TensorizeError(f"stage {t.name}: operand of {e.op} must be a constant or a "
-                                 f"per-output-channel tensor indexed [o, b, j]")
-        steps.append(AluStep(opcode, 0, vec, t.name))
-        e = a if _vector_operand(t, b) else b
+        vb = _vector_operand(t, b) or _full_operand(t, b)
+        va = None if vb else (_vector_operand(t, a) or _full_operand(t, a))
+        if vb is None and va is None:
+            raise TensorizeError(f"stage {t.name}: operand of {e.op} must be a constant, a "
+                                 f"per-output-channel tensor indexed [o, b, j] or an input of "
+                                 f"the output's shape read elementwise")
+        vec, full = vb or va
+        steps.append(AluStep(opcode, 0, vec, t.name, full))
+        e = a if vb else b
 
 
-def _vector_operand(t: Tensor, e) -> Tensor | None:
+def _vector_operand(t: Tensor, e):
     if not isinstance(e, Load) or not e.tensor.is_placeholder or e.tensor.ndim != 3:
         return None
     o, bi, j = t.axes[1], t.axes[-2], t.axes[-1]
     if all(i is a for i, a in zip(e.indices, (o, bi, j))) and e.tensor.dtype == t.dtype:
-        return e.tensor
+        return e.tensor, False
+    return None
+
+
+def _full_operand(t: Tensor, e):
+    """An input of the stage's shape read at the same index (int32, or int8 widened)."""
+    if isinstance(e, Cast) and e.dtype == t.dtype and isinstance(e.x, Load) \
+            and e.x.tensor.dtype == "int8":
+        e = e.x
+    if isinstance(e, Load) and e.tensor.is_placeholder and _is_identity_load(e, t) \
+            and e.tensor.shape == t.shape and e.tensor.dtype in (t.dtype, "int8"):
+        return e.tensor, True
     return None
 
 

@@ -147,3 +147,31 @@ def test_dense_random_shapes_and_configs(cname, nb, cb, ob, lh, seed):
     ck = build(wl, cfg, legal[seed % len(legal)], verify_ir=True)
     got, _ = ck.run(SimDevice(cfg), {D: x, W: w})
     assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("res_dtype", ["int32", "int8"])
+def test_conv_with_residual_add(res_dtype):
+    """A ResNet shortcut: conv >> 6 + residual (elementwise, ACC / ACC_8BIT load), relu."""
+    from compiler.te import cast, compute
+    cfg = VTAConfig()
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (1, 32, 6, 6), dtype=np.int8)
+    wt = rng.integers(-128, 128, (32, 32, 3, 3), dtype=np.int8)
+    d = placeholder((1, 2, 6, 6, 1, 16), "int8", "d")
+    k = placeholder((2, 2, 3, 3, 16, 16), "int8", "k")
+    res = placeholder((1, 2, 6, 6, 1, 16), res_dtype, "res")
+    r = ops.shr(ops.conv2d(d, k, 1, 1), 6)
+    if res_dtype == "int8":
+        r = compute(r.shape, lambda *i: r[i] + cast("int32", res[i]), name="add")
+    else:
+        r = compute(r.shape, lambda *i: r[i] + res[i], name="add")
+    out = ops.cast_int8(ops.relu(r))
+    lo, hi = (-128, 128) if res_dtype == "int8" else (-5000, 5000)
+    rv = rng.integers(lo, hi, res.shape).astype(res_dtype)
+    ref = np.maximum((ops.conv2d_nchw_reference(x, wt, 1, 1) >> 6)
+                     + ops.unpack_nchw(rv.astype(np.int64)), 0).astype(np.int8)
+    feeds = {d: ops.pack_nchw(x, 1, 16), k: ops.pack_oihw(wt, 16, 16), res: rv}
+    ck = build(out, cfg, verify_ir=True)
+    assert "ADD(res)" in ck.stages["recognise"]
+    got, _ = ck.run(SimDevice(cfg), feeds)
+    assert np.array_equal(ops.unpack_nchw(got), ref)
