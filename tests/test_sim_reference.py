@@ -164,3 +164,17 @@ def test_hw_safe_programs_do_not_depend_on_the_out_buffer(seed):
             if ins.alu_opcode == AluOp.SHR:
                 assert -15 <= ins.imm <= 15
     assert n_store > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_many_random_programs_match_reference(name):
+    cfg = CONFIGS[name]
+    for seed in range(40):
+        for hw_safe in (False, True):
+            insns, dram = random_program(cfg, 50_000 + seed, 60, window=32, hw_safe=hw_safe)
+            expect = dram.copy()
+            reference(cfg, insns, expect)
+            got = dram.copy()
+            Simulator(cfg, strict=True).run(insns, got)
+            assert (got == expect).all(), (seed, hw_safe)
