@@ -16,11 +16,14 @@ order (deadlock-free) and every token is consumed.  Because slots are reused acr
 iterations, the WAR tokens are the loop-carried ones, and with two virtual-thread slots they
 let thread 1's loads run under thread 0's GEMMs: double buffering.
 
+A window that lies entirely in the zero padding (possible when padding >= kernel size)
+becomes a LOAD with ``y_size = 0`` whose pad rows cover the whole box (checked bit-exact on
+the simulator and the RTL).
+
 Raises
 ------
 DmaError
-    if a DMA window falls outside its tensor where it may not pad, or lies entirely in the
-    padding.
+    if a DMA window falls outside its tensor where it may not pad.
 """
 
 from __future__ import annotations
@@ -125,6 +128,7 @@ def _dma_ops(d: DmaInsn, env) -> list[Op]:
         pads = []
         sizes = []
         starts = []
+        empty = False
         for dim, n, unit in ((r, rows, 1), (x, c.box[x], inner)):
             if dim < 0:
                 pads.append((0, 0))
@@ -138,14 +142,22 @@ def _dma_ops(d: DmaInsn, env) -> list[Op]:
                 raise DmaError(f"{c.tensor.name}: dimension {dim} window [{o}, {o + n}) leaves "
                                f"[0, {shape[dim]}) and this copy may not pad")
             if n - p0 - p1 <= 0:
-                raise DmaError(f"{c.tensor.name}: dimension {dim} window [{o}, {o + n}) lies "
-                               f"entirely in the padding")
+                empty = True
+                p0, p1 = n, 0
             pads.append((p0 * unit, p1 * unit))
             sizes.append((n - p0 - p1) * unit)
             starts.append(o + p0 * st)
         off += sum(s * pitch[dim] for s, dim in zip(starts, (r, x)) if dim >= 0)
         (yp0, yp1), (xp0, xp1) = pads
         y_size, x_size = sizes
+        if empty:
+            # the window lies entirely in the zero padding: a LOAD of zero data rows whose
+            # pad rows cover the whole box (x_size stays 1 so it is not a NOP)
+            if r < 0:
+                raise DmaError(f"{c.tensor.name}: a 1-D window lies entirely outside the tensor")
+            off = _first_valid(d, origin, pitch, idx)
+            y_size, x_size = 0, 1
+            yp0, yp1, xp0, xp1 = rows, 0, run - 1, 0
         sram = base + k * rows * run
         args = dict(mem=mem, sram=sram, tensor=c.tensor, offset=off, y=y_size, x=x_size,
                     stride=pitch[r] * c.step_of(r) if r >= 0 else x_size,
@@ -156,6 +168,15 @@ def _dma_ops(d: DmaInsn, env) -> list[Op]:
         else:
             out.append(Op(STAGE[c.stage], "store", args, reads=rng))
     return out
+
+
+def _first_valid(d: DmaInsn, origin, pitch, idx) -> int:
+    """DRAM tile offset of the (unused) source of an all-padding load: the window's outer
+    position with row and column 0."""
+    off = 0
+    for (dd, _), i in zip(d.outer, idx):
+        off += (origin[dd] + i) * pitch[dd]
+    return off
 
 
 def _extent(k: UopKernel, col: int) -> tuple[int, int]:
