@@ -136,6 +136,18 @@ def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, ite
                      cfg.inp_buff_depth, bgn, "INP")
         _check_range(index, "wgt", uw, (iter_out - 1) * wfo + (iter_in - 1) * wfi,
                      cfg.wgt_buff_depth, bgn, "WGT")
+    batch = iter_in if wfi == 0 else iter_out
+    if not reset and (wfo == 0) != (wfi == 0) and batch >= 4:
+        # the weight tile moves with only one of the two loops: make that loop part of the
+        # micro-op list (virtual micro-ops), so the weights are fixed along the other loop
+        # (worth it when the other loop is long enough to reuse each gathered weight tile)
+        if wfi == 0:
+            _gemm_virtual(s, index, ud, us, uw, iter_out, (dfo, sfo, wfo), iter_in, (dfi, sfi),
+                          strict)
+        else:
+            _gemm_virtual(s, index, ud, us, uw, iter_in, (dfi, sfi, wfi), iter_out, (dfo, sfo),
+                          strict)
+        return
     for lo, hi in _chunks(n_it, nu):
         offd = _offsets(lo, hi, iter_in, dfo, dfi)
         if reset:
@@ -154,6 +166,24 @@ def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, ite
         else:
             _gemm_by_weight(s, (offd[:, None] + ud).reshape(-1),
                             (offs[:, None] + us).reshape(-1), (offw[:, None] + uw).reshape(-1))
+
+
+def _gemm_virtual(s: Sram, index: int, ud, us, uw, n_virt: int, fv, n_batch: int, fb,
+                  strict: bool) -> None:
+    """GEMM as a weight-fixed GEMM over ``n_batch`` iterations with ``n_virt * nu`` virtual
+    micro-ops (accumulation order is free, so the two loops may be exchanged)."""
+    nu = ud.shape[0]
+    offd = np.arange(n_batch, dtype=np.int64) * fb[0]
+    offs = np.arange(n_batch, dtype=np.int64) * fb[1]
+    step = max(1, _CHUNK_ITERS // (nu * n_batch))
+    for a in range(0, n_virt, step):
+        o = np.arange(a, min(n_virt, a + step), dtype=np.int64)[:, None]
+        vd, vs, vw = ((u + o * f).reshape(-1) for u, f in zip((ud, us, uw), fv))
+        if strict:
+            _check_written(index, s.acc_written, offd[:, None] + vd, "ACC", "dst_factor_out")
+            _check_written(index, s.inp_written, offs[:, None] + vs, "INP", "src_factor_out")
+            _check_written(index, s.wgt_written, vw, "WGT", "wgt_factor_out")
+        _gemm_grouped(s, vd, vs, vw, offd, offs, wgt_fixed=True)
 
 
 def _gemm_grouped(s: Sram, ud, us, uw, offd, offv, wgt_fixed: bool) -> None:

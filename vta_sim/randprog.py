@@ -276,7 +276,8 @@ def random_program(cfg: VTAConfig | None = None, rng: np.random.Generator | int 
             seg = np.arange(u0, min(u0 + ln, lo + K["uop"]))
             if (u_model[seg, 0] < 0).any() or (u_alu[seg] != (kind == "alu")).any():
                 continue
-            io, ii = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+            hi = 7 if rng.random() < 0.3 else 4
+            io, ii = int(rng.integers(1, hi)), int(rng.integers(1, hi))
             if rng.random() < 0.05 and not hw_safe:
                 io = 0
             fac = [int(rng.integers(0, 3)) for _ in range(6)]
