@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def cmd_sim(args) -> int:
         try:
             v = np.load(args.vector, allow_pickle=False)
             insns, dram, expect = v["insns"].tobytes(), v["dram_in"].copy(), v["dram_out"]
-        except (KeyError, ValueError) as e:
+        except (KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:
             raise InputError(f"{args.vector}: not a golden-vector file ({e})") from None
     else:
         if not args.insns or not args.dram:
