@@ -36,9 +36,10 @@ def cmd_demo(args) -> int:
     cfg = _config(args)
     b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
     cin, cout, hw = 2 * bi, 4 * bo, 14
+    shift = min(8, cfg.acc_width // 2 - 1)       # the portable ALU shift range (spec 3.7)
     print(f"== 1. tensor expression: conv2d {cin}->{cout} channels, {hw}x{hw}, 3x3, pad 1, "
-          f"then >>8, +bias, clip[0,127], int8   (VTA {b}x{bi}x{bo})")
-    data, kernel, bias, out = ops.conv2d_resnet_block(cfg, b, cin, hw, hw, cout, 3, 1, 1)
+          f"then >>{shift}, +bias, clip[0,127], int8   (VTA {b}x{bi}x{bo})")
+    data, kernel, bias, out = ops.conv2d_resnet_block(cfg, b, cin, hw, hw, cout, 3, 1, 1, shift)
     print(f"   {out.name} = {out.body!r}")
     wl = recognise(out, cfg)
     print(f"   tensorize check passed: {wl.describe()}")
@@ -71,7 +72,7 @@ def cmd_demo(args) -> int:
     rng = np.random.default_rng(args.seed)
     x = rng.integers(-128, 128, (b, cin, hw, hw), dtype=np.int8)
     w = rng.integers(-128, 128, (cout, cin, 3, 3), dtype=np.int8)
-    bv = rng.integers(-2000, 2000, (cout,), dtype=np.int32)
+    bv = rng.integers(-2000, 2000, (cout,)).astype(np.int16 if cfg.acc_width == 16 else np.int32)
     feeds = {data: ops.pack_nchw(x, b, bi), kernel: ops.pack_oihw(w, bo, bi),
              bias: np.repeat(bv.reshape(-1, 1, bo), b, axis=1)}
     timing = _timing_or_none()
@@ -87,8 +88,10 @@ def cmd_demo(args) -> int:
     print("\n".join(lines[:24]) + (f"\n   ... {len(lines) - 24} more" if len(lines) > 24 else ""))
 
     print("== 5. simulator result vs numpy")
-    ref = np.clip((ops.conv2d_nchw_reference(x, w, 1, 1) >> 8) + bv[None, :, None, None], 0,
-                  127).astype(np.int8)
+    from .evaluate import wrap
+    acc = cfg.acc_dtype          # the accumulator wraps at its width (16 or 32 bits)
+    ref = wrap(wrap(ops.conv2d_nchw_reference(x, w, 1, 1), acc) >> shift, acc)
+    ref = np.clip(wrap(ref + bv[None, :, None, None], acc), 0, 127).astype(np.int8)
     te_ref = te_run(out, feeds)
     ok = np.array_equal(ops.unpack_nchw(got), ref) and np.array_equal(got, te_ref)
     print(f"   output {got.shape} int8: {'bit-exact' if ok else 'MISMATCH'} vs numpy "

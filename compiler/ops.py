@@ -23,8 +23,9 @@ from .te import sum as te_sum
 
 
 def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0,
-           name: str = "conv") -> Tensor:
-    """int8 x int8 -> int32 2-D convolution in the packed layouts."""
+           name: str = "conv", acc_dtype: str = "int32") -> Tensor:
+    """int8 x int8 -> ``acc_dtype`` (the configuration's accumulator) 2-D convolution in the
+    packed layouts."""
     nb, cb, h, w, bn, bi = data.shape
     ob, cb2, kh, kw, bo, bi2 = kernel.shape
     if (cb, bi) != (cb2, bi2):
@@ -46,22 +47,22 @@ def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0,
                       reduce_axis(bi, "ri"))
     return compute((nb, ob, oh, ow, bn, bo),
                    lambda n, o, y, x, b, j: te_sum(
-                       cast("int32", data[n, rc, y * stride + ry, x * stride + rx, b, ri])
-                       * cast("int32", kernel[o, rc, ry, rx, j, ri]), [rc, ry, rx, ri]),
-                   name=name, dtype="int32", tag="conv2d")
+                       cast(acc_dtype, data[n, rc, y * stride + ry, x * stride + rx, b, ri])
+                       * cast(acc_dtype, kernel[o, rc, ry, rx, j, ri]), [rc, ry, rx, ri]),
+                   name=name, dtype=acc_dtype, tag="conv2d")
 
 
-def dense(data: Tensor, weight: Tensor, name: str = "dense") -> Tensor:
-    """int8 x int8 -> int32 matrix product ``out[n, o] = sum_i data[n, i] * weight[o, i]``."""
+def dense(data: Tensor, weight: Tensor, name: str = "dense", acc_dtype: str = "int32") -> Tensor:
+    """int8 x int8 -> ``acc_dtype`` product ``out[n, o] = sum_i data[n, i] * weight[o, i]``."""
     nb, cb, bn, bi = data.shape
     ob, cb2, bo, bi2 = weight.shape
     if (cb, bi) != (cb2, bi2):
         raise ValueError(f"dense: data has {cb}x{bi} input features, weight {cb2}x{bi2}")
     rc, ri = reduce_axis(cb, "rc"), reduce_axis(bi, "ri")
     return compute((nb, ob, bn, bo),
-                   lambda n, o, b, j: te_sum(cast("int32", data[n, rc, b, ri])
-                                             * cast("int32", weight[o, rc, j, ri]), [rc, ri]),
-                   name=name, dtype="int32", tag="dense")
+                   lambda n, o, b, j: te_sum(cast(acc_dtype, data[n, rc, b, ri])
+                                             * cast(acc_dtype, weight[o, rc, j, ri]), [rc, ri]),
+                   name=name, dtype=acc_dtype, tag="dense")
 
 
 def _elementwise(x: Tensor, f, name: str, dtype: str | None = None) -> Tensor:
@@ -105,8 +106,8 @@ def conv2d_resnet_block(cfg: VTAConfig, n: int, ci: int, h: int, w: int, co: int
             raise ValueError(f"{what} {v} is not a multiple of the VTA block {blk}")
     data = placeholder((n // b, ci // bi, h, w, b, bi), "int8", "data")
     kernel = placeholder((co // bo, ci // bi, k, k, bo, bi), "int8", "kernel")
-    bias = placeholder((co // bo, b, bo), "int32", "bias")
-    res = conv2d(data, kernel, stride, pad)
+    bias = placeholder((co // bo, b, bo), cfg.acc_dtype, "bias")
+    res = conv2d(data, kernel, stride, pad, acc_dtype=cfg.acc_dtype)
     res = shr(res, shift)
     res = bias_add(res, bias)
     res = clip_op(res, 0, 127)

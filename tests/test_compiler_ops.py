@@ -24,16 +24,23 @@ CONFIGS = {
     "batch2": VTAConfig(LOG_BATCH=1, LOG_BLOCK=3, LOG_INP_BUFF_SIZE=14, LOG_WGT_BUFF_SIZE=16,
                         LOG_ACC_BUFF_SIZE=16),
     "small_sram": VTAConfig(LOG_INP_BUFF_SIZE=12, LOG_WGT_BUFF_SIZE=14, LOG_ACC_BUFF_SIZE=13),
+    "acc16": VTAConfig(LOG_ACC_WIDTH=4, LOG_ACC_BUFF_SIZE=16),
 }
 
 
 def conv_case(cfg, n, cin, h, w, cout, k, stride, pad, rng):
     x = rng.integers(-128, 128, (n, cin, h, w), dtype=np.int8)
     wt = rng.integers(-128, 128, (cout, cin, k, k), dtype=np.int8)
-    bias = rng.integers(-3000, 3000, (cout,), dtype=np.int32)
-    ref = ops.conv2d_nchw_reference(x, wt, stride, pad)
-    ref = np.clip((ref >> 8) + bias[None, :, None, None], 0, 127).astype(np.int8)
-    d, kk, b, out = ops.conv2d_resnet_block(cfg, n, cin, h, w, cout, k, stride, pad)
+    acc = cfg.acc_dtype                      # int16 accumulators wrap at 16 bits
+    shift = min(8, cfg.acc_width // 2 - 1)
+    bias = rng.integers(-3000, 3000, (cout,)).astype(acc)
+
+    def wrap(v):                             # plain two's complement wrap, not the compiler's
+        bits = cfg.acc_width
+        return ((v + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
+    ref = wrap(ops.conv2d_nchw_reference(x, wt, stride, pad)) >> shift
+    ref = np.clip(wrap(ref + bias[None, :, None, None]), 0, 127).astype(np.int8)
+    d, kk, b, out = ops.conv2d_resnet_block(cfg, n, cin, h, w, cout, k, stride, pad, shift)
     feeds = {d: ops.pack_nchw(x, cfg.batch, cfg.block_in),
              kk: ops.pack_oihw(wt, cfg.block_out, cfg.block_in),
              b: np.repeat(bias.reshape(-1, 1, cfg.block_out), cfg.batch, axis=1)}
@@ -131,10 +138,12 @@ def test_dense_random_shapes_and_configs(cname, nb, cb, ob, lh, seed):
     rng = np.random.default_rng(seed)
     D = placeholder((nb, cb, cfg.batch, cfg.block_in), "int8", "x")
     W = placeholder((ob, cb, cfg.block_out, cfg.block_in), "int8", "w")
-    out = ops.cast_int8(ops.relu(ops.shr(ops.dense(D, W), 5)))
+    out = ops.cast_int8(ops.relu(ops.shr(ops.dense(D, W, acc_dtype=cfg.acc_dtype), 5)))
     x = rng.integers(-128, 128, D.shape, dtype=np.int8)
     w = rng.integers(-128, 128, W.shape, dtype=np.int8)
     acc = np.einsum("ncbi,ocji->nobj", x.astype(np.int64), w.astype(np.int64))
+    bits = cfg.acc_width
+    acc = ((acc + (1 << (bits - 1))) % (1 << bits)) - (1 << (bits - 1))
     ref = np.maximum(acc >> 5, 0).astype(np.int8)
     wl = recognise(out, cfg)
     legal = [kn for kn in candidates(wl, cfg, lh) if fits(wl, kn, cfg)] or [
