@@ -18,12 +18,30 @@ _PROVIDERS = [
     ("isa.cli", ("asm", "disasm")),
     ("vta_sim.cli", ("sim",)),
     ("vta_hw.cli", ("hw", "rtl")),
+    ("vta_runtime.cli", ("replay",)),
     ("compiler.cli_main", ("demo", "bench")),
 ]
 
 
 class UserError(Exception):
     """An error caused by the user's input: reported as one line, exit status 2."""
+
+
+_user_errors: list[type[BaseException]] = []
+
+# Each package's base class of user errors ("module:Class"), used when that module was loaded.
+_ERROR_BASES = ("vta_sim.errors:SimError", "vta_runtime.errors:VTARuntimeError",
+                "vta_hw.errors:HwError", "compiler:CompilerError")
+
+
+def _loaded_error_bases() -> list[type[BaseException]]:
+    out = []
+    for spec in _ERROR_BASES:
+        module, name = spec.split(":")
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(getattr(mod, name, None), type):
+            out.append(getattr(mod, name))
+    return out
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -43,6 +61,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 continue  # that package does not provide a CLI yet
             raise
         mod.register(sub)
+        _user_errors.extend(getattr(mod, "USER_ERRORS", ()))
     return parser
 
 
@@ -52,15 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(only=command)
     args = parser.parse_args(argv)
     from isa import ConfigError, IsaError
-    user_errors: tuple[type[BaseException], ...] = (UserError, IsaError, ConfigError, OSError)
-    try:
-        extra = importlib.import_module("vta_sim.errors").SimError
-        user_errors += (extra,)
-    except (ModuleNotFoundError, AttributeError):
-        pass
     try:
         return int(args.func(args) or 0)
-    except user_errors as e:
+    except (UserError, IsaError, ConfigError, OSError, *_user_errors,
+            *_loaded_error_bases()) as e:
         print(f"vta {args.command}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
