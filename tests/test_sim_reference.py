@@ -141,7 +141,7 @@ def test_random_program_matches_reference(name, seed):
 def test_hw_safe_programs_do_not_depend_on_the_out_buffer(seed):
     """hw_safe programs give the same image with fsim semantics (STORE truncates ACC) and with
     a hardware OUT buffer, and avoid every fsim-only feature."""
-    from isa import AluOp, GemmInsn, AluInsn, MemInsn, MemType, decode_uops
+    from isa import AluInsn, AluOp, GemmInsn, MemInsn, MemType
     cfg = CONFIGS["default"]
     insns, dram = random_program(cfg, 1000 + seed, 40, hw_safe=True)
     fsim, hw = dram.copy(), dram.copy()

@@ -29,12 +29,20 @@ QUEUE_NAMES = ("load->compute (l2g)", "compute->load (g2l)", "store->compute (s2
 _MT_NAMES = {0: "UOP", 1: "WGT", 2: "INP", 3: "ACC", 4: "OUT", 5: "ACC_8BIT"}
 
 
+# plain ints: comparing numpy arrays with IntEnum members goes through slow enum lookups
+OP_LOAD, OP_STORE, OP_GEMM, OP_FINISH, OP_ALU = (int(v) for v in (
+    Opcode.LOAD, Opcode.STORE, Opcode.GEMM, Opcode.FINISH, Opcode.ALU))
+MT_UOP, MT_WGT, MT_INP, MT_ACC, MT_OUT, MT_ACC8 = (int(v) for v in (
+    MemType.UOP, MemType.WGT, MemType.INP, MemType.ACC, MemType.OUT, MemType.ACC_8BIT))
+ALU_MIN, ALU_MAX, ALU_ADD, ALU_SHR, ALU_MUL = (int(v) for v in (
+    AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.SHR, AluOp.MUL))
+
 def modules_of(c: dict) -> np.ndarray:
     """Module of every instruction (spec §2.9): 0 load, 1 compute, 2 store."""
     op, mt = c["opcode"], c["memory_type"]
     mod = np.full(op.shape, MODULE_COMPUTE, np.int64)
-    mod[(op == Opcode.LOAD) & ((mt == MemType.INP) | (mt == MemType.WGT))] = MODULE_LOAD
-    mod[op == Opcode.STORE] = MODULE_STORE
+    mod[(op == OP_LOAD) & ((mt == MT_INP) | (mt == MT_WGT))] = MODULE_LOAD
+    mod[op == OP_STORE] = MODULE_STORE
     return mod
 
 
@@ -44,7 +52,7 @@ def check_program(c: dict, cfg: VTAConfig, dram_bytes: int) -> None:
     if n == 0:
         raise ProgramError("the instruction stream is empty (it must end with FINISH)")
     op, mt = c["opcode"], c["memory_type"]
-    is_load, is_store = op == Opcode.LOAD, op == Opcode.STORE
+    is_load, is_store = op == OP_LOAD, op == OP_STORE
     mem = is_load | is_store
     X, Y, P = c["x_size"], c["y_size"], c["x_stride"]
     active = mem & (X > 0)
@@ -56,44 +64,44 @@ def check_program(c: dict, cfg: VTAConfig, dram_bytes: int) -> None:
         if idx.size:
             errors.append((int(idx[0]), make))
 
-    add(op > Opcode.ALU, lambda i: ProgramError(f"unknown opcode {int(op[i])}", i, "opcode"))
-    add(mem & (mt > MemType.ACC_8BIT),
+    add(op > OP_ALU, lambda i: ProgramError(f"unknown opcode {int(op[i])}", i, "opcode"))
+    add(mem & (mt > MT_ACC8),
         lambda i: ProgramError(f"unknown memory_type {int(mt[i])}", i, "memory_type"))
-    add(is_load & (mt == MemType.OUT),
+    add(is_load & (mt == MT_OUT),
         lambda i: ProgramError("LOAD of memory type OUT (4) is undefined (fsim aborts)", i,
                                "memory_type"))
-    add(is_store & (X > 0) & (mt != MemType.OUT) & (mt <= MemType.ACC_8BIT),
+    add(is_store & (X > 0) & (mt != MT_OUT) & (mt <= MT_ACC8),
         lambda i: ProgramError(f"STORE must have memory_type OUT (4), not "
                                f"{_MT_NAMES.get(int(mt[i]), int(mt[i]))}", i, "memory_type"))
-    add((op == Opcode.ALU) & (c["alu_opcode"] > AluOp.MUL),
+    add((op == OP_ALU) & (c["alu_opcode"] > ALU_MUL),
         lambda i: ProgramError(f"unknown alu_opcode {int(c['alu_opcode'][i])}", i,
                                "alu_opcode"))
     for flag, module, name in (("pop_prev", MODULE_LOAD, "load"),
                                ("push_prev", MODULE_LOAD, "load"),
                                ("pop_next", MODULE_STORE, "store"),
                                ("push_next", MODULE_STORE, "store")):
-        add((mod == module) & (c[flag] != 0) & (op <= Opcode.ALU),
+        add((mod == module) & (c[flag] != 0) & (op <= OP_ALU),
             lambda i, flag=flag, name=name: ProgramError(
                 f"{flag} is set, but the {name} module has no such token queue", i, flag))
     for pad in ("y_pad_0", "y_pad_1", "x_pad_0", "x_pad_1"):
         add(is_store & (X > 0) & (c[pad] != 0),
             lambda i, pad=pad: ProgramError(f"STORE with padding ({pad}={int(c[pad][i])}) is "
                                             f"undefined (fsim aborts)", i, pad))
-    fin = np.flatnonzero(op == Opcode.FINISH)
+    fin = np.flatnonzero(op == OP_FINISH)
     if fin.size == 0 or fin[-1] != n - 1:
         add(np.arange(n) == n - 1,
             lambda i: ProgramError(f"the last instruction is {_op_name(int(op[i]))}, not "
                                    f"FINISH", i, "opcode"))
-    add((op == Opcode.FINISH) & (np.arange(n) < n - 1),
+    add((op == OP_FINISH) & (np.arange(n) < n - 1),
         lambda i: ProgramError(f"FINISH is not the last instruction (the stream has {n})", i,
                                "opcode"))
     w = cfg.acc_width - 1
-    add((op == Opcode.ALU) & (c["alu_opcode"] == AluOp.SHR) & (c["use_imm"] != 0)
+    add((op == OP_ALU) & (c["alu_opcode"] == ALU_SHR) & (c["use_imm"] != 0)
         & ((c["imm"] < -w) | (c["imm"] > w)),
         lambda i: ProgramError(f"SHR amount {int(c['imm'][i])} is outside [-{w}, {w}]", i,
                                "imm"))
     # LOAD/STORE ranges (only meaningful for known memory types)
-    known = active & (mt <= MemType.ACC_8BIT) & ~(is_load & (mt == MemType.OUT))
+    known = active & (mt <= MT_ACC8) & ~(is_load & (mt == MT_OUT))
     if known.any():
         rows = np.where(is_store, Y, c["y_pad_0"] + Y + c["y_pad_1"])
         cols = np.where(is_store, X, c["x_pad_0"] + X + c["x_pad_1"])
@@ -119,7 +127,7 @@ def check_program(c: dict, cfg: VTAConfig, dram_bytes: int) -> None:
             lambda i: RangeError(f"{_op_name(int(op[i]))} {_MT_NAMES[int(mt[i])]} accesses DRAM "
                                  f"bytes [{int(c['dram_base'][i] * ebytes[i])}, {int(end[i])}) "
                                  f"beyond the {dram_bytes}-byte image", i, "dram_base"))
-    comp = (op == Opcode.GEMM) | (op == Opcode.ALU)
+    comp = (op == OP_GEMM) | (op == OP_ALU)
     live = comp & (c["uop_end"] > c["uop_bgn"]) & (c["iter_out"] > 0) & (c["iter_in"] > 0)
     add(live & (c["uop_end"] > cfg.uop_buff_depth),
         lambda i: RangeError(f"uop_end {int(c['uop_end'][i])} is beyond the micro-op buffer "
@@ -146,11 +154,11 @@ def work_of(c: dict, cfg: VTAConfig) -> np.ndarray:
     n_uop = np.maximum(c["uop_end"] - c["uop_bgn"], 0) * c["iter_out"] * c["iter_in"]
     lanes = cfg.batch * cfg.block_out
     w = np.ones(op.shape, np.int64)
-    gemm = op == Opcode.GEMM
+    gemm = op == OP_GEMM
     w[gemm] += n_uop[gemm] * np.where(c["reset"][gemm] != 0, lanes, cfg.macs_per_uop)
-    alu = op == Opcode.ALU
+    alu = op == OP_ALU
     w[alu] += n_uop[alu] * lanes
-    mem = ((op == Opcode.LOAD) | (op == Opcode.STORE)) & (c["x_size"] > 0)
+    mem = ((op == OP_LOAD) | (op == OP_STORE)) & (c["x_size"] > 0)
     tiles = (c["y_pad_0"] + c["y_size"] + c["y_pad_1"]) * (c["x_pad_0"] + c["x_size"]
                                                            + c["x_pad_1"])
     w[mem] += tiles[mem] * lanes

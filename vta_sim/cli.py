@@ -11,7 +11,6 @@ Examples::
 from __future__ import annotations
 
 import json
-import sys
 import zipfile
 
 import numpy as np
@@ -106,9 +105,10 @@ def cmd_sim(args) -> int:
 
 def _summary(stats) -> str:
     d = stats.as_dict()
+    loads = sum(d[k] for k in ("inp_load_bytes", "wgt_load_bytes", "acc_load_bytes",
+                               "uop_load_bytes"))
     lines = [f"{d['insn_count']} instructions: {d['gemm_ops']} GEMM uop-iterations, "
-             f"{d['alu_ops']} ALU, loads {d['inp_load_bytes'] + d['wgt_load_bytes'] + d['acc_load_bytes'] + d['uop_load_bytes']} B, "
-             f"stores {d['out_store_bytes']} B"]
+             f"{d['alu_ops']} ALU, loads {loads} B, stores {d['out_store_bytes']} B"]
     if "cycles" in d:
         lines.append(f"{d['cycles']} cycles, GEMM utilisation {d['gemm_utilization']:.1%}, "
                      f"biggest stall: {d['biggest_stall']}")

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import AluOp
-
+from .checks import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
 from .errors import ProgramError, RangeError, UninitializedReadError, WorkLimitError
 from .sram import Sram
 
@@ -324,13 +323,13 @@ def _check_src_written(s: Sram, index: int, d: np.ndarray, src: np.ndarray) -> N
 
 def _apply(op: int, a: np.ndarray, b, wbits: int) -> np.ndarray:
     """One lane-wise ALU operation on arrays of the accumulator dtype (wraps)."""
-    if op == AluOp.MIN:
+    if op == ALU_MIN:
         return np.minimum(a, b)
-    if op == AluOp.MAX:
+    if op == ALU_MAX:
         return np.maximum(a, b)
-    if op == AluOp.ADD:
+    if op == ALU_ADD:
         return np.add(a, b, dtype=a.dtype)
-    if op == AluOp.MUL:
+    if op == ALU_MUL:
         return np.multiply(a, b, dtype=a.dtype)
     # SHR: non-negative amounts shift right (arithmetic), negative ones shift left
     b = np.asarray(b, dtype=a.dtype)
@@ -352,11 +351,11 @@ def _alu_imm(s: Sram, op: int, d: np.ndarray, imm: int) -> None:
     k = counts[t]
     a = acc[t]
     kb = k[:, None, None]
-    if op in (AluOp.MIN, AluOp.MAX):
+    if op in (ALU_MIN, ALU_MAX):
         r = _apply(op, a, acc.dtype.type(imm), wbits)
-    elif op == AluOp.ADD:
+    elif op == ALU_ADD:
         r = (a.astype(np.int64) + kb * imm).astype(acc.dtype)
-    elif op == AluOp.MUL:
+    elif op == ALU_MUL:
         mod = 1 << 64
         ks, inv = np.unique(k, return_inverse=True)
         p = np.array([pow(imm % mod, int(e), mod) for e in ks], np.uint64)[inv]
@@ -410,7 +409,7 @@ def _alu_vec(s: Sram, index: int, op: int, d: np.ndarray, src: np.ndarray,
         wave = rem[ready] if not ready.all() else rem
         a = acc[d[wave]]
         b = acc[src[wave]]
-        if op == AluOp.SHR:
+        if op == ALU_SHR:
             _check_shift(index, b, wbits, src[wave])
         acc[d[wave]] = _apply(op, a, b, wbits)
         rem = rem[~ready] if not ready.all() else rem[:0]
@@ -424,13 +423,13 @@ def _alu_vec_composed(s: Sram, index: int, op: int, d: np.ndarray, src: np.ndarr
     acc = s.acc
     wbits = s.cfg.acc_width
     b = acc[src]
-    if op == AluOp.SHR:
+    if op == ALU_SHR:
         _check_shift(index, b, wbits, src)
     counts = np.bincount(d)
     if counts.max() <= 1:
         acc[d] = _apply(op, acc[d], b, wbits)
         return True
-    if op == AluOp.SHR and (b < 0).any() and (b > 0).any():
+    if op == ALU_SHR and (b < 0).any() and (b > 0).any():
         return False
     order = np.argsort(d, kind="stable")
     ds = d[order]
@@ -438,13 +437,13 @@ def _alu_vec_composed(s: Sram, index: int, op: int, d: np.ndarray, src: np.ndarr
     t = ds[starts]
     bs = b[order]
     a = acc[t]
-    if op == AluOp.MIN:
+    if op == ALU_MIN:
         r = np.minimum(a, np.minimum.reduceat(bs, starts, axis=0))
-    elif op == AluOp.MAX:
+    elif op == ALU_MAX:
         r = np.maximum(a, np.maximum.reduceat(bs, starts, axis=0))
-    elif op == AluOp.ADD:
+    elif op == ALU_ADD:
         r = (a.astype(np.int64) + np.add.reduceat(bs.astype(np.int64), starts, axis=0))
-    elif op == AluOp.MUL:
+    elif op == ALU_MUL:
         r = a.astype(np.int64) * np.multiply.reduceat(bs.astype(np.int64), starts, axis=0)
     else:  # SHR, all amounts of one sign
         amt = np.add.reduceat(np.abs(bs.astype(np.int64)), starts, axis=0)

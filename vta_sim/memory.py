@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import MemType
-
+from .checks import MT_ACC, MT_INP, MT_UOP, MT_WGT
 from .sram import Sram
 
 __all__ = ["load", "store", "dram_tiles"]
@@ -41,24 +40,24 @@ def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: 
     E = s.elem_bytes[mt]
     rows, cols = yp0 + Y + yp1, xp0 + X + xp1
     raw = _read(dram, E, D, Y, X, P) if Y else np.zeros((0, X, E), np.uint8)
-    if mt == MemType.UOP:
+    if mt == MT_UOP:
         w = np.ascontiguousarray(raw).view("<u4").reshape(Y, X).astype(np.int64)
         fields = [(w >> lsb) & ((1 << width) - 1) for _, lsb, width in cfg.uop_layout.fields]
         for dest, val in zip((s.uop_dst, s.uop_src, s.uop_wgt), fields):
             _place(dest, S, rows, cols, yp0, xp0, val)
         s.uop_written[S:S + rows * cols] = True
         return
-    if mt == MemType.INP:
+    if mt == MT_INP:
         val = np.ascontiguousarray(raw).view(s.inp_dtype).reshape(Y, X, cfg.batch, cfg.block_in)
         _place(s.inp, S, rows, cols, yp0, xp0, val)
         s.inp_written[S:S + rows * cols] = True
-    elif mt == MemType.WGT:
+    elif mt == MT_WGT:
         val = np.ascontiguousarray(raw).view(s.wgt_dtype).reshape(Y, X, cfg.block_out,
                                                                    cfg.block_in)
         _place(s.wgt, S, rows, cols, yp0, xp0, val)
         s.wgt_written[S:S + rows * cols] = True
     else:  # ACC or ACC_8BIT
-        src_dtype = np.dtype(f"<i{cfg.acc_width // 8}") if mt == MemType.ACC else np.dtype("i1")
+        src_dtype = np.dtype(f"<i{cfg.acc_width // 8}") if mt == MT_ACC else np.dtype("i1")
         val = np.ascontiguousarray(raw).view(src_dtype).reshape(Y, X, cfg.batch, cfg.block_out)
         _place(s.acc, S, rows, cols, yp0, xp0, val)
         s.acc_written[S:S + rows * cols] = True

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import MemType, Opcode, VTAConfig, decode_stream, default_config
+from isa import VTAConfig, decode_stream, default_config
 
 from . import compute, memory
 from ._blas import single_threaded
-from .checks import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, QUEUE_NAMES, check_program,
-                     modules_of, work_of)
+from .checks import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, MT_ACC, MT_ACC8, MT_INP,
+                     MT_UOP, MT_WGT, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, QUEUE_NAMES,
+                     check_program, modules_of, work_of)
 from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramError, SimError,
                      TokenError, UninitializedReadError, WorkLimitError)
 from .sram import Sram
@@ -156,12 +157,12 @@ class Simulator:
         mod = modules_of(c)
         op = c["opcode"]
         kind = np.full(n, _NOP, np.int64)
-        mem = ((op == Opcode.LOAD) | (op == Opcode.STORE))
-        kind[mem & (c["x_size"] > 0) & (op == Opcode.LOAD)] = _LOAD
-        kind[mem & (c["x_size"] > 0) & (op == Opcode.STORE)] = _STORE
-        kind[op == Opcode.GEMM] = _GEMM
-        kind[op == Opcode.ALU] = _ALU
-        kind[op == Opcode.FINISH] = _FINISH
+        mem = ((op == OP_LOAD) | (op == OP_STORE))
+        kind[mem & (c["x_size"] > 0) & (op == OP_LOAD)] = _LOAD
+        kind[mem & (c["x_size"] > 0) & (op == OP_STORE)] = _STORE
+        kind[op == OP_GEMM] = _GEMM
+        kind[op == OP_ALU] = _ALU
+        kind[op == OP_FINISH] = _FINISH
         work = work_of(c, cfg)
         pops, pushes = _token_lists(c, mod)
         self._c = {k: v.tolist() for k, v in c.items()}
@@ -308,17 +309,17 @@ class Simulator:
         st, cfg = self._stats, self.config
         op, mt = c["opcode"], c["memory_type"]
         n_uop = np.maximum(c["uop_end"] - c["uop_bgn"], 0) * c["iter_out"] * c["iter_in"]
-        gemm, alu = op == Opcode.GEMM, op == Opcode.ALU
+        gemm, alu = op == OP_GEMM, op == OP_ALU
         st.gemm_ops = int(n_uop[gemm & (c["reset"] == 0)].sum())
         st.reset_ops = int(n_uop[gemm & (c["reset"] != 0)].sum())
         st.gemm_macs = st.gemm_ops * cfg.macs_per_uop
         st.alu_ops = int(n_uop[alu].sum())
         load = (kind == _LOAD)
         xy = c["x_size"] * c["y_size"]
-        st.uop_load_bytes = int(xy[load & (mt == MemType.UOP)].sum()) * 4
-        st.inp_load_bytes = int(xy[load & (mt == MemType.INP)].sum()) * cfg.inp_elem_bytes
-        st.wgt_load_bytes = int(xy[load & (mt == MemType.WGT)].sum()) * cfg.wgt_elem_bytes
-        st.acc_load_bytes = int(xy[load & ((mt == MemType.ACC) | (mt == MemType.ACC_8BIT))]
+        st.uop_load_bytes = int(xy[load & (mt == MT_UOP)].sum()) * 4
+        st.inp_load_bytes = int(xy[load & (mt == MT_INP)].sum()) * cfg.inp_elem_bytes
+        st.wgt_load_bytes = int(xy[load & (mt == MT_WGT)].sum()) * cfg.wgt_elem_bytes
+        st.acc_load_bytes = int(xy[load & ((mt == MT_ACC) | (mt == MT_ACC8))]
                                 .sum()) * cfg.acc_elem_bytes
         st.out_store_bytes = int(xy[kind == _STORE].sum()) * cfg.out_elem_bytes
         st.load_count = int(load.sum())

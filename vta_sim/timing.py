@@ -45,7 +45,7 @@ import numpy as np
 
 from isa import MemType, Opcode, VTAConfig, decode_stream
 
-from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, QUEUE_NAMES, modules_of
+from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of
 from .errors import DeadlockError, InputError
 
 __all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS"]
@@ -151,8 +151,8 @@ class TimingResult:
     """Per-instruction times and aggregate statistics of one timed run.
 
     ``insns`` is the decoded program (:class:`isa.InsnArray`); ``names[i]`` a short name
-    ("LOAD INP", "GEMM", "ALU ADD imm", "NOP", ...); ``start[i]``/``end[i]``: cycle instruction i started executing (after its pops) and
-    completed (before its pushes); ``issue[i]``: cycle it reached its command queue.
+    ("LOAD INP", "GEMM", "ALU ADD imm", "NOP", ...); ``start[i]``/``end[i]``: cycle
+    instruction i started executing (after its pops) and completed (before its pushes); ``issue[i]``: cycle it reached its command queue.
     ``bursts``: (client, start, end, bytes) of every DRAM read burst and write burst (client
     ``store``); ``flows``: (queue, producer, consumer) of every token; ``fetch``: (start, end)
     of every fetch burst including its drain.
