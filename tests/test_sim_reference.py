@@ -126,6 +126,7 @@ def reference(cfg: VTAConfig, insns: bytes, dram: np.ndarray, out_buffer: bool =
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("seed", range(6))
 def test_random_program_matches_reference(name, seed):
+    """fsim semantics; and the hardware OUT-buffer mode against the OUT-buffer reference."""
     cfg = CONFIGS[name]
     insns, dram = random_program(cfg, seed * 7919 + len(name), 30, window=16)
     expect = dram.copy()
@@ -135,6 +136,10 @@ def test_random_program_matches_reference(name, seed):
     diff = np.flatnonzero(got != expect)
     assert diff.size == 0, f"{diff.size} bytes differ, first at {diff[:5]}"
     assert (expect != dram).any()  # the program did store something
+    expect_hw, got_hw = dram.copy(), dram.copy()
+    reference(cfg, insns, expect_hw, out_buffer=True)
+    Simulator(cfg, out_buffer=True).run(insns, got_hw)
+    assert (got_hw == expect_hw).all()
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -147,9 +152,10 @@ def test_hw_safe_programs_do_not_depend_on_the_out_buffer(seed):
     fsim, hw = dram.copy(), dram.copy()
     reference(cfg, insns, fsim)
     reference(cfg, insns, hw, out_buffer=True)
-    got = dram.copy()
+    got, got_hw = dram.copy(), dram.copy()
     Simulator(cfg, strict=True).run(insns, got)
-    assert (got == fsim).all() and (fsim == hw).all()
+    Simulator(cfg, strict=True, out_buffer=True).run(insns, got_hw)
+    assert (got == fsim).all() and (fsim == hw).all() and (got_hw == hw).all()
     n_store = 0
     for ins in decode_program(insns, cfg):
         if isinstance(ins, MemInsn):

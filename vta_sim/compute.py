@@ -165,6 +165,16 @@ def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, ite
         else:
             _gemm_by_weight(s, (offd[:, None] + ud).reshape(-1),
                             (offs[:, None] + us).reshape(-1), (offw[:, None] + uw).reshape(-1))
+        _mirror_out(s, offd[:, None] + ud)
+
+
+def _mirror_out(s: Sram, d) -> None:
+    """Hardware OUT buffer mode: tiles just written by a non-reset GEMM or an ALU op are
+    copied to OUT (the final value of a chunk is the last value written to the tile)."""
+    if s.out is not None:
+        d = np.asarray(d).reshape(-1)
+        s.out[d] = s.acc[d]
+        s.out_written[d] = True
 
 
 def _gemm_virtual(s: Sram, index: int, ud, us, uw, n_virt: int, fv, n_batch: int, fb,
@@ -183,6 +193,7 @@ def _gemm_virtual(s: Sram, index: int, ud, us, uw, n_virt: int, fv, n_batch: int
             _check_written(index, s.inp_written, offs[:, None] + vs, "INP", "src_factor_out")
             _check_written(index, s.wgt_written, vw, "WGT", "wgt_factor_out")
         _gemm_grouped(s, vd, vs, vw, offd, offs, wgt_fixed=True)
+        _mirror_out(s, offd[:, None] + vd)
 
 
 def _gemm_grouped(s: Sram, ud, us, uw, offd, offv, wgt_fixed: bool) -> None:
@@ -296,6 +307,7 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
             _check_written(index, s.acc_written, d, "ACC", "dst_factor_out")
         if use_imm:
             _alu_imm(s, op, d, imm)
+            _mirror_out(s, d)
             waves += 1
             continue
         src = (_offsets(lo, hi, iter_in, sfo, sfi)[:, None] + us).reshape(-1)
@@ -303,6 +315,7 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
             _check_src_written(s, index, d, src)
         left = None if max_waves is None else max_waves - waves
         waves += _alu_vec(s, index, op, d, src, left)
+        _mirror_out(s, d)
     return waves
 
 

@@ -84,7 +84,8 @@ def store(s: Sram, dram: np.ndarray, S: int, D: int, Y: int, X: int, P: int) -> 
     """
     cfg = s.cfg
     E = cfg.out_elem_bytes
-    vals = s.acc[S:S + Y * X].astype(s.out_dtype)  # C cast = truncation to the low bits
+    src = s.acc if s.out is None else s.out
+    vals = src[S:S + Y * X].astype(s.out_dtype)  # C cast = truncation to the low bits
     data = vals.view(np.uint8).reshape(Y * X, E)
     if P == X or Y == 1:
         dram[D * E:(D + Y * X) * E] = data.reshape(-1)

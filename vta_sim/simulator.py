@@ -80,6 +80,10 @@ class Simulator:
     leftover_tokens : {"error", "keep"}
         What to do with tokens still queued when a run ends: raise
         :class:`LeftoverTokensError`, or keep them for the next run (as the hardware does).
+    out_buffer : bool
+        Hardware OUT-buffer mode (spec §3.10): STORE reads a separate ACC-indexed OUT buffer
+        that only non-reset GEMMs and ALU ops write, as in the HLS and Chisel designs.
+        Default False: fsim semantics (STORE reads and truncates ACC).
     timing : TimingParams or None
         When given, every run also computes the cycle-approximate timing model
         (:mod:`vta_sim.timing`); its statistics appear in ``Stats.timing``.  Results are
@@ -97,7 +101,7 @@ class Simulator:
 
     def __init__(self, config: VTAConfig | None = None, *, serial: bool = False,
                  strict: bool = False, max_work: int | None = DEFAULT_MAX_WORK,
-                 leftover_tokens: str = "error", timing=None):
+                 leftover_tokens: str = "error", timing=None, out_buffer: bool = False):
         if config is None:
             config = default_config()
         if not isinstance(config, VTAConfig):
@@ -116,13 +120,14 @@ class Simulator:
         self.max_work = None if max_work is None else int(max_work)
         self.leftover_tokens = leftover_tokens
         self.timing = timing
-        self.sram = Sram(config)
+        self.out_buffer = bool(out_buffer)
+        self.sram = Sram(config, self.out_buffer)
         self.tokens = [0, 0, 0, 0]
         self.last_timing = None
 
     def reset(self) -> None:
         """Forget all SRAM contents and tokens (a fresh device)."""
-        self.sram = Sram(self.config)
+        self.sram = Sram(self.config, self.out_buffer)
         self.tokens = [0, 0, 0, 0]
 
     # ------------------------------------------------------------------------------ run
@@ -299,9 +304,11 @@ class Simulator:
             S, Y, X = c["sram_base"][i], c["y_size"][i], c["x_size"][i]
             if Y == 0:
                 return
-            if self.strict and not s.acc_written[S:S + Y * X].all():
-                t = S + int(np.flatnonzero(~s.acc_written[S:S + Y * X])[0])
-                raise UninitializedReadError(f"STORE reads ACC element {t}, which was never "
+            written = s.acc_written if s.out is None else s.out_written
+            if self.strict and not written[S:S + Y * X].all():
+                t = S + int(np.flatnonzero(~written[S:S + Y * X])[0])
+                buf = "ACC" if s.out is None else "OUT"
+                raise UninitializedReadError(f"STORE reads {buf} element {t}, which was never "
                                              f"written (strict mode)", i, "sram_base")
             memory.store(s, self._dram, S, c["dram_base"][i], Y, X, c["x_stride"][i])
 

@@ -10,7 +10,10 @@ Layout (the representation the vectorised kernels want, not the hardware banking
   zero: padded GEMM groups point at it;
 * ``acc``: ``int{ACC_WIDTH}`` ``[acc_depth, BATCH, BLOCK_OUT]``; numpy integer arithmetic
   wraps exactly like the hardware's two's-complement accumulators;
-* ``*_written``: bool masks of the elements ever written (used by strict mode only).
+* ``*_written``: bool masks of the elements ever written (used by strict mode only);
+* ``out`` (hardware OUT-buffer mode only): the ACC-indexed OUT buffer that STORE reads and
+  that only non-reset GEMMs and ALU ops write (spec §3.10); stored untruncated, STORE
+  truncates.
 
 fsim does not clear its SRAMs; neither do we (the initial contents are zeros here, but strict
 mode reports any read of an element never written).
@@ -28,7 +31,7 @@ __all__ = ["Sram"]
 class Sram:
     """All SRAM buffers of one VTA instance for configuration ``cfg``."""
 
-    def __init__(self, cfg: VTAConfig):
+    def __init__(self, cfg: VTAConfig, out_buffer: bool = False):
         self.cfg = cfg
         wide = cfg.inp_width > 8 or cfg.wgt_width > 8
         self.fdtype = np.dtype(np.float64 if wide else np.float32)
@@ -50,6 +53,9 @@ class Sram:
         self.inp_written = np.zeros(cfg.inp_buff_depth, bool)
         self.wgt_written = np.zeros(cfg.wgt_buff_depth, bool)
         self.acc_written = np.zeros(cfg.acc_buff_depth, bool)
+        #: hardware OUT buffer (None in fsim mode, where STORE reads ACC)
+        self.out = np.zeros_like(self.acc) if out_buffer else None
+        self.out_written = np.zeros(cfg.acc_buff_depth, bool)
         self.elem_bytes = {mt: cfg.elem_bytes(mt) for mt in range(6)}
         self.depth = {"uop": cfg.uop_buff_depth, "inp": cfg.inp_buff_depth,
                       "wgt": cfg.wgt_buff_depth, "acc": cfg.acc_buff_depth}
