@@ -213,6 +213,17 @@ class InsnArray:
         return decode_stream(b"".join(encode(i, cfg) for i in insns), cfg)
 
 
+def _format_groups(op: np.ndarray, cfg: VTAConfig):
+    """(row mask, fields) per instruction format present in ``op``; FINISH has only the common
+    fields (opcode and flags)."""
+    for mask, fields in (((op == Opcode.LOAD) | (op == Opcode.STORE), cfg.mem_layout.fields),
+                         (op == Opcode.GEMM, cfg.gemm_layout.fields),
+                         (op == Opcode.ALU, cfg.alu_layout.fields),
+                         (op == Opcode.FINISH, cfg.gemm_layout.fields[:5])):
+        if mask.any():
+            yield mask, fields
+
+
 def decode_stream(data, config: VTAConfig | None = None, strict: bool = True) -> InsnArray:
     """Decode a whole instruction stream (bytes or uint8 array) column-wise.
 
@@ -231,13 +242,7 @@ def decode_stream(data, config: VTAConfig | None = None, strict: bool = True) ->
     op = (w[0] & np.uint64(7)).astype(np.int64)
     cols = {c: np.zeros(n, dtype=np.int64) for c in COLUMNS}
     cols["opcode"] = op
-    groups = (((op == Opcode.LOAD) | (op == Opcode.STORE), cfg.mem_layout),
-              (op == Opcode.GEMM, cfg.gemm_layout), (op == Opcode.ALU, cfg.alu_layout),
-              (op == Opcode.FINISH, None))
-    for mask, layout in groups:
-        if not mask.any():
-            continue
-        fields = layout.fields if layout is not None else cfg.gemm_layout.fields[:5]
+    for mask, fields in _format_groups(op, cfg):
         for name, lsb, width in fields[1:]:
             word, shift = divmod(lsb, 64)
             v = ((w[word] >> np.uint64(shift)) & np.uint64((1 << width) - 1)).astype(np.int64)
@@ -268,13 +273,7 @@ def encode_stream(arr: InsnArray) -> bytes:
     n = len(arr)
     w = [np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=np.uint64)]
     op = arr.cols["opcode"]
-    groups = (((op == Opcode.LOAD) | (op == Opcode.STORE), cfg.mem_layout),
-              (op == Opcode.GEMM, cfg.gemm_layout), (op == Opcode.ALU, cfg.alu_layout),
-              (op == Opcode.FINISH, None))
-    for mask, layout in groups:
-        if not mask.any():
-            continue
-        fields = layout.fields if layout is not None else cfg.gemm_layout.fields[:5]
+    for mask, fields in _format_groups(op, cfg):
         for name, lsb, width in fields:
             v = arr.cols[name][mask]
             if name == "imm":
