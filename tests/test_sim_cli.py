@@ -136,3 +136,17 @@ def test_timeline_aggregates_long_programs(tmp_path):
     sim.run(insns, dram)
     write_timeline(sim.last_timing, str(tmp_path / "agg.png"), max_bars=10)
     assert (tmp_path / "agg.png").stat().st_size > 1000
+
+
+def test_out_buffer_option(tmp_path):
+    from vta_sim import random_program
+    insns, dram = random_program(None, 7, 40)
+    (tmp_path / "i.bin").write_bytes(insns)
+    (tmp_path / "d.bin").write_bytes(dram.tobytes())
+    outs = []
+    for extra in ([], ["--out-buffer"]):
+        assert main(["sim", "--insns", str(tmp_path / "i.bin"), "--dram",
+                     str(tmp_path / "d.bin"), "--out", str(tmp_path / "o.bin"), "-q",
+                     "--no-timing"] + extra) == 0
+        outs.append((tmp_path / "o.bin").read_bytes())
+    assert outs[0] != outs[1]

@@ -74,7 +74,7 @@ def cmd_sim(args) -> int:
         dram = np.frombuffer(_read(args.dram), dtype=np.uint8).copy()
         if not args.out:
             raise InputError("--out is required with --insns/--dram")
-    sim = Simulator(cfg, serial=args.serial, strict=args.strict,
+    sim = Simulator(cfg, serial=args.serial, strict=args.strict, out_buffer=args.out_buffer,
                     max_work=None if args.max_work == 0 else args.max_work,
                     timing=params if want_timing else None)
     stats = sim.run(insns, dram)
@@ -133,6 +133,9 @@ def register(sub) -> None:
     p.add_argument("--max-work", type=int, default=DEFAULT_MAX_WORK,
                    help=f"cap on simulated work in MAC-equivalents (0 = no cap; default "
                         f"{DEFAULT_MAX_WORK:.0e})")
+    p.add_argument("--out-buffer", action="store_true",
+                   help="hardware OUT buffer: STORE reads what GEMM/ALU last wrote, not ACC "
+                        "(default: fsim semantics)")
     p.add_argument("--no-timing", action="store_true", help="skip the cycle model")
     p.add_argument("--trace", help="write a Chrome Trace Event JSON (Perfetto) here")
     p.add_argument("--timeline", help="write a Gantt chart PNG here")
