@@ -167,9 +167,10 @@ def register(sub):
                                     "and run it on the simulator")
     p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
     p.add_argument("--show-ir", metavar="PASS", help="print the IR after this pass "
-                   "(lower, storage_flatten, inject_vthread, fold_uop, inject_dma)",
+                   "(lower, storage_flatten, inject_vthread, fold_uop, inject_dma, or "
+                   "coproc_sync: the unrolled op program with its dependency tokens)",
                    choices=["lower", "storage_flatten", "inject_vthread", "fold_uop",
-                            "inject_dma"])
+                            "inject_dma", "coproc_sync"])
     p.add_argument("--no-latency-hiding", action="store_true", help="one virtual thread")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dump", metavar="INSNS.bin", help="write the instruction stream (binary, "

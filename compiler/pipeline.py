@@ -57,6 +57,9 @@ class CompiledKernel:
                          enumerate(decode_program(self.last_run.insns, self.cfg)))
 
     def show(self, stage: str = "inject_dma") -> str:
+        """The IR after pass ``stage``; for "coproc_sync", the op program with its tokens."""
+        if stage == "coproc_sync":
+            return self.listing(80)
         s = self.stages[stage]
         return s if isinstance(s, str) else ir.to_text(s)
 
