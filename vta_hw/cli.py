@@ -1,0 +1,88 @@
+"""``vta hw verilog``, ``vta hw build`` and ``vta rtl``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from isa import VTAConfig
+
+__all__ = ["register"]
+
+
+def _config(args) -> VTAConfig:
+    return VTAConfig.from_json(args.config) if args.config else VTAConfig()
+
+
+def cmd_verilog(args):
+    from .verilog import generate_verilog
+    text = generate_verilog(_config(args))
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+        print(f"{args.output}: {len(text.splitlines())} lines of Verilog (top module vta_core)")
+
+
+def cmd_build(args):
+    from .fpga import build_bitstream
+    report = build_bitstream(_config(args), board=args.board, out_dir=args.out,
+                             synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq)
+    print(json.dumps(report, indent=2))
+
+
+def cmd_rtl(args):
+    from .rtlsim import run_rtl
+    cfg = _config(args)
+    insns = Path(args.insns).read_bytes()
+    dram = np.frombuffer(Path(args.dram).read_bytes(), dtype=np.uint8).copy()
+    r = run_rtl(insns, dram, cfg, simulator=args.simulator, latency=args.latency, gap=args.gap,
+                max_cycles=args.max_cycles, vcd=args.vcd)
+    Path(args.out).write_bytes(dram.tobytes())
+    stats = r.stats()
+    stats.update(getattr(r, "extra", {}) or {})
+    stats.pop("error", None)
+    stats.update({"dram_latency": args.latency, "dram_gap": args.gap,
+                  "config": cfg.to_dict()})
+    if args.stats:
+        Path(args.stats).write_text(json.dumps(stats, indent=2) + "\n")
+    print(f"{args.out}: {len(insns) // 16} instructions, {r.cycles} cycles "
+          f"({args.simulator}, {stats['sim_cycles_per_second']} cycles/s)")
+
+
+def register(sub):
+    p = sub.add_parser("hw", help="generate the VTA hardware: Verilog or an FPGA bitstream")
+    hs = p.add_subparsers(dest="hw_command", metavar="HWCOMMAND")
+    hs.required = True
+    v = hs.add_parser("verilog", help="write the Verilog of the core (top module vta_core)")
+    v.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
+    v.add_argument("-o", "--output", required=True, help="output .v file ('-' for stdout)")
+    v.set_defaults(func=cmd_verilog)
+    b = hs.add_parser("build", help="build an FPGA bitstream with the YoWASP toolchain")
+    b.add_argument("--board", default="ulx3s-85f", help="target board (ulx3s-85f, ulx3s-45f, "
+                   "ulx3s-25f, ulx3s-12f)")
+    b.add_argument("--config", help="VTA configuration JSON")
+    b.add_argument("--out", default="build_fpga", help="output directory (vta.bit, report.json)")
+    b.add_argument("--synth-only", action="store_true",
+                   help="run yosys only (resource estimate, no place and route)")
+    b.add_argument("--seed", type=int, default=1, help="nextpnr seed")
+    b.add_argument("--freq", type=float, default=50.0, help="target clock in MHz")
+    b.set_defaults(func=cmd_build)
+
+    r = sub.add_parser("rtl", help="run a raw program on the RTL (generated Verilog)")
+    r.add_argument("--insns", required=True, help="instruction stream (16 bytes each)")
+    r.add_argument("--dram", required=True, help="DRAM image before execution (byte 0 = "
+                   "address 0)")
+    r.add_argument("--out", required=True, help="write the DRAM image after execution here")
+    r.add_argument("--stats", help="write statistics JSON (cycles from the hardware counter)")
+    r.add_argument("--vcd", help="write a waveform (VCD) of the run")
+    r.add_argument("--simulator", default="icarus", choices=("icarus", "verilator", "amaranth"))
+    r.add_argument("--config", help="VTA configuration JSON")
+    r.add_argument("--latency", type=int, default=16, help="DRAM read latency in cycles")
+    r.add_argument("--gap", type=int, default=0,
+                   help="idle cycles between DRAM beats (0 = one bus word per cycle)")
+    r.add_argument("--max-cycles", type=int, default=20_000_000, help="cycle limit")
+    r.set_defaults(func=cmd_rtl)
