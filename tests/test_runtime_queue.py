@@ -123,6 +123,14 @@ class TestKernelInvariants:
         k = UopKernel(VTAConfig())
         k.push(1, 0, 0, 0, 0, AluOp.ADD, 1, 40000)
         assert k.imm == 40000 - 65536
+        # reference UopKernel::Push: CHECK(imm_val_ == imm_val) compares the stored int16 with
+        # the int32 argument, so the second uop of an out-of-range imm kernel aborts
+        with pytest.raises(KernelError, match="does not fit int16"):
+            k.push(1, 0, 1, 1, 0, AluOp.ADD, 1, 40000)
+        k2 = UopKernel(VTAConfig())
+        for d in range(3):
+            k2.push(1, 0, d, d, 0, AluOp.SHR, 1, -32768)     # in range: fine on every uop
+        assert k2.imm == -32768
 
     def test_signature_keys(self):
         assert [signature_key(s) for s in (None, 0, 1, 98, -1)] == [0, 1, 2, 99, 0]
@@ -145,7 +153,9 @@ class TestUopRing:
         cq.synchronize()
         loads = cq.last_run.uop_loads
         assert [(t[1], t[3]) for t in loads] == [(0, 6), (6, 6), (0, 6), (6, 3), (9, 6)]
-        assert [t[2] for t in loads] == [0, 6, 12, 18, 21]        # append-only staging
+        # append-only staging; the reloaded kernel 0 reads the bytes appended for it first
+        assert [t[2] for t in loads] == [0, 6, 12, 18, 0]
+        assert len(cq.last_run.uop_image) == 4 * sum(sizes)
         arr = decode_stream(cq.last_run.insns)
         g = np.flatnonzero(arr.opcode == Opcode.GEMM)
         assert [(int(arr.uop_bgn[i]), int(arr.uop_end[i])) for i in g] == \
@@ -197,6 +207,23 @@ class TestAutoFlush:
         # each run reloads the kernel: residency does not survive a run
         assert all(len(r.uop_loads) == 1 for r in cq.runs)
         assert cq.token_balance == [0, 0, 0, 0]
+
+    def test_uop_loads_never_auto_synchronise_with_reference_staging(self):
+        """Reference UopQueue::Push tests the uop queue's own dram_buffer_ (never appended to)
+        for overflow, so a LOAD UOP never triggers a sync; ReadBarrier then CHECKs the image
+        (the cache list) against VTA_MAX_XFER at synchronisation."""
+        cq = CommandQueue(NullDevice(), max_xfer=256, staging="reference", keep_history=True)
+        cq.push_gemm_op(KernelHandle("a"), gemm_finit([(j % 3, j, 0) for j in range(40)]))
+        cq.push_gemm_op(KernelHandle("b"), gemm_finit([(j % 3, j, 1) for j in range(40)]))
+        assert cq.num_runs == 0 and cq.pending_count == 4
+        with pytest.raises(QueueError, match="staging image .320 bytes. exceeds"):
+            cq.synchronize()
+        # within the limit: one run, both kernels in the image
+        cq = CommandQueue(NullDevice(), max_xfer=256, staging="reference", uop_depth=48)
+        for c in range(3):      # 30-uop kernels: each wraps and evicts the previous one
+            cq.push_gemm_op(KernelHandle(str(c)), gemm_finit([(j % 3, j, c) for j in range(30)]))
+        cq.synchronize()
+        assert cq.num_runs == 1 and [t[2] for t in cq.last_run.uop_loads] == [0, 0, 0]
 
     def test_auto_flush_results_on_simulator(self):
         dev = SimDevice()
@@ -399,12 +426,19 @@ def test_append_staging_equals_reference_without_eviction(sizes, picks, depth):
         runs[mode] = _random_kernel_program(cq, choices, sizes, handles)
         evicted = cq._ring.evictions
     a, r = runs["append"], runs["reference"]
+    arr_a = decode_stream(a.insns)
+    kernel_of_row_a = dict(zip(np.flatnonzero(arr_a.opcode == Opcode.GEMM).tolist(), choices))
     # same SRAM placement and instructions apart from LOAD UOP offsets, in both modes
     assert [t[:2] for t in a.uop_loads] == [t[:2] for t in r.uop_loads]
     assert a.insn_count == r.insn_count
-    sizes_loaded = [t[3] for t in a.uop_loads]
-    assert [t[2] for t in a.uop_loads] == [sum(sizes_loaded[:k])
-                                           for k in range(len(sizes_loaded))]
+    # append positions: first placement of each kernel in order; a reload reuses its position
+    first, pos = {}, 0
+    for row, _, off, n in a.uop_loads:
+        c = kernel_of_row_a[row + 1]
+        if c not in first:
+            first[c], pos = pos, pos + n
+        assert off == first[c]
+    assert len(a.uop_image) == 4 * pos
     if not evicted:
         assert a.uop_loads == r.uop_loads and a.uop_image == r.uop_image
     # append-only: every LOAD UOP fetches exactly the uops of the kernel the next GEMM runs

@@ -84,7 +84,8 @@ class CommandQueue:
         Defaults to ``device.config``.
     max_xfer : int
         Size limit of the instruction buffer and of the uop staging image (VTA_MAX_XFER).  The
-        queue auto-synchronises when ``(count + 6) * 16 > max_xfer`` after a call.
+        queue auto-synchronises when ``(count + 6) * 16 > max_xfer`` after a call (and, with
+        append-only staging only, before a LOAD UOP that would overflow the image).
     uop_depth : int, optional
         Uop SRAM entries the residency ring manages (default ``config.uop_buff_depth``).
     dep_distance : int, optional
@@ -336,7 +337,12 @@ class CommandQueue:
 
     def _load_kernel(self, k: UopKernel) -> tuple[int, int]:
         ring = self._ring
-        if ring.staging_uops + k.size > self._max_staging:
+        # The reference never synchronises here (its uop queue's size test reads a vector that
+        # stays empty), and its image is at most the uop SRAM.  Only the append-only image can
+        # outgrow the staging buffer, after more than max_xfer / 4 uops of distinct kernels in
+        # one window; it then runs what it has first.
+        if ring.staging == "append" and k not in ring.append_pos and \
+                ring.staging_uops + k.size > self._max_staging:
             self._auto_sync()
         begin, end, offset = ring.place(k)
         q = self._q
@@ -485,6 +491,9 @@ class CommandQueue:
             raise QueueError(f"synchronize: {n} instructions exceed the instruction buffer "
                              f"({self.max_xfer} bytes)")
         image = self._ring.image()
+        if image.nbytes > self.max_xfer:
+            raise QueueError(f"synchronize: the uop staging image ({image.nbytes} bytes) exceeds "
+                             f"the staging buffer ({self.max_xfer} bytes)")
         uop_phys = 0
         if self._uop_loads:
             ubuf = self._ensure_buffer("_uop_buf", max(image.nbytes, UOP_BYTES))

@@ -7,7 +7,8 @@ function, then reused.  Recording enforces, with :class:`~vta_runtime.errors.Ker
 * at most two loops, all declared before the first uop; loop ends balance loop begins;
 * one mode per kernel (0 = GEMM, 1 = ALU) and one ``reset_out``;
 * ALU kernels: one ``alu_opcode``, ``use_imm`` and ``imm`` (``imm`` is kept as int16, as the
-  reference stores it);
+  reference stores it; like the reference, a kernel with an ``imm`` outside int16 is only
+  accepted when it has a single uop, whose instruction carries the wrapped value);
 * the destination-hazard check (``VerifyDep``): a uop's dst may not equal the dst of any of the
   previous ``dep_distance`` uops (``VTAConfig.ACC_DEP_DISTANCE``, 2 in the reference);
 * every index, extent and factor fits its bit field, extents are >= 1, the kernel is not empty.
@@ -172,11 +173,17 @@ class UopKernel:
             imm16 = ((int(imm) + 0x8000) & 0xFFFF) - 0x8000   # stored as int16
             if self.alu_opcode is None:
                 self.alu_opcode, self.use_imm, self.imm = int(op), int(use_imm), imm16
-            elif (self.alu_opcode, self.use_imm, self.imm) != (int(op), int(use_imm), imm16):
+            elif (self.alu_opcode, self.use_imm) != (int(op), int(use_imm)) or \
+                    self.imm != int(imm):
+                # the reference compares the stored int16 with the int32 argument, so an imm
+                # outside int16 is only accepted on a kernel's first (or only) uop
+                extra = "" if imm16 == int(imm) else (
+                    f" (imm {int(imm)} does not fit int16: the reference stores {imm16} and "
+                    f"rejects the kernel's second uop)")
                 raise KernelError(
                     f"{what}: ALU kernels have one opcode/use_imm/imm; got "
-                    f"({op.name}, {use_imm}, {imm16}) after ({AluOp(self.alu_opcode).name}, "
-                    f"{self.use_imm}, {self.imm})")
+                    f"({op.name}, {use_imm}, {int(imm)}) after "
+                    f"({AluOp(self.alu_opcode).name}, {self.use_imm}, {self.imm}){extra}")
         self.uops.append((dst, src, wgt))
 
     # ----------------------------------------------------------------- finalising

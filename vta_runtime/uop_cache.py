@@ -9,7 +9,9 @@ Staging (the DRAM image LOAD UOPs read from) has two policies:
 
 * ``"append"`` (default): every placed kernel is appended to the image and its LOAD reads the
   append position.  Earlier LOADs therefore never point at stale bytes, even after in-window
-  evictions.  Without evictions this is byte-identical to the reference.
+  evictions.  A kernel evicted and placed again in the same window reuses its first append
+  position (its uops never change), so the image holds each kernel of the window once.
+  Without evictions this is byte-identical to the reference.
 * ``"reference"``: the reference's behaviour, kept for reproducing captured streams: the
   offset is the size of the kernels before the new one in the cache list, and the image is the
   cache list at synchronisation.  After an eviction inside one window, earlier LOADs read the
@@ -53,6 +55,7 @@ class UopRing:
         self.cache_idx = 0
         self.sram_end = 0
         self.appended: list = []       # append-only image, in load order
+        self.append_pos: dict = {}     # kernel -> its offset in the append-only image
         self.staging_uops = 0
         self.evictions = 0
 
@@ -79,9 +82,11 @@ class UopRing:
         cache[evict_begin:i] = [kernel]
         self.cache_idx = evict_begin + 1
         if self.staging == "append":
-            offset = self.staging_uops
-            self.appended.append(kernel)
-            self.staging_uops += n
+            offset = self.append_pos.get(kernel)
+            if offset is None:
+                offset = self.append_pos[kernel] = self.staging_uops
+                self.appended.append(kernel)
+                self.staging_uops += n
         else:
             offset = sum(k.size for k in cache[:self.cache_idx - 1])
             self.staging_uops = sum(k.size for k in cache)
@@ -99,4 +104,5 @@ class UopRing:
         self.resident.clear()
         self.cache.clear()
         self.appended.clear()
+        self.append_pos.clear()
         self.cache_idx = self.sram_end = self.staging_uops = 0
