@@ -286,6 +286,19 @@ class TestDebug:
         cq.synchronize()
         assert out.getvalue() == ""
 
+    def test_dump_of_acc8_load(self):
+        # reference DumpInsn: printf("LOAD ") then a type name + newline only for UOP, WGT,
+        # INP and ACC, so an ACC_8BIT load runs straight into the "\tdep" line
+        dev = NullDevice()
+        a = dev.alloc(16 * 4)
+        out = io.StringIO()
+        cq = CommandQueue(dev)
+        cq.set_debug_mode(2, stream=out)
+        cq.load_buffer_2d(a, 0, 4, 1, 4, 0, 0, 0, 0, 0, MemType.ACC_8BIT)
+        cq.synchronize()
+        assert "INSTRUCTION 0: LOAD \tdep - pop prev: 0, pop next: 0, push prev: 0, push next: 0\n" \
+            f"\tDRAM: 0x{a.phys // 16:08x}, SRAM:0x0000\n" in out.getvalue()
+
     def test_force_serial_on_simulator_matches_normal(self):
         from vta_runtime import programs as P
         rng = np.random.default_rng(9)

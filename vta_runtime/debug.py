@@ -30,6 +30,9 @@ _ALU_NAMES = {(AluOp.MIN, 0): "min", (AluOp.MIN, 1): "min imm", (AluOp.MAX, 0): 
               (AluOp.MUL, 1): "mul"}
 
 
+_NAMED_LOADS = (int(MemType.UOP), int(MemType.WGT), int(MemType.INP), int(MemType.ACC))
+
+
 def _classes(arr: InsnArray):
     op, mt = arr.opcode, arr.memory_type
     store = op == Opcode.STORE
@@ -89,8 +92,13 @@ def format_insn_dump(arr: InsnArray) -> str:
                     kind = "NOP-MEMORY-STAGE"
                 out += [head + kind, _dep(arr, i)]
             else:
-                kind = (f"LOAD {MemType(mt).name}" if op == Opcode.LOAD else "STORE:")
-                out += [head + kind, _dep(arr, i),
+                if op == Opcode.STORE:
+                    first = [head + "STORE:", _dep(arr, i)]
+                elif mt in _NAMED_LOADS:
+                    first = [head + f"LOAD {MemType(mt).name}", _dep(arr, i)]
+                else:   # the reference names only UOP/WGT/INP/ACC and ends no line otherwise
+                    first = [head + "LOAD " + _dep(arr, i)]
+                out += first + [
                         f"\tDRAM: 0x{int(arr.dram_base[i]):08x}, "
                         f"SRAM:0x{int(arr.sram_base[i]):04x}",
                         f"\ty: size={arr.y_size[i]}, pad=[{arr.y_pad_0[i]}, {arr.y_pad_1[i]}]",
