@@ -389,3 +389,34 @@ def test_hand_case_load_acc8():
                           ("STORE", 4, "1010"), ("LOAD", 2, "0001"), ("LOAD", 0, "1100"),
                           ("FINISH", 0, "0000")]
     assert run["dram_refs"][0] == {"buf": "x", "elem_offset": 1, "elem_bytes": 16}
+
+
+def test_compare_case_buggy_capture_per_staging_policy():
+    """A capture of the staging bug (an ``intended`` key) is matched exactly by a replay with
+    staging="reference" and, for the append-only default, on everything but the LOAD UOP
+    offsets and fetched uops, with the outputs compared against ``intended``."""
+    from vta_runtime import SimDevice
+    n = 5000
+    a_uops = [[i % 4, i % 4] for i in range(n)]         # each of 4 tiles + n/4
+    b_uops = [[4 + i % 4, 4 + i % 4] for i in range(n)]  # tiles 4..7 + n/4
+    case = {"buffers": {"a": _acc_buf(8), "r": _out_buf(8)},
+            "calls": [_ld("a", 8), _alu("A", 1, loops=(), uops=a_uops),
+                      _alu("B", 1, loops=(), uops=b_uops)] + _TAIL
+            + [_st("r", 8), {"op": "synchronize"}]}
+    ref = replay_case(case, SimDevice(), staging="reference")
+    app = replay_case(case, SimDevice())
+    x = np.arange(8 * 16, dtype=np.int32).reshape(8, 1, 16)
+    # reference: A's LOAD reads B's uops (offset 0 of the image [B]): tiles 0..3 untouched,
+    # tiles 4..7 get 2 * n/4
+    want_ref = x.copy()
+    want_ref[4:] += 2 * (n // 4)
+    want_app = x + n // 4
+    assert np.array_equal(ref.outputs["r"], want_ref.astype(np.int8))
+    assert np.array_equal(app.outputs["r"], want_app.astype(np.int8))
+    golden = dict(case, runs=ref.runs, kernels=ref.kernels,
+                  outputs={k: v.tolist() for k, v in ref.outputs.items()},
+                  intended={"r": app.outputs["r"].tolist()})
+    assert compare_case(golden, ref) == []
+    assert compare_case(golden, app) == []
+    no_bug = {k: v for k, v in golden.items() if k != "intended"}
+    assert any("uop load" in d or "output r" in d for d in compare_case(no_bug, app))
