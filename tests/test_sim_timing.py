@@ -230,3 +230,37 @@ def test_params_validation_and_json():
         TimingParams.from_dict({"read_latency": -1})
     with pytest.raises(ValueError, match="read_priority"):
         TimingParams(read_priority=("fetch", "uop"))
+
+
+def test_unpipelined_reads_pay_latency_per_burst():
+    # read_pipelined=False: one burst in flight. The 4 bursts of the 512-byte LOAD (requests
+    # at 23) are granted at 23, 56, 89, 122 (bus free 1 cycle after each last beat) and each
+    # delivers 16 beats after a 16-cycle latency; complete 155, token 156, FINISH 156-158.
+    r = timed([load(INP, 0, 0, 1, 32, push_next=1), FinishInsn(pop_prev=1)],
+              read_pipelined=False)
+    reads = [(t0, t1) for c, t0, t1, _ in r.bursts if c == "inp"]
+    assert reads == [(39, 55), (72, 88), (105, 121), (138, 154)]
+    assert r.cycles == 158
+
+
+@pytest.mark.parametrize("overlap,expected", [(False, 104), (True, 88)])
+def test_fetch_overlap(overlap, expected):
+    """17 compute NOPs + FINISH, fetched 8 at a time (128 B = 16 beats per burst).
+
+    Without overlap: burst 1 [16,32), drained 32..39; burst 2 requested at 40 -> [56,72),
+    drained 72..79; burst 3 (2 insns, 4 beats) requested at 80 -> [96,100), drained 100, 101.
+    NOP 16 runs 100-102, FINISH 102-104.
+    With overlap the next burst is requested as soon as the buffer has room for it: burst 2
+    at 32 -> [48,64), burst 3 at 64 -> [80,84); NOPs 8-15 run 64-80, NOP 16 84-86, FINISH
+    86-88."""
+    r = timed([nop("compute")] * 17 + [FinishInsn()], fetch_overlap=overlap)
+    assert r.cycles == expected
+
+
+def test_presets():
+    assert TimingParams.tsim() == TimingParams()
+    assert TimingParams.pynq().max_burst_beats == 256
+    hw = TimingParams.vta_hw()
+    assert not hw.read_pipelined and hw.fetch_overlap and hw.cmd_queue_depth == 32
+    assert timed(DOUBLE, **hw.to_dict()).cycles < timed(DOUBLE, serial=True,
+                                                       **hw.to_dict()).cycles

@@ -19,21 +19,21 @@ from .timing import TimingParams, simulate_timing
 __all__ = ["fit", "relative_errors"]
 
 
-def relative_errors(samples, params: TimingParams, config: VTAConfig | None = None) -> list:
-    """``model / measured - 1`` for every sample."""
+def _decoded(samples, config):
     cfg = config or VTAConfig()
-    out = []
-    for sample in samples:
-        insns, measured = sample[0], sample[1]
-        serial = bool(sample[2]) if len(sample) > 2 else False
-        arr = decode_stream(bytes(insns), cfg, strict=False)
-        model = simulate_timing(arr, params, serial=serial).cycles
-        out.append(model / measured - 1.0)
-    return out
+    return [(s[0] if not isinstance(s[0], (bytes, bytearray, memoryview))
+             else decode_stream(bytes(s[0]), cfg, strict=False),
+             s[1], bool(s[2]) if len(s) > 2 else False) for s in samples]
+
+
+def relative_errors(samples, params: TimingParams, config: VTAConfig | None = None) -> list:
+    """``model / measured - 1`` for every sample (insns as bytes or a decoded InsnArray)."""
+    return [simulate_timing(arr, params, serial=serial).cycles / measured - 1.0
+            for arr, measured, serial in _decoded(samples, config)]
 
 
 def fit(samples, names, start: TimingParams | None = None, config: VTAConfig | None = None,
-        rounds: int = 40, max_value: int = 1 << 16):
+        rounds: int = 40, max_value: int = 1 << 16, pairs: bool | None = None):
     """Coordinate search minimising the sum of squared relative errors.
 
     Parameters
@@ -45,6 +45,8 @@ def fit(samples, names, start: TimingParams | None = None, config: VTAConfig | N
         Initial point (default: the defaults).
     rounds : int
         Passes over the parameters; each pass tries steps of +-1 and multiplicative steps.
+    pairs : bool, optional
+        Also try moving two parameters at once (valleys); default: when at most 6 names.
 
     Returns
     -------
@@ -55,6 +57,10 @@ def fit(samples, names, start: TimingParams | None = None, config: VTAConfig | N
     for n in names:
         if not isinstance(getattr(params, n, None), int):
             raise ValueError(f"{n!r} is not an integer timing parameter")
+
+    samples = _decoded(samples, config)
+    if pairs is None:
+        pairs = len(names) <= 6
 
     def cost(p):
         errs = relative_errors(samples, p, config)
@@ -89,7 +95,7 @@ def fit(samples, names, start: TimingParams | None = None, config: VTAConfig | N
                     break
                 v, params, best = v2, p, e
         # diagonal moves: parameters often trade off against each other (a valley)
-        for i, a in enumerate(names):
+        for i, a in enumerate(names if pairs else ()):
             for b in names[i + 1:]:
                 for da in (-2, -1, 1, 2):
                     for db in (-2, -1, 1, 2):
