@@ -30,7 +30,7 @@ __all__ = ["gemm", "alu", "loop_offsets"]
 #: Gathered elements per GEMM chunk (bounds the temporary memory of huge instructions).
 _CHUNK_ELEMS = 1 << 23
 #: uop-iterations per piece of a GEMM/ALU instruction (bounds the index arrays)
-_CHUNK_ITERS = 1 << 21
+_CHUNK_ITERS = 1 << 19
 #: work units charged per ALU dependency wave (a numpy pass costs ~10-20 us)
 WAVE_WORK = 20_000
 
