@@ -224,3 +224,17 @@ def test_gemm_overflow_wraps():
     v = v - 2**32 if v >= 2**31 else v
     assert (dram[8192:8208].view(np.int8) == np.int8((v >> 24) & 0xFF if (v >> 24) & 0x80 == 0
                                                        else ((v >> 24) & 0xFF) - 256)).all()
+
+
+def test_tokens_are_restored_after_an_error():
+    sim = Simulator(leftover_tokens="keep")
+    sim.run(program([nop("compute", push_next=1), FinishInsn()]), image())
+    assert sim.tokens == [0, 0, 0, 1]
+    bad = program([nop("compute", pop_next=1), FinishInsn()])   # s2g is empty: deadlock
+    with pytest.raises(Exception):
+        sim.run(bad, image())
+    assert sim.tokens == [0, 0, 0, 1]
+    strict = Simulator()
+    with pytest.raises(LeftoverTokensError):
+        strict.run(program([nop("compute", push_next=1), FinishInsn()]), image())
+    assert strict.tokens == [0, 0, 0, 0]

@@ -97,6 +97,13 @@ class Simulator:
         Token counts ``[l2g, g2l, s2g, g2s]`` (kept across runs).
     last_timing : TimingResult or None
         Per-instruction timing of the last run, when a timing model is set.
+    last_order : sequence of int
+        The order the functional scheduler executed the last run's instructions in.
+
+    Notes
+    -----
+    When a run raises, the token counters are restored to their values before the run (a
+    leftover-token error clears them); the SRAMs keep whatever the partial run wrote.
     """
 
     def __init__(self, config: VTAConfig | None = None, *, serial: bool = False,
@@ -178,15 +185,20 @@ class Simulator:
         self._work = 0
         self._work_list = work.tolist()
         tokens_before = list(self.tokens)
-        with single_threaded():
-            order = self._run_serial(n, pops, pushes) if self.serial else \
-                self._run_concurrent(n, mod.tolist(), pops, pushes)
+        try:
+            with single_threaded():
+                order = self._run_serial(n, pops, pushes) if self.serial else \
+                    self._run_concurrent(n, mod.tolist(), pops, pushes)
+        except SimError:
+            self.tokens[:] = tokens_before   # the SRAMs keep what the partial run wrote
+            raise
         stats.insn_count = n
         self._count(c, kind)
         stats.work = self._work
         self.last_order = order
         leftover = [(QUEUE_NAMES[q], t) for q, t in enumerate(self.tokens) if t]
         if leftover and self.leftover_tokens == "error":
+            self.tokens[:] = [0, 0, 0, 0]    # reported, not carried into the next run
             raise LeftoverTokensError(
                 "tokens left over at the end of the run: " +
                 ", ".join(f"{t} on {q}" for q, t in leftover) +
