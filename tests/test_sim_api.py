@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from isa import AluOp, MemType, VTAConfig
-from vta_sim import LeftoverTokensError, Simulator, Stats, simulate
+from vta_sim import DeadlockError, LeftoverTokensError, Simulator, Stats, simulate
 
 from .sim_helpers import AluInsn, FinishInsn, GemmInsn, image, load, nop, program, store
 from .test_sim_reference import reference
@@ -231,7 +231,7 @@ def test_tokens_are_restored_after_an_error():
     sim.run(program([nop("compute", push_next=1), FinishInsn()]), image())
     assert sim.tokens == [0, 0, 0, 1]
     bad = program([nop("compute", pop_next=1), FinishInsn()])   # s2g is empty: deadlock
-    with pytest.raises(Exception):
+    with pytest.raises(DeadlockError):
         sim.run(bad, image())
     assert sim.tokens == [0, 0, 0, 1]
     strict = Simulator()
