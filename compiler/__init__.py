@@ -9,9 +9,11 @@ Layout by role (each file one concept):
   structural tensorize check; :mod:`.workload` recognises a graph as a GEMM workload.
 - :mod:`.loop_nest` target-neutral per-stage schedules (split, tile, fuse, reorder, unroll)
   lowered to the same loop IR, with an interpreter (the host/LLVM path builds on it).
-- :mod:`.schedule` VTA knobs (plain data) and TVM-style primitives;
-  :mod:`.default_schedule` the cost-model search for any configuration.
-- :mod:`.ir` the loop IR and its printer; :mod:`.lower` schedule -> IR;
+- :mod:`.schedule` VTA knobs (plain data) and TVM-style primitives (split/tile by any
+  factor, reorder, fuse, compute_at, bind_vthread, ...); :mod:`.default_schedule` the
+  cost-model search for any configuration.
+- :mod:`.ir` the loop IR and its printer; :mod:`.tiling` bounds inference (tile windows,
+  edge tiles, hoisted regions); :mod:`.lower` schedule -> IR;
   :mod:`.passes` storage flattening, vthread injection, uop folding, DMA inference, verifier;
   :mod:`.program` unrolling and dependency-token insertion; :mod:`.codegen` runtime calls;
   :mod:`.pipeline` ``build`` (the pass list) and :class:`CompiledKernel`.
@@ -35,7 +37,7 @@ from .ir import IRError
 from .loop_nest import StageSchedule, run_stage
 from .passes import StorageError
 from .pipeline import PASSES, CompiledKernel, build
-from .schedule import Knobs, Opt, Schedule, ScheduleError
+from .schedule import Knobs, Opt, PrimitiveError, Schedule, ScheduleError, apply
 from .te import (Tensor, TEError, cast, compute, maximum, minimum, placeholder, reduce_axis,
                  select, shift_left, shift_right)
 from .te import sum  # noqa: A004 - te.sum, like tvm.te.sum
@@ -49,6 +51,6 @@ __all__ = [
     "placeholder", "compute", "reduce_axis", "sum", "cast", "minimum", "maximum",
     "shift_left", "shift_right", "select", "Tensor", "evaluate", "run",
     "gemm_intrin", "verify_gemm", "recognise", "GemmWorkload",
-    "Knobs", "Opt", "Schedule", "StageSchedule", "run_stage", "default_knobs", "estimate", "dram_minimum",
+    "Knobs", "Opt", "Schedule", "apply", "PrimitiveError", "StageSchedule", "run_stage", "default_knobs", "estimate", "dram_minimum",
     "TEError", "TensorizeError", "ScheduleError", "StorageError", "IRError", "CompilerError",
 ]

@@ -6,6 +6,9 @@ Statements (each carries the pipeline ``stage`` that executes it: "load", "compu
 * :class:`For` -- a loop over an :class:`~compiler.te.IterVar`; ``kind`` is "serial",
   "vthread" (a virtual thread: independent iterations to interleave) or "unrolled".
 * :class:`Seq` -- statements in order.
+* :class:`IfElse` -- a guard: the edge-tile variant of a leaf (loop partitioning of a
+  non-dividing split happens per leaf, so virtual-thread injection still sees leaves), or
+  the validity guard of a virtual thread with no tile left; ``orelse`` may be None.
 * :class:`Copy` -- a DMA box copy between a DRAM tensor and an on-chip buffer (in tiles).
 * :class:`UopNest` -- a tensorized affine loop nest of one micro-op (GEMM or ALU): what the
   GEMM/ALU intrinsic becomes before loop folding.
@@ -60,8 +63,20 @@ def eval_int(e: Expr, env: dict) -> int:
     if isinstance(e, Binary):
         a, b = eval_int(e.a, env), eval_int(e.b, env)
         return {"add": a + b, "sub": a - b, "mul": a * b, "div": a // b if b else 0,
-                "mod": a % b if b else 0, "min": min(a, b), "max": max(a, b)}[e.op]
+                "mod": a % b if b else 0, "min": min(a, b), "max": max(a, b),
+                "lt": int(a < b), "le": int(a <= b), "ge": int(a >= b), "gt": int(a > b),
+                "and": int(bool(a and b))}[e.op]
     raise IRError(f"cannot evaluate index {e!r}")
+
+
+def fmt_cond(e) -> str:
+    """Print a guard condition (comparisons of index expressions)."""
+    sym = {"lt": "<", "le": "<=", "ge": ">=", "gt": ">"}
+    if isinstance(e, Binary) and e.op in sym:
+        return f"{fmt(e.a)} {sym[e.op]} {fmt(e.b)}"
+    if isinstance(e, Binary) and e.op == "and":
+        return f"{fmt_cond(e.a)} and {fmt_cond(e.b)}"
+    return repr(e)
 
 
 def fmt(e) -> str:
@@ -129,9 +144,14 @@ class Copy(Stmt):
     box: tuple
     pad: bool = False
     step: tuple = ()          # per-dimension stride of the box in the tensor (default 1)
+    layout: tuple = ()        # the SRAM box the data sits in (row pitch); default: ``box``
 
     def step_of(self, d: int) -> int:
         return self.step[d] if self.step else 1
+
+    @property
+    def sram_box(self) -> tuple:
+        return self.layout or self.box
 
 
 @dataclass(eq=False)
@@ -171,6 +191,22 @@ class UopKernel(Stmt):
     uops: tuple
 
 
+@dataclass(eq=False)
+class IfElse(Stmt):
+    """``if cond: then else: orelse`` (``orelse`` None: nothing).  Its pipeline ``stage`` is
+    that of the statements it guards (one stage per guard, so it is a leaf for vthreads)."""
+    cond: Expr
+    then: Stmt
+    orelse: Stmt | None = None
+
+    @property
+    def stage(self) -> str:
+        for s in walk(self.then):
+            if not isinstance(s, (Seq, For, IfElse)):
+                return s.stage
+        return ""
+
+
 def walk(s: Stmt):
     yield s
     if isinstance(s, Seq):
@@ -178,6 +214,10 @@ def walk(s: Stmt):
             yield from walk(c)
     elif isinstance(s, For):
         yield from walk(s.body)
+    elif isinstance(s, IfElse):
+        yield from walk(s.then)
+        if s.orelse is not None:
+            yield from walk(s.orelse)
 
 
 def transform(s: Stmt, fn) -> Stmt:
@@ -186,6 +226,9 @@ def transform(s: Stmt, fn) -> Stmt:
         s = replace(s, body=[transform(c, fn) for c in s.body])
     elif isinstance(s, For):
         s = replace(s, body=transform(s.body, fn))
+    elif isinstance(s, IfElse):
+        s = replace(s, then=transform(s.then, fn),
+                    orelse=None if s.orelse is None else transform(s.orelse, fn))
     return fn(s)
 
 
@@ -198,6 +241,11 @@ def to_text(s: Stmt, indent: int = 0) -> str:
     if isinstance(s, For):
         kind = "" if s.kind == "serial" else f"  // {s.kind}"
         return (f"{pad}for {s.var.name} in 0..{s.extent}:{kind}\n" + to_text(s.body, indent + 1))
+    if isinstance(s, IfElse):
+        out = f"{pad}if {fmt_cond(s.cond)}:\n" + to_text(s.then, indent + 1)
+        if s.orelse is not None and not (isinstance(s.orelse, Seq) and not s.orelse.body):
+            out += f"\n{pad}else:\n" + to_text(s.orelse, indent + 1)
+        return out
     if isinstance(s, Copy):
         org = ", ".join(f"{fmt(o)}:+{b}" + (f":{s.step_of(d)}" if s.step_of(d) > 1 else "")
                         for d, (o, b) in enumerate(zip(s.origin, s.box)))

@@ -1,37 +1,248 @@
-"""Schedule -> loop IR: bounds inference and the VTA loop template (see :mod:`.schedule`).
+"""Schedule -> loop IR: the VTA loop template (see :mod:`.schedule`) with bounds inference
+(:mod:`.tiling`).
 
-Bounds inference is done per tile in closed form: an output tile of ``th x tw`` pixels
-needs an input window of ``((th-1)*stride + kh) x ((tw-1)*stride + kw)`` pixels starting at
-``(y0*stride - pad, x0*stride - pad)``; the weights of ``tile_co`` out-blocks x ``tile_ci``
-in-blocks; the bias of the whole output-channel range.  Buffers are created per scope with
-one slot per virtual thread; storage flattening places them.
+An output tile of ``th x tw`` pixels needs an input window of ``((th-1)*stride + kh) x
+((tw-1)*stride + kw)`` pixels starting at ``(y0*stride - pad_top, x0*stride - pad_left)``;
+the weights of its ``tile_co`` out-blocks x ``tile_ci`` in-blocks; the bias of the whole
+output-channel range.  Buffers are created per scope with one slot per virtual thread
+(cache reads hoisted above the virtual threads get one shared slot); storage flattening
+places them.
+
+Layouts: the accumulator tile and per-step input/weight buffers are packed row-major in the
+sizes of the tile being computed, so an edge tile has its own compact layout (its own
+micro-op kernels and DMAs, behind a guard).  A hoisted buffer keeps the layout of its full
+region; a clipped edge region is loaded into it row by row (or with trailing zero padding).
+An edge tile with fewer than ``ACC_DEP_DISTANCE + 1`` accumulator tiles repeats its GEMM
+micro-ops into scratch accumulator tiles (never stored) so that no two micro-ops within
+the dependency distance write the same tile.
 
 Raises
 ------
 ScheduleError
-    if the knobs do not tile the workload or the result cannot be stored.
+    if the knobs do not describe a schedule of the workload or the result cannot be stored.
 """
 
 from __future__ import annotations
 
 from isa import AluOp, VTAConfig
 
-from .ir import Buffer, Copy, For, Seq, UopNest, add, mul
+from .ir import Buffer, Copy, For, IfElse, Seq, UopNest, add, const, mul
 from .schedule import AXES, Knobs, ScheduleError
-from .te import IterVar
+from .te import Binary
+from .tiling import Tiling, Window, variants
 from .workload import GemmWorkload
 
 
+def _in_rows(wl, n: int, row_step: int) -> int:
+    return n if row_step > 1 else (n - 1) * wl.stride + wl.kh
+
+
+def _in_cols(wl, n: int) -> int:
+    return (n - 1) * wl.stride + wl.kw
+
+
 def tile_geometry(wl: GemmWorkload, k: Knobs) -> dict:
-    """Sizes (in tiles) of one tile's buffers."""
+    """Sizes (in tiles) of one full tile's buffers."""
     # a 1-row kernel with stride > 1 needs only every stride-th input row: the DMA skips rows
     row_step = wl.stride if wl.kh == 1 and wl.stride > 1 else 1
-    in_h = k.tile_h if row_step > 1 else (k.tile_h - 1) * wl.stride + wl.kh
-    in_w = (k.tile_w - 1) * wl.stride + wl.kw
+    in_h = _in_rows(wl, k.tile_h, row_step)
+    in_w = _in_cols(wl, k.tile_w)
     acc = k.tile_b * k.tile_co * k.tile_h * k.tile_w
     return {"in_h": in_h, "in_w": in_w, "acc": acc, "row_step": row_step,
             "inp": k.tile_b * k.tile_ci * in_h * in_w,
             "wgt": k.tile_co * k.tile_ci * wl.kh * wl.kw}
+
+
+class _Lowering:
+    """State shared by the statement builders of one lowering."""
+
+    def __init__(self, wl: GemmWorkload, k: Knobs, cfg: VTAConfig):
+        self.wl, self.k, self.cfg = wl, k, cfg
+        self.t = Tiling(wl, k)
+        self.g = tile_geometry(wl, k)
+        self.conv = wl.kind == "conv2d"
+        self.need = cfg.ACC_DEP_DISTANCE + 1
+        nv = k.vthreads
+        acc_tiles = self.g["acc"]
+        if self.t.smallest_acc() < self.need:     # room for the scratch tiles of small tiles
+            a = self.t.smallest_acc()
+            acc_tiles = max(acc_tiles, a * -(-self.need // a), self.need + 1)
+        self.acc = Buffer("res", "acc", acc_tiles, nv)
+        self.tw = {a: self.t.tile(a) for a in AXES}
+        self.cw = self.t.tile("ci")
+        self.hoist = {"inp": k.inp_at != "ci", "wgt": k.wgt_at != "ci"}
+        self.inp = self._buffer("inp", "data", k.inp_at)
+        self.wgt = self._buffer("wgt", "kernel", k.wgt_at)
+
+    # ------------------------------------------------------------------ buffers / layouts
+    def _region(self, scope: str, at: str) -> dict:
+        axes = ("b", "h", "w") if scope == "inp" else ("co",)
+        what = "data" if scope == "inp" else "kernel"
+        win = {a: self.t.region(a, at, what) for a in axes}
+        win["ci"] = Window(const(0), self.wl.cb)
+        return win
+
+    def _inp_box(self, sz: dict) -> tuple:
+        if not self.conv:
+            return (sz["b"], sz["ci"])
+        return (sz["b"], sz["ci"], _in_rows(self.wl, sz["h"], self.g["row_step"]),
+                _in_cols(self.wl, sz["w"]))
+
+    def _wgt_box(self, sz: dict) -> tuple:
+        if not self.conv:
+            return (sz["co"], sz["ci"])
+        return (sz["co"], sz["ci"], self.wl.kh, self.wl.kw)
+
+    def _buffer(self, scope: str, name: str, at: str) -> Buffer:
+        box = self._inp_box if scope == "inp" else self._wgt_box
+        if at == "ci":
+            full = {**self.k.tiles()}
+            return Buffer(name, scope, _n(box(full)), self.k.vthreads)
+        reg = self._region(scope, at)
+        return Buffer(name, scope, _n(box({a: w.size for a, w in reg.items()})), 1)
+
+    # ------------------------------------------------------------------ leaves
+    def load(self, scope: str, win: dict, hoisted: bool) -> object:
+        """The DMA of the input or weight cache read over the windows ``win``."""
+        wl, g = self.wl, self.g
+        buf = self.inp if scope == "inp" else self.wgt
+        full = {a: w.size for a, w in win.items()}
+        off = add(0) if hoisted else mul(self.t.v, buf.tiles)
+
+        def build(sz):
+            if scope == "inp":
+                box, lay = self._inp_box(sz), self._inp_box(full)
+                b0, c0 = win["b"].start, win["ci"].start
+                if not self.conv:
+                    return Copy("load", "load", buf, off, wl.data, (b0, c0), box,
+                                layout=lay if hoisted else ())
+                pt, _, pl, _ = wl.padding
+                org = (b0, c0, add(mul(win["h"].start, wl.stride), -pt),
+                       add(mul(win["w"].start, wl.stride), -pl))
+                return Copy("load", "load", buf, off, wl.data, org, box, pad=any(wl.padding),
+                            step=(1, 1, g["row_step"], 1), layout=lay if hoisted else ())
+            box, lay = self._wgt_box(sz), self._wgt_box(full)
+            org = (win["co"].start, win["ci"].start) + ((add(0), add(0)) if self.conv else ())
+            return Copy("load", "load", buf, off, wl.kernel, org, box,
+                        layout=lay if hoisted else ())
+        return variants(win, build)
+
+    def gemm(self) -> object:
+        wl, g, t = self.wl, self.g, self.t
+        win = {**self.tw, "ci": self.cw}
+        s = wl.stride
+        ireg = self._region("inp", self.k.inp_at) if self.hoist["inp"] else None
+        wreg = self._region("wgt", self.k.wgt_at) if self.hoist["wgt"] else None
+
+        def build(sz):
+            sb, sco, sh, sw, sci = (sz[a] for a in ("b", "co", "h", "w", "ci"))
+            lay = self._inp_box({a: w.size for a, w in ireg.items()} if ireg else sz)
+            lb, lci, lh, lw = lay if self.conv else (*lay, 1, 1)
+            src = {"b": lci * lh * lw, "ci": lh * lw, "y": (s if g["row_step"] == 1 else 1) * lw,
+                   "x": s, "ky": lw}
+            wlay = self._wgt_box({a: w.size for a, w in wreg.items()} if wreg else sz)
+            wci = wlay[1]
+            kk = wl.kh * wl.kw
+            dims = (("ci", sci, (0, src["ci"], kk)), ("ky", wl.kh, (0, src["ky"], wl.kw)),
+                    ("kx", wl.kw, (0, 1, 1)),
+                    ("b", sb, (sco * sh * sw, src["b"], 0)),
+                    ("co", sco, (sh * sw, 0, wci * kk)),
+                    ("y", sh, (sw, src["y"], 0)), ("x", sw, (1, src["x"], 0)))
+            a = sb * sco * sh * sw
+            if a < self.need:        # repeat into scratch tiles to keep the dependency distance
+                dims += (("dup", -(-self.need // a), (a, 0, 0)),)
+            src_off = mul(t.v, self.inp.tiles)
+            if ireg:
+                src_off = add(mul(_sub(win["b"].start, ireg["b"].start), src["b"]),
+                              mul(win["ci"].start, src["ci"]))
+                if self.conv:
+                    src_off = add(src_off, mul(_sub(win["h"].start, ireg["h"].start), src["y"]),
+                                  mul(_sub(win["w"].start, ireg["w"].start), s))
+            wgt_off = mul(t.v, self.wgt.tiles)
+            if wreg:
+                wgt_off = add(mul(_sub(win["co"].start, wreg["co"].start), wci * kk),
+                              mul(win["ci"].start, kk))
+            return UopNest("compute", "gemm", dims, self._acc_off(), src_off, wgt_off,
+                           (self.acc, self.inp, self.wgt))
+        return self._guard(variants(win, build))
+
+    def _acc_off(self):
+        return mul(self.t.v, self.acc.tiles)
+
+    def _guard(self, stmt):
+        return IfElse(self.t.valid, stmt) if self.t.valid is not None else stmt
+
+    def per_tile(self, build) -> object:
+        return self._guard(variants(self.tw, build))
+
+    def reset(self):
+        def build(sz):
+            dims = _acc_dims(sz)
+            return UopNest("compute", "gemm", tuple((n, e, (d, 0, 0)) for n, e, d in dims),
+                           self._acc_off(), add(0), add(0), (self.acc, None, None), reset=True)
+        return self.per_tile(build)
+
+    def store(self):
+        wl = self.wl
+
+        def build(sz):
+            return Copy("store", "store", self.acc, self._acc_off(), wl.out, self._origin(),
+                        self._box(sz))
+        return self.per_tile(build)
+
+    def _origin(self):
+        o = tuple(self.tw[a].start for a in AXES)
+        return o if self.conv else o[:2]
+
+    def _box(self, sz):
+        b = tuple(sz[a] for a in AXES)
+        return b if self.conv else b[:2]
+
+    def epilogue(self, step, vecs) -> list:
+        acc_off = self._acc_off()
+        if step.full:       # residual operand: DMA its tile into this thread's slot of the acc
+            buf = vecs[step.vector]
+
+            def build(sz):
+                n = _n(self._box(sz))
+                return Seq([Copy("compute", "load", buf, mul(self.t.v, buf.tiles), step.vector,
+                                 self._origin(), self._box(sz)),
+                            UopNest("compute", "alu", (("i", n, (1, 1, 0)),), acc_off,
+                                    mul(self.t.v, buf.tiles), add(0), (self.acc, buf, None),
+                                    opcode=step.opcode)])
+            return [self.per_tile(build)]
+        if step.vector is None:
+            def build(sz):
+                n = _n(self._box(sz))
+                return UopNest("compute", "alu", (("i", n, (1, 1, 0)),), acc_off, acc_off,
+                               add(0), (self.acc, self.acc, None), opcode=step.opcode,
+                               use_imm=True, imm=step.imm)
+            return [self.per_tile(build)]
+        buf = vecs[step.vector]
+
+        def build(sz):
+            dims = (("b", sz["b"], (sz["co"] * sz["h"] * sz["w"], 0, 0)),
+                    ("co", sz["co"], (sz["h"] * sz["w"], 1, 0)),
+                    ("yx", sz["h"] * sz["w"], (1, 0, 0)))
+            return UopNest("compute", "alu", dims, acc_off, self.tw["co"].start, add(0),
+                           (self.acc, buf, None), opcode=step.opcode)
+        return [self.per_tile(build)]
+
+
+def _n(box) -> int:
+    out = 1
+    for b in box:
+        out *= b
+    return out
+
+
+def _sub(a, b):
+    return Binary("sub", a, b)
+
+
+def _acc_dims(sz) -> tuple:
+    sb, sco, sh, sw = (sz[a] for a in AXES)
+    return (("b", sb, sco * sh * sw), ("co", sco, sh * sw), ("y", sh, sw), ("x", sw, 1))
 
 
 def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
@@ -40,96 +251,40 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     if wl.out_bits != cfg.out_width:
         raise ScheduleError(f"{wl.out.name}: VTA stores {cfg.out_dtype} results; end the "
                             f"computation with a cast to {cfg.out_dtype} (got {wl.out.dtype})")
-    g = tile_geometry(wl, k)
+    L = _Lowering(wl, k, cfg)
+    t = L.t
     nv = k.vthreads
-    tb, tco, th, tw, tci = k.tile_b, k.tile_co, k.tile_h, k.tile_w, k.tile_ci
-    s = wl.stride
-    inp = Buffer("data", "inp", g["inp"], nv)
-    wgt = Buffer("kernel", "wgt", g["wgt"], nv)
-    acc = Buffer("res", "acc", g["acc"], nv)
     vecs = {}
     for st in wl.epilogue:
         if st.vector is not None and not st.full and st.vector not in vecs:
             vecs[st.vector] = Buffer(st.vector.name, "acc", wl.ob, 1)
         if st.full and st.vector not in vecs:
-            vecs[st.vector] = Buffer(st.vector.name, "acc", g["acc"], nv)
+            vecs[st.vector] = Buffer(st.vector.name, "acc", L.g["acc"], nv)
 
-    ntiles = k.n_tiles(wl)
-    v = IterVar("v", nv)
-    loop_vars = {ax: IterVar(f"{ax}_o", ntiles[ax] // (nv if ax == k.vthread_axis else 1))
-                 for ax in AXES}
-    tile_idx = {ax: (add(mul(loop_vars[ax], nv), v) if ax == k.vthread_axis and nv > 1
-                     else loop_vars[ax]) for ax in AXES}
-    b0, co0 = mul(tile_idx["b"], tb), mul(tile_idx["co"], tco)
-    y0, x0 = mul(tile_idx["h"], th), mul(tile_idx["w"], tw)
-    acc_off, inp_off, wgt_off = mul(v, g["acc"]), mul(v, g["inp"]), mul(v, g["wgt"])
-    ci = IterVar("ci_o", wl.cb // tci)
-
-    d_strides = (("b", tb, (tco * th * tw, tci * g["in_h"] * g["in_w"], 0)),
-                 ("co", tco, (th * tw, 0, tci * wl.kh * wl.kw)),
-                 ("y", th, (tw, (s if g["row_step"] == 1 else 1) * g["in_w"], 0)),
-                 ("x", tw, (1, s, 0)))
-    r_strides = (("ci", tci, (0, g["in_h"] * g["in_w"], wl.kh * wl.kw)),
-                 ("ky", wl.kh, (0, g["in_w"], wl.kw)),
-                 ("kx", wl.kw, (0, 1, 1)))
-    reset_dims = tuple((n, e, (d, 0, 0)) for n, e, (d, _, _) in d_strides)   # acc only
-    reset = UopNest("compute", "gemm", reset_dims, acc_off, add(0), add(0), (acc, None, None),
-                    reset=True)
-    if wl.kind == "conv2d":
-        data_origin = (b0, mul(ci, tci), add(mul(y0, s), -wl.pad), add(mul(x0, s), -wl.pad))
-        data_box = (tb, tci, g["in_h"], g["in_w"])
-        kern_origin, kern_box = (co0, mul(ci, tci), add(0), add(0)), (tco, tci, wl.kh, wl.kw)
-    else:
-        data_origin, data_box = (b0, mul(ci, tci)), (tb, tci)
-        kern_origin, kern_box = (co0, mul(ci, tci)), (tco, tci)
-    step = (1, 1, g["row_step"], 1) if wl.kind == "conv2d" else ()
-    load_inp = Copy("load", "load", inp, inp_off, wl.data, data_origin, data_box,
-                    pad=wl.pad > 0, step=step)
-    load_wgt = Copy("load", "load", wgt, wgt_off, wl.kernel, kern_origin, kern_box)
-    gemm = UopNest("compute", "gemm", r_strides + d_strides, acc_off, inp_off, wgt_off,
-                   (acc, inp, wgt))
-    body = [reset, For(ci, ci.extent, Seq([load_inp, load_wgt, gemm]))]
-    store_origin = (b0, co0, y0, x0) if wl.kind == "conv2d" else (b0, co0)
-    store_box = (tb, tco, th, tw) if wl.kind == "conv2d" else (tb, tco)
+    step = []
+    if not L.hoist["inp"]:
+        step.append(L._guard(L.load("inp", {**{a: L.tw[a] for a in ("b", "h", "w")},
+                                            "ci": L.cw}, False)))
+    if not L.hoist["wgt"]:
+        step.append(L._guard(L.load("wgt", {"co": L.tw["co"], "ci": L.cw}, False)))
+    body = [L.reset(), For(t.ci, t.ci.extent, Seq(step + [L.gemm()]))]
     for st in wl.epilogue:
-        if st.full:      # residual operand: DMA its tile into this thread's slot of the acc
-            buf = vecs[st.vector]
-            body.append(Copy("compute", "load", buf, mul(v, g["acc"]), st.vector, store_origin,
-                             store_box))
-            body.append(UopNest("compute", "alu", (("i", g["acc"], (1, 1, 0)),), acc_off,
-                                mul(v, g["acc"]), add(0), (acc, buf, None), opcode=st.opcode))
-            continue
-        body.append(_alu(st, acc, acc_off, vecs, g, k, co0))
-    body.append(Copy("store", "store", acc, acc_off, wl.out, store_origin, store_box))
-
+        body.extend(L.epilogue(st, vecs))
+    body.append(L.store())
     stmt = Seq(body)
-    if nv > 1:
-        stmt = For(v, nv, stmt, kind="vthread")
-    else:
-        stmt = _bind_zero(stmt, v)
-    for ax in reversed(k.order):
-        stmt = For(loop_vars[ax], loop_vars[ax].extent, stmt, kind="serial")
-    prologue = [Copy("compute", "load", buf, add(0), t, (add(0),), (wl.ob,))
-                for t, buf in vecs.items() if buf.slots == 1 and buf.tiles == wl.ob
-                and t.ndim == 3]
-    return Seq(prologue + [stmt])
-
-
-def _bind_zero(stmt, v):
-    """Without virtual threads, v is the constant 0: keep a 1-iteration loop for uniformity."""
-    return For(v, 1, stmt, kind="unrolled")
-
-
-def _alu(st, acc, acc_off, vecs, g, k, co0) -> UopNest:
-    if st.vector is None:
-        return UopNest("compute", "alu", (("i", g["acc"], (1, 1, 0)),), acc_off, acc_off, add(0),
-                       (acc, acc, None), opcode=st.opcode, use_imm=True, imm=st.imm)
-    buf = vecs[st.vector]
-    dims = (("b", k.tile_b, (k.tile_co * k.tile_h * k.tile_w, 0, 0)),
-            ("co", k.tile_co, (k.tile_h * k.tile_w, 1, 0)),
-            ("yx", k.tile_h * k.tile_w, (1, 0, 0)))
-    return UopNest("compute", "alu", dims, acc_off, co0, add(0), (acc, buf, None),
-                   opcode=st.opcode)
+    stmt = For(t.v, nv, stmt, kind="vthread" if nv > 1 else "unrolled")
+    hoisted: dict[int, list] = {}
+    for scope, at in (("inp", k.inp_at), ("wgt", k.wgt_at)):
+        if at != "ci":
+            hoisted.setdefault(t.level(at), []).append(L.load(scope, L._region(scope, at), True))
+    for i in reversed(range(len(t.loops))):
+        var = t.loops[i][0]
+        inner = Seq(hoisted[i] + [stmt]) if i in hoisted else stmt
+        stmt = For(var, var.extent, inner, kind="serial")
+    prologue = [Copy("compute", "load", buf, add(0), tn, (add(0),), (wl.ob,))
+                for tn, buf in vecs.items() if buf.slots == 1 and buf.tiles == wl.ob
+                and tn.ndim == 3]
+    return Seq(prologue + hoisted.get(-1, []) + [stmt])
 
 
 __all__ = ["lower", "tile_geometry", "AluOp"]

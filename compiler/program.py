@@ -34,7 +34,7 @@ import numpy as np
 
 from isa import MemType
 
-from .ir import DmaInsn, For, IRError, Seq, UopKernel, eval_int
+from .ir import DmaInsn, For, IfElse, IRError, Seq, UopKernel, eval_int
 from .passes.inject_dma import DmaError
 
 STAGE = {"load": 1, "compute": 2, "store": 3}
@@ -85,6 +85,10 @@ def _walk(s, env, ops, sites):
             env[s.var] = i
             _walk(s.body, env, ops, sites)
         env.pop(s.var, None)
+    elif isinstance(s, IfElse):
+        branch = s.then if eval_int(s.cond, env) else s.orelse
+        if branch is not None:
+            _walk(branch, env, ops, sites)
     elif isinstance(s, DmaInsn):
         ops.extend(_dma_ops(s, env))
     elif isinstance(s, UopKernel):
@@ -102,81 +106,108 @@ def _mem_type(c) -> MemType:
     return MemType.INP if scope == "inp" else MemType.WGT
 
 
+PAD_MAX = 15              # the 4-bit pad fields
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
 def _dma_ops(d: DmaInsn, env) -> list[Op]:
+    """The concrete LOAD/STORE ops of one DMA statement at the loop indices ``env``.
+
+    The box lands in SRAM row-major in ``copy.sram_box`` (its layout; larger than the box
+    for a clipped edge of a hoisted load).  A row pitch wider than the data run is filled
+    with trailing zero padding on INP loads when the 4-bit pad field allows, otherwise the
+    copy is issued one row per DMA."""
     c = d.copy
     nd = len(c.box)
     shape = c.tensor.shape[:nd]
-    pitch = [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(nd)]
+    pitch = [_prod(shape[i + 1:]) for i in range(nd)]
+    lay = c.sram_box
+    lpitch = [_prod(lay[i + 1:]) for i in range(nd)]
     origin = [eval_int(o, env) for o in c.origin]
     base = eval_int(c.offset, env)
     r, x = d.rows_dim, d.cols_dim
-    inner = int(np.prod(c.box[x + 1:], dtype=np.int64))      # merged full dims
+    inner = _prod(c.box[x + 1:])                 # merged full dims
     run = c.box[x] * inner
+    row_pitch = lay[x] * inner                   # SRAM tiles from one row to the next
     rows = c.box[r] if r >= 0 else 1
     mem = _mem_type(c)
     scope = c.buffer.scope
     out = []
+
+    def emit(sram, off, y, xs, pads, nrows):
+        stride = pitch[r] * c.step_of(r) if r >= 0 and y else xs
+        if max(pads) > PAD_MAX:
+            raise DmaError(f"{c.tensor.name}: DMA needs padding {pads} (the pad fields hold "
+                           f"at most {PAD_MAX} rows/tiles); use a smaller tile or padding")
+        args = dict(mem=mem, sram=sram, tensor=c.tensor, offset=off, y=y, x=xs,
+                    stride=stride, pad=pads)
+        rng = ((scope, sram, sram + nrows * (pads[2] + xs + pads[3])),)
+        if c.direction == "load":
+            out.append(Op(STAGE[c.stage], "load", args, writes=rng))
+        else:
+            out.append(Op(STAGE[c.stage], "store", args, reads=rng))
+
     outer_dims = [dd for dd, _ in d.outer]
-    for k, idx in enumerate(np.ndindex(*[e for _, e in d.outer]) if d.outer else [()]):
+    for idx in np.ndindex(*[e for _, e in d.outer]) if d.outer else [()]:
         off = 0
+        sram = base
         for dd, i in zip(outer_dims, idx):
             p = origin[dd] + i
             if not 0 <= p < shape[dd]:
                 raise DmaError(f"{c.tensor.name}: dimension {dd} index {p} outside [0, "
                                f"{shape[dd]}) and it cannot be padded")
             off += p * pitch[dd]
-        pads = []
-        sizes = []
-        starts = []
-        empty = False
-        for dim, n, unit in ((r, rows, 1), (x, c.box[x], inner)):
-            if dim < 0:
-                pads.append((0, 0))
-                sizes.append(1)
-                starts.append(0)
-                continue
-            o, st = origin[dim], c.step_of(dim)
-            p1 = sum(1 for i in range(n) if o + i * st >= shape[dim])
-            p0 = sum(1 for i in range(n) if o + i * st < 0)
-            if (p0 or p1) and not (c.pad and c.direction == "load"):
-                raise DmaError(f"{c.tensor.name}: dimension {dim} window [{o}, {o + n}) leaves "
-                               f"[0, {shape[dim]}) and this copy may not pad")
-            if n - p0 - p1 <= 0:
-                empty = True
-                p0, p1 = n, 0
-            pads.append((p0 * unit, p1 * unit))
-            sizes.append((n - p0 - p1) * unit)
-            starts.append(o + p0 * st)
-        off += sum(s * pitch[dim] for s, dim in zip(starts, (r, x)) if dim >= 0)
-        (yp0, yp1), (xp0, xp1) = pads
-        y_size, x_size = sizes
-        if empty:
-            # the window lies entirely in the zero padding: a LOAD of zero data rows whose
-            # pad rows cover the whole box (x_size stays 1 so it is not a NOP)
+            sram += i * lpitch[dd]
+        xw = _window(c, x, c.box[x], origin, shape)
+        (xp0, xp1), x_size, x0 = xw[0], xw[1] * inner, xw[2]
+        xp0, xp1 = xp0 * inner, xp1 * inner
+        if r >= 0:
+            (yp0, yp1), y_size, y0 = _window(c, r, rows, origin, shape)
+        else:
+            (yp0, yp1), y_size, y0 = (0, 0), 1, 0
+        base_off = off + (y0 * pitch[r] if r >= 0 else 0)
+        slack = row_pitch - run
+        if x_size <= 0 or y_size <= 0:
+            # the window lies entirely in the zero padding: zero rows of the whole width
             if r < 0:
                 raise DmaError(f"{c.tensor.name}: a 1-D window lies entirely outside the tensor")
-            off = _first_valid(d, origin, pitch, idx)
-            y_size, x_size = 0, 1
-            yp0, yp1, xp0, xp1 = rows, 0, run - 1, 0
-        sram = base + k * rows * run
-        args = dict(mem=mem, sram=sram, tensor=c.tensor, offset=off, y=y_size, x=x_size,
-                    stride=pitch[r] * c.step_of(r) if r >= 0 else x_size,
-                    pad=(yp0, yp1, xp0, xp1))
-        rng = ((scope, sram, sram + rows * run),)
-        if c.direction == "load":
-            out.append(Op(STAGE[c.stage], "load", args, writes=rng))
-        else:
-            out.append(Op(STAGE[c.stage], "store", args, reads=rng))
+            if slack:
+                for i in range(rows):
+                    emit(sram + i * row_pitch, off, 0, run, (1, 0, 0, 0), 1)
+            else:
+                emit(sram, off, 0, run, (rows, 0, 0, 0), rows)
+            continue
+        off = base_off + x0 * pitch[x]
+        if slack and rows > 1 and not (mem == MemType.INP and xp1 + slack <= PAD_MAX):
+            for i in range(rows):          # one DMA per row at the layout's row pitch
+                if i < yp0 or i >= yp0 + y_size:
+                    emit(sram + i * row_pitch, off, 0, run, (1, 0, 0, 0), 1)
+                else:
+                    emit(sram + i * row_pitch, off + (i - yp0) * pitch[r] * c.step_of(r),
+                         1, x_size, (0, 0, xp0, xp1), 1)
+            continue
+        if slack and rows > 1:
+            xp1 += slack
+        emit(sram, off, y_size, x_size, (yp0, yp1, xp0, xp1), rows)
     return out
 
 
-def _first_valid(d: DmaInsn, origin, pitch, idx) -> int:
-    """DRAM tile offset of the (unused) source of an all-padding load: the window's outer
-    position with row and column 0."""
-    off = 0
-    for (dd, _), i in zip(d.outer, idx):
-        off += (origin[dd] + i) * pitch[dd]
-    return off
+def _window(c, dim, n, origin, shape):
+    """Zero padding before/after, the in-range count and the first in-range index of ``n``
+    positions along ``dim`` (checks that only loads that may pad leave the tensor)."""
+    o, st = origin[dim], c.step_of(dim)
+    p1 = sum(1 for i in range(n) if o + i * st >= shape[dim])
+    p0 = sum(1 for i in range(n) if o + i * st < 0)
+    if (p0 or p1) and not (c.pad and c.direction == "load"):
+        raise DmaError(f"{c.tensor.name}: dimension {dim} window [{o}, {o + n * st}) leaves "
+                       f"[0, {shape[dim]}) and this copy may not pad")
+    return (p0, p1), n - p0 - p1, o + p0 * st
 
 
 def _extent(k: UopKernel, col: int) -> tuple[int, int]:

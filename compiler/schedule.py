@@ -4,27 +4,29 @@ A schedule fixes how the output is tiled, which on-chip scopes hold what, where 
 reduction is tensorized, and how many virtual threads share the SRAM.  The loop structure it
 produces (TVM's VTA conv2d schedule)::
 
-    for <b_o, co_o, h_o, w_o in `order`>:            # output tiles
+    for <outer tile loops: b_o, co_o, h_o, w_o in `order`, adjacent ones maybe fused>:
+      [inp/wgt <- a region covering every inner tile   (compute_at at this loop)]
       for v in vthreads:                             # virtual threads (one SRAM slot each)
         acc[v] = 0                                   # GEMM reset (tensorized)
-        for ci_o:                                    # reduction steps (compute_at level)
-          inp[v] <- data window   (dma, zero padding)   cache_read(data, "inp")
+        for ci_o:                                    # reduction steps
+          inp[v] <- data window   (dma, zero padding)   cache_read(data, "inp"), compute_at ci
           wgt[v] <- kernel block  (dma)                  cache_read(kernel, "wgt")
           acc[v] += inp[v] x wgt[v]   (GEMM intrinsic)   tensorize
         acc[v] = epilogue(acc[v])   (ALU pragma)          cache_write(out, "acc")
         out <- acc[v]               (dma store)
 
-Tile sizes must divide their extents (AutoTVM's "factors" split policy), so every tile has
-the same shape and one micro-op kernel per virtual thread serves all of them.
+Any tile size from 1 to the extent is legal: when it does not divide its axis the last tile
+is an edge tile, lowered to its own smaller DMAs and micro-op kernels behind a guard.
 
 :class:`Knobs` is the plain-data form (what a tuner searches); :class:`Schedule` records
-primitive calls (split, tile, reorder, bind, cache_read/cache_write, compute_at, tensorize,
-pragma) as a flat list of :class:`Opt` and checks them against this template.
+primitive calls (split, tile, reorder, fuse, bind, cache_read/cache_write, compute_at,
+tensorize, pragma) as a flat list of :class:`Opt` and turns them into knobs.
 
 Raises
 ------
 ScheduleError
-    for a primitive the template cannot honour, or a tile that does not divide its axis.
+    for a schedule the template cannot honour; :class:`PrimitiveError` (a ScheduleError)
+    names the primitive and the axis.
 """
 
 from __future__ import annotations
@@ -39,13 +41,30 @@ class ScheduleError(ValueError):
     """A schedule the VTA template cannot implement (says which primitive and why)."""
 
 
+class PrimitiveError(ScheduleError):
+    """A schedule primitive that cannot be lowered: ``primitive`` applied to ``axis``."""
+
+    def __init__(self, primitive: str, axis: str, why: str):
+        self.primitive, self.axis = primitive, axis
+        super().__init__(f"{primitive}({axis}): {why}")
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 @dataclass(frozen=True)
 class Knobs:
     """Plain-data schedule.  Tiles are in output tiles (b, co in blocks; h, w in pixels).
 
     vthreads: number of virtual threads (SRAM slots); 1 disables latency hiding.
-    vthread_axis: the output tile axis whose tiles are spread over the virtual threads.
+    vthread_axis: the outer loop whose tiles are spread over the virtual threads (an axis,
+        or a fused loop such as "h.w").
     order: loop order of the output tile loops, outermost first.
+    fuse: groups of outer loops, adjacent in ``order``, fused into one loop.
+    inp_at, wgt_at: where the input / weight cache reads are computed (compute_at): "ci"
+        (every reduction step, per virtual thread), "root", or an outer loop name (then the
+        buffer holds the whole reduction for every tile inside that loop, loaded once).
     """
     tile_b: int = 1
     tile_co: int = 1
@@ -55,10 +74,14 @@ class Knobs:
     vthreads: int = 2
     vthread_axis: str = "co"
     order: tuple = AXES
+    fuse: tuple = ()
+    inp_at: str = "ci"
+    wgt_at: str = "ci"
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["order"] = list(self.order)
+        d["fuse"] = [list(g) for g in self.fuse]
         return d
 
     @classmethod
@@ -66,6 +89,8 @@ class Knobs:
         d = dict(d)
         if "order" in d:
             d["order"] = tuple(d["order"])
+        if "fuse" in d:
+            d["fuse"] = tuple(tuple(g) for g in d["fuse"])
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise ScheduleError(f"unknown knobs {sorted(unknown)}")
@@ -74,26 +99,80 @@ class Knobs:
     def replace(self, **kw) -> "Knobs":
         return replace(self, **kw)
 
+    def tiles(self) -> dict:
+        return {"b": self.tile_b, "co": self.tile_co, "h": self.tile_h, "w": self.tile_w,
+                "ci": self.tile_ci}
+
+    def loops(self) -> list[tuple]:
+        """The outer tile loops in order, each a tuple of the axes it covers (fused: >1)."""
+        out, seen = [], set()
+        for ax in self.order:
+            if ax in seen:
+                continue
+            grp = next((tuple(g) for g in self.fuse if ax in g), (ax,))
+            out.append(grp)
+            seen.update(grp)
+        return out
+
+    def loop_names(self) -> list[str]:
+        return [".".join(g) for g in self.loops()]
+
     def check(self, wl) -> None:
-        """Raise ScheduleError unless the knobs tile workload ``wl`` exactly."""
-        ext = {"b": wl.nb, "co": wl.ob, "h": wl.oh, "w": wl.ow, "ci": wl.cb}
-        for ax, t in (("b", self.tile_b), ("co", self.tile_co), ("h", self.tile_h),
-                      ("w", self.tile_w), ("ci", self.tile_ci)):
-            if t < 1 or ext[ax] % t:
-                raise ScheduleError(f"split {ax}: factor {t} does not divide extent {ext[ax]}")
+        """Raise PrimitiveError unless the knobs describe a schedule of workload ``wl``."""
+        ext = extents(wl)
+        for ax, t in self.tiles().items():
+            if not 1 <= t <= ext[ax]:
+                raise PrimitiveError("split", ax, f"factor {t} outside [1, {ext[ax]}] (the "
+                                     f"extent of {ax})")
         if sorted(self.order) != sorted(AXES):
-            raise ScheduleError(f"order {self.order} must be a permutation of {AXES}")
+            raise PrimitiveError("reorder", ",".join(self.order),
+                                 f"must be a permutation of the tile loops {AXES}")
+        seen = set()
+        for g in self.fuse:
+            name = ".".join(g)
+            if len(g) < 2 or any(a not in AXES or a in seen for a in g):
+                raise PrimitiveError("fuse", name, "fuse two or more distinct outer tile loops")
+            seen.update(g)
+            pos = [self.order.index(a) for a in g]
+            if pos != list(range(pos[0], pos[0] + len(g))):
+                raise PrimitiveError("fuse", name, f"loops must be adjacent, in this order, "
+                                     f"in the loop order {self.order}")
+        names = self.loop_names()
         if self.vthreads < 1:
-            raise ScheduleError("vthreads must be >= 1")
-        if self.vthread_axis not in AXES:
-            raise ScheduleError(f"vthread axis {self.vthread_axis!r} not in {AXES}")
-        if self.vthreads > 1 and self.n_tiles(wl)[self.vthread_axis] % self.vthreads:
-            raise ScheduleError(f"bind {self.vthread_axis}: {self.n_tiles(wl)[self.vthread_axis]} "
-                                f"tiles cannot be shared by {self.vthreads} virtual threads")
+            raise PrimitiveError("bind_vthread", self.vthread_axis, "needs >= 1 thread")
+        if self.vthread_axis not in names:
+            raise PrimitiveError("bind_vthread", self.vthread_axis,
+                                 f"not an outer loop; loops are {names}")
+        nt = self.n_tiles(wl)
+        total = 1
+        for a in self.vthread_axis.split("."):
+            total *= nt[a]
+        if self.vthreads > total:
+            raise PrimitiveError("bind_vthread", self.vthread_axis, f"{self.vthreads} virtual "
+                                 f"threads but only {total} tiles")
+        vpos = names.index(self.vthread_axis)
+        for tensor, at in (("data", self.inp_at), ("kernel", self.wgt_at)):
+            if at in ("ci", "root"):
+                continue
+            if at not in names:
+                raise PrimitiveError("compute_at", f"{tensor}, {at}", f"no such loop; "
+                                     f"attach at 'ci', 'root' or one of {names}")
+            uses = {"data": {"b", "h", "w"}, "kernel": {"co"}}[tensor]
+            if self.vthreads > 1 and "." in self.vthread_axis and names.index(at) >= vpos \
+                    and uses & set(self.vthread_axis.split(".")):
+                raise PrimitiveError("compute_at", f"{tensor}, {at}", "cannot hoist a load "
+                                     "above the virtual threads of a fused loop (its region "
+                                     "is not a box)")
 
     def n_tiles(self, wl) -> dict:
-        return {"b": wl.nb // self.tile_b, "co": wl.ob // self.tile_co,
-                "h": wl.oh // self.tile_h, "w": wl.ow // self.tile_w, "ci": wl.cb // self.tile_ci}
+        """Tiles per axis (the last one is an edge tile when the factor does not divide)."""
+        ext = extents(wl)
+        return {ax: _ceil(ext[ax], t) for ax, t in self.tiles().items()}
+
+
+def extents(wl) -> dict:
+    """Extent of each tile axis of workload ``wl`` (blocks for b/co/ci, pixels for h/w)."""
+    return {"b": wl.nb, "co": wl.ob, "h": wl.oh, "w": wl.ow, "ci": wl.cb}
 
 
 @dataclass(frozen=True)
@@ -104,13 +183,23 @@ class Opt:
     arg: object = None
 
 
+def _loop(name: str) -> str:
+    """"h.outer" -> "h"; "h.w.fused" -> "h.w"; "ci.outer" -> "ci"; "root" stays."""
+    for suf in (".outer", ".fused"):
+        if name.endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
 class Schedule:
     """TVM-style schedule primitives over a VTA GEMM workload, recorded as :class:`Opt` data.
 
     >>> s = Schedule(wl)
     >>> s.cache_read("data", "inp"); s.cache_read("kernel", "wgt"); s.cache_write("acc")
     >>> s.tile("h", "w", 14, 56); s.split("co", 2); s.split("ci", 2)
-    >>> s.bind_vthread("co", 2); s.tensorize("ci.inner", "gemm"); s.pragma("epilogue", "alu")
+    >>> f = s.fuse("h.outer", "w.outer"); s.reorder("co.outer", f)
+    >>> s.compute_at("kernel", "co.outer")
+    >>> s.bind_vthread(f, 2); s.tensorize("ci.inner", "gemm"); s.pragma("epilogue", "alu")
     >>> knobs = s.knobs()
     """
 
@@ -123,69 +212,121 @@ class Schedule:
         self.opts.append(Opt(op, target, arg))
 
     def split(self, axis: str, factor: int):
-        """Split ``axis`` into (outer, inner) with inner extent ``factor`` (the tile)."""
+        """Split ``axis`` into (outer, inner) with inner extent ``factor`` (the tile); any
+        factor from 1 to the extent (a non-dividing one leaves an edge tile)."""
         if axis not in AXES + REDUCE_AXES:
-            raise ScheduleError(f"split: unknown axis {axis!r}; axes are {AXES + REDUCE_AXES}")
-        self._rec("split", axis, int(factor))
-        self._k = replace(self._k, **{f"tile_{axis}": int(factor)})
+            why = ("nested splits of the tile loops are not supported on the VTA path"
+                   if _loop(axis) in AXES + REDUCE_AXES else f"axes are {AXES + REDUCE_AXES}")
+            raise PrimitiveError("split", axis, why)
+        factor = int(factor)
+        ext = extents(self.wl)[axis]
+        if not 1 <= factor <= ext:
+            raise PrimitiveError("split", axis, f"factor {factor} outside [1, {ext}]")
+        self._rec("split", axis, factor)
+        self._k = replace(self._k, **{f"tile_{axis}": factor})
         return f"{axis}.outer", f"{axis}.inner"
 
     def tile(self, ax_y: str, ax_x: str, fy: int, fx: int):
         """Split two axes and order their outer loops before their inner ones."""
-        self.split(ax_y, fy)
-        self.split(ax_x, fx)
+        yo, yi = self.split(ax_y, fy)
+        xo, xi = self.split(ax_x, fx)
+        return yo, xo, yi, xi
 
-    def reorder(self, *outer_axes: str):
-        """Order the output tile loops (outer parts), outermost first."""
-        names = tuple(a.removesuffix(".outer") for a in outer_axes)
+    def _axes_of(self, prim: str, name: str) -> tuple:
+        n = _loop(name)
+        groups = {".".join(g): g for g in self._k.loops()}
+        if n not in groups:
+            raise PrimitiveError(prim, name, f"not an outer tile loop; loops are "
+                                 f"{[g + ('.fused' if '.' in g else '.outer') for g in groups]}")
+        return groups[n]
+
+    def reorder(self, *outer_loops: str):
+        """Order the outer tile loops (``x.outer`` or fused ``x.y.fused``), outermost first;
+        loops not named keep their relative order after the named ones."""
+        names = tuple(a for n in outer_loops for a in self._axes_of("reorder", n))
         rest = tuple(a for a in self._k.order if a not in names)
-        self._rec("reorder", ",".join(names))
+        self._rec("reorder", ",".join(_loop(n) for n in outer_loops))
         self._k = replace(self._k, order=names + rest)
-        if sorted(self._k.order) != sorted(AXES):
-            raise ScheduleError(f"reorder {outer_axes}: only the output tile loops {AXES} "
-                                f"can be reordered")
 
-    def bind_vthread(self, axis: str, n: int):
-        """Spread the tiles of ``axis`` over ``n`` virtual threads (latency hiding)."""
-        axis = axis.removesuffix(".outer")
-        self._rec("bind_vthread", axis, int(n))
-        self._k = replace(self._k, vthreads=int(n), vthread_axis=axis)
+    def fuse(self, *outer_loops: str) -> str:
+        """Fuse adjacent outer tile loops into one (``h.outer``, ``w.outer`` -> ``h.w.fused``),
+        e.g. to spread the h x w tiles over virtual threads."""
+        axes = tuple(a for n in outer_loops for a in self._axes_of("fuse", n))
+        name = ".".join(axes)
+        pos = [self._k.order.index(a) for a in axes]
+        if len(axes) < 2 or pos != list(range(pos[0], pos[0] + len(axes))):
+            raise PrimitiveError("fuse", ", ".join(outer_loops), f"loops must be adjacent "
+                                 f"and in order in the loop order {self._k.order}")
+        groups = tuple(g for g in self._k.fuse if not set(g) & set(axes)) + (axes,)
+        self._rec("fuse", name)
+        self._k = replace(self._k, fuse=groups)
+        return name + ".fused"
+
+    def bind_vthread(self, loop: str, n: int):
+        """Spread the tiles of an outer loop over ``n`` virtual threads (latency hiding)."""
+        axes = self._axes_of("bind_vthread", loop)
+        self._rec("bind_vthread", ".".join(axes), int(n))
+        self._k = replace(self._k, vthreads=int(n), vthread_axis=".".join(axes))
 
     def cache_read(self, tensor: str, scope: str):
         """Stage ``tensor`` ("data" or "kernel") into on-chip ``scope`` by DMA."""
         want = {"data": "inp", "kernel": "wgt"}
         if want.get(tensor) != scope:
-            raise ScheduleError(f"cache_read({tensor!r}, {scope!r}): VTA reads activations "
-                                f"through 'inp' and weights through 'wgt'")
+            raise PrimitiveError("cache_read", f"{tensor}, {scope}", "VTA reads activations "
+                                 "through 'inp' and weights through 'wgt'")
         self._rec("cache_read", tensor, scope)
 
     def cache_write(self, scope: str):
         if scope != "acc":
-            raise ScheduleError(f"cache_write: results accumulate in 'acc', not {scope!r}")
+            raise PrimitiveError("cache_write", scope, "results accumulate in 'acc'")
         self._rec("cache_write", "out", scope)
 
-    def compute_at(self, tensor: str, axis: str):
-        """Where the DMA of ``tensor`` happens; VTA loads at the reduction step (ci.outer)."""
-        if axis != "ci.outer":
-            raise ScheduleError(f"compute_at({tensor!r}, {axis!r}): loads are placed at "
-                                f"'ci.outer' in the VTA template")
-        self._rec("compute_at", tensor, axis)
+    def compute_at(self, tensor: str, loop: str):
+        """Where the DMA of cache read ``tensor`` happens: "ci.outer" (each reduction step),
+        "root", or an outer tile loop (the buffer then covers every tile inside it)."""
+        field = {"data": "inp_at", "kernel": "wgt_at"}.get(tensor)
+        if field is None:
+            raise PrimitiveError("compute_at", tensor, "only the cache reads 'data' and "
+                                 "'kernel' can be placed")
+        at = _loop(loop)
+        if at not in ("ci", "root"):
+            at = ".".join(self._axes_of("compute_at", loop))
+        self._rec("compute_at", tensor, loop)
+        self._k = replace(self._k, **{field: at})
 
     def tensorize(self, axis: str, intrin: str = "gemm"):
         if intrin != "gemm" or axis not in ("ci.inner", "b.inner"):
-            raise ScheduleError(f"tensorize({axis!r}, {intrin!r}): the GEMM intrinsic "
-                                f"applies at 'ci.inner'")
+            raise PrimitiveError("tensorize", axis, f"the GEMM intrinsic applies at "
+                                 f"'ci.inner' (got intrinsic {intrin!r})")
         self._rec("tensorize", axis, intrin)
 
     def pragma(self, stage: str, what: str):
         if what not in ("dma_copy", "alu"):
-            raise ScheduleError(f"pragma {what!r}: known pragmas are dma_copy, alu")
+            raise PrimitiveError("pragma", stage, f"unknown pragma {what!r}; known: "
+                                 f"dma_copy, alu")
         self._rec("pragma", stage, what)
-
-    def fuse(self, *axes):
-        raise ScheduleError("fuse: the VTA template keeps output tile loops separate "
-                            "(fusing does not change the instruction stream); use reorder")
 
     def knobs(self) -> Knobs:
         self._k.check(self.wl)
         return self._k
+
+
+def apply(wl, opts) -> Knobs:
+    """Replay recorded primitives (:class:`Opt` or (op, target, arg) tuples) on ``wl``."""
+    s = Schedule(wl)
+    for o in opts:
+        op, target, arg = (o.op, o.target, o.arg) if isinstance(o, Opt) else tuple(o)
+        if op in ("split", "bind_vthread"):
+            getattr(s, op)(target, arg)
+        elif op in ("reorder", "fuse"):
+            getattr(s, op)(*[t if t in ("root",) else t + ".outer" for t in target.split(",")]
+                           if op == "reorder" else [a + ".outer" for a in target.split(".")])
+        elif op in ("cache_read", "compute_at"):
+            getattr(s, op)(target, arg)
+        elif op == "cache_write":
+            s.cache_write(arg)
+        elif op in ("tensorize", "pragma"):
+            getattr(s, op)(target, arg)
+        else:
+            raise PrimitiveError(op, target, "unknown primitive")
+    return s.knobs()

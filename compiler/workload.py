@@ -62,14 +62,22 @@ class GemmWorkload:
     out: Tensor
     epilogue: tuple = field(default_factory=tuple)
     out_bits: int = 32        # 8 when the output is narrowed by the store
+    pads: tuple = ()          # (top, bottom, left, right); () means ``pad`` on every side
+
+    @property
+    def padding(self) -> tuple:
+        """Zero padding (top, bottom, left, right) in pixels."""
+        return tuple(self.pads) if self.pads else (self.pad,) * 4
 
     @property
     def oh(self) -> int:
-        return (self.h + 2 * self.pad - self.kh) // self.stride + 1
+        pt, pb, _, _ = self.padding
+        return (self.h + pt + pb - self.kh) // self.stride + 1
 
     @property
     def ow(self) -> int:
-        return (self.w + 2 * self.pad - self.kw) // self.stride + 1
+        _, _, pl, pr = self.padding
+        return (self.w + pl + pr - self.kw) // self.stride + 1
 
     @property
     def gemm_uops(self) -> int:

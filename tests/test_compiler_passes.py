@@ -10,7 +10,7 @@ from compiler.passes.fold_uop import FoldError, fold
 from compiler.passes.storage_flatten import StorageError
 from compiler.pipeline import PASSES, build
 from compiler.program import STAGE_NAME
-from compiler.schedule import Knobs, Schedule, ScheduleError
+from compiler.schedule import Knobs, PrimitiveError, Schedule, ScheduleError
 from compiler.workload import recognise
 from isa import VTAConfig
 
@@ -86,11 +86,10 @@ def test_schedule_primitives_record_plain_data_and_check():
     assert Knobs.from_dict(k.as_dict()) == k
     assert [o.op for o in s.opts] == ["cache_read", "split", "split", "split", "bind_vthread",
                                       "reorder"]
-    with pytest.raises(ScheduleError, match="does not divide"):
-        Schedule(wl).split("h", 3) or Schedule(wl).knobs()
-        bad = Schedule(wl)
-        bad.split("h", 3)
-        bad.knobs()
+    assert Schedule(wl).split("h", 3) == ("h.outer", "h.inner")     # edge tiles are legal
+    with pytest.raises(PrimitiveError, match=r"split\(h\): factor 9 outside \[1, 8\]") as e:
+        Schedule(wl).split("h", 9)
+    assert (e.value.primitive, e.value.axis) == ("split", "h")
     with pytest.raises(ScheduleError, match="'inp'"):
         s.cache_read("kernel", "inp")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ir import Copy, For, IRError, Seq, Stmt, UopKernel, UopNest
+from ..ir import Copy, For, IfElse, IRError, Seq, Stmt, UopKernel, UopNest
 from ..te import IterVar, walk as walk_expr
 
 _STAGES = {"load", "compute", "store", "host"}
@@ -27,6 +27,14 @@ def _check(s, bound, where):
         if s.var in bound:
             raise IRError(f"{where}: loop variable {s.var.name} bound twice")
         _check(s.body, bound | {s.var}, where)
+        return
+    if isinstance(s, IfElse):
+        free = _vars(s.cond) - bound
+        if free:
+            raise IRError(f"{where}: guard uses unbound {', '.join(sorted(v.name for v in free))}")
+        _check(s.then, bound, where)
+        if s.orelse is not None:
+            _check(s.orelse, bound, where)
         return
     exprs = []
     if isinstance(s, Copy):
