@@ -46,3 +46,22 @@ def test_padded_conv_two_vthreads_on_rtl(rtl):
     got, _ = ck.run(rtl(cfg), {d: ops.pack_nchw(x, 1, 16), k: ops.pack_oihw(wt, 16, 16),
                                b: bias.reshape(2, 1, 16)})
     assert np.array_equal(ops.unpack_nchw(got), ref)
+
+
+def test_edge_tiles_fused_vthreads_and_hoisted_weights_on_rtl(rtl):
+    """A non-dividing tiling (edge tiles, a 1-tile corner with scratch uops), fused h/w loops
+    shared by two virtual threads, weights hoisted to the root: bit-exact on the RTL."""
+    cfg = VTAConfig()
+    rng = np.random.default_rng(2)
+    x = rng.integers(-128, 128, (1, 16, 5, 3), dtype=np.int8)
+    wt = rng.integers(-128, 128, (48, 16, 3, 3), dtype=np.int8)
+    bias = rng.integers(-500, 500, (48,), dtype=np.int32)
+    d, k, b, out = ops.conv2d_resnet_block(cfg, 1, 16, 5, 3, 48, 3, 1, 1)
+    ref = np.clip((ops.conv2d_nchw_reference(x, wt, 1, 1) >> 8) + bias[None, :, None, None], 0,
+                  127).astype(np.int8)
+    kn = Knobs(tile_co=2, tile_h=2, tile_w=2, vthreads=2, vthread_axis="h.w",
+               fuse=(("h", "w"),), wgt_at="root")
+    ck = build(out, cfg, kn)
+    got, _ = ck.run(rtl(cfg), {d: ops.pack_nchw(x, 1, 16), k: ops.pack_oihw(wt, 16, 16),
+                               b: bias.reshape(3, 1, 16)})
+    assert np.array_equal(ops.unpack_nchw(got), ref)
