@@ -7,6 +7,8 @@ simulator invocation (the testbench is :mod:`vta_hw.cocotb_tb`).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
@@ -30,7 +32,24 @@ def default_build_root() -> Path:
     return Path(os.environ.get("VTA_HW_BUILD", Path(tempfile.gettempdir()) / "vta_hw_build"))
 
 
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock file, so parallel test workers build each configuration once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _build(cfg: VTAConfig, simulator: str, build_root: Path) -> Path:
+    with _locked(build_root / ".lock"):
+        return _build_locked(cfg, simulator, build_root)
+
+
+def _build_locked(cfg: VTAConfig, simulator: str, build_root: Path) -> Path:
     from cocotb_tools.runner import get_runner
     vdir = cached_verilog(cfg, build_root)
     bdir = vdir / f"sim_{simulator}"
