@@ -82,7 +82,7 @@ def test_store_must_be_out():
 
 
 def test_store_nop_with_any_known_type_is_fine():
-    stats = run(raw([(1 | 2 << 7, 0), (3, 0)]))
+    stats = run(raw([(1 | 1 << 5 | 2 << 7, 0), (3 | 1 << 4, 0)]))   # push_prev / pop_next
     assert stats.nop_count == 1
 
 
@@ -226,8 +226,25 @@ def test_leftover_tokens():
 
 
 def test_finish_must_execute_last():
+    # the LOAD waits for a token only FINISH pushes
     insns = program([load(MemType.INP, 0, 0, 1, 1, pop_next=1), FinishInsn(push_prev=1)])
-    expect(ProgramError, insns, 1, "opcode", "FINISH must be the last instruction to execute")
+    expect(ProgramError, insns, 1, "pop_prev", "FINISH can execute before instruction 0 "
+           r"\(load module\)")
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_finish_not_ordered_after_a_store_is_a_race(serial):
+    # nothing orders the STORE before FINISH: FINISH may complete first on hardware
+    insns = program([nop("compute", push_next=1), store(0, 0, 1, 1, pop_prev=1),
+                     FinishInsn()])
+    if serial:   # stream order is one legal schedule: it runs
+        run(insns, serial=True)
+    else:
+        expect(ProgramError, insns, 2, "pop_next", "no dependency token orders it before "
+               "FINISH")
+    ordered = program([nop("compute", push_next=1), store(0, 0, 1, 1, pop_prev=1, push_prev=1),
+                       FinishInsn(pop_next=1)])
+    run(ordered, serial=serial)
 
 
 def test_strict_uninitialised_reads():

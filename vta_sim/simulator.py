@@ -244,7 +244,8 @@ class Simulator:
                     if any(tok[p] == 0 for p in pops[i]):
                         break
                     if i == finish and remaining > 1:
-                        break
+                        heads[m] = h
+                        self._finish_race(queues, heads, finish)
                     for p in pops[i]:
                         tok[p] -= 1
                     self._execute(i)
@@ -258,6 +259,17 @@ class Simulator:
             if not progressed:
                 self._stuck(queues, heads, pops, finish)
         return order
+
+    def _finish_race(self, queues, heads, finish):
+        """FINISH's tokens are available while another instruction has not executed: nothing
+        orders that instruction before FINISH, so a legal schedule completes FINISH first."""
+        j, m = min((queues[m][heads[m]], m) for m in range(3)
+                   if heads[m] < len(queues[m]) and queues[m][heads[m]] != finish)
+        flag = {MODULE_LOAD: "pop_prev", MODULE_STORE: "pop_next"}.get(m, "opcode")
+        raise ProgramError(f"FINISH can execute before instruction {j} ({_MODULE_NAMES[m]} "
+                           f"module): no dependency token orders it before FINISH, so FINISH "
+                           f"may complete first (end the program by popping a token from "
+                           f"the {_MODULE_NAMES[m]} module before FINISH)", finish, flag)
 
     def _stuck(self, queues, heads, pops, finish):
         waits = []
