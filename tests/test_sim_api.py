@@ -87,6 +87,9 @@ def test_constructor_validation():
     with pytest.raises(TypeError, match="VTAConfig"):
         Simulator({"LOG_BLOCK": 4})
     assert Simulator(max_work=2e9).max_work == 2_000_000_000
+    with pytest.raises(TypeError, match="TimingParams"):
+        Simulator(timing={"read_latency": 3})
+    assert Simulator(timing=True).timing == Simulator(timing=True).timing is not None
 
 
 # ------------------------------------------------------------ targeted compute patterns

@@ -84,8 +84,8 @@ class Simulator:
         Hardware OUT-buffer mode (spec §3.10): STORE reads a separate ACC-indexed OUT buffer
         that only non-reset GEMMs and ALU ops write, as in the HLS and Chisel designs.
         Default False: fsim semantics (STORE reads and truncates ACC).
-    timing : TimingParams or None
-        When given, every run also computes the cycle-approximate timing model
+    timing : TimingParams, True or None
+        When given (True = the default TimingParams), every run also computes the cycle-approximate timing model
         (:mod:`vta_sim.timing`); its statistics appear in ``Stats.timing``.  Results are
         unaffected.
 
@@ -122,6 +122,15 @@ class Simulator:
                                      or isinstance(max_work, bool) or max_work < 0):
             raise ValueError(f"max_work must be a non-negative integer or None, not "
                              f"{max_work!r}")
+        if timing is not None and timing is not False:
+            from .timing import TimingParams
+            if timing is True:
+                timing = TimingParams()
+            elif not isinstance(timing, TimingParams):
+                raise TypeError(f"timing must be a TimingParams, True or None, not "
+                                f"{type(timing).__name__}")
+        else:
+            timing = None
         self.config = config
         self.serial, self.strict = bool(serial), bool(strict)
         self.max_work = None if max_work is None else int(max_work)
