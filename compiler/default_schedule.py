@@ -49,14 +49,16 @@ def dram_minimum(wl: GemmWorkload, cfg: VTAConfig) -> int:
     """Bytes a perfect schedule moves: each needed input, weight and vector byte read once,
     each output byte written once.  Input pixels never touched by a strided kernel are not
     needed."""
-    rows = _touched(wl.h, wl.oh, wl.kh, wl.stride, wl.pad)
-    cols = _touched(wl.w, wl.ow, wl.kw, wl.stride, wl.pad)
+    pt, _, pl, _ = wl.padding
+    rows = _touched(wl.h, wl.oh, wl.kh, wl.stride, pt)
+    cols = _touched(wl.w, wl.ow, wl.kw, wl.stride, pl)
     inp = wl.nb * wl.cb * rows * cols * cfg.inp_elem_bytes
     wgt = wl.ob * wl.cb * wl.kh * wl.kw * cfg.wgt_elem_bytes
     out_tiles = wl.nb * wl.ob * wl.oh * wl.ow
     vec = sum(_vec_tiles(st, out_tiles, wl.ob) * _vec_bytes(st, cfg) for st in wl.epilogue
               if st.vector is not None)
-    return inp + wgt + vec + out_tiles * cfg.out_elem_bytes
+    from .lower import output_planes
+    return inp + wgt + vec + out_tiles * cfg.out_elem_bytes * output_planes(wl, cfg)
 
 
 def _vec_tiles(st, out_tiles: int, ob: int) -> int:

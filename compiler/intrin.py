@@ -138,4 +138,6 @@ ALU_OPS = {
     "max": (AluOp.MAX, lambda k: k),
     "shr": (AluOp.SHR, lambda k: k),
     "shl": (AluOp.SHR, lambda k: -k),     # shift left = SHR by a negative amount
+    "mul": (AluOp.MUL, lambda k: k),      # fsim / simulator / RTL; not in HLS or Chisel (spec 3.7)
+    "sub": (AluOp.ADD, lambda k: -k),     # x - c = ADD(x, -c); c - x = ADD(MUL(x, -1), c)
 }

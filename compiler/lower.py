@@ -28,9 +28,9 @@ from isa import AluOp, VTAConfig
 
 from .ir import Buffer, Copy, For, IfElse, Seq, UopNest, add, const, mul
 from .schedule import AXES, Knobs, ScheduleError
-from .te import Binary
+from .te import Binary, Tensor
 from .tiling import Tiling, Window, variants
-from .workload import GemmWorkload
+from .workload import AluStep, GemmWorkload
 
 
 def _in_rows(wl, n: int, row_step: int) -> int:
@@ -182,12 +182,13 @@ class _Lowering:
                            self._acc_off(), add(0), add(0), (self.acc, None, None), reset=True)
         return self.per_tile(build)
 
-    def store(self):
-        wl = self.wl
-
+    def store(self, target, plane=None):
+        """STORE of the tile to ``target`` (the output, or plane ``plane`` of its byte planes)."""
         def build(sz):
-            return Copy("store", "store", self.acc, self._acc_off(), wl.out, self._origin(),
-                        self._box(sz))
+            org, box = self._origin(), self._box(sz)
+            if plane is not None:
+                org, box = (const(plane),) + org, (1,) + box
+            return Copy("store", "store", self.acc, self._acc_off(), target, org, box)
         return self.per_tile(build)
 
     def _origin(self):
@@ -229,6 +230,29 @@ class _Lowering:
         return [self.per_tile(build)]
 
 
+def output_planes(wl: GemmWorkload, cfg: VTAConfig) -> int:
+    """How many OUT_WIDTH-bit stores carry one result element: 1 for results cast to the
+    output width; ACC_WIDTH / OUT_WIDTH for accumulator-width results (the store keeps only
+    the low OUT_WIDTH bits, so the kernel stores, shifts right by OUT_WIDTH, and stores
+    again; :class:`~compiler.pipeline.CompiledKernel` reassembles the planes)."""
+    if wl.out_bits == cfg.out_width:
+        return 1
+    if wl.out.dtype == cfg.acc_dtype and cfg.acc_width % cfg.out_width == 0:
+        return cfg.acc_width // cfg.out_width
+    raise ScheduleError(f"{wl.out.name}: VTA stores {cfg.out_dtype} results (or "
+                        f"{cfg.acc_dtype} as byte planes); end the computation with a cast "
+                        f"to {cfg.out_dtype} (got {wl.out.dtype})")
+
+
+def _shifts(total: int, most: int) -> list[int]:
+    """``total`` as immediate shifts within the portable range (<= ``most`` each)."""
+    out = []
+    while total > 0:
+        out.append(min(total, most))
+        total -= out[-1]
+    return out
+
+
 def _n(box) -> int:
     out = 1
     for b in box:
@@ -248,9 +272,7 @@ def _acc_dims(sz) -> tuple:
 def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     """Build the scheduled loop nest of ``wl`` (before storage flattening)."""
     k.check(wl)
-    if wl.out_bits != cfg.out_width:
-        raise ScheduleError(f"{wl.out.name}: VTA stores {cfg.out_dtype} results; end the "
-                            f"computation with a cast to {cfg.out_dtype} (got {wl.out.dtype})")
+    planes = output_planes(wl, cfg)
     L = _Lowering(wl, k, cfg)
     t = L.t
     nv = k.vthreads
@@ -270,7 +292,14 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     body = [L.reset(), For(t.ci, t.ci.extent, Seq(step + [L.gemm()]))]
     for st in wl.epilogue:
         body.extend(L.epilogue(st, vecs))
-    body.append(L.store())
+    if planes == 1:
+        body.append(L.store(wl.out))
+    else:        # a wide result leaves as byte planes: store the low bits, shift, repeat
+        target = Tensor(f"{wl.out.name}_planes", (planes,) + wl.out.shape, cfg.out_dtype)
+        for p in range(planes):
+            body.append(L.store(target, p))
+            for sh in _shifts(cfg.out_width, cfg.acc_width // 2 - 1) if p < planes - 1 else ():
+                body.extend(L.epilogue(AluStep(AluOp.SHR, sh, None, "planes"), vecs))
     stmt = Seq(body)
     stmt = For(t.v, nv, stmt, kind="vthread" if nv > 1 else "unrolled")
     hoisted: dict[int, list] = {}

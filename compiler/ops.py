@@ -22,26 +22,39 @@ from .te import (Tensor, all_of, cast, clip, compute, maximum, placeholder, redu
 from .te import sum as te_sum
 
 
-def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0,
+def padding4(padding) -> tuple:
+    """``p``, ``(ph, pw)`` or ``(top, bottom, left, right)`` -> (top, bottom, left, right)."""
+    p = (padding,) if isinstance(padding, int) else tuple(int(x) for x in padding)
+    if len(p) == 1:
+        p = p * 4
+    elif len(p) == 2:
+        p = (p[0], p[0], p[1], p[1])
+    if len(p) != 4 or min(p) < 0:
+        raise ValueError(f"padding {padding!r}: expected p, (ph, pw) or (top, bottom, left, "
+                         f"right), all >= 0")
+    return p
+
+
+def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding=0,
            name: str = "conv", acc_dtype: str = "int32") -> Tensor:
     """int8 x int8 -> ``acc_dtype`` (the configuration's accumulator) 2-D convolution in the
-    packed layouts."""
+    packed layouts; ``padding`` is ``p``, ``(ph, pw)`` or ``(top, bottom, left, right)``."""
     nb, cb, h, w, bn, bi = data.shape
     ob, cb2, kh, kw, bo, bi2 = kernel.shape
     if (cb, bi) != (cb2, bi2):
         raise ValueError(f"conv2d: data has {cb}x{bi} input channels, kernel {cb2}x{bi2}")
-    if stride < 1 or padding < 0:
-        raise ValueError(f"conv2d: stride {stride} / padding {padding} out of range")
-    p = padding
-    oh, ow = (h + 2 * p - kh) // stride + 1, (w + 2 * p - kw) // stride + 1
+    if stride < 1:
+        raise ValueError(f"conv2d: stride {stride} out of range")
+    pt, pb, pl, pr = padding4(padding)
+    oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
     if oh < 1 or ow < 1:
         raise ValueError(f"conv2d: kernel {kh}x{kw} larger than padded input {h}x{w}")
-    if p:
+    if pt or pb or pl or pr:
         src = data
-        data = compute((nb, cb, h + 2 * p, w + 2 * p, bn, bi),
+        data = compute((nb, cb, h + pt + pb, w + pl + pr, bn, bi),
                        lambda n, c, y, x, b, i: select(
-                           all_of(y >= p, y < h + p, x >= p, x < w + p),
-                           src[n, c, y - p, x - p, b, i], 0),
+                           all_of(y >= pt, y < h + pt, x >= pl, x < w + pl),
+                           src[n, c, y - pt, x - pl, b, i], 0),
                        name=f"{name}_pad", dtype=data.dtype, tag="pad")
     rc, ry, rx, ri = (reduce_axis(cb, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx"),
                       reduce_axis(bi, "ri"))
@@ -95,7 +108,7 @@ def cast_int8(x: Tensor, name="out") -> Tensor:
 
 
 def conv2d_resnet_block(cfg: VTAConfig, n: int, ci: int, h: int, w: int, co: int, k: int,
-                        stride: int, pad: int, shift: int = 8):
+                        stride: int, pad, shift: int = 8):
     """The benchmark workload: conv2d -> shift right -> + bias -> clip [0,127] -> int8.
 
     Returns (data, kernel, bias, out) tensors.
@@ -134,12 +147,14 @@ def pack_oihw(wt: np.ndarray, block_out: int, block_in: int) -> np.ndarray:
         0, 2, 4, 5, 1, 3).copy()
 
 
-def conv2d_nchw_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad: int) -> np.ndarray:
-    """Plain NCHW int conv2d in int64 (independent of the TE evaluator): im2col + matmul."""
+def conv2d_nchw_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad) -> np.ndarray:
+    """Plain NCHW int conv2d in int64 (independent of the TE evaluator): im2col + matmul.
+    ``pad`` as in :func:`conv2d`."""
     n, c, h, w = x.shape
     o, _, kh, kw = wt.shape
-    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = (h + 2 * pad - kh) // stride + 1, (w + 2 * pad - kw) // stride + 1
+    pt, pb, pl, pr = padding4(pad)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
     cols = np.empty((n, c, kh, kw, oh, ow), np.int64)
     for dy in range(kh):
         for dx in range(kw):

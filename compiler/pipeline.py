@@ -47,6 +47,11 @@ class CompiledKernel:
     compile_seconds: float
     sites: KernelSites = field(default_factory=KernelSites)
     last_run: object = None
+    out_tensor: object = None       # what the STOREs write (the output, or its byte planes)
+
+    def __post_init__(self):
+        if self.out_tensor is None:
+            self.out_tensor = self.workload.out
 
     def instructions(self) -> str:
         """The last run's instruction stream, one ``describe`` line each."""
@@ -92,7 +97,7 @@ class CompiledKernel:
                 allocated.append(b)
                 b.copy_from(arr)
                 bufs[t] = b
-            out = self.workload.out
+            out = self.out_tensor
             ndt = to_numpy_dtype(out.dtype)
             nbytes = int(np.prod(out.shape)) * ndt.itemsize
             ob = dev.alloc(nbytes, name=out.name)
@@ -104,6 +109,8 @@ class CompiledKernel:
             rec = cq.synchronize()
             self.last_run = rec
             result = ob.copy_to(ndt, shape=out.shape)
+            if out is not self.workload.out:          # byte planes -> the wide result
+                result = join_planes(result, self.workload.out.dtype)
             if own:
                 cq.close()
             return result, dict(rec.stats)
@@ -142,4 +149,17 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     stages["reuse"] = f"{len(ops)} ops after dropping {int(stages['unroll'].split()[0]) - len(ops)} redundant loads"
     ops = insert_dependencies(ops)
     stages["coproc_sync"] = f"{len(ops)} ops with tokens (see CompiledKernel.listing())"
-    return CompiledKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0)
+    target = next((s.copy.tensor for s in ir.walk(stmt) if isinstance(s, ir.DmaInsn)
+                   and s.direction == "store"), wl.out)
+    return CompiledKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
+                          out_tensor=target)
+
+
+def join_planes(planes: np.ndarray, dtype: str) -> np.ndarray:
+    """Reassemble byte planes (plane p holds bits 8p..8p+7, as stored) into ``dtype``."""
+    from .evaluate import to_numpy_dtype, wrap
+    bits = np.iinfo(planes.dtype).bits
+    acc = np.zeros(planes.shape[1:], np.int64)
+    for p in range(planes.shape[0]):
+        acc |= (planes[p].astype(np.int64) & ((1 << bits) - 1)) << (bits * p)
+    return wrap(acc, dtype).astype(to_numpy_dtype(dtype))

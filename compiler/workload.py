@@ -2,8 +2,11 @@
 
 Accepted graphs: an int32 reduction that :func:`intrin.verify_gemm` matches (conv2d in
 NCHWnc/OIHWoi, or dense), whose activation is a placeholder or a zero-``select`` padding of
-one, followed by a chain of elementwise stages that each lower to ALU micro-ops on the acc
-scope, and optionally a final cast to the output width (the STORE narrowing).
+one (any top/bottom/left/right amounts), followed by a chain of elementwise stages that
+each lower to ALU micro-ops on the acc scope (add, min, max, shifts, MUL; ``x - c`` as ADD
+of ``-c``, ``c - x`` as MUL by -1 then ADD; a tensor cannot be subtracted), and optionally
+a final cast to the output width (the STORE narrowing; without it the accumulator-width
+result leaves as byte planes, see :func:`compiler.lower.output_planes`).
 
 The result, :class:`GemmWorkload`, is the normal form every later stage works on: dense is
 a conv2d with 1x1 image and kernel.
@@ -84,10 +87,14 @@ class GemmWorkload:
         """Number of GEMM micro-ops (tile products) the workload needs."""
         return self.nb * self.ob * self.oh * self.ow * self.cb * self.kh * self.kw
 
+    def _pad_text(self) -> str:
+        p = self.padding
+        return str(p[0]) if len(set(p)) == 1 else f"(t{p[0]} b{p[1]} l{p[2]} r{p[3]})"
+
     def describe(self) -> str:
         eps = ", ".join(map(str, self.epilogue)) or "none"
         return (f"{self.kind} {self.conv.name}: data {self.data.shape} kernel {self.kernel.shape}"
-                f" stride {self.stride} pad {self.pad} -> out {self.out.shape} {self.out.dtype};"
+                f" stride {self.stride} pad {self._pad_text()} -> out {self.out.shape} {self.out.dtype};"
                 f" epilogue: {eps}")
 
 
@@ -113,9 +120,10 @@ def recognise(out: Tensor, cfg: VTAConfig) -> GemmWorkload:
         raise TensorizeError(f"{t.name}: {t.ndim}-D reduction; expected 6-D conv2d or 4-D dense")
     if not kernel.is_placeholder:
         raise TensorizeError(f"{t.name}: weights {kernel.name} must be an input (placeholder)")
-    pad = 0
+    pads = (0, 0, 0, 0)
     if not data.is_placeholder:
-        data, pad = _parse_pad(data)
+        data, pads = _parse_pad(data)
+    pad = max(pads)
     loads = {ld.tensor: ld for ld in _loads(t.body)}
     if kind == "dense":
         nb, cb, _, _ = data.shape
@@ -126,10 +134,10 @@ def recognise(out: Tensor, cfg: VTAConfig) -> GemmWorkload:
     ob, _, kh, kw = kernel.shape[:4]
     stride = _check_conv(t, loads, kernel)
     wl = GemmWorkload("conv2d", nb, cb, h, w, ob, kh, kw, stride, pad, data, kernel, t, out,
-                      tuple(steps), out_bits)
+                      tuple(steps), out_bits, pads)
     if (wl.oh, wl.ow) != t.shape[2:4]:
         raise TensorizeError(f"{t.name}: output {t.shape[2:4]} inconsistent with stride "
-                             f"{stride} pad {pad} (expected {(wl.oh, wl.ow)})")
+                             f"{stride} padding {pads} (expected {(wl.oh, wl.ow)})")
     return wl
 
 
@@ -168,22 +176,25 @@ def _parse_alu(t: Tensor, cfg: VTAConfig) -> tuple[Tensor, list[AluStep]]:
                                  f"(supported: {', '.join(sorted(ALU_OPS))})")
         opcode, fimm = ALU_OPS[e.op]
         a, b = e.a, e.b
-        if isinstance(a, Const) and e.op in ("add", "min", "max"):
+        if isinstance(a, Const) and e.op == "sub":          # c - x = (x * -1) + c
+            steps.append(AluStep(AluOp.ADD, _imm(t, a.value, a.value), None, t.name))
+            steps.append(AluStep(AluOp.MUL, -1, None, t.name))
+            e = b
+            continue
+        if isinstance(a, Const) and e.op in ("add", "min", "max", "mul"):
             a, b = b, a
         if isinstance(b, Const):
-            imm = fimm(b.value)
-            lim = 1 << 15
-            if not -lim <= imm < lim:
-                raise TensorizeError(f"stage {t.name}: immediate {b.value} does not fit the "
-                                     f"16-bit ALU immediate")
+            imm = _imm(t, fimm(b.value), b.value)
             if opcode == AluOp.SHR and not -cfg.acc_width // 2 <= imm < cfg.acc_width // 2:
                 raise TensorizeError(f"stage {t.name}: shift by {b.value} outside the portable "
                                      f"range [-{cfg.acc_width // 2}, {cfg.acc_width // 2 - 1}]")
             steps.append(AluStep(opcode, imm, None, t.name))
             e = a
             continue
-        if e.op in ("shr", "shl"):
-            raise TensorizeError(f"stage {t.name}: shift amounts must be constants")
+        if e.op in ("shr", "shl", "sub"):
+            what = "shift amounts" if e.op != "sub" else "subtrahends"
+            raise TensorizeError(f"stage {t.name}: {what} must be constants ({e!r}; the ALU "
+                                 f"has no subtract or vector shift)")
         vb = _vector_operand(t, b) or _full_operand(t, b)
         va = None if vb else (_vector_operand(t, a) or _full_operand(t, a))
         if vb is None and va is None:
@@ -193,6 +204,14 @@ def _parse_alu(t: Tensor, cfg: VTAConfig) -> tuple[Tensor, list[AluStep]]:
         vec, full = vb or va
         steps.append(AluStep(opcode, 0, vec, t.name, full))
         e = a if vb else b
+
+
+def _imm(t: Tensor, imm: int, given: int) -> int:
+    lim = 1 << 15
+    if not -lim <= imm < lim:
+        raise TensorizeError(f"stage {t.name}: immediate {given} does not fit the 16-bit ALU "
+                             f"immediate (as {imm})")
+    return imm
 
 
 def _vector_operand(t: Tensor, e):
@@ -215,8 +234,9 @@ def _full_operand(t: Tensor, e):
     return None
 
 
-def _parse_pad(p: Tensor) -> tuple[Tensor, int]:
-    """Check a zero-padding stage ``select(in_bounds, src[.., y-p, x-p, ..], 0)``."""
+def _parse_pad(p: Tensor) -> tuple[Tensor, tuple]:
+    """Check a zero-padding stage ``select(in_bounds, src[.., y-top, x-left, ..], 0)``;
+    returns the source and the padding (top, bottom, left, right)."""
     e = p.body
     if p.tag != "pad" and not isinstance(e, Select):
         raise TensorizeError(f"{p.name}: activation must be an input or its zero padding")
@@ -224,24 +244,24 @@ def _parse_pad(p: Tensor) -> tuple[Tensor, int]:
             and isinstance(e.t, Load) and e.t.tensor.is_placeholder):
         raise TensorizeError(f"{p.name}: padding must be select(cond, input[...], 0)")
     src, idx = e.t.tensor, e.t.indices
-    pads = []
+    lead = []
     for d, (i, a) in enumerate(zip(idx, p.axes)):
         coefs, const = affine(i)
         if coefs != {a: 1}:
             raise TensorizeError(f"{p.name}: dimension {d} index {i!r} is not axis - pad")
-        pads.append(-const)
-    if pads[0] or pads[1] or pads[4] or pads[5] or pads[2] != pads[3] or pads[2] < 0:
-        raise TensorizeError(f"{p.name}: only equal zero padding of H and W is supported, "
-                             f"got {pads}")
-    pd = pads[2]
-    if p.shape != (src.shape[0], src.shape[1], src.shape[2] + 2 * pd, src.shape[3] + 2 * pd,
-                   src.shape[4], src.shape[5]):
-        raise TensorizeError(f"{p.name}: padded shape {p.shape} inconsistent with pad {pd}")
-    _check_pad_condition(p, e.cond, src, pd)
-    return src, pd
+        lead.append(-const)
+    pt, pl = lead[2], lead[3]
+    pb, pr = p.shape[2] - src.shape[2] - pt, p.shape[3] - src.shape[3] - pl
+    if lead[0] or lead[1] or lead[4] or lead[5] or min(pt, pb, pl, pr) < 0 \
+            or p.shape[:2] + p.shape[4:] != src.shape[:2] + src.shape[4:]:
+        raise TensorizeError(f"{p.name}: only zero padding of H and W is supported, got "
+                             f"shape {p.shape} from {src.shape} with offsets {lead}")
+    pads = (pt, pb, pl, pr)
+    _check_pad_condition(p, e.cond, src, pads)
+    return src, pads
 
 
-def _check_pad_condition(p: Tensor, cond, src: Tensor, pd: int) -> None:
+def _check_pad_condition(p: Tensor, cond, src: Tensor, pads: tuple) -> None:
     """The select condition must be exactly 'inside the source' (evaluated on the H x W grid)."""
     import numpy as np
 
@@ -256,7 +276,7 @@ def _check_pad_condition(p: Tensor, cond, src: Tensor, pd: int) -> None:
     got = np.broadcast_to(np.asarray(_expr(cond, grid, nd, {}, True, p.name)),
                           (1, 1, p.shape[2], p.shape[3], 1, 1))[0, 0, :, :, 0, 0]
     want = np.zeros(p.shape[2:4], bool)
-    want[pd:pd + src.shape[2], pd:pd + src.shape[3]] = True
+    want[pads[0]:pads[0] + src.shape[2], pads[2]:pads[2] + src.shape[3]] = True
     if not np.array_equal(got, want):
         raise TensorizeError(f"{p.name}: select condition is not the in-bounds test of "
                              f"{src.name}")
