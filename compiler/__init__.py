@@ -17,6 +17,8 @@ Layout by role (each file one concept):
   :mod:`.passes` storage flattening, vthread injection, uop folding, DMA inference, verifier;
   :mod:`.program` unrolling and dependency-token insertion; :mod:`.codegen` runtime calls;
   :mod:`.pipeline` ``build`` (the pass list) and :class:`CompiledKernel`.
+- :mod:`.tune` the tuner hook: ``space(out, cfg)`` (the knob space, indexable, with
+  validity and features) and ``measure(out, knobs, cfg)`` (cycles on the timed simulator).
 - :mod:`.bench` ``vta bench resnet18``; :mod:`.cli_main` ``vta demo`` / ``vta bench``.
 
 Example::
@@ -41,6 +43,7 @@ from .schedule import Knobs, Opt, PrimitiveError, Schedule, ScheduleError, apply
 from .te import (Tensor, TEError, cast, compute, maximum, minimum, placeholder, reduce_axis,
                  select, shift_left, shift_right)
 from .te import sum  # noqa: A004 - te.sum, like tvm.te.sum
+from .tune import ConfigSpace, measure, space
 from .workload import GemmWorkload, recognise
 
 #: Base classes of the compiler's user errors (bad expressions, schedules, layouts).
@@ -52,5 +55,6 @@ __all__ = [
     "shift_left", "shift_right", "select", "Tensor", "evaluate", "run",
     "gemm_intrin", "verify_gemm", "recognise", "GemmWorkload",
     "Knobs", "Opt", "Schedule", "apply", "PrimitiveError", "StageSchedule", "run_stage", "default_knobs", "estimate", "dram_minimum",
+    "space", "measure", "ConfigSpace",
     "TEError", "TensorizeError", "ScheduleError", "StorageError", "IRError", "CompilerError",
 ]

@@ -1,0 +1,187 @@
+"""The tuner hook: the knob space of a workload and a measurement on the timed simulator.
+
+:func:`space` returns a :class:`ConfigSpace`: every knob of :class:`~compiler.schedule.Knobs`
+with its candidate values (plain data, AutoTVM's ``ConfigSpace``).  A point is addressed by
+an index (mixed radix over the knobs, so a tuner can enumerate, sample or mutate indices)
+and may be invalid (loops that cannot be fused, a region hoisted above fused threads, a
+buffer that overflows the SRAM): :meth:`ConfigSpace.valid` says so without compiling.
+:meth:`ConfigSpace.features` is a numeric vector per point for a learned cost model.
+
+:func:`measure` compiles a point and runs it on the timed simulator with random inputs,
+returning cycles (``inf`` for a schedule that cannot be built), DRAM bytes and, on request,
+whether the result matched the tensor-expression evaluator.
+
+Example::
+
+    sp = compiler.space(out, cfg)
+    for k in sp.sample(np.random.default_rng(0), 8):
+        print(k, compiler.measure(out, k, cfg)["cycles"])
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import numpy as np
+
+from isa import MemType, VTAConfig
+
+from .schedule import AXES, Knobs, ScheduleError, extents
+from .workload import GemmWorkload, recognise
+
+LEVELS = ("ci", "root") + AXES + ("h.w",)
+
+
+def _workload(out, cfg: VTAConfig) -> GemmWorkload:
+    return out if isinstance(out, GemmWorkload) else recognise(out, cfg)
+
+
+class ConfigSpace:
+    """Candidate values per knob for one workload (see module docstring)."""
+
+    def __init__(self, wl: GemmWorkload, cfg: VTAConfig, max_vthreads: int = 3,
+                 orders=None):
+        self.wl, self.cfg = wl, cfg
+        ext = extents(wl)
+        self.dims: dict[str, list] = {
+            f"tile_{a}": list(range(1, ext[a] + 1)) for a in ("b", "co", "h", "w", "ci")}
+        self.dims["order"] = list(orders or itertools.permutations(AXES))
+        self.dims["fuse"] = [(), (("h", "w"),)]
+        self.dims["vthreads"] = list(range(1, max_vthreads + 1))
+        self.dims["vthread_axis"] = list(AXES) + ["h.w"]
+        self.dims["inp_at"] = list(LEVELS)
+        self.dims["wgt_at"] = list(LEVELS)
+        self._radix = [len(v) for v in self.dims.values()]
+
+    def __len__(self) -> int:
+        return math.prod(self._radix)
+
+    def get(self, index: int) -> Knobs:
+        """The point with this index (possibly invalid)."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} outside the space of {len(self)} points")
+        vals = {}
+        for (name, values), r in zip(reversed(self.dims.items()), reversed(self._radix)):
+            index, i = divmod(index, r)
+            vals[name] = values[i]
+        return Knobs(**vals)
+
+    def index(self, k: Knobs) -> int:
+        out = 0
+        for name, values in self.dims.items():
+            v = getattr(k, name)
+            if v not in values:
+                raise ScheduleError(f"knob {name}={v!r} is not in this space")
+            out = out * len(values) + values.index(v)
+        return out
+
+    def valid(self, k: Knobs) -> bool:
+        """True if ``k`` describes a schedule of the workload that fits the SRAM."""
+        if k.vthreads == 1 and k.vthread_axis != "co":
+            return False                    # one canonical point for "no virtual threads"
+        try:
+            k.check(self.wl)
+            use = buffer_usage(self.wl, k, self.cfg)
+        except ScheduleError:
+            return False
+        return all(n <= self.cfg.sram_depth(m) for m, n in use.items())
+
+    def sample(self, rng: np.random.Generator, n: int, max_tries: int = 100000) -> list[Knobs]:
+        """``n`` distinct valid points drawn uniformly by rejection."""
+        out, seen = [], set()
+        for _ in range(max_tries):
+            if len(out) == n:
+                break
+            i = int(rng.integers(len(self)))
+            if i in seen:
+                continue
+            seen.add(i)
+            k = self.get(i)
+            if self.valid(k):
+                out.append(k)
+        return out
+
+    def features(self, k: Knobs) -> np.ndarray:
+        """Numeric features of a point: log2 tile sizes and tile counts, loop positions,
+        fusion, threads, hoisting levels and SRAM use (for a learned cost model)."""
+        nt = k.n_tiles(self.wl)
+        f = [math.log2(t) for t in k.tiles().values()] + [math.log2(n) for n in nt.values()]
+        f += [float(k.order.index(a)) for a in AXES]
+        f += [float(bool(k.fuse)), float(k.vthreads), float(self.dims["vthread_axis"].index(
+            k.vthread_axis))]
+        f += [float(LEVELS.index(k.inp_at)), float(LEVELS.index(k.wgt_at))]
+        try:
+            use = buffer_usage(self.wl, k, self.cfg)
+            f += [use[m] / self.cfg.sram_depth(m) for m in (MemType.INP, MemType.WGT,
+                                                            MemType.ACC)]
+        except ScheduleError:
+            f += [-1.0] * 3
+        return np.asarray(f, dtype=np.float64)
+
+
+def space(out, cfg: VTAConfig | None = None, **kw) -> ConfigSpace:
+    """The knob space of the workload ending in tensor ``out`` (or a GemmWorkload)."""
+    cfg = cfg or VTAConfig()
+    return ConfigSpace(_workload(out, cfg), cfg, **kw)
+
+
+def buffer_usage(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> dict:
+    """SRAM tiles per scope a schedule needs (without building it)."""
+    from .lower import _Lowering
+    L = _Lowering(wl, k, cfg)
+    acc = L.acc.tiles * L.acc.slots
+    for st in {s.vector: s for s in wl.epilogue if s.vector is not None}.values():
+        acc += L.g["acc"] * k.vthreads if st.full else wl.ob
+    return {MemType.INP: L.inp.tiles * L.inp.slots, MemType.WGT: L.wgt.tiles * L.wgt.slots,
+            MemType.ACC: acc}
+
+
+def random_inputs(wl: GemmWorkload, inputs, rng: np.random.Generator) -> dict:
+    """Random arrays for the kernel's inputs (int8 full range; wider vectors small)."""
+    from .evaluate import to_numpy_dtype
+    out = {}
+    for t in inputs:
+        dt = to_numpy_dtype(t.dtype)
+        lo, hi = (-128, 128) if dt.itemsize == 1 else (-2000, 2000)
+        out[t] = rng.integers(lo, hi, t.shape).astype(dt)
+    return out
+
+
+def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: int = 0,
+            check: bool = False) -> dict:
+    """Compile ``knobs`` and run them once on the timed simulator.
+
+    Returns ``{"cycles", "dram_bytes", "gemm_ops", "compile_seconds", "correct", "error"}``;
+    ``cycles`` is ``inf`` (and ``error`` the message) when the schedule cannot be built.
+    ``correct`` is None unless ``check`` (compare against the tensor-expression evaluator).
+    """
+    from vta_runtime import SimDevice
+
+    from .bench import pynq_timing
+    from .pipeline import build
+    cfg = cfg or VTAConfig()
+    wl = _workload(out, cfg)
+    t0 = time.perf_counter()
+    try:
+        ck = build(wl, cfg, knobs)
+    except ScheduleError as e:
+        return {"cycles": math.inf, "dram_bytes": 0, "gemm_ops": 0, "correct": None,
+                "compile_seconds": time.perf_counter() - t0, "error": str(e)}
+    feeds = random_inputs(wl, ck.inputs, np.random.default_rng(seed))
+    got, stats = ck.run(SimDevice(cfg, timed=timing or pynq_timing()), feeds)
+    t = dict(stats.get("timing") or {}, **stats)
+    cycles = next(int(t[c]) for c in ("cycles", "total_cycles", "cycle_count") if c in t)
+    correct = None
+    if check:
+        from .evaluate import run as te_run
+        correct = bool(np.array_equal(got, te_run(wl.out, feeds)))
+    dram = sum(int(stats.get(key, 0)) for key in ("inp_load_bytes", "wgt_load_bytes",
+                                                   "acc_load_bytes", "uop_load_bytes",
+                                                   "out_store_bytes"))
+    return {"cycles": cycles, "dram_bytes": dram, "gemm_ops": int(stats["gemm_ops"]),
+            "compile_seconds": ck.compile_seconds, "correct": correct, "error": None}
+
+
+__all__ = ["ConfigSpace", "space", "measure", "buffer_usage", "random_inputs", "LEVELS"]
