@@ -199,3 +199,20 @@ def test_window_entirely_in_wide_padding():
         assert np.array_equal(ops.unpack_nchw(got), ref), k
         assert any(op.kind == "load" and op.args["y"] == 0 and op.args["x"] == 24
                    for op in ck.ops) == (k.inp_at == "ci")
+
+
+def test_hoisted_edge_region_wider_than_the_pad_field_loads_row_by_row():
+    """A hoisted input region clipped at the right edge by more than 15 tiles cannot be
+    filled with trailing padding: it is loaded one row per DMA at the region's pitch."""
+    cfg = VTAConfig()
+    wl, feeds, ref = _conv(cin=16, h=5, w=24, cout=32, k=3, s=1, p=1)
+    k = Knobs(tile_co=1, tile_h=5, tile_w=20, vthreads=2, vthread_axis="co",
+              order=("b", "w", "h", "co"), inp_at="h")
+    ck = build(wl, cfg, k, verify_ir=True)
+    got, _ = ck.run(SimDevice(cfg), feeds)
+    assert np.array_equal(ops.unpack_nchw(got), ref)
+    rows = [op for op in ck.ops if op.kind == "load" and op.args["mem"].name == "INP"]
+    assert any(op.args["y"] == 5 for op in rows)                  # full region: one DMA
+    edge = [op for op in rows if op.args["y"] <= 1]
+    assert len(edge) == 7 and len({op.args["sram"] for op in edge}) == 7   # 7 rows, 22 apart
+    assert sorted(op.args["sram"] for op in edge)[1] - min(op.args["sram"] for op in edge) == 22
