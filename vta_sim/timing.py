@@ -51,6 +51,7 @@ from .errors import DeadlockError, InputError
 __all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS"]
 
 CLIENTS = ("fetch", "uop", "inp", "wgt", "acc")
+_INF = float("inf")
 _MODULES = ("load", "compute", "store")
 _QSHORT = ("l2g", "g2l", "s2g", "g2s")
 
@@ -329,25 +330,52 @@ class _Sim:
             self.at(max(self.now, self.bus_free), self.arbitrate)
 
     def arbitrate(self):
-        heads = [(q[0][0], self.prio[k], k) for k, q in self.req.items() if q]
-        if not heads:
-            self.arb_pending = False
-            return
-        t0 = max(self.now, min(h[0] for h in heads))
-        if t0 > self.now:
-            self.at(t0, self.arbitrate)
-            return
-        _, _, client = min((h for h in heads if h[0] <= t0), key=lambda h: h[1])
-        _, nbytes, cb = self.req[client].popleft()
-        beats = -(-nbytes // self.bus)
-        if not self.p.read_pipelined:   # granted now, data after the latency
-            t0 += self.p.read_latency
-        end = t0 + beats
-        self.bursts.append((client, t0, end, nbytes))
-        self.dram_read[client] += nbytes
-        self.bus_free = end + self.p.read_burst_gap
-        self.at(end, cb)
-        self.at(self.bus_free, self.arbitrate)
+        """Grant read bursts while the bus is free.  Consecutive grants are made inline (no
+        event per burst) as long as no other event can happen before the next grant time,
+        which is exactly equivalent to one event per grant."""
+        t = self.now
+        req, p, heap = self.req, self.p, self.heap
+        order = p.read_priority
+        lat = 0 if p.read_pipelined else p.read_latency
+        gap, bus, log, read = p.read_burst_gap, self.bus, self.bursts, self.dram_read
+        while True:
+            live = [k for k in order if req[k]]
+            if not live:
+                self.arb_pending = False
+                return
+            t0 = max(t, min(req[k][0][0] for k in live))
+            nxt = heap[0][0] if heap else _INF
+            if t0 > t:
+                if t0 >= nxt:
+                    self.at(t0, self.arbitrate)
+                    return
+                t = t0
+            client = next(k for k in live if req[k][0][0] <= t0)
+            q = req[client]
+            # grant this client's bursts back to back until a higher-priority client is
+            # ready, its own next burst is not, or an event comes first (nothing else can
+            # change the other clients' queues meanwhile)
+            pc = self.prio[client]
+            higher = min([req[k][0][0] for k in live if self.prio[k] < pc], default=_INF)
+            while q:
+                ready, nbytes, cb = q[0]
+                if ready > t:
+                    break
+                q.popleft()
+                start = t + lat
+                end = start + -(-nbytes // bus)
+                log.append((client, start, end, nbytes))
+                read[client] += nbytes
+                self.bus_free = t = end + gap
+                if cb is not None:
+                    self.at(end, cb)
+                    nxt = heap[0][0]
+                if t >= nxt:
+                    self.at(t, self.arbitrate)
+                    return
+                if higher <= t:
+                    break
+            # re-arbitrate at time t (bus free, no event before it)
 
     # ------------------------------------------------------------------------- fetch
     def fetch_issue(self):
@@ -361,20 +389,18 @@ class _Sim:
         self.fetch_next += k
         self.fetch_t0 = self.now
         sizes = _bursts(16 * first, 16 * k, self.max_bytes, self.boundary)
-        left = [len(sizes)]
 
-        def arrived():
-            left[0] -= 1
-            if left[0] == 0:
-                self.fetch_inflight = False
-                self.fetch_buf.extend(range(first, first + k))
-                if self.p.fetch_overlap:
-                    self.fetch_log.append((self.fetch_t0, self.now))
-                    self.fetch_issue()
-                if not self.fetch_draining:
-                    self.fetch_drain()
-        for b in sizes:
-            self.dram_request("fetch", b, arrived)
+        def arrived():   # the last burst (a client's bursts are served in order)
+            self.fetch_inflight = False
+            self.fetch_buf.extend(range(first, first + k))
+            if self.p.fetch_overlap:
+                self.fetch_log.append((self.fetch_t0, self.now))
+                self.fetch_issue()
+            if not self.fetch_draining:
+                self.fetch_drain()
+        for b in sizes[:-1]:
+            self.dram_request("fetch", b, None)
+        self.dram_request("fetch", sizes[-1], arrived)
 
     def fetch_drain(self):
         self.fetch_draining = False
@@ -517,18 +543,15 @@ class _Sim:
             self.at(t + p.load_setup_cycles + pre + post + p.load_write_cycles, self.complete,
                     i, m)
             return
-        self.load_left[i] = len(sizes)
         tail = post + p.load_write_cycles
         self.at(t + p.load_setup_cycles + pre, self.load_issue, i, m, client, sizes, tail)
 
     def load_issue(self, i, m, client, sizes, tail):
-        def done():
-            self.load_left[i] -= 1
-            if self.load_left[i] == 0:
-                del self.load_left[i]
-                self.at(self.now + tail, self.complete, i, m)
-        for b in sizes:
-            self.dram_request(client, b, done)
+        def done():      # the last burst (a client's bursts are served in order)
+            self.at(self.now + tail, self.complete, i, m)
+        for b in sizes[:-1]:
+            self.dram_request(client, b, None)
+        self.dram_request(client, sizes[-1], done)
 
     def complete(self, i, m):
         self.end[i] = self.now
