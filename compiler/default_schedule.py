@@ -4,7 +4,9 @@ knobs with an analytic cost model (AutoTVM's role, without measurements).
 The model counts, per candidate, the DRAM bytes the template moves (input windows with
 their halo, weight blocks, bias, outputs), the GEMM/ALU cycles, and a per-DMA latency; with
 virtual threads the DMA and compute overlap (max), without they add.  Candidates that
-overflow an SRAM or cannot fold into legal micro-op kernels are skipped.
+overflow an SRAM or cannot fold into legal micro-op kernels are skipped.  The search covers
+dividing tile sizes, two loop orders and per-step cache reads; non-dividing tiles, fused
+loops and hoisted cache reads are left to the tuner's space (:mod:`compiler.tune`).
 
 Raises
 ------
@@ -35,6 +37,15 @@ ORDERS = (("b", "co", "h", "w"), ("b", "h", "w", "co"))
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def balanced(n: int) -> list[int]:
+    """Tile sizes that cut ``n`` into k nearly equal tiles (ceil(n/k)): the divisors plus
+    the non-dividing sizes whose edge tile is not much smaller than the others.  Not in the
+    default search: measured on the timed simulator (13/17/23-pixel images) the cost model
+    ranks them too well (edge tiles cost extra instructions), so they are left to a tuner
+    (:mod:`compiler.tune`)."""
+    return sorted({-(-n // k) for k in range(1, n + 1)})
 
 
 @dataclass(frozen=True)
@@ -93,21 +104,22 @@ def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
         inp_loads = wgt_loads = steps
     inp = inp_loads * g["inp"] * cfg.inp_elem_bytes
     wgt = wgt_loads * g["wgt"] * cfg.wgt_elem_bytes
-    out = tiles * g["acc"] * cfg.out_elem_bytes
-    vec = sum(_vec_tiles(st, tiles * g["acc"], wl.ob) * _vec_bytes(st, cfg)
+    acc_tiles = wl.nb * wl.ob * wl.oh * wl.ow            # edge tiles are smaller
+    out = acc_tiles * cfg.out_elem_bytes
+    vec = sum(_vec_tiles(st, acc_tiles, wl.ob) * _vec_bytes(st, cfg)
               for st in wl.epilogue if st.vector is not None)
     dram = inp + wgt + out + vec
     inp_dmas = inp_loads * k.tile_b * k.tile_ci
     store_dmas = tiles * k.tile_b * k.tile_co
     dmas = inp_dmas + wgt_loads + store_dmas
     rows = inp_dmas * g["in_h"] + wgt_loads * k.tile_co       # each DMA row is one burst
-    gemm = wl.gemm_uops + tiles * g["acc"]                     # + reset
-    alu = tiles * g["acc"] * sum(2 if st.vector is not None else 1 for st in wl.epilogue)
+    gemm = wl.gemm_uops + acc_tiles                            # + reset
+    alu = acc_tiles * sum(2 if st.vector is not None else 1 for st in wl.epilogue)
     insns = steps + tiles * (1 + len(wl.epilogue))
     compute = gemm + alu + INSN_OVERHEAD * insns
     mem = (inp + wgt + vec) / cfg.bus_bytes + ROW_OVERHEAD * rows \
         + DMA_LATENCY * (inp_dmas + wgt_loads) / (4 if k.vthreads > 1 else 1)
-    store = tiles * g["acc"] * STORE_CYCLES_PER_TILE + store_dmas * k.tile_h * ROW_OVERHEAD * 2
+    store = acc_tiles * STORE_CYCLES_PER_TILE + store_dmas * k.tile_h * ROW_OVERHEAD * 2
     cycles = max(compute, mem, store) * 1.05 if k.vthreads > 1 else compute + mem
     return Estimate(cycles, dram, compute, dmas)
 
