@@ -5,8 +5,8 @@ Used by the Amaranth-simulator runs (:mod:`vta_hw.amaranth_sim`) and by the FPGA
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal, unsigned
-from amaranth.lib import memory, wiring
+from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .memport import MemPortSignature
@@ -23,8 +23,8 @@ class OnChipDram(wiring.Component):
     depth : int
         words (of ``bus_width`` bits); byte addresses wrap modulo ``depth * bus_bytes``.
     latency : int
-        idle cycles between a read request handshake and the first beat (>= 0); the beats of
-        a burst then come one per cycle.
+        cycles between a read request handshake and its first beat (>= 1); up to four
+        requests queue up and their latencies overlap; beats come one per cycle.
     init : list of int
         initial words.
 
@@ -34,8 +34,8 @@ class OnChipDram(wiring.Component):
     ext_addr, ext_wdata, ext_we, ext_rdata : a second, host-side word port (synchronous read,
         data one cycle after the address) to load and read back the contents.
 
-    Latency: reads ``latency + 1`` cycles to the first beat; writes one beat per cycle,
-    ``wr_done`` one cycle after the last beat.  One burst at a time per channel.
+    Latency: reads ``latency + 1`` cycles to the first beat (at least 3); writes one beat per
+    cycle, ``wr_done`` one cycle after the last beat, one write burst at a time.
     """
 
     def __init__(self, bus_width: int, depth: int, latency: int = 4, init=()):
@@ -62,28 +62,36 @@ class OnChipDram(wiring.Component):
                      xw.addr.eq(self.ext_addr), xw.data.eq(self.ext_wdata),
                      xw.en.eq(self.ext_we)]
 
-        # ---- read channel
+        # ---- read channel: requests queue up (with the cycle their data may start), so
+        # the latency of queued bursts overlaps the data of earlier ones
+        now = Signal(16)
+        m.d.sync += now.eq(now + 1)
+        m.submodules.rq = rq = fifo.SyncFIFOBuffered(width=32 + 24 + 16, depth=4)
+        m.d.comb += [p.rd_req_ready.eq(rq.w_rdy),
+                     rq.w_data.eq(Cat(p.rd_req_addr, p.rd_req_len,
+                                      (now + self.latency)[:16])),
+                     rq.w_en.eq(p.rd_req_valid)]
         raddr = Signal(range(self.depth))
         rleft = Signal(24)
-        wait = Signal(range(self.latency + 2))
+        start = Signal(16)
         out_v = Signal()
         rbusy = Signal()
-        m.d.comb += [p.rd_req_ready.eq(~rbusy), p.rd_data_valid.eq(out_v),
-                     p.rd_data.eq(rp.data), rp.addr.eq(raddr)]
-        with m.If(p.rd_req_valid & ~rbusy):
-            m.d.sync += [rbusy.eq(1), raddr.eq(p.rd_req_addr >> lg), rleft.eq(p.rd_req_len),
-                         wait.eq(self.latency)]
+        m.d.comb += [p.rd_data_valid.eq(out_v), p.rd_data.eq(rp.data), rp.addr.eq(raddr)]
+        with m.If(~rbusy & rq.r_rdy):
+            m.d.comb += rq.r_en.eq(1)
+            m.d.sync += [rbusy.eq(1), raddr.eq(rq.r_data[:32] >> lg),
+                         rleft.eq(rq.r_data[32:56]), start.eq(rq.r_data[56:72])]
+        due = Signal()
+        m.d.comb += due.eq((now - start)[15] == 0)      # now >= start (modulo 2**16)
         issue = Signal()
-        m.d.comb += [issue.eq(rbusy & (wait == 0) & (rleft != 0) &
-                              (~out_v | p.rd_data_ready)), rp.en.eq(issue)]
-        with m.If(rbusy & (wait != 0)):
-            m.d.sync += wait.eq(wait - 1)
+        m.d.comb += [issue.eq(rbusy & due & (rleft != 0) & (~out_v | p.rd_data_ready)),
+                     rp.en.eq(issue)]
         with m.If(issue):
             m.d.sync += [out_v.eq(1), raddr.eq(raddr + 1), rleft.eq(rleft - 1)]
+            with m.If(rleft == 1):
+                m.d.sync += rbusy.eq(0)
         with m.Elif(p.rd_data_ready):
             m.d.sync += out_v.eq(0)
-        with m.If(rbusy & (rleft == 0) & (~out_v | p.rd_data_ready)):
-            m.d.sync += rbusy.eq(0)
 
         # ---- write channel
         waddr = Signal(range(self.depth))

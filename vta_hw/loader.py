@@ -22,8 +22,10 @@ class TileLoader(wiring.Component):
     Writes ``(y_pad_0 + y_size + y_pad_1) * (x_pad_0 + x_size + x_pad_1)`` consecutive SRAM
     elements from ``sram_base``: zero tiles for the padding, and for each of the ``y_size``
     rows one read burst of ``x_size`` elements at byte address
-    ``(dram_base + y*x_stride) * E``.  Zero tiles are written in the cycles when no data beat
-    arrives (while waiting for DRAM latency), so padding is mostly free.
+    ``(dram_base + y*x_stride) * E``.  Three independent parts run at once: the request side
+    issues the row bursts back to back (as many as the memory port accepts, so DRAM latency
+    overlaps), the data side writes each beat as it arrives, and the zero side writes the
+    padding runs in the cycles without a data beat.
 
     Parameters
     ----------
@@ -52,7 +54,7 @@ class TileLoader(wiring.Component):
         whole element in the low bits of ``wr_data``.
 
     Latency: 2 cycles from command to the first request; then one beat per cycle (one
-    element per cycle when ``E < bus_bytes``); ``done`` one cycle after the last write.
+    element per cycle when ``E < bus_bytes``); ``done`` in the cycle after the last write.
     """
 
     def __init__(self, bus_width: int, elem_bytes, depths):
@@ -87,34 +89,77 @@ class TileLoader(wiring.Component):
         nrows = Signal(18)
         m.d.comb += [rowlen.eq(xp0 + x_size + xp1), nrows.eq(yp0 + y_size + yp1),
                      self.wr_kind.eq(kind)]
-
-        zaddr = Signal(17)      # next zero tile
-        zcnt = Signal(20)       # zero tiles left in the current run
-        daddr = Signal(17)      # SRAM address of the first data element of the current row
-        waddr = Signal(17)      # next data element
-        y = Signal(16)
-        rowaddr = Signal(ADDR_BITS + 8)   # byte address of the current DRAM row
-        beats_left = Signal(LEN_BITS)
-        lane = Signal(range(max(2, self.max_lanes)))
-        elems_left = Signal(17)
-        max_epb = max([B // e for e in self.elem_bytes if e < B] + [2])
-        pos = Signal(range(max_epb))
-
         depth = Signal(18)
         shift = Signal(4)
         with m.Switch(kind):
             for k, (e, d) in enumerate(zip(self.elem_bytes, self.depths)):
                 with m.Case(k):
                     m.d.comb += [depth.eq(d), shift.eq(_log2(e))]
+        stride_bytes = Signal(24)
+        m.d.comb += stride_bytes.eq(stride << shift)
 
-        # Zero writes happen whenever the port is not used by a data beat.
-        zero_ok = Signal()
+        # request side: one read burst per row, issued back to back
+        req_y = Signal(16)
+        req_addr = Signal(ADDR_BITS + 8)
+        # data side
+        dat_y = Signal(16)
+        dat_base = Signal(18)      # SRAM index of the first data element of row dat_y
+        dat_addr = Signal(ADDR_BITS + 8)   # DRAM byte address of row dat_y
+        waddr = Signal(18)
+        lane = Signal(range(max(2, self.max_lanes)))
+        elems_left = Signal(17)
+        max_epb = max([B // e for e in self.elem_bytes if e < B] + [2])
+        pos = Signal(range(max_epb))
+        # zero side: runs of padding between data rows
+        zaddr = Signal(18)
+        zcnt = Signal(20)
+        zrow = Signal(17)
+        zrow_data = Signal(18)
+
+        running = Signal()
         data_wr = Signal()
         with m.If(data_wr):
-            m.d.comb += self.wr_valid.eq(1)
-        with m.Elif(zero_ok & (zcnt != 0)):
+            m.d.comb += [self.wr_valid.eq(1), self.wr_addr.eq(waddr)]
+        with m.Elif(running & (zcnt != 0)):
             m.d.comb += [self.wr_valid.eq(1), self.wr_zero.eq(1), self.wr_addr.eq(zaddr)]
             m.d.sync += [zaddr.eq(zaddr + 1), zcnt.eq(zcnt - 1)]
+        with m.If(running & (zcnt == 0) & (zrow < y_size)):
+            m.d.sync += [zaddr.eq(zrow_data + x_size), zrow.eq(zrow + 1),
+                         zrow_data.eq(zrow_data + rowlen)]
+            with m.If(zrow + 1 < y_size):
+                m.d.sync += zcnt.eq(xp1 + xp0)
+            with m.Else():
+                m.d.sync += zcnt.eq(xp1 + yp1 * rowlen)
+
+        with m.If(running & (req_y < y_size)):
+            m.d.comb += self.rd.rd_req_valid.eq(1)
+            with m.Switch(kind):
+                for k, e in enumerate(self.elem_bytes):
+                    with m.Case(k):
+                        if e >= B:
+                            m.d.comb += [self.rd.rd_req_addr.eq(req_addr),
+                                         self.rd.rd_req_len.eq(x_size << _log2(e // B))]
+                        else:
+                            epb = B // e
+                            off = req_addr[:_log2(B)] >> _log2(e)
+                            m.d.comb += [
+                                self.rd.rd_req_addr.eq((req_addr >> _log2(B)) << _log2(B)),
+                                self.rd.rd_req_len.eq((off + x_size + epb - 1) >> _log2(epb))]
+            with m.If(self.rd.rd_req_ready):
+                m.d.sync += [req_y.eq(req_y + 1), req_addr.eq(req_addr + stride_bytes)]
+
+        row_end = Signal()
+        with m.If(running & (dat_y < y_size)):
+            with m.Switch(kind):
+                for k, e in enumerate(self.elem_bytes):
+                    with m.Case(k):
+                        self._data_beat(m, e, waddr, lane, elems_left, pos, data_wr, row_end)
+        with m.If(row_end):
+            nxt = dat_addr + stride_bytes
+            m.d.sync += [dat_y.eq(dat_y + 1), dat_base.eq(dat_base + rowlen),
+                         waddr.eq(dat_base + rowlen), dat_addr.eq(nxt), lane.eq(0),
+                         elems_left.eq(x_size)]
+            self._row_pos(m, nxt, pos)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -133,91 +178,60 @@ class TileLoader(wiring.Component):
                     m.next = "IDLE"
                 with m.Else():
                     lead = yp0 * rowlen + xp0
-                    m.d.sync += [zaddr.eq(sram), y.eq(0), rowaddr.eq(dram << shift),
-                                 daddr.eq(sram + lead)]
-                    with m.If(y_size == 0):
-                        m.d.sync += zcnt.eq(total)
-                        m.next = "LAST"
-                    with m.Else():
-                        m.d.sync += zcnt.eq(lead)
-                        m.next = "REQ"
-            with m.State("REQ"):
-                m.d.comb += zero_ok.eq(1)
-                m.d.comb += [self.rd.rd_req_valid.eq(1)]
-                m.d.sync += [waddr.eq(daddr), lane.eq(0), elems_left.eq(x_size)]
-                with m.Switch(kind):
-                    for k, e in enumerate(self.elem_bytes):
-                        with m.Case(k):
-                            if e >= B:
-                                nb = x_size << _log2(e // B)
-                                m.d.comb += [self.rd.rd_req_addr.eq(rowaddr),
-                                             self.rd.rd_req_len.eq(nb)]
-                                m.d.sync += beats_left.eq(nb)
-                            else:
-                                epb = B // e
-                                off = (rowaddr[:_log2(B)] >> _log2(e))
-                                nb = (off + x_size + epb - 1) >> _log2(epb)
-                                m.d.comb += [self.rd.rd_req_addr.eq(
-                                    (rowaddr >> _log2(B)) << _log2(B)),
-                                    self.rd.rd_req_len.eq(nb)]
-                                m.d.sync += [beats_left.eq(nb), pos.eq(off)]
-                with m.If(self.rd.rd_req_ready):
-                    m.next = "DATA"
-            with m.State("DATA"):
-                m.d.comb += [zero_ok.eq(~self.rd.rd_data_valid),
-                             self.wr_addr.eq(Mux(self.wr_zero, zaddr, waddr))]
-                with m.Switch(kind):
-                    for k, e in enumerate(self.elem_bytes):
-                        with m.Case(k):
-                            self._data_beat(m, e, waddr, lane, elems_left, pos, data_wr)
-                with m.If(elems_left == 0):
-                    m.next = "ROWEND"
-            with m.State("ROWEND"):
-                m.d.comb += zero_ok.eq(1)
-                with m.If(zcnt == 0):
-                    m.d.sync += [y.eq(y + 1), daddr.eq(daddr + rowlen),
-                                 rowaddr.eq(rowaddr + (stride << shift)),
-                                 zaddr.eq(daddr + x_size)]
-                    with m.If(y + 1 < y_size):
-                        m.d.sync += zcnt.eq(xp1 + xp0)
-                        m.next = "REQ"
-                    with m.Else():
-                        m.d.sync += zcnt.eq(xp1 + yp1 * rowlen)
-                        m.next = "LAST"
-            with m.State("LAST"):
-                m.d.comb += zero_ok.eq(1)
-                with m.If(zcnt == 0):
+                    first = dram << shift
+                    m.d.sync += [running.eq(1), req_y.eq(0), req_addr.eq(first),
+                                 dat_y.eq(0), dat_addr.eq(first), dat_base.eq(sram + lead),
+                                 waddr.eq(sram + lead), lane.eq(0), elems_left.eq(x_size),
+                                 zaddr.eq(sram), zrow.eq(0), zrow_data.eq(sram + lead),
+                                 zcnt.eq(Mux(y_size == 0, total, lead))]
+                    self._row_pos(m, first, pos)
+                    m.next = "RUN"
+            with m.State("RUN"):
+                with m.If((req_y == y_size) & (dat_y == y_size) & (zcnt == 0) &
+                          (zrow == y_size)):
                     m.d.comb += self.done.eq(1)
+                    m.d.sync += running.eq(0)
                     m.next = "IDLE"
         return m
 
-    def _data_beat(self, m, e, waddr, lane, elems_left, pos, data_wr):
+    def _row_pos(self, m, rowaddr, pos):
+        """Element offset of a row's first element within its first bus word (narrow)."""
+        B = self.bus_bytes
+        with m.Switch(self.wr_kind):
+            for k, e in enumerate(self.elem_bytes):
+                if e < B:
+                    with m.Case(k):
+                        m.d.sync += pos.eq(rowaddr[:_log2(B)] >> _log2(e))
+
+    def _data_beat(self, m, e, waddr, lane, elems_left, pos, data_wr, row_end):
         """Data-beat handling for one element size ``e`` (static)."""
         B = self.bus_bytes
         rd = self.rd
-        with m.If(elems_left != 0):
-            if e >= B:
-                lanes = e // B
-                m.d.comb += [rd.rd_data_ready.eq(1), self.wr_data.eq(rd.rd_data),
-                             self.wr_lane.eq(lane)]
-                with m.If(rd.rd_data_valid):
-                    m.d.comb += data_wr.eq(1)
-                    if lanes == 1:
-                        m.d.sync += [waddr.eq(waddr + 1), elems_left.eq(elems_left - 1)]
-                    else:
-                        m.d.sync += lane.eq(lane + 1)
-                        with m.If(lane == lanes - 1):
-                            m.d.sync += [lane.eq(0), waddr.eq(waddr + 1),
-                                         elems_left.eq(elems_left - 1)]
-            else:
-                epb = B // e
-                m.d.comb += [self.wr_lane.eq(0),
-                             self.wr_data.eq(rd.rd_data.word_select(pos, e * 8)),
-                             rd.rd_data_ready.eq((pos == epb - 1) | (elems_left == 1))]
-                with m.If(rd.rd_data_valid):
-                    m.d.comb += data_wr.eq(1)
-                    m.d.sync += [waddr.eq(waddr + 1), elems_left.eq(elems_left - 1),
-                                 pos.eq(Mux(pos == epb - 1, 0, pos + 1))]
+        if e >= B:
+            lanes = e // B
+            m.d.comb += [rd.rd_data_ready.eq(1), self.wr_data.eq(rd.rd_data),
+                         self.wr_lane.eq(lane)]
+            with m.If(rd.rd_data_valid):
+                m.d.comb += data_wr.eq(1)
+                last_lane = (lane == lanes - 1) if lanes > 1 else 1
+                with m.If(last_lane):
+                    m.d.sync += [lane.eq(0), waddr.eq(waddr + 1),
+                                 elems_left.eq(elems_left - 1)]
+                    with m.If(elems_left == 1):
+                        m.d.comb += row_end.eq(1)
+                with m.Else():
+                    m.d.sync += lane.eq(lane + 1)
+        else:
+            epb = B // e
+            m.d.comb += [self.wr_lane.eq(0),
+                         self.wr_data.eq(rd.rd_data.word_select(pos, e * 8)),
+                         rd.rd_data_ready.eq((pos == epb - 1) | (elems_left == 1))]
+            with m.If(rd.rd_data_valid):
+                m.d.comb += data_wr.eq(1)
+                m.d.sync += [waddr.eq(waddr + 1), elems_left.eq(elems_left - 1),
+                             pos.eq(Mux(pos == epb - 1, 0, pos + 1))]
+                with m.If(elems_left == 1):
+                    m.d.comb += row_end.eq(1)
 
 
 def tile_write(m, loader: TileLoader, kind: int, addr, data, en, tile_bits: int, gran_bits: int):

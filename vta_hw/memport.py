@@ -20,13 +20,14 @@ strobes, no burst-length limit):
 - ``wr_done``: a one-cycle pulse when a burst's data is committed, i.e. visible to any read
   requested afterwards.
 
-The core keeps at most one read burst and one write burst in flight; a memory may add any
-latency before the first beat and may throttle every beat (valid/ready).
+The core keeps several read bursts in flight (:class:`ReadArbiter`, answered in request
+order) and one write burst; a memory may add any latency before the first beat and may
+throttle every beat (valid/ready).  ``wr_done`` comes at least one cycle after the last beat.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -91,14 +92,17 @@ class MemPortSignature(wiring.Signature):
 class ReadArbiter(wiring.Component):
     """Share one read channel between ``n`` masters, fixed priority (client 0 wins).
 
-    A client owns the channel from its request handshake until the last beat of its burst;
-    then the arbiter is free again in the next cycle.
+    Up to ``outstanding`` bursts may be in flight; the arbiter remembers the owner and
+    length of each in request order and routes every data beat to the owner of the oldest
+    one, so requests of one client overlap the DRAM latency of earlier ones.
 
     Parameters
     ----------
     bus_width : int
     n : int
         number of clients.
+    outstanding : int
+        bursts in flight at most (a power of two).
 
     Members
     -------
@@ -107,49 +111,64 @@ class ReadArbiter(wiring.Component):
     mem : ``Out(ReadSignature)``
         to the memory.
 
-    Latency: combinational pass-through (request and data); no bubble between bursts of
-    different clients except the cycle after a burst's last beat.
+    Latency: combinational pass-through of requests and data; no bubble between bursts.
     """
 
-    def __init__(self, bus_width: int, n: int):
+    def __init__(self, bus_width: int, n: int, outstanding: int = 4):
+        if outstanding < 1 or outstanding & (outstanding - 1):
+            raise ValueError(f"outstanding must be a power of two, not {outstanding}")
         self.n = n
+        self.outstanding = outstanding
         super().__init__({**{f"c{i}": In(ReadSignature(bus_width)) for i in range(n)},
                           "mem": Out(ReadSignature(bus_width))})
 
     def elaborate(self, platform):
         m = Module()
+        K = self.outstanding
         clients = [getattr(self, f"c{i}") for i in range(self.n)]
-        busy = Signal()
-        owner = Signal(range(self.n))
-        left = Signal(24)
-        # Request selection: the lowest-index valid client, only when idle.
+        owners = Array(Signal(range(self.n), name=f"owner{k}") for k in range(K))
+        lens = Array(Signal(LEN_BITS, name=f"len{k}") for k in range(K))
+        head = Signal(range(K))
+        tail = Signal(range(K))
+        count = Signal(range(K + 1))
+        got = Signal(LEN_BITS)          # beats of the oldest burst delivered so far
+
+        # ---- requests: the lowest-index valid client, while a slot is free
         sel = Signal(range(self.n))
         for i in reversed(range(self.n)):
             with m.If(clients[i].rd_req_valid):
                 m.d.comb += sel.eq(i)
         any_valid = Signal()
         m.d.comb += any_valid.eq(sum(c.rd_req_valid for c in clients) != 0)
-        for c in clients:
-            m.d.comb += c.rd_data.eq(self.mem.rd_data)
-        with m.If(~busy):
+        push = Signal()
+        with m.If(count != K):
             m.d.comb += self.mem.rd_req_valid.eq(any_valid)
             for i, c in enumerate(clients):
                 with m.If(sel == i):
                     m.d.comb += [self.mem.rd_req_addr.eq(c.rd_req_addr),
                                  self.mem.rd_req_len.eq(c.rd_req_len),
                                  c.rd_req_ready.eq(self.mem.rd_req_ready)]
-            with m.If(any_valid & self.mem.rd_req_ready):
-                m.d.sync += [busy.eq(1), owner.eq(sel)]
-                for i, c in enumerate(clients):
-                    with m.If(sel == i):
-                        m.d.sync += left.eq(c.rd_req_len)
-        with m.Else():
+            m.d.comb += push.eq(any_valid & self.mem.rd_req_ready)
+        with m.If(push):
+            m.d.sync += [owners[tail].eq(sel), lens[tail].eq(self.mem.rd_req_len),
+                         tail.eq(tail + 1)]
+
+        # ---- data: to the owner of the oldest burst
+        pop = Signal()
+        for c in clients:
+            m.d.comb += c.rd_data.eq(self.mem.rd_data)
+        with m.If(count != 0):
             for i, c in enumerate(clients):
-                with m.If(owner == i):
+                with m.If(owners[head] == i):
                     m.d.comb += [c.rd_data_valid.eq(self.mem.rd_data_valid),
                                  self.mem.rd_data_ready.eq(c.rd_data_ready)]
             with m.If(self.mem.rd_data_valid & self.mem.rd_data_ready):
-                m.d.sync += left.eq(left - 1)
-                with m.If(left == 1):
-                    m.d.sync += busy.eq(0)
+                m.d.sync += got.eq(got + 1)
+                with m.If(got + 1 == lens[head]):
+                    m.d.comb += pop.eq(1)
+                    m.d.sync += [got.eq(0), head.eq(head + 1)]
+        with m.If(push & ~pop):
+            m.d.sync += count.eq(count + 1)
+        with m.Elif(pop & ~push):
+            m.d.sync += count.eq(count - 1)
         return m
