@@ -80,17 +80,41 @@ def fmt_cond(e) -> str:
 
 
 def fmt(e) -> str:
-    """Print an index expression as a sum of terms: ``1024*v + 56*y + x + 3``."""
+    """Print an index expression as a sum of terms: ``1024*v + 56*y + x + 3``; floor
+    division and modulo (fused loops) print as ``(2*hw + v) // 3``."""
     if isinstance(e, int):
         return str(e)
-    try:
-        coefs, k = affine(e)
-    except TEError:
-        return repr(e)
-    parts = [(f"{c}*{v.name}" if c != 1 else v.name) for v, c in coefs.items()]
+    coefs, k = _linear(e)
+    parts = []
+    for atom, c in coefs.values():
+        a = atom.name if isinstance(atom, IterVar) else \
+            f"({fmt(atom.a)}) {'//' if atom.op == 'div' else '%'} {fmt(atom.b)}"
+        parts.append(a if c == 1 else f"{c}*{a}" if isinstance(atom, IterVar) else f"{c}*({a})")
     if k or not parts:
         parts.append(str(k))
     return " + ".join(parts).replace("+ -", "- ")
+
+
+def _linear(e) -> tuple[dict, int]:
+    """``e`` as {id: (atom, coef)} + const, atoms being loop variables or div/mod nodes."""
+    if isinstance(e, Const):
+        return {}, e.value
+    if isinstance(e, IterVar) or (isinstance(e, Binary) and e.op in ("div", "mod")):
+        return {id(e): (e, 1)}, 0
+    if isinstance(e, Binary) and e.op in ("add", "sub", "mul"):
+        (ca, ka), (cb, kb) = _linear(e.a), _linear(e.b)
+        if e.op == "mul":
+            if ca and cb:
+                return {id(e): (e, 1)}, 0
+            if not ca:
+                ca, ka, cb, kb = cb, kb, ca, ka
+            return {i: (a, c * kb) for i, (a, c) in ca.items() if c * kb}, ka * kb
+        sgn = 1 if e.op == "add" else -1
+        out = dict(ca)
+        for i, (a, c) in cb.items():
+            out[i] = (a, out.get(i, (a, 0))[1] + sgn * c)
+        return {i: v for i, v in out.items() if v[1]}, ka + sgn * kb
+    return {id(e): (e, 1)}, 0
 
 
 # ----------------------------------------------------------------------------- statements

@@ -72,7 +72,11 @@ class Tiling:
             for j, a in enumerate(grp):
                 inner = _prod(self.n[b] for b in grp[j + 1:])
                 e = Binary("div", flat, const(inner)) if inner > 1 else flat
-                self.idx[a] = Binary("mod", e, const(self.n[a])) if j else e
+                if self.n[a] == 1:
+                    e = const(0)
+                elif j:
+                    e = Binary("mod", e, const(self.n[a]))
+                self.idx[a] = e
             self.loops.append((var, grp, vt))
         self.ci = IterVar("ci_o", self.n["ci"])
         self.idx["ci"] = self.ci
