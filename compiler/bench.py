@@ -167,6 +167,8 @@ def format_row(r: dict) -> str:
     k = r["_knobs"]
     kn = (f"b{k.tile_b} co{k.tile_co} h{k.tile_h} w{k.tile_w} ci{k.tile_ci} "
           f"vt{k.vthreads}:{k.vthread_axis}")
+    kn += "".join(f" {name}@{at}" for name, at in (("inp", k.inp_at), ("wgt", k.wgt_at))
+                  if at != "ci") + "".join(f" fuse:{'.'.join(g)}" for g in k.fuse)
     return (f"{r['name']:5} {r['cycles']:>10} {r['gemm_ops']:>9} {r['gemm_utilization']:>6.3f} "
             f"{r['dram_bytes']:>11} {r['dram_bytes'] / r['_min_bytes']:>5.2f} "
             f"{r['_intensity']:>6.1f} {'yes' if r['correct'] else 'NO':>3}  {kn}")
