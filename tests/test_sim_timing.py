@@ -264,3 +264,16 @@ def test_presets():
     assert not hw.read_pipelined and hw.fetch_overlap and hw.cmd_queue_depth == 32
     assert timed(DOUBLE, **hw.to_dict()).cycles < timed(DOUBLE, serial=True,
                                                        **hw.to_dict()).cycles
+
+
+@pytest.mark.parametrize("k,reads,total", [
+    # K=1: each burst is accepted when the previous one has delivered: +16 latency each
+    (1, [(39, 55), (71, 87), (103, 119), (135, 151)], 155),
+    # K=2 already hides the 16-cycle latency behind 16-beat bursts: as unlimited
+    (2, [(39, 55), (56, 72), (73, 89), (90, 106)], 110),
+    (None, [(39, 55), (56, 72), (73, 89), (90, 106)], 110)])
+def test_outstanding_read_limit(k, reads, total):
+    r = timed([load(INP, 0, 0, 1, 32, push_next=1), FinishInsn(pop_prev=1)],
+              max_outstanding_reads=k)
+    assert [(t0, t1) for c, t0, t1, _ in r.bursts if c == "inp"] == reads
+    assert r.cycles == total

@@ -29,7 +29,8 @@ its own (:func:`simulate_timing`, :func:`cycles`):
   ``read_latency`` cycles after its request (requests queued behind others overlap their
   latency), then occupies the bus for its beats plus ``read_burst_gap``; when several
   clients have a ready burst the one earliest in ``read_priority`` wins (Chisel VME: fetch,
-  uop, inp, wgt, acc).
+  uop, inp, wgt, acc); at most ``max_outstanding_reads`` bursts are in flight (a burst is
+  accepted only when the one that many bursts earlier has delivered its data).
 
 ``serial=True`` makes every instruction wait until the previous one (in stream order) has
 completed: the reference runtime's force-serial mode.
@@ -70,6 +71,7 @@ class TimingParams:
     read_burst_gap: int = 1               #: idle bus cycles after each read burst
     read_pipelined: bool = True           #: queued requests overlap their latency (AXI ids);
     #: False: one burst in flight, each pays read_latency after the channel frees
+    max_outstanding_reads: int | None = 16  #: bursts in flight at most (None: unlimited)
     max_burst_beats: int = 16             #: longest burst (16 beats = 128 B on a 64-bit bus)
     burst_boundary_bytes: int | None = None  #: bursts never cross this (None: max burst size)
     read_priority: tuple = CLIENTS        #: fixed read arbitration order, highest first
@@ -109,13 +111,13 @@ class TimingParams:
                     raise ValueError(f"read_priority must order exactly {CLIENTS}, not {v!r}")
                 object.__setattr__(self, f.name, tuple(v))
             elif v is None and f.name in ("bus_bytes", "burst_boundary_bytes",
-                                          "fetch_burst_insns"):
+                                          "fetch_burst_insns", "max_outstanding_reads"):
                 continue
             elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"timing parameter {f.name} must be a non-negative integer, "
                                  f"not {v!r}")
         for name in ("max_burst_beats", "fetch_burst_insns", "cmd_queue_depth",
-                     "token_capacity"):
+                     "token_capacity", "max_outstanding_reads"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"timing parameter {name} must be at least 1")
         if self.bus_bytes is not None and self.bus_bytes < 1:
@@ -301,6 +303,8 @@ class _Sim:
         self.req = {k: deque() for k in CLIENTS}
         self.bus_free = 0
         self.arb_pending = False
+        self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
+            if p.read_pipelined and p.max_outstanding_reads else None
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
         self.bursts = []
@@ -338,12 +342,17 @@ class _Sim:
         order = p.read_priority
         lat = 0 if p.read_pipelined else p.read_latency
         gap, bus, log, read = p.read_burst_gap, self.bus, self.bursts, self.dram_read
+        ends = self.inflight_ends       # data end times of the last K bursts (K outstanding)
+        limited = ends is not None
         while True:
             live = [k for k in order if req[k]]
             if not live:
                 self.arb_pending = False
                 return
             t0 = max(t, min(req[k][0][0] for k in live))
+            if limited and len(ends) == ends.maxlen:
+                # a burst is accepted only once the one K bursts earlier has finished
+                t0 = max(t0, ends[0] + p.read_latency)
             nxt = heap[0][0] if heap else _INF
             if t0 > t:
                 if t0 >= nxt:
@@ -359,12 +368,15 @@ class _Sim:
             higher = min([req[k][0][0] for k in live if self.prio[k] < pc], default=_INF)
             while q:
                 ready, nbytes, cb = q[0]
-                if ready > t:
+                if ready > t or (limited and len(ends) == ends.maxlen
+                                 and ends[0] + p.read_latency > t):
                     break
                 q.popleft()
                 start = t + lat
                 end = start + -(-nbytes // bus)
                 log.append((client, start, end, nbytes))
+                if limited:
+                    ends.append(end)
                 read[client] += nbytes
                 self.bus_free = t = end + gap
                 if cb is not None:
