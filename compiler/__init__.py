@@ -39,7 +39,7 @@ from .ir import IRError
 from .loop_nest import StageSchedule, run_stage
 from .passes import StorageError
 from .pipeline import PASSES, CompiledKernel, build
-from .schedule import Knobs, Opt, PrimitiveError, Schedule, ScheduleError, apply
+from .schedule import Knobs, Opt, PrimitiveError, Schedule, ScheduleError, apply, opts_of
 from .te import (Tensor, TEError, cast, compute, maximum, minimum, placeholder, reduce_axis,
                  select, shift_left, shift_right)
 from .te import sum  # noqa: A004 - te.sum, like tvm.te.sum
@@ -54,7 +54,7 @@ __all__ = [
     "placeholder", "compute", "reduce_axis", "sum", "cast", "minimum", "maximum",
     "shift_left", "shift_right", "select", "Tensor", "evaluate", "run",
     "gemm_intrin", "verify_gemm", "recognise", "GemmWorkload",
-    "Knobs", "Opt", "Schedule", "apply", "PrimitiveError", "StageSchedule", "run_stage", "default_knobs", "estimate", "dram_minimum",
+    "Knobs", "Opt", "Schedule", "apply", "opts_of", "PrimitiveError", "StageSchedule", "run_stage", "default_knobs", "estimate", "dram_minimum",
     "space", "measure", "ConfigSpace",
     "TEError", "TensorizeError", "ScheduleError", "StorageError", "IRError", "CompilerError",
 ]

@@ -311,6 +311,18 @@ class Schedule:
         return self._k
 
 
+def opts_of(k: Knobs) -> list[Opt]:
+    """The primitive calls that produce knobs ``k`` (the inverse of :func:`apply`)."""
+    out = [Opt("split", a, t) for a, t in k.tiles().items()]
+    out.append(Opt("reorder", ",".join(k.order)))
+    out += [Opt("fuse", ".".join(g)) for g in k.fuse]
+    out.append(Opt("bind_vthread", k.vthread_axis, k.vthreads))
+    for tensor, at in (("data", k.inp_at), ("kernel", k.wgt_at)):
+        loop = at if at == "root" else at + (".fused" if "." in at else ".outer")
+        out.append(Opt("compute_at", tensor, loop))
+    return out
+
+
 def apply(wl, opts) -> Knobs:
     """Replay recorded primitives (:class:`Opt` or (op, target, arg) tuples) on ``wl``."""
     s = Schedule(wl)
@@ -319,8 +331,8 @@ def apply(wl, opts) -> Knobs:
         if op in ("split", "bind_vthread"):
             getattr(s, op)(target, arg)
         elif op in ("reorder", "fuse"):
-            getattr(s, op)(*[t if t in ("root",) else t + ".outer" for t in target.split(",")]
-                           if op == "reorder" else [a + ".outer" for a in target.split(".")])
+            names = target.split(",") if op == "reorder" else target.split(".")
+            getattr(s, op)(*[t + ".outer" for t in names])
         elif op in ("cache_read", "compute_at"):
             getattr(s, op)(target, arg)
         elif op == "cache_write":

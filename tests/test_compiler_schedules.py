@@ -216,3 +216,16 @@ def test_hoisted_edge_region_wider_than_the_pad_field_loads_row_by_row():
     edge = [op for op in rows if op.args["y"] <= 1]
     assert len(edge) == 7 and len({op.args["sram"] for op in edge}) == 7   # 7 rows, 22 apart
     assert sorted(op.args["sram"] for op in edge)[1] - min(op.args["sram"] for op in edge) == 22
+
+
+def test_every_knob_point_is_a_sequence_of_primitive_calls():
+    """Plain data <-> calls: valid points of the tuner's space replay from their calls."""
+    from compiler.schedule import opts_of
+    from compiler.tune import space
+    wl, _, _ = _conv(cin=64, h=9, w=9, cout=48)
+    sp = space(wl, VTAConfig())
+    pts = sp.sample(np.random.default_rng(4), 150)
+    assert len(pts) == 150 and any(k.fuse for k in pts) and any(k.inp_at != "ci" for k in pts)
+    for k in pts:
+        assert apply(wl, opts_of(k)) == k
+        assert apply(wl, [(o.op, o.target, o.arg) for o in opts_of(k)]) == k
