@@ -108,7 +108,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import HEADER, RESNET18, bench, format_row, geomean, public_json, roofline
+    from .bench import HEADER, RESNET18, bench, geomean, public_json, roofline
     if args.workload != "resnet18":
         print(f"vta bench: unknown workload {args.workload!r} (known: resnet18)", file=sys.stderr)
         return 2

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .te import Binary, Const, Expr, IterVar, TEError, affine
+from .te import Binary, Const, Expr, IterVar
 
 
 class IRError(ValueError):

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import ops
-from compiler.default_schedule import candidates, default_knobs, fits
+from compiler.default_schedule import candidates, fits
 from compiler.evaluate import run as te_run
 from compiler.pipeline import build
 from compiler.schedule import ScheduleError
