@@ -65,8 +65,8 @@ class _Lowering:
         nv = k.vthreads
         acc_tiles = self.g["acc"]
         if self.t.smallest_acc() < self.need:     # room for the scratch tiles of small tiles
-            a = self.t.smallest_acc()
-            acc_tiles = max(acc_tiles, a * -(-self.need // a), self.need + 1)
+            acc_tiles = max([acc_tiles] + [a * -(-self.need // a) for a in
+                                           range(self.t.smallest_acc(), self.need)])
         self.acc = Buffer("res", "acc", acc_tiles, nv)
         self.tw = {a: self.t.tile(a) for a in AXES}
         self.cw = self.t.tile("ci")
