@@ -57,6 +57,20 @@ def cmd_demo(args) -> int:
     s.pragma("epilogue", "alu")
     s.bind_vthread("co", 1 if args.no_latency_hiding else 2)
     knobs = s.knobs()
+    if args.knobs:
+        from .schedule import Knobs
+        try:
+            over = json.loads(args.knobs)
+        except ValueError as e:
+            print(f"vta demo: --knobs is not JSON: {e}", file=sys.stderr)
+            return 2
+        if not isinstance(over, dict):
+            print("vta demo: --knobs must be a JSON object of knob values", file=sys.stderr)
+            return 2
+        knobs = Knobs.from_dict({**knobs.as_dict(), **over})
+        knobs.check(wl)
+        from .schedule import opts_of
+        s.opts = opts_of(knobs)
     for o in s.opts:
         print(f"   {o.op}({o.target}{', ' + str(o.arg) if o.arg is not None else ''})")
     print(f"   knobs: {knobs.as_dict()}")
@@ -173,6 +187,9 @@ def register(sub):
                             "inject_dma", "coproc_sync"])
     p.add_argument("--no-latency-hiding", action="store_true", help="one virtual thread")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--knobs", metavar="JSON", help='override schedule knobs, e.g. '
+                   '\'{"tile_h": 5, "tile_w": 4, "fuse": [["h", "w"]], "vthread_axis": "h.w", '
+                   '"wgt_at": "root"}\' (any tile size; see compiler.Knobs)')
     p.add_argument("--dump", metavar="INSNS.bin", help="write the instruction stream (binary, "
                    "for vta disasm)")
     p.set_defaults(func=_user_errors(cmd_demo))

@@ -90,7 +90,7 @@ class Knobs:
         if "order" in d:
             d["order"] = tuple(d["order"])
         if "fuse" in d:
-            d["fuse"] = tuple(tuple(g) for g in d["fuse"])
+            d["fuse"] = tuple(tuple(g) if isinstance(g, (list, tuple)) else g for g in d["fuse"])
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise ScheduleError(f"unknown knobs {sorted(unknown)}")
@@ -120,6 +120,17 @@ class Knobs:
     def check(self, wl) -> None:
         """Raise PrimitiveError unless the knobs describe a schedule of workload ``wl``."""
         ext = extents(wl)
+        for name in ("tile_b", "tile_co", "tile_h", "tile_w", "tile_ci", "vthreads"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise ScheduleError(f"knob {name}={v!r}: expected an integer")
+        for name in ("vthread_axis", "inp_at", "wgt_at"):
+            if not isinstance(getattr(self, name), str):
+                raise ScheduleError(f"knob {name}={getattr(self, name)!r}: expected a loop name")
+        if not all(isinstance(a, str) for a in self.order) or not all(
+                isinstance(g, tuple) and all(isinstance(a, str) for a in g) for g in self.fuse):
+            raise ScheduleError(f"knobs order={self.order!r} fuse={self.fuse!r}: expected axis "
+                                f"names (fuse: a list of lists)")
         for ax, t in self.tiles().items():
             if not 1 <= t <= ext[ax]:
                 raise PrimitiveError("split", ax, f"factor {t} outside [1, {ext[ax]}] (the "

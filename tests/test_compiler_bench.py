@@ -61,6 +61,16 @@ def test_cli_demo_runs_end_to_end(capsys):
     assert "bit-exact" in text and "GEMM utilisation" in text and "LOAD INP" in text
 
 
+def test_cli_demo_with_plain_data_knobs(capsys):
+    knobs = ('{"tile_h": 5, "tile_w": 4, "fuse": [["h", "w"]], "vthread_axis": "h.w", '
+             '"wgt_at": "root"}')
+    assert vta_main(["demo", "--knobs", knobs]) == 0
+    text = capsys.readouterr().out
+    assert "bit-exact" in text and "fuse(h.w)" in text and "compute_at(kernel, root)" in text
+    assert vta_main(["demo", "--knobs", '{"fuse": ["hw"]}']) == 2
+    assert "ScheduleError" in capsys.readouterr().err
+
+
 def test_reduced_layers_keep_their_geometry():
     small = [layer.scaled(4) for layer in RESNET18]
     assert all(s.cin >= 16 and s.hw == l.hw and s.stride == l.stride
