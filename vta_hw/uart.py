@@ -1,0 +1,176 @@
+"""A UART and the host bridge that drives the core's registers and DRAM over it (FPGA host
+interface)."""
+
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["UartRx", "UartTx", "HostBridge", "CMD_WRITE_REG", "CMD_READ_REG",
+           "CMD_WRITE_MEM", "CMD_READ_MEM", "ACK"]
+
+CMD_WRITE_REG = 0x57   #: 'W' addr(1) data(4)  -> ACK
+CMD_READ_REG = 0x52    #: 'R' addr(1)          -> data(4)
+CMD_WRITE_MEM = 0x4D   #: 'M' word(4) data(bus bytes) -> ACK
+CMD_READ_MEM = 0x6D    #: 'm' word(4)          -> data(bus bytes)
+ACK = 0x06
+
+
+class UartRx(wiring.Component):
+    """8N1 receiver.  ``data`` is valid for one cycle with ``valid``, about 1.5 bit times
+    after the start bit's falling edge plus 8 bit times.
+
+    Parameters
+    ----------
+    divisor : int
+        clock cycles per bit.
+    """
+
+    rx: In(1, init=1)
+    data: Out(8)
+    valid: Out(1)
+
+    def __init__(self, divisor: int):
+        if divisor < 4:
+            raise ValueError(f"divisor must be at least 4, not {divisor}")
+        self.divisor = divisor
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        rx = Signal(init=1)
+        rx0 = Signal(init=1)
+        m.d.sync += [rx0.eq(self.rx), rx.eq(rx0)]
+        timer = Signal(range(2 * self.divisor))
+        bit = Signal(range(10))
+        shreg = Signal(8)
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(~rx):
+                    m.d.sync += [timer.eq(self.divisor + self.divisor // 2 - 1), bit.eq(0)]
+                    m.next = "BITS"
+            with m.State("BITS"):
+                m.d.sync += timer.eq(timer - 1)
+                with m.If(timer == 0):
+                    m.d.sync += [shreg.eq(Cat(shreg[1:], rx)), bit.eq(bit + 1),
+                                 timer.eq(self.divisor - 1)]
+                    with m.If(bit == 7):
+                        m.next = "STOP"
+            with m.State("STOP"):
+                m.d.sync += timer.eq(timer - 1)
+                with m.If(timer == 0):
+                    m.d.comb += [self.valid.eq(rx), self.data.eq(shreg)]
+                    m.next = "IDLE"
+        return m
+
+
+class UartTx(wiring.Component):
+    """8N1 transmitter: takes ``data`` when ``valid & ready``; ``ready`` once the previous
+    byte's stop bit has lasted a whole bit time."""
+
+    tx: Out(1, init=1)
+    data: In(8)
+    valid: In(1)
+    ready: Out(1)
+
+    def __init__(self, divisor: int):
+        self.divisor = divisor
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        timer = Signal(range(self.divisor))
+        shreg = Signal(10)
+        left = Signal(range(11))
+        m.d.comb += self.ready.eq((left == 0) & (timer == 0))
+        with m.If(timer != 0):
+            m.d.sync += timer.eq(timer - 1)
+        with m.Elif(left != 0):
+            m.d.sync += [self.tx.eq(shreg[0]), shreg.eq(shreg >> 1), left.eq(left - 1),
+                         timer.eq(self.divisor - 1)]
+        with m.Elif(self.valid):
+            m.d.sync += [shreg.eq(Cat(0, self.data, 1)), left.eq(10)]
+        return m
+
+
+class HostBridge(wiring.Component):
+    """Byte-stream commands to the core's register bus and the DRAM host port.
+
+    Commands (little-endian fields): ``'W' addr data32`` writes a register and answers
+    ``ACK``; ``'R' addr`` answers the register's 4 bytes; ``'M' word32 data`` writes one DRAM
+    bus word and answers ``ACK``; ``'m' word32`` answers the word's bytes.
+
+    Members
+    -------
+    rx_data, rx_valid : bytes from the host.
+    tx_data, tx_valid, tx_ready : bytes to the host.
+    csr_addr, csr_wdata, csr_we, csr_rdata : the core's register bus.
+    mem_addr, mem_wdata, mem_we, mem_rdata : DRAM host port (read data one cycle after the
+        address).
+    """
+
+    def __init__(self, bus_width: int, mem_depth: int):
+        self.bus_bytes = bus_width // 8
+        super().__init__({
+            "rx_data": In(8), "rx_valid": In(1), "tx_data": Out(8), "tx_valid": Out(1),
+            "tx_ready": In(1), "csr_addr": Out(8), "csr_wdata": Out(32), "csr_we": Out(1),
+            "csr_rdata": In(32), "mem_addr": Out(range(mem_depth)), "mem_wdata": Out(bus_width),
+            "mem_we": Out(1), "mem_rdata": In(bus_width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        bb = self.bus_bytes
+        cmd = Signal(8)
+        arg = Signal(32)
+        data = Signal(8 * max(4, bb))
+        n = Signal(range(max(4, bb) + 6))
+        out = Signal(8 * max(4, bb))
+        out_n = Signal(range(max(4, bb) + 1))
+        m.d.comb += [self.csr_addr.eq(arg[:8]), self.csr_wdata.eq(data[:32]),
+                     self.mem_addr.eq(arg), self.mem_wdata.eq(data[:8 * bb]),
+                     self.tx_data.eq(out[:8]), self.tx_valid.eq(out_n != 0)]
+        with m.If(self.tx_valid & self.tx_ready):
+            m.d.sync += [out.eq(out >> 8), out_n.eq(out_n - 1)]
+        arg_len = Signal(range(5))
+        dat_len = Signal(range(bb + 5))
+        with m.Switch(cmd):
+            with m.Case(CMD_WRITE_REG):
+                m.d.comb += [arg_len.eq(1), dat_len.eq(4)]
+            with m.Case(CMD_READ_REG):
+                m.d.comb += arg_len.eq(1)
+            with m.Case(CMD_WRITE_MEM):
+                m.d.comb += [arg_len.eq(4), dat_len.eq(bb)]
+            with m.Case(CMD_READ_MEM):
+                m.d.comb += arg_len.eq(4)
+        with m.FSM():
+            with m.State("CMD"):
+                with m.If(self.rx_valid & (out_n == 0)):
+                    m.d.sync += [cmd.eq(self.rx_data), n.eq(0), arg.eq(0), data.eq(0)]
+                    m.next = "ARG"
+            with m.State("ARG"):
+                with m.If(n == arg_len + dat_len):
+                    m.next = "EXEC"
+                with m.Elif(self.rx_valid):
+                    m.d.sync += n.eq(n + 1)
+                    with m.If(n < arg_len):
+                        m.d.sync += arg.eq(arg | (self.rx_data << (n << 3)))
+                    with m.Else():
+                        m.d.sync += data.eq(data | (self.rx_data << ((n - arg_len).as_unsigned()[:4] << 3)))
+            with m.State("EXEC"):
+                with m.Switch(cmd):
+                    with m.Case(CMD_WRITE_REG):
+                        m.d.comb += self.csr_we.eq(1)
+                        m.d.sync += [out.eq(ACK), out_n.eq(1)]
+                    with m.Case(CMD_READ_REG):
+                        m.d.sync += [out.eq(self.csr_rdata), out_n.eq(4)]
+                    with m.Case(CMD_WRITE_MEM):
+                        m.d.comb += self.mem_we.eq(1)
+                        m.d.sync += [out.eq(ACK), out_n.eq(1)]
+                with m.If(cmd == CMD_READ_MEM):
+                    m.next = "MEMRD"
+                with m.Else():
+                    m.next = "CMD"
+            with m.State("MEMRD"):
+                m.d.sync += [out.eq(self.mem_rdata), out_n.eq(bb)]
+                m.next = "CMD"
+        return m
