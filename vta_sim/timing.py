@@ -138,19 +138,19 @@ class TimingParams:
     @classmethod
     def vta_hw(cls) -> "TimingParams":
         """This project's RTL (vta_hw in the Amaranth simulator, on-chip DRAM of latency 4):
-        its structure (one read burst in flight, one burst per row, a two-burst fetch
+        its structure (up to 4 read bursts in flight, one burst per row, a two-burst fetch
         buffer, 32-entry command queues) and integer costs fitted by
-        ``benchmarks/bench_sim_calibrate.py`` on 2026-11-21 against vta_hw da88fe1: mean
-        error 1.3% on the training programs (39 vectors, 12 random), 1.2% (max 3.9%) on 12
+        ``benchmarks/bench_sim_calibrate.py`` on 2026-11-21 against vta_hw 94d32f9: mean
+        error 0.9% on the training programs (39 vectors, 12 random), 1.0% (max 3.9%) on 12
         held-out random programs.  The individual costs trade off against each other (the
         fit is not unique); refit when the RTL changes."""
-        return cls(max_burst_beats=1 << 16, read_pipelined=False, fetch_overlap=True,
-                   cmd_queue_depth=32, token_capacity=65535, read_latency=8,
-                   read_burst_gap=3, dispatch_cycles=1, nop_cycles=1, finish_cycles=0,
-                   gemm_start_cycles=2, alu_start_cycles=1, alu_cycles_per_uop_vec=1,
-                   load_setup_cycles=1, load_write_cycles=8, pad_cycles_per_tile=1,
-                   store_setup_cycles=0, store_cycles_per_tile=0, write_burst_overhead=3,
-                   fetch_drain_cycles=0, token_latency=0)
+        return cls(max_burst_beats=1 << 16, read_pipelined=True, max_outstanding_reads=4,
+                   fetch_overlap=True, cmd_queue_depth=32, token_capacity=65535,
+                   read_latency=6, read_burst_gap=4, dispatch_cycles=0, nop_cycles=1,
+                   finish_cycles=0, gemm_start_cycles=4, alu_start_cycles=1,
+                   alu_cycles_per_uop_vec=1, load_setup_cycles=3, load_write_cycles=1,
+                   pad_cycles_per_tile=1, store_setup_cycles=0, store_cycles_per_tile=0,
+                   write_burst_overhead=4, fetch_drain_cycles=1, token_latency=0)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
