@@ -77,10 +77,6 @@ class OnChipDram(wiring.Component):
         out_v = Signal()
         rbusy = Signal()
         m.d.comb += [p.rd_data_valid.eq(out_v), p.rd_data.eq(rp.data), rp.addr.eq(raddr)]
-        with m.If(~rbusy & rq.r_rdy):
-            m.d.comb += rq.r_en.eq(1)
-            m.d.sync += [rbusy.eq(1), raddr.eq(rq.r_data[:32] >> lg),
-                         rleft.eq(rq.r_data[32:56]), start.eq(rq.r_data[56:72])]
         due = Signal()
         m.d.comb += due.eq((now - start)[15] == 0)      # now >= start (modulo 2**16)
         issue = Signal()
@@ -92,6 +88,11 @@ class OnChipDram(wiring.Component):
                 m.d.sync += rbusy.eq(0)
         with m.Elif(p.rd_data_ready):
             m.d.sync += out_v.eq(0)
+        # the next burst starts in the cycle after the last beat of this one is issued
+        with m.If(rq.r_rdy & (~rbusy | (issue & (rleft == 1)))):
+            m.d.comb += rq.r_en.eq(1)
+            m.d.sync += [rbusy.eq(1), raddr.eq(rq.r_data[:32] >> lg),
+                         rleft.eq(rq.r_data[32:56]), start.eq(rq.r_data[56:72])]
 
         # ---- write channel
         waddr = Signal(range(self.depth))
