@@ -305,7 +305,10 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     hoisted: dict[int, list] = {}
     for scope, at in (("inp", k.inp_at), ("wgt", k.wgt_at)):
         if at != "ci":
-            hoisted.setdefault(t.level(at), []).append(L.load(scope, L._region(scope, at), True))
+            load = L.load(scope, L._region(scope, at), True)
+            cond = t.guard(("b", "h", "w") if scope == "inp" else ("co",), at)
+            hoisted.setdefault(t.level(at), []).append(
+                load if cond is None else IfElse(cond, load))
     for i in reversed(range(len(t.loops))):
         var = t.loops[i][0]
         inner = Seq(hoisted[i] + [stmt]) if i in hoisted else stmt

@@ -4,7 +4,8 @@ A schedule fixes how the output is tiled, which on-chip scopes hold what, where 
 reduction is tensorized, and how many virtual threads share the SRAM.  The loop structure it
 produces (TVM's VTA conv2d schedule)::
 
-    for <outer tile loops: b_o, co_o, h_o, w_o in `order`, adjacent ones maybe fused>:
+    for <outer tile loops: b_o, co_o, h_o, w_o in `order` (each maybe split again into
+         two loops, adjacent ones maybe fused)>:
       [inp/wgt <- a region covering every inner tile   (compute_at at this loop)]
       for v in vthreads:                             # virtual threads (one SRAM slot each)
         acc[v] = 0                                   # GEMM reset (tensorized)
@@ -20,7 +21,12 @@ is an edge tile, lowered to its own smaller DMAs and micro-op kernels behind a g
 
 :class:`Knobs` is the plain-data form (what a tuner searches); :class:`Schedule` records
 primitive calls (split, tile, reorder, fuse, bind, cache_read/cache_write, compute_at,
-tensorize, pragma) as a flat list of :class:`Opt` and turns them into knobs.
+tensorize, pragma) as a flat list of :class:`Opt` and turns them into knobs;
+:func:`opts_of` gives the calls for any knobs and :func:`apply` replays them.
+
+Not expressible: splitting a tile loop more than once, splitting the reduction loop's
+outer part, hoisting a cache read above the virtual threads of a fused loop (its region is
+not a box), compute_at of the accumulator (it is always per tile).
 
 Raises
 ------
@@ -62,6 +68,10 @@ class Knobs:
         or a fused loop such as "h.w").
     order: loop order of the output tile loops, outermost first.
     fuse: groups of outer loops, adjacent in ``order``, fused into one loop.
+    split_outer: ((axis, factor), ...): the tile loop of ``axis`` split again into
+        ``axis_o`` (steps of ``factor`` tiles) and ``axis_i`` (``factor`` tiles), two loops
+        that can be ordered, fused, bound or used as compute_at levels independently (an
+        ``axis`` left in ``order`` stands for ``axis_o, axis_i``).
     inp_at, wgt_at: where the input / weight cache reads are computed (compute_at): "ci"
         (every reduction step, per virtual thread), "root", or an outer loop name (then the
         buffer holds the whole reduction for every tile inside that loop, loaded once).
@@ -75,6 +85,7 @@ class Knobs:
     vthread_axis: str = "co"
     order: tuple = AXES
     fuse: tuple = ()
+    split_outer: tuple = ()
     inp_at: str = "ci"
     wgt_at: str = "ci"
 
@@ -82,6 +93,7 @@ class Knobs:
         d = asdict(self)
         d["order"] = list(self.order)
         d["fuse"] = [list(g) for g in self.fuse]
+        d["split_outer"] = [list(g) for g in self.split_outer]
         return d
 
     @classmethod
@@ -91,6 +103,9 @@ class Knobs:
             d["order"] = tuple(d["order"])
         if "fuse" in d:
             d["fuse"] = tuple(tuple(g) if isinstance(g, (list, tuple)) else g for g in d["fuse"])
+        if "split_outer" in d:
+            d["split_outer"] = tuple(tuple(g) if isinstance(g, (list, tuple)) else g
+                                     for g in d["split_outer"])
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise ScheduleError(f"unknown knobs {sorted(unknown)}")
@@ -99,14 +114,40 @@ class Knobs:
     def replace(self, **kw) -> "Knobs":
         return replace(self, **kw)
 
+    def normalized(self) -> "Knobs":
+        """The same schedule with split axes written as their two loops in ``order``."""
+        return replace(self, order=self.loop_order())
+
     def tiles(self) -> dict:
         return {"b": self.tile_b, "co": self.tile_co, "h": self.tile_h, "w": self.tile_w,
                 "ci": self.tile_ci}
 
+    def loop_order(self) -> tuple:
+        """``order`` with every split axis expanded to its two loops (``co`` -> ``co_o``,
+        ``co_i``)."""
+        split = dict(self.split_outer)
+        return tuple(n for ax in self.order
+                     for n in ((f"{ax}_o", f"{ax}_i") if ax in split else (ax,)))
+
+    def loop_extents(self, wl) -> dict:
+        """Outer loop name -> (axis, stride in tiles, extent)."""
+        nt = self.n_tiles(wl)
+        split = dict(self.split_outer)
+        out = {}
+        for ax in AXES:
+            if ax in split:
+                f = split[ax]
+                out[f"{ax}_o"] = (ax, f, -(-nt[ax] // f))
+                out[f"{ax}_i"] = (ax, 1, f)
+            else:
+                out[ax] = (ax, 1, nt[ax])
+        return out
+
     def loops(self) -> list[tuple]:
-        """The outer tile loops in order, each a tuple of the axes it covers (fused: >1)."""
+        """The outer tile loops in order, each a tuple of the loop names it covers (fused:
+        more than one)."""
         out, seen = [], set()
-        for ax in self.order:
+        for ax in self.loop_order():
             if ax in seen:
                 continue
             grp = next((tuple(g) for g in self.fuse if ax in g), (ax,))
@@ -131,33 +172,44 @@ class Knobs:
                 isinstance(g, tuple) and all(isinstance(a, str) for a in g) for g in self.fuse):
             raise ScheduleError(f"knobs order={self.order!r} fuse={self.fuse!r}: expected axis "
                                 f"names (fuse: a list of lists)")
+        if not all(isinstance(g, tuple) and len(g) == 2 and g[0] in AXES
+                   and isinstance(g[1], int) for g in self.split_outer) \
+                or len({g[0] for g in self.split_outer}) != len(self.split_outer):
+            raise ScheduleError(f"knob split_outer={self.split_outer!r}: expected distinct "
+                                f"[axis, factor] pairs of the axes {AXES}")
         for ax, t in self.tiles().items():
             if not 1 <= t <= ext[ax]:
                 raise PrimitiveError("split", ax, f"factor {t} outside [1, {ext[ax]}] (the "
                                      f"extent of {ax})")
-        if sorted(self.order) != sorted(AXES):
+        nt0 = self.n_tiles(wl)
+        for ax, f in self.split_outer:
+            if not 1 <= f <= nt0[ax]:
+                raise PrimitiveError("split", f"{ax}.outer", f"factor {f} outside [1, "
+                                     f"{nt0[ax]}] (the tiles of {ax})")
+        names0 = self.loop_extents(wl)
+        order = self.loop_order()
+        if sorted(order) != sorted(names0):
             raise PrimitiveError("reorder", ",".join(self.order),
-                                 f"must be a permutation of the tile loops {AXES}")
+                                 f"must be a permutation of the tile loops {tuple(names0)}")
         seen = set()
         for g in self.fuse:
             name = ".".join(g)
-            if len(g) < 2 or any(a not in AXES or a in seen for a in g):
+            if len(g) < 2 or any(a not in names0 or a in seen for a in g):
                 raise PrimitiveError("fuse", name, "fuse two or more distinct outer tile loops")
             seen.update(g)
-            pos = [self.order.index(a) for a in g]
+            pos = [order.index(a) for a in g]
             if pos != list(range(pos[0], pos[0] + len(g))):
                 raise PrimitiveError("fuse", name, f"loops must be adjacent, in this order, "
-                                     f"in the loop order {self.order}")
+                                     f"in the loop order {order}")
         names = self.loop_names()
         if self.vthreads < 1:
             raise PrimitiveError("bind_vthread", self.vthread_axis, "needs >= 1 thread")
         if self.vthread_axis not in names:
             raise PrimitiveError("bind_vthread", self.vthread_axis,
                                  f"not an outer loop; loops are {names}")
-        nt = self.n_tiles(wl)
         total = 1
         for a in self.vthread_axis.split("."):
-            total *= nt[a]
+            total *= names0[a][2]
         if self.vthreads > total:
             raise PrimitiveError("bind_vthread", self.vthread_axis, f"{self.vthreads} virtual "
                                  f"threads but only {total} tiles")
@@ -170,7 +222,7 @@ class Knobs:
                                      f"attach at 'ci', 'root' or one of {names}")
             uses = {"data": {"b", "h", "w"}, "kernel": {"co"}}[tensor]
             if self.vthreads > 1 and "." in self.vthread_axis and names.index(at) >= vpos \
-                    and uses & set(self.vthread_axis.split(".")):
+                    and uses & {names0[n][0] for n in self.vthread_axis.split(".")}:
                 raise PrimitiveError("compute_at", f"{tensor}, {at}", "cannot hoist a load "
                                      "above the virtual threads of a fused loop (its region "
                                      "is not a box)")
@@ -195,7 +247,11 @@ class Opt:
 
 
 def _loop(name: str) -> str:
-    """"h.outer" -> "h"; "h.w.fused" -> "h.w"; "ci.outer" -> "ci"; "root" stays."""
+    """"h.outer" -> "h"; "h.w.fused" -> "h.w"; "ci.outer" -> "ci"; "co.outer.outer" ->
+    "co_o", "co.outer.inner" -> "co_i" (a split tile loop); "root" stays."""
+    for suf, rep in ((".outer.outer", "_o"), (".outer.inner", "_i")):
+        if name.endswith(suf) and "." not in name[: -len(suf)]:
+            return name[: -len(suf)] + rep
     for suf in (".outer", ".fused"):
         if name.endswith(suf):
             return name[: -len(suf)]
@@ -225,9 +281,21 @@ class Schedule:
     def split(self, axis: str, factor: int):
         """Split ``axis`` into (outer, inner) with inner extent ``factor`` (the tile); any
         factor from 1 to the extent (a non-dividing one leaves an edge tile)."""
+        if axis.endswith(".outer") and axis[:-6] in AXES:     # split a tile loop again
+            ax = axis[:-6]
+            if int(factor) < 1:
+                raise PrimitiveError("split", axis, f"factor {factor} must be >= 1")
+            self._rec("split", axis, int(factor))
+            rest = tuple(g for g in self._k.split_outer if g[0] != ax)
+            order = tuple(ax if n in (f"{ax}_o", f"{ax}_i") else n
+                          for n in self._k.loop_order())
+            self._k = replace(self._k, split_outer=rest + ((ax, int(factor)),),
+                              order=tuple(dict.fromkeys(order)))
+            return f"{axis}.outer", f"{axis}.inner"
         if axis not in AXES + REDUCE_AXES:
-            why = ("nested splits of the tile loops are not supported on the VTA path"
-                   if _loop(axis) in AXES + REDUCE_AXES else f"axes are {AXES + REDUCE_AXES}")
+            why = ("only the output tile loops (b, co, h, w).outer can be split again"
+                   if _loop(axis) in AXES + REDUCE_AXES + ("ci",) or ".outer" in axis
+                   else f"axes are {AXES + REDUCE_AXES}")
             raise PrimitiveError("split", axis, why)
         factor = int(factor)
         ext = extents(self.wl)[axis]
@@ -255,7 +323,7 @@ class Schedule:
         """Order the outer tile loops (``x.outer`` or fused ``x.y.fused``), outermost first;
         loops not named keep their relative order after the named ones."""
         names = tuple(a for n in outer_loops for a in self._axes_of("reorder", n))
-        rest = tuple(a for a in self._k.order if a not in names)
+        rest = tuple(a for a in self._k.loop_order() if a not in names)
         self._rec("reorder", ",".join(_loop(n) for n in outer_loops))
         self._k = replace(self._k, order=names + rest)
 
@@ -264,10 +332,11 @@ class Schedule:
         e.g. to spread the h x w tiles over virtual threads."""
         axes = tuple(a for n in outer_loops for a in self._axes_of("fuse", n))
         name = ".".join(axes)
-        pos = [self._k.order.index(a) for a in axes]
+        order = self._k.loop_order()
+        pos = [order.index(a) for a in axes]
         if len(axes) < 2 or pos != list(range(pos[0], pos[0] + len(axes))):
             raise PrimitiveError("fuse", ", ".join(outer_loops), f"loops must be adjacent "
-                                 f"and in order in the loop order {self._k.order}")
+                                 f"and in order in the loop order {order}")
         groups = tuple(g for g in self._k.fuse if not set(g) & set(axes)) + (axes,)
         self._rec("fuse", name)
         self._k = replace(self._k, fuse=groups)
@@ -319,13 +388,14 @@ class Schedule:
 
     def knobs(self) -> Knobs:
         self._k.check(self.wl)
-        return self._k
+        return self._k.normalized() if self._k.split_outer else self._k
 
 
 def opts_of(k: Knobs) -> list[Opt]:
     """The primitive calls that produce knobs ``k`` (the inverse of :func:`apply`)."""
     out = [Opt("split", a, t) for a, t in k.tiles().items()]
-    out.append(Opt("reorder", ",".join(k.order)))
+    out += [Opt("split", f"{a}.outer", f) for a, f in k.split_outer]
+    out.append(Opt("reorder", ",".join(k.loop_order())))
     out += [Opt("fuse", ".".join(g)) for g in k.fuse]
     out.append(Opt("bind_vthread", k.vthread_axis, k.vthreads))
     for tensor, at in (("data", k.inp_at), ("kernel", k.wgt_at)):

@@ -5,7 +5,14 @@ Every output axis (b, co, h, w) and the reduction axis ci is cut into tiles of t
 size; the last tile is an *edge tile* when the size does not divide the extent.  A
 :class:`Window` is the range one statement touches along one axis, in output units
 (blocks for b/co/ci, pixels for h/w): its start (an index expression of the loop
-variables), its full size, and the guard under which it is clipped to a smaller size.
+variables), its full size, and the guards under which it is clipped to a smaller size.
+
+Each outer loop contributes ``value * stride`` tiles to the tile index of its axis (a split
+tile loop gives two terms, a virtual-thread loop ``var * nv + v``, a fused loop div/mod
+terms).  The region a cache read computed at loop L covers is the bounding box of the
+terms free inside L; its clipped variants are enumerated from the starts the bound terms
+reach.  Loop points past the last tile (a split or thread count that does not divide) are
+guarded off.
 
 :func:`variants` turns a statement builder into a guard tree over the clipped/full cases of
 its windows (TVM's loop partitioning, done per leaf statement so that virtual-thread
@@ -28,16 +35,25 @@ from .te import Binary, Expr, IterVar
 
 @dataclass(frozen=True)
 class Window:
-    """``[start, start + size)`` along one axis; ``edge`` (a condition) clips it to
-    ``edge_size`` (the last tile or group)."""
+    """``[start, start + size)`` along one axis; ``edges`` ((condition, size), ...), tried in
+    order, clip it at the end of the axis (the last tile or group)."""
     start: Expr
     size: int
-    edge: Expr | None = None
-    edge_size: int = 0
+    edges: tuple = ()
 
     @property
     def smallest(self) -> int:
-        return self.edge_size if self.edge is not None else self.size
+        return min([self.size] + [s for _, s in self.edges])
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One loop's contribution ``value * stride`` (in tiles) to an axis' tile index."""
+    value: Expr
+    stride: int
+    extent: int          # values are in [0, extent)
+    pos: int             # position of the loop (len(loops) for the virtual thread)
+    fused_vt: bool       # a member of a fused loop shared by virtual threads (not affine)
 
 
 def _prod(xs) -> int:
@@ -50,7 +66,8 @@ def _prod(xs) -> int:
 class Tiling:
     """The outer loops of knobs ``k`` over workload ``wl``: loop variables (outermost
     first), the tile index of every axis as an expression of them and of the virtual thread
-    ``v``, and the guard of threads left without a tile."""
+    ``v``, and the guards of loop points left without a tile (virtual threads or a split
+    past the last tile)."""
 
     def __init__(self, wl, k: Knobs):
         self.k = k
@@ -60,34 +77,65 @@ class Tiling:
         nv = k.vthreads
         self.v = IterVar("v", nv)
         self.loops: list[tuple[IterVar, tuple, bool]] = []
-        self.idx: dict[str, Expr] = {}
-        self.valid: Expr | None = None
-        for grp in k.loops():
-            total = _prod(self.n[a] for a in grp)
+        self.terms: dict[str, list[_Term]] = {a: [] for a in AXES}
+        lext = k.loop_extents(wl)
+        inner_pos = len(k.loops())
+        for pos, grp in enumerate(k.loops()):
+            exts = [lext[n][2] for n in grp]
+            total = _prod(exts)
             vt = ".".join(grp) == k.vthread_axis and nv > 1
             var = IterVar("_".join(grp) + "_o", -(-total // nv) if vt else total)
-            flat = add(mul(var, nv), self.v) if vt else var
-            if vt and total % nv:
-                self.valid = Binary("lt", flat, const(total))
-            for j, a in enumerate(grp):
-                inner = _prod(self.n[b] for b in grp[j + 1:])
-                e = Binary("div", flat, const(inner)) if inner > 1 else flat
-                if self.n[a] == 1:
-                    e = const(0)
-                elif j:
-                    e = Binary("mod", e, const(self.n[a]))
-                self.idx[a] = e
             self.loops.append((var, grp, vt))
+            if vt and len(grp) == 1:          # tile = var * nv + v: two affine terms
+                ax, stride, _ = lext[grp[0]]
+                self.terms[ax].append(_Term(var, stride * nv, var.extent, pos, False))
+                self.terms[ax].append(_Term(self.v, stride, nv, inner_pos, False))
+                continue
+            flat = add(mul(var, nv), self.v) if vt else var
+            flat_max = var.extent * (nv if vt else 1) - 1
+            for j, name in enumerate(grp):
+                inner = _prod(exts[j + 1:])
+                e = Binary("div", flat, const(inner)) if inner > 1 else flat
+                top = flat_max // inner + 1 if j == 0 else exts[j]
+                if exts[j] == 1:
+                    e, top = const(0), 1
+                elif j:
+                    e = Binary("mod", e, const(exts[j]))
+                ax, stride, _ = lext[name]
+                self.terms[ax].append(_Term(e, stride, top, pos, vt))
+        self.idx = {a: self._sum(self.terms[a]) for a in AXES}
+        self.valid = self._guard(AXES, inner_pos)
         self.ci = IterVar("ci_o", self.n["ci"])
         self.idx["ci"] = self.ci
 
+    @staticmethod
+    def _sum(terms) -> Expr:
+        return add(*[mul(t.value, t.stride) if t.stride != 1 else t.value for t in terms]) \
+            if terms else const(0)
+
+    def _guard(self, axes, level: int) -> Expr | None:
+        """``start < n`` for every axis whose bound loops can point past its last tile."""
+        conds = []
+        for a in axes:
+            bound = [t for t in self.terms[a] if t.pos <= level]
+            if sum((t.extent - 1) * t.stride for t in bound) >= self.n[a]:
+                conds.append(Binary("lt", self._sum(bound), const(self.n[a])))
+        out = None
+        for c in conds:
+            out = c if out is None else Binary("and", out, c)
+        return out
+
+    def guard(self, axes, at: str) -> Expr | None:
+        return self._guard(axes, self.level(at))
+
     def tile(self, ax: str) -> Window:
         """The window of the current tile (per virtual thread) along ``ax``."""
-        t, n, e = self.size[ax], self.n[ax], self.ext[ax]
-        start = mul(self.idx[ax], t)
-        if e % t:
-            return Window(start, t, Binary("ge", self.idx[ax], const(n - 1)), e - (n - 1) * t)
-        return Window(start, t)
+        if ax == "ci":
+            t, n, e = self.size[ax], self.n[ax], self.ext[ax]
+            start = mul(self.ci, t)
+            return Window(start, t, ((Binary("ge", self.ci, const(n - 1)), e - (n - 1) * t),)
+                          if e % t else ())
+        return self._window(ax, len(self.loops), "")
 
     def level(self, at: str) -> int:
         """Position of a compute_at level: -1 root, i an outer loop, len(loops) for "ci"."""
@@ -98,26 +146,27 @@ class Tiling:
         return [".".join(g) for _, g, _ in self.loops].index(at)
 
     def region(self, ax: str, at: str, what: str) -> Window:
-        """The window along ``ax`` covered by a cache read computed at loop ``at`` (not
-        "ci"): the tile if its loop is outside, the virtual threads' tiles if its loop is
-        the vthread loop, the whole extent if its loop is inside."""
-        lv = self.level(at)
-        pos = next(i for i, (_, g, _) in enumerate(self.loops) if ax in g)
-        if pos > lv:
-            return Window(const(0), self.ext[ax])
-        var, grp, vt = self.loops[pos]
-        if not vt:
-            return self.tile(ax)
-        if len(grp) > 1:
-            raise PrimitiveError("compute_at", f"{what}, {at}", "cannot hoist a load above "
-                                 "the virtual threads of a fused loop")
-        nv, t, e = self.k.vthreads, self.size[ax], self.ext[ax]
-        full = min(nv * t, e)
-        last = (var.extent - 1) * nv * t
-        start = mul(var, nv * t)
-        if last + full > e:
-            return Window(start, full, Binary("ge", var, const(var.extent - 1)), e - last)
-        return Window(start, full)
+        """The window along ``ax`` covered by a cache read computed at loop ``at``: the
+        bounding box of the tiles the loops inside ``at`` visit."""
+        return self._window(ax, self.level(at), f"{what}, {at}")
+
+    def _window(self, ax: str, level: int, what: str) -> Window:
+        t, n, e = self.size[ax], self.n[ax], self.ext[ax]
+        bound = [x for x in self.terms[ax] if x.pos <= level]
+        free = [x for x in self.terms[ax] if x.pos > level]
+        if level < len(self.loops) and any(x.fused_vt for x in bound):
+            raise PrimitiveError("compute_at", what, "cannot hoist a load above the virtual "
+                                 "threads of a fused loop (the region is not a box)")
+        span = min(n, 1 + sum((x.extent - 1) * x.stride for x in free))
+        start = self._sum(bound)
+        full = min(span * t, e)
+        # every start the bound loops reach (in tiles), keeping those whose window is clipped
+        starts = {0}
+        for x in bound:
+            starts = {s + i * x.stride for s in starts for i in range(x.extent)}
+        clipped = sorted((s for s in starts if s < n and s * t + full > e), reverse=True)
+        edges = tuple((Binary("ge", start, const(s)), e - s * t) for s in clipped)
+        return Window(mul(start, t), full, edges)
 
     def smallest_acc(self) -> int:
         """Accumulator tiles of the smallest (all-edges) output tile."""
@@ -126,15 +175,17 @@ class Tiling:
 
 def variants(windows: dict, build) -> object:
     """``build(sizes)`` for every clipped/full combination of ``windows`` ({axis: Window}),
-    as a tree of :class:`~compiler.ir.IfElse` guards (edge case first)."""
-    axes = [a for a, w in windows.items() if w.edge is not None]
+    as a tree of :class:`~compiler.ir.IfElse` guards (edge cases first)."""
+    axes = [a for a, w in windows.items() if w.edges]
 
     def rec(i, sizes):
         if i == len(axes):
             return build(sizes)
         a = axes[i]
-        w = windows[a]
-        return IfElse(w.edge, rec(i + 1, {**sizes, a: w.edge_size}), rec(i + 1, sizes))
+        out = rec(i + 1, sizes)
+        for cond, size in reversed(windows[a].edges):
+            out = IfElse(cond, rec(i + 1, {**sizes, a: size}), out)
+        return out
     return rec(0, {a: w.size for a, w in windows.items()})
 
 

@@ -31,7 +31,9 @@ from isa import MemType, VTAConfig
 from .schedule import AXES, Knobs, ScheduleError, extents
 from .workload import GemmWorkload, recognise
 
-LEVELS = ("ci", "root") + AXES + ("h.w",)
+SPLIT_LOOPS = tuple(f"{a}_{p}" for a in AXES for p in "oi")
+LEVELS = ("ci", "root") + AXES + ("h.w",) + SPLIT_LOOPS
+SPLIT_FACTORS = (2, 3, 4)
 
 
 def _workload(out, cfg: VTAConfig) -> GemmWorkload:
@@ -49,8 +51,9 @@ class ConfigSpace:
             f"tile_{a}": list(range(1, ext[a] + 1)) for a in ("b", "co", "h", "w", "ci")}
         self.dims["order"] = list(orders or itertools.permutations(AXES))
         self.dims["fuse"] = [(), (("h", "w"),)]
+        self.dims["split_outer"] = [()] + [((a, f),) for a in AXES for f in SPLIT_FACTORS]
         self.dims["vthreads"] = list(range(1, max_vthreads + 1))
-        self.dims["vthread_axis"] = list(AXES) + ["h.w"]
+        self.dims["vthread_axis"] = list(AXES) + ["h.w"] + list(SPLIT_LOOPS)
         self.dims["inp_at"] = list(LEVELS)
         self.dims["wgt_at"] = list(LEVELS)
         self._radix = [len(v) for v in self.dims.values()]
@@ -70,8 +73,10 @@ class ConfigSpace:
 
     def index(self, k: Knobs) -> int:
         out = 0
+        split = {f"{a}_{p}": a for a, _ in k.split_outer for p in "oi"}
+        order = tuple(dict.fromkeys(split.get(n, n) for n in k.order))
         for name, values in self.dims.items():
-            v = getattr(k, name)
+            v = order if name == "order" else getattr(k, name)
             if v not in values:
                 raise ScheduleError(f"knob {name}={v!r} is not in this space")
             out = out * len(values) + values.index(v)
@@ -184,4 +189,5 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
             "compile_seconds": ck.compile_seconds, "correct": correct, "error": None}
 
 
-__all__ = ["ConfigSpace", "space", "measure", "buffer_usage", "random_inputs", "LEVELS"]
+__all__ = ["ConfigSpace", "space", "measure", "buffer_usage", "random_inputs", "LEVELS",
+           "SPLIT_FACTORS"]

@@ -24,20 +24,27 @@ def _knobs(data, wl):
     """A random schedule of ``wl``: any tile sizes, loop order, fusion, threads, hoisting."""
     ext = {"b": wl.nb, "co": wl.ob, "h": wl.oh, "w": wl.ow, "ci": wl.cb}
     tiles = {a: data.draw(st.integers(1, e), label=f"tile_{a}") for a, e in ext.items()}
-    order = tuple(data.draw(st.permutations(AXES), label="order"))
+    k = Knobs(**{f"tile_{a}": t for a, t in tiles.items()}, vthreads=1)
+    split = ()
+    if data.draw(st.booleans(), label="split_outer"):
+        ax = data.draw(st.sampled_from(AXES), label="split_axis")
+        split = ((ax, data.draw(st.integers(1, k.n_tiles(wl)[ax]), label="split_factor")),)
+    names = list(k.replace(split_outer=split).loop_extents(wl))
+    order = tuple(data.draw(st.permutations(names), label="order"))
     fuse = ()
     if data.draw(st.booleans(), label="fuse"):
-        i = data.draw(st.integers(0, 2), label="fuse_at")
+        i = data.draw(st.integers(0, len(order) - 2), label="fuse_at")
         fuse = (order[i:i + 2],)
-    k = Knobs(**{f"tile_{a}": t for a, t in tiles.items()}, vthreads=1, order=order, fuse=fuse)
+    k = k.replace(order=order, fuse=fuse, split_outer=split)
     names = k.loop_names()
     vax = data.draw(st.sampled_from(names), label="vthread_axis")
     nt = k.n_tiles(wl)
-    total = int(np.prod([nt[a] for a in vax.split(".")]))
+    lext = k.loop_extents(wl)
+    total = int(np.prod([lext[a][2] for a in vax.split(".")]))
     nv = data.draw(st.integers(1, min(3, total)), label="vthreads")
 
     def levels(uses):                  # cannot hoist above the threads of a fused loop
-        if nv > 1 and "." in vax and uses & set(vax.split(".")):
+        if nv > 1 and "." in vax and uses & {n.split("_")[0] for n in vax.split(".")}:
             return ["ci", "root"] + names[:names.index(vax)]
         return ["ci", "root"] + names
     inp_at = data.draw(st.sampled_from(levels({"b", "h", "w"})), label="inp_at")
@@ -167,7 +174,9 @@ def test_call_form_equals_knob_form():
 @pytest.mark.parametrize("calls,prim,axis", [
     (lambda s: s.fuse("h.outer", "co.outer"), "fuse", "h.outer, co.outer"),
     (lambda s: s.fuse("h.outer", "nope.outer"), "fuse", "nope.outer"),
-    (lambda s: s.split("h.outer", 2), "split", "h.outer"),
+    (lambda s: s.split("h.outer.outer", 2), "split", "h.outer.outer"),
+    (lambda s: s.split("ci.outer", 2), "split", "ci.outer"),
+    (lambda s: (s.split("h", 2), s.split("h.outer", 9), s.knobs()), "split", "h.outer"),
     (lambda s: s.split("h", 0), "split", "h"),
     (lambda s: s.reorder("x.outer"), "reorder", "x.outer"),
     (lambda s: s.compute_at("data", "k.outer"), "compute_at", "k.outer"),
@@ -226,6 +235,8 @@ def test_every_knob_point_is_a_sequence_of_primitive_calls():
     sp = space(wl, VTAConfig())
     pts = sp.sample(np.random.default_rng(4), 150)
     assert len(pts) == 150 and any(k.fuse for k in pts) and any(k.inp_at != "ci" for k in pts)
+    assert any(k.split_outer for k in pts)
     for k in pts:
-        assert apply(wl, opts_of(k)) == k
-        assert apply(wl, [(o.op, o.target, o.arg) for o in opts_of(k)]) == k
+        assert apply(wl, opts_of(k)) == k.normalized()
+        assert apply(wl, [(o.op, o.target, o.arg) for o in opts_of(k)]) == k.normalized()
+        assert sp.index(apply(wl, opts_of(k))) == sp.index(k)

@@ -35,8 +35,8 @@ def test_validity_predicts_whether_the_schedule_builds():
     sp = space(_block(cfg), cfg)
     rng = np.random.default_rng(1)
     seen = {True: 0, False: 0}
-    for i in rng.integers(0, len(sp), 300):
-        k = sp.get(int(i))
+    pts = [sp.get(int(i)) for i in rng.integers(0, len(sp), 200)] + sp.sample(rng, 40)
+    for k in pts:
         if k.vthreads == 1 and k.vthread_axis != "co":
             continue
         ok = sp.valid(k)
