@@ -240,3 +240,31 @@ def test_every_knob_point_is_a_sequence_of_primitive_calls():
         assert apply(wl, opts_of(k)) == k.normalized()
         assert apply(wl, [(o.op, o.target, o.arg) for o in opts_of(k)]) == k.normalized()
         assert sp.index(apply(wl, opts_of(k))) == sp.index(k)
+
+
+def test_split_outer_loop_blocks_weights_for_reuse():
+    """split(co.outer) + compute_at(kernel, co.outer.outer): a block of 2 out-channel tiles
+    of weights is loaded once and reused by every h/w tile; the buffer holds one block."""
+    cfg = VTAConfig()
+    wl, feeds, ref = _conv(cin=32, h=9, w=9, cout=80)           # 5 out-channel blocks
+    s = Schedule(wl)
+    s.tile("h", "w", 5, 9)
+    s.split("co", 1)
+    oo, oi = s.split("co.outer", 2)
+    assert (oo, oi) == ("co.outer.outer", "co.outer.inner")
+    s.reorder("b.outer", oo, "h.outer", "w.outer", oi)
+    s.compute_at("kernel", oo)
+    s.bind_vthread(oi, 2)
+    k = s.knobs()
+    assert k.split_outer == (("co", 2),) and k.wgt_at == "co_o" and k.vthread_axis == "co_i"
+    assert k.order == ("b", "co_o", "h", "w", "co_i")
+    ck = build(wl, cfg, k, verify_ir=True)
+    text = ck.show("lower")
+    assert "for co_o_o in 0..3:" in text and "if 2*co_o_o >= 4:" in text   # the 1-tile block
+    got, stats = ck.run(SimDevice(cfg), feeds)
+    assert np.array_equal(ops.unpack_nchw(got), ref)
+    assert stats["wgt_load_bytes"] == int(np.prod(wl.kernel.shape))    # each weight once
+    from compiler.ir import Copy, walk
+    wgt = next(c.buffer for c in walk(ck.stages["lower"]) if isinstance(c, Copy)
+               and c.buffer.scope == "wgt")
+    assert wgt.tiles == 2 * 2 * 9 and wgt.slots == 1                 # one block of 2 tiles
