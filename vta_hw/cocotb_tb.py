@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import deque
 
 import cocotb
@@ -177,6 +178,7 @@ async def run_job(dut, job: dict):
         model.reset()
         if server is None:
             server = cocotb.start_soon(_guard(model, dut))
+        t0 = time.perf_counter()
         await _csr_write(dut, Reg.INSN_COUNT, prog["insn_count"])
         await _csr_write(dut, Reg.INSN_ADDR, prog["insn_addr"])
         await _csr_write(dut, Reg.CTRL, 1)
@@ -187,7 +189,7 @@ async def run_job(dut, job: dict):
         while not int(dut.done.value) and waited < limit and model.error is None:
             await ClockCycles(dut.clk, step)
             waited += step
-        stats = {"timeout": not int(dut.done.value)}
+        stats = {"timeout": not int(dut.done.value), "wall_seconds": time.perf_counter() - t0}
         if model.error is not None:
             stats["dram_error"] = model.error
         for name, reg in (("ctrl", Reg.CTRL), ("cycles", Reg.CYCLES),
