@@ -317,3 +317,124 @@ def test_control_status_launch_finish_error():
     assert seen["ctrl"] == 0b10 and seen["cycles"] == 10
     assert (seen["count"], seen["addr"]) == (7, 0x1000)
     assert seen["ctrl2"] == 0b110 and seen["err"] == (4, 12)
+
+
+# ----------------------------------------------------------------------------- FetchModule
+
+def _serve_reads(ctx, rd, mem: bytes, state: dict, bb: int = 8):
+    """One cycle of a latency-free read slave on ``rd``: drive this cycle's outputs, sample
+    the handshakes, update the state for the next cycle (then the caller ticks)."""
+    b = state.get("burst")
+    ctx.set(rd.rd_req_ready, int(b is None))
+    ctx.set(rd.rd_data_valid, int(b is not None))
+    if b is not None:
+        ctx.set(rd.rd_data, int.from_bytes(mem[b[0]:b[0] + bb], "little"))
+        if ctx.get(rd.rd_data_ready):
+            state["burst"] = (b[0] + bb, b[1] - 1) if b[1] > 1 else None
+    elif ctx.get(rd.rd_req_valid):
+        state["burst"] = (ctx.get(rd.rd_req_addr), ctx.get(rd.rd_req_len))
+        state.setdefault("reqs", []).append(state["burst"])
+
+
+def test_fetch_routes_in_order_and_stops_on_illegal_opcode():
+    from isa import FinishInsn, MemInsn, MemType, Opcode, encode_program
+    from vta_hw.errors import ErrorCode
+    from vta_hw.fetch import FetchModule
+    cfg = VTAConfig()
+    dut = FetchModule(cfg, burst=4)
+    prog = [MemInsn(Opcode.LOAD, MemType.INP, 0, 0, 1, 1, 1, 0, 0, 0, 0),
+            MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 1, 1, 1, 0, 0, 0, 0),
+            MemInsn(Opcode.LOAD, MemType.ACC, 0, 0, 1, 1, 1, 0, 0, 0, 0),
+            MemInsn(Opcode.LOAD, MemType.WGT, 0, 0, 1, 1, 1, 0, 0, 0, 0),
+            FinishInsn()] * 2
+    raw = encode_program(prog, cfg) + bytes([5]) + bytes(15) + encode_program(prog[:1], cfg)
+    mem = bytes(64) + raw
+    got = []
+    st = {}
+
+    async def bench(ctx):
+        ctx.set(dut.insn_addr, 64)
+        ctx.set(dut.insn_count, len(raw) // 16)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for q in ("ld", "cp", "st"):
+            ctx.set(getattr(dut, f"{q}_ready"), 1)
+        for cyc in range(200):
+            ctx.set(dut.st_ready, int(cyc % 3 == 0))      # a slow store queue
+            _serve_reads(ctx, dut.rd, mem, st)
+            for q in ("ld", "cp", "st"):
+                if ctx.get(getattr(dut, f"{q}_valid")) and ctx.get(getattr(dut, f"{q}_ready")):
+                    got.append((q, ctx.get(getattr(dut, f"{q}_index")),
+                                ctx.get(getattr(dut, f"{q}_insn")) & 7))
+            if ctx.get(dut.error):
+                break
+            await ctx.tick()
+        st["err"] = (ctx.get(dut.err_code), ctx.get(dut.err_index))
+
+    _run(dut, bench)
+    want = [("ld", 0), ("st", 1), ("cp", 2), ("ld", 3), ("cp", 4)]
+    want = want + [(q, i + 5) for q, i in want]
+    assert [(q, i) for q, i, _ in got] == want
+    assert st["err"] == (ErrorCode.ILLEGAL_OPCODE, 10)
+    assert all(a % 16 == 0 and n % 2 == 0 for a, n in st["reqs"])
+
+
+# ----------------------------------------------------------------------------- StoreModule
+
+def test_store_writes_rows_in_order_from_consecutive_out_entries():
+    from isa import MemInsn, MemType, Opcode, encode
+    from vta_hw.store import StoreModule
+    cfg = VTAConfig()
+    dut = StoreModule(cfg)
+    out_mem = {i: int.from_bytes(bytes((i * 16 + k) & 0xFF for k in range(16)), "little")
+               for i in range(64)}
+    insn = MemInsn(Opcode.STORE, MemType.OUT, 5, 100, 3, 4, 2, 0, 0, 0, 0, pop_prev=1,
+                   push_prev=1)
+    writes = []
+    st = {"pushed": 0}
+
+    async def bench(ctx):
+        ctx.set(dut.cmd_insn, int.from_bytes(encode(insn, cfg), "little"))
+        ctx.set(dut.cmd_valid, 1)
+        ctx.set(dut.g2s_avail, 1)
+        rd_data = 0
+        burst = None
+        done_in = -1
+        for _ in range(200):
+            ctx.set(dut.out_rd_data, rd_data)
+            ctx.set(dut.wr.wr_req_ready, int(burst is None and done_in < 0))
+            ctx.set(dut.wr.wr_data_ready, int(burst is not None))
+            ctx.set(dut.wr.wr_done, int(done_in == 0))
+            taken = ctx.get(dut.cmd_ready) and ctx.get(dut.cmd_valid)
+            if ctx.get(dut.s2g_push):
+                st["pushed"] += 1
+            if burst is None and done_in < 0 and ctx.get(dut.wr.wr_req_valid):
+                burst = [ctx.get(dut.wr.wr_req_addr), ctx.get(dut.wr.wr_req_len)]
+            elif burst is not None and ctx.get(dut.wr.wr_data_valid):
+                writes.append((burst[0], ctx.get(dut.wr.wr_data)))
+                burst[0] += 8
+                burst[1] -= 1
+                if burst[1] == 0:
+                    burst = None
+                    done_in = 2
+            if ctx.get(dut.out_rd_en):
+                rd_data = out_mem[ctx.get(dut.out_rd_addr)]
+            done_in -= 1 if done_in >= 0 else 0
+            await ctx.tick()
+            if taken:
+                ctx.set(dut.cmd_valid, 0)
+
+    _run(dut, bench)
+    ref = {}
+    for y in range(3):
+        for x in range(4):
+            tile = out_mem[5 + y * 4 + x]
+            a = (100 + y * 2 + x) * 16
+            ref[a] = tile & (2**64 - 1)
+            ref[a + 8] = tile >> 64
+    final = {}
+    for a, w in writes:
+        final[a] = w
+    assert final == ref and len(writes) == 3 * 4 * 2
+    assert st["pushed"] == 1
