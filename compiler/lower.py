@@ -99,7 +99,17 @@ class _Lowering:
             full = {**self.k.tiles()}
             return Buffer(name, scope, _n(box(full)), self.k.vthreads)
         reg = self._region(scope, at)
-        return Buffer(name, scope, _n(box({a: w.size for a, w in reg.items()})), 1)
+        return Buffer(name, scope, _n(box({a: w.size for a, w in reg.items()})),
+                      2 if name in self.k.double_buffer else 1)
+
+    def _slot(self, scope: str):
+        """Offset of the buffer slot a hoisted read uses (alternating when double-buffered)."""
+        buf = self.inp if scope == "inp" else self.wgt
+        if buf.slots == 1:
+            return add(0)
+        axes = ("b", "h", "w") if scope == "inp" else ("co",)
+        return mul(self.t.parity(axes, self.k.inp_at if scope == "inp" else self.k.wgt_at),
+                   buf.tiles)
 
     # ------------------------------------------------------------------ leaves
     def load(self, scope: str, win: dict, hoisted: bool) -> object:
@@ -107,7 +117,7 @@ class _Lowering:
         wl, g = self.wl, self.g
         buf = self.inp if scope == "inp" else self.wgt
         full = {a: w.size for a, w in win.items()}
-        off = add(0) if hoisted else mul(self.t.v, buf.tiles)
+        off = self._slot(scope) if hoisted else mul(self.t.v, buf.tiles)
 
         def build(sz):
             if scope == "inp":
@@ -153,14 +163,16 @@ class _Lowering:
                 dims += (("dup", -(-self.need // a), (a, 0, 0)),)
             src_off = mul(t.v, self.inp.tiles)
             if ireg:
-                src_off = add(mul(_sub(win["b"].start, ireg["b"].start), src["b"]),
+                src_off = add(self._slot("inp"),
+                              mul(_sub(win["b"].start, ireg["b"].start), src["b"]),
                               mul(win["ci"].start, src["ci"]))
                 if self.conv:
                     src_off = add(src_off, mul(_sub(win["h"].start, ireg["h"].start), src["y"]),
                                   mul(_sub(win["w"].start, ireg["w"].start), s))
             wgt_off = mul(t.v, self.wgt.tiles)
             if wreg:
-                wgt_off = add(mul(_sub(win["co"].start, wreg["co"].start), wci * kk),
+                wgt_off = add(self._slot("wgt"),
+                              mul(_sub(win["co"].start, wreg["co"].start), wci * kk),
                               mul(win["ci"].start, kk))
             return UopNest("compute", "gemm", dims, self._acc_off(), src_off, wgt_off,
                            (self.acc, self.inp, self.wgt))

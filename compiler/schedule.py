@@ -75,6 +75,9 @@ class Knobs:
     inp_at, wgt_at: where the input / weight cache reads are computed (compute_at): "ci"
         (every reduction step, per virtual thread), "root", or an outer loop name (then the
         buffer holds the whole reduction for every tile inside that loop, loaded once).
+    double_buffer: cache reads ("data", "kernel") computed at an outer loop that get two
+        buffers, alternating between consecutive regions, so the next region loads while
+        the current one is used (per-step reads are double-buffered by virtual threads).
     """
     tile_b: int = 1
     tile_co: int = 1
@@ -88,12 +91,14 @@ class Knobs:
     split_outer: tuple = ()
     inp_at: str = "ci"
     wgt_at: str = "ci"
+    double_buffer: tuple = ()
 
     def as_dict(self) -> dict:
         d = asdict(self)
         d["order"] = list(self.order)
         d["fuse"] = [list(g) for g in self.fuse]
         d["split_outer"] = [list(g) for g in self.split_outer]
+        d["double_buffer"] = list(self.double_buffer)
         return d
 
     @classmethod
@@ -103,6 +108,8 @@ class Knobs:
             d["order"] = tuple(d["order"])
         if "fuse" in d:
             d["fuse"] = tuple(tuple(g) if isinstance(g, (list, tuple)) else g for g in d["fuse"])
+        if "double_buffer" in d and isinstance(d["double_buffer"], list):
+            d["double_buffer"] = tuple(d["double_buffer"])
         if "split_outer" in d:
             d["split_outer"] = tuple(tuple(g) if isinstance(g, (list, tuple)) else g
                                      for g in d["split_outer"])
@@ -226,6 +233,18 @@ class Knobs:
                 raise PrimitiveError("compute_at", f"{tensor}, {at}", "cannot hoist a load "
                                      "above the virtual threads of a fused loop (its region "
                                      "is not a box)")
+        if not isinstance(self.double_buffer, tuple):
+            raise ScheduleError(f"knob double_buffer={self.double_buffer!r}: expected a list "
+                                f"of 'data' / 'kernel'")
+        for tensor in self.double_buffer:
+            at = {"data": self.inp_at, "kernel": self.wgt_at}.get(tensor)
+            if at is None or self.double_buffer.count(tensor) > 1:
+                raise PrimitiveError("double_buffer", str(tensor), "only the cache reads "
+                                     "'data' and 'kernel' (once each) can be double-buffered")
+            if at in ("ci", "root"):
+                raise PrimitiveError("double_buffer", tensor, f"computed at {at!r}: only a "
+                                     f"read hoisted to an outer loop has a next region to "
+                                     f"prefetch (per-step reads use virtual threads)")
 
     def n_tiles(self, wl) -> dict:
         """Tiles per axis (the last one is an edge tile when the factor does not divide)."""
@@ -374,6 +393,15 @@ class Schedule:
         self._rec("compute_at", tensor, loop)
         self._k = replace(self._k, **{field: at})
 
+    def double_buffer(self, tensor: str):
+        """Give a hoisted cache read two alternating buffers (TVM ``double_buffer``)."""
+        if tensor not in ("data", "kernel"):
+            raise PrimitiveError("double_buffer", tensor, "only the cache reads 'data' and "
+                                 "'kernel' can be double-buffered")
+        self._rec("double_buffer", tensor)
+        self._k = replace(self._k, double_buffer=tuple(
+            t for t in ("data", "kernel") if t in self._k.double_buffer or t == tensor))
+
     def tensorize(self, axis: str, intrin: str = "gemm"):
         if intrin != "gemm" or axis not in ("ci.inner", "b.inner"):
             raise PrimitiveError("tensorize", axis, f"the GEMM intrinsic applies at "
@@ -401,6 +429,7 @@ def opts_of(k: Knobs) -> list[Opt]:
     for tensor, at in (("data", k.inp_at), ("kernel", k.wgt_at)):
         loop = at if at == "root" else at + (".fused" if "." in at else ".outer")
         out.append(Opt("compute_at", tensor, loop))
+    out += [Opt("double_buffer", t) for t in k.double_buffer]
     return out
 
 
@@ -418,6 +447,8 @@ def apply(wl, opts) -> Knobs:
             getattr(s, op)(target, arg)
         elif op == "cache_write":
             s.cache_write(arg)
+        elif op == "double_buffer":
+            s.double_buffer(target)
         elif op in ("tensorize", "pragma"):
             getattr(s, op)(target, arg)
         else:

@@ -79,6 +79,7 @@ class Tiling:
         self.loops: list[tuple[IterVar, tuple, bool]] = []
         self.terms: dict[str, list[_Term]] = {a: [] for a in AXES}
         lext = k.loop_extents(wl)
+        self.lext = lext
         inner_pos = len(k.loops())
         for pos, grp in enumerate(k.loops()):
             exts = [lext[n][2] for n in grp]
@@ -167,6 +168,15 @@ class Tiling:
         clipped = sorted((s for s in starts if s < n and s * t + full > e), reverse=True)
         edges = tuple((Binary("ge", start, const(s)), e - s * t) for s in clipped)
         return Window(mul(start, t), full, edges)
+
+    def parity(self, axes, at: str) -> Expr:
+        """0/1 alternating between consecutive regions of a cache read computed at ``at``
+        over ``axes``: the parity of the sum of the loop variables (at or outside ``at``)
+        that move its region."""
+        lv = self.level(at)
+        vs = [var for pos, (var, grp, _) in enumerate(self.loops) if pos <= lv and any(
+            self.lext[n][0] in axes for n in grp)]
+        return Binary("mod", add(*vs), const(2)) if vs else const(0)
 
     def smallest_acc(self) -> int:
         """Accumulator tiles of the smallest (all-edges) output tile."""

@@ -56,6 +56,7 @@ class ConfigSpace:
         self.dims["vthread_axis"] = list(AXES) + ["h.w"] + list(SPLIT_LOOPS)
         self.dims["inp_at"] = list(LEVELS)
         self.dims["wgt_at"] = list(LEVELS)
+        self.dims["double_buffer"] = [(), ("data",), ("kernel",), ("data", "kernel")]
         self._radix = [len(v) for v in self.dims.values()]
 
     def __len__(self) -> int:
@@ -113,10 +114,13 @@ class ConfigSpace:
         fusion, threads, hoisting levels and SRAM use (for a learned cost model)."""
         nt = k.n_tiles(self.wl)
         f = [math.log2(t) for t in k.tiles().values()] + [math.log2(n) for n in nt.values()]
-        f += [float(k.order.index(a)) for a in AXES]
+        order = [n.split("_")[0] for n in k.loop_order()]
+        f += [float(order.index(a)) for a in AXES]
+        f += [float(dict(k.split_outer).get(a, 1)) for a in AXES]
         f += [float(bool(k.fuse)), float(k.vthreads), float(self.dims["vthread_axis"].index(
             k.vthread_axis))]
-        f += [float(LEVELS.index(k.inp_at)), float(LEVELS.index(k.wgt_at))]
+        f += [float(LEVELS.index(k.inp_at)), float(LEVELS.index(k.wgt_at)),
+              float("data" in k.double_buffer), float("kernel" in k.double_buffer)]
         try:
             use = buffer_usage(self.wl, k, self.cfg)
             f += [use[m] / self.cfg.sram_depth(m) for m in (MemType.INP, MemType.WGT,

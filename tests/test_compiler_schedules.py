@@ -49,7 +49,10 @@ def _knobs(data, wl):
         return ["ci", "root"] + names
     inp_at = data.draw(st.sampled_from(levels({"b", "h", "w"})), label="inp_at")
     wgt_at = data.draw(st.sampled_from(levels({"co"})), label="wgt_at")
-    return k.replace(vthreads=nv, vthread_axis=vax, inp_at=inp_at, wgt_at=wgt_at)
+    db = tuple(t for t, at in (("data", inp_at), ("kernel", wgt_at))
+               if at not in ("ci", "root") and data.draw(st.booleans(), label=f"db_{t}"))
+    return k.replace(vthreads=nv, vthread_axis=vax, inp_at=inp_at, wgt_at=wgt_at,
+                     double_buffer=db)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -186,6 +189,10 @@ def test_call_form_equals_knob_form():
     (lambda s: (s.bind_vthread(s.fuse("h.outer", "w.outer"), 2),
                 s.compute_at("data", "h.w.fused"), s.knobs()), "compute_at", "data, h.w"),
     (lambda s: s.tensorize("h.inner"), "tensorize", "h.inner"),
+    (lambda s: s.double_buffer("res"), "double_buffer", "res"),
+    (lambda s: (s.double_buffer("data"), s.knobs()), "double_buffer", "data"),
+    (lambda s: (s.compute_at("kernel", "root"), s.double_buffer("kernel"), s.knobs()),
+     "double_buffer", "kernel"),
     (lambda s: s.cache_read("kernel", "inp"), "cache_read", "kernel, inp"),
 ])
 def test_unlowerable_schedules_are_typed_errors(calls, prim, axis):
@@ -240,6 +247,25 @@ def test_every_knob_point_is_a_sequence_of_primitive_calls():
         assert apply(wl, opts_of(k)) == k.normalized()
         assert apply(wl, [(o.op, o.target, o.arg) for o in opts_of(k)]) == k.normalized()
         assert sp.index(apply(wl, opts_of(k))) == sp.index(k)
+
+
+def test_double_buffered_hoisted_weights_alternate_slots_and_overlap():
+    cfg = VTAConfig()
+    wl, feeds, ref = _conv(cin=32, h=9, w=9, cout=80)
+    base = Knobs(tile_co=1, tile_h=9, tile_w=9, tile_ci=1, vthreads=1, order=("b", "h", "w",
+                                                                             "co"), wgt_at="co")
+    ck1, ck2 = (build(wl, cfg, base, verify_ir=True),
+                build(wl, cfg, base.replace(double_buffer=("kernel",)), verify_ir=True))
+    for ck in (ck1, ck2):
+        got, _ = ck.run(SimDevice(cfg), feeds)
+        assert np.array_equal(ops.unpack_nchw(got), ref)
+    slots = [{op.args["sram"] for op in ck.ops if op.kind == "load"
+              and op.args["mem"].name == "WGT"} for ck in (ck1, ck2)]
+    assert slots == [{0}, {0, 18}]                     # 2 blocks x 9 taps per slot
+    # the next block's weights no longer wait for the current block's GEMMs
+    waits = [sum(1 for op in ck.ops if op.kind == "load" and op.args["mem"].name == "WGT"
+                 and (2, 1) in op.pops) for ck in (ck1, ck2)]
+    assert waits[1] < waits[0]
 
 
 def test_split_outer_loop_blocks_weights_for_reuse():
