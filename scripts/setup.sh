@@ -10,8 +10,8 @@ fi
 stamp=.venv/.vta-stack-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[all]"
+    .venv/bin/python -m pip install -qq --upgrade pip
+    .venv/bin/python -m pip install -qq -e ".[all]"
     echo "$want" > "$stamp"
 fi
 if ! command -v iverilog >/dev/null 2>&1; then
