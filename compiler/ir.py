@@ -69,6 +69,45 @@ def eval_int(e: Expr, env: dict) -> int:
     raise IRError(f"cannot evaluate index {e!r}")
 
 
+_PY_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "//", "mod": "%", "lt": "<", "le": "<=",
+           "ge": ">=", "gt": ">"}
+
+
+def compile_int(e: Expr):
+    """``eval_int`` compiled once into a Python function of the loop environment (the
+    unrolling evaluates the same index expressions thousands of times)."""
+    keys: dict = {}
+
+    def src(x) -> str:
+        if isinstance(x, int):
+            return str(x)
+        if isinstance(x, Const):
+            return f"({x.value})"
+        if isinstance(x, IterVar):
+            return f"env[_k{keys.setdefault(x, len(keys))}]"
+        if isinstance(x, Binary) and x.op in ("div", "mod"):
+            a, b = src(x.a), src(x.b)
+            return f"(({a}) {_PY_OPS[x.op]} ({b}) if ({b}) else 0)"
+        if isinstance(x, Binary) and x.op in _PY_OPS:
+            op = f"({src(x.a)} {_PY_OPS[x.op]} {src(x.b)})"
+            return op if x.op in ("add", "sub", "mul") else f"int{op}"
+        if isinstance(x, Binary) and x.op in ("min", "max", "and"):
+            f = {"min": "min", "max": "max", "and": "_and"}[x.op]
+            return f"{f}({src(x.a)}, {src(x.b)})"
+        raise IRError(f"cannot evaluate index {x!r}")
+    body = src(e)
+    glob = {f"_k{i}": v for v, i in keys.items()}
+    glob["_and"] = lambda a, b: int(bool(a and b))
+    fn = eval(f"lambda env: {body}", glob)  # noqa: S307 - source built from the IR above
+
+    def run(env):
+        try:
+            return fn(env)
+        except KeyError as err:
+            raise IRError(f"loop variable {err.args[0].name} is not bound here") from None
+    return run
+
+
 def fmt_cond(e) -> str:
     """Print a guard condition (comparisons of index expressions)."""
     sym = {"lt": "<", "le": "<=", "ge": ">=", "gt": ">"}

@@ -34,7 +34,7 @@ import numpy as np
 
 from isa import MemType
 
-from .ir import DmaInsn, For, IfElse, IRError, Seq, UopKernel, eval_int
+from .ir import DmaInsn, For, IfElse, IRError, Seq, UopKernel, compile_int
 from .passes.inject_dma import DmaError
 
 STAGE = {"load": 1, "compute": 2, "store": 3}
@@ -69,30 +69,42 @@ class Op:
 
 # ----------------------------------------------------------------------------- unrolling
 
+class _Eval:
+    """Index expressions evaluated at concrete loop indices, each compiled once."""
+
+    def __init__(self):
+        self.fns: dict = {}
+
+    def __call__(self, e, env) -> int:
+        got = self.fns.get(id(e))
+        if got is None:
+            got = self.fns[id(e)] = (e, compile_int(e))    # keep e alive: ids stay unique
+        return got[1](env)
+
+
 def unroll(stmt) -> list[Op]:
     ops: list[Op] = []
-    sites: dict = {}
-    _walk(stmt, {}, ops, sites)
+    _walk(stmt, {}, ops, {}, _Eval())
     return ops
 
 
-def _walk(s, env, ops, sites):
+def _walk(s, env, ops, sites, ev):
     if isinstance(s, Seq):
         for c in s.body:
-            _walk(c, env, ops, sites)
+            _walk(c, env, ops, sites, ev)
     elif isinstance(s, For):
         for i in range(s.extent):
             env[s.var] = i
-            _walk(s.body, env, ops, sites)
+            _walk(s.body, env, ops, sites, ev)
         env.pop(s.var, None)
     elif isinstance(s, IfElse):
-        branch = s.then if eval_int(s.cond, env) else s.orelse
+        branch = s.then if ev(s.cond, env) else s.orelse
         if branch is not None:
-            _walk(branch, env, ops, sites)
+            _walk(branch, env, ops, sites, ev)
     elif isinstance(s, DmaInsn):
-        ops.extend(_dma_ops(s, env))
+        ops.extend(_dma_ops(s, env, ev))
     elif isinstance(s, UopKernel):
-        ops.append(_kernel_op(s, env, sites))
+        ops.append(_kernel_op(s, env, sites, ev))
     else:
         raise IRError(f"unroll: cannot execute {type(s).__name__}; run the VTA passes first")
 
@@ -116,7 +128,7 @@ def _prod(xs) -> int:
     return out
 
 
-def _dma_ops(d: DmaInsn, env) -> list[Op]:
+def _dma_ops(d: DmaInsn, env, ev) -> list[Op]:
     """The concrete LOAD/STORE ops of one DMA statement at the loop indices ``env``.
 
     The box lands in SRAM row-major in ``copy.sram_box`` (its layout; larger than the box
@@ -129,8 +141,8 @@ def _dma_ops(d: DmaInsn, env) -> list[Op]:
     pitch = [_prod(shape[i + 1:]) for i in range(nd)]
     lay = c.sram_box
     lpitch = [_prod(lay[i + 1:]) for i in range(nd)]
-    origin = [eval_int(o, env) for o in c.origin]
-    base = eval_int(c.offset, env)
+    origin = [ev(o, env) for o in c.origin]
+    base = ev(c.offset, env)
     r, x = d.rows_dim, d.cols_dim
     inner = _prod(c.box[x + 1:])                 # merged full dims
     run = c.box[x] * inner
@@ -218,9 +230,9 @@ def _extent(k: UopKernel, col: int) -> tuple[int, int]:
     return lo, hi + 1
 
 
-def _kernel_op(k: UopKernel, env, sites) -> Op:
+def _kernel_op(k: UopKernel, env, sites, ev) -> Op:
     n = k.nest
-    base = (eval_int(n.dst, env), eval_int(n.src, env), eval_int(n.wgt, env))
+    base = (ev(n.dst, env), ev(n.src, env), ev(n.wgt, env))
     site = sites.setdefault(id(k), len(sites))
     d0, d1 = _extent(k, 0)
     writes = (("acc", base[0] + d0, base[0] + d1),)

@@ -150,3 +150,24 @@ def test_compile_is_fast_for_every_resnet_layer():
         total += ck.compile_seconds
         assert np.isfinite(ck.compile_seconds)
     assert total < 5.0
+
+
+def test_compiled_index_expressions_match_the_interpreter():
+    import random
+
+    from compiler.ir import IRError, compile_int, eval_int
+    from compiler.te import Binary, Const, IterVar
+    rnd = random.Random(0)
+    vs = [IterVar(f"i{j}", 7) for j in range(3)]
+    ops_ = ["add", "sub", "mul", "div", "mod", "min", "max", "lt", "le", "ge", "gt", "and"]
+
+    def gen(d):
+        if d == 0 or rnd.random() < 0.3:
+            return rnd.choice(vs) if rnd.random() < 0.6 else Const(rnd.randint(-5, 9))
+        return Binary(rnd.choice(ops_), gen(d - 1), gen(d - 1))
+    for _ in range(300):
+        e = gen(4)
+        env = {v: rnd.randint(0, 6) for v in vs}
+        assert compile_int(e)(env) == eval_int(e, env), e
+    with pytest.raises(IRError, match="i0 is not bound"):
+        compile_int(Binary("add", vs[0], Const(1)))({})
