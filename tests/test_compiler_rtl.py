@@ -82,3 +82,22 @@ def test_mul_sub_and_int32_byte_planes_on_rtl(rtl):
     acc = np.einsum("ncbi,ocji->nobj", x.astype(np.int64), w.astype(np.int64))
     got, _ = build(out, cfg).run(rtl(cfg), {D: x, W: w})
     assert got.dtype == np.int32 and np.array_equal(got, 7 - 3 * acc)
+
+
+def test_split_outer_loop_and_double_buffered_hoisted_input_on_rtl(rtl):
+    """A second split of the co tile loop bound to virtual threads, the input hoisted to the
+    w loop with two alternating buffers, unequal padding and edge tiles: bit-exact on RTL."""
+    cfg = VTAConfig()
+    rng = np.random.default_rng(4)
+    x = rng.integers(-128, 128, (1, 16, 4, 5), dtype=np.int8)
+    wt = rng.integers(-128, 128, (48, 16, 3, 3), dtype=np.int8)
+    d = placeholder((1, 1, 4, 5, 1, 16), "int8", "d")
+    k = placeholder((3, 1, 3, 3, 16, 16), "int8", "k")
+    out = ops.cast_int8(ops.shr(ops.conv2d(d, k, 1, (1, 0, 2, 1)), 6))
+    ref = (ops.conv2d_nchw_reference(x, wt, 1, (1, 0, 2, 1)) >> 6).astype(np.int8)
+    kn = Knobs(tile_co=1, tile_h=2, tile_w=3, vthreads=2, vthread_axis="co_i",
+               split_outer=(("co", 2),), order=("b", "h", "w", "co_o", "co_i"), inp_at="w",
+               double_buffer=("data",))
+    got, _ = build(out, cfg, kn).run(rtl(cfg), {d: ops.pack_nchw(x, 1, 16),
+                                                 k: ops.pack_oihw(wt, 16, 16)})
+    assert np.array_equal(ops.unpack_nchw(got), ref)
