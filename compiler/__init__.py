@@ -29,6 +29,21 @@ Example::
     k = build(out, cfg)                 # default schedule, 2 virtual threads
     print(k.show("fold_uop"))           # the IR after any pass
     result, stats = k.run(SimDevice(cfg), {data: x, kernel: w, bias: b})
+
+    # any schedule, as calls or as the equivalent plain data (compiler.opts_of / apply)
+    s = Schedule(recognise(out, cfg))
+    s.tile("h", "w", 5, 9)                      # tiles need not divide 56: edge tiles
+    s.split("co", 1)
+    oo, oi = s.split("co.outer", 2)             # a second split of the tile loop
+    s.reorder(oo, "h.outer", "w.outer", oi)
+    s.compute_at("kernel", oo)                  # weights of 2 out-blocks, loaded once
+    s.double_buffer("kernel")                   # ...while the previous block computes
+    s.bind_vthread(oi, 2)
+    k = build(out, cfg, s.knobs())
+
+    # the tuner hook
+    sp = space(out, cfg)                        # indexable knob space, valid(), features()
+    cycles = measure(out, sp.sample(rng, 1)[0], cfg)["cycles"]
 """
 
 from . import ops
