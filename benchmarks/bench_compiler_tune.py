@@ -3,6 +3,7 @@ points of ``compiler.space`` measured on the timed simulator, and the traffic/cy
 trade-off of hoisting the weight cache read (compute_at) to the root.
 
     .venv/bin/python benchmarks/bench_compiler_tune.py [--layers C3,C5,C11] [--samples 16]
+    .venv/bin/python benchmarks/bench_compiler_tune.py --hoist
 """
 
 import argparse
@@ -26,8 +27,13 @@ def main() -> None:
     ap.add_argument("--layers", default="C3,C5,C11")
     ap.add_argument("--samples", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hoist", action="store_true", help="instead: every layer's default "
+                    "schedule with its weights hoisted to the co loop (double-buffered)")
     args = ap.parse_args()
     cfg = VTAConfig()
+    if args.hoist:
+        hoist_table(cfg)
+        return
     t_all = time.perf_counter()
     print(f"{'layer':5} {'schedule':28} {'cycles':>9} {'xmin':>5}  knobs")
     for name in args.layers.split(","):
@@ -59,6 +65,22 @@ def main() -> None:
         print(f"{name:5} {'median random point':28} {med:>9.0f}        (space of {len(sp):.3g} "
               f"points; {dt:.2f} s per measurement)")
     print(f"wall {time.perf_counter() - t_all:.1f} s")
+
+
+def hoist_table(cfg) -> None:
+    print(f"{'layer':5} {'cycles':>9} {'xmin':>5}  {'hoisted: cycles':>16} {'xmin':>5}")
+    for layer in RESNET18:
+        *_, out = ops.conv2d_resnet_block(cfg, cfg.batch, layer.cin, layer.hw, layer.hw,
+                                          layer.cout, layer.k, layer.stride, layer.pad)
+        wl = recognise(out, cfg)
+        mn = dram_minimum(wl, cfg)
+        k = default_knobs(wl, cfg)
+        a = measure(wl, k, cfg)
+        b = measure(wl, k.replace(wgt_at="co", double_buffer=("kernel",)), cfg, check=True)
+        hb = (f"{b['cycles'] / a['cycles']:>15.4f}x {b['dram_bytes'] / mn:>5.2f}"
+              if b["error"] is None else f"{'does not fit':>16}")
+        print(f"{layer.name:5} {a['cycles']:>9} {a['dram_bytes'] / mn:>5.2f}  {hb}"
+              + ("" if b["correct"] in (None, True) else "  WRONG"))
 
 
 if __name__ == "__main__":
