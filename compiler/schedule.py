@@ -122,8 +122,10 @@ class Knobs:
         return replace(self, **kw)
 
     def normalized(self) -> "Knobs":
-        """The same schedule with split axes written as their two loops in ``order``."""
-        return replace(self, order=self.loop_order())
+        """The same schedule in canonical form: split axes written as their two loops in
+        ``order``; without virtual threads the (irrelevant) vthread axis is "co"."""
+        return replace(self, order=self.loop_order(),
+                       vthread_axis=self.vthread_axis if self.vthreads > 1 else "co")
 
     def tiles(self) -> dict:
         return {"b": self.tile_b, "co": self.tile_co, "h": self.tile_h, "w": self.tile_w,
@@ -211,16 +213,17 @@ class Knobs:
         names = self.loop_names()
         if self.vthreads < 1:
             raise PrimitiveError("bind_vthread", self.vthread_axis, "needs >= 1 thread")
-        if self.vthread_axis not in names:
-            raise PrimitiveError("bind_vthread", self.vthread_axis,
-                                 f"not an outer loop; loops are {names}")
-        total = 1
-        for a in self.vthread_axis.split("."):
-            total *= names0[a][2]
-        if self.vthreads > total:
-            raise PrimitiveError("bind_vthread", self.vthread_axis, f"{self.vthreads} virtual "
-                                 f"threads but only {total} tiles")
-        vpos = names.index(self.vthread_axis)
+        if self.vthreads > 1:           # with one thread the axis is irrelevant
+            if self.vthread_axis not in names:
+                raise PrimitiveError("bind_vthread", self.vthread_axis,
+                                     f"not an outer loop; loops are {names}")
+            total = 1
+            for a in self.vthread_axis.split("."):
+                total *= names0[a][2]
+            if self.vthreads > total:
+                raise PrimitiveError("bind_vthread", self.vthread_axis, f"{self.vthreads} "
+                                     f"virtual threads but only {total} tiles")
+        vpos = names.index(self.vthread_axis) if self.vthreads > 1 else len(names)
         for tensor, at in (("data", self.inp_at), ("kernel", self.wgt_at)):
             if at in ("ci", "root"):
                 continue
@@ -416,7 +419,7 @@ class Schedule:
 
     def knobs(self) -> Knobs:
         self._k.check(self.wl)
-        return self._k.normalized() if self._k.split_outer else self._k
+        return self._k.normalized()
 
 
 def opts_of(k: Knobs) -> list[Opt]:
@@ -425,7 +428,8 @@ def opts_of(k: Knobs) -> list[Opt]:
     out += [Opt("split", f"{a}.outer", f) for a, f in k.split_outer]
     out.append(Opt("reorder", ",".join(k.loop_order())))
     out += [Opt("fuse", ".".join(g)) for g in k.fuse]
-    out.append(Opt("bind_vthread", k.vthread_axis, k.vthreads))
+    if k.vthreads > 1:
+        out.append(Opt("bind_vthread", k.vthread_axis, k.vthreads))
     for tensor, at in (("data", k.inp_at), ("kernel", k.wgt_at)):
         loop = at if at == "root" else at + (".fused" if "." in at else ".outer")
         out.append(Opt("compute_at", tensor, loop))
