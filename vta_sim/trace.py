@@ -122,15 +122,22 @@ def write_timeline(res: TimingResult, path: str, max_bars: int = 3000) -> None:
                            edgecolor="black", linewidth=0.2)
         ax.broken_barh([(a, max(b - a, 1)) for a, b in res.fetch], (rows["fetch"] - 0.4, 0.8),
                        facecolors="grey")
-        client_colour = {"fetch": "grey", "uop": "tab:purple", "inp": "tab:blue",
-                         "wgt": "tab:brown", "acc": "tab:olive"}
+        # DRAM bursts: a palette of their own, hatched, so they never read as instructions;
+        # the store client is the write channel, drawn in the lower half of the track.
+        dark = plt.get_cmap("Dark2")
+        client_colour = {c: dark(j) for j, c in enumerate(("fetch", "uop", "inp", "wgt", "acc",
+                                                            "store"))}
         for client, col in client_colour.items():
-            reads = [(t0, max(t1 - t0, 1)) for c, t0, t1, _ in res.bursts
-                     if t0 >= 0 and c == client]
-            ax.broken_barh(reads, (rows["DRAM"] - 0.4, 0.8), facecolors=col)
+            bursts = [(t0, max(t1 - t0, 1)) for c, t0, t1, _ in res.bursts
+                      if t0 >= 0 and c == client]
+            y = (rows["DRAM"] - 0.4, 0.4) if client == "store" else (rows["DRAM"], 0.4)
+            ax.broken_barh(bursts, y, facecolors=col, hatch="//", edgecolor="white",
+                           linewidth=0.0)
         handles = [plt.Rectangle((0, 0), 1, 1, color=colour[k]) for k in kinds]
-        handles += [plt.Rectangle((0, 0), 1, 1, color=c) for c in client_colour.values()]
-        labels = kinds + [f"DRAM {c}" for c in client_colour]
+        handles += [plt.Rectangle((0, 0), 1, 1, facecolor=c, hatch="//", edgecolor="white")
+                    for c in client_colour.values()]
+        labels = kinds + [f"DRAM {'write' if c == 'store' else 'read'} {c}"
+                          for c in client_colour]
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     else:
         bins = 400
