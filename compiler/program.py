@@ -165,6 +165,13 @@ def _dma_ops(d: DmaInsn, env, ev) -> list[Op]:
         else:
             out.append(Op(STAGE[c.stage], "store", args, reads=rng))
 
+    def zero_rows(sram, off, n):
+        """``n`` all-zero rows of the layout's width: LOADs of no data rows whose pad rows
+        (at most 15 each) cover them."""
+        for k in range(0, n, PAD_MAX):
+            m = min(PAD_MAX, n - k)
+            emit(sram + k * row_pitch, off, 0, row_pitch, (m, 0, 0, 0), m)
+
     outer_dims = [dd for dd, _ in d.outer]
     for idx in np.ndindex(*[e for _, e in d.outer]) if d.outer else [()]:
         off = 0
@@ -189,23 +196,23 @@ def _dma_ops(d: DmaInsn, env, ev) -> list[Op]:
             # the window lies entirely in the zero padding: zero rows of the whole width
             if r < 0:
                 raise DmaError(f"{c.tensor.name}: a 1-D window lies entirely outside the tensor")
-            if slack:
-                for i in range(rows):
-                    emit(sram + i * row_pitch, off, 0, run, (1, 0, 0, 0), 1)
-            else:
-                emit(sram, off, 0, run, (rows, 0, 0, 0), rows)
+            zero_rows(sram, off, rows)
             continue
         off = base_off + x0 * pitch[x]
         if slack and rows > 1 and not (mem == MemType.INP and xp1 + slack <= PAD_MAX):
-            for i in range(rows):          # one DMA per row at the layout's row pitch
-                if i < yp0 or i >= yp0 + y_size:
-                    emit(sram + i * row_pitch, off, 0, run, (1, 0, 0, 0), 1)
-                else:
-                    emit(sram + i * row_pitch, off + (i - yp0) * pitch[r] * c.step_of(r),
-                         1, x_size, (0, 0, xp0, xp1), 1)
+            zero_rows(sram, off, yp0)      # then one DMA per row at the layout's row pitch
+            for i in range(yp0, yp0 + y_size):
+                emit(sram + i * row_pitch, off + (i - yp0) * pitch[r] * c.step_of(r),
+                     1, x_size, (0, 0, xp0, xp1), 1)
+            zero_rows(sram + (yp0 + y_size) * row_pitch, off, yp1)
             continue
         if slack and rows > 1:
             xp1 += slack
+        if max(yp0, yp1) > PAD_MAX:     # more zero rows than the pad field: separate loads
+            zero_rows(sram, off, yp0)
+            emit(sram + yp0 * row_pitch, off, y_size, x_size, (0, 0, xp0, xp1), y_size)
+            zero_rows(sram + (yp0 + y_size) * row_pitch, off, yp1)
+            continue
         emit(sram, off, y_size, x_size, (yp0, yp1, xp0, xp1), rows)
     return out
 

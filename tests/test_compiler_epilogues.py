@@ -130,3 +130,25 @@ def test_results_of_other_widths_cannot_be_stored():
     out = compute(r.shape, lambda *i: cast("int16", r[i]), name="narrow16")
     with pytest.raises((ScheduleError, TensorizeError), match="int16|int8"):
         build(out, cfg)
+
+
+def test_padding_beyond_the_pad_field_uses_separate_zero_row_loads():
+    """Top/bottom padding of 17/16 rows (the LOAD pad field holds 15): the extra zero rows
+    come from LOADs without data rows; bit-exact for whole-image and small tiles."""
+    cfg = VTAConfig()
+    rng = np.random.default_rng(9)
+    pads = (17, 16, 1, 2)
+    x = rng.integers(-128, 128, (1, 16, 4, 5), dtype=np.int8)
+    wt = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
+    d = placeholder((1, 1, 4, 5, 1, 16), "int8", "d")
+    k = placeholder((2, 1, 3, 3, 16, 16), "int8", "k")
+    out = ops.cast_int8(ops.shr(ops.conv2d(d, k, 1, pads), 5))
+    ref = (ops.conv2d_nchw_reference(x, wt, 1, pads) >> 5).astype(np.int8)
+    wl = recognise(out, cfg)
+    for kn in (Knobs(tile_co=2, tile_h=wl.oh, tile_w=wl.ow, vthreads=1),
+               Knobs(tile_co=1, tile_h=7, tile_w=4, vthreads=2, inp_at="root")):
+        ck = build(wl, cfg, kn, verify_ir=True)
+        got, _ = ck.run(SimDevice(cfg), {d: ops.pack_nchw(x, 1, 16),
+                                         k: ops.pack_oihw(wt, 16, 16)})
+        assert np.array_equal(ops.unpack_nchw(got), ref), kn
+        assert all(max(op.args["pad"]) <= 15 for op in ck.ops if op.kind == "load")
