@@ -199,11 +199,18 @@ def _dma_ops(d: DmaInsn, env, ev) -> list[Op]:
             zero_rows(sram, off, rows)
             continue
         off = base_off + x0 * pitch[x]
-        if slack and rows > 1 and not (mem == MemType.INP and xp1 + slack <= PAD_MAX):
+        wide = max(xp0, xp1) > PAD_MAX
+        if wide or (slack and rows > 1 and not (mem == MemType.INP and xp1 + slack <= PAD_MAX)):
             zero_rows(sram, off, yp0)      # then one DMA per row at the layout's row pitch
             for i in range(yp0, yp0 + y_size):
-                emit(sram + i * row_pitch, off + (i - yp0) * pitch[r] * c.step_of(r),
-                     1, x_size, (0, 0, xp0, xp1), 1)
+                row, src = sram + i * row_pitch, off + (i - yp0) * pitch[r] * c.step_of(r)
+                if not wide:
+                    emit(row, src, 1, x_size, (0, 0, xp0, xp1), 1)
+                    continue
+                for at, n in ((row, xp0), (row + xp0 + x_size, xp1)):    # zero columns
+                    if n:
+                        emit(at, off, 0, n, (1, 0, 0, 0), 1)
+                emit(row + xp0, src, 1, x_size, (0, 0, 0, 0), 1)
             zero_rows(sram + (yp0 + y_size) * row_pitch, off, yp1)
             continue
         if slack and rows > 1:

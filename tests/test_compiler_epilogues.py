@@ -133,11 +133,12 @@ def test_results_of_other_widths_cannot_be_stored():
 
 
 def test_padding_beyond_the_pad_field_uses_separate_zero_row_loads():
-    """Top/bottom padding of 17/16 rows (the LOAD pad field holds 15): the extra zero rows
-    come from LOADs without data rows; bit-exact for whole-image and small tiles."""
+    """Padding of 16-18 rows/columns (the LOAD pad fields hold 15): the zero rows come from
+    LOADs without data rows, wide zero columns from per-row zero segments; bit-exact for
+    whole-image and small tiles."""
     cfg = VTAConfig()
     rng = np.random.default_rng(9)
-    pads = (17, 16, 1, 2)
+    pads = (17, 16, 18, 16)
     x = rng.integers(-128, 128, (1, 16, 4, 5), dtype=np.int8)
     wt = rng.integers(-128, 128, (32, 16, 3, 3), dtype=np.int8)
     d = placeholder((1, 1, 4, 5, 1, 16), "int8", "d")
@@ -145,8 +146,9 @@ def test_padding_beyond_the_pad_field_uses_separate_zero_row_loads():
     out = ops.cast_int8(ops.shr(ops.conv2d(d, k, 1, pads), 5))
     ref = (ops.conv2d_nchw_reference(x, wt, 1, pads) >> 5).astype(np.int8)
     wl = recognise(out, cfg)
-    for kn in (Knobs(tile_co=2, tile_h=wl.oh, tile_w=wl.ow, vthreads=1),
-               Knobs(tile_co=1, tile_h=7, tile_w=4, vthreads=2, inp_at="root")):
+    for kn in (Knobs(tile_co=1, tile_h=wl.oh, tile_w=wl.ow, vthreads=1),
+               Knobs(tile_co=1, tile_h=7, tile_w=4, vthreads=2, inp_at="root"),
+               Knobs(tile_co=1, tile_h=5, tile_w=9, vthreads=2)):
         ck = build(wl, cfg, kn, verify_ir=True)
         got, _ = ck.run(SimDevice(cfg), {d: ops.pack_nchw(x, 1, 16),
                                          k: ops.pack_oihw(wt, 16, 16)})
