@@ -101,3 +101,22 @@ def test_split_outer_loop_and_double_buffered_hoisted_input_on_rtl(rtl):
     got, _ = build(out, cfg, kn).run(rtl(cfg), {d: ops.pack_nchw(x, 1, 16),
                                                  k: ops.pack_oihw(wt, 16, 16)})
     assert np.array_equal(ops.unpack_nchw(got), ref)
+
+
+def test_padding_wider_than_the_pad_fields_on_rtl(rtl):
+    """16/17 rows/columns of zero padding (the pad fields hold 15): zero-row LOADs and
+    per-row zero column segments, bit-exact on the RTL."""
+    cfg = VTAConfig()
+    rng = np.random.default_rng(9)
+    pads = (16, 1, 17, 0)
+    x = rng.integers(-128, 128, (1, 16, 2, 3), dtype=np.int8)
+    wt = rng.integers(-128, 128, (16, 16, 3, 3), dtype=np.int8)
+    d = placeholder((1, 1, 2, 3, 1, 16), "int8", "d")
+    k = placeholder((1, 1, 3, 3, 16, 16), "int8", "k")
+    out = ops.cast_int8(ops.shr(ops.conv2d(d, k, 1, pads), 5))
+    ref = (ops.conv2d_nchw_reference(x, wt, 1, pads) >> 5).astype(np.int8)
+    ck = build(out, cfg, Knobs(tile_h=9, tile_w=18, vthreads=2, vthread_axis="h"))
+    got, _ = ck.run(rtl(cfg), {d: ops.pack_nchw(x, 1, 16), k: ops.pack_oihw(wt, 16, 16)})
+    assert np.array_equal(ops.unpack_nchw(got), ref)
+    assert any(op.kind == "load" and op.args["y"] == 0 and op.args["pad"][0] == 1
+               for op in ck.ops)                       # a zero column segment
