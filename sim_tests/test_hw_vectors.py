@@ -36,3 +36,23 @@ def test_vector_on_icarus(vector_runs, name):
     diff = np.flatnonzero(image != expected)
     assert diff.size == 0, f"{diff.size} bytes differ, first at {diff[:8].tolist()}"
     assert res.cycles > 0
+
+
+def test_vector_cycles_match_the_fitted_timing_model(vector_runs):
+    """vta_sim's timing model with the parameters fitted to the Icarus runs
+    (``vta_hw/calibration/timing_icarus.json``, DRAM latency 16) predicts every vector's
+    cycle count: median error <= 3 %, maximum <= 10 %."""
+    import json
+
+    timing = pytest.importorskip("vta_sim.timing")
+    calibrate = pytest.importorskip("vta_sim.calibrate")
+    path = os.path.join(os.path.dirname(__file__), "..", "vta_hw", "calibration",
+                        "timing_icarus.json")
+    with open(path) as f:
+        params = timing.TimingParams.from_dict(json.load(f)["params"])
+    samples = []
+    for p in VECTORS:
+        v = np.load(p, allow_pickle=False)
+        samples.append((v["insns"].tobytes(), vector_runs[os.path.basename(p)][2].cycles))
+    err = np.abs(calibrate.relative_errors(samples, params))
+    assert np.median(err) <= 0.03 and err.max() <= 0.10, err

