@@ -31,9 +31,8 @@ from isa import MemType, VTAConfig
 from .schedule import AXES, Knobs, ScheduleError, extents
 from .workload import GemmWorkload, recognise
 
-SPLIT_LOOPS = tuple(f"{a}_{p}" for a in AXES for p in "oi")
-LEVELS = ("ci", "root") + AXES + ("h.w",) + SPLIT_LOOPS
 SPLIT_FACTORS = (2, 3, 4)
+MAX_LOOPS = len(AXES) + 1          # outer tile loops with one of them split again
 
 
 def _workload(out, cfg: VTAConfig) -> GemmWorkload:
@@ -53,9 +52,10 @@ class ConfigSpace:
         self.dims["fuse"] = [(), (("h", "w"),)]
         self.dims["split_outer"] = [()] + [((a, f),) for a in AXES for f in SPLIT_FACTORS]
         self.dims["vthreads"] = list(range(1, max_vthreads + 1))
-        self.dims["vthread_axis"] = list(AXES) + ["h.w"] + list(SPLIT_LOOPS)
-        self.dims["inp_at"] = list(LEVELS)
-        self.dims["wgt_at"] = list(LEVELS)
+        # loops are named by position in the point's own loop list (most points then exist)
+        self.dims["vthread_loop"] = list(range(MAX_LOOPS))
+        self.dims["inp_at"] = ["ci", "root"] + list(range(MAX_LOOPS))
+        self.dims["wgt_at"] = ["ci", "root"] + list(range(MAX_LOOPS))
         self.dims["double_buffer"] = [(), ("data",), ("kernel",), ("data", "kernel")]
         self._radix = [len(v) for v in self.dims.values()]
 
@@ -70,14 +70,33 @@ class ConfigSpace:
         for (name, values), r in zip(reversed(self.dims.items()), reversed(self._radix)):
             index, i = divmod(index, r)
             vals[name] = values[i]
-        return Knobs(**vals)
+        pos = vals.pop("vthread_loop")
+        k = Knobs(**{**vals, "inp_at": "ci", "wgt_at": "ci"})
+        names = k.loop_names()
+
+        def name(p):                     # a position past the last loop names no loop
+            return names[p] if p < len(names) else f"#{p}"
+        vax = name(pos) if k.vthreads > 1 else ("co" if pos == 0 else f"#{pos}")
+        at = {f: (v if isinstance(v, str) else name(v)) for f, v in
+              (("inp_at", vals["inp_at"]), ("wgt_at", vals["wgt_at"]))}
+        return k.replace(vthread_axis=vax, **at)
 
     def index(self, k: Knobs) -> int:
         out = 0
         split = {f"{a}_{p}": a for a, _ in k.split_outer for p in "oi"}
         order = tuple(dict.fromkeys(split.get(n, n) for n in k.order))
+        names = k.loop_names()
+
+        def pos(v):
+            if v in ("ci", "root"):
+                return v
+            return names.index(v) if v in names else int(v[1:]) if v[:1] == "#" else v
         for name, values in self.dims.items():
-            v = order if name == "order" else getattr(k, name)
+            v = {"order": lambda: order,
+                 "vthread_loop": lambda: pos(k.vthread_axis) if k.vthreads > 1 or
+                 k.vthread_axis[:1] == "#" else 0,
+                 "inp_at": lambda: pos(k.inp_at), "wgt_at": lambda: pos(k.wgt_at)}.get(
+                name, lambda: getattr(k, name))()
             if v not in values:
                 raise ScheduleError(f"knob {name}={v!r} is not in this space")
             out = out * len(values) + values.index(v)
@@ -117,9 +136,14 @@ class ConfigSpace:
         order = [n.split("_")[0] for n in k.loop_order()]
         f += [float(order.index(a)) for a in AXES]
         f += [float(dict(k.split_outer).get(a, 1)) for a in AXES]
-        f += [float(bool(k.fuse)), float(k.vthreads), float(self.dims["vthread_axis"].index(
-            k.vthread_axis))]
-        f += [float(LEVELS.index(k.inp_at)), float(LEVELS.index(k.wgt_at)),
+        names = k.loop_names()
+
+        def level(at):                   # -1 root, loop position, len(loops) for ci
+            return -1.0 if at == "root" else float(len(names) if at == "ci" else
+                                                   names.index(at) if at in names else -2)
+        f += [float(bool(k.fuse)), float(k.vthreads),
+              level(k.vthread_axis) if k.vthreads > 1 else -1.0]
+        f += [level(k.inp_at), level(k.wgt_at),
               float("data" in k.double_buffer), float("kernel" in k.double_buffer)]
         try:
             use = buffer_usage(self.wl, k, self.cfg)
@@ -193,5 +217,5 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
             "compile_seconds": ck.compile_seconds, "correct": correct, "error": None}
 
 
-__all__ = ["ConfigSpace", "space", "measure", "buffer_usage", "random_inputs", "LEVELS",
-           "SPLIT_FACTORS"]
+__all__ = ["ConfigSpace", "space", "measure", "buffer_usage", "random_inputs",
+           "SPLIT_FACTORS", "MAX_LOOPS"]
