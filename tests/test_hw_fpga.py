@@ -50,7 +50,8 @@ def test_host_bridge_drives_registers_and_dram():
     m.d.comb += [sys_.csr_addr.eq(br.csr_addr), sys_.csr_wdata.eq(br.csr_wdata),
                  sys_.csr_we.eq(br.csr_we), br.csr_rdata.eq(sys_.csr_rdata),
                  sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
-                 sys_.ext_we.eq(br.mem_we), br.mem_rdata.eq(sys_.ext_rdata)]
+                 sys_.ext_we.eq(br.mem_we), sys_.ext_en.eq(br.mem_en),
+                 br.mem_rdata.eq(sys_.ext_rdata)]
     replies = []
 
     async def talk(ctx, data, n_reply):

@@ -31,8 +31,10 @@ class OnChipDram(wiring.Component):
     Members
     -------
     port : ``In(MemPortSignature)``  the slave side of the memory port.
-    ext_addr, ext_wdata, ext_we, ext_rdata : a second, host-side word port (synchronous read,
-        data one cycle after the address) to load and read back the contents.
+    ext_en, ext_addr, ext_wdata, ext_we, ext_rdata : the host-side word port (synchronous
+        read, data one cycle after the address) to load and read back the contents; while
+        ``ext_en`` is high it borrows the memory's ports and the core's accesses wait, so the
+        host uses it only while the core is idle.
 
     Latency: reads ``latency + 1`` cycles to the first beat (at least 3); writes one beat per
     cycle, ``wr_done`` one cycle after the last beat, one write burst at a time.
@@ -44,8 +46,9 @@ class OnChipDram(wiring.Component):
         self.latency = latency
         self.init = list(init)
         super().__init__({"port": In(MemPortSignature(bus_width)),
-                          "ext_addr": In(range(depth)), "ext_wdata": In(bus_width),
-                          "ext_we": In(1), "ext_rdata": Out(bus_width)})
+                          "ext_en": In(1), "ext_addr": In(range(depth)),
+                          "ext_wdata": In(bus_width), "ext_we": In(1),
+                          "ext_rdata": Out(bus_width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -54,13 +57,10 @@ class OnChipDram(wiring.Component):
         m.submodules.mem = mem = self.mem = memory.Memory(
             shape=unsigned(self.bus_width), depth=self.depth,
                                                init=self.init)
+        # one read and one write port (block RAM friendly); the host port borrows them
         rp = mem.read_port()
         wp = mem.write_port()
-        xp = mem.read_port()
-        xw = mem.write_port()
-        m.d.comb += [xp.addr.eq(self.ext_addr), self.ext_rdata.eq(xp.data),
-                     xw.addr.eq(self.ext_addr), xw.data.eq(self.ext_wdata),
-                     xw.en.eq(self.ext_we)]
+        m.d.comb += self.ext_rdata.eq(rp.data)
 
         # ---- read channel: requests queue up (with the cycle their data may start), so
         # the latency of queued bursts overlaps the data of earlier ones
@@ -76,12 +76,18 @@ class OnChipDram(wiring.Component):
         start = Signal(16)
         out_v = Signal()
         rbusy = Signal()
-        m.d.comb += [p.rd_data_valid.eq(out_v), p.rd_data.eq(rp.data), rp.addr.eq(raddr)]
+        m.d.comb += [p.rd_data_valid.eq(out_v), p.rd_data.eq(rp.data)]
+        with m.If(self.ext_en):
+            m.d.comb += [rp.addr.eq(self.ext_addr), rp.en.eq(1)]
+        with m.Else():
+            m.d.comb += rp.addr.eq(raddr)
         due = Signal()
         m.d.comb += due.eq((now - start)[15] == 0)      # now >= start (modulo 2**16)
         issue = Signal()
-        m.d.comb += [issue.eq(rbusy & due & (rleft != 0) & (~out_v | p.rd_data_ready)),
-                     rp.en.eq(issue)]
+        m.d.comb += issue.eq(rbusy & due & (rleft != 0) & (~out_v | p.rd_data_ready) &
+                             ~self.ext_en)
+        with m.If(~self.ext_en):
+            m.d.comb += rp.en.eq(issue)
         with m.If(issue):
             m.d.sync += [out_v.eq(1), raddr.eq(raddr + 1), rleft.eq(rleft - 1)]
             with m.If(rleft == 1):
@@ -98,9 +104,14 @@ class OnChipDram(wiring.Component):
         waddr = Signal(range(self.depth))
         wleft = Signal(24)
         wbusy = Signal()
-        m.d.comb += [p.wr_req_ready.eq(~wbusy), p.wr_data_ready.eq(wbusy & (wleft != 0)),
-                     wp.addr.eq(waddr), wp.data.eq(p.wr_data),
-                     wp.en.eq(p.wr_data_valid & p.wr_data_ready)]
+        m.d.comb += [p.wr_req_ready.eq(~wbusy),
+                     p.wr_data_ready.eq(wbusy & (wleft != 0) & ~self.ext_en)]
+        with m.If(self.ext_en):
+            m.d.comb += [wp.addr.eq(self.ext_addr), wp.data.eq(self.ext_wdata),
+                         wp.en.eq(self.ext_we)]
+        with m.Else():
+            m.d.comb += [wp.addr.eq(waddr), wp.data.eq(p.wr_data),
+                         wp.en.eq(p.wr_data_valid & p.wr_data_ready)]
         with m.If(p.wr_req_valid & ~wbusy):
             m.d.sync += [wbusy.eq(1), waddr.eq(p.wr_req_addr >> lg), wleft.eq(p.wr_req_len)]
         with m.If(p.wr_data_valid & p.wr_data_ready):

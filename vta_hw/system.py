@@ -36,7 +36,7 @@ class CoreWithDram(wiring.Component):
         members = {n: self.core.signature.members[n]
                    for n in ("csr_addr", "csr_wdata", "csr_we", "csr_rdata", "done")}
         members.update({n: self.dram.signature.members[n]
-                        for n in ("ext_addr", "ext_wdata", "ext_we", "ext_rdata")})
+                        for n in ("ext_en", "ext_addr", "ext_wdata", "ext_we", "ext_rdata")})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -47,7 +47,7 @@ class CoreWithDram(wiring.Component):
         for n in ("csr_addr", "csr_wdata", "csr_we"):
             m.d.comb += getattr(core, n).eq(getattr(self, n))
         m.d.comb += [self.csr_rdata.eq(core.csr_rdata), self.done.eq(core.done)]
-        for n in ("ext_addr", "ext_wdata", "ext_we"):
+        for n in ("ext_en", "ext_addr", "ext_wdata", "ext_we"):
             m.d.comb += getattr(dram, n).eq(getattr(self, n))
         m.d.comb += self.ext_rdata.eq(dram.ext_rdata)
         return m

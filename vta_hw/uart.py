@@ -105,8 +105,8 @@ class HostBridge(wiring.Component):
     rx_data, rx_valid : bytes from the host.
     tx_data, tx_valid, tx_ready : bytes to the host.
     csr_addr, csr_wdata, csr_we, csr_rdata : the core's register bus.
-    mem_addr, mem_wdata, mem_we, mem_rdata : DRAM host port (read data one cycle after the
-        address).
+    mem_en, mem_addr, mem_wdata, mem_we, mem_rdata : DRAM host port (``mem_en`` while a memory
+        command executes; read data one cycle after the address).
     """
 
     def __init__(self, bus_width: int, mem_depth: int):
@@ -115,7 +115,7 @@ class HostBridge(wiring.Component):
             "rx_data": In(8), "rx_valid": In(1), "tx_data": Out(8), "tx_valid": Out(1),
             "tx_ready": In(1), "csr_addr": Out(8), "csr_wdata": Out(32), "csr_we": Out(1),
             "csr_rdata": In(32), "mem_addr": Out(range(mem_depth)), "mem_wdata": Out(bus_width),
-            "mem_we": Out(1), "mem_rdata": In(bus_width)})
+            "mem_en": Out(1), "mem_we": Out(1), "mem_rdata": In(bus_width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -157,6 +157,7 @@ class HostBridge(wiring.Component):
                     with m.Else():
                         m.d.sync += data.eq(data | (self.rx_data << ((n - arg_len).as_unsigned()[:4] << 3)))
             with m.State("EXEC"):
+                m.d.comb += self.mem_en.eq((cmd == CMD_WRITE_MEM) | (cmd == CMD_READ_MEM))
                 with m.Switch(cmd):
                     with m.Case(CMD_WRITE_REG):
                         m.d.comb += self.csr_we.eq(1)
@@ -171,6 +172,7 @@ class HostBridge(wiring.Component):
                 with m.Else():
                     m.next = "CMD"
             with m.State("MEMRD"):
+                m.d.comb += self.mem_en.eq(1)
                 m.d.sync += [out.eq(self.mem_rdata), out_n.eq(bb)]
                 m.next = "CMD"
         return m
