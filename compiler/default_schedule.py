@@ -140,8 +140,8 @@ def _runs(k: Knobs, nt: dict, axes) -> int:
 def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> bool:
     g = tile_geometry(wl, k)
     nv = k.vthreads
-    bias = {st.vector for st in wl.epilogue if st.vector is not None and not st.full}
-    full = {st.vector for st in wl.epilogue if st.full}
+    bias = {st.key for st in wl.epilogue if st.vector is not None and not st.full}
+    full = {st.key for st in wl.epilogue if st.full}
     if nv * g["inp"] > cfg.inp_buff_depth or nv * g["wgt"] > cfg.wgt_buff_depth:
         return False
     if nv * g["acc"] * (1 + len(full)) + wl.ob * len(bias) > cfg.acc_buff_depth:

@@ -214,15 +214,17 @@ class _Lowering:
     def epilogue(self, step, vecs) -> list:
         acc_off = self._acc_off()
         if step.full:       # residual operand: DMA its tile into this thread's slot of the acc
-            buf = vecs[step.vector]
+            buf = vecs[step.key]
 
             def build(sz):
                 n = _n(self._box(sz))
-                return Seq([Copy("compute", "load", buf, mul(self.t.v, buf.tiles), step.vector,
-                                 self._origin(), self._box(sz)),
-                            UopNest("compute", "alu", (("i", n, (1, 1, 0)),), acc_off,
-                                    mul(self.t.v, buf.tiles), add(0), (self.acc, buf, None),
-                                    opcode=step.opcode)])
+                slot = mul(self.t.v, buf.tiles)
+                neg = [UopNest("compute", "alu", (("i", n, (1, 1, 0)),), slot, slot, add(0),
+                               (buf, buf, None), opcode=AluOp.MUL, use_imm=True, imm=-1)]
+                return Seq([Copy("compute", "load", buf, slot, step.vector, self._origin(),
+                                 self._box(sz))] + (neg if step.negate else []) +
+                           [UopNest("compute", "alu", (("i", n, (1, 1, 0)),), acc_off, slot,
+                                    add(0), (self.acc, buf, None), opcode=step.opcode)])
             return [self.per_tile(build)]
         if step.vector is None:
             def build(sz):
@@ -231,7 +233,7 @@ class _Lowering:
                                add(0), (self.acc, self.acc, None), opcode=step.opcode,
                                use_imm=True, imm=step.imm)
             return [self.per_tile(build)]
-        buf = vecs[step.vector]
+        buf = vecs[step.key]
 
         def build(sz):
             dims = (("b", sz["b"], (sz["co"] * sz["h"] * sz["w"], 0, 0)),
@@ -288,12 +290,13 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     L = _Lowering(wl, k, cfg)
     t = L.t
     nv = k.vthreads
-    vecs = {}
+    vecs = {}              # (tensor, negated) -> its acc buffer
     for st in wl.epilogue:
-        if st.vector is not None and not st.full and st.vector not in vecs:
-            vecs[st.vector] = Buffer(st.vector.name, "acc", wl.ob, 1)
-        if st.full and st.vector not in vecs:
-            vecs[st.vector] = Buffer(st.vector.name, "acc", L.g["acc"], nv)
+        if st.vector is None or st.key in vecs:
+            continue
+        name = st.vector.name + ("_neg" if st.negate else "")
+        vecs[st.key] = Buffer(name, "acc", L.g["acc"], nv) if st.full else \
+            Buffer(name, "acc", wl.ob, 1)
 
     step = []
     if not L.hoist["inp"]:
@@ -325,9 +328,15 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
         var = t.loops[i][0]
         inner = Seq(hoisted[i] + [stmt]) if i in hoisted else stmt
         stmt = For(var, var.extent, inner, kind="serial")
-    prologue = [Copy("compute", "load", buf, add(0), tn, (add(0),), (wl.ob,))
-                for tn, buf in vecs.items() if buf.slots == 1 and buf.tiles == wl.ob
-                and tn.ndim == 3]
+    prologue = []          # per-channel vectors: loaded once (and negated once if needed)
+    for (tn, neg) in dict.fromkeys(st.key for st in wl.epilogue
+                                   if st.vector is not None and not st.full):
+        buf = vecs[(tn, neg)]
+        prologue.append(Copy("compute", "load", buf, add(0), tn, (add(0),), (wl.ob,)))
+        if neg:
+            prologue.append(UopNest("compute", "alu", (("i", wl.ob, (1, 1, 0)),), add(0),
+                                    add(0), add(0), (buf, buf, None), opcode=AluOp.MUL,
+                                    use_imm=True, imm=-1))
     return Seq(prologue + hoisted.get(-1, []) + [stmt])
 
 

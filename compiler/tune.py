@@ -165,7 +165,7 @@ def buffer_usage(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> dict:
     from .lower import _Lowering
     L = _Lowering(wl, k, cfg)
     acc = L.acc.tiles * L.acc.slots
-    for st in {s.vector: s for s in wl.epilogue if s.vector is not None}.values():
+    for st in {s.key: s for s in wl.epilogue if s.vector is not None}.values():
         acc += L.g["acc"] * k.vthreads if st.full else wl.ob
     return {MemType.INP: L.inp.tiles * L.inp.slots, MemType.WGT: L.wgt.tiles * L.wgt.slots,
             MemType.ACC: acc}

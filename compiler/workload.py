@@ -4,7 +4,8 @@ Accepted graphs: an int32 reduction that :func:`intrin.verify_gemm` matches (con
 NCHWnc/OIHWoi, or dense), whose activation is a placeholder or a zero-``select`` padding of
 one (any top/bottom/left/right amounts), followed by a chain of elementwise stages that
 each lower to ALU micro-ops on the acc scope (add, min, max, shifts, MUL; ``x - c`` as ADD
-of ``-c``, ``c - x`` as MUL by -1 then ADD; a tensor cannot be subtracted), and optionally
+of ``-c``, ``c - x`` as MUL by -1 then ADD, ``x - t`` as ADD of ``t`` negated on chip by an
+ALU MUL -1), and optionally
 a final cast to the output width (the STORE narrowing; without it the accumulator-width
 result leaves as byte planes, see :func:`compiler.lower.output_planes`).
 
@@ -39,11 +40,18 @@ class AluStep:
     vector: Tensor | None = None
     source: str = ""
     full: bool = False
+    negate: bool = False      # the operand enters negated (``x - vec`` is ADD of -vec)
+
+    @property
+    def key(self):
+        """The on-chip copy of the operand this step reads (one per tensor and sign)."""
+        return (self.vector, self.negate)
 
     def __str__(self):
         if self.vector is None:
             return f"{self.opcode.name}({self.imm})"
-        return f"{self.opcode.name}({self.vector.name}{'' if self.full else '[o]'})"
+        return (f"{self.opcode.name}({'-' if self.negate else ''}{self.vector.name}"
+                f"{'' if self.full else '[o]'})")
 
 
 @dataclass(frozen=True)
@@ -191,10 +199,9 @@ def _parse_alu(t: Tensor, cfg: VTAConfig) -> tuple[Tensor, list[AluStep]]:
             steps.append(AluStep(opcode, imm, None, t.name))
             e = a
             continue
-        if e.op in ("shr", "shl", "sub"):
-            what = "shift amounts" if e.op != "sub" else "subtrahends"
-            raise TensorizeError(f"stage {t.name}: {what} must be constants ({e!r}; the ALU "
-                                 f"has no subtract or vector shift)")
+        if e.op in ("shr", "shl"):
+            raise TensorizeError(f"stage {t.name}: shift amounts must be constants ({e!r}; "
+                                 f"the ALU has no portable vector shift)")
         vb = _vector_operand(t, b) or _full_operand(t, b)
         va = None if vb else (_vector_operand(t, a) or _full_operand(t, a))
         if vb is None and va is None:
@@ -202,7 +209,11 @@ def _parse_alu(t: Tensor, cfg: VTAConfig) -> tuple[Tensor, list[AluStep]]:
                                  f"per-output-channel tensor indexed [o, b, j] or an input of "
                                  f"the output's shape read elementwise")
         vec, full = vb or va
-        steps.append(AluStep(opcode, 0, vec, t.name, full))
+        if e.op == "sub" and va:        # vec - x = ADD(MUL(x, -1), vec)
+            steps.append(AluStep(AluOp.ADD, 0, vec, t.name, full))
+            steps.append(AluStep(AluOp.MUL, -1, None, t.name))
+        else:                           # x - vec = ADD(x, -vec): the operand is negated
+            steps.append(AluStep(opcode, 0, vec, t.name, full, negate=e.op == "sub"))
         e = a if vb else b
 
 

@@ -86,13 +86,49 @@ def test_mul_and_subtraction_epilogues(cname):
     assert np.array_equal(got, ref.astype(np.int8))
 
 
-def test_vector_subtraction_is_a_clear_error():
+@pytest.mark.parametrize("kn", [None, Knobs(tile_co=2, tile_h=3, tile_w=4, vthreads=2),
+                                Knobs(tile_co=1, tile_h=5, tile_w=5, vthreads=1)])
+def test_tensor_subtraction(kn):
+    """x - bias[o] (bias negated once on chip), bias[o] - x (MUL -1, ADD) and x - residual
+    (int32 and int8 tiles negated after their load): bit-exact against numpy."""
+    cfg = VTAConfig()
+    rng = np.random.default_rng(11)
+    d = placeholder((1, 2, 5, 5, 1, 16), "int8", "d")
+    k = placeholder((3, 2, 3, 3, 16, 16), "int8", "k")
+    bias = placeholder((3, 1, 16), "int32", "bias")
+    r32 = placeholder((1, 3, 5, 5, 1, 16), "int32", "r32")
+    r8 = placeholder((1, 3, 5, 5, 1, 16), "int8", "r8")
+    c = ops.shr(ops.conv2d(d, k, 1, 1), 4)
+    c = compute(c.shape, lambda n, o, y, x, b, j: c[n, o, y, x, b, j] - bias[o, b, j], "s1")
+    c = compute(c.shape, lambda n, o, y, x, b, j: bias[o, b, j] - c[n, o, y, x, b, j], "s2")
+    c = compute(c.shape, lambda *i: c[i] - r32[i], "s3")
+    c = compute(c.shape, lambda *i: c[i] - cast("int32", r8[i]), "s4")
+    out = ops.cast_int8(c)
+    wl = recognise(out, cfg)
+    assert [str(s) for s in wl.epilogue] == ["SHR(4)", "ADD(-bias[o])", "MUL(-1)", "ADD(bias[o])",
+                                             "ADD(-r32)", "ADD(-r8)"]
+    x = rng.integers(-128, 128, (1, 32, 5, 5), dtype=np.int8)
+    wt = rng.integers(-128, 128, (48, 32, 3, 3), dtype=np.int8)
+    bv = rng.integers(-3000, 3000, (48,)).astype(np.int32)
+    a32 = rng.integers(-2**31, 2**31, r32.shape).astype(np.int32)
+    a8 = rng.integers(-128, 128, r8.shape).astype(np.int8)
+    b4 = bv[None, :, None, None]
+    ref = _wrap((ops.conv2d_nchw_reference(x, wt, 1, 1) >> 4) - b4, 32)
+    ref = _wrap(_wrap(b4 - ref, 32) - ops.unpack_nchw(a32.astype(np.int64)), 32)
+    ref = _wrap(ref - ops.unpack_nchw(a8.astype(np.int64)), 32)
+    feeds = {d: ops.pack_nchw(x, 1, 16), k: ops.pack_oihw(wt, 16, 16),
+             bias: bv.reshape(3, 1, 16), r32: a32, r8: a8}
+    got, _ = build(wl, cfg, kn, verify_ir=True).run(SimDevice(cfg), feeds)
+    assert np.array_equal(ops.unpack_nchw(got), ref.astype(np.int8))
+
+
+def test_vector_shift_is_a_clear_error():
     D = placeholder((1, 2, 1, 16), "int8", "x")
     W = placeholder((3, 2, 16, 16), "int8", "w")
     B = placeholder((3, 1, 16), "int32", "b")
     r = ops.dense(D, W)
-    r = compute(r.shape, lambda n, o, b, j: r[n, o, b, j] - B[o, b, j], name="sub")
-    with pytest.raises(TensorizeError, match="subtrahends must be constants"):
+    r = compute(r.shape, lambda n, o, b, j: r[n, o, b, j] >> B[o, b, j], name="shr")
+    with pytest.raises(TensorizeError, match="shift amounts must be constants"):
         recognise(ops.cast_int8(r), VTAConfig())
 
 
