@@ -16,7 +16,8 @@ from collections import deque
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.simtime import get_sim_time
+from cocotb.triggers import ClockCycles, First, RisingEdge
 
 from .csr import Reg
 
@@ -89,10 +90,14 @@ class DramModel:
         s["wr_done"].value = 0
         wr_ready = False
         wreq_ready = True
+        req_rd, req_wr = s["rd_req_valid"], s["wr_req_valid"]
         while True:
+            if (not self.rq and not self.out_valid and self.wb is None and
+                    self.done_at is None and not _bit(req_rd) and not _bit(req_wr)):
+                # idle: sleep until a request appears instead of waking every cycle
+                await First(RisingEdge(req_rd), RisingEdge(req_wr))
             await RisingEdge(clk)
-            self.cycle += 1
-            c = self.cycle
+            c = self.cycle = int(get_sim_time("ns")) // PERIOD_NS
             # ---------------- read channel
             if _bit(s["rd_req_valid"]):
                 n = int(s["rd_req_len"].value)

