@@ -159,6 +159,9 @@ def test_sram_range_error_on_load_and_gemm():
     e = _run_error([GemmInsn(0, 1, 1, 3, 0, SMALL.acc_buff_depth - 1, 0, 0, 0, 0, reset=1),
                     FinishInsn()])
     assert (e.code, e.index) == (ErrorCode.SRAM_RANGE, 0)
+    d = SMALL.uop_buff_depth
+    e = _run_error([AluInsn(AluOp.ADD, d - 2, d + 1, 1, 1, 0, 0, 0, 0), FinishInsn()])
+    assert (e.code, e.index) == (ErrorCode.SRAM_RANGE, 0)
 
 
 def test_store_padding_and_bad_flags():

@@ -217,6 +217,9 @@ class ComputeModule(wiring.Component):
                 with m.Elif((c.opcode != Opcode.LOAD) & (c.opcode != Opcode.GEMM) &
                             (c.opcode != Opcode.ALU) & (c.opcode != Opcode.FINISH)):
                     fail(ErrorCode.ILLEGAL_OPCODE)
+                with m.Elif(((c.opcode == Opcode.GEMM) | (c.opcode == Opcode.ALU)) &
+                            ~zero_trip & (g.uop_end > cfg.uop_buff_depth)):
+                    fail(ErrorCode.SRAM_RANGE)
                 with m.Elif(ready):
                     m.d.comb += [self.l2g_pop.eq(c.pop_prev), self.s2g_pop.eq(c.pop_next)]
                     with m.Switch(c.opcode):
