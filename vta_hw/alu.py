@@ -44,11 +44,15 @@ class AluPipe(wiring.Component):
 
     - s1 (``valid``): ``d = uop.dst + dst_off``, ``s = uop.src + src_off``, range check,
       ACC reads of ``d`` (port A) and ``s`` (port B) issued;
-    - s2: ``ACC[d] <- op(A = ACC[d], B = use_imm ? imm : ACC[s])`` written.
+    - s2: operands registered: ``A = ACC[d]``, ``B = use_imm ? imm : ACC[s]``, each taken
+      from the result being written in this cycle instead when the previous micro-op writes
+      that tile (forwarding);
+    - s3: ``ACC[d] <- op(A, B)`` written.
 
-    Both ACC read ports are transparent for the ACC write port and a micro-op's reads happen
-    in the cycle of its predecessor's write, so iterations that read tiles written by the
-    previous iteration see the new values (strict loop order) at one micro-op per cycle.
+    Both ACC read ports are transparent for the ACC write port, so a micro-op reading a tile
+    written two micro-ops earlier sees it too: iterations that read tiles written by earlier
+    iterations see the new values (strict loop order) at one micro-op per cycle, no stall.
+    The long path (multiplier, shifter) runs register to register.
 
     Members
     -------
@@ -82,17 +86,27 @@ class AluPipe(wiring.Component):
         bad = (d >= depth) | (~self.use_imm & (s >= depth))
         m.d.comb += [self.range_error.eq(self.valid & bad), self.acc_rda_addr.eq(d),
                      self.acc_rdb_addr.eq(s)]
-        v2 = Signal()
-        d2 = Signal(range(depth))
-        m.d.sync += [v2.eq(self.valid & ~bad), d2.eq(d)]
+        # s2
+        v2, v3 = Signal(), Signal()
+        d2, s2, d3 = (Signal(range(depth), name=n) for n in ("d2", "s2", "d3"))
+        m.d.sync += [v2.eq(self.valid & ~bad), d2.eq(d), s2.eq(s)]
         Wa = cfg.acc_width
         imm = Signal(Wa)
         m.d.comb += imm.eq(self.imm.as_signed())
-        lanes = []
-        for i in range(cfg.batch * cfg.block_out):
-            a = self.acc_rda_data.word_select(i, Wa).as_signed()
-            b = Mux(self.use_imm, imm, self.acc_rdb_data.word_select(i, Wa)).as_signed()
-            lanes.append(alu_lane(m, self.op, a, b, Wa))
-        m.d.comb += [self.acc_wr_valid.eq(v2), self.acc_wr_addr.eq(d2),
-                     self.acc_wr_data.eq(Cat(*lanes)), self.busy.eq(v2)]
+        result = Signal(self.acc_bits)
+        a3 = Signal(self.acc_bits)
+        b3 = Signal(self.acc_bits)
+        fwd_a = v3 & (d3 == d2)
+        fwd_b = v3 & (d3 == s2)
+        m.d.sync += [v3.eq(v2), d3.eq(d2),
+                     a3.eq(Mux(fwd_a, result, self.acc_rda_data)),
+                     b3.eq(Mux(self.use_imm, imm.replicate(cfg.batch * cfg.block_out),
+                               Mux(fwd_b, result, self.acc_rdb_data)))]
+        # s3
+        lanes = [alu_lane(m, self.op, a3.word_select(i, Wa).as_signed(),
+                          b3.word_select(i, Wa).as_signed(), Wa)
+                 for i in range(cfg.batch * cfg.block_out)]
+        m.d.comb += [result.eq(Cat(*lanes)), self.acc_wr_valid.eq(v3),
+                     self.acc_wr_addr.eq(d3), self.acc_wr_data.eq(result),
+                     self.busy.eq(v2 | v3)]
         return m
