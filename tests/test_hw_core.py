@@ -153,8 +153,8 @@ def test_illegal_alu_opcode():
 
 def test_sram_range_error_on_load_and_gemm():
     depth = SMALL.inp_buff_depth
-    e = _run_error([MemInsn(Opcode.LOAD, MemType.INP, depth - 1, 0, 1, 2, 2, 0, 0, 0, 0),
-                    FinishInsn()])
+    e = _run_error([MemInsn(Opcode.LOAD, MemType.INP, depth - 1, 0, 1, 2, 2, 0, 0, 0, 0,
+                            push_next=1), FinishInsn(pop_prev=1)])
     assert (e.code, e.index) == (ErrorCode.SRAM_RANGE, 0)
     e = _run_error([GemmInsn(0, 1, 1, 3, 0, SMALL.acc_buff_depth - 1, 0, 0, 0, 0, reset=1),
                     FinishInsn()])
@@ -165,11 +165,11 @@ def test_sram_range_error_on_load_and_gemm():
 
 
 def test_store_padding_and_bad_flags():
-    e = _run_error([MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 1, 1, 1, 0, 0, 1, 0),
-                    FinishInsn()])
+    e = _run_error([MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 1, 1, 1, 0, 0, 1, 0,
+                            push_prev=1), FinishInsn(pop_next=1)])
     assert (e.code, e.index) == (ErrorCode.STORE_PADDING, 0)
-    e = _run_error([MemInsn(Opcode.LOAD, MemType.INP, 0, 0, 1, 1, 1, 0, 0, 0, 0, pop_prev=1),
-                    FinishInsn()])
+    e = _run_error([MemInsn(Opcode.LOAD, MemType.INP, 0, 0, 1, 1, 1, 0, 0, 0, 0, pop_prev=1,
+                            push_next=1), FinishInsn(pop_prev=1)])
     assert (e.code, e.index) == (ErrorCode.BAD_DEP_FLAGS, 0)
     e = _run_error([MemInsn(Opcode.LOAD, MemType.OUT, 0, 0, 1, 1, 1, 0, 0, 0, 0),
                     FinishInsn()])

@@ -53,7 +53,7 @@ class TileLoader(wiring.Component):
         bus_bytes`` bytes, beat ``wr_lane`` of it (``wr_data``); for ``E < bus_bytes`` the
         whole element in the low bits of ``wr_data``.
 
-    Latency: 2 cycles from command to the first request; then one beat per cycle (one
+    Latency: 4 cycles from command to the first request; then one beat per cycle (one
     element per cycle when ``E < bus_bytes``); ``done`` in the cycle after the last write.
     """
 
@@ -85,10 +85,14 @@ class TileLoader(wiring.Component):
         x_size = Signal(16)
         stride = Signal(16)
         yp0, yp1, xp0, xp1 = (Signal(4, name=n) for n in ("yp0", "yp1", "xp0", "xp1"))
+        # sizes, registered over two set-up cycles (SIZES, PRODUCTS) to keep the
+        # multiplications off the critical path
         rowlen = Signal(18)
         nrows = Signal(18)
-        m.d.comb += [rowlen.eq(xp0 + x_size + xp1), nrows.eq(yp0 + y_size + yp1),
-                     self.wr_kind.eq(kind)]
+        total = Signal(36)
+        lead = Signal(24)
+        tail = Signal(24)
+        m.d.comb += self.wr_kind.eq(kind)
         depth = Signal(18)
         shift = Signal(4)
         with m.Switch(kind):
@@ -129,7 +133,7 @@ class TileLoader(wiring.Component):
             with m.If(zrow + 1 < y_size):
                 m.d.sync += zcnt.eq(xp1 + xp0)
             with m.Else():
-                m.d.sync += zcnt.eq(xp1 + yp1 * rowlen)
+                m.d.sync += zcnt.eq(tail)
 
         with m.If(running & (req_y < y_size)):
             m.d.comb += self.rd.rd_req_valid.eq(1)
@@ -170,14 +174,19 @@ class TileLoader(wiring.Component):
                                  x_size.eq(self.cmd_x), stride.eq(self.cmd_stride),
                                  yp0.eq(self.cmd_ypad0), yp1.eq(self.cmd_ypad1),
                                  xp0.eq(self.cmd_xpad0), xp1.eq(self.cmd_xpad1)]
-                    m.next = "CHECK"
+                    m.next = "SIZES"
+            with m.State("SIZES"):
+                m.d.sync += [rowlen.eq(xp0 + x_size + xp1), nrows.eq(yp0 + y_size + yp1)]
+                m.next = "PRODUCTS"
+            with m.State("PRODUCTS"):
+                m.d.sync += [total.eq(rowlen * nrows), lead.eq(yp0 * rowlen + xp0),
+                             tail.eq(xp1 + yp1 * rowlen)]
+                m.next = "CHECK"
             with m.State("CHECK"):
-                total = rowlen * nrows
                 with m.If(sram + total > depth):
                     m.d.comb += self.range_error.eq(1)
                     m.next = "IDLE"
                 with m.Else():
-                    lead = yp0 * rowlen + xp0
                     first = dram << shift
                     m.d.sync += [running.eq(1), req_y.eq(0), req_addr.eq(first),
                                  dat_y.eq(0), dat_addr.eq(first), dat_base.eq(sram + lead),

@@ -60,6 +60,7 @@ class StoreModule(wiring.Component):
         lg = (cfg.out_elem_bytes).bit_length() - 1
         insn = Signal(mem_layout(cfg))
         index = Signal(32)
+        end = Signal(33)           # sram_base + y_size * x_size (registered in SIZE)
         y = Signal(16)
         rowaddr = Signal(40)
         sram = Signal(17)          # next OUT entry to read
@@ -97,11 +98,14 @@ class StoreModule(wiring.Component):
                 m.d.comb += self.cmd_ready.eq(1)
                 with m.If(self.cmd_valid):
                     m.d.sync += [insn.eq(self.cmd_insn), index.eq(self.cmd_index)]
-                    m.next = "DEP"
+                    m.next = "SIZE"
+            with m.State("SIZE"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += end.eq(insn.sram_base + insn.y_size * insn.x_size)
+                m.next = "DEP"
             with m.State("DEP"):
                 m.d.comb += self.busy.eq(1)
                 pads = insn.y_pad_0 | insn.y_pad_1 | insn.x_pad_0 | insn.x_pad_1
-                end = insn.sram_base + insn.y_size * insn.x_size
                 with m.If(insn.pop_next | insn.push_next):
                     m.d.sync += [self.err_code.eq(ErrorCode.BAD_DEP_FLAGS),
                                  self.err_index.eq(index)]
