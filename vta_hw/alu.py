@@ -42,9 +42,10 @@ def alu_lane(m, op, a, b, width: int):
 class AluPipe(wiring.Component):
     """Tensor-ALU datapath (spec §3.7), fed one micro-op per cycle by :class:`UopLoop`.
 
-    - s1 (``valid``): ``d = uop.dst + dst_off``, ``s = uop.src + src_off``, range check,
-      ACC reads of ``d`` (port A) and ``s`` (port B) issued;
-    - s2: operands registered: ``A = ACC[d]``, ``B = use_imm ? imm : ACC[s]``, each taken
+    - s1 (``valid``): ``d = uop.dst + dst_off``, ``s = uop.src + src_off``, ACC reads of
+      ``d`` (port A) and ``s`` (port B) issued;
+    - s2: range check registered (a bad micro-op is dropped, ``range_error`` pulses);
+      operands registered: ``A = ACC[d]``, ``B = use_imm ? imm : ACC[s]``, each taken
       from the result being written in this cycle instead when the previous micro-op writes
       that tile (forwarding);
     - s3: ``ACC[d] <- op(A, B)`` written.
@@ -84,12 +85,12 @@ class AluPipe(wiring.Component):
         s = Signal(OFF_BITS + 1)
         m.d.comb += [d.eq(uop.dst + self.dst_off), s.eq(uop.src + self.src_off)]
         bad = (d >= depth) | (~self.use_imm & (s >= depth))
-        m.d.comb += [self.range_error.eq(self.valid & bad), self.acc_rda_addr.eq(d),
-                     self.acc_rdb_addr.eq(s)]
-        # s2
-        v2, v3 = Signal(), Signal()
+        m.d.comb += [self.acc_rda_addr.eq(d), self.acc_rdb_addr.eq(s)]
+        # s2 (the range check is registered: a bad micro-op is dropped here)
+        v2, bad2, v3 = Signal(), Signal(), Signal()
         d2, s2, d3 = (Signal(range(depth), name=n) for n in ("d2", "s2", "d3"))
-        m.d.sync += [v2.eq(self.valid & ~bad), d2.eq(d), s2.eq(s)]
+        m.d.sync += [v2.eq(self.valid), bad2.eq(bad), d2.eq(d), s2.eq(s)]
+        m.d.comb += self.range_error.eq(v2 & bad2)
         Wa = cfg.acc_width
         imm = Signal(Wa)
         m.d.comb += imm.eq(self.imm.as_signed())
@@ -98,7 +99,7 @@ class AluPipe(wiring.Component):
         b3 = Signal(self.acc_bits)
         fwd_a = v3 & (d3 == d2)
         fwd_b = v3 & (d3 == s2)
-        m.d.sync += [v3.eq(v2), d3.eq(d2),
+        m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2),
                      a3.eq(Mux(fwd_a, result, self.acc_rda_data)),
                      b3.eq(Mux(self.use_imm, imm.replicate(cfg.batch * cfg.block_out),
                                Mux(fwd_b, result, self.acc_rdb_data)))]

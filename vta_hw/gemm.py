@@ -30,16 +30,17 @@ class GemmPipe(wiring.Component):
 
     Stages, counted from the cycle ``valid`` is high (the micro-op word is on ``uop``):
 
-    - s1: index sums ``d/s/w``, range check, INP and WGT SRAM reads issued;
-    - s2: dot products of the INP tile with every WGT row (multipliers and a balanced adder
-      tree), registered;
+    - s1: index sums ``d/s/w``, INP and WGT SRAM reads issued;
+    - s2: range check registered (a bad micro-op is dropped and ``range_error`` pulses);
+      the BATCH x BLOCK_OUT x BLOCK_IN products registered;
+    - s2b: balanced adder trees, registered;
     - s3: ACC read of tile ``d`` issued;
     - s4: ``ACC[d] <- reset ? 0 : ACC[d] + dot`` written (and OUT, by the caller).
 
     The ACC read port is transparent for the ACC write port, and the read of micro-op ``n+1``
     (its s3) is in the cycle of the write of micro-op ``n`` (its s4): any sequence of
     destinations, including the same tile in consecutive micro-ops, accumulates correctly at
-    one micro-op per cycle with no stall.  Results land 4 cycles after ``valid``.
+    one micro-op per cycle with no stall.  Results land 5 cycles after ``valid``.
 
     Members
     -------
@@ -79,30 +80,41 @@ class GemmPipe(wiring.Component):
                      w.eq(uop.wgt + self.wgt_off)]
         bad = (d >= cfg.acc_buff_depth) | (~self.reset & ((s >= cfg.inp_buff_depth) |
                                                           (w >= cfg.wgt_buff_depth)))
-        m.d.comb += [self.range_error.eq(self.valid & bad),
-                     self.inp_rd_addr.eq(s), self.wgt_rd_addr.eq(w)]
+        m.d.comb += [self.inp_rd_addr.eq(s), self.wgt_rd_addr.eq(w)]
 
-        # s2
-        v2, v3, v4 = Signal(), Signal(), Signal()
-        r2, r3, r4 = Signal(), Signal(), Signal()
-        d2, d3, d4 = (Signal(range(cfg.acc_buff_depth), name=f"d{i}") for i in (2, 3, 4))
-        m.d.sync += [v2.eq(self.valid & ~bad), d2.eq(d), r2.eq(self.reset)]
-        # dot products
+        # s2: the range check result is registered; a bad micro-op is dropped here
+        v2, v2b, v3, v4 = Signal(), Signal(), Signal(), Signal()
+        bad2 = Signal()
+        r2, r2b, r3, r4 = Signal(), Signal(), Signal(), Signal()
+        d2, d2b, d3, d4 = (Signal(range(cfg.acc_buff_depth), name=f"d{i}")
+                           for i in ("2", "2b", "3", "4"))
+        m.d.sync += [v2.eq(self.valid), bad2.eq(bad), d2.eq(d), r2.eq(self.reset)]
+        m.d.comb += self.range_error.eq(v2 & bad2)
+        # products of the INP tile with every WGT row, registered
         Wa = cfg.acc_width
         inp = [self.inp_rd_data.word_select(i, cfg.inp_width).as_signed()
                for i in range(cfg.batch * cfg.block_in)]
         wgt = [self.wgt_rd_data.word_select(i, cfg.wgt_width).as_signed()
                for i in range(cfg.block_out * cfg.block_in)]
-        lanes = []
+        pw = cfg.inp_width + cfg.wgt_width
+        prods = []
         for b in range(cfg.batch):
             for o in range(cfg.block_out):
-                prods = [inp[b * cfg.block_in + k] * wgt[o * cfg.block_in + k]
-                         for k in range(cfg.block_in)]
-                lane = Signal(Wa, name=f"dot_{b}_{o}")
-                m.d.comb += lane.eq(tree_sum(prods))   # sign-extends (or wraps) to Wa bits
-                lanes.append(lane)
+                row = []
+                for k in range(cfg.block_in):
+                    pr = Signal(signed(pw), name=f"prod_{b}_{o}_{k}")
+                    m.d.sync += pr.eq(inp[b * cfg.block_in + k] * wgt[o * cfg.block_in + k])
+                    row.append(pr)
+                prods.append(row)
+        m.d.sync += [v2b.eq(v2 & ~bad2), d2b.eq(d2), r2b.eq(r2)]
+        # s2b: adder trees, registered
+        lanes = []
+        for i, row in enumerate(prods):
+            lane = Signal(Wa, name=f"dot_{i}")
+            m.d.comb += lane.eq(tree_sum(row))   # sign-extends (or wraps) to Wa bits
+            lanes.append(lane)
         dot3 = Signal(self.acc_bits)
-        m.d.sync += [v3.eq(v2), d3.eq(d2), r3.eq(r2), dot3.eq(Cat(*lanes))]
+        m.d.sync += [v3.eq(v2b), d3.eq(d2b), r3.eq(r2b), dot3.eq(Cat(*lanes))]
         # s3: ACC read
         dot4 = Signal(self.acc_bits)
         m.d.comb += self.acc_rd_addr.eq(d3)
@@ -112,5 +124,5 @@ class GemmPipe(wiring.Component):
                     for i in range(cfg.batch * cfg.block_out)])
         m.d.comb += [self.acc_wr_valid.eq(v4), self.acc_wr_addr.eq(d4),
                      self.acc_wr_data.eq(Mux(r4, 0, acc)),
-                     self.busy.eq(v2 | v3 | v4)]
+                     self.busy.eq(v2 | v2b | v3 | v4)]
         return m
