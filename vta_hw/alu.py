@@ -55,6 +55,10 @@ class AluPipe(wiring.Component):
     iterations see the new values (strict loop order) at one micro-op per cycle, no stall.
     The long path (multiplier, shifter) runs register to register.
 
+    With ``two_cycle`` the result is registered once more (s4 writes) and the caller issues
+    a micro-op every other cycle: the multiplier and shifter get a whole cycle from register
+    to register (FPGA timing), forwarding then comes from s4.
+
     Members
     -------
     valid, uop, dst_off, src_off, op, use_imm, imm : ``In``
@@ -63,8 +67,9 @@ class AluPipe(wiring.Component):
     busy, range_error : ``Out(1)``
     """
 
-    def __init__(self, cfg: VTAConfig):
+    def __init__(self, cfg: VTAConfig, two_cycle: bool = False):
         self.cfg = cfg
+        self.two_cycle = two_cycle
         self.acc_bits = cfg.batch * cfg.block_out * cfg.acc_width
         depth = cfg.acc_buff_depth
         super().__init__({
@@ -97,17 +102,28 @@ class AluPipe(wiring.Component):
         result = Signal(self.acc_bits)
         a3 = Signal(self.acc_bits)
         b3 = Signal(self.acc_bits)
-        fwd_a = v3 & (d3 == d2)
-        fwd_b = v3 & (d3 == s2)
+        # the write stage: s3 (one-cycle execute) or s4 (registered result, micro-ops issued
+        # every other cycle, so the next one is in s2 while this one is written)
+        wv, wd, wdata = Signal(), Signal(range(depth)), Signal(self.acc_bits)
+        fwd_a = wv & (wd == d2)
+        fwd_b = wv & (wd == s2)
         m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2),
-                     a3.eq(Mux(fwd_a, result, self.acc_rda_data)),
+                     a3.eq(Mux(fwd_a, wdata, self.acc_rda_data)),
                      b3.eq(Mux(self.use_imm, imm.replicate(cfg.batch * cfg.block_out),
-                               Mux(fwd_b, result, self.acc_rdb_data)))]
+                               Mux(fwd_b, wdata, self.acc_rdb_data)))]
         # s3
         lanes = [alu_lane(m, self.op, a3.word_select(i, Wa).as_signed(),
                           b3.word_select(i, Wa).as_signed(), Wa)
                  for i in range(cfg.batch * cfg.block_out)]
-        m.d.comb += [result.eq(Cat(*lanes)), self.acc_wr_valid.eq(v3),
-                     self.acc_wr_addr.eq(d3), self.acc_wr_data.eq(result),
-                     self.busy.eq(v2 | v3)]
+        m.d.comb += result.eq(Cat(*lanes))
+        if self.two_cycle:
+            v4 = Signal()
+            d4 = Signal(range(depth))
+            r4 = Signal(self.acc_bits)
+            m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(result)]
+            m.d.comb += [wv.eq(v4), wd.eq(d4), wdata.eq(r4), self.busy.eq(v2 | v3 | v4)]
+        else:
+            m.d.comb += [wv.eq(v3), wd.eq(d3), wdata.eq(result), self.busy.eq(v2 | v3)]
+        m.d.comb += [self.acc_wr_valid.eq(wv), self.acc_wr_addr.eq(wd),
+                     self.acc_wr_data.eq(wdata)]
         return m

@@ -46,8 +46,9 @@ class ComputeModule(wiring.Component):
     takes N + 7 cycles from dequeue (N + 5 for ALU); FINISH and no-ops 2 cycles.
     """
 
-    def __init__(self, cfg: VTAConfig):
+    def __init__(self, cfg: VTAConfig, alu_two_cycle: bool = False):
         self.cfg = cfg
+        self.alu_two_cycle = alu_two_cycle
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
         self.acc_lanes = cfg.batch * cfg.block_out
@@ -101,7 +102,7 @@ class ComputeModule(wiring.Component):
         # ---------------------------------------------------------------- pipelines
         m.submodules.loop = loop = UopLoop(cfg)
         m.submodules.gemm = gemm = GemmPipe(cfg)
-        m.submodules.alu = alu = AluPipe(cfg)
+        m.submodules.alu = alu = AluPipe(cfg, two_cycle=self.alu_two_cycle)
         insn = Signal(insn_layout(cfg))
         index = Signal(32)
         g, a = insn.gemm, insn.alu
@@ -234,7 +235,8 @@ class ComputeModule(wiring.Component):
                             with m.If(zero_trip):
                                 complete()
                             with m.Else():
-                                m.d.comb += loop.start.eq(1)
+                                m.d.comb += [loop.start.eq(1), loop.every2.eq(
+                                    (c.opcode == Opcode.ALU) & self.alu_two_cycle)]
                                 m.next = "RUN"
                         with m.Case(Opcode.FINISH):
                             m.d.comb += self.finish.eq(1)
@@ -247,7 +249,7 @@ class ComputeModule(wiring.Component):
                     fail(ErrorCode.SRAM_RANGE)
             with m.State("RUN"):
                 m.d.comb += self.busy.eq(1)
-                with m.If(~loop.valid & ~v1 & ~gemm.busy & ~alu.busy):
+                with m.If(~loop.busy & ~v1 & ~gemm.busy & ~alu.busy):
                     complete()
                 with m.If(gemm.range_error | alu.range_error):
                     fail(ErrorCode.SRAM_RANGE)
