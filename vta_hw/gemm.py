@@ -31,16 +31,20 @@ class GemmPipe(wiring.Component):
     Stages, counted from the cycle ``valid`` is high (the micro-op word is on ``uop``):
 
     - s1: index sums ``d/s/w``, INP and WGT SRAM reads issued;
-    - s2: range check registered (a bad micro-op is dropped and ``range_error`` pulses);
-      the BATCH x BLOCK_OUT x BLOCK_IN products registered;
+    - s2: range check and the INP/WGT tiles registered (``range_error`` pulses);
+    - s2a: the BATCH x BLOCK_OUT x BLOCK_IN products registered (a bad micro-op dropped);
     - s2b: balanced adder trees, registered;
     - s3: ACC read of tile ``d`` issued;
-    - s4: ``ACC[d] <- reset ? 0 : ACC[d] + dot`` written (and OUT, by the caller).
+    - s4: the ACC tile registered, or the result of the previous micro-op when it wrote the
+      same tile in this very cycle (forwarding);
+    - s5: ``ACC[d] <- reset ? 0 : ACC[d] + dot`` written (and OUT, by the caller).
 
-    The ACC read port is transparent for the ACC write port, and the read of micro-op ``n+1``
-    (its s3) is in the cycle of the write of micro-op ``n`` (its s4): any sequence of
-    destinations, including the same tile in consecutive micro-ops, accumulates correctly at
-    one micro-op per cycle with no stall.  Results land 5 cycles after ``valid``.
+    The ACC read port is transparent for the ACC write port, so micro-op ``n+2`` (its read
+    in the cycle of ``n``'s write) sees ``n``'s result, and ``n+1`` gets it by forwarding:
+    any sequence of destinations, including the same tile in consecutive micro-ops,
+    accumulates correctly at one micro-op per cycle with no stall.  Block RAM outputs and
+    multipliers are each followed by a register (FPGA timing).  Results land 7 cycles after
+    ``valid``.
 
     Members
     -------
@@ -82,19 +86,20 @@ class GemmPipe(wiring.Component):
                                                           (w >= cfg.wgt_buff_depth)))
         m.d.comb += [self.inp_rd_addr.eq(s), self.wgt_rd_addr.eq(w)]
 
-        # s2: the range check result is registered; a bad micro-op is dropped here
-        v2, v2b, v3, v4 = Signal(), Signal(), Signal(), Signal()
-        bad2 = Signal()
-        r2, r2b, r3, r4 = Signal(), Signal(), Signal(), Signal()
-        d2, d2b, d3, d4 = (Signal(range(cfg.acc_buff_depth), name=f"d{i}")
-                           for i in ("2", "2b", "3", "4"))
+        # s2: range check and the INP/WGT read data registered
+        D = range(cfg.acc_buff_depth)
+        v2, bad2, r2, d2 = Signal(), Signal(), Signal(), Signal(D, name="d2")
+        inp_r = Signal.like(self.inp_rd_data, name="inp_r")
+        wgt_r = Signal.like(self.wgt_rd_data, name="wgt_r")
         m.d.sync += [v2.eq(self.valid), bad2.eq(bad), d2.eq(d), r2.eq(self.reset)]
+        m.d.sync += [inp_r.eq(self.inp_rd_data), wgt_r.eq(self.wgt_rd_data)]
         m.d.comb += self.range_error.eq(v2 & bad2)
-        # products of the INP tile with every WGT row, registered
+        # s2a: products of the INP tile with every WGT row, registered (a bad micro-op is
+        # dropped here)
         Wa = cfg.acc_width
-        inp = [self.inp_rd_data.word_select(i, cfg.inp_width).as_signed()
+        inp = [inp_r.word_select(i, cfg.inp_width).as_signed()
                for i in range(cfg.batch * cfg.block_in)]
-        wgt = [self.wgt_rd_data.word_select(i, cfg.wgt_width).as_signed()
+        wgt = [wgt_r.word_select(i, cfg.wgt_width).as_signed()
                for i in range(cfg.block_out * cfg.block_in)]
         pw = cfg.inp_width + cfg.wgt_width
         prods = []
@@ -106,23 +111,35 @@ class GemmPipe(wiring.Component):
                     m.d.sync += pr.eq(inp[b * cfg.block_in + k] * wgt[o * cfg.block_in + k])
                     row.append(pr)
                 prods.append(row)
-        m.d.sync += [v2b.eq(v2 & ~bad2), d2b.eq(d2), r2b.eq(r2)]
+        va, ra, da = Signal(), Signal(), Signal(D, name="da")     # products being formed
+        vb, rb, db = Signal(), Signal(), Signal(D, name="db")     # products registered
+        m.d.sync += [va.eq(v2 & ~bad2), da.eq(d2), ra.eq(r2), vb.eq(va), db.eq(da), rb.eq(ra)]
         # s2b: adder trees, registered
         lanes = []
         for i, row in enumerate(prods):
             lane = Signal(Wa, name=f"dot_{i}")
             m.d.comb += lane.eq(tree_sum(row))   # sign-extends (or wraps) to Wa bits
             lanes.append(lane)
+        v3, r3, d3 = Signal(), Signal(), Signal(D, name="d3")
         dot3 = Signal(self.acc_bits)
-        m.d.sync += [v3.eq(v2b), d3.eq(d2b), r3.eq(r2b), dot3.eq(Cat(*lanes))]
-        # s3: ACC read
+        m.d.sync += [v3.eq(vb), d3.eq(db), r3.eq(rb), dot3.eq(Cat(*lanes))]
+        # s3: ACC read issued
+        v4, r4, d4 = Signal(), Signal(), Signal(D, name="d4")
         dot4 = Signal(self.acc_bits)
         m.d.comb += self.acc_rd_addr.eq(d3)
         m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(r3), dot4.eq(dot3)]
-        # s4: accumulate and write
-        acc = Cat(*[(self.acc_rd_data.word_select(i, Wa) + dot4.word_select(i, Wa))[:Wa]
+        # s4: ACC data registered; the previous micro-op's result (written in this cycle,
+        # after this one's read) is forwarded when it is the same tile
+        v5, r5, d5 = Signal(), Signal(), Signal(D, name="d5")
+        dot5 = Signal(self.acc_bits)
+        old5 = Signal(self.acc_bits)
+        wdata = Signal(self.acc_bits)
+        m.d.sync += [v5.eq(v4), d5.eq(d4), r5.eq(r4), dot5.eq(dot4),
+                     old5.eq(Mux(v5 & (d5 == d4), wdata, self.acc_rd_data))]
+        # s5: accumulate and write
+        acc = Cat(*[(old5.word_select(i, Wa) + dot5.word_select(i, Wa))[:Wa]
                     for i in range(cfg.batch * cfg.block_out)])
-        m.d.comb += [self.acc_wr_valid.eq(v4), self.acc_wr_addr.eq(d4),
-                     self.acc_wr_data.eq(Mux(r4, 0, acc)),
-                     self.busy.eq(v2 | v2b | v3 | v4)]
+        m.d.comb += [wdata.eq(Mux(r5, 0, acc)), self.acc_wr_valid.eq(v5),
+                     self.acc_wr_addr.eq(d5), self.acc_wr_data.eq(wdata),
+                     self.busy.eq(v2 | va | vb | v3 | v4 | v5)]
         return m
