@@ -364,46 +364,26 @@ class CommandQueue:
         not resident in the uop SRAM is preceded by a LOAD UOP.  One kernel loop maps to the
         GEMM *outer* loop.
         """
-        key = 0 if signature is None else signature_key(signature)
-        try:
-            k = handle.kernels.get(key)
-        except AttributeError:
-            raise KernelError(f"expected a KernelHandle, not {type(handle).__name__}") from None
-        if k is None:
-            k = self._record(handle, key, finit, signature, GEMM_MODE)
-        elif k.mode != GEMM_MODE:
-            raise KernelError(f"{k.name}: push_gemm_op on a call site that recorded an ALU "
-                              f"kernel")
-        res = self._ring.resident.get(k)
-        if res is None:
-            res = self._load_kernel(k)
-        q = self._q
-        row = k.template.copy()
-        row[_BGN], row[_END] = res
-        pp, pn = q.pending_prev, q.pending_next
-        if pp[2] or pn[2]:
-            row[_PP], row[_PN] = pp[2], pn[2]
-            pp[2] = pn[2] = 0
-        rows = q.rows
-        rows.append(row)
-        if len(rows) > self._flush_at:
-            self._auto_sync()
+        self._push_op(handle, finit, signature, GEMM_MODE)
 
     def push_alu_op(self, handle: KernelHandle, finit, signature=None) -> None:
         """``VTAPushALUOp``: like :meth:`push_gemm_op` for ALU kernels (uop mode 1).
 
         One kernel loop maps to the ALU *inner* loop (the reference asymmetry, spec §4.6).
         """
+        self._push_op(handle, finit, signature, ALU_MODE)
+
+    def _push_op(self, handle: KernelHandle, finit, signature, mode: int) -> None:
         key = 0 if signature is None else signature_key(signature)
         try:
             k = handle.kernels.get(key)
         except AttributeError:
             raise KernelError(f"expected a KernelHandle, not {type(handle).__name__}") from None
         if k is None:
-            k = self._record(handle, key, finit, signature, ALU_MODE)
-        elif k.mode != ALU_MODE:
-            raise KernelError(f"{k.name}: push_alu_op on a call site that recorded a GEMM "
-                              f"kernel")
+            k = self._record(handle, key, finit, signature, mode)
+        elif k.mode != mode:
+            ops = ("push_gemm_op", "an ALU") if mode == GEMM_MODE else ("push_alu_op", "a GEMM")
+            raise KernelError(f"{k.name}: {ops[0]} on a call site that recorded {ops[1]} kernel")
         res = self._ring.resident.get(k)
         if res is None:
             res = self._load_kernel(k)
