@@ -57,7 +57,7 @@ class DramModel:
         self.out_valid = False
         self.next_beat = 0
         self.wb = None             # [addr, beats left]
-        self.done_at = []          # cycles of the pending write responses
+        self.done_at = None
         self.next_wbeat = 0
         self.cycle = 0
         self.bytes_read = 0
@@ -93,7 +93,7 @@ class DramModel:
         req_rd, req_wr = s["rd_req_valid"], s["wr_req_valid"]
         while True:
             if (not self.rq and not self.out_valid and self.wb is None and
-                    not self.done_at and not _bit(req_rd) and not _bit(req_wr)):
+                    self.done_at is None and not _bit(req_rd) and not _bit(req_wr)):
                 # idle: sleep until a request appears instead of waking every cycle
                 await First(RisingEdge(req_rd), RisingEdge(req_wr))
             await RisingEdge(clk)
@@ -118,11 +118,11 @@ class DramModel:
                     s["rd_data"].value = self._word(self.rq[0][0])
                     self.out_valid = True
             s["rd_data_valid"].value = int(self.out_valid)
-            # ---------------- write channel (a new burst may start right after the last
-            # beat of the previous one; the responses follow in order)
-            if self.done_at and c >= self.done_at[0]:
+            # ---------------- write channel
+            if self.done_at is not None and c >= self.done_at:
                 s["wr_done"].value = 1
-                self.done_at.pop(0)
+                self.done_at = None
+                wreq_ready = True
             else:
                 s["wr_done"].value = 0
             if wreq_ready and _bit(s["wr_req_valid"]):
@@ -136,9 +136,7 @@ class DramModel:
                 self.next_wbeat = c + self.gap
                 if self.wb[1] == 0:
                     self.wb = None
-                    self.done_at.append(max([c + self.write_latency] + [
-                        t + 1 for t in self.done_at]))
-                    wreq_ready = True
+                    self.done_at = c + self.write_latency
             wr_ready = self.wb is not None and self.wb[1] > 0 and c >= self.next_wbeat
             s["wr_data_ready"].value = int(wr_ready)
             s["wr_req_ready"].value = int(wreq_ready)

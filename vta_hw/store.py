@@ -19,9 +19,8 @@ class StoreModule(wiring.Component):
     """The store module (spec §3.5): for each row ``y`` one write burst of ``x_size`` OUT
     tiles, read from consecutive OUT SRAM entries ``sram_base + y*x_size + x``, to byte address
     ``(dram_base + y*x_stride) * E``.  Rows are written in order (a later row overwrites an
-    earlier one when they overlap); a row's burst is requested as soon as the previous row's
-    data is sent, and the ``s2g`` token is pushed only once every burst's ``wr_done`` has come
-    back (the data is visible in DRAM).
+    earlier one when they overlap); the module waits for each burst's ``wr_done``, so its
+    ``s2g`` token is pushed only once the data is visible in DRAM.
 
     Members
     -------
@@ -94,16 +93,6 @@ class StoreModule(wiring.Component):
         with m.If(take):
             m.d.sync += [cur.eq(self.out_rd_data), cur_v.eq(1)]
 
-        # write bursts awaiting their response
-        pending = Signal(17)
-        row_sent = Signal()
-        m.d.comb += row_sent.eq(in_data & (beats_left == 1) & cur_v & self.wr.wr_data_ready)
-        with m.If(row_sent & ~self.wr.wr_done):
-            m.d.sync += pending.eq(pending + 1)
-        with m.Elif(~row_sent & self.wr.wr_done):
-            m.d.sync += pending.eq(pending - 1)
-
-
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd_ready.eq(1)
@@ -151,19 +140,17 @@ class StoreModule(wiring.Component):
                     m.next = "DATA"
             with m.State("DATA"):
                 m.d.comb += [self.busy.eq(1), in_data.eq(1)]
-                with m.If(row_sent):
+                with m.If((beats_left == 1) & cur_v & self.wr.wr_data_ready):
+                    m.next = "RESP"
+            with m.State("RESP"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(self.wr.wr_done):
                     m.d.sync += [y.eq(y + 1), rowaddr.eq(rowaddr + (insn.x_stride << lg))]
                     with m.If(y + 1 == insn.y_size):
-                        m.next = "FLUSH"
+                        m.d.comb += self.s2g_push.eq(insn.push_prev)
+                        m.next = "IDLE"
                     with m.Else():
                         m.next = "REQ"
-            with m.State("FLUSH"):
-                # the next row's burst went out without waiting; the token waits for every
-                # burst's write response
-                m.d.comb += self.busy.eq(1)
-                with m.If(pending == 0):
-                    m.d.comb += self.s2g_push.eq(insn.push_prev)
-                    m.next = "IDLE"
             with m.State("ERROR"):
                 m.d.comb += self.error.eq(1)
         return m
