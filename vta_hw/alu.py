@@ -55,9 +55,10 @@ class AluPipe(wiring.Component):
     iterations see the new values (strict loop order) at one micro-op per cycle, no stall.
     The long path (multiplier, shifter) runs register to register.
 
-    With ``two_cycle`` the result is registered once more (s4 writes) and the caller issues
-    a micro-op every other cycle: the multiplier and shifter get a whole cycle from register
-    to register (FPGA timing), forwarding then comes from s4.
+    With ``stages=2`` the result is registered once more (s4 writes) and the caller issues a
+    micro-op every other cycle; with ``stages=3`` the 32x32 multiplier is also split (16x16
+    pieces registered, then summed) and a micro-op issues every third cycle.  Forwarding
+    always comes from the write stage into s2 of the next micro-op (FPGA timing).
 
     Members
     -------
@@ -67,9 +68,9 @@ class AluPipe(wiring.Component):
     busy, range_error : ``Out(1)``
     """
 
-    def __init__(self, cfg: VTAConfig, two_cycle: bool = False):
+    def __init__(self, cfg: VTAConfig, stages: int = 1):
         self.cfg = cfg
-        self.two_cycle = two_cycle
+        self.stages = stages
         self.acc_bits = cfg.batch * cfg.block_out * cfg.acc_width
         depth = cfg.acc_buff_depth
         super().__init__({
@@ -116,7 +117,26 @@ class AluPipe(wiring.Component):
                           b3.word_select(i, Wa).as_signed(), Wa)
                  for i in range(cfg.batch * cfg.block_out)]
         m.d.comb += result.eq(Cat(*lanes))
-        if self.two_cycle:
+        if self.stages == 3:
+            # low half of each product from 16x16 pieces registered in s3, summed in s4
+            h = Wa // 2
+            v4, v5 = Signal(), Signal()
+            d4, d5 = Signal(range(depth)), Signal(range(depth))
+            other4 = Signal(self.acc_bits)
+            p0 = [Signal(Wa, name=f"mul_lo_{i}") for i in range(cfg.batch * cfg.block_out)]
+            p1 = [Signal(h, name=f"mul_mid_{i}") for i in range(cfg.batch * cfg.block_out)]
+            for i in range(cfg.batch * cfg.block_out):
+                a = a3.word_select(i, Wa)
+                b = b3.word_select(i, Wa)
+                m.d.sync += [p0[i].eq(a[:h] * b[:h]),
+                             p1[i].eq(a[h:] * b[:h] + a[:h] * b[h:])]
+            m.d.sync += [v4.eq(v3), d4.eq(d3), other4.eq(result), v5.eq(v4), d5.eq(d4)]
+            r5 = Signal(self.acc_bits)
+            mul = Cat(*[(p0[i] + (p1[i] << h))[:Wa] for i in range(cfg.batch * cfg.block_out)])
+            m.d.sync += r5.eq(Mux(self.op == AluOp.MUL, mul, other4))
+            m.d.comb += [wv.eq(v5), wd.eq(d5), wdata.eq(r5),
+                         self.busy.eq(v2 | v3 | v4 | v5)]
+        elif self.stages == 2:
             v4 = Signal()
             d4 = Signal(range(depth))
             r4 = Signal(self.acc_bits)

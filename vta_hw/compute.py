@@ -46,9 +46,9 @@ class ComputeModule(wiring.Component):
     takes N + 7 cycles from dequeue (N + 5 for ALU); FINISH and no-ops 2 cycles.
     """
 
-    def __init__(self, cfg: VTAConfig, alu_two_cycle: bool = False):
+    def __init__(self, cfg: VTAConfig, alu_stages: int = 1):
         self.cfg = cfg
-        self.alu_two_cycle = alu_two_cycle
+        self.alu_stages = alu_stages
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
         self.acc_lanes = cfg.batch * cfg.block_out
@@ -102,7 +102,7 @@ class ComputeModule(wiring.Component):
         # ---------------------------------------------------------------- pipelines
         m.submodules.loop = loop = UopLoop(cfg)
         m.submodules.gemm = gemm = GemmPipe(cfg)
-        m.submodules.alu = alu = AluPipe(cfg, two_cycle=self.alu_two_cycle)
+        m.submodules.alu = alu = AluPipe(cfg, stages=self.alu_stages)
         insn = Signal(insn_layout(cfg))
         index = Signal(32)
         g, a = insn.gemm, insn.alu
@@ -235,8 +235,9 @@ class ComputeModule(wiring.Component):
                             with m.If(zero_trip):
                                 complete()
                             with m.Else():
-                                m.d.comb += [loop.start.eq(1), loop.every2.eq(
-                                    (c.opcode == Opcode.ALU) & self.alu_two_cycle)]
+                                m.d.comb += loop.start.eq(1)
+                                with m.If(c.opcode == Opcode.ALU):
+                                    m.d.comb += loop.gap.eq(self.alu_stages - 1)
                                 m.next = "RUN"
                         with m.Case(Opcode.FINISH):
                             m.d.comb += self.finish.eq(1)

@@ -43,9 +43,9 @@ class VTACore(wiring.Component):
         entries of each of the three command queues (fetch -> load/compute/store).
     token_bits : int
         width of the four dependency-token counters.
-    alu_two_cycle : bool
-        give the tensor ALU two cycles per micro-op (registered result; for FPGA timing)
-        instead of one.
+    alu_stages : int
+        cycles per tensor-ALU micro-op: 1 (default), 2 (registered result) or 3 (also the
+        32x32 multiplier split over two stages); 2 and 3 are for FPGA timing.
 
     Members
     -------
@@ -62,7 +62,7 @@ class VTACore(wiring.Component):
     """
 
     def __init__(self, cfg: VTAConfig, queue_depth: int = 32, token_bits: int = 16,
-                 alu_two_cycle: bool = False):
+                 alu_stages: int = 1):
         if not isinstance(cfg, VTAConfig):
             raise TypeError(f"cfg must be a VTAConfig, not {cfg!r}")
         if queue_depth < 2:
@@ -70,7 +70,9 @@ class VTACore(wiring.Component):
         self.cfg = cfg
         self.queue_depth = queue_depth
         self.token_bits = token_bits
-        self.alu_two_cycle = alu_two_cycle
+        if alu_stages not in (1, 2, 3):
+            raise HwConfigError(f"alu_stages must be 1, 2 or 3, not {alu_stages!r}")
+        self.alu_stages = alu_stages
         check_config(cfg)
         super().__init__({
             "csr_addr": In(CSR_ADDR_BITS), "csr_wdata": In(32), "csr_we": In(1),
@@ -91,7 +93,7 @@ class VTACore(wiring.Component):
 
         e.submodules.fetch = fetch = FetchModule(cfg)
         e.submodules.load = load = LoadModule(cfg)
-        e.submodules.compute = comp = ComputeModule(cfg, alu_two_cycle=self.alu_two_cycle)
+        e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages)
         e.submodules.store = store = StoreModule(cfg)
         m.d.comb += [fetch.start.eq(start), fetch.insn_addr.eq(csr.insn_addr),
                      fetch.insn_count.eq(csr.insn_count)]

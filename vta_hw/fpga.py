@@ -51,7 +51,7 @@ def _pll_params(freq_mhz: float, ref_mhz: float = 25.0):
 
 class FpgaTop(Elaboratable):
     """Board top level: PLL to ``freq_mhz``, power-on reset, :class:`CoreWithDram` (with the
-    two-cycle tensor ALU), UART host bridge (``baud``), LEDs = done / PLL lock / UART rx."""
+    three-cycle tensor ALU), UART host bridge (``baud``), LEDs = done / PLL lock / UART rx."""
 
     def __init__(self, cfg: VTAConfig, freq_mhz: float = 50.0, dram_words: int = 8192,
                  baud: int = 115200):
@@ -84,10 +84,10 @@ class FpgaTop(Elaboratable):
             m.d.sync += por.eq(por - 1)
         m.d.comb += cd.rst.eq(por != 0)
 
-        # the FPGA core gives the tensor ALU two cycles per micro-op (32x32 multiplier and
-        # shifter register to register); the GEMM keeps one micro-op per cycle
+        # the FPGA core gives the tensor ALU three cycles per micro-op (the 32x32 multiplier
+        # split over two register stages); the GEMM keeps one micro-op per cycle
         m.submodules.sys = sys_ = CoreWithDram(self.cfg, self.dram_words, latency=8,
-                                               alu_two_cycle=True)
+                                               alu_stages=3)
         div = int(round(fout * 1e6 / self.baud))
         m.submodules.rx = rx = UartRx(div)
         m.submodules.tx = tx = UartTx(div)

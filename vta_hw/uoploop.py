@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -27,8 +27,8 @@ class UopLoop(wiring.Component):
         load the parameters and start (the caller guarantees a non-zero trip count).
     uop_bgn, uop_end, iter_out, iter_in, dst_fo, dst_fi, src_fo, src_fi, wgt_fo, wgt_fi :
         ``In``, sampled with ``start``.
-    every2 : ``In(1)``
-        emit an iteration every other cycle (sampled with ``start``).
+    gap : ``In(2)``
+        idle cycles after each iteration (0: one per cycle; sampled with ``start``).
     valid : ``Out(1)``
         ``u`` and the offsets are an iteration this cycle (first one the cycle after
         ``start``).
@@ -43,7 +43,7 @@ class UopLoop(wiring.Component):
         U, A, I, W = cfg.log_index_bits
         S = max(A, I)
         super().__init__({
-            "start": In(1), "every2": In(1), "busy": Out(1), "uop_bgn": In(U), "uop_end": In(U + 1), "iter_out": In(14),
+            "start": In(1), "gap": In(2), "busy": Out(1), "uop_bgn": In(U), "uop_end": In(U + 1), "iter_out": In(14),
             "iter_in": In(14), "dst_fo": In(A), "dst_fi": In(A), "src_fo": In(S),
             "src_fi": In(S), "wgt_fo": In(W), "wgt_fi": In(W),
             "valid": Out(1), "u": Out(U + 1), "dst_off": Out(OFF_BITS),
@@ -59,14 +59,14 @@ class UopLoop(wiring.Component):
         bases = {k: Signal(OFF_BITS, name=f"{k}_base") for k in ("dst", "src", "wgt")}
         offs = {"dst": self.dst_off, "src": self.src_off, "wgt": self.wgt_off}
         running = Signal()
-        slow = Signal()
-        phase = Signal()
-        m.d.comb += [self.busy.eq(running), self.valid.eq(running & ~(slow & phase))]
+        gap = Signal(2)
+        phase = Signal(2)
+        m.d.comb += [self.busy.eq(running), self.valid.eq(running & (phase == 0))]
         with m.If(running):
-            m.d.sync += phase.eq(~phase)
+            m.d.sync += phase.eq(Mux(phase == gap, 0, phase + 1))
         with m.If(self.start):
             m.d.sync += [p[n].eq(getattr(self, n)) for n in names]
-            m.d.sync += [running.eq(1), slow.eq(self.every2), phase.eq(0),
+            m.d.sync += [running.eq(1), gap.eq(self.gap), phase.eq(0),
                          self.u.eq(self.uop_bgn), i_out.eq(0), i_in.eq(0)]
             m.d.sync += [s.eq(0) for s in bases.values()] + [o.eq(0) for o in offs.values()]
         with m.Elif(self.valid):
