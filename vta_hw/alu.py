@@ -14,11 +14,12 @@ from .uoploop import OFF_BITS
 __all__ = ["AluPipe", "alu_lane"]
 
 
-def alu_lane(m, op, a, b, width: int):
+def alu_lane(m, op, a, b, width: int, mul: bool = True):
     """One ALU lane (spec §3.7): ``a``, ``b`` signed ``width``-bit values; returns R.
 
     SHR by ``b >= 0`` is an arithmetic right shift, by ``b < 0`` a left shift by ``-b``;
-    amounts beyond 63 act as 63 (so any |b| >= width gives the sign or zero)."""
+    amounts beyond 63 act as 63 (so any |b| >= width gives the sign or zero).  ``mul=False``
+    leaves MUL out (the caller computes it elsewhere)."""
     neg = b < 0
     mag = Signal(width + 1)
     m.d.comb += mag.eq(Mux(neg, -b, b))
@@ -34,8 +35,9 @@ def alu_lane(m, op, a, b, width: int):
             m.d.comb += r.eq(a + b)
         with m.Case(AluOp.SHR):
             m.d.comb += r.eq(Mux(neg, (a << amt)[:width], a >> amt))
-        with m.Case(AluOp.MUL):
-            m.d.comb += r.eq(a * b)
+        if mul:
+            with m.Case(AluOp.MUL):
+                m.d.comb += r.eq(a * b)
     return r
 
 
@@ -113,8 +115,9 @@ class AluPipe(wiring.Component):
                      b3.eq(Mux(self.use_imm, imm.replicate(cfg.batch * cfg.block_out),
                                Mux(fwd_b, wdata, self.acc_rdb_data)))]
         # s3
+        # with stages=3 the multiplication has its own split path below
         lanes = [alu_lane(m, self.op, a3.word_select(i, Wa).as_signed(),
-                          b3.word_select(i, Wa).as_signed(), Wa)
+                          b3.word_select(i, Wa).as_signed(), Wa, mul=self.stages != 3)
                  for i in range(cfg.batch * cfg.block_out)]
         m.d.comb += result.eq(Cat(*lanes))
         if self.stages == 3:
