@@ -63,44 +63,43 @@ def pad_to_multiple(x: np.ndarray, axis: int, multiple: int) -> np.ndarray:
     return np.pad(x, pad)
 
 
-def pack_nchw(x: np.ndarray, batch: int, block: int) -> np.ndarray:
-    """NCHW -> (N/batch, C/block, H, W, batch, block), C-contiguous."""
+def _pack_blocked(x, outer: int, inner: int, names: str, fn: str) -> np.ndarray:
+    """(A, B, H, W) -> (A/outer, B/inner, H, W, outer, inner), C-contiguous."""
     x = np.asarray(x)
     if x.ndim != 4:
-        raise ValueError(f"pack_nchw expects a 4-D NCHW array, got shape {x.shape}")
-    n, c, h, w = x.shape
-    no, co = _split(n, batch, "N"), _split(c, block, "C")
-    return np.ascontiguousarray(
-        x.reshape(no, batch, co, block, h, w).transpose(0, 2, 4, 5, 1, 3))
+        raise ValueError(f"{fn} expects a 4-D {names} array, got shape {x.shape}")
+    a, b, h, w = x.shape
+    ao, bo = _split(a, outer, names[0]), _split(b, inner, names[1])
+    return np.ascontiguousarray(x.reshape(ao, outer, bo, inner, h, w).transpose(0, 2, 4, 5, 1, 3))
+
+
+def _unpack_blocked(t, names: str, fn: str) -> np.ndarray:
+    """(A/a, B/b, H, W, a, b) -> (A, B, H, W)."""
+    t = np.asarray(t)
+    if t.ndim != 6:
+        raise ValueError(f"{fn} expects a 6-D packed array, got shape {t.shape}")
+    ao, bo, h, w, ab, bb = t.shape
+    return np.ascontiguousarray(t.transpose(0, 4, 1, 5, 2, 3).reshape(ao * ab, bo * bb, h, w))
+
+
+def pack_nchw(x: np.ndarray, batch: int, block: int) -> np.ndarray:
+    """NCHW -> (N/batch, C/block, H, W, batch, block), C-contiguous."""
+    return _pack_blocked(x, batch, block, "NCHW", "pack_nchw")
 
 
 def unpack_nchw(t: np.ndarray) -> np.ndarray:
     """(N/n, C/c, H, W, n, c) -> NCHW."""
-    t = np.asarray(t)
-    if t.ndim != 6:
-        raise ValueError(f"unpack_nchw expects a 6-D packed array, got shape {t.shape}")
-    no, co, h, w, nb, cb = t.shape
-    return np.ascontiguousarray(t.transpose(0, 4, 1, 5, 2, 3).reshape(no * nb, co * cb, h, w))
+    return _unpack_blocked(t, "NCHW", "unpack_nchw")
 
 
 def pack_oihw(w: np.ndarray, block_out: int, block_in: int) -> np.ndarray:
     """OIHW -> (O/block_out, I/block_in, KH, KW, block_out, block_in), C-contiguous."""
-    w = np.asarray(w)
-    if w.ndim != 4:
-        raise ValueError(f"pack_oihw expects a 4-D OIHW array, got shape {w.shape}")
-    o, i, kh, kw = w.shape
-    oo, io = _split(o, block_out, "O"), _split(i, block_in, "I")
-    return np.ascontiguousarray(
-        w.reshape(oo, block_out, io, block_in, kh, kw).transpose(0, 2, 4, 5, 1, 3))
+    return _pack_blocked(w, block_out, block_in, "OIHW", "pack_oihw")
 
 
 def unpack_oihw(t: np.ndarray) -> np.ndarray:
     """(O/o, I/i, KH, KW, o, i) -> OIHW."""
-    t = np.asarray(t)
-    if t.ndim != 6:
-        raise ValueError(f"unpack_oihw expects a 6-D packed array, got shape {t.shape}")
-    oo, io, kh, kw, ob, ib = t.shape
-    return np.ascontiguousarray(t.transpose(0, 4, 1, 5, 2, 3).reshape(oo * ob, io * ib, kh, kw))
+    return _unpack_blocked(t, "OIHW", "unpack_oihw")
 
 
 def pack_matrix(x: np.ndarray, batch: int, block: int) -> np.ndarray:
