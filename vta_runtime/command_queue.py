@@ -214,9 +214,7 @@ class CommandQueue:
                 raise QueueError(f"{what}: SRAM tiles [{sram}, {sram + rows * cols}) exceed the "
                                  f"{MemType(mt).name} buffer depth {self._depth[mt]}")
             self._check_dram(buf, off, x, y, stride, E, what)
-        dram = buf.phys // E + off
-        if dram >= 1 << w["dram_base"]:
-            raise QueueError(f"{what}: dram_base {dram} does not fit in {w['dram_base']} bits")
+        dram = self._dram_base(buf, off, E, what)
         q = self._q
         row = q.create(mem_stage(mt))
         row[C.opcode] = _LOAD
@@ -229,6 +227,14 @@ class CommandQueue:
             self._mem_refs[len(q.rows) - 1] = (buf, E)
         if len(q.rows) > self._flush_at:
             self._auto_sync()
+
+    def _dram_base(self, buf: Buffer, off: int, E: int, what: str) -> int:
+        """``phys(buf) / E + elem_offset``, checked against the 32-bit dram_base field."""
+        dram = buf.phys // E + off
+        bits = self._w["dram_base"]
+        if dram >= 1 << bits:
+            raise QueueError(f"{what}: dram_base {dram} does not fit in {bits} bits")
+        return dram
 
     def store_buffer_2d(self, src_sram_index: int, src_memory_type: int, buf: Buffer,
                         elem_offset: int, x_size: int, y_size: int, x_stride: int) -> None:
@@ -257,9 +263,7 @@ class CommandQueue:
                 raise QueueError(f"{what}: SRAM tiles [{sram}, {sram + x * y}) exceed the OUT "
                                  f"buffer depth {self._depth[_OUT]}")
             self._check_dram(buf, off, x, y, stride, E, what)
-        dram = buf.phys // E + off
-        if dram >= 1 << w["dram_base"]:
-            raise QueueError(f"{what}: dram_base {dram} does not fit in {w['dram_base']} bits")
+        dram = self._dram_base(buf, off, E, what)
         q = self._q
         row = q.create(STORE_STAGE)
         row[C.opcode] = _STORE
