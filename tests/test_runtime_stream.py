@@ -12,6 +12,7 @@ import pytest
 from isa import AluOp, MemType, Opcode, decode, decode_stream
 from vta_runtime import (CommandQueue, KernelHandle, NullDevice, compare_case, replay_case,
                          token_balance)
+from vta_runtime.programs import _gemm_kernel
 
 CASES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "runtime_cases",
                                       "*.json")))
@@ -133,15 +134,7 @@ def test_invalid_dependency_stages_rejected():
     assert cq.pending_count == 0
 
 
-def _gemm_finit(loops, uops, reset=0):
-    def finit(cq, sig):
-        for lp in loops:
-            cq.uop_loop_begin(*lp)
-        for d, s, w in uops:
-            cq.uop_push(0, reset, d, s, w)
-        for _ in loops:
-            cq.uop_loop_end()
-    return finit
+_gemm_finit = _gemm_kernel  # the recorder the ported reference programs use
 
 
 def _alu_finit(loops, uops, op, use_imm, imm):
