@@ -20,8 +20,7 @@ from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Modul
 from isa import VTAConfig
 
 from .errors import HwError
-from .system import CoreWithDram
-from .uart import HostBridge, UartRx, UartTx
+from .uart import UartSystem
 
 __all__ = ["FpgaTop", "build_bitstream", "synthesize_core", "BOARDS"]
 
@@ -50,8 +49,9 @@ def _pll_params(freq_mhz: float, ref_mhz: float = 25.0):
 
 
 class FpgaTop(Elaboratable):
-    """Board top level: PLL to ``freq_mhz``, power-on reset, :class:`CoreWithDram` (with the
-    three-cycle tensor ALU), UART host bridge (``baud``), LEDs = done / PLL lock / UART rx."""
+    """Board top level: PLL to ``freq_mhz``, power-on reset, and :class:`UartSystem` (the
+    core with the three-cycle tensor ALU, on-chip DRAM, UART host bridge at ``baud``) on the
+    board's USB UART; LEDs = done / PLL lock / UART rx."""
 
     def __init__(self, cfg: VTAConfig, freq_mhz: float = 50.0, dram_words: int = 8192,
                  baud: int = 115200):
@@ -86,24 +86,13 @@ class FpgaTop(Elaboratable):
 
         # the FPGA core gives the tensor ALU three cycles per micro-op (the 32x32 multiplier
         # split over two register stages); the GEMM keeps one micro-op per cycle
-        m.submodules.sys = sys_ = CoreWithDram(self.cfg, self.dram_words, latency=8,
-                                               alu_stages=3)
         div = int(round(fout * 1e6 / self.baud))
-        m.submodules.rx = rx = UartRx(div)
-        m.submodules.tx = tx = UartTx(div)
-        m.submodules.bridge = br = HostBridge(self.cfg.bus_width, self.dram_words)
+        m.submodules.board = board = UartSystem(self.cfg, div, self.dram_words, latency=8,
+                                                alu_stages=3)
         uart = platform.request("uart", 0)
-        m.d.comb += [rx.rx.eq(uart.rx.i), uart.tx.o.eq(tx.tx),
-                     br.rx_data.eq(rx.data), br.rx_valid.eq(rx.valid),
-                     tx.data.eq(br.tx_data), tx.valid.eq(br.tx_valid),
-                     br.tx_ready.eq(tx.ready),
-                     sys_.csr_addr.eq(br.csr_addr), sys_.csr_wdata.eq(br.csr_wdata),
-                     sys_.csr_we.eq(br.csr_we), br.csr_rdata.eq(sys_.csr_rdata),
-                     sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
-                     sys_.ext_we.eq(br.mem_we), sys_.ext_en.eq(br.mem_en),
-                     br.mem_rdata.eq(sys_.ext_rdata)]
+        m.d.comb += [board.rx.eq(uart.rx.i), uart.tx.o.eq(board.tx)]
         leds = [platform.request("led", i) for i in range(3)]
-        m.d.comb += [leds[0].o.eq(sys_.done), leds[1].o.eq(lock), leds[2].o.eq(rx.valid)]
+        m.d.comb += [leds[0].o.eq(board.done), leds[1].o.eq(lock), leds[2].o.eq(board.rx_valid)]
         return m
 
 

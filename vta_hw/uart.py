@@ -6,7 +6,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["UartRx", "UartTx", "HostBridge", "CMD_WRITE_REG", "CMD_READ_REG",
+__all__ = ["UartRx", "UartTx", "HostBridge", "UartSystem", "CMD_WRITE_REG", "CMD_READ_REG",
            "CMD_WRITE_MEM", "CMD_READ_MEM", "ACK"]
 
 CMD_WRITE_REG = 0x57   #: 'W' addr(1) data(4)  -> ACK
@@ -175,4 +175,51 @@ class HostBridge(wiring.Component):
                 m.d.comb += self.mem_en.eq(1)
                 m.d.sync += [out.eq(self.mem_rdata), out_n.eq(bb)]
                 m.next = "CMD"
+        return m
+
+
+class UartSystem(wiring.Component):
+    """Everything the FPGA top level holds except clocking and pins: the core with its
+    on-chip DRAM (:class:`~vta_hw.system.CoreWithDram`), a UART (``divisor`` clock cycles
+    per bit) and the :class:`HostBridge` between them.  Simulating this component is
+    simulating the board as the host sees it.
+
+    Members
+    -------
+    rx : ``In(1)``   serial line from the host (idle high).
+    tx : ``Out(1)``  serial line to the host.
+    done : ``Out(1)``  the core's done flag (an LED on the board).
+    rx_valid : ``Out(1)``  pulse per received byte (an LED on the board).
+    """
+
+    rx: In(1, init=1)
+    tx: Out(1, init=1)
+    done: Out(1)
+    rx_valid: Out(1)
+
+    def __init__(self, cfg, divisor: int, dram_words: int = 8192, latency: int = 8,
+                 **core_kw):
+        from .system import CoreWithDram
+        self.cfg = cfg
+        self.divisor = divisor
+        self.dram_words = dram_words
+        self.system = CoreWithDram(cfg, dram_words, latency=latency, **core_kw)
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.sys = sys_ = self.system
+        m.submodules.rx = rx = UartRx(self.divisor)
+        m.submodules.tx = tx = UartTx(self.divisor)
+        m.submodules.bridge = br = HostBridge(self.cfg.bus_width, self.dram_words)
+        m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx), self.rx_valid.eq(rx.valid),
+                     self.done.eq(sys_.done),
+                     br.rx_data.eq(rx.data), br.rx_valid.eq(rx.valid),
+                     tx.data.eq(br.tx_data), tx.valid.eq(br.tx_valid),
+                     br.tx_ready.eq(tx.ready),
+                     sys_.csr_addr.eq(br.csr_addr), sys_.csr_wdata.eq(br.csr_wdata),
+                     sys_.csr_we.eq(br.csr_we), br.csr_rdata.eq(sys_.csr_rdata),
+                     sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
+                     sys_.ext_we.eq(br.mem_we), sys_.ext_en.eq(br.mem_en),
+                     br.mem_rdata.eq(sys_.ext_rdata)]
         return m
