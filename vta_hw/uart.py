@@ -4,16 +4,18 @@ interface)."""
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["UartRx", "UartTx", "HostBridge", "UartSystem", "CMD_WRITE_REG", "CMD_READ_REG",
-           "CMD_WRITE_MEM", "CMD_READ_MEM", "ACK"]
+           "CMD_WRITE_MEM", "CMD_READ_MEM", "ACK", "RX_FIFO_DEPTH"]
 
 CMD_WRITE_REG = 0x57   #: 'W' addr(1) data(4)  -> ACK
 CMD_READ_REG = 0x52    #: 'R' addr(1)          -> data(4)
 CMD_WRITE_MEM = 0x4D   #: 'M' word(4) data(bus bytes) -> ACK
 CMD_READ_MEM = 0x6D    #: 'm' word(4)          -> data(bus bytes)
 ACK = 0x06
+RX_FIFO_DEPTH = 256    #: request bytes a host may have in flight beyond the last answer
 
 
 class UartRx(wiring.Component):
@@ -100,9 +102,16 @@ class HostBridge(wiring.Component):
     ``ACK``; ``'R' addr`` answers the register's 4 bytes; ``'M' word32 data`` writes one DRAM
     bus word and answers ``ACK``; ``'m' word32`` answers the word's bytes.
 
+    Received bytes go through a FIFO of :data:`RX_FIFO_DEPTH` bytes, so a host may pipeline
+    commands: as long as the request bytes it has sent beyond the last fully answered command
+    fit in the FIFO, nothing is lost, whatever the answers' lengths (a command's answer waits
+    until the previous answer has gone out).  A byte arriving at a full FIFO is dropped and
+    sets ``overflow`` (sticky).
+
     Members
     -------
     rx_data, rx_valid : bytes from the host.
+    overflow : ``Out(1)``  a received byte was dropped (FIFO full); sticky until reset.
     tx_data, tx_valid, tx_ready : bytes to the host.
     csr_addr, csr_wdata, csr_we, csr_rdata : the core's register bus.
     mem_en, mem_addr, mem_wdata, mem_we, mem_rdata : DRAM host port (``mem_en`` while a memory
@@ -113,13 +122,18 @@ class HostBridge(wiring.Component):
         self.bus_bytes = bus_width // 8
         super().__init__({
             "rx_data": In(8), "rx_valid": In(1), "tx_data": Out(8), "tx_valid": Out(1),
-            "tx_ready": In(1), "csr_addr": Out(8), "csr_wdata": Out(32), "csr_we": Out(1),
+            "tx_ready": In(1), "overflow": Out(1), "csr_addr": Out(8), "csr_wdata": Out(32), "csr_we": Out(1),
             "csr_rdata": In(32), "mem_addr": Out(range(mem_depth)), "mem_wdata": Out(bus_width),
             "mem_en": Out(1), "mem_we": Out(1), "mem_rdata": In(bus_width)})
 
     def elaborate(self, platform):
         m = Module()
         bb = self.bus_bytes
+        m.submodules.rx_fifo = fifo = SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH)
+        m.d.comb += [fifo.w_data.eq(self.rx_data), fifo.w_en.eq(self.rx_valid)]
+        with m.If(self.rx_valid & ~fifo.w_rdy):
+            m.d.sync += self.overflow.eq(1)
+        rx_data, rx_valid = fifo.r_data, fifo.r_rdy
         cmd = Signal(8)
         arg = Signal(32)
         data = Signal(8 * max(4, bb))
@@ -144,33 +158,40 @@ class HostBridge(wiring.Component):
                 m.d.comb += arg_len.eq(4)
         with m.FSM():
             with m.State("CMD"):
-                with m.If(self.rx_valid & (out_n == 0)):
-                    m.d.sync += [cmd.eq(self.rx_data), n.eq(0), arg.eq(0), data.eq(0)]
+                m.d.comb += fifo.r_en.eq(1)
+                with m.If(rx_valid):
+                    m.d.sync += [cmd.eq(rx_data), n.eq(0), arg.eq(0), data.eq(0)]
                     m.next = "ARG"
             with m.State("ARG"):
                 with m.If(n == arg_len + dat_len):
                     m.next = "EXEC"
-                with m.Elif(self.rx_valid):
-                    m.d.sync += n.eq(n + 1)
-                    with m.If(n < arg_len):
-                        m.d.sync += arg.eq(arg | (self.rx_data << (n << 3)))
-                    with m.Else():
-                        m.d.sync += data.eq(data | (self.rx_data << ((n - arg_len).as_unsigned()[:4] << 3)))
-            with m.State("EXEC"):
-                m.d.comb += self.mem_en.eq((cmd == CMD_WRITE_MEM) | (cmd == CMD_READ_MEM))
-                with m.Switch(cmd):
-                    with m.Case(CMD_WRITE_REG):
-                        m.d.comb += self.csr_we.eq(1)
-                        m.d.sync += [out.eq(ACK), out_n.eq(1)]
-                    with m.Case(CMD_READ_REG):
-                        m.d.sync += [out.eq(self.csr_rdata), out_n.eq(4)]
-                    with m.Case(CMD_WRITE_MEM):
-                        m.d.comb += self.mem_we.eq(1)
-                        m.d.sync += [out.eq(ACK), out_n.eq(1)]
-                with m.If(cmd == CMD_READ_MEM):
-                    m.next = "MEMRD"
                 with m.Else():
-                    m.next = "CMD"
+                    m.d.comb += fifo.r_en.eq(1)
+                    with m.If(rx_valid):
+                        m.d.sync += n.eq(n + 1)
+                        with m.If(n < arg_len):
+                            m.d.sync += arg.eq(arg | (rx_data << (n << 3)))
+                        with m.Else():
+                            m.d.sync += data.eq(
+                                data | (rx_data << ((n - arg_len).as_unsigned()[:4] << 3)))
+            with m.State("EXEC"):
+                # an answer waits until the previous one has gone out (and so does a write,
+                # so the host sees the effects in command order)
+                with m.If(out_n == 0):
+                    m.d.comb += self.mem_en.eq((cmd == CMD_WRITE_MEM) | (cmd == CMD_READ_MEM))
+                    with m.Switch(cmd):
+                        with m.Case(CMD_WRITE_REG):
+                            m.d.comb += self.csr_we.eq(1)
+                            m.d.sync += [out.eq(ACK), out_n.eq(1)]
+                        with m.Case(CMD_READ_REG):
+                            m.d.sync += [out.eq(self.csr_rdata), out_n.eq(4)]
+                        with m.Case(CMD_WRITE_MEM):
+                            m.d.comb += self.mem_we.eq(1)
+                            m.d.sync += [out.eq(ACK), out_n.eq(1)]
+                    with m.If(cmd == CMD_READ_MEM):
+                        m.next = "MEMRD"
+                    with m.Else():
+                        m.next = "CMD"
             with m.State("MEMRD"):
                 m.d.comb += self.mem_en.eq(1)
                 m.d.sync += [out.eq(self.mem_rdata), out_n.eq(bb)]
