@@ -203,7 +203,23 @@ class UartSystem(wiring.Component):
     """Everything the FPGA top level holds except clocking and pins: the core with its
     on-chip DRAM (:class:`~vta_hw.system.CoreWithDram`), a UART (``divisor`` clock cycles
     per bit) and the :class:`HostBridge` between them.  Simulating this component is
-    simulating the board as the host sees it.
+    simulating the board as the host sees it (:class:`vta_hw.host.SimulatedBoard`).
+
+    Parameters
+    ----------
+    cfg : isa.VTAConfig
+    divisor : int
+        clock cycles per UART bit (at least 4).
+    dram_words : int
+        on-chip DRAM size in bus words (the bridge's memory addresses wrap modulo this).
+    latency : int
+        DRAM read latency in cycles.
+    serial : bool
+        True (the bitstream): the bridge talks through :class:`UartRx`/:class:`UartTx` on
+        ``rx``/``tx``.  False (fast simulation only): the UART is left out and the bridge's
+        byte stream is on ``host_rx_*``/``host_tx_*`` (one byte per cycle each way).
+    **core_kw
+        passed to the core generator (e.g. ``alu_stages=3`` as on the FPGA).
 
     Members
     -------
@@ -211,33 +227,46 @@ class UartSystem(wiring.Component):
     tx : ``Out(1)``  serial line to the host.
     done : ``Out(1)``  the core's done flag (an LED on the board).
     rx_valid : ``Out(1)``  pulse per received byte (an LED on the board).
+    overflow : ``Out(1)``  sticky: the bridge dropped a received byte (its FIFO was full).
+    host_rx_data, host_rx_valid : ``In``  (``serial=False`` only) a byte into the bridge.
+    host_tx_data, host_tx_valid, host_tx_ready : (``serial=False`` only) a byte out of the
+        bridge, taken on ``valid & ready``.
     """
 
-    rx: In(1, init=1)
-    tx: Out(1, init=1)
-    done: Out(1)
-    rx_valid: Out(1)
-
-    def __init__(self, cfg, divisor: int, dram_words: int = 8192, latency: int = 8,
-                 **core_kw):
+    def __init__(self, cfg, divisor: int, dram_words: int = 8192, latency: int = 8, *,
+                 serial: bool = True, **core_kw):
         from .system import CoreWithDram
         self.cfg = cfg
         self.divisor = divisor
         self.dram_words = dram_words
+        self.serial = serial
         self.system = CoreWithDram(cfg, dram_words, latency=latency, **core_kw)
-        super().__init__()
+        members = {"rx": In(1, init=1), "tx": Out(1, init=1), "done": Out(1),
+                   "rx_valid": Out(1), "overflow": Out(1)}
+        if not serial:
+            members.update({"host_rx_data": In(8), "host_rx_valid": In(1),
+                            "host_tx_data": Out(8), "host_tx_valid": Out(1),
+                            "host_tx_ready": In(1)})
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.sys = sys_ = self.system
-        m.submodules.rx = rx = UartRx(self.divisor)
-        m.submodules.tx = tx = UartTx(self.divisor)
         m.submodules.bridge = br = HostBridge(self.cfg.bus_width, self.dram_words)
-        m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx), self.rx_valid.eq(rx.valid),
-                     self.done.eq(sys_.done),
-                     br.rx_data.eq(rx.data), br.rx_valid.eq(rx.valid),
-                     tx.data.eq(br.tx_data), tx.valid.eq(br.tx_valid),
-                     br.tx_ready.eq(tx.ready),
+        if self.serial:
+            m.submodules.rx = rx = UartRx(self.divisor)
+            m.submodules.tx = tx = UartTx(self.divisor)
+            m.d.comb += [rx.rx.eq(self.rx), self.tx.eq(tx.tx),
+                         br.rx_data.eq(rx.data), br.rx_valid.eq(rx.valid),
+                         tx.data.eq(br.tx_data), tx.valid.eq(br.tx_valid),
+                         br.tx_ready.eq(tx.ready)]
+        else:
+            m.d.comb += [self.tx.eq(1),
+                         br.rx_data.eq(self.host_rx_data), br.rx_valid.eq(self.host_rx_valid),
+                         self.host_tx_data.eq(br.tx_data), self.host_tx_valid.eq(br.tx_valid),
+                         br.tx_ready.eq(self.host_tx_ready)]
+        m.d.comb += [self.rx_valid.eq(br.rx_valid), self.done.eq(sys_.done),
+                     self.overflow.eq(br.overflow),
                      sys_.csr_addr.eq(br.csr_addr), sys_.csr_wdata.eq(br.csr_wdata),
                      sys_.csr_we.eq(br.csr_we), br.csr_rdata.eq(sys_.csr_rdata),
                      sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
