@@ -1,4 +1,4 @@
-"""``vta hw verilog``, ``vta hw build`` and ``vta rtl``."""
+"""``vta hw verilog``, ``vta hw build``, ``vta rtl`` and ``vta board``."""
 
 from __future__ import annotations
 
@@ -53,6 +53,75 @@ def cmd_rtl(args):
           f"({args.simulator}, {stats['sim_cycles_per_second']} cycles/s)")
 
 
+def _board_host(args, cfg):
+    """A :class:`~vta_hw.host.BoardHost` on ``--port`` or, with ``--simulate``, on a
+    :class:`~vta_hw.simboard.SimulatedBoard`."""
+    from .host import BoardHost, open_serial
+    if args.simulate:
+        from .simboard import SimulatedBoard
+        transport = SimulatedBoard(cfg, divisor=args.divisor, dram_words=args.dram_words,
+                                   serial=args.sim_mode == "uart")
+    else:
+        transport = open_serial(args.port, args.baud, timeout=args.read_timeout)
+    return BoardHost(transport, cfg, dram_words=args.dram_words)
+
+
+def cmd_board_run(args):
+    cfg = _config(args)
+    insns = Path(args.insns).read_bytes()
+    dram = np.frombuffer(Path(args.dram).read_bytes(), dtype=np.uint8).copy()
+    host = _board_host(args, cfg)
+    try:
+        r = host.run(insns, dram, max_cycles=args.max_cycles, timeout=args.timeout)
+    finally:
+        host.transport.close()
+    Path(args.out).write_bytes(dram.tobytes())
+    stats = r.stats()
+    stats.pop("sim_cycles_per_second", None)
+    stats.update(r.extra)
+    stats.update({"port": None if args.simulate else args.port,
+                  "baud": None if args.simulate else args.baud,
+                  "dram_words": args.dram_words, "config": cfg.to_dict()})
+    if args.stats:
+        Path(args.stats).write_text(json.dumps(stats, indent=2) + "\n")
+    print(f"{args.out}: {len(insns) // 16} instructions, {r.cycles} cycles on {r.simulator} "
+          f"({r.extra['bytes_sent']} bytes sent, {r.extra['bytes_received']} received, "
+          f"{r.sim_seconds:.2f} s)")
+
+
+def cmd_board_check(args):
+    from .csr import Reg
+    cfg = _config(args)
+    host = _board_host(args, cfg)
+    try:
+        host.check_link()
+        ctrl = host.read_reg(Reg.CTRL)
+    finally:
+        host.transport.close()
+    state = ("error" if ctrl & 4 else "done" if ctrl & 2 else "running" if ctrl & 1
+             else "idle")
+    print(f"{host.name}: the bridge answers (core {state}, CTRL={ctrl:#x})")
+
+
+def _board_link_args(p):
+    link = p.add_mutually_exclusive_group(required=True)
+    link.add_argument("--port", help="serial port of the board (e.g. /dev/ttyUSB0; needs "
+                      "pyserial)")
+    link.add_argument("--simulate", action="store_true",
+                      help="no board: simulate the bitstream's design (slow: ~3k cycles/s)")
+    p.add_argument("--baud", type=int, default=115200, help="UART baud rate (115200)")
+    p.add_argument("--read-timeout", type=float, default=2.0,
+                   help="seconds a serial read waits for the board's answer")
+    p.add_argument("--config", help="VTA configuration JSON the bitstream was built with")
+    p.add_argument("--dram-words", type=int, default=8192,
+                   help="the board's DRAM in bus words (the bitstream's, 8192)")
+    p.add_argument("--sim-mode", choices=("uart", "bytes"), default="uart",
+                   help="with --simulate: real UART bits (uart) or the bridge's byte port "
+                   "(bytes, about 30x fewer cycles)")
+    p.add_argument("--divisor", type=int, default=4,
+                   help="with --simulate --sim-mode uart: clock cycles per UART bit")
+
+
 def register(sub):
     p = sub.add_parser("hw", help="generate the VTA hardware: Verilog or an FPGA bitstream")
     hs = p.add_subparsers(dest="hw_command", metavar="HWCOMMAND")
@@ -86,3 +155,24 @@ def register(sub):
                    help="idle cycles between DRAM beats (0 = one bus word per cycle)")
     r.add_argument("--max-cycles", type=int, default=20_000_000, help="cycle limit")
     r.set_defaults(func=cmd_rtl)
+
+    bd = sub.add_parser("board", help="run programs on a VTA FPGA board over its UART "
+                        "(the bitstream of 'vta hw build')")
+    bs = bd.add_subparsers(dest="board_command", metavar="BOARDCOMMAND")
+    bs.required = True
+    br = bs.add_parser("run", help="load a program and its DRAM image, run, read the image "
+                       "back")
+    _board_link_args(br)
+    br.add_argument("--insns", required=True, help="instruction stream (16 bytes each)")
+    br.add_argument("--dram", required=True, help="DRAM image before execution (byte 0 = "
+                    "address 0)")
+    br.add_argument("--out", required=True, help="write the DRAM image after execution here")
+    br.add_argument("--stats", help="write statistics JSON (cycles from the hardware counter)")
+    br.add_argument("--max-cycles", type=int, default=1 << 31,
+                    help="cycle limit (the core is stopped when it is reached)")
+    br.add_argument("--timeout", type=float, default=60.0,
+                    help="wall-clock limit of the run in seconds")
+    br.set_defaults(func=cmd_board_run)
+    bc = bs.add_parser("check", help="check that the board's bridge answers")
+    _board_link_args(bc)
+    bc.set_defaults(func=cmd_board_check)

@@ -148,7 +148,9 @@ class BoardHost:
         self.dram_words = dram_words
         self.fifo_depth = fifo_depth
         self.skip_unchanged = skip_unchanged
-        self.name = str(getattr(transport, "name", "board"))
+        self.name = str(getattr(transport, "name", "") or "board")
+        if hasattr(transport, "baudrate"):          # a serial port: its name is the port
+            self.name = f"board:{self.name}"
         self.bytes_sent = 0
         self.bytes_received = 0
         self._out = bytearray()          # request bytes not yet handed to the transport

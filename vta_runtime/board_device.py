@@ -1,0 +1,133 @@
+"""A VTA board (the ``vta hw build`` bitstream) as a device, through its UART bridge.
+
+The board's DRAM is on the FPGA, so this device keeps the runtime's memory on the host (as
+every device does) and mirrors it: before each run it writes the live buffers to the board
+(only the bus words that changed since the board last held them), launches the stream, polls
+until done, and reads the live buffers back.  The register protocol is the one of
+:mod:`vta_runtime.board` (INSN_COUNT, INSN_ADDR, CTRL = launch, poll done, CYCLES,
+ACC_WRITES, ERR_CODE/ERR_INDEX), spoken by :class:`vta_hw.host.BoardHost`.
+
+Transports: a serial port (``port=``, needs pyserial), ``simulate=True`` (the bitstream's
+design in Amaranth's simulator, :class:`vta_hw.simboard.SimulatedBoard`; slow, for tests and
+bring-up without a board) or any object with ``write``/``read`` (``transport=``).
+
+Limitations (stated, not hidden):
+
+* the device memory is the board's DRAM: ``dram_words * bus_bytes`` bytes (64 KiB for the
+  default build), page 0 included (never allocated);
+* only live buffers travel: a program that stores into memory no buffer owns writes the
+  board's DRAM but not the host copy;
+* at 115200 baud a bus word costs about 1.1 ms to write and 0.7 ms to read back.
+"""
+
+from __future__ import annotations
+
+from .device import Device
+from .errors import DeviceError
+from .memory import PAGE_BYTES
+
+__all__ = ["BoardDevice"]
+
+
+class BoardDevice(Device):
+    """Runs instruction streams on a VTA FPGA board (or its simulation) over the UART.
+
+    Parameters
+    ----------
+    config : isa.VTAConfig, optional
+        the configuration the bitstream was built for.
+    port : str, optional
+        serial port of the board (e.g. ``/dev/ttyUSB0``); needs pyserial.
+    baud : int
+        UART baud rate of the bitstream (115200).
+    simulate : bool
+        use :class:`vta_hw.simboard.SimulatedBoard` instead of a port.
+    transport : optional
+        any object with ``write(bytes)`` / ``read(n)`` (overrides ``port``/``simulate``).
+    dram_words : int
+        the board's DRAM in bus words (the bitstream's, 8192 by default).
+    max_cycles : int
+        cycle limit of one run (also capped by ``synchronize``'s ``wait_cycles``).
+    timeout : float
+        wall-clock limit of one run in seconds.
+    read_timeout : float
+        serial read timeout in seconds (a silent board fails after this long).
+    **sim_kw
+        passed to :class:`~vta_hw.simboard.SimulatedBoard` (e.g. ``serial=False`` for the
+        fast byte-level simulation, ``divisor``).
+
+    Raises
+    ------
+    DeviceError
+        vta_hw (or pyserial) is missing, the port cannot be opened, the link fails, the run
+        times out, or the hardware flags an illegal instruction (the message names it).
+    """
+
+    name = "board"
+
+    def __init__(self, config=None, *, port: str | None = None, baud: int = 115200,
+                 simulate: bool = False, transport=None, dram_words: int = 8192,
+                 max_cycles: int = 1 << 31, timeout: float = 60.0, read_timeout: float = 2.0,
+                 **sim_kw):
+        from isa import VTAConfig
+        config = config or VTAConfig()
+        capacity = dram_words * config.bus_bytes
+        if capacity < 2 * PAGE_BYTES:
+            raise DeviceError(f"BoardDevice: a board DRAM of {dram_words} words "
+                              f"({capacity} bytes) is smaller than two {PAGE_BYTES}-byte pages")
+        super().__init__(config, capacity=capacity, max_alloc=capacity - PAGE_BYTES)
+        try:
+            from vta_hw.errors import HwError
+            from vta_hw.host import BoardHost, open_serial
+        except ImportError as e:
+            raise DeviceError(f"BoardDevice needs vta_hw (pip install -e '.[hw]'): {e}") from e
+        try:
+            if transport is None:
+                if simulate:
+                    from vta_hw.simboard import SimulatedBoard
+                    transport = SimulatedBoard(config, dram_words=dram_words, **sim_kw)
+                elif port is None:
+                    raise DeviceError("BoardDevice: give a serial port, simulate=True or a "
+                                      "transport")
+                else:
+                    transport = open_serial(port, baud, timeout=read_timeout)
+            self.host = BoardHost(transport, config, dram_words=dram_words)
+        except HwError as e:
+            raise DeviceError(f"board: {e}") from e
+        self.transport = transport
+        self.max_cycles, self.timeout = max_cycles, timeout
+
+    def _regions(self) -> list[tuple[int, int]]:
+        """Byte ranges of the live buffers, widened to bus words and merged."""
+        bb = self.config.bus_bytes
+        spans = sorted((b.phys, b.phys + b.nbytes) for b in self._buffers.values())
+        out: list[list[int]] = []
+        for lo, hi in spans:
+            lo, hi = lo - lo % bb, -(-hi // bb) * bb
+            if out and lo <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], hi)
+            else:
+                out.append([lo, hi])
+        return [(lo, hi) for lo, hi in out]
+
+    def _execute(self, insn_phys, insn_count, wait_cycles):
+        from vta_hw.errors import HwError
+        regions = self._regions()
+        data = self.memory.data
+        try:
+            sent = sum(self.host.write_mem(lo, data[lo:hi]) for lo, hi in regions)
+            stats = self.host.execute(insn_phys, insn_count,
+                                      max_cycles=min(self.max_cycles, int(wait_cycles)),
+                                      timeout=self.timeout)
+            for lo, hi in regions:
+                data[lo:hi] = self.host.read_mem(lo, hi - lo)
+        except HwError as e:
+            raise DeviceError(f"board: {e}") from e
+        stats["words_written"] = sent
+        return stats
+
+    def close(self) -> None:
+        """Close the transport (the serial port)."""
+        close = getattr(self.transport, "close", None)
+        if close is not None:
+            close()
