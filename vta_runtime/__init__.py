@@ -23,7 +23,8 @@ Typical use::
 
 - :mod:`.memory`: page allocator and :class:`Buffer` handles.
 - :mod:`.device`: the :class:`Device` protocol; :class:`SimDevice`, :class:`NullDevice`;
-  :mod:`.rtl_device`: :class:`RtlDevice`; :mod:`.board`: the register-level contract of a board.
+  :mod:`.rtl_device`: :class:`RtlDevice`; :mod:`.board`: the register-level contract of a board;
+  :mod:`.board_device`: :class:`BoardDevice` (the FPGA board over its UART, or its simulation).
 - :mod:`.kernel`: :class:`UopKernel` recording and :class:`KernelHandle` caches.
 - :mod:`.uop_cache`: uop SRAM residency ring and append-only staging.
 - :mod:`.insn_queue`: instruction rows, dependency tokens, NOPs, force-serial.
@@ -47,6 +48,7 @@ from .memory import PAGE_BYTES, VTA_MAX_XFER, Buffer, DeviceMemory
 from .replay import CaseError, ReplayResult, compare_case, load_case, replay_case
 from .rtl_device import RtlDevice
 from .board import MmioDevice, vcr_run_sequence
+from .board_device import BoardDevice
 
 #: Debug flag aliases with the reference names (spec §1.3).
 DUMP_INSN, DUMP_UOP, FORCE_SERIAL = DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL
@@ -54,7 +56,7 @@ DUMP_INSN, DUMP_UOP, FORCE_SERIAL = DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE
 __all__ = [
     # devices and memory
     "Device", "SimDevice", "RtlDevice", "NullDevice", "Buffer", "DeviceMemory", "PAGE_BYTES",
-    "VTA_MAX_XFER", "MmioDevice", "vcr_run_sequence",
+    "VTA_MAX_XFER", "MmioDevice", "vcr_run_sequence", "BoardDevice",
     # command queue and kernels
     "CommandQueue", "RunRecord", "KernelHandle", "UopKernel", "signature_key",
     # debug
