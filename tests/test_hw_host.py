@@ -258,6 +258,22 @@ def test_wrong_ack_is_detected_and_the_next_command_resynchronises():
     assert fake.regs[Reg.INSN_ADDR] == 3
 
 
+def test_an_interrupted_transfer_resynchronises_before_the_next_command():
+    fake = FakeBridge()
+    h = _host(fake, skip_unchanged=False)
+    real_read = fake.read
+
+    def interrupted(n):
+        fake.read = real_read
+        raise KeyboardInterrupt
+    fake.read = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        h.read_words(0, 50)
+    fake.mem[:8] = 7
+    assert list(h.read_words(0, 1)) == [7] * 8      # stale answers were discarded
+    assert bytes(h.max_request) in fake.writes
+
+
 def test_a_silent_board_fails_the_link_check():
     h = _host(FakeBridge(mute_after=0))
     with pytest.raises(BoardLinkError, match=r"^W OUT_BASE: the board answered 0 of 1 bytes"):
@@ -397,6 +413,35 @@ def test_bad_images_and_addresses_are_refused_before_anything_is_sent():
     assert fake.writes == []
     with pytest.raises(BoardError, match=r"must have write\(bytes\) and read\(n\)"):
         BoardHost(object())
+    with pytest.raises(BoardError, match=r"^dram_words=8192, but the board has 64 words$"):
+        BoardHost(fake, dram_words=8192)
+    with pytest.raises(BoardError, match=r"^the host's configuration \(.*\) is not the "
+                       r"board's"):
+        BoardHost(fake, VTAConfig().replace(LOG_BUS_WIDTH=7))
+
+
+def test_board_device_mirrors_live_buffers_and_reports_errors():
+    from vta_runtime import DeviceError, SimDevice
+    from vta_runtime import programs as P
+    from vta_runtime.board_device import BoardDevice
+    rng = np.random.default_rng(7)
+    a = rng.integers(-300, 300, (3, 2, 1, 16)).astype(np.int32)
+    fake = FakeBridge(dram_words=8192)
+    dev = BoardDevice(transport=fake, dram_words=8192)
+    first = P.relu(dev, a)
+    assert np.array_equal(first.output, P.relu(SimDevice(), a).output)
+    total = sum(hi - lo for lo, hi in dev._regions()) // 8
+    # the second run of the same queue: the unchanged input buffer is not sent again
+    second = P.relu(dev, a, cq=first.queue)
+    assert np.array_equal(second.output, first.output)
+    assert 0 < dev.stats["words_written"] < total
+    assert dev.stats["cycles"] == fake.cycles and dev.num_runs == 2
+    fake.error = (int(ErrorCode.ILLEGAL_ALU_OP), 5)
+    with pytest.raises(DeviceError, match=r"^board: instruction 5: the hardware stopped: "
+                       r"illegal alu_opcode$"):
+        P.relu(dev, a, cq=first.queue)
+    with pytest.raises(DeviceError, match=r"give a serial port, simulate=True or a transport"):
+        BoardDevice()
 
 
 # ----------------------------------------------------------------------------- simulated board
@@ -417,6 +462,13 @@ def test_golden_vector_over_real_uart_bits():
     # the transfers took about the line time of the bytes (the pipeline kept the line busy)
     line = 10 * board.divisor * max(res.extra["bytes_sent"], res.extra["bytes_received"])
     assert board.cycles < 1.3 * line
+
+
+def test_simulated_board_checks_its_divisor():
+    from vta_hw.simboard import SimulatedBoard
+    with pytest.raises(BoardError, match=r"^the UART divisor must be an integer of at least 4, "
+                       r"not 3$"):
+        SimulatedBoard(divisor=3)
 
 
 def test_byte_level_board_runs_vectors_and_reports_illegal_instructions():

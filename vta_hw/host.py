@@ -111,9 +111,13 @@ class BoardHost:
         pyserial ``Serial`` from :func:`open_serial`, a
         :class:`~vta_hw.simboard.SimulatedBoard`, or a test double.
     cfg : isa.VTAConfig, optional
-        the configuration the bitstream was built for (default: the reference 1x16x16).
-    dram_words : int
-        the board's DRAM size in bus words (``build_bitstream(dram_words=...)``, 8192).
+        the configuration the bitstream was built for (default: the transport's ``cfg`` if
+        it has one, else the reference 1x16x16).
+    dram_words : int, optional
+        the board's DRAM size in bus words (``build_bitstream(dram_words=...)``; default the
+        transport's ``dram_words`` if it has one, else 8192).  The bridge's addresses wrap
+        modulo the real size, so a wrong value corrupts memory: every access is checked
+        against it.
     fifo_depth : int
         the bridge's receive FIFO (:data:`~vta_hw.uart.RX_FIFO_DEPTH`); the host never has
         more request bytes in flight than this.
@@ -129,12 +133,21 @@ class BoardHost:
         traffic so far.
     """
 
-    def __init__(self, transport, cfg: VTAConfig | None = None, *, dram_words: int = 8192,
-                 fifo_depth: int = RX_FIFO_DEPTH, skip_unchanged: bool = True):
+    def __init__(self, transport, cfg: VTAConfig | None = None, *,
+                 dram_words: int | None = None, fifo_depth: int = RX_FIFO_DEPTH,
+                 skip_unchanged: bool = True):
         if not (hasattr(transport, "write") and hasattr(transport, "read")):
             raise BoardError(f"the transport must have write(bytes) and read(n), not "
                              f"{type(transport).__name__}")
-        cfg = cfg or VTAConfig()
+        # a simulated board knows its configuration and DRAM size
+        t_cfg, t_words = getattr(transport, "cfg", None), getattr(transport, "dram_words", None)
+        if cfg is not None and t_cfg is not None and cfg != t_cfg:
+            raise BoardError(f"the host's configuration ({cfg.bitstream}) is not the board's "
+                             f"({t_cfg.bitstream})")
+        if dram_words is not None and t_words is not None and dram_words != t_words:
+            raise BoardError(f"dram_words={dram_words}, but the board has {t_words} words")
+        cfg = cfg or t_cfg or VTAConfig()
+        dram_words = dram_words if dram_words is not None else (t_words or 8192)
         if isinstance(dram_words, bool) or not isinstance(dram_words, int) or dram_words < 1:
             raise BoardError(f"dram_words must be a positive integer, not {dram_words!r}")
         bb = cfg.bus_bytes
@@ -245,10 +258,17 @@ class BoardHost:
         if self._desynced:
             self.resync()
         results: list[bytes] = []
-        for c in cmds:
-            self._send(c, results)
-        while self._pending:
-            self._drain(results)
+        try:
+            for c in cmds:
+                self._send(c, results)
+            while self._pending:
+                self._drain(results)
+        except BaseException:
+            # interrupted (Ctrl-C) or failed with answers outstanding: the next command
+            # resynchronises first
+            if self._pending or self._out:
+                self._desynced = True
+            raise
         return results
 
     # ------------------------------------------------------------------ commands

@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 
 from isa import VTAConfig
 
-from .host import BoardLinkError
+from .host import BoardError, BoardLinkError
 from .uart import UartSystem
 
 __all__ = ["SimulatedBoard"]
@@ -63,7 +63,11 @@ class SimulatedBoard:
                  dram_words: int = 8192, latency: int = 8, serial: bool = True,
                  read_timeout_cycles: int | None = None, **core_kw):
         cfg = cfg or VTAConfig()
+        if isinstance(divisor, bool) or not isinstance(divisor, int) or divisor < 4:
+            raise BoardError(f"the UART divisor must be an integer of at least 4, "
+                             f"not {divisor!r}")
         core_kw.setdefault("alu_stages", 3)
+        self.dram_words = dram_words
         self.cfg = cfg
         self.divisor = int(divisor)
         self.serial = serial
