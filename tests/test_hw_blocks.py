@@ -8,6 +8,7 @@ from amaranth.sim import Simulator
 from isa import AluOp, VTAConfig
 from vta_hw.alu import alu_lane
 from vta_hw.csr import ControlStatus, Reg
+from vta_hw.dram import OnChipDram
 from vta_hw.loader import TileLoader
 from vta_hw.memport import ReadArbiter
 from vta_hw.tokens import TokenQueue
@@ -90,6 +91,50 @@ def test_read_arbiter_priority_and_routing():
     _run(dut, bench)
     assert len(got[0]) == 2 and len(got[1]) == 3
     assert got[0][1] - got[0][0] == 1 and got[1][0] > got[0][1]
+
+
+# ----------------------------------------------------------------------------- OnChipDram
+
+@pytest.mark.parametrize("latency", [1, 4])
+def test_onchip_dram_streams_bursts_in_order_under_back_pressure(latency):
+    """Queued read bursts come back word for word in request order while the master drops
+    ``rd_data_ready`` at random; with the master always ready the beats are back to back and
+    the first one arrives ``latency + 1`` cycles after the request."""
+    words = [(0x1111111100000000 * (i & 7) + i) & (2**64 - 1) for i in range(64)]
+    bursts = [(3, 5), (40, 7), (0, 1), (10, 12)]
+    rng = np.random.default_rng(latency)
+
+    def bench_for(pressure):
+        got, first = [], []
+
+        async def bench(ctx):
+            p = dut.port
+            todo = list(bursts)
+            for cyc in range(400):
+                ctx.set(p.rd_req_valid, bool(todo))
+                if todo:
+                    ctx.set(p.rd_req_addr, todo[0][0] * 8)
+                    ctx.set(p.rd_req_len, todo[0][1])
+                ready = (not pressure) or bool(rng.integers(0, 3))
+                ctx.set(p.rd_data_ready, ready)
+                if ready and ctx.get(p.rd_data_valid):
+                    got.append((cyc, ctx.get(p.rd_data)))
+                if todo and ctx.get(p.rd_req_ready):
+                    first.append(cyc)
+                    todo.pop(0)
+                await ctx.tick()
+            ctx.set(p.rd_req_valid, 0)
+        return bench, got, first
+
+    for pressure in (False, True):
+        dut = OnChipDram(64, 64, latency, init=words)
+        bench, got, first = bench_for(pressure)
+        _run(dut, bench)
+        assert [w for _, w in got] == [words[a + i] for a, n in bursts for i in range(n)]
+        if not pressure:
+            assert got[0][0] - first[0] == latency + 1 or latency == 1 and got[0][0] - first[0] >= 2
+            n = sum(n for _, n in bursts)
+            assert got[-1][0] - got[0][0] < n + 4 * (latency + 2)
 
 
 # ----------------------------------------------------------------------------- TileLoader

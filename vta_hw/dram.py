@@ -69,14 +69,21 @@ class OnChipDram(wiring.Component):
         m.submodules.rq = rq = fifo.SyncFIFOBuffered(width=32 + 24 + 16, depth=4)
         m.d.comb += [p.rd_req_ready.eq(rq.w_rdy),
                      rq.w_data.eq(Cat(p.rd_req_addr, p.rd_req_len,
-                                      (now + self.latency)[:16])),
+                                      (now + self.latency - 1)[:16])),
                      rq.w_en.eq(p.rd_req_valid)]
         raddr = Signal(range(self.depth))
         rleft = Signal(24)
         start = Signal(16)
-        out_v = Signal()
         rbusy = Signal()
-        m.d.comb += [p.rd_data_valid.eq(out_v), p.rd_data.eq(rp.data)]
+        # the block RAM's output goes straight into a small FIFO (FPGA timing: no logic or
+        # long route after the RAM's clock-to-out); a read is issued only when the FIFO has
+        # room for it counting the read in flight, so beats stream at one per cycle under
+        # the master's back-pressure.  The FIFO adds a cycle, which ``start`` gives back.
+        m.submodules.rdq = rdq = fifo.SyncFIFO(width=self.bus_width, depth=4)
+        inflight = Signal()
+        m.d.comb += [p.rd_data_valid.eq(rdq.r_rdy), p.rd_data.eq(rdq.r_data),
+                     rdq.r_en.eq(p.rd_data_ready), rdq.w_data.eq(rp.data),
+                     rdq.w_en.eq(inflight)]
         with m.If(self.ext_en):
             m.d.comb += [rp.addr.eq(self.ext_addr), rp.en.eq(1)]
         with m.Else():
@@ -84,16 +91,15 @@ class OnChipDram(wiring.Component):
         due = Signal()
         m.d.comb += due.eq((now - start)[15] == 0)      # now >= start (modulo 2**16)
         issue = Signal()
-        m.d.comb += issue.eq(rbusy & due & (rleft != 0) & (~out_v | p.rd_data_ready) &
+        m.d.comb += issue.eq(rbusy & due & (rleft != 0) & (rdq.level + inflight < 3) &
                              ~self.ext_en)
         with m.If(~self.ext_en):
             m.d.comb += rp.en.eq(issue)
+        m.d.sync += inflight.eq(issue)
         with m.If(issue):
-            m.d.sync += [out_v.eq(1), raddr.eq(raddr + 1), rleft.eq(rleft - 1)]
+            m.d.sync += [raddr.eq(raddr + 1), rleft.eq(rleft - 1)]
             with m.If(rleft == 1):
                 m.d.sync += rbusy.eq(0)
-        with m.Elif(p.rd_data_ready):
-            m.d.sync += out_v.eq(0)
         # the next burst starts in the cycle after the last beat of this one is issued
         with m.If(rq.r_rdy & (~rbusy | (issue & (rleft == 1)))):
             m.d.comb += rq.r_en.eq(1)
