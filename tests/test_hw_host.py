@@ -535,3 +535,45 @@ def test_vta_board_needs_a_port_or_simulate(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _board_cli(["board", "run", "--insns", "i", "--dram", "d", "--out", "o"])
     assert "one of the arguments --port --simulate is required" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- slow
+
+VECTORS = sorted(p[:-4] for p in os.listdir(VECDIR) if p.endswith(".npz"))
+
+
+@pytest.fixture(scope="module")
+def byte_board_host():
+    from vta_hw.simboard import SimulatedBoard
+    return BoardHost(SimulatedBoard(serial=False))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", VECTORS)
+def test_every_vector_on_one_simulated_board(name, byte_board_host):
+    """One board for all vectors, as on hardware: each run reuses what the previous left in
+    DRAM (only changed words are written)."""
+    v = _vector(name)
+    dram = v["dram_in"].copy()
+    byte_board_host.run(v["insns"].tobytes(), dram)
+    assert np.array_equal(dram, v["dram_out"])
+    assert not byte_board_host.transport.overflow
+
+
+@pytest.mark.slow
+def test_pipelining_beyond_the_fifo_loses_bytes_on_the_simulated_board():
+    """The FIFO limit is real: a host that keeps more than RX_FIFO_DEPTH request bytes in
+    flight (register reads answer 4 bytes per 2 received, so requests pile up) overflows
+    the bridge, and the lost bytes show up as a short read naming the command."""
+    from vta_hw.simboard import SimulatedBoard
+    board = SimulatedBoard(read_timeout_cycles=500)
+    greedy = BoardHost(board, fifo_depth=1 << 16)
+    with pytest.raises(BoardLinkError, match=r"^R INSN_ADDR: the board answered [0-3] of 4 "
+                       r"bytes"):
+        greedy.read_regs([Reg.INSN_ADDR] * 400)
+    assert board.overflow
+    board = SimulatedBoard(read_timeout_cycles=500)
+    polite = BoardHost(board)
+    polite.write_reg(Reg.INSN_ADDR, 0x01020304)
+    assert polite.read_regs([Reg.INSN_ADDR] * 400) == [0x01020304] * 400
+    assert not board.overflow
