@@ -140,42 +140,63 @@ def _search(samples, names, start, rounds=30):
     return params
 
 
+def fit_programs(samp: dict, held: set, start, names=FIT_NAMES, config=None,
+                 coarse: bool = True) -> dict:
+    """Fit the integer TimingParams ``names`` to measured cycles, starting from ``start``.
+
+    ``samp`` maps program name -> (insns bytes, measured cycles); the programs in ``held``
+    are left out of the fit and only evaluated.  ``coarse`` first runs vta_sim.calibrate's
+    fit (larger steps) before the min-max search.  Returns the summary dict (fit_seconds,
+    train/held_out n/median/max of the absolute relative errors, params, signed errors)."""
+    from isa import decode_stream
+    from vta_sim.calibrate import fit, relative_errors
+    cfg = config or CFG
+    order = list(samp)
+    train = [n for n in order if n not in held]
+    dec = {n: (decode_stream(samp[n][0], cfg, strict=False), samp[n][1]) for n in order}
+    t0 = time.perf_counter()
+    if coarse:
+        start, _ = fit([dec[n] for n in train], names, start=start, rounds=20, pairs=False)
+    params = _search([dec[n] for n in train], names, start)
+    errs = dict(zip(order, relative_errors([dec[n] for n in order], params)))
+    a_tr = np.abs([errs[n] for n in train])
+    a_ho = np.abs([errs[n] for n in order if n in held])
+    return {"fit_seconds": round(time.perf_counter() - t0, 1),
+            "train": {"n": len(train), "median": float(np.median(a_tr)),
+                      "max": float(a_tr.max())},
+            "held_out": {"n": int(a_ho.size), "median": float(np.median(a_ho)),
+                         "max": float(a_ho.max())},
+            "params": params.to_dict(), "errors": {n: round(float(e), 4)
+                                                   for n, e in errs.items()}}
+
+
+def report_fit(label: str, summary: dict) -> None:
+    tr, ho = summary["train"], summary["held_out"]
+    print(f"{label}: fitted in {summary['fit_seconds']} s; train n={tr['n']} median "
+          f"{tr['median']:.2%} max {tr['max']:.2%}; held-out n={ho['n']} median "
+          f"{ho['median']:.2%} max {ho['max']:.2%}")
+
+
 def fit_backend(data: dict, backend: str, out_dir: str, start=None) -> dict:
     """Fit the integer TimingParams to one backend's cycles: train on the vectors, the
     throughput programs and the small convs; report the error on the held-out random programs
     and large convs too."""
-    from vta_sim.calibrate import fit, relative_errors
     from vta_sim.timing import TimingParams
     key = f"{backend}_cycles"
     names = [n for n, d in data["programs"].items() if key in d]
     held = {n for n in names if n.startswith(("random", "conv3x3_16x16"))}
-    train = [n for n in names if n not in held]
     samp = {n: (bytes.fromhex(data["programs"][n]["insns"]), data["programs"][n][key])
             for n in names}
-    t0 = time.perf_counter()
-    if start is None:
+    coarse = start is None
+    if coarse:
         start = TimingParams().replace(**RTL_STRUCTURE, read_latency=BACKENDS[backend])
-        start, _ = fit([samp[n] for n in train], FIT_NAMES, start=start, rounds=20,
-                       pairs=False)
     else:   # continue from another backend's fit (same RTL, different DRAM)
         start = start.replace(read_latency=BACKENDS[backend])
-    params = _search([samp[n] for n in train], FIT_NAMES, start)
-    errs = dict(zip(names, relative_errors([samp[n] for n in names], params)))
-    a_tr = np.abs([errs[n] for n in train])
-    a_ho = np.abs([errs[n] for n in sorted(held)])
     summary = {"backend": backend, "dram_latency": BACKENDS[backend],
-               "fit_seconds": round(time.perf_counter() - t0, 1),
-               "train": {"n": len(train), "median": float(np.median(a_tr)),
-                         "max": float(a_tr.max())},
-               "held_out": {"n": len(held), "median": float(np.median(a_ho)),
-                            "max": float(a_ho.max())},
-               "params": params.to_dict(), "errors": {n: round(float(e), 4)
-                                                      for n, e in errs.items()}}
+               **fit_programs(samp, held, start, coarse=coarse)}
     with open(os.path.join(out_dir, f"timing_{backend}.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    print(f"{backend}: fitted in {summary['fit_seconds']} s; train n={len(train)} median "
-          f"{np.median(a_tr):.2%} max {a_tr.max():.2%}; held-out n={len(held)} median "
-          f"{np.median(a_ho):.2%} max {a_ho.max():.2%}")
+    report_fit(backend, summary)
     return summary
 
 
