@@ -155,3 +155,19 @@ def test_bitstream_1x8x8_meets_50mhz(tmp_path):
     assert (tmp_path / "vta.bit").stat().st_size > 100_000
     assert rep["fmax_mhz"] >= 50.0
     assert json.loads((tmp_path / "report.json").read_text())["luts"] == rep["luts"]
+
+
+def test_critical_path_summary_of_a_nextpnr_report():
+    from vta_hw.fpga import critical_path
+
+    def step(kind, delay, a, b):
+        return {"type": kind, "delay": delay, "from": {"cell": a}, "to": {"cell": b}}
+    path = [step("clk-to-q", 1.0, "ram", "ram"), step("routing", 3.0, "ram", "lut"),
+            step("logic", 0.5, "lut", "lut"), step("routing", 2.0, "lut", "ff"),
+            step("setup", 0.25, "ff", "ff")]
+    pnr = {"critical_paths": [
+        {"from": "<async>", "to": "posedge clk", "path": [step("routing", 9.0, "pin", "x")]},
+        {"from": "posedge clk", "to": "posedge clk", "path": path}]}
+    assert critical_path(pnr) == {"from": "ram", "to": "ff", "delay_ns": 6.75, "logic_ns": 1.75,
+                                  "routing_ns": 5.0, "logic_levels": 1}
+    assert critical_path({}) is None

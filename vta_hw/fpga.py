@@ -22,7 +22,7 @@ from isa import VTAConfig
 from .errors import HwError
 from .uart import UartSystem
 
-__all__ = ["FpgaTop", "build_bitstream", "synthesize_core", "BOARDS"]
+__all__ = ["FpgaTop", "build_bitstream", "synthesize_core", "critical_path", "BOARDS"]
 
 BOARDS = {"ulx3s-85f": "ULX3S_85F_Platform", "ulx3s-45f": "ULX3S_45F_Platform",
           "ulx3s-25f": "ULX3S_25F_Platform", "ulx3s-12f": "ULX3S_12F_Platform"}
@@ -171,10 +171,31 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         "luts_available": util.get("TRELLIS_COMB", {}).get("available"),
         "brams_available": util.get("DP16KD", {}).get("available"),
         "multipliers_available": util.get("MULT18X18D", {}).get("available"),
+        "critical_path": critical_path(pnr),
         "dram_bytes": dram_words * cfg.bus_bytes, "seed": seed,
         "build_seconds": round(time.time() - t0, 1), "config": cfg.to_dict()}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def critical_path(pnr: dict) -> dict | None:
+    """The worst register-to-register path of a nextpnr ``--report`` JSON, summarised: first
+    and last cell, total/logic/routing delay in ns and the number of logic levels."""
+    paths = [p for p in pnr.get("critical_paths", []) if p.get("from", "").startswith("posedge")
+             and p.get("to", "").startswith("posedge")]
+    if not paths:
+        return None
+    steps = paths[0].get("path", [])
+    if not steps:
+        return None
+
+    def total(kind):
+        return round(sum(s["delay"] for s in steps if s.get("type") == kind), 2)
+    return {"from": steps[0]["from"]["cell"], "to": steps[-1]["to"]["cell"],
+            "delay_ns": round(sum(s["delay"] for s in steps), 2),
+            "logic_ns": round(total("logic") + total("clk-to-q") + total("setup"), 2),
+            "routing_ns": total("routing"),
+            "logic_levels": sum(1 for s in steps if s.get("type") == "logic")}
 
 
 _STAT = re.compile(r"^\s+(\d+)\s+(\S+)\s*$|^\s+(\S+)\s+(\d+)\s*$")
