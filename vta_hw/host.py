@@ -577,6 +577,7 @@ class BoardHost:
         img = pack_image(bytes(insns), dram, self.cfg, align=max(INSN_BYTES, self.bus_bytes))
         self._check_fits(img.data.size, img)
         sent0, recv0 = self.bytes_sent, self.bytes_received
+        board0 = getattr(self.transport, "cycles", None)
         t0 = time.perf_counter()
         words = self.load_image(img)
         t1 = time.perf_counter()
@@ -591,6 +592,8 @@ class BoardHost:
                      "readback_seconds": round(t3 - t2, 3), "words_written": words,
                      "bytes_sent": self.bytes_sent - sent0,
                      "bytes_received": self.bytes_received - recv0}
+        if isinstance(board0, int):      # a simulated board: its cycles, transfers included
+            res.extra["board_cycles"] = self.transport.cycles - board0
         return res
 
 
