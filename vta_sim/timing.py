@@ -159,21 +159,19 @@ class TimingParams:
     @classmethod
     def vta_hw_fpga(cls) -> "TimingParams":
         """The FPGA variant of this project's RTL (the core of ``vta hw build``: 1x8x8
-        configuration with buffers scaled to the board, a tensor ALU issuing a micro-op every
-        third cycle, on-chip DRAM of latency 8): the structure of :meth:`vta_hw` plus
-        ``load_elem_per_cycle`` (micro-op loads write one per cycle), integer costs fitted by
-        ``benchmarks/bench_fpga_timing.py`` (``vta_hw/calibration/timing_fpga.json``, with
+        configuration with buffers scaled to the board, ``alu_stages=3``: the tensor ALU issues
+        a micro-op per 3 cycles, on-chip DRAM of latency 8): the structure of :meth:`vta_hw`
+        plus ``load_elem_per_cycle`` (micro-op loads write one per cycle), integer costs fitted
+        by ``benchmarks/bench_fpga_timing.py`` (``vta_hw/calibration/timing_fpga.json``, with
         ``fpga_hw.json`` the ``vta sim --hw`` file) on 2026-11-21: ALU 3 cycles per micro-op;
-        median error 1.0% (max 5.2%) on 42 probes, random programs and compiled convs, 0.9%
-        (max 3.4%) on 21 held-out ones.  Use with that 1x8x8 configuration; refit (rerun the
-        benchmark and copy its printed preset here) when the core's pipeline changes."""
-        return cls(max_burst_beats=1 << 16, read_pipelined=True, max_outstanding_reads=4,
-                   fetch_overlap=True, cmd_queue_depth=32, token_capacity=65535,
-                   load_elem_per_cycle=True, read_latency=11, read_burst_gap=1,
-                   write_burst_overhead=4, fetch_drain_cycles=2, token_latency=0,
-                   dispatch_cycles=0, nop_cycles=2, finish_cycles=1, gemm_start_cycles=7,
+        median error 1.0% (max 5.2%) on 42 probes, random programs and compiled convs, 0.9% (max
+        3.4%) on 21 held-out ones.  Use with that 1x8x8 configuration; rerun the benchmark (it
+        rewrites this preset) when the core's pipeline changes."""
+        return cls(read_latency=11, max_outstanding_reads=4, max_burst_beats=65536,
+                   fetch_drain_cycles=2, fetch_overlap=True, cmd_queue_depth=32,
+                   token_capacity=65535, token_latency=0, dispatch_cycles=0, nop_cycles=2,
                    alu_start_cycles=3, alu_cycles_per_uop_imm=3, alu_cycles_per_uop_vec=3,
-                   load_setup_cycles=0, load_write_cycles=0, pad_cycles_per_tile=1,
+                   load_setup_cycles=0, load_write_cycles=0, load_elem_per_cycle=True,
                    store_setup_cycles=0, store_cycles_per_tile=0)
 
     def to_dict(self) -> dict:
