@@ -15,7 +15,8 @@ from isa import (AluInsn, AluOp, FinishInsn, MemInsn, MemType, Opcode, VTAConfig
                  encode_program)
 from vta_hw import ErrorCode, HwError, RtlRunError
 from vta_hw.csr import Reg
-from vta_hw.host import BoardError, BoardHost, BoardLinkError, BoardTimeoutError, open_serial
+from vta_hw.host import (BoardError, BoardHost, BoardLinkError, BoardTimeoutError, open_serial,
+                         run_board)
 from vta_hw.uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, \
     RX_FIFO_DEPTH
 
@@ -284,6 +285,11 @@ def test_open_serial_without_pyserial_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "serial", None)
     with pytest.raises(BoardError, match=r"needs pyserial: pip install pyserial"):
         open_serial("/dev/ttyUSB0")
+    with pytest.raises(BoardError, match=r"needs pyserial"):
+        run_board(b"", np.zeros(8, np.uint8), port="/dev/ttyUSB0")
+    with pytest.raises(BoardError, match=r"^run_board: give the board's serial port or "
+                       r"simulate=True$"):
+        run_board(b"", np.zeros(8, np.uint8))
 
 
 @pytest.fixture

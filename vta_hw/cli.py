@@ -53,28 +53,22 @@ def cmd_rtl(args):
           f"({args.simulator}, {stats['sim_cycles_per_second']} cycles/s)")
 
 
-def _board_host(args, cfg):
-    """A :class:`~vta_hw.host.BoardHost` on ``--port`` or, with ``--simulate``, on a
-    :class:`~vta_hw.simboard.SimulatedBoard`."""
-    from .host import BoardHost, open_serial
+def _board_link(args) -> dict:
+    """``run_board`` / ``SimulatedBoard`` arguments of ``--port`` or ``--simulate``."""
     if args.simulate:
-        from .simboard import SimulatedBoard
-        transport = SimulatedBoard(cfg, divisor=args.divisor, dram_words=args.dram_words,
-                                   serial=args.sim_mode == "uart")
-    else:
-        transport = open_serial(args.port, args.baud, timeout=args.read_timeout)
-    return BoardHost(transport, cfg, dram_words=args.dram_words)
+        return {"simulate": True, "serial": args.sim_mode == "uart", "divisor": args.divisor,
+                "dram_words": args.dram_words}
+    return {"port": args.port, "baud": args.baud, "read_timeout": args.read_timeout,
+            "dram_words": args.dram_words}
 
 
 def cmd_board_run(args):
+    from .host import run_board
     cfg = _config(args)
     insns = Path(args.insns).read_bytes()
     dram = np.frombuffer(Path(args.dram).read_bytes(), dtype=np.uint8).copy()
-    host = _board_host(args, cfg)
-    try:
-        r = host.run(insns, dram, max_cycles=args.max_cycles, timeout=args.timeout)
-    finally:
-        host.transport.close()
+    r = run_board(insns, dram, cfg, max_cycles=args.max_cycles, timeout=args.timeout,
+                  **_board_link(args))
     Path(args.out).write_bytes(dram.tobytes())
     stats = r.stats()
     stats.pop("sim_cycles_per_second", None)
@@ -91,8 +85,15 @@ def cmd_board_run(args):
 
 def cmd_board_check(args):
     from .csr import Reg
+    from .host import BoardHost, open_serial
     cfg = _config(args)
-    host = _board_host(args, cfg)
+    if args.simulate:
+        from .simboard import SimulatedBoard
+        transport = SimulatedBoard(cfg, divisor=args.divisor, dram_words=args.dram_words,
+                                   serial=args.sim_mode == "uart")
+    else:
+        transport = open_serial(args.port, args.baud, timeout=args.read_timeout)
+    host = BoardHost(transport, cfg, dram_words=args.dram_words)
     try:
         host.check_link()
         ctrl = host.read_reg(Reg.CTRL)

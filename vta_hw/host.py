@@ -11,6 +11,7 @@ little-endian.  Commands are pipelined: the request bytes sent beyond the last f
 command never exceed the bridge's receive FIFO (:data:`~vta_hw.uart.RX_FIFO_DEPTH`), and the
 answers are read in batches, so a bulk transfer keeps the line busy in both directions.
 
+:func:`run_board` runs one program the way :func:`vta_hw.amaranth_sim.run_amaranth` does.
 Transports: :func:`open_serial` (a pyserial port, the real board) and
 :class:`vta_hw.simboard.SimulatedBoard` (the bitstream's :class:`~vta_hw.uart.UartSystem` in
 Amaranth's simulator).  :class:`vta_runtime.board_device.BoardDevice` runs runtime streams
@@ -40,7 +41,7 @@ from .image import MemoryImage, RunResult, pack_image
 from .uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, RX_FIFO_DEPTH
 
 __all__ = ["BoardHost", "BoardError", "BoardLinkError", "BoardTimeoutError", "open_serial",
-           "CTRL_LAUNCH", "CTRL_RUNNING", "CTRL_DONE", "CTRL_ERROR"]
+           "run_board", "CTRL_LAUNCH", "CTRL_RUNNING", "CTRL_DONE", "CTRL_ERROR"]
 
 CTRL_LAUNCH = 1     #: CTRL write: launch
 CTRL_RUNNING = 1    #: CTRL read bit 0
@@ -595,6 +596,35 @@ class BoardHost:
         if isinstance(board0, int):      # a simulated board: its cycles, transfers included
             res.extra["board_cycles"] = self.transport.cycles - board0
         return res
+
+
+def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
+              port: str | None = None, baud: int = 115200, simulate: bool = False,
+              dram_words: int = 8192, max_cycles: int = 1 << 31, timeout: float = 60.0,
+              read_timeout: float = 2.0, **sim_kw) -> RunResult:
+    """One program on a board, like :func:`vta_hw.amaranth_sim.run_amaranth`: ``dram`` is
+    updated in place and a :class:`~vta_hw.image.RunResult` returned.  ``port`` opens the
+    board's serial port; ``simulate=True`` uses a fresh
+    :class:`~vta_hw.simboard.SimulatedBoard` (``**sim_kw``: ``serial``, ``divisor``, ...).
+
+    Raises
+    ------
+    BoardError, RtlRunError
+        as :meth:`BoardHost.run`; also when neither ``port`` nor ``simulate`` is given.
+    """
+    cfg = cfg or VTAConfig()
+    if simulate:
+        from .simboard import SimulatedBoard
+        transport = SimulatedBoard(cfg, dram_words=dram_words, **sim_kw)
+    elif port is not None:
+        transport = open_serial(port, baud, timeout=read_timeout)
+    else:
+        raise BoardError("run_board: give the board's serial port or simulate=True")
+    try:
+        return BoardHost(transport, cfg, dram_words=dram_words).run(
+            insns, dram, max_cycles=max_cycles, timeout=timeout)
+    finally:
+        transport.close()
 
 
 def _as_u8(data, what: str) -> np.ndarray:
