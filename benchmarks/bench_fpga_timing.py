@@ -37,7 +37,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from bench_hw import FIT_NAMES, RTL_STRUCTURE, fit_programs, report_fit  # noqa: E402
+from bench_hw import (FIT_NAMES, RTL_STRUCTURE, fit_programs, report_fit,  # noqa: E402
+                      run_stamp)
 from isa import (AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode,  # noqa: E402
                  VTAConfig, encode_program)
 
@@ -175,10 +176,7 @@ def collect(args) -> dict:
     progs = probe_programs() + random_programs(args.random) + (
         [] if args.no_conv else conv_programs())
     held = held_out(progs)
-    res = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                    capture_output=True, text=True).stdout.strip(),
-           "programs": {}}
+    res = {**run_stamp(), "programs": {}}
     t0 = time.perf_counter()
     bad = []
     for name, group, insns, dram in progs:

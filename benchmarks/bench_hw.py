@@ -200,14 +200,18 @@ def fit_backend(data: dict, backend: str, out_dir: str, start=None) -> dict:
     return summary
 
 
+def run_stamp() -> dict:
+    """When and on which commit the RTL was measured."""
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                     capture_output=True, text=True).stdout.strip()}
+
+
 def collect(args) -> dict:
     from vta_hw.rtlsim import run_rtl_batch
     progs = vector_programs() + micro_programs() + random_programs(args.random) + (
         [] if args.no_conv else conv_programs(big=True))
-    res = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                    capture_output=True, text=True).stdout.strip(),
-           "config": CFG.to_dict(), "programs": {}}
+    res = {**run_stamp(), "config": CFG.to_dict(), "programs": {}}
     t0 = time.perf_counter()
     rs = run_rtl_batch([(p[1], p[2].copy()) for p in progs], CFG, latency=16, gap=0,
                        write_latency=2, raise_on_error=False, simulator=args.simulator)
