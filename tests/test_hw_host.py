@@ -470,6 +470,23 @@ def test_golden_vector_over_real_uart_bits():
     assert board.cycles < 1.3 * line
 
 
+def test_a_command_left_half_sent_is_recovered_on_the_simulated_board():
+    """A previous host died after sending part of a command: the first command of a new
+    host is misparsed (a clear link error), and resync() recovers, on the real bridge."""
+    from vta_hw.simboard import SimulatedBoard
+    board = SimulatedBoard(serial=False, read_timeout_cycles=300)
+    board.write(bytes([CMD_WRITE_MEM, 5, 0]))
+    h = BoardHost(board)
+    with pytest.raises(BoardLinkError, match=r"^R INSN_COUNT: "):
+        h.read_reg(Reg.INSN_COUNT)
+    board.write(bytes([CMD_READ_MEM, 9]))          # and again, before an explicit resync
+    h.resync()
+    v = _vector("load_acc_001")
+    dram = v["dram_in"].copy()
+    h.run(v["insns"].tobytes(), dram)
+    assert np.array_equal(dram, v["dram_out"])
+
+
 def test_simulated_board_checks_its_divisor():
     from vta_hw.simboard import SimulatedBoard
     with pytest.raises(BoardError, match=r"^the UART divisor must be an integer of at least 4, "

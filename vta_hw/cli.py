@@ -95,7 +95,7 @@ def cmd_board_check(args):
         transport = open_serial(args.port, args.baud, timeout=args.read_timeout)
     host = BoardHost(transport, cfg, dram_words=args.dram_words)
     try:
-        host.check_link()
+        host.resync()                   # discards anything a previous host left half done
         ctrl = host.read_reg(Reg.CTRL)
     finally:
         host.transport.close()

@@ -387,9 +387,11 @@ class BoardHost:
 
     # ------------------------------------------------------------------ link management
     def resync(self) -> None:
-        """Bring the bridge back to a command boundary after an error: zero bytes complete
-        any half-received command (a zero byte between commands is ignored by the bridge),
-        stale answers are discarded, then the link is checked.
+        """Bring the bridge back to a command boundary: zero bytes complete any half-received
+        command (a zero byte between commands is ignored by the bridge), stale answers are
+        discarded, then the link is checked.  Done automatically after a link error; call it
+        after opening a port another process may have used (``run_board``, ``vta board`` and
+        ``BoardDevice(port=...)`` do).
 
         Raises
         ------
@@ -621,8 +623,10 @@ def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
     else:
         raise BoardError("run_board: give the board's serial port or simulate=True")
     try:
-        return BoardHost(transport, cfg, dram_words=dram_words).run(
-            insns, dram, max_cycles=max_cycles, timeout=timeout)
+        host = BoardHost(transport, cfg, dram_words=dram_words)
+        if not simulate:
+            host.resync()            # a previous host may have left a command half sent
+        return host.run(insns, dram, max_cycles=max_cycles, timeout=timeout)
     finally:
         transport.close()
 

@@ -92,6 +92,8 @@ class BoardDevice(Device):
                 else:
                     transport = open_serial(port, baud, timeout=read_timeout)
             self.host = BoardHost(transport, config, dram_words=dram_words)
+            if port is not None and not simulate:
+                self.host.resync()       # a previous host may have left a command half sent
         except HwError as e:
             raise DeviceError(f"board: {e}") from e
         self.transport = transport
