@@ -450,6 +450,30 @@ def test_board_device_mirrors_live_buffers_and_reports_errors():
         BoardDevice()
 
 
+def test_board_device_reading_back_only_the_store_targets():
+    from vta_runtime import DeviceError, SimDevice
+    from vta_runtime import programs as P
+    from vta_runtime.board_device import BoardDevice
+    rng = np.random.default_rng(8)
+    a = rng.integers(-300, 300, (4, 2, 1, 16)).astype(np.int32)
+    ref = P.relu(SimDevice(), a).output
+    reads = {}
+    for mode in ("live", "stores"):
+        fake = FakeBridge(dram_words=8192)
+        dev = BoardDevice(transport=fake, dram_words=8192, readback=mode)
+        res = P.relu(dev, a)
+        assert np.array_equal(res.output, ref), mode
+        n_mem = sum(1 for e in fake.log if e[0] == "m")
+        launch = max(i for i, e in enumerate(fake.log) if e[:2] == ("W", Reg.CTRL))
+        reads[mode] = {e[1] for e in fake.log[launch:] if e[0] == "m"}
+        assert n_mem == len(reads[mode])
+    out_words = a.size // 8                         # int8 results, 8 per 64-bit word
+    assert len(reads["stores"]) == out_words < len(reads["live"])
+    assert reads["stores"] <= reads["live"]
+    with pytest.raises(DeviceError, match=r"readback must be 'live' or 'stores', not 'all'"):
+        BoardDevice(transport=FakeBridge(dram_words=8192), dram_words=8192, readback="all")
+
+
 # ----------------------------------------------------------------------------- simulated board
 
 def test_golden_vector_over_real_uart_bits():

@@ -473,8 +473,11 @@ class BoardHost:
                              f"DRAM of {self.mem_bytes} bytes ({self.dram_words} words of "
                              f"{self.bus_bytes}); build the bitstream with more dram_words")
 
-    def launch(self, insn_addr: int, insn_count: int) -> None:
+    def launch(self, insn_addr: int, insn_count: int, *, writes=None) -> None:
         """Start the core on ``insn_count`` instructions at byte address ``insn_addr``.
+
+        ``writes``: the byte ranges ``(lo, hi)`` the program can store to (its STOREs), if
+        the caller knows them; the memory shadow forgets only those words (default: all).
 
         Raises
         ------
@@ -497,7 +500,12 @@ class BoardHost:
         self._transact([self._cmd_write_reg(Reg.INSN_COUNT, int(insn_count)),
                         self._cmd_write_reg(Reg.INSN_ADDR, int(insn_addr)),
                         self._cmd_write_reg(Reg.CTRL, CTRL_LAUNCH)])
-        self._known[:] = False           # the program may store anywhere
+        if writes is None:
+            self._known[:] = False       # the program may store anywhere
+        else:
+            bb = self.bus_bytes
+            for lo, hi in writes:
+                self._known[int(lo) // bb:-(-int(hi) // bb)] = False
 
     def stop(self) -> None:
         """Stop a running program: launching an empty stream resets every module of the core
@@ -544,9 +552,9 @@ class BoardHost:
         return {"cycles": cycles, "acc_write_cycles": acc}
 
     def execute(self, insn_addr: int, insn_count: int, *, max_cycles: int = 1 << 31,
-                timeout: float = 60.0, poll_interval: float = 0.0) -> dict:
+                timeout: float = 60.0, poll_interval: float = 0.0, writes=None) -> dict:
         """:meth:`launch` then :meth:`wait_done` (the program and data already in DRAM)."""
-        self.launch(insn_addr, insn_count)
+        self.launch(insn_addr, insn_count, writes=writes)
         return self.wait_done(max_cycles=max_cycles, timeout=timeout,
                               poll_interval=poll_interval)
 

@@ -16,7 +16,10 @@ Limitations (stated, not hidden):
 * the device memory is the board's DRAM: ``dram_words * bus_bytes`` bytes (64 KiB for the
   default build), page 0 included (never allocated);
 * only live buffers travel: a program that stores into memory no buffer owns writes the
-  board's DRAM but not the host copy;
+  board's DRAM but not the host copy (``readback="stores"`` reads back exactly the STORE
+  targets instead, trusting that the core writes DRAM only through STOREs);
+* the board's SRAMs keep their contents between runs (the launch resets the modules and
+  the token counters, not the memories); the runtime assumes nothing across runs;
 * at 115200 baud a bus word costs about 1.1 ms to write and 0.7 ms to read back.
 """
 
@@ -52,6 +55,10 @@ class BoardDevice(Device):
         wall-clock limit of one run in seconds.
     read_timeout : float
         serial read timeout in seconds (a silent board fails after this long).
+    readback : {"live", "stores"}
+        what is read back after a run: every live buffer (default; also checks that the
+        core wrote nothing else into them), or only the byte ranges the stream's STOREs
+        target (decoded from the stream; far less traffic on a real board).
     **sim_kw
         passed to :class:`~vta_hw.simboard.SimulatedBoard` (e.g. ``serial=False`` for the
         fast byte-level simulation, ``divisor``).
@@ -68,9 +75,13 @@ class BoardDevice(Device):
     def __init__(self, config=None, *, port: str | None = None, baud: int = 115200,
                  simulate: bool = False, transport=None, dram_words: int = 8192,
                  max_cycles: int = 1 << 31, timeout: float = 60.0, read_timeout: float = 2.0,
-                 **sim_kw):
+                 readback: str = "live", **sim_kw):
         from isa import VTAConfig
         config = config or VTAConfig()
+        if readback not in ("live", "stores"):
+            raise DeviceError(f"BoardDevice: readback must be 'live' or 'stores', not "
+                              f"{readback!r}")
+        self.readback = readback
         capacity = dram_words * config.bus_bytes
         if capacity < 2 * PAGE_BYTES:
             raise DeviceError(f"BoardDevice: a board DRAM of {dram_words} words "
@@ -101,10 +112,31 @@ class BoardDevice(Device):
 
     def _regions(self) -> list[tuple[int, int]]:
         """Byte ranges of the live buffers, widened to bus words and merged."""
+        return self._merge((b.phys, b.phys + b.nbytes) for b in self._buffers.values())
+
+    def _store_ranges(self, insn_phys: int, insn_count: int):
+        """Byte ranges the stream's STOREs write (widened to bus words, merged), or None if
+        the stream does not decode or a STORE reaches beyond the board's DRAM (where the
+        board's addresses would wrap)."""
+        import numpy as np
+
+        from isa import IsaError, Opcode, decode_stream
+        try:
+            arr = decode_stream(self.insn_bytes(insn_phys, insn_count), self.config)
+        except IsaError:
+            return None
+        m = (arr.opcode == int(Opcode.STORE)) & (arr.x_size > 0) & (arr.y_size > 0)
+        eb = self.config.out_elem_bytes
+        lo = arr.dram_base[m] * eb
+        hi = (arr.dram_base[m] + (arr.y_size[m] - 1) * arr.x_stride[m] + arr.x_size[m]) * eb
+        if np.any(hi > self.memory.capacity):
+            return None
+        return self._merge(zip(lo.tolist(), hi.tolist()))
+
+    def _merge(self, spans) -> list[tuple[int, int]]:
         bb = self.config.bus_bytes
-        spans = sorted((b.phys, b.phys + b.nbytes) for b in self._buffers.values())
         out: list[list[int]] = []
-        for lo, hi in spans:
+        for lo, hi in sorted(spans):
             lo, hi = lo - lo % bb, -(-hi // bb) * bb
             if out and lo <= out[-1][1]:
                 out[-1][1] = max(out[-1][1], hi)
@@ -115,13 +147,18 @@ class BoardDevice(Device):
     def _execute(self, insn_phys, insn_count, wait_cycles):
         from vta_hw.errors import HwError
         regions = self._regions()
+        back = writes = None
+        if self.readback == "stores":
+            back = writes = self._store_ranges(insn_phys, insn_count)
+        if back is None:
+            back = regions
         data = self.memory.data
         try:
             sent = sum(self.host.write_mem(lo, data[lo:hi]) for lo, hi in regions)
             stats = self.host.execute(insn_phys, insn_count,
                                       max_cycles=min(self.max_cycles, int(wait_cycles)),
-                                      timeout=self.timeout)
-            for lo, hi in regions:
+                                      timeout=self.timeout, writes=writes)
+            for lo, hi in back:
                 data[lo:hi] = self.host.read_mem(lo, hi - lo)
         except HwError as e:
             raise DeviceError(f"board: {e}") from e
