@@ -567,15 +567,28 @@ def test_vta_board_run_simulated_writes_image_and_stats(tmp_path, capsys):
     v = _vector("load_acc_001")
     (tmp_path / "i.bin").write_bytes(v["insns"].tobytes())
     (tmp_path / "d.bin").write_bytes(v["dram_in"].tobytes())
-    _board_cli(["board", "run", "--simulate", "--sim-mode", "bytes",
+    build = tmp_path / "build"                      # what 'vta hw build' leaves
+    build.mkdir()
+    (build / "report.json").write_text(json.dumps({"config": VTAConfig().to_dict(),
+                                                   "dram_bytes": 4096 * 8}))
+    _board_cli(["board", "run", "--simulate", "--sim-mode", "bytes", "--build", str(build),
                 "--insns", str(tmp_path / "i.bin"), "--dram", str(tmp_path / "d.bin"),
                 "--out", str(tmp_path / "o.bin"), "--stats", str(tmp_path / "s.json")])
     out = np.frombuffer((tmp_path / "o.bin").read_bytes(), np.uint8)
     assert np.array_equal(out, v["dram_out"])
     st = json.loads((tmp_path / "s.json").read_text())
     assert st["cycles"] > 0 and st["simulator"] == "simulated-bytes"
-    assert st["bytes_sent"] > v["dram_in"].size and st["dram_words"] == 8192
+    assert st["bytes_sent"] > v["dram_in"].size and st["dram_words"] == 4096
     assert "o.bin: 14 instructions" in capsys.readouterr().out
+    common = ["board", "run", "--simulate", "--insns", "i", "--dram", "d", "--out", "o"]
+    with pytest.raises(HwError, match=r"^--dram-words 8192, but the bitstream in .* has 4096 "
+                       r"words$"):
+        _board_cli(common + ["--build", str(build), "--dram-words", "8192"])
+    with pytest.raises(HwError, match=r"^give --build or --config, not both"):
+        _board_cli(common + ["--build", str(build), "--config", "c.json"])
+    (build / "report.json").write_text("{}")
+    with pytest.raises(HwError, match=r"report.json: not a 'vta hw build' report"):
+        _board_cli(common + ["--build", str(build)])
 
 
 def test_vta_board_needs_a_port_or_simulate(tmp_path, capsys):

@@ -30,7 +30,8 @@ def cmd_verilog(args):
 def cmd_build(args):
     from .fpga import build_bitstream
     report = build_bitstream(_config(args), board=args.board, out_dir=args.out,
-                             synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq)
+                             synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
+                             dram_words=args.dram_words)
     print(json.dumps(report, indent=2))
 
 
@@ -53,6 +54,31 @@ def cmd_rtl(args):
           f"({args.simulator}, {stats['sim_cycles_per_second']} cycles/s)")
 
 
+def _board_target(args):
+    """The configuration and DRAM size of the bitstream: from ``--build DIR``'s report.json
+    (written by ``vta hw build``), else ``--config`` / ``--dram-words`` (default 8192)."""
+    from .errors import HwError
+    if args.build is None:
+        cfg = _config(args)
+        args.dram_words = 8192 if args.dram_words is None else args.dram_words
+        return cfg
+    if args.config:
+        raise HwError("give --build or --config, not both (the build's report.json holds "
+                      "its configuration)")
+    path = Path(args.build) / "report.json"
+    try:
+        report = json.loads(path.read_text())
+        cfg = VTAConfig.from_dict(report["config"], where=str(path))
+        words = int(report["dram_bytes"]) // cfg.bus_bytes
+    except (KeyError, TypeError, ValueError) as e:
+        raise HwError(f"{path}: not a 'vta hw build' report ({e})") from None
+    if args.dram_words is not None and args.dram_words != words:
+        raise HwError(f"--dram-words {args.dram_words}, but the bitstream in {args.build} has "
+                      f"{words} words")
+    args.dram_words = words
+    return cfg
+
+
 def _board_link(args) -> dict:
     """``run_board`` / ``SimulatedBoard`` arguments of ``--port`` or ``--simulate``."""
     if args.simulate:
@@ -64,7 +90,7 @@ def _board_link(args) -> dict:
 
 def cmd_board_run(args):
     from .host import run_board
-    cfg = _config(args)
+    cfg = _board_target(args)
     insns = Path(args.insns).read_bytes()
     dram = np.frombuffer(Path(args.dram).read_bytes(), dtype=np.uint8).copy()
     r = run_board(insns, dram, cfg, max_cycles=args.max_cycles, timeout=args.timeout,
@@ -86,7 +112,7 @@ def cmd_board_run(args):
 def cmd_board_check(args):
     from .csr import Reg
     from .host import BoardHost, open_serial
-    cfg = _config(args)
+    cfg = _board_target(args)
     if args.simulate:
         from .simboard import SimulatedBoard
         transport = SimulatedBoard(cfg, divisor=args.divisor, dram_words=args.dram_words,
@@ -113,9 +139,11 @@ def _board_link_args(p):
     p.add_argument("--baud", type=int, default=115200, help="UART baud rate (115200)")
     p.add_argument("--read-timeout", type=float, default=2.0,
                    help="seconds a serial read waits for the board's answer")
+    p.add_argument("--build", help="build directory of 'vta hw build' (its report.json "
+                   "gives the configuration and DRAM size)")
     p.add_argument("--config", help="VTA configuration JSON the bitstream was built with")
-    p.add_argument("--dram-words", type=int, default=8192,
-                   help="the board's DRAM in bus words (the bitstream's, 8192)")
+    p.add_argument("--dram-words", type=int, default=None,
+                   help="the board's DRAM in bus words (the bitstream's; default 8192)")
     p.add_argument("--sim-mode", choices=("uart", "bytes"), default="uart",
                    help="with --simulate: real UART bits (uart) or the bridge's byte port "
                    "(bytes, about 30x fewer cycles)")
@@ -140,6 +168,8 @@ def register(sub):
                    help="run yosys only (resource estimate, no place and route)")
     b.add_argument("--seed", type=int, default=1, help="nextpnr seed")
     b.add_argument("--freq", type=float, default=50.0, help="target clock in MHz")
+    b.add_argument("--dram-words", type=int, default=8192,
+                   help="on-chip DRAM in bus words (8192 = 64 KiB on the 64-bit bus)")
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("rtl", help="run a raw program on the RTL (generated Verilog)")
