@@ -113,7 +113,21 @@ def random_programs(n: int, cfg: VTAConfig = FPGA_CFG) -> list:
     return out
 
 
-def conv_programs(cfg: VTAConfig = FPGA_CFG) -> list:
+#: compiler-made conv layers (ci, h, w, co, Knobs fields or None: the default schedule)
+CONVS = [
+    (16, 4, 4, 16, None),
+    (16, 4, 4, 16, dict(tile_co=1, tile_h=2, tile_w=4, vthreads=2, vthread_axis="co")),
+    (8, 6, 6, 16, dict(tile_co=1, tile_h=2, tile_w=6, vthreads=2, vthread_axis="co")),
+    (32, 6, 6, 16, None),
+    (16, 8, 8, 32, dict(tile_co=2, tile_h=4, tile_w=8, vthreads=2, vthread_axis="co")),
+    (24, 4, 8, 24, dict(tile_co=1, tile_h=2, tile_w=4, vthreads=2, vthread_axis="h")),
+]
+#: larger layers (about 40k cycles each), all held out: does the fit extrapolate?
+LARGE_CONVS = [(32, 14, 14, 32, None), (64, 7, 7, 64, None)]
+HELD_GROUPS = {"conv_large"}
+
+
+def conv_programs(shapes=CONVS, group: str = "conv", cfg: VTAConfig = FPGA_CFG) -> list:
     """Compiler-made conv2d layers (3x3, pad 1, + bias, clip) for ``cfg``: the instruction
     stream and DRAM image each kernel hands the device (captured on a vta_sim device)."""
     import vta_runtime
@@ -127,17 +141,10 @@ def conv_programs(cfg: VTAConfig = FPGA_CFG) -> list:
             return super()._execute(insn_phys, insn_count, wait_cycles)
 
     B = cfg.block_in
-    shapes = [  # (ci, h, w, co, knobs or None for the default schedule)
-        (16, 4, 4, 16, None),
-        (16, 4, 4, 16, Knobs(tile_co=1, tile_h=2, tile_w=4, vthreads=2, vthread_axis="co")),
-        (8, 6, 6, 16, Knobs(tile_co=1, tile_h=2, tile_w=6, vthreads=2, vthread_axis="co")),
-        (32, 6, 6, 16, None),
-        (16, 8, 8, 32, Knobs(tile_co=2, tile_h=4, tile_w=8, vthreads=2, vthread_axis="co")),
-        (24, 4, 8, 24, Knobs(tile_co=1, tile_h=2, tile_w=4, vthreads=2, vthread_axis="h")),
-    ]
     rng = np.random.default_rng(11)
     out = []
-    for ci, h, w, co, kn in shapes:
+    for ci, h, w, co, spec in shapes:
+        kn = None if spec is None else Knobs(**spec)
         d, k, b, res = ops.conv2d_resnet_block(cfg, 1, ci, h, w, co, 3, 1, 1)
         ck = build(res, cfg, kn)
         dev = Capture(cfg, capacity=1 << 17)
@@ -149,18 +156,19 @@ def conv_programs(cfg: VTAConfig = FPGA_CFG) -> list:
                      b: bias.reshape(co // B, 1, B)})
         tag = "" if kn is None else f"_vt{kn.vthreads}{kn.vthread_axis}"
         for j, (insns, dram) in enumerate(dev.streams):
-            out.append((f"conv_{ci}x{h}x{w}_{co}{tag}" + (f"_{j}" if j else ""), "conv",
+            out.append((f"conv_{ci}x{h}x{w}_{co}{tag}" + (f"_{j}" if j else ""), group,
                         insns, dram))
     return out
 
 
 def held_out(programs: list) -> set:
-    """Every third program of each group (the middle size of each probe), by name."""
+    """Every third program of each group (the middle size of each probe) and every program
+    of :data:`HELD_GROUPS`, by name."""
     seen: dict = {}
     held = set()
     for name, group, *_ in programs:
         k = seen[group] = seen.get(group, -1) + 1
-        if k % 3 == 1:
+        if k % 3 == 1 or group in HELD_GROUPS:
             held.add(name)
     return held
 
@@ -174,7 +182,7 @@ def run_fpga_core(insns: bytes, dram: np.ndarray, cfg: VTAConfig = FPGA_CFG):
 def collect(args) -> dict:
     from vta_sim import simulate
     progs = probe_programs() + random_programs(args.random) + (
-        [] if args.no_conv else conv_programs())
+        [] if args.no_conv else conv_programs() + conv_programs(LARGE_CONVS, "conv_large"))
     held = held_out(progs)
     res = {**run_stamp(), "programs": {}}
     t0 = time.perf_counter()
@@ -191,7 +199,7 @@ def collect(args) -> dict:
                  "cycles": int(r.cycles), "seconds": round(r.sim_seconds, 2), "ok": ok}
         if group == "random":
             entry["seed"], entry["n_insns"] = random_spec(int(name.split("_")[1]))
-        elif group != "conv":
+        elif not group.startswith("conv"):
             entry["dram_bytes"] = len(dram)
         res["programs"][name] = entry
     dt = time.perf_counter() - t0

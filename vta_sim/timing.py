@@ -164,8 +164,8 @@ class TimingParams:
         plus ``load_elem_per_cycle`` (micro-op loads write one per cycle), integer costs fitted
         by ``benchmarks/bench_fpga_timing.py`` (``vta_hw/calibration/timing_fpga.json``, with
         ``fpga_hw.json`` the ``vta sim --hw`` file) on 2026-11-21: ALU 3 cycles per micro-op;
-        median error 1.0% (max 5.2%) on 42 probes, random programs and compiled convs, 0.9% (max
-        3.4%) on 21 held-out ones.  Use with that 1x8x8 configuration; rerun the benchmark (it
+        median error 1.0% (max 5.2%) on 42 probes, random programs and compiled convs, 0.8% (max
+        3.4%) on 23 held-out ones.  Use with that 1x8x8 configuration; rerun the benchmark (it
         rewrites this preset) when the core's pipeline changes."""
         return cls(read_latency=11, max_outstanding_reads=4, max_burst_beats=65536,
                    fetch_drain_cycles=2, fetch_overlap=True, cmd_queue_depth=32,
