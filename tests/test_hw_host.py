@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from isa import (AluInsn, AluOp, FinishInsn, MemInsn, MemType, Opcode, VTAConfig,
+from isa import (AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, VTAConfig,
                  encode_program)
 from vta_hw import ErrorCode, HwError, RtlRunError
 from vta_hw.csr import Reg
@@ -509,6 +509,23 @@ def test_a_command_left_half_sent_is_recovered_on_the_simulated_board():
     dram = v["dram_in"].copy()
     h.run(v["insns"].tobytes(), dram)
     assert np.array_equal(dram, v["dram_out"])
+
+
+def test_a_deadlocked_program_times_out_on_the_simulated_board_and_is_stopped():
+    from vta_hw.simboard import SimulatedBoard
+    board = SimulatedBoard(serial=False)
+    h = BoardHost(board)
+    cfg = VTAConfig()
+    stuck = encode_program([GemmInsn(0, 1, 1, 1, 0, 0, 0, 0, 0, 0, pop_prev=1),
+                            FinishInsn()], cfg)        # waits for a token nobody pushes
+    with pytest.raises(BoardTimeoutError, match=r"did not finish within 400 cycles; the core "
+                       r"was stopped"):
+        h.run(stuck, np.zeros(64, np.uint8), max_cycles=400)
+    assert h.read_reg(Reg.CTRL) & 2 == 0               # stopped, not finished
+    v = _vector("load_acc_001")                         # and the next program runs
+    dram = v["dram_in"].copy()
+    res = h.run(v["insns"].tobytes(), dram)
+    assert np.array_equal(dram, v["dram_out"]) and res.cycles > 0
 
 
 def test_simulated_board_checks_its_divisor():

@@ -199,10 +199,12 @@ def register(sub):
                     "address 0)")
     br.add_argument("--out", required=True, help="write the DRAM image after execution here")
     br.add_argument("--stats", help="write statistics JSON (cycles from the hardware counter)")
-    br.add_argument("--max-cycles", type=int, default=1 << 31,
-                    help="cycle limit (the core is stopped when it is reached)")
-    br.add_argument("--timeout", type=float, default=60.0,
-                    help="wall-clock limit of the run in seconds")
+    br.add_argument("--max-cycles", type=int, default=None,
+                    help="cycle limit, the core is stopped when it is reached (default 2**31 "
+                    "on a board, 2,000,000 simulated)")
+    br.add_argument("--timeout", type=float, default=None,
+                    help="wall-clock limit of the run in seconds (default 60 on a board, "
+                    "none simulated)")
     br.set_defaults(func=cmd_board_run)
     bc = bs.add_parser("check", help="check that the board's bridge answers")
     _board_link_args(bc)

@@ -41,12 +41,15 @@ from .image import MemoryImage, RunResult, pack_image
 from .uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, RX_FIFO_DEPTH
 
 __all__ = ["BoardHost", "BoardError", "BoardLinkError", "BoardTimeoutError", "open_serial",
-           "run_board", "CTRL_LAUNCH", "CTRL_RUNNING", "CTRL_DONE", "CTRL_ERROR"]
+           "run_board", "SIM_MAX_CYCLES", "CTRL_LAUNCH", "CTRL_RUNNING", "CTRL_DONE", "CTRL_ERROR"]
 
 CTRL_LAUNCH = 1     #: CTRL write: launch
 CTRL_RUNNING = 1    #: CTRL read bit 0
 CTRL_DONE = 2       #: CTRL read bit 1 (FINISH or error)
 CTRL_ERROR = 4      #: CTRL read bit 2
+
+#: Default cycle limit of a run on a simulated board (``run_amaranth``'s).
+SIM_MAX_CYCLES = 2_000_000
 
 #: The register holding this host's session cookie (the core ignores the base registers).
 _COOKIE_REG = Reg.UOP_BASE
@@ -513,9 +516,13 @@ class BoardHost:
         self._transact([self._cmd_write_reg(Reg.INSN_COUNT, 0),
                         self._cmd_write_reg(Reg.CTRL, CTRL_LAUNCH)])
 
-    def wait_done(self, *, max_cycles: int = 1 << 31, timeout: float = 60.0,
+    def wait_done(self, *, max_cycles: int | None = None, timeout: float | None = None,
                   poll_interval: float = 0.0) -> dict:
         """Poll CTRL until the core is done; return ``{"cycles", "acc_write_cycles"}``.
+
+        ``max_cycles`` bounds the CYCLES counter (default 2**31 on a board, 2,000,000 on a
+        simulated one, like ``run_amaranth``); ``timeout`` bounds the wall-clock time
+        (default 60 s on a board; none on a simulated board, whose time is its cycles).
 
         Raises
         ------
@@ -525,6 +532,11 @@ class BoardHost:
         RtlRunError
             the hardware stopped on an illegal instruction (``code``, ``index``).
         """
+        simulated = bool(getattr(self.transport, "simulated", False))
+        if max_cycles is None:
+            max_cycles = SIM_MAX_CYCLES if simulated else 1 << 31
+        if timeout is None:
+            timeout = float("inf") if simulated else 60.0
         t0 = time.monotonic()
         while True:
             ctrl, cycles = self.read_regs([Reg.CTRL, Reg.CYCLES])
@@ -551,15 +563,16 @@ class BoardHost:
                               code=ecode, index=index)
         return {"cycles": cycles, "acc_write_cycles": acc}
 
-    def execute(self, insn_addr: int, insn_count: int, *, max_cycles: int = 1 << 31,
-                timeout: float = 60.0, poll_interval: float = 0.0, writes=None) -> dict:
+    def execute(self, insn_addr: int, insn_count: int, *, max_cycles: int | None = None,
+                timeout: float | None = None, poll_interval: float = 0.0,
+                writes=None) -> dict:
         """:meth:`launch` then :meth:`wait_done` (the program and data already in DRAM)."""
         self.launch(insn_addr, insn_count, writes=writes)
         return self.wait_done(max_cycles=max_cycles, timeout=timeout,
                               poll_interval=poll_interval)
 
-    def run(self, insns: bytes, dram: np.ndarray, *, max_cycles: int = 1 << 31,
-            timeout: float = 60.0, poll_interval: float = 0.0) -> RunResult:
+    def run(self, insns: bytes, dram: np.ndarray, *, max_cycles: int | None = None,
+            timeout: float | None = None, poll_interval: float = 0.0) -> RunResult:
         """Execute ``insns`` on the board with ``dram`` as the DRAM image (byte 0 = address
         0), like :func:`vta_hw.amaranth_sim.run_amaranth` and :func:`vta_hw.rtlsim.run_rtl`.
 
@@ -610,7 +623,8 @@ class BoardHost:
 
 def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
               port: str | None = None, baud: int = 115200, simulate: bool = False,
-              dram_words: int = 8192, max_cycles: int = 1 << 31, timeout: float = 60.0,
+              dram_words: int = 8192, max_cycles: int | None = None,
+              timeout: float | None = None,
               read_timeout: float = 2.0, **sim_kw) -> RunResult:
     """One program on a board, like :func:`vta_hw.amaranth_sim.run_amaranth`: ``dram`` is
     updated in place and a :class:`~vta_hw.image.RunResult` returned.  ``port`` opens the

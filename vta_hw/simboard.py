@@ -54,6 +54,9 @@ class SimulatedBoard:
     memory_zeroed : bool
         no byte has been written yet, so the DRAM is all zero (:class:`BoardHost` then skips
         writing zero words).
+    simulated : True
+        tells :class:`BoardHost` that time is simulated (no wall-clock run timeout; the
+        cycle limit defaults to 2,000,000).
 
     Simulation speed: the default core simulates at roughly 3-4k cycles/s, so one byte over
     the UART at divisor 4 costs about 10 ms; ``serial=False`` about 0.3 ms.
@@ -79,6 +82,7 @@ class SimulatedBoard:
         self.cycles = 0
         self.overflow = False
         self.memory_zeroed = True
+        self.simulated = True
         self._outgoing: deque = deque()
         self._received = bytearray()
         self._shifting = False

@@ -49,10 +49,11 @@ class BoardDevice(Device):
         any object with ``write(bytes)`` / ``read(n)`` (overrides ``port``/``simulate``).
     dram_words : int
         the board's DRAM in bus words (the bitstream's, 8192 by default).
-    max_cycles : int
-        cycle limit of one run (also capped by ``synchronize``'s ``wait_cycles``).
-    timeout : float
-        wall-clock limit of one run in seconds.
+    max_cycles : int, optional
+        cycle limit of one run (also capped by ``synchronize``'s ``wait_cycles``; default
+        2**31 on a board, 2,000,000 simulated).
+    timeout : float, optional
+        wall-clock limit of one run in seconds (default 60 on a board, none simulated).
     read_timeout : float
         serial read timeout in seconds (a silent board fails after this long).
     readback : {"live", "stores"}
@@ -74,7 +75,8 @@ class BoardDevice(Device):
 
     def __init__(self, config=None, *, port: str | None = None, baud: int = 115200,
                  simulate: bool = False, transport=None, dram_words: int = 8192,
-                 max_cycles: int = 1 << 31, timeout: float = 60.0, read_timeout: float = 2.0,
+                 max_cycles: int | None = None, timeout: float | None = None,
+                 read_timeout: float = 2.0,
                  readback: str = "live", **sim_kw):
         from isa import VTAConfig
         config = config or VTAConfig()
@@ -155,8 +157,10 @@ class BoardDevice(Device):
         data = self.memory.data
         try:
             sent = sum(self.host.write_mem(lo, data[lo:hi]) for lo, hi in regions)
-            stats = self.host.execute(insn_phys, insn_count,
-                                      max_cycles=min(self.max_cycles, int(wait_cycles)),
+            cap = None if int(wait_cycles) >= 1 << 31 else int(wait_cycles)
+            if self.max_cycles is not None:
+                cap = self.max_cycles if cap is None else min(cap, self.max_cycles)
+            stats = self.host.execute(insn_phys, insn_count, max_cycles=cap,
                                       timeout=self.timeout, writes=writes)
             for lo, hi in back:
                 data[lo:hi] = self.host.read_mem(lo, hi - lo)
