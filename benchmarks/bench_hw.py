@@ -6,7 +6,8 @@ vta_sim timing model (TimingParams.vta_hw() for the Amaranth runs, a fit for the
 Writes the measured cycles to ``vta_hw/calibration/rtl_cycles.json`` (``--out``) so the timing
 model can be refitted later without rerunning the RTL (``--from-json``).  Icarus and Verilator
 give identical cycle counts (same RTL, same cocotb DRAM model); ``--simulator verilator`` is
-about 30x faster.
+about 30x faster.  The FPGA variant of the core (1x8x8, ``alu_stages=3``, on-chip DRAM of
+latency 8) is calibrated by ``benchmarks/bench_fpga_timing.py`` with this file's fit.
 
 Usage::
 
