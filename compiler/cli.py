@@ -17,7 +17,7 @@ import sys
 _PROVIDERS = [
     ("isa.cli", ("asm", "disasm")),
     ("vta_sim.cli", ("sim",)),
-    ("vta_hw.cli", ("hw", "rtl")),
+    ("vta_hw.cli", ("hw", "rtl", "board")),
     ("vta_runtime.cli", ("replay",)),
     ("compiler.cli_main", ("demo", "bench")),
 ]
