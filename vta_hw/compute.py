@@ -116,14 +116,17 @@ class ComputeModule(wiring.Component):
             m.d.comb += [loop.dst_fo.eq(g.dst_factor_out), loop.dst_fi.eq(g.dst_factor_in),
                          loop.src_fo.eq(g.src_factor_out), loop.src_fi.eq(g.src_factor_in),
                          loop.wgt_fo.eq(g.wgt_factor_out), loop.wgt_fi.eq(g.wgt_factor_in)]
-        # stage 0 -> 1: micro-op SRAM read
+        # stage 0 -> 1: the micro-op SRAM is addressed with the loop's next index, so the
+        # word of the current one is out of the SRAM in stage 0 and registered into stage 1
+        # with its offsets (FPGA timing: nothing after the SRAM's clock-to-out)
         v1 = Signal()
+        uop1 = Signal(32)
         offs = [Signal.like(loop.dst_off, name=n) for n in ("dst1", "src1", "wgt1")]
-        m.d.comb += uop_rp.addr.eq(loop.u)
-        m.d.sync += [v1.eq(loop.valid), offs[0].eq(loop.dst_off), offs[1].eq(loop.src_off),
-                     offs[2].eq(loop.wgt_off)]
+        m.d.comb += uop_rp.addr.eq(loop.u_next)
+        m.d.sync += [v1.eq(loop.valid), uop1.eq(uop_rp.data), offs[0].eq(loop.dst_off),
+                     offs[1].eq(loop.src_off), offs[2].eq(loop.wgt_off)]
         for unit in (gemm, alu):
-            m.d.comb += [unit.uop.eq(uop_rp.data), unit.dst_off.eq(offs[0]),
+            m.d.comb += [unit.uop.eq(uop1), unit.dst_off.eq(offs[0]),
                          unit.src_off.eq(offs[1])]
         m.d.comb += [gemm.valid.eq(v1 & ~is_alu), alu.valid.eq(v1 & is_alu),
                      gemm.wgt_off.eq(offs[2]), gemm.reset.eq(g.reset),

@@ -34,6 +34,9 @@ class UopLoop(wiring.Component):
         ``start``).
     busy : ``Out(1)``  iterations remain.
     u : ``Out`` micro-op index.
+    u_next : ``Out`` the value ``u`` takes in the next cycle (combinational), so a
+        synchronous micro-op SRAM addressed by it delivers the word in the cycle ``u`` is
+        valid and the caller can register it (no logic after the SRAM's clock-to-out).
     dst_off, src_off, wgt_off : ``Out(OFF_BITS)``
         ``i_out*factor_out + i_in*factor_in`` for each index.
     """
@@ -46,7 +49,7 @@ class UopLoop(wiring.Component):
             "start": In(1), "gap": In(2), "busy": Out(1), "uop_bgn": In(U), "uop_end": In(U + 1), "iter_out": In(14),
             "iter_in": In(14), "dst_fo": In(A), "dst_fi": In(A), "src_fo": In(S),
             "src_fi": In(S), "wgt_fo": In(W), "wgt_fi": In(W),
-            "valid": Out(1), "u": Out(U + 1), "dst_off": Out(OFF_BITS),
+            "valid": Out(1), "u": Out(U + 1), "u_next": Out(U + 1), "dst_off": Out(OFF_BITS),
             "src_off": Out(OFF_BITS), "wgt_off": Out(OFF_BITS)})
 
     def elaborate(self, platform):
@@ -64,14 +67,17 @@ class UopLoop(wiring.Component):
         m.d.comb += [self.busy.eq(running), self.valid.eq(running & (phase == 0))]
         with m.If(running):
             m.d.sync += phase.eq(Mux(phase == gap, 0, phase + 1))
+        m.d.comb += self.u_next.eq(self.u)
+        m.d.sync += self.u.eq(self.u_next)
         with m.If(self.start):
             m.d.sync += [p[n].eq(getattr(self, n)) for n in names]
             m.d.sync += [running.eq(1), gap.eq(self.gap), phase.eq(0),
-                         self.u.eq(self.uop_bgn), i_out.eq(0), i_in.eq(0)]
+                         i_out.eq(0), i_in.eq(0)]
+            m.d.comb += self.u_next.eq(self.uop_bgn)
             m.d.sync += [s.eq(0) for s in bases.values()] + [o.eq(0) for o in offs.values()]
         with m.Elif(self.valid):
             with m.If(self.u + 1 == p["uop_end"]):
-                m.d.sync += self.u.eq(p["uop_bgn"])
+                m.d.comb += self.u_next.eq(p["uop_bgn"])
                 with m.If(i_in + 1 == p["iter_in"]):
                     m.d.sync += i_in.eq(0)
                     with m.If(i_out + 1 == p["iter_out"]):
@@ -86,5 +92,5 @@ class UopLoop(wiring.Component):
                     for k in offs:
                         m.d.sync += offs[k].eq(offs[k] + p[f"{k}_fi"])
             with m.Else():
-                m.d.sync += self.u.eq(self.u + 1)
+                m.d.comb += self.u_next.eq(self.u + 1)
         return m
