@@ -33,6 +33,13 @@ def cmd_build(args):
                              synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
                              dram_words=args.dram_words)
     print(json.dumps(report, indent=2))
+    if not report.get("synth_only") and not report["meets_target"]:
+        cp = report.get("critical_path") or {}
+        print(f"vta hw build: timing not met: {report['fmax_mhz']} MHz < "
+              f"{report['target_mhz']} MHz (critical path {cp.get('from')} -> {cp.get('to')}, "
+              f"{cp.get('delay_ns')} ns); the bitstream is in {args.out} but may not work",
+              file=sys.stderr)
+        return 1
 
 
 def cmd_rtl(args):

@@ -123,6 +123,9 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
     multipliers, brams, config, ...).  ``synth_only`` runs yosys on the core alone (resource
     estimate; no bitstream).
 
+    A build that misses ``freq_mhz`` still writes the bitstream and the report, with
+    ``meets_target`` false and the routed ``critical_path`` (``vta hw build`` then exits 1).
+
     Raises
     ------
     HwError
@@ -146,7 +149,8 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
     os.environ.update(env)
     try:
         plan = platform.build(top, name="vta", build_dir=str(out), do_build=False,
-                              nextpnr_opts=f"--report report_nextpnr.json --seed {seed}")
+                              nextpnr_opts=f"--report report_nextpnr.json --seed {seed} "
+                                           "--timing-allow-fail")
         plan.extract(str(out))
     finally:
         os.environ.clear()
