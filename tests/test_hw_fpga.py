@@ -43,7 +43,8 @@ def test_uart_loopback_bytes():
     assert got == sent
 
 
-def test_host_bridge_drives_registers_and_dram():
+def _bridged_core():
+    """A tiny core with on-chip DRAM behind a HostBridge driven at the byte level."""
     m = Module()
     m.submodules.sys = sys_ = CoreWithDram(TINY, 64, latency=3)
     m.submodules.br = br = HostBridge(TINY.bus_width, 64)
@@ -52,6 +53,11 @@ def test_host_bridge_drives_registers_and_dram():
                  sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
                  sys_.ext_we.eq(br.mem_we), sys_.ext_en.eq(br.mem_en),
                  br.mem_rdata.eq(sys_.ext_rdata)]
+    return m, br
+
+
+def test_host_bridge_drives_registers_and_dram():
+    m, br = _bridged_core()
     replies = []
 
     async def talk(ctx, data, n_reply):
@@ -87,14 +93,7 @@ def test_host_bridge_drives_registers_and_dram():
 def test_host_bridge_takes_pipelined_commands_while_answering():
     """Commands sent back to back, faster than the answers drain (the transmitter is slow),
     are all executed in order and answered in order: the bridge's receive FIFO holds them."""
-    m = Module()
-    m.submodules.sys = sys_ = CoreWithDram(TINY, 64, latency=3)
-    m.submodules.br = br = HostBridge(TINY.bus_width, 64)
-    m.d.comb += [sys_.csr_addr.eq(br.csr_addr), sys_.csr_wdata.eq(br.csr_wdata),
-                 sys_.csr_we.eq(br.csr_we), br.csr_rdata.eq(sys_.csr_rdata),
-                 sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
-                 sys_.ext_we.eq(br.mem_we), sys_.ext_en.eq(br.mem_en),
-                 br.mem_rdata.eq(sys_.ext_rdata)]
+    m, br = _bridged_core()
     stream = []
     expect = []
     for w in range(6):
