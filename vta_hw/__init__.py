@@ -8,8 +8,10 @@
 - Runners: :func:`run_amaranth` (Amaranth's simulator), :func:`vta_hw.rtlsim.run_rtl` /
   ``run_rtl_batch`` (generated Verilog on Icarus or Verilator through cocotb, testbench
   :mod:`vta_hw.cocotb_tb` with a Python DRAM model of configurable latency and bandwidth).
-- FPGA: :mod:`vta_hw.fpga` (ULX3S, YoWASP flow), :mod:`vta_hw.uart` (host bridge).
-- CLI (:mod:`vta_hw.cli`): ``vta hw verilog``, ``vta hw build``, ``vta rtl``.
+- FPGA: :mod:`vta_hw.fpga` (ULX3S, YoWASP flow), :mod:`vta_hw.uart` (UART, host bridge and
+  :class:`~vta_hw.uart.UartSystem`, everything on the board but the clock), :mod:`vta_hw.host`
+  (the host-side driver, ``BoardHost``) and :mod:`vta_hw.simboard` (the board in simulation).
+- CLI (:mod:`vta_hw.cli`): ``vta hw verilog``, ``vta hw build``, ``vta rtl``, ``vta board``.
 
 Semantics are the reference functional simulator's (spec §3): a STORE sees the truncated
 accumulator (the OUT SRAM mirrors every ACC write, LOAD ACC included), zero-trip GEMM/ALU are
