@@ -101,9 +101,9 @@ def _check(name, image, expected):
 
 
 #: vta_hw's structure in the timing model's terms: up to 4 read bursts in flight, one burst
-#: per row, a two-burst fetch buffer, 32-entry command queues, 16-bit token counters
+#: per row, a two-burst fetch buffer, 512-entry command queues, 16-bit token counters
 RTL_STRUCTURE = dict(max_burst_beats=1 << 16, read_pipelined=True, max_outstanding_reads=4,
-                     fetch_overlap=True, cmd_queue_depth=32, token_capacity=65535,
+                     fetch_overlap=True, cmd_queue_depth=512, token_capacity=65535,
                      alu_cycles_per_uop_vec=1)
 FIT_NAMES = ["read_latency", "read_burst_gap", "dispatch_cycles", "nop_cycles",
              "finish_cycles", "gemm_start_cycles", "alu_start_cycles", "load_setup_cycles",

@@ -30,9 +30,9 @@ from vta_sim.randprog import random_program  # noqa: E402
 from vta_sim.timing import TimingParams  # noqa: E402
 
 #: the structural settings of vta_hw (up to 4 read bursts in flight, one burst per row, a
-#: two-burst fetch buffer, 32-entry command queues, 16-bit token counters)
+#: two-burst fetch buffer, 512-entry command queues, 16-bit token counters)
 RTL_STRUCTURE = dict(max_burst_beats=1 << 16, read_pipelined=True, max_outstanding_reads=4,
-                     fetch_overlap=True, cmd_queue_depth=32, token_capacity=65535)
+                     fetch_overlap=True, cmd_queue_depth=512, token_capacity=65535)
 FIT_NAMES = ["read_latency", "read_burst_gap", "dispatch_cycles", "nop_cycles", "finish_cycles",
              "gemm_start_cycles", "alu_start_cycles", "alu_cycles_per_uop_vec",
              "load_setup_cycles", "load_write_cycles", "pad_cycles_per_tile",

@@ -181,6 +181,35 @@ def test_deadlock_hits_cycle_limit():
     assert e.code is None and "did not finish within 20000 cycles" in str(e)
 
 
+def _far_tokens_program(n_loads):
+    """``n_loads`` LOADs that each wait for a token that only GEMMs after all of them in the
+    stream push: fetch must queue every LOAD before it reaches a GEMM (head-of-line)."""
+    L = Opcode.LOAD
+    prog = [MemInsn(L, MemType.INP, 0, i % 16, 1 + i % 4, 1, 1, 1, 0, 0, 0, pop_next=1)
+            for i in range(n_loads)]
+    prog[-1] = MemInsn(L, MemType.INP, 0, 5, 1, 1, 1, 1, 0, 0, 0, pop_next=1, push_next=1)
+    prog += [GemmInsn(0, 0, 1, 1, 1, 0, 0, 0, 0, 0, push_prev=1) for _ in range(n_loads)]
+    return prog + [FinishInsn(pop_prev=1)]
+
+
+def test_command_queues_are_as_deep_as_the_reference_hardware():
+    """A program whose first 300 LOADs wait for tokens pushed later in the stream runs (the
+    reference hardware's queues have 512 entries, vta_sim's none), and matches vta_sim; with
+    32-entry queues it would deadlock in fetch."""
+    from vta_sim import simulate
+    cfg = VTAConfig().replace(LOG_BLOCK=2, LOG_BUS_WIDTH=5, LOG_UOP_BUFF_SIZE=8,
+                              LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
+    insns = encode_program(_far_tokens_program(300), cfg)
+    dram = (np.arange(4096) * 7 % 251).astype(np.uint8)
+    ref = dram.copy()
+    simulate(insns, ref, cfg)
+    run_amaranth(insns, dram, cfg, max_cycles=50_000)
+    assert np.array_equal(dram, ref)
+    with pytest.raises(RtlRunError, match="did not finish"):
+        run_amaranth(encode_program(_far_tokens_program(40), cfg), dram.copy(), cfg,
+                     max_cycles=5_000, queue_depth=32)
+
+
 # ----------------------------------------------------------------------------- generator
 
 def test_unsupported_configurations_are_rejected():

@@ -261,7 +261,7 @@ def test_presets():
     assert TimingParams.tsim() == TimingParams()
     assert TimingParams.pynq().max_burst_beats == 256
     hw = TimingParams.vta_hw()
-    assert hw.max_outstanding_reads == 4 and hw.fetch_overlap and hw.cmd_queue_depth == 32
+    assert hw.max_outstanding_reads == 4 and hw.fetch_overlap and hw.cmd_queue_depth == 512
     assert timed(DOUBLE, **hw.to_dict()).cycles < timed(DOUBLE, serial=True,
                                                        **hw.to_dict()).cycles
 

@@ -40,7 +40,9 @@ class VTACore(wiring.Component):
     ----------
     cfg : VTAConfig
     queue_depth : int
-        entries of each of the three command queues (fetch -> load/compute/store).
+        entries of each of the three command queues (fetch -> load/compute/store); 512 as
+        in the reference hardware (``instQueueEntries``), so the programs it runs without
+        head-of-line deadlock run here too.
     token_bits : int
         width of the four dependency-token counters.
     alu_stages : int
@@ -61,7 +63,7 @@ class VTACore(wiring.Component):
         narrower than the bus).
     """
 
-    def __init__(self, cfg: VTAConfig, queue_depth: int = 32, token_bits: int = 16,
+    def __init__(self, cfg: VTAConfig, queue_depth: int = 512, token_bits: int = 16,
                  alu_stages: int = 1):
         if not isinstance(cfg, VTAConfig):
             raise TypeError(f"cfg must be a VTAConfig, not {cfg!r}")

@@ -143,13 +143,13 @@ class TimingParams:
     def vta_hw(cls) -> "TimingParams":
         """This project's RTL (vta_hw in the Amaranth simulator, on-chip DRAM of latency 4):
         its structure (up to 4 read bursts in flight, one burst per row, a two-burst fetch
-        buffer, 32-entry command queues) and integer costs fitted by
+        buffer, 512-entry command queues) and integer costs fitted by
         ``benchmarks/bench_sim_calibrate.py`` on 2026-11-21 against vta_hw 94d32f9: mean
         error 0.9% on the training programs (39 vectors, 12 random), 1.0% (max 3.9%) on 12
         held-out random programs.  The individual costs trade off against each other (the
         fit is not unique); refit when the RTL changes."""
         return cls(max_burst_beats=1 << 16, read_pipelined=True, max_outstanding_reads=4,
-                   fetch_overlap=True, cmd_queue_depth=32, token_capacity=65535,
+                   fetch_overlap=True, cmd_queue_depth=512, token_capacity=65535,
                    read_latency=6, read_burst_gap=4, dispatch_cycles=0, nop_cycles=1,
                    finish_cycles=0, gemm_start_cycles=4, alu_start_cycles=1,
                    alu_cycles_per_uop_vec=1, load_setup_cycles=3, load_write_cycles=1,
@@ -168,7 +168,7 @@ class TimingParams:
         3.4%) on 23 held-out ones.  Use with that 1x8x8 configuration; rerun the benchmark (it
         rewrites this preset) when the core's pipeline changes."""
         return cls(read_latency=11, max_outstanding_reads=4, max_burst_beats=65536,
-                   fetch_drain_cycles=2, fetch_overlap=True, cmd_queue_depth=32,
+                   fetch_drain_cycles=2, fetch_overlap=True, cmd_queue_depth=512,
                    token_capacity=65535, token_latency=0, dispatch_cycles=0, nop_cycles=2,
                    alu_start_cycles=3, alu_cycles_per_uop_imm=3, alu_cycles_per_uop_vec=3,
                    load_setup_cycles=0, load_write_cycles=0, load_elem_per_cycle=True,
