@@ -654,3 +654,36 @@ def test_pipelining_beyond_the_fifo_loses_bytes_on_the_simulated_board():
     polite.write_reg(Reg.INSN_ADDR, 0x01020304)
     assert polite.read_regs([Reg.INSN_ADDR] * 400) == [0x01020304] * 400
     assert not board.overflow
+
+
+def test_board_target_takes_the_builds_baud_rate(tmp_path):
+    """``--build DIR`` uses the baud rate the bitstream was built with (report.json), unless
+    ``--baud`` overrides it; without --build the default is 115200."""
+    from vta_hw.cli import _board_target
+    build = tmp_path / "build"
+    build.mkdir()
+    report = {"config": VTAConfig().to_dict(), "dram_bytes": 4096 * 8, "baud": 1_000_000}
+    (build / "report.json").write_text(json.dumps(report))
+
+    def target(*argv):
+        parser = argparse.ArgumentParser(prog="vta")
+        from vta_hw.cli import register
+        register(parser.add_subparsers(dest="command"))
+        args = parser.parse_args(["board", "run", "--port", "/dev/null", "--insns", "i",
+                                  "--dram", "d", "--out", "o", *argv])
+        _board_target(args)
+        return args.baud
+    assert target("--build", str(build)) == 1_000_000
+    assert target("--build", str(build), "--baud", "921600") == 921600
+    assert target() == 115200
+
+
+def test_fpga_top_rejects_a_baud_rate_the_clock_cannot_make():
+    from vta_hw.fpga import FpgaTop
+    cfg = VTAConfig().replace(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
+                              LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16)
+    assert FpgaTop(cfg, 50.0, baud=1_000_000).baud == 1_000_000     # 50 cycles per bit
+    with pytest.raises(HwError, match=r"20000000 baud UART needs 2.50 clock cycles per bit"):
+        FpgaTop(cfg, 50.0, baud=20_000_000)
+    with pytest.raises(HwError, match=r"within 2% of an integer"):
+        FpgaTop(cfg, 50.0, baud=10_000_000 * 10 // 9)               # 4.5 cycles per bit

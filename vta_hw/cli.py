@@ -31,7 +31,7 @@ def cmd_build(args):
     from .fpga import build_bitstream
     report = build_bitstream(_config(args), board=args.board, out_dir=args.out,
                              synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
-                             dram_words=args.dram_words)
+                             dram_words=args.dram_words, baud=args.baud)
     print(json.dumps(report, indent=2))
     if not report.get("synth_only") and not report["meets_target"]:
         cp = report.get("critical_path") or {}
@@ -66,6 +66,7 @@ def _board_target(args):
     (written by ``vta hw build``), else ``--config`` / ``--dram-words`` (default 8192)."""
     from .errors import HwError
     if args.build is None:
+        args.baud = 115200 if args.baud is None else args.baud
         cfg = _config(args)
         args.dram_words = 8192 if args.dram_words is None else args.dram_words
         return cfg
@@ -83,6 +84,8 @@ def _board_target(args):
         raise HwError(f"--dram-words {args.dram_words}, but the bitstream in {args.build} has "
                       f"{words} words")
     args.dram_words = words
+    if args.baud is None:
+        args.baud = int(report.get("baud", 115200))
     return cfg
 
 
@@ -143,7 +146,8 @@ def _board_link_args(p):
                       "pyserial)")
     link.add_argument("--simulate", action="store_true",
                       help="no board: simulate the bitstream's design (slow: ~3k cycles/s)")
-    p.add_argument("--baud", type=int, default=115200, help="UART baud rate (115200)")
+    p.add_argument("--baud", type=int, default=None,
+                   help="UART baud rate (the --build report's, else 115200)")
     p.add_argument("--read-timeout", type=float, default=2.0,
                    help="seconds a serial read waits for the board's answer")
     p.add_argument("--build", help="build directory of 'vta hw build' (its report.json "
@@ -175,6 +179,8 @@ def register(sub):
                    help="run yosys only (resource estimate, no place and route)")
     b.add_argument("--seed", type=int, default=1, help="nextpnr seed")
     b.add_argument("--freq", type=float, default=50.0, help="target clock in MHz")
+    b.add_argument("--baud", type=int, default=115200,
+                   help="host UART baud rate (115200; the ULX3S's FT231X takes up to 3000000)")
     b.add_argument("--dram-words", type=int, default=8192,
                    help="on-chip DRAM in bus words (8192 = 64 KiB on the 64-bit bus)")
     b.set_defaults(func=cmd_build)

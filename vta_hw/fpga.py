@@ -60,6 +60,10 @@ class FpgaTop(Elaboratable):
         self.dram_words = dram_words
         self.baud = baud
         self.pll = _pll_params(freq_mhz)
+        div = self.pll[3] * 1e6 / baud
+        if div < 4 or abs(round(div) - div) / div > 0.02:
+            raise HwError(f"a {baud} baud UART needs {div:.2f} clock cycles per bit at "
+                          f"{self.pll[3]} MHz: at least 4, within 2% of an integer")
 
     def elaborate(self, platform):
         m = Module()
@@ -118,7 +122,7 @@ def _check_tools(env, names=tuple(_TOOLS)):
 
 def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpga", *,
                     synth_only: bool = False, seed: int = 1, freq_mhz: float = 50.0,
-                    dram_words: int = 8192) -> dict:
+                    dram_words: int = 8192, baud: int = 115200) -> dict:
     """Build ``out_dir/vta.bit`` and ``out_dir/report.json`` (fmax_mhz, luts, ffs,
     multipliers, brams, config, ...).  ``synth_only`` runs yosys on the core alone (resource
     estimate; no bitstream).
@@ -143,7 +147,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         raise HwError(f"board must be one of {', '.join(BOARDS)}, not {board!r}")
     import amaranth_boards.ulx3s as ulx3s
     platform = getattr(ulx3s, BOARDS[board])()
-    top = FpgaTop(cfg, freq_mhz, dram_words)
+    top = FpgaTop(cfg, freq_mhz, dram_words, baud)
     t0 = time.time()
     old = dict(os.environ)
     os.environ.update(env)
@@ -176,7 +180,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         "brams_available": util.get("DP16KD", {}).get("available"),
         "multipliers_available": util.get("MULT18X18D", {}).get("available"),
         "critical_path": critical_path(pnr),
-        "dram_bytes": dram_words * cfg.bus_bytes, "seed": seed,
+        "dram_bytes": dram_words * cfg.bus_bytes, "baud": baud, "seed": seed,
         "build_seconds": round(time.time() - t0, 1), "config": cfg.to_dict()}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
