@@ -54,7 +54,9 @@ class TileLoader(wiring.Component):
         whole element in the low bits of ``wr_data``.
 
     Latency: 4 cycles from command to the first request; then one beat per cycle (one
-    element per cycle when ``E < bus_bytes``); ``done`` in the cycle after the last write.
+    element per cycle when ``E < bus_bytes``); the ``wr_*`` outputs are registered (a
+    write appears one cycle after its data beat), and ``done`` pulses in the cycle of the
+    last write.
     """
 
     def __init__(self, bus_width: int, elem_bytes, depths):
@@ -78,7 +80,7 @@ class TileLoader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         B = self.bus_bytes
-        kind = Signal.like(self.cmd_kind)
+        kind = self._kind = Signal.like(self.cmd_kind)
         sram = Signal(17)
         dram = Signal(32)
         y_size = Signal(16)
@@ -92,7 +94,14 @@ class TileLoader(wiring.Component):
         total = Signal(36)
         lead = Signal(24)
         tail = Signal(24)
-        m.d.comb += self.wr_kind.eq(kind)
+        # the SRAM write (w_*) is registered before it leaves (FPGA timing: the write
+        # address, data and enables fan out to every block RAM of the SRAM); it lands one
+        # cycle after it is formed, which is still before anyone can read the element
+        w = {n: Signal.like(getattr(self, f"wr_{n}"), name=f"w_{n}")
+             for n in ("valid", "addr", "zero", "data", "lane")}
+        m.d.sync += [getattr(self, f"wr_{n}").eq(sig) for n, sig in w.items()]
+        m.d.sync += self.wr_kind.eq(kind)
+        self._w = w
         depth = Signal(18)
         shift = Signal(4)
         with m.Switch(kind):
@@ -123,9 +132,9 @@ class TileLoader(wiring.Component):
         running = Signal()
         data_wr = Signal()
         with m.If(data_wr):
-            m.d.comb += [self.wr_valid.eq(1), self.wr_addr.eq(waddr)]
+            m.d.comb += [w["valid"].eq(1), w["addr"].eq(waddr)]
         with m.Elif(running & (zcnt != 0)):
-            m.d.comb += [self.wr_valid.eq(1), self.wr_zero.eq(1), self.wr_addr.eq(zaddr)]
+            m.d.comb += [w["valid"].eq(1), w["zero"].eq(1), w["addr"].eq(zaddr)]
             m.d.sync += [zaddr.eq(zaddr + 1), zcnt.eq(zcnt - 1)]
         with m.If(running & (zcnt == 0) & (zrow < y_size)):
             m.d.sync += [zaddr.eq(zrow_data + x_size), zrow.eq(zrow + 1),
@@ -206,7 +215,7 @@ class TileLoader(wiring.Component):
     def _row_pos(self, m, rowaddr, pos):
         """Element offset of a row's first element within its first bus word (narrow)."""
         B = self.bus_bytes
-        with m.Switch(self.wr_kind):
+        with m.Switch(self._kind):
             for k, e in enumerate(self.elem_bytes):
                 if e < B:
                     with m.Case(k):
@@ -218,8 +227,8 @@ class TileLoader(wiring.Component):
         rd = self.rd
         if e >= B:
             lanes = e // B
-            m.d.comb += [rd.rd_data_ready.eq(1), self.wr_data.eq(rd.rd_data),
-                         self.wr_lane.eq(lane)]
+            m.d.comb += [rd.rd_data_ready.eq(1), self._w["data"].eq(rd.rd_data),
+                         self._w["lane"].eq(lane)]
             with m.If(rd.rd_data_valid):
                 m.d.comb += data_wr.eq(1)
                 last_lane = (lane == lanes - 1) if lanes > 1 else 1
@@ -232,8 +241,8 @@ class TileLoader(wiring.Component):
                     m.d.sync += lane.eq(lane + 1)
         else:
             epb = B // e
-            m.d.comb += [self.wr_lane.eq(0),
-                         self.wr_data.eq(rd.rd_data.word_select(pos, e * 8)),
+            m.d.comb += [self._w["lane"].eq(0),
+                         self._w["data"].eq(rd.rd_data.word_select(pos, e * 8)),
                          rd.rd_data_ready.eq((pos == epb - 1) | (elems_left == 1))]
             with m.If(rd.rd_data_valid):
                 m.d.comb += data_wr.eq(1)
