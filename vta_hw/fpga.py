@@ -61,7 +61,8 @@ class FpgaTop(Elaboratable):
         self.baud = baud
         self.pll = _pll_params(freq_mhz)
         div = self.pll[3] * 1e6 / baud
-        if div < 4 or abs(round(div) - div) / div > 0.02:
+        self.divisor = int(round(div))      #: clock cycles per UART bit
+        if div < 4 or abs(self.divisor - div) / div > 0.02:
             raise HwError(f"a {baud} baud UART needs {div:.2f} clock cycles per bit at "
                           f"{self.pll[3]} MHz: at least 4, within 2% of an integer")
 
@@ -90,9 +91,8 @@ class FpgaTop(Elaboratable):
 
         # the FPGA core gives the tensor ALU three cycles per micro-op (the 32x32 multiplier
         # split over two register stages); the GEMM keeps one micro-op per cycle
-        div = int(round(fout * 1e6 / self.baud))
-        m.submodules.board = board = UartSystem(self.cfg, div, self.dram_words, latency=8,
-                                                alu_stages=3)
+        m.submodules.board = board = UartSystem(self.cfg, self.divisor, self.dram_words,
+                                                latency=8, alu_stages=3)
         uart = platform.request("uart", 0)
         m.d.comb += [board.rx.eq(uart.rx.i), uart.tx.o.eq(board.tx)]
         leds = [platform.request("led", i) for i in range(3)]

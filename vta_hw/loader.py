@@ -80,7 +80,7 @@ class TileLoader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         B = self.bus_bytes
-        kind = self._kind = Signal.like(self.cmd_kind)
+        kind = Signal.like(self.cmd_kind)
         sram = Signal(17)
         dram = Signal(32)
         y_size = Signal(16)
@@ -101,7 +101,6 @@ class TileLoader(wiring.Component):
              for n in ("valid", "addr", "zero", "data", "lane")}
         m.d.sync += [getattr(self, f"wr_{n}").eq(sig) for n, sig in w.items()]
         m.d.sync += self.wr_kind.eq(kind)
-        self._w = w
         depth = Signal(18)
         shift = Signal(4)
         with m.Switch(kind):
@@ -166,13 +165,14 @@ class TileLoader(wiring.Component):
             with m.Switch(kind):
                 for k, e in enumerate(self.elem_bytes):
                     with m.Case(k):
-                        self._data_beat(m, e, waddr, lane, elems_left, pos, data_wr, row_end)
+                        self._data_beat(m, e, w, waddr, lane, elems_left, pos, data_wr,
+                                        row_end)
         with m.If(row_end):
             nxt = dat_addr + stride_bytes
             m.d.sync += [dat_y.eq(dat_y + 1), dat_base.eq(dat_base + rowlen),
                          waddr.eq(dat_base + rowlen), dat_addr.eq(nxt), lane.eq(0),
                          elems_left.eq(x_size)]
-            self._row_pos(m, nxt, pos)
+            self._row_pos(m, kind, nxt, pos)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -202,7 +202,7 @@ class TileLoader(wiring.Component):
                                  waddr.eq(sram + lead), lane.eq(0), elems_left.eq(x_size),
                                  zaddr.eq(sram), zrow.eq(0), zrow_data.eq(sram + lead),
                                  zcnt.eq(Mux(y_size == 0, total, lead))]
-                    self._row_pos(m, first, pos)
+                    self._row_pos(m, kind, first, pos)
                     m.next = "RUN"
             with m.State("RUN"):
                 with m.If((req_y == y_size) & (dat_y == y_size) & (zcnt == 0) &
@@ -212,23 +212,23 @@ class TileLoader(wiring.Component):
                     m.next = "IDLE"
         return m
 
-    def _row_pos(self, m, rowaddr, pos):
+    def _row_pos(self, m, kind, rowaddr, pos):
         """Element offset of a row's first element within its first bus word (narrow)."""
         B = self.bus_bytes
-        with m.Switch(self._kind):
+        with m.Switch(kind):
             for k, e in enumerate(self.elem_bytes):
                 if e < B:
                     with m.Case(k):
                         m.d.sync += pos.eq(rowaddr[:_log2(B)] >> _log2(e))
 
-    def _data_beat(self, m, e, waddr, lane, elems_left, pos, data_wr, row_end):
+    def _data_beat(self, m, e, w, waddr, lane, elems_left, pos, data_wr, row_end):
         """Data-beat handling for one element size ``e`` (static)."""
         B = self.bus_bytes
         rd = self.rd
         if e >= B:
             lanes = e // B
-            m.d.comb += [rd.rd_data_ready.eq(1), self._w["data"].eq(rd.rd_data),
-                         self._w["lane"].eq(lane)]
+            m.d.comb += [rd.rd_data_ready.eq(1), w["data"].eq(rd.rd_data),
+                         w["lane"].eq(lane)]
             with m.If(rd.rd_data_valid):
                 m.d.comb += data_wr.eq(1)
                 last_lane = (lane == lanes - 1) if lanes > 1 else 1
@@ -241,8 +241,8 @@ class TileLoader(wiring.Component):
                     m.d.sync += lane.eq(lane + 1)
         else:
             epb = B // e
-            m.d.comb += [self._w["lane"].eq(0),
-                         self._w["data"].eq(rd.rd_data.word_select(pos, e * 8)),
+            m.d.comb += [w["lane"].eq(0),
+                         w["data"].eq(rd.rd_data.word_select(pos, e * 8)),
                          rd.rd_data_ready.eq((pos == epb - 1) | (elems_left == 1))]
             with m.If(rd.rd_data_valid):
                 m.d.comb += data_wr.eq(1)
