@@ -37,9 +37,15 @@ class ConvLayer:
     stride: int
 
     def scaled(self, factor: int) -> "ConvLayer":
-        """A reduced copy (channels / factor, at least one block of 16) for quick tests."""
-        return ConvLayer(self.name, self.hw, max(16, self.cin // factor),
-                         max(16, self.cout // factor), self.k, self.pad, self.stride)
+        """A reduced copy for quick tests: channels / factor, rounded down to whole blocks of
+        16 (at least one)."""
+        if not isinstance(factor, int) or factor < 1:
+            raise ValueError(f"the reduction factor must be a positive integer, not {factor!r}")
+
+        def ch(c):
+            return max(16, c // factor // 16 * 16)
+        return ConvLayer(self.name, self.hw, ch(self.cin), ch(self.cout), self.k, self.pad,
+                         self.stride)
 
 
 #: The VTA benchmark's ResNet-18 layers (C1, 3 input channels, stays on the CPU).
@@ -50,6 +56,24 @@ RESNET18 = [
     ConvLayer("C8", 14, 256, 256, 3, 1, 1), ConvLayer("C9", 14, 256, 512, 3, 1, 2),
     ConvLayer("C10", 14, 256, 512, 1, 0, 2), ConvLayer("C11", 7, 512, 512, 3, 1, 1),
 ]
+
+
+class LayerSelectionError(ValueError):
+    """``--layers`` names a layer that is not in the benchmark."""
+
+
+def select_layers(spec: str | None) -> list[ConvLayer]:
+    """The layers a comma-separated ``spec`` names (case-insensitive, in benchmark order);
+    all of them for None.  An unknown or empty name is an error, never dropped silently."""
+    if spec is None:
+        return list(RESNET18)
+    names = {l.name.upper(): l for l in RESNET18}
+    want = [w.strip().upper() for w in spec.split(",")]
+    bad = [w or "(empty)" for w in want if w not in names]
+    if bad:
+        raise LayerSelectionError(f"unknown layer(s) {', '.join(bad)} in --layers "
+                                  f"(known: {', '.join(names)})")
+    return [l for l in RESNET18 if l.name.upper() in want]
 
 
 def pynq_timing():

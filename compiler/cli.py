@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import warnings
 
 # (module, subcommands it registers) — modules are imported lazily.
 _PROVIDERS = [
     ("isa.cli", ("asm", "disasm")),
-    ("vta_sim.cli", ("sim",)),
+    ("vta_sim.cli", ("sim", "vector")),
     ("vta_hw.cli", ("hw", "rtl", "board")),
     ("vta_runtime.cli", ("replay",)),
     ("compiler.cli_main", ("demo", "bench")),
@@ -65,14 +67,30 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warnings(command: str):
+    """Warnings meant for the user (configuration defaults) print as one line each."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"vta {command}: warning: {message}", file=sys.stderr)
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=command)
     args = parser.parse_args(argv)
-    from isa import ConfigError, IsaError
+    from isa import ConfigDefaultsWarning, ConfigError, IsaError
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", ConfigDefaultsWarning)
+            warnings.showwarning = _one_line_warnings(args.command)
+            return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # `vta demo | head`: the reader closed the pipe; that is not an error.  Point stdout
+        # at /dev/null so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (UserError, IsaError, ConfigError, OSError, *_user_errors,
             *_loaded_error_bases()) as e:
         print(f"vta {args.command}: error: {e}", file=sys.stderr)

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from isa import VTAConfig
+from isa.argtypes import nonnegative_int, positive_int
 
 
 def _config(args) -> VTAConfig:
@@ -122,19 +123,21 @@ def cmd_demo(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import HEADER, RESNET18, bench, geomean, public_json, roofline
+    from .bench import (HEADER, LayerSelectionError, bench, geomean, public_json, roofline,
+                        select_layers)
+    from .cli import UserError
     if args.workload != "resnet18":
         print(f"vta bench: unknown workload {args.workload!r} (known: resnet18)", file=sys.stderr)
         return 2
     cfg = _config(args)
-    layers = RESNET18
-    if args.layers:
-        want = args.layers.split(",")
-        layers = [l for l in RESNET18 if l.name in want]
-    if args.reduced:
+    try:
+        layers = select_layers(args.layers)
+    except LayerSelectionError as e:
+        raise UserError(str(e)) from None
+    if args.reduced > 1:
         layers = [l.scaled(args.reduced) for l in layers]
     lh = not args.no_latency_hiding
-    print(f"ResNet-18 {'C2-C11' if not args.layers else args.layers} on VTA "
+    print(f"ResNet-18 {'C2-C11' if not args.layers else ','.join(l.name for l in layers)} on VTA "
           f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator, latency hiding "
           f"{'on' if lh else 'off'}")
     print(HEADER)
@@ -186,7 +189,8 @@ def register(sub):
                    choices=["lower", "storage_flatten", "inject_vthread", "fold_uop",
                             "inject_dma", "coproc_sync"])
     p.add_argument("--no-latency-hiding", action="store_true", help="one virtual thread")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the random input data and weights (default 0)")
     p.add_argument("--knobs", metavar="JSON", help='override schedule knobs, e.g. '
                    '\'{"tile_h": 5, "tile_w": 4, "fuse": [["h", "w"]], "vthread_axis": "h.w", '
                    '"wgt_at": "root"}\' (any tile size; see compiler.Knobs)')
@@ -204,9 +208,11 @@ def register(sub):
                         "of reusing the latency-hiding one")
     p.add_argument("--compare", action="store_true",
                    help="also run the other latency-hiding mode and print the speedups")
-    p.add_argument("--layers", help="comma-separated subset, e.g. C2,C11")
-    p.add_argument("--reduced", type=int, default=0, metavar="F",
-                   help="divide channel counts by F (quick runs)")
+    p.add_argument("--layers", help="comma-separated subset of C2..C11, e.g. C2,C11 "
+                                    "(case-insensitive)")
+    p.add_argument("--reduced", type=positive_int, default=1, metavar="F",
+                   help="divide channel counts by F, rounded down to whole 16-channel blocks "
+                        "(quick runs; default 1)")
     p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
     p.set_defaults(func=_user_errors(cmd_bench))
 

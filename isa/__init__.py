@@ -9,22 +9,25 @@ Everything else in the stack imports from here; this package imports nothing of 
 """
 
 from .asm import AsmError, assemble, describe, disassemble, parse_line
-from .config import (INSN_BYTES, UOP_BYTES, AluOp, ConfigError, MemType, Opcode, Stage,
-                     VTAConfig)
+from .config import (INSN_BYTES, UOP_BYTES, AluOp, ConfigDefaultsWarning, ConfigError, MemType,
+                     Opcode, Stage, VTAConfig)
 from .encoding import (COLUMNS, DecodeError, EncodeError, InsnArray, IsaError, decode,
                        decode_program, decode_stream, decode_uop, decode_uops, default_config,
                        encode, encode_program, encode_stream, encode_uop, encode_uops)
+from .files import InputFileError, is_npz, read_bytes, read_json, read_text
 from .insn import DEP_FLAGS, AluInsn, FinishInsn, GemmInsn, Insn, MemInsn, Uop, insn_stage
 
 __all__ = [
     # config
-    "VTAConfig", "ConfigError", "Opcode", "MemType", "AluOp", "Stage", "INSN_BYTES", "UOP_BYTES",
+    "VTAConfig", "ConfigError", "ConfigDefaultsWarning", "Opcode", "MemType", "AluOp", "Stage", "INSN_BYTES", "UOP_BYTES",
     # records
     "MemInsn", "GemmInsn", "AluInsn", "FinishInsn", "Insn", "Uop", "insn_stage", "DEP_FLAGS",
     # encoding
     "IsaError", "EncodeError", "DecodeError", "encode", "decode", "encode_program",
     "decode_program", "encode_uop", "decode_uop", "encode_uops", "decode_uops", "InsnArray",
     "decode_stream", "encode_stream", "COLUMNS", "default_config",
+    # user files
+    "InputFileError", "is_npz", "read_bytes", "read_text", "read_json",
     # assembly
     "AsmError", "describe", "parse_line", "assemble", "disassemble",
 ]

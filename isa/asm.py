@@ -26,6 +26,9 @@ from .insn import DEP_FLAGS, AluInsn, FinishInsn, GemmInsn, Insn, MemInsn
 __all__ = ["AsmError", "describe", "parse_line", "assemble", "disassemble"]
 
 
+_MNEMONICS = ("LOAD", "STORE", "GEMM", "ALU", "FINISH")
+
+
 class AsmError(IsaError):
     """A line of assembly that cannot be parsed.  Carries ``path`` and ``line``."""
 
@@ -95,6 +98,8 @@ def parse_line(line: str, path: str = "<text>", lineno: int | None = None) -> In
         return AsmError(msg, path, lineno)
 
     head, _, rest = text.partition(" ")
+    if head not in _MNEMONICS and not re.fullmatch(r"(LOAD|STORE)-NOP\(\w+\)", head):
+        raise err(f"unknown instruction {head!r} (expected one of {', '.join(_MNEMONICS)})")
     words = {}
     tail = rest
     # the mnemonic may have a second word (memory type, ALU op, RESET)

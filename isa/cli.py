@@ -6,22 +6,28 @@ import sys
 
 from .asm import assemble, disassemble
 from .config import VTAConfig
+from .files import InputFileError, is_npz, read_bytes, read_text
 
 
 def _config(args) -> VTAConfig:
     return VTAConfig.from_json(args.config) if args.config else VTAConfig()
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+def _stream(path: str) -> bytes:
+    data = read_bytes(path, "instruction stream")
+    if is_npz(data):
+        raise InputFileError(
+            f"{path} is a golden-vector .npz (a zip of insns, dram_in, dram_out), not an "
+            f"instruction stream: check it with `vta vector {path}`, or extract the stream "
+            f"with python -c \"import numpy as np; np.load('{path}')['insns'].tofile('insns.bin')\"")
+    return data
 
 
 def cmd_disasm(args):
     cfg = _config(args)
-    data = _read(args.insns)
-    uops = _read(args.uops) if args.uops else None
-    dram = _read(args.dram) if args.dram else None
+    data = _stream(args.insns)
+    uops = read_bytes(args.uops, "micro-op image") if args.uops else None
+    dram = read_bytes(args.dram, "DRAM image") if args.dram else None
     text = disassemble(data, cfg, uops=uops, dram=dram, index=not args.no_index)
     if args.output:
         with open(args.output, "w") as f:
@@ -32,8 +38,7 @@ def cmd_disasm(args):
 
 def cmd_asm(args):
     cfg = _config(args)
-    with open(args.source) as f:
-        text = f.read()
+    text = read_text(args.source, "VTA assembly text file")
     data = assemble(text, cfg, path=args.source)
     with open(args.output, "wb") as f:
         f.write(data)

@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -28,6 +29,10 @@ SRAM_BITS = 16
 DRAM_BITS = 32
 SIZE_BITS = 16
 PAD_BITS = 4
+
+
+class ConfigDefaultsWarning(UserWarning):
+    """A configuration file leaves keys unset; the warning names them and their defaults."""
 
 
 class ConfigError(ValueError):
@@ -207,14 +212,22 @@ class VTAConfig:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "VTAConfig":
+        """The configuration in a ``vta_config.json``.  Keys the file does not set take
+        their defaults, and a :class:`ConfigDefaultsWarning` names them (a file that sets
+        nothing, ``{}``, would otherwise silently mean the default configuration)."""
+        from .files import InputFileError, read_json
         try:
-            with open(path) as f:
-                d = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
-        except OSError as e:
-            raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-        return cls.from_dict(d, where=str(path))
+            d = read_json(path, "VTA configuration (JSON)")
+        except InputFileError as e:
+            raise ConfigError(str(e)) from None
+        cfg = cls.from_dict(d, where=str(path))
+        given = set(d) | ({"LOG_BLOCK"} if {"LOG_BLOCK_IN", "LOG_BLOCK_OUT"} & set(d) else set())
+        missing = [k for k in _KEYS if k not in given]
+        if missing:
+            warnings.warn(ConfigDefaultsWarning(
+                f"{path} does not set {', '.join(missing)}; using the defaults "
+                f"({', '.join(f'{k}={getattr(cfg, k)}' for k in missing)})"), stacklevel=2)
+        return cfg
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -119,14 +119,15 @@ class TestKernelInvariants:
         cq.push_gemm_op(h, gemm_finit([(0, 0, 0)]))
         assert cq.kernels_recorded == 1
 
-    def test_imm_stored_as_int16(self):
+    @pytest.mark.parametrize("imm", [40000, -32769, 1 << 31])
+    def test_imm_outside_int16_is_refused(self, imm):
+        # the reference stores the low 16 bits silently (40000 -> -25536); we refuse
         k = UopKernel(VTAConfig())
-        k.push(1, 0, 0, 0, 0, AluOp.ADD, 1, 40000)
-        assert k.imm == 40000 - 65536
-        # reference UopKernel::Push: CHECK(imm_val_ == imm_val) compares the stored int16 with
-        # the int32 argument, so the second uop of an out-of-range imm kernel aborts
-        with pytest.raises(KernelError, match="does not fit int16"):
-            k.push(1, 0, 1, 1, 0, AluOp.ADD, 1, 40000)
+        with pytest.raises(KernelError, match=rf"imm {imm} does not fit the ALU's 16-bit"):
+            k.push(1, 0, 0, 0, 0, AluOp.ADD, 1, imm)
+        assert k.uops == [] or len(k.uops) == 0
+
+    def test_imm_int16_range(self):
         k2 = UopKernel(VTAConfig())
         for d in range(3):
             k2.push(1, 0, d, d, 0, AluOp.SHR, 1, -32768)     # in range: fine on every uop

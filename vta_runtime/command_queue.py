@@ -24,7 +24,7 @@ from isa import INSN_BYTES, UOP_BYTES, MemType, Opcode, VTAConfig, encode_stream
 
 from .debug import (DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL, format_insn_dump,
                     token_balance)
-from .errors import DependencyError, KernelError, QueueError
+from .errors import DependencyError, DeviceMemoryError, KernelError, QueueError
 from .insn_queue import COMPUTE_STAGE, LOAD_STAGE, STORE_STAGE, C, InsnQueue, mem_stage
 from .kernel import ALU_MODE, GEMM_MODE, KernelHandle, UopKernel, signature_key
 from .memory import PAGE_BYTES, VTA_MAX_XFER, Buffer
@@ -467,8 +467,24 @@ class CommandQueue:
             self._uop_loads = []
             self._mem_refs = {}
 
+    def _check_live(self) -> None:
+        """Every buffer a queued LOAD/STORE names must still be allocated: a buffer freed
+        (and its memory perhaps handed to a new allocation) would be read or overwritten."""
+        seen = set()
+        for i, (buf, _) in sorted(self._mem_refs.items()):
+            if id(buf) in seen:
+                continue
+            seen.add(id(buf))
+            try:
+                self.device.check(buf)
+            except DeviceMemoryError:
+                raise QueueError(f"synchronize: instruction {i} (a queued LOAD/STORE) uses "
+                                 f"{buf!r}, which was freed before the queue ran; free a "
+                                 f"buffer only after synchronize") from None
+
     def _run(self, wait_cycles: int) -> RunRecord:
         cfg = self.config
+        self._check_live()
         arr = self._q.to_array(cfg)
         n = len(arr)
         if n * INSN_BYTES > self.max_xfer:

@@ -35,6 +35,18 @@ def _as_bytes(data) -> np.ndarray:
     return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
 
 
+def _host_dtype(dtype, what: str) -> np.dtype:
+    """A plain numeric dtype to view device bytes as (no objects, strings or records)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise DeviceMemoryError(f"{what}: {dtype!r} is not a numpy dtype") from None
+    if dt.kind not in "biuf" or dt.fields is not None or dt.subdtype is not None:
+        raise DeviceMemoryError(f"{what}: device bytes can be viewed as a numeric dtype "
+                                f"(bool, int, uint, float), not {dt}")
+    return dt
+
+
 class Device:
     """Base class: memory management and copies; subclasses implement :meth:`_execute`.
 
@@ -108,7 +120,7 @@ class Device:
     def copy_to_host(self, buf: Buffer, dtype=np.uint8, shape=None, offset: int = 0,
                      nbytes: int | None = None) -> np.ndarray:
         """Device -> host copy; returns a new array of ``dtype`` (and ``shape`` if given)."""
-        dtype = np.dtype(dtype)
+        dtype = _host_dtype(dtype, "copy_to_host")
         if nbytes is None:
             nbytes = (int(np.prod(shape)) * dtype.itemsize if shape is not None
                       else (buf.nbytes - offset) // dtype.itemsize * dtype.itemsize)
@@ -118,7 +130,7 @@ class Device:
 
     def view(self, buf: Buffer, dtype=np.uint8, shape=None) -> np.ndarray:
         """A live view of the whole buffer (memory-mapped: writes go to device memory)."""
-        dtype = np.dtype(dtype)
+        dtype = _host_dtype(dtype, "view")
         n = buf.nbytes // dtype.itemsize * dtype.itemsize
         v = self.memory.data[self._range(buf, 0, n, "view")].view(dtype)
         return v.reshape(shape) if shape is not None else v

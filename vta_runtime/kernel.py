@@ -170,7 +170,11 @@ class UopKernel:
                 raise KernelError(f"{what}: use_imm must be 0 or 1, not {use_imm!r}")
             if isinstance(imm, bool) or not isinstance(imm, (int, np.integer)):
                 raise KernelError(f"{what}: imm must be an integer, not {imm!r}")
-            imm16 = ((int(imm) + 0x8000) & 0xFFFF) - 0x8000   # stored as int16
+            if not -0x8000 <= int(imm) <= 0x7FFF:
+                # the reference stores the low 16 bits silently (40000 -> -25536): refuse
+                raise KernelError(f"{what}: imm {int(imm)} does not fit the ALU's 16-bit "
+                                  f"immediate [-32768, 32767]")
+            imm16 = int(imm)
             if self.alu_opcode is None:
                 self.alu_opcode, self.use_imm, self.imm = int(op), int(use_imm), imm16
             elif (self.alu_opcode, self.use_imm) != (int(op), int(use_imm)) or \

@@ -45,16 +45,52 @@ class ReplayResult:
     buffers: dict = field(default_factory=dict)
 
 
+CASE_FORMAT = "vta-runtime-golden/1"
+
+
 def load_case(case) -> dict:
-    """A case dict from a dict, a path, or a JSON string."""
+    """A case dict from a dict, a path, or JSON text (text starts with ``{``).
+
+    A dict built in code is taken as it is (``runs`` may be absent when only the streams
+    are wanted); a case read from a file or text must be a complete golden case.
+
+    Raises
+    ------
+    CaseError
+        The file is missing, not UTF-8 JSON, not a runtime case (its ``format`` is not
+        ``vta-runtime-golden/1``), or has no ``calls`` or no expected ``runs``.
+    """
+    where = "case"
+    if isinstance(case, (str, os.PathLike)) and not str(case).lstrip().startswith("{"):
+        where = str(case)
+        try:
+            with open(case, "rb") as f:
+                raw = f.read()
+        except OSError as e:
+            raise CaseError(f"cannot read {where}: {e.strerror}") from None
+        try:
+            case = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CaseError(f"{where}: not a runtime case (binary, not UTF-8 JSON text)") from None
+        if not case.strip():
+            raise CaseError(f"{where}: empty file, not a runtime case")
     if isinstance(case, dict):
         return case
-    if isinstance(case, (str, os.PathLike)) and os.path.exists(case):
-        with open(case) as f:
-            return json.load(f)
     if isinstance(case, str):
-        return json.loads(case)
-    raise CaseError(f"cannot read a runtime case from {type(case).__name__}")
+        try:
+            case = json.loads(case)
+        except json.JSONDecodeError as e:
+            raise CaseError(f"{where}:{e.lineno}: invalid JSON: {e.msg}") from None
+    if not isinstance(case, dict):
+        raise CaseError(f"{where}: a runtime case is a JSON object, not {type(case).__name__}")
+    if case.get("format") != CASE_FORMAT:
+        raise CaseError(f"{where}: not a runtime case (format {case.get('format')!r}, "
+                        f"expected {CASE_FORMAT!r})")
+    for key in ("calls", "runs"):
+        if not isinstance(case.get(key), list) or not case[key]:
+            raise CaseError(f"{where}: the case has no {key!r} "
+                            f"({'nothing to replay' if key == 'calls' else 'no expected stream'})")
+    return case
 
 
 def _finit(call, mode):

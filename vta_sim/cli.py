@@ -10,20 +10,44 @@ Examples::
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 
 import numpy as np
 
-from isa import VTAConfig
+from isa import VTAConfig, is_npz, read_bytes, read_json
+from isa.argtypes import nonnegative_int
 
-from .errors import InputError
+from .errors import InputError, RangeError
 from .simulator import DEFAULT_MAX_WORK, Simulator
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+def _read(path: str, what: str) -> bytes:
+    return read_bytes(path, what)
+
+
+def _load_vector(path: str):
+    """(insns bytes, dram_in copy, dram_out) of a golden-vector .npz, checked."""
+    data = _read(path, "golden vector (.npz)")
+    if not is_npz(data):
+        raise InputError(f"{path}: not a golden-vector file (a vector is a .npz archive with "
+                         f"insns, dram_in and dram_out)")
+    try:
+        v = np.load(io.BytesIO(data), allow_pickle=False)
+        arrays = {k: v[k] for k in ("insns", "dram_in", "dram_out")}
+    except KeyError as e:
+        raise InputError(f"{path}: not a golden-vector file (no array {e})") from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        msg = str(e).split(". If you trust")[0]       # never suggest allow_pickle
+        raise InputError(f"{path}: not a readable golden-vector file ({msg})") from None
+    for k, a in arrays.items():
+        if a.dtype != np.uint8 or a.ndim != 1:
+            raise InputError(f"{path}: {k} must be a 1-D uint8 array, not {a.dtype} {a.shape}")
+    if arrays["dram_out"].size != arrays["dram_in"].size:
+        raise InputError(f"{path}: dram_out has {arrays['dram_out'].size} bytes but dram_in "
+                         f"has {arrays['dram_in'].size}; they must be the same size")
+    return arrays["insns"].tobytes(), arrays["dram_in"].copy(), arrays["dram_out"]
 
 
 def _hw(args):
@@ -31,11 +55,7 @@ def _hw(args):
     from .timing import TimingParams
     cfg, params = None, TimingParams()
     if args.hw:
-        with open(args.hw) as f:
-            try:
-                d = json.load(f)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{args.hw}: line {e.lineno}: not valid JSON: {e.msg}") from None
+        d = read_json(args.hw, "--hw JSON file")
         if not isinstance(d, dict):
             raise InputError(f"{args.hw}: expected a JSON object with 'config' and 'timing'")
         unknown = set(d) - {"config", "timing"}
@@ -61,23 +81,28 @@ def cmd_sim(args) -> int:
     cfg, params = _hw(args)
     want_timing = not args.no_timing
     expect = None
+    if not want_timing and (args.trace or args.timeline):
+        raise InputError("--trace and --timeline draw the timing model's cycles: drop "
+                         "--no-timing")
     if args.vector:
-        try:
-            v = np.load(args.vector, allow_pickle=False)
-            insns, dram, expect = v["insns"].tobytes(), v["dram_in"].copy(), v["dram_out"]
-        except (KeyError, ValueError, EOFError, zipfile.BadZipFile) as e:
-            raise InputError(f"{args.vector}: not a golden-vector file ({e})") from None
+        insns, dram, expect = _load_vector(args.vector)
     else:
         if not args.insns or not args.dram:
             raise InputError("--insns and --dram are required (or use --vector)")
-        insns = _read(args.insns)
-        dram = np.frombuffer(_read(args.dram), dtype=np.uint8).copy()
         if not args.out:
             raise InputError("--out is required with --insns/--dram")
+        insns = _read(args.insns, "instruction stream")
+        dram = np.frombuffer(_read(args.dram, "DRAM image"), dtype=np.uint8).copy()
     sim = Simulator(cfg, serial=args.serial, strict=args.strict, out_buffer=args.out_buffer,
                     max_work=None if args.max_work == 0 else args.max_work,
                     timing=params if want_timing else None)
-    stats = sim.run(insns, dram)
+    try:
+        stats = sim.run(insns, dram)
+    except RangeError as e:
+        if e.field != "dram_base":
+            raise
+        src = args.vector or args.dram
+        raise RangeError(f"the DRAM image {src} ({dram.size} bytes) is too small: {e}") from None
     if args.out:
         with open(args.out, "wb") as f:
             f.write(dram.tobytes())
@@ -98,24 +123,61 @@ def cmd_sim(args) -> int:
                   f"{int(diff[0])})")
             return 1
         print(f"PASS {args.vector}")
-    if not args.stats and not args.quiet:
+    if not args.quiet:
         print(_summary(stats))
     return 0
 
 
 def _summary(stats) -> str:
+    """The console summary.  ``SRAM loads`` are fsim's counters (tile bytes brought into the
+    SRAMs, ACC_8BIT counted at ACC width, pads excluded); ``DRAM read/written`` are the bytes
+    moved on the memory bus in whole beats, instruction fetch included -- the same definition
+    as the RTL's ``bytes_read``/``bytes_written``."""
     d = stats.as_dict()
     loads = sum(d[k] for k in ("inp_load_bytes", "wgt_load_bytes", "acc_load_bytes",
                                "uop_load_bytes"))
     lines = [f"{d['insn_count']} instructions: {d['gemm_ops']} GEMM uop-iterations, "
-             f"{d['alu_ops']} ALU, loads {loads} B, stores {d['out_store_bytes']} B"]
+             f"{d['alu_ops']} ALU, SRAM loads {loads} B, stores {d['out_store_bytes']} B"]
     if "cycles" in d:
         lines.append(f"{d['cycles']} cycles, GEMM utilisation {d['gemm_utilization']:.1%}, "
-                     f"biggest stall: {d['biggest_stall']}")
+                     f"biggest stall: {d['biggest_stall']}; DRAM read "
+                     f"{sum(d['dram_read_bytes'].values())} B (fetch "
+                     f"{d['dram_read_bytes'].get('fetch', 0)} B), written "
+                     f"{sum(d['dram_write_bytes'].values())} B")
     return "\n".join(lines)
 
 
+def cmd_vector(args) -> int:
+    """Run golden vectors on the simulator; PASS/FAIL per file, exit 1 if any fails."""
+    cfg = VTAConfig.from_json(args.config) if args.config else VTAConfig()
+    failed = 0
+    for path in args.vectors:
+        insns, dram, expect = _load_vector(path)
+        from .timing import TimingParams
+        sim = Simulator(cfg, timing=None if args.no_timing else TimingParams())
+        stats = sim.run(insns, dram)
+        diff = np.flatnonzero(dram != expect)
+        cycles = stats.as_dict().get("cycles")
+        extra = f" ({cycles} cycles)" if cycles is not None else ""
+        if diff.size:
+            failed += 1
+            print(f"FAIL {path}: {diff.size} bytes differ (first at byte {int(diff[0])}){extra}")
+        else:
+            print(f"PASS {path}{extra}")
+    if len(args.vectors) > 1:
+        print(f"{len(args.vectors) - failed} of {len(args.vectors)} vectors pass")
+    return 1 if failed else 0
+
+
 def register(sub) -> None:
+    p = sub.add_parser("vector", help="check golden-vector .npz files (insns, dram_in, dram_out) "
+                                      "on the simulator: PASS/FAIL each")
+    p.add_argument("vectors", nargs="+", metavar="VECTOR.npz", help="golden-vector files")
+    p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
+    p.add_argument("--no-timing", action="store_true",
+                   help="functional core only (no cycle count)")
+    p.set_defaults(func=cmd_vector)
+
     p = sub.add_parser("sim", help="simulate an instruction stream on a DRAM image",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--insns", help="instruction stream (16 bytes per instruction)")
@@ -130,7 +192,7 @@ def register(sub) -> None:
                    help="run strictly in stream order (each instruction waits for the last)")
     p.add_argument("--strict", action="store_true",
                    help="error on reads of SRAM elements never written")
-    p.add_argument("--max-work", type=int, default=DEFAULT_MAX_WORK,
+    p.add_argument("--max-work", type=nonnegative_int, default=DEFAULT_MAX_WORK,
                    help=f"cap on simulated work in MAC-equivalents (0 = no cap; default "
                         f"{DEFAULT_MAX_WORK:.0e})")
     p.add_argument("--out-buffer", action="store_true",

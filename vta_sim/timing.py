@@ -400,7 +400,7 @@ class _Sim:
                 log.append((client, start, end, nbytes))
                 if limited:
                     ends.append(end)
-                read[client] += nbytes
+                read[client] += beats * self.bus      # whole beats, as the RTL counts
                 self.bus_free = t = end + gap
                 if cb is not None:
                     self.at(end, cb)
@@ -556,7 +556,7 @@ class _Sim:
                 d = p.write_burst_overhead + beats + p.store_cycles_per_tile * -(-b // E)
                 self.bursts.append(("store", t0 + total, t0 + total + d, b))
                 total += d
-                self.dram_written += b
+                self.dram_written += beats * self.bus      # whole beats, as the RTL counts
         return total
 
     def load(self, i, m, t):

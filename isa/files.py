@@ -1,0 +1,53 @@
+"""Reading the files users hand to ``vta``: every failure is an :class:`InputFileError`
+naming the file and what is wrong with it (never a decode error from deep inside)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .encoding import IsaError
+
+__all__ = ["InputFileError", "read_bytes", "read_text", "read_json", "is_npz"]
+
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+class InputFileError(IsaError):
+    """A user-supplied file is missing, unreadable or of the wrong kind."""
+
+
+def read_bytes(path: str | os.PathLike, what: str = "file") -> bytes:
+    """The bytes of ``path``."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except IsADirectoryError:
+        raise InputFileError(f"{path}: is a directory, expected a {what}") from None
+    except OSError as e:
+        raise InputFileError(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def is_npz(data: bytes) -> bool:
+    """True for a zip archive (``.npz`` golden vectors are zip files)."""
+    return data[:4] == _ZIP_MAGIC
+
+
+def read_text(path: str | os.PathLike, what: str = "text file") -> str:
+    """The UTF-8 text of ``path``; a binary file is refused, naming the file."""
+    data = read_bytes(path, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        kind = " (it is a zip/.npz archive)" if is_npz(data) else ""
+        raise InputFileError(f"{path}: not a {what}: byte {e.start} is not UTF-8 text"
+                             f"{kind}") from None
+
+
+def read_json(path: str | os.PathLike, what: str = "JSON file"):
+    """The parsed JSON of ``path`` (errors name the file and line)."""
+    text = read_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputFileError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
