@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 from compiler.cli import main
 
 VEC = os.path.join(os.path.dirname(__file__), "data", "vectors", "gemm_000.npz")
@@ -29,8 +30,20 @@ def test_vta_rtl_reports_illegal_instruction(tmp_path, capsys):
     rc = main(["rtl", "--insns", str(tmp_path / "i.bin"), "--dram", str(tmp_path / "d.bin"),
                "--out", str(tmp_path / "o.bin"), "--simulator", "amaranth"])
     assert rc == 2
+    # refused before it runs, with the simulator's own message (vta sim says the same)
     assert capsys.readouterr().err.strip() == \
-        "vta rtl: error: instruction 0: the hardware stopped: illegal opcode"
+        "vta rtl: error: instruction 0 field opcode: unknown opcode 7"
+    assert main(["sim", "--insns", str(tmp_path / "i.bin"), "--dram", str(tmp_path / "d.bin"),
+                 "--out", str(tmp_path / "o.bin")]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "vta sim: error: instruction 0 field opcode: unknown opcode 7"
+
+
+def test_hardware_still_flags_illegal_instruction_without_validation():
+    from vta_hw import ErrorCode, RtlRunError, run_amaranth
+    with pytest.raises(RtlRunError) as e:
+        run_amaranth(bytes([7]) + bytes(15), np.zeros(64, np.uint8), validate=False)
+    assert e.value.code == ErrorCode.ILLEGAL_OPCODE and e.value.index == 0
 
 
 def test_vta_hw_verilog_small_config(tmp_path):

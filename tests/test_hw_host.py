@@ -286,10 +286,28 @@ def test_open_serial_without_pyserial_is_a_clear_error(monkeypatch):
     with pytest.raises(BoardError, match=r"needs pyserial: pip install pyserial"):
         open_serial("/dev/ttyUSB0")
     with pytest.raises(BoardError, match=r"needs pyserial"):
-        run_board(b"", np.zeros(8, np.uint8), port="/dev/ttyUSB0")
+        run_board(FINISH, np.zeros(8, np.uint8), port="/dev/ttyUSB0")
     with pytest.raises(BoardError, match=r"^run_board: give the board's serial port or "
                        r"simulate=True$"):
-        run_board(b"", np.zeros(8, np.uint8))
+        run_board(FINISH, np.zeros(8, np.uint8))
+
+
+FINISH = bytes([3]) + bytes(15)
+
+
+def test_run_board_validates_before_starting_a_board(recwarn):
+    # the simulator's static checks refuse the stream before any board (or simulation) starts:
+    # no "coroutine was never awaited" warnings from a half-started simulated board
+    from vta_hw import ProgramRejected
+    with pytest.raises(ProgramRejected, match=r"non-empty multiple of 16 bytes, not 0"):
+        run_board(b"", np.zeros(8, np.uint8), simulate=True)
+    with pytest.raises(ProgramRejected, match=r"instruction 0 field dram_base: LOAD INP "
+                                              r"accesses DRAM bytes \[0, 16\) beyond the "
+                                              r"8-byte image"):
+        prog = encode_program([MemInsn(Opcode.LOAD, MemType.INP, 0, 0, 1, 1, 1),
+                               FinishInsn()], VTAConfig())
+        run_board(prog, np.zeros(8, np.uint8), simulate=True)
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
 
 
 @pytest.fixture
@@ -550,8 +568,11 @@ def test_byte_level_board_runs_vectors_and_reports_illegal_instructions():
                                   0, 0, 0, 0), FinishInsn()], cfg)
     with pytest.raises(RtlRunError, match=r"^instruction 1: the hardware stopped: SRAM index "
                        r"out of range$") as e:
-        h.run(bad, np.zeros(64, np.uint8))
+        h.run(bad, np.zeros(64, np.uint8), validate=False)     # the hardware's own check
     assert e.value.code is ErrorCode.SRAM_RANGE
+    with pytest.raises(RtlRunError, match=r"^instruction 1 field sram_base: LOAD UOP writes "
+                       r"SRAM elements") as e:
+        h.run(bad, np.zeros(64, np.uint8))                     # the simulator's static check
     v = _vector("load_acc_001")                   # the board runs the next program normally
     dram = v["dram_in"].copy()
     h.run(v["insns"].tobytes(), dram)

@@ -22,11 +22,13 @@ instructions stop the core with an error code and the instruction index in the r
 
 from .core import VTACore, check_config
 from .csr import Reg
-from .errors import ErrorCode, HwConfigError, HwError, RtlRunError
-from .image import RunResult, pack_image
+from .errors import (ErrorCode, HwConfigError, HwError, NoProgressError, ProgramRejected,
+                     RtlRunError)
+from .image import RunResult, check_program, pack_image
 
 __all__ = ["VTACore", "check_config", "Reg", "ErrorCode", "HwError", "HwConfigError",
-           "RtlRunError", "RunResult", "pack_image", "run_amaranth"]
+           "RtlRunError", "ProgramRejected", "NoProgressError", "RunResult", "pack_image",
+           "check_program", "run_amaranth"]
 
 
 def run_amaranth(*args, **kwargs):

@@ -34,7 +34,7 @@ def bytes_from_words(words, bus_bytes: int) -> np.ndarray:
 
 def run_amaranth(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
                  latency: int = 4, max_cycles: int = 2_000_000, vcd: str | None = None,
-                 **core_kw) -> RunResult:
+                 validate: bool = True, **core_kw) -> RunResult:
     """Execute ``insns`` on the RTL with ``dram`` as the DRAM image (byte 0 = address 0).
 
     ``dram`` is updated in place with the image after execution.
@@ -45,7 +45,7 @@ def run_amaranth(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *
         when the hardware flags an illegal instruction or does not finish in ``max_cycles``.
     """
     cfg = cfg or VTAConfig()
-    img = pack_image(insns, dram, cfg)
+    img = pack_image(insns, dram, cfg, validate=validate)
     bb = cfg.bus_bytes
     words = words_from_bytes(img.data, bb)
     top = CoreWithDram(cfg, len(words), latency=latency, init=words, **core_kw)

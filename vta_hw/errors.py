@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["HwError", "HwConfigError", "RtlRunError", "ErrorCode"]
+__all__ = ["HwError", "HwConfigError", "RtlRunError", "ProgramRejected", "NoProgressError",
+           "ErrorCode"]
 
 
 class HwError(ValueError):
@@ -27,6 +28,20 @@ class RtlRunError(HwError):
     def __init__(self, message, code=None, index=None):
         super().__init__(message)
         self.code, self.index = code, index
+
+
+class ProgramRejected(RtlRunError):
+    """The stream was refused before it ran, by the simulator's own static checks
+    (``index`` and ``field`` name the instruction and field at fault)."""
+
+    def __init__(self, message, index=None, field=None):
+        super().__init__(message, index=index)
+        self.field = field
+
+
+class NoProgressError(RtlRunError):
+    """The core stopped making progress (no instruction retired, no DRAM traffic) for the
+    watchdog's number of cycles: a deadlocked program, or one without FINISH."""
 
 
 class ErrorCode(enum.IntEnum):

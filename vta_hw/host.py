@@ -37,7 +37,7 @@ from isa import INSN_BYTES, VTAConfig
 
 from .csr import Reg
 from .errors import ErrorCode, HwError, RtlRunError
-from .image import MemoryImage, RunResult, pack_image
+from .image import MemoryImage, RunResult, check_program, pack_image
 from .uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, RX_FIFO_DEPTH
 
 __all__ = ["BoardHost", "BoardError", "BoardLinkError", "BoardTimeoutError", "open_serial",
@@ -572,7 +572,8 @@ class BoardHost:
                               poll_interval=poll_interval)
 
     def run(self, insns: bytes, dram: np.ndarray, *, max_cycles: int | None = None,
-            timeout: float | None = None, poll_interval: float = 0.0) -> RunResult:
+            timeout: float | None = None, poll_interval: float = 0.0,
+            validate: bool = True) -> RunResult:
         """Execute ``insns`` on the board with ``dram`` as the DRAM image (byte 0 = address
         0), like :func:`vta_hw.amaranth_sim.run_amaranth` and :func:`vta_hw.rtlsim.run_rtl`.
 
@@ -598,7 +599,8 @@ class BoardHost:
             raise BoardError("the DRAM image array is read-only (it is updated in place)")
         if isinstance(insns, np.ndarray):
             insns = insns.tobytes()
-        img = pack_image(bytes(insns), dram, self.cfg, align=max(INSN_BYTES, self.bus_bytes))
+        img = pack_image(bytes(insns), dram, self.cfg, align=max(INSN_BYTES, self.bus_bytes),
+                         validate=validate)
         self._check_fits(img.data.size, img)
         sent0, recv0 = self.bytes_sent, self.bytes_received
         board0 = getattr(self.transport, "cycles", None)
@@ -625,7 +627,7 @@ def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
               port: str | None = None, baud: int = 115200, simulate: bool = False,
               dram_words: int = 8192, max_cycles: int | None = None,
               timeout: float | None = None,
-              read_timeout: float = 2.0, **sim_kw) -> RunResult:
+              read_timeout: float = 2.0, validate: bool = True, **sim_kw) -> RunResult:
     """One program on a board, like :func:`vta_hw.amaranth_sim.run_amaranth`: ``dram`` is
     updated in place and a :class:`~vta_hw.image.RunResult` returned.  ``port`` opens the
     board's serial port; ``simulate=True`` uses a fresh
@@ -637,6 +639,10 @@ def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
         as :meth:`BoardHost.run`; also when neither ``port`` nor ``simulate`` is given.
     """
     cfg = cfg or VTAConfig()
+    if validate:        # before a board (or its simulation) is started
+        if isinstance(insns, np.ndarray):
+            insns = insns.tobytes()
+        check_program(bytes(insns), np.asarray(dram).size, cfg)
     if simulate:
         from .simboard import SimulatedBoard
         transport = SimulatedBoard(cfg, dram_words=dram_words, **sim_kw)
@@ -648,7 +654,8 @@ def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
         host = BoardHost(transport, cfg, dram_words=dram_words)
         if not simulate:
             host.resync()            # a previous host may have left a command half sent
-        return host.run(insns, dram, max_cycles=max_cycles, timeout=timeout)
+        return host.run(insns, dram, max_cycles=max_cycles, timeout=timeout,
+                        validate=validate)
     finally:
         transport.close()
 

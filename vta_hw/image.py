@@ -6,11 +6,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import INSN_BYTES, VTAConfig
+from isa import INSN_BYTES, VTAConfig, decode_stream
+from isa.checks import static_fault
 
-from .errors import HwError
+from .errors import HwError, ProgramRejected
 
-__all__ = ["MemoryImage", "pack_image", "RunResult"]
+__all__ = ["MemoryImage", "pack_image", "check_program", "RunResult"]
+
+
+def check_program(insns: bytes, dram_bytes: int, cfg: VTAConfig) -> None:
+    """Refuse a stream the simulator refuses before running it: the same static checks
+    (:func:`isa.checks.static_fault`) with the same message, so ``vta rtl`` and ``vta sim``
+    accept and reject the same programs (random bytes, FINISH not last, unknown memory
+    types, SHR amounts, LOAD/STORE beyond the DRAM image, ...)."""
+    if len(insns) == 0 or len(insns) % INSN_BYTES:
+        raise ProgramRejected(f"the instruction stream must be a non-empty multiple of "
+                              f"{INSN_BYTES} bytes, not {len(insns)}")
+    arr = decode_stream(bytes(insns), cfg, strict=False)
+    fault = static_fault(arr.cols, cfg, dram_bytes)
+    if fault is not None:
+        raise ProgramRejected(str(fault), index=fault.index, field=fault.field)
 
 
 @dataclass
@@ -38,12 +53,18 @@ class RunResult:
                 if self.sim_seconds > 0 else None}
 
 
-def pack_image(insns: bytes, dram: np.ndarray, cfg: VTAConfig, align: int = 256) -> MemoryImage:
-    """Put ``dram`` at address 0 and ``insns`` at the next multiple of ``align`` bytes."""
+def pack_image(insns: bytes, dram: np.ndarray, cfg: VTAConfig, align: int = 256,
+               validate: bool = True) -> MemoryImage:
+    """Put ``dram`` at address 0 and ``insns`` at the next multiple of ``align`` bytes.
+
+    With ``validate`` (the default) the stream is first checked by :func:`check_program`;
+    ``validate=False`` hands any stream to the hardware (to test its own error flags)."""
     if len(insns) == 0 or len(insns) % INSN_BYTES:
         raise HwError(f"the instruction stream must be a non-empty multiple of {INSN_BYTES} "
                       f"bytes, not {len(insns)}")
     dram = np.ascontiguousarray(dram, dtype=np.uint8).reshape(-1)
+    if validate:
+        check_program(insns, len(dram), cfg)
     insn_addr = -(-len(dram) // align) * align
     total = insn_addr + len(insns)
     total = -(-total // max(align, cfg.bus_bytes)) * max(align, cfg.bus_bytes)

@@ -95,7 +95,7 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
                   latency: int = 16, gap: int = 0, write_latency: int = 2,
                   max_cycles: int = 5_000_000, vcd: str | None = None,
                   build_root: str | os.PathLike | None = None,
-                  raise_on_error: bool = True) -> list[RunResult]:
+                  raise_on_error: bool = True, validate: bool = True) -> list[RunResult]:
     """Run ``programs`` (a list of ``(insns_bytes, dram_uint8_array)``) on the RTL.
 
     Each ``dram`` array is updated in place.  Returns one :class:`RunResult` per program.
@@ -109,8 +109,8 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
     cfg = cfg or VTAConfig()
     if simulator == "amaranth":
         from .amaranth_sim import run_amaranth
-        return [run_amaranth(i, d, cfg, latency=latency, max_cycles=max_cycles, vcd=vcd)
-                for i, d in programs]
+        return [run_amaranth(i, d, cfg, latency=latency, max_cycles=max_cycles, vcd=vcd,
+                             validate=validate) for i, d in programs]
     if simulator not in SIMULATORS:
         raise HwError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
     if vcd and simulator == "verilator":
@@ -125,7 +125,7 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
                "write_latency": write_latency, "max_cycles": max_cycles, "programs": []}
         images = []
         for k, (insns, dram) in enumerate(programs):
-            img = pack_image(insns, dram, cfg)
+            img = pack_image(insns, dram, cfg, validate=validate)
             (tmp / f"img{k}.bin").write_bytes(img.data.tobytes())
             images.append(img)
             job["programs"].append({

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from isa.argtypes import nonnegative_int
+
 from .replay import compare_case, load_case, replay_case
 
 __all__ = ["register"]
@@ -54,5 +56,6 @@ def register(sub) -> None:
                    help="uop staging policy (reference reproduces the upstream bug)")
     p.add_argument("--dump", action="store_true", help="print the DUMP_INSN text of each run")
     p.add_argument("--json", action="store_true", help="print the normalised runs as JSON")
-    p.add_argument("--max-diffs", type=int, default=20)
+    p.add_argument("--max-diffs", type=nonnegative_int, default=20,
+                   help="list at most this many differences per case (default 20)")
     p.set_defaults(func=cmd_replay)

@@ -1,4 +1,4 @@
-"""``vta sim``: run an instruction stream on a DRAM image (functional, optionally timed).
+"""vta sim: run an instruction stream on a DRAM image (functional, optionally timed).
 
 Examples::
 
