@@ -20,7 +20,8 @@ import numpy as np
 
 from .config import AluOp, MemType, Opcode, VTAConfig
 
-__all__ = ["StaticFault", "static_fault", "modules_of", "MODULE_LOAD", "MODULE_COMPUTE",
+__all__ = ["StaticFault", "static_fault", "uop_counts", "token_balance", "QUEUE_NAMES",
+           "modules_of", "MODULE_LOAD", "MODULE_COMPUTE",
            "MODULE_STORE"]
 
 MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE = 0, 1, 2
@@ -167,3 +168,36 @@ def _op_name(op: int) -> str:
         return Opcode(op).name
     except ValueError:
         return f"opcode {op}"
+
+
+def uop_counts(c: dict) -> tuple[int, int]:
+    """``(gemm_ops, alu_ops)`` of a decoded stream: micro-op iterations
+    (``iter_out * iter_in * (uop_end - uop_bgn)``) of non-reset GEMMs and of ALUs, the fsim
+    profiler's counters, known from the fields alone (so RTL runs report them too)."""
+    op = c["opcode"]
+    n = np.maximum(c["uop_end"].astype(np.int64) - c["uop_bgn"], 0) * c["iter_out"] \
+        * c["iter_in"]
+    gemm = (op == OP_GEMM) & (c["reset"] == 0)
+    return int(n[gemm].sum()), int(n[op == OP_ALU].sum())
+
+
+#: token queues: 0 l2g (load->compute), 1 g2l (compute->load), 2 s2g (store->compute),
+#: 3 g2s (compute->store)
+QUEUE_NAMES = ("load->compute (l2g)", "compute->load (g2l)", "store->compute (s2g)",
+               "compute->store (g2s)")
+
+
+def token_balance(c: dict) -> np.ndarray:
+    """Final (l2g, g2l, s2g, g2s) token balance of a decoded stream: pushes minus pops per
+    queue (0 everywhere for a self-contained program; > 0: tokens left over at the end)."""
+    mod = modules_of(c)
+    op = c["opcode"]
+    real = op <= OP_ALU
+    load, comp, store = ((mod == m) & real for m in (MODULE_LOAD, MODULE_COMPUTE,
+                                                      MODULE_STORE))
+    pp, pn, qp, qn = (c[k].astype(np.int64) for k in ("pop_prev", "pop_next", "push_prev",
+                                                       "push_next"))
+    return np.array([(qn * load).sum() - (pp * comp).sum(),
+                     (qp * comp).sum() - (pn * load).sum(),
+                     (qp * store).sum() - (pn * comp).sum(),
+                     (qn * comp).sum() - (pp * store).sum()], dtype=np.int64)

@@ -29,8 +29,15 @@ def test_dense_relu_on_rtl(rtl):
     w = rng.integers(-128, 128, W.shape, dtype=np.int8)
     ref = np.maximum(np.einsum("ncbi,ocji->nobj", x.astype(np.int64), w.astype(np.int64)) >> 5,
                      0).astype(np.int8)
-    got, stats = build(out, cfg).run(rtl(cfg), {D: x, W: w})
+    k = build(out, cfg)
+    got, stats = k.run(rtl(cfg), {D: x, W: w})
     assert np.array_equal(got, ref) and stats["cycles"] > 0
+    # the fsim counters are reported on RTL too (utilisation), equal to the simulator's
+    from vta_runtime import SimDevice
+    _, sim_stats = k.run(SimDevice(cfg), {D: x, W: w})
+    assert (stats["gemm_ops"], stats["alu_ops"]) == (sim_stats["gemm_ops"], sim_stats["alu_ops"])
+    assert stats["gemm_ops"] > 0 and stats["alu_ops"] > 0
+    assert stats["gemm_utilization"] == stats["gemm_ops"] / stats["cycles"]
 
 
 def test_padded_conv_two_vthreads_on_rtl(rtl):

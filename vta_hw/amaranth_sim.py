@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 from isa import VTAConfig
 
 from .csr import Reg
-from .errors import ErrorCode, RtlRunError
+from .errors import ErrorCode, NoProgressError, RtlRunError
 from .image import RunResult, pack_image
 from .system import CoreWithDram
 
@@ -34,7 +34,7 @@ def bytes_from_words(words, bus_bytes: int) -> np.ndarray:
 
 def run_amaranth(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
                  latency: int = 4, max_cycles: int = 2_000_000, vcd: str | None = None,
-                 validate: bool = True, **core_kw) -> RunResult:
+                 validate: bool = True, stall_cycles: int = 100_000, **core_kw) -> RunResult:
     """Execute ``insns`` on the RTL with ``dram`` as the DRAM image (byte 0 = address 0).
 
     ``dram`` is updated in place with the image after execution.
@@ -69,12 +69,25 @@ def run_amaranth(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *
         await wr(Reg.INSN_ADDR, img.insn_addr)
         await wr(Reg.CTRL, 1)
         waited = 0
+        last, idle = None, 0
+        port = top.core
         while not ctx.get(top.done):
             if waited >= max_cycles:
                 out["timeout"] = True
                 return
             await ctx.tick().repeat(64)
             waited += 64
+            if stall_cycles:
+                # the watchdog: progress is an ACC write or memory-port activity seen at a
+                # sample (a deadlocked core shows neither)
+                busy = (ctx.get(port.rd_req_valid) | ctx.get(port.rd_data_valid)
+                        | ctx.get(port.wr_req_valid) | ctx.get(port.wr_data_valid))
+                now = await rd(Reg.ACC_WRITES)
+                idle = 0 if (busy or now != last) else idle + 64
+                last = now
+                if idle >= stall_cycles:
+                    out["stalled"] = True
+                    return
         out["ctrl"] = await rd(Reg.CTRL)
         out["cycles"] = await rd(Reg.CYCLES)
         out["acc_writes"] = await rd(Reg.ACC_WRITES)
@@ -91,6 +104,9 @@ def run_amaranth(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *
     else:
         sim.run()
     dt = time.perf_counter() - t0
+    if out.get("stalled"):
+        raise NoProgressError(f"the core made no progress for {stall_cycles} cycles (no DRAM "
+                              f"traffic, no ACC write): the program deadlocked or has no FINISH")
     if out.get("timeout"):
         raise RtlRunError(f"the program did not finish within {max_cycles} cycles")
     if out["ctrl"] & 4:

@@ -18,8 +18,66 @@ def _config(args) -> VTAConfig:
     return VTAConfig.from_json(args.config) if args.config else VTAConfig()
 
 
+def _writable(path: str, what: str) -> None:
+    """Fail before the work if ``path`` cannot be written (its directory is missing)."""
+    from .errors import HwError
+    if path in (None, "-"):
+        return
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise HwError(f"cannot write {what} {path}: the directory {parent} does not exist")
+    if Path(path).is_dir():
+        raise HwError(f"cannot write {what} {path}: it is a directory")
+
+
+def _program(args):
+    """(insns bytes, dram uint8 copy, expected dram_out or None) from --vector or
+    --insns/--dram; the output paths are checked before anything runs."""
+    from isa import is_npz, read_bytes
+
+    from .errors import HwError
+    expect = None
+    if args.vector:
+        if args.insns or args.dram:
+            raise HwError("give --vector or --insns/--dram, not both")
+        data = read_bytes(args.vector, "golden vector (.npz)")
+        if not is_npz(data):
+            raise HwError(f"{args.vector}: not a golden-vector file (a .npz with insns, "
+                          f"dram_in and dram_out)")
+        import io
+        try:
+            v = np.load(io.BytesIO(data), allow_pickle=False)
+            insns, dram, expect = v["insns"].tobytes(), v["dram_in"].copy(), v["dram_out"]
+        except (KeyError, ValueError, OSError, EOFError) as e:
+            raise HwError(f"{args.vector}: not a golden-vector file "
+                          f"({str(e).split('. If you trust')[0]})") from None
+        if expect.size != dram.size:
+            raise HwError(f"{args.vector}: dram_out has {expect.size} bytes but dram_in has "
+                          f"{dram.size}")
+    else:
+        if not args.insns or not args.dram or not args.out:
+            raise HwError("--insns, --dram and --out are required (or use --vector)")
+        insns = read_bytes(args.insns, "instruction stream")
+        dram = np.frombuffer(read_bytes(args.dram, "DRAM image"), dtype=np.uint8).copy()
+    _writable(args.out, "the output image")
+    _writable(args.stats, "the statistics")
+    return insns, dram, expect
+
+
+def _compare(args, dram, expect) -> int:
+    if expect is None:
+        return 0
+    diff = np.flatnonzero(dram != expect)
+    if diff.size:
+        print(f"FAIL {args.vector}: {diff.size} bytes differ (first at byte {int(diff[0])})")
+        return 1
+    print(f"PASS {args.vector}")
+    return 0
+
+
 def cmd_verilog(args):
     from .verilog import generate_verilog
+    _writable(args.output, "the Verilog")
     text = generate_verilog(_config(args))
     if args.output == "-":
         sys.stdout.write(text)
@@ -30,6 +88,7 @@ def cmd_verilog(args):
 
 def cmd_build(args):
     from .fpga import build_bitstream
+    _writable(Path(args.out) / "report.json", "the build directory")
     report = build_bitstream(_config(args), board=args.board, out_dir=args.out,
                              synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
                              dram_words=args.dram_words, baud=args.baud)
@@ -46,11 +105,13 @@ def cmd_build(args):
 def cmd_rtl(args):
     from .rtlsim import run_rtl
     cfg = _config(args)
-    insns = Path(args.insns).read_bytes()
-    dram = np.frombuffer(Path(args.dram).read_bytes(), dtype=np.uint8).copy()
+    insns, dram, expect = _program(args)
+    if args.vcd:
+        _writable(args.vcd, "the waveform")
     r = run_rtl(insns, dram, cfg, simulator=args.simulator, latency=args.latency, gap=args.gap,
-                max_cycles=args.max_cycles, vcd=args.vcd)
-    Path(args.out).write_bytes(dram.tobytes())
+                max_cycles=args.max_cycles, vcd=args.vcd, stall_cycles=args.stall_cycles)
+    if args.out:
+        Path(args.out).write_bytes(dram.tobytes())
     stats = r.stats()
     stats.update(getattr(r, "extra", {}) or {})
     stats.pop("error", None)
@@ -58,8 +119,9 @@ def cmd_rtl(args):
                   "config": cfg.to_dict()})
     if args.stats:
         Path(args.stats).write_text(json.dumps(stats, indent=2) + "\n")
-    print(f"{args.out}: {len(insns) // 16} instructions, {r.cycles} cycles "
+    print(f"{args.out or args.vector}: {len(insns) // 16} instructions, {r.cycles} cycles "
           f"({args.simulator}, {stats['sim_cycles_per_second']} cycles/s)")
+    return _compare(args, dram, expect)
 
 
 def _board_target(args):
@@ -101,12 +163,19 @@ def _board_link(args) -> dict:
 
 def cmd_board_run(args):
     from .host import run_board
+    from .image import check_program
     cfg = _board_target(args)
-    insns = Path(args.insns).read_bytes()
-    dram = np.frombuffer(Path(args.dram).read_bytes(), dtype=np.uint8).copy()
+    insns, dram, expect = _program(args)
+    link = _board_link(args)
+    check_program(insns, dram.size, cfg)           # refuse a bad program before connecting
+    where = f"simulated board ({args.sim_mode} mode)" if args.simulate else args.port
+
+    def progress(message):
+        print(f"vta board: {where}: {message}", file=sys.stderr, flush=True)
     r = run_board(insns, dram, cfg, max_cycles=args.max_cycles, timeout=args.timeout,
-                  **_board_link(args))
-    Path(args.out).write_bytes(dram.tobytes())
+                  progress=progress, **link)
+    if args.out:
+        Path(args.out).write_bytes(dram.tobytes())
     stats = r.stats()
     stats.pop("sim_cycles_per_second", None)
     stats.update(r.extra)
@@ -115,9 +184,10 @@ def cmd_board_run(args):
                   "dram_words": args.dram_words, "config": cfg.to_dict()})
     if args.stats:
         Path(args.stats).write_text(json.dumps(stats, indent=2) + "\n")
-    print(f"{args.out}: {len(insns) // 16} instructions, {r.cycles} cycles on {r.simulator} "
-          f"({r.extra['bytes_sent']} bytes sent, {r.extra['bytes_received']} received, "
-          f"{r.sim_seconds:.2f} s)")
+    print(f"{args.out or args.vector}: {len(insns) // 16} instructions, {r.cycles} cycles on "
+          f"{r.simulator} ({r.extra['bytes_sent']} bytes sent, {r.extra['bytes_received']} "
+          f"received, {r.sim_seconds:.2f} s)")
+    return _compare(args, dram, expect)
 
 
 def cmd_board_check(args):
@@ -141,6 +211,14 @@ def cmd_board_check(args):
     print(f"{host.name}: the bridge answers (core {state}, CTRL={ctrl:#x})")
 
 
+def _program_args(p):
+    p.add_argument("--insns", help="instruction stream (16 bytes each)")
+    p.add_argument("--dram", help="DRAM image before execution (byte 0 = address 0)")
+    p.add_argument("--out", help="write the DRAM image after execution here")
+    p.add_argument("--vector", help="run a golden-vector .npz (insns, dram_in) and compare "
+                   "with its dram_out: PASS/FAIL, exit 1 on a difference")
+
+
 def _board_link_args(p):
     link = p.add_mutually_exclusive_group(required=True)
     link.add_argument("--port", help="serial port of the board (e.g. /dev/ttyUSB0; needs "
@@ -156,9 +234,9 @@ def _board_link_args(p):
     p.add_argument("--config", help="VTA configuration JSON the bitstream was built with")
     p.add_argument("--dram-words", type=positive_int, default=None,
                    help="the board's DRAM in bus words (the bitstream's; default 8192)")
-    p.add_argument("--sim-mode", choices=("uart", "bytes"), default="uart",
-                   help="with --simulate: real UART bits (uart) or the bridge's byte port "
-                   "(bytes, about 30x fewer cycles)")
+    p.add_argument("--sim-mode", choices=("uart", "bytes"), default="bytes",
+                   help="with --simulate: the bridge's byte port (bytes, the default) or real "
+                   "UART bits (uart: about 30x more cycles, minutes per program)")
     p.add_argument("--divisor", type=positive_int, default=4,
                    help="with --simulate --sim-mode uart: clock cycles per UART bit")
 
@@ -187,10 +265,7 @@ def register(sub):
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("rtl", help="run a raw program on the RTL (generated Verilog)")
-    r.add_argument("--insns", required=True, help="instruction stream (16 bytes each)")
-    r.add_argument("--dram", required=True, help="DRAM image before execution (byte 0 = "
-                   "address 0)")
-    r.add_argument("--out", required=True, help="write the DRAM image after execution here")
+    _program_args(r)
     r.add_argument("--stats", help="write statistics JSON (cycles from the hardware counter)")
     r.add_argument("--vcd", help="write a waveform (VCD) of the run")
     r.add_argument("--simulator", default="icarus", choices=("icarus", "verilator", "amaranth"),
@@ -201,6 +276,9 @@ def register(sub):
     r.add_argument("--gap", type=nonnegative_int, default=0,
                    help="idle cycles between DRAM beats (0 = one bus word per cycle)")
     r.add_argument("--max-cycles", type=positive_int, default=20_000_000, help="cycle limit")
+    r.add_argument("--stall-cycles", type=nonnegative_int, default=100_000,
+                   help="stop a core with no DRAM traffic and no ACC write for this many "
+                        "cycles (a deadlock; default 100000, 0 = off)")
     r.set_defaults(func=cmd_rtl)
 
     bd = sub.add_parser("board", help="run programs on a VTA FPGA board over its UART "
@@ -210,10 +288,7 @@ def register(sub):
     br = bs.add_parser("run", help="load a program and its DRAM image, run, read the image "
                        "back")
     _board_link_args(br)
-    br.add_argument("--insns", required=True, help="instruction stream (16 bytes each)")
-    br.add_argument("--dram", required=True, help="DRAM image before execution (byte 0 = "
-                    "address 0)")
-    br.add_argument("--out", required=True, help="write the DRAM image after execution here")
+    _program_args(br)
     br.add_argument("--stats", help="write statistics JSON (cycles from the hardware counter)")
     br.add_argument("--max-cycles", type=positive_int, default=None,
                     help="cycle limit, the core is stopped when it is reached (default 2**31 "

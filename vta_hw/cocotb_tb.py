@@ -189,12 +189,27 @@ async def run_job(dut, job: dict):
         await _csr_write(dut, Reg.CTRL, 1)
         await RisingEdge(dut.clk)
         limit = job["max_cycles"]
+        stall_limit = job.get("stall_cycles") or 0
         waited = 0
         step = 64
+        # the watchdog: progress is DRAM traffic or an ACC write; none for stall_limit
+        # cycles means a deadlocked program (or one without FINISH)
+        last = None
+        idle = 0
+        stalled = False
         while not int(dut.done.value) and waited < limit and model.error is None:
             await ClockCycles(dut.clk, step)
             waited += step
-        stats = {"timeout": not int(dut.done.value), "wall_seconds": time.perf_counter() - t0}
+            if stall_limit and waited % 1024 == 0:
+                now = (model.bytes_read, model.bytes_written,
+                       await _csr_read(dut, Reg.ACC_WRITES))
+                idle = idle + 1024 if now == last else 0
+                last = now
+                if idle >= stall_limit:
+                    stalled = True
+                    break
+        stats = {"timeout": not int(dut.done.value) and not stalled, "stalled": stalled,
+                 "stall_cycles": stall_limit, "wall_seconds": time.perf_counter() - t0}
         if model.error is not None:
             stats["dram_error"] = model.error
         for name, reg in (("ctrl", Reg.CTRL), ("cycles", Reg.CYCLES),

@@ -573,7 +573,7 @@ class BoardHost:
 
     def run(self, insns: bytes, dram: np.ndarray, *, max_cycles: int | None = None,
             timeout: float | None = None, poll_interval: float = 0.0,
-            validate: bool = True) -> RunResult:
+            validate: bool = True, progress=None) -> RunResult:
         """Execute ``insns`` on the board with ``dram`` as the DRAM image (byte 0 = address
         0), like :func:`vta_hw.amaranth_sim.run_amaranth` and :func:`vta_hw.rtlsim.run_rtl`.
 
@@ -604,12 +604,16 @@ class BoardHost:
         self._check_fits(img.data.size, img)
         sent0, recv0 = self.bytes_sent, self.bytes_received
         board0 = getattr(self.transport, "cycles", None)
+        say = progress or (lambda message: None)
         t0 = time.perf_counter()
+        say(f"writing the image ({img.data.size} bytes) ...")
         words = self.load_image(img)
         t1 = time.perf_counter()
+        say(f"running {img.insn_count} instructions ({t1 - t0:.1f} s so far) ...")
         stats = self.execute(img.insn_addr, img.insn_count, max_cycles=max_cycles,
                              timeout=timeout, poll_interval=poll_interval)
         t2 = time.perf_counter()
+        say(f"reading back {img.image_bytes} bytes ({t2 - t0:.1f} s so far) ...")
         out = self.read_mem(0, img.image_bytes)
         t3 = time.perf_counter()
         dram[...] = out.reshape(dram.shape)
@@ -627,11 +631,13 @@ def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
               port: str | None = None, baud: int = 115200, simulate: bool = False,
               dram_words: int = 8192, max_cycles: int | None = None,
               timeout: float | None = None,
-              read_timeout: float = 2.0, validate: bool = True, **sim_kw) -> RunResult:
+              read_timeout: float = 2.0, validate: bool = True, progress=None,
+              **sim_kw) -> RunResult:
     """One program on a board, like :func:`vta_hw.amaranth_sim.run_amaranth`: ``dram`` is
     updated in place and a :class:`~vta_hw.image.RunResult` returned.  ``port`` opens the
     board's serial port; ``simulate=True`` uses a fresh
     :class:`~vta_hw.simboard.SimulatedBoard` (``**sim_kw``: ``serial``, ``divisor``, ...).
+    ``progress`` (a callable taking one line) hears each phase: write, run, read back.
 
     Raises
     ------
@@ -655,7 +661,7 @@ def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
         if not simulate:
             host.resync()            # a previous host may have left a command half sent
         return host.run(insns, dram, max_cycles=max_cycles, timeout=timeout,
-                        validate=validate)
+                        validate=validate, progress=progress)
     finally:
         transport.close()
 

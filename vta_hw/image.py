@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isa import INSN_BYTES, VTAConfig, decode_stream
-from isa.checks import static_fault
+from isa.checks import QUEUE_NAMES, static_fault, token_balance
 
 from .errors import HwError, ProgramRejected
 
@@ -26,6 +26,13 @@ def check_program(insns: bytes, dram_bytes: int, cfg: VTAConfig) -> None:
     fault = static_fault(arr.cols, cfg, dram_bytes)
     if fault is not None:
         raise ProgramRejected(str(fault), index=fault.index, field=fault.field)
+    # the simulator refuses a run that leaves tokens in a queue; the hardware would finish
+    # and leave them behind, so the runner refuses it first
+    left = [(QUEUE_NAMES[q], int(t)) for q, t in enumerate(token_balance(arr.cols)) if t > 0]
+    if left:
+        raise ProgramRejected("tokens left over at the end of the run: "
+                              + ", ".join(f"{t} on {q}" for q, t in left)
+                              + " (every push must be popped)")
 
 
 @dataclass

@@ -19,17 +19,30 @@ import numpy as np
 
 from isa import VTAConfig
 
-from .errors import ErrorCode, HwError, RtlRunError
-from .image import RunResult, pack_image
+from .errors import ErrorCode, HwError, NoProgressError, RtlRunError
+from .image import RunResult, check_program, pack_image
 from .verilog import DUMP_MODULE, TOPLEVEL, cached_verilog
 
 __all__ = ["run_rtl", "run_rtl_batch", "default_build_root", "SIMULATORS"]
 
 SIMULATORS = ("icarus", "verilator", "amaranth")
 
+#: cycles without DRAM traffic or an ACC write after which a run is declared stuck
+DEFAULT_STALL_CYCLES = 100_000
+
 
 def default_build_root() -> Path:
-    return Path(os.environ.get("VTA_HW_BUILD", Path(tempfile.gettempdir()) / "vta_hw_build"))
+    """Where generated Verilog and compiled simulators are cached: ``$VTA_HW_BUILD``, else a
+    per-user cache directory (``$XDG_CACHE_HOME/vta-stack/rtl`` or ``~/.cache/vta-stack/rtl``),
+    created private to the user -- never a shared, predictable /tmp path that another user
+    could plant a stamp file in."""
+    env = os.environ.get("VTA_HW_BUILD")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    root = base / "vta-stack" / "rtl"
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return root
 
 
 @contextlib.contextmanager
@@ -95,13 +108,22 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
                   latency: int = 16, gap: int = 0, write_latency: int = 2,
                   max_cycles: int = 5_000_000, vcd: str | None = None,
                   build_root: str | os.PathLike | None = None,
-                  raise_on_error: bool = True, validate: bool = True) -> list[RunResult]:
+                  raise_on_error: bool = True, validate: bool = True,
+                  stall_cycles: int = DEFAULT_STALL_CYCLES) -> list[RunResult]:
     """Run ``programs`` (a list of ``(insns_bytes, dram_uint8_array)``) on the RTL.
 
     Each ``dram`` array is updated in place.  Returns one :class:`RunResult` per program.
 
+    ``stall_cycles`` is the watchdog: a core with no DRAM traffic and no ACC write for that
+    many cycles has deadlocked (or its program has no FINISH) and is stopped with
+    :class:`NoProgressError` (0 disables it; ``max_cycles`` still applies).
+
     Raises
     ------
+    ProgramRejected
+        the stream fails the simulator's static checks (``validate=False`` skips them).
+    NoProgressError
+        the watchdog stopped a core that made no progress.
     RtlRunError
         (if ``raise_on_error``) when a program hits ``max_cycles``, makes the hardware flag an
         illegal instruction, or accesses memory beyond its image.
@@ -110,11 +132,17 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
     if simulator == "amaranth":
         from .amaranth_sim import run_amaranth
         return [run_amaranth(i, d, cfg, latency=latency, max_cycles=max_cycles, vcd=vcd,
-                             validate=validate) for i, d in programs]
+                             validate=validate, stall_cycles=stall_cycles)
+                for i, d in programs]
     if simulator not in SIMULATORS:
         raise HwError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
     if vcd and simulator == "verilator":
         raise HwError("--vcd is supported with the icarus and amaranth simulators")
+    if vcd:
+        vcd = os.path.abspath(vcd)      # the simulator runs in a temporary directory
+    if validate:        # refuse a bad program before building or starting a simulator
+        for insns, dram in programs:
+            check_program(insns, np.asarray(dram).size, cfg)
     from cocotb_tools.runner import get_runner
     build_root = Path(build_root) if build_root else default_build_root()
     bdir = _build(cfg, simulator, build_root)
@@ -122,10 +150,11 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
     with (_KeptDir() if keep else tempfile.TemporaryDirectory(prefix="vta_rtl_")) as tmp:
         tmp = Path(tmp)
         job = {"bus_bytes": cfg.bus_bytes, "latency": latency, "gap": gap,
-               "write_latency": write_latency, "max_cycles": max_cycles, "programs": []}
+               "write_latency": write_latency, "max_cycles": max_cycles,
+               "stall_cycles": stall_cycles, "programs": []}
         images = []
         for k, (insns, dram) in enumerate(programs):
-            img = pack_image(insns, dram, cfg, validate=validate)
+            img = pack_image(insns, dram, cfg, validate=False)     # checked above
             (tmp / f"img{k}.bin").write_bytes(img.data.tobytes())
             images.append(img)
             job["programs"].append({
@@ -186,6 +215,13 @@ def _check(st: dict, k: int, max_cycles: int, raise_on_error: bool):
     code = index = None
     if st.get("dram_error"):
         msg = f"program {k}: {st['dram_error']}"
+    elif st.get("stalled"):
+        msg = (f"the core made no progress for {st['stall_cycles']} cycles (no DRAM traffic, "
+               f"no ACC write): the program deadlocked or has no FINISH")
+        st["error"] = msg
+        if raise_on_error:
+            raise NoProgressError(msg)
+        return
     elif st["timeout"]:
         msg = f"program {k}: did not finish within {max_cycles} cycles"
     elif st["ctrl"] & 4:

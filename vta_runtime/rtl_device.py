@@ -17,6 +17,9 @@ Limitations (stated, not hidden):
 
 from __future__ import annotations
 
+from isa import decode_stream
+from isa.checks import uop_counts
+
 from .device import Device
 from .errors import DeviceError
 from .memory import PAGE_BYTES
@@ -82,4 +85,11 @@ class RtlDevice(Device):
                                **self.core_kw)
         except HwError as e:
             raise DeviceError(f"RTL: {e}") from e
-        return res.stats()
+        stats = res.stats()
+        # the fsim counters, from the stream's fields, so utilisation is reported on RTL too
+        gemm_ops, alu_ops = uop_counts(decode_stream(insns, self.config, strict=False).cols)
+        stats.update({"gemm_ops": gemm_ops, "alu_ops": alu_ops,
+                      "gemm_utilization": gemm_ops / max(1, stats["cycles"])})
+        stats.update(getattr(res, "extra", None) or {})
+        stats.pop("error", None)
+        return stats

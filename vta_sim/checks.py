@@ -11,19 +11,13 @@ import numpy as np
 from isa import VTAConfig
 from isa.checks import (ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, MODULE_COMPUTE,
                         MODULE_LOAD, MODULE_STORE, MT_ACC, MT_ACC8, MT_INP, MT_OUT, MT_UOP,
-                        MT_WGT, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, modules_of,
-                        static_fault)
+                        MT_WGT, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, QUEUE_NAMES,
+                        modules_of, static_fault)
 
 from .errors import ProgramError, RangeError
 
 __all__ = ["check_program", "MODULE_LOAD", "MODULE_COMPUTE", "MODULE_STORE", "modules_of",
            "QUEUE_NAMES", "work_of"]
-
-#: token queues: 0 l2g (load->compute), 1 g2l (compute->load), 2 s2g (store->compute),
-#: 3 g2s (compute->store)
-QUEUE_NAMES = ("load->compute (l2g)", "compute->load (g2l)", "store->compute (s2g)",
-               "compute->store (g2s)")
-
 
 def check_program(c: dict, cfg: VTAConfig, dram_bytes: int) -> None:
     """Raise the :class:`SimError` of the lowest-index statically detectable fault (the
