@@ -17,7 +17,7 @@ from isa.checks import (ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR, MODULE_COMP
 from .errors import ProgramError, RangeError
 
 __all__ = ["check_program", "MODULE_LOAD", "MODULE_COMPUTE", "MODULE_STORE", "modules_of",
-           "QUEUE_NAMES", "work_of"]
+           "QUEUE_NAMES", "work_of", "token_lists"]
 
 def check_program(c: dict, cfg: VTAConfig, dram_bytes: int) -> None:
     """Raise the :class:`SimError` of the lowest-index statically detectable fault (the
@@ -25,6 +25,27 @@ def check_program(c: dict, cfg: VTAConfig, dram_bytes: int) -> None:
     f = static_fault(c, cfg, dram_bytes)
     if f is not None:
         raise (RangeError if f.kind == "range" else ProgramError)(f.message, f.index, f.field)
+
+
+def token_lists(c: dict, mod: np.ndarray):
+    """Per instruction: the queues it pops and the queues it pushes (ids as QUEUE_NAMES);
+    shared by the functional core and the timing model."""
+    n = mod.shape[0]
+    pp, pn, up, un = (c[k].tolist() for k in ("pop_prev", "pop_next", "push_prev",
+                                                 "push_next"))
+    m = mod.tolist()
+    pops, pushes = [None] * n, [None] * n
+    for i in range(n):
+        if m[i] == MODULE_LOAD:
+            pops[i] = (1,) if pn[i] else ()
+            pushes[i] = (0,) if un[i] else ()
+        elif m[i] == MODULE_COMPUTE:
+            pops[i] = ((0,) if pp[i] else ()) + ((2,) if pn[i] else ())
+            pushes[i] = ((1,) if up[i] else ()) + ((3,) if un[i] else ())
+        else:
+            pops[i] = (3,) if pp[i] else ()
+            pushes[i] = (2,) if up[i] else ()
+    return pops, pushes
 
 
 def work_of(c: dict, cfg: VTAConfig) -> np.ndarray:

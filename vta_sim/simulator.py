@@ -15,7 +15,7 @@ from . import compute, memory
 from ._blas import single_threaded
 from .checks import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, MT_ACC, MT_ACC8, MT_INP,
                      MT_UOP, MT_WGT, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, QUEUE_NAMES,
-                     check_program, modules_of, work_of)
+                     check_program, modules_of, token_lists, work_of)
 from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramError, SimError,
                      TokenError, UninitializedReadError, WorkLimitError)
 from .sram import Sram
@@ -185,7 +185,7 @@ class Simulator:
         kind[op == OP_ALU] = _ALU
         kind[op == OP_FINISH] = _FINISH
         work = work_of(c, cfg)
-        pops, pushes = _token_lists(c, mod)
+        pops, pushes = token_lists(c, mod)
         self._c = {k: v.tolist() for k, v in c.items()}
         self._kind = kind.tolist()
         self._dram = dram
@@ -366,26 +366,6 @@ class Simulator:
         st.store_count = int((kind == _STORE).sum())
         st.gemm_count, st.alu_count = int(gemm.sum()), int(alu.sum())
         st.nop_count = int((kind == _NOP).sum())
-
-
-def _token_lists(c: dict, mod: np.ndarray):
-    """Per instruction: the queues it pops and the queues it pushes (ids as QUEUE_NAMES)."""
-    n = mod.shape[0]
-    pp, pn, up, un = (c[k].tolist() for k in ("pop_prev", "pop_next", "push_prev",
-                                                 "push_next"))
-    m = mod.tolist()
-    pops, pushes = [None] * n, [None] * n
-    for i in range(n):
-        if m[i] == MODULE_LOAD:
-            pops[i] = (1,) if pn[i] else ()
-            pushes[i] = (0,) if un[i] else ()
-        elif m[i] == MODULE_COMPUTE:
-            pops[i] = ((0,) if pp[i] else ()) + ((2,) if pn[i] else ())
-            pushes[i] = ((1,) if up[i] else ()) + ((3,) if un[i] else ())
-        else:
-            pops[i] = (3,) if pp[i] else ()
-            pushes[i] = (2,) if up[i] else ()
-    return pops, pushes
 
 
 def _flag_of(c: dict, i: int, q: int) -> str:

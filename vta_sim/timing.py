@@ -48,7 +48,7 @@ import numpy as np
 
 from isa import MemType, Opcode, VTAConfig, decode_stream
 
-from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of
+from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token_lists
 from .errors import DeadlockError, InputError
 
 __all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS"]
@@ -291,8 +291,7 @@ class _Sim:
         self.delivered = [0, 0, 0]
         self.prio = {name: k for k, name in enumerate(p.read_priority)}
         # tokens: pops/pushes per instruction
-        from .simulator import _token_lists
-        self.pops, self.pushes = _token_lists(arr.cols, mod)
+        self.pops, self.pushes = token_lists(arr.cols, mod)
         self.tokens = list(initial_tokens or (0, 0, 0, 0))
         self.push_log = [[] for _ in range(4)]     # producer index of each push, in order
         self.pop_count = [0, 0, 0, 0]
