@@ -51,6 +51,35 @@ def _finit(kernel, base, mode: int):
     return finit
 
 
+def check_fields(ops: list[Op], cfg) -> None:
+    """Every DMA the program issues must be encodable: its sizes, stride, padding and SRAM
+    index fit the LOAD/STORE instruction fields of ``cfg`` (so a workload too wide for one
+    2-D DMA is refused when it is compiled, not when it runs).
+
+    Raises
+    ------
+    IRError
+        naming the op, the tensor, the field and the limit.
+    """
+    from .ir import IRError
+    lay = dict((name, width) for name, _, width in cfg.mem_layout.fields)
+    for i, op in enumerate(ops):
+        if op.kind not in ("load", "store"):
+            continue
+        a = op.args
+        pads = a.get("pad", (0, 0, 0, 0))
+        vals = {"x_size": a["x"], "y_size": a["y"], "x_stride": a["stride"],
+                "sram_base": a["sram"], "y_pad_0": pads[0], "y_pad_1": pads[1],
+                "x_pad_0": pads[2], "x_pad_1": pads[3]}
+        for field, v in vals.items():
+            if not 0 <= int(v) < 1 << lay[field]:
+                what = getattr(a["tensor"], "name", a["tensor"])
+                hint = (" (a row of the tensor is too long for one 2-D DMA)"
+                        if field == "x_stride" else "")
+                raise IRError(f"op {i} ({op.kind} of {what}): {field} = {int(v)} does not fit "
+                              f"the {lay[field]}-bit instruction field{hint}")
+
+
 def emit(ops: list[Op], cq, buffers: dict, sites: KernelSites) -> None:
     """Issue ``ops`` on command queue ``cq``; ``buffers`` maps tensor -> device Buffer."""
     for op in ops:

@@ -137,7 +137,11 @@ def _runs(k: Knobs, nt: dict, axes) -> int:
     return n
 
 
-def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> bool:
+def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig, strict: bool = True) -> bool:
+    """Whether the tiling fits the SRAMs and micro-op buffer.  ``strict`` also asks for more
+    ACC tiles per step than the ACC read-after-write distance (otherwise the lowering pads
+    the GEMM kernel with scratch micro-ops: correct, a little slower; the only choice for
+    workloads with very few output tiles)."""
     g = tile_geometry(wl, k)
     nv = k.vthreads
     bias = {st.key for st in wl.epilogue if st.vector is not None and not st.full}
@@ -146,7 +150,7 @@ def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> bool:
         return False
     if nv * g["acc"] * (1 + len(full)) + wl.ob * len(bias) > cfg.acc_buff_depth:
         return False
-    if g["acc"] <= cfg.ACC_DEP_DISTANCE:
+    if strict and g["acc"] <= cfg.ACC_DEP_DISTANCE:
         return False
     # the largest two foldable extents leave this many explicit uops
     ext = sorted([k.tile_b, k.tile_co, k.tile_h, k.tile_w, k.tile_ci, wl.kh, wl.kw])
@@ -181,6 +185,9 @@ def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
               if fits(wl, k, cfg)]
     if not scored and latency_hiding:
         return default_knobs(wl, cfg, latency_hiding=False, slack=slack)
+    if not scored:          # very few output tiles: accept scratch-padded GEMM kernels
+        scored = [(estimate(wl, k, cfg), k) for k in candidates(wl, cfg, False)
+                  if fits(wl, k, cfg, strict=False)]
     if not scored:
         raise ScheduleError(f"no tiling of {wl.describe()} fits this configuration's buffers")
     best = min(e.cycles for e, _ in scored)

@@ -139,8 +139,8 @@ def _expr(e, grid, nd, cache, guarded, where):
         elif op == "mul": r = a * b
         elif op == "div": r = a // b
         elif op == "mod": r = a % b
-        elif op == "shr": r = a >> b
-        elif op == "shl": r = a << b
+        elif op in ("shr", "shl"):
+            r = shift(a, b if op == "shr" else -b)
         elif op == "min": r = np.minimum(a, b)
         elif op == "max": r = np.maximum(a, b)
         elif op == "lt": return a < b
@@ -152,6 +152,15 @@ def _expr(e, grid, nd, cache, guarded, where):
             raise TEError(f"{where}: unknown operation {op}")
         return wrap(r, e.dtype)
     raise TEError(f"{where}: cannot evaluate {type(e).__name__}")
+
+
+def shift(a, right):
+    """``a >> right`` with VTA's semantics for every amount: a negative right shift is a left
+    shift (the ALU's SHR by -k is x << k), never numpy's undefined negative shift count.
+    The one definition of ``>>`` / ``<<`` in expressions, shared with the host interpreter."""
+    a = np.asarray(a, np.int64)
+    right = np.asarray(right, np.int64)
+    return np.where(right >= 0, a >> np.clip(right, 0, 63), a << np.clip(-right, 0, 63))
 
 
 def to_numpy_dtype(dtype: str):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .evaluate import to_numpy_dtype, wrap
+from .evaluate import shift, to_numpy_dtype, wrap
 from .ir import For, Seq, Stmt, fmt, to_text
 from .schedule import ScheduleError
 from .te import (Binary, Cast, Const, Expr, IterVar, Load, Reduce, Select, Tensor, substitute)
@@ -195,8 +195,8 @@ def _val(e, env, bufs):
     if isinstance(e, Binary):
         a, b = _val(e.a, env, bufs), _val(e.b, env, bufs)
         r = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
-             "div": lambda: a // b, "mod": lambda: a % b, "shr": lambda: a >> b,
-             "shl": lambda: a << b, "min": lambda: min(a, b), "max": lambda: max(a, b),
+             "div": lambda: a // b, "mod": lambda: a % b, "shr": lambda: int(shift(a, b)),
+             "shl": lambda: int(shift(a, -b)), "min": lambda: min(a, b), "max": lambda: max(a, b),
              "lt": lambda: a < b, "le": lambda: a <= b, "ge": lambda: a >= b,
              "gt": lambda: a > b, "and": lambda: bool(a and b)}[e.op]()
         return r if e.dtype in (None, "bool") else int(wrap(np.int64(r), e.dtype))

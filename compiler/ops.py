@@ -17,8 +17,8 @@ import numpy as np
 
 from isa import VTAConfig
 
-from .te import (Tensor, all_of, cast, clip, compute, maximum, placeholder, reduce_axis,
-                 select, shift_right)
+from .te import (Tensor, TEError, all_of, cast, clip, compute, maximum, placeholder,
+                 reduce_axis, select, shift_right)
 from .te import sum as te_sum
 
 
@@ -30,7 +30,7 @@ def padding4(padding) -> tuple:
     elif len(p) == 2:
         p = (p[0], p[0], p[1], p[1])
     if len(p) != 4 or min(p) < 0:
-        raise ValueError(f"padding {padding!r}: expected p, (ph, pw) or (top, bottom, left, "
+        raise TEError(f"padding {padding!r}: expected p, (ph, pw) or (top, bottom, left, "
                          f"right), all >= 0")
     return p
 
@@ -42,13 +42,13 @@ def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding=0,
     nb, cb, h, w, bn, bi = data.shape
     ob, cb2, kh, kw, bo, bi2 = kernel.shape
     if (cb, bi) != (cb2, bi2):
-        raise ValueError(f"conv2d: data has {cb}x{bi} input channels, kernel {cb2}x{bi2}")
+        raise TEError(f"conv2d: data has {cb}x{bi} input channels, kernel {cb2}x{bi2}")
     if stride < 1:
-        raise ValueError(f"conv2d: stride {stride} out of range")
+        raise TEError(f"conv2d: stride {stride} out of range")
     pt, pb, pl, pr = padding4(padding)
     oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
     if oh < 1 or ow < 1:
-        raise ValueError(f"conv2d: kernel {kh}x{kw} larger than padded input {h}x{w}")
+        raise TEError(f"conv2d: kernel {kh}x{kw} larger than padded input {h}x{w}")
     if pt or pb or pl or pr:
         src = data
         data = compute((nb, cb, h + pt + pb, w + pl + pr, bn, bi),
@@ -70,7 +70,7 @@ def dense(data: Tensor, weight: Tensor, name: str = "dense", acc_dtype: str = "i
     nb, cb, bn, bi = data.shape
     ob, cb2, bo, bi2 = weight.shape
     if (cb, bi) != (cb2, bi2):
-        raise ValueError(f"dense: data has {cb}x{bi} input features, weight {cb2}x{bi2}")
+        raise TEError(f"dense: data has {cb}x{bi} input features, weight {cb2}x{bi2}")
     rc, ri = reduce_axis(cb, "rc"), reduce_axis(bi, "ri")
     return compute((nb, ob, bn, bo),
                    lambda n, o, b, j: te_sum(cast(acc_dtype, data[n, rc, b, ri])
@@ -116,7 +116,7 @@ def conv2d_resnet_block(cfg: VTAConfig, n: int, ci: int, h: int, w: int, co: int
     b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
     for what, v, blk in (("batch", n, b), ("in channels", ci, bi), ("out channels", co, bo)):
         if v % blk:
-            raise ValueError(f"{what} {v} is not a multiple of the VTA block {blk}")
+            raise TEError(f"{what} {v} is not a multiple of the VTA block {blk}")
     data = placeholder((n // b, ci // bi, h, w, b, bi), "int8", "data")
     kernel = placeholder((co // bo, ci // bi, k, k, bo, bi), "int8", "kernel")
     bias = placeholder((co // bo, b, bo), cfg.acc_dtype, "bias")

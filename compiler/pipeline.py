@@ -15,11 +15,12 @@ import numpy as np
 from isa import VTAConfig
 
 from . import ir
-from .codegen import KernelSites, emit
+from .codegen import KernelSites, check_fields, emit
 from .lower import lower
 from .passes import fold_uop_loops, inject_dma, inject_vthread, storage_flatten, verify
 from .program import eliminate_redundant_loads, insert_dependencies, listing, unroll
 from .schedule import Knobs
+from .te import TEError
 from .workload import GemmWorkload, recognise
 
 #: (name, why) of every step, in order.
@@ -57,7 +58,7 @@ class CompiledKernel:
         """The last run's instruction stream, one ``describe`` line each."""
         from isa import decode_program, describe
         if self.last_run is None:
-            raise ValueError("run the kernel first: instructions are recorded on first call")
+            raise TEError("run the kernel first: instructions are recorded on first call")
         return "\n".join(f"{i:5d}  {describe(x)}" for i, x in
                          enumerate(decode_program(self.last_run.insns, self.cfg)))
 
@@ -88,10 +89,10 @@ class CompiledKernel:
             for t in self.inputs:
                 arr = inputs.get(t, inputs.get(t.name))
                 if arr is None:
-                    raise ValueError(f"run: no array for input {t.name} {t.shape}")
+                    raise TEError(f"run: no array for input {t.name} {t.shape}")
                 arr = np.ascontiguousarray(arr, dtype=to_numpy_dtype(t.dtype))
                 if arr.shape != t.shape:
-                    raise ValueError(f"run: input {t.name} has shape {arr.shape}, "
+                    raise TEError(f"run: input {t.name} has shape {arr.shape}, "
                                      f"expected {t.shape}")
                 b = dev.alloc(max(arr.nbytes, 1), name=t.name)
                 allocated.append(b)
@@ -148,6 +149,7 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     ops = eliminate_redundant_loads(ops)
     stages["reuse"] = f"{len(ops)} ops after dropping {int(stages['unroll'].split()[0]) - len(ops)} redundant loads"
     ops = insert_dependencies(ops)
+    check_fields(ops, cfg)
     stages["coproc_sync"] = f"{len(ops)} ops with tokens (see CompiledKernel.listing())"
     target = next((s.copy.tensor for s in ir.walk(stmt) if isinstance(s, ir.DmaInsn)
                    and s.direction == "store"), wl.out)

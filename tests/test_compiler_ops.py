@@ -148,11 +148,11 @@ def test_dense_random_shapes_and_configs(cname, nb, cb, ob, lh, seed):
     wl = recognise(out, cfg)
     legal = [kn for kn in candidates(wl, cfg, lh) if fits(wl, kn, cfg)] or [
         kn for kn in candidates(wl, cfg, False) if fits(wl, kn, cfg)]
-    if not legal:      # fewer than 3 accumulator tiles: the dependency distance cannot be met
-        assert nb * ob < 3
-        with pytest.raises(ScheduleError):
-            build(wl, cfg)
-        return
+    if not legal:
+        # fewer ACC tiles than the dependency distance: the GEMM kernel is padded with
+        # scratch micro-ops; the default search takes such a tiling instead of refusing
+        assert nb * ob <= cfg.ACC_DEP_DISTANCE
+        legal = [build(wl, cfg).knobs]
     ck = build(wl, cfg, legal[seed % len(legal)], verify_ir=True)
     got, _ = ck.run(SimDevice(cfg), {D: x, W: w})
     assert np.array_equal(got, ref)
