@@ -21,25 +21,43 @@ Layout by role (each file one concept):
   validity and features) and ``measure(out, knobs, cfg)`` (cycles on the timed simulator).
 - :mod:`.bench` ``vta bench resnet18``; :mod:`.cli_main` ``vta demo`` / ``vta bench``.
 
-Example::
+Example (runnable as it stands; ``tests/test_docs.py`` runs it)::
 
-    from compiler import ops, build
+    import numpy as np
+    from isa import VTAConfig
     from vta_runtime import SimDevice
-    data, kernel, bias, out = ops.conv2d_resnet_block(cfg, 1, 64, 56, 56, 64, 3, 1, 1)
-    k = build(out, cfg)                 # default schedule, 2 virtual threads
-    print(k.show("fold_uop"))           # the IR after any pass
-    result, stats = k.run(SimDevice(cfg), {data: x, kernel: w, bias: b})
+    from compiler import Schedule, build, measure, ops, recognise, space
+
+    cfg = VTAConfig()                   # 1x16x16, int8 inputs and weights, int32 accumulators
+    rng = np.random.default_rng(0)
+    # conv2d 32->32 channels, 14x14, 3x3, stride 1, pad 1, then >>8, +bias, clip, int8; the
+    # tensors are in VTA's packed layouts (data NCHW16c as (N, C/16, H, W, 1, 16), weights
+    # OIHW16o16i, bias (CO/16, 1, 16)); ops.pack_nchw / ops.pack_oihw convert from NCHW/OIHW
+    data, kernel, bias, out = ops.conv2d_resnet_block(cfg, 1, 32, 14, 14, 32, 3, 1, 1)
+    x = rng.integers(-128, 128, (1, 32, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 32, 3, 3), dtype=np.int8)
+    b = rng.integers(-1000, 1000, (32,), dtype=np.int32)
+    feeds = {data: ops.pack_nchw(x, 1, 16), kernel: ops.pack_oihw(w, 16, 16),
+             bias: b.reshape(2, 1, 16)}
+
+    k = build(out, cfg)                 # default schedule (cost-model search), 2 vthreads
+    text = k.show("fold_uop")           # the IR after any pass, as text
+    result, stats = k.run(SimDevice(cfg, timed=True), feeds)
+    ref = np.clip((ops.conv2d_nchw_reference(x, w, 1, 1) >> 8) + b[None, :, None, None],
+                  0, 127).astype(np.int8)
+    assert np.array_equal(ops.unpack_nchw(result), ref)
 
     # any schedule, as calls or as the equivalent plain data (compiler.opts_of / apply)
     s = Schedule(recognise(out, cfg))
-    s.tile("h", "w", 5, 9)                      # tiles need not divide 56: edge tiles
+    s.tile("h", "w", 5, 7)                      # tiles need not divide 14: edge tiles
     s.split("co", 1)
     oo, oi = s.split("co.outer", 2)             # a second split of the tile loop
     s.reorder(oo, "h.outer", "w.outer", oi)
     s.compute_at("kernel", oo)                  # weights of 2 out-blocks, loaded once
     s.double_buffer("kernel")                   # ...while the previous block computes
     s.bind_vthread(oi, 2)
-    k = build(out, cfg, s.knobs())
+    result2, _ = build(out, cfg, s.knobs()).run(SimDevice(cfg), feeds)
+    assert np.array_equal(result2, result)
 
     # the tuner hook
     sp = space(out, cfg)                        # indexable knob space, valid(), features()

@@ -186,6 +186,14 @@ def public_json(doc: dict) -> dict:
 HEADER = (f"{'layer':5} {'cycles':>10} {'gemm_ops':>9} {'util':>6} {'dram_bytes':>11} "
           f"{'xmin':>5} {'ops/B':>6} {'ok':>3}  knobs")
 
+#: What the columns mean (printed under the header by ``vta bench``).
+LEGEND = ("util = GEMM micro-ops / cycles; dram_bytes = LOAD and STORE data (fsim counters, "
+          "micro-ops included, instruction fetch not); "
+          "xmin = dram_bytes / the minimum (every input, weight and bias byte read once, "
+          "every output byte written once); ops/B = MACs per DRAM byte (arithmetic intensity); "
+          "knobs: tile sizes in blocks (b, co, h, w, ci) and the virtual threads (vt2:co = two, "
+          "over the co tiles)")
+
 
 def format_row(r: dict) -> str:
     k = r["_knobs"]

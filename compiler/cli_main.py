@@ -99,6 +99,8 @@ def cmd_demo(args) -> int:
         print(f"   wrote {len(ck.last_run.insns) // 16} instructions to {args.dump} "
               f"(vta disasm {args.dump})")
     print("== 4. instructions (first 24 of the stream the runtime built)")
+    print("   dep=ABCD: A pop_prev, B pop_next (wait for a token from the previous / next "
+          "stage), C push_prev, D push_next (give one); stages load -> compute -> store")
     lines = ck.instructions().splitlines()
     print("\n".join(lines[:24]) + (f"\n   ... {len(lines) - 24} more" if len(lines) > 24 else ""))
 
@@ -123,7 +125,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import (HEADER, LayerSelectionError, bench, geomean, public_json, roofline,
+    from .bench import (HEADER, LEGEND, LayerSelectionError, bench, geomean, public_json, roofline,
                         select_layers)
     from .cli import UserError
     if args.workload != "resnet18":
@@ -140,6 +142,7 @@ def cmd_bench(args) -> int:
     print(f"ResNet-18 {'C2-C11' if not args.layers else ','.join(l.name for l in layers)} on VTA "
           f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator, latency hiding "
           f"{'on' if lh else 'off'}")
+    print(LEGEND)
     print(HEADER)
     doc = bench(lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline)
     docs = [doc]

@@ -12,11 +12,12 @@ limit, and a worker that died (a killed process, an out-of-memory kill) are each
 in :class:`Outcome` and never end the run.  A pool broken by a dead worker is replaced and
 the items it lost are resubmitted once, so no record is lost.
 
-Example::
+Example (a task must be picklable for a process pool: a module-level function)::
 
-    with make_executor(workers=2) as ex:
-        for knobs, out in run_tasks(ex, measure_one, candidates, timeout=30):
-            print(knobs, out.value if out.ok else out.error)
+    from compiler.executor import make_executor, run_tasks
+    with make_executor(workers=0) as ex:          # 0: in this process; N: a pool of N
+        for n, out in run_tasks(ex, abs, [3, -4, "x"], timeout=30):
+            print(n, out.value if out.ok else out.error)     # "x": TypeError, recorded
 """
 
 from __future__ import annotations

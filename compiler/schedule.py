@@ -379,6 +379,9 @@ class Schedule:
         self._rec("cache_read", tensor, scope)
 
     def cache_write(self, scope: str):
+        """Declare where results accumulate (TVM ``cache_write``).  On VTA that is always
+        the ``acc`` scope, so this confirms the schedule's structure and changes nothing;
+        any other scope raises :class:`PrimitiveError`."""
         if scope != "acc":
             raise PrimitiveError("cache_write", scope, "results accumulate in 'acc'")
         self._rec("cache_write", "out", scope)
@@ -406,18 +409,39 @@ class Schedule:
             t for t in ("data", "kernel") if t in self._k.double_buffer or t == tensor))
 
     def tensorize(self, axis: str, intrin: str = "gemm"):
+        """Map the loops inside ``axis`` onto the GEMM intrinsic (TVM ``tensorize``).  The
+        intrinsic always covers one BATCH x BLOCK_IN x BLOCK_OUT block, at ``ci.inner`` (or
+        ``b.inner``); the call confirms that and records it, and anything else raises
+        :class:`PrimitiveError` naming the call (see :func:`compiler.verify_gemm` for the
+        structural check of the expression itself)."""
         if intrin != "gemm" or axis not in ("ci.inner", "b.inner"):
             raise PrimitiveError("tensorize", axis, f"the GEMM intrinsic applies at "
                                  f"'ci.inner' (got intrinsic {intrin!r})")
         self._rec("tensorize", axis, intrin)
 
     def pragma(self, stage: str, what: str):
+        """Mark how a stage executes (TVM ``pragma``): ``dma_copy`` for a copy stage (the
+        cache reads ``data``/``kernel``, the output ``out``, an epilogue operand), ``alu``
+        for an element-wise epilogue stage (by its name, or ``epilogue`` for all of them).  VTA lowers these stages that way anyway, so the
+        pragma confirms it; an unknown pragma, or a stage that is not of that kind, raises
+        :class:`PrimitiveError` naming the call (never recorded and ignored)."""
         if what not in ("dma_copy", "alu"):
             raise PrimitiveError("pragma", stage, f"unknown pragma {what!r}; known: "
                                  f"dma_copy, alu")
+        alu = {st.source for st in self.wl.epilogue} | ({"epilogue"} if self.wl.epilogue
+                                                          else set())
+        dma = {"data", "kernel", "out"} | {st.vector.name for st in self.wl.epilogue
+                                           if st.vector is not None}
+        known = alu if what == "alu" else dma
+        if stage not in known:
+            raise PrimitiveError("pragma", stage, f"no {what} stage named {stage!r}; the "
+                                 f"{what} stages are {', '.join(sorted(known)) or 'none'}")
         self._rec("pragma", stage, what)
 
     def knobs(self) -> Knobs:
+        """The schedule as plain data (:class:`Knobs`), checked against the workload: what
+        :func:`compiler.build` takes, what the tuner's space enumerates, and what
+        :func:`opts_of` turns back into primitive calls."""
         self._k.check(self.wl)
         return self._k.normalized()
 

@@ -8,6 +8,7 @@ the hardware does (evaluated by :mod:`compiler.evaluate`).
 
 Example::
 
+    from compiler.te import cast, compute, placeholder, reduce_axis, sum
     A = placeholder((4, 16), "int8", "A")
     k = reduce_axis(16, "k")
     C = compute((4, 4), lambda i, j: sum(cast("int32", A[i, k]) * cast("int32", A[j, k]), [k]))

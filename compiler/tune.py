@@ -13,8 +13,13 @@ whether the result matched the tensor-expression evaluator.
 
 Example::
 
+    import numpy as np
+    import compiler
+    from isa import VTAConfig
+    cfg = VTAConfig()
+    data, kernel, bias, out = compiler.ops.conv2d_resnet_block(cfg, 1, 32, 14, 14, 32, 3, 1, 1)
     sp = compiler.space(out, cfg)
-    for k in sp.sample(np.random.default_rng(0), 8):
+    for k in sp.sample(np.random.default_rng(0), 2):
         print(k, compiler.measure(out, k, cfg)["cycles"])
 """
 

@@ -83,3 +83,18 @@ def test_dma_fields_are_checked_at_compile_time():
 def test_operator_errors_are_compiler_errors(call, match):
     with pytest.raises(CompilerError, match=match):
         call()
+
+
+def test_pragma_on_unknown_stage_raises():
+    from compiler import PrimitiveError, Schedule, recognise
+    d, k, b, out = ops.conv2d_resnet_block(CFG, 1, 16, 8, 8, 16, 3, 1, 1)
+    s = Schedule(recognise(out, CFG))
+    s.pragma("epilogue", "alu")
+    s.pragma("shr", "alu")
+    s.pragma("bias", "dma_copy")
+    with pytest.raises(PrimitiveError, match=r"pragma.*no alu stage named 'nosuch'"):
+        s.pragma("nosuch", "alu")
+    with pytest.raises(PrimitiveError, match=r"no dma_copy stage named 'shr'"):
+        s.pragma("shr", "dma_copy")
+    with pytest.raises(PrimitiveError, match=r"unknown pragma 'skip'"):
+        s.pragma("out", "skip")

@@ -2,24 +2,28 @@
 instruction streams, micro-kernel recording and caching, dependency push/pop, synchronisation;
 devices for the simulator and RTL simulation (spec §4).
 
-Typical use::
+Typical use (runnable as it stands; ``tests/test_docs.py`` runs it)::
 
-    from vta_runtime import SimDevice, CommandQueue, KernelHandle
+    import numpy as np
+    from isa import AluOp, MemType
+    from vta_runtime import CommandQueue, KernelHandle, SimDevice
     dev = SimDevice()
-    x = dev.alloc(36 * 64); x.copy_from(x_host)          # 36 ACC tiles
+    x_host = np.arange(36 * 16, dtype=np.int32) * 3
+    x = dev.alloc(36 * 64); x.copy_from(x_host)          # 36 ACC tiles (16 int32 each)
     y = dev.alloc(36 * 16)
     cq = CommandQueue(dev)
     cq.load_buffer_2d(x, 0, 36, 1, 36, 0, 0, 0, 0, 0, MemType.ACC)
     shr0 = KernelHandle("shr0")
     def finit(cq, sig):
         cq.uop_loop_begin(36, 1, 1, 0)
-        cq.uop_push(1, 0, 0, 0, 0, AluOp.SHR, 1, 0)
+        cq.uop_push(1, 0, 0, 0, 0, AluOp.SHR, 1, 2)        # x >> 2, 36 tiles
         cq.uop_loop_end()
     cq.push_alu_op(shr0, finit)
     cq.dep_push(2, 3); cq.dep_pop(2, 3)
     cq.store_buffer_2d(0, MemType.OUT, y, 0, 36, 1, 36)
     cq.synchronize()
     y_host = y.copy_to(np.int8)
+    assert np.array_equal(y_host, (x_host >> 2).astype(np.int8))
 
 - :mod:`.memory`: page allocator and :class:`Buffer` handles.
 - :mod:`.device`: the :class:`Device` protocol; :class:`SimDevice`, :class:`NullDevice`;

@@ -1,11 +1,17 @@
 """Fitting :class:`TimingParams` to measured cycle counts (e.g. from the RTL, vta_hw).
 
 The timing model is cheap to evaluate (:func:`vta_sim.timing.cycles`), so a derivative-free
-coordinate search over the integer parameters is enough::
+coordinate search over the integer parameters is enough.  Here the "measurements" come
+from the model itself with a read latency of 40, and the fit recovers it::
 
     from vta_sim.calibrate import fit
-    params, err = fit([(insns_a, 1234), (insns_b, 5678)],
-                      names=["read_latency", "gemm_start_cycles", "write_burst_overhead"])
+    from vta_sim.randprog import random_program
+    from vta_sim.timing import TimingParams, cycles
+    truth = TimingParams(read_latency=40)
+    programs = [random_program(rng=seed)[0] for seed in range(4)]
+    samples = [(insns, cycles(insns, truth)) for insns in programs]
+    params, rms = fit(samples, names=["read_latency"], rounds=8)   # rms relative error
+    assert rms < 0.02 and abs(params.read_latency - 40) <= 4
 
 Each sample is ``(insns, measured_cycles)`` or ``(insns, measured_cycles, serial)``.
 """
