@@ -22,6 +22,9 @@ _PROVIDERS = [
     ("vta_hw.cli", ("hw", "rtl", "board")),
     ("vta_runtime.cli", ("replay",)),
     ("compiler.cli_main", ("demo", "bench")),
+    ("compiler.graph.cli", ("compile", "run")),
+    ("compiler.tuner.cli", ("tune",)),
+    ("compiler.dse.cli", ("dse",)),
 ]
 
 
