@@ -1,10 +1,10 @@
 """Timing-model calibration of the FPGA variant of the core (issue 4): vta_sim's TimingParams
-fitted to the cycles of the core the bitstream holds (``vta hw build``, vta_hw/fpga.py).
+fitted to the cycles of the core the bitstream holds (``vta hw build``, vta_hw/board/fpga.py).
 
 The FPGA core differs from the default one bench_hw.py calibrates: the tensor ALU issues one
 micro-op every third cycle (``alu_stages=3``), the DRAM is the on-chip ``OnChipDram`` with
 ``latency=8``, and the configuration is 1x8x8 with buffers scaled to the board
-(:data:`FPGA_CFG`).  Every program runs on ``vta_hw.amaranth_sim.run_amaranth`` with exactly
+(:data:`FPGA_CFG`).  Every program runs on ``vta_hw.runners.amaranth_sim.run_amaranth`` with exactly
 those options (the board's CoreWithDram), and its DRAM image is checked byte for byte
 against vta_sim.  Programs: throughput probes of every unit at three sizes, random
 well-formed programs (vta_sim.randprog) and compiler-made conv layers.  A third of the
@@ -42,7 +42,7 @@ from bench_hw import (FIT_NAMES, RTL_STRUCTURE, fit_programs, report_fit,  # noq
 from isa import (AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode,  # noqa: E402
                  VTAConfig, encode_program)
 
-#: the board's configuration (vta_hw/fpga.py builds with it) and core options
+#: the board's configuration (vta_hw/board/fpga.py builds with it) and core options
 FPGA_CFG = VTAConfig().replace(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
                                LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16)
 LATENCY, ALU_STAGES = 8, 3
@@ -175,7 +175,7 @@ def held_out(programs: list) -> set:
 
 def run_fpga_core(insns: bytes, dram: np.ndarray, cfg: VTAConfig = FPGA_CFG):
     """One run on the board's core (Amaranth simulator); ``dram`` is updated in place."""
-    from vta_hw.amaranth_sim import run_amaranth
+    from vta_hw.runners.amaranth_sim import run_amaranth
     return run_amaranth(insns, dram, cfg, latency=LATENCY, alu_stages=ALU_STAGES)
 
 

@@ -209,7 +209,7 @@ def run_stamp() -> dict:
 
 
 def collect(args) -> dict:
-    from vta_hw.rtlsim import run_rtl_batch
+    from vta_hw.runners.rtlsim import run_rtl_batch
     progs = vector_programs() + micro_programs() + random_programs(args.random) + (
         [] if args.no_conv else conv_programs(big=True))
     res = {**run_stamp(), "config": CFG.to_dict(), "programs": {}}
@@ -227,7 +227,7 @@ def collect(args) -> dict:
                                  "icarus_seconds": round(r.sim_seconds, 3), "icarus_ok": good}
     print(f"icarus: {ok}/{len(progs)} programs correct")
     if not args.no_amaranth:
-        from vta_hw.amaranth_sim import run_amaranth
+        from vta_hw.runners.amaranth_sim import run_amaranth
         for p in progs:
             if p[0].startswith("conv3x3_16x16"):
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import INSN_BYTES, AluOp, ConfigError, MemType, Opcode, VTAConfig
+from .errors import IsaError
 from .insn import DEP_FLAGS, AluInsn, FinishInsn, GemmInsn, Insn, MemInsn, Uop
 
 __all__ = ["IsaError", "EncodeError", "DecodeError", "encode", "decode", "encode_uop",
@@ -24,10 +25,6 @@ def default_config() -> VTAConfig:
     if _DEFAULT is None:
         _DEFAULT = VTAConfig()
     return _DEFAULT
-
-
-class IsaError(ValueError):
-    """Base of every encoding/decoding error."""
 
 
 class EncodeError(IsaError):

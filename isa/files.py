@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from .encoding import IsaError
+from .errors import IsaError
 
 __all__ = ["InputFileError", "read_bytes", "read_text", "read_json", "is_npz"]
 

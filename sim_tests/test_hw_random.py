@@ -18,7 +18,7 @@ SMALL = VTAConfig().replace(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE
 def _compare(seeds, n_insns, latency, gap):
     if shutil.which("iverilog") is None:
         pytest.skip("Icarus Verilog (iverilog) is not installed")
-    from vta_hw.rtlsim import run_rtl_batch
+    from vta_hw.runners.rtlsim import run_rtl_batch
     from vta_sim import random_program, simulate
     progs, refs = [], []
     for seed in seeds:

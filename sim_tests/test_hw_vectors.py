@@ -18,7 +18,7 @@ VECTORS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "tests"
 def vector_runs():
     if shutil.which("iverilog") is None:
         pytest.skip("Icarus Verilog (iverilog) is not installed")
-    from vta_hw.rtlsim import run_rtl_batch
+    from vta_hw.runners.rtlsim import run_rtl_batch
     progs, expected = [], []
     for p in VECTORS:
         v = np.load(p, allow_pickle=False)

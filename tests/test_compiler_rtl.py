@@ -15,7 +15,7 @@ pytestmark = pytest.mark.rtl
 @pytest.fixture(scope="module")
 def rtl():
     vta_runtime = pytest.importorskip("vta_runtime")
-    pytest.importorskip("vta_hw.amaranth_sim")
+    pytest.importorskip("vta_hw.runners.amaranth_sim")
     return lambda cfg: vta_runtime.RtlDevice(cfg, capacity=1 << 20)
 
 

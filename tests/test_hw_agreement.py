@@ -102,7 +102,7 @@ def _compare(programs, **kw):
     """The RTL's outcome of each program (static checks, then Icarus: one batch for the
     programs that read only what they wrote, one run from reset for each of the others)
     against the simulator's; returns the disagreements."""
-    from vta_hw.rtlsim import run_rtl_batch
+    from vta_hw.runners.rtlsim import run_rtl_batch
     outcomes, batch, alone = {}, [], []
     for name, insns, dram in programs:
         try:

@@ -6,13 +6,13 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from isa import AluOp, VTAConfig
-from vta_hw.alu import alu_lane
-from vta_hw.csr import ControlStatus, Reg
-from vta_hw.dram import OnChipDram
-from vta_hw.loader import TileLoader
-from vta_hw.memport import ReadArbiter
-from vta_hw.tokens import TokenQueue
-from vta_hw.uoploop import UopLoop
+from vta_hw.blocks.alu import alu_lane
+from vta_hw.blocks.csr import ControlStatus, Reg
+from vta_hw.blocks.dram import OnChipDram
+from vta_hw.blocks.loader import TileLoader
+from vta_hw.blocks.memport import ReadArbiter
+from vta_hw.blocks.tokens import TokenQueue
+from vta_hw.blocks.uoploop import UopLoop
 
 
 def _run(dut, bench, deadline_cycles=20000):
@@ -384,7 +384,7 @@ def _serve_reads(ctx, rd, mem: bytes, state: dict, bb: int = 8):
 def test_fetch_routes_in_order_and_stops_on_illegal_opcode():
     from isa import FinishInsn, MemInsn, MemType, Opcode, encode_program
     from vta_hw.errors import ErrorCode
-    from vta_hw.fetch import FetchModule
+    from vta_hw.blocks.fetch import FetchModule
     cfg = VTAConfig()
     dut = FetchModule(cfg, burst=4)
     prog = [MemInsn(Opcode.LOAD, MemType.INP, 0, 0, 1, 1, 1, 0, 0, 0, 0),
@@ -429,7 +429,7 @@ def test_fetch_routes_in_order_and_stops_on_illegal_opcode():
 
 def test_store_writes_rows_in_order_from_consecutive_out_entries():
     from isa import MemInsn, MemType, Opcode, encode
-    from vta_hw.store import StoreModule
+    from vta_hw.blocks.store import StoreModule
     cfg = VTAConfig()
     dut = StoreModule(cfg)
     out_mem = {i: int.from_bytes(bytes((i * 16 + k) & 0xFF for k in range(16)), "little")

@@ -14,7 +14,7 @@ import pytest
 
 from isa import (AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, VTAConfig,
                  encode_program)
-from vta_hw.amaranth_sim import run_amaranth
+from vta_hw.runners.amaranth_sim import run_amaranth
 
 timing = pytest.importorskip("vta_sim.timing")
 calibrate = pytest.importorskip("vta_sim.calibrate")
@@ -60,7 +60,7 @@ def test_timing_model_matches_rtl_cycles():
 
 
 # --------------------------------------------------------------------------- FPGA variant
-# The core of the bitstream (vta_hw/fpga.py): 1x8x8, ALU micro-op every third cycle, on-chip
+# The core of the bitstream (vta_hw/board/fpga.py): 1x8x8, ALU micro-op every third cycle, on-chip
 # DRAM of latency 8; fitted by benchmarks/bench_fpga_timing.py into timing_fpga.json.
 CAL = os.path.join(os.path.dirname(__file__), "..", "vta_hw", "calibration")
 

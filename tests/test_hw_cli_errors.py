@@ -111,7 +111,7 @@ def test_rtl_stops_a_deadlocked_core(tmp_path, capsys):
 
 
 def test_build_cache_is_per_user(monkeypatch, tmp_path):
-    from vta_hw.rtlsim import default_build_root
+    from vta_hw.runners.rtlsim import default_build_root
     monkeypatch.delenv("VTA_HW_BUILD", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     root = default_build_root()

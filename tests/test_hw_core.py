@@ -10,7 +10,7 @@ import pytest
 from isa import (AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, VTAConfig,
                  encode_program, encode_uops)
 from vta_hw import ErrorCode, HwConfigError, RtlRunError, VTACore
-from vta_hw.amaranth_sim import run_amaranth
+from vta_hw.runners.amaranth_sim import run_amaranth
 
 VECTORS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "data", "vectors", "*.npz")))
 SMALL = VTAConfig().replace(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
@@ -225,7 +225,7 @@ def test_unsupported_configurations_are_rejected():
 
 
 def test_verilog_of_small_config_has_the_documented_ports():
-    from vta_hw.verilog import generate_verilog
+    from vta_hw.runners.verilog import generate_verilog
     cfg = VTAConfig().replace(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=8, LOG_INP_BUFF_SIZE=8,
                               LOG_WGT_BUFF_SIZE=10, LOG_ACC_BUFF_SIZE=10)
     text = generate_verilog(cfg)

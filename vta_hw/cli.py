@@ -76,7 +76,7 @@ def _compare(args, dram, expect) -> int:
 
 
 def cmd_verilog(args):
-    from .verilog import generate_verilog
+    from .runners.verilog import generate_verilog
     _writable(args.output, "the Verilog")
     text = generate_verilog(_config(args))
     if args.output == "-":
@@ -87,7 +87,7 @@ def cmd_verilog(args):
 
 
 def cmd_build(args):
-    from .fpga import build_bitstream
+    from .board.fpga import build_bitstream
     _writable(Path(args.out) / "report.json", "the build directory")
     report = build_bitstream(_config(args), board=args.board, out_dir=args.out,
                              synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
@@ -103,7 +103,7 @@ def cmd_build(args):
 
 
 def cmd_rtl(args):
-    from .rtlsim import run_rtl
+    from .runners.rtlsim import run_rtl
     cfg = _config(args)
     insns, dram, expect = _program(args)
     if args.vcd:
@@ -162,8 +162,8 @@ def _board_link(args) -> dict:
 
 
 def cmd_board_run(args):
-    from .host import run_board
-    from .image import check_program
+    from .board.run import run_board
+    from .runners.image import check_program
     cfg = _board_target(args)
     insns, dram, expect = _program(args)
     link = _board_link(args)
@@ -191,11 +191,11 @@ def cmd_board_run(args):
 
 
 def cmd_board_check(args):
-    from .csr import Reg
-    from .host import BoardHost, open_serial
+    from .blocks.csr import Reg
+    from .board.host import BoardHost, open_serial
     cfg = _board_target(args)
     if args.simulate:
-        from .simboard import SimulatedBoard
+        from .board.simboard import SimulatedBoard
         transport = SimulatedBoard(cfg, divisor=args.divisor, dram_words=args.dram_words,
                                    serial=args.sim_mode == "uart")
     else:

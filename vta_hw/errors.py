@@ -1,6 +1,6 @@
 """Error types of the hardware package and the error codes the hardware reports.
 
-The core stops and raises the error flag of its control/status block (:mod:`vta_hw.csr`)
+The core stops and raises the error flag of its control/status block (:mod:`vta_hw.blocks.csr`)
 when an instruction is illegal; :class:`ErrorCode` is the code it reports, next to the index
 of the offending instruction.
 """

@@ -5,10 +5,10 @@ every device does) and mirrors it: before each run it writes the live buffers to
 (only the bus words that changed since the board last held them), launches the stream, polls
 until done, and reads the live buffers back.  The register protocol is the one of
 :mod:`vta_runtime.board` (INSN_COUNT, INSN_ADDR, CTRL = launch, poll done, CYCLES,
-ACC_WRITES, ERR_CODE/ERR_INDEX), spoken by :class:`vta_hw.host.BoardHost`.
+ACC_WRITES, ERR_CODE/ERR_INDEX), spoken by :class:`vta_hw.board.host.BoardHost`.
 
 Transports: a serial port (``port=``, needs pyserial), ``simulate=True`` (the bitstream's
-design in Amaranth's simulator, :class:`vta_hw.simboard.SimulatedBoard`; slow, for tests and
+design in Amaranth's simulator, :class:`vta_hw.board.simboard.SimulatedBoard`; slow, for tests and
 bring-up without a board) or any object with ``write``/``read`` (``transport=``).
 
 Limitations (stated, not hidden):
@@ -44,7 +44,7 @@ class BoardDevice(Device):
     baud : int
         UART baud rate of the bitstream (115200).
     simulate : bool
-        use :class:`vta_hw.simboard.SimulatedBoard` instead of a port.
+        use :class:`vta_hw.board.simboard.SimulatedBoard` instead of a port.
     transport : optional
         any object with ``write(bytes)`` / ``read(n)`` (overrides ``port``/``simulate``).
     dram_words : int
@@ -61,7 +61,7 @@ class BoardDevice(Device):
         core wrote nothing else into them), or only the byte ranges the stream's STOREs
         target (decoded from the stream; far less traffic on a real board).
     **sim_kw
-        passed to :class:`~vta_hw.simboard.SimulatedBoard` (e.g. ``serial=False`` for the
+        passed to :class:`~vta_hw.board.simboard.SimulatedBoard` (e.g. ``serial=False`` for the
         fast byte-level simulation, ``divisor``).
 
     Raises
@@ -91,13 +91,13 @@ class BoardDevice(Device):
         super().__init__(config, capacity=capacity, max_alloc=capacity - PAGE_BYTES)
         try:
             from vta_hw.errors import HwError
-            from vta_hw.host import BoardHost, open_serial
+            from vta_hw.board.host import BoardHost, open_serial
         except ImportError as e:
             raise DeviceError(f"BoardDevice needs vta_hw (pip install -e '.[hw]'): {e}") from e
         try:
             if transport is None:
                 if simulate:
-                    from vta_hw.simboard import SimulatedBoard
+                    from vta_hw.board.simboard import SimulatedBoard
                     transport = SimulatedBoard(config, dram_words=dram_words, **sim_kw)
                 elif port is None:
                     raise DeviceError("BoardDevice: give a serial port, simulate=True or a "

@@ -3,8 +3,8 @@
 Each :meth:`RtlDevice.run` builds the core with an on-chip DRAM model holding this device's
 memory (up to the end of the highest live allocation), simulates it until FINISH through a
 vta_hw runner, and writes the DRAM back.  Runners: ``simulator="amaranth"`` (default,
-``vta_hw.amaranth_sim.run_amaranth``, no external tools) or ``"icarus"`` / ``"verilator"``
-(the generated Verilog through cocotb, ``vta_hw.rtlsim.run_rtl``).  The runner drives the control/status registers the way a board driver
+``vta_hw.runners.amaranth_sim.run_amaranth``, no external tools) or ``"icarus"`` / ``"verilator"``
+(the generated Verilog through cocotb, ``vta_hw.runners.rtlsim.run_rtl``).  The runner drives the control/status registers the way a board driver
 would (:mod:`vta_runtime.board`): INSN_COUNT, INSN_ADDR, CTRL = launch, poll done.
 
 Limitations (stated, not hidden):
@@ -61,11 +61,11 @@ class RtlDevice(Device):
                               f"'verilator', not {simulator!r}")
         try:
             if simulator == "amaranth":
-                from vta_hw.amaranth_sim import run_amaranth as runner
+                from vta_hw.runners.amaranth_sim import run_amaranth as runner
             else:
                 from functools import partial
 
-                from vta_hw.rtlsim import run_rtl
+                from vta_hw.runners.rtlsim import run_rtl
                 runner = partial(run_rtl, simulator=simulator)
         except ImportError as e:
             raise DeviceError(f"RtlDevice needs vta_hw's RTL runner for {simulator!r}: "

@@ -9,7 +9,7 @@ import numpy as np
 from isa import INSN_BYTES, VTAConfig, decode_stream
 from isa.checks import QUEUE_NAMES, static_fault, token_balance
 
-from .errors import HwError, ProgramRejected
+from ..errors import HwError, ProgramRejected
 
 __all__ = ["MemoryImage", "pack_image", "check_program", "RunResult"]
 

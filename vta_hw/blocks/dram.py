@@ -1,6 +1,6 @@
-"""A DRAM stand-in built from on-chip memory, serving the memory port (:mod:`vta_hw.memport`).
+"""A DRAM stand-in built from on-chip memory, serving the memory port (:mod:`vta_hw.blocks.memport`).
 
-Used by the Amaranth-simulator runs (:mod:`vta_hw.amaranth_sim`) and by the FPGA top level.
+Used by the Amaranth-simulator runs (:mod:`vta_hw.runners.amaranth_sim`) and by the FPGA top level.
 """
 
 from __future__ import annotations

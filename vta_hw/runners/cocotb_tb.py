@@ -1,6 +1,6 @@
 """cocotb testbench for the generated Verilog of :class:`vta_hw.VTACore` (not collected by pytest).
 
-:func:`vta_hw.rtlsim.run_rtl_batch` builds the Verilog and starts the simulator with
+:func:`vta_hw.runners.rtlsim.run_rtl_batch` builds the Verilog and starts the simulator with
 ``VTA_RTL_JOB`` naming a JSON job file: a list of programs (instruction stream, DRAM image,
 output paths) and the DRAM timing.  :func:`run_job` runs them one after the other on the same
 simulated core: for each it loads the image into :class:`DramModel`, writes the registers,
@@ -19,7 +19,7 @@ from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, First, RisingEdge
 
-from .csr import Reg
+from ..blocks.csr import Reg
 
 __all__ = ["DramModel", "run_job"]
 
@@ -27,7 +27,7 @@ PERIOD_NS = 10
 
 
 class DramModel:
-    """Byte-addressed DRAM serving the core's memory port (:mod:`vta_hw.memport`).
+    """Byte-addressed DRAM serving the core's memory port (:mod:`vta_hw.blocks.memport`).
 
     Parameters
     ----------
@@ -166,7 +166,7 @@ async def _csr_read(dut, reg):
 
 
 async def run_job(dut, job: dict):
-    """Run every program of ``job`` (see :func:`vta_hw.rtlsim.run_rtl_batch`)."""
+    """Run every program of ``job`` (see :func:`vta_hw.runners.rtlsim.run_rtl_batch`)."""
     bb = job["bus_bytes"]
     model = DramModel(bytearray(), bb, job["latency"], job["gap"], job["write_latency"])
     dut.csr_we.value = 0

@@ -1,4 +1,4 @@
-"""A simulated board: the bitstream's :class:`~vta_hw.uart.UartSystem` in Amaranth's
+"""A simulated board: the bitstream's :class:`~vta_hw.board.uart.UartSystem` in Amaranth's
 simulator behind the byte transport interface of a serial port, for :class:`BoardHost`
 tests and for users without a board."""
 
@@ -17,7 +17,7 @@ __all__ = ["SimulatedBoard"]
 
 
 class SimulatedBoard:
-    """:class:`~vta_hw.uart.UartSystem` (core, on-chip DRAM, UART, host bridge) in
+    """:class:`~vta_hw.board.uart.UartSystem` (core, on-chip DRAM, UART, host bridge) in
     Amaranth's simulator, with pyserial's ``write``/``read`` interface.
 
     ``write(data)`` queues bytes for the host's transmit line; ``read(n)`` advances the
@@ -34,9 +34,9 @@ class SimulatedBoard:
     divisor : int
         board cycles per UART bit (at least 4; a byte takes ``10 * divisor`` cycles).
     dram_words, latency
-        as :class:`~vta_hw.uart.UartSystem` (the FPGA build: 8192 words, latency 8).
+        as :class:`~vta_hw.board.uart.UartSystem` (the FPGA build: 8192 words, latency 8).
     serial : bool
-        True: real UART bits through :class:`~vta_hw.uart.UartRx`/:class:`~vta_hw.uart.UartTx`.
+        True: real UART bits through :class:`~vta_hw.board.uart.UartRx`/:class:`~vta_hw.board.uart.UartTx`.
         False: the bridge's byte stream is driven directly (one byte per cycle each way; the
         same bridge, FIFO and core, far fewer simulated cycles).
     read_timeout_cycles : int, optional

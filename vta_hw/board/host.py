@@ -1,19 +1,19 @@
 """The host side of the FPGA board's UART bridge: registers, DRAM transfers and runs.
 
-:class:`BoardHost` speaks the byte protocol of :class:`vta_hw.uart.HostBridge` over any
+:class:`BoardHost` speaks the byte protocol of :class:`vta_hw.board.uart.HostBridge` over any
 transport with ``write(bytes)`` and ``read(n) -> bytes`` (``read`` returns fewer bytes when it
 times out, like pyserial):
 
-* ``'W' addr data32`` -> ``ACK``;  ``'R' addr`` -> 4 bytes (registers of :class:`vta_hw.csr.Reg`);
+* ``'W' addr data32`` -> ``ACK``;  ``'R' addr`` -> 4 bytes (registers of :class:`vta_hw.blocks.csr.Reg`);
 * ``'M' word32 data`` -> ``ACK``;  ``'m' word32`` -> one bus word (DRAM, word index);
 
 little-endian.  Commands are pipelined: the request bytes sent beyond the last fully answered
-command never exceed the bridge's receive FIFO (:data:`~vta_hw.uart.RX_FIFO_DEPTH`), and the
+command never exceed the bridge's receive FIFO (:data:`~vta_hw.board.uart.RX_FIFO_DEPTH`), and the
 answers are read in batches, so a bulk transfer keeps the line busy in both directions.
 
-:func:`run_board` runs one program the way :func:`vta_hw.amaranth_sim.run_amaranth` does.
+:func:`vta_hw.board.run.run_board` runs one program the way :func:`vta_hw.runners.amaranth_sim.run_amaranth` does.
 Transports: :func:`open_serial` (a pyserial port, the real board) and
-:class:`vta_hw.simboard.SimulatedBoard` (the bitstream's :class:`~vta_hw.uart.UartSystem` in
+:class:`vta_hw.board.simboard.SimulatedBoard` (the bitstream's :class:`~vta_hw.board.uart.UartSystem` in
 Amaranth's simulator).  :class:`vta_runtime.board_device.BoardDevice` runs runtime streams
 through this class; ``vta board run`` runs raw programs.
 
@@ -35,13 +35,13 @@ import numpy as np
 
 from isa import INSN_BYTES, VTAConfig
 
-from .csr import Reg
-from .errors import ErrorCode, HwError, RtlRunError
-from .image import MemoryImage, RunResult, check_program, pack_image
+from ..blocks.csr import Reg
+from ..errors import ErrorCode, HwError, RtlRunError
+from ..runners.image import MemoryImage, RunResult, check_program, pack_image
 from .uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, RX_FIFO_DEPTH
 
 __all__ = ["BoardHost", "BoardError", "BoardLinkError", "BoardTimeoutError", "open_serial",
-           "run_board", "SIM_MAX_CYCLES", "CTRL_LAUNCH", "CTRL_RUNNING", "CTRL_DONE", "CTRL_ERROR"]
+           "SIM_MAX_CYCLES", "CTRL_LAUNCH", "CTRL_RUNNING", "CTRL_DONE", "CTRL_ERROR"]
 
 CTRL_LAUNCH = 1     #: CTRL write: launch
 CTRL_RUNNING = 1    #: CTRL read bit 0
@@ -113,7 +113,7 @@ class BoardHost:
     transport
         an object with ``write(bytes)`` and ``read(n) -> bytes`` (fewer bytes on timeout): a
         pyserial ``Serial`` from :func:`open_serial`, a
-        :class:`~vta_hw.simboard.SimulatedBoard`, or a test double.
+        :class:`~vta_hw.board.simboard.SimulatedBoard`, or a test double.
     cfg : isa.VTAConfig, optional
         the configuration the bitstream was built for (default: the transport's ``cfg`` if
         it has one, else the reference 1x16x16).
@@ -123,7 +123,7 @@ class BoardHost:
         modulo the real size, so a wrong value corrupts memory: every access is checked
         against it.
     fifo_depth : int
-        the bridge's receive FIFO (:data:`~vta_hw.uart.RX_FIFO_DEPTH`); the host never has
+        the bridge's receive FIFO (:data:`~vta_hw.board.uart.RX_FIFO_DEPTH`); the host never has
         more request bytes in flight than this.
     skip_unchanged : bool
         remember what the board's DRAM holds (what this host wrote or read back since the
@@ -295,7 +295,7 @@ class BoardHost:
         return _Cmd(bytes([CMD_READ_REG, a]), 4, f"R {_reg_name(a)}", "data")
 
     def write_reg(self, reg, value: int) -> None:
-        """Write a 32-bit register (byte offset ``reg``, see :class:`~vta_hw.csr.Reg`)."""
+        """Write a 32-bit register (byte offset ``reg``, see :class:`~vta_hw.blocks.csr.Reg`)."""
         self._transact([self._cmd_write_reg(reg, value)])
 
     def read_reg(self, reg) -> int:
@@ -458,7 +458,7 @@ class BoardHost:
 
     # ------------------------------------------------------------------ running
     def load_image(self, img: MemoryImage) -> int:
-        """Write a :func:`~vta_hw.image.pack_image` image at address 0; returns words sent.
+        """Write a :func:`~vta_hw.runners.image.pack_image` image at address 0; returns words sent.
 
         Raises
         ------
@@ -575,7 +575,7 @@ class BoardHost:
             timeout: float | None = None, poll_interval: float = 0.0,
             validate: bool = True, progress=None) -> RunResult:
         """Execute ``insns`` on the board with ``dram`` as the DRAM image (byte 0 = address
-        0), like :func:`vta_hw.amaranth_sim.run_amaranth` and :func:`vta_hw.rtlsim.run_rtl`.
+        0), like :func:`vta_hw.runners.amaranth_sim.run_amaranth` and :func:`vta_hw.runners.rtlsim.run_rtl`.
 
         ``dram`` (a uint8 array) is updated in place with the image after execution.  The
         instructions go right after the image (aligned to 16 bytes and the bus word).
@@ -625,45 +625,6 @@ class BoardHost:
         if isinstance(board0, int):      # a simulated board: its cycles, transfers included
             res.extra["board_cycles"] = self.transport.cycles - board0
         return res
-
-
-def run_board(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, *,
-              port: str | None = None, baud: int = 115200, simulate: bool = False,
-              dram_words: int = 8192, max_cycles: int | None = None,
-              timeout: float | None = None,
-              read_timeout: float = 2.0, validate: bool = True, progress=None,
-              **sim_kw) -> RunResult:
-    """One program on a board, like :func:`vta_hw.amaranth_sim.run_amaranth`: ``dram`` is
-    updated in place and a :class:`~vta_hw.image.RunResult` returned.  ``port`` opens the
-    board's serial port; ``simulate=True`` uses a fresh
-    :class:`~vta_hw.simboard.SimulatedBoard` (``**sim_kw``: ``serial``, ``divisor``, ...).
-    ``progress`` (a callable taking one line) hears each phase: write, run, read back.
-
-    Raises
-    ------
-    BoardError, RtlRunError
-        as :meth:`BoardHost.run`; also when neither ``port`` nor ``simulate`` is given.
-    """
-    cfg = cfg or VTAConfig()
-    if validate:        # before a board (or its simulation) is started
-        if isinstance(insns, np.ndarray):
-            insns = insns.tobytes()
-        check_program(bytes(insns), np.asarray(dram).size, cfg)
-    if simulate:
-        from .simboard import SimulatedBoard
-        transport = SimulatedBoard(cfg, dram_words=dram_words, **sim_kw)
-    elif port is not None:
-        transport = open_serial(port, baud, timeout=read_timeout)
-    else:
-        raise BoardError("run_board: give the board's serial port or simulate=True")
-    try:
-        host = BoardHost(transport, cfg, dram_words=dram_words)
-        if not simulate:
-            host.resync()            # a previous host may have left a command half sent
-        return host.run(insns, dram, max_cycles=max_cycles, timeout=timeout,
-                        validate=validate, progress=progress)
-    finally:
-        transport.close()
 
 
 def _as_u8(data, what: str) -> np.ndarray:

@@ -19,7 +19,7 @@ from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Modul
 
 from isa import VTAConfig
 
-from .errors import HwError
+from ..errors import HwError
 from .uart import UartSystem
 
 __all__ = ["FpgaTop", "build_bitstream", "synthesize_core", "critical_path", "BOARDS"]
@@ -213,7 +213,7 @@ def synthesize_core(cfg: VTAConfig, out_dir, *, env=None, **core_kw) -> dict:
     """Yosys ``synth_ecp5`` of the core alone; returns the cell counts (resource estimate)."""
     from amaranth.back import rtlil
 
-    from .core import VTACore
+    from ..blocks.core import VTACore
     env = env or _tool_env()
     _check_tools(env, ("YOSYS",))  # synthesis alone needs no place-and-route tools
     out = Path(out_dir)

@@ -10,7 +10,7 @@ from isa import VTAConfig
 
 from .compute import ComputeModule
 from .csr import CSR_ADDR_BITS, ControlStatus
-from .errors import ErrorCode, HwConfigError
+from ..errors import ErrorCode, HwConfigError
 from .fetch import FetchModule
 from .fields import INSN_BITS
 from .load import LoadModule, granules
@@ -51,9 +51,9 @@ class VTACore(wiring.Component):
 
     Members
     -------
-    csr_addr, csr_wdata, csr_we, csr_rdata : the register bus (:class:`vta_hw.csr.Reg`).
+    csr_addr, csr_wdata, csr_we, csr_rdata : the register bus (:class:`vta_hw.blocks.csr.Reg`).
     rd_req_*, rd_data*, wr_req_*, wr_data*, wr_done : the memory port
-        (:mod:`vta_hw.memport`), flat.
+        (:mod:`vta_hw.blocks.memport`), flat.
     done : ``Out(1)``  a run finished (FINISH or error); an interrupt line.
 
     Raises

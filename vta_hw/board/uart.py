@@ -201,9 +201,9 @@ class HostBridge(wiring.Component):
 
 class UartSystem(wiring.Component):
     """Everything the FPGA top level holds except clocking and pins: the core with its
-    on-chip DRAM (:class:`~vta_hw.system.CoreWithDram`), a UART (``divisor`` clock cycles
+    on-chip DRAM (:class:`~vta_hw.blocks.system.CoreWithDram`), a UART (``divisor`` clock cycles
     per bit) and the :class:`HostBridge` between them.  Simulating this component is
-    simulating the board as the host sees it (:class:`vta_hw.host.SimulatedBoard`).
+    simulating the board as the host sees it (:class:`vta_hw.board.host.SimulatedBoard`).
 
     Parameters
     ----------
@@ -235,7 +235,7 @@ class UartSystem(wiring.Component):
 
     def __init__(self, cfg, divisor: int, dram_words: int = 8192, latency: int = 8, *,
                  serial: bool = True, **core_kw):
-        from .system import CoreWithDram
+        from ..blocks.system import CoreWithDram
         self.cfg = cfg
         self.divisor = divisor
         self.dram_words = dram_words

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from isa import MemType, Opcode, VTAConfig
 
-from .errors import ErrorCode, HwConfigError
+from ..errors import ErrorCode, HwConfigError
 from .fields import INSN_BITS
 from .memport import ReadSignature
 

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from isa import MemType, VTAConfig
 
-from .errors import ErrorCode
+from ..errors import ErrorCode
 from .fields import INSN_BITS, mem_layout
 from .loader import TileLoader, tile_write
 from .memport import ReadSignature

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from isa import AluOp, MemType, Opcode, VTAConfig
 
 from .alu import AluPipe
-from .errors import ErrorCode
+from ..errors import ErrorCode
 from .fields import INSN_BITS, insn_layout
 from .gemm import GemmPipe
 from .load import granules

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from isa import MemType, VTAConfig
 
-from .errors import ErrorCode
+from ..errors import ErrorCode
 from .fields import INSN_BITS, mem_layout
 from .memport import WriteSignature
 
@@ -40,7 +40,7 @@ class StoreModule(wiring.Component):
         self.out_bits = cfg.batch * cfg.block_out * cfg.out_width
         B = cfg.bus_width
         if self.out_bits < B or self.out_bits % B:
-            from .errors import HwConfigError
+            from ..errors import HwConfigError
             raise HwConfigError(f"an OUT tile ({self.out_bits} bits) must be a multiple of the "
                                 f"bus width ({B} bits)")
         super().__init__({

@@ -2,7 +2,7 @@
 
 :func:`run_rtl_batch` builds the Verilog of the configuration once (cached under
 ``build_root``), compiles it with the simulator once, and runs several programs in one
-simulator invocation (the testbench is :mod:`vta_hw.cocotb_tb`).
+simulator invocation (the testbench is :mod:`vta_hw.runners.cocotb_tb`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from isa import VTAConfig
 
-from .errors import ErrorCode, HwError, NoProgressError, RtlRunError
+from ..errors import ErrorCode, HwError, NoProgressError, RtlRunError
 from .image import RunResult, check_program, pack_image
 from .verilog import DUMP_MODULE, TOPLEVEL, cached_verilog
 
@@ -165,7 +165,7 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
         runner = _vcd_icarus() if (vcd and simulator == "icarus") else get_runner(simulator)
         plusargs = [f"+vcd={vcd}"] if vcd else []
         t0 = time.perf_counter()
-        runner.test(test_module="vta_hw.cocotb_tb", hdl_toplevel=TOPLEVEL, build_dir=bdir,
+        runner.test(test_module="vta_hw.runners.cocotb_tb", hdl_toplevel=TOPLEVEL, build_dir=bdir,
                     hdl_toplevel_lang="verilog", timescale=("1ns", "1ps"),
                     test_dir=tmp, extra_env={"VTA_RTL_JOB": str(tmp / "job.json")},
                     plusargs=plusargs, results_xml=str(tmp / "results.xml"),

@@ -9,10 +9,10 @@ from amaranth.sim import Simulator
 
 from isa import VTAConfig
 
-from .csr import Reg
-from .errors import ErrorCode, NoProgressError, RtlRunError
+from ..blocks.csr import Reg
+from ..errors import ErrorCode, NoProgressError, RtlRunError
 from .image import RunResult, pack_image
-from .system import CoreWithDram
+from ..blocks.system import CoreWithDram
 
 __all__ = ["run_amaranth", "words_from_bytes", "bytes_from_words"]
 

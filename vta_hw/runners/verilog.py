@@ -28,8 +28,8 @@ endmodule
 """
 
 
-_NOT_HDL = {"cocotb_tb.py", "rtlsim.py", "cli.py", "amaranth_sim.py", "image.py", "fpga.py",
-            "calibration.py", "__init__.py"}
+#: the core's HDL: every block of ``vta_hw/blocks`` (its sources name a build-cache entry)
+HDL_DIR = Path(__file__).resolve().parent.parent / "blocks"
 
 
 _TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\S+) += 0;")
@@ -49,11 +49,9 @@ def icarus_fixup(text: str) -> str:
 def config_key(cfg: VTAConfig, **core_kw) -> str:
     """A short hash naming a configuration (plus core options) for build caches."""
     text = json.dumps([cfg.to_dict(), sorted(core_kw.items())], sort_keys=True)
-    src = Path(__file__).parent
     h = hashlib.sha256(text.encode())
-    for p in sorted(src.glob("*.py")):
-        if p.name not in _NOT_HDL:
-            h.update(p.read_bytes())
+    for p in sorted(HDL_DIR.glob("*.py")):
+        h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -62,7 +60,7 @@ def generate_verilog(cfg: VTAConfig | None = None, **core_kw) -> str:
     os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
     from amaranth.back import verilog
 
-    from .core import VTACore
+    from ..blocks.core import VTACore
     core = VTACore(cfg or VTAConfig(), **core_kw)
     return verilog.convert(core, name=TOPLEVEL, emit_src=False)
 

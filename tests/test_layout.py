@@ -1,0 +1,112 @@
+"""The package layout keeps its promises: imports flow one way between packages, and no two
+modules of a package import each other (directly or around a longer circle), counting the
+imports inside functions too (a lazy import is still a dependency)."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = ("isa", "vta_sim", "vta_runtime", "compiler", "vta_hw")
+# what each package may import from the others (README: isa <- vta_sim <- vta_runtime <-
+# compiler, and isa <- vta_hw; the runtime's RTL and board devices reach vta_hw lazily, and
+# the `vta` command, at the top of the chain, registers every package's subcommands)
+ALLOWED = {
+    "isa": set(),
+    "vta_sim": {"isa"},
+    "vta_hw": {"isa", "vta_sim"},
+    "vta_runtime": {"isa", "vta_sim", "vta_hw"},
+    "compiler": {"isa", "vta_sim", "vta_runtime", "vta_hw"},
+}
+
+
+def _modules():
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            yield ".".join(parts), path, rel.name == "__init__"
+
+
+def _imports(name: str, path: pathlib.Path, is_pkg: bool) -> set[str]:
+    """Every module ``name`` imports, resolved to absolute dotted names."""
+    tree = ast.parse(path.read_text(), str(path))
+    base = name.split(".") if is_pkg else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                stem = base[:len(base) - node.level + 1]
+                mod = ".".join(stem + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            out.update(f"{mod}.{a.name}" for a in node.names)   # `from . import x`
+    return out
+
+
+MODULES = {name: (path, is_pkg) for name, path, is_pkg in _modules()}
+GRAPH = {name: {m for m in _imports(name, *MODULES[name]) if m in MODULES and m != name}
+         for name in MODULES}
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_imports_flow_one_way(pkg):
+    wrong = sorted(f"{a} imports {b}" for a, deps in GRAPH.items() if a.split(".")[0] == pkg
+                   for b in deps
+                   if b.split(".")[0] != pkg and b.split(".")[0] not in ALLOWED[pkg])
+    assert not wrong, wrong
+
+
+def _cycle(nodes: set[str]) -> list[str] | None:
+    """One import circle among ``nodes`` (package __init__ files excluded: re-exports)."""
+    colour: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n):
+        colour[n] = 1
+        stack.append(n)
+        for m in sorted(GRAPH[n] & nodes):
+            if colour.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in colour and (c := visit(m)):
+                return c
+        stack.pop()
+        colour[n] = 2
+        return None
+
+    for n in sorted(nodes):
+        if n not in colour and (c := visit(n)):
+            return c
+    return None
+
+
+@pytest.mark.parametrize("pkg", PACKAGES)
+def test_no_import_circles(pkg):
+    nodes = {n for n, (_, is_pkg) in MODULES.items() if n.split(".")[0] == pkg and not is_pkg}
+    cycle = _cycle(nodes)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_checks_see_a_circle():
+    """The circle finder is not vacuous: a made-up circle is found."""
+    GRAPH["isa.insn"].add("isa.encoding")
+    GRAPH["isa.encoding"].add("isa.insn")
+    try:
+        assert _cycle({"isa.insn", "isa.encoding"}) is not None
+    finally:
+        GRAPH["isa.insn"].discard("isa.encoding")
+        GRAPH["isa.encoding"].discard("isa.insn")
+
+
+def test_vta_hw_groups_its_files():
+    """vta_hw shows the architecture: the core's blocks, the runners and the board."""
+    flat = sorted(p.name for p in (ROOT / "vta_hw").glob("*.py"))
+    assert flat == ["__init__.py", "cli.py", "errors.py"], flat
+    for group in ("blocks", "runners", "board"):
+        assert (ROOT / "vta_hw" / group / "__init__.py").exists()
