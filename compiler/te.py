@@ -1,10 +1,24 @@
 """Tensor expressions: the language operators are written in (TVM ``te``, reduced).
 
 A tensor is either a :func:`placeholder` (an input) or a :func:`compute` (an index lambda
-over its output axes, possibly containing one :func:`sum` reduction).  Shapes are static,
-dtypes are integer (``int8``, ``int32``; ``int16``/``uint8`` accepted).  Expressions are
-immutable trees of :class:`Expr` nodes; arithmetic wraps modulo the dtype width, exactly as
-the hardware does (evaluated by :mod:`compiler.evaluate`).
+over its output axes, possibly containing one reduction: :func:`sum`, :func:`max` or
+:func:`min`, each initialised with its identity: 0, the dtype's lowest / highest value).
+Shapes are static.  Dtypes are integer (``int8``, ``int32``; ``int16``/``uint8``/``int64``
+accepted) and ``float32``.  Expressions are immutable trees of :class:`Expr` nodes; integer
+arithmetic wraps modulo the dtype width, exactly as the hardware does (evaluated by
+:mod:`compiler.evaluate`); float32 arithmetic is IEEE single precision.
+
+Integer semantics: ``//`` and ``%`` floor like numpy (a zero divisor gives 0); ``>>`` is
+arithmetic and a negative shift count shifts the other way.  ``/`` is float32 only.
+
+Casts follow numpy's ``astype`` for every value numpy defines: int -> int wraps, int ->
+float32 rounds to nearest even, float32 -> int **truncates toward zero** (C / numpy
+semantics); where numpy is undefined (out-of-range values, NaN) the cast saturates to the
+target range and NaN becomes 0 (LLVM's ``fptosi.sat``).  To quantise with
+round-half-to-even, write ``cast("int8", clip(round(x), -128, 127))``: :func:`round` is
+``numpy.rint``.  Intrinsics (:class:`Call`, float32): :func:`exp`, :func:`log`,
+:func:`sqrt`, :func:`round`, :func:`floor`, :func:`ceil`, :func:`abs` (``abs`` also takes
+integers and wraps, ``abs(int8(-128)) == -128``).
 
 Example::
 
@@ -12,6 +26,10 @@ Example::
     A = placeholder((4, 16), "int8", "A")
     k = reduce_axis(16, "k")
     C = compute((4, 4), lambda i, j: sum(cast("int32", A[i, k]) * cast("int32", A[j, k]), [k]))
+    M = compute((4,), lambda i: max(A[i, k], axis=k))             # row maxima, int8
+    X = placeholder((4, 16), "float32", "X")
+    m = reduce_axis(16, "m")
+    S = compute((4,), lambda i: sum(exp(X[i, m]), axis=m))        # float32
 
 Raises
 ------
@@ -22,9 +40,17 @@ TEError
 from __future__ import annotations
 
 import inspect
+import numbers
 from dataclasses import dataclass, field
 
-DTYPES = {"int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64, "bool": 1}
+DTYPES = {"int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64, "bool": 1,
+          "float32": 32}
+FLOAT_DTYPES = {"float32"}
+
+
+def is_float(dtype) -> bool:
+    """True for the floating-point dtypes (``float32``)."""
+    return dtype in FLOAT_DTYPES
 
 
 class TEError(ValueError):
@@ -34,9 +60,13 @@ class TEError(ValueError):
 def _wrap(v) -> "Expr":
     if isinstance(v, Expr):
         return v
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TEError(f"cannot use {v!r} in a tensor expression (integers only)")
-    return Const(v, None)
+    if isinstance(v, bool):
+        raise TEError(f"cannot use {v!r} in a tensor expression (integers or floats only)")
+    if isinstance(v, numbers.Integral):
+        return Const(int(v), None)
+    if isinstance(v, numbers.Real):
+        return Const(float(v), "float32")
+    raise TEError(f"cannot use {v!r} in a tensor expression (integers or floats only)")
 
 
 class Expr:
@@ -50,7 +80,12 @@ class Expr:
     def __rsub__(self, o): return Binary("sub", _wrap(o), self)
     def __mul__(self, o): return Binary("mul", self, _wrap(o))
     def __rmul__(self, o): return Binary("mul", _wrap(o), self)
-    def __floordiv__(self, o): return Binary("div", self, _wrap(o))
+    def __floordiv__(self, o): return _div(self, _wrap(o), floor=True)
+    def __rfloordiv__(self, o): return _div(_wrap(o), self, floor=True)
+    def __truediv__(self, o): return _div(self, _wrap(o), floor=False)
+    def __rtruediv__(self, o): return _div(_wrap(o), self, floor=False)
+    def __neg__(self): return Binary("sub", Const(0.0, "float32") if is_float(self.dtype)
+                                     else Const(0, None), self)
     def __mod__(self, o): return Binary("mod", self, _wrap(o))
     def __rshift__(self, o): return Binary("shr", self, _wrap(o))
     def __lshift__(self, o): return Binary("shl", self, _wrap(o))
@@ -64,7 +99,9 @@ class Expr:
 
 @dataclass(frozen=True, eq=False)
 class Const(Expr):
-    value: int
+    """A constant: an untyped integer (``dtype`` None: takes the other operand's dtype), or
+    a typed one (``Const(1.5, "float32")``)."""
+    value: int | float
     dtype: str | None = None
 
     def __repr__(self): return str(self.value)
@@ -98,7 +135,12 @@ class Binary(Expr):
             return
         if da and db and da != db and not (_is_index(self.a) or _is_index(self.b)):
             raise TEError(f"dtype mismatch in {self.op}: {da} vs {db} (insert a cast)")
-        object.__setattr__(self, "dtype", da if not _is_index(self.a) else db or da)
+        dt = da if not _is_index(self.a) else db or da
+        if self.op in ("mod", "shr", "shl") and is_float(dt):
+            raise TEError(f"{self.op} of {dt} values: integer only ({self!r})")
+        if self.op == "and" and (is_float(da) or is_float(db)):
+            raise TEError(f"&& of {da or db} values: conditions only ({self!r})")
+        object.__setattr__(self, "dtype", dt)
 
     def __repr__(self):
         sym = {"add": "+", "sub": "-", "mul": "*", "div": "//", "mod": "%", "shr": ">>",
@@ -106,6 +148,16 @@ class Binary(Expr):
         if self.op in sym:
             return f"({self.a!r} {sym[self.op]} {self.b!r})"
         return f"{self.op}({self.a!r}, {self.b!r})"
+
+
+def _div(a: Expr, b: Expr, floor: bool) -> Binary:
+    e = Binary("div", a, b)
+    if floor and is_float(e.dtype):
+        raise TEError(f"floor division of {e.dtype} values: use / ({a!r} // {b!r})")
+    if not floor and not is_float(e.dtype):
+        raise TEError(f"true division of {e.dtype or 'integer'} values: use // for floor "
+                      f"division, or cast to float32 ({a!r} / {b!r})")
+    return e
 
 
 def _is_index(e: Expr) -> bool:
@@ -151,17 +203,60 @@ class Load(Expr):
 
 
 @dataclass(frozen=True, eq=False)
-class Reduce(Expr):
-    """``sum(body)`` over ``axes`` (reduction IterVars).  Only sum is supported."""
-    body: Expr
-    axes: tuple
+class Call(Expr):
+    """An intrinsic function of its arguments, elementwise: ``exp(x)``, ``round(x)``...
+    (see :data:`INTRINSICS`).  The dtype is the first argument's."""
+    name: str
+    args: tuple
     dtype: str | None = field(init=False, default=None)
 
     def __post_init__(self):
+        if self.name not in INTRINSICS:
+            raise TEError(f"unknown intrinsic {self.name!r}; known: {sorted(INTRINSICS)}")
+        dt = self.args[0].dtype
+        if INTRINSICS[self.name] == "float" and not is_float(dt):
+            raise TEError(f"{self.name}() of {dt or 'integer'} values: float32 only, cast "
+                          f"first ({self.args[0]!r})")
+        object.__setattr__(self, "dtype", dt)
+
+    def __repr__(self): return f"{self.name}({', '.join(map(repr, self.args))})"
+
+
+#: intrinsic name -> "float" (float32 arguments only) or "any"
+INTRINSICS = {"exp": "float", "log": "float", "sqrt": "float", "round": "float",
+              "floor": "float", "ceil": "float", "abs": "any"}
+
+
+def reduce_identity(op: str, dtype: str):
+    """The initial value of a ``sum``/``max``/``min`` reduction in ``dtype``."""
+    if op == "sum":
+        return 0.0 if is_float(dtype) else 0
+    if is_float(dtype):
+        return float("-inf") if op == "max" else float("inf")
+    bits = DTYPES[dtype]
+    lo, hi = (0, (1 << bits) - 1) if dtype.startswith("uint") else (
+        -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if dtype == "bool":
+        lo, hi = 0, 1
+    return lo if op == "max" else hi
+
+
+@dataclass(frozen=True, eq=False)
+class Reduce(Expr):
+    """``op(body)`` over ``axes`` (reduction IterVars); ``op`` is "sum", "max" or "min",
+    starting from :func:`reduce_identity`."""
+    body: Expr
+    axes: tuple
+    op: str = "sum"
+    dtype: str | None = field(init=False, default=None)
+
+    def __post_init__(self):
+        if self.op not in ("sum", "max", "min"):
+            raise TEError(f"unknown reduction {self.op!r} (sum, max, min)")
         object.__setattr__(self, "dtype", self.body.dtype)
 
     def __repr__(self):
-        return f"sum({self.body!r}, axis=[{', '.join(a.name for a in self.axes)}])"
+        return f"{self.op}({self.body!r}, axis=[{', '.join(a.name for a in self.axes)}])"
 
 
 class Tensor:
@@ -234,6 +329,17 @@ def _finish(name, shape, dtype, axes, body, tag) -> Tensor:
     return Tensor(name, shape, dtype, axes, body, tag)
 
 
+def _reduce(op, expr, axis) -> Reduce:
+    axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+    for a in axes:
+        if not (isinstance(a, IterVar) and a.kind == "reduce"):
+            raise TEError(f"{op} over {a!r}: not a reduce_axis")
+    body = _wrap(expr)
+    if body.dtype is None:
+        raise TEError(f"{op} of an untyped index expression {body!r}: cast it first")
+    return Reduce(body, axes, op)
+
+
 def sum(expr, axis) -> Reduce:  # noqa: A001 - mirrors te.sum
     """Sum ``expr`` over the reduction axes ``axis`` (one IterVar or a list)."""
     axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
@@ -241,6 +347,35 @@ def sum(expr, axis) -> Reduce:  # noqa: A001 - mirrors te.sum
         if not (isinstance(a, IterVar) and a.kind == "reduce"):
             raise TEError(f"sum over {a!r}: not a reduce_axis")
     return Reduce(_wrap(expr), axes)
+
+
+def max(expr, axis) -> Reduce:  # noqa: A001 - mirrors te.max
+    """The maximum of ``expr`` over the reduction axes ``axis`` (init: the dtype's lowest
+    value, -inf for float32)."""
+    return _reduce("max", expr, axis)
+
+
+def min(expr, axis) -> Reduce:  # noqa: A001 - mirrors te.min
+    """The minimum of ``expr`` over the reduction axes ``axis`` (init: the dtype's highest
+    value, +inf for float32)."""
+    return _reduce("min", expr, axis)
+
+
+def _call(name, *args) -> Call:
+    return Call(name, tuple(_wrap(a) for a in args))
+
+
+def exp(x) -> Call: return _call("exp", x)
+def log(x) -> Call: return _call("log", x)
+def sqrt(x) -> Call: return _call("sqrt", x)
+def floor(x) -> Call: return _call("floor", x)
+def ceil(x) -> Call: return _call("ceil", x)
+def abs(x) -> Call: return _call("abs", x)  # noqa: A001
+
+
+def round(x) -> Call:  # noqa: A001
+    """Round float32 ``x`` to the nearest integer, halves to even (``numpy.rint``)."""
+    return _call("round", x)
 
 
 def cast(dtype: str, x) -> Cast:
@@ -280,6 +415,9 @@ def walk(e: Expr):
             yield from walk(i)
     elif isinstance(e, Reduce):
         yield from walk(e.body)
+    elif isinstance(e, Call):
+        for a in e.args:
+            yield from walk(a)
 
 
 def substitute(e: Expr, m: dict) -> Expr:
@@ -297,7 +435,9 @@ def substitute(e: Expr, m: dict) -> Expr:
     if isinstance(e, Load):
         return Load(e.tensor, tuple(substitute(i, m) for i in e.indices))
     if isinstance(e, Reduce):
-        return Reduce(substitute(e.body, m), tuple(m.get(a, a) for a in e.axes))
+        return Reduce(substitute(e.body, m), tuple(m.get(a, a) for a in e.axes), e.op)
+    if isinstance(e, Call):
+        return Call(e.name, tuple(substitute(a, m) for a in e.args))
     raise TEError(f"unknown expression node {type(e).__name__}")
 
 
@@ -334,7 +474,10 @@ def same_structure(a: Expr, b: Expr, m: dict) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, Const):
-        return a.value == b.value
+        return a.value == b.value and is_float(a.dtype) == is_float(b.dtype)
+    if isinstance(a, Call):
+        return a.name == b.name and len(a.args) == len(b.args) and all(
+            same_structure(x, y, m) for x, y in zip(a.args, b.args))
     if isinstance(a, IterVar):
         if a in m:
             return m[a] is b
@@ -357,7 +500,7 @@ def same_structure(a: Expr, b: Expr, m: dict) -> bool:
         m[a.tensor] = b.tensor
         return all(same_structure(x, y, m) for x, y in zip(a.indices, b.indices))
     if isinstance(a, Reduce):
-        return len(a.axes) == len(b.axes) and all(
+        return a.op == b.op and len(a.axes) == len(b.axes) and all(
             same_structure(x, y, m) for x, y in zip(a.axes, b.axes)) and same_structure(
             a.body, b.body, m)
     return False
