@@ -22,7 +22,7 @@ integers and wraps, ``abs(int8(-128)) == -128``).
 
 Example::
 
-    from compiler.te import cast, compute, placeholder, reduce_axis, sum
+    from compiler.te import cast, compute, exp, max, placeholder, reduce_axis, sum
     A = placeholder((4, 16), "int8", "A")
     k = reduce_axis(16, "k")
     C = compute((4, 4), lambda i, j: sum(cast("int32", A[i, k]) * cast("int32", A[j, k]), [k]))
