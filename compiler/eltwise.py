@@ -1,0 +1,820 @@
+"""ALU-only kernels: element-wise tensor-expression graphs with no GEMM, compiled straight to
+VTA's tensor ALU (TVM's ``vta_get_started`` vector add, its ``add.vta`` / ``multiply.vta``).
+
+Accepted graphs: a chain or tree of element-wise ``compute`` stages in a packed layout whose
+last two dimensions are one accumulator tile ``(BATCH, BLOCK_OUT)``, over
+
+* inputs read element-wise (int8, loaded sign-extended as ``ACC_8BIT``, or the accumulator
+  dtype, loaded as ``ACC``), or broadcast over any of the leading (tile) dimensions: a
+  per-channel vector ``(C/BLOCK, BATCH, BLOCK)`` indexed ``[c, b, j]``, TVM's 6-D bias
+  ``(N/B, C/BO, 1, 1, B, BO)`` indexed ``[n, c, 0, 0, b, j]``, ...;
+* integer constants;
+* ``+ - *``, ``min``/``max`` (so ``clip``), ``>>``/``<<`` by constants, ``//`` by a power of
+  two (an arithmetic shift: floor division), and casts.
+
+Each output tile is computed in the ACC SRAM by ALU micro-ops (ADD, MIN, MAX, MUL, SHR;
+``x - y`` as ADD of ``y`` negated by MUL -1; shifts beyond the portable +-16 split in
+pieces; a constant outside the 16-bit immediate split into several ADDs).  Intermediate
+results of a narrower dtype than the accumulator are wrapped by a shift-left/shift-right
+pair only when an exact interval analysis says they may overflow it, so the kernel is
+bit-exact with :func:`compiler.evaluate` for every input.  An int8 result leaves through the
+STORE's narrowing; an accumulator-width result leaves as byte planes (store, SHR 8, ...).
+
+The tile space is cut into chunks (boxes of ``rows x cols`` tiles) that fill the ACC SRAM,
+one register file of ``slots`` chunk-sized regions per virtual thread (Sethi-Ullman
+allocation), and the op program gets its dependency tokens from
+:func:`compiler.program.insert_dependencies`: with two virtual threads the STOREs of one
+chunk run under the LOADs and ALU ops of the next.  (LOAD ACC runs on VTA's compute module,
+so loads and ALU ops of one module are serial by construction.)
+
+Example (runnable as it stands)::
+
+    import numpy as np
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    from compiler import build, evaluate, ops, placeholder
+
+    cfg = VTAConfig()
+    a = placeholder((1, 4, 8, 8, 1, 16), "int8", "a")
+    b = placeholder((1, 4, 8, 8, 1, 16), "int8", "b")
+    out = ops.residual_add(a, b, 5, 4, 3, -128, 127)     # clip(((a + b) * 5 + 4) >> 3)
+    rng = np.random.default_rng(0)
+    feeds = {a: rng.integers(-128, 128, a.shape, dtype=np.int8),
+             b: rng.integers(-128, 128, b.shape, dtype=np.int8)}
+    k = build(out, cfg)                                  # an EltwiseKernel
+    got, stats = k.run(SimDevice(cfg, timed=True), feeds)
+    assert np.array_equal(got, evaluate(out, feeds))
+    print(k.show("lower"))                               # the per-chunk ALU program
+
+Raises
+------
+EltwiseError
+    (a :class:`~compiler.intrin.TensorizeError`) naming the stage and the expression that
+    has no exact ALU form, and why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa import AluOp, MemType, VTAConfig
+
+from .intrin import TensorizeError
+from .codegen import KernelSites
+from .te import DTYPES, Binary, Cast, Const, IterVar, Load, Reduce, Select, Tensor, walk
+
+__all__ = ["EltwiseError", "EltwiseKnobs", "EltwiseWorkload", "EltwiseKernel",
+           "recognise_eltwise", "build_eltwise", "is_gemm_graph", "AluProgram"]
+
+
+class EltwiseError(TensorizeError):
+    """An element-wise graph (or a part of it) with no exact VTA ALU form."""
+
+
+@dataclass(frozen=True)
+class EltwiseKnobs:
+    """Schedule of an ALU-only kernel: ``vthreads`` register files (2: stores overlap the
+    next chunk's loads and ALU ops) and ``max_tiles`` (None: as many tiles per chunk as the
+    ACC SRAM holds)."""
+    vthreads: int = 2
+    max_tiles: int | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.vthreads, int) or self.vthreads < 1:
+            raise EltwiseError(f"EltwiseKnobs: vthreads must be a positive integer, not "
+                               f"{self.vthreads!r}")
+        if self.max_tiles is not None and (not isinstance(self.max_tiles, int)
+                                           or self.max_tiles < 1):
+            raise EltwiseError(f"EltwiseKnobs: max_tiles must be a positive integer or None, "
+                               f"not {self.max_tiles!r}")
+
+
+# ----------------------------------------------------------------------------- the tree
+
+@dataclass(eq=False)
+class Leaf:
+    """An input read element-wise or broadcast: ``strides[d]`` is its DRAM tile stride along
+    output tile dimension ``d`` (0 where it is broadcast)."""
+    tensor: Tensor
+    strides: tuple
+    where: str
+
+
+@dataclass(eq=False)
+class Node:
+    op: str                   # add sub mul min max shr shl cast
+    a: object
+    b: object                 # Node | Leaf | int | None (cast)
+    dtype: str
+    where: str
+
+
+def is_gemm_graph(out: Tensor) -> bool:
+    """True when some stage of the graph is a sum reduction of a product (a conv2d or dense
+    for the GEMM path); element-wise and pooling graphs are False."""
+    for t in _stages(out):
+        for e in walk(t.body):
+            if isinstance(e, Reduce) and getattr(e, "kind", "sum") == "sum" and any(
+                    isinstance(n, Binary) and n.op == "mul" for n in walk(e.body)):
+                return True
+    return False
+
+
+def _stages(out: Tensor) -> list:
+    seen, order, todo = set(), [], [out]
+    while todo:
+        t = todo.pop()
+        if id(t) in seen or t.is_placeholder:
+            continue
+        seen.add(id(t))
+        order.append(t)
+        todo.extend(t.inputs())
+    return order
+
+
+def _range(dtype: str) -> tuple[int, int]:
+    bits = DTYPES[dtype]
+    if dtype.startswith("uint"):
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+class _Builder:
+    """TE graph -> expression tree over :class:`Leaf` s, with every stage inlined."""
+
+    def __init__(self, out: Tensor, cfg: VTAConfig):
+        self.out, self.cfg = out, cfg
+        self.lead = out.shape[:-2]
+        self.leaves: list[Leaf] = []
+
+    def tree(self):
+        out = self.out
+        if out.is_placeholder:
+            raise EltwiseError(f"{out.name} is an input: there is nothing to compute")
+        tile = (self.cfg.batch, self.cfg.block_out)
+        if out.ndim < 3 or out.shape[-2:] != tile:
+            raise EltwiseError(
+                f"stage {out.name}: shape {out.shape} is not a packed layout whose last two "
+                f"dimensions are one accumulator tile (BATCH, BLOCK_OUT) = {tile}; pack it "
+                f"with ops.pack_nchw")
+        env = {a: a for a in out.axes}
+        return self.expr(out.body, env, out)
+
+    def expr(self, e, env, t: Tensor):
+        where = t.name
+        if isinstance(e, Const):
+            return int(e.value)
+        if isinstance(e, Cast):
+            x = self.expr(e.x, env, t)
+            if isinstance(x, int):
+                return _wrap_int(x, e.dtype)
+            return Node("cast", x, None, e.dtype, where)
+        if isinstance(e, Load):
+            return self.load(e, env, t)
+        if isinstance(e, Binary):
+            if e.op in ("lt", "le", "ge", "gt", "and"):
+                raise EltwiseError(f"stage {where}: comparison {e!r} has no VTA ALU form "
+                                   f"(min/max/clip do; select does not)")
+            a, b = self.expr(e.a, env, t), self.expr(e.b, env, t)
+            dtype = e.dtype or "int32"
+            if e.op == "div":
+                if not (isinstance(b, int) and b > 0 and b & (b - 1) == 0):
+                    raise EltwiseError(f"stage {where}: {e!r} divides by "
+                                       f"{b if isinstance(b, int) else 'a tensor'}; VTA "
+                                       f"divides only by a positive power of two (a shift)")
+                return Node("shr", a, b.bit_length() - 1, dtype, where) if not isinstance(
+                    a, int) else _wrap_int(a // b, dtype)
+            if e.op not in ("add", "sub", "mul", "min", "max", "shr", "shl"):
+                raise EltwiseError(f"stage {where}: {e!r} has no VTA ALU form (supported: "
+                                   f"+ - * min max >> << and // by a power of two)")
+            if isinstance(a, int) and isinstance(b, int):
+                return _wrap_int(_fold(e.op, a, b), dtype)
+            if e.op in ("shr", "shl") and not isinstance(b, int):
+                raise EltwiseError(f"stage {where}: shift amounts must be constants ({e!r}; "
+                                   f"the ALU has no portable vector shift)")
+            return Node(e.op, a, b, dtype, where)
+        if isinstance(e, Select):
+            raise EltwiseError(f"stage {where}: select {e!r} has no VTA ALU form")
+        if isinstance(e, Reduce):
+            raise EltwiseError(f"stage {where}: a reduction is not element-wise")
+        if isinstance(e, IterVar):
+            raise EltwiseError(f"stage {where}: the index {e.name} used as a value has no "
+                               f"VTA ALU form")
+        raise EltwiseError(f"stage {where}: cannot map {type(e).__name__} {e!r}")
+
+    def load(self, e: Load, env, t: Tensor):
+        src = e.tensor
+        idx = [_subst(i, env) for i in e.indices]
+        axes = self.out.axes
+        if not src.is_placeholder:
+            if src.shape == self.out.shape and all(i is a for i, a in zip(idx, axes)):
+                sub = {a: i for a, i in zip(src.axes, idx)}
+                return self.expr(src.body, sub, src)
+            raise EltwiseError(f"stage {t.name}: reads stage {src.name} as {e!r}, not "
+                               f"element-wise; an ALU-only kernel inlines element-wise stages "
+                               f"only")
+        nl = len(self.lead)
+        if len(idx) < 2 or idx[-2] is not axes[-2] or idx[-1] is not axes[-1] \
+                or src.shape[-2:] != self.out.shape[-2:]:
+            raise EltwiseError(f"stage {t.name}: input {src.name} read as {e!r}: the last two "
+                               f"indices must be the tile axes {axes[-2].name}, {axes[-1].name} "
+                               f"(VTA's ALU cannot broadcast inside a (BATCH, BLOCK) tile)")
+        pitch = [int(np.prod(src.shape[d + 1:-2], dtype=np.int64)) for d in range(len(idx) - 2)]
+        strides = [0] * nl
+        for d, i in enumerate(idx[:-2]):
+            if isinstance(i, Const) and i.value == 0 and src.shape[d] == 1:
+                continue
+            k = next((j for j in range(nl) if axes[j] is i), None)
+            if k is None or strides[k] or src.shape[d] != self.out.shape[k]:
+                raise EltwiseError(f"stage {t.name}: input {src.name} read as {e!r}: index "
+                                   f"{d} must be an output axis of the same extent or 0 on a "
+                                   f"dimension of extent 1 (a broadcast)")
+            strides[k] = pitch[d]
+        if src.dtype not in ("int8", self.cfg.acc_dtype):
+            raise EltwiseError(f"stage {t.name}: input {src.name} is {src.dtype}; VTA loads "
+                               f"int8 (sign-extended) or {self.cfg.acc_dtype} accumulator "
+                               f"tiles")
+        for lf in self.leaves:
+            if lf.tensor is src and lf.strides == tuple(strides):
+                return lf
+        lf = Leaf(src, tuple(strides), t.name)
+        self.leaves.append(lf)
+        return lf
+
+
+def _subst(e, env):
+    if isinstance(e, IterVar):
+        return env.get(e, e)
+    return e
+
+
+def _fold(op: str, a: int, b: int) -> int:
+    from .evaluate import shift
+    return {"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b),
+            "shr": int(shift(a, b)) if abs(b) < 63 else (0 if a >= 0 or b < 0 else -1),
+            "shl": int(shift(a, -b)) if abs(b) < 63 else 0}[op]
+
+
+def _wrap_int(v: int, dtype: str) -> int:
+    lo, hi = _range(dtype)
+    return (v - lo) % (hi - lo + 1) + lo
+
+
+# ----------------------------------------------------------------------------- the ALU program
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the per-chunk program: ``load`` a leaf into slot ``dst``, or an ``alu`` op
+    ``slot[dst] = op(slot[dst], slot[src] | imm)``."""
+    kind: str                  # "load" | "alu"
+    dst: int
+    leaf: Leaf | None = None
+    opcode: AluOp | None = None
+    src: int | None = None
+    imm: int = 0
+
+    def __str__(self):
+        if self.kind == "load":
+            return f"s{self.dst} = load {self.leaf.tensor.name}"
+        rhs = f"s{self.src}" if self.src is not None else f"#{self.imm}"
+        return f"s{self.dst} = {self.opcode.name}(s{self.dst}, {rhs})"
+
+
+@dataclass
+class AluProgram:
+    """The chunk-independent ALU program: ``steps`` over ``slots`` registers; the result is
+    in slot 0, whose pattern (which of the chunk's rows/cols it varies over) is ``pattern``."""
+    steps: list
+    slots: int
+    patterns: dict            # slot -> (uses rows, uses cols) at the time of each step
+    step_patterns: list       # per step: (dst pattern, src pattern | None)
+
+    def text(self) -> str:
+        return "\n".join(map(str, self.steps))
+
+
+class _Lowerer:
+    def __init__(self, cfg: VTAConfig, view):
+        self.cfg = cfg
+        self.view = view              # leaf -> (uses rows, uses cols)
+        self.steps: list[Step] = []
+        self.pats: list = []
+        self.slots = 0
+        self.acc = cfg.acc_dtype
+        self.half = cfg.acc_width // 2
+        self.no_wrap = None
+
+    def emit(self, step: Step, dpat, spat=None):
+        self.steps.append(step)
+        self.pats.append((dpat, spat))
+        self.slots = max(self.slots, step.dst + 1, (step.src or 0) + 1)
+
+    def imm(self, op: AluOp, s: int, pat, imm: int):
+        self.emit(Step("alu", s, opcode=op, imm=int(imm)), pat)
+
+    def shift(self, s, pat, right: int):
+        """``slot >>= right`` (negative: left), split into portable amounts."""
+        if right == 0:
+            return
+        lim = self.half - 1 if right > 0 else self.half
+        left = abs(right)
+        while left:
+            k = min(left, lim)
+            self.imm(AluOp.SHR, s, pat, k if right > 0 else -k)
+            left -= k
+
+    def pattern(self, x):
+        if isinstance(x, Leaf):
+            return self.view[x]
+        if isinstance(x, Node):
+            pa = self.pattern(x.a)
+            pb = self.pattern(x.b) if isinstance(x.b, (Leaf, Node)) else (False, False)
+            return (pa[0] or pb[0], pa[1] or pb[1])
+        return (False, False)
+
+    def need(self, x) -> int:
+        if isinstance(x, Leaf):
+            return 1
+        if isinstance(x, int):
+            return 0
+        if x.op == "cast" or not isinstance(x.b, (Leaf, Node)):
+            return max(1, self.need(x.a)) if not isinstance(x.a, int) else 1
+        na, nb = self.need(x.a), self.need(x.b)
+        return max(na, nb) if na != nb else na + 1
+
+    def gen(self, x, s: int) -> tuple:
+        """Evaluate ``x`` into slot ``s``; returns its value interval (lo, hi)."""
+        if isinstance(x, Leaf):
+            self.emit(Step("load", s, leaf=x), self.view[x])
+            return _range(x.tensor.dtype)
+        pat = self.pattern(x)
+        if x.op == "cast":
+            iv = self.gen(x.a, s)
+            return self.fit(x, s, pat, iv)
+        a, b = x.a, x.b
+        if isinstance(a, int) and x.op in ("add", "mul", "min", "max"):
+            a, b = b, a
+        if isinstance(a, int):
+            if x.op == "sub":                       # c - y = (y * -1) + c
+                iv = self.gen(b, s)
+                self.imm_op(x, "mul", s, pat, -1, iv)
+                iv = (-iv[1], -iv[0])
+                return self.fit(x, s, pat, self.imm_op(x, "add", s, pat, a, iv))
+            raise EltwiseError(f"stage {x.where}: shifting the constant {a} by a tensor has "
+                               f"no VTA ALU form")
+        if isinstance(b, int):
+            iv = self.gen(a, s)
+            op, k = x.op, b
+            if op == "sub":
+                op, k = "add", -b
+            return self.fit(x, s, pat, self.imm_op(x, op, s, pat, k, iv))
+        return self.fit(x, s, pat, self.vector_op(x, a, b, s, pat))
+
+    def vector_op(self, x: Node, a, b, s, pat):
+        pa, pb = self.pattern(a), self.pattern(b)
+        first, second = a, b
+        if pa != pb:
+            if pa == pat:
+                first, second = a, b
+            elif pb == pat:
+                first, second = b, a
+            else:
+                raise EltwiseError(f"stage {x.where}: the operands of {x.op} are broadcast "
+                                   f"along different axes; broadcast at most one of them")
+        elif self.need(b) > self.need(a):
+            first, second = b, a
+        ia = self.gen(first, s)
+        ib = self.gen(second, s + 1)
+        if first is not a:
+            ia, ib = ib, ia
+        spat = self.pattern(second)
+        if x.op == "sub":
+            neg = s + 1 if first is a else s
+            self.imm(AluOp.MUL, neg, spat if neg == s + 1 else pat, -1)
+            self.emit(Step("alu", s, opcode=AluOp.ADD, src=s + 1), pat, spat)
+            return (ia[0] - ib[1], ia[1] - ib[0])
+        opcode = {"add": AluOp.ADD, "mul": AluOp.MUL, "min": AluOp.MIN, "max": AluOp.MAX}[x.op]
+        self.emit(Step("alu", s, opcode=opcode, src=s + 1), pat, spat)
+        return _interval(x.op, ia, ib)
+
+    def imm_op(self, x: Node, op: str, s, pat, k: int, iv) -> tuple:
+        lo16, hi16 = -(1 << 15), (1 << 15) - 1
+        if op in ("shr", "shl"):
+            right = k if op == "shr" else -k
+            self.shift(s, pat, right)
+            return _interval("shr", iv, (right, right))
+        if op == "add":
+            left = k
+            while left:
+                part = max(lo16, min(hi16, left))
+                self.imm(AluOp.ADD, s, pat, part)
+                left -= part
+            return (iv[0] + k, iv[1] + k)
+        if op in ("min", "max"):
+            if (op == "max" and k <= iv[0]) or (op == "min" and k >= iv[1]):
+                return iv                           # provably a no-op on this value
+            if not lo16 <= k <= hi16:
+                raise EltwiseError(f"stage {x.where}: {op}(.., {k}) needs an immediate "
+                                   f"outside the ALU's 16-bit range [-32768, 32767]")
+            self.imm(AluOp.MIN if op == "min" else AluOp.MAX, s, pat, k)
+            return _interval(op, iv, (k, k))
+        if op == "mul":
+            if not lo16 <= k <= hi16:
+                raise EltwiseError(f"stage {x.where}: multiplication by {k} needs an "
+                                   f"immediate outside the ALU's 16-bit range [-32768, 32767]")
+            if k != 1:
+                self.imm(AluOp.MUL, s, pat, k)
+            return _interval("mul", iv, (k, k))
+        raise EltwiseError(f"stage {x.where}: {op} has no VTA ALU form")  # pragma: no cover
+
+    def fit(self, x: Node, s, pat, iv) -> tuple:
+        """Wrap the value in slot ``s`` to ``x.dtype`` when it may leave that range."""
+        lo, hi = _range(x.dtype)
+        if lo <= iv[0] and iv[1] <= hi:
+            return iv
+        if x is self.no_wrap and x.dtype == self.cfg.out_dtype:
+            return lo, hi
+        bits = DTYPES[x.dtype]
+        if x.dtype.startswith("uint") or bits > self.cfg.acc_width:
+            raise EltwiseError(
+                f"stage {x.where}: the {x.dtype} result may reach [{iv[0]}, {iv[1]}], which "
+                f"the {self.cfg.acc_width}-bit signed accumulator cannot wrap exactly")
+        if bits < self.cfg.acc_width:
+            k = self.cfg.acc_width - bits
+            self.shift(s, pat, -k)
+            self.shift(s, pat, k)
+        return lo, hi
+
+
+def _interval(op, a, b) -> tuple:
+    if op == "add":
+        return a[0] + b[0], a[1] + b[1]
+    if op == "mul":
+        c = [x * y for x in a for y in b]
+        return min(c), max(c)
+    if op == "min":
+        return min(a[0], b[0]), min(a[1], b[1])
+    if op == "max":
+        return max(a[0], b[0]), max(a[1], b[1])
+    if op == "shr":                                 # b is (k, k)
+        k = b[0]
+        return (a[0] >> k, a[1] >> k) if k >= 0 else (a[0] << -k, a[1] << -k)
+    raise AssertionError(op)
+
+
+# ----------------------------------------------------------------------------- workload
+
+@dataclass(eq=False)
+class EltwiseWorkload:
+    """A recognised ALU-only graph: its expression tree, leaves and tile-space view.
+
+    ``outer`` x ``rows`` x ``cols`` is the output tile space (``rows``/``cols`` its last two
+    leading dimensions, or everything flattened into ``cols`` when no input is broadcast)."""
+    out: Tensor
+    tree: object
+    leaves: list
+    outer: tuple
+    rows: int
+    cols: int
+    leaf_view: dict           # leaf -> (outer strides, row stride, col stride, pattern)
+    program: AluProgram
+    planes: int               # 1: int8 output; else byte planes of an accumulator result
+    kind: str = "eltwise"
+    epilogue: tuple = ()
+
+    @property
+    def inputs(self) -> list:
+        return list(dict.fromkeys(lf.tensor for lf in self.leaves))
+
+    @property
+    def tiles(self) -> int:
+        return int(np.prod(self.outer, dtype=np.int64)) * self.rows * self.cols
+
+    def describe(self) -> str:
+        ins = ", ".join(f"{t.name}{t.shape} {t.dtype}" for t in self.inputs)
+        return (f"eltwise {self.out.name}: {ins} -> {self.out.shape} {self.out.dtype}; "
+                f"{len(self.program.steps)} steps on {self.program.slots} slots; tiles "
+                f"{self.outer}x{self.rows}x{self.cols}"
+                + (f"; {self.planes} byte planes" if self.planes > 1 else ""))
+
+    def dram_minimum(self) -> int:
+        """Bytes the kernel must move: every input byte once, every output byte once."""
+        n = sum(int(np.prod(t.shape)) * DTYPES[t.dtype] // 8 for t in self.inputs)
+        return n + int(np.prod(self.out.shape)) * DTYPES[self.out.dtype] // 8
+
+
+def recognise_eltwise(out: Tensor, cfg: VTAConfig) -> EltwiseWorkload:
+    """Match ``out`` as an ALU-only graph (see the module docstring)."""
+    if not isinstance(out, Tensor):
+        raise EltwiseError(f"expected a Tensor, not {type(out).__name__}")
+    b = _Builder(out, cfg)
+    tree = b.tree()
+    if isinstance(tree, int):
+        raise EltwiseError(f"stage {out.name}: the result is the constant {tree}; there is no "
+                           f"input to compute from")
+    if out.dtype == cfg.out_dtype:
+        planes = 1
+    elif out.dtype == cfg.acc_dtype:
+        planes = cfg.acc_width // cfg.out_width
+    else:
+        raise EltwiseError(f"stage {out.name}: result dtype {out.dtype}; VTA stores "
+                           f"{cfg.out_dtype} (or {cfg.acc_dtype} as byte planes)")
+    lead = out.shape[:-2]
+    full = all(all(lf.strides) and _is_dense(lf, lead) for lf in b.leaves)
+    if full or len(lead) < 2:
+        outer, rows, cols = (), 1, int(np.prod(lead))
+        flat = full
+    else:
+        outer, rows, cols = tuple(lead[:-2]), lead[-2], lead[-1]
+        flat = False
+    view, patterns = {}, {}
+    for lf in b.leaves:
+        if flat:
+            view[lf] = ((), 0, 1)
+            patterns[lf] = (False, True)
+        elif len(lead) < 2:
+            view[lf] = ((), 0, lf.strides[0])
+            patterns[lf] = (False, lf.strides[0] != 0)
+        else:
+            view[lf] = (tuple(lf.strides[:-2]), lf.strides[-2], lf.strides[-1])
+            patterns[lf] = (lf.strides[-2] != 0, lf.strides[-1] != 0)
+    lw = _Lowerer(cfg, patterns)
+    root = tree
+    if planes == 1 and isinstance(root, Node):
+        lw.no_wrap = root              # the STORE keeps the low 8 bits: no wrap needed
+    lw.gen(root, 0)
+    pat_root = lw.pattern(root)
+    if (rows > 1 and not pat_root[0]) or (cols > 1 and not pat_root[1]):
+        raise EltwiseError(f"stage {out.name}: the result does not vary along output axis "
+                           f"{out.axes[len(lead) - (2 if rows > 1 and not pat_root[0] else 1)].name}"
+                           f" (every input is broadcast along it); broadcast results are not "
+                           f"element-wise")
+    if lw.steps[-1].kind != "alu":
+        # LOAD ACC does not write the OUT buffer the STORE reads: a copy is SHR by 0
+        lw.imm(AluOp.SHR, 0, pat_root, 0)
+    prog = AluProgram(lw.steps, lw.slots, {}, lw.pats)
+    return EltwiseWorkload(out, tree, b.leaves, outer, rows, cols,
+                           {lf: view[lf] + (patterns[lf],) for lf in b.leaves}, prog, planes)
+
+
+def _is_dense(lf: Leaf, lead) -> bool:
+    pitch = [int(np.prod(lead[d + 1:], dtype=np.int64)) for d in range(len(lead))]
+    return list(lf.strides) == pitch
+
+
+# ----------------------------------------------------------------------------- unrolled ops
+
+@dataclass
+class _Nest:
+    opcode: AluOp
+    use_imm: bool
+    imm: int
+    reset: bool = False
+    mode: str = "alu"
+
+
+@dataclass
+class _Kernel:
+    nest: _Nest
+    loops: tuple
+    uops: tuple
+
+
+def _chunks(wl: EltwiseWorkload, nr: int, nc: int):
+    for o in itertools.product(*[range(n) for n in wl.outer]):
+        for r0 in range(0, wl.rows, nr):
+            for c0 in range(0, wl.cols, nc):
+                yield o, r0, c0, min(nr, wl.rows - r0), min(nc, wl.cols - c0)
+
+
+def chunk_shape(wl: EltwiseWorkload, cfg: VTAConfig, knobs: EltwiseKnobs) -> tuple[int, int, int]:
+    """(tiles per slot, rows, cols) of a chunk for ``knobs`` on ``cfg``."""
+    regions = knobs.vthreads * wl.program.slots
+    cap = cfg.acc_buff_depth // regions
+    fmax = (1 << cfg.alu_layout["dst_factor_out"][1]) - 1
+    imax = (1 << cfg.alu_layout["iter_in"][1]) - 1
+    xmax = (1 << cfg.mem_layout["x_size"][1]) - 1
+    if knobs.max_tiles:
+        cap = min(cap, knobs.max_tiles)
+    if cap < 1:
+        raise EltwiseError(f"{wl.out.name}: {regions} regions ({wl.program.slots} slots x "
+                           f"{knobs.vthreads} virtual threads) do not fit the "
+                           f"{cfg.acc_buff_depth}-tile ACC buffer")
+    cols = wl.cols
+    if cols <= min(cap, fmax, imax, xmax):
+        nc = cols
+        nr = max(1, min(wl.rows, cap // cols, imax))
+    else:
+        nc, nr = min(cap, imax, xmax), 1
+    return cap, nr, nc
+
+
+def lower_ops(wl: EltwiseWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, planes_tensor=None):
+    """The flat op program (``compiler.program.Op`` s) of every chunk, in order."""
+    from .program import Op
+    cap, nr, nc = chunk_shape(wl, cfg, knobs)
+    prog = wl.program
+    sites: dict = {}
+    ops: list = []
+    outer_pitch = [int(np.prod(wl.outer[d + 1:], dtype=np.int64)) * wl.rows * wl.cols
+                   for d in range(len(wl.outer))]
+
+    def box(pat, r, c):
+        return (r if pat[0] else 1), (c if pat[1] else 1)
+
+    def factors(pat, r, c):
+        rr, cc = box(pat, r, c)
+        return (cc if pat[0] else 0), (1 if pat[1] else 0)
+
+    def alu(step, pats, base_d, base_s, r, c):
+        dpat, spat = pats
+        dr, dc = factors(dpat, r, c)
+        if step.src is None:
+            sr, sc = dr, dc
+        else:
+            sr, sc = factors(spat, r, c)
+        loops = []
+        if r > 1 and dpat[0]:
+            loops.append((r, dr, sr, 0))
+        if c > 1 and dpat[1]:
+            loops.append((c, dc, sc, 0))
+        nest = _Nest(step.opcode, step.src is None, step.imm)
+        key = (int(step.opcode), step.src is None, step.imm, tuple(loops))
+        site = sites.setdefault(key, len(sites))
+        k = _Kernel(nest, tuple(loops), ((0, 0, 0),))
+        src = base_s if step.src is not None else base_d
+        rr, cc = box(dpat, r, c)
+        writes = (("acc", base_d, base_d + rr * cc),)
+        reads = [writes[0]]
+        if step.src is not None:
+            sr_, sc_ = box(spat, r, c)
+            reads.append(("acc", src, src + sr_ * sc_))
+        return Op(2, "alu", dict(kernel=k, base=(base_d, src, 0), site=site, uop_key=k),
+                  tuple(reads), writes)
+
+    for i, (o, r0, c0, r, c) in enumerate(_chunks(wl, nr, nc)):
+        region = (i % knobs.vthreads) * prog.slots * cap
+        slot = lambda s: region + s * cap          # noqa: E731
+        for step, pats in zip(prog.steps, prog.step_patterns):
+            if step.kind == "load":
+                lf = step.leaf
+                ostr, rs, cs, pat = wl.leaf_view[lf]
+                off = sum(a * b for a, b in zip(o, ostr)) + (r0 * rs) + (c0 * cs)
+                y, x = box(pat, r, c)
+                mem = MemType.ACC_8BIT if lf.tensor.dtype == "int8" else MemType.ACC
+                sram = slot(step.dst)
+                ops.append(Op(2, "load", dict(mem=mem, sram=sram, tensor=lf.tensor, offset=off,
+                                              y=y, x=x, stride=rs if y > 1 else x,
+                                              pad=(0, 0, 0, 0)),
+                              writes=(("acc", sram, sram + y * x),)))
+            else:
+                ops.append(alu(step, pats, slot(step.dst),
+                               slot(step.src) if step.src is not None else None, r, c))
+        off = sum(a * b for a, b in zip(o, outer_pitch)) + r0 * wl.cols + c0
+        target = planes_tensor if planes_tensor is not None else wl.out
+        for p in range(wl.planes):
+            sram = slot(0)
+            ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=sram, tensor=target,
+                                           offset=off + p * wl.tiles, y=r, x=c,
+                                           stride=wl.cols, pad=(0, 0, 0, 0)),
+                          reads=(("acc", sram, sram + r * c),)))
+            if p + 1 < wl.planes:
+                st = Step("alu", 0, opcode=AluOp.SHR, imm=cfg.out_width)
+                ops.append(alu(st, ((True, True), None), sram, None, r, c))
+    return ops
+
+
+# ----------------------------------------------------------------------------- kernel
+
+@dataclass
+class EltwiseKernel:
+    """A compiled ALU-only (or pooling) kernel with the interface of
+    :class:`~compiler.pipeline.CompiledKernel`: ``run(device, feeds)``, ``show(stage)``,
+    ``listing()``, ``instructions()``, ``stages``, ``ops``, ``inputs``, ``output``."""
+    cfg: VTAConfig
+    workload: object
+    knobs: object
+    stages: dict
+    ops: list
+    compile_seconds: float
+    sites: KernelSites = field(default_factory=KernelSites)
+    last_run: object = None
+    out_tensor: object = None       # what the STOREs write (the output, or its byte planes)
+
+    def __post_init__(self):
+        if self.out_tensor is None:
+            self.out_tensor = self.workload.out
+
+    @property
+    def inputs(self) -> list:
+        return self.workload.inputs
+
+    @property
+    def output(self) -> Tensor:
+        return self.workload.out
+
+    def show(self, stage: str = "lower") -> str:
+        """The program after ``stage`` (see :attr:`stages`); "coproc_sync" lists the op
+        program with its dependency tokens."""
+        if stage == "coproc_sync":
+            return self.listing(80)
+        if stage not in self.stages:
+            raise EltwiseError(f"show: no stage {stage!r}; this kernel has "
+                               f"{', '.join(self.stages)}")
+        return self.stages[stage]
+
+    def listing(self, limit: int | None = 60) -> str:
+        from .program import listing
+        return listing(self.ops, limit)
+
+    def instructions(self) -> str:
+        """The last run's instruction stream, one ``describe`` line each."""
+        from isa import decode_program, describe
+        if self.last_run is None:
+            raise EltwiseError("run the kernel first: instructions are recorded on first call")
+        return "\n".join(f"{i:5d}  {describe(x)}" for i, x in
+                         enumerate(decode_program(self.last_run.insns, self.cfg)))
+
+    def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
+        """Run on ``dev`` (a vta_runtime device); ``inputs`` maps tensor or name -> packed
+        array.  Returns (output array, device stats of the run)."""
+        from vta_runtime import CommandQueue
+
+        from .codegen import emit
+        from .evaluate import to_numpy_dtype
+        from .pipeline import join_planes
+        bufs, allocated = {}, []
+        try:
+            for t in self.inputs:
+                arr = inputs.get(t, inputs.get(t.name))
+                if arr is None:
+                    raise EltwiseError(f"run: no array for input {t.name} {t.shape}")
+                arr = np.asarray(arr)
+                if not np.issubdtype(arr.dtype, np.integer):
+                    raise EltwiseError(f"run: input {t.name} has dtype {arr.dtype}, expected "
+                                       f"{t.dtype}")
+                arr = np.ascontiguousarray(arr, dtype=to_numpy_dtype(t.dtype))
+                if arr.shape != t.shape:
+                    raise EltwiseError(f"run: input {t.name} has shape {arr.shape}, expected "
+                                       f"{t.shape}")
+                b = dev.alloc(max(arr.nbytes, 1), name=t.name)
+                allocated.append(b)
+                b.copy_from(arr)
+                bufs[t] = b
+            out = self.out_tensor
+            ndt = to_numpy_dtype(out.dtype)
+            ob = dev.alloc(int(np.prod(out.shape)) * ndt.itemsize, name=out.name)
+            allocated.append(ob)
+            bufs[out] = ob
+            own = cq is None
+            cq = cq or CommandQueue(dev)
+            emit(self.ops, cq, bufs, self.sites)
+            rec = cq.synchronize()
+            self.last_run = rec
+            result = ob.copy_to(ndt, shape=out.shape)
+            if out is not self.workload.out:          # byte planes -> the wide result
+                result = join_planes(result, self.workload.out.dtype)
+            if own:
+                cq.close()
+            return result, dict(rec.stats)
+        finally:
+            for b in allocated:
+                dev.free(b)
+
+
+def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = None):
+    """Compile the element-wise graph ending in ``out`` into an :class:`EltwiseKernel`."""
+    from .codegen import check_fields
+    from .program import eliminate_redundant_loads, insert_dependencies
+    t0 = time.perf_counter()
+    cfg = cfg or VTAConfig()
+    if knobs is None:
+        knobs = EltwiseKnobs()
+    elif isinstance(knobs, dict):
+        knobs = EltwiseKnobs(**knobs)
+    elif not isinstance(knobs, EltwiseKnobs):
+        raise EltwiseError(f"an element-wise kernel takes EltwiseKnobs, not "
+                           f"{type(knobs).__name__} (GEMM knobs do not apply: there is no GEMM)")
+    wl = out if isinstance(out, EltwiseWorkload) else recognise_eltwise(out, cfg)
+    planes = None
+    if wl.planes > 1:
+        planes = Tensor(f"{wl.out.name}_planes", (wl.planes,) + wl.out.shape, cfg.out_dtype)
+    cap, nr, nc = chunk_shape(wl, cfg, knobs)
+    stages = {"recognise": wl.describe(),
+              "lower": (f"chunks of {nr}x{nc} tiles, {knobs.vthreads} virtual thread(s), "
+                        f"{wl.program.slots} slot(s) of {cap} tiles each:\n"
+                        + wl.program.text())}
+    ops = lower_ops(wl, cfg, knobs, planes)
+    stages["unroll"] = f"{len(ops)} ops"
+    n = len(ops)
+    ops = eliminate_redundant_loads(ops)
+    stages["reuse"] = f"{len(ops)} ops after dropping {n - len(ops)} redundant loads"
+    ops = insert_dependencies(ops)
+    check_fields(ops, cfg)
+    stages["coproc_sync"] = f"{len(ops)} ops with tokens (see listing())"
+    return EltwiseKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
+                         out_tensor=planes if planes is not None else wl.out)
