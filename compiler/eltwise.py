@@ -68,7 +68,8 @@ from .codegen import KernelSites
 from .te import DTYPES, Binary, Cast, Const, IterVar, Load, Reduce, Select, Tensor, walk
 
 __all__ = ["EltwiseError", "EltwiseKnobs", "EltwiseWorkload", "EltwiseKernel",
-           "recognise_eltwise", "build_eltwise", "is_gemm_graph", "AluProgram"]
+           "recognise_eltwise", "build_eltwise", "build_alu_only", "is_alu_only",
+           "is_gemm_graph", "AluProgram"]
 
 
 class EltwiseError(TensorizeError):
@@ -118,10 +119,29 @@ def is_gemm_graph(out: Tensor) -> bool:
     for the GEMM path); element-wise and pooling graphs are False."""
     for t in _stages(out):
         for e in walk(t.body):
-            if isinstance(e, Reduce) and getattr(e, "kind", "sum") == "sum" and any(
+            if isinstance(e, Reduce) and getattr(e, "op", "sum") == "sum" and any(
                     isinstance(n, Binary) and n.op == "mul" for n in walk(e.body)):
                 return True
     return False
+
+
+def is_alu_only(out) -> bool:
+    """True when ``build`` should compile ``out`` here (or in :mod:`compiler.pool`): a TE
+    graph with no GEMM-shaped reduction."""
+    return isinstance(out, Tensor) and not out.is_placeholder and not is_gemm_graph(out)
+
+
+def has_reduction(out: Tensor) -> bool:
+    return any(isinstance(e, Reduce) for t in _stages(out) for e in walk(t.body))
+
+
+def build_alu_only(out: Tensor, cfg: VTAConfig | None = None, knobs=None):
+    """``build`` for graphs without GEMM: pooling (a max/sum reduction over a window) goes to
+    :func:`compiler.pool.build_pool`, everything else to :func:`build_eltwise`."""
+    if has_reduction(out):
+        from .pool import build_pool
+        return build_pool(out, cfg, knobs)
+    return build_eltwise(out, cfg, knobs)
 
 
 def _stages(out: Tensor) -> list:
@@ -169,6 +189,9 @@ class _Builder:
         if isinstance(e, Const):
             return int(e.value)
         if isinstance(e, Cast):
+            if e.dtype not in ("int8", "int16", "int32", "int64", "uint8"):
+                raise EltwiseError(f"stage {where}: cast to {e.dtype} has no VTA ALU form "
+                                   f"(integer arithmetic only)")
             x = self.expr(e.x, env, t)
             if isinstance(x, int):
                 return _wrap_int(x, e.dtype)
@@ -204,7 +227,7 @@ class _Builder:
         if isinstance(e, IterVar):
             raise EltwiseError(f"stage {where}: the index {e.name} used as a value has no "
                                f"VTA ALU form")
-        raise EltwiseError(f"stage {where}: cannot map {type(e).__name__} {e!r}")
+        raise EltwiseError(f"stage {where}: {e!r} ({type(e).__name__}) has no VTA ALU form")
 
     def load(self, e: Load, env, t: Tensor):
         src = e.tensor

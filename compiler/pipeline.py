@@ -126,6 +126,9 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     searched default schedule)."""
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
+    from .eltwise import build_alu_only, is_alu_only   # no GEMM: ALU-only / pooling kernels
+    if is_alu_only(out):
+        return build_alu_only(out, cfg, knobs)
     wl = out if isinstance(out, GemmWorkload) else recognise(out, cfg)
     if knobs is None:
         from .default_schedule import default_knobs
