@@ -66,14 +66,21 @@ def dram_minimum(wl: GemmWorkload, cfg: VTAConfig) -> int:
     inp = wl.nb * wl.cb * rows * cols * cfg.inp_elem_bytes
     wgt = wl.ob * wl.cb * wl.kh * wl.kw * cfg.wgt_elem_bytes
     out_tiles = wl.nb * wl.ob * wl.oh * wl.ow
-    vec = sum(_vec_tiles(st, out_tiles, wl.ob) * _vec_bytes(st, cfg) for st in wl.epilogue
-              if st.vector is not None)
+    vec = sum(_vec_tiles(st, wl) * _vec_bytes(st, cfg) for st in
+              {s.key: s for s in wl.epilogue if s.vector is not None}.values())
     from .lower import output_planes
     return inp + wgt + vec + out_tiles * cfg.out_elem_bytes * output_planes(wl, cfg)
 
 
-def _vec_tiles(st, out_tiles: int, ob: int) -> int:
-    return out_tiles if st.full else ob
+def _vec_tiles(st, wl: GemmWorkload) -> int:
+    """Tiles of a broadcast operand (each read once): its extent along the output dims it
+    varies with."""
+    if not st.full:
+        return st.resident_tiles
+    n = 1
+    for e, v in zip((wl.nb, wl.ob, wl.oh, wl.ow), st.flags):
+        n *= e if v else 1
+    return n
 
 
 def _vec_bytes(st, cfg: VTAConfig) -> int:
@@ -106,7 +113,7 @@ def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
     wgt = wgt_loads * g["wgt"] * cfg.wgt_elem_bytes
     acc_tiles = wl.nb * wl.ob * wl.oh * wl.ow            # edge tiles are smaller
     out = acc_tiles * cfg.out_elem_bytes
-    vec = sum(_vec_tiles(st, acc_tiles, wl.ob) * _vec_bytes(st, cfg)
+    vec = sum((acc_tiles if st.full else st.resident_tiles) * _vec_bytes(st, cfg)
               for st in wl.epilogue if st.vector is not None)
     dram = inp + wgt + out + vec
     inp_dmas = inp_loads * k.tile_b * k.tile_ci
@@ -144,11 +151,12 @@ def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig, strict: bool = True) -> boo
     workloads with very few output tiles)."""
     g = tile_geometry(wl, k)
     nv = k.vthreads
-    bias = {st.key for st in wl.epilogue if st.vector is not None and not st.full}
+    bias = {st.key: st.resident_tiles for st in wl.epilogue
+            if st.vector is not None and not st.full}
     full = {st.key for st in wl.epilogue if st.full}
     if nv * g["inp"] > cfg.inp_buff_depth or nv * g["wgt"] > cfg.wgt_buff_depth:
         return False
-    if nv * g["acc"] * (1 + len(full)) + wl.ob * len(bias) > cfg.acc_buff_depth:
+    if nv * g["acc"] * (1 + len(full)) + sum(bias.values()) > cfg.acc_buff_depth:
         return False
     if strict and g["acc"] <= cfg.ACC_DEP_DISTANCE:
         return False

@@ -213,18 +213,31 @@ class _Lowering:
 
     def epilogue(self, step, vecs) -> list:
         acc_off = self._acc_off()
-        if step.full:       # residual operand: DMA its tile into this thread's slot of the acc
+        if step.full:       # per-tile operand: DMA its window into this thread's acc slot
             buf = vecs[step.key]
+            nd = 4 if self.conv else 2
+            vary = tuple(step.flags[:nd])
 
             def build(sz):
-                n = _n(self._box(sz))
+                box = self._box(sz)
+                n = _n(box)
                 slot = mul(self.t.v, buf.tiles)
-                neg = [UopNest("compute", "alu", (("i", n, (1, 1, 0)),), slot, slot, add(0),
+                obox = tuple(b if v else 1 for b, v in zip(box, vary))
+                org = tuple(o if v else const(0) for o, v in zip(self._origin(), vary))
+                m = _n(obox)
+                neg = [UopNest("compute", "alu", (("i", m, (1, 1, 0)),), slot, slot, add(0),
                                (buf, buf, None), opcode=AluOp.MUL, use_imm=True, imm=-1)]
-                return Seq([Copy("compute", "load", buf, slot, step.vector, self._origin(),
-                                 self._box(sz))] + (neg if step.negate else []) +
-                           [UopNest("compute", "alu", (("i", n, (1, 1, 0)),), acc_off, slot,
-                                    add(0), (self.acc, buf, None), opcode=step.opcode)])
+                if step.whole or not step.vary:
+                    dims = (("i", n, (1, 1, 0)),)
+                else:       # broadcast dims read the same operand tile (source stride 0)
+                    dst = [_n(box[d + 1:]) for d in range(nd)]
+                    src = [_n(obox[d + 1:]) if vary[d] else 0 for d in range(nd)]
+                    dims = tuple((a, box[d], (dst[d], src[d], 0))
+                                 for d, a in enumerate(AXES[:nd]) if box[d] > 1)
+                return Seq([Copy("compute", "load", buf, slot, step.vector, org, obox)] +
+                           (neg if step.negate else []) +
+                           [UopNest("compute", "alu", dims, acc_off, slot, add(0),
+                                    (self.acc, buf, None), opcode=step.opcode)])
             return [self.per_tile(build)]
         if step.vector is None:
             def build(sz):
@@ -234,12 +247,16 @@ class _Lowering:
                                use_imm=True, imm=step.imm)
             return [self.per_tile(build)]
         buf = vecs[step.key]
+        vn, vo = step.flags[:2]
+        ob_ = self.wl.ob if vo else 1
+        src0 = add(*([mul(self.tw["b"].start, ob_)] if vn else []) +
+                   ([self.tw["co"].start] if vo else []))
 
         def build(sz):
-            dims = (("b", sz["b"], (sz["co"] * sz["h"] * sz["w"], 0, 0)),
-                    ("co", sz["co"], (sz["h"] * sz["w"], 1, 0)),
+            dims = (("b", sz["b"], (sz["co"] * sz["h"] * sz["w"], ob_ if vn else 0, 0)),
+                    ("co", sz["co"], (sz["h"] * sz["w"], 1 if vo else 0, 0)),
                     ("yx", sz["h"] * sz["w"], (1, 0, 0)))
-            return UopNest("compute", "alu", dims, acc_off, self.tw["co"].start, add(0),
+            return UopNest("compute", "alu", dims, acc_off, src0, add(0),
                            (self.acc, buf, None), opcode=step.opcode)
         return [self.per_tile(build)]
 
@@ -296,7 +313,7 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
             continue
         name = st.vector.name + ("_neg" if st.negate else "")
         vecs[st.key] = Buffer(name, "acc", L.g["acc"], nv) if st.full else \
-            Buffer(name, "acc", wl.ob, 1)
+            Buffer(name, "acc", st.resident_tiles, 1)
 
     step = []
     if not L.hoist["inp"]:
@@ -332,9 +349,9 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     for (tn, neg) in dict.fromkeys(st.key for st in wl.epilogue
                                    if st.vector is not None and not st.full):
         buf = vecs[(tn, neg)]
-        prologue.append(Copy("compute", "load", buf, add(0), tn, (add(0),), (wl.ob,)))
+        prologue.append(Copy("compute", "load", buf, add(0), tn, (add(0),), (buf.tiles,)))
         if neg:
-            prologue.append(UopNest("compute", "alu", (("i", wl.ob, (1, 1, 0)),), add(0),
+            prologue.append(UopNest("compute", "alu", (("i", buf.tiles, (1, 1, 0)),), add(0),
                                     add(0), add(0), (buf, buf, None), opcode=AluOp.MUL,
                                     use_imm=True, imm=-1))
     return Seq(prologue + hoisted.get(-1, []) + [stmt])

@@ -17,7 +17,7 @@ import numpy as np
 
 from isa import VTAConfig
 
-from .te import (Tensor, TEError, all_of, cast, clip, compute, maximum, placeholder,
+from .te import (Tensor, TEError, all_of, cast, clip, compute, maximum, minimum, placeholder,
                  reduce_axis, select, shift_right)
 from .te import sum as te_sum
 
@@ -79,11 +79,108 @@ def dense(data: Tensor, weight: Tensor, name: str = "dense", acc_dtype: str = "i
 
 
 def _elementwise(x: Tensor, f, name: str, dtype: str | None = None) -> Tensor:
-    if x.ndim == 6:
-        return compute(x.shape, lambda n, o, y, w, b, j: f(x[n, o, y, w, b, j], (n, o, y, w, b, j)),
-                       name=name, dtype=dtype or x.dtype, tag="elemwise")
-    return compute(x.shape, lambda n, o, b, j: f(x[n, o, b, j], (n, o, b, j)),
-                   name=name, dtype=dtype or x.dtype, tag="elemwise")
+    """``f(x[i], i)`` over every index ``i`` of ``x`` (any rank)."""
+    return compute(x.shape, lambda *i: f(x[i], i), name=name, dtype=dtype or x.dtype,
+                   tag="elemwise")
+
+
+def _bcast_index(x: Tensor, y: Tensor, i: tuple) -> tuple:
+    """The index of ``y`` at output index ``i`` under numpy broadcasting (right-aligned;
+    a dimension of extent 1 is read at 0)."""
+    if y.ndim > x.ndim:
+        raise TEError(f"{y.name} {y.shape} has more dimensions than {x.name} {x.shape}")
+    lead = x.ndim - y.ndim
+    out = []
+    for d, n in enumerate(y.shape):
+        if n == x.shape[lead + d]:
+            out.append(i[lead + d])
+        elif n == 1:
+            out.append(0)
+        else:
+            raise TEError(f"{y.name} {y.shape} does not broadcast against {x.name} {x.shape} "
+                          f"(dimension {d}: {n} vs {x.shape[lead + d]})")
+    return tuple(out)
+
+
+def _broadcast(op, x: Tensor, y: Tensor, name: str) -> Tensor:
+    cast_y = y.dtype != x.dtype
+
+    def f(v, i):
+        w = y[_bcast_index(x, y, i)] if y.ndim else y[()]
+        return op(v, cast(x.dtype, w) if cast_y else w)
+    _bcast_index(x, y, (0,) * x.ndim)          # shape check before building
+    return _elementwise(x, f, name)
+
+
+def broadcast_add(x: Tensor, y: Tensor, name="add") -> Tensor:
+    """``x + y`` with ``y`` broadcast against ``x`` as numpy does (bias (1, C, 1, 1),
+    TVM's 6-D bias (N/B, CO/BO, 1, 1, B, BO), per-batch, scalar ``()``...); an int8 ``y``
+    is widened to ``x``'s dtype."""
+    return _broadcast(lambda a, b: a + b, x, y, name)
+
+
+def broadcast_sub(x: Tensor, y: Tensor, name="sub") -> Tensor:
+    """``x - y`` with ``y`` broadcast (see :func:`broadcast_add`)."""
+    return _broadcast(lambda a, b: a - b, x, y, name)
+
+
+def broadcast_mul(x: Tensor, y: Tensor, name="mul") -> Tensor:
+    """``x * y`` with ``y`` broadcast (see :func:`broadcast_add`)."""
+    return _broadcast(lambda a, b: a * b, x, y, name)
+
+
+def broadcast_max(x: Tensor, y: Tensor, name="max") -> Tensor:
+    """``max(x, y)`` with ``y`` broadcast (see :func:`broadcast_add`)."""
+    return _broadcast(maximum, x, y, name)
+
+
+def broadcast_min(x: Tensor, y: Tensor, name="min") -> Tensor:
+    """``min(x, y)`` with ``y`` broadcast (see :func:`broadcast_add`)."""
+    return _broadcast(minimum, x, y, name)
+
+
+def conv2d_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding=0, name: str = "conv",
+                acc_dtype: str = "int32") -> Tensor:
+    """2-D convolution in the plain layouts: data (N, C, H, W) int8, kernel (O, C, KH, KW)
+    int8 -> (N, O, OH, OW) ``acc_dtype``.  Any N, C and O: the compiler packs the tensors
+    into VTA's blocked layouts, zero-pads N, C and O to the blocks and crops the result."""
+    n, c, h, w = data.shape
+    o, c2, kh, kw = kernel.shape
+    if c != c2:
+        raise TEError(f"conv2d_nchw: data has {c} channels, kernel {c2}")
+    if stride < 1:
+        raise TEError(f"conv2d_nchw: stride {stride} out of range")
+    pt, pb, pl, pr = padding4(padding)
+    oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
+    if oh < 1 or ow < 1:
+        raise TEError(f"conv2d_nchw: kernel {kh}x{kw} larger than padded input {h}x{w}")
+    if pt or pb or pl or pr:
+        src = data
+        data = compute((n, c, h + pt + pb, w + pl + pr),
+                       lambda i, j, y, x: select(all_of(y >= pt, y < h + pt, x >= pl,
+                                                        x < w + pl),
+                                                 src[i, j, y - pt, x - pl], 0),
+                       name=f"{name}_pad", dtype=data.dtype, tag="pad")
+    rc, ry, rx = reduce_axis(c, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    return compute((n, o, oh, ow),
+                   lambda i, j, y, x: te_sum(
+                       cast(acc_dtype, data[i, rc, y * stride + ry, x * stride + rx])
+                       * cast(acc_dtype, kernel[j, rc, ry, rx]), [rc, ry, rx]),
+                   name=name, dtype=acc_dtype, tag="conv2d")
+
+
+def dense_nc(data: Tensor, weight: Tensor, name: str = "dense", acc_dtype: str = "int32") -> Tensor:
+    """Dense in the plain layouts: data (N, C) int8, weight (O, C) int8 -> (N, O); any N, C
+    and O (ResNet-18's 512 -> 1000 classifier): padded to the blocks by the compiler, the
+    result cropped."""
+    n, c = data.shape
+    o, c2 = weight.shape
+    if c != c2:
+        raise TEError(f"dense_nc: data has {c} features, weight {c2}")
+    rc = reduce_axis(c, "rc")
+    return compute((n, o), lambda i, j: te_sum(cast(acc_dtype, data[i, rc])
+                                               * cast(acc_dtype, weight[j, rc]), [rc]),
+                   name=name, dtype=acc_dtype, tag="dense")
 
 
 def shr(x: Tensor, k: int, name="shr") -> Tensor:

@@ -74,9 +74,14 @@ class CompiledKernel:
 
     @property
     def inputs(self) -> list:
-        wl = self.workload
-        vecs = [st.vector for st in wl.epilogue if st.vector is not None]
-        return [wl.data, wl.kernel] + list(dict.fromkeys(vecs))
+        """The tensors the caller feeds (as written in the graph: plain layouts stay plain;
+        the kernel packs, pads and broadcasts them on the host)."""
+        return list(dict.fromkeys(h.user for h in self.workload.feeds()))
+
+    @property
+    def output(self):
+        """The tensor :meth:`run` returns (the user's output, in the user's layout)."""
+        return self.workload.user_out or self.workload.out
 
     def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
         """Run on ``dev`` (a vta_runtime device); ``inputs`` maps tensor or name -> packed
@@ -86,14 +91,29 @@ class CompiledKernel:
         bufs = {}
         allocated = []
         try:
-            for t in self.inputs:
-                arr = inputs.get(t, inputs.get(t.name))
-                if arr is None:
-                    raise TEError(f"run: no array for input {t.name} {t.shape}")
-                arr = np.ascontiguousarray(arr, dtype=to_numpy_dtype(t.dtype))
+            given = {}
+            for h in self.workload.feeds():
+                t = h.user
+                if t not in given:
+                    arr = inputs.get(t, inputs.get(t.name))
+                    if arr is None:
+                        raise TEError(f"run: no array for input {t.name} {t.shape}")
+                    arr = np.asarray(arr)
+                    if not np.issubdtype(arr.dtype, np.integer) and arr.dtype != bool:
+                        raise TEError(f"run: input {t.name} has dtype {arr.dtype}, "
+                                      f"expected {t.dtype}")
+                    arr = np.asarray(arr, dtype=to_numpy_dtype(t.dtype), order="C")
+                    if arr.shape != t.shape:
+                        raise TEError(f"run: input {t.name} has shape {arr.shape}, "
+                                      f"expected {t.shape}")
+                    given[t] = arr
+                arr = given[t]
+                t = h.dram
+                if h.prep is not None:
+                    arr = np.ascontiguousarray(h.prep(arr), dtype=to_numpy_dtype(t.dtype))
                 if arr.shape != t.shape:
-                    raise TEError(f"run: input {t.name} has shape {arr.shape}, "
-                                     f"expected {t.shape}")
+                    raise TEError(f"run: packed input {t.name} has shape {arr.shape}, "
+                                  f"expected {t.shape} (compiler bug)")
                 b = dev.alloc(max(arr.nbytes, 1), name=t.name)
                 allocated.append(b)
                 b.copy_from(arr)
@@ -112,6 +132,8 @@ class CompiledKernel:
             result = ob.copy_to(ndt, shape=out.shape)
             if out is not self.workload.out:          # byte planes -> the wide result
                 result = join_planes(result, self.workload.out.dtype)
+            if self.workload.unpack is not None:      # plain layout: unpack, crop
+                result = self.workload.unpack(result)
             if own:
                 cq.close()
             return result, dict(rec.stats)

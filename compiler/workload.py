@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from isa import AluOp, VTAConfig
 
 from .intrin import ALU_OPS, TensorizeError, verify_gemm
@@ -41,17 +43,42 @@ class AluStep:
     source: str = ""
     full: bool = False
     negate: bool = False      # the operand enters negated (``x - vec`` is ADD of -vec)
+    vary: tuple = ()          # per outer output dim (n, o[, y, x]): does the operand vary?
+    whole: bool = False       # the operand has the output's shape (varies wherever it can)
 
     @property
     def key(self):
         """The on-chip copy of the operand this step reads (one per tensor and sign)."""
         return (self.vector, self.negate)
 
+    @property
+    def flags(self) -> tuple:
+        """``vary`` with the legacy defaults (per-channel: o only; full: every dim)."""
+        if self.vary:
+            return self.vary
+        return (True,) * 4 if self.full else (False, True, False, False)
+
+    @property
+    def resident_tiles(self) -> int:
+        """ACC tiles of a resident (loaded once, not per tile) operand."""
+        return self.vector.shape[0] if self.vector is not None and not self.full else 0
+
     def __str__(self):
         if self.vector is None:
             return f"{self.opcode.name}({self.imm})"
-        return (f"{self.opcode.name}({'-' if self.negate else ''}{self.vector.name}"
-                f"{'' if self.full else '[o]'})")
+        f = self.flags
+        idx = "" if self.whole or all(f) else \
+            "[" + ",".join(n for n, v in zip("noyx", f) if v) + "]"
+        return f"{self.opcode.name}({'-' if self.negate else ''}{self.vector.name}{idx})"
+
+
+@dataclass(frozen=True)
+class HostInput:
+    """How the array a user feeds for ``user`` becomes the DRAM image ``dram`` the kernel
+    reads (``prep``: a picklable array -> array map; None when the two are the same)."""
+    user: Tensor
+    dram: Tensor
+    prep: object = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +101,16 @@ class GemmWorkload:
     epilogue: tuple = field(default_factory=tuple)
     out_bits: int = 32        # 8 when the output is narrowed by the store
     pads: tuple = ()          # (top, bottom, left, right); () means ``pad`` on every side
+    host: tuple = ()          # HostInput of every DRAM input the user does not feed as is
+    unpack: object = None     # packed result -> the user's result (plain layouts: cropped)
+    user_out: Tensor | None = None    # the tensor the user asked for (default ``out``)
+
+    def feeds(self) -> list:
+        """HostInput of every DRAM input, in order: data, kernel, epilogue operands."""
+        by_dram = {h.dram: h for h in self.host}
+        drams = [self.data, self.kernel] + list(dict.fromkeys(
+            st.vector for st in self.epilogue if st.vector is not None))
+        return [by_dram.get(t, HostInput(t, t)) for t in drams]
 
     @property
     def padding(self) -> tuple:
@@ -107,25 +144,42 @@ class GemmWorkload:
 
 
 def recognise(out: Tensor, cfg: VTAConfig) -> GemmWorkload:
-    """Walk back from ``out`` to the GEMM reduction and classify every stage."""
+    """Walk back from ``out`` to the GEMM reduction and classify every stage.
+
+    Packed layouts (6-D conv2d, 4-D dense) map directly; plain layouts (NCHW conv2d with
+    OIHW weights, 2-D dense) are packed by the compiler: batch and channel counts that are
+    not multiples of the blocks are zero-padded on the host and the result is cropped (see
+    :attr:`GemmWorkload.host` / :attr:`GemmWorkload.unpack`).  Identity copy stages
+    (``compute(A.shape, lambda *i: A[i])``) anywhere in the graph are the DMA they mean."""
     steps: list[AluStep] = []
     out_bits = 32
-    t = out
+    t = _through_copies(out)
     if not t.is_placeholder and isinstance(t.body, Cast) and t.dtype == cfg.out_dtype:
         src = _elementwise_source(t, t.body.x)
         if src is None:
-            raise TensorizeError(f"stage {t.name}: a cast must read its input elementwise")
+            raise TensorizeError(f"stage {t.name}: a cast must read its input elementwise "
+                                 f"(got {t.body!r})")
         out_bits, t = cfg.out_width, src
+    chain = []
     while not t.is_placeholder and t.tag != "conv2d" and t.tag != "dense" and not _is_reduce(t):
-        src, st = _parse_alu(t, cfg)
-        steps = st + steps
-        t = src
+        chain.append(t)
+        t = _parse_alu(t, cfg, None)[0]
     if t.is_placeholder:
-        raise TensorizeError(f"no GEMM reduction found above {out.name}")
-    data, kernel = verify_gemm(t, cfg)
+        raise TensorizeError(f"no GEMM reduction found above {out.name} (an element-wise "
+                             f"graph: see the ALU-only kernels)")
+    nred = len(t.body.axes) if _is_reduce(t) else 0
+    plain = (t.ndim, nred) in ((4, 3), (2, 1))
+    ops_cache: dict = {}
+    for st in chain:
+        steps = _parse_alu(st, cfg, (ops_cache, plain, t))[1] + steps
+    if plain:
+        return _recognise_plain(t, out, tuple(steps), out_bits, cfg, ops_cache)
+    data0, kernel0 = verify_gemm(t, cfg)
     kind = "conv2d" if t.ndim == 6 else "dense"
     if kind == "dense" and t.ndim != 4:
-        raise TensorizeError(f"{t.name}: {t.ndim}-D reduction; expected 6-D conv2d or 4-D dense")
+        raise TensorizeError(f"{t.name}: {t.ndim}-D reduction; expected 6-D conv2d or 4-D "
+                             f"dense (packed), or 4-D conv2d / 2-D dense (plain NCHW / NC)")
+    data, kernel = _through_copies(data0), _through_copies(kernel0)
     if not kernel.is_placeholder:
         raise TensorizeError(f"{t.name}: weights {kernel.name} must be an input (placeholder)")
     pads = (0, 0, 0, 0)
@@ -133,20 +187,41 @@ def recognise(out: Tensor, cfg: VTAConfig) -> GemmWorkload:
         data, pads = _parse_pad(data)
     pad = max(pads)
     loads = {ld.tensor: ld for ld in _loads(t.body)}
+    host = _operand_inputs(ops_cache)
     if kind == "dense":
         nb, cb, _, _ = data.shape
-        _check_dense(t, loads, data, kernel)
+        _check_dense(t, loads, data0, kernel0)
+        _check_extents(t, {"rc": (cb, kernel.shape[1])})
         return GemmWorkload("dense", nb, cb, 1, 1, kernel.shape[0], 1, 1, 1, 0, data, kernel,
-                            t, out, tuple(steps), out_bits)
+                            t, out, tuple(steps), out_bits, host=host)
     nb, cb, h, w = data.shape[:4]
     ob, _, kh, kw = kernel.shape[:4]
-    stride = _check_conv(t, loads, kernel)
+    stride = _check_conv(t, loads, kernel0)
+    _check_extents(t, {"rc": (cb, kernel.shape[1]), "ry": (kh,), "rx": (kw,)})
     wl = GemmWorkload("conv2d", nb, cb, h, w, ob, kh, kw, stride, pad, data, kernel, t, out,
-                      tuple(steps), out_bits, pads)
+                      tuple(steps), out_bits, pads, host=host)
     if (wl.oh, wl.ow) != t.shape[2:4]:
         raise TensorizeError(f"{t.name}: output {t.shape[2:4]} inconsistent with stride "
                              f"{stride} padding {pads} (expected {(wl.oh, wl.ow)})")
     return wl
+
+
+def _through_copies(t: Tensor) -> Tensor:
+    """Follow identity copy stages ``compute(A.shape, lambda *i: A[i])`` to their source."""
+    while not t.is_placeholder and isinstance(t.body, Load) and t.tag not in ("pad",) \
+            and _is_identity_load(t.body, t) and t.body.tensor.shape == t.shape \
+            and t.body.tensor.dtype == t.dtype:
+        t = t.body.tensor
+    return t
+
+
+def _check_extents(t: Tensor, want: dict) -> None:
+    """Every reduction axis must cover its dimension exactly (a partial sum is not a conv)."""
+    for ax, (name, sizes) in zip(t.body.axes, want.items()):
+        for s in sizes:
+            if ax.extent != s:
+                raise TensorizeError(f"{t.name}: reduction axis {ax.name} ({name}) has extent "
+                                     f"{ax.extent}, but the tensor it runs over has {s}")
 
 
 def _is_reduce(t: Tensor) -> bool:
@@ -169,8 +244,9 @@ def _elementwise_source(t: Tensor, e) -> Tensor | None:
     return None
 
 
-def _parse_alu(t: Tensor, cfg: VTAConfig) -> tuple[Tensor, list[AluStep]]:
-    """Turn one elementwise stage into ALU steps, innermost first."""
+def _parse_alu(t: Tensor, cfg: VTAConfig, ctx) -> tuple[Tensor, list[AluStep]]:
+    """Turn one elementwise stage into ALU steps, innermost first.  ``ctx`` is None for a
+    first pass that only finds the source, else (operand cache, plain layout?, reduction)."""
     if t.dtype != cfg.acc_dtype:
         raise TensorizeError(f"stage {t.name}: ALU stages work on {cfg.acc_dtype}, not {t.dtype}")
     steps: list[AluStep] = []
@@ -178,10 +254,17 @@ def _parse_alu(t: Tensor, cfg: VTAConfig) -> tuple[Tensor, list[AluStep]]:
     while True:
         src = _elementwise_source(t, e)
         if src is not None:
-            return src, steps[::-1]
+            return _through_copies(src), steps[::-1]
         if not isinstance(e, Binary) or e.op not in ALU_OPS:
-            raise TensorizeError(f"stage {t.name}: {e!r} has no VTA ALU form "
-                                 f"(supported: {', '.join(sorted(ALU_OPS))})")
+            if _is_input(e):
+                raise TensorizeError(
+                    f"stage {t.name}: reaches the input {_input_name(e)} without a GEMM "
+                    f"reduction (conv2d or dense); the chain of stages above it is element-"
+                    f"wise only (an ALU-only kernel), or {_input_name(e)} must be an operand "
+                    f"of a supported ALU op")
+            raise TensorizeError(f"stage {t.name}: {_show(e)} has no VTA ALU form "
+                                 f"(supported: {', '.join(sorted(ALU_OPS))} with a constant "
+                                 f"or a broadcast input operand)")
         opcode, fimm = ALU_OPS[e.op]
         a, b = e.a, e.b
         if isinstance(a, Const) and e.op == "sub":          # c - x = (x * -1) + c
@@ -200,21 +283,65 @@ def _parse_alu(t: Tensor, cfg: VTAConfig) -> tuple[Tensor, list[AluStep]]:
             e = a
             continue
         if e.op in ("shr", "shl"):
-            raise TensorizeError(f"stage {t.name}: shift amounts must be constants ({e!r}; "
+            raise TensorizeError(f"stage {t.name}: shift amounts must be constants ({_show(e)}; "
                                  f"the ALU has no portable vector shift)")
-        vb = _vector_operand(t, b) or _full_operand(t, b)
-        va = None if vb else (_vector_operand(t, a) or _full_operand(t, a))
-        if vb is None and va is None:
-            raise TensorizeError(f"stage {t.name}: operand of {e.op} must be a constant, a "
-                                 f"per-output-channel tensor indexed [o, b, j] or an input of "
-                                 f"the output's shape read elementwise")
-        vec, full = vb or va
-        if e.op == "sub" and va:        # vec - x = ADD(MUL(x, -1), vec)
-            steps.append(AluStep(AluOp.ADD, 0, vec, t.name, full))
+        if isinstance(a, Const):
+            raise TensorizeError(f"stage {t.name}: constant left operand of {e.op} in "
+                                 f"{_show(e)}")
+        ob_ = _operand(t, b, cfg, ctx)
+        oa_ = None if ob_ else _operand(t, a, cfg, ctx)
+        if ob_ is None and oa_ is None:
+            raise TensorizeError(f"stage {t.name}: in {_show(e)}, one operand of {e.op} must be "
+                                 f"the running value and the other a constant or an input "
+                                 f"whose shape broadcasts against {t.shape} (each index an "
+                                 f"output axis or a constant)")
+        vec, full, vary, whole = ob_ or oa_
+        if e.op == "sub" and oa_:        # vec - x = ADD(MUL(x, -1), vec)
+            steps.append(AluStep(AluOp.ADD, 0, vec, t.name, full, vary=vary, whole=whole))
             steps.append(AluStep(AluOp.MUL, -1, None, t.name))
         else:                           # x - vec = ADD(x, -vec): the operand is negated
-            steps.append(AluStep(opcode, 0, vec, t.name, full, negate=e.op == "sub"))
-        e = a if vb else b
+            steps.append(AluStep(opcode, 0, vec, t.name, full, negate=e.op == "sub",
+                                 vary=vary, whole=whole))
+        e = a if ob_ else b
+
+
+def _is_input(e) -> bool:
+    if isinstance(e, Cast):
+        e = e.x
+    return isinstance(e, Load) and _through_copies(e.tensor).is_placeholder
+
+
+def _input_name(e) -> str:
+    return (e.x if isinstance(e, Cast) else e).tensor.name
+
+
+def _show(e) -> str:
+    """An expression as the user wrote it, with trivial index arithmetic (``o // 1``,
+    ``y * 1 + 0``) simplified."""
+    from .te import IterVar as _IV
+    if isinstance(e, Binary):
+        a, b = e.a, e.b
+        if isinstance(b, Const) and b.dtype is None:
+            if (e.op in ("div", "mul") and b.value == 1) or (e.op in ("add", "sub")
+                                                              and b.value == 0):
+                return _show(a)
+        if isinstance(a, Const) and a.dtype is None:
+            if (e.op == "mul" and a.value == 1) or (e.op == "add" and a.value == 0):
+                return _show(b)
+        sym = {"add": "+", "sub": "-", "mul": "*", "div": "//", "mod": "%", "shr": ">>",
+               "shl": "<<", "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "and": "&&"}
+        if e.op in sym:
+            return f"({_show(a)} {sym[e.op]} {_show(b)})"
+        return f"{e.op}({_show(a)}, {_show(b)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({_show(e.x)})"
+    if isinstance(e, Load):
+        return f"{e.tensor.name}[{', '.join(_show(i) for i in e.indices)}]"
+    if isinstance(e, Select):
+        return f"select({_show(e.cond)}, {_show(e.t)}, {_show(e.f)})"
+    if isinstance(e, _IV):
+        return e.name
+    return repr(e)
 
 
 def _imm(t: Tensor, imm: int, given: int) -> int:
@@ -225,24 +352,126 @@ def _imm(t: Tensor, imm: int, given: int) -> int:
     return imm
 
 
-def _vector_operand(t: Tensor, e):
-    if not isinstance(e, Load) or not e.tensor.is_placeholder or e.tensor.ndim != 3:
-        return None
-    o, bi, j = t.axes[1], t.axes[-2], t.axes[-1]
-    if all(i is a for i, a in zip(e.indices, (o, bi, j))) and e.tensor.dtype == t.dtype:
-        return e.tensor, False
-    return None
-
-
-def _full_operand(t: Tensor, e):
-    """An input of the stage's shape read at the same index (int32, or int8 widened)."""
+def _operand(t: Tensor, e, cfg: VTAConfig, ctx):
+    """A broadcast operand: an input (int32, or int8 widened by a cast) read at indices that
+    are each an output axis of ``t`` (at most once) or a constant.  Returns (DRAM tensor,
+    per-tile?, vary flags) or None; registers the host-side packing in ``ctx``."""
     if isinstance(e, Cast) and e.dtype == t.dtype and isinstance(e.x, Load) \
             and e.x.tensor.dtype == "int8":
         e = e.x
-    if isinstance(e, Load) and e.tensor.is_placeholder and _is_identity_load(e, t) \
-            and e.tensor.shape == t.shape and e.tensor.dtype in (t.dtype, "int8"):
-        return e.tensor, True
-    return None
+    if not isinstance(e, Load):
+        return None
+    user = _through_copies(e.tensor)
+    if not user.is_placeholder or user.dtype not in (t.dtype, "int8"):
+        return None
+    take = []
+    for d, i in enumerate(e.indices):
+        if isinstance(i, IterVar) and any(i is a for a in t.axes):
+            k = next(j for j, a in enumerate(t.axes) if a is i)
+            if user.shape[d] != t.shape[k]:
+                raise TensorizeError(f"stage {t.name}: operand {user.name} dimension {d} has "
+                                     f"extent {user.shape[d]}, indexed by output axis "
+                                     f"{i.name} of extent {t.shape[k]} (does not broadcast)")
+            take.append(k)
+        elif isinstance(i, Const):
+            if not 0 <= i.value < user.shape[d]:
+                raise TensorizeError(f"stage {t.name}: operand {user.name} dimension {d} "
+                                     f"index {i.value} outside [0, {user.shape[d]})")
+            take.append(("c", i.value))
+        else:
+            return None
+    ks = [k for k in take if isinstance(k, int)]
+    if len(set(ks)) != len(ks):
+        return None
+    if ctx is None:
+        return user, False, (), False
+    cache, plain, red = ctx
+    key = (user, tuple(take))
+    if key not in cache:
+        cache[key] = _make_operand(user, tuple(take), t, plain, red, cfg)
+    return cache[key][:4]
+
+
+@dataclass(frozen=True)
+class OperandPrep:
+    """Host-side packing of a broadcast epilogue operand: pick the constant indices, put the
+    remaining dimensions at their output axes, pack plain layouts into blocks (padding N and
+    C), repeat the operand over the BATCH x BLOCK_OUT tile it broadcasts over, and flatten
+    a resident operand to (tiles, BATCH, BLOCK_OUT)."""
+    src_shape: tuple
+    take: tuple
+    rank: int
+    plain: bool
+    block: tuple              # (BATCH, BLOCK_OUT)
+    padded: tuple             # plain: (N, C) padded to the blocks
+    vary: tuple               # outer packed dims the operand varies along
+    packed: tuple             # the packed output shape
+    resident: bool
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)
+        idx = tuple(k[1] if isinstance(k, tuple) else slice(None) for k in self.take)
+        a = a[idx]
+        ks = [k for k in self.take if not isinstance(k, tuple)]
+        a = np.transpose(a, np.argsort(ks)) if ks else a
+        shape = [1] * self.rank
+        for k, n in zip(sorted(ks), a.shape):
+            shape[k] = n
+        a = a.reshape(shape)
+        B, BO = self.block
+        if self.plain:
+            pads = [(0, 0)] * self.rank
+            for d in (0, 1):
+                if shape[d] > 1 or (d in ks):
+                    pads[d] = (0, self.padded[d] - shape[d])
+            a = np.pad(a, pads)
+            n, c = a.shape[:2]
+            b0, b1 = (B if n > 1 or 0 in ks else 1), (BO if c > 1 or 1 in ks else 1)
+            a = a.reshape((n // b0, b0, c // b1, b1) + a.shape[2:])
+            a = a.transpose((0, 2) + tuple(range(4, a.ndim)) + (1, 3))
+        target = tuple(s if v else 1 for s, v in zip(self.packed, self.vary)) + (B, BO)
+        a = np.broadcast_to(a, target)
+        if self.resident:
+            a = a.reshape((-1, B, BO))
+        return np.ascontiguousarray(a)
+
+
+def _make_operand(user: Tensor, take: tuple, t: Tensor, plain: bool, red: Tensor,
+                  cfg: VTAConfig):
+    B, BO = cfg.batch, cfg.block_out
+    ks = {k for k in take if isinstance(k, int)}
+    rank = t.ndim
+    if plain:
+        n, c = t.shape[:2]
+        padded = (-(-n // B) * B, -(-c // BO) * BO)
+        packed = (padded[0] // B, padded[1] // BO) + t.shape[2:]
+    else:
+        padded = ()
+        packed = t.shape[:-2]
+    vary = tuple(d in ks and packed[d] > 1 for d in range(len(packed)))
+    if len(vary) == 2:                          # dense: no spatial dims
+        spatial = False
+    else:
+        spatial = vary[2] or vary[3]
+    resident = not spatial and not all(vary)
+    prep = OperandPrep(user.shape, take, rank, plain, (B, BO), padded, vary, packed, resident)
+    if resident:
+        tiles = 1
+        for s, v in zip(packed, vary):
+            tiles *= s if v else 1
+        shape = (tiles, B, BO)
+    else:
+        shape = tuple(s if v else 1 for s, v in zip(packed, vary)) + (B, BO)
+    identity = (not plain and list(take) == sorted(ks) and len(ks) == len(take)
+                and shape == user.shape and {rank - 2, rank - 1} <= ks)
+    dram = user if identity else Tensor(user.name, shape, user.dtype)
+    full = not resident
+    whole = all(v or n == 1 for v, n in zip(vary, packed))
+    return dram, full, vary, whole, HostInput(user, dram, None if identity else prep)
+
+
+def _operand_inputs(cache: dict) -> tuple:
+    return tuple(v[4] for v in cache.values() if v[4].prep is not None)
 
 
 def _parse_pad(p: Tensor) -> tuple[Tensor, tuple]:
@@ -252,9 +481,9 @@ def _parse_pad(p: Tensor) -> tuple[Tensor, tuple]:
     if p.tag != "pad" and not isinstance(e, Select):
         raise TensorizeError(f"{p.name}: activation must be an input or its zero padding")
     if not (isinstance(e, Select) and isinstance(e.f, Const) and e.f.value == 0
-            and isinstance(e.t, Load) and e.t.tensor.is_placeholder):
+            and isinstance(e.t, Load) and _through_copies(e.t.tensor).is_placeholder):
         raise TensorizeError(f"{p.name}: padding must be select(cond, input[...], 0)")
-    src, idx = e.t.tensor, e.t.indices
+    src, idx = _through_copies(e.t.tensor), e.t.indices
     lead = []
     for d, (i, a) in enumerate(zip(idx, p.axes)):
         coefs, const = affine(i)
@@ -263,7 +492,7 @@ def _parse_pad(p: Tensor) -> tuple[Tensor, tuple]:
         lead.append(-const)
     pt, pl = lead[2], lead[3]
     pb, pr = p.shape[2] - src.shape[2] - pt, p.shape[3] - src.shape[3] - pl
-    if lead[0] or lead[1] or lead[4] or lead[5] or min(pt, pb, pl, pr) < 0 \
+    if any(lead[d] for d in range(p.ndim) if d not in (2, 3)) or min(pt, pb, pl, pr) < 0 \
             or p.shape[:2] + p.shape[4:] != src.shape[:2] + src.shape[4:]:
         raise TensorizeError(f"{p.name}: only zero padding of H and W is supported, got "
                              f"shape {p.shape} from {src.shape} with offsets {lead}")
@@ -274,8 +503,6 @@ def _parse_pad(p: Tensor) -> tuple[Tensor, tuple]:
 
 def _check_pad_condition(p: Tensor, cond, src: Tensor, pads: tuple) -> None:
     """The select condition must be exactly 'inside the source' (evaluated on the H x W grid)."""
-    import numpy as np
-
     from .evaluate import _expr
     nd = p.ndim
     grid = {}
@@ -284,13 +511,119 @@ def _check_pad_condition(p: Tensor, cond, src: Tensor, pads: tuple) -> None:
         n = a.extent if d in (2, 3) else 1
         shape[d] = n
         grid[a] = np.arange(n).reshape(shape)
+    full = (1, 1, p.shape[2], p.shape[3]) + (1,) * (nd - 4)
     got = np.broadcast_to(np.asarray(_expr(cond, grid, nd, {}, True, p.name)),
-                          (1, 1, p.shape[2], p.shape[3], 1, 1))[0, 0, :, :, 0, 0]
+                          full).reshape(p.shape[2:4])
     want = np.zeros(p.shape[2:4], bool)
     want[pads[0]:pads[0] + src.shape[2], pads[2]:pads[2] + src.shape[3]] = True
     if not np.array_equal(got, want):
         raise TensorizeError(f"{p.name}: select condition is not the in-bounds test of "
                              f"{src.name}")
+
+
+@dataclass(frozen=True)
+class PackPlain:
+    """Host-side packing of a plain-layout input: zero-pad dims 0 and 1 to ``padded`` and
+    block them (NCHW -> NCHWnc, OIHW -> OIHWoi, NC -> NCnc)."""
+    padded: tuple
+    blocks: tuple
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)
+        pads = [(0, self.padded[0] - a.shape[0]), (0, self.padded[1] - a.shape[1])]
+        a = np.pad(a, pads + [(0, 0)] * (a.ndim - 2))
+        b0, b1 = self.blocks
+        a = a.reshape((a.shape[0] // b0, b0, a.shape[1] // b1, b1) + a.shape[2:])
+        return np.ascontiguousarray(a.transpose((0, 2) + tuple(range(4, a.ndim)) + (1, 3)))
+
+
+@dataclass(frozen=True)
+class UnpackPlain:
+    """The packed result back in the plain layout, cropped to the user's (N, C)."""
+    shape: tuple
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        nd = a.ndim
+        a = a.transpose((0, nd - 2, 1, nd - 1) + tuple(range(2, nd - 2)))
+        a = a.reshape((a.shape[0] * a.shape[1], a.shape[2] * a.shape[3]) + a.shape[4:])
+        return np.ascontiguousarray(a[: self.shape[0], : self.shape[1]])
+
+
+def _plain_product(t: Tensor, cfg: VTAConfig) -> tuple:
+    """The two loads of a plain-layout reduction ``sum(acc(a[...]) * acc(w[...]))``."""
+    body = t.body.body
+    ok = (isinstance(body, Binary) and body.op == "mul"
+          and all(isinstance(x, Cast) and x.dtype == cfg.acc_dtype and isinstance(x.x, Load)
+                  for x in (body.a, body.b)))
+    if not ok or t.dtype != cfg.acc_dtype:
+        raise TensorizeError(f"{t.name}: a plain-layout reduction must be sum("
+                             f"{cfg.acc_dtype}(data[...]) * {cfg.acc_dtype}(weight[...])) of "
+                             f"dtype {cfg.acc_dtype}; got {_show(t.body)} ({t.dtype})")
+    a, b = body.a.x, body.b.x
+    o = t.axes[1]
+    if b.indices and b.indices[0] is not o and a.indices and a.indices[0] is o:
+        a, b = b, a
+    for ld, want in ((a, cfg.inp_dtype), (b, cfg.wgt_dtype)):
+        if ld.tensor.dtype != want:
+            raise TensorizeError(f"{t.name}: {ld.tensor.name} is {ld.tensor.dtype}; the GEMM "
+                                 f"core reads {want}")
+    return a, b
+
+
+def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: VTAConfig,
+                     cache: dict) -> GemmWorkload:
+    """A conv2d (N, C, H, W) x (O, C, KH, KW) or dense (N, C) x (O, C) in plain layout:
+    check it, then build the packed workload with N, C and O padded to the blocks."""
+    from . import ops
+    B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    act, wgt = _plain_product(t, cfg)
+    data0, kernel0 = act.tensor, wgt.tensor
+    data, kernel = _through_copies(data0), _through_copies(kernel0)
+    if not kernel.is_placeholder:
+        raise TensorizeError(f"{t.name}: weights {kernel.name} must be an input (placeholder)")
+    pads = (0, 0, 0, 0)
+    if not data.is_placeholder:
+        if t.ndim == 2:
+            raise TensorizeError(f"{t.name}: dense data {data.name} must be an input")
+        data, pads = _parse_pad(data)
+    loads = {data0: act, kernel0: wgt}
+    n, o = t.shape[:2]
+    c = data.shape[1]
+    npad, cpad, opad = -(-n // B) * B, -(-c // BI) * BI, -(-o // BO) * BO
+    if data.shape[0] != n or kernel.shape[0] != o or kernel.shape[1] != c:
+        raise TensorizeError(f"{t.name}: shapes data {data.shape}, weight {kernel.shape} and "
+                             f"output {t.shape} disagree on N, C or O")
+    host = [HostInput(data, None, PackPlain((npad, cpad), (B, BI))),
+            HostInput(kernel, None, PackPlain((opad, cpad), (BO, BI)))]
+    if t.ndim == 2:
+        _check_dense(t, loads, data0, kernel0)
+        _check_extents(t, {"rc": (c,)})
+        dp = Tensor(data.name, (npad // B, cpad // BI, B, BI), data.dtype)
+        kp = Tensor(kernel.name, (opad // BO, cpad // BI, BO, BI), kernel.dtype)
+        conv = ops.dense(dp, kp, name=t.name, acc_dtype=cfg.acc_dtype)
+        geo = dict(h=1, w=1, kh=1, kw=1, stride=1)
+        pads = ()
+    else:
+        _, _, h, w = data.shape
+        _, _, kh, kw = kernel.shape
+        stride = _check_conv(t, loads, kernel0)
+        _check_extents(t, {"rc": (c,), "ry": (kh,), "rx": (kw,)})
+        dp = Tensor(data.name, (npad // B, cpad // BI, h, w, B, BI), data.dtype)
+        kp = Tensor(kernel.name, (opad // BO, cpad // BI, kh, kw, BO, BI), kernel.dtype)
+        conv = ops.conv2d(dp, kp, stride, pads, name=t.name, acc_dtype=cfg.acc_dtype)
+        geo = dict(h=h, w=w, kh=kh, kw=kw, stride=stride)
+        if conv.shape[2:4] != t.shape[2:4]:
+            raise TensorizeError(f"{t.name}: output {t.shape[2:4]} inconsistent with stride "
+                                 f"{stride} padding {pads} (expected {conv.shape[2:4]})")
+    host = [HostInput(host[0].user, dp, host[0].prep), HostInput(host[1].user, kp, host[1].prep)]
+    packed_out = Tensor(out.name, conv.shape, out.dtype if out_bits == 32 or out.dtype ==
+                        cfg.out_dtype else cfg.out_dtype)
+    kind = "conv2d" if t.ndim == 4 else "dense"
+    return GemmWorkload(kind, npad // B, cpad // BI, geo["h"], geo["w"], opad // BO, geo["kh"],
+                        geo["kw"], geo["stride"], max(pads) if pads else 0, dp, kp, conv,
+                        packed_out, steps, out_bits, pads,
+                        host=tuple(host) + _operand_inputs(cache),
+                        unpack=UnpackPlain((n, o)), user_out=out)
 
 
 def _check_conv(t: Tensor, loads: dict, kernel: Tensor) -> int:
@@ -322,4 +655,4 @@ def _check_dense(t: Tensor, loads: dict, data: Tensor, kernel: Tensor) -> None:
                              f"data[n, rc, ..] / weight[o, rc, ..]")
 
 
-__all__ = ["AluStep", "GemmWorkload", "recognise", "IterVar"]
+__all__ = ["AluStep", "GemmWorkload", "HostInput", "recognise", "IterVar"]
