@@ -14,7 +14,7 @@ from .config import (INSN_BYTES, UOP_BYTES, AluOp, ConfigDefaultsWarning, Config
 from .encoding import (COLUMNS, DecodeError, EncodeError, InsnArray, IsaError, decode,
                        decode_program, decode_stream, decode_uop, decode_uops, default_config,
                        encode, encode_program, encode_stream, encode_uop, encode_uops)
-from .files import InputFileError, is_npz, read_bytes, read_json, read_text
+from .files import InputFileError, is_npz, read_bytes, read_dram_image, read_json, read_text
 from .insn import DEP_FLAGS, AluInsn, FinishInsn, GemmInsn, Insn, MemInsn, Uop, insn_stage
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "decode_program", "encode_uop", "decode_uop", "encode_uops", "decode_uops", "InsnArray",
     "decode_stream", "encode_stream", "COLUMNS", "default_config",
     # user files
-    "InputFileError", "is_npz", "read_bytes", "read_text", "read_json",
+    "InputFileError", "is_npz", "read_bytes", "read_dram_image", "read_text", "read_json",
     # assembly
     "AsmError", "describe", "parse_line", "assemble", "disassemble",
 ]

@@ -6,7 +6,7 @@ import sys
 
 from .asm import assemble, disassemble
 from .config import VTAConfig
-from .files import InputFileError, is_npz, read_bytes, read_text
+from .files import InputFileError, is_npz, read_bytes, read_dram_image, read_text
 
 
 def _config(args) -> VTAConfig:
@@ -27,7 +27,7 @@ def cmd_disasm(args):
     cfg = _config(args)
     data = _stream(args.insns)
     uops = read_bytes(args.uops, "micro-op image") if args.uops else None
-    dram = read_bytes(args.dram, "DRAM image") if args.dram else None
+    dram = read_dram_image(args.dram) if args.dram else None
     text = disassemble(data, cfg, uops=uops, dram=dram, index=not args.no_index)
     if args.output:
         with open(args.output, "w") as f:
@@ -40,6 +40,9 @@ def cmd_asm(args):
     cfg = _config(args)
     text = read_text(args.source, "VTA assembly text file")
     data = assemble(text, cfg, path=args.source)
+    if not data:
+        raise InputFileError(f"{args.source}: no instructions (only blank lines and comments); "
+                             f"a program ends with FINISH")
     with open(args.output, "wb") as f:
         f.write(data)
     print(f"{args.output}: {len(data) // 16} instructions")

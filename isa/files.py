@@ -8,7 +8,7 @@ import os
 
 from .errors import IsaError
 
-__all__ = ["InputFileError", "read_bytes", "read_text", "read_json", "is_npz"]
+__all__ = ["InputFileError", "read_bytes", "read_dram_image", "read_text", "read_json", "is_npz"]
 
 _ZIP_MAGIC = b"PK\x03\x04"
 
@@ -26,6 +26,19 @@ def read_bytes(path: str | os.PathLike, what: str = "file") -> bytes:
         raise InputFileError(f"{path}: is a directory, expected a {what}") from None
     except OSError as e:
         raise InputFileError(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def read_dram_image(path: str | os.PathLike) -> bytes:
+    """The bytes of a DRAM image file: raw bytes, at least one of them.  An empty file and a
+    golden-vector ``.npz`` (whose ``dram_in`` is the image) are refused, naming the file."""
+    data = read_bytes(path, "DRAM image")
+    if not data:
+        raise InputFileError(f"{path}: the DRAM image is empty (0 bytes); a program's data "
+                             f"lives in it, and its output is read back from it")
+    if is_npz(data):
+        raise InputFileError(f"{path} is a golden-vector .npz (a zip of insns, dram_in, "
+                             f"dram_out), not a raw DRAM image: pass it with --vector")
+    return data
 
 
 def is_npz(data: bytes) -> bool:

@@ -33,7 +33,7 @@ def _writable(path: str, what: str) -> None:
 def _program(args):
     """(insns bytes, dram uint8 copy, expected dram_out or None) from --vector or
     --insns/--dram; the output paths are checked before anything runs."""
-    from isa import is_npz, read_bytes
+    from isa import is_npz, read_bytes, read_dram_image
 
     from .errors import HwError
     expect = None
@@ -58,7 +58,7 @@ def _program(args):
         if not args.insns or not args.dram or not args.out:
             raise HwError("--insns, --dram and --out are required (or use --vector)")
         insns = read_bytes(args.insns, "instruction stream")
-        dram = np.frombuffer(read_bytes(args.dram, "DRAM image"), dtype=np.uint8).copy()
+        dram = np.frombuffer(read_dram_image(args.dram), dtype=np.uint8).copy()
     _writable(args.out, "the output image")
     _writable(args.stats, "the statistics")
     return insns, dram, expect

@@ -16,7 +16,7 @@ import zipfile
 
 import numpy as np
 
-from isa import VTAConfig, is_npz, read_bytes, read_json
+from isa import VTAConfig, is_npz, read_bytes, read_dram_image, read_json
 from isa.argtypes import nonnegative_int
 
 from .errors import InputError, RangeError
@@ -92,7 +92,7 @@ def cmd_sim(args) -> int:
         if not args.out:
             raise InputError("--out is required with --insns/--dram")
         insns = _read(args.insns, "instruction stream")
-        dram = np.frombuffer(_read(args.dram, "DRAM image"), dtype=np.uint8).copy()
+        dram = np.frombuffer(read_dram_image(args.dram), dtype=np.uint8).copy()
     sim = Simulator(cfg, serial=args.serial, strict=args.strict, out_buffer=args.out_buffer,
                     max_work=None if args.max_work == 0 else args.max_work,
                     timing=params if want_timing else None)
