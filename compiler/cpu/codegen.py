@@ -1,0 +1,457 @@
+"""Host loop IR (:mod:`compiler.loop_nest`) -> LLVM IR, one function per compute stage.
+
+Each stage becomes ``void @stage(ptr noalias %buf0, ..., i64 %lo, i64 %hi)``: the buffers
+are the C-contiguous arrays the stage reads and writes (in :attr:`StageCode.buffers`
+order) and ``[lo, hi)`` is the range of the outermost loop, so a caller can run disjoint
+chunks of a ``parallel`` loop on several threads.
+
+Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
+
+* integers: ``add``/``sub``/``mul`` wrap in the node's width; ``//``/``%`` floor, a zero
+  divisor gives 0 (numpy), computed in i64 so no division can trap; ``>>`` is arithmetic
+  and a negative count shifts left (VTA's SHR); ``min``/``max`` on the exact values;
+  comparisons on the exact (sign- or zero-extended) values.
+* float32: IEEE ``fadd``/``fsub``/``fmul``/``fdiv``, no fast-math (results are those of
+  numpy's float32 operations, up to the order of a reduction); ``min``/``max`` propagate
+  NaN (``llvm.minimum``/``llvm.maximum``, as ``numpy.minimum``).
+* casts: int -> int truncates or extends, int -> float32 rounds to nearest even,
+  float32 -> int is ``llvm.fptosi.sat`` (truncation, saturating, NaN -> 0).
+* intrinsics: ``llvm.exp/log/sqrt/floor/ceil/fabs.f32``, ``round`` is ``llvm.roundeven``
+  (numpy.rint), integer ``abs`` is ``llvm.abs`` (wrapping).
+
+A read that :func:`bounds` cannot prove in range is clamped when it sits under a
+``select`` (the padding idiom: the value is discarded) and refused otherwise.
+
+``vectorized`` loops are emitted as straight-line lanes (LLVM's SLP vectorizer packs
+them into SIMD instructions); ``unrolled`` loops as straight-line copies; the loop
+vectorizer handles the innermost serial loops at ``-O3``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ..ir import For, Seq
+from ..loop_nest import IfThen, Store
+from ..te import (DTYPES, Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor,
+                  is_float)
+from .errors import CpuError
+
+I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+F32 = ir.FloatType()
+PTR = ir.PointerType()
+MAX_UNROLL = 256
+
+
+def llvm_type(dtype: str | None):
+    """The LLVM type of a value of ``dtype`` (None: an index, i64)."""
+    if dtype is None:
+        return I64
+    if is_float(dtype):
+        return F32
+    return ir.IntType(DTYPES[dtype])
+
+
+def mem_type(dtype: str):
+    """The LLVM type of an array element (bool is stored as a byte, like numpy)."""
+    return I8 if dtype == "bool" else llvm_type(dtype)
+
+
+@dataclass
+class StageCode:
+    """One stage's function: its name and the tensors its arguments point at."""
+    name: str
+    tensor: Tensor
+    buffers: list           # Tensor per pointer argument
+    outer_extent: int       # extent of the loop [lo, hi) splits (1 when there is none)
+    parallel: bool
+
+
+# ----------------------------------------------------------------------------- bounds
+
+def bounds(e, ranges: dict):
+    """Interval ``(lo, hi)`` of an integer index expression, or None when unknown.
+    ``ranges`` maps IterVar -> (lo, hi); unlisted IterVars span ``[0, extent)``."""
+    if isinstance(e, Const):
+        return None if is_float(e.dtype) else (int(e.value), int(e.value))
+    if isinstance(e, IterVar):
+        return ranges.get(e, (0, e.extent - 1))
+    if isinstance(e, Binary):
+        a, b = bounds(e.a, ranges), bounds(e.b, ranges)
+        if a is None or b is None:
+            return None
+        if e.op == "add":
+            return a[0] + b[0], a[1] + b[1]
+        if e.op == "sub":
+            return a[0] - b[1], a[1] - b[0]
+        if e.op == "mul":
+            c = [x * y for x in a for y in b]
+            return min(c), max(c)
+        if e.op == "div" and b[0] == b[1] and b[0] > 0:
+            return a[0] // b[0], a[1] // b[0]
+        if e.op == "mod" and b[0] == b[1] and b[0] > 0:
+            return (a[0], a[1]) if 0 <= a[0] and a[1] < b[0] else (0, b[0] - 1)
+        if e.op == "min":
+            return min(a[0], b[0]), min(a[1], b[1])
+        if e.op == "max":
+            return max(a[0], b[0]), max(a[1], b[1])
+    return None
+
+
+def check_reads(t: Tensor) -> None:
+    """Refuse an unguarded read of ``t``'s body that is not provably in bounds (the
+    evaluator would raise at run time; native code must not read out of the array)."""
+    def visit(e, guarded):
+        if isinstance(e, Select):
+            visit(e.cond, guarded)
+            visit(e.t, True)
+            visit(e.f, True)
+            return
+        if isinstance(e, Load):
+            for d, (i, n) in enumerate(zip(e.indices, e.tensor.shape)):
+                visit(i, guarded)
+                r = bounds(i, {})
+                if not guarded and (r is None or r[0] < 0 or r[1] >= n):
+                    rng = "unknown" if r is None else f"[{r[0]}, {r[1]}]"
+                    raise CpuError(f"stage {t.name}: read {e!r}: dimension {d} of "
+                                   f"{e.tensor.name} may be out of bounds (index range {rng}, "
+                                   f"extent {n}); guard it with select()")
+            return
+        for c in _children(e):
+            visit(c, guarded)
+    visit(t.body, False)
+
+
+def _children(e):
+    if isinstance(e, Binary):
+        return (e.a, e.b)
+    if isinstance(e, Cast):
+        return (e.x,)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Reduce):
+        return (e.body,)
+    if isinstance(e, Select):
+        return (e.cond, e.t, e.f)
+    if isinstance(e, Load):
+        return e.indices
+    return ()
+
+
+def _is_index(e) -> bool:
+    if isinstance(e, IterVar):
+        return True
+    if isinstance(e, Const):
+        return e.dtype is None
+    if isinstance(e, Binary) and e.op in ("add", "sub", "mul", "div", "mod", "min", "max"):
+        return _is_index(e.a) and _is_index(e.b)
+    return False
+
+
+# ----------------------------------------------------------------------------- codegen
+
+class StageEmitter:
+    """Emit the LLVM function of one lowered stage into ``module``."""
+
+    def __init__(self, module: ir.Module, fname: str, stage: str, stmt, buffers: list):
+        self.module, self.stage, self.buffers = module, stage, buffers
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(buffers) + [I64, I64])
+        self.fn = ir.Function(module, fnty, fname)
+        for a in self.fn.args[:len(buffers)]:
+            a.add_attribute("noalias")
+        self.fn.attributes.add("nounwind")
+        self.ptr = {t: self.fn.args[i] for i, t in enumerate(buffers)}
+        self.lo, self.hi = self.fn.args[-2], self.fn.args[-1]
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.env: dict = {}
+        self.stmt = stmt
+
+    def emit(self):
+        self.stmt_(self.stmt, top=True)
+        self.b.ret_void()
+        return self.fn
+
+    def fail(self, node, why):
+        raise CpuError(f"stage {self.stage}: {why}: {node!r}")
+
+    # -------------------------------------------------------------- statements
+    def stmt_(self, s, top=False):
+        if isinstance(s, Seq):
+            for c in s.body:
+                self.stmt_(c)
+        elif isinstance(s, For):
+            self.loop(s, top)
+        elif isinstance(s, IfThen):
+            cond = self.as_bool(s.cond)
+            with self.b.if_then(cond):
+                self.stmt_(s.body)
+        elif isinstance(s, Store):
+            ptr = self.addr(s.tensor, s.indices, clamp=False)
+            v = self.conv(self.expr(s.value), s.value.dtype, s.tensor.dtype)
+            if s.tensor.dtype == "bool":
+                v = self.b.zext(v, I8)
+            self.b.store(v, ptr)
+        else:
+            self.fail(s, f"cannot compile statement {type(s).__name__}")
+
+    def loop(self, s: For, top: bool):
+        if s.kind in ("unrolled", "vectorized") and not top:
+            if s.extent > MAX_UNROLL:
+                self.fail(s.var, f"{s.kind} loop of extent {s.extent} (at most {MAX_UNROLL}; "
+                                 f"split it first)")
+            for i in range(s.extent):
+                self.env[s.var] = ir.Constant(I64, i)
+                self.stmt_(s.body)
+            del self.env[s.var]
+            return
+        lo, hi = (self.lo, self.hi) if top else (ir.Constant(I64, 0), ir.Constant(I64, s.extent))
+        pre = self.b.block
+        head = self.fn.append_basic_block(f"{s.var.name}.head")
+        body = self.fn.append_basic_block(f"{s.var.name}.body")
+        done = self.fn.append_basic_block(f"{s.var.name}.done")
+        self.b.branch(head)
+        self.b.position_at_end(head)
+        i = self.b.phi(I64, s.var.name)
+        i.add_incoming(lo, pre)
+        self.b.cbranch(self.b.icmp_signed("<", i, hi), body, done)
+        self.b.position_at_end(body)
+        self.env[s.var] = i
+        self.stmt_(s.body)
+        nxt = self.b.add(i, ir.Constant(I64, 1), flags=["nuw", "nsw"])
+        i.add_incoming(nxt, self.b.block)
+        self.b.branch(head)
+        self.b.position_at_end(done)
+        del self.env[s.var]
+
+    # -------------------------------------------------------------- memory
+    def addr(self, t: Tensor, indices, clamp: bool):
+        if t not in self.ptr:
+            self.fail(t, f"tensor {t.name} is not an argument of this stage")
+        flat, stride = None, 1
+        for d in reversed(range(len(indices))):
+            i = self.index(indices[d])
+            n = t.shape[d]
+            if clamp and not self._in_bounds(indices[d], n):
+                i = self.intrinsic("llvm.smax", I64, [i, ir.Constant(I64, 0)])
+                i = self.intrinsic("llvm.smin", I64, [i, ir.Constant(I64, n - 1)])
+            term = i if stride == 1 else self.b.mul(i, ir.Constant(I64, stride), flags=["nsw"])
+            flat = term if flat is None else self.b.add(flat, term, flags=["nsw"])
+            stride *= n
+        if flat is None:
+            flat = ir.Constant(I64, 0)
+        return self.b.gep(self.ptr[t], [flat], inbounds=True, source_etype=mem_type(t.dtype))
+
+    def _in_bounds(self, e, n):
+        ranges = {v: (0, v.extent - 1) for v in self.env}
+        r = bounds(e, ranges)
+        return r is not None and r[0] >= 0 and r[1] < n
+
+    def index(self, e):
+        """An index expression as i64 (exact: no wrapping for pure index arithmetic)."""
+        return self.conv(self.expr(e), e.dtype if not _is_index(e) else None, None)
+
+    # -------------------------------------------------------------- expressions
+    def expr(self, e, guarded=False):
+        """Emit ``e``; the value has :func:`llvm_type` of ``e.dtype`` (i64 for pure index
+        expressions, i1 for conditions)."""
+        b = self.b
+        if isinstance(e, Const):
+            if is_float(e.dtype):
+                return ir.Constant(F32, float(e.value))
+            if e.dtype is None:
+                return ir.Constant(I64, int(e.value))
+            if e.dtype == "bool":
+                return ir.Constant(I1, int(bool(e.value)))
+            bits = DTYPES[e.dtype]
+            return ir.Constant(ir.IntType(bits), int(e.value) & ((1 << bits) - 1))
+        if isinstance(e, IterVar):
+            if e not in self.env:
+                self.fail(e, f"axis {e.name} used outside its loop")
+            return self.env[e]
+        if isinstance(e, Load):
+            v = b.load(self.addr(e.tensor, e.indices, clamp=guarded), typ=mem_type(e.dtype))
+            return b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if e.dtype == "bool" else v
+        if isinstance(e, Cast):
+            return self.conv(self.expr(e.x, guarded), self._dt(e.x), e.dtype)
+        if isinstance(e, Select):
+            c = self.as_bool(e.cond, guarded)
+            t = self.conv(self.expr(e.t, True), self._dt(e.t), self._dt(e))
+            f = self.conv(self.expr(e.f, True), self._dt(e.f), self._dt(e))
+            return b.select(c, t, f)
+        if isinstance(e, Call):
+            return self.call(e, guarded)
+        if isinstance(e, Binary):
+            return self.binary(e, guarded)
+        if isinstance(e, Reduce):
+            self.fail(e, "a reduction inside another expression of a lowered statement "
+                         "(one reduction per stage)")
+        self.fail(e, f"cannot compile {type(e).__name__}")
+
+    def _dt(self, e):
+        """The dtype the emitted value of ``e`` has (None: an i64 index)."""
+        if _is_index(e):
+            return None
+        return e.dtype
+
+    def as_bool(self, e, guarded=False):
+        return self.conv(self.expr(e, guarded), self._dt(e), "bool")
+
+    def binary(self, e: Binary, guarded):
+        b = self.b
+        if _is_index(e):
+            x, y = self.expr(e.a, guarded), self.expr(e.b, guarded)
+            return self.int_op(e.op, x, y, I64, signed=True, index=True)
+        da, db = self._dt(e.a), self._dt(e.b)
+        if e.op in ("lt", "le", "ge", "gt"):
+            sym = {"lt": "<", "le": "<=", "ge": ">=", "gt": ">"}[e.op]
+            od = e.a.dtype or e.b.dtype
+            if is_float(od):
+                x = self.conv(self.expr(e.a, guarded), da, "float32")
+                y = self.conv(self.expr(e.b, guarded), db, "float32")
+                return b.fcmp_ordered(sym, x, y)
+            x = self.conv(self.expr(e.a, guarded), da, None)
+            y = self.conv(self.expr(e.b, guarded), db, None)
+            return b.icmp_signed(sym, x, y)
+        if e.op == "and":
+            return b.and_(self.as_bool(e.a, guarded), self.as_bool(e.b, guarded))
+        dt = e.dtype
+        if is_float(dt):
+            x = self.conv(self.expr(e.a, guarded), da, dt)
+            y = self.conv(self.expr(e.b, guarded), db, dt)
+            if e.op in ("min", "max"):
+                return self.intrinsic(f"llvm.{e.op}imum", F32, [x, y])
+            fn = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}.get(e.op)
+            if fn is None:
+                self.fail(e, f"operation {e.op} on float32")
+            return fn(x, y)
+        ty = llvm_type(dt)
+        unsigned = dt.startswith("uint")
+        if e.op in ("add", "sub", "mul"):         # modular: exact in the node's width
+            x = self.conv(self.expr(e.a, guarded), da, dt)
+            y = self.conv(self.expr(e.b, guarded), db, dt)
+            return self.int_op(e.op, x, y, ty, signed=not unsigned)
+        if e.op in ("min", "max") and da == dt and db == dt:
+            return self.int_op(e.op, self.expr(e.a, guarded), self.expr(e.b, guarded), ty,
+                               signed=not unsigned)
+        if e.op in ("shr", "shl") and isinstance(e.b, Const) and da == dt:
+            return self.const_shift(e, self.expr(e.a, guarded), dt)
+        x = self.conv(self.expr(e.a, guarded), da, None)   # exact values in i64
+        y = self.conv(self.expr(e.b, guarded), db, None)
+        return self.conv(self.int_op(e.op, x, y, I64, signed=True), None, dt)
+
+    def const_shift(self, e, x, dt):
+        bits = DTYPES[dt]
+        k = int(e.b.value) if e.op == "shr" else -int(e.b.value)
+        ty = llvm_type(dt)
+        if k >= 0:
+            if dt.startswith("uint") and k >= bits:
+                return ir.Constant(ty, 0)
+            return (self.b.lshr if dt.startswith("uint") else self.b.ashr)(
+                x, ir.Constant(ty, min(k, bits - 1)))
+        if -k >= bits:
+            return ir.Constant(ty, 0)
+        return self.b.shl(x, ir.Constant(ty, -k))
+
+    def int_op(self, op, x, y, ty, signed, index=False):
+        b = self.b
+        zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
+        fl = ["nsw"] if index else []
+        if op == "add":
+            return b.add(x, y, flags=fl)
+        if op == "sub":
+            return b.sub(x, y, flags=fl)
+        if op == "mul":
+            return b.mul(x, y, flags=fl)
+        if op in ("min", "max"):
+            name = f"llvm.{'s' if signed else 'u'}{op}"
+            return self.intrinsic(name, ty, [x, y])
+        if op in ("div", "mod"):
+            if isinstance(y, ir.Constant) and int(y.constant) > 0:
+                yy, bad = y, None
+            else:
+                bad = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, ir.Constant(
+                    ty, -1)))
+                yy = b.select(bad, one, y)
+            q, r = b.sdiv(x, yy), b.srem(x, yy)
+            # floor: a nonzero remainder whose sign differs from the divisor's
+            adj = b.and_(b.icmp_signed("!=", r, zero),
+                         b.icmp_signed("!=", b.icmp_signed("<", r, zero),
+                                       b.icmp_signed("<", yy, zero)))
+            if op == "div":
+                res = b.select(adj, b.sub(q, one), q)
+                if bad is not None:      # y == 0 -> 0; y == -1 -> -x (wrapping)
+                    res = b.select(b.icmp_signed("==", y, zero), zero,
+                                   b.select(b.icmp_signed("==", y, ir.Constant(ty, -1)),
+                                            b.sub(zero, x), res))
+                return res
+            res = b.select(adj, b.add(r, yy), r)
+            return res if bad is None else b.select(bad, zero, res)
+        if op in ("shr", "shl"):
+            right = y if op == "shr" else b.sub(zero, y)
+            c63 = ir.Constant(ty, 63)
+            rs = self.intrinsic("llvm.smin", ty, [self.intrinsic("llvm.smax", ty, [right, zero]),
+                                                  c63])
+            ls = self.intrinsic("llvm.smin", ty, [self.intrinsic("llvm.smax", ty, [
+                b.sub(zero, right), zero]), c63])
+            return b.select(b.icmp_signed(">=", right, zero), b.ashr(x, rs), b.shl(x, ls))
+        raise CpuError(f"stage {self.stage}: unknown integer operation {op}")
+
+    def call(self, e: Call, guarded):
+        x = self.conv(self.expr(e.args[0], guarded), self._dt(e.args[0]), e.dtype)
+        if e.name == "abs" and not is_float(e.dtype):
+            ty = llvm_type(e.dtype)
+            if e.dtype.startswith("uint") or e.dtype == "bool":
+                return x
+            return self.intrinsic("llvm.abs", ty, [x, ir.Constant(I1, 0)], overload=[ty])
+        name = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
+                "round": "llvm.roundeven", "floor": "llvm.floor", "ceil": "llvm.ceil",
+                "abs": "llvm.fabs"}.get(e.name)
+        if name is None:
+            self.fail(e, f"intrinsic {e.name}")
+        return self.intrinsic(name, F32, [x])
+
+    def intrinsic(self, name, ty, args, overload=None):
+        full = name + "." + ".".join(_tyname(t) for t in (overload or [ty]))
+        fn = self.module.globals.get(full)
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(ty, [a.type for a in args]), full)
+        return self.b.call(fn, args)
+
+    # -------------------------------------------------------------- conversions
+    def conv(self, v, src, dst):
+        """Convert a value of dtype ``src`` (None: i64 index) to ``dst`` (None: i64)."""
+        b = self.b
+        if src == dst:
+            return v
+        if dst == "bool":
+            if is_float(src):
+                return b.fcmp_unordered("!=", v, ir.Constant(F32, 0.0))
+            return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+        if is_float(dst):
+            if is_float(src):
+                return v
+            if src == "bool" or (src or "").startswith("uint"):
+                return b.uitofp(v, F32)
+            return b.sitofp(v, F32)
+        ty = llvm_type(dst)
+        if is_float(src):
+            sat = "llvm.fptoui.sat" if (dst or "").startswith("uint") else "llvm.fptosi.sat"
+            return self.intrinsic(sat, ty, [v], overload=[ty, F32])
+        w_src, w_dst = v.type.width, ty.width
+        if w_src == w_dst:
+            return v
+        if w_src > w_dst:
+            return b.trunc(v, ty)
+        if src == "bool" or (src or "").startswith("uint"):
+            return b.zext(v, ty)
+        return b.sext(v, ty)
+
+
+def _tyname(t):
+    if isinstance(t, ir.FloatType):
+        return "f32"
+    if isinstance(t, ir.IntType):
+        return f"i{t.width}"
+    raise CpuError(f"no intrinsic type name for {t}")

@@ -1,0 +1,201 @@
+"""LLVM through llvmlite: the host target machine, the ``-O3`` pipeline (new pass manager),
+MCJIT, and the compile caches.
+
+Compiled modules are cached by a key the caller derives from (expression, schedule,
+target): in memory for the process, and on disk when a cache directory is given
+(``cache_dir=`` or ``$VTA_CPU_CACHE``) as three plain files per key: ``<key>.o`` (object
+code), ``<key>.ll`` (the optimised LLVM IR) and ``<key>.json`` (function names and the
+SHA-256 of the other two, checked before the object is loaded).  Nothing is pickled.
+
+Example::
+
+    from compiler.cpu.jit import host_target
+    t = host_target()
+    assert t.triple and t.cpu
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+
+import llvmlite
+import llvmlite.binding as llvm
+
+from .errors import CpuError
+
+_LOCK = threading.RLock()
+_INIT = False
+_TARGETS: dict = {}
+_MEMORY: dict = {}
+
+
+def _init():
+    global _INIT
+    if not _INIT:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _INIT = True
+
+
+@dataclass(frozen=True)
+class CpuTarget:
+    """What code is generated for: an LLVM triple, CPU name and feature string."""
+    triple: str
+    cpu: str
+    features: str
+
+    def key(self) -> str:
+        return f"{self.triple}|{self.cpu}|{self.features}|llvmlite {llvmlite.__version__}"
+
+
+def host_target(target=None) -> CpuTarget:
+    """``None`` or ``"native"``: this machine's CPU with all its features (AVX2, AVX-512...);
+    ``"generic"``: the baseline of the host architecture; a :class:`CpuTarget` as is."""
+    _init()
+    if isinstance(target, CpuTarget):
+        return target
+    if target in (None, "native"):
+        return CpuTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
+                         llvm.get_host_cpu_features().flatten())
+    if target == "generic":
+        return CpuTarget(llvm.get_process_triple(), "generic", "")
+    raise CpuError(f"unknown CPU target {target!r} (None, 'native', 'generic' or a CpuTarget)")
+
+
+def target_machine(t: CpuTarget):
+    _init()
+    with _LOCK:
+        tm = _TARGETS.get(t)
+        if tm is None:
+            try:
+                target = llvm.Target.from_triple(t.triple)
+            except RuntimeError as e:
+                raise CpuError(f"LLVM has no target for triple {t.triple}: {e}") from None
+            tm = target.create_target_machine(cpu=t.cpu, features=t.features, opt=3,
+                                              codemodel="jitdefault", jit=True)
+            _TARGETS[t] = tm
+        return tm
+
+
+class Compiled:
+    """A JIT-compiled module: function addresses by name, the IR text before and after
+    optimisation, and the engine that owns the code (kept alive with this object)."""
+
+    def __init__(self, engine, names, ir_opt: str, ir_raw: str, target: CpuTarget):
+        self.engine, self.ir_opt, self.ir_raw, self.target = engine, ir_opt, ir_raw, target
+        self.addresses = {n: engine.get_function_address(n) for n in names}
+        if not all(self.addresses.values()):
+            missing = [n for n, a in self.addresses.items() if not a]
+            raise CpuError(f"JIT: no code for {', '.join(missing)}")
+
+    def assembly(self) -> str:
+        mod = llvm.parse_assembly(self.ir_opt)
+        return target_machine(self.target).emit_assembly(mod)
+
+
+def _digest(key: str, target: CpuTarget) -> str:
+    return hashlib.sha256((key + "|" + target.key()).encode()).hexdigest()[:32]
+
+
+def memory_lookup(key: str, target: CpuTarget):
+    """The module compiled in this process for ``key`` on ``target``, or None."""
+    with _LOCK:
+        return _MEMORY.get(_digest(key, target))
+
+
+def compile_ir(ir_text: str, names: list, key: str, target: CpuTarget, where: str,
+               cache_dir: str | None = None) -> tuple[Compiled, str]:
+    """Optimise and JIT ``ir_text`` (or fetch it from the caches by ``key``); returns the
+    module and where it came from: "memory", "disk" or "compiled".  ``where`` names the
+    stages for error messages."""
+    digest = _digest(key, target)
+    with _LOCK:
+        hit = _MEMORY.get(digest)
+    if hit is not None:
+        return hit, "memory"
+    cache_dir = cache_dir or os.environ.get("VTA_CPU_CACHE") or None
+    tm = target_machine(target)
+    if cache_dir:
+        got = _load_disk(cache_dir, digest, names, target, tm)
+        if got is not None:
+            with _LOCK:
+                _MEMORY[digest] = got
+            return got, "disk"
+    try:
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+    except RuntimeError as e:
+        raise CpuError(f"LLVM rejected the IR of {where}: {str(e).strip()}") from None
+    mod.triple, mod.data_layout = target.triple, str(tm.target_data)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    ir_opt = str(mod)
+    try:
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
+    except RuntimeError as e:
+        raise CpuError(f"LLVM code generation failed for {where}: {str(e).strip()}") from None
+    compiled = Compiled(engine, names, ir_opt, ir_text, target)
+    if cache_dir:
+        _store_disk(cache_dir, digest, names, tm, ir_opt, ir_text, where)
+    with _LOCK:
+        _MEMORY[digest] = compiled
+    return compiled, "compiled"
+
+
+def _store_disk(cache_dir, digest, names, tm, ir_opt, ir_raw, where):
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        obj = tm.emit_object(llvm.parse_assembly(ir_opt))
+        meta = {"format": "vta-cpu-cache 1", "names": names, "where": where,
+                "object_sha256": hashlib.sha256(obj).hexdigest(),
+                "ir_sha256": hashlib.sha256(ir_opt.encode()).hexdigest(), "ir_raw": ir_raw}
+        base = os.path.join(cache_dir, digest)
+        for suffix, data in ((".o", obj), (".ll", ir_opt.encode())):
+            tmp = f"{base}{suffix}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, base + suffix)
+        tmp = f"{base}.json.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(meta, f)
+        os.replace(tmp, base + ".json")          # written last: marks the entry complete
+    except OSError as e:
+        raise CpuError(f"CPU cache directory {cache_dir}: cannot write: {e}") from None
+
+
+def _load_disk(cache_dir, digest, names, target, tm):
+    base = os.path.join(cache_dir, digest)
+    try:
+        with open(base + ".json") as f:
+            meta = json.load(f)
+        with open(base + ".o", "rb") as f:
+            obj = f.read()
+        with open(base + ".ll", "rb") as f:
+            ir_opt = f.read()
+    except (OSError, ValueError):
+        return None                              # absent or incomplete: compile again
+    if (not isinstance(meta, dict) or meta.get("names") != names
+            or meta.get("object_sha256") != hashlib.sha256(obj).hexdigest()
+            or meta.get("ir_sha256") != hashlib.sha256(ir_opt).hexdigest()):
+        return None                              # stale or corrupt: compile again
+    empty = llvm.parse_assembly("")
+    empty.triple, empty.data_layout = target.triple, str(tm.target_data)
+    engine = llvm.create_mcjit_compiler(empty, tm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    return Compiled(engine, names, ir_opt.decode(), meta.get("ir_raw", ""), target)
+
+
+def clear_memory_cache() -> None:
+    """Forget every compiled module of this process (the next build compiles again)."""
+    with _LOCK:
+        _MEMORY.clear()

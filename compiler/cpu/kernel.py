@@ -1,0 +1,339 @@
+"""``cpu_build``: every compute stage reachable from a tensor -> one LLVM module -> a
+callable :class:`CpuKernel` that runs on numpy arrays in place.
+
+Example::
+
+    import numpy as np
+    from compiler import te
+    from compiler.cpu import cpu_build
+    from compiler.loop_nest import StageSchedule
+    A = te.placeholder((64, 48), "int8", "A")
+    k = te.reduce_axis(48, "k")
+    S = te.compute((64,), lambda i: te.sum(te.cast("int32", A[i, k]), axis=k), "S")
+    s = StageSchedule(S)
+    io, ii = s.split(S.axes[0], 16)
+    s.parallel(io)
+    kern = cpu_build(S, {S: s})
+    a = np.arange(64 * 48, dtype=np.int64).astype(np.int8).reshape(64, 48)
+    assert np.array_equal(kern.run({A: a}), a.astype(np.int32).sum(axis=1))
+    print(kern.show("loops"))
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from llvmlite import ir
+
+from ..evaluate import to_numpy_dtype
+from ..ir import to_text
+from ..loop_nest import StageSchedule
+from ..schedule import ScheduleError
+from ..te import (Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, TEError, Tensor,
+                  walk)
+from .codegen import MAX_UNROLL, StageCode, StageEmitter, check_reads
+from .errors import CpuError
+from .jit import compile_ir, host_target, memory_lookup
+
+_POOL = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=max(1, _cpu_count()),
+                                       thread_name_prefix="vta-cpu")
+        return _POOL
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def stages_of(out: Tensor) -> tuple[list, list]:
+    """The compute tensors reachable from ``out`` in dependency order, and the
+    placeholders they read (first-use order)."""
+    order, inputs, seen = [], [], set()
+
+    def visit(t):
+        if t in seen:
+            return
+        seen.add(t)
+        if t.is_placeholder:
+            inputs.append(t)
+            return
+        for s in t.inputs():
+            visit(s)
+        order.append(t)
+    visit(out)
+    return order, inputs
+
+
+def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
+              cache_dir: str | None = None) -> "CpuKernel":
+    """Compile every compute stage reachable from ``out`` for the CPU.
+
+    Parameters
+    ----------
+    out : Tensor
+        The result; every compute it depends on becomes one function of the module.
+    schedules : dict, optional
+        ``{tensor: StageSchedule}``; a stage without one runs its loops as written.
+    target : None, "native", "generic" or CpuTarget
+        None/"native": this machine's CPU and features.
+    cache_dir : str, optional
+        Keep object code and LLVM IR there (default ``$VTA_CPU_CACHE``, else memory only).
+
+    Raises
+    ------
+    CpuError
+        for an unsupported expression or schedule (naming the stage and the node), an
+        unprovable read without a guard, or an LLVM failure (with its diagnostic).
+    """
+    t0 = time.perf_counter()
+    if not isinstance(out, Tensor):
+        raise CpuError(f"cpu_build: expected a te Tensor, not {type(out).__name__}")
+    if out.is_placeholder:
+        raise CpuError(f"cpu_build: {out.name} is a placeholder: nothing to compute")
+    stages, inputs = stages_of(out)
+    schedules = dict(schedules or {})
+    for t, s in schedules.items():
+        if t not in stages:
+            raise CpuError(f"schedule for {getattr(t, 'name', t)!r}: not a compute stage of "
+                           f"{out.name} (stages: {', '.join(x.name for x in stages)})")
+        if not isinstance(s, StageSchedule) or s.tensor is not t:
+            raise CpuError(f"schedule for {t.name}: expected StageSchedule({t.name})")
+    scheds = []
+    for t in stages:
+        try:
+            s = schedules.get(t) or StageSchedule(t)
+        except (ScheduleError, TEError) as e:
+            raise CpuError(f"stage {t.name}: {e}") from None
+        _check_schedule(s)
+        scheds.append(s)
+    tgt = host_target(target)
+    key = _key(stages, inputs, scheds)
+    codes = []
+    for i, (t, s) in enumerate(zip(stages, scheds)):
+        temps = [Tensor(f"{t.name}.acc", t.shape, s.reduce.dtype)] if (
+            s.reduce is not None and s.reduce is not t.body) else []
+        bufs = [t] + temps + t.inputs()
+        first = s.leaves[0]
+        codes.append(StageCode(f"s{i}", t, bufs, first.extent,
+                               s.kinds.get(first) == "parallel"))
+    where = "stages " + ", ".join(t.name for t in stages)
+
+    def gen():
+        mod = ir.Module(name="vta_cpu")
+        for code, s in zip(codes, scheds):
+            check_reads(code.tensor)
+            stmt = s.lower_host()
+            # lower_host's temporaries stand in for the ones allocated for a cached build
+            code.buffers[1:1 + len(s.temps)] = list(s.temps)
+            StageEmitter(mod, code.name, code.tensor.name, stmt, code.buffers).emit()
+        return str(mod)
+
+    compiled, source = compile_ir_lazy(gen, [c.name for c in codes], key, tgt, where,
+                                       cache_dir)
+    return CpuKernel(out, inputs, codes, scheds, compiled, source,
+                     time.perf_counter() - t0)
+
+
+def compile_ir_lazy(gen, names, key, tgt, where, cache_dir):
+    """:func:`compile_ir`, generating the IR text only on a cache miss."""
+    hit = memory_lookup(key, tgt)
+    if hit is not None:
+        return hit, "memory"
+    return compile_ir(gen(), names, key, tgt, where, cache_dir)
+
+
+def _check_schedule(s: StageSchedule):
+    t = s.tensor
+    reds = [n for n in walk(t.body) if isinstance(n, Reduce)]
+    if len(reds) > 1:
+        raise CpuError(f"stage {t.name}: {len(reds)} reductions in one stage ({reds[1]!r}); "
+                       f"give each its own compute")
+    for v, kind in s.kinds.items():
+        if v not in s.leaves:
+            continue
+        if kind == "parallel":
+            if v is not s.leaves[0] or v.kind == "reduce":
+                raise CpuError(f"stage {t.name}: parallel {v.name}: only the outermost loop "
+                               f"({s.leaves[0].name}), and only a spatial one, runs in "
+                               f"parallel")
+        elif kind in ("vectorized", "unrolled"):
+            if kind == "vectorized" and v.kind == "reduce":
+                raise CpuError(f"stage {t.name}: vectorize {v.name}: a reduction loop cannot "
+                               f"be vectorized (reorder a spatial loop inside it)")
+            if v.extent > MAX_UNROLL:
+                raise CpuError(f"stage {t.name}: {kind} {v.name} of extent {v.extent}: at most "
+                               f"{MAX_UNROLL} (split it first)")
+
+
+def _key(stages, inputs, scheds) -> str:
+    """The cache key: every stage's expression (tensors by position, with shape and dtype)
+    and schedule primitives."""
+    ids = {t: f"P{i}" for i, t in enumerate(inputs)}
+    ids.update({t: f"S{i}" for i, t in enumerate(stages)})
+    parts = []
+    for t in inputs:
+        parts.append(f"{ids[t]}:{t.shape}:{t.dtype}")
+    for t, s in zip(stages, scheds):
+        out: list = []
+        _ser(t.body, ids, out)
+        parts.append(f"{ids[t]}:{t.shape}:{t.dtype}:"
+                     f"{[(a.name, a.extent) for a in t.axes]}:{''.join(out)}:{s.key()}")
+    return "\n".join(parts)
+
+
+def _ser(e, ids, out):
+    if isinstance(e, Const):
+        out.append(f"c{e.dtype}:{e.value!r} ")
+    elif isinstance(e, IterVar):
+        out.append(f"v{e.name}:{e.extent}:{e.kind} ")
+    elif isinstance(e, Binary):
+        out.append(f"({e.op} ")
+        _ser(e.a, ids, out)
+        _ser(e.b, ids, out)
+        out.append(")")
+    elif isinstance(e, Cast):
+        out.append(f"(cast {e.dtype} ")
+        _ser(e.x, ids, out)
+        out.append(")")
+    elif isinstance(e, Call):
+        out.append(f"({e.name} ")
+        for a in e.args:
+            _ser(a, ids, out)
+        out.append(")")
+    elif isinstance(e, Select):
+        out.append("(sel ")
+        for a in (e.cond, e.t, e.f):
+            _ser(a, ids, out)
+        out.append(")")
+    elif isinstance(e, Load):
+        out.append(f"(ld {ids[e.tensor]} ")
+        for a in e.indices:
+            _ser(a, ids, out)
+        out.append(")")
+    elif isinstance(e, Reduce):
+        out.append(f"(red {e.op} {[(a.name, a.extent) for a in e.axes]} ")
+        _ser(e.body, ids, out)
+        out.append(")")
+    else:
+        raise CpuError(f"cannot compile expression node {type(e).__name__}: {e!r}")
+
+
+class CpuKernel:
+    """A compiled CPU program: call :meth:`run` with numpy arrays.
+
+    Attributes
+    ----------
+    source : str
+        where the code came from: "compiled", "memory" (cache) or "disk" (cache).
+    compile_seconds : float
+        time :func:`cpu_build` took.
+    num_threads : int
+        threads for ``parallel`` loops (default: the CPUs this process may use).
+    """
+
+    def __init__(self, out, inputs, codes, scheds, compiled, source, seconds):
+        self.out, self.inputs, self.codes, self.scheds = out, inputs, codes, scheds
+        self.compiled, self.source, self.compile_seconds = compiled, source, seconds
+        self.num_threads = _cpu_count()
+        self._fns = []
+        for c in codes:
+            proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(c.buffers)),
+                                     ctypes.c_int64, ctypes.c_int64)
+            self._fns.append(proto(compiled.addresses[c.name]))
+        self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
+        self._by_name = {t.name: t for t in inputs}
+
+    # ------------------------------------------------------------------ running
+    def run(self, feeds: dict, out: np.ndarray | None = None) -> np.ndarray:
+        """Compute the output from ``feeds`` ({placeholder Tensor or its name: array}).
+        Every array is checked (dtype, shape, C-contiguous) before any native call;
+        ``out``, when given, is written in place and returned."""
+        env = {}
+        for k, v in feeds.items():
+            t = k if isinstance(k, Tensor) else self._by_name.get(k)
+            if t not in self.inputs:
+                raise CpuError(f"feed {getattr(k, 'name', k)!r}: not an input of "
+                               f"{self.out.name} (inputs: "
+                               f"{', '.join(x.name for x in self.inputs)})")
+            env[t] = self._check(v, t, f"input {t.name}")
+        for t in self.inputs:
+            if t not in env:
+                raise CpuError(f"no input given for placeholder {t.name} {t.shape} {t.dtype}")
+        if out is not None:
+            out = self._check(out, self.out, "out", writeable=True)
+            for t, v in env.items():
+                if np.may_share_memory(out, v):
+                    raise CpuError(f"out overlaps input {t.name}: pass a separate array")
+        for c, fn in zip(self.codes, self._fns):
+            for t in c.buffers:
+                if t not in env:
+                    env[t] = out if (t is self.out and out is not None) else np.empty(
+                        t.shape, self._np[t])
+            ptrs = [env[t].ctypes.data for t in c.buffers]
+            self._call(fn, ptrs, c)
+        return env[self.out]
+
+    def _call(self, fn, ptrs, c: StageCode):
+        n = c.outer_extent
+        k = min(self.num_threads, n) if c.parallel else 1
+        if k <= 1:
+            fn(*ptrs, 0, n)
+            return
+        cuts = [n * j // k for j in range(k + 1)]
+        futs = [_pool().submit(fn, *ptrs, cuts[j], cuts[j + 1]) for j in range(1, k)]
+        fn(*ptrs, cuts[0], cuts[1])
+        for f in futs:
+            f.result()
+
+    def _check(self, v, t: Tensor, what, writeable=False) -> np.ndarray:
+        if not isinstance(v, np.ndarray):
+            raise CpuError(f"{what}: expected a numpy array, not {type(v).__name__}")
+        want = self._np.get(t) or to_numpy_dtype(t.dtype)
+        if v.dtype != want:
+            raise CpuError(f"{what}: dtype {v.dtype}, expected {want} (convert with "
+                           f".astype(np.{want}))")
+        if v.shape != t.shape:
+            raise CpuError(f"{what}: shape {v.shape}, expected {t.shape}")
+        if not v.flags.c_contiguous or not v.flags.aligned:
+            raise CpuError(f"{what}: not a C-contiguous aligned array (strides {v.strides}); "
+                           f"pass np.ascontiguousarray(...)")
+        if writeable and not v.flags.writeable:
+            raise CpuError(f"{what}: read-only array")
+        return v
+
+    # ------------------------------------------------------------------ inspection
+    def show(self, what: str = "llvm") -> str:
+        """The program as text: "loops" (the scheduled loop IR of every stage), "llvm"
+        (the optimised LLVM IR), "llvm-unopt" (as generated), "asm" (host assembly)."""
+        head = "".join(f"; {c.name} = {c.tensor.name} {c.tensor.shape} {c.tensor.dtype} "
+                       f"(args: {', '.join(b.name for b in c.buffers)}, lo, hi)\n"
+                       for c in self.codes)
+        if what == "loops":
+            return "\n".join(f"// stage {s.tensor.name}\n{to_text(s.lower_host())}"
+                             for s in self.scheds)
+        if what == "llvm":
+            return head + self.compiled.ir_opt
+        if what == "llvm-unopt":
+            return head + self.compiled.ir_raw
+        if what == "asm":
+            return head + self.compiled.assembly()
+        raise CpuError(f"show({what!r}): choose loops, llvm, llvm-unopt or asm")
+
+    def __repr__(self):
+        return (f"CpuKernel({self.out.name}, {len(self.codes)} stages, {self.source}, "
+                f"{self.compile_seconds * 1e3:.1f} ms)")
