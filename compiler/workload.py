@@ -565,7 +565,10 @@ def _plain_product(t: Tensor, cfg: VTAConfig) -> tuple:
         a, b = b, a
     for ld, want in ((a, cfg.inp_dtype), (b, cfg.wgt_dtype)):
         if ld.tensor.dtype != want:
-            raise TensorizeError(f"{t.name}: {ld.tensor.name} is {ld.tensor.dtype}; the GEMM "
+            src = _through_copies(ld.tensor)
+            if isinstance(src.body, Select) and isinstance(src.body.t, Load):
+                src = _through_copies(src.body.t.tensor)      # name the padded input
+            raise TensorizeError(f"{t.name}: {src.name} is {src.dtype}; the GEMM "
                                  f"core reads {want}")
     return a, b
 
