@@ -152,6 +152,9 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     if is_alu_only(out):
         return build_alu_only(out, cfg, knobs)
     wl = out if isinstance(out, GemmWorkload) else recognise(out, cfg)
+    if knobs is None:               # inside compiler.tuner.apply_history_best: the log's best
+        from .tuner.records import dispatch_knobs
+        knobs = dispatch_knobs(wl, cfg)
     if knobs is None:
         from .default_schedule import default_knobs
         knobs = default_knobs(wl, cfg)
