@@ -1,0 +1,107 @@
+"""Measuring one candidate: compile its knobs and time them on a device, in any process.
+
+:func:`measure_item` is the task the tuner hands to an :mod:`compiler.executor` executor
+(a module-level function on plain data, so a forked pool and a Dask worker can both run
+it).  The default device is the timed simulator in **timing-only** mode: the instruction
+stream, micro-ops and DRAM image are built exactly as for a real run, the stream passes the
+simulator's static checks and token accounting, and the cycle-approximate model times it;
+only the functional datapath (GEMM/ALU arithmetic, data movement) is skipped, because the
+timing model never looks at data.  Cycles are therefore identical to a full run
+(``tests/test_tuner_measure.py`` checks it) at about half the cost.  ``check=True`` runs
+the full simulator instead and compares the output bit-exactly with the tensor-expression
+evaluator; ``device="rtl"`` runs the generated RTL (Amaranth simulation; cycles from the
+hardware counter).
+
+Example::
+
+    from isa import VTAConfig
+    from compiler.tuner import Task
+    from compiler.tuner.measure import measure_item
+    task = Task.conv2d(1, 32, 14, 14, 32, 3, 1, 1)
+    print(measure_item((task.as_dict(), VTAConfig().to_dict(),
+                        {"tile_h": 7, "tile_w": 14, "vthreads": 2}, "sim", False)))
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from isa import VTAConfig
+
+DEVICES = ("sim", "rtl")
+
+
+def _timing_only_simulator(cfg, timing):
+    import vta_sim
+
+    class TimingOnlySimulator(vta_sim.Simulator):
+        """The simulator with its functional datapath switched off (see module doc)."""
+
+        def _execute(self, i):      # noqa: D401 - data movement and arithmetic skipped
+            return None
+    return TimingOnlySimulator(cfg, leftover_tokens="keep", timing=timing)
+
+
+_CFG_CACHE: dict = {}
+
+
+def _config(d: dict) -> VTAConfig:
+    key = tuple(sorted(d.items()))
+    cfg = _CFG_CACHE.get(key)
+    if cfg is None:
+        cfg = _CFG_CACHE[key] = VTAConfig.from_dict(d)
+    return cfg
+
+
+def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool = False,
+                  seed: int = 0) -> dict:
+    """Compile ``knobs`` for ``task`` and run once; returns ``{"cycles", "dram_bytes",
+    "gemm_ops", "compile_seconds", "run_seconds", "correct"}``.  Raises the compiler's
+    ScheduleError for a schedule that cannot be built (the caller records it)."""
+    from vta_runtime import SimDevice
+
+    from ..bench import pynq_timing
+    from ..pipeline import build
+    from ..tune import random_inputs
+    wl = task.workload(cfg)
+    t0 = time.perf_counter()
+    ck = build(wl, cfg, knobs)
+    t1 = time.perf_counter()
+    feeds = random_inputs(wl, ck.inputs, np.random.default_rng(seed))
+    if device == "rtl":
+        from vta_runtime import RtlDevice
+        dev = RtlDevice(cfg)
+    elif device == "sim":
+        dev = SimDevice(cfg, timed=pynq_timing())
+        if not check:
+            dev.sim = _timing_only_simulator(cfg, pynq_timing())
+    else:
+        raise ValueError(f"unknown measurement device {device!r} (known: {', '.join(DEVICES)})")
+    got, stats = ck.run(dev, feeds)
+    t = dict(stats.get("timing") or {}, **stats)
+    cycles = next(int(t[c]) for c in ("cycles", "total_cycles", "cycle_count") if c in t)
+    correct = None
+    if check:
+        from ..evaluate import run as te_run
+        correct = bool(np.array_equal(got, te_run(wl.out, feeds)))
+    dram = sum(int(stats.get(k, 0)) for k in ("inp_load_bytes", "wgt_load_bytes",
+                                              "acc_load_bytes", "uop_load_bytes",
+                                              "out_store_bytes"))
+    return {"cycles": cycles, "dram_bytes": dram, "gemm_ops": int(stats.get("gemm_ops", 0)),
+            "compile_seconds": round(t1 - t0, 4),
+            "run_seconds": round(time.perf_counter() - t1, 4), "correct": correct}
+
+
+def measure_item(item) -> dict:
+    """Executor task: ``item = (task dict, config dict, knobs dict, device, check, ...)``
+    (anything after ``check`` is the caller's tag)."""
+    from ..schedule import Knobs
+    from .space import task_from_spec
+    task_d, cfg_d, knobs_d, device, check = item[:5]
+    return measure_knobs(task_from_spec(task_d), _config(cfg_d), Knobs.from_dict(knobs_d),
+                         device, check)
+
+
+__all__ = ["measure_knobs", "measure_item", "DEVICES"]
