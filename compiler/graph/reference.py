@@ -257,7 +257,14 @@ INT_OPS = {
 
 
 def pack(x: np.ndarray, batch: int, block: int) -> np.ndarray:
-    """Plain (N, C, H, W) or (N, C) -> packed (N/b, C/blk, H, W, b, blk) / (N/b, C/blk, b, blk)."""
+    """Plain (N, C, H, W) or (N, C) -> packed (N/b, C/blk, H, W, b, blk) / (N/b, C/blk, b, blk),
+    channels zero-padded to a multiple of ``block``."""
+    c = x.shape[1]
+    cp = -(-c // block) * block
+    if cp != c:
+        widths = [(0, 0)] * x.ndim
+        widths[1] = (0, cp - c)
+        x = np.pad(x, widths)
     if x.ndim == 2:
         n, c = x.shape
         return x.reshape(n // batch, batch, c // block, block).transpose(0, 2, 1, 3).copy()

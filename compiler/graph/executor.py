@@ -1,0 +1,251 @@
+"""The graph executor: run a compiled :class:`~.partition.Program` on a device.
+
+Activations produced by a VTA kernel stay in device memory as the input of the next VTA
+kernel (no host round trip); they are copied to the host only when a CPU or host operator
+reads them, and host data is copied to the device only when a VTA kernel reads it.
+Weights and biases are uploaded once per device and stay resident.  Every step is timed:
+VTA steps report the device's cycles (and seconds at ``clock_mhz``), CPU/host steps their
+wall time; DRAM bytes are the device's bus traffic.  :meth:`Executor.trace` writes one
+Chrome / Perfetto trace of the whole network (VTA and CPU on one timeline: VTA kernels at
+their simulated duration, CPU operators at their measured one).
+
+Example::
+
+    import numpy as np
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    from compiler.graph import import_onnx
+    from compiler.graph.models import small_cnn
+    from compiler.graph.passes import float_pipeline
+    from compiler.graph.quantize import quantize
+    from compiler.graph.partition import compile_graph
+    from compiler.graph.executor import Executor
+    cfg = VTAConfig()
+    fg = float_pipeline().run(import_onnx(small_cnn()))
+    xs = np.random.default_rng(0).normal(size=(4, 1, 1, 8, 8)).astype(np.float32)
+    prog = compile_graph(quantize(fg, [{"image": x} for x in xs]), cfg)
+    ex = Executor(prog, SimDevice(cfg, timed=True))
+    out = ex.run({"image": xs[0]})
+    assert out["scores"].shape == (1, 10)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from .ir import GraphError
+from .reference import run_node
+
+
+class _DevValue:
+    def __init__(self, buf, shape, dtype):
+        self.buf, self.shape, self.dtype = buf, shape, dtype
+
+
+def _feeds_of(kernel):
+    """(user placeholder, DRAM tensor, host prep or None) for each kernel input."""
+    wl = kernel.workload
+    if hasattr(wl, "feeds"):
+        return [(h.user, h.dram, h.prep) for h in wl.feeds()]
+    return [(t, t, None) for t in kernel.inputs]
+
+
+def _bytes(v) -> int:
+    if isinstance(v, dict):
+        return int(sum(v.values()))
+    return int(v or 0)
+
+
+class Executor:
+    """Runs ``program`` on ``device`` (SimDevice, RtlDevice, BoardDevice)."""
+
+    def __init__(self, program, device, clock_mhz: float = 100.0):
+        self.p = program
+        self.dev = device
+        self.clock_mhz = clock_mhz
+        self._params: dict = {}
+        self.records: list[dict] = []
+
+    # ------------------------------------------------------------------ helpers
+    def _param_buf(self, key, arr: np.ndarray):
+        b = self._params.get(key)
+        if b is None:
+            b = self.dev.alloc(max(arr.nbytes, 1), name=str(key))
+            b.copy_from(np.ascontiguousarray(arr))
+            self._params[key] = b
+        return b
+
+    def close(self):
+        for b in self._params.values():
+            self.dev.free(b)
+        self._params.clear()
+
+    def _host(self, env, name, rec):
+        v = env[name]
+        if isinstance(v, _DevValue):
+            arr = v.buf.copy_to(v.dtype, shape=v.shape)
+            rec["to_host_bytes"] = rec.get("to_host_bytes", 0) + arr.nbytes
+            env[name] = arr
+            self._free(v)
+            return arr
+        return v
+
+    def _free(self, v):
+        try:
+            self.dev.free(v.buf)
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ run
+    def run(self, feeds: dict) -> dict:
+        """Run the network on ``feeds`` ({graph input name: float array}); returns
+        {graph output name: array} and fills :attr:`records` (one dict per step)."""
+        g = self.p.graph
+        env: dict = {}
+        for name in g.inputs:
+            if name not in feeds:
+                raise GraphError(f"no input array for graph input {name!r} "
+                                 f"(inputs: {', '.join(g.inputs)})")
+            a = np.asarray(feeds[name])
+            want = g.values[name].shape
+            if a.shape != want:
+                raise GraphError(f"input {name!r}: shape {a.shape}, the model expects {want}")
+            if a.dtype.kind not in "fiu":
+                raise GraphError(f"input {name!r}: dtype {a.dtype} is not numeric")
+            env[name] = a.astype(np.float32)
+        uses: dict[str, int] = {}
+        for s in self.p.steps:
+            for i in s.node.inputs:
+                uses[i] = uses.get(i, 0) + 1
+        self.records = []
+        t_run = time.perf_counter()
+        for s in self.p.steps:
+            n = s.node
+            rec = {"node": n.name, "op": n.op, "where": s.kind, "seconds": 0.0, "cycles": 0,
+                   "dram_bytes": 0}
+            t0 = time.perf_counter()
+            if s.kind == "vta":
+                env[n.output] = self._run_vta(s, env, rec)
+            elif s.kind == "cpu":
+                feeds_ = {}
+                for ph, (kind, src) in s.binds:
+                    feeds_[ph] = src if kind == "param" else self._host(env, src, rec)
+                env[n.output] = s.kernel.run(feeds_)
+            else:
+                ins = [g.params[i] if i in g.params else self._host(env, i, rec)
+                       for i in n.inputs]
+                env[n.output] = run_node(n, ins)
+            rec["wall"] = time.perf_counter() - t0
+            if s.kind != "vta":
+                rec["seconds"] = rec["wall"]
+            self.records.append(rec)
+            for i in n.inputs:
+                if i in uses:
+                    uses[i] -= 1
+                    if uses[i] == 0 and i not in g.outputs and i in env:
+                        v = env.pop(i)
+                        if isinstance(v, _DevValue):
+                            self._free(v)
+        self.wall_seconds = time.perf_counter() - t_run
+        out = {}
+        for o in g.outputs:
+            out[o] = self._host(env, o, {})
+        for v in env.values():
+            if isinstance(v, _DevValue):
+                self._free(v)
+        return out
+
+    def _run_vta(self, s, env, rec):
+        from vta_runtime import CommandQueue
+
+        from compiler.codegen import emit
+        from compiler.evaluate import to_numpy_dtype
+        k = s.kernel
+        bind = {ph: src for ph, src in s.binds}
+        bufs, temp = {}, []
+        for user, dram, prep in _feeds_of(k):
+            kind, src = bind[user]
+            if kind == "param":
+                arr = src if prep is None else prep(src)
+                bufs[dram] = self._param_buf((s.node.name, user.name), np.asarray(
+                    arr, to_numpy_dtype(dram.dtype)))
+                continue
+            v = env[src]
+            if prep is None and isinstance(v, _DevValue):
+                bufs[dram] = v.buf                      # stays on the device
+                continue
+            arr = self._host(env, src, rec) if isinstance(v, _DevValue) else v
+            if prep is not None:
+                arr = prep(arr)
+            arr = np.ascontiguousarray(arr, to_numpy_dtype(dram.dtype))
+            b = self.dev.alloc(max(arr.nbytes, 1), name=dram.name)
+            b.copy_from(arr)
+            rec["to_device_bytes"] = rec.get("to_device_bytes", 0) + arr.nbytes
+            temp.append(b)
+            bufs[dram] = b
+        out = k.out_tensor
+        if out is not k.workload.out or getattr(k.workload, "unpack", None) is not None:
+            raise GraphError(f"node {s.node.name!r}: the kernel's output is not int8 in the "
+                             f"packed layout (compiler bug)")
+        ndt = to_numpy_dtype(out.dtype)
+        ob = self.dev.alloc(int(np.prod(out.shape)) * ndt.itemsize, name=s.node.output)
+        bufs[out] = ob
+        cq = CommandQueue(self.dev)
+        try:
+            emit(k.ops, cq, bufs, k.sites)
+            run = cq.synchronize()
+        finally:
+            cq.close()
+            for b in temp:
+                self.dev.free(b)
+        k.last_run = run
+        st = dict(run.stats)
+        rec["cycles"] = int(st.get("cycles", 0))
+        rec["seconds"] = rec["cycles"] / (self.clock_mhz * 1e6)
+        rec["dram_bytes"] = sum(_bytes(st.get(k)) for k in ("dram_read_bytes",
+                                                             "dram_write_bytes"))
+        rec["gemm_ops"] = int(st.get("gemm_ops", 0) or 0)
+        return _DevValue(ob, tuple(out.shape), ndt)
+
+    # ------------------------------------------------------------------ reports
+    def table(self) -> str:
+        rows = [f"{'#':>3} {'node':24s} {'op':16s} {'where':5s} {'cycles':>10} "
+                f"{'ms':>9} {'DRAM KiB':>9}"]
+        for k, r in enumerate(self.records):
+            cyc = f"{r['cycles']:10d}" if r["where"] == "vta" else f"{'-':>10}"
+            rows.append(f"{k:3d} {r['node'][:24]:24s} {r['op']:16s} {r['where']:5s} {cyc} "
+                        f"{r['seconds'] * 1e3:9.3f} {r['dram_bytes'] / 1024:9.1f}")
+        s = self.summary()
+        rows.append(f"total: VTA {s['vta_cycles']} cycles = {s['vta_seconds'] * 1e3:.2f} ms at "
+                    f"{self.clock_mhz:g} MHz; CPU/host {s['cpu_seconds'] * 1e3:.2f} ms; "
+                    f"VTA share {s['vta_share']:.0%}; wall {self.wall_seconds * 1e3:.0f} ms")
+        return "\n".join(rows)
+
+    def summary(self) -> dict:
+        vc = sum(r["cycles"] for r in self.records if r["where"] == "vta")
+        vs = vc / (self.clock_mhz * 1e6)
+        cs = sum(r["seconds"] for r in self.records if r["where"] != "vta")
+        return {"vta_cycles": vc, "vta_seconds": vs, "cpu_seconds": cs,
+                "vta_share": vs / (vs + cs) if vs + cs else 0.0,
+                "dram_bytes": sum(r["dram_bytes"] for r in self.records),
+                "wall_seconds": getattr(self, "wall_seconds", 0.0),
+                "vta_ops": sum(r["where"] == "vta" for r in self.records),
+                "cpu_ops": sum(r["where"] != "vta" for r in self.records)}
+
+    def trace(self, path: str) -> None:
+        """One Chrome/Perfetto trace JSON of the last run (``chrome://tracing``, ui.perfetto.dev)."""
+        events = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": self.p.graph.name}},
+                  {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "VTA"}},
+                  {"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": "CPU"}}]
+        t = 0.0
+        for r in self.records:
+            dur = r["seconds"] * 1e6
+            events.append({"name": r["node"], "cat": r["op"], "ph": "X", "pid": 1,
+                           "tid": 1 if r["where"] == "vta" else 2, "ts": t, "dur": dur,
+                           "args": {k: v for k, v in r.items() if k not in ("node",)}})
+            t += dur
+        with open(path, "w") as f:
+            json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)

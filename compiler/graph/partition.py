@@ -1,0 +1,525 @@
+"""Partition, layout and code generation: a quantised graph -> an executable :class:`Program`.
+
+1. ``place`` — every node goes to ``vta`` (conv2d / dense, and element-wise ``qadd`` /
+   ``qrequant`` on packed data, when the configuration can run them), ``cpu`` (integer
+   kernels as tensor expressions: pooling, grouped or dilated conv, element-wise on plain
+   data) or ``host`` (layout changes, reshapes, and the float operators: quantize,
+   dequantize, softmax, ...).  ``cpu_only`` puts everything that is not ``host`` on ``cpu``;
+   ``first_conv_cpu`` keeps a conv with fewer input channels than ``BLOCK_IN`` on the CPU.
+2. ``layout`` — VTA operators read and write the packed layouts (NCHW{b}n{c}c, channels
+   zero-padded to the block); layout-agnostic CPU kernels (pooling, element-wise) run in
+   whichever layout their input has, and ``(N, C, 1, 1) -> (N, C)`` is free in the packed
+   layouts, so a pack is inserted only where plain data meets a packed consumer and an
+   unpack only where packed data meets a plain consumer (for ResNet-18: one of each).
+3. ``codegen`` — VTA nodes become tensor expressions compiled by :func:`compiler.build`
+   (with the tuning log's best schedules when one is active); CPU nodes become tensor
+   expressions run by :func:`run_cpu` (the LLVM backend when available, else
+   :func:`compiler.evaluate`); weights are quantised, padded and packed once here.
+
+Raises
+------
+GraphError
+    naming the node that cannot be compiled and why.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa import VTAConfig
+
+from .ir import Graph, GraphError, Node
+
+_AGNOSTIC = ("qmaxpool", "qavgpool", "qglobal_avgpool", "qadd", "qrequant")
+
+
+@dataclass
+class Step:
+    """One executable node: ``kind`` vta / cpu / host; ``binds`` the (placeholder, source)
+    pairs, a source being ("value", name) or ("param", packed array)."""
+    node: Node
+    kind: str
+    kernel: object = None
+    binds: list = field(default_factory=list)
+    out_tensor: object = None
+    compile_seconds: float = 0.0
+
+
+@dataclass
+class Program:
+    graph: Graph                      # after layout: values carry layouts and packed shapes
+    cfg: VTAConfig
+    steps: list
+    compile_seconds: float = 0.0
+    stages: dict = field(default_factory=dict)
+
+    def partition_table(self) -> str:
+        rows = [f"{'node':24s} {'op':16s} {'where':5s} {'shape':22s} detail"]
+        for s in self.steps:
+            v = self.graph.values[s.node.output]
+            det = ""
+            if s.kind == "vta" and hasattr(s.kernel, "workload"):
+                det = getattr(s.kernel.workload, "describe", lambda: "")()[:60]
+            elif s.kind == "cpu":
+                det = "LLVM" if _cpu_backend() else "TE evaluator (numpy)"
+            rows.append(f"{s.node.name[:24]:24s} {s.node.op:16s} {s.kind:5s} "
+                        f"{str(list(v.shape)):22s} {det}")
+        return "\n".join(rows)
+
+
+# ------------------------------------------------------------------ the CPU path
+
+def _cpu_backend():
+    try:
+        from compiler.cpu import cpu_build  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+class CpuKernel:
+    """A CPU operator: its TE output and placeholders; compiled by the LLVM backend
+    (``compiler.cpu.cpu_build``) when it is available, else run by ``compiler.evaluate``."""
+
+    def __init__(self, out, placeholders):
+        self.out = out
+        self.placeholders = placeholders
+        self.backend = "evaluate"
+        self.module = None
+        if _cpu_backend():
+            from compiler.cpu import cpu_build
+            self.module = cpu_build(out)
+            self.backend = "llvm"
+
+    def run(self, feeds: dict) -> np.ndarray:
+        return run_cpu(self, feeds)
+
+
+def run_cpu(kernel: CpuKernel, feeds: dict) -> np.ndarray:
+    """THE one entry for CPU operators: ``feeds`` {placeholder: array}."""
+    if kernel.module is not None:
+        return np.asarray(kernel.module.run(feeds))
+    from compiler.evaluate import evaluate
+    return evaluate(kernel.out, feeds)
+
+
+# ------------------------------------------------------------------ placement + layout
+
+def _pad_to(n: int, b: int) -> int:
+    return -(-n // b) * b
+
+
+def packed_shape(shape, cfg: VTAConfig) -> tuple:
+    b, bl = cfg.batch, cfg.block_out
+    if len(shape) == 4:
+        n, c, h, w = shape
+        return (n // b, _pad_to(c, bl) // bl, h, w, b, bl)
+    n, c = shape
+    return (n // b, _pad_to(c, bl) // bl, b, bl)
+
+
+def place(g: Graph, cfg: VTAConfig, cpu_only: bool = False,
+          first_conv_cpu: bool = False) -> None:
+    """Set ``node.target`` for every node of the quantised graph ``g``."""
+    vta_ok = cfg.block_in == cfg.block_out and not cpu_only
+    for n in g.nodes:
+        shape = g.values[n.output].shape
+        batch_ok = shape[0] % cfg.batch == 0
+        if n.op == "qconv":
+            cin = g.values[n.inputs[0]].shape[1]
+            ok = (vta_ok and batch_ok and n.attrs["group"] == 1
+                  and tuple(n.attrs["dilations"]) == (1, 1)
+                  and not (first_conv_cpu and cin < cfg.block_in))
+            n.target = "vta" if ok else "cpu"
+        elif n.op == "qdense":
+            n.target = "vta" if vta_ok and batch_ok else "cpu"
+        elif n.op in _AGNOSTIC:
+            n.target = "cpu"
+        else:
+            n.target = "host"
+    # element-wise ops on VTA when their data is packed anyway (decided after layout)
+
+
+def layout(g: Graph, cfg: VTAConfig) -> Graph:
+    """Insert the pack / unpack nodes (see the module docstring); returns a new graph."""
+    out = Graph(g.name)
+    out.params = dict(g.params)
+    for p in g.params:
+        out.values[p] = g.values[p]
+    for i in g.inputs:
+        out.values[i] = g.values[i]
+        out.inputs.append(i)
+    lay: dict[str, str] = {i: "plain" for i in g.inputs}
+    packed_of: dict[str, str] = {}
+    plain_of: dict[str, str] = {}
+    out.transforms = 0
+
+    def want(name, layout_):
+        if name in g.params or lay.get(name) == layout_:
+            return name
+        if layout_ == "packed":
+            if name not in packed_of:
+                v = out.values[name]
+                nn = out.fresh(name + "_packed")
+                out.add_node("pack", nn, [name], packed_shape(v.shape, cfg), v.dtype,
+                             {"batch": cfg.batch, "block": cfg.block_out}, frac=v.frac,
+                             layout="packed")
+                out.nodes[-1].target = "host"
+                lay[nn] = "packed"
+                packed_of[name] = nn
+                out.transforms += 1
+            return packed_of[name]
+        if name not in plain_of:
+            v = out.values[name]
+            nn = out.fresh(name + "_plain")
+            out.add_node("unpack", nn, [name], v.plain_shape, v.dtype,
+                         {"shape": v.plain_shape}, frac=v.frac)
+            out.nodes[-1].target = "host"
+            lay[nn] = "plain"
+            plain_of[name] = nn
+            out.transforms += 1
+        return plain_of[name]
+
+    for n in g.nodes:
+        v = g.values[n.output]
+        acts = [i for i in n.inputs if i not in g.params]
+        if n.target == "vta":
+            mode = "packed"
+        elif n.op in _AGNOSTIC:
+            mode = "packed" if any(lay.get(i) == "packed" for i in acts) else "plain"
+            if mode == "packed" and n.op in ("qadd", "qrequant") and cfg.block_in == \
+                    cfg.block_out and n.target == "cpu" and not getattr(g, "cpu_only", False):
+                n.target = "vta"
+        elif n.op == "qreshape" and acts and lay.get(acts[0]) == "packed" and \
+                len(v.shape) == 2 and g.values[n.inputs[0]].shape[2:] == (1, 1):
+            mode = "packed"
+        else:
+            mode = "plain"
+        ins = [want(i, mode) if i in acts else i for i in n.inputs]
+        nn = Node(n.op, n.name, ins, n.output, dict(n.attrs), n.target)
+        shape = packed_shape(v.shape, cfg) if mode == "packed" else v.shape
+        if n.op == "qreshape" and mode == "packed":
+            nn.attrs["shape"] = shape
+        out.values[n.output] = type(v)(n.output, shape, v.dtype, v.frac, mode)
+        out.values[n.output].plain_shape = v.shape
+        out.nodes.append(nn)
+        lay[n.output] = mode
+    for o in g.outputs:
+        out.outputs.append(want(o, "plain") if lay.get(o) == "packed" else o)
+    for i in g.inputs:
+        out.values[i].plain_shape = out.values[i].shape
+    return out
+
+
+# ------------------------------------------------------------------ tensor expressions
+
+def _shr(t, k: int, name: str):
+    """``t >> k`` (k may exceed VTA's +-16 immediate: split; negative = shift left)."""
+    from compiler import ops
+    from compiler.te import compute, shift_left
+    while k > 15:
+        t, k = ops.shr(t, 15, name=name + "_a"), k - 15
+    while k < -15:
+        t = compute(t.shape, lambda *i, t=t: shift_left(t[i], 15), name=name + "_l",
+                    dtype=t.dtype)
+        k += 15
+    if k > 0:
+        return ops.shr(t, k, name=name)
+    if k < 0:
+        return compute(t.shape, lambda *i, t=t, k=k: shift_left(t[i], -k), name=name,
+                       dtype=t.dtype)
+    return t
+
+
+def _epilogue_te(acc, n: Node, resid, name: str):
+    from compiler import ops
+    from compiler.te import cast, compute
+    a = n.attrs
+    t = _shr(acc, a["shift"], name + "_shr")
+    if a.get("residual"):
+        t = compute(t.shape, lambda *i: t[i] + cast(t.dtype, resid[i]), name=name + "_res",
+                    dtype=t.dtype)
+        k = a["shift2"]
+        if k > 0:
+            t = compute(t.shape, lambda *i: t[i] + (1 << (k - 1)), name=name + "_rnd",
+                        dtype=t.dtype)
+        t = _shr(t, k, name + "_shr2")
+    t = ops.clip_op(t, a["lo"], a["hi"], name=name + "_clip")
+    return ops.cast_int8(t, name=name)
+
+
+def _conv_vta(n: Node, g: Graph, cfg: VTAConfig):
+    from compiler import ops
+    from compiler.te import placeholder
+    a = n.attrs
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    w = g.params[n.inputs[1]]
+    b = g.params[n.inputs[2]]
+    ci_p = xv.shape[1] * cfg.block_in
+    co_p = ov.shape[1] * cfg.block_out
+    wp = np.zeros((co_p, ci_p) + w.shape[2:], np.int8)
+    wp[:w.shape[0], :w.shape[1]] = w
+    bp = np.zeros(co_p, np.int32)
+    bp[:b.shape[0]] = b
+    data = placeholder(xv.shape, "int8", "data")
+    kern = placeholder((co_p // cfg.block_out, ci_p // cfg.block_in) + w.shape[2:]
+                       + (cfg.block_out, cfg.block_in), "int8", "kernel")
+    bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "bias")
+    pt, pl, pb_, pr = a["pads"]
+    if a["strides"][0] != a["strides"][1]:
+        raise GraphError(f"node {n.name!r}: VTA conv2d needs equal strides, got {a['strides']}")
+    acc = ops.conv2d(data, kern, a["strides"][0], (pt, pb_, pl, pr), name=n.name + "_conv",
+                     acc_dtype=cfg.acc_dtype)
+    acc = ops.bias_add(acc, bias, name=n.name + "_bias")
+    binds = [(data, ("value", n.inputs[0])),
+             (kern, ("param", ops.pack_oihw(wp, cfg.block_out, cfg.block_in))),
+             (bias, ("param", np.ascontiguousarray(np.broadcast_to(
+                 bp.reshape(-1, 1, cfg.block_out), bias.shape))))]
+    resid = None
+    if a.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+        binds.append((resid, ("value", n.inputs[3])))
+    return _epilogue_te(acc, n, resid, n.name), binds
+
+
+def _dense_vta(n: Node, g: Graph, cfg: VTAConfig):
+    from compiler import ops
+    from compiler.te import placeholder
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    w, b = g.params[n.inputs[1]], g.params[n.inputs[2]]
+    ci_p, co_p = xv.shape[1] * cfg.block_in, ov.shape[1] * cfg.block_out
+    wp = np.zeros((co_p, ci_p), np.int8)
+    wp[:w.shape[0], :w.shape[1]] = w
+    bp = np.zeros(co_p, np.int32)
+    bp[:b.shape[0]] = b
+    data = placeholder(xv.shape, "int8", "data")
+    wt = placeholder((co_p // cfg.block_out, ci_p // cfg.block_in, cfg.block_out, cfg.block_in),
+                     "int8", "weight")
+    bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "bias")
+    acc = ops.bias_add(ops.dense(data, wt, name=n.name + "_dense", acc_dtype=cfg.acc_dtype),
+                       bias, name=n.name + "_bias")
+    wpk = wp.reshape(co_p // cfg.block_out, cfg.block_out, ci_p // cfg.block_in,
+                     cfg.block_in).transpose(0, 2, 1, 3).copy()
+    binds = [(data, ("value", n.inputs[0])), (wt, ("param", wpk)),
+             (bias, ("param", np.ascontiguousarray(np.broadcast_to(
+                 bp.reshape(-1, 1, cfg.block_out), bias.shape))))]
+    resid = None
+    if n.attrs.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+        binds.append((resid, ("value", n.inputs[3])))
+    return _epilogue_te(acc, n, resid, n.name), binds
+
+
+def _eltwise_te(n: Node, g: Graph, acc_dtype: str):
+    """qadd / qrequant as an element-wise TE (any layout)."""
+    from compiler.te import cast, clip, compute, placeholder, shift_left
+    a = n.attrs
+    xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
+    if n.op == "qadd":
+        t = compute(xs[0].shape, lambda *i: shift_left(cast(acc_dtype, xs[0][i]), a["sa"])
+                    + shift_left(cast(acc_dtype, xs[1][i]), a["sb"]), name=n.name + "_sum",
+                    dtype=acc_dtype)
+    else:
+        t = compute(xs[0].shape, lambda *i: cast(acc_dtype, xs[0][i]), name=n.name + "_wide",
+                    dtype=acc_dtype)
+    k = a["shift"]
+    if k > 0:
+        t = compute(t.shape, lambda *i: t[i] + (1 << (k - 1)), name=n.name + "_rnd",
+                    dtype=acc_dtype)
+    t = _shr(t, k, n.name + "_shr")
+    t = compute(t.shape, lambda *i: clip(t[i], a["lo"], a["hi"]), name=n.name + "_clip",
+                dtype=acc_dtype)
+    out = compute(t.shape, lambda *i: cast("int8", t[i]), name=n.name, dtype="int8")
+    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
+
+
+def _pool_te(n: Node, g: Graph):
+    """q{max,avg}pool / qglobal_avgpool over dims 2, 3 (plain NCHW or packed)."""
+    from compiler.te import (all_of, cast, compute, maximum, minimum, placeholder,
+                             reduce_axis, select)
+    from compiler.te import sum as te_sum
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    x = placeholder(xv.shape, "int8", "data")
+    H, W = xv.shape[2], xv.shape[3]
+    binds = [(x, ("value", n.inputs[0]))]
+    if n.op == "qglobal_avgpool":
+        ry, rx = reduce_axis(H, "ry"), reduce_axis(W, "rx")
+        s = compute(ov.shape, lambda nn, c, y, xx, *r: te_sum(cast("int32", x[(nn, c, ry, rx)
+                                                                               + r]), [ry, rx]),
+                    name=n.name + "_sum", dtype="int32")
+        cnt = H * W
+        out = compute(ov.shape, lambda *i: cast("int8", minimum(maximum(
+            (s[i] * 2 + cnt) // (2 * cnt), -128), 127)), name=n.name, dtype="int8")
+        return out, binds
+    a = n.attrs
+    (kh, kw), (sh, sw), (pt, pl, pb, pr) = a["kernel"], a["strides"], a["pads"]
+
+    def tap(nn, c, y, xx, r, ky, kx, fill):
+        iy, ix = y * sh + ky - pt, xx * sw + kx - pl
+        return select(all_of(iy >= 0, iy < H, ix >= 0, ix < W), x[(nn, c, iy, ix) + r], fill)
+
+    if n.op == "qmaxpool":
+        def body(nn, c, y, xx, *r):
+            acc = None
+            for ky in range(kh):
+                for kx in range(kw):
+                    t = tap(nn, c, y, xx, r, ky, kx, -128)
+                    acc = t if acc is None else maximum(acc, t)
+            return acc
+        return compute(ov.shape, body, name=n.name, dtype="int8"), binds
+
+    def sbody(nn, c, y, xx, *r):
+        acc = None
+        for ky in range(kh):
+            for kx in range(kw):
+                t = cast("int32", tap(nn, c, y, xx, r, ky, kx, 0))
+                acc = t if acc is None else acc + t
+        return acc
+    s = compute(ov.shape, sbody, name=n.name + "_sum", dtype="int32")
+
+    def avg(nn, c, y, xx, *r):
+        if a.get("count_include_pad"):
+            cnt = kh * kw
+        else:
+            y0, x0 = y * sh - pt, xx * sw - pl
+            cnt = (minimum(y0 + kh, H) - maximum(y0, 0)) * (minimum(x0 + kw, W) - maximum(x0, 0))
+        return cast("int8", minimum(maximum((s[(nn, c, y, xx) + r] * 2 + cnt) // (cnt * 2),
+                                            -128), 127))
+    return compute(ov.shape, avg, name=n.name, dtype="int8"), binds
+
+
+def _conv_cpu(n: Node, g: Graph):
+    """Plain NCHW grouped / dilated int8 conv (+ epilogue) as a TE."""
+    from compiler.te import all_of, cast, compute, placeholder, reduce_axis, select
+    from compiler.te import sum as te_sum
+    a = n.attrs
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    w = g.params[n.inputs[1]]
+    o, cg, kh, kw = w.shape
+    og = o // a["group"]
+    x = placeholder(xv.shape, "int8", "data")
+    wt = placeholder(w.shape, "int8", "kernel")
+    bias = placeholder((o,), "int32", "bias")
+    H, W = xv.shape[2], xv.shape[3]
+    (sh, sw), (dh, dw), (pt, pl, _, _) = a["strides"], a["dilations"], a["pads"]
+    rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+
+    def body(nn, oc, y, xx):
+        iy, ix = y * sh + ry * dh - pt, xx * sw + rx * dw - pl
+        ci = (oc // og) * cg + rc
+        v = select(all_of(iy >= 0, iy < H, ix >= 0, ix < W), x[nn, ci, iy, ix], 0)
+        return te_sum(cast("int32", v) * cast("int32", wt[oc, rc, ry, rx]), [rc, ry, rx])
+    acc = compute(ov.shape, body, name=n.name + "_conv", dtype="int32")
+    acc = compute(ov.shape, lambda nn, oc, y, xx: acc[nn, oc, y, xx] + bias[oc],
+                  name=n.name + "_bias", dtype="int32")
+    binds = [(x, ("value", n.inputs[0])), (wt, ("param", w)), (bias, ("param", g.params[
+        n.inputs[2]]))]
+    resid = None
+    if a.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+        binds.append((resid, ("value", n.inputs[3])))
+    return _epilogue_te(acc, n, resid, n.name), binds
+
+
+def _dense_cpu(n: Node, g: Graph):
+    from compiler.te import cast, compute, placeholder, reduce_axis
+    from compiler.te import sum as te_sum
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    w = g.params[n.inputs[1]]
+    x = placeholder(xv.shape, "int8", "data")
+    wt = placeholder(w.shape, "int8", "weight")
+    bias = placeholder((w.shape[0],), "int32", "bias")
+    k = reduce_axis(w.shape[1], "k")
+    acc = compute(ov.shape, lambda i, j: te_sum(cast("int32", x[i, k]) * cast("int32", wt[j, k]),
+                                                [k]), name=n.name + "_dense", dtype="int32")
+    acc = compute(ov.shape, lambda i, j: acc[i, j] + bias[j], name=n.name + "_bias",
+                  dtype="int32")
+    binds = [(x, ("value", n.inputs[0])), (wt, ("param", w)),
+             (bias, ("param", g.params[n.inputs[2]]))]
+    resid = None
+    if n.attrs.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+        binds.append((resid, ("value", n.inputs[3])))
+    return _epilogue_te(acc, n, resid, n.name), binds
+
+
+def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None) -> list:
+    """A :class:`Step` per node of the laid-out graph ``g``."""
+    steps = []
+    ctx = _tuning_context(tuning_log)
+    with ctx:
+        for n in g.nodes:
+            t0 = time.perf_counter()
+            try:
+                step = _codegen_node(n, g, cfg)
+            except GraphError:
+                raise
+            except Exception as e:
+                from compiler import CompilerError
+                if isinstance(e, CompilerError) or type(e).__name__.endswith("Error") and \
+                        isinstance(e, ValueError):
+                    raise GraphError(f"node {n.name!r} ({n.op} on {n.target}): {e}") from e
+                raise
+            step.compile_seconds = time.perf_counter() - t0
+            steps.append(step)
+    return steps
+
+
+def _tuning_context(log):
+    import contextlib
+    if log is None:
+        return contextlib.nullcontext()
+    try:
+        from compiler.tuner import apply_history_best
+    except ImportError:
+        try:
+            from compiler.tuner.records import apply_history_best
+        except ImportError:
+            raise GraphError(f"--tuning-log {log}: the tuner (compiler.tuner."
+                             f"apply_history_best) is not available in this build") from None
+    import os
+    if not os.path.isfile(log):
+        raise GraphError(f"--tuning-log {log}: no such file")
+    return apply_history_best(log)
+
+
+def _codegen_node(n: Node, g: Graph, cfg: VTAConfig) -> Step:
+    from compiler import build
+    if n.target == "vta":
+        if n.op == "qconv":
+            out, binds = _conv_vta(n, g, cfg)
+        elif n.op == "qdense":
+            out, binds = _dense_vta(n, g, cfg)
+        else:
+            out, binds = _eltwise_te(n, g, cfg.acc_dtype)
+        return Step(n, "vta", build(out, cfg), binds, out)
+    if n.target == "cpu":
+        if n.op == "qconv":
+            out, binds = _conv_cpu(n, g)
+        elif n.op == "qdense":
+            out, binds = _dense_cpu(n, g)
+        elif n.op in ("qadd", "qrequant"):
+            out, binds = _eltwise_te(n, g, "int32")
+        elif n.op in ("qmaxpool", "qavgpool", "qglobal_avgpool"):
+            out, binds = _pool_te(n, g)
+        else:
+            raise GraphError(f"node {n.name!r}: no CPU kernel for {n.op}")
+        return Step(n, "cpu", CpuKernel(out, [b[0] for b in binds]), binds, out)
+    return Step(n, "host")
+
+
+def compile_graph(q: Graph, cfg: VTAConfig, cpu_only: bool = False,
+                  first_conv_cpu: bool = False, tuning_log: str | None = None) -> Program:
+    """Place, lay out and compile the quantised graph ``q`` into a :class:`Program`."""
+    from .ir import verify
+    t0 = time.perf_counter()
+    q = q.copy() if not hasattr(q, "float_graph") else q
+    place(q, cfg, cpu_only, first_conv_cpu)
+    q.cpu_only = cpu_only
+    lg = layout(q, cfg)
+    verify(lg, "layout")
+    steps = codegen(lg, cfg, tuning_log)
+    return Program(lg, cfg, steps, time.perf_counter() - t0)
