@@ -277,3 +277,25 @@ def test_outstanding_read_limit(k, reads, total):
               max_outstanding_reads=k)
     assert [(t0, t1) for c, t0, t1, _ in r.bursts if c == "inp"] == reads
     assert r.cycles == total
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_timeline_stalls_are_the_stall_statistics(seed, tmp_path):
+    """The stalls the timeline draws are exactly the cycles the statistics call stalls, each
+    inside the idle gap before an instruction of that module that was already queued."""
+    from isa import VTAConfig
+    from vta_sim.trace import stall_intervals, write_timeline
+    cfg = VTAConfig()
+    insns, _dram = random_program(cfg, seed)
+    r = simulate_timing(decode_stream(insns, cfg))
+    st = stall_intervals(r)
+    for j, m in enumerate(("load", "compute", "store")):
+        assert sum(b - a for a, b in st[m]) == sum(r.stalls[m].values())
+        ends = r.end[r.module == j]
+        for a, b in st[m]:
+            assert a < b
+            # nothing of this module runs inside a stall
+            busy = (r.start[r.module == j] < b) & (ends > a)
+            assert not busy.any()
+    write_timeline(r, tmp_path / "t.png", title="prog.bin")
+    assert (tmp_path / "t.png").stat().st_size > 10_000

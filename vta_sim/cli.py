@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 
 import numpy as np
@@ -115,7 +116,8 @@ def cmd_sim(args) -> int:
             write_chrome_trace(sim.last_timing, args.trace)
         if args.timeline:
             from .trace import write_timeline
-            write_timeline(sim.last_timing, args.timeline)
+            write_timeline(sim.last_timing, args.timeline,
+                           title=os.path.basename(args.vector or args.insns))
     if expect is not None:
         diff = np.flatnonzero(dram != expect)
         if diff.size:

@@ -97,11 +97,33 @@ def write_chrome_trace(res: TimingResult, path: str) -> None:
         json.dump(chrome_trace(res), f, separators=(",", ":"))
 
 
-def write_timeline(res: TimingResult, path: str, max_bars: int = 3000) -> None:
-    """A Gantt chart (PNG) of fetch/load/compute/store/DRAM activity.
+def stall_intervals(res: TimingResult) -> dict[str, list[tuple[int, int]]]:
+    """Per module, the cycles it stood idle while its next instruction was already in its
+    command queue (waiting for a dependency token, a DRAM burst or a full token queue):
+    ``[(from, to), ...]``.  Idle time with an empty queue (the module starved by fetch) is
+    not a stall of that module and is not listed."""
+    out = {}
+    for j, m in enumerate(_MODULES):
+        idx = np.flatnonzero(res.module == j)
+        if idx.size == 0:
+            out[m] = []
+            continue
+        start, issue = res.start[idx], res.issue[idx]
+        prev_end = np.concatenate(([0], res.end[idx][:-1]))
+        lo = np.maximum(prev_end, issue)
+        keep = start > lo
+        out[m] = list(zip(lo[keep].tolist(), start[keep].tolist()))
+    return out
 
-    Up to ``max_bars`` instructions are drawn one bar each, coloured by kind; beyond that
-    each track shows its busy fraction per time bin instead.
+
+def write_timeline(res: TimingResult, path: str, max_bars: int = 3000,
+                   title: str | None = None) -> None:
+    """A Gantt chart (PNG) of fetch/load/compute/store/DRAM activity, with the stalls.
+
+    Up to ``max_bars`` instructions are drawn one bar each, coloured by kind, and every
+    stall (:func:`stall_intervals`) as a red hatched band under its module's track; beyond
+    that each track shows its busy fraction per time bin, and its stall fraction in red.
+    ``title`` names the program (the CLI passes the instruction file).
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -114,7 +136,11 @@ def write_timeline(res: TimingResult, path: str, max_bars: int = 3000) -> None:
     kinds = sorted(set(res.names))
     cmap = plt.get_cmap("tab20")
     colour = {k: cmap(j % 20) for j, k in enumerate(kinds)}
+    stalls = stall_intervals(res)
+    stall_style = dict(facecolors="none", edgecolor="red", hatch="xxx", linewidth=0.0)
     if n <= max_bars:
+        for m, iv in stalls.items():
+            ax.broken_barh([(a, b - a) for a, b in iv], (rows[m] - 0.45, 0.2), **stall_style)
         for i in range(n):
             m = _MODULES[res.module[i]]
             ax.broken_barh([(res.start[i], max(res.end[i] - res.start[i], 1))],
@@ -134,10 +160,12 @@ def write_timeline(res: TimingResult, path: str, max_bars: int = 3000) -> None:
             ax.broken_barh(bursts, y, facecolors=col, hatch="//", edgecolor="white",
                            linewidth=0.0)
         handles = [plt.Rectangle((0, 0), 1, 1, color=colour[k]) for k in kinds]
+        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="none", edgecolor="red",
+                                     hatch="xxx"))
         handles += [plt.Rectangle((0, 0), 1, 1, facecolor=c, hatch="//", edgecolor="white")
                     for c in client_colour.values()]
-        labels = kinds + [f"DRAM {'write' if c == 'store' else 'read'} {c}"
-                          for c in client_colour]
+        labels = kinds + ["stall (waiting with work queued)"]
+        labels += [f"DRAM {'write' if c == 'store' else 'read'} {c}" for c in client_colour]
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     else:
         bins = 400
@@ -160,13 +188,22 @@ def write_timeline(res: TimingResult, path: str, max_bars: int = 3000) -> None:
             occ = occupancy(iv)
             ax.fill_between(edges[:-1], rows[name] - 0.4, rows[name] - 0.4 + 0.8 * occ,
                             step="post", alpha=0.8)
-        ax.set_title(f"busy fraction per {width:.0f}-cycle bin ({n} instructions)")
+            if name in stalls:
+                st = np.minimum(occupancy(stalls[name]), 1.0)
+                ax.fill_between(edges[:-1], rows[name] - 0.45, rows[name] - 0.45 + 0.8 * st,
+                                step="post", color="red", alpha=0.5,
+                                label="stall" if name == "load" else None)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+        head = f"busy (and stall, red) fraction per {width:.0f}-cycle bin"
     ax.set_yticks(list(rows.values()), list(rows.keys()))
     ax.set_xlim(0, total)
     ax.set_xlabel("cycle")
     if n <= max_bars:
-        ax.set_title(f"{n} instructions, {res.cycles} cycles"
-                     + (" (serial)" if res.serial else ""))
+        head = "one bar per instruction; stalls hatched red"
+    stalled = sum(b - a for iv in stalls.values() for a, b in iv)
+    ax.set_title(f"{title + ': ' if title else ''}{n} instructions, {res.cycles} cycles"
+                 f"{' (serial)' if res.serial else ''}; {head}; {stalled} module-cycles stalled",
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
