@@ -1,0 +1,1 @@
+"""Hardware design-space exploration (``vta dse``)."""

@@ -1,0 +1,96 @@
+"""One design point of ``vta dse`` measured: every layer compiled with its default schedule and
+run on the timed simulator with the point's memory system and ALU option.
+
+:func:`evaluate_point` is the task the executor runs (a module-level function of one
+picklable argument).  Any layer that cannot be compiled or run makes the point ``failed``
+with the layer and the error named; the sweep records it and goes on.
+
+Example::
+
+    from compiler.dse.evaluate import evaluate_point
+    from compiler.dse.workload import Layer
+    point = {"LOG_BATCH": 0, "LOG_BLOCK": 3, "LOG_UOP_BUFF_SIZE": 13, "LOG_INP_BUFF_SIZE": 14,
+             "LOG_WGT_BUFF_SIZE": 16, "LOG_ACC_BUFF_SIZE": 16, "LOG_BUS_WIDTH": 6,
+             "alu_stages": 3, "dram": "vta_hw_fpga"}
+    layer = Layer("t", 14, 14, 32, 32, 3, 1, 1)
+    r = evaluate_point({"point": point, "layers": [layer.to_dict()]})
+    print(r["status"], r["cycles"], r["layers"][0]["correct"])
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .space import config_of, timing_of
+from .workload import Layer
+
+__all__ = ["evaluate_point", "run_layer"]
+
+
+def _up(c: int, block: int) -> int:
+    return -(-c // block) * block
+
+
+def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0) -> dict:
+    """Compile and run one layer at one point: cycles, GEMM micro-ops, DRAM bytes and (with
+    ``check``) whether the output equals the numpy reference."""
+    from vta_runtime import SimDevice
+
+    from ..default_schedule import default_knobs
+    from ..ops import conv2d_nchw_reference, conv2d_resnet_block, pack_nchw, pack_oihw, unpack_nchw
+    from ..pipeline import build
+    from ..workload import recognise
+
+    cfg = config_of(point)
+    cin, cout = _up(layer.cin, cfg.block_in), _up(layer.cout, cfg.block_out)
+    shift = min(8, cfg.acc_width // 2 - 1)
+    t0 = time.perf_counter()
+    data, kernel, bias, out = conv2d_resnet_block(cfg, cfg.batch, cin, layer.h, layer.w, cout,
+                                                  layer.k, layer.stride, layer.pad, shift)
+    wl = recognise(out, cfg)
+    ck = build(wl, cfg, default_knobs(wl, cfg, True))
+    compile_s = time.perf_counter() - t0
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, (cfg.batch, cin, layer.h, layer.w), dtype=np.int8)
+    w = rng.integers(-128, 128, (cout, cin, layer.k, layer.k), dtype=np.int8)
+    b = rng.integers(-2000, 2000, (cout,), dtype=np.int32)
+    bo = cfg.block_out
+    feeds = {data: pack_nchw(x, cfg.batch, cfg.block_in), kernel: pack_oihw(w, bo, cfg.block_in),
+             bias: np.repeat(b.reshape(-1, 1, bo), cfg.batch, axis=1).astype(cfg.acc_dtype)}
+    got, stats = ck.run(SimDevice(cfg, timed=timing_of(point)), feeds)
+    row = {"name": layer.name, "cycles": int(stats["cycles"]),
+           "gemm_ops": int(stats["gemm_ops"]),
+           "dram_bytes": sum(int(stats.get(k, 0)) for k in (
+               "inp_load_bytes", "wgt_load_bytes", "acc_load_bytes", "uop_load_bytes",
+               "out_store_bytes")),
+           "compile_s": round(compile_s, 3)}
+    if check:
+        ref = conv2d_nchw_reference(x, w, layer.stride, layer.pad)
+        want = np.clip((ref >> shift) + b[None, :, None, None], 0, 127).astype(np.int8)
+        row["correct"] = bool(np.array_equal(unpack_nchw(got), want))
+    return row
+
+
+def evaluate_point(task: dict) -> dict:
+    """``task``: ``point``, ``layers`` (Layer dicts), optional ``check`` (default True).
+    Returns ``status`` ("ok" or "failed"), ``cycles`` (all layers, all BATCH images),
+    ``cycles_per_image``, ``layers`` (per-layer rows), ``error`` and ``seconds``."""
+    t0 = time.perf_counter()
+    point = task["point"]
+    cfg = config_of(point)
+    rows = []
+    for d in task["layers"]:
+        layer = Layer(**d)
+        try:
+            rows.append(run_layer(layer, point, task.get("check", True)))
+        except Exception as e:      # noqa: BLE001 - a failing point is data, never fatal
+            return {"status": "failed", "cycles": None, "cycles_per_image": None,
+                    "layers": rows, "error": f"layer {layer.name}: {type(e).__name__}: {e}",
+                    "seconds": round(time.perf_counter() - t0, 3)}
+    total = sum(r["cycles"] for r in rows)
+    wrong = [r["name"] for r in rows if r.get("correct") is False]
+    return {"status": "ok", "cycles": total, "cycles_per_image": total / cfg.batch,
+            "layers": rows, "error": f"wrong output: {', '.join(wrong)}" if wrong else "",
+            "seconds": round(time.perf_counter() - t0, 3)}

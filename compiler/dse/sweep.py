@@ -1,0 +1,298 @@
+"""``vta dse``: sweep hardware configurations over a workload and write the results database,
+the Pareto fronts, a plot and the chosen configurations.
+
+:func:`run_dse` enumerates the space (:mod:`.space`), measures every point not yet in the
+database on the executor (:mod:`compiler.executor`: a local process pool, the calling process
+for ``workers=0``, or a Dask cluster), then :func:`report` costs every point with the resource
+model (:mod:`.resource`), marks its feasibility on the named parts and writes, into ``out``:
+
+- ``dse.sqlite``: one row per point (measurement, cost, feasibility), resumable;
+- ``front.json``: per DRAM model and resource, the Pareto front of cycles per image against
+  that resource and of inferences/s (at the estimated Fmax) against it;
+- ``front.png``: the fronts of inferences/s against LUTs, FFs, multipliers and block RAMs;
+- ``chosen.json`` and ``chosen/PART.json``: per part, the fastest point that fits it, as a
+  ``vta_config.json`` that ``vta hw build --config`` takes.
+
+Example::
+
+    from compiler.dse.sweep import run_dse
+    space = {"LOG_BLOCK": [2, 3], "LOG_UOP_DEPTH": 11, "LOG_INP_DEPTH": 11,
+             "LOG_WGT_DEPTH": 10, "LOG_ACC_DEPTH": 11, "LOG_BUS_WIDTH": [5]}
+    layers = [{"name": "t", "hw": 14, "cin": 32, "cout": 32, "k": 3, "pad": 1, "stride": 1}]
+    import json, tempfile, os
+    d = tempfile.mkdtemp()
+    json.dump(layers, open(os.path.join(d, "layers.json"), "w"))
+    summary = run_dse(os.path.join(d, "layers.json"), space, os.path.join(d, "out"), workers=0,
+                      progress=False)
+    print(summary["measured"], summary["front_sizes"])
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from .db import ResultsDB
+from .evaluate import evaluate_point
+from .pareto import pareto_front
+from .resource import PARTS, RESOURCES, ResourceModel, feasibility
+from .space import (DseError, config_of, enumerate_space, parse_space, point_key, point_name)
+from .workload import load_workload, workload_id
+
+__all__ = ["run_dse", "report", "synthesize_front"]
+
+DB_NAME = "dse.sqlite"
+
+
+def _read_space(space) -> dict:
+    if isinstance(space, dict):
+        return parse_space(space, "space")
+    from isa.files import InputFileError, read_json
+    try:
+        doc = read_json(space, "DSE space (JSON)")
+    except InputFileError as e:
+        raise DseError(str(e)) from None
+    return parse_space(doc, str(space))
+
+
+def _out_dir(out) -> Path:
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DseError(f"--out {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DseError(f"cannot create --out {out}: {e}") from None
+    return out
+
+
+def run_dse(workload: str, space, out, *, workers: int | None = None,
+            scheduler: str | None = None, budget: int | None = None, seed: int = 0,
+            retry_failed: bool = False, timeout: float = 900.0, check: bool = True,
+            synth_front: int = 0, progress: bool = True, log=None,
+            model: ResourceModel | None = None) -> dict:
+    """Sweep ``space`` (a dict or a SPACE.json path) over ``workload`` into ``out``; returns a
+    summary (points, measured now, skipped, failed, seconds, front sizes, chosen parts).
+
+    Raises
+    ------
+    DseError
+        bad workload, space, output directory, or a space with no buildable point.
+    ExecutorError
+        the executor cannot be set up (bad worker count, unreachable Dask scheduler).
+    """
+    from ..executor import make_executor, run_tasks
+    log = log or (lambda s: None)
+    layers, note = load_workload(workload)
+    sp = _read_space(space)
+    points, rejected = enumerate_space(sp, budget, seed)
+    outp = _out_dir(out)
+    model = model or ResourceModel.default()
+    db = ResultsDB(outp / DB_NAME, workload_id(layers), note)
+    try:
+        done = db.done_keys(retry_failed)
+        todo = [p for p in points if point_key(p) not in done]
+        log(f"{note}; {len(points)} points ({sum(rejected.values())} combinations not "
+            f"buildable), {len(points) - len(todo)} already in {outp / DB_NAME}, "
+            f"{len(todo)} to measure")
+        tasks = [{"point": p, "layers": [l.to_dict() for l in layers], "check": check}
+                 for p in todo]
+        t0 = time.time()
+        failed = 0
+        if tasks:
+            from tqdm import tqdm
+            bar = tqdm(total=len(tasks), unit="pt", desc="vta dse", disable=not progress)
+            with make_executor(workers, scheduler) as ex:
+                for task, oc in run_tasks(ex, evaluate_point, tasks, timeout=timeout):
+                    res = oc.value if oc.ok else {
+                        "status": "failed", "error": f"{oc.kind}: {oc.error}",
+                        "seconds": round(oc.seconds, 3)}
+                    failed += res["status"] != "ok"
+                    db.put(task["point"], res)
+                    bar.update(1)
+            bar.close()
+        sweep_s = time.time() - t0
+        summary = report(db, outp, model)
+        if synth_front:
+            summary["synthesized"] = synthesize_front(db, outp, summary, synth_front, workers,
+                                                      scheduler, progress)
+            summary.update({k: v for k, v in report(db, outp, model).items()
+                            if k != "synthesized"})
+        summary.update({"points": len(points), "measured": len(tasks), "failed_now": failed,
+                        "skipped": len(points) - len(todo), "rejected": rejected,
+                        "sweep_seconds": round(sweep_s, 1)})
+        return summary
+    finally:
+        db.close()
+
+
+def _ips(row: dict) -> float | None:
+    if row["status"] != "ok" or not row["cycles_per_image"]:
+        return None
+    return row["fmax_mhz"] * 1e6 / row["cycles_per_image"]
+
+
+def report(db: ResultsDB, out: Path, model: ResourceModel) -> dict:
+    """Cost every point, write ``front.json``, ``front.png``, ``chosen.json`` and
+    ``chosen/``; returns the fronts' sizes and the chosen points."""
+    rows = db.rows()
+    for r in rows:
+        cost = model.predict(r["point"])
+        r.update(cost)
+        feas = feasibility(cost)
+        r["feasibility"] = feas
+        r["inferences_per_s"] = _ips(r)
+        db.set_cost(r["key"], cost, r["inferences_per_s"], feas)
+    ok = [r for r in rows if r["status"] == "ok"]
+    real = db.synth()
+    fronts = {}
+    for dram in sorted({r["point"]["dram"] for r in ok}):
+        group = [r for r in ok if r["point"]["dram"] == dram]
+        fronts[dram] = {}
+        for res in RESOURCES:
+            fc = pareto_front([(r["cycles_per_image"], r[res]) for r in group])
+            fi = pareto_front([(-r["inferences_per_s"], r[res]) for r in group])
+            fronts[dram][res] = {"cycles": [_summary(group[i], real) for i in fc],
+                                 "inferences_per_s": [_summary(group[i], real) for i in fi]}
+    chosen = _choose(ok, out)
+    doc = {"workload": db.meta("workload"), "points": len(rows), "ok": len(ok),
+           "failed": [{"name": point_name(r["point"]), "error": r["error"]}
+                      for r in rows if r["status"] != "ok"],
+           "wrong_output": sum(1 for r in ok if r["error"]),
+           "resource_model": {"held_out": _errors(model.held_out_errors()),
+                              "train": model.train_errors(), "coef": model.coef},
+           "fronts": fronts, "chosen": chosen}
+    (out / "front.json").write_text(json.dumps(doc, indent=1) + "\n")
+    if ok:
+        plot_fronts(ok, fronts, out / "front.png")
+    return {"ok": len(ok), "failed": len(rows) - len(ok),
+            "front_sizes": {d: {res: len(f[res]["inferences_per_s"]) for res in f}
+                            for d, f in fronts.items()},
+            "chosen": {p: c["name"] for p, c in chosen.items()}}
+
+
+def _errors(e: dict) -> dict:
+    return {r: {"median": v["median"], "max": v["max"], "n": len(v["rows"])}
+            for r, v in e.items()}
+
+
+def _summary(r: dict, real: dict) -> dict:
+    d = {"name": point_name(r["point"]), "point": r["point"],
+         "cycles_per_image": r["cycles_per_image"],
+         "inferences_per_s": round(r["inferences_per_s"], 2),
+         "estimate": {k: r[k] for k in (*RESOURCES, "fmax_mhz")},
+         "fits": sorted(p for p, f in r["feasibility"].items() if f["fits"])}
+    if r["key"] in real:
+        d["synthesized"] = real[r["key"]]
+    return d
+
+
+def _choose(ok: list[dict], out: Path) -> dict:
+    """Per part, the point with the most inferences/s that fits it.  For the ECP5 parts (built
+    by ``vta hw build`` on a ULX3S, which always uses the three-cycle ALU and the on-chip
+    DRAM) only ``alu_stages`` 3 points are eligible, preferring the ``vta_hw_fpga`` DRAM
+    model when the sweep has it."""
+    cdir = out / "chosen"
+    if cdir.exists():
+        shutil.rmtree(cdir)
+    cdir.mkdir()
+    chosen = {}
+    for part, cap in PARTS.items():
+        cand = [r for r in ok if r["feasibility"][part]["fits"]]
+        if cap["board"]:
+            cand = [r for r in cand if r["point"]["alu_stages"] == 3]
+            fpga = [r for r in cand if r["point"]["dram"] == "vta_hw_fpga"]
+            cand = fpga or cand
+        if not cand:
+            continue
+        best = max(cand, key=lambda r: (r["inferences_per_s"], -r["luts"]))
+        path = cdir / f"{part}.json"
+        config_of(best["point"]).to_json(path)
+        entry = {"name": point_name(best["point"]), "config_file": f"chosen/{part}.json",
+                 "point": best["point"], "cycles_per_image": best["cycles_per_image"],
+                 "inferences_per_s": round(best["inferences_per_s"], 2),
+                 "estimate": {k: best[k] for k in (*RESOURCES, "fmax_mhz")},
+                 "feasibility": best["feasibility"][part]}
+        if cap["board"]:
+            entry["build"] = (f"vta hw build --board ulx3s-{part.split('-')[1]} --config "
+                              f"{out / 'chosen' / (part + '.json')} --out build_{part}")
+        chosen[part] = entry
+    (out / "chosen.json").write_text(json.dumps(chosen, indent=1) + "\n")
+    return chosen
+
+
+def plot_fronts(ok: list[dict], fronts: dict, path: Path) -> None:
+    """Inferences/s against each resource: every point, the infeasible ones on the
+    ECP5-85F with a cross, and each DRAM model's front as a line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    colours = {"vta_hw": "tab:blue", "vta_hw_fpga": "tab:orange", "ddr": "tab:green"}
+    for ax, res in zip(axes.flat, RESOURCES):
+        for dram, f in fronts.items():
+            c = colours.get(dram, "k")
+            group = [r for r in ok if r["point"]["dram"] == dram]
+            for fits, marker in ((True, "o"), (False, "x")):
+                g = [r for r in group if r["feasibility"]["ecp5-85f"]["fits"] == fits]
+                ax.scatter([r[res] for r in g], [r["inferences_per_s"] for r in g], s=10,
+                           marker=marker, color=c, alpha=0.35)
+            fr = f[res]["inferences_per_s"]
+            ax.step([p["estimate"][res] for p in fr], [p["inferences_per_s"] for p in fr],
+                    where="post", color=c, label=f"front ({dram})")
+        cap = PARTS["ecp5-85f"][res]
+        ax.axvline(cap, color="grey", ls="--", lw=0.8)
+        ax.text(cap, ax.get_ylim()[1], " ECP5-85F", fontsize=7, va="top", color="grey")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"{res} (model estimate, core)")
+        ax.set_ylabel("inferences/s at est. Fmax")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("vta dse: Pareto fronts (x: does not fit the ULX3S-85F with its shell)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _synth_task(task: dict) -> dict:
+    import tempfile
+
+    from .synth_samples import synthesize_point
+    with tempfile.TemporaryDirectory(prefix="vta_dse_synth_") as d:
+        return synthesize_point(task["point"], d)
+
+
+def synthesize_front(db: ResultsDB, out: Path, summary: dict, limit: int,
+                     workers: int | None, scheduler: str | None, progress: bool) -> int:
+    """Run real yosys synthesis for up to ``limit`` points of the inferences/s fronts (the
+    chosen points first); results go to the ``synth`` table and into ``front.json``.  A
+    failed synthesis is recorded as such.  Returns how many were run now."""
+    from ..executor import make_executor, run_tasks
+    doc = json.loads((out / "front.json").read_text())
+    want, seen = [], set()
+    pts = [c["point"] for c in doc["chosen"].values()]
+    for f in doc["fronts"].values():
+        for res in RESOURCES:
+            pts += [p["point"] for p in f[res]["inferences_per_s"]]
+    have = db.synth()
+    for p in pts:
+        k = point_key(p)
+        if k not in seen and k not in have:
+            seen.add(k)
+            want.append(p)
+    want = want[:limit]
+    if not want:
+        return 0
+    from tqdm import tqdm
+    bar = tqdm(total=len(want), unit="synth", desc="vta dse synth", disable=not progress)
+    with make_executor(workers, scheduler) as ex:
+        for task, oc in run_tasks(ex, _synth_task, [{"point": p} for p in want],
+                                  timeout=3600):
+            db.put_synth(point_key(task["point"]), oc.value if oc.ok else
+                         {"error": f"{oc.kind}: {oc.error}"})
+            bar.update(1)
+    bar.close()
+    return len(want)
