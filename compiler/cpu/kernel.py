@@ -88,7 +88,9 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
     out : Tensor
         The result; every compute it depends on becomes one function of the module.
     schedules : dict, optional
-        ``{tensor: StageSchedule}``; a stage without one runs its loops as written.
+        ``{tensor: StageSchedule}``; a stage without one uses its default schedule
+        (``tensor.cpu_schedule()``, set by :mod:`compiler.cpu.ops`) or runs its loops as
+        written.
     target : None, "native", "generic" or CpuTarget
         None/"native": this machine's CPU and features.
     cache_dir : str, optional
@@ -116,7 +118,10 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
     scheds = []
     for t in stages:
         try:
-            s = schedules.get(t) or StageSchedule(t)
+            s = schedules.get(t)
+            if s is None:
+                hook = getattr(t, "cpu_schedule", None)    # set by compiler.cpu.ops
+                s = hook() if hook is not None else StageSchedule(t)
         except (ScheduleError, TEError) as e:
             raise CpuError(f"stage {t.name}: {e}") from None
         _check_schedule(s)
