@@ -120,9 +120,27 @@ def is_gemm_graph(out: Tensor) -> bool:
     for t in _stages(out):
         for e in walk(t.body):
             if isinstance(e, Reduce) and getattr(e, "op", "sum") == "sum" and any(
-                    isinstance(n, Binary) and n.op == "mul" for n in walk(e.body)):
+                    isinstance(n, Binary) and n.op == "mul" and _reads(n.a) and _reads(n.b)
+                    for n in _values(e.body)):
                 return True
     return False
+
+
+def _values(e):
+    """The nodes of a value expression, not descending into load indices."""
+    yield e
+    if isinstance(e, Load):
+        return
+    for k in ("a", "b", "x", "cond", "t", "f", "body"):
+        sub = getattr(e, k, None)
+        if sub is not None and not isinstance(sub, (str, int)):
+            yield from _values(sub)
+    for sub in getattr(e, "args", ()) or ():
+        yield from _values(sub)
+
+
+def _reads(e) -> bool:
+    return any(isinstance(n, Load) for n in _values(e))
 
 
 def is_alu_only(out) -> bool:

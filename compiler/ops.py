@@ -257,3 +257,5 @@ def conv2d_nchw_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad) -> np
         for dx in range(kw):
             cols[:, :, dy, dx] = xp[:, :, dy:dy + stride * oh:stride, dx:dx + stride * ow:stride]
     return np.einsum("nckxhw,ockx->nohw", cols, wt.astype(np.int64), optimize=True)
+
+from .ops_eltwise import add, cast_to, left_shift, maximum_op, minimum_op, multiply, residual_add, right_shift, subtract; from .ops_pool import avg_pool2d, global_avg_pool2d, max_pool2d  # noqa: E402,E501,E702,F401 - ALU-only and pooling operators

@@ -1,0 +1,391 @@
+"""Pooling on VTA: max / min / sum / average pooling windows as chained ALU micro-ops.
+
+Accepted graphs are what :mod:`compiler.ops_pool` builds (and any equivalent TE): one stage
+``[cast](reduce(select(in_bounds, [cast](data[n, c, y*sy+ry-top, x*sx+rx-left, b, j]),
+pad)) [// 2^k | >> k])`` with ``reduce`` a ``te.max`` / ``te.min`` / ``te.sum`` over the
+window axes ``(ry, rx)`` and ``data`` a packed 6-D input.
+
+Each chunk is a band of output rows of one channel plane (or, for a global pool, several
+whole planes).  Its input rows are loaded **once** into the ACC SRAM by one 2-D DMA
+(``LOAD ACC_8BIT`` sign-extends int8), with the DMA's zero padding; pad tiles that must
+read another value (the dtype minimum of a max-pool) are set by an ALU ADD over just those
+tiles.  The output band is then initialised to the first tap (``MIN 0, MAX 0, ADD tap``)
+and every further tap is one ALU instruction (MAX, MIN or ADD) whose two hardware loops
+walk the output band with strided source factors (``sy * row pitch``, ``sx``): no gathered
+copies.  An average ends with an exact ``SHR log2(kh*kw)`` (floor division), which is why
+only power-of-two windows run here; others raise :class:`CpuOnlyError` (the op belongs on
+the CPU path).  Consecutive bands re-read only the ``kh - sy`` rows they share.
+
+Example (runnable as it stands)::
+
+    import numpy as np
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    from compiler import build, evaluate, ops, placeholder
+
+    cfg = VTAConfig()
+    x = placeholder((1, 2, 8, 8, 1, 16), "int8", "x")
+    xv = np.random.default_rng(0).integers(-128, 128, x.shape, dtype=np.int8)
+    for out in (ops.max_pool2d(x, 3, 2, 1), ops.avg_pool2d(x, 2, 2),
+                ops.global_avg_pool2d(x)):
+        got, _ = build(out, cfg).run(SimDevice(cfg), {x: xv})
+        assert np.array_equal(got, evaluate(out, {x: xv}))
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa import AluOp, MemType, VTAConfig
+
+from .eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs, _Kernel, _Nest
+from .te import DTYPES, Binary, Cast, Const, Load, Reduce, Select, Tensor, affine
+
+__all__ = ["PoolError", "CpuOnlyError", "PoolWorkload", "recognise_pool", "build_pool"]
+
+
+class PoolError(EltwiseError):
+    """A pooling graph VTA cannot run (what and where)."""
+
+
+class CpuOnlyError(PoolError):
+    """A correct operator with no exact VTA form (e.g. an average over 7x7 = 49, which no
+    shift divides by): the graph partitioner keeps it on the CPU path."""
+
+
+@dataclass(eq=False)
+class PoolWorkload:
+    out: Tensor
+    data: Tensor
+    op: str                   # "max" | "min" | "sum"
+    kh: int
+    kw: int
+    sy: int
+    sx: int
+    pads: tuple               # (top, bottom, left, right)
+    pad_value: int
+    shift: int                # final SHR (average: log2 of the divisor)
+    planes: int               # 1: output stored as is; >1 byte planes
+    kind: str = "pool"
+    epilogue: tuple = ()
+
+    @property
+    def inputs(self) -> list:
+        return [self.data]
+
+    @property
+    def oh(self) -> int:
+        return self.out.shape[2]
+
+    @property
+    def ow(self) -> int:
+        return self.out.shape[3]
+
+    def describe(self) -> str:
+        avg = f", >> {self.shift}" if self.shift else ""
+        return (f"pool {self.out.name}: {self.op} {self.kh}x{self.kw} stride "
+                f"({self.sy}, {self.sx}) pad {self.pads} (value {self.pad_value}){avg} over "
+                f"{self.data.name}{self.data.shape} {self.data.dtype} -> {self.out.shape} "
+                f"{self.out.dtype}")
+
+    def dram_minimum(self) -> int:
+        """Every input byte read once, every output byte written once."""
+        t = self.data
+        return (int(np.prod(t.shape)) * DTYPES[t.dtype] // 8
+                + int(np.prod(self.out.shape)) * DTYPES[self.out.dtype] // 8)
+
+
+def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
+    """Match ``out`` as a pooling stage (see the module docstring)."""
+    where = out.name
+    if out.is_placeholder or out.ndim != 6:
+        raise PoolError(f"stage {where}: pooling works on a packed 6-D (N/B, C/BL, H, W, B, "
+                        f"BL) compute stage, not {out.shape}")
+    e = out.body
+    if isinstance(e, Cast):
+        e = e.x
+    div = 1
+    if isinstance(e, Binary) and e.op in ("div", "shr") and isinstance(e.b, Const):
+        div = e.b.value if e.op == "div" else (1 << e.b.value if e.b.value >= 0 else 0)
+        e = e.a
+        if div < 1:
+            raise PoolError(f"stage {where}: division by {e.b.value} after the reduction")
+    if not isinstance(e, Reduce):
+        raise PoolError(f"stage {where}: expected a max/min/sum reduction over a window, "
+                        f"optionally divided by a constant and cast ({out.body!r}); element-"
+                        f"wise work after pooling belongs in a separate stage")
+    red = e
+    if red.op != "sum" and div != 1:
+        raise PoolError(f"stage {where}: only a sum is divided after pooling, not a {red.op}")
+    body, pad_value = red.body, None
+    if isinstance(body, Cast):
+        body = body.x
+    if isinstance(body, Select):
+        if not isinstance(body.f, Const):
+            raise PoolError(f"stage {where}: the padding value {body.f!r} must be a constant")
+        pad_value, cond, body = body.f.value, body.cond, body.t
+    else:
+        cond = None
+    if isinstance(body, Cast):
+        body = body.x
+    if not (isinstance(body, Load) and body.tensor.is_placeholder and body.tensor.ndim == 6):
+        raise PoolError(f"stage {where}: the window must read a packed 6-D input directly, "
+                        f"not {body!r}")
+    data = body.tensor
+    n, c, y, x, b, j = out.axes
+    idx = body.indices
+    if not (idx[0] is n and idx[1] is c and idx[4] is b and idx[5] is j) \
+            or data.shape[:2] + data.shape[4:] != out.shape[:2] + out.shape[4:]:
+        raise PoolError(f"stage {where}: {body!r} must read data[n, c, ., ., b, j] of the "
+                        f"output's batch, channel and tile extents")
+    axes = red.axes
+    if len(axes) != 2:
+        raise PoolError(f"stage {where}: a pooling window has 2 reduction axes (ry, rx), "
+                        f"not {len(axes)}")
+    ry, rx = axes
+    cy, ky = affine(idx[2])
+    cx, kx = affine(idx[3])
+    sy, sx = cy.get(y, 0), cx.get(x, 0)
+    if cy != {y: sy, ry: 1} or cx != {x: sx, rx: 1} or sy < 1 or sx < 1:
+        raise PoolError(f"stage {where}: rows/cols {idx[2]!r}, {idx[3]!r} are not "
+                        f"y*stride+ry-pad, x*stride+rx-pad")
+    kh, kw = ry.extent, rx.extent
+    h, w = data.shape[2:4]
+    oh, ow = out.shape[2:4]
+    pt, pl = -ky, -kx
+    pb = max(0, (oh - 1) * sy + kh - pt - h)
+    pr = max(0, (ow - 1) * sx + kw - pl - w)
+    pads = (pt, pb, pl, pr)
+    if min(pt, pl) < 0 or (oh - 1) * sy - pt < 0 or (ow - 1) * sx - pl < 0:
+        raise PoolError(f"stage {where}: window offsets {pads} are not a padding")
+    if any(pads):
+        if cond is None:
+            raise PoolError(f"stage {where}: windows read outside {data.name} (padding "
+                            f"{pads}) without a select(in_bounds, ..., pad value)")
+        _check_cond(out, cond, ry, rx, h, w, sy, sx, pt, pl, where)
+    elif pad_value is None:
+        pad_value = 0
+    if data.dtype not in ("int8", cfg.acc_dtype):
+        raise PoolError(f"stage {where}: input {data.name} is {data.dtype}; VTA loads int8 "
+                        f"or {cfg.acc_dtype} tiles")
+    if red.op == "sum" and red.dtype != cfg.acc_dtype and (div != 1 or
+                                                          red.dtype != out.dtype):
+        raise PoolError(f"stage {where}: a sum in {red.dtype} wraps before the division; sum "
+                        f"in {cfg.acc_dtype} (cast the window values)")
+    if div & (div - 1):
+        raise CpuOnlyError(
+            f"stage {where}: {red.op} over {kh}x{kw} divided by {div}: VTA divides only by "
+            f"a power of two (an exact shift), so this op belongs on the CPU path (the graph "
+            f"partitioner keeps it there)")
+    if out.dtype == cfg.out_dtype:
+        planes = 1
+    elif out.dtype == cfg.acc_dtype:
+        planes = cfg.acc_width // cfg.out_width
+    else:
+        raise PoolError(f"stage {where}: result dtype {out.dtype}; VTA stores {cfg.out_dtype} "
+                        f"(or {cfg.acc_dtype} as byte planes)")
+    return PoolWorkload(out, data, red.op, kh, kw, sy, sx, pads, int(pad_value),
+                        div.bit_length() - 1, planes)
+
+
+def _check_cond(out, cond, ry, rx, h, w, sy, sx, pt, pl, where):
+    """The select condition must be exactly 'the window position is inside the data'
+    (evaluated on the output x window grid)."""
+    from .evaluate import _expr
+    n, c, y, x, b, j = out.axes
+    oh, ow = out.shape[2:4]
+    grid = {a: np.zeros((1, 1, 1, 1), np.int64) for a in (n, c, b, j)}
+    grid[y] = np.arange(oh).reshape(oh, 1, 1, 1)
+    grid[ry] = np.arange(ry.extent).reshape(1, -1, 1, 1)
+    grid[x] = np.arange(ow).reshape(1, 1, ow, 1)
+    grid[rx] = np.arange(rx.extent).reshape(1, 1, 1, -1)
+    try:
+        got = np.asarray(_expr(cond, grid, 4, {}, True, where), bool)
+    except Exception as exc:       # noqa: BLE001 - any failure means an unknown condition
+        raise PoolError(f"stage {where}: cannot read the padding condition {cond!r} "
+                        f"({exc})") from None
+    iy = grid[y] * sy + grid[ry] - pt
+    ix = grid[x] * sx + grid[rx] - pl
+    want = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    shape = (oh, ry.extent, ow, rx.extent)
+    if not np.array_equal(np.broadcast_to(got, shape), np.broadcast_to(want, shape)):
+        raise PoolError(f"stage {where}: the select condition {cond!r} is not the in-bounds "
+                        f"test of the window position")
+
+
+def _pad_runs(wl, iy0, r_in, wp):
+    """(row0, rows, col0, cols) boxes of the band's SRAM layout that lie in the padding."""
+    h, w = wl.data.shape[2:4]
+    pt, pb, pl, pr = wl.pads
+    top = max(0, -iy0)
+    bottom = max(0, iy0 + r_in - h)
+    right = max(0, wp - pl - w)
+    runs = []
+    if top:
+        runs.append((0, top, 0, wp))
+    if bottom:
+        runs.append((r_in - bottom, bottom, 0, wp))
+    mid0, mid = top, r_in - top - bottom
+    if mid > 0 and pl:
+        runs.append((mid0, mid, 0, pl))
+    if mid > 0 and right:
+        runs.append((mid0, mid, wp - right, right))
+    return runs
+
+
+def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs):
+    """(planes per chunk, output rows per band, input rows, input row pitch)."""
+    h, w = wl.data.shape[2:4]
+    oh, ow = wl.oh, wl.ow
+    cap = cfg.acc_buff_depth // knobs.vthreads
+    if knobs.max_tiles:
+        cap = min(cap, knobs.max_tiles)
+    fmax = (1 << cfg.alu_layout["src_factor_out"][1]) - 1
+    wp = (ow - 1) * wl.sx + wl.kw
+    total_planes = wl.data.shape[0] * wl.data.shape[1]
+    if oh == 1 and ow == 1 and not any(wl.pads):
+        per = wl.kh * wp + 1
+        p = min(total_planes, cap // per, fmax // max(1, wl.kh * wp) or 1)
+        if p >= 1:
+            return max(1, p), 1, wl.kh, wp
+    for nr in range(oh, 0, -1):
+        r_in = (nr - 1) * wl.sy + wl.kh
+        if r_in * wp + nr * ow <= cap and (nr == 1 or wl.sy * wp <= fmax):
+            return 1, nr, r_in, wp
+    raise PoolError(f"stage {wl.out.name}: one output row needs {wl.kh * wp + ow} ACC tiles, "
+                    f"more than the {cap} a virtual thread has (ACC depth "
+                    f"{cfg.acc_buff_depth} / {knobs.vthreads}); use "
+                    f"EltwiseKnobs(vthreads=1) or a configuration with a larger ACC buffer")
+
+
+def _set_value(value: int, cfg: VTAConfig, where: str) -> list:
+    """Immediate ALU ops turning a zero tile into ``value``."""
+    if -(1 << 15) <= value < (1 << 15):
+        return [(AluOp.ADD, value)] if value else []
+    if value == -(1 << (cfg.acc_width - 1)):
+        return [(AluOp.ADD, -(1 << 15)), (AluOp.SHR, -(cfg.acc_width - 16))]
+    raise PoolError(f"stage {where}: padding value {value} is neither a 16-bit immediate nor "
+                    f"the accumulator minimum")
+
+
+def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target: Tensor):
+    from .program import Op
+    P, nr_max, _, wp = _plan(wl, cfg, knobs)
+    h, w = wl.data.shape[2:4]
+    oh, ow = wl.oh, wl.ow
+    pt, pb, pl, pr = wl.pads
+    cap = cfg.acc_buff_depth // knobs.vthreads
+    planes_total = wl.data.shape[0] * wl.data.shape[1]
+    mem = MemType.ACC_8BIT if wl.data.dtype == "int8" else MemType.ACC
+    tap_op = {"max": AluOp.MAX, "min": AluOp.MIN, "sum": AluOp.ADD}[wl.op]
+    fix = _set_value(wl.pad_value, cfg, wl.out.name)
+    sites: dict = {}
+    ops: list = []
+
+    def alu(opcode, dst, d_rng, loops, src=None, s_rng=None, imm=0):
+        nest = _Nest(opcode, src is None, int(imm))
+        loops = tuple(lp for lp in loops if lp[0] > 1)
+        key = (int(opcode), src is None, int(imm), loops)
+        site = sites.setdefault(key, len(sites))
+        k = _Kernel(nest, loops, ((0, 0, 0),))
+        reads = [d_rng] + ([s_rng] if s_rng else [])
+        return Op(2, "alu", dict(kernel=k, base=(dst, dst if src is None else src, 0),
+                                 site=site, uop_key=k), tuple(reads), (d_rng,))
+
+    chunks = []
+    if P > 1 or (oh == 1 and ow == 1 and not any(wl.pads)):
+        for q0 in range(0, planes_total, P):
+            chunks.append((q0, min(P, planes_total - q0), 0, 1))
+    else:
+        for q in range(planes_total):
+            for oy0 in range(0, oh, nr_max):
+                chunks.append((q, 1, oy0, min(nr_max, oh - oy0)))
+    for i, (q0, np_, oy0, nr) in enumerate(chunks):
+        base = (i % knobs.vthreads) * cap
+        r_in = (nr - 1) * wl.sy + wl.kh
+        in_tiles = np_ * r_in * wp
+        out0 = base + in_tiles
+        n_out = np_ * nr * ow
+        in_rng = ("acc", base, base + in_tiles)
+        out_rng = ("acc", out0, out0 + n_out)
+        iy0 = oy0 * wl.sy - pt
+        y0, y1 = max(iy0, 0), min(iy0 + r_in, h)
+        xs = min(w, wp - pl)
+        pad = (y0 - iy0, iy0 + r_in - y1, pl, wp - pl - xs)
+        if np_ > 1:
+            ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data, offset=q0 * h * w,
+                                          y=np_, x=h * w, stride=h * w, pad=(0, 0, 0, 0)),
+                          writes=(in_rng,)))
+        else:
+            ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data,
+                                          offset=q0 * h * w + y0 * w, y=y1 - y0, x=xs,
+                                          stride=w, pad=pad), writes=(in_rng,)))
+            for r0, nrows, c0, ncols in (_pad_runs(wl, iy0, r_in, wp) if fix else ()):
+                at = base + r0 * wp + c0
+                for opcode, imm in fix:
+                    ops.append(alu(opcode, at, in_rng, ((nrows, wp, wp, 0), (ncols, 1, 1, 0)),
+                                   imm=imm))
+        if np_ > 1:
+            oloops = ((np_, 1, r_in * wp, 0),)
+        else:
+            oloops = ((nr, ow, wl.sy * wp, 0), (ow, 1, wl.sx, 0))
+        dloops = tuple((e, fd, fd, 0) for e, fd, _, _ in oloops)
+        ops.append(alu(AluOp.MIN, out0, out_rng, dloops, imm=0))
+        ops.append(alu(AluOp.MAX, out0, out_rng, dloops, imm=0))
+        first = True
+        for ry in range(wl.kh):
+            for rx in range(wl.kw):
+                op = AluOp.ADD if first else tap_op
+                first = False
+                ops.append(alu(op, out0, out_rng, oloops, src=base + ry * wp + rx,
+                               s_rng=in_rng))
+        if wl.shift:
+            ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=wl.shift))
+        off = q0 * oh * ow + oy0 * ow
+        total = planes_total * oh * ow
+        for p in range(wl.planes):
+            ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=out0, tensor=target,
+                                           offset=off + p * total, y=1, x=n_out,
+                                           stride=n_out, pad=(0, 0, 0, 0)),
+                          reads=(out_rng,)))
+            if p + 1 < wl.planes:
+                ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=cfg.out_width))
+    return ops, (P, nr_max, wp)
+
+
+def build_pool(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = None):
+    """Compile the pooling stage ``out`` into an :class:`~compiler.eltwise.EltwiseKernel`."""
+    from .codegen import check_fields
+    from .program import eliminate_redundant_loads, insert_dependencies
+    t0 = time.perf_counter()
+    cfg = cfg or VTAConfig()
+    if knobs is None:
+        knobs = EltwiseKnobs()
+    elif isinstance(knobs, dict):
+        knobs = EltwiseKnobs(**knobs)
+    elif not isinstance(knobs, EltwiseKnobs):
+        raise PoolError(f"a pooling kernel takes EltwiseKnobs, not {type(knobs).__name__} "
+                        f"(GEMM knobs do not apply: there is no GEMM)")
+    wl = out if isinstance(out, PoolWorkload) else recognise_pool(out, cfg)
+    target = wl.out
+    if wl.planes > 1:
+        target = Tensor(f"{wl.out.name}_planes", (wl.planes,) + wl.out.shape, cfg.out_dtype)
+    ops, (P, nr, wp) = lower_pool_ops(wl, cfg, knobs, target)
+    stages = {"recognise": wl.describe(),
+              "lower": (f"{'%d planes' % P if P > 1 else '%d output rows' % nr} per chunk, "
+                        f"input row pitch {wp} tiles, {knobs.vthreads} virtual thread(s); per "
+                        f"chunk: 1 LOAD, pad fix-ups, MIN/MAX 0, {wl.kh * wl.kw} tap ops "
+                        f"({wl.op.upper()}), {'SHR %d, ' % wl.shift if wl.shift else ''}"
+                        f"{wl.planes} STORE(s)")}
+    stages["unroll"] = f"{len(ops)} ops"
+    n = len(ops)
+    ops = eliminate_redundant_loads(ops)
+    stages["reuse"] = f"{len(ops)} ops after dropping {n - len(ops)} redundant loads"
+    ops = insert_dependencies(ops)
+    check_fields(ops, cfg)
+    stages["coproc_sync"] = f"{len(ops)} ops with tokens (see listing())"
+    return EltwiseKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
+                         out_tensor=target)
