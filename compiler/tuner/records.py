@@ -162,18 +162,19 @@ def load(path) -> list[Record]:
     empty log only if ``path`` does not exist."""
     out = []
     try:
-        f = open(path, encoding="utf-8")
+        f = open(path, "rb")
     except FileNotFoundError:
         return []
     except OSError as e:
         raise TuningLogError(f"{path}: cannot read the tuning log: {e.strerror}") from None
     with f:
-        try:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    out.append(parse_line(line, f"{path}:{n}"))
-        except UnicodeDecodeError:
-            raise TuningLogError(f"{path}:{n}: not UTF-8 text (a binary file?)") from None
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise TuningLogError(f"{path}:{n}: not UTF-8 text (a binary file?)") from None
+            if line.strip():
+                out.append(parse_line(line, f"{path}:{n}"))
     return out
 
 
