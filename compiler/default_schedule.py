@@ -63,7 +63,7 @@ def dram_minimum(wl: GemmWorkload, cfg: VTAConfig) -> int:
     pt, _, pl, _ = wl.padding
     rows = _touched(wl.h, wl.oh, wl.kh, wl.stride, pt)
     cols = _touched(wl.w, wl.ow, wl.kw, wl.stride, pl)
-    inp = wl.nb * wl.cb * rows * cols * cfg.inp_elem_bytes
+    inp = wl.nb * wl.in_blocks * rows * cols * cfg.inp_elem_bytes
     wgt = wl.ob * wl.cb * wl.kh * wl.kw * cfg.wgt_elem_bytes
     out_tiles = wl.nb * wl.ob * wl.oh * wl.ow
     vec = sum(_vec_tiles(st, wl) * _vec_bytes(st, cfg) for st in
@@ -170,7 +170,7 @@ def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig, strict: bool = True) -> boo
 
 def candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True):
     nv = 2 if latency_hiding else 1
-    for tb, tco, th, tw, tci in itertools.product(divisors(wl.nb), divisors(wl.ob),
+    for tb, tco, th, tw, tci in itertools.product(divisors(wl.nb), divisors(wl.ob_per_group),
                                                   divisors(wl.oh), divisors(wl.ow),
                                                   divisors(wl.cb)):
         for order in ORDERS if tci == wl.cb else ORDERS[:1]:

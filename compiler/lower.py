@@ -127,6 +127,9 @@ class _Lowering:
                     return Copy("load", "load", buf, off, wl.data, (b0, c0), box,
                                 layout=lay if hoisted else ())
                 pt, _, pl, _ = wl.padding
+                if wl.groups > 1:      # the input blocks of this output block's group
+                    c0 = add(c0, mul(Binary("div", self.tw["co"].start,
+                                            const(wl.ob_per_group)), wl.cb))
                 org = (b0, c0, add(mul(win["h"].start, wl.stride), -pt),
                        add(mul(win["w"].start, wl.stride), -pl))
                 return Copy("load", "load", buf, off, wl.data, org, box, pad=any(wl.padding),

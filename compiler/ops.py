@@ -36,13 +36,22 @@ def padding4(padding) -> tuple:
 
 
 def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding=0,
-           name: str = "conv", acc_dtype: str = "int32") -> Tensor:
+           name: str = "conv", acc_dtype: str = "int32", groups: int = 1) -> Tensor:
     """int8 x int8 -> ``acc_dtype`` (the configuration's accumulator) 2-D convolution in the
-    packed layouts; ``padding`` is ``p``, ``(ph, pw)`` or ``(top, bottom, left, right)``."""
+    packed layouts; ``padding`` is ``p``, ``(ph, pw)`` or ``(top, bottom, left, right)``.
+
+    ``groups`` > 1: block-grouped: the kernel has CI/BLOCK_IN/groups input blocks and
+    output block ``o`` reads input blocks ``[o // (O/groups) * cbg, +cbg)`` (the packed
+    form of a grouped or depthwise conv whose groups are laid out block-diagonally; see
+    :func:`conv2d_nchw`)."""
     nb, cb, h, w, bn, bi = data.shape
     ob, cb2, kh, kw, bo, bi2 = kernel.shape
-    if (cb, bi) != (cb2, bi2):
-        raise TEError(f"conv2d: data has {cb}x{bi} input channels, kernel {cb2}x{bi2}")
+    if groups < 1 or cb % groups or ob % groups:
+        raise TEError(f"conv2d: {groups} groups do not divide {cb} input and {ob} output "
+                      f"blocks")
+    if (cb // groups, bi) != (cb2, bi2):
+        raise TEError(f"conv2d: data has {cb}x{bi} input channels ({groups} groups), "
+                      f"kernel {cb2}x{bi2}")
     if stride < 1:
         raise TEError(f"conv2d: stride {stride} out of range")
     pt, pb, pl, pr = padding4(padding)
@@ -56,11 +65,16 @@ def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding=0,
                            all_of(y >= pt, y < h + pt, x >= pl, x < w + pl),
                            src[n, c, y - pt, x - pl, b, i], 0),
                        name=f"{name}_pad", dtype=data.dtype, tag="pad")
-    rc, ry, rx, ri = (reduce_axis(cb, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx"),
+    rc, ry, rx, ri = (reduce_axis(cb2, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx"),
                       reduce_axis(bi, "ri"))
+    opg = ob // groups
+
+    def chan(o):
+        return rc if groups == 1 else (o // opg) * cb2 + rc
     return compute((nb, ob, oh, ow, bn, bo),
                    lambda n, o, y, x, b, j: te_sum(
-                       cast(acc_dtype, data[n, rc, y * stride + ry, x * stride + rx, b, ri])
+                       cast(acc_dtype, data[n, chan(o), y * stride + ry, x * stride + rx, b,
+                                            ri])
                        * cast(acc_dtype, kernel[o, rc, ry, rx, j, ri]), [rc, ry, rx, ri]),
                    name=name, dtype=acc_dtype, tag="conv2d")
 
@@ -140,14 +154,19 @@ def broadcast_min(x: Tensor, y: Tensor, name="min") -> Tensor:
 
 
 def conv2d_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding=0, name: str = "conv",
-                acc_dtype: str = "int32") -> Tensor:
-    """2-D convolution in the plain layouts: data (N, C, H, W) int8, kernel (O, C, KH, KW)
-    int8 -> (N, O, OH, OW) ``acc_dtype``.  Any N, C and O: the compiler packs the tensors
-    into VTA's blocked layouts, zero-pads N, C and O to the blocks and crops the result."""
+                acc_dtype: str = "int32", groups: int = 1) -> Tensor:
+    """2-D convolution in the plain layouts: data (N, C, H, W) int8, kernel (O, C/groups,
+    KH, KW) int8 -> (N, O, OH, OW) ``acc_dtype``.  Any N, C and O: the compiler packs the
+    tensors into VTA's blocked layouts, zero-pads N, C and O to the blocks and crops the
+    result.  ``groups`` > 1 is a grouped convolution (``groups == C == O``: depthwise):
+    output channel ``o`` reads input channels ``[o // (O/groups) * C/groups, +C/groups)``;
+    it compiles to one kernel whose weight blocks are block-diagonal (as many groups per
+    block as fill it) and whose reduction covers only each output block's own group."""
     n, c, h, w = data.shape
     o, c2, kh, kw = kernel.shape
-    if c != c2:
-        raise TEError(f"conv2d_nchw: data has {c} channels, kernel {c2}")
+    if groups < 1 or c % groups or o % groups or c // groups != c2:
+        raise TEError(f"conv2d_nchw: data has {c} channels, kernel {o}x{c2} ({groups} "
+                      f"groups: C and O must be multiples of groups, C/groups = {c2})")
     if stride < 1:
         raise TEError(f"conv2d_nchw: stride {stride} out of range")
     pt, pb, pl, pr = padding4(padding)
@@ -161,12 +180,27 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding=0, name: 
                                                         x < w + pl),
                                                  src[i, j, y - pt, x - pl], 0),
                        name=f"{name}_pad", dtype=data.dtype, tag="pad")
-    rc, ry, rx = reduce_axis(c, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    rc, ry, rx = reduce_axis(c2, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    opg = o // groups
+
+    def chan(j):
+        return rc if groups == 1 else (j // opg) * c2 + rc
     return compute((n, o, oh, ow),
                    lambda i, j, y, x: te_sum(
-                       cast(acc_dtype, data[i, rc, y * stride + ry, x * stride + rx])
+                       cast(acc_dtype, data[i, chan(j), y * stride + ry, x * stride + rx])
                        * cast(acc_dtype, kernel[j, rc, ry, rx]), [rc, ry, rx]),
                    name=name, dtype=acc_dtype, tag="conv2d")
+
+
+def grouped_conv2d_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad,
+                             groups: int) -> np.ndarray:
+    """Plain NCHW grouped conv2d in int64: each group's slice through
+    :func:`conv2d_nchw_reference` (independent of the compiler)."""
+    c, o = x.shape[1], wt.shape[0]
+    cg, og = c // groups, o // groups
+    return np.concatenate([conv2d_nchw_reference(x[:, g * cg:(g + 1) * cg],
+                                                 wt[g * og:(g + 1) * og], stride, pad)
+                           for g in range(groups)], axis=1)
 
 
 def dense_nc(data: Tensor, weight: Tensor, name: str = "dense", acc_dtype: str = "int32") -> Tensor:

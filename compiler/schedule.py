@@ -190,6 +190,17 @@ class Knobs:
             if not 1 <= t <= ext[ax]:
                 raise PrimitiveError("split", ax, f"factor {t} outside [1, {ext[ax]}] (the "
                                      f"extent of {ax})")
+        groups = getattr(wl, "groups", 1)
+        if groups > 1:
+            opg = wl.ob // groups
+            if opg % self.tile_co:
+                raise PrimitiveError("split", "co", f"factor {self.tile_co} must divide the "
+                                     f"{opg} output blocks of a group (a tile may not span "
+                                     f"two groups of this grouped conv)")
+            if self.inp_at != "ci":
+                raise PrimitiveError("compute_at", f"data, {self.inp_at}", "a grouped conv's "
+                                     "input window depends on the output channel's group; "
+                                     "its data is read per reduction step ('ci')")
         nt0 = self.n_tiles(wl)
         for ax, f in self.split_outer:
             if not 1 <= f <= nt0[ax]:

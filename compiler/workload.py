@@ -104,6 +104,17 @@ class GemmWorkload:
     host: tuple = ()          # HostInput of every DRAM input the user does not feed as is
     unpack: object = None     # packed result -> the user's result (plain layouts: cropped)
     user_out: Tensor | None = None    # the tensor the user asked for (default ``out``)
+    groups: int = 1           # block groups: output block o reads input blocks
+    #                           [o // (ob / groups) * cb, +cb) (grouped / depthwise conv2d)
+
+    @property
+    def ob_per_group(self) -> int:
+        return self.ob // self.groups
+
+    @property
+    def in_blocks(self) -> int:
+        """Input-channel blocks of the data tensor (``cb`` per group)."""
+        return self.cb * self.groups
 
     def feeds(self) -> list:
         """HostInput of every DRAM input, in order: data, kernel, epilogue operands."""
@@ -593,11 +604,20 @@ def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: V
     n, o = t.shape[:2]
     c = data.shape[1]
     npad, cpad, opad = -(-n // B) * B, -(-c // BI) * BI, -(-o // BO) * BO
-    if data.shape[0] != n or kernel.shape[0] != o or kernel.shape[1] != c:
+    groups, nblk = 1, 1
+    if t.ndim == 4 and act.indices[1] is not t.body.axes[0]:
+        groups, k, gp = _check_groups(t, act, data, kernel, cfg)
+        nblk = gp // k
+        cg, og = kernel.shape[1], o // groups
+        cpad, opad = gp * cg, gp * og
+        host = [HostInput(data, None, PackPlain((npad, cpad), (B, BI))),
+                HostInput(kernel, None, PackGrouped(groups, k, gp, (BO, BI)))]
+    elif data.shape[0] != n or kernel.shape[0] != o or kernel.shape[1] != c:
         raise TensorizeError(f"{t.name}: shapes data {data.shape}, weight {kernel.shape} and "
                              f"output {t.shape} disagree on N, C or O")
-    host = [HostInput(data, None, PackPlain((npad, cpad), (B, BI))),
-            HostInput(kernel, None, PackPlain((opad, cpad), (BO, BI)))]
+    else:
+        host = [HostInput(data, None, PackPlain((npad, cpad), (B, BI))),
+                HostInput(kernel, None, PackPlain((opad, cpad), (BO, BI)))]
     if t.ndim == 2:
         _check_dense(t, loads, data0, kernel0)
         _check_extents(t, {"rc": (c,)})
@@ -609,11 +629,13 @@ def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: V
     else:
         _, _, h, w = data.shape
         _, _, kh, kw = kernel.shape
-        stride = _check_conv(t, loads, kernel0)
-        _check_extents(t, {"rc": (c,), "ry": (kh,), "rx": (kw,)})
+        stride = _check_conv(t, loads, kernel0, grouped=groups > 1)
+        _check_extents(t, {"rc": (kernel.shape[1],), "ry": (kh,), "rx": (kw,)})
         dp = Tensor(data.name, (npad // B, cpad // BI, h, w, B, BI), data.dtype)
-        kp = Tensor(kernel.name, (opad // BO, cpad // BI, kh, kw, BO, BI), kernel.dtype)
-        conv = ops.conv2d(dp, kp, stride, pads, name=t.name, acc_dtype=cfg.acc_dtype)
+        kp = Tensor(kernel.name, (opad // BO, cpad // BI // nblk, kh, kw, BO, BI),
+                    kernel.dtype)
+        conv = ops.conv2d(dp, kp, stride, pads, name=t.name, acc_dtype=cfg.acc_dtype,
+                          groups=nblk)
         geo = dict(h=h, w=w, kh=kh, kw=kw, stride=stride)
         if conv.shape[2:4] != t.shape[2:4]:
             raise TensorizeError(f"{t.name}: output {t.shape[2:4]} inconsistent with stride "
@@ -622,14 +644,71 @@ def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: V
     packed_out = Tensor(out.name, conv.shape, out.dtype if out_bits == 32 or out.dtype ==
                         cfg.out_dtype else cfg.out_dtype)
     kind = "conv2d" if t.ndim == 4 else "dense"
-    return GemmWorkload(kind, npad // B, cpad // BI, geo["h"], geo["w"], opad // BO, geo["kh"],
-                        geo["kw"], geo["stride"], max(pads) if pads else 0, dp, kp, conv,
-                        packed_out, steps, out_bits, pads,
+    return GemmWorkload(kind, npad // B, kp.shape[1], geo["h"], geo["w"], opad // BO,
+                        geo["kh"], geo["kw"], geo["stride"], max(pads) if pads else 0, dp, kp,
+                        conv, packed_out, steps, out_bits, pads,
                         host=tuple(host) + _operand_inputs(cache),
-                        unpack=UnpackPlain((n, o)), user_out=out)
+                        unpack=UnpackPlain((n, o)), user_out=out,
+                        groups=dp.shape[1] // kp.shape[1])
 
 
-def _check_conv(t: Tensor, loads: dict, kernel: Tensor) -> int:
+def _groups_per_block(cg: int, og: int, cfg: VTAConfig) -> int:
+    """The fewest groups whose input and output channels both fill whole blocks."""
+    from math import gcd
+    a, b = cfg.block_in // gcd(cg, cfg.block_in), cfg.block_out // gcd(og, cfg.block_out)
+    return a * b // gcd(a, b)
+
+
+def _check_groups(t: Tensor, act, data: Tensor, kernel: Tensor, cfg: VTAConfig) -> tuple:
+    """A grouped conv reads input channel ``(o // (O/g)) * (C/g) + rc``: check that on the
+    (o, rc) grid; returns (groups g, groups per block group k, padded group count)."""
+    from .evaluate import _expr
+    o_ax, rc = t.axes[1], t.body.axes[0]
+    n_o, c, cg = t.shape[1], data.shape[1], kernel.shape[1]
+    if cg < 1 or c % cg or n_o % (c // cg) or kernel.shape[0] != n_o:
+        raise TensorizeError(f"{t.name}: grouped conv shapes data {data.shape}, weight "
+                             f"{kernel.shape}: C must be groups x weight channels and O a "
+                             f"multiple of the groups")
+    g = c // cg
+    og = n_o // g
+    grid = {o_ax: np.arange(n_o).reshape(n_o, 1), rc: np.arange(cg).reshape(1, cg)}
+    try:
+        got = np.broadcast_to(np.asarray(_expr(act.indices[1], grid, 2, {}, True, t.name)),
+                              (n_o, cg))
+    except Exception as e:                 # an index of other axes: not a grouped conv
+        raise TensorizeError(f"{t.name}: activation channel index {_show(act.indices[1])} is "
+                             f"neither rc nor a grouped (o // (O/g)) * (C/g) + rc ({e})")
+    want = (np.arange(n_o) // og * cg)[:, None] + np.arange(cg)[None, :]
+    if not np.array_equal(got, want):
+        raise TensorizeError(f"{t.name}: activation channel index {_show(act.indices[1])} is "
+                             f"not the grouped (o // {og}) * {cg} + rc of {g} groups")
+    k = _groups_per_block(cg, og, cfg)
+    return g, k, -(-g // k) * k
+
+
+@dataclass(frozen=True)
+class PackGrouped:
+    """Host-side packing of grouped weights (O, C/g, KH, KW): groups padded to a multiple of
+    ``k`` (the groups sharing one block group), each block group's weights laid out as a
+    block-diagonal (O/g x C/g per group) matrix, then blocked as OIHWoi."""
+    groups: int
+    k: int
+    padded_groups: int
+    blocks: tuple
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)
+        o, cg, kh, kw = a.shape
+        og = o // self.groups
+        gp, k = self.padded_groups, self.k
+        full = np.zeros((gp * og, k * cg, kh, kw), a.dtype)
+        rows = np.arange(o)
+        cols = (rows // og % k * cg)[:, None] + np.arange(cg)[None, :]
+        full[rows[:, None], cols] = a
+        return PackPlain(full.shape[:2], self.blocks)(full)
+
+
+def _check_conv(t: Tensor, loads: dict, kernel: Tensor, grouped: bool = False) -> int:
     n, o, y, x = t.axes[:4]
     rc, ry, rx = t.body.axes[:3]
     act = next(ld for tt, ld in loads.items() if tt is not kernel)
@@ -637,7 +716,7 @@ def _check_conv(t: Tensor, loads: dict, kernel: Tensor) -> int:
     want_w = (o, rc, ry, rx)
     if not all(i is a for i, a in zip(wgt.indices[:4], want_w)):
         raise TensorizeError(f"{t.name}: weight index {wgt!r} is not [o, rc, ry, rx, ...]")
-    if not (act.indices[0] is n and act.indices[1] is rc):
+    if not (act.indices[0] is n and (grouped or act.indices[1] is rc)):
         raise TensorizeError(f"{t.name}: activation index {act!r} is not [n, rc, ...]")
     cy, ky = affine(act.indices[2])
     cx, kx = affine(act.indices[3])
