@@ -100,9 +100,10 @@ class CpuKernel:
 
 def run_cpu(kernel: CpuKernel, feeds: dict) -> np.ndarray:
     """THE one entry for CPU operators: ``feeds`` {placeholder: array}."""
+    from compiler.evaluate import evaluate, to_numpy_dtype
     if kernel.module is not None:
+        feeds = {t: np.ascontiguousarray(a, to_numpy_dtype(t.dtype)) for t, a in feeds.items()}
         return np.asarray(kernel.module.run(feeds))
-    from compiler.evaluate import evaluate
     return evaluate(kernel.out, feeds)
 
 

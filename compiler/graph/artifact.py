@@ -1,0 +1,213 @@
+"""The compiled artifact: a directory, or the same files in a zip (``MODEL.vtar``).
+
+Contents::
+
+    manifest.json     format, sha256 of every other file, the config's hash
+    config.json       the VTAConfig the program was compiled for
+    graph.json        the quantised graph (values with int8 scales, nodes, placement options)
+    params/NNN.npy    constants (weights int8, biases int32), loaded with allow_pickle=False
+    vta/<node>.txt    each VTA kernel's op program (loads, GEMM/ALU micro-kernels, stores,
+                      dependency tokens), as compiled
+    cpu/<node>.ll     each CPU kernel's optimised LLVM IR (when the LLVM backend built it)
+    report.txt        the compile report (partition, SQNR per layer)
+
+Loading checks every hash first (a tampered or missing file is an :class:`ArtifactError`
+naming it), never unpickles, and rebuilds the executable program from the graph for the
+stored configuration (VTA instruction streams are produced by the JIT runtime when the
+program runs, as in TVM's runtime); a device whose configuration differs from the stored
+one is refused.
+
+Example::
+
+    import tempfile, os, numpy as np
+    from isa import VTAConfig
+    from compiler.graph.driver import compile_model
+    from compiler.graph.models import small_cnn
+    from compiler.graph.artifact import save, load
+    xs = np.random.default_rng(0).normal(size=(2, 1, 1, 8, 8)).astype(np.float32)
+    c = compile_model(small_cnn(), VTAConfig(), calib={"image": xs})
+    path = os.path.join(tempfile.mkdtemp(), "cnn.vtar")
+    save(c, path)
+    c2 = load(path)
+    assert [n.op for n in c2.qgraph.nodes] == [n.op for n in c.qgraph.nodes]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import zipfile
+
+import numpy as np
+
+from isa import VTAConfig
+
+from .ir import Graph, GraphError
+
+FORMAT = "vta-stack-network-1"
+_TUPLE_KEYS = ("strides", "pads", "dilations", "kernel", "shape")
+
+
+class ArtifactError(GraphError):
+    """A missing, tampered or mismatched artifact file (names the file)."""
+
+
+def _cfg_json(cfg: VTAConfig) -> bytes:
+    d = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(cfg.__dict__)
+    return json.dumps(d, sort_keys=True, indent=1, default=str).encode()
+
+
+def _graph_json(q: Graph, options: dict) -> bytes:
+    params = {}
+    for k, p in enumerate(q.params):
+        params[p] = f"params/{k:03d}.npy"
+    doc = {
+        "name": q.name, "inputs": q.inputs, "outputs": q.outputs,
+        "values": {n: {"shape": list(v.shape), "dtype": v.dtype, "frac": v.frac}
+                   for n, v in q.values.items()},
+        "params": params,
+        "nodes": [{"op": n.op, "name": n.name, "inputs": n.inputs, "output": n.output,
+                   "attrs": n.attrs} for n in q.nodes],
+        "options": {k: v for k, v in options.items() if k != "tuning_log"},
+    }
+    return json.dumps(doc, indent=1, default=_jsonable).encode()
+
+
+def _jsonable(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, tuple):
+        return list(v)
+    raise TypeError(f"cannot store {type(v).__name__} in graph.json")
+
+
+def _npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
+def save(compiled, path: str) -> dict:
+    """Write ``compiled`` (a :class:`~.driver.Compiled`) to ``path`` (a ``.vtar``/``.zip``
+    file, else a directory).  Returns {file: sha256}."""
+    q = compiled.qgraph
+    files: dict[str, bytes] = {"config.json": _cfg_json(compiled.cfg),
+                               "graph.json": _graph_json(q, compiled.options),
+                               "report.txt": compiled.report().encode()}
+    for k, p in enumerate(q.params):
+        files[f"params/{k:03d}.npy"] = _npy(q.params[p])
+    for s in compiled.program.steps:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in s.node.name)
+        if s.kind == "vta":
+            files[f"vta/{safe}.txt"] = (s.kernel.workload.describe() + "\n"
+                                        + s.kernel.listing(None)).encode()
+        elif s.kind == "cpu" and getattr(s.kernel, "module", None) is not None:
+            files[f"cpu/{safe}.ll"] = s.kernel.module.show("llvm").encode()
+    hashes = {n: hashlib.sha256(b).hexdigest() for n, b in files.items()}
+    manifest = {"format": FORMAT, "files": hashes,
+                "config_sha256": hashes["config.json"]}
+    files["manifest.json"] = json.dumps(manifest, indent=1, sort_keys=True).encode()
+    if path.endswith((".vtar", ".zip")):
+        d = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(d):
+            raise ArtifactError(f"{path}: directory {d} does not exist")
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            for n, b in files.items():
+                z.writestr(n, b)
+    else:
+        for n, b in files.items():
+            fp = os.path.join(path, n)
+            os.makedirs(os.path.dirname(fp), exist_ok=True)
+            with open(fp, "wb") as f:
+                f.write(b)
+    return hashes
+
+
+class _Reader:
+    def __init__(self, path: str):
+        self.path = path
+        if os.path.isdir(path):
+            self.z = None
+        elif os.path.isfile(path):
+            try:
+                self.z = zipfile.ZipFile(path)
+            except zipfile.BadZipFile:
+                raise ArtifactError(f"{path}: not a compiled network (not a zip file nor a "
+                                    f"directory)") from None
+        else:
+            raise ArtifactError(f"{path}: no such artifact")
+
+    def read(self, name: str) -> bytes:
+        try:
+            if self.z is None:
+                with open(os.path.join(self.path, name), "rb") as f:
+                    return f.read()
+            return self.z.read(name)
+        except (KeyError, FileNotFoundError):
+            raise ArtifactError(f"{self.path}: missing file {name}") from None
+
+
+def load(path: str, cfg: VTAConfig | None = None):
+    """Load and verify an artifact; returns a :class:`~.driver.Compiled` whose program is
+    rebuilt for the stored configuration.  ``cfg``, when given, must equal it."""
+    from .driver import Compiled
+    from .partition import compile_graph
+    r = _Reader(path)
+    try:
+        manifest = json.loads(r.read("manifest.json"))
+    except ValueError as e:
+        raise ArtifactError(f"{path}: manifest.json is not JSON ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ArtifactError(f"{path}: manifest.json: unknown format "
+                            f"{manifest.get('format') if isinstance(manifest, dict) else None!r}"
+                            f" (expected {FORMAT})")
+    blobs = {}
+    for name, digest in manifest["files"].items():
+        b = r.read(name)
+        if hashlib.sha256(b).hexdigest() != digest:
+            raise ArtifactError(f"{path}: {name} does not match its hash in manifest.json "
+                                f"(the file was modified)")
+        blobs[name] = b
+    stored = VTAConfig.from_dict(json.loads(blobs["config.json"])) \
+        if hasattr(VTAConfig, "from_dict") else _cfg_from_json(blobs["config.json"])
+    if cfg is not None and _cfg_json(cfg) != _cfg_json(stored):
+        raise ArtifactError(f"{path}: compiled for a different VTA configuration "
+                            f"({_describe(stored)}) than the one given ({_describe(cfg)})")
+    doc = json.loads(blobs["graph.json"])
+    q = Graph(doc["name"])
+    for p, f in doc["params"].items():
+        arr = np.load(io.BytesIO(blobs[f]), allow_pickle=False)
+        q.add_param(p, arr, doc["values"][p]["frac"])
+    for i in doc["inputs"]:
+        v = doc["values"][i]
+        q.add_input(i, v["shape"], v["dtype"])
+    for n in doc["nodes"]:
+        v = doc["values"][n["output"]]
+        attrs = {k: (tuple(a) if k in _TUPLE_KEYS and isinstance(a, list) else a)
+                 for k, a in n["attrs"].items()}
+        node = q.add_node(n["op"], n["output"], n["inputs"], v["shape"], v["dtype"], attrs,
+                          frac=v["frac"])
+        node.name = n["name"]
+    q.outputs = list(doc["outputs"])
+    opts = doc.get("options", {})
+    prog = compile_graph(q, stored, opts.get("cpu_only", False),
+                         opts.get("first_conv_cpu", False))
+    return Compiled(stored, None, q, prog, opts)
+
+
+def _cfg_from_json(b: bytes) -> VTAConfig:
+    import tempfile
+    with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as f:
+        f.write(b)
+    try:
+        return VTAConfig.from_json(f.name)
+    finally:
+        os.unlink(f.name)
+
+
+def _describe(cfg: VTAConfig) -> str:
+    return f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}"

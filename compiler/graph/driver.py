@@ -1,0 +1,136 @@
+"""The whole-network compiler, one function: :func:`compile_model` (ONNX -> :class:`Compiled`).
+
+import -> float passes (constant folding, BatchNorm folding, bias folding, dead-code removal,
+fusion) -> calibration and int8 quantisation -> placement, layout and code generation.  The
+result runs with :meth:`Compiled.executor` on any device and saves as an artifact
+(:mod:`.artifact`).
+
+Example::
+
+    import numpy as np
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    from compiler.graph.driver import compile_model
+    from compiler.graph.models import small_cnn
+    xs = np.random.default_rng(0).normal(size=(4, 1, 1, 8, 8)).astype(np.float32)
+    c = compile_model(small_cnn(), VTAConfig(), calib={"image": xs})
+    print(c.report())
+    out = c.executor(SimDevice(c.cfg, timed=True)).run({"image": xs[0]})
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa import VTAConfig
+
+from .ir import Graph, GraphError
+from .onnx_import import import_onnx
+from .partition import Program, compile_graph
+from .passes import float_pipeline
+from .quantize import quantize, sqnr_report
+
+
+@dataclass
+class Compiled:
+    cfg: VTAConfig
+    float_graph: Graph
+    qgraph: Graph
+    program: Program
+    options: dict
+    sqnr: list = field(default_factory=list)
+    seconds: dict = field(default_factory=dict)
+    passes: object = None
+
+    def executor(self, device, clock_mhz: float = 100.0):
+        from .executor import Executor
+        return Executor(self.program, device, clock_mhz)
+
+    def report(self) -> str:
+        lines = [f"== partition ({self.cfg.batch}x{self.cfg.block_in}x{self.cfg.block_out}"
+                 f"{', cpu-only' if self.options.get('cpu_only') else ''}): "
+                 f"{sum(s.kind == 'vta' for s in self.program.steps)} VTA, "
+                 f"{sum(s.kind == 'cpu' for s in self.program.steps)} CPU, "
+                 f"{sum(s.kind == 'host' for s in self.program.steps)} host steps; "
+                 f"{getattr(self.program.graph, 'transforms', 0)} layout transforms",
+                 self.program.partition_table(),
+                 f"== quantisation (int8, power-of-two scales, calibration "
+                 f"{self.options.get('mode')}): SQNR per layer vs the float model",
+                 f"{'value':28s} {'op':16s} {'frac':>4s} {'SQNR dB':>8s}"]
+        for name, op, frac, db in self.sqnr:
+            fr = "-" if frac is None else str(frac)
+            lines.append(f"{name[:28]:28s} {op:16s} {fr:>4s} {db:8.2f}")
+        s = self.seconds
+        lines.append(f"compile: {s.get('total', 0):.2f} s (import+passes {s.get('passes', 0):.2f}, "
+                     f"quantise {s.get('quantize', 0):.2f}, codegen {s.get('codegen', 0):.2f})")
+        return "\n".join(lines)
+
+
+def _samples(calib, g: Graph) -> list:
+    """{input: (S, *shape) array} or a list of feed dicts -> a list of feed dicts."""
+    if calib is None:
+        return []
+    if isinstance(calib, list):
+        return calib
+    n = None
+    for name in g.inputs:
+        if name not in calib:
+            raise GraphError(f"calibration data has no array for graph input {name!r} "
+                             f"(it has: {', '.join(calib)})")
+        a = np.asarray(calib[name], np.float32)
+        shape = g.values[name].shape
+        if a.shape == shape:
+            a = a[None]
+        if a.shape[1:] != shape:
+            if a.ndim == len(shape) and a.shape[1:] == shape[1:]:   # (S, C, H, W), batch 1
+                a = a[:, None]
+            else:
+                raise GraphError(f"calibration array {name!r}: shape {a.shape}, expected "
+                                 f"(samples, *{shape})")
+        n = len(a) if n is None else min(n, len(a))
+    return [{name: np.asarray(calib[name], np.float32).reshape((-1,) + g.values[name].shape)[k]
+             for name in g.inputs} for k in range(n or 0)]
+
+
+def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "max",
+                  percentile: float = 99.99, global_scale: float = 8.0,
+                  cpu_only: bool = False, first_conv_cpu: bool = False,
+                  tuning_log: str | None = None, sqnr_samples: int = 1) -> Compiled:
+    """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
+    samples ({input: (S, ...) array} or a list of feed dicts; required unless
+    ``mode="global_scale"`` or the model is QDQ-quantised everywhere)."""
+    cfg = cfg or VTAConfig()
+    t0 = time.perf_counter()
+    pm = float_pipeline()
+    fg = pm.run(import_onnx(model))
+    t1 = time.perf_counter()
+    samples = _samples(calib, fg)
+    if not samples and mode != "global_scale":
+        if getattr(fg, "qdq_ranges", None):
+            samples = None
+        else:
+            raise GraphError("calibration samples are needed (--calib SAMPLES.npz) unless "
+                             "--calibration global_scale")
+    if samples is None:
+        from .quantize import calibrate
+        ranges = dict(fg.qdq_ranges)
+        missing = [n.output for n in fg.nodes if n.output not in ranges]
+        if missing:
+            raise GraphError(f"QDQ model without calibration: value {missing[0]!r} has no "
+                             f"Q/DQ range; give --calib")
+        q = quantize(fg, ranges=ranges, mode=mode)
+    else:
+        q = quantize(fg, samples, mode, percentile, global_scale)
+    t2 = time.perf_counter()
+    prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log)
+    t3 = time.perf_counter()
+    sq = sqnr_report(q, samples[:sqnr_samples]) if samples else []
+    return Compiled(cfg, fg, q, prog,
+                    {"mode": mode, "percentile": percentile, "global_scale": global_scale,
+                     "cpu_only": cpu_only, "first_conv_cpu": first_conv_cpu,
+                     "tuning_log": tuning_log},
+                    sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
+                         "total": t3 - t0}, pm)
