@@ -239,7 +239,9 @@ class _Builder:
                                    f"the ALU has no portable vector shift)")
             return Node(e.op, a, b, dtype, where)
         if isinstance(e, Select):
-            raise EltwiseError(f"stage {where}: select {e!r} has no VTA ALU form")
+            raise EltwiseError(f"stage {where}: {e!r} has no VTA ALU form (the ALU has no "
+                               f"compare-and-select; write a relu as max(x, 0), a clamp as "
+                               f"min/max)")
         if isinstance(e, Reduce):
             raise EltwiseError(f"stage {where}: a reduction is not element-wise")
         if isinstance(e, IterVar):
