@@ -7,8 +7,9 @@ Real synthesis of front points goes to the ``synth`` table.
 
 Example::
 
+    import os, tempfile
     from compiler.dse.db import ResultsDB
-    db = ResultsDB("/tmp/dse_example.sqlite", workload_id="abc")
+    db = ResultsDB(os.path.join(tempfile.mkdtemp(), "dse.sqlite"), workload_id="abc")
     db.put({"LOG_BLOCK": 3}, {"status": "ok", "cycles": 100, "layers": [], "seconds": 1})
     print(db.done_keys(), len(db.rows()))
 """

@@ -1,0 +1,139 @@
+"""compiler.dse.sweep / .db: a sweep writes one row per point, resumes (a rerun skips done
+points), records failing points without stopping, and writes fronts and configurations that
+``vta hw build --config`` reads."""
+
+import json
+import sqlite3
+import warnings
+
+import pytest
+
+import compiler.dse.sweep as sweep
+from compiler.dse.pareto import pareto_front
+from compiler.dse.space import DseError
+from isa import VTAConfig
+
+SPACE = {"LOG_BLOCK": [2, 3], "LOG_UOP_DEPTH": 11, "LOG_INP_DEPTH": 11, "LOG_WGT_DEPTH": 9,
+         "LOG_ACC_DEPTH": 11, "LOG_BUS_WIDTH": [4, 5], "alu_stages": 3,
+         "dram": "vta_hw_fpga"}
+LAYERS = [{"name": "a", "hw": 8, "cin": 16, "cout": 16, "k": 3, "pad": 1, "stride": 1},
+          {"name": "fc", "dense": True, "cin": 32, "cout": 16}]
+
+
+@pytest.fixture
+def layers(tmp_path):
+    p = tmp_path / "layers.json"
+    p.write_text(json.dumps(LAYERS))
+    return str(p)
+
+
+def _rows(out):
+    con = sqlite3.connect(str(out / "dse.sqlite"))
+    rows = con.execute("SELECT key, status, cycles, finished, error FROM points").fetchall()
+    con.close()
+    return {r[0]: r[1:] for r in rows}
+
+
+def test_sweep_then_rerun_skips_done_points(tmp_path, layers):
+    out = tmp_path / "out"
+    s1 = sweep.run_dse(layers, SPACE, out, workers=0, progress=False)
+    assert s1["points"] == 4 and s1["measured"] == 4 and s1["skipped"] == 0
+    first = _rows(out)
+    assert len(first) == 4 and all(r[0] == "ok" and r[1] > 0 for r in first.values())
+    s2 = sweep.run_dse(layers, SPACE, out, workers=0, progress=False)
+    assert s2["measured"] == 0 and s2["skipped"] == 4
+    assert _rows(out) == first                      # nothing re-measured or rewritten
+    # an interrupted sweep: one point never finished -> the rerun measures exactly that one
+    con = sqlite3.connect(str(out / "dse.sqlite"))
+    gone = next(iter(first))
+    with con:
+        con.execute("DELETE FROM points WHERE key=?", (gone,))
+    con.close()
+    s3 = sweep.run_dse(layers, SPACE, out, workers=0, progress=False)
+    assert s3["measured"] == 1
+    after = _rows(out)
+    assert set(after) == set(first) and after[gone][1] == first[gone][1]   # same cycles
+    assert all(after[k] == first[k] for k in first if k != gone)
+
+
+def test_more_bus_width_is_not_slower_and_bigger_blocks_are_faster(tmp_path, layers):
+    sweep.run_dse(layers, SPACE, tmp_path / "o", workers=0, progress=False)
+    doc = json.loads((tmp_path / "o" / "front.json").read_text())
+    con = sqlite3.connect(str(tmp_path / "o" / "dse.sqlite"))
+    cyc = {json.loads(p)["LOG_BLOCK"] * 10 + json.loads(p)["LOG_BUS_WIDTH"]: c
+           for p, c in con.execute("SELECT point, cycles FROM points")}
+    assert cyc[35] < cyc[25] and cyc[25] <= cyc[24]
+    assert doc["ok"] == 4 and not doc["failed"]
+
+
+def test_a_failing_point_is_recorded_and_the_sweep_goes_on(tmp_path, layers, monkeypatch):
+    real = sweep.evaluate_point
+
+    def flaky(task):
+        if task["point"]["LOG_BLOCK"] == 2 and task["point"]["LOG_BUS_WIDTH"] == 4:
+            raise RuntimeError("synthetic compile error")
+        return real(task)
+    monkeypatch.setattr(sweep, "evaluate_point", flaky)
+    out = tmp_path / "out"
+    s = sweep.run_dse(layers, SPACE, out, workers=0, progress=False)
+    assert s["failed_now"] == 1 and s["ok"] == 3
+    rows = _rows(out)
+    bad = [r for r in rows.values() if r[0] == "failed"]
+    assert len(bad) == 1 and "RuntimeError: synthetic compile error" in bad[0][3]
+    assert sweep.run_dse(layers, SPACE, out, workers=0, progress=False)["measured"] == 0
+    monkeypatch.setattr(sweep, "evaluate_point", real)
+    s = sweep.run_dse(layers, SPACE, out, workers=0, progress=False, retry_failed=True)
+    assert s["measured"] == 1 and s["ok"] == 4
+
+
+def test_a_layer_that_cannot_compile_fails_its_point_only(tmp_path):
+    p = tmp_path / "l.json"
+    # 9 output channels pad to a block; a 1x1 image with a 3x3 kernel and pad 1 is fine, but
+    # a 70000-wide image cannot be described by the DMA fields
+    p.write_text(json.dumps([{"name": "huge", "h": 1, "w": 70000, "cin": 16, "cout": 16,
+                              "k": 1, "pad": 0, "stride": 1}]))
+    s = sweep.run_dse(str(p), {**SPACE, "LOG_BLOCK": 3, "LOG_BUS_WIDTH": 5}, tmp_path / "o",
+                      workers=0, progress=False)
+    assert s["failed"] == 1 and s["ok"] == 0
+    doc = json.loads((tmp_path / "o" / "front.json").read_text())
+    assert doc["failed"][0]["error"].startswith("layer huge: ")
+
+
+def test_another_workload_in_the_same_directory_is_refused(tmp_path, layers):
+    out = tmp_path / "out"
+    sweep.run_dse(layers, {**SPACE, "LOG_BLOCK": 3, "LOG_BUS_WIDTH": 4}, out, workers=0,
+                  progress=False)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(LAYERS[:1]))
+    with pytest.raises(DseError, match="holds a sweep of another workload"):
+        sweep.run_dse(str(other), SPACE, out, workers=0, progress=False)
+
+
+def test_fronts_and_chosen_configurations(tmp_path, layers):
+    out = tmp_path / "out"
+    sweep.run_dse(layers, {**SPACE, "alu_stages": [1, 3]}, out, workers=0, progress=False)
+    doc = json.loads((out / "front.json").read_text())
+    assert (out / "front.png").stat().st_size > 10000
+    con = sqlite3.connect(str(out / "dse.sqlite"))
+    rows = [dict(zip(("cpi", "luts", "brams", "ips"), r)) for r in con.execute(
+        "SELECT cycles_per_image, luts, brams, inferences_per_s FROM points "
+        "WHERE status='ok'")]
+    for res in ("luts", "brams"):
+        want = {(rows[i]["cpi"], rows[i][res])
+                for i in pareto_front([(r["cpi"], r[res]) for r in rows])}
+        got = {(p["cycles_per_image"], p["estimate"][res])
+               for p in doc["fronts"]["vta_hw_fpga"][res]["cycles"]}
+        assert got == want
+    chosen = json.loads((out / "chosen.json").read_text())
+    assert "ecp5-85f" in chosen
+    for part, c in chosen.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")           # every key set: no defaults warning
+            cfg = VTAConfig.from_json(out / c["config_file"])
+        assert cfg.to_dict() == {**VTAConfig().to_dict(),
+                                 **{k: v for k, v in c["point"].items()
+                                    if k not in ("alu_stages", "dram")}}
+        assert c["feasibility"]["fits"]
+        if part.startswith("ecp5"):
+            assert c["point"]["alu_stages"] == 3     # what vta hw build builds
+            assert c["build"].startswith(f"vta hw build --board ulx3s-{part[5:]} --config ")
