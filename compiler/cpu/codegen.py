@@ -22,9 +22,11 @@ Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
 A read that :func:`bounds` cannot prove in range is clamped when it sits under a
 ``select`` (the padding idiom: the value is discarded) and refused otherwise.
 
-``vectorized`` loops are emitted as straight-line lanes (LLVM's SLP vectorizer packs
-them into SIMD instructions); ``unrolled`` loops as straight-line copies; the loop
-vectorizer handles the innermost serial loops at ``-O3``.
+A ``vectorized`` loop of extent W becomes LLVM vector code: every value that depends on
+its variable is a ``<W x T>`` vector, reads and writes with unit stride are vector loads
+and stores, other strides are per-lane loads/stores (gathers); a guard that depends on the
+variable falls back to W straight-line lanes.  ``unrolled`` loops become straight-line
+copies; the innermost serial loops are left to LLVM's loop vectorizer at ``-O3``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from llvmlite import ir
 from ..ir import For, Seq
 from ..loop_nest import IfThen, Store
 from ..te import (DTYPES, Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor,
-                  is_float)
+                  is_float, walk)
 from .errors import CpuError
 
 I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
@@ -167,6 +169,7 @@ class StageEmitter:
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.env: dict = {}
         self.stmt = stmt
+        self.vec, self.lanes = None, 1      # the vectorized loop variable and its extent
 
     def emit(self):
         self.stmt_(self.stmt, top=True)
@@ -188,15 +191,23 @@ class StageEmitter:
             with self.b.if_then(cond):
                 self.stmt_(s.body)
         elif isinstance(s, Store):
-            ptr = self.addr(s.tensor, s.indices, clamp=False)
-            v = self.conv(self.expr(s.value), s.value.dtype, s.tensor.dtype)
+            v = self.conv(self.expr(s.value), self._dt(s.value), s.tensor.dtype)
             if s.tensor.dtype == "bool":
-                v = self.b.zext(v, I8)
-            self.b.store(v, ptr)
+                v = self.b.zext(v, self.like(v, I8))
+            self.access(s.tensor, s.indices, clamp=False, value=v)
         else:
             self.fail(s, f"cannot compile statement {type(s).__name__}")
 
     def loop(self, s: For, top: bool):
+        if s.kind == "vectorized" and not top and self.vec is None and not _guard_uses(
+                s.body, s.var):
+            self.vec = s.var
+            self.env[s.var] = ir.Constant(ir.VectorType(I64, s.extent), list(range(s.extent)))
+            self.lanes = s.extent
+            self.stmt_(s.body)
+            del self.env[s.var]
+            self.vec, self.lanes = None, 1
+            return
         if s.kind in ("unrolled", "vectorized") and not top:
             if s.extent > MAX_UNROLL:
                 self.fail(s.var, f"{s.kind} loop of extent {s.extent} (at most {MAX_UNROLL}; "
@@ -226,22 +237,97 @@ class StageEmitter:
         del self.env[s.var]
 
     # -------------------------------------------------------------- memory
-    def addr(self, t: Tensor, indices, clamp: bool):
-        if t not in self.ptr:
-            self.fail(t, f"tensor {t.name} is not an argument of this stage")
+    def flat_index(self, t: Tensor, indices, clamp: bool):
+        """The row-major element offset (i64, a vector inside a vectorized loop)."""
         flat, stride = None, 1
         for d in reversed(range(len(indices))):
             i = self.index(indices[d])
             n = t.shape[d]
             if clamp and not self._in_bounds(indices[d], n):
-                i = self.intrinsic("llvm.smax", I64, [i, ir.Constant(I64, 0)])
-                i = self.intrinsic("llvm.smin", I64, [i, ir.Constant(I64, n - 1)])
-            term = i if stride == 1 else self.b.mul(i, ir.Constant(I64, stride), flags=["nsw"])
-            flat = term if flat is None else self.b.add(flat, term, flags=["nsw"])
+                i = self.intrinsic("llvm.smax", [i, self.c(i.type, 0)])
+                i = self.intrinsic("llvm.smin", [i, self.c(i.type, n - 1)])
+            if stride != 1:
+                i = self.b.mul(i, self.c(i.type, stride), flags=["nsw"])
+            if flat is None:
+                flat = i
+            else:
+                flat, i = self.match(flat, i)
+                flat = self.b.add(flat, i, flags=["nsw"])
             stride *= n
-        if flat is None:
-            flat = ir.Constant(I64, 0)
-        return self.b.gep(self.ptr[t], [flat], inbounds=True, source_etype=mem_type(t.dtype))
+        return flat if flat is not None else ir.Constant(I64, 0)
+
+    def access(self, t: Tensor, indices, clamp: bool, value=None):
+        """Load ``t[indices]`` (``value`` None) or store ``value`` there.  In a vectorized
+        loop: one vector access for unit stride, else one scalar access per lane."""
+        if t not in self.ptr:
+            self.fail(t, f"tensor {t.name} is not an argument of this stage")
+        ety = mem_type(t.dtype)
+        flat = self.flat_index(t, indices, clamp)
+        b = self.b
+        if not isinstance(flat.type, ir.VectorType):
+            ptr = b.gep(self.ptr[t], [flat], inbounds=True, source_etype=ety)
+            if value is None:
+                return b.load(ptr, typ=ety)
+            if isinstance(value.type, ir.VectorType):        # lanes agree: keep the last
+                value = b.extract_element(value, ir.Constant(ir.IntType(32), self.lanes - 1))
+            return b.store(value, ptr)
+        n = flat.type.count
+        vty = ir.VectorType(ety, n)
+        if not clamp and self._unit_stride(t, indices):
+            lane0 = b.extract_element(flat, ir.Constant(ir.IntType(32), 0))
+            ptr = b.gep(self.ptr[t], [lane0], inbounds=True, source_etype=ety)
+            if value is None:
+                return b.load(ptr, typ=vty, align=_nbytes(ety))
+            return b.store(self.splat(value, n), ptr, align=_nbytes(ety))
+        out = ir.Constant(vty, ir.Undefined) if value is None else None
+        value = self.splat(value, n) if value is not None else None
+        for lane in range(n):
+            k = ir.Constant(ir.IntType(32), lane)
+            ptr = b.gep(self.ptr[t], [b.extract_element(flat, k)], inbounds=True,
+                        source_etype=ety)
+            if value is None:
+                out = b.insert_element(out, b.load(ptr, typ=ety), k)
+            else:
+                b.store(b.extract_element(value, k), ptr)
+        return out
+
+    def _unit_stride(self, t, indices) -> bool:
+        total, stride = 0, 1
+        for d in reversed(range(len(indices))):
+            st = vstride(indices[d], self.vec)
+            if st is None:
+                return False
+            total += st * stride
+            stride *= t.shape[d]
+        return total == 1
+
+    # -------------------------------------------------------------- vector helpers
+    def c(self, ty, value):
+        """A constant of type ``ty`` (splatted when ``ty`` is a vector type)."""
+        if isinstance(ty, ir.VectorType):
+            return ir.Constant(ty, [value] * ty.count)
+        return ir.Constant(ty, value)
+
+    def like(self, v, scalar_ty):
+        """``scalar_ty``, as a vector type when ``v`` is a vector."""
+        return ir.VectorType(scalar_ty, v.type.count) if isinstance(v.type, ir.VectorType) \
+            else scalar_ty
+
+    def splat(self, v, n):
+        if isinstance(v.type, ir.VectorType):
+            return v
+        vty = ir.VectorType(v.type, n)
+        if isinstance(v, ir.Constant):
+            return ir.Constant(vty, [v.constant] * n)
+        one = self.b.insert_element(ir.Constant(vty, ir.Undefined), v, ir.Constant(
+            ir.IntType(32), 0))
+        return self.b.shuffle_vector(one, ir.Constant(vty, ir.Undefined), ir.Constant(
+            ir.VectorType(ir.IntType(32), n), [0] * n))
+
+    def match(self, *vals):
+        """Splat scalars to the vector width of the others."""
+        n = next((v.type.count for v in vals if isinstance(v.type, ir.VectorType)), None)
+        return vals if n is None else tuple(self.splat(v, n) for v in vals)
 
     def _in_bounds(self, e, n):
         ranges = {v: (0, v.extent - 1) for v in self.env}
@@ -271,14 +357,15 @@ class StageEmitter:
                 self.fail(e, f"axis {e.name} used outside its loop")
             return self.env[e]
         if isinstance(e, Load):
-            v = b.load(self.addr(e.tensor, e.indices, clamp=guarded), typ=mem_type(e.dtype))
-            return b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if e.dtype == "bool" else v
+            v = self.access(e.tensor, e.indices, clamp=guarded)
+            return b.icmp_unsigned("!=", v, self.c(v.type, 0)) if e.dtype == "bool" else v
         if isinstance(e, Cast):
             return self.conv(self.expr(e.x, guarded), self._dt(e.x), e.dtype)
         if isinstance(e, Select):
             c = self.as_bool(e.cond, guarded)
             t = self.conv(self.expr(e.t, True), self._dt(e.t), self._dt(e))
             f = self.conv(self.expr(e.f, True), self._dt(e.f), self._dt(e))
+            c, t, f = self.match(c, t, f)
             return b.select(c, t, f)
         if isinstance(e, Call):
             return self.call(e, guarded)
@@ -301,62 +388,69 @@ class StageEmitter:
     def binary(self, e: Binary, guarded):
         b = self.b
         if _is_index(e):
-            x, y = self.expr(e.a, guarded), self.expr(e.b, guarded)
-            return self.int_op(e.op, x, y, I64, signed=True, index=True)
+            x, y = self.match(self.expr(e.a, guarded), self.expr(e.b, guarded))
+            if e.op in ("div", "mod") and isinstance(e.b, Const) and e.b.value > 0:
+                r = bounds(e.a, {v: (0, v.extent - 1) for v in self.env})
+                if r is not None and r[0] >= 0:      # non-negative: plain unsigned division
+                    return (b.udiv if e.op == "div" else b.urem)(x, y)
+            return self.int_op(e.op, x, y, signed=True, index=True)
         da, db = self._dt(e.a), self._dt(e.b)
         if e.op in ("lt", "le", "ge", "gt"):
             sym = {"lt": "<", "le": "<=", "ge": ">=", "gt": ">"}[e.op]
             od = e.a.dtype or e.b.dtype
-            if is_float(od):
-                x = self.conv(self.expr(e.a, guarded), da, "float32")
-                y = self.conv(self.expr(e.b, guarded), db, "float32")
-                return b.fcmp_ordered(sym, x, y)
-            x = self.conv(self.expr(e.a, guarded), da, None)
-            y = self.conv(self.expr(e.b, guarded), db, None)
-            return b.icmp_signed(sym, x, y)
+            tgt = "float32" if is_float(od) else None
+            x, y = self.match(self.conv(self.expr(e.a, guarded), da, tgt),
+                              self.conv(self.expr(e.b, guarded), db, tgt))
+            return b.fcmp_ordered(sym, x, y) if tgt else b.icmp_signed(sym, x, y)
         if e.op == "and":
-            return b.and_(self.as_bool(e.a, guarded), self.as_bool(e.b, guarded))
+            return b.and_(*self.match(self.as_bool(e.a, guarded), self.as_bool(e.b, guarded)))
         dt = e.dtype
         if is_float(dt):
-            x = self.conv(self.expr(e.a, guarded), da, dt)
-            y = self.conv(self.expr(e.b, guarded), db, dt)
+            x, y = self.match(self.conv(self.expr(e.a, guarded), da, dt),
+                              self.conv(self.expr(e.b, guarded), db, dt))
             if e.op in ("min", "max"):
-                return self.intrinsic(f"llvm.{e.op}imum", F32, [x, y])
+                return self.intrinsic(f"llvm.{e.op}imum", [x, y])
             fn = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}.get(e.op)
             if fn is None:
                 self.fail(e, f"operation {e.op} on float32")
             return fn(x, y)
-        ty = llvm_type(dt)
         unsigned = dt.startswith("uint")
+        if e.op == "mul" and DTYPES[dt] >= 16 and _narrow8(e.a) and _narrow8(e.b):
+            # an 8-bit x 8-bit product (one side signed) fits in i16: multiply there
+            x = self.conv(self.expr(e.a.x, guarded), e.a.x.dtype, "int16")
+            y = self.conv(self.expr(e.b.x, guarded), e.b.x.dtype, "int16")
+            x, y = self.match(x, y)
+            return self.conv(b.mul(x, y, flags=["nsw"]), "int16", dt)
         if e.op in ("add", "sub", "mul"):         # modular: exact in the node's width
-            x = self.conv(self.expr(e.a, guarded), da, dt)
-            y = self.conv(self.expr(e.b, guarded), db, dt)
-            return self.int_op(e.op, x, y, ty, signed=not unsigned)
+            x, y = self.match(self.conv(self.expr(e.a, guarded), da, dt),
+                              self.conv(self.expr(e.b, guarded), db, dt))
+            return self.int_op(e.op, x, y, signed=not unsigned)
         if e.op in ("min", "max") and da == dt and db == dt:
-            return self.int_op(e.op, self.expr(e.a, guarded), self.expr(e.b, guarded), ty,
-                               signed=not unsigned)
+            x, y = self.match(self.expr(e.a, guarded), self.expr(e.b, guarded))
+            return self.int_op(e.op, x, y, signed=not unsigned)
         if e.op in ("shr", "shl") and isinstance(e.b, Const) and da == dt:
             return self.const_shift(e, self.expr(e.a, guarded), dt)
-        x = self.conv(self.expr(e.a, guarded), da, None)   # exact values in i64
-        y = self.conv(self.expr(e.b, guarded), db, None)
-        return self.conv(self.int_op(e.op, x, y, I64, signed=True), None, dt)
+        x, y = self.match(self.conv(self.expr(e.a, guarded), da, None),   # exact, in i64
+                          self.conv(self.expr(e.b, guarded), db, None))
+        return self.conv(self.int_op(e.op, x, y, signed=True), None, dt)
 
     def const_shift(self, e, x, dt):
         bits = DTYPES[dt]
         k = int(e.b.value) if e.op == "shr" else -int(e.b.value)
-        ty = llvm_type(dt)
+        ty = x.type
         if k >= 0:
             if dt.startswith("uint") and k >= bits:
-                return ir.Constant(ty, 0)
+                return self.c(ty, 0)
             return (self.b.lshr if dt.startswith("uint") else self.b.ashr)(
-                x, ir.Constant(ty, min(k, bits - 1)))
+                x, self.c(ty, min(k, bits - 1)))
         if -k >= bits:
-            return ir.Constant(ty, 0)
-        return self.b.shl(x, ir.Constant(ty, -k))
+            return self.c(ty, 0)
+        return self.b.shl(x, self.c(ty, -k))
 
-    def int_op(self, op, x, y, ty, signed, index=False):
+    def int_op(self, op, x, y, signed, index=False):
         b = self.b
-        zero, one = ir.Constant(ty, 0), ir.Constant(ty, 1)
+        ty = x.type
+        zero, one, m1 = self.c(ty, 0), self.c(ty, 1), self.c(ty, -1)
         fl = ["nsw"] if index else []
         if op == "add":
             return b.add(x, y, flags=fl)
@@ -365,35 +459,31 @@ class StageEmitter:
         if op == "mul":
             return b.mul(x, y, flags=fl)
         if op in ("min", "max"):
-            name = f"llvm.{'s' if signed else 'u'}{op}"
-            return self.intrinsic(name, ty, [x, y])
+            return self.intrinsic(f"llvm.{'s' if signed else 'u'}{op}", [x, y])
         if op in ("div", "mod"):
-            if isinstance(y, ir.Constant) and int(y.constant) > 0:
+            cval = _const_value(y)
+            if cval is not None and cval > 0:
                 yy, bad = y, None
             else:
-                bad = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, ir.Constant(
-                    ty, -1)))
+                bad = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, m1))
                 yy = b.select(bad, one, y)
             q, r = b.sdiv(x, yy), b.srem(x, yy)
             # floor: a nonzero remainder whose sign differs from the divisor's
             adj = b.and_(b.icmp_signed("!=", r, zero),
-                         b.icmp_signed("!=", b.icmp_signed("<", r, zero),
-                                       b.icmp_signed("<", yy, zero)))
+                         b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", yy, zero)))
             if op == "div":
                 res = b.select(adj, b.sub(q, one), q)
                 if bad is not None:      # y == 0 -> 0; y == -1 -> -x (wrapping)
                     res = b.select(b.icmp_signed("==", y, zero), zero,
-                                   b.select(b.icmp_signed("==", y, ir.Constant(ty, -1)),
-                                            b.sub(zero, x), res))
+                                   b.select(b.icmp_signed("==", y, m1), b.sub(zero, x), res))
                 return res
             res = b.select(adj, b.add(r, yy), r)
             return res if bad is None else b.select(bad, zero, res)
         if op in ("shr", "shl"):
             right = y if op == "shr" else b.sub(zero, y)
-            c63 = ir.Constant(ty, 63)
-            rs = self.intrinsic("llvm.smin", ty, [self.intrinsic("llvm.smax", ty, [right, zero]),
-                                                  c63])
-            ls = self.intrinsic("llvm.smin", ty, [self.intrinsic("llvm.smax", ty, [
+            c63 = self.c(ty, 63)
+            rs = self.intrinsic("llvm.smin", [self.intrinsic("llvm.smax", [right, zero]), c63])
+            ls = self.intrinsic("llvm.smin", [self.intrinsic("llvm.smax", [
                 b.sub(zero, right), zero]), c63])
             return b.select(b.icmp_signed(">=", right, zero), b.ashr(x, rs), b.shl(x, ls))
         raise CpuError(f"stage {self.stage}: unknown integer operation {op}")
@@ -401,45 +491,48 @@ class StageEmitter:
     def call(self, e: Call, guarded):
         x = self.conv(self.expr(e.args[0], guarded), self._dt(e.args[0]), e.dtype)
         if e.name == "abs" and not is_float(e.dtype):
-            ty = llvm_type(e.dtype)
             if e.dtype.startswith("uint") or e.dtype == "bool":
                 return x
-            return self.intrinsic("llvm.abs", ty, [x, ir.Constant(I1, 0)], overload=[ty])
+            return self.intrinsic("llvm.abs", [x, ir.Constant(I1, 0)], overload=[x.type])
         name = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
                 "round": "llvm.roundeven", "floor": "llvm.floor", "ceil": "llvm.ceil",
                 "abs": "llvm.fabs"}.get(e.name)
         if name is None:
             self.fail(e, f"intrinsic {e.name}")
-        return self.intrinsic(name, F32, [x])
+        return self.intrinsic(name, [x])
 
-    def intrinsic(self, name, ty, args, overload=None):
-        full = name + "." + ".".join(_tyname(t) for t in (overload or [ty]))
+    def intrinsic(self, name, args, ret=None, overload=None):
+        """Call ``name`` overloaded on ``overload`` (default: the first argument's type);
+        the result type is ``ret`` (default: the first argument's type)."""
+        ret = ret or args[0].type
+        full = name + "." + ".".join(_tyname(t) for t in (overload or [args[0].type]))
         fn = self.module.globals.get(full)
         if fn is None:
-            fn = ir.Function(self.module, ir.FunctionType(ty, [a.type for a in args]), full)
+            fn = ir.Function(self.module, ir.FunctionType(ret, [a.type for a in args]), full)
         return self.b.call(fn, args)
 
     # -------------------------------------------------------------- conversions
     def conv(self, v, src, dst):
-        """Convert a value of dtype ``src`` (None: i64 index) to ``dst`` (None: i64)."""
+        """Convert a value of dtype ``src`` (None: i64 index) to ``dst`` (None: i64);
+        vectors stay vectors."""
         b = self.b
         if src == dst:
             return v
         if dst == "bool":
             if is_float(src):
-                return b.fcmp_unordered("!=", v, ir.Constant(F32, 0.0))
-            return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+                return b.fcmp_unordered("!=", v, self.c(v.type, 0.0))
+            return b.icmp_unsigned("!=", v, self.c(v.type, 0))
         if is_float(dst):
             if is_float(src):
                 return v
             if src == "bool" or (src or "").startswith("uint"):
-                return b.uitofp(v, F32)
-            return b.sitofp(v, F32)
-        ty = llvm_type(dst)
+                return b.uitofp(v, self.like(v, F32))
+            return b.sitofp(v, self.like(v, F32))
+        ty = self.like(v, llvm_type(dst))
         if is_float(src):
             sat = "llvm.fptoui.sat" if (dst or "").startswith("uint") else "llvm.fptosi.sat"
-            return self.intrinsic(sat, ty, [v], overload=[ty, F32])
-        w_src, w_dst = v.type.width, ty.width
+            return self.intrinsic(sat, [v], ret=ty, overload=[ty, v.type])
+        w_src, w_dst = _width(v.type), _width(ty)
         if w_src == w_dst:
             return v
         if w_src > w_dst:
@@ -449,9 +542,72 @@ class StageEmitter:
         return b.sext(v, ty)
 
 
+def _narrow8(e) -> bool:
+    """``e`` is a widening cast of an int8 value (so a product of two fits in int16)."""
+    return (isinstance(e, Cast) and e.x.dtype == "int8" and not _is_index(e.x)
+            and DTYPES[e.dtype] >= 16 and not is_float(e.dtype))
+
+
+def _width(t):
+    return (t.element if isinstance(t, ir.VectorType) else t).width
+
+
+def _const_value(v):
+    if isinstance(v, ir.Constant):
+        c = v.constant
+        if isinstance(c, list):
+            return c[0] if all(x == c[0] for x in c) and isinstance(c[0], int) else None
+        return c if isinstance(c, int) else None
+    return None
+
+
+def vstride(e, v):
+    """The change of index expression ``e`` per step of ``v`` when ``e`` is linear in
+    ``v`` (0 when ``v`` does not occur), else None."""
+    if isinstance(e, IterVar):
+        return 1 if e is v else 0
+    if isinstance(e, Const):
+        return 0
+    if isinstance(e, Binary):
+        a, b = vstride(e.a, v), vstride(e.b, v)
+        if a is None or b is None:
+            return None
+        if e.op == "add":
+            return a + b
+        if e.op == "sub":
+            return a - b
+        if e.op == "mul":
+            if a == 0 and b == 0:
+                return 0
+            if b == 0 and isinstance(e.b, Const):
+                return a * int(e.b.value)
+            if a == 0 and isinstance(e.a, Const):
+                return b * int(e.a.value)
+            return None
+        return 0 if a == 0 and b == 0 else None
+    return 0 if not any(n is v for n in walk(e)) else None
+
+
+def _guard_uses(stmt, v) -> bool:
+    """Whether a guard inside ``stmt`` depends on ``v`` (then lanes cannot be one vector)."""
+    if isinstance(stmt, IfThen):
+        return any(n is v for n in walk(stmt.cond)) or _guard_uses(stmt.body, v)
+    if isinstance(stmt, Seq):
+        return any(_guard_uses(c, v) for c in stmt.body)
+    if isinstance(stmt, For):
+        return _guard_uses(stmt.body, v)
+    return False
+
+
 def _tyname(t):
+    if isinstance(t, ir.VectorType):
+        return f"v{t.count}{_tyname(t.element)}"
     if isinstance(t, ir.FloatType):
         return "f32"
     if isinstance(t, ir.IntType):
         return f"i{t.width}"
     raise CpuError(f"no intrinsic type name for {t}")
+
+
+def _nbytes(t) -> int:
+    return 4 if isinstance(t, ir.FloatType) else max(1, t.width // 8)

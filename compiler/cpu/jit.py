@@ -134,7 +134,7 @@ def compile_ir(ir_text: str, names: list, key: str, target: CpuTarget, where: st
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
-    pto.loop_unrolling = True
+    pto.loop_unrolling = False          # unrolling is a schedule decision (and costs compile time)
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
     ir_opt = str(mod)
