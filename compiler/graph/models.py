@@ -154,3 +154,61 @@ def small_cnn(weights: dict | None = None, channels=(16, 32), classes: int = 10,
     b.node("Gemm", [x, b.const("w3", w["w3"]), b.const("b3", w["b3"])], transB=1)
     b.nodes[-1].output[0] = "scores"
     return b.model("small_cnn", [("image", [1, 1, 8, 8])], [("scores", [1, classes])])
+
+
+def digits_cnn(weights: dict):
+    """conv3x3(1->C, pad 1) -> relu -> avgpool 2x2 -> flatten -> dense(10): the CNN that
+    :func:`train_digits_cnn` trains on scikit-learn's 8x8 digits."""
+    b = _Builder(0)
+    x = b.node("Conv", ["image", b.const("w1", weights["w1"]), b.const("b1", weights["b1"])],
+               kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    x = b.node("AveragePool", [b.node("Relu", [x])], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.node("Flatten", [x], axis=1)
+    b.node("Gemm", [x, b.const("w2", weights["w2"]), b.const("b2", weights["b2"])], transB=1)
+    b.nodes[-1].output[0] = "scores"
+    return b.model("digits_cnn", [("image", [1, 1, 8, 8])], [("scores", [1, 10])])
+
+
+def train_digits_cnn(x: np.ndarray, y: np.ndarray, channels: int = 16, epochs: int = 15,
+                     seed: int = 0) -> dict:
+    """Train :func:`digits_cnn`'s weights with Adam in numpy (``x`` (N, 1, 8, 8) float in
+    [0, 1], ``y`` (N,) labels); returns {w1, b1, w2, b2}."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    p = {"w1": rng.normal(0, np.sqrt(2 / 9), (c, 1, 3, 3)), "b1": np.zeros(c),
+         "w2": rng.normal(0, np.sqrt(1 / (16 * c)), (10, 16 * c)), "b2": np.zeros(10)}
+    m = {k: np.zeros_like(v) for k, v in p.items()}
+    v2 = {k: np.zeros_like(v) for k, v in p.items()}
+    n = len(x)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.stack([xp[:, 0, ky:ky + 8, kx:kx + 8] for ky in range(3) for kx in range(3)],
+                    axis=1).reshape(n, 9, 64)                       # (N, 9, 64)
+    step = 0
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        for s in range(0, n, 32):
+            idx = order[s:s + 32]
+            bsz = len(idx)
+            cb = cols[idx]
+            z = np.einsum("ck,nkp->ncp", p["w1"].reshape(c, 9), cb) + p["b1"][None, :, None]
+            a = np.maximum(z, 0).reshape(bsz, c, 8, 8)
+            pooled = a.reshape(bsz, c, 4, 2, 4, 2).mean(axis=(3, 5))
+            f = pooled.reshape(bsz, -1)
+            logits = f @ p["w2"].T + p["b2"]
+            e = np.exp(logits - logits.max(1, keepdims=True))
+            prob = e / e.sum(1, keepdims=True)
+            prob[np.arange(bsz), y[idx]] -= 1
+            d = prob / bsz
+            g = {"w2": d.T @ f, "b2": d.sum(0)}
+            df = (d @ p["w2"]).reshape(bsz, c, 4, 1, 4, 1) / 4
+            da = np.broadcast_to(df, (bsz, c, 4, 2, 4, 2)).reshape(bsz, c, 64)
+            dz = da * (z > 0)
+            g["w1"] = np.einsum("ncp,nkp->ck", dz, cb).reshape(c, 1, 3, 3)
+            g["b1"] = dz.sum(axis=(0, 2))
+            step += 1
+            for k in p:
+                m[k] = 0.9 * m[k] + 0.1 * g[k]
+                v2[k] = 0.999 * v2[k] + 0.001 * g[k] ** 2
+                mh, vh = m[k] / (1 - 0.9 ** step), v2[k] / (1 - 0.999 ** step)
+                p[k] = p[k] - 0.01 * mh / (np.sqrt(vh) + 1e-8)
+    return {k: v.astype(np.float32) for k, v in p.items()}

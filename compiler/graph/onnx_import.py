@@ -6,9 +6,9 @@ Mul, Gemm, MatMul, Flatten, Reshape, Concat, Softmax, Identity, Constant, Cast, 
 ai.onnx.ml ArrayFeatureExtractor (skl2onnx's label output), and QDQ models
 (QuantizeLinear -> DequantizeLinear pairs as onnxruntime's static quantisation writes them):
 a DequantizeLinear of a constant is folded into a float constant, and a Q/DQ pair on an
-activation becomes an identity that records the model's own range for that value
-(``graph.values[v]`` gets it via ``graph.qdq_ranges``), which the quantiser then uses
-instead of calibrating.
+activation becomes a ``clip`` to the range it can represent (so a Relu that onnxruntime
+folded into the zero point survives) and records that range in ``graph.qdq_ranges``,
+which the quantiser uses instead of calibrating.
 
 Shapes are static: a dynamic leading (batch) dimension of a graph input is bound to
 ``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.
@@ -520,8 +520,10 @@ class _Importer:
             s, zp = qinfo
             lo = (np.iinfo(zp.dtype).min - float(zp)) * float(s)
             hi = (np.iinfo(zp.dtype).max - float(zp)) * float(s)
-            self.g.qdq_ranges[src] = max(abs(lo), abs(hi))
-            self.alias[node.output[0]] = src
+            # the pair saturates to [lo, hi] (how a Relu folded into the Q range survives)
+            self.emit(node, "clip", [src], self.shape(src), attrs={"min": lo, "max": hi})
+            self.g.qdq_ranges[node.output[0]] = max(abs(lo), abs(hi))
+            self.g.qdq_ranges.setdefault(src, max(abs(lo), abs(hi)))
             return
         q = self.const(inp, node, "x").astype(np.float64)
         zp = (self.const(node.input[2], node, "x_zero_point").astype(np.float64)

@@ -53,26 +53,35 @@ def _out_hw(h, w, k, s, pads, d=(1, 1)):
 
 
 def conv_nchw(x, w, strides, pads, dilations=(1, 1), group=1, acc=np.float64):
-    """Grouped, dilated, strided, padded NCHW conv; ``pads`` ONNX order (t, l, b, r)."""
+    """Grouped, dilated, strided, padded NCHW conv; ``pads`` ONNX order (t, l, b, r).
+    im2col + one BLAS matmul per group; integer inputs (``acc=np.int64``) are multiplied
+    in float64, exact while every sum stays below 2**53, then returned as int64."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh, ow = _out_hw(h, wd, (kh, kw), strides, pads, dilations)
-    xp = _pad_nchw(x.astype(acc), pads, 0)
-    wt = w.astype(acc)
+    exact_int = np.dtype(acc).kind == "i"
+    if exact_int:
+        bound = float(np.abs(x).max(initial=0)) * float(np.abs(w).max(initial=0)) * cg * kh * kw
+        if bound >= 2.0 ** 53:
+            raise GraphError(f"conv reference: sums up to {bound:.3g} are not exact in float64")
+    ft = np.float64 if (exact_int or acc == np.float64) else np.float32
+    xp = _pad_nchw(x.astype(ft), pads, 0)
     og = o // group
-    out = np.zeros((n, o, oh, ow), acc)
     sh, sw = strides
     dh, dw = dilations
+    cols = np.empty((n, c, kh, kw, oh, ow), ft)
+    for ky in range(kh):
+        for kx in range(kw):
+            cols[:, :, ky, kx] = xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
+                                    kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
+    out = np.empty((n, o, oh * ow), ft)
+    wt = w.astype(ft)
     for g in range(group):
-        xs = xp[:, g * cg:(g + 1) * cg]
-        ws = wt[g * og:(g + 1) * og]
-        for ky in range(kh):
-            for kx in range(kw):
-                win = xs[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
-                         kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
-                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", win, ws[:, :, ky, kx],
-                                                          optimize=True)
-    return out
+        cg_cols = cols[:, g * cg:(g + 1) * cg].reshape(n, cg * kh * kw, oh * ow)
+        wg = wt[g * og:(g + 1) * og].reshape(og, cg * kh * kw)
+        out[:, g * og:(g + 1) * og] = np.matmul(wg, cg_cols)
+    out = out.reshape(n, o, oh, ow)
+    return np.rint(out).astype(np.int64) if exact_int else out
 
 
 def pool_nchw(x, kernel, strides, pads, mode, count_include_pad=False):
