@@ -192,6 +192,69 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding=0, name: 
                    name=name, dtype=acc_dtype, tag="conv2d")
 
 
+def conv2d_transpose_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0,
+                          output_padding: int = 0, name: str = "conv_t",
+                          acc_dtype: str = "int32") -> Tensor:
+    """Transposed 2-D convolution (TVM ``conv2d_transpose_nchw``): data (N, C, H, W) int8,
+    kernel (C, O, KH, KW) int8 -> (N, O, (H-1)*s - 2p + KH + output_padding, ...).  As an
+    expression it reads the input at ``(y + p - ky) / s`` where that is whole; the compiler
+    lowers it as a phase-split set of stride-1 convs (:mod:`compiler.transpose`)."""
+    n, c, h, w = data.shape
+    c2, o, kh, kw = kernel.shape
+    s, p = int(stride), int(padding)
+    if c != c2 or s < 1 or p < 0 or not 0 <= output_padding < s:
+        raise TEError(f"conv2d_transpose_nchw: data {data.shape}, kernel {kernel.shape} "
+                      f"(C, O, KH, KW), stride {stride}, padding {padding}, output_padding "
+                      f"{output_padding} (0 <= output_padding < stride)")
+    oh, ow = (h - 1) * s - 2 * p + kh + output_padding, (w - 1) * s - 2 * p + kw + output_padding
+    if oh < 1 or ow < 1:
+        raise TEError(f"conv2d_transpose_nchw: empty output {oh}x{ow}")
+    rc, ry, rx = reduce_axis(c, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+
+    def body(i, j, y, x):
+        vy, vx = y + p - ry, x + p - rx
+        ok = all_of(vy % s < 1, vx % s < 1, vy >= 0, vy < h * s, vx >= 0, vx < w * s)
+        return te_sum(select(ok, cast(acc_dtype, data[i, rc, vy // s, vx // s]), 0)
+                      * cast(acc_dtype, kernel[rc, j, ry, rx]), [rc, ry, rx])
+    out = compute((n, o, oh, ow), body, name=name, dtype=acc_dtype, tag="conv2d_transpose")
+    out.transpose_info = {"data": data, "kernel": kernel, "stride": s, "padding": p}
+    return out
+
+
+def conv2d_transpose_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad: int,
+                               output_padding: int = 0) -> np.ndarray:
+    """Plain transposed conv2d in int64 by scatter-add: every input pixel adds its weighted
+    kernel window to the output (the definition, independent of the phase split)."""
+    n, c, h, w = x.shape
+    _, o, kh, kw = wt.shape
+    s = stride
+    full = np.zeros((n, o, (h - 1) * s + kh + output_padding, (w - 1) * s + kw + output_padding),
+                    np.int64)
+    x64, w64 = x.astype(np.int64), wt.astype(np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            full[:, :, ky:ky + (h - 1) * s + 1:s, kx:kx + (w - 1) * s + 1:s] += np.einsum(
+                "nchw,co->nohw", x64, w64[:, :, ky, kx], optimize=True)
+    oh, ow = (h - 1) * s - 2 * pad + kh + output_padding, (w - 1) * s - 2 * pad + kw + output_padding
+    return full[:, :, pad:pad + oh, pad:pad + ow]
+
+
+def conv2d_transpose_dilated(x: np.ndarray, wt: np.ndarray, stride: int, pad: int,
+                             output_padding: int = 0) -> tuple:
+    """The naive lowering's operands: the input dilated with ``stride - 1`` zeros between
+    pixels, the flipped kernel in OIHW, and the stride-1 padding (top, bottom, left,
+    right) that makes ``conv2d(dilated, flipped, 1, padding)`` the transposed conv."""
+    n, c, h, w = x.shape
+    _, o, kh, kw = wt.shape
+    s = stride
+    dil = np.zeros((n, c, (h - 1) * s + 1, (w - 1) * s + 1), x.dtype)
+    dil[:, :, ::s, ::s] = x
+    flipped = np.ascontiguousarray(wt[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    pads = (kh - 1 - pad, kh - 1 - pad + output_padding, kw - 1 - pad,
+            kw - 1 - pad + output_padding)
+    return dil, flipped, pads
+
+
 def grouped_conv2d_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad,
                              groups: int) -> np.ndarray:
     """Plain NCHW grouped conv2d in int64: each group's slice through

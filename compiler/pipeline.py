@@ -151,6 +151,9 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     from .eltwise import build_alu_only, is_alu_only   # no GEMM: ALU-only / pooling kernels
     if is_alu_only(out):
         return build_alu_only(out, cfg, knobs)
+    from .transpose import build_transpose, find_transpose   # phase-split conv2d_transpose
+    if not isinstance(out, GemmWorkload) and find_transpose(out) is not None:
+        return build_transpose(out, cfg, knobs, verify_ir=verify_ir, keep_text=keep_text)
     wl = out if isinstance(out, GemmWorkload) else recognise(out, cfg)
     if knobs is None:               # inside compiler.tuner.apply_history_best: the log's best
         from .tuner.records import dispatch_knobs
