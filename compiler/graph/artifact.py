@@ -158,7 +158,11 @@ def load(path: str, cfg: VTAConfig | None = None):
     from .partition import compile_graph
     r = _Reader(path)
     try:
-        manifest = json.loads(r.read("manifest.json"))
+        raw = r.read("manifest.json")
+    except ArtifactError:
+        raise ArtifactError(f"{path}: not a compiled network (no manifest.json)") from None
+    try:
+        manifest = json.loads(raw)
     except ValueError as e:
         raise ArtifactError(f"{path}: manifest.json is not JSON ({e})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:

@@ -178,12 +178,14 @@ class Executor:
                 bufs[dram] = v.buf                      # stays on the device
                 continue
             arr = self._host(env, src, rec) if isinstance(v, _DevValue) else v
-            if prep is not None:
+            if prep is not None:        # the kernel re-lays this input out on the host
+                rec.setdefault("host_prep", []).append(src)
                 arr = prep(arr)
             arr = np.ascontiguousarray(arr, to_numpy_dtype(dram.dtype))
             b = self.dev.alloc(max(arr.nbytes, 1), name=dram.name)
             b.copy_from(arr)
             rec["to_device_bytes"] = rec.get("to_device_bytes", 0) + arr.nbytes
+            rec.setdefault("uploaded", []).append(src)
             temp.append(b)
             bufs[dram] = b
         out = k.out_tensor

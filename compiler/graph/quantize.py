@@ -63,7 +63,7 @@ def calibrate(g: Graph, samples, mode: str = "max", percentile: float = 99.99,
     ranges: dict[str, float] = {}
     if mode == "global_scale":
         for v in list(g.inputs) + [n.output for n in g.nodes]:
-            ranges[v] = float(global_scale)
+            ranges[v] = float(global_scale) * 127 / 128     # TVM: scale = global_scale / 128
         return ranges
     samples = list(samples)
     if not samples:
