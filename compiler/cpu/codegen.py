@@ -25,7 +25,8 @@ A read that :func:`bounds` cannot prove in range is clamped when it sits under a
 A ``vectorized`` loop of extent W becomes LLVM vector code: every value that depends on
 its variable is a ``<W x T>`` vector, reads and writes with unit stride are vector loads
 and stores, other strides are per-lane loads/stores (gathers); a guard that depends on the
-variable falls back to W straight-line lanes.  ``unrolled`` loops become straight-line
+variable (the tail of a non-dividing split) becomes a lane mask (``llvm.masked.load`` /
+``llvm.masked.store``; per-lane reads of disabled lanes are clamped into the array).  ``unrolled`` loops become straight-line
 copies; the innermost serial loops are left to LLVM's loop vectorizer at ``-O3``.
 """
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from llvmlite import ir
 
 from ..ir import For, Seq
@@ -170,6 +172,7 @@ class StageEmitter:
         self.env: dict = {}
         self.stmt = stmt
         self.vec, self.lanes = None, 1      # the vectorized loop variable and its extent
+        self.mask = None                    # lanes enabled by the guards (vector i1)
 
     def emit(self):
         self.stmt_(self.stmt, top=True)
@@ -188,8 +191,14 @@ class StageEmitter:
             self.loop(s, top)
         elif isinstance(s, IfThen):
             cond = self.as_bool(s.cond)
-            with self.b.if_then(cond):
+            if isinstance(cond.type, ir.VectorType):      # per-lane guard: a mask
+                outer = self.mask
+                self.mask = cond if outer is None else self.b.and_(outer, cond)
                 self.stmt_(s.body)
+                self.mask = outer
+            else:
+                with self.b.if_then(cond):
+                    self.stmt_(s.body)
         elif isinstance(s, Store):
             v = self.conv(self.expr(s.value), self._dt(s.value), s.tensor.dtype)
             if s.tensor.dtype == "bool":
@@ -199,8 +208,7 @@ class StageEmitter:
             self.fail(s, f"cannot compile statement {type(s).__name__}")
 
     def loop(self, s: For, top: bool):
-        if s.kind == "vectorized" and not top and self.vec is None and not _guard_uses(
-                s.body, s.var):
+        if s.kind == "vectorized" and not top and self.vec is None:
             self.vec = s.var
             self.env[s.var] = ir.Constant(ir.VectorType(I64, s.extent), list(range(s.extent)))
             self.lanes = s.extent
@@ -268,27 +276,52 @@ class StageEmitter:
             ptr = b.gep(self.ptr[t], [flat], inbounds=True, source_etype=ety)
             if value is None:
                 return b.load(ptr, typ=ety)
-            if isinstance(value.type, ir.VectorType):        # lanes agree: keep the last
+            if isinstance(value.type, ir.VectorType) and self.mask is None:
+                # every lane writes this element: the last one wins, as in the loop
                 value = b.extract_element(value, ir.Constant(ir.IntType(32), self.lanes - 1))
+            elif isinstance(value.type, ir.VectorType):
+                for lane in range(self.lanes):
+                    k = ir.Constant(ir.IntType(32), lane)
+                    with b.if_then(b.extract_element(self.mask, k)):
+                        b.store(b.extract_element(value, k), ptr)
+                return None
             return b.store(value, ptr)
         n = flat.type.count
         vty = ir.VectorType(ety, n)
+        i32 = ir.IntType(32)
+        mask = self.mask
         if not clamp and self._unit_stride(t, indices):
-            lane0 = b.extract_element(flat, ir.Constant(ir.IntType(32), 0))
+            lane0 = b.extract_element(flat, ir.Constant(i32, 0))
             ptr = b.gep(self.ptr[t], [lane0], inbounds=True, source_etype=ety)
+            al = _nbytes(ety)
+            if mask is None:
+                if value is None:
+                    return b.load(ptr, typ=vty, align=al)
+                return b.store(self.splat(value, n), ptr, align=al)
             if value is None:
-                return b.load(ptr, typ=vty, align=_nbytes(ety))
-            return b.store(self.splat(value, n), ptr, align=_nbytes(ety))
+                return self.intrinsic("llvm.masked.load", [ptr, ir.Constant(i32, al), mask,
+                                      ir.Constant(vty, ir.Undefined)], ret=vty,
+                                      overload=[vty, PTR])
+            return self.intrinsic("llvm.masked.store", [self.splat(value, n), ptr,
+                                  ir.Constant(i32, al), mask], ret=ir.VoidType(),
+                                  overload=[vty, PTR])
+        if mask is not None and value is None:           # disabled lanes may be anywhere
+            size = int(np.prod(t.shape))
+            flat = self.intrinsic("llvm.smax", [flat, self.c(flat.type, 0)])
+            flat = self.intrinsic("llvm.smin", [flat, self.c(flat.type, size - 1)])
         out = ir.Constant(vty, ir.Undefined) if value is None else None
         value = self.splat(value, n) if value is not None else None
         for lane in range(n):
-            k = ir.Constant(ir.IntType(32), lane)
+            k = ir.Constant(i32, lane)
             ptr = b.gep(self.ptr[t], [b.extract_element(flat, k)], inbounds=True,
                         source_etype=ety)
             if value is None:
                 out = b.insert_element(out, b.load(ptr, typ=ety), k)
-            else:
+            elif mask is None:
                 b.store(b.extract_element(value, k), ptr)
+            else:
+                with b.if_then(b.extract_element(mask, k)):
+                    b.store(b.extract_element(value, k), ptr)
         return out
 
     def _unit_stride(self, t, indices) -> bool:
@@ -604,6 +637,8 @@ def _tyname(t):
         return f"v{t.count}{_tyname(t.element)}"
     if isinstance(t, ir.FloatType):
         return "f32"
+    if isinstance(t, ir.PointerType):
+        return "p0"
     if isinstance(t, ir.IntType):
         return f"i{t.width}"
     raise CpuError(f"no intrinsic type name for {t}")

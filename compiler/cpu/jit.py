@@ -66,10 +66,12 @@ def host_target(target=None) -> CpuTarget:
     raise CpuError(f"unknown CPU target {target!r} (None, 'native', 'generic' or a CpuTarget)")
 
 
-def target_machine(t: CpuTarget):
+def target_machine(t: CpuTarget, fresh: bool = False):
+    """The shared target machine of ``t`` (for passes and emission), or a new one
+    (``fresh``: an execution engine takes ownership of its target machine and frees it)."""
     _init()
     with _LOCK:
-        tm = _TARGETS.get(t)
+        tm = None if fresh else _TARGETS.get(t)
         if tm is None:
             try:
                 target = llvm.Target.from_triple(t.triple)
@@ -77,7 +79,8 @@ def target_machine(t: CpuTarget):
                 raise CpuError(f"LLVM has no target for triple {t.triple}: {e}") from None
             tm = target.create_target_machine(cpu=t.cpu, features=t.features, opt=3,
                                               codemodel="jitdefault", jit=True)
-            _TARGETS[t] = tm
+            if not fresh:
+                _TARGETS[t] = tm
         return tm
 
 
@@ -139,7 +142,7 @@ def compile_ir(ir_text: str, names: list, key: str, target: CpuTarget, where: st
     pb.getModulePassManager().run(mod, pb)
     ir_opt = str(mod)
     try:
-        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine = llvm.create_mcjit_compiler(mod, target_machine(target, fresh=True))
         engine.finalize_object()
     except RuntimeError as e:
         raise CpuError(f"LLVM code generation failed for {where}: {str(e).strip()}") from None
@@ -189,7 +192,7 @@ def _load_disk(cache_dir, digest, names, target, tm):
         return None                              # stale or corrupt: compile again
     empty = llvm.parse_assembly("")
     empty.triple, empty.data_layout = target.triple, str(tm.target_data)
-    engine = llvm.create_mcjit_compiler(empty, tm)
+    engine = llvm.create_mcjit_compiler(empty, target_machine(target, fresh=True))
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
     return Compiled(engine, names, ir_opt.decode(), meta.get("ir_raw", ""), target)

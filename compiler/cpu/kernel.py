@@ -265,12 +265,14 @@ class CpuKernel:
 
     # ------------------------------------------------------------------ running
     def run(self, feeds: dict, out: np.ndarray | None = None) -> np.ndarray:
-        """Compute the output from ``feeds`` ({placeholder Tensor or its name: array}).
-        Every array is checked (dtype, shape, C-contiguous) before any native call;
+        """Compute the output from ``feeds`` ({placeholder Tensor or its name: array};
+        placeholders the output does not read are ignored).  Every array is checked (dtype, shape, C-contiguous) before any native call;
         ``out``, when given, is written in place and returned."""
         env = {}
         for k, v in feeds.items():
             t = k if isinstance(k, Tensor) else self._by_name.get(k)
+            if isinstance(t, Tensor) and t.is_placeholder and t not in self.inputs:
+                continue                  # a graph input this output does not read
             if t not in self.inputs:
                 raise CpuError(f"feed {getattr(k, 'name', k)!r}: not an input of "
                                f"{self.out.name} (inputs: "
