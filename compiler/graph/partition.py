@@ -144,6 +144,18 @@ def place(g: Graph, cfg: VTAConfig, cpu_only: bool = False,
     # element-wise ops on VTA when their data is packed anyway (decided after layout)
 
 
+def _vta_pool_ok(n: Node) -> bool:
+    """VTA's max pooling (compiler.ops.max_pool2d) pads with the dtype minimum, as ours."""
+    if n.op != "qmaxpool":
+        return True
+    try:
+        from compiler.ops import max_pool2d  # noqa: F401
+    except ImportError:
+        return False
+    (kh, kw), (pt, pl, pb, pr) = n.attrs["kernel"], n.attrs["pads"]
+    return max(pt, pb) < kh and max(pl, pr) < kw
+
+
 def layout(g: Graph, cfg: VTAConfig) -> Graph:
     """Insert the pack / unpack nodes (see the module docstring); returns a new graph."""
     out = Graph(g.name)
@@ -191,7 +203,8 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
             mode = "packed"
         elif n.op in _AGNOSTIC:
             mode = "packed" if any(lay.get(i) == "packed" for i in acts) else "plain"
-            if mode == "packed" and n.op in ("qadd", "qrequant") and cfg.block_in == \
+            if mode == "packed" and n.op in ("qadd", "qrequant", "qmaxpool") and \
+                    _vta_pool_ok(n) and cfg.block_in == \
                     cfg.block_out and n.target == "cpu" and not getattr(g, "cpu_only", False):
                 n.target = "vta"
         elif n.op == "qreshape" and acts and lay.get(acts[0]) == "packed" and \
@@ -494,6 +507,14 @@ def _codegen_node(n: Node, g: Graph, cfg: VTAConfig) -> Step:
             out, binds = _conv_vta(n, g, cfg)
         elif n.op == "qdense":
             out, binds = _dense_vta(n, g, cfg)
+        elif n.op == "qmaxpool":
+            from compiler import ops
+            from compiler.te import placeholder
+            x = placeholder(g.values[n.inputs[0]].shape, "int8", "data")
+            pt, pl, pb, pr = n.attrs["pads"]
+            out = ops.max_pool2d(x, tuple(n.attrs["kernel"]), tuple(n.attrs["strides"]),
+                                 (pt, pb, pl, pr), name=n.name)
+            binds = [(x, ("value", n.inputs[0]))]
         else:
             out, binds = _eltwise_te(n, g, cfg.acc_dtype)
         return Step(n, "vta", build(out, cfg), binds, out)
