@@ -116,17 +116,23 @@ def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
     vec = sum((acc_tiles if st.full else st.resident_tiles) * _vec_bytes(st, cfg)
               for st in wl.epilogue if st.vector is not None)
     dram = inp + wgt + out + vec
-    inp_dmas = inp_loads * k.tile_b * k.tile_ci
-    store_dmas = tiles * k.tile_b * k.tile_co
+    if wl.kind == "dense":      # (b, ci) and (b, co) boxes: one 2-D DMA of tile_b rows
+        inp_dmas, store_dmas = inp_loads, tiles
+        rows = inp_loads * k.tile_b + wgt_loads * k.tile_co
+        store_rows = tiles * k.tile_b
+    else:                       # (b, ci, h, w): one 2-D DMA per batch and channel block
+        inp_dmas = inp_loads * k.tile_b * k.tile_ci
+        store_dmas = tiles * k.tile_b * k.tile_co
+        rows = inp_dmas * g["in_h"] + wgt_loads * k.tile_co   # each DMA row is one burst
+        store_rows = store_dmas * k.tile_h
     dmas = inp_dmas + wgt_loads + store_dmas
-    rows = inp_dmas * g["in_h"] + wgt_loads * k.tile_co       # each DMA row is one burst
     gemm = wl.gemm_uops + acc_tiles                            # + reset
     alu = acc_tiles * sum(2 if st.vector is not None else 1 for st in wl.epilogue)
     insns = steps + tiles * (1 + len(wl.epilogue))
     compute = gemm + alu + INSN_OVERHEAD * insns
     mem = (inp + wgt + vec) / cfg.bus_bytes + ROW_OVERHEAD * rows \
         + DMA_LATENCY * (inp_dmas + wgt_loads) / (4 if k.vthreads > 1 else 1)
-    store = acc_tiles * STORE_CYCLES_PER_TILE + store_dmas * k.tile_h * ROW_OVERHEAD * 2
+    store = acc_tiles * STORE_CYCLES_PER_TILE + store_rows * ROW_OVERHEAD * 2
     cycles = max(compute, mem, store) * 1.05 if k.vthreads > 1 else compute + mem
     return Estimate(cycles, dram, compute, dmas)
 
@@ -176,8 +182,8 @@ def candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True):
         for order in ORDERS if tci == wl.cb else ORDERS[:1]:
             base = Knobs(tb, tco, th, tw, tci, vthreads=1, order=order)
             nt = base.n_tiles(wl)
+            yield base          # also with latency hiding: one big tile may beat two
             if nv == 1:
-                yield base
                 continue
             for ax in ("co", "h", "w", "b"):
                 if nt[ax] % nv == 0:
