@@ -93,6 +93,22 @@ class EltwiseKnobs:
             raise EltwiseError(f"EltwiseKnobs: max_tiles must be a positive integer or None, "
                                f"not {self.max_tiles!r}")
 
+    @classmethod
+    def of(cls, knobs, what: str = "an element-wise kernel") -> "EltwiseKnobs":
+        """``knobs`` as EltwiseKnobs: None (defaults), a dict of its fields, or itself."""
+        if knobs is None:
+            return cls()
+        if isinstance(knobs, cls):
+            return knobs
+        if isinstance(knobs, dict):
+            bad = sorted(set(knobs) - {"vthreads", "max_tiles"})
+            if bad:
+                raise EltwiseError(f"{what} takes the knobs vthreads and max_tiles, not "
+                                   f"{', '.join(map(str, bad))}")
+            return cls(**knobs)
+        raise EltwiseError(f"{what} takes EltwiseKnobs, not {type(knobs).__name__} (GEMM "
+                           f"knobs do not apply: there is no GEMM)")
+
 
 # ----------------------------------------------------------------------------- the tree
 
@@ -835,13 +851,7 @@ def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None 
     from .program import eliminate_redundant_loads, insert_dependencies
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
-    if knobs is None:
-        knobs = EltwiseKnobs()
-    elif isinstance(knobs, dict):
-        knobs = EltwiseKnobs(**knobs)
-    elif not isinstance(knobs, EltwiseKnobs):
-        raise EltwiseError(f"an element-wise kernel takes EltwiseKnobs, not "
-                           f"{type(knobs).__name__} (GEMM knobs do not apply: there is no GEMM)")
+    knobs = EltwiseKnobs.of(knobs)
     wl = out if isinstance(out, EltwiseWorkload) else recognise_eltwise(out, cfg)
     planes = None
     if wl.planes > 1:

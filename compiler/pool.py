@@ -42,7 +42,7 @@ import numpy as np
 from isa import AluOp, MemType, VTAConfig
 
 from .eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs, _Kernel, _Nest
-from .te import DTYPES, Binary, Cast, Const, Load, Reduce, Select, Tensor, affine
+from .te import DTYPES, Binary, Cast, Const, Load, Reduce, Select, Tensor, TEError, affine
 
 __all__ = ["PoolError", "CpuOnlyError", "PoolWorkload", "recognise_pool", "build_pool"]
 
@@ -146,8 +146,11 @@ def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
         raise PoolError(f"stage {where}: a pooling window has 2 reduction axes (ry, rx), "
                         f"not {len(axes)}")
     ry, rx = axes
-    cy, ky = affine(idx[2])
-    cx, kx = affine(idx[3])
+    try:
+        cy, ky = affine(idx[2])
+        cx, kx = affine(idx[3])
+    except TEError as exc:
+        raise PoolError(f"stage {where}: window rows/cols of {data.name}: {exc}") from None
     sy, sx = cy.get(y, 0), cx.get(x, 0)
     if cy != {y: sy, ry: 1} or cx != {x: sx, rx: 1} or sy < 1 or sx < 1:
         raise PoolError(f"stage {where}: rows/cols {idx[2]!r}, {idx[3]!r} are not "
@@ -159,8 +162,9 @@ def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
     pb = max(0, (oh - 1) * sy + kh - pt - h)
     pr = max(0, (ow - 1) * sx + kw - pl - w)
     pads = (pt, pb, pl, pr)
-    if min(pt, pl) < 0 or (oh - 1) * sy - pt < 0 or (ow - 1) * sx - pl < 0:
-        raise PoolError(f"stage {where}: window offsets {pads} are not a padding")
+    if min(pt, pl) < 0:
+        raise PoolError(f"stage {where}: window offsets ({-pt}, {-pl}) start inside "
+                        f"{data.name}; only zero or positive padding is supported")
     if any(pads):
         if cond is None:
             raise PoolError(f"stage {where}: windows read outside {data.name} (padding "
@@ -216,49 +220,46 @@ def _check_cond(out, cond, ry, rx, h, w, sy, sx, pt, pl, where):
                         f"test of the window position")
 
 
-def _pad_runs(wl, iy0, r_in, wp):
-    """(row0, rows, col0, cols) boxes of the band's SRAM layout that lie in the padding."""
-    h, w = wl.data.shape[2:4]
-    pt, pb, pl, pr = wl.pads
-    top = max(0, -iy0)
-    bottom = max(0, iy0 + r_in - h)
-    right = max(0, wp - pl - w)
+def _pad_runs(top, bottom, left, right, r_in, wp):
+    """(row0, rows, col0, cols) boxes of a chunk's SRAM layout that lie in the padding."""
     runs = []
     if top:
         runs.append((0, top, 0, wp))
     if bottom:
         runs.append((r_in - bottom, bottom, 0, wp))
-    mid0, mid = top, r_in - top - bottom
-    if mid > 0 and pl:
-        runs.append((mid0, mid, 0, pl))
+    mid = r_in - top - bottom
+    if mid > 0 and left:
+        runs.append((top, mid, 0, left))
     if mid > 0 and right:
-        runs.append((mid0, mid, wp - right, right))
+        runs.append((top, mid, wp - right, right))
     return runs
 
 
+def _whole_planes(wl: PoolWorkload) -> bool:
+    """A global pool: one window covering each whole (unpadded) plane."""
+    return (wl.kh, wl.kw) == wl.data.shape[2:4] and not any(wl.pads)
+
+
 def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs):
-    """(planes per chunk, output rows per band, input rows, input row pitch)."""
-    h, w = wl.data.shape[2:4]
+    """(planes per chunk, output rows per chunk, output columns per chunk): whole planes for
+    a global pool, else bands of whole rows, else pieces of one row."""
     oh, ow = wl.oh, wl.ow
     cap = cfg.acc_buff_depth // knobs.vthreads
     if knobs.max_tiles:
         cap = min(cap, knobs.max_tiles)
     fmax = (1 << cfg.alu_layout["src_factor_out"][1]) - 1
     wp = (ow - 1) * wl.sx + wl.kw
-    total_planes = wl.data.shape[0] * wl.data.shape[1]
-    if oh == 1 and ow == 1 and not any(wl.pads):
-        per = wl.kh * wp + 1
-        p = min(total_planes, cap // per, fmax // max(1, wl.kh * wp) or 1)
-        if p >= 1:
-            return max(1, p), 1, wl.kh, wp
     for nr in range(oh, 0, -1):
         r_in = (nr - 1) * wl.sy + wl.kh
         if r_in * wp + nr * ow <= cap and (nr == 1 or wl.sy * wp <= fmax):
-            return 1, nr, r_in, wp
-    raise PoolError(f"stage {wl.out.name}: one output row needs {wl.kh * wp + ow} ACC tiles, "
-                    f"more than the {cap} a virtual thread has (ACC depth "
-                    f"{cfg.acc_buff_depth} / {knobs.vthreads}); use "
-                    f"EltwiseKnobs(vthreads=1) or a configuration with a larger ACC buffer")
+            return 1, nr, ow
+    for nc in range(ow - 1, 0, -1):
+        if wl.kh * ((nc - 1) * wl.sx + wl.kw) + nc <= cap:
+            return 1, 1, nc
+    raise PoolError(f"stage {wl.out.name}: one output tile needs {wl.kh * wl.kw + 1} ACC "
+                    f"tiles, more than the {cap} a virtual thread has (ACC depth "
+                    f"{cfg.acc_buff_depth} / {knobs.vthreads}); use fewer virtual threads "
+                    f"or a configuration with a larger ACC buffer")
 
 
 def _set_value(value: int, cfg: VTAConfig, where: str) -> list:
@@ -273,7 +274,6 @@ def _set_value(value: int, cfg: VTAConfig, where: str) -> list:
 
 def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target: Tensor):
     from .program import Op
-    P, nr_max, _, wp = _plan(wl, cfg, knobs)
     h, w = wl.data.shape[2:4]
     oh, ow = wl.oh, wl.ow
     pt, pb, pl, pr = wl.pads
@@ -286,6 +286,7 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
     ops: list = []
 
     def alu(opcode, dst, d_rng, loops, src=None, s_rng=None, imm=0):
+        """One ALU instruction of one micro-op under ``loops`` (extent, dst f, src f, 0)."""
         nest = _Nest(opcode, src is None, int(imm))
         loops = tuple(lp for lp in loops if lp[0] > 1)
         key = (int(opcode), src is None, int(imm), loops)
@@ -295,35 +296,36 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
         return Op(2, "alu", dict(kernel=k, base=(dst, dst if src is None else src, 0),
                                  site=site, uop_key=k), tuple(reads), (d_rng,))
 
+    if _whole_planes(wl):
+        return _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op)
+    _, nr_max, nc_max = _plan(wl, cfg, knobs)
     chunks = []
-    if P > 1 or (oh == 1 and ow == 1 and not any(wl.pads)):
-        for q0 in range(0, planes_total, P):
-            chunks.append((q0, min(P, planes_total - q0), 0, 1))
-    else:
-        for q in range(planes_total):
-            for oy0 in range(0, oh, nr_max):
-                chunks.append((q, 1, oy0, min(nr_max, oh - oy0)))
-    for i, (q0, np_, oy0, nr) in enumerate(chunks):
+    for q in range(planes_total):
+        for oy0 in range(0, oh, nr_max):
+            for ox0 in range(0, ow, nc_max):
+                chunks.append((q, 1, oy0, min(nr_max, oh - oy0), ox0, min(nc_max, ow - ox0)))
+    for i, (q0, np_, oy0, nr, ox0, nc) in enumerate(chunks):
         base = (i % knobs.vthreads) * cap
         r_in = (nr - 1) * wl.sy + wl.kh
+        wp = (nc - 1) * wl.sx + wl.kw
         in_tiles = np_ * r_in * wp
         out0 = base + in_tiles
-        n_out = np_ * nr * ow
+        n_out = np_ * nr * nc
         in_rng = ("acc", base, base + in_tiles)
         out_rng = ("acc", out0, out0 + n_out)
-        iy0 = oy0 * wl.sy - pt
+        iy0, ix0 = oy0 * wl.sy - pt, ox0 * wl.sx - pl
         y0, y1 = max(iy0, 0), min(iy0 + r_in, h)
-        xs = min(w, wp - pl)
-        pad = (y0 - iy0, iy0 + r_in - y1, pl, wp - pl - xs)
+        x0, x1 = max(ix0, 0), min(ix0 + wp, w)
+        pad = (y0 - iy0, iy0 + r_in - y1, x0 - ix0, ix0 + wp - x1)
         if np_ > 1:
             ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data, offset=q0 * h * w,
                                           y=np_, x=h * w, stride=h * w, pad=(0, 0, 0, 0)),
                           writes=(in_rng,)))
         else:
             ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data,
-                                          offset=q0 * h * w + y0 * w, y=y1 - y0, x=xs,
-                                          stride=w, pad=pad), writes=(in_rng,)))
-            for r0, nrows, c0, ncols in (_pad_runs(wl, iy0, r_in, wp) if fix else ()):
+                                          offset=q0 * h * w + y0 * w + x0, y=y1 - y0,
+                                          x=x1 - x0, stride=w, pad=pad), writes=(in_rng,)))
+            for r0, nrows, c0, ncols in (_pad_runs(*pad, r_in, wp) if fix else ()):
                 at = base + r0 * wp + c0
                 for opcode, imm in fix:
                     ops.append(alu(opcode, at, in_rng, ((nrows, wp, wp, 0), (ncols, 1, 1, 0)),
@@ -331,7 +333,7 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
         if np_ > 1:
             oloops = ((np_, 1, r_in * wp, 0),)
         else:
-            oloops = ((nr, ow, wl.sy * wp, 0), (ow, 1, wl.sx, 0))
+            oloops = ((nr, nc, wl.sy * wp, 0), (nc, 1, wl.sx, 0))
         dloops = tuple((e, fd, fd, 0) for e, fd, _, _ in oloops)
         ops.append(alu(AluOp.MIN, out0, out_rng, dloops, imm=0))
         ops.append(alu(AluOp.MAX, out0, out_rng, dloops, imm=0))
@@ -344,16 +346,101 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
                                s_rng=in_rng))
         if wl.shift:
             ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=wl.shift))
-        off = q0 * oh * ow + oy0 * ow
+        off = q0 * oh * ow + oy0 * ow + ox0
         total = planes_total * oh * ow
+        y, x = (1, n_out) if np_ > 1 else (nr, nc)
         for p in range(wl.planes):
             ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=out0, tensor=target,
-                                           offset=off + p * total, y=1, x=n_out,
-                                           stride=n_out, pad=(0, 0, 0, 0)),
+                                           offset=off + p * total, y=y, x=x,
+                                           stride=x if np_ > 1 else ow, pad=(0, 0, 0, 0)),
                           reads=(out_rng,)))
             if p + 1 < wl.planes:
                 ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=cfg.out_width))
-    return ops, (P, nr_max, wp)
+    return ops, f"{nr_max}x{nc_max} output tiles per chunk"
+
+
+def _tree(alu, op, base, n, rng, planes=1, pitch=0) -> list:
+    """Reduce the ``n`` tiles at ``base`` (in each of ``planes`` planes ``pitch`` apart) to
+    their first tile, in place: halving levels, one ALU instruction each, whose micro-op
+    iterations all write distinct tiles (no read-after-write hazard inside an instruction)."""
+    out = []
+    while n > 1:
+        half, hi = n // 2, n - n // 2
+        out.append(alu(op, base, rng, ((planes, pitch, pitch, 0), (half, 1, 1, 0)),
+                       src=base + hi, s_rng=rng))
+        n = hi
+    return out
+
+
+def _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op):
+    """A global pool: each plane's tiles tree-reduced in the ACC SRAM.  Planes that fit are
+    batched (one LOAD, one instruction per tree level for all of them); a plane larger than
+    a virtual thread's share is reduced in pieces into an accumulator tile of its own."""
+    from .program import Op
+    h, w = wl.data.shape[2:4]
+    n = h * w
+    depth = cfg.acc_buff_depth
+    total = wl.data.shape[0] * wl.data.shape[1]
+    mem = MemType.ACC_8BIT if wl.data.dtype == "int8" else MemType.ACC
+    fmax = (1 << cfg.alu_layout["dst_factor_out"][1]) - 1
+    cap = depth // knobs.vthreads
+    if knobs.max_tiles:
+        cap = min(cap, knobs.max_tiles)
+    P = min(total, cap // (n + 1), fmax // n if n <= fmax else 0)
+    ops = []
+
+    def finish(at, rng, count, off):
+        if wl.shift:
+            ops.append(alu(AluOp.SHR, at, rng, ((count, 1, 1, 0),), imm=wl.shift))
+        for p in range(wl.planes):
+            ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=at, tensor=target,
+                                           offset=off + p * total, y=1, x=count, stride=count,
+                                           pad=(0, 0, 0, 0)), reads=(rng,)))
+            if p + 1 < wl.planes:
+                ops.append(alu(AluOp.SHR, at, rng, ((count, 1, 1, 0),), imm=cfg.out_width))
+
+    def gather(dst, d_rng, src, s_rng, count, pitch, first=True):
+        if first:
+            ops.append(alu(AluOp.MIN, dst, d_rng, ((count, 1, 1, 0),), imm=0))
+            ops.append(alu(AluOp.MAX, dst, d_rng, ((count, 1, 1, 0),), imm=0))
+        ops.append(alu(AluOp.ADD if first else tap_op, dst, d_rng, ((count, 1, pitch, 0),),
+                       src=src, s_rng=s_rng))
+
+    if P >= 1:
+        for i, q0 in enumerate(range(0, total, P)):
+            np_ = min(P, total - q0)
+            base = (i % knobs.vthreads) * cap
+            in_rng = ("acc", base, base + np_ * n)
+            out0 = base + np_ * n
+            out_rng = ("acc", out0, out0 + np_)
+            ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data, offset=q0 * n,
+                                          y=1, x=np_ * n, stride=np_ * n, pad=(0, 0, 0, 0)),
+                          writes=(in_rng,)))
+            ops += _tree(alu, tap_op, base, n, in_rng, np_, n)
+            gather(out0, out_rng, base, in_rng, np_, n)
+            finish(out0, out_rng, np_, q0)
+        return ops, f"{P} whole planes per chunk, tree-reduced"
+    piece = (depth - 2) // knobs.vthreads
+    if knobs.max_tiles:
+        piece = min(piece, knobs.max_tiles)
+    if piece < 1:
+        raise PoolError(f"stage {wl.out.name}: no ACC tiles left for a piece of a plane")
+    i = 0
+    for q in range(total):
+        acc = depth - 2 + q % 2
+        acc_rng = ("acc", acc, acc + 1)
+        for s0 in range(0, n, piece):
+            m = min(piece, n - s0)
+            base = (i % knobs.vthreads) * piece
+            i += 1
+            rng = ("acc", base, base + m)
+            ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data,
+                                          offset=q * n + s0, y=1, x=m, stride=m,
+                                          pad=(0, 0, 0, 0)), writes=(rng,)))
+            ops += _tree(alu, tap_op, base, m, rng)
+            gather(acc, acc_rng, base, rng, 1, 1, first=s0 == 0)
+        finish(acc, acc_rng, 1, q)
+    return ops, f"pieces of {piece} tiles of each plane, tree-reduced"
 
 
 def build_pool(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = None):
@@ -362,21 +449,14 @@ def build_pool(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = N
     from .program import eliminate_redundant_loads, insert_dependencies
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
-    if knobs is None:
-        knobs = EltwiseKnobs()
-    elif isinstance(knobs, dict):
-        knobs = EltwiseKnobs(**knobs)
-    elif not isinstance(knobs, EltwiseKnobs):
-        raise PoolError(f"a pooling kernel takes EltwiseKnobs, not {type(knobs).__name__} "
-                        f"(GEMM knobs do not apply: there is no GEMM)")
+    knobs = EltwiseKnobs.of(knobs, "a pooling kernel")
     wl = out if isinstance(out, PoolWorkload) else recognise_pool(out, cfg)
     target = wl.out
     if wl.planes > 1:
         target = Tensor(f"{wl.out.name}_planes", (wl.planes,) + wl.out.shape, cfg.out_dtype)
-    ops, (P, nr, wp) = lower_pool_ops(wl, cfg, knobs, target)
+    ops, what = lower_pool_ops(wl, cfg, knobs, target)
     stages = {"recognise": wl.describe(),
-              "lower": (f"{'%d planes' % P if P > 1 else '%d output rows' % nr} per chunk, "
-                        f"input row pitch {wp} tiles, {knobs.vthreads} virtual thread(s); per "
+              "lower": (f"{what}, {knobs.vthreads} virtual thread(s); per "
                         f"chunk: 1 LOAD, pad fix-ups, MIN/MAX 0, {wl.kh * wl.kw} tap ops "
                         f"({wl.op.upper()}), {'SHR %d, ' % wl.shift if wl.shift else ''}"
                         f"{wl.planes} STORE(s)")}

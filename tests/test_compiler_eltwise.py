@@ -315,6 +315,10 @@ def test_knob_and_run_errors():
                                            r"Knobs \(GEMM knobs do not apply: there is no "
                                            r"GEMM\)$"):
         build(out, cfg, Knobs())
+    with pytest.raises(EltwiseError, match=r"^an element-wise kernel takes the knobs vthreads "
+                                           r"and max_tiles, not tile_h$"):
+        build(out, cfg, {"tile_h": 2})
+    assert build(out, cfg, {"vthreads": 1}).knobs == EltwiseKnobs(vthreads=1)
     with pytest.raises(EltwiseError, match=r"^EltwiseKnobs: vthreads must be a positive "
                                            r"integer, not 0$"):
         EltwiseKnobs(vthreads=0)
@@ -372,7 +376,7 @@ def test_gemm_graphs_still_take_the_gemm_path():
 
 @pytest.mark.rtl
 def test_vector_add_and_residual_add_on_rtl():
-    pytest.importorskip("vta_hw.amaranth_sim")
+    pytest.importorskip("vta_hw.runners.amaranth_sim")
     from vta_runtime import RtlDevice
     cfg = VTAConfig()
     rng = np.random.default_rng(11)
