@@ -98,7 +98,8 @@ def _samples(calib, g: Graph) -> list:
 def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "max",
                   percentile: float = 99.99, global_scale: float = 8.0,
                   cpu_only: bool = False, first_conv_cpu: bool = False,
-                  tuning_log: str | None = None, sqnr_samples: int = 1) -> Compiled:
+                  tuning_log: str | None = None, sqnr_samples: int = 1,
+                  per_channel: bool = True) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere)."""
@@ -121,9 +122,9 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         if missing:
             raise GraphError(f"QDQ model without calibration: value {missing[0]!r} has no "
                              f"Q/DQ range; give --calib")
-        q = quantize(fg, ranges=ranges, mode=mode)
+        q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel)
     else:
-        q = quantize(fg, samples, mode, percentile, global_scale)
+        q = quantize(fg, samples, mode, percentile, global_scale, per_channel=per_channel)
     t2 = time.perf_counter()
     prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log)
     t3 = time.perf_counter()
@@ -131,6 +132,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     return Compiled(cfg, fg, q, prog,
                     {"mode": mode, "percentile": percentile, "global_scale": global_scale,
                      "cpu_only": cpu_only, "first_conv_cpu": first_conv_cpu,
+                     "per_channel": per_channel,
                      "tuning_log": tuning_log},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

@@ -265,6 +265,39 @@ def _epilogue_te(acc, n: Node, resid, name: str):
     return ops.cast_int8(t, name=name)
 
 
+def _mult_vta(acc, n: Node, co_p: int, cfg: VTAConfig):
+    """Per-channel power-of-two multipliers (per-channel weight scales) as an ALU MUL by a
+    packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vector."""
+    from compiler.te import compute, placeholder
+    if not n.attrs.get("mult"):
+        return acc, []
+    m = np.ones(co_p, np.int32)
+    m[:len(n.attrs["mult"])] = n.attrs["mult"]
+    mv = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "mult")
+    if acc.ndim == 6:
+        out = compute(acc.shape, lambda a, o, y, x, b, j: acc[a, o, y, x, b, j] * mv[o, b, j],
+                      name=n.name + "_mult", dtype=acc.dtype)
+    else:
+        out = compute(acc.shape, lambda a, o, b, j: acc[a, o, b, j] * mv[o, b, j],
+                      name=n.name + "_mult", dtype=acc.dtype)
+    return out, [(mv, ("param", np.ascontiguousarray(np.broadcast_to(
+        m.reshape(-1, 1, cfg.block_out), mv.shape))))]
+
+
+def _mult_cpu(acc, n: Node):
+    from compiler.te import compute, placeholder
+    if not n.attrs.get("mult"):
+        return acc, []
+    mv = placeholder((len(n.attrs["mult"]),), "int32", "mult")
+    if acc.ndim == 4:
+        out = compute(acc.shape, lambda a, o, y, x: acc[a, o, y, x] * mv[o],
+                      name=n.name + "_mult", dtype=acc.dtype)
+    else:
+        out = compute(acc.shape, lambda a, o: acc[a, o] * mv[o], name=n.name + "_mult",
+                      dtype=acc.dtype)
+    return out, [(mv, ("param", np.asarray(n.attrs["mult"], np.int32)))]
+
+
 def _conv_vta(n: Node, g: Graph, cfg: VTAConfig):
     from compiler import ops
     from compiler.te import placeholder
@@ -288,7 +321,8 @@ def _conv_vta(n: Node, g: Graph, cfg: VTAConfig):
     acc = ops.conv2d(data, kern, a["strides"][0], (pt, pb_, pl, pr), name=n.name + "_conv",
                      acc_dtype=cfg.acc_dtype)
     acc = ops.bias_add(acc, bias, name=n.name + "_bias")
-    binds = [(data, ("value", n.inputs[0])),
+    acc, mb = _mult_vta(acc, n, co_p, cfg)
+    binds = mb + [(data, ("value", n.inputs[0])),
              (kern, ("param", ops.pack_oihw(wp, cfg.block_out, cfg.block_in))),
              (bias, ("param", np.ascontiguousarray(np.broadcast_to(
                  bp.reshape(-1, 1, cfg.block_out), bias.shape))))]
@@ -315,9 +349,10 @@ def _dense_vta(n: Node, g: Graph, cfg: VTAConfig):
     bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "bias")
     acc = ops.bias_add(ops.dense(data, wt, name=n.name + "_dense", acc_dtype=cfg.acc_dtype),
                        bias, name=n.name + "_bias")
+    acc, mb = _mult_vta(acc, n, co_p, cfg)
     wpk = wp.reshape(co_p // cfg.block_out, cfg.block_out, ci_p // cfg.block_in,
                      cfg.block_in).transpose(0, 2, 1, 3).copy()
-    binds = [(data, ("value", n.inputs[0])), (wt, ("param", wpk)),
+    binds = mb + [(data, ("value", n.inputs[0])), (wt, ("param", wpk)),
              (bias, ("param", np.ascontiguousarray(np.broadcast_to(
                  bp.reshape(-1, 1, cfg.block_out), bias.shape))))]
     resid = None
@@ -429,7 +464,8 @@ def _conv_cpu(n: Node, g: Graph):
     acc = compute(ov.shape, body, name=n.name + "_conv", dtype="int32")
     acc = compute(ov.shape, lambda nn, oc, y, xx: acc[nn, oc, y, xx] + bias[oc],
                   name=n.name + "_bias", dtype="int32")
-    binds = [(x, ("value", n.inputs[0])), (wt, ("param", w)), (bias, ("param", g.params[
+    acc, mb = _mult_cpu(acc, n)
+    binds = mb + [(x, ("value", n.inputs[0])), (wt, ("param", w)), (bias, ("param", g.params[
         n.inputs[2]]))]
     resid = None
     if a.get("residual"):
@@ -451,7 +487,8 @@ def _dense_cpu(n: Node, g: Graph):
                                                 [k]), name=n.name + "_dense", dtype="int32")
     acc = compute(ov.shape, lambda i, j: acc[i, j] + bias[j], name=n.name + "_bias",
                   dtype="int32")
-    binds = [(x, ("value", n.inputs[0])), (wt, ("param", w)),
+    acc, mb = _mult_cpu(acc, n)
+    binds = mb + [(x, ("value", n.inputs[0])), (wt, ("param", w)),
              (bias, ("param", g.params[n.inputs[2]]))]
     resid = None
     if n.attrs.get("residual"):

@@ -3,7 +3,10 @@
 Every quantised value is symmetric int8 with a power-of-two scale: real = q * 2**-frac, so
 each requantisation is an arithmetic shift (VTA's ALU SHR; the rounding constant rides in the
 bias or is one ALU ADD).  Weights are per-tensor (``frac`` from their max |w|), biases int32
-at the accumulator scale ``frac_x + frac_w``.  Activation ranges come from calibration:
+at the accumulator scale ``frac_x + frac_w``.  With ``per_channel`` (default) each output
+channel's weights get their own power-of-two scale; the accumulators are brought to one
+scale by an ALU MUL with a per-channel power of two (``attrs["mult"]``) before the shift,
+with the scales capped so that the product provably fits int32.  Activation ranges come from calibration:
 
 * ``mode="max"``: the largest |x| seen on the calibration samples;
 * ``mode="percentile"``: the ``percentile``-th percentile of |x| (default 99.99), the
@@ -88,6 +91,26 @@ def _qweight(w: np.ndarray):
     return q, f
 
 
+def _qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
+    """Per-output-channel power-of-two weight scales 2^-fw_c.  VTA has one shift per
+    layer, so channel c's accumulator is brought to the finest scale by an ALU MUL with
+    m_c = 2^(max fw - fw_c) before the shift.  The finest scale is capped so that
+    |acc_c + b_c| * m_c provably fits int32 (|acc| <= 127 * sum |w_c| * 128)."""
+    o = w.shape[0]
+    wf = w.reshape(o, -1).astype(np.float64)
+    fw = np.array([frac_for(float(np.abs(r).max())) for r in wf])
+    top = int(fw.max())
+    while True:
+        fwc = np.minimum(fw, top)
+        q = np.clip(np.floor(wf * 2.0 ** fwc[:, None] + 0.5), -127, 127)
+        mult = (1 << (top - fwc)).astype(np.int64)
+        bq = np.abs(b) * 2.0 ** (fx + fwc) + 1
+        bound = (np.abs(q).sum(axis=1) * 128 + bq) * mult
+        if bound.max() < 2 ** 30 or top <= fw.min():
+            return q.astype(np.int8).reshape(w.shape), fwc, mult
+        top -= 1
+
+
 def _clip_bounds(steps, fo):
     lo, hi = -128, 127
     for s in steps:
@@ -102,7 +125,8 @@ def _clip_bounds(steps, fo):
 
 
 def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.99,
-             global_scale: float = 8.0, ranges: dict | None = None) -> Graph:
+             global_scale: float = 8.0, ranges: dict | None = None,
+             per_channel: bool = True) -> Graph:
     """The integer graph of the fused float graph ``g`` (see the module docstring).  The
     result keeps a reference to ``g`` as ``.float_graph`` and the mapping of its values to
     float values as ``.float_of``."""
@@ -164,10 +188,16 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         if n.op in ("conv", "dense") and n.inputs[1] in g.params:
             x = as_int(n.inputs[0], n)
             fx = fracs[x]
-            wq, fw = _qweight(g.params[n.inputs[1]])
-            acc_f = fx + fw
+            w = g.params[n.inputs[1]]
             b = g.params[n.inputs[2]].astype(np.float64)
-            bq = np.floor(b * 2.0 ** acc_f + 0.5)
+            if per_channel:
+                wq, fwc, mult = _qweight_channels(w, b, fx)
+                fw = int(fwc.max())
+            else:
+                wq, fw = _qweight(w)
+                fwc, mult = np.full(w.shape[0], fw), None
+            acc_f = fx + fw                  # the (virtual) accumulator scale after MUL
+            bq = np.floor(b * 2.0 ** (fx + fwc) + 0.5)
             fo = f_of(n.output)
             attrs = {k: v for k, v in n.attrs.items() if k != "post"}
             res = [as_int(r, n) for r in n.inputs[3:]]
@@ -178,13 +208,16 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
                 attrs.update(residual=True, shift2=shift2)
             else:
                 shift = acc_f - fo
-            if shift > 0:
-                bq = bq + (1 << (shift - 1))           # round half up, folded into the bias
+            if shift > 0:                    # round half up, folded into the bias
+                m = np.ones(len(bq), np.int64) if mult is None else mult
+                bq = bq + ((1 << (shift - 1)) // m)
             if np.abs(bq).max(initial=0) >= 2 ** 31:
                 raise QuantizeError(f"node {n.name!r}: bias does not fit int32 at scale "
                                     f"2^-{acc_f}")
             lo, hi = _clip_bounds(post, fo)
             attrs.update(shift=int(shift), lo=lo, hi=hi, frac_w=fw)
+            if mult is not None and (mult != 1).any():
+                attrs["mult"] = [int(v) for v in mult]
             wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh(n.inputs[2] + "_q")
             q.add_param(wn, wq, frac=fw)
             q.add_param(bn, bq.astype(np.int32), frac=acc_f)

@@ -10,7 +10,8 @@ Integer semantics (``q*`` ops, all arithmetic in int64, no overflow at int8/int3
 * ``rshift_round(x, k)`` = ``(x + 2**(k-1)) >> k`` for k > 0 (round half up), ``x << -k``
   for k < 0; VTA does it as ADD of the rounding constant then SHR (arithmetic).
 * ``qconv``/``qdense``: ``acc = conv(x, w) + bias`` (bias already at the accumulator scale
-  and holding the rounding constant), ``y = acc >> shift``; with a residual ``r``:
+  and holding the rounding constant), times the per-channel ``mult`` when there is one,
+  ``y = acc >> shift``; with a residual ``r``:
   ``y = rshift_round(y + r, shift2)``; then clip to [lo, hi] (relu: lo = 0), int8.
 * ``qadd``: ``rshift_round((a << sa) + (b << sb), shift)`` clipped.
 * pools on int8 keep the input scale; average = round-half-up integer division.
@@ -191,6 +192,8 @@ def _q_conv(n, ins):
     acc = conv_nchw(ins[0], ins[1], a["strides"], a["pads"], a["dilations"], a["group"],
                     acc=np.int64)
     acc = acc + ins[2].astype(np.int64).reshape(1, -1, 1, 1)
+    if a.get("mult"):
+        acc = acc * np.asarray(a["mult"], np.int64).reshape(1, -1, 1, 1)
     return _epilogue(n, _shift(acc, a["shift"]), ins, 3)
 
 
@@ -200,6 +203,8 @@ def _shift(x, k):
 
 def _q_dense(n, ins):
     acc = ins[0].astype(np.int64) @ ins[1].astype(np.int64).T + ins[2].astype(np.int64)
+    if n.attrs.get("mult"):
+        acc = acc * np.asarray(n.attrs["mult"], np.int64)
     return _epilogue(n, _shift(acc, n.attrs["shift"]), ins, 3)
 
 
