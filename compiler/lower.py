@@ -161,6 +161,9 @@ class _Lowering:
                     ("b", sb, (sco * sh * sw, src["b"], 0)),
                     ("co", sco, (sh * sw, 0, wci * kk)),
                     ("y", sh, (sw, src["y"], 0)), ("x", sw, (1, src["x"], 0)))
+            if self.k.inner_order:   # the user's order of the tensorized loops
+                pos = {n: i for i, n in enumerate(self.k.inner_order)}
+                dims = tuple(sorted(dims, key=lambda d: pos[d[0]]))
             a = sb * sco * sh * sw
             if a < self.need:        # repeat into scratch tiles to keep the dependency distance
                 dims += (("dup", -(-self.need // a), (a, 0, 0)),)
@@ -318,28 +321,35 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
         vecs[st.key] = Buffer(name, "acc", L.g["acc"], nv) if st.full else \
             Buffer(name, "acc", st.resident_tiles, 1)
 
+    mock = set(k.mock)          # units left out to time the others alone
     step = []
-    if not L.hoist["inp"]:
+    if not L.hoist["inp"] and "data" not in mock:
         step.append(L._guard(L.load("inp", {**{a: L.tw[a] for a in ("b", "h", "w")},
                                             "ci": L.cw}, False)))
-    if not L.hoist["wgt"]:
+    if not L.hoist["wgt"] and "kernel" not in mock:
         step.append(L._guard(L.load("wgt", {"co": L.tw["co"], "ci": L.cw}, False)))
-    body = [L.reset(), For(t.ci, t.ci.extent, Seq(step + [L.gemm()]))]
-    for st in wl.epilogue:
+    gemm = [] if "gemm" in mock else [L.gemm()]
+    body = ([] if "gemm" in mock else [L.reset()]) + \
+        ([For(t.ci, t.ci.extent, Seq(step + gemm))] if step or gemm else [])
+    alu = "alu" not in mock
+    for st in wl.epilogue if alu else ():
         body.extend(L.epilogue(st, vecs))
-    if planes == 1:
+    if "out" in mock:
+        pass
+    elif planes == 1:
         body.append(L.store(wl.out))
     else:        # a wide result leaves as byte planes: store the low bits, shift, repeat
         target = Tensor(f"{wl.out.name}_planes", (planes,) + wl.out.shape, cfg.out_dtype)
         for p in range(planes):
             body.append(L.store(target, p))
-            for sh in _shifts(cfg.out_width, cfg.acc_width // 2 - 1) if p < planes - 1 else ():
+            for sh in _shifts(cfg.out_width, cfg.acc_width // 2 - 1) \
+                    if p < planes - 1 and alu else ():
                 body.extend(L.epilogue(AluStep(AluOp.SHR, sh, None, "planes"), vecs))
     stmt = Seq(body)
     stmt = For(t.v, nv, stmt, kind="vthread" if nv > 1 else "unrolled")
     hoisted: dict[int, list] = {}
     for scope, at in (("inp", k.inp_at), ("wgt", k.wgt_at)):
-        if at != "ci":
+        if at != "ci" and {"inp": "data", "wgt": "kernel"}[scope] not in mock:
             load = L.load(scope, L._region(scope, at), True)
             cond = t.guard(("b", "h", "w") if scope == "inp" else ("co",), at)
             hoisted.setdefault(t.level(at), []).append(
@@ -350,7 +360,7 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
         stmt = For(var, var.extent, inner, kind="serial")
     prologue = []          # per-channel vectors: loaded once (and negated once if needed)
     for (tn, neg) in dict.fromkeys(st.key for st in wl.epilogue
-                                   if st.vector is not None and not st.full):
+                                   if alu and st.vector is not None and not st.full):
         buf = vecs[(tn, neg)]
         prologue.append(Copy("compute", "load", buf, add(0), tn, (add(0),), (buf.tiles,)))
         if neg:

@@ -78,6 +78,15 @@ class Knobs:
     double_buffer: cache reads ("data", "kernel") computed at an outer loop that get two
         buffers, alternating between consecutive regions, so the next region loads while
         the current one is used (per-step reads are double-buffered by virtual threads).
+    vthread_axes: ((loop, threads), ...) when more than one loop is bound to virtual
+        threads (TVM's conv2d schedule binds output-channel and row threads); ``vthreads``
+        is then their product and ``vthread_axis`` the first.
+    inner_order: the order of the tensorized GEMM nest, outermost first: a permutation of
+        ("ci", "ky", "kx", "b", "co", "y", "x") (default that order); it decides which
+        two loops the micro-op kernel folds into hardware loops.
+    mock: units whose instructions are left out so the others can be timed alone (TVM's
+        ``skip_dma_copy`` / ``skip_alu`` / mock GEMM): any of "data", "kernel" (their
+        loads), "out" (the store), "gemm", "alu".  A mocked kernel's result is not valid.
     """
     tile_b: int = 1
     tile_co: int = 1
@@ -92,6 +101,16 @@ class Knobs:
     inp_at: str = "ci"
     wgt_at: str = "ci"
     double_buffer: tuple = ()
+    vthread_axes: tuple = ()
+    inner_order: tuple = ()
+    mock: tuple = ()
+
+    def vthread_loops(self) -> tuple:
+        """((loop, threads), ...) of every loop bound to virtual threads, outermost binding
+        first; their product is ``vthreads``."""
+        if self.vthread_axes:
+            return tuple((a, n) for a, n in self.vthread_axes)
+        return ((self.vthread_axis, self.vthreads),) if self.vthreads > 1 else ()
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -99,6 +118,9 @@ class Knobs:
         d["fuse"] = [list(g) for g in self.fuse]
         d["split_outer"] = [list(g) for g in self.split_outer]
         d["double_buffer"] = list(self.double_buffer)
+        d["vthread_axes"] = [list(g) for g in self.vthread_axes]
+        d["inner_order"] = list(self.inner_order)
+        d["mock"] = list(self.mock)
         return d
 
     @classmethod
@@ -113,6 +135,12 @@ class Knobs:
         if "split_outer" in d:
             d["split_outer"] = tuple(tuple(g) if isinstance(g, (list, tuple)) else g
                                      for g in d["split_outer"])
+        for key in ("inner_order", "mock"):
+            if isinstance(d.get(key), list):
+                d[key] = tuple(d[key])
+        if isinstance(d.get("vthread_axes"), list):
+            d["vthread_axes"] = tuple(tuple(g) if isinstance(g, list) else g
+                                      for g in d["vthread_axes"])
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
             raise ScheduleError(f"unknown knobs {sorted(unknown)}")
@@ -224,17 +252,31 @@ class Knobs:
         names = self.loop_names()
         if self.vthreads < 1:
             raise PrimitiveError("bind_vthread", self.vthread_axis, "needs >= 1 thread")
-        if self.vthreads > 1:           # with one thread the axis is irrelevant
-            if self.vthread_axis not in names:
-                raise PrimitiveError("bind_vthread", self.vthread_axis,
+        vl = self.vthread_loops()
+        if self.vthread_axes:
+            prod = 1
+            for g in self.vthread_axes:
+                if not (isinstance(g, tuple) and len(g) == 2 and isinstance(g[0], str)
+                        and isinstance(g[1], int) and g[1] >= 2):
+                    raise ScheduleError(f"knob vthread_axes={self.vthread_axes!r}: expected "
+                                        f"[loop, threads >= 2] pairs")
+                prod *= g[1]
+            if len({a for a, _ in vl}) != len(vl) or prod != self.vthreads \
+                    or vl[0][0] != self.vthread_axis:
+                raise ScheduleError(f"knobs vthread_axes={self.vthread_axes!r}: distinct "
+                                    f"loops whose threads multiply to vthreads="
+                                    f"{self.vthreads}, the first being vthread_axis="
+                                    f"{self.vthread_axis!r}")
+        for axis, n in vl:              # with one thread the axis is irrelevant
+            if axis not in names:
+                raise PrimitiveError("bind_vthread", axis,
                                      f"not an outer loop; loops are {names}")
             total = 1
-            for a in self.vthread_axis.split("."):
+            for a in axis.split("."):
                 total *= names0[a][2]
-            if self.vthreads > total:
-                raise PrimitiveError("bind_vthread", self.vthread_axis, f"{self.vthreads} "
+            if n > total:
+                raise PrimitiveError("bind_vthread", axis, f"{n} "
                                      f"virtual threads but only {total} tiles")
-        vpos = names.index(self.vthread_axis) if self.vthreads > 1 else len(names)
         for tensor, at in (("data", self.inp_at), ("kernel", self.wgt_at)):
             if at in ("ci", "root"):
                 continue
@@ -242,11 +284,20 @@ class Knobs:
                 raise PrimitiveError("compute_at", f"{tensor}, {at}", f"no such loop; "
                                      f"attach at 'ci', 'root' or one of {names}")
             uses = {"data": {"b", "h", "w"}, "kernel": {"co"}}[tensor]
-            if self.vthreads > 1 and "." in self.vthread_axis and names.index(at) >= vpos \
-                    and uses & {names0[n][0] for n in self.vthread_axis.split(".")}:
-                raise PrimitiveError("compute_at", f"{tensor}, {at}", "cannot hoist a load "
-                                     "above the virtual threads of a fused loop (its region "
-                                     "is not a box)")
+            for axis, _ in vl:
+                if "." in axis and names.index(at) >= names.index(axis) \
+                        and uses & {names0[n][0] for n in axis.split(".")}:
+                    raise PrimitiveError("compute_at", f"{tensor}, {at}", "cannot hoist a "
+                                         "load above the virtual threads of a fused loop "
+                                         "(its region is not a box)")
+        inner = ("ci", "ky", "kx", "b", "co", "y", "x")
+        if self.inner_order and sorted(self.inner_order) != sorted(inner):
+            raise PrimitiveError("reorder", ",".join(map(str, self.inner_order)),
+                                 f"the tensorized loops must be a permutation of {inner}")
+        bad = set(self.mock) - {"data", "kernel", "out", "gemm", "alu"}
+        if bad or len(set(self.mock)) != len(self.mock):
+            raise ScheduleError(f"knob mock={self.mock!r}: units are 'data', 'kernel', "
+                                f"'out', 'gemm', 'alu' (each once)")
         if not isinstance(self.double_buffer, tuple):
             raise ScheduleError(f"knob double_buffer={self.double_buffer!r}: expected a list "
                                 f"of 'data' / 'kernel'")
@@ -354,7 +405,20 @@ class Schedule:
 
     def reorder(self, *outer_loops: str):
         """Order the outer tile loops (``x.outer`` or fused ``x.y.fused``), outermost first;
-        loops not named keep their relative order after the named ones."""
+        loops not named keep their relative order after the named ones.  Naming only
+        tensorized loops (``ci.inner``, ``ky``, ``kx``, ``b.inner``, ``co.inner``,
+        ``h.inner``, ``w.inner``) orders the GEMM nest instead (knob ``inner_order``: which
+        loops become the micro-op kernel's hardware loops); unnamed ones follow in the
+        default order."""
+        if outer_loops and all(n in _INNER for n in outer_loops) and not any(
+                n.endswith(".outer") or n.endswith(".fused") for n in outer_loops):
+            named = [_INNER[n] for n in outer_loops]
+            if len(set(named)) != len(named):
+                raise PrimitiveError("reorder", ", ".join(outer_loops), "a loop named twice")
+            order = tuple(named) + tuple(a for a in INNER_ORDER if a not in named)
+            self._rec("reorder", "inner:" + ",".join(order))
+            self._k = replace(self._k, inner_order=order)
+            return
         names = tuple(a for n in outer_loops for a in self._axes_of("reorder", n))
         rest = tuple(a for a in self._k.loop_order() if a not in names)
         self._rec("reorder", ",".join(_loop(n) for n in outer_loops))
@@ -378,8 +442,22 @@ class Schedule:
     def bind_vthread(self, loop: str, n: int):
         """Spread the tiles of an outer loop over ``n`` virtual threads (latency hiding)."""
         axes = self._axes_of("bind_vthread", loop)
-        self._rec("bind_vthread", ".".join(axes), int(n))
-        self._k = replace(self._k, vthreads=int(n), vthread_axis=".".join(axes))
+        name, n = ".".join(axes), int(n)
+        self._rec("bind_vthread", name, n)
+        bound = [g for g in self._k.vthread_loops() if g[0] != name]
+        if n > 1:
+            bound.append((name, n))
+        if len(bound) <= 1:             # one loop: the plain knobs
+            self._k = replace(self._k, vthreads=bound[0][1] if bound else 1,
+                              vthread_axis=bound[0][0] if bound else name, vthread_axes=())
+            return
+        order = self._k.loop_names()
+        bound.sort(key=lambda g: order.index(g[0]) if g[0] in order else len(order))
+        total = 1
+        for _, k in bound:
+            total *= k
+        self._k = replace(self._k, vthreads=total, vthread_axis=bound[0][0],
+                          vthread_axes=tuple(bound))
 
     def cache_read(self, tensor: str, scope: str):
         """Stage ``tensor`` ("data" or "kernel") into on-chip ``scope`` by DMA."""
@@ -425,29 +503,45 @@ class Schedule:
         ``b.inner``); the call confirms that and records it, and anything else raises
         :class:`PrimitiveError` naming the call (see :func:`compiler.verify_gemm` for the
         structural check of the expression itself)."""
-        if intrin != "gemm" or axis not in ("ci.inner", "b.inner"):
-            raise PrimitiveError("tensorize", axis, f"the GEMM intrinsic applies at "
-                                 f"'ci.inner' (got intrinsic {intrin!r})")
+        if intrin not in ("gemm", "mock_gemm") or axis not in ("ci.inner", "b.inner"):
+            raise PrimitiveError("tensorize", axis, f"the GEMM intrinsic ('gemm', or "
+                                 f"'mock_gemm' to leave it out) applies at 'ci.inner' (got "
+                                 f"intrinsic {intrin!r})")
         self._rec("tensorize", axis, intrin)
+        if intrin == "mock_gemm":
+            self._mock("gemm")
+
+    def _mock(self, unit: str):
+        self._k = replace(self._k, mock=tuple(u for u in ("data", "kernel", "out", "gemm",
+                                                          "alu")
+                                              if u in self._k.mock or u == unit))
 
     def pragma(self, stage: str, what: str):
         """Mark how a stage executes (TVM ``pragma``): ``dma_copy`` for a copy stage (the
         cache reads ``data``/``kernel``, the output ``out``, an epilogue operand), ``alu``
-        for an element-wise epilogue stage (by its name, or ``epilogue`` for all of them).  VTA lowers these stages that way anyway, so the
-        pragma confirms it; an unknown pragma, or a stage that is not of that kind, raises
-        :class:`PrimitiveError` naming the call (never recorded and ignored)."""
-        if what not in ("dma_copy", "alu"):
+        for an element-wise epilogue stage (by its name, or ``epilogue`` for all of them).
+        VTA lowers these stages that way anyway, so the pragma confirms it.  The mock
+        pragmas of TVM's unit benchmarks leave a unit's instructions out so the others can
+        be timed alone (knob ``mock``; the result is then not valid): ``skip_dma_copy`` on
+        ``data``, ``kernel`` or ``out``, ``skip_alu`` on any ALU stage (all ALU work),
+        ``skip_gemm`` on ``gemm``.  An unknown pragma, or a stage that is not of that kind,
+        raises :class:`PrimitiveError` naming the call (never recorded and ignored)."""
+        kinds = ("dma_copy", "alu", "skip_dma_copy", "skip_alu", "skip_gemm")
+        if what not in kinds:
             raise PrimitiveError("pragma", stage, f"unknown pragma {what!r}; known: "
-                                 f"dma_copy, alu")
+                                 f"{', '.join(kinds)}")
         alu = {st.source for st in self.wl.epilogue} | ({"epilogue"} if self.wl.epilogue
                                                           else set())
         dma = {"data", "kernel", "out"} | {st.vector.name for st in self.wl.epilogue
                                            if st.vector is not None}
-        known = alu if what == "alu" else dma
+        known = {"alu": alu, "skip_alu": alu, "dma_copy": dma,
+                 "skip_dma_copy": {"data", "kernel", "out"}, "skip_gemm": {"gemm"}}[what]
         if stage not in known:
             raise PrimitiveError("pragma", stage, f"no {what} stage named {stage!r}; the "
                                  f"{what} stages are {', '.join(sorted(known)) or 'none'}")
         self._rec("pragma", stage, what)
+        if what.startswith("skip_"):
+            self._mock({"skip_alu": "alu", "skip_gemm": "gemm"}.get(what, stage))
 
     def knobs(self) -> Knobs:
         """The schedule as plain data (:class:`Knobs`), checked against the workload: what
@@ -457,14 +551,26 @@ class Schedule:
         return self._k.normalized()
 
 
+#: mock unit -> the (stage, pragma) that mocks it
+_MOCK_OPT = {"data": ("data", "skip_dma_copy"), "kernel": ("kernel", "skip_dma_copy"),
+             "out": ("out", "skip_dma_copy"), "alu": ("epilogue", "skip_alu"),
+             "gemm": ("gemm", "skip_gemm")}
+#: tensorized loop names as a schedule writes them -> the GEMM nest dimension
+_INNER = {"ci.inner": "ci", "ky": "ky", "kx": "kx", "b.inner": "b", "co.inner": "co",
+          "h.inner": "y", "w.inner": "x", "ci": "ci", "b": "b", "co": "co", "y": "y", "x": "x"}
+INNER_ORDER = ("ci", "ky", "kx", "b", "co", "y", "x")
+
+
 def opts_of(k: Knobs) -> list[Opt]:
     """The primitive calls that produce knobs ``k`` (the inverse of :func:`apply`)."""
     out = [Opt("split", a, t) for a, t in k.tiles().items()]
     out += [Opt("split", f"{a}.outer", f) for a, f in k.split_outer]
     out.append(Opt("reorder", ",".join(k.loop_order())))
     out += [Opt("fuse", ".".join(g)) for g in k.fuse]
-    if k.vthreads > 1:
-        out.append(Opt("bind_vthread", k.vthread_axis, k.vthreads))
+    out += [Opt("bind_vthread", a, n) for a, n in k.vthread_loops()]
+    if k.inner_order:
+        out.append(Opt("reorder", "inner:" + ",".join(k.inner_order)))
+    out += [Opt("pragma", *_MOCK_OPT[u]) for u in k.mock]
     for tensor, at in (("data", k.inp_at), ("kernel", k.wgt_at)):
         loop = at if at == "root" else at + (".fused" if "." in at else ".outer")
         out.append(Opt("compute_at", tensor, loop))
@@ -479,6 +585,8 @@ def apply(wl, opts) -> Knobs:
         op, target, arg = (o.op, o.target, o.arg) if isinstance(o, Opt) else tuple(o)
         if op in ("split", "bind_vthread"):
             getattr(s, op)(target, arg)
+        elif op == "reorder" and target.startswith("inner:"):
+            s.reorder(*target[len("inner:"):].split(","))
         elif op in ("reorder", "fuse"):
             names = target.split(",") if op == "reorder" else target.split(".")
             getattr(s, op)(*[t + ".outer" for t in names])

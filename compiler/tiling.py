@@ -81,19 +81,32 @@ class Tiling:
         lext = k.loop_extents(wl)
         self.lext = lext
         inner_pos = len(k.loops())
+        # virtual threads over several loops: v = sum(v_i * prod(threads of later loops))
+        vloops = dict(k.vthread_loops()) if nv > 1 else {}
+        names = [".".join(g) for g in k.loops()]
+        bound = [n for n in names if n in vloops]
+        vpart = {}
+        for i, name in enumerate(bound):
+            later = _prod(vloops[m] for m in bound[i + 1:])
+            e = self.v if len(bound) == 1 else Binary("div", self.v, const(later)) \
+                if later > 1 else self.v
+            vpart[name] = e if len(bound) == 1 or i == 0 else Binary("mod", e,
+                                                                      const(vloops[name]))
         for pos, grp in enumerate(k.loops()):
             exts = [lext[n][2] for n in grp]
             total = _prod(exts)
-            vt = ".".join(grp) == k.vthread_axis and nv > 1
-            var = IterVar("_".join(grp) + "_o", -(-total // nv) if vt else total)
+            vt = ".".join(grp) in vpart
+            ni = vloops.get(".".join(grp), 1)
+            vi = vpart.get(".".join(grp))
+            var = IterVar("_".join(grp) + "_o", -(-total // ni) if vt else total)
             self.loops.append((var, grp, vt))
-            if vt and len(grp) == 1:          # tile = var * nv + v: two affine terms
+            if vt and len(grp) == 1:          # tile = var * n + v_i: two affine terms
                 ax, stride, _ = lext[grp[0]]
-                self.terms[ax].append(_Term(var, stride * nv, var.extent, pos, False))
-                self.terms[ax].append(_Term(self.v, stride, nv, inner_pos, False))
+                self.terms[ax].append(_Term(var, stride * ni, var.extent, pos, False))
+                self.terms[ax].append(_Term(vi, stride, ni, inner_pos, False))
                 continue
-            flat = add(mul(var, nv), self.v) if vt else var
-            flat_max = var.extent * (nv if vt else 1) - 1
+            flat = add(mul(var, ni), vi) if vt else var
+            flat_max = var.extent * (ni if vt else 1) - 1
             for j, name in enumerate(grp):
                 inner = _prod(exts[j + 1:])
                 e = Binary("div", flat, const(inner)) if inner > 1 else flat
