@@ -130,3 +130,30 @@ def test_bad_workload_names(tmp_path):
     bad.write_text("{ nope")
     with pytest.raises(DseError, match="bad.json:1: invalid JSON"):
         load_workload(str(bad))
+
+
+def test_onnx_workload_takes_conv_and_dense_layers(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    inits = [numpy_helper.from_array(np.ones((16, 3, 3, 3), np.float32), "w0"),
+             numpy_helper.from_array(np.ones((32, 16, 3, 3), np.float32), "w1"),
+             numpy_helper.from_array(np.ones((10, 32 * 4 * 4), np.float32), "fw"),
+             numpy_helper.from_array(np.array([1, -1], np.int64), "shp")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["y0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["y0", "w1"], ["y1"], pads=[0, 0, 0, 0], strides=[2, 2]),
+             helper.make_node("Reshape", ["y1", "shp"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw"], ["o"], transB=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 3, 9, 9])], [helper.make_tensor_value_info(
+            "o", TensorProto.FLOAT, [1, 10])], inits)
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g), str(path))
+    layers, note = load_workload(str(path))
+    assert [(l.h, l.cin, l.cout, l.k, l.pad, l.stride) for l in layers] == [
+        (9, 16, 32, 3, 0, 2), (1, 512, 10, 1, 0, 1)]
+    assert "3 input channels (stays on the CPU" in note
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(DseError, match="bad.onnx: not an ONNX model"):
+        load_workload(str(bad))

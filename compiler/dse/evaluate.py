@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -33,13 +34,32 @@ def _up(c: int, block: int) -> int:
     return -(-c // block) * block
 
 
+@functools.lru_cache(maxsize=32)
+def _data(layer: Layer, batch: int, cin: int, cout: int, shift: int, seed: int, check: bool):
+    """Random inputs and (with ``check``) the numpy reference output of a layer; cached,
+    because the reference costs more than compiling and simulating, and the points of a
+    sweep share it (it depends on BATCH and the padded channels only)."""
+    from ..ops import conv2d_nchw_reference
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, (batch, cin, layer.h, layer.w), dtype=np.int8)
+    w = rng.integers(-128, 128, (cout, cin, layer.k, layer.k), dtype=np.int8)
+    b = rng.integers(-2000, 2000, (cout,), dtype=np.int32)
+    want = None
+    if check:
+        ref = conv2d_nchw_reference(x, w, layer.stride, layer.pad)
+        want = np.clip((ref >> shift) + b[None, :, None, None], 0, 127).astype(np.int8)
+    for a in (x, w, b) + ((want,) if check else ()):
+        a.setflags(write=False)
+    return x, w, b, want
+
+
 def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0) -> dict:
     """Compile and run one layer at one point: cycles, GEMM micro-ops, DRAM bytes and (with
     ``check``) whether the output equals the numpy reference."""
     from vta_runtime import SimDevice
 
     from ..default_schedule import default_knobs
-    from ..ops import conv2d_nchw_reference, conv2d_resnet_block, pack_nchw, pack_oihw, unpack_nchw
+    from ..ops import conv2d_resnet_block, pack_nchw, pack_oihw, unpack_nchw
     from ..pipeline import build
     from ..workload import recognise
 
@@ -52,10 +72,7 @@ def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0) -> d
     wl = recognise(out, cfg)
     ck = build(wl, cfg, default_knobs(wl, cfg, True))
     compile_s = time.perf_counter() - t0
-    rng = np.random.default_rng(seed)
-    x = rng.integers(-128, 128, (cfg.batch, cin, layer.h, layer.w), dtype=np.int8)
-    w = rng.integers(-128, 128, (cout, cin, layer.k, layer.k), dtype=np.int8)
-    b = rng.integers(-2000, 2000, (cout,), dtype=np.int32)
+    x, w, b, want = _data(layer, cfg.batch, cin, cout, shift, seed, check)
     bo = cfg.block_out
     feeds = {data: pack_nchw(x, cfg.batch, cfg.block_in), kernel: pack_oihw(w, bo, cfg.block_in),
              bias: np.repeat(b.reshape(-1, 1, bo), cfg.batch, axis=1).astype(cfg.acc_dtype)}
@@ -67,8 +84,6 @@ def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0) -> d
                "out_store_bytes")),
            "compile_s": round(compile_s, 3)}
     if check:
-        ref = conv2d_nchw_reference(x, w, layer.stride, layer.pad)
-        want = np.clip((ref >> shift) + b[None, :, None, None], 0, 127).astype(np.int8)
         row["correct"] = bool(np.array_equal(unpack_nchw(got), want))
     return row
 
