@@ -37,6 +37,10 @@ from .schedule import AXES, Knobs, ScheduleError, extents
 from .workload import GemmWorkload, recognise
 
 SPLIT_FACTORS = (2, 3, 4)
+#: orders of the tensorized GEMM nest in the space (the reduction outside the output
+#: tiles, so consecutive micro-ops write different accumulators, as the default does)
+INNER_ORDERS = ((), ("ky", "kx", "ci", "b", "co", "y", "x"),
+                ("ci", "ky", "kx", "y", "x", "b", "co"))
 MAX_LOOPS = len(AXES) + 1          # outer tile loops with one of them split again
 
 
@@ -62,6 +66,10 @@ class ConfigSpace:
         self.dims["inp_at"] = ["ci", "root"] + list(range(MAX_LOOPS))
         self.dims["wgt_at"] = ["ci", "root"] + list(range(MAX_LOOPS))
         self.dims["double_buffer"] = [(), ("data",), ("kernel",), ("data", "kernel")]
+        # a second loop bound to 2 virtual threads (None: one vthread loop), and the order
+        # of the tensorized GEMM nest (): the default)
+        self.dims["vthread_loop2"] = [None] + list(range(MAX_LOOPS))
+        self.dims["inner_order"] = list(INNER_ORDERS)
         self._radix = [len(v) for v in self.dims.values()]
 
     def __len__(self) -> int:
@@ -76,6 +84,7 @@ class ConfigSpace:
             index, i = divmod(index, r)
             vals[name] = values[i]
         pos = vals.pop("vthread_loop")
+        pos2 = vals.pop("vthread_loop2", None)
         k = Knobs(**{**vals, "inp_at": "ci", "wgt_at": "ci"})
         names = k.loop_names()
 
@@ -84,6 +93,9 @@ class ConfigSpace:
         vax = name(pos) if k.vthreads > 1 else ("co" if pos == 0 else f"#{pos}")
         at = {f: (v if isinstance(v, str) else name(v)) for f, v in
               (("inp_at", vals["inp_at"]), ("wgt_at", vals["wgt_at"]))}
+        if pos2 is not None:             # a second thread loop: 2 more threads
+            k = k.replace(vthreads=k.vthreads * 2,
+                          vthread_axes=((vax, k.vthreads), (name(pos2), 2)))
         return k.replace(vthread_axis=vax, **at)
 
     def index(self, k: Knobs) -> int:
@@ -98,7 +110,11 @@ class ConfigSpace:
             return names.index(v) if v in names else int(v[1:]) if v[:1] == "#" else v
         for name, values in self.dims.items():
             v = {"order": lambda: order,
-                 "vthread_loop": lambda: pos(k.vthread_axis) if k.vthreads > 1 or
+                 "vthreads": lambda: k.vthread_axes[0][1] if k.vthread_axes else k.vthreads,
+                 "vthread_loop2": lambda: pos(k.vthread_axes[1][0]) if k.vthread_axes
+                 else None,
+                 "vthread_loop": lambda: pos(k.vthread_axis) if (
+                     k.vthread_axes[0][1] if k.vthread_axes else k.vthreads) > 1 or
                  k.vthread_axis[:1] == "#" else 0,
                  "inp_at": lambda: pos(k.inp_at), "wgt_at": lambda: pos(k.wgt_at)}.get(
                 name, lambda: getattr(k, name))()
@@ -171,7 +187,7 @@ def buffer_usage(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> dict:
     L = _Lowering(wl, k, cfg)
     acc = L.acc.tiles * L.acc.slots
     for st in {s.key: s for s in wl.epilogue if s.vector is not None}.values():
-        acc += L.g["acc"] * k.vthreads if st.full else wl.ob
+        acc += L.g["acc"] * k.vthreads if st.full else st.resident_tiles
     return {MemType.INP: L.inp.tiles * L.inp.slots, MemType.WGT: L.wgt.tiles * L.wgt.slots,
             MemType.ACC: acc}
 

@@ -187,3 +187,22 @@ def test_primitive_refusals_name_the_call():
     with pytest.raises(PrimitiveError, match=r"reorder\(ci,ky\): the tensorized loops must "
                                              r"be a permutation"):
         build(out, cfg, Knobs(inner_order=("ci", "ky")))
+
+
+def test_knob_space_covers_thread_pairs_and_inner_orders():
+    """compiler.space holds points with two virtual-thread loops and each inner order; they
+    are plain data, valid() predicts that they build, and they compute exactly."""
+    from compiler import space
+    cfg = VTAConfig()
+    out, feeds, ref = _conv(cfg, 2, 4, 6, 6, np.random.default_rng(6))
+    sp = space(out, cfg)
+    assert "vthread_loop2" in sp.dims and "inner_order" in sp.dims
+    rng = np.random.default_rng(0)
+    pts = sp.sample(rng, 60)
+    two = [k for k in pts if k.vthread_axes]
+    orders = {k.inner_order for k in pts}
+    assert two and len(orders) == len(sp.dims["inner_order"])
+    for k in two[:2] + [k for k in pts if k.inner_order][:2]:
+        assert sp.index(k) == sp.index(Knobs.from_dict(k.as_dict()))
+        got, _ = build(sp.wl, cfg, k).run(SimDevice(cfg), feeds)
+        assert np.array_equal(got, ref), k
