@@ -256,3 +256,20 @@ def test_tiny_network_bit_exact_on_rtl():
     c = compile_model(m, CFG, calib={"image": xs})
     got = c.executor(RtlDevice(CFG)).run({"image": xs[0]})
     assert np.array_equal(got["scores"], run_graph(c.qgraph, {"image": xs[0]})["scores"])
+
+
+def test_flatten_of_packed_data_needs_no_layout_transform():
+    """conv -> pool -> flatten -> dense: the dense weights are permuted to the packed
+    flatten order at compile time, so the whole body stays packed and on the device."""
+    m = small_cnn()
+    xs = np.random.default_rng(10).normal(size=(3, 1, 1, 8, 8)).astype(np.float32)
+    c = compile_model(m, CFG, calib={"image": xs})
+    assert c.program.graph.transforms == 2                  # pack the input, unpack scores
+    assert [s.kind for s in c.program.steps].count("vta") == 5
+    ex = c.executor(SimDevice(CFG))
+    for x in xs:
+        got = ex.run({"image": x})
+        assert np.array_equal(got["scores"], run_graph(c.qgraph, {"image": x})["scores"])
+        dense = next(r for r in ex.records if r["op"] == "qdense")
+        assert not dense.get("uploaded") and not any(r.get("to_host_bytes")
+                                                     for r in ex.records[:-2])

@@ -89,7 +89,8 @@ class Executor:
             arr = v.buf.copy_to(v.dtype, shape=v.shape)
             rec["to_host_bytes"] = rec.get("to_host_bytes", 0) + arr.nbytes
             env[name] = arr
-            self._free(v)
+            if not any(isinstance(o, _DevValue) and o.buf is v.buf for o in env.values()):
+                self._free(v)
             return arr
         return v
 
@@ -134,6 +135,9 @@ class Executor:
                 for ph, (kind, src) in s.binds:
                     feeds_[ph] = src if kind == "param" else self._host(env, src, rec)
                 env[n.output] = s.kernel.run(feeds_)
+            elif n.op == "qreshape" and isinstance(env.get(n.inputs[0]), _DevValue):
+                v = env[n.inputs[0]]               # a reshape of device data is a view
+                env[n.output] = _DevValue(v.buf, tuple(g.values[n.output].shape), v.dtype)
             else:
                 ins = [g.params[i] if i in g.params else self._host(env, i, rec)
                        for i in n.inputs]
@@ -147,14 +151,18 @@ class Executor:
                     uses[i] -= 1
                     if uses[i] == 0 and i not in g.outputs and i in env:
                         v = env.pop(i)
-                        if isinstance(v, _DevValue):
+                        if isinstance(v, _DevValue) and not any(
+                                isinstance(o, _DevValue) and o.buf is v.buf
+                                for o in env.values()):
                             self._free(v)
         self.wall_seconds = time.perf_counter() - t_run
         out = {}
         for o in g.outputs:
             out[o] = self._host(env, o, {})
+        freed = set()
         for v in env.values():
-            if isinstance(v, _DevValue):
+            if isinstance(v, _DevValue) and id(v.buf) not in freed:
+                freed.add(id(v.buf))
                 self._free(v)
         return out
 

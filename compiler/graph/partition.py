@@ -144,6 +144,22 @@ def place(g: Graph, cfg: VTAConfig, cpu_only: bool = False,
     # element-wise ops on VTA when their data is packed anyway (decided after layout)
 
 
+def _permute_dense(out: Graph, g: Graph, wname: str, flat: tuple, cfg: VTAConfig) -> str:
+    """Dense weights (O, C*H*W) in plain flatten order -> columns in packed flatten order
+    ((c // bl, y, x, c % bl), padded channels zero)."""
+    c, cb, h, w = flat
+    bl = cfg.block_out
+    wt = g.params[wname]
+    o = wt.shape[0]
+    src = wt.reshape(o, c, h, w)
+    dst = np.zeros((o, cb * bl, h, w), wt.dtype)
+    dst[:, :c] = src
+    dst = dst.reshape(o, cb, bl, h, w).transpose(0, 1, 3, 4, 2).reshape(o, cb * h * w * bl)
+    name = out.fresh(wname + "_packed_cols")
+    out.add_param(name, np.ascontiguousarray(dst), frac=g.values[wname].frac)
+    return name
+
+
 def _vta_pool_ok(n: Node) -> bool:
     """VTA's max pooling (compiler.ops.max_pool2d) pads with the dtype minimum, as ours."""
     if n.op != "qmaxpool":
@@ -196,6 +212,8 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
             out.transforms += 1
         return plain_of[name]
 
+    users = g.users()
+    flat: dict[str, tuple] = {}
     for n in g.nodes:
         v = g.values[n.output]
         acts = [i for i in n.inputs if i not in g.params]
@@ -210,9 +228,32 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
         elif n.op == "qreshape" and acts and lay.get(acts[0]) == "packed" and \
                 len(v.shape) == 2 and g.values[n.inputs[0]].shape[2:] == (1, 1):
             mode = "packed"
+        elif n.op == "qreshape" and acts and lay.get(acts[0]) == "packed" and \
+                len(v.shape) == 2 and cfg.batch == 1 and len(users.get(n.output, [])) == 1 \
+                and users[n.output][0].op == "qdense" and users[n.output][0].target == "vta" \
+                and n.output not in g.outputs:
+            # flatten of packed (1, C/bl, H, W, 1, bl) is a pure reshape to the dense layout
+            # in (c-block, y, x, c) order; the dense weights are permuted to match instead
+            mode = "packed_flatten"
         else:
             mode = "plain"
-        ins = [want(i, mode) if i in acts else i for i in n.inputs]
+        if n.op == "qdense" and n.inputs[0] in flat:
+            n = Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), n.target)
+            n.inputs[1] = _permute_dense(out, g, n.inputs[1], flat[n.inputs[0]], cfg)
+        ins = [want(i, "packed" if mode == "packed_flatten" else mode) if i in acts else i
+               for i in n.inputs]
+        if mode == "packed_flatten":
+            xs = out.values[ins[0]].shape
+            flat[n.output] = (g.values[n.inputs[0]].shape[1], xs[1], xs[2], xs[3])
+            mode = "packed"
+            nn = Node(n.op, n.name, ins, n.output, {"shape": (1, xs[1] * xs[2] * xs[3], 1,
+                                                              cfg.block_out)}, n.target)
+            out.values[n.output] = type(v)(n.output, nn.attrs["shape"], v.dtype, v.frac,
+                                           mode)
+            out.values[n.output].plain_shape = v.shape
+            out.nodes.append(nn)
+            lay[n.output] = mode
+            continue
         nn = Node(n.op, n.name, ins, n.output, dict(n.attrs), n.target)
         shape = packed_shape(v.shape, cfg) if mode == "packed" else v.shape
         if n.op == "qreshape" and mode == "packed":
