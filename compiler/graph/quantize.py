@@ -176,9 +176,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         fname[v] = out
         return out
 
-    def emit_q(node, op, ins, attrs, fo):
+    def emit_q(node, op, ins, attrs, fo, dtype="int8"):
         out = q.fresh(node.output + "_q" if node.output in g.outputs else node.output)
-        q.add_node(op, out, ins, g.values[node.output].shape, "int8", attrs, frac=fo)
+        q.add_node(op, out, ins, g.values[node.output].shape, dtype, attrs, frac=fo)
         q.float_of[out] = node.output
         qname[node.output], fracs[out] = out, fo
         return out
@@ -201,6 +201,11 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             fo = f_of(n.output)
             attrs = {k: v for k, v in n.attrs.items() if k != "post"}
             res = [as_int(r, n) for r in n.inputs[3:]]
+            # a layer that IS a graph output (logits) keeps its int32 accumulator: no
+            # requantisation to int8, dequantised at the accumulator's scale
+            wide = n.output in g.outputs and not post and not res
+            if wide:
+                fo = acc_f
             if res:
                 fr = fracs[res[0]]
                 fo = min(fo, fr)
@@ -214,14 +219,17 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             if np.abs(bq).max(initial=0) >= 2 ** 31:
                 raise QuantizeError(f"node {n.name!r}: bias does not fit int32 at scale "
                                     f"2^-{acc_f}")
-            lo, hi = _clip_bounds(post, fo)
+            lo, hi = _clip_bounds(post, fo) if not wide else (-2 ** 31, 2 ** 31 - 1)
             attrs.update(shift=int(shift), lo=lo, hi=hi, frac_w=fw)
+            if wide:
+                attrs["wide"] = True
             if mult is not None and (mult != 1).any():
                 attrs["mult"] = [int(v) for v in mult]
             wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh(n.inputs[2] + "_q")
             q.add_param(wn, wq, frac=fw)
             q.add_param(bn, bq.astype(np.int32), frac=acc_f)
-            emit_q(n, "q" + n.op, [x, wn, bn] + res, attrs, fo)
+            emit_q(n, "q" + n.op, [x, wn, bn] + res, attrs, fo,
+                   "int32" if wide else "int8")
         elif n.op == "add" and not any(i in g.params for i in n.inputs):
             a, b = as_int(n.inputs[0], n), as_int(n.inputs[1], n)
             fa, fb = fracs[a], fracs[b]

@@ -184,7 +184,7 @@ def _epilogue(n, y, ins, first_extra):
     if a.get("residual"):
         r = ins[first_extra].astype(np.int64)
         y = rshift_round(y + r, a["shift2"])
-    return np.clip(y, a["lo"], a["hi"]).astype(np.int8)
+    return np.clip(y, a["lo"], a["hi"]).astype(np.int32 if a.get("wide") else np.int8)
 
 
 def _q_conv(n, ins):
