@@ -299,63 +299,75 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
     if _whole_planes(wl):
         return _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op)
     _, nr_max, nc_max = _plan(wl, cfg, knobs)
-    chunks = []
+    ov = wl.kh - wl.sy            # input rows a band shares with the previous one
+    reuse = (knobs.vthreads >= 2 and nc_max == ow and ov > 0 and wl.kh <= (nr_max + 1) * wl.sy)
+    total = planes_total * oh * ow
+    i = 0
     for q in range(planes_total):
+        prev = None               # (region base, first input row it holds)
         for oy0 in range(0, oh, nr_max):
             for ox0 in range(0, ow, nc_max):
-                chunks.append((q, 1, oy0, min(nr_max, oh - oy0), ox0, min(nc_max, ow - ox0)))
-    for i, (q0, np_, oy0, nr, ox0, nc) in enumerate(chunks):
-        base = (i % knobs.vthreads) * cap
-        r_in = (nr - 1) * wl.sy + wl.kh
-        wp = (nc - 1) * wl.sx + wl.kw
-        in_tiles = np_ * r_in * wp
-        out0 = base + in_tiles
-        n_out = np_ * nr * nc
-        in_rng = ("acc", base, base + in_tiles)
-        out_rng = ("acc", out0, out0 + n_out)
-        iy0, ix0 = oy0 * wl.sy - pt, ox0 * wl.sx - pl
-        y0, y1 = max(iy0, 0), min(iy0 + r_in, h)
-        x0, x1 = max(ix0, 0), min(ix0 + wp, w)
-        pad = (y0 - iy0, iy0 + r_in - y1, x0 - ix0, ix0 + wp - x1)
-        if np_ > 1:
-            ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data, offset=q0 * h * w,
-                                          y=np_, x=h * w, stride=h * w, pad=(0, 0, 0, 0)),
-                          writes=(in_rng,)))
-        else:
-            ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data,
-                                          offset=q0 * h * w + y0 * w + x0, y=y1 - y0,
-                                          x=x1 - x0, stride=w, pad=pad), writes=(in_rng,)))
-            for r0, nrows, c0, ncols in (_pad_runs(*pad, r_in, wp) if fix else ()):
-                at = base + r0 * wp + c0
-                for opcode, imm in fix:
-                    ops.append(alu(opcode, at, in_rng, ((nrows, wp, wp, 0), (ncols, 1, 1, 0)),
-                                   imm=imm))
-        if np_ > 1:
-            oloops = ((np_, 1, r_in * wp, 0),)
-        else:
-            oloops = ((nr, nc, wl.sy * wp, 0), (nc, 1, wl.sx, 0))
-        dloops = tuple((e, fd, fd, 0) for e, fd, _, _ in oloops)
-        ops.append(alu(AluOp.MIN, out0, out_rng, dloops, imm=0))
-        ops.append(alu(AluOp.MAX, out0, out_rng, dloops, imm=0))
-        first = True
-        for ry in range(wl.kh):
-            for rx in range(wl.kw):
-                op = AluOp.ADD if first else tap_op
-                first = False
-                ops.append(alu(op, out0, out_rng, oloops, src=base + ry * wp + rx,
-                               s_rng=in_rng))
-        if wl.shift:
-            ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=wl.shift))
-        off = q0 * oh * ow + oy0 * ow + ox0
-        total = planes_total * oh * ow
-        y, x = (1, n_out) if np_ > 1 else (nr, nc)
-        for p in range(wl.planes):
-            ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=out0, tensor=target,
-                                           offset=off + p * total, y=y, x=x,
-                                           stride=x if np_ > 1 else ow, pad=(0, 0, 0, 0)),
-                          reads=(out_rng,)))
-            if p + 1 < wl.planes:
-                ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=cfg.out_width))
+                nr, nc = min(nr_max, oh - oy0), min(nc_max, ow - ox0)
+                base = (i % knobs.vthreads) * cap
+                i += 1
+                r_in = (nr - 1) * wl.sy + wl.kh
+                wp = (nc - 1) * wl.sx + wl.kw
+                iy0, ix0 = oy0 * wl.sy - pt, ox0 * wl.sx - pl
+                skip = ov if (reuse and prev is not None) else 0
+                first_row = iy0 + skip            # the first input row this region holds
+                rows = r_in - skip
+                in_rng = ("acc", base, base + rows * wp)
+                out0 = base + r_in * wp
+                out_rng = ("acc", out0, out0 + nr * nc)
+                y0, y1 = max(first_row, 0), min(iy0 + r_in, h)
+                x0, x1 = max(ix0, 0), min(ix0 + wp, w)
+                pad = (y0 - first_row, iy0 + r_in - y1, x0 - ix0, ix0 + wp - x1)
+                if y1 > y0:
+                    ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data,
+                                                  offset=q * h * w + y0 * w + x0, y=y1 - y0,
+                                                  x=x1 - x0, stride=w, pad=pad),
+                                  writes=(in_rng,)))
+                else:         # the rows left to load are all padding: zero rows only
+                    pad = (rows, 0, 0, 0)
+                    ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data,
+                                                  offset=q * h * w, y=0, x=wp, stride=wp,
+                                                  pad=pad), writes=(in_rng,)))
+                for r0, nrows, c0, ncols in (_pad_runs(*pad, rows, wp) if fix else ()):
+                    at = base + r0 * wp + c0
+                    for opcode, imm in fix:
+                        ops.append(alu(opcode, at, in_rng, ((nrows, wp, wp, 0),
+                                                            (ncols, 1, 1, 0)), imm=imm))
+                dloops = ((nr, nc, nc, 0), (nc, 1, 1, 0))
+                # the output starts at 0 (MUL 0: any garbage), then the first tap is ADDed
+                ops.append(alu(AluOp.MUL, out0, out_rng, dloops, imm=0))
+                first = True
+                for ry in range(wl.kh):
+                    # output rows [0, m) read row oy*sy+ry < skip: the previous region
+                    m = min(nr, max(0, -(-(skip - ry) // wl.sy)))
+                    for rx in range(wl.kw):
+                        op = AluOp.ADD if first else tap_op
+                        first = False
+                        parts = [(m, nr, (base, first_row, in_rng))]
+                        if m:
+                            parts.insert(0, (0, m, prev))
+                        for lo, hi, (rb, rf, rr) in parts:
+                            if hi <= lo:
+                                continue
+                            src = rb + (iy0 + lo * wl.sy + ry - rf) * wp + rx
+                            ops.append(alu(op, out0 + lo * nc, out_rng,
+                                           ((hi - lo, nc, wl.sy * wp, 0), (nc, 1, wl.sx, 0)),
+                                           src=src, s_rng=rr))
+                prev = (base, first_row, in_rng)
+                if wl.shift:
+                    ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=wl.shift))
+                off = q * oh * ow + oy0 * ow + ox0
+                for p in range(wl.planes):
+                    ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=out0, tensor=target,
+                                                   offset=off + p * total, y=nr, x=nc,
+                                                   stride=ow, pad=(0, 0, 0, 0)),
+                                  reads=(out_rng,)))
+                    if p + 1 < wl.planes:
+                        ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=cfg.out_width))
     return ops, f"{nr_max}x{nc_max} output tiles per chunk"
 
 
@@ -400,9 +412,8 @@ def _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op):
                 ops.append(alu(AluOp.SHR, at, rng, ((count, 1, 1, 0),), imm=cfg.out_width))
 
     def gather(dst, d_rng, src, s_rng, count, pitch, first=True):
-        if first:
-            ops.append(alu(AluOp.MIN, dst, d_rng, ((count, 1, 1, 0),), imm=0))
-            ops.append(alu(AluOp.MAX, dst, d_rng, ((count, 1, 1, 0),), imm=0))
+        if first:           # start from 0 (MUL 0 clears any garbage), then ADD
+            ops.append(alu(AluOp.MUL, dst, d_rng, ((count, 1, 1, 0),), imm=0))
         ops.append(alu(AluOp.ADD if first else tap_op, dst, d_rng, ((count, 1, pitch, 0),),
                        src=src, s_rng=s_rng))
 
