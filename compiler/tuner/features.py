@@ -71,6 +71,10 @@ def _structure(space):
 
 
 def feature_names(space) -> list[str]:
+    """The name of every column of :func:`featurize`."""
+    cached = getattr(space, "_feat_names", None)
+    if cached is not None:
+        return cached
     out = [f"log2_tile_{a}" for a in ("b", "co", "h", "w", "ci")]
     out += [f"log2_ntiles_{a}" for a in ("b", "co", "h", "w", "ci")]
     out += [f"order_{i}" for i in range(len(space.dims["order"]))]
@@ -87,6 +91,7 @@ def feature_names(space) -> list[str]:
             "log2_total_dma_bytes", "dma_bytes_per_uop", "log2_outer_iters"]
     out += ["wl_log2_oh", "wl_log2_ow", "wl_log2_cb", "wl_log2_ob", "wl_log2_nb", "wl_kh",
             "wl_stride"]
+    space._feat_names = out
     return out
 
 
@@ -114,8 +119,8 @@ def featurize(space, pts: np.ndarray) -> np.ndarray:
     vslot = np.where(vt > 1, vslot, -1)
     at = {}
     for b, c in (("inp", "inp_at"), ("wgt", "wgt_at")):
-        kind = T.at_kind[col[c]]                     # 0 ci, 1 root, 2 loop
-        s = T.name_slot[o, f, np.maximum(T.at_name[col[c]], 0)]
+        kind = T.at_kind[c][col[c]]                  # 0 ci, 1 root, 2 loop
+        s = T.name_slot[o, f, np.maximum(T.at_name[c][col[c]], 0)]
         at[b] = np.where(kind == 0, N_SLOTS + 1, np.where(kind == 1, -1, s))     # -1 root
     db = T.vals["double_buffer"][col["double_buffer"]]                           # n,2
     kh, kw, stride = T.kh, T.kw, T.stride
@@ -217,10 +222,12 @@ class _Tables:
                                                for d in space.dims["double_buffer"]], float)
         self.slot_axes, self.name_slot, self.fusable, names = _structure(space)
         self.vaxis_name = np.array([names.index(v) for v in space.dims["vthread_axis"]])
-        at = space.dims["inp_at"]
-        assert at == space.dims["wgt_at"]
-        self.at_kind = np.array([0 if a == "ci" else 1 if a == "root" else 2 for a in at])
-        self.at_name = np.array([names.index(a) if a in names else -1 for a in at])
+        self.at_kind, self.at_name = {}, {}
+        for dim in ("inp_at", "wgt_at"):
+            at = space.dims[dim]
+            self.at_kind[dim] = np.array([0 if a == "ci" else 1 if a == "root" else 2
+                                          for a in at])
+            self.at_name[dim] = np.array([names.index(a) if a in names else -1 for a in at])
         self.ext = np.array([wl.nb, wl.ob, wl.oh, wl.ow], float)
         self.cb = float(wl.cb)
         self.kh, self.kw, self.stride = float(wl.kh), float(wl.kw), float(wl.stride)

@@ -63,7 +63,7 @@ class CostModel:
         if not sizes:
             self.booster = None
             return self
-        d = xgb.DMatrix(np.concatenate(Xs), label=np.concatenate(ys))
+        d = xgb.DMatrix(np.concatenate(Xs), label=np.concatenate(ys), nthread=1)
         d.set_group(sizes)
         self.booster = xgb.train(self.params, d, num_boost_round=self.rounds)
         self.n_rows = sum(sizes)
@@ -77,8 +77,7 @@ class CostModel:
         """Scores (higher = predicted faster); zeros before any training."""
         if self.booster is None:
             return np.zeros(len(X))
-        import xgboost as xgb
-        return self.booster.predict(xgb.DMatrix(np.asarray(X, np.float32)))
+        return self.booster.inplace_predict(np.asarray(X, np.float32))   # no DMatrix copy
 
     def save(self, path: str) -> None:
         """Save as XGBoost JSON (or UBJ for a ``.ubj`` path)."""

@@ -34,18 +34,19 @@ import math
 
 import numpy as np
 
-from .features import featurize
+from .features import feature_names, featurize
 from .model import CostModel
 
 TUNERS = ("xgb", "sa", "random", "grid")
 
 
-def plausible(space, pts: np.ndarray) -> np.ndarray:
+def plausible(space, pts: np.ndarray, X: np.ndarray | None = None) -> np.ndarray:
     """A vectorised necessary condition for validity (structure of the loops, compute-at
     levels that exist, double buffering only of hoisted reads, approximate SRAM use within
-    the buffers); the exact check is :meth:`TunerSpace.valid`."""
-    X = featurize(space, pts)
-    names = space._feat_names
+    the buffers); the exact check is :meth:`TunerSpace.valid`.  ``X``: the points' features,
+    when already computed."""
+    X = featurize(space, pts) if X is None else X
+    names = feature_names(space)
     col = {n: X[:, i] for i, n in enumerate(names)}
     T = space._feat_cache
     pts = np.atleast_2d(pts)
@@ -56,9 +57,9 @@ def plausible(space, pts: np.ndarray) -> np.ndarray:
     vslot = T.name_slot[o, f, T.vaxis_name[c["vthread_axis"]]]
     ok &= np.where(vt > 1, vslot >= 0, c["vthread_axis"] == 0)
     for b, at in (("data", "inp_at"), ("kernel", "wgt_at")):
-        kind = T.at_kind[c[at]]
-        slot = T.name_slot[o, f, np.maximum(T.at_name[c[at]], 0)]
-        ok &= (kind < 2) | ((T.at_name[c[at]] >= 0) & (slot >= 0))
+        kind = T.at_kind[at][c[at]]
+        slot = T.name_slot[o, f, np.maximum(T.at_name[at][c[at]], 0)]
+        ok &= (kind < 2) | ((T.at_name[at][c[at]] >= 0) & (slot >= 0))
         dbl = T.vals["double_buffer"][c["double_buffer"], 0 if b == "data" else 1] > 0
         ok &= ~dbl | (kind == 2)
     ok &= (col["inp_sram_use"] <= 1.0) & (col["wgt_sram_use"] <= 1.0) & \
@@ -78,9 +79,6 @@ class Tuner:
         self.ys: list = []
         self.best_cycles = math.inf
         self.best_point = None
-        if not hasattr(space, "_feat_names"):
-            from .features import feature_names
-            space._feat_names = feature_names(space)
 
     def next_batch(self, n: int) -> np.ndarray:
         raise NotImplementedError
@@ -268,15 +266,17 @@ class XGBTuner(Tuner):
         if self.xs:                              # seed chains at the best measured points
             top = np.array(self.xs)[np.argsort(self.ys)[:min(P // 4, len(self.xs))]]
             pts = np.concatenate([top, pts[len(top):]])
-        score = np.where(plausible(sp, pts), self.model.predict(featurize(sp, pts)), -np.inf)
+        X = featurize(sp, pts)
+        score = np.where(plausible(sp, pts, X), self.model.predict(X), -np.inf)
         pool_pts, pool_scores = [pts], [score]
         for step in range(self.sa_steps):
             t = 1.0 - step / self.sa_steps
             cand = sp.mutate(rng, pts)
-            ok = plausible(sp, cand)
+            X = featurize(sp, cand)
+            ok = plausible(sp, cand, X)
             cs = np.full(len(cand), -np.inf)
             if ok.any():
-                cs[ok] = self.model.predict(featurize(sp, cand[ok]))
+                cs[ok] = self.model.predict(X[ok])
             self.scored += int(ok.sum())
             accept = (cs > score) | (rng.random(len(cs)) < np.exp(
                 np.minimum(0, cs - score) / max(t, 1e-3)))

@@ -188,9 +188,11 @@ class TunerSpace:
     """The tuner's knob space for one workload (see module docstring).
 
     ``dims`` maps knob name -> candidate values; a point is an int array of choice indices
-    in ``dims`` order.  ``len(space)`` counts points, valid or not."""
+    in ``dims`` order.  ``len(space)`` counts points, valid or not.  ``restrict`` narrows
+    knobs to subsets of their values (e.g. ``{"order": [("b", "co", "h", "w")]}``)."""
 
-    def __init__(self, wl: GemmWorkload, cfg: VTAConfig, max_vthreads: int = MAX_VTHREADS):
+    def __init__(self, wl: GemmWorkload, cfg: VTAConfig, max_vthreads: int = MAX_VTHREADS,
+                 restrict: dict | None = None):
         self.wl, self.cfg = wl, cfg
         ext = extents(wl)
         self.dims: dict[str, list] = {f"tile_{a}": balanced(ext[a])
@@ -202,6 +204,14 @@ class TunerSpace:
         self.dims["inp_at"] = list(AT_LEVELS)
         self.dims["wgt_at"] = list(AT_LEVELS)
         self.dims["double_buffer"] = list(DOUBLE_BUFFER)
+        for name, values in (restrict or {}).items():      # a smaller space (tests, studies)
+            if name not in self.dims:
+                raise ScheduleError(f"restrict: no knob {name!r} (knobs: {list(self.dims)})")
+            bad = [v for v in values if v not in self.dims[name]]
+            if bad or not values:
+                raise ScheduleError(f"restrict: {name} values {bad or values!r} are not in "
+                                    f"the space ({self.dims[name]!r})")
+            self.dims[name] = list(values)
         self.names = list(self.dims)
         self.radix = np.array([len(v) for v in self.dims.values()], np.int64)
         self._check = ConfigSpace(wl, cfg)
@@ -219,6 +229,11 @@ class TunerSpace:
     def point(self, k: Knobs) -> np.ndarray:
         """The point of knobs ``k``; raises ScheduleError if ``k`` is outside the space."""
         k = k.normalized() if k.split_outer == () else k
+        base = Knobs()
+        for name in k.__dataclass_fields__:
+            if name not in self.dims and getattr(k, name) != getattr(base, name):
+                raise ScheduleError(f"knob {name}={getattr(k, name)!r} is not in the tuner's "
+                                    f"space (it keeps {name}={getattr(base, name)!r})")
         out = []
         for n in self.names:
             v = getattr(k, n)

@@ -100,7 +100,7 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
          tuner: str = "xgb", *, workers: int | None = None, scheduler: str | None = None,
          executor=None, batch_size: int = 8, seed: int = 0, timeout: float | None = 120.0,
          device: str = "sim", transfer=(), progress: bool = False, tuner_kw=None,
-         early_stopping: int | None = None) -> TuneResult:
+         early_stopping: int | None = None, initial=(), space_restrict=None) -> TuneResult:
     """Tune ``task`` for ``n_trials`` trials in total (resumed records included).
 
     Parameters
@@ -117,11 +117,15 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
         Seconds one measurement may take before it is recorded as a timeout.
     early_stopping : int, optional
         Stop after this many trials without improvement.
+    initial : iterable of Knobs
+        Measured first (e.g. the default schedule), when in the space and not yet measured.
+    space_restrict : dict, optional
+        Narrow the space (:class:`TunerSpace` ``restrict``).
     """
     cfg = cfg or VTAConfig()
     t_start = time.perf_counter()
     wl = task.workload(cfg)
-    space = TunerSpace(wl, cfg)
+    space = TunerSpace(wl, cfg, restrict=space_restrict)
     wkey, ckey = workload_key(wl), config_key(cfg)
     res = TuneResult(task, tuner)
     old = load(log) if log else []
@@ -130,6 +134,14 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
         list(transfer), exclude_key=(wkey, ckey))} if tuner == "xgb" and transfer else {}),
         **(tuner_kw or {}))
     pts, cyc = [], []
+    first = []
+    for k in initial:
+        try:
+            p = space.point(k)
+        except ScheduleError:
+            continue
+        if space.valid(p) and not any((p == q).all() for q in first):
+            first.append(p)
     for r in mine:
         c = r.cycles if r.ok else math.inf
         res.history.append((len(res.history) + 1, c))
@@ -159,7 +171,13 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
     since_best = 0
     try:
         while remaining > 0:
-            batch = t.next_batch(min(batch_size, remaining))
+            first = [p for p in first if p.tobytes() not in t.measured]
+            n = min(batch_size, remaining)
+            head = np.array(first[:n], np.int64).reshape(-1, len(space.radix))
+            first = first[n:]
+            t.measured.update(p.tobytes() for p in head)     # never proposed again
+            batch = head if len(head) == n else np.concatenate(
+                [head, t.next_batch(n - len(head))]) if len(head) else t.next_batch(n)
             if len(batch) == 0:
                 break                            # the space is exhausted
             items = [(task_d, cfg_d, space.knobs(p).as_dict(), device, False, i)
