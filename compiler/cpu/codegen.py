@@ -11,8 +11,10 @@ Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
   divisor gives 0 (numpy), computed in i64 so no division can trap; ``>>`` is arithmetic
   and a negative count shifts left (VTA's SHR); ``min``/``max`` on the exact values;
   comparisons on the exact (sign- or zero-extended) values.
-* float32: IEEE ``fadd``/``fsub``/``fmul``/``fdiv``, no fast-math (results are those of
-  numpy's float32 operations, up to the order of a reduction); ``min``/``max`` propagate
+* float32: IEEE ``fadd``/``fsub``/``fmul``/``fdiv``, no fast-math: element-wise results
+  are those of numpy's float32 operations bit for bit.  A reduction ``acc + a * b`` uses
+  ``llvm.fmuladd`` (one FMA where the CPU has it), so float reductions differ from numpy
+  by the order and rounding of the sum only; ``min``/``max`` propagate
   NaN (``llvm.minimum``/``llvm.maximum``, as ``numpy.minimum``).
 * casts: int -> int truncates or extends, int -> float32 rounds to nearest even,
   float32 -> int is ``llvm.fptosi.sat`` (truncation, saturating, NaN -> 0).
@@ -200,7 +202,9 @@ class StageEmitter:
                 with self.b.if_then(cond):
                     self.stmt_(s.body)
         elif isinstance(s, Store):
-            v = self.conv(self.expr(s.value), self._dt(s.value), s.tensor.dtype)
+            v = self.fmuladd(s)
+            if v is None:
+                v = self.conv(self.expr(s.value), self._dt(s.value), s.tensor.dtype)
             if s.tensor.dtype == "bool":
                 v = self.b.zext(v, self.like(v, I8))
             self.access(s.tensor, s.indices, clamp=False, value=v)
@@ -244,6 +248,20 @@ class StageEmitter:
         self.b.position_at_end(done)
         del self.env[s.var]
 
+    def fmuladd(self, s: Store):
+        """A float32 reduction update ``acc = acc + a * b`` as ``llvm.fmuladd`` (may fuse
+        into one FMA; float reductions are already order-dependent), else None."""
+        e = s.value
+        if not (is_float(s.tensor.dtype) and isinstance(e, Binary) and e.op == "add"
+                and isinstance(e.a, Load) and e.a.tensor is s.tensor
+                and isinstance(e.b, Binary) and e.b.op == "mul" and is_float(e.b.dtype)):
+            return None
+        acc = self.expr(e.a)
+        x = self.conv(self.expr(e.b.a), self._dt(e.b.a), "float32")
+        y = self.conv(self.expr(e.b.b), self._dt(e.b.b), "float32")
+        x, y, acc = self.match(x, y, acc)
+        return self.intrinsic("llvm.fmuladd", [x, y, acc])
+
     # -------------------------------------------------------------- memory
     def flat_index(self, t: Tensor, indices, clamp: bool):
         """The row-major element offset (i64, a vector inside a vectorized loop)."""
@@ -270,6 +288,8 @@ class StageEmitter:
         if t not in self.ptr:
             self.fail(t, f"tensor {t.name} is not an argument of this stage")
         ety = mem_type(t.dtype)
+        ranges = {v: (0, v.extent - 1) for v in self.env}
+        indices = [simplify(i, ranges) for i in indices]
         flat = self.flat_index(t, indices, clamp)
         b = self.b
         if not isinstance(flat.type, ir.VectorType):
@@ -544,6 +564,25 @@ class StageEmitter:
             fn = ir.Function(self.module, ir.FunctionType(ret, [a.type for a in args]), full)
         return self.b.call(fn, args)
 
+    def float_to_int(self, v, dst, ty):
+        """Truncate toward zero, saturating, NaN -> 0 (``llvm.fptosi.sat`` semantics),
+        written with compares and selects so that vectors stay vectors on x86."""
+        b = self.b
+        lo, hi, bits = _sat_bounds(dst)
+        hi_f = float(hi) if hi < (1 << 24) else float(2 ** (bits - 1) - 2 ** (bits - 25)) \
+            if lo < 0 else float(2 ** bits - 2 ** (bits - 24))
+        c = b.select(b.fcmp_ordered("<", v, self.c(v.type, float(lo))),
+                     self.c(v.type, float(lo)), v)
+        c = b.select(b.fcmp_ordered(">", c, self.c(v.type, hi_f)), self.c(v.type, hi_f), c)
+        c = b.select(b.fcmp_unordered("uno", v, v), self.c(v.type, 0.0), c)
+        wide = self.like(v, ir.IntType(max(32, bits if lo < 0 else bits + 1)))
+        r = b.fptosi(c, wide)
+        if hi >= (1 << 24):        # hi itself is not a float: x >= hi + 1 saturates
+            r = b.select(b.fcmp_ordered(">=", v, self.c(v.type, float(hi) + 1.0)),
+                         self.c(wide, hi), r)
+        return r if _width(wide) == _width(ty) else (
+            b.trunc(r, ty) if _width(wide) > _width(ty) else b.sext(r, ty))
+
     # -------------------------------------------------------------- conversions
     def conv(self, v, src, dst):
         """Convert a value of dtype ``src`` (None: i64 index) to ``dst`` (None: i64);
@@ -563,8 +602,7 @@ class StageEmitter:
             return b.sitofp(v, self.like(v, F32))
         ty = self.like(v, llvm_type(dst))
         if is_float(src):
-            sat = "llvm.fptoui.sat" if (dst or "").startswith("uint") else "llvm.fptosi.sat"
-            return self.intrinsic(sat, [v], ret=ty, overload=[ty, v.type])
+            return self.float_to_int(v, dst or "int64", ty)
         w_src, w_dst = _width(v.type), _width(ty)
         if w_src == w_dst:
             return v
@@ -581,6 +619,13 @@ def _narrow8(e) -> bool:
             and DTYPES[e.dtype] >= 16 and not is_float(e.dtype))
 
 
+def _sat_bounds(dst):
+    bits = DTYPES[dst]
+    if dst.startswith("uint") or dst == "bool":
+        return 0, (1 << bits) - 1, bits
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1, bits
+
+
 def _width(t):
     return (t.element if isinstance(t, ir.VectorType) else t).width
 
@@ -592,6 +637,46 @@ def _const_value(v):
             return c[0] if all(x == c[0] for x in c) and isinstance(c[0], int) else None
         return c if isinstance(c, int) else None
     return None
+
+
+def simplify(e, ranges):
+    """Undo split-of-a-split index arithmetic: ``(a*c + b) // c -> a`` and
+    ``(a*c + b) % c -> b`` when ``0 <= b < c`` (so vector accesses see unit strides)."""
+    if not isinstance(e, Binary):
+        return e
+    a, b = simplify(e.a, ranges), simplify(e.b, ranges)
+    if e.op in ("div", "mod") and isinstance(b, Const) and b.dtype is None and b.value > 0:
+        c = int(b.value)
+        terms = _terms(a)
+        hi = [t for t in terms if _multiple(t, c)]
+        lo = [t for t in terms if not _multiple(t, c)]
+        if hi and lo:
+            rest = _sum(lo)
+            r = bounds(rest, ranges)
+            if r is not None and 0 <= r[0] and r[1] < c:
+                return Binary("div", _sum(hi), b) if e.op == "div" else rest
+    if a is e.a and b is e.b:
+        return e
+    return Binary(e.op, a, b)
+
+
+def _terms(e):
+    if isinstance(e, Binary) and e.op == "add":
+        return _terms(e.a) + _terms(e.b)
+    return [e]
+
+
+def _multiple(e, c) -> bool:
+    return (isinstance(e, Binary) and e.op == "mul" and (
+        (isinstance(e.b, Const) and e.b.dtype is None and int(e.b.value) % c == 0) or
+        (isinstance(e.a, Const) and e.a.dtype is None and int(e.a.value) % c == 0)))
+
+
+def _sum(ts):
+    out = ts[0]
+    for t in ts[1:]:
+        out = Binary("add", out, t)
+    return out
 
 
 def vstride(e, v):

@@ -59,8 +59,12 @@ def host_target(target=None) -> CpuTarget:
     if isinstance(target, CpuTarget):
         return target
     if target in (None, "native"):
-        return CpuTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                         llvm.get_host_cpu_features().flatten())
+        with _LOCK:
+            if "native" not in _TARGETS:
+                _TARGETS["native"] = CpuTarget(llvm.get_process_triple(),
+                                               llvm.get_host_cpu_name(),
+                                               llvm.get_host_cpu_features().flatten())
+            return _TARGETS["native"]
     if target == "generic":
         return CpuTarget(llvm.get_process_triple(), "generic", "")
     raise CpuError(f"unknown CPU target {target!r} (None, 'native', 'generic' or a CpuTarget)")

@@ -262,6 +262,7 @@ class CpuKernel:
             self._fns.append(proto(compiled.addresses[c.name]))
         self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
         self._by_name = {t.name: t for t in inputs}
+        self._local = threading.local()       # per-thread intermediate buffers
 
     # ------------------------------------------------------------------ running
     def run(self, feeds: dict, out: np.ndarray | None = None) -> np.ndarray:
@@ -286,11 +287,20 @@ class CpuKernel:
             for t, v in env.items():
                 if np.may_share_memory(out, v):
                     raise CpuError(f"out overlaps input {t.name}: pass a separate array")
+        scratch = getattr(self._local, "bufs", None)
+        if scratch is None:
+            scratch = self._local.bufs = {}
         for c, fn in zip(self.codes, self._fns):
             for t in c.buffers:
-                if t not in env:
-                    env[t] = out if (t is self.out and out is not None) else np.empty(
-                        t.shape, self._np[t])
+                if t in env:
+                    continue
+                if t is self.out:
+                    env[t] = out if out is not None else np.empty(t.shape, self._np[t])
+                else:                 # intermediates: reused by later runs of this thread
+                    buf = scratch.get(t)
+                    if buf is None:
+                        buf = scratch[t] = np.empty(t.shape, self._np[t])
+                    env[t] = buf
             ptrs = [env[t].ctypes.data for t in c.buffers]
             self._call(fn, ptrs, c)
         return env[self.out]

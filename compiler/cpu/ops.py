@@ -97,20 +97,28 @@ def _elementwise(t: Tensor) -> Tensor:
 
 # ----------------------------------------------------------------------------- layouts
 
-def pad_nchw(x: Tensor, pad, value=0, name="pad") -> Tensor:
+def pad_nchw(x: Tensor, pad, value=0, name="pad", dtype=None) -> Tensor:
     """``x`` (N, C, H, W) with ``pad`` (int, (ph, pw)) rows/columns of ``value`` on each
-    side of H and W."""
+    side of H and W, cast to ``dtype`` (default: ``x``'s)."""
     _need(x, 4, "pad_nchw")
     ph, pw = _pair(pad, "padding")
     n, c, h, w = x.shape
-    if ph == 0 and pw == 0:
+    dtype = dtype or x.dtype
+    if ph == 0 and pw == 0 and dtype == x.dtype:
         return x
-    fill = te.Const(float(value), "float32") if is_float(x.dtype) else te.Const(int(value),
-                                                                               x.dtype)
+    fill = te.Const(float(value), "float32") if is_float(dtype) else te.Const(int(value),
+                                                                             dtype)
     return _elementwise(te.compute(
         (n, c, h + 2 * ph, w + 2 * pw),
         lambda a, b, y, z: te.select(te.all_of(y >= ph, y < h + ph, z >= pw, z < w + pw),
-                                     x[a, b, y - ph, z - pw], fill), name))
+                                     _widen(x[a, b, y - ph, z - pw], dtype), fill), name))
+
+
+def _exact_in_float(dtype, terms, out_dtype) -> bool:
+    """int8 x int8 products summed over ``terms`` stay integers below 2**24 in magnitude
+    (exactly representable in float32) when ``terms * 2**14 <= 2**24``: such a reduction
+    runs on the float32 FMA units with a bit-exact int32 result."""
+    return dtype == "int8" and out_dtype in (None, "int32") and terms * (1 << 14) <= 1 << 24
 
 
 def pack_nchw(x: Tensor, bn: int, bc: int, name="pack") -> Tensor:
@@ -151,7 +159,9 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride=1, padding=0, out_dtype=Non
 
     Stages: zero padding, the weights in blocks of 16 output channels (OIHWo), the
     convolution into NCHWc (16 channels innermost: one vector of accumulators per output
-    pixel, 8 pixels per register tile) and the unpack to NCHW."""
+    pixel, 8 pixels per register tile) and the unpack to NCHW.  An int8 convolution with
+    at most 1024 terms per output (C*KH*KW) accumulates in float32, exactly (see
+    :func:`_exact_in_float`), and converts to int32 at the end."""
     _need(data, 4, "conv2d_nchw data")
     _need(kernel, 4, "conv2d_nchw kernel")
     n, c, h, w = data.shape
@@ -169,11 +179,14 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride=1, padding=0, out_dtype=Non
     if oh < 1 or ow < 1:
         raise CpuError(f"conv2d_nchw: a {kh}x{kw} kernel does not fit the {h}x{w} image "
                        f"padded by {ph},{pw}")
-    acc = out_dtype or _acc_dtype(data.dtype)
-    xp = pad_nchw(data, (ph, pw), name=f"{name}.pad")
+    final = out_dtype or _acc_dtype(data.dtype)
+    acc = "float32" if _exact_in_float(data.dtype, c * kh * kw, out_dtype) else final
+    xp = pad_nchw(data, (ph, pw), name=f"{name}.pad", dtype=acc if is_float(acc) else None)
     bo = LANES if o % LANES == 0 else 1
     wp = te.compute((o // bo, c, kh, kw, bo),
-                    lambda a, b, y, z, q: kernel[a * bo + q, b, y, z], f"{name}.wpack")
+                    lambda a, b, y, z, q: _widen(kernel[a * bo + q, b, y, z],
+                                                 acc if is_float(acc) else kernel.dtype),
+                    f"{name}.wpack")
     _elementwise(wp)
     rc, ry, rx = te.reduce_axis(c, "rc"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     conv = te.compute(
@@ -196,12 +209,17 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride=1, padding=0, out_dtype=Non
             s.parallel(f)
         return s
     conv.cpu_schedule = sched
-    out = te.compute((n, o, oh, ow), lambda b, q, y, x: conv[b, q // bo, y, x, q % bo], name)
+    out = te.compute((n, o, oh, ow), lambda b, q, y, x: _widen(
+        conv[b, q // bo, y, x, q % bo], final), name)
 
-    def sched_out():
+    def sched_out():          # NCHWc -> NCHW: a 16 x OW block per row, stored along x
         s = StageSchedule(out)
         b, q, y, x = out.axes
-        f = s.fuse(s.fuse(b, q), y)
+        qo, qi = s.split(q, bo)
+        xo, xi = s.split(x, LANES)
+        s.reorder(b, qo, y, qi, xo, xi)
+        s.vectorize(xi)
+        f = s.fuse(s.fuse(b, qo), y)
         if int(np.prod(out.shape)) >= PARALLEL_MIN:
             s.parallel(f)
         return s

@@ -1,0 +1,235 @@
+"""CPU backend benchmark: ResNet-18's host operators compiled through LLVM, side by side in
+one run with numpy and onnxruntime, single thread and all cores.
+
+Operators: conv1 (7x7 s2 p3, 3 -> 64, 224x224; int8 -> int32 and float32), its max-pool
+(3x3 s2 p1 on 64x112x112; int8 and float32), the global average pool (512x7x7) and the
+512 -> 1000 classifier (int8 -> int32 and float32; weights prepacked, as onnxruntime
+prepacks its constant weights).  Every engine's output is checked against ours (integers
+exactly, floats to rtol 1e-4) before timing.  Times are the best of ``--repeat`` runs, the
+engines interleaved round by round so that they see the same machine load.
+
+    .venv/bin/python benchmarks/bench_cpu.py [--repeat 15] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from compiler import te  # noqa: E402
+from compiler.cpu import clear_memory_cache, cpu_build, ops  # noqa: E402
+from compiler.evaluate import run as te_evaluate  # noqa: E402
+from compiler.ops import conv2d_nchw_reference  # noqa: E402
+
+NCPU = len(os.sched_getaffinity(0))
+
+
+# ----------------------------------------------------------------------------- onnxruntime
+
+def _ort_session(node, inputs, inits, threads):
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    tp = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.float32): TensorProto.FLOAT}
+    vi = [helper.make_tensor_value_info(n, tp[a.dtype], list(a.shape)) for n, a in inputs]
+    yt = TensorProto.INT32 if node.op_type.endswith("Integer") else tp[inputs[0][1].dtype]
+    out = helper.make_tensor_value_info("y", yt, None)
+    g = helper.make_graph([node], "g", vi, [out],
+                          [numpy_helper.from_array(a, n) for n, a in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    feeds = dict(inputs)
+    return lambda: s.run(None, feeds)[0]
+
+
+# ----------------------------------------------------------------------------- cases
+
+def _im2col_conv_f32(x, w, stride, pad):
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    cols = np.stack([xp[:, :, ky:ky + stride * oh:stride, kx:kx + stride * ow:stride]
+                     for ky in range(kh) for kx in range(kw)], axis=2)   # n c k oh ow
+    cols = cols.reshape(n, c * kh * kw, oh * ow)
+    return (w.reshape(o, -1) @ cols).reshape(n, o, oh, ow)
+
+
+def _maxpool_np(x):
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=(
+        -np.inf if x.dtype == np.float32 else np.iinfo(x.dtype).min))
+    out = xp[:, :, 0:224:2, 0:224:2][:, :, :56, :56].copy()
+    for ky in range(3):
+        for kx in range(3):
+            np.maximum(out, xp[:, :, ky:ky + 112:2, kx:kx + 112:2], out=out)
+    return out
+
+
+def cases(rng):
+    """(name, dtype, te output, {placeholder: array}, numpy fn, onnx builder(threads))."""
+    out = []
+    for dt in ("int8", "float32"):
+        x = te.placeholder((1, 3, 224, 224), dt, "x")
+        w = te.placeholder((64, 3, 7, 7), dt, "w")
+        xv = rng.integers(-128, 128, x.shape).astype(dt)
+        wv = rng.integers(-128, 128, w.shape).astype(dt)
+        if dt == "float32":
+            xv, wv = xv / 64, wv / 64
+        y = ops.conv2d_nchw(x, w, 2, 3)
+        node = ("ConvInteger" if dt == "int8" else "Conv")
+        out.append((f"conv1 7x7 s2 3->64 224", dt, y, {x: xv, w: wv},
+                    (lambda xv=xv, wv=wv: conv2d_nchw_reference(xv, wv, 2, 3).astype(np.int32))
+                    if dt == "int8" else (lambda xv=xv, wv=wv: _im2col_conv_f32(xv, wv, 2, 3)),
+                    lambda th, xv=xv, wv=wv, node=node: _ort_session(
+                        _node(node, ["x", "w"], pads=[3, 3, 3, 3], strides=[2, 2]),
+                        [("x", xv)], [("w", wv)], th)))
+    for dt in ("int8", "float32"):
+        x = te.placeholder((1, 64, 112, 112), dt, "x")
+        xv = rng.integers(-128, 128, x.shape).astype(dt)
+        out.append(("maxpool 3x3 s2 64x112", dt, ops.max_pool2d(x, 3, 2, 1), {x: xv},
+                    lambda xv=xv: _maxpool_np(xv),
+                    lambda th, xv=xv: _ort_session(_node(
+                        "MaxPool", ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                        strides=[2, 2]), [("x", xv)], [], th)))
+    for dt in ("int8", "float32"):
+        x = te.placeholder((1, 512, 7, 7), dt, "x")
+        xv = rng.integers(-128, 128, x.shape).astype(dt)
+        np_fn = ((lambda xv=xv: (xv.astype(np.int32).sum((2, 3), keepdims=True) // 49)
+                  .astype(np.int8)) if dt == "int8"
+                 else (lambda xv=xv: xv.mean((2, 3), keepdims=True)))
+        ort_fn = None if dt == "int8" else (lambda th, xv=xv: _ort_session(
+            _node("GlobalAveragePool", ["x"]), [("x", xv)], [], th))
+        out.append(("global avg pool 512x7x7", dt, ops.global_avg_pool2d(x), {x: xv},
+                    np_fn, ort_fn))
+    for dt in ("int8", "float32"):
+        x = te.placeholder((1, 512), dt, "x")
+        wp = te.placeholder((63, 512, 16), dt, "w")      # 1000 outputs in 63 blocks of 16
+        xv = rng.integers(-128, 128, (1, 512)).astype(dt)
+        wv = rng.integers(-128, 128, (1000, 512)).astype(dt)
+        if dt == "float32":
+            xv, wv = xv / 64, wv / 64
+        # 1000 = 62.5 x 16: pad the packed weight to 63 blocks, compute 1008, keep 1000
+        wpad = np.zeros((1008, 512), wv.dtype)
+        wpad[:1000] = wv
+        wpv = np.ascontiguousarray(wpad.reshape(63, 16, 512).transpose(0, 2, 1))
+        full = ops.dense(x, wp, packed=True)
+        y = te.compute((1, 1000), lambda i, j: full[i, j], "classifier")
+        wT = np.ascontiguousarray(wv.T)
+        np_fn = ((lambda xv=xv, wv=wv: xv.astype(np.int32) @ wv.T.astype(np.int32))
+                 if dt == "int8" else (lambda xv=xv, wT=wT: xv @ wT))
+        node = "MatMulInteger" if dt == "int8" else "MatMul"
+        out.append(("dense 512->1000", dt, y, {x: xv, wp: wpv}, np_fn,
+                    lambda th, xv=xv, wT=wT, node=node: _ort_session(
+                        _node(node, ["x", "w"]), [("x", xv)], [("w", wT)], th)))
+    return out
+
+
+def _node(op, inputs, **attrs):
+    from onnx import helper
+    return helper.make_node(op, inputs, ["y"], **attrs)
+
+
+# ----------------------------------------------------------------------------- timing
+
+def _check(name, got, want, dtype):
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        raise SystemExit(f"{name}: shape {got.shape} vs {want.shape}")
+    if dtype == "float32":
+        if not np.allclose(got, want, rtol=1e-4, atol=1e-3):
+            raise SystemExit(f"{name}: max error {np.abs(got - want).max()}")
+    elif not np.array_equal(got, want):
+        raise SystemExit(f"{name}: integer results differ")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--json", help="write the rows as JSON")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, dt, y, feeds, np_fn, ort_fn in cases(rng):
+        clear_memory_cache()
+        t0 = time.perf_counter()
+        k = cpu_build(y)
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        cached = cpu_build(y)
+        warm = time.perf_counter() - t0
+        assert cached.source == "memory"
+        ours = k.run(feeds)
+        _check(f"{name} {dt} numpy", np_fn(), ours, dt)
+        if dt == "int8" or name.startswith("global"):
+            _check(f"{name} {dt} evaluator", te_evaluate(y, feeds), ours, dt)
+        engines = {}
+        for th in (1, NCPU):
+            kk = cpu_build(y)
+            kk.num_threads = th
+            engines[f"llvm {th}t"] = (lambda kk=kk: kk.run(feeds))
+        engines["numpy"] = np_fn
+        if ort_fn is not None:
+            for th in (1, NCPU):
+                f = ort_fn(th)
+                _check(f"{name} {dt} onnxruntime", f(), ours, dt)
+                engines[f"ort {th}t"] = f
+        best = {e: float("inf") for e in engines}
+        for _ in range(args.repeat):
+            for e, f in engines.items():
+                t0 = time.perf_counter()
+                f()
+                best[e] = min(best[e], time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        te_evaluate(y, feeds)
+        ev = time.perf_counter() - t0
+        row = {"op": name, "dtype": dt, "compile_s": cold, "cached_s": warm,
+               "evaluator_ms": ev * 1e3, **{f"{e}_ms": v * 1e3 for e, v in best.items()}}
+        rows.append(row)
+        ort1 = best.get("ort 1t")
+        ratio = f"{best['llvm 1t'] / ort1:.2f}" if ort1 else "n/a"
+        print(f"{name:26s} {dt:8s} compile {cold * 1e3:6.0f} ms cached {warm * 1e3:5.2f} ms | "
+              + " ".join(f"{e} {v * 1e3:8.3f}" for e, v in best.items())
+              + f" | llvm/ort (1t) {ratio} | evaluator {ev * 1e3:.0f} ms", flush=True)
+    print()
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": f"{NCPU}-core {platform.platform()}", "rows": rows}, f,
+                      indent=2)
+
+
+def table(rows) -> str:
+    head = (f"| operator | dtype | LLVM 1t ms | LLVM {NCPU}t ms | onnxruntime 1t ms | "
+            f"onnxruntime {NCPU}t ms | numpy ms | LLVM/ORT 1t | LLVM/ORT {NCPU}t | "
+            f"TE evaluator ms | compile ms | cached ms |\n|" + "---|" * 12)
+    lines = [head]
+    for r in rows:
+        def g(k):
+            return f"{r[k]:.3f}" if k in r else "n/a"
+        o1, on = r.get("ort 1t_ms"), r.get(f"ort {NCPU}t_ms")
+        lines.append(
+            f"| {r['op']} | {r['dtype']} | {g('llvm 1t_ms')} | {g(f'llvm {NCPU}t_ms')} | "
+            f"{g('ort 1t_ms')} | {g(f'ort {NCPU}t_ms')} | {g('numpy_ms')} | "
+            f"{r['llvm 1t_ms'] / o1:.2f} |" if o1 else
+            f"| {r['op']} | {r['dtype']} | {g('llvm 1t_ms')} | {g(f'llvm {NCPU}t_ms')} | "
+            f"n/a | n/a | {g('numpy_ms')} | n/a |")
+        lines[-1] += (f" {r[f'llvm {NCPU}t_ms'] / on:.2f} |" if on else " n/a |")
+        lines[-1] += (f" {r['evaluator_ms']:.0f} | {r['compile_s'] * 1e3:.0f} | "
+                      f"{r['cached_s'] * 1e3:.2f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
