@@ -272,4 +272,4 @@ def test_flatten_of_packed_data_needs_no_layout_transform():
         assert np.array_equal(got["scores"], run_graph(c.qgraph, {"image": x})["scores"])
         dense = next(r for r in ex.records if r["op"] == "qdense")
         assert not dense.get("uploaded") and not any(r.get("to_host_bytes")
-                                                     for r in ex.records[:-2])
+                                                     for r in ex.records[:-3])
