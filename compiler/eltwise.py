@@ -345,11 +345,11 @@ class Step:
 
 @dataclass
 class AluProgram:
-    """The chunk-independent ALU program: ``steps`` over ``slots`` registers; the result is
-    in slot 0, whose pattern (which of the chunk's rows/cols it varies over) is ``pattern``."""
+    """The chunk-independent ALU program: ``steps`` over ``slots`` registers (chunk-sized ACC
+    regions), the result in slot 0.  A pattern says which of the chunk's rows/cols a slot's
+    value varies over (a broadcast operand occupies one row or one tile of its slot)."""
     steps: list
     slots: int
-    patterns: dict            # slot -> (uses rows, uses cols) at the time of each step
     step_patterns: list       # per step: (dst pattern, src pattern | None)
 
     def text(self) -> str:
@@ -608,14 +608,14 @@ def recognise_eltwise(out: Tensor, cfg: VTAConfig) -> EltwiseWorkload:
     lw.gen(root, 0)
     pat_root = lw.pattern(root)
     if (rows > 1 and not pat_root[0]) or (cols > 1 and not pat_root[1]):
+        axis = out.axes[len(lead) - (2 if rows > 1 and not pat_root[0] else 1)].name
         raise EltwiseError(f"stage {out.name}: the result does not vary along output axis "
-                           f"{out.axes[len(lead) - (2 if rows > 1 and not pat_root[0] else 1)].name}"
-                           f" (every input is broadcast along it); broadcast results are not "
-                           f"element-wise")
+                           f"{axis} (every input is broadcast along it); broadcast results are "
+                           f"not element-wise")
     if lw.steps[-1].kind != "alu":
         # LOAD ACC does not write the OUT buffer the STORE reads: a copy is SHR by 0
         lw.imm(AluOp.SHR, 0, pat_root, 0)
-    prog = AluProgram(lw.steps, lw.slots, {}, lw.pats)
+    prog = AluProgram(lw.steps, lw.slots, lw.pats)
     return EltwiseWorkload(out, tree, b.leaves, outer, rows, cols,
                            {lf: view[lf] + (patterns[lf],) for lf in b.leaves}, prog, planes)
 

@@ -325,8 +325,8 @@ def test_knob_and_run_errors():
     with pytest.raises(EltwiseError, match=r"^EltwiseKnobs: max_tiles must be a positive "
                                            r"integer or None, not -1$"):
         EltwiseKnobs(max_tiles=-1)
-    with pytest.raises(EltwiseError, match=r"^add: 3000 regions \(2 slots x 1500 virtual threads\) do "
-                                           r"not fit the 2048-tile ACC buffer"):
+    with pytest.raises(EltwiseError, match=r"^add: 3000 regions \(2 slots x 1500 virtual "
+                                           r"threads\) do not fit the 2048-tile ACC buffer"):
         build(out, cfg, EltwiseKnobs(vthreads=1500))
     k = build(out, cfg)
     x = np.zeros(sh, np.int8)
