@@ -156,6 +156,15 @@ def main(argv=None) -> int:
                "wall_seconds": time.time() - t0, "workers": args.workers, **s}
         run_file.write_text(json.dumps(run, indent=1) + "\n")
         print(json.dumps(s, indent=1))
+    else:
+        # refresh costs, fronts and choices with the current resource model
+        from compiler.dse.db import ResultsDB
+        from compiler.dse.sweep import DB_NAME, report
+        from compiler.dse.workload import load_workload, workload_id
+        layers, note = load_workload("resnet18")
+        db = ResultsDB(out / DB_NAME, workload_id(layers), note)
+        print(json.dumps(report(db, out, ResourceModel.default()), indent=1))
+        db.close()
     run = json.loads(run_file.read_text()) if run_file.exists() else None
     build = None
     if args.build:

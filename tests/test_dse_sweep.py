@@ -166,3 +166,23 @@ def test_synth_front_runs_real_synthesis_for_front_points(tmp_path, layers):
     assert real["multipliers"] > 0 and real["luts"] > 1000
     # the model is fitted to cores like this one: within 30% on the multipliers
     assert abs(p["estimate"]["multipliers"] - real["multipliers"]) <= 0.3 * real["multipliers"]
+
+
+def test_a_point_with_wrong_output_is_kept_out_of_the_fronts(tmp_path, layers, monkeypatch):
+    import compiler.dse.evaluate as ev
+    real = ev.run_layer
+
+    def lying(layer, point, check=True, seed=0):
+        row = real(layer, point, check, seed)
+        if point["LOG_BLOCK"] == 3 and point["LOG_BUS_WIDTH"] == 5:
+            row["correct"] = False
+        return row
+    monkeypatch.setattr(ev, "run_layer", lying)
+    s = sweep.run_dse(layers, SPACE, tmp_path / "o", workers=0, progress=False)
+    assert s["ok"] == 3 and s["failed"] == 1
+    doc = json.loads((tmp_path / "o" / "front.json").read_text())
+    assert doc["wrong_output"] == 1
+    names = {p["name"] for f in doc["fronts"]["vta_hw_fpga"].values()
+             for kind in f.values() for p in kind}
+    assert not any(n.startswith("1x8x8") and "_b32_" in n for n in names)
+    assert {n for n in names if n.startswith("1x8x8")}        # the other 1x8x8 is there

@@ -46,7 +46,14 @@ def cmd_dse(args) -> int:
 
 def register(sub):
     p = sub.add_parser("dse", help="sweep hardware configurations over a workload: cycles, "
-                                   "resources, Pareto fronts, configurations to build")
+                                   "resources, Pareto fronts, configurations to build",
+                       description="Every configuration of SPACE.json compiled for the "
+                       "workload and run on the timed simulator, costed by the resource model "
+                       "(fitted to yosys synth_ecp5 runs) and marked for ECP5-12F/25F/45F/85F, "
+                       "iCE40UP5K and XC7Z020. Writes DIR/dse.sqlite (one row per point; a "
+                       "rerun skips done points), front.json (Pareto fronts of cycles and "
+                       "inferences/s against each resource), front.png, chosen.json and "
+                       "chosen/PART.json (vta hw build --config files).")
     p.add_argument("--workload", required=True,
                    help="resnet18 (C2-C11), LAYERS.json or MODEL.onnx")
     p.add_argument("--space", required=True, metavar="SPACE.json",

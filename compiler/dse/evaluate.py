@@ -90,7 +90,8 @@ def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0) -> d
 
 def evaluate_point(task: dict) -> dict:
     """``task``: ``point``, ``layers`` (Layer dicts), optional ``check`` (default True).
-    Returns ``status`` ("ok" or "failed"), ``cycles`` (all layers, all BATCH images),
+    Returns ``status`` ("ok"; "failed": a layer did not compile or run; "wrong-output": a
+    layer's result differs from numpy, so its cycles are not trusted), ``cycles`` (all layers, all BATCH images),
     ``cycles_per_image``, ``layers`` (per-layer rows), ``error`` and ``seconds``."""
     t0 = time.perf_counter()
     point = task["point"]
@@ -106,6 +107,7 @@ def evaluate_point(task: dict) -> dict:
                     "seconds": round(time.perf_counter() - t0, 3)}
     total = sum(r["cycles"] for r in rows)
     wrong = [r["name"] for r in rows if r.get("correct") is False]
-    return {"status": "ok", "cycles": total, "cycles_per_image": total / cfg.batch,
+    return {"status": "wrong-output" if wrong else "ok", "cycles": total,
+            "cycles_per_image": total / cfg.batch,
             "layers": rows, "error": f"wrong output: {', '.join(wrong)}" if wrong else "",
             "seconds": round(time.perf_counter() - t0, 3)}

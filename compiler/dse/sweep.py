@@ -160,7 +160,7 @@ def report(db: ResultsDB, out: Path, model: ResourceModel) -> dict:
     doc = {"workload": db.meta("workload"), "points": len(rows), "ok": len(ok),
            "failed": [{"name": point_name(r["point"]), "error": r["error"]}
                       for r in rows if r["status"] != "ok"],
-           "wrong_output": sum(1 for r in ok if r["error"]),
+           "wrong_output": sum(1 for r in rows if r["status"] == "wrong-output"),
            "resource_model": {"held_out": _errors(model.held_out_errors()),
                               "train": model.train_errors(), "coef": model.coef},
            "fronts": fronts, "chosen": chosen}
