@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from isa import AluOp, VTAConfig
 
-from .te import (Load, Reduce, TEError, Tensor, affine, cast, compute, placeholder,
-                 reduce_axis, same_structure)
+from .te import (Binary, Cast, Const, IterVar as _IV, Load, Reduce, Select, TEError, Tensor,
+                 affine, cast, compute, placeholder, reduce_axis, same_structure)
 from .te import sum as te_sum
 
 
@@ -73,11 +73,15 @@ def verify_gemm(op: Tensor, cfg: VTAConfig) -> tuple[Tensor, Tensor]:
     # Project each load onto its two innermost indices, substituting intrinsic tensors.
     proj = {}
     for ld in loads:
-        inner = ld.indices[-2:]
-        for outer in ld.indices[:-2]:
-            coefs, _ = affine(outer)
+        inner = tuple(simplify(i) for i in ld.indices[-2:])
+        for outer in (simplify(i) for i in ld.indices[:-2]):
+            try:
+                coefs, _ = affine(outer)
+            except TEError:
+                raise TensorizeError(f"{where}: index {show_expr(outer)} of {ld.tensor.name} "
+                                     f"is not an affine function of the axes") from None
             if any(v in coefs for v in (ax_b, ax_o, ax_k)):
-                raise TensorizeError(f"{where}: outer index {outer!r} of {ld.tensor.name} "
+                raise TensorizeError(f"{where}: outer index {show_expr(outer)} of {ld.tensor.name} "
                                      f"depends on a tensorized axis")
         proj[ld] = inner
     m = {intr.out.axes[0]: ax_b, intr.out.axes[1]: ax_o, intr.out.body.axes[0]: ax_k}
@@ -90,8 +94,8 @@ def verify_gemm(op: Tensor, cfg: VTAConfig) -> tuple[Tensor, Tensor]:
         mm[intr.wgt] = _Proj(w_ld.tensor)
         if _match(ref, projected, mm):
             return a_ld.tensor, w_ld.tensor
-    raise TensorizeError(f"{where}: body {body!r} does not match the GEMM intrinsic "
-                         f"{ref!r} on its innermost dimensions")
+    raise TensorizeError(f"{where}: body {show_expr(body)} does not match the GEMM intrinsic "
+                         f"{show_expr(ref)} on its innermost dimensions")
 
 
 class _Proj(Tensor):
@@ -129,6 +133,51 @@ def _match(ref, got, m) -> bool:
     if isinstance(ref, Cast) and isinstance(got, Cast):
         return ref.dtype == got.dtype and _match(ref.x, got.x, m)
     return same_structure(ref, got, m)
+
+
+def simplify(e):
+    """``e`` with trivial index arithmetic removed (``o // 1``, ``o * 1``, ``o + 0``)."""
+    if isinstance(e, Binary):
+        a, b = simplify(e.a), simplify(e.b)
+        if isinstance(b, Const) and b.dtype is None and (
+                (e.op in ("div", "mul") and b.value == 1) or (e.op in ("add", "sub")
+                                                              and b.value == 0)):
+            return a
+        if isinstance(a, Const) and a.dtype is None and (
+                (e.op == "mul" and a.value == 1) or (e.op == "add" and a.value == 0)):
+            return b
+        return e if (a is e.a and b is e.b) else Binary(e.op, a, b)
+    return e
+
+
+def show_expr(e) -> str:
+    """An expression as the user wrote it, with trivial index arithmetic (``o // 1``,
+    ``y * 1 + 0``) simplified."""
+    if isinstance(e, Binary):
+        a, b = e.a, e.b
+        if isinstance(b, Const) and b.dtype is None:
+            if (e.op in ("div", "mul") and b.value == 1) or (e.op in ("add", "sub")
+                                                              and b.value == 0):
+                return show_expr(a)
+        if isinstance(a, Const) and a.dtype is None:
+            if (e.op == "mul" and a.value == 1) or (e.op == "add" and a.value == 0):
+                return show_expr(b)
+        sym = {"add": "+", "sub": "-", "mul": "*", "div": "//", "mod": "%", "shr": ">>",
+               "shl": "<<", "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "and": "&&"}
+        if e.op in sym:
+            return f"({show_expr(a)} {sym[e.op]} {show_expr(b)})"
+        return f"{e.op}({show_expr(a)}, {show_expr(b)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({show_expr(e.x)})"
+    if isinstance(e, Load):
+        return f"{e.tensor.name}[{', '.join(show_expr(i) for i in e.indices)}]"
+    if isinstance(e, Select):
+        return f"select({show_expr(e.cond)}, {show_expr(e.t)}, {show_expr(e.f)})"
+    if isinstance(e, _IV):
+        return e.name
+    if isinstance(e, Reduce):
+        return f"sum({show_expr(e.body)}, axis=[{', '.join(a.name for a in e.axes)}])"
+    return repr(e)
 
 
 # ALU intrinsic: TE binary op -> (opcode, how the immediate is transformed)

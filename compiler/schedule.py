@@ -451,8 +451,6 @@ class Schedule:
             self._k = replace(self._k, vthreads=bound[0][1] if bound else 1,
                               vthread_axis=bound[0][0] if bound else name, vthread_axes=())
             return
-        order = self._k.loop_names()
-        bound.sort(key=lambda g: order.index(g[0]) if g[0] in order else len(order))
         total = 1
         for _, k in bound:
             total *= k

@@ -27,6 +27,8 @@ import numpy as np
 from isa import AluOp, VTAConfig
 
 from .intrin import ALU_OPS, TensorizeError, verify_gemm
+from .intrin import show_expr as _show
+from .intrin import simplify
 from .te import Binary, Cast, Const, IterVar, Load, Select, Tensor, affine
 
 
@@ -169,7 +171,7 @@ def recognise(out: Tensor, cfg: VTAConfig) -> GemmWorkload:
         src = _elementwise_source(t, t.body.x)
         if src is None:
             raise TensorizeError(f"stage {t.name}: a cast must read its input elementwise "
-                                 f"(got {t.body!r})")
+                                 f"(got {_show(t.body)})")
         out_bits, t = cfg.out_width, src
     chain = []
     while not t.is_placeholder and t.tag != "conv2d" and t.tag != "dense" and not _is_reduce(t):
@@ -246,7 +248,8 @@ def _loads(e):
 
 
 def _is_identity_load(ld, t: Tensor) -> bool:
-    return len(ld.indices) == t.ndim and all(i is a for i, a in zip(ld.indices, t.axes))
+    return len(ld.indices) == t.ndim and all(simplify(i) is a
+                                             for i, a in zip(ld.indices, t.axes))
 
 
 def _elementwise_source(t: Tensor, e) -> Tensor | None:
@@ -326,35 +329,6 @@ def _input_name(e) -> str:
     return (e.x if isinstance(e, Cast) else e).tensor.name
 
 
-def _show(e) -> str:
-    """An expression as the user wrote it, with trivial index arithmetic (``o // 1``,
-    ``y * 1 + 0``) simplified."""
-    from .te import IterVar as _IV
-    if isinstance(e, Binary):
-        a, b = e.a, e.b
-        if isinstance(b, Const) and b.dtype is None:
-            if (e.op in ("div", "mul") and b.value == 1) or (e.op in ("add", "sub")
-                                                              and b.value == 0):
-                return _show(a)
-        if isinstance(a, Const) and a.dtype is None:
-            if (e.op == "mul" and a.value == 1) or (e.op == "add" and a.value == 0):
-                return _show(b)
-        sym = {"add": "+", "sub": "-", "mul": "*", "div": "//", "mod": "%", "shr": ">>",
-               "shl": "<<", "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "and": "&&"}
-        if e.op in sym:
-            return f"({_show(a)} {sym[e.op]} {_show(b)})"
-        return f"{e.op}({_show(a)}, {_show(b)})"
-    if isinstance(e, Cast):
-        return f"{e.dtype}({_show(e.x)})"
-    if isinstance(e, Load):
-        return f"{e.tensor.name}[{', '.join(_show(i) for i in e.indices)}]"
-    if isinstance(e, Select):
-        return f"select({_show(e.cond)}, {_show(e.t)}, {_show(e.f)})"
-    if isinstance(e, _IV):
-        return e.name
-    return repr(e)
-
-
 def _imm(t: Tensor, imm: int, given: int) -> int:
     lim = 1 << 15
     if not -lim <= imm < lim:
@@ -376,7 +350,7 @@ def _operand(t: Tensor, e, cfg: VTAConfig, ctx):
     if not user.is_placeholder or user.dtype not in (t.dtype, "int8"):
         return None
     take = []
-    for d, i in enumerate(e.indices):
+    for d, i in enumerate(simplify(i) for i in e.indices):
         if isinstance(i, IterVar) and any(i is a for a in t.axes):
             k = next(j for j, a in enumerate(t.axes) if a is i)
             if user.shape[d] != t.shape[k]:
@@ -499,7 +473,7 @@ def _parse_pad(p: Tensor) -> tuple[Tensor, tuple]:
     for d, (i, a) in enumerate(zip(idx, p.axes)):
         coefs, const = affine(i)
         if coefs != {a: 1}:
-            raise TensorizeError(f"{p.name}: dimension {d} index {i!r} is not axis - pad")
+            raise TensorizeError(f"{p.name}: dimension {d} index {_show(i)} is not axis - pad")
         lead.append(-const)
     pt, pl = lead[2], lead[3]
     pb, pr = p.shape[2] - src.shape[2] - pt, p.shape[3] - src.shape[3] - pl
@@ -570,7 +544,7 @@ def _plain_product(t: Tensor, cfg: VTAConfig) -> tuple:
         raise TensorizeError(f"{t.name}: a plain-layout reduction must be sum("
                              f"{cfg.acc_dtype}(data[...]) * {cfg.acc_dtype}(weight[...])) of "
                              f"dtype {cfg.acc_dtype}; got {_show(t.body)} ({t.dtype})")
-    a, b = body.a.x, body.b.x
+    a, b = _simple_load(body.a.x), _simple_load(body.b.x)
     o = t.axes[1]
     if b.indices and b.indices[0] is not o and a.indices and a.indices[0] is o:
         a, b = b, a
@@ -708,32 +682,36 @@ class PackGrouped:
         return PackPlain(full.shape[:2], self.blocks)(full)
 
 
+def _simple_load(ld):
+    return Load(ld.tensor, tuple(simplify(i) for i in ld.indices))
+
+
 def _check_conv(t: Tensor, loads: dict, kernel: Tensor, grouped: bool = False) -> int:
     n, o, y, x = t.axes[:4]
     rc, ry, rx = t.body.axes[:3]
-    act = next(ld for tt, ld in loads.items() if tt is not kernel)
-    wgt = loads[kernel]
+    act = _simple_load(next(ld for tt, ld in loads.items() if tt is not kernel))
+    wgt = _simple_load(loads[kernel])
     want_w = (o, rc, ry, rx)
     if not all(i is a for i, a in zip(wgt.indices[:4], want_w)):
-        raise TensorizeError(f"{t.name}: weight index {wgt!r} is not [o, rc, ry, rx, ...]")
+        raise TensorizeError(f"{t.name}: weight index {_show(wgt)} is not [o, rc, ry, rx, ...]")
     if not (act.indices[0] is n and (grouped or act.indices[1] is rc)):
-        raise TensorizeError(f"{t.name}: activation index {act!r} is not [n, rc, ...]")
+        raise TensorizeError(f"{t.name}: activation index {_show(act)} is not [n, rc, ...]")
     cy, ky = affine(act.indices[2])
     cx, kx = affine(act.indices[3])
     s = cy.get(y, 0)
     if cy != {y: s, ry: 1} or cx != {x: s, rx: 1} or ky or kx or s < 1:
-        raise TensorizeError(f"{t.name}: activation rows/cols {act.indices[2]!r}, "
-                             f"{act.indices[3]!r} are not y*stride+ry, x*stride+rx")
+        raise TensorizeError(f"{t.name}: activation rows/cols {_show(act.indices[2])}, "
+                             f"{_show(act.indices[3])} are not y*stride+ry, x*stride+rx")
     return s
 
 
 def _check_dense(t: Tensor, loads: dict, data: Tensor, kernel: Tensor) -> None:
     n, o = t.axes[:2]
     rc = t.body.axes[0]
-    act, wgt = loads[data], loads[kernel]
+    act, wgt = _simple_load(loads[data]), _simple_load(loads[kernel])
     if not (act.indices[0] is n and act.indices[1] is rc and wgt.indices[0] is o
             and wgt.indices[1] is rc):
-        raise TensorizeError(f"{t.name}: dense indices {act!r}, {wgt!r} are not "
+        raise TensorizeError(f"{t.name}: dense indices {_show(act)}, {_show(wgt)} are not "
                              f"data[n, rc, ..] / weight[o, rc, ..]")
 
 

@@ -179,3 +179,62 @@ def test_broadcast_refusals_name_operand_and_dimension():
     with pytest.raises(TensorizeError, match=r"stage dadd: in \(dense\[n, o, b, j\] \+ "
                                              r"diag\[j, j\]\), one operand of add must be"):
         recognise(ops.cast_int8(r), cfg)
+
+
+def test_messages_in_user_terms():
+    """Refusals name the stage and show the expression as written, with trivial index
+    arithmetic (``o // 1``) simplified."""
+    cfg = VTAConfig()
+    a = placeholder((1, 2, 1, 16), "int8", "a")
+    b = placeholder((1, 2, 1, 16), "int8", "b")
+    from compiler.te import cast
+    s = compute(a.shape, lambda *i: cast("int32", a[i]) + cast("int32", b[i]), name="s")
+    with pytest.raises(TensorizeError, match=r"stage s: reaches the input a without a GEMM "
+                                             r"reduction"):
+        recognise(ops.cast_int8(s), cfg)
+    D = placeholder((1, 1, 1, 16), "int8", "x")
+    W = placeholder((2, 1, 16, 16), "int8", "w")
+    mm = ops.dense(D, W)
+    V = placeholder((2, 1, 16), "int32", "v")
+    r = compute(mm.shape, lambda n, o, bb, j: mm[n, o, bb, j] * 3 + V[o // 1, bb, j] * 2,
+                name="axpy")
+    with pytest.raises(TensorizeError, match=r"stage axpy: in \(\(dense\[n, o, bb, j\] \* 3\) "
+                                             r"\+ \(v\[o, bb, j\] \* 2\)\), one operand"):
+        recognise(ops.cast_int8(r), cfg)
+    r = compute(mm.shape, lambda n, o, bb, j: mm[n, o, bb, j] >> V[o, bb, j], name="vshift")
+    with pytest.raises(TensorizeError, match=r"stage vshift: shift amounts must be constants "
+                                             r"\(\(dense\[n, o, bb, j\] >> v\[o, bb, j\]\)"):
+        recognise(ops.cast_int8(r), cfg)
+    from compiler.te import reduce_axis
+    from compiler.te import sum as te_sum
+    rc, ri = reduce_axis(1, "rc"), reduce_axis(16, "ri")
+    odd = compute((1, 2, 1, 16), lambda n, o, bb, j: te_sum(
+        cast("int32", D[n, rc // 1, bb, ri]) * cast("int32", W[o, rc, j, ri]) * 2, [rc, ri]),
+        name="odd")
+    with pytest.raises(TensorizeError, match=r"body \(\(int32\(x\[n, rc, bb, ri\]\) \* "
+                                             r"int32\(w\[o, rc, j, ri\]\)\) \* 2\) does not"):
+        recognise(ops.cast_int8(odd), cfg)
+
+
+def test_trivial_index_arithmetic_is_the_axis():
+    """``o // 1``, ``rc * 1 + 0`` index like ``o`` and ``rc`` (TVM code writes them)."""
+    cfg = VTAConfig()
+    from compiler.te import cast, reduce_axis
+    from compiler.te import sum as te_sum
+    D = placeholder((1, 2, 1, 16), "int8", "x")
+    W = placeholder((2, 2, 16, 16), "int8", "w")
+    V = placeholder((2, 1, 16), "int32", "v")
+    rc, ri = reduce_axis(2, "rc"), reduce_axis(16, "ri")
+    mm = compute((1, 2, 1, 16), lambda n, o, b, j: te_sum(
+        cast("int32", D[n // 1, rc * 1 + 0, b, ri]) * cast("int32", W[o, rc // 1, j, ri]),
+        [rc, ri]), name="mm", tag="dense")
+    r = compute(mm.shape, lambda n, o, b, j: mm[n, o // 1, b, j] + V[o // 1, b, j], name="b")
+    out = ops.cast_int8(ops.shr(r, 4))
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, D.shape, dtype=np.int8)
+    w = rng.integers(-128, 128, W.shape, dtype=np.int8)
+    v = rng.integers(-999, 999, V.shape).astype(np.int32)
+    ref = ((np.einsum("ncbi,ocji->nobj", x.astype(np.int64), w.astype(np.int64)) + v[None])
+           >> 4).astype(np.int8)
+    got, _ = build(out, cfg).run(SimDevice(cfg), {D: x, W: w, V: v})
+    assert np.array_equal(got, ref)
