@@ -166,10 +166,12 @@ def main() -> None:
         t0 = time.perf_counter()
         k = cpu_build(y)
         cold = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cached = cpu_build(y)
-        warm = time.perf_counter() - t0
-        assert cached.source == "memory"
+        warm = float("inf")
+        for _ in range(5):                     # best of 5: a GC pause is not the cache
+            t0 = time.perf_counter()
+            cached = cpu_build(y)
+            warm = min(warm, time.perf_counter() - t0)
+            assert cached.source == "memory"
         ours = k.run(feeds)
         _check(f"{name} {dt} numpy", np_fn(), ours, dt)
         if dt == "int8" or name.startswith("global"):

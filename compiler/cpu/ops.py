@@ -300,6 +300,12 @@ def max_pool2d(data: Tensor, pool, stride, padding=0, name="max_pool") -> Tensor
     oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     low = _lowest(data.dtype)
+    if (ph or pw) and not is_float(data.dtype):
+        # integers: an explicit padding stage keeps the window loads unguarded (the
+        # loop vectorizer then reads the stride-2 rows as interleaved vectors)
+        xp = pad_nchw(data, (ph, pw), value=low.value, name=f"{name}.pad")
+        return _pool_sched(te.compute((n, c, oh, ow), lambda b, q, y, x: te.max(
+            xp[b, q, y * sh + ry, x * sw + rx], axis=[ry, rx]), name), [ry, rx])
 
     def body(b, q, y, x):
         yy, xx = y * sh + ry - ph, x * sw + rx - pw
