@@ -1,9 +1,10 @@
 """ALU-only kernels and pooling on the timed simulator, against their baselines in one run.
 
 Usage: .venv/bin/python benchmarks/bench_operators_alu.py [--json OUT.json] [--quick]
+       [--timing default|tsim|pynq|vta_hw|vta_hw_fpga]
 
 Rows (default 1x16x16 configuration, batch 1, int8, the timed simulator's default
-parameters); every result is checked bit-exact against numpy before it is reported:
+parameters, or a preset of ``vta_sim.timing.TimingParams`` with ``--timing``); every result is checked bit-exact against numpy before it is reported:
 
 * ``vector add`` 1x64x56x56 (TVM's ``vta_get_started``) and ``residual add``
   ``clip(((a + b) * 5 + 4) >> 3, -128, 127)``: the compiled ALU-only kernel
@@ -36,6 +37,11 @@ from isa import AluOp, MemType, VTAConfig
 from vta_runtime import CommandQueue, KernelHandle, SimDevice
 
 COMPUTE, STORE = 2, 3
+TIMING = True            # SimDevice(timed=...): True = the default TimingParams
+
+
+def device(cfg):
+    return SimDevice(cfg, timed=TIMING)
 
 
 def dram_bytes(stats) -> int:
@@ -45,7 +51,7 @@ def dram_bytes(stats) -> int:
 
 def run_kernel(k, cfg, feeds):
     t0 = time.perf_counter()
-    got, stats = k.run(SimDevice(cfg, timed=True), feeds)
+    got, stats = k.run(device(cfg), feeds)
     return got, stats, time.perf_counter() - t0
 
 
@@ -56,7 +62,7 @@ def hand_written(cfg, x, y, imm_ops, chunk=512):
     ``chunk`` tiles in two ACC buffer pairs (double buffering), LOAD ACC_8BIT both operands,
     one vector ADD and the immediate ops in place, STORE; the store of one chunk overlaps
     the next chunk's loads and ALU ops (compute->store and store->compute tokens)."""
-    dev = SimDevice(cfg, timed=True)
+    dev = device(cfg)
     tiles = x.size // (cfg.batch * cfg.block_out)
     ba, bb = dev.alloc(x.nbytes, name="a"), dev.alloc(y.nbytes, name="b")
     bo = dev.alloc(x.nbytes, name="out")
@@ -218,7 +224,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--quick", action="store_true", help="the 3x3 max-pool on 56x56, not 112")
+    ap.add_argument("--timing", default="default",
+                    choices=["default", "tsim", "pynq", "vta_hw", "vta_hw_fpga"],
+                    help="timing parameters of the simulator (a TimingParams preset)")
     args = ap.parse_args(argv)
+    global TIMING
+    if args.timing != "default":
+        from vta_sim.timing import TimingParams
+        TIMING = getattr(TimingParams, args.timing)()
     cfg = VTAConfig()
     rng = np.random.default_rng(0)
     rows = eltwise_rows(cfg, rng, (1, 4, 56, 56, 1, 16)) + pool_rows(cfg, rng, args.quick)
