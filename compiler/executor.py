@@ -86,16 +86,18 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
 
-def make_executor(workers: int | None = None, scheduler: str | None = None) -> Executor:
+def make_executor(workers: int | None = None, scheduler: str | None = None,
+                  connect_timeout: float = 10.0) -> Executor:
     """A local process pool of ``workers`` (default: the CPU count), the calling process
-    for ``workers=0``, or the Dask cluster whose scheduler is at ``scheduler``."""
+    for ``workers=0``, or the Dask cluster whose scheduler is at ``scheduler`` (reached
+    within ``connect_timeout`` seconds)."""
     if scheduler:
         try:
             from dask.distributed import Client
         except ImportError as e:              # pragma: no cover - dask is a dependency
             raise ExecutorError(f"--scheduler needs dask[distributed]: {e}") from None
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=f"{connect_timeout:g}s")
         except (OSError, TimeoutError) as e:
             raise ExecutorError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
         return _DaskExecutor(client)

@@ -99,7 +99,8 @@ def cmd_tune(args) -> int:
             r = tune(t, cfg, args.trials, args.log, args.tuner, executor=ex,
                      batch_size=args.batch, seed=args.seed, timeout=args.timeout,
                      device=args.device, transfer=transfer + load(args.log),
-                     progress=not args.no_progress)
+                     progress=not args.no_progress,
+                     initial=[] if args.no_default else [default_knobs(t.workload(cfg), cfg)])
             results.append(r)
             try:
                 base = measure_knobs(t, cfg, default_knobs(t.workload(cfg), cfg))["cycles"]
@@ -154,6 +155,9 @@ def register(sub):
                    help="other tuning logs whose history trains the XGBoost model first")
     p.add_argument("--plot", metavar="PNG", help="write the convergence plot (best cycles "
                                                  "against trials, per workload)")
+    p.add_argument("--no-default", action="store_true",
+                   help="do not measure the default schedule first (by default the tuner "
+                        "starts from it, so the result is never worse)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_tune)
 
