@@ -423,8 +423,7 @@ class _Lowerer:
                 self.imm_op(x, "mul", s, pat, -1, iv)
                 iv = (-iv[1], -iv[0])
                 return self.fit(x, s, pat, self.imm_op(x, "add", s, pat, a, iv))
-            raise EltwiseError(f"stage {x.where}: shifting the constant {a} by a tensor has "
-                               f"no VTA ALU form")
+            raise AssertionError(x.op)      # shifts by tensors are refused in _Builder
         if isinstance(b, int):
             iv = self.gen(a, s)
             op, k = x.op, b
@@ -488,7 +487,7 @@ class _Lowerer:
             if k != 1:
                 self.imm(AluOp.MUL, s, pat, k)
             return _interval("mul", iv, (k, k))
-        raise EltwiseError(f"stage {x.where}: {op} has no VTA ALU form")  # pragma: no cover
+        raise AssertionError(op)                                          # pragma: no cover
 
     def fit(self, x: Node, s, pat, iv) -> tuple:
         """Wrap the value in slot ``s`` to ``x.dtype`` when it may leave that range."""

@@ -109,10 +109,12 @@ def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
         e = e.x
     div = 1
     if isinstance(e, Binary) and e.op in ("div", "shr") and isinstance(e.b, Const):
-        div = e.b.value if e.op == "div" else (1 << e.b.value if e.b.value >= 0 else 0)
+        k = e.b.value
+        if k < (1 if e.op == "div" else 0):
+            raise PoolError(f"stage {where}: {e!r}: after the reduction only a division by a "
+                            f"positive constant (or a right shift) is supported")
+        div = k if e.op == "div" else 1 << k
         e = e.a
-        if div < 1:
-            raise PoolError(f"stage {where}: division by {e.b.value} after the reduction")
     if not isinstance(e, Reduce):
         raise PoolError(f"stage {where}: expected a max/min/sum reduction over a window, "
                         f"optionally divided by a constant and cast ({out.body!r}); element-"

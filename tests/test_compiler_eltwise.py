@@ -288,6 +288,14 @@ def _refusal_cases():
         (compute(sh, lambda *i: cast("int32", cast("uint8", i32(a)(*i) + 300)) + 1, name="u8"),
          r"^stage u8: the uint8 result may reach \[172, 427\], which the 32-bit signed "
          r"accumulator cannot wrap exactly$"),
+        (compute(sh, lambda *i: cast("int8", cast("float32", a[i])), name="flt"),
+         r"^stage flt: cast to float32 has no VTA ALU form \(integer arithmetic only\)$"),
+        (compute(sh, lambda n, c, y, x, i, j: cast("int32", a[n, c, y, x, i, j]) + y,
+                 name="iota"),
+         r"^stage iota: the index y used as a value has no VTA ALU form$"),
+        (compute(sh, lambda *i: cast("int32", a[i] > 0), name="cmp"),
+         r"^stage cmp: comparison \(a\[i0, i1, i2, i3, i4, i5\] > 0\) has no VTA ALU form "
+         r"\(min/max/clip do; select does not\)$"),
         (compute(sh, lambda *i: 7, name="const", dtype="int8"),
          r"^stage const: the result is the constant 7; there is no input to compute from$"),
         (compute((2, 3, 16), lambda *i: cast("int8", placeholder((2, 3, 16), "int8", "p")[i]),
@@ -303,6 +311,15 @@ def test_refusals_name_stage_and_reason(case):
     with pytest.raises(EltwiseError, match=msg) as exc:
         build(out, VTAConfig())
     assert isinstance(exc.value, CompilerError)
+
+
+def test_build_eltwise_direct_errors():
+    cfg = VTAConfig()
+    a = placeholder(packed(cfg, 1, 1, 2, 2), "int8", "a")
+    with pytest.raises(EltwiseError, match=r"^a is an input: there is nothing to compute$"):
+        build_eltwise(a, cfg)
+    with pytest.raises(EltwiseError, match=r"^expected a Tensor, not int$"):
+        build_eltwise(5, cfg)
 
 
 def test_knob_and_run_errors():

@@ -190,6 +190,7 @@ def _refusals():
     d16 = placeholder(sh, "int16", "x16")
     ry, rx = reduce_axis(3, "ry"), reduce_axis(3, "rx")
     osh = packed(cfg, 1, 1, 4, 4)
+    widened = compute(sh, lambda *i: cast("int32", d[i]), name="widened")
     return [
         (compute(osh, lambda n, c, y, x, b, j: te_max(d[n, c, y + ry, x + rx, b, j], [ry, rx])
                  + 1, name="maxplus"),
@@ -222,6 +223,40 @@ def _refusals():
         (compute(osh, lambda n, c, y, x, b, j: cast("int16", te_max(
             d[n, c, y + ry, x + rx, b, j], [ry, rx])), name="o16", dtype="int16"),
          r"^stage o16: result dtype int16; VTA stores int8 \(or int32 as byte planes\)$"),
+        (compute(osh, lambda n, c, y, x, b, j: te_max(select(
+            (y + ry >= 0), d[n, c, y + ry, x + rx, b, j], d[n, c, 0, 0, b, j]), [ry, rx]),
+            name="padload"),
+         r"^stage padload: the padding value x\[n, c, 0, 0, b, j\] must be a constant$"),
+        (compute(osh, lambda n, c, y, x, b, j: te_max(widened[n, c, y + ry, x + rx, b, j],
+                                                      [ry, rx]), name="fromstage"),
+         r"^stage fromstage: the window must read a packed 6-D input directly, not "
+         r"widened\[n, c, \(y \+ ry\), \(x \+ rx\), b, j\]$"),
+        (compute(osh, lambda n, c, y, x, b, j: te_max(d[n, 0, y + ry, x + rx, b, j],
+                                                      [ry, rx]), name="chan0"),
+         r"^stage chan0: x\[n, 0, \(y \+ ry\), \(x \+ rx\), b, j\] must read "
+         r"data\[n, c, \., \., b, j\] of the output's batch, channel and tile extents$"),
+        (compute(packed(cfg, 1, 1, 4, 6), lambda n, c, y, x, b, j: te_max(
+            d[n, c, y + ry, x, b, j], [ry]), name="oneaxis"),
+         r"^stage oneaxis: a pooling window has 2 reduction axes \(ry, rx\), not 1$"),
+        (compute(osh, lambda n, c, y, x, b, j: te_max(d[n, c, y + ry + 1, x + rx, b, j],
+                                                      [ry, rx]), name="inside"),
+         r"^stage inside: window offsets \(1, 0\) start inside x; only zero or positive "
+         r"padding is supported$"),
+        (compute(packed(cfg, 1, 1, 6, 6), lambda n, c, y, x, b, j: te_max(select(
+            (y + ry - 1 >= 0) & (y + ry - 1 < 6) & (x + rx - 1 >= 0) & (x + rx - 1 < 6),
+            cast("int32", d[n, c, y + ry - 1, x + rx - 1, b, j]), 100000), [ry, rx]),
+            name="bigpad", dtype="int32"),
+         r"^stage bigpad: padding value 100000 is neither a 16-bit immediate nor the "
+         r"accumulator minimum$"),
+        (compute(osh, lambda n, c, y, x, b, j: te_sum(cast("int32", d[n, c, y + ry, x + rx,
+                                                                      b, j]), [ry, rx]) >> -1,
+                 name="shl"),
+         r"^stage shl: .*: after the reduction only a division by a positive constant \(or a "
+         r"right shift\) is supported$"),
+        (compute((1, 1, 1, 16), lambda n, c, b, j: te_max(
+            placeholder((1, 1, 4, 16), "int8", "v")[n, c, ry, j], [ry]), name="flat"),
+         r"^stage flat: pooling works on a packed 6-D \(N/B, C/BL, H, W, B, BL\) compute "
+         r"stage, not \(1, 1, 1, 16\)$"),
         (compute(osh, lambda n, c, y, x, b, j: te_sum(d[n, c, y + ry, x + rx, b, j], [ry, rx])
                  // 4, name="sum8"),
          r"^stage sum8: a sum in int8 wraps before the division; sum in int32"),
