@@ -39,7 +39,7 @@ def test_mlp_from_skl2onnx_keeps_accuracy(digits):
     m = skl2onnx.to_onnx(clf, xtr[:1], options={id(clf): {"zipmap": False}})
     c = compile_model(m, CFG, calib={"X": xtr[:200]})
     ops = {s.node.op: s.kind for s in c.program.steps}
-    assert ops["qdense"] == "vta" and ops["softmax"] == "host"
+    assert ops["qdense"] == "vta" and ops["softmax"] == "cpu" and ops["quantize"] == "cpu"
     ex = c.executor(SimDevice(CFG))
     fg = c.float_graph
     acc_f = acc_q = 0
@@ -48,7 +48,8 @@ def test_mlp_from_skl2onnx_keeps_accuracy(digits):
         got = ex.run(feeds)
         want = run_graph(c.qgraph, feeds)
         assert np.array_equal(got["label"], want["label"])
-        assert np.array_equal(got["probabilities"], want["probabilities"])
+        # the integer program is exact; the float softmax tail (LLVM, float32) is close
+        np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-6)
         acc_q += int(got["label"].reshape(-1)[0] == yte[i])
         acc_f += int(run_graph(fg, feeds)["label"].reshape(-1)[0] == yte[i])
     acc_f, acc_q = acc_f / len(xte), acc_q / len(xte)

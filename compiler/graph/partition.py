@@ -34,6 +34,8 @@ from isa import VTAConfig
 from .ir import Graph, GraphError, Node
 
 _AGNOSTIC = ("qmaxpool", "qavgpool", "qglobal_avgpool", "qadd", "qrequant")
+#: float operators with a CPU tensor-expression kernel (the rest run as host numpy)
+_FLOAT_CPU = ("quantize", "dequantize", "softmax")
 
 
 @dataclass
@@ -137,7 +139,8 @@ def place(g: Graph, cfg: VTAConfig, cpu_only: bool = False,
             n.target = "vta" if ok else "cpu"
         elif n.op == "qdense":
             n.target = "vta" if vta_ok and batch_ok else "cpu"
-        elif n.op in _AGNOSTIC:
+        elif n.op in _AGNOSTIC or (n.op in _FLOAT_CPU and (n.op != "softmax"
+                                                            or _cpu_backend())):
             n.target = "cpu"
         else:
             n.target = "host"
@@ -483,6 +486,26 @@ def _pool_te(n: Node, g: Graph):
     return compute(ov.shape, avg, name=n.name, dtype="int8"), binds
 
 
+def _float_te(n: Node, g: Graph):
+    """quantize (float32 -> int8, round half up, saturating), dequantize, softmax."""
+    from compiler import te
+    xv = g.values[n.inputs[0]]
+    x = te.placeholder(xv.shape, xv.dtype, "data")
+    binds = [(x, ("value", n.inputs[0]))]
+    if n.op == "quantize":
+        sc = float(2.0 ** n.attrs["frac"])
+        out = te.compute(xv.shape, lambda *i: te.cast("int8", te.maximum(te.minimum(
+            te.floor(x[i] * sc + 0.5), 127.0), -128.0)), name=n.name, dtype="int8")
+    elif n.op == "dequantize":
+        sc = float(2.0 ** -n.attrs["frac"])
+        out = te.compute(xv.shape, lambda *i: te.cast("float32", x[i]) * sc, name=n.name,
+                         dtype="float32")
+    else:
+        from compiler.cpu import ops as cops
+        out = cops.softmax(x, name=n.name)
+    return out, binds
+
+
 def _conv_cpu(n: Node, g: Graph):
     """Plain NCHW grouped / dilated int8 conv (+ epilogue) as a TE."""
     from compiler.te import all_of, cast, compute, placeholder, reduce_axis, select
@@ -607,6 +630,8 @@ def _codegen_node(n: Node, g: Graph, cfg: VTAConfig) -> Step:
             out, binds = _eltwise_te(n, g, "int32")
         elif n.op in ("qmaxpool", "qavgpool", "qglobal_avgpool"):
             out, binds = _pool_te(n, g)
+        elif n.op in _FLOAT_CPU:
+            out, binds = _float_te(n, g)
         else:
             raise GraphError(f"node {n.name!r}: no CPU kernel for {n.op}")
         return Step(n, "cpu", CpuKernel(out, [b[0] for b in binds]), binds, out)
