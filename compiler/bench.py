@@ -13,6 +13,7 @@ cycle: the fraction of cycles the 1x16x16 GEMM core does useful work), DRAM byte
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -56,6 +57,10 @@ RESNET18 = [
     ConvLayer("C8", 14, 256, 256, 3, 1, 1), ConvLayer("C9", 14, 256, 512, 3, 1, 2),
     ConvLayer("C10", 14, 256, 512, 1, 0, 2), ConvLayer("C11", 7, 512, 512, 3, 1, 1),
 ]
+
+
+#: Tuned schedules of C2-C11 for the default configuration (``vta tune resnet18``), shipped.
+TUNED_LOG = os.path.join(os.path.dirname(__file__), "tuner", "data", "resnet18_1x16x16.jsonl")
 
 
 class LayerSelectionError(ValueError):
@@ -113,14 +118,18 @@ def _cycles(stats: dict) -> int:
 
 
 def compile_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True,
-                  tuned_baseline: bool = False):
+                  tuned_baseline: bool = False, history=None):
     """Compile one layer with its default schedule.  Without latency hiding the same schedule
     runs with one virtual thread (the ablation of the papers); ``tuned_baseline`` instead
-    searches the best single-thread schedule."""
+    searches the best single-thread schedule.  ``history`` (a
+    :class:`compiler.tuner.HistoryBest`): the tuning log's best schedule where it has one."""
     data, kernel, bias, out = conv2d_resnet_block(cfg, cfg.batch, layer.cin, layer.hw, layer.hw,
                                                   layer.cout, layer.k, layer.stride, layer.pad)
     wl = recognise(out, cfg)
-    if latency_hiding or not tuned_baseline:
+    tuned = history.knobs_for(wl, cfg) if history is not None else None
+    if tuned is not None:
+        knobs = tuned if latency_hiding else tuned.replace(vthreads=1)
+    elif latency_hiding or not tuned_baseline:
         knobs = default_knobs(wl, cfg, True)
         if not latency_hiding:
             knobs = knobs.replace(vthreads=1)
@@ -130,11 +139,11 @@ def compile_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True,
 
 
 def run_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True, timed=True,
-              seed: int = 0, tuned_baseline: bool = False) -> dict:
+              seed: int = 0, tuned_baseline: bool = False, history=None) -> dict:
     """Compile, run and check one layer; returns the JSON entry plus extra measurements."""
     from vta_runtime import SimDevice
     t0 = time.perf_counter()
-    (d, k, b), ck = compile_layer(layer, cfg, latency_hiding, tuned_baseline)
+    (d, k, b), ck = compile_layer(layer, cfg, latency_hiding, tuned_baseline, history)
     compile_s = time.perf_counter() - t0
     x, w, bias = layer_inputs(layer, cfg, seed)
     bo = cfg.block_out
@@ -160,14 +169,21 @@ def run_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True, tim
 
 
 def bench(latency_hiding: bool = True, layers=None, cfg: VTAConfig | None = None,
-          timed=True, log=None, tuned_baseline: bool = False) -> dict:
-    """Run the benchmark; returns the JSON document (extra keys start with ``_``)."""
+          timed=True, log=None, tuned_baseline: bool = False, tuning_log=None) -> dict:
+    """Run the benchmark; returns the JSON document (extra keys start with ``_``).
+    ``tuning_log``: run each layer with the log's best schedule (the shipped
+    :data:`TUNED_LOG` for ``vta bench resnet18 --tuned``), the default where it has none."""
     cfg = cfg or VTAConfig()
     layers = layers or RESNET18
+    history = None
+    if tuning_log is not None:
+        from .tuner.records import HistoryBest
+        history = HistoryBest(tuning_log)
     rows = []
     t0 = time.perf_counter()
     for layer in layers:
-        r = run_layer(layer, cfg, latency_hiding, timed, tuned_baseline=tuned_baseline)
+        r = run_layer(layer, cfg, latency_hiding, timed, tuned_baseline=tuned_baseline,
+                      history=history)
         rows.append(r)
         if log:
             log(format_row(r))

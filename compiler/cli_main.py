@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -144,11 +145,25 @@ def cmd_bench(args) -> int:
           f"{'on' if lh else 'off'}")
     print(LEGEND)
     print(HEADER)
-    doc = bench(lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline)
+    tuning_log = None
+    if args.tuned is not None:
+        from .bench import TUNED_LOG
+        tuning_log = TUNED_LOG if args.tuned == "" else args.tuned
+        if not os.path.isfile(tuning_log):
+            raise UserError(f"--tuned {tuning_log}: no such tuning log")
+        from .tuner.records import TuningLogError, load
+        try:
+            load(tuning_log)                  # a bad log is a one-line error before any work
+        except TuningLogError as e:
+            raise UserError(str(e)) from None
+        print(f"schedules: the best records of {tuning_log} (default where it has none)")
+    doc = bench(lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline,
+                tuning_log=tuning_log)
     docs = [doc]
     if args.compare:
         print(f"-- again with latency hiding {'off' if lh else 'on'}")
-        other = bench(not lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline)
+        other = bench(not lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline,
+                      tuning_log=tuning_log)
         docs.append(other)
         on, off = (doc, other) if lh else (other, doc)
         sp = [b["cycles"] / a["cycles"] for a, b in zip(on["layers"], off["layers"])]
@@ -209,6 +224,9 @@ def register(sub):
     p.add_argument("--tuned-baseline", action="store_true",
                    help="without latency hiding, search the best single-thread schedule instead "
                         "of reusing the latency-hiding one")
+    p.add_argument("--tuned", nargs="?", const="", default=None, metavar="LOG.jsonl",
+                   help="run each layer with the best schedule of a tuning log (vta tune); "
+                        "without LOG, the tuned ResNet-18 log shipped with vta-stack")
     p.add_argument("--compare", action="store_true",
                    help="also run the other latency-hiding mode and print the speedups")
     p.add_argument("--layers", help="comma-separated subset of C2..C11, e.g. C2,C11 "
