@@ -204,12 +204,32 @@ def main() -> None:
         print(f"{name:26s} {dt:8s} compile {cold * 1e3:6.0f} ms cached {warm * 1e3:5.2f} ms | "
               + " ".join(f"{e} {v * 1e3:8.3f}" for e, v in best.items())
               + f" | llvm/ort (1t) {ratio} | evaluator {ev * 1e3:.0f} ms", flush=True)
+    # the Python loop interpreter (the executable definition of the loop IR), on the one
+    # operator small enough to wait for
+    from compiler.loop_nest import StageSchedule, run_stage
+    x = te.placeholder((1, 512, 7, 7), "int8", "x")
+    gap = ops.global_avg_pool2d(x)
+    xv = rng.integers(-128, 128, x.shape).astype(np.int8)
+    t0 = time.perf_counter()
+    slow = run_stage(StageSchedule(gap), {x: xv})
+    interp = time.perf_counter() - t0
+    k = cpu_build(gap)
+    assert np.array_equal(slow, k.run({x: xv}))
+    llvm_ms = min(_time(lambda: k.run({x: xv})) for _ in range(args.repeat))
     print()
     print(table(rows))
+    print(f"\nloop-nest interpreter (compiler.loop_nest.run_stage), global avg pool int8: "
+          f"{interp * 1e3:.0f} ms; LLVM: {llvm_ms * 1e3:.3f} ms ({interp / llvm_ms:.0f}x)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": f"{NCPU}-core {platform.platform()}", "rows": rows}, f,
                       indent=2)
+
+
+def _time(f) -> float:
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
 
 
 def table(rows) -> str:

@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import threading
 import time
@@ -306,16 +307,29 @@ class CpuKernel:
         return env[self.out]
 
     def _call(self, fn, ptrs, c: StageCode):
+        """Run one stage; a parallel outer loop is cut into 4 chunks per thread that the
+        calling thread and the pool's workers take in turn (ctypes releases the GIL), so
+        a worker the OS does not schedule in time costs nothing but its chunk."""
         n = c.outer_extent
         k = min(self.num_threads, n) if c.parallel else 1
         if k <= 1:
             fn(*ptrs, 0, n)
             return
-        cuts = [n * j // k for j in range(k + 1)]
-        futs = [_pool().submit(fn, *ptrs, cuts[j], cuts[j + 1]) for j in range(1, k)]
-        fn(*ptrs, cuts[0], cuts[1])
+        nchunks = min(n, 4 * k)
+        cuts = [n * j // nchunks for j in range(nchunks + 1)]
+        ticket = itertools.count()
+
+        def work():
+            while True:
+                j = next(ticket)
+                if j >= nchunks:
+                    return
+                fn(*ptrs, cuts[j], cuts[j + 1])
+        futs = [_pool().submit(work) for _ in range(k - 1)]
+        work()
         for f in futs:
-            f.result()
+            if not f.cancel():
+                f.result()
 
     def _check(self, v, t: Tensor, what, writeable=False) -> np.ndarray:
         if not isinstance(v, np.ndarray):
