@@ -73,9 +73,14 @@ def markdown(out: Path, run: dict | None, build: dict | None) -> str:
                                             for f in doc["failed"][:5]), ""]
     held = doc["resource_model"]["held_out"]
     train = doc["resource_model"]["train"]
-    L += ["**Resource model** (linear in the core's MACs, ALU lanes per ALU option, bus width "
-          "and an analytic DP16KD count; fitted on relative error). Error on held-out "
-          "synthesis samples (absolute relative error):", "",
+    from compiler.dse.resource import _TERMS
+    terms = "; ".join(f"{r}: {' + '.join(t)}" for r, t in _TERMS.items())
+    L += ["**Resource model**: per resource, linear in a few structural features of the core "
+          f"({terms}; `sram_brams` is an analytic DP16KD count of the SRAMs, `addr_bits` the "
+          "sum of their address widths), least squares on relative error, features chosen by "
+          "leave-one-out error on the training samples. Error on the held-out synthesis "
+          "samples (never used in the fit or the feature choice), absolute relative error:",
+          "",
           "| resource | held-out median | held-out max | n held out | train median | "
           "train max | n train |", "|---|---|---|---|---|---|---|"]
     for r in RESOURCES:

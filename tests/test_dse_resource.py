@@ -16,15 +16,12 @@ SPACE = {"LOG_BATCH": [0, 1], "LOG_BLOCK": [2, 3, 4], "LOG_UOP_DEPTH": [10, 11],
 
 
 def _law(p):
-    """A made-up ground truth in the model's own terms."""
+    """A made-up ground truth in the model's own terms (arbitrary positive coefficients)."""
     f = features(p)
-    return {"luts": 5000 + 60 * f["macs"] + 100 * f["lanes_alu1"] + 150 * f["lanes_alu2"]
-            + 120 * f["lanes_alu3"] + 20 * f["bus"],
-            "ffs": 3000 + 20 * f["macs"] + 50 * f["lanes_alu3"] + 30 * f["lanes_alu1"]
-            + 40 * f["lanes_alu2"] + 5 * f["bus"],
-            "multipliers": 7 + f["macs"] + 3 * f["lanes_alu1"] + 3 * f["lanes_alu2"]
-            + 3 * f["lanes_alu3"],
-            "brams": 12 + 1.1 * f["sram_brams"]}
+    k = {"one": 3000, "macs": 60, "lanes": 90, "lanes_alu1": 40, "lanes_alu2": 55,
+         "lanes_alu3": 70, "bus": 20, "addr_bits": 35, "sram_brams": 1.1}
+    return {r: sum(k[t] * f[t] * (1 + i / 10) for t in terms) + (r == "multipliers")
+            for i, (r, terms) in enumerate(resource._TERMS.items())}
 
 
 def test_fit_recovers_a_linear_law_and_predicts_unseen_points():
@@ -36,7 +33,7 @@ def test_fit_recovers_a_linear_law_and_predicts_unseen_points():
     for r in RESOURCES:
         assert errs[r]["max"] < 0.01, (r, errs[r])
         assert len(errs[r]["rows"]) == 8
-    assert m.coef["multipliers"]["macs"] == pytest.approx(1.0, abs=1e-6)
+    assert m.coef["multipliers"]["macs"] == pytest.approx(60 * 1.2, rel=1e-6)
     assert m.predict(pts[0])["fmax_mhz"] == {1: 20.0, 2: 40.0, 3: 60.0}[pts[0]["alu_stages"]]
 
 
@@ -56,7 +53,7 @@ def test_held_out_samples_do_not_change_the_fit():
 def test_failed_samples_are_ignored_and_too_few_is_an_error():
     pts, _ = enumerate_space(parse_space(SPACE), budget=12, seed=5)
     samples = [{"point": p, "error": "yosys failed"} for p in pts]
-    with pytest.raises(DseError, match="needs at least 6 synthesis samples, has 0"):
+    with pytest.raises(DseError, match="needs at least 5 synthesis samples, has 0"):
         ResourceModel.fit(samples, held_out=(), fmax={})
 
 
