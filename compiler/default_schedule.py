@@ -182,8 +182,8 @@ def candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True):
         for order in ORDERS if tci == wl.cb else ORDERS[:1]:
             base = Knobs(tb, tco, th, tw, tci, vthreads=1, order=order)
             nt = base.n_tiles(wl)
-            yield base          # also with latency hiding: one big tile may beat two
             if nv == 1:
+                yield base
                 continue
             for ax in ("co", "h", "w", "b"):
                 if nt[ax] % nv == 0:
