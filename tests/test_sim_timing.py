@@ -299,3 +299,49 @@ def test_timeline_stalls_are_the_stall_statistics(seed, tmp_path):
             assert not busy.any()
     write_timeline(r, tmp_path / "t.png", title="prog.bin")
     assert (tmp_path / "t.png").stat().st_size > 10_000
+
+
+def _long_program(n: int):
+    """n LOAD -> GEMM -> STORE rounds under tokens (a long, valid stream)."""
+    from isa import Opcode, VTAConfig, encode_program
+    from isa.insn import MemInsn
+    cfg = VTAConfig()
+    p = [MemInsn(Opcode.LOAD, MemType.UOP, 0, 0, 1, 1, 1)]
+    for i in range(n):
+        p.append(MemInsn(Opcode.LOAD, MemType.INP, 0, 64, 1, 1, 1, push_next=1))
+        p.append(GemmInsn(0, 1, 1, 1, pop_prev=1, pop_next=1 if i else 0, push_next=1))
+        p.append(MemInsn(Opcode.STORE, MemType.OUT, 0, 256, 1, 1, 1, pop_prev=1,
+                         push_prev=1))
+    p.append(FinishInsn(pop_next=1))
+    return encode_program(p, cfg), np.zeros(1 << 14, np.uint8), cfg
+
+
+def test_unrecorded_timing_has_the_same_statistics_and_keeps_no_logs():
+    insns, dram, cfg = _long_program(300)
+    rec = Simulator(cfg, timing=True)
+    rec.run(insns, dram.copy())
+    flat = Simulator(cfg, timing=True, record_timing=False)
+    flat.run(insns, dram.copy())
+    a, b = rec.last_timing, flat.last_timing
+    assert a.summary() == b.summary()
+    assert np.array_equal(a.start, b.start) and np.array_equal(a.end, b.end)
+    assert a.bursts and a.flows and a.fetch
+    assert not b.bursts and not b.flows and not b.fetch
+    assert list(a.names) == list(b.names)
+
+
+def test_timing_memory_per_instruction_is_small_when_unrecorded():
+    """The timing model on top of the functional run costs < 150 bytes per instruction
+    (the start/end/issue cycles and module of each); it was ~2 KB."""
+    import tracemalloc
+    insns, dram, cfg = _long_program(1500)
+    peaks = {}
+    for timed in (False, True):
+        sim = Simulator(cfg, timing=True if timed else None, record_timing=False)
+        tracemalloc.start()
+        sim.run(insns, dram.copy())
+        peaks[timed] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    per_insn = (peaks[True] - peaks[False]) / (len(insns) // 16)
+    print(f"{per_insn:.0f} bytes per instruction")
+    assert per_insn < 150, per_insn

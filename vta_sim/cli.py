@@ -96,7 +96,8 @@ def cmd_sim(args) -> int:
         dram = np.frombuffer(read_dram_image(args.dram), dtype=np.uint8).copy()
     sim = Simulator(cfg, serial=args.serial, strict=args.strict, out_buffer=args.out_buffer,
                     max_work=None if args.max_work == 0 else args.max_work,
-                    timing=params if want_timing else None)
+                    timing=params if want_timing else None,
+                    record_timing=bool(args.trace or args.timeline))
     try:
         stats = sim.run(insns, dram)
     except RangeError as e:

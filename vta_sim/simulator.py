@@ -88,6 +88,10 @@ class Simulator:
         When given (True = the default TimingParams), every run also computes the cycle-approximate timing model
         (:mod:`vta_sim.timing`); its statistics appear in ``Stats.timing``.  Results are
         unaffected.
+    record_timing : bool
+        Keep the timing model's DRAM bursts, token flows and fetch log in ``last_timing``
+        (what a Chrome trace or a timeline draws).  False keeps the model's memory flat in
+        program length; the statistics are the same.
 
     Attributes
     ----------
@@ -108,7 +112,8 @@ class Simulator:
 
     def __init__(self, config: VTAConfig | None = None, *, serial: bool = False,
                  strict: bool = False, max_work: int | None = DEFAULT_MAX_WORK,
-                 leftover_tokens: str = "error", timing=None, out_buffer: bool = False):
+                 leftover_tokens: str = "error", timing=None, out_buffer: bool = False,
+                 record_timing: bool = True):
         if config is None:
             config = default_config()
         if not isinstance(config, VTAConfig):
@@ -136,6 +141,7 @@ class Simulator:
         self.max_work = None if max_work is None else int(max_work)
         self.leftover_tokens = leftover_tokens
         self.timing = timing
+        self.record_timing = bool(record_timing)
         self.out_buffer = bool(out_buffer)
         self.sram = Sram(config, self.out_buffer)
         self.tokens = [0, 0, 0, 0]
@@ -215,7 +221,8 @@ class Simulator:
         if self.timing is not None:
             from .timing import simulate_timing
             self.last_timing = simulate_timing(arr, self.timing, serial=self.serial,
-                                               initial_tokens=tokens_before)
+                                               initial_tokens=tokens_before,
+                                               record=self.record_timing, lists=self._c)
             stats.timing = self.last_timing.summary()
         return stats
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -271,8 +272,16 @@ def _bursts(addr: int, nbytes: int, max_bytes: int, boundary: int) -> list[int]:
     return out
 
 
+class _Drop(list):
+    """A log that keeps nothing: what an unrecorded run writes its bursts and flows to."""
+
+    def append(self, item):
+        pass
+
+
 class _Sim:
-    def __init__(self, arr, params: TimingParams, serial: bool, initial_tokens):
+    def __init__(self, arr, params: TimingParams, serial: bool, initial_tokens,
+                 record: bool = True, lists: dict | None = None):
         cfg = arr.config
         p = params
         self.p, self.cfg, self.serial = p, cfg, serial
@@ -281,7 +290,7 @@ class _Sim:
         self.boundary = p.burst_boundary_bytes or self.max_bytes
         self.fetch_k = p.fetch_burst_insns or max(1, self.max_bytes // 16)
         self.inflight = [0, 0, 0, 0]
-        c = {k: v.tolist() for k, v in arr.cols.items()}
+        c = lists if lists is not None else {k: v.tolist() for k, v in arr.cols.items()}
         self.c = c
         self.n = n = len(arr)
         mod = modules_of(arr.cols)
@@ -293,10 +302,12 @@ class _Sim:
         # tokens: pops/pushes per instruction
         self.pops, self.pushes = token_lists(arr.cols, mod)
         self.tokens = list(initial_tokens or (0, 0, 0, 0))
-        self.push_log = [[] for _ in range(4)]     # producer index of each push, in order
+        self.record = record
+        log = list if record else _Drop            # unrecorded: memory flat in length
+        self.push_log = [log() for _ in range(4)]  # producer index of each push, in order
         self.pop_count = [0, 0, 0, 0]
         self.initial = list(self.tokens)
-        self.flows = []
+        self.flows = log()
         self.start = np.full(n, -1, np.int64)
         self.end = np.full(n, -1, np.int64)
         self.issue = np.full(n, -1, np.int64)
@@ -318,7 +329,7 @@ class _Sim:
         self.fetch_blocked = None                   # (module, since)
         self.fetch_inflight = False
         self.fetch_draining = False
-        self.fetch_log = []
+        self.fetch_log = log()
         self.fetch_t0 = 0
         # dram
         self.req = {k: deque() for k in CLIENTS}
@@ -328,7 +339,7 @@ class _Sim:
             if p.read_pipelined and p.max_outstanding_reads else None
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
-        self.bursts = []
+        self.bursts = log()
         self.load_left = {}
         self.gemm_ops = 0
 
@@ -503,7 +514,7 @@ class _Sim:
             k = self.pop_count[t]
             self.pop_count[t] += 1
             k -= self.initial[t]
-            if k >= 0:
+            if k >= 0 and self.record:
                 self.flows.append((t, self.push_log[t][k], i))
             if self.blocked_push[MODULE_OF_PRODUCER[t]] is not None:
                 self.at(self.now, self.retry_push, MODULE_OF_PRODUCER[t])
@@ -646,8 +657,15 @@ MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MOD
 
 
 def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = False,
-                    initial_tokens=None) -> TimingResult:
+                    initial_tokens=None, record: bool = True,
+                    lists: dict | None = None) -> TimingResult:
     """Time a decoded, already-validated program (an :class:`isa.InsnArray`).
+
+    ``record=False`` keeps no DRAM bursts, token flows or fetch log (the Chrome trace and the
+    timeline need them; the statistics do not), so the model's memory beyond the program
+    itself is a few integers per instruction (start, end, issue cycles).  ``lists``: the
+    program's columns as Python lists, when the caller has them already (the simulator's
+    functional run), so they are not built twice.
 
     Raises
     ------
@@ -656,14 +674,14 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
         unbounded queues, may still accept it).
     """
     params = params or TimingParams()
-    s = _Sim(arr, params, serial, initial_tokens)
+    s = _Sim(arr, params, serial, initial_tokens, record, lists)
     s.run()
     ends = s.end
     last = int(np.argmax(ends)) if s.n else -1
     op = arr.cols["opcode"]
     fin = np.flatnonzero(op == Opcode.FINISH)
     total = int(ends.max()) if s.n else 0
-    names = _names(arr)
+    names = _LazyNames(arr)
     return TimingResult(insns=arr, module=s.modarr, names=names, start=s.start, end=s.end,
                         issue=s.issue, cycles=total, busy=s.busy,
                         stalls={k: v for k, v in s.stalls.items()}, dram_read=s.dram_read,
@@ -671,6 +689,27 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
                         last_insn=last if not fin.size or ends[fin[-1]] < total
                         else int(fin[-1]), bursts=s.bursts, flows=s.flows,
                         fetch=s.fetch_log, serial=serial)
+
+
+class _LazyNames(Sequence):
+    """The instructions' short names, computed on first use (the statistics never need them)."""
+
+    def __init__(self, arr):
+        self._arr, self._list = arr, None
+
+    def _get(self) -> list[str]:
+        if self._list is None:
+            self._list = _names(self._arr)
+        return self._list
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __len__(self):
+        return len(self._arr)
+
+    def __eq__(self, other):
+        return list(self) == list(other)
 
 
 def _names(arr) -> list[str]:
