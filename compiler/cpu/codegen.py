@@ -12,9 +12,9 @@ Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
   and a negative count shifts left (VTA's SHR); ``min``/``max`` on the exact values;
   comparisons on the exact (sign- or zero-extended) values.
 * float32: IEEE ``fadd``/``fsub``/``fmul``/``fdiv``, no fast-math: element-wise results
-  are those of numpy's float32 operations bit for bit.  A reduction ``acc + a * b`` uses
-  ``llvm.fmuladd`` (one FMA where the CPU has it), so float reductions differ from numpy
-  by the order and rounding of the sum only; ``min``/``max`` propagate
+  are those of numpy's float32 operations bit for bit.  Sum reductions are ``reassoc``
+  (vectorizable) and ``acc + a * b`` is ``llvm.fmuladd`` (one FMA where the CPU has it),
+  so float sums differ from numpy's by the order and rounding of the sum only; ``min``/``max`` propagate
   NaN (``llvm.minimum``/``llvm.maximum``, as ``numpy.minimum``).
 * casts: int -> int truncates or extends, int -> float32 rounds to nearest even,
   float32 -> int is ``llvm.fptosi.sat`` (truncation, saturating, NaN -> 0).
@@ -249,18 +249,24 @@ class StageEmitter:
         del self.env[s.var]
 
     def fmuladd(self, s: Store):
-        """A float32 reduction update ``acc = acc + a * b`` as ``llvm.fmuladd`` (may fuse
-        into one FMA; float reductions are already order-dependent), else None."""
+        """A float32 sum-reduction update ``acc = acc + body`` with ``reassoc`` (so LLVM
+        may vectorize the sum), as ``llvm.fmuladd`` when the body is a product (one FMA
+        where the CPU has it); else None.  Float reductions are order-dependent anyway:
+        the tests compare them with a tolerance."""
         e = s.value
         if not (is_float(s.tensor.dtype) and isinstance(e, Binary) and e.op == "add"
-                and isinstance(e.a, Load) and e.a.tensor is s.tensor
-                and isinstance(e.b, Binary) and e.b.op == "mul" and is_float(e.b.dtype)):
+                and isinstance(e.a, Load) and e.a.tensor is s.tensor and is_float(e.dtype)):
             return None
         acc = self.expr(e.a)
-        x = self.conv(self.expr(e.b.a), self._dt(e.b.a), "float32")
-        y = self.conv(self.expr(e.b.b), self._dt(e.b.b), "float32")
-        x, y, acc = self.match(x, y, acc)
-        return self.intrinsic("llvm.fmuladd", [x, y, acc])
+        if isinstance(e.b, Binary) and e.b.op == "mul" and is_float(e.b.dtype):
+            x = self.conv(self.expr(e.b.a), self._dt(e.b.a), "float32")
+            y = self.conv(self.expr(e.b.b), self._dt(e.b.b), "float32")
+            x, y, acc = self.match(x, y, acc)
+            return self.intrinsic("llvm.fmuladd", [x, y, acc], fastmath=("reassoc",))
+        x, acc = self.match(self.conv(self.expr(e.b), self._dt(e.b), "float32"), acc)
+        r = self.b.fadd(acc, x)
+        r.flags.append("reassoc")
+        return r
 
     # -------------------------------------------------------------- memory
     def flat_index(self, t: Tensor, indices, clamp: bool):
@@ -554,7 +560,7 @@ class StageEmitter:
             self.fail(e, f"intrinsic {e.name}")
         return self.intrinsic(name, [x])
 
-    def intrinsic(self, name, args, ret=None, overload=None):
+    def intrinsic(self, name, args, ret=None, overload=None, fastmath=()):
         """Call ``name`` overloaded on ``overload`` (default: the first argument's type);
         the result type is ``ret`` (default: the first argument's type)."""
         ret = ret or args[0].type
@@ -562,7 +568,7 @@ class StageEmitter:
         fn = self.module.globals.get(full)
         if fn is None:
             fn = ir.Function(self.module, ir.FunctionType(ret, [a.type for a in args]), full)
-        return self.b.call(fn, args)
+        return self.b.call(fn, args, fastmath=fastmath)
 
     def float_to_int(self, v, dst, ty):
         """Truncate toward zero, saturating, NaN -> 0 (``llvm.fptosi.sat`` semantics),
