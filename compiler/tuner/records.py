@@ -14,11 +14,18 @@ schedules.
 AutoTVM one, a record of a newer version).
 
 :func:`apply_history_best` makes :func:`compiler.build` (called without knobs) use the best
-record of the workload and configuration being built::
+record of the workload and configuration being built (``vta bench resnet18 --tuned`` and
+``vta compile --tuning-log`` do this)::
 
-    from compiler.tuner import apply_history_best
-    with apply_history_best("tuned.jsonl"):
-        kernel = compiler.build(out, cfg)       # the log's best knobs for this workload
+    from isa import VTAConfig
+    from compiler import build
+    from compiler.bench import TUNED_LOG
+    from compiler.tuner import Task, apply_history_best
+    cfg = VTAConfig()
+    c11 = Task.conv2d(1, 512, 7, 7, 512, 3, 1, 1).workload(cfg)
+    with apply_history_best(TUNED_LOG):
+        kernel = build(c11, cfg)                # the shipped log's best knobs for C11
+    print(kernel.knobs)
 
 Example (write, read back, best per workload)::
 
