@@ -145,6 +145,8 @@ class Binary(Expr):
     def __repr__(self):
         sym = {"add": "+", "sub": "-", "mul": "*", "div": "//", "mod": "%", "shr": ">>",
                "shl": "<<", "lt": "<", "le": "<=", "ge": ">=", "gt": ">", "and": "&&"}
+        if self.op == "div" and is_float(self.dtype):
+            return f"({self.a!r} / {self.b!r})"
         if self.op in sym:
             return f"({self.a!r} {sym[self.op]} {self.b!r})"
         return f"{self.op}({self.a!r}, {self.b!r})"

@@ -302,7 +302,7 @@ class CpuKernel:
                     if buf is None:
                         buf = scratch[t] = np.empty(t.shape, self._np[t])
                     env[t] = buf
-            ptrs = [env[t].ctypes.data for t in c.buffers]
+            ptrs = [env[t].__array_interface__["data"][0] for t in c.buffers]
             self._call(fn, ptrs, c)
         return env[self.out]
 
