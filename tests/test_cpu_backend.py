@@ -331,3 +331,15 @@ def test_cache_directory_from_the_environment(tmp_path, monkeypatch):
     X = te.placeholder((3,), "int8", "X")
     cpu_build(te.compute((3,), lambda i: X[i] + 9, "envcache"))
     assert any(p.suffix == ".o" for p in tmp_path.iterdir())
+
+
+def test_targets_are_part_of_the_cache_key():
+    X = te.placeholder((40,), "int16", "X")
+    Y = te.compute((40,), lambda i: X[i] * 7 + 1, "tgt")
+    x = rand(40, "int16")
+    native = cpu_build(Y)
+    generic = cpu_build(Y, target="generic")
+    assert generic.compiled is not native.compiled
+    assert np.array_equal(generic.run({X: x}), native.run({X: x}))
+    with pytest.raises(CpuError, match=r"unknown CPU target 'riscv'"):
+        cpu_build(Y, target="riscv")

@@ -6,6 +6,8 @@ target): in memory for the process, and on disk when a cache directory is given
 (``cache_dir=`` or ``$VTA_CPU_CACHE``) as three plain files per key: ``<key>.o`` (object
 code), ``<key>.ll`` (the optimised LLVM IR) and ``<key>.json`` (function names and the
 SHA-256 of the other two, checked before the object is loaded).  Nothing is pickled.
+The checksums catch truncated or corrupted entries, not tampering: the object code runs
+in this process, so a cache directory must be as trusted as the code that uses it.
 
 Example::
 
