@@ -273,3 +273,42 @@ def test_flatten_of_packed_data_needs_no_layout_transform():
         dense = next(r for r in ex.records if r["op"] == "qdense")
         assert not dense.get("uploaded") and not any(r.get("to_host_bytes")
                                                      for r in ex.records[:-3])
+
+
+def test_tuning_log_schedules_are_applied(tmp_path):
+    """A record for a layer's workload in the log is the schedule that layer is built with
+    (compiler.tuner.apply_history_best); the result stays bit-exact."""
+    tuner = pytest.importorskip("compiler.tuner")
+    from compiler.tuner.records import LogWriter, Record
+    from compiler.tuner.space import workload_key
+    m = small_cnn()
+    xs = np.random.default_rng(12).normal(size=(3, 1, 1, 8, 8)).astype(np.float32)
+    c0 = compile_model(m, CFG, calib={"image": xs})
+    step = next(s for s in c0.program.steps if s.node.op == "qconv")
+    knobs = dict(step.kernel.knobs.as_dict())
+    knobs["vthreads"], knobs["tile_h"] = 1, 8
+    assert knobs != step.kernel.knobs.as_dict()
+    log = tmp_path / "t.jsonl"
+    w = LogWriter(str(log))
+    w.write(Record(workload_key(step.kernel.workload), {}, CFG.to_dict(), knobs, 100))
+    w._f.close()
+    c1 = compile_model(m, CFG, calib={"image": xs}, tuning_log=str(log))
+    s1 = next(s for s in c1.program.steps if s.node.op == "qconv")
+    assert s1.kernel.knobs.as_dict()["vthreads"] == 1
+    assert s1.kernel.knobs.as_dict()["tile_h"] == 8
+    got = c1.executor(SimDevice(CFG)).run({"image": xs[0]})
+    assert np.array_equal(got["scores"], run_graph(c1.qgraph, {"image": xs[0]})["scores"])
+    log.write_text("{not json\n")
+    with pytest.raises(GraphError, match="--tuning-log"):
+        compile_model(m, CFG, calib={"image": xs}, tuning_log=str(log))
+    del tuner
+
+
+def test_run_rejects_bad_inputs(r18):
+    m, xs, c = r18
+    ex = c.executor(SimDevice(CFG))
+    with pytest.raises(GraphError, match=r"input 'input': shape \(1, 3, 16, 16\), the model "
+                                         r"expects \(1, 3, 32, 32\)"):
+        ex.run({"input": np.zeros((1, 3, 16, 16), np.float32)})
+    with pytest.raises(GraphError, match="no input array for graph input 'input'"):
+        ex.run({"x": xs[0][None]})

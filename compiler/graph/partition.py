@@ -600,7 +600,14 @@ def _tuning_context(log):
     import os
     if not os.path.isfile(log):
         raise GraphError(f"--tuning-log {log}: no such file")
-    return apply_history_best(log)
+    try:
+        from compiler.tuner.records import load as load_log
+        records = load_log(log)
+    except ImportError:
+        records = log
+    except ValueError as e:                  # TuningLogError: names the line
+        raise GraphError(f"--tuning-log {log}: {e}") from None
+    return apply_history_best(records)
 
 
 def _codegen_node(n: Node, g: Graph, cfg: VTAConfig) -> Step:
