@@ -181,6 +181,7 @@ def test_artifact_roundtrip_tamper_and_config(tmp_path, r18):
         assert np.array_equal(got, want)
     d = tmp_path / "r18dir"
     assert any(f.endswith(".txt") for f in os.listdir(d / "vta"))
+    assert any(f.endswith(".insns.bin") for f in os.listdir(d / "vta"))
     assert (d / "params").is_dir() and json.loads((d / "manifest.json").read_text())["files"]
     # a tampered parameter file
     p = sorted((d / "params").iterdir())[0]

@@ -8,6 +8,9 @@ Contents::
     params/NNN.npy    constants (weights int8, biases int32), loaded with allow_pickle=False
     vta/<node>.txt    each VTA kernel's op program (loads, GEMM/ALU micro-kernels, stores,
                       dependency tokens), as compiled
+    vta/<node>.insns.bin, .uops.bin
+                      its instruction stream and micro-op image as the runtime emitted them
+                      in a recording run (``vta disasm``; DRAM addresses of that run)
     cpu/<node>.ll     each CPU kernel's optimised LLVM IR (when the LLVM backend built it)
     report.txt        the compile report (partition, SQNR per layer)
 
@@ -91,10 +94,18 @@ def _npy(a: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def save(compiled, path: str) -> dict:
+def save(compiled, path: str, record_streams: bool = True) -> dict:
     """Write ``compiled`` (a :class:`~.driver.Compiled`) to ``path`` (a ``.vtar``/``.zip``
     file, else a directory).  Returns {file: sha256}."""
     q = compiled.qgraph
+    vta_steps = [st for st in compiled.program.steps if st.kind == "vta"]
+    if record_streams and any(getattr(st.kernel, "last_run", None) is None for st in vta_steps):
+        # one run on the functional simulator records every kernel's instruction stream
+        from vta_runtime import SimDevice
+        g = compiled.program.graph
+        ex = compiled.executor(SimDevice(compiled.cfg))
+        ex.run({i: np.zeros(g.values[i].shape, np.float32) for i in g.inputs})
+        ex.close()
     files: dict[str, bytes] = {"config.json": _cfg_json(compiled.cfg),
                                "graph.json": _graph_json(q, compiled.options),
                                "report.txt": compiled.report().encode()}
@@ -105,6 +116,10 @@ def save(compiled, path: str) -> dict:
         if s.kind == "vta":
             files[f"vta/{safe}.txt"] = (s.kernel.workload.describe() + "\n"
                                         + s.kernel.listing(None)).encode()
+            run = getattr(s.kernel, "last_run", None)
+            if run is not None:
+                files[f"vta/{safe}.insns.bin"] = bytes(run.insns)
+                files[f"vta/{safe}.uops.bin"] = bytes(run.uop_image)
         elif s.kind == "cpu" and getattr(s.kernel, "module", None) is not None:
             files[f"cpu/{safe}.ll"] = s.kernel.module.show("llvm").encode()
     hashes = {n: hashlib.sha256(b).hexdigest() for n, b in files.items()}
