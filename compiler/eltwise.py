@@ -365,7 +365,6 @@ class _Lowerer:
         self.slots = 0
         self.acc = cfg.acc_dtype
         self.half = cfg.acc_width // 2
-        self.no_wrap = None
 
     def emit(self, step: Step, dpat, spat=None):
         self.steps.append(step)
@@ -405,34 +404,39 @@ class _Lowerer:
         na, nb = self.need(x.a), self.need(x.b)
         return max(na, nb) if na != nb else na + 1
 
-    def gen(self, x, s: int) -> tuple:
-        """Evaluate ``x`` into slot ``s``; returns its value interval (lo, hi)."""
+    def gen(self, x, s: int, low: int | None = None) -> tuple:
+        """Evaluate ``x`` into slot ``s``; returns the interval (lo, hi) the slot's value lies
+        in.  ``low``: only the low ``low`` bits of the value matter to the consumer (a STORE
+        narrowing, a cast, a ring op above one), so wraps that preserve them are skipped."""
         if isinstance(x, Leaf):
             self.emit(Step("load", s, leaf=x), self.view[x])
             return _range(x.tensor.dtype)
         pat = self.pattern(x)
         if x.op == "cast":
-            iv = self.gen(x.a, s)
-            return self.fit(x, s, pat, iv)
+            bits = DTYPES[x.dtype]
+            iv = self.gen(x.a, s, bits if low is None else min(low, bits))
+            return self.fit(x, s, pat, iv, low)
         a, b = x.a, x.b
         if isinstance(a, int) and x.op in ("add", "mul", "min", "max"):
             a, b = b, a
         if isinstance(a, int):
             if x.op == "sub":                       # c - y = (y * -1) + c
-                iv = self.gen(b, s)
+                iv = self.gen(b, s, low)
                 self.imm_op(x, "mul", s, pat, -1, iv)
                 iv = (-iv[1], -iv[0])
-                return self.fit(x, s, pat, self.imm_op(x, "add", s, pat, a, iv))
+                return self.fit(x, s, pat, self.imm_op(x, "add", s, pat, a, iv), low)
             raise AssertionError(x.op)      # shifts by tensors are refused in _Builder
         if isinstance(b, int):
-            iv = self.gen(a, s)
             op, k = x.op, b
+            ring = op in ("add", "sub", "mul") or (op == "shl" and k >= 0) or (
+                op == "shr" and k <= 0)
+            iv = self.gen(a, s, low if ring else None)
             if op == "sub":
                 op, k = "add", -b
-            return self.fit(x, s, pat, self.imm_op(x, op, s, pat, k, iv))
-        return self.fit(x, s, pat, self.vector_op(x, a, b, s, pat))
+            return self.fit(x, s, pat, self.imm_op(x, op, s, pat, k, iv), low)
+        return self.fit(x, s, pat, self.vector_op(x, a, b, s, pat, low), low)
 
-    def vector_op(self, x: Node, a, b, s, pat):
+    def vector_op(self, x: Node, a, b, s, pat, low):
         pa, pb = self.pattern(a), self.pattern(b)
         first, second = a, b
         if pa != pb:
@@ -445,8 +449,9 @@ class _Lowerer:
                                    f"along different axes; broadcast at most one of them")
         elif self.need(b) > self.need(a):
             first, second = b, a
-        ia = self.gen(first, s)
-        ib = self.gen(second, s + 1)
+        sub = low if x.op in ("add", "sub", "mul") else None
+        ia = self.gen(first, s, sub)
+        ib = self.gen(second, s + 1, sub)
         if first is not a:
             ia, ib = ib, ia
         spat = self.pattern(second)
@@ -489,22 +494,30 @@ class _Lowerer:
             return _interval("mul", iv, (k, k))
         raise AssertionError(op)                                          # pragma: no cover
 
-    def fit(self, x: Node, s, pat, iv) -> tuple:
-        """Wrap the value in slot ``s`` to ``x.dtype`` when it may leave that range."""
+    def fit(self, x: Node, s, pat, iv, low=None) -> tuple:
+        """Make slot ``s`` hold ``x``'s value in ``x.dtype`` (wrap it when it may leave that
+        range), or only its low ``low`` bits when nothing above needs more; returns the
+        interval the slot's value lies in."""
         lo, hi = _range(x.dtype)
+        alo, ahi = _range(self.acc)
+        bits, acc = DTYPES[x.dtype], self.cfg.acc_width
+        exact = lo <= iv[0] and iv[1] <= hi and alo <= iv[0] and iv[1] <= ahi
+        if low is not None and low <= min(bits, acc):
+            return iv if exact else (alo, ahi)        # congruent mod 2^low: skip the wraps
         if lo <= iv[0] and iv[1] <= hi:
+            if not exact:
+                raise EltwiseError(
+                    f"stage {x.where}: the {x.dtype} value may reach [{iv[0]}, {iv[1]}], "
+                    f"beyond the {self.acc} accumulator (it would wrap where {x.dtype} "
+                    f"does not)")
             return iv
-        if x is self.no_wrap and x.dtype == self.cfg.out_dtype:
-            return lo, hi
-        bits = DTYPES[x.dtype]
-        if x.dtype.startswith("uint") or bits > self.cfg.acc_width:
+        if x.dtype.startswith("uint") or bits > acc:
             raise EltwiseError(
                 f"stage {x.where}: the {x.dtype} result may reach [{iv[0]}, {iv[1]}], which "
-                f"the {self.cfg.acc_width}-bit signed accumulator cannot wrap exactly")
-        if bits < self.cfg.acc_width:
-            k = self.cfg.acc_width - bits
-            self.shift(s, pat, -k)
-            self.shift(s, pat, k)
+                f"the {acc}-bit signed accumulator cannot wrap exactly")
+        if bits < acc:
+            self.shift(s, pat, -(acc - bits))
+            self.shift(s, pat, acc - bits)
         return lo, hi
 
 
@@ -602,9 +615,8 @@ def recognise_eltwise(out: Tensor, cfg: VTAConfig) -> EltwiseWorkload:
             patterns[lf] = (lf.strides[-2] != 0, lf.strides[-1] != 0)
     lw = _Lowerer(cfg, patterns)
     root = tree
-    if planes == 1 and isinstance(root, Node):
-        lw.no_wrap = root              # the STORE keeps the low 8 bits: no wrap needed
-    lw.gen(root, 0)
+    # the STORE keeps the low OUT_WIDTH bits (byte planes: all accumulator bits)
+    lw.gen(root, 0, cfg.out_width if planes == 1 else cfg.acc_width)
     pat_root = lw.pattern(root)
     if (rows > 1 and not pat_root[0]) or (cols > 1 and not pat_root[1]):
         axis = out.axes[len(lead) - (2 if rows > 1 and not pat_root[0] else 1)].name

@@ -41,7 +41,7 @@ import numpy as np
 
 from isa import AluOp, MemType, VTAConfig
 
-from .eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs, _Kernel, _Nest
+from .eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs, _Kernel, _Nest, _range
 from .te import DTYPES, Binary, Cast, Const, Load, Reduce, Select, Tensor, TEError, affine
 
 __all__ = ["PoolError", "CpuOnlyError", "PoolWorkload", "recognise_pool", "build_pool"]
@@ -177,10 +177,8 @@ def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
     if data.dtype not in ("int8", cfg.acc_dtype):
         raise PoolError(f"stage {where}: input {data.name} is {data.dtype}; VTA loads int8 "
                         f"or {cfg.acc_dtype} tiles")
-    if red.op == "sum" and red.dtype != cfg.acc_dtype and (div != 1 or
-                                                          red.dtype != out.dtype):
-        raise PoolError(f"stage {where}: a sum in {red.dtype} wraps before the division; sum "
-                        f"in {cfg.acc_dtype} (cast the window values)")
+    if red.op == "sum":
+        _check_sum_range(red, data, pad_value, kh * kw, div, out, cfg, where)
     if div & (div - 1):
         raise CpuOnlyError(
             f"stage {where}: {red.op} over {kh}x{kw} divided by {div}: VTA divides only by "
@@ -195,6 +193,23 @@ def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
                         f"(or {cfg.acc_dtype} as byte planes)")
     return PoolWorkload(out, data, red.op, kh, kw, sy, sx, pads, int(pad_value),
                         div.bit_length() - 1, planes)
+
+
+def _check_sum_range(red, data, pad_value, n, div, out, cfg, where):
+    """The window sum must not wrap where TE does not (the accumulator is ``acc_width``
+    bits), nor wrap in TE before a division."""
+    lo, hi = _range(data.dtype)
+    pv = pad_value or 0
+    slo, shi = n * min(lo, pv), n * max(hi, pv)
+    rlo, rhi = _range(red.dtype)
+    alo, ahi = _range(cfg.acc_dtype)
+    stored_bits_only = div == 1 and DTYPES[out.dtype] <= min(DTYPES[red.dtype], cfg.acc_width)
+    if not (rlo <= slo and shi <= rhi) and not stored_bits_only:
+        raise PoolError(f"stage {where}: a sum in {red.dtype} wraps before the division; sum "
+                        f"in {cfg.acc_dtype} (cast the window values)")
+    if not (alo <= slo and shi <= ahi) and not stored_bits_only:
+        raise PoolError(f"stage {where}: the window sum may reach [{slo}, {shi}], beyond the "
+                        f"{cfg.acc_dtype} accumulator")
 
 
 def _check_cond(out, cond, ry, rx, h, w, sy, sx, pt, pl, where):

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from compiler import CompilerError, build, evaluate, ops
@@ -182,33 +182,45 @@ def _tree(draw, leaves, depth):
             "div": lambda i: a(i) // (1 << (s % 8))}[op]
 
 
+TREE_CONFIGS = dict(CONFIGS, acc16=VTAConfig(LOG_ACC_WIDTH=4, LOG_ACC_BUFF_SIZE=16))
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(sorted(CONFIGS)), st.integers(1, 3), st.integers(1, 12),
+@given(st.sampled_from(sorted(TREE_CONFIGS)), st.integers(1, 3), st.integers(1, 12),
        st.sampled_from(["int8", "int32"]), st.integers(1, 2), st.integers(0, 2**31 - 1),
        st.data())
 def test_random_expression_trees(name, cb, w, out_dtype, vthreads, seed, data):
     """Random trees of every supported op (constants beyond 16 bits, shifts beyond 16,
     int8/int16 wraps in the middle, floor division by powers of two, per-channel vectors):
     the kernel equals the TE evaluator."""
-    cfg = CONFIGS[name]
+    cfg = TREE_CONFIGS[name]
+    acc = cfg.acc_dtype
     rng = np.random.default_rng(seed)
     shape = packed(cfg, 1, cb, 2, w)
     a = placeholder(shape, "int8", "a")
-    b = placeholder(shape, "int32", "b")
-    v = placeholder((cb, cfg.batch, cfg.block_out), "int32", "v")
-    leaves = [lambda i: cast("int32", a[i]), lambda i: b[i],
-              lambda i: v[i[1], i[-2], i[-1]]]
+    b = placeholder(shape, acc, "b")
+    v = placeholder((cb, cfg.batch, cfg.block_out), acc, "v")
+    leaves = [lambda i: cast("int32", a[i]), lambda i: cast("int32", b[i]),
+              lambda i: cast("int32", v[i[1], i[-2], i[-1]])]
     expr = _tree(data.draw, leaves, 3)
-    mid = compute(shape, lambda *i: cast("int32", expr(i)) + 0 * b[i], name="mid")
-    out = compute(shape, lambda *i: cast(out_dtype, mid[i]), name="out")
+    mid = compute(shape, lambda *i: cast("int32", expr(i)) + 0 * cast("int32", b[i]),
+                  name="mid")            # (+ 0 * b: the result varies along every axis)
+    out = compute(shape, lambda *i: cast(out_dtype if out_dtype == "int8" else acc, mid[i]),
+                  name="out")
+    wide = np.iinfo(np.dtype(acc))
     feeds = {a: rand(rng, shape, np.int8),
-             b: rng.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32),
-             v: rng.integers(-40000, 40000, v.shape).astype(np.int32)}
+             b: rng.integers(wide.min, int(wide.max) + 1, shape, dtype=np.int64).astype(acc),
+             v: rng.integers(max(wide.min, -40000), min(wide.max, 40000), v.shape).astype(acc)}
     try:
         k = build_eltwise(out, cfg, EltwiseKnobs(vthreads=vthreads))
-    except EltwiseError as e:            # only the documented refusal of wide immediates
-        assert re.search(r"needs an immediate outside the ALU's 16-bit range", str(e)), e
+    except EltwiseError as e:            # only the documented refusals: wide immediates, and
+        ok = r"needs an immediate outside the ALU's 16-bit range"      # a 16-bit accumulator
+        if name == "acc16":
+            ok += r"|beyond the int16 accumulator|cannot wrap exactly"
+        assert re.search(ok, str(e)), e
+        event("refused")
         return
+    event("compiled")
     got, _ = k.run(SimDevice(cfg, timed=seed % 3 == 0), feeds)
     assert np.array_equal(got, evaluate(out, feeds))
 
@@ -413,3 +425,25 @@ def test_vector_add_and_residual_add_on_rtl():
         got, stats = k.run(RtlDevice(cfg, capacity=1 << 20), feeds)
         assert np.array_equal(got, ref), out.name
         assert stats["cycles"] > 0 and stats["alu_ops"] > 0
+
+
+def test_16_bit_accumulator():
+    """acc16 (LOG_ACC_WIDTH=4): int32 expressions run while their values fit the 16-bit
+    accumulator (an interval analysis proves it); otherwise the kernel is refused."""
+    cfg = VTAConfig(LOG_ACC_WIDTH=4, LOG_ACC_BUFF_SIZE=16)
+    rng = np.random.default_rng(16)
+    shape = packed(cfg, 1, 2, 5, 6)
+    a, b = placeholder(shape, "int8", "a"), placeholder(shape, "int8", "b")
+    feeds = {a: rand(rng, shape, np.int8), b: rand(rng, shape, np.int8)}
+    s = feeds[a].astype(np.int64) + feeds[b]
+    for out, ref in ((ops.add(a, b), wrap(s, 8)),
+                     (ops.residual_add(a, b, 5, 4, 3), np.clip((s * 5 + 4) >> 3, -128, 127)),
+                     (ops.cast_to(ops.multiply(a, 1000, out_dtype="int32"), "int8"),
+                      wrap(feeds[a].astype(np.int64) * 1000, 8))):    # low bits only: exact
+        got, _ = build(out, cfg).run(SimDevice(cfg), feeds)
+        assert np.array_equal(got, ref), out.name
+    far = ops.right_shift(ops.multiply(a, 1000, out_dtype="int32"), 8, out_dtype="int8")
+    with pytest.raises(EltwiseError, match=r"^stage mul: the int32 value may reach \[-128000, "
+                                           r"127000\], beyond the int16 accumulator \(it would "
+                                           r"wrap where int32 does not\)$"):
+        build(far, cfg)
