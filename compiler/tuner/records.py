@@ -165,11 +165,15 @@ def parse_line(line: str, where: str) -> Record:
 
 
 def load(path) -> list[Record]:
-    """Every record of the log at ``path`` (blank lines are skipped); a missing file is an
-    empty log only if ``path`` does not exist."""
+    """Every record of the log at ``path`` (blank lines are skipped; ``.gz``: gzip-compressed);
+    a file that does not exist is an empty log."""
     out = []
     try:
-        f = open(path, "rb")
+        if str(path).endswith(".gz"):
+            import gzip
+            f = gzip.open(path, "rb")
+        else:
+            f = open(path, "rb")
     except FileNotFoundError:
         return []
     except OSError as e:
