@@ -447,3 +447,21 @@ def test_16_bit_accumulator():
                                            r"127000\], beyond the int16 accumulator \(it would "
                                            r"wrap where int32 does not\)$"):
         build(far, cfg)
+
+
+@pytest.mark.parametrize("name", ["default", "batch2_block8"])
+def test_dense_layout_and_single_tile(name):
+    """Dense's packed layout (N/BATCH, C/BLOCK, BATCH, BLOCK) with a per-channel vector, and
+    a one-tile tensor, as ALU-only kernels."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(4)
+    B, bl = cfg.batch, cfg.block_out
+    for shape in ((3, 5, B, bl), (1, 1, 1, 1, B, bl)):
+        a = placeholder(shape, "int8", "a")
+        v = placeholder((shape[1], B, bl), "int32", "v")
+        x, vv = rand(rng, shape, np.int8), rng.integers(-300, 300, v.shape).astype(np.int32)
+        out = ops.residual_add(a, v, 3, 1, 2)
+        vb = vv[None] if len(shape) == 4 else vv[None, :, None, None]
+        ref = np.clip(((x.astype(np.int64) + vb) * 3 + 1) >> 2, -128, 127)
+        got, _ = build(out, cfg).run(SimDevice(cfg, timed=True), {a: x, v: vv})
+        assert np.array_equal(got, ref), shape
