@@ -23,6 +23,8 @@ from compiler.graph.models import resnet18, sample_images, small_cnn  # noqa: E4
 from compiler.graph.reference import run_graph  # noqa: E402
 
 CFG = VTAConfig()
+SMALL = {"LOG_BLOCK": 3, "LOG_WGT_BUFF_SIZE": 16, "LOG_INP_BUFF_SIZE": 14,
+         "LOG_ACC_BUFF_SIZE": 16}                               # a 1x8x8 VTA
 
 
 @pytest.fixture(scope="module")
@@ -189,11 +191,9 @@ def test_artifact_roundtrip_tamper_and_config(tmp_path, r18):
     with pytest.raises(ArtifactError, match=r"params/000.npy does not match its hash"):
         load(str(d))
     # a different configuration
-    other = VTAConfig.from_dict({**CFG.to_dict(), "LOG_BLOCK_IN": 3, "LOG_BLOCK_OUT": 3}) \
-        if "LOG_BLOCK_IN" in CFG.to_dict() else None
-    if other is not None:
-        with pytest.raises(ArtifactError, match="different VTA configuration"):
-            load(str(tmp_path / "r18.vtar"), cfg=other)
+    with pytest.raises(ArtifactError, match=r"different VTA configuration \(1x16x16\) than "
+                                            r"the one given \(1x8x8\)"):
+        load(str(tmp_path / "r18.vtar"), cfg=VTAConfig.from_dict({**CFG.to_dict(), **SMALL}))
     # not an artifact
     bad = tmp_path / "bad.vtar"
     bad.write_bytes(b"nope")
@@ -313,3 +313,16 @@ def test_run_rejects_bad_inputs(r18):
         ex.run({"input": np.zeros((1, 3, 16, 16), np.float32)})
     with pytest.raises(GraphError, match="no input array for graph input 'input'"):
         ex.run({"x": xs[0][None]})
+
+
+@pytest.mark.parametrize("upd", [SMALL, {"LOG_BATCH": 1}], ids=["1x8x8", "2x16x16"])
+def test_other_configurations_bit_exact(upd):
+    """Blocks of 8 (channels padded to 8, not 16) and BATCH 2 (a batch-1 model is zero-
+    padded to the hardware batch): every conv still runs on VTA, bit-exact."""
+    cfg = VTAConfig.from_dict({**CFG.to_dict(), **upd})
+    m = resnet18(image=16, width=8, classes=10)
+    xs = sample_images(3, 16, seed=13)
+    c = compile_model(m, cfg, calib={"input": xs[:2]})
+    assert [s.kind for s in c.program.steps].count("vta") == 22
+    got = c.executor(SimDevice(cfg)).run({"input": xs[2][None]})
+    assert np.array_equal(got["logits"], run_graph(c.qgraph, {"input": xs[2][None]})["logits"])

@@ -8,7 +8,8 @@
    ``first_conv_cpu`` keeps a conv with fewer input channels than ``BLOCK_IN`` on the CPU.
 2. ``layout`` — VTA operators read and write the packed layouts (NCHW{b}n{c}c, channels
    zero-padded to the block); layout-agnostic CPU kernels (pooling, element-wise) run in
-   whichever layout their input has, and ``(N, C, 1, 1) -> (N, C)`` is free in the packed
+   whichever layout their input has (a batch that is not a multiple of BATCH is zero-padded
+   like the channels), and ``(N, C, 1, 1) -> (N, C)`` is free in the packed
    layouts, so a pack is inserted only where plain data meets a packed consumer and an
    unpack only where packed data meets a plain consumer (for ResNet-18: one of each).
 3. ``codegen`` — VTA nodes become tensor expressions compiled by :func:`compiler.build`
@@ -119,9 +120,9 @@ def packed_shape(shape, cfg: VTAConfig) -> tuple:
     b, bl = cfg.batch, cfg.block_out
     if len(shape) == 4:
         n, c, h, w = shape
-        return (n // b, _pad_to(c, bl) // bl, h, w, b, bl)
+        return (_pad_to(n, b) // b, _pad_to(c, bl) // bl, h, w, b, bl)
     n, c = shape
-    return (n // b, _pad_to(c, bl) // bl, b, bl)
+    return (_pad_to(n, b) // b, _pad_to(c, bl) // bl, b, bl)
 
 
 def place(g: Graph, cfg: VTAConfig, cpu_only: bool = False,
@@ -130,7 +131,7 @@ def place(g: Graph, cfg: VTAConfig, cpu_only: bool = False,
     vta_ok = cfg.block_in == cfg.block_out and not cpu_only
     for n in g.nodes:
         shape = g.values[n.output].shape
-        batch_ok = shape[0] % cfg.batch == 0
+        batch_ok = True          # a batch that is not a multiple of BATCH is zero-padded
         if n.op == "qconv":
             cin = g.values[n.inputs[0]].shape[1]
             ok = (vta_ok and batch_ok and n.attrs["group"] == 1

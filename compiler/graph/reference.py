@@ -272,12 +272,13 @@ INT_OPS = {
 
 def pack(x: np.ndarray, batch: int, block: int) -> np.ndarray:
     """Plain (N, C, H, W) or (N, C) -> packed (N/b, C/blk, H, W, b, blk) / (N/b, C/blk, b, blk),
-    channels zero-padded to a multiple of ``block``."""
-    c = x.shape[1]
+    batch and channels zero-padded to multiples of ``batch`` and ``block``."""
+    n, c = x.shape[:2]
     cp = -(-c // block) * block
-    if cp != c:
+    npad = -(-n // batch) * batch
+    if cp != c or npad != n:
         widths = [(0, 0)] * x.ndim
-        widths[1] = (0, cp - c)
+        widths[0], widths[1] = (0, npad - n), (0, cp - c)
         x = np.pad(x, widths)
     if x.ndim == 2:
         n, c = x.shape
