@@ -126,6 +126,24 @@ def test_dense(dtype, packed):
     same(got, run(y, {x: xv, w: feed}), dtype)
 
 
+@pytest.mark.parametrize("dx,dw,c,k", [("uint8", "int8", 3, 7),     # exact in float32
+                                       ("uint8", "int8", 64, 3),    # 576 terms: int32 path
+                                       ("int8", "int8", 128, 3),    # 1152 terms: int32 path
+                                       ("int16", "int8", 4, 3)])
+def test_conv2d_mixed_integer_dtypes_and_the_float_accumulation_bound(dx, dw, c, k):
+    x = te.placeholder((1, c, 9, 9), dx, "x")
+    w = te.placeholder((16, c, k, k), dw, "w")
+    xv, wv = rand((1, c, 9, 9), dx), rand((16, c, k, k), dw)
+    if dx == "int8":                      # the extreme case: every product is +2**14
+        xv[:], wv[:] = -128, -128
+    y = ops.conv2d_nchw(x, w, 1, 1)
+    got = cpu_build(y).run({x: xv, w: wv})
+    want = conv_ref(xv, wv, 1, 1)
+    assert np.array_equal(got, want.astype(np.int32))
+    uses_float = "float32" in repr(y.inputs()[0].inputs()[0].dtype)
+    assert uses_float == (c * k * k * 255 * 128 <= 1 << 24 if dx == "uint8" else False)
+
+
 def test_dense_odd_outputs_and_shape_errors():
     x = te.placeholder((1, 10), "int8", "x")
     w = te.placeholder((7, 10), "int8", "w")

@@ -13,7 +13,7 @@ accumulate in int32 (wrapping); float32 ones in float32.
 =====================  =====================================================================
 operator               semantics
 =====================  =====================================================================
-conv2d_nchw            any kernel, stride, padding (zeros); int8 -> int32, float32 -> float32
+conv2d_nchw            any kernel, stride, padding (zeros); ints -> int32, float32 -> float32
 max_pool2d             padding never wins (the dtype's lowest value / -inf)
 avg_pool2d             padding counts as zeros; integers: floor(sum / (kh * kw))
 global_avg_pool2d      (N, C, H, W) -> (N, C, 1, 1); integers: floor(sum / (H * W))
@@ -114,11 +114,17 @@ def pad_nchw(x: Tensor, pad, value=0, name="pad", dtype=None) -> Tensor:
                                      _widen(x[a, b, y - ph, z - pw], dtype), fill), name))
 
 
-def _exact_in_float(dtype, terms, out_dtype) -> bool:
-    """int8 x int8 products summed over ``terms`` stay integers below 2**24 in magnitude
-    (exactly representable in float32) when ``terms * 2**14 <= 2**24``: such a reduction
-    runs on the float32 FMA units with a bit-exact int32 result."""
-    return dtype == "int8" and out_dtype in (None, "int32") and terms * (1 << 14) <= 1 << 24
+def _exact_in_float(da, db, terms, out_dtype) -> bool:
+    """Products of ``da`` x ``db`` integers (8-bit) summed over ``terms`` stay integers
+    below 2**24 in magnitude, exactly representable in float32, when ``terms * max|a| *
+    max|b| <= 2**24`` (int8 x int8: up to 1024 terms; uint8 x int8: 512): such a reduction
+    runs on the float32 FMA units and converts to a bit-exact int32 at the end."""
+    def maxabs(d):
+        bits = te.DTYPES[d]
+        return (1 << bits) - 1 if d.startswith("uint") else 1 << (bits - 1)
+    return (da in ("int8", "uint8") and db in ("int8", "uint8")
+            and out_dtype in (None, "int32")
+            and terms * maxabs(da) * maxabs(db) <= 1 << 24)
 
 
 def pack_nchw(x: Tensor, bn: int, bc: int, name="pack") -> Tensor:
@@ -159,9 +165,10 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride=1, padding=0, out_dtype=Non
 
     Stages: zero padding, the weights in blocks of 16 output channels (OIHWo), the
     convolution into NCHWc (16 channels innermost: one vector of accumulators per output
-    pixel, 8 pixels per register tile) and the unpack to NCHW.  An int8 convolution with
-    at most 1024 terms per output (C*KH*KW) accumulates in float32, exactly (see
-    :func:`_exact_in_float`), and converts to int32 at the end."""
+    pixel, 8 pixels per register tile) and the unpack to NCHW.  Integer data and kernel
+    may differ (uint8 x int8, as ONNX ConvInteger).  An 8-bit convolution with few enough
+    terms per output (C*KH*KW <= 1024 for int8 x int8) accumulates in float32, exactly
+    (see :func:`_exact_in_float`), and converts to int32 at the end."""
     _need(data, 4, "conv2d_nchw data")
     _need(kernel, 4, "conv2d_nchw kernel")
     n, c, h, w = data.shape
@@ -169,8 +176,9 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride=1, padding=0, out_dtype=Non
     if ci != c:
         raise CpuError(f"conv2d_nchw: data {data.name} has {c} channels, kernel "
                        f"{kernel.name} expects {ci}")
-    if data.dtype != kernel.dtype:
-        raise CpuError(f"conv2d_nchw: data {data.dtype} vs kernel {kernel.dtype}")
+    if is_float(data.dtype) != is_float(kernel.dtype):
+        raise CpuError(f"conv2d_nchw: data {data.dtype} vs kernel {kernel.dtype} (both "
+                       f"integer or both float32)")
     sh, sw = _pair(stride, "stride")
     ph, pw = _pair(padding, "padding")
     if sh < 1 or sw < 1 or ph < 0 or pw < 0:
@@ -180,7 +188,8 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride=1, padding=0, out_dtype=Non
         raise CpuError(f"conv2d_nchw: a {kh}x{kw} kernel does not fit the {h}x{w} image "
                        f"padded by {ph},{pw}")
     final = out_dtype or _acc_dtype(data.dtype)
-    acc = "float32" if _exact_in_float(data.dtype, c * kh * kw, out_dtype) else final
+    acc = "float32" if _exact_in_float(data.dtype, kernel.dtype, c * kh * kw,
+                                       out_dtype) else final
     xp = pad_nchw(data, (ph, pw), name=f"{name}.pad", dtype=acc if is_float(acc) else None)
     bo = LANES if o % LANES == 0 else 1
     wp = te.compute((o // bo, c, kh, kw, bo),
@@ -251,8 +260,9 @@ def dense(data: Tensor, weight: Tensor, out_dtype=None, packed=False, name="dens
         ob = o // bo
         wp = _elementwise(te.compute((ob, k, bo), lambda a, b, q: weight[a * bo + q, b],
                                      f"{name}.wpack"))
-    if data.dtype != weight.dtype:
-        raise CpuError(f"dense: data {data.dtype} vs weight {weight.dtype}")
+    if is_float(data.dtype) != is_float(weight.dtype):
+        raise CpuError(f"dense: data {data.dtype} vs weight {weight.dtype} (both integer "
+                       f"or both float32)")
     res = te.compute((n, ob * bo), lambda i, j: te.sum(
         _widen(data[i, rk], acc) * _widen(wp[j // bo, rk, j % bo], acc), axis=rk), name)
 
