@@ -58,7 +58,8 @@ class Compiled:
                  f"{getattr(self.program.graph, 'transforms', 0)} layout transforms",
                  self.program.partition_table(),
                  f"== quantisation (int8, power-of-two scales, calibration "
-                 f"{self.options.get('mode')}): SQNR per layer vs the float model",
+                 f"{self.options.get('mode')}): SQNR per layer vs the float model "
+                 f"on {self.options.get('sqnr_samples', 1)} calibration sample(s)",
                  f"{'value':28s} {'op':16s} {'frac':>4s} {'SQNR dB':>8s}"]
         for name, op, frac, db in self.sqnr:
             fr = "-" if frac is None else str(frac)
@@ -132,7 +133,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     return Compiled(cfg, fg, q, prog,
                     {"mode": mode, "percentile": percentile, "global_scale": global_scale,
                      "cpu_only": cpu_only, "first_conv_cpu": first_conv_cpu,
-                     "per_channel": per_channel,
+                     "per_channel": per_channel, "sqnr_samples": min(sqnr_samples,
+                                                                      len(samples or [])),
                      "tuning_log": tuning_log},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

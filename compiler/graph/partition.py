@@ -36,7 +36,7 @@ from .ir import Graph, GraphError, Node
 
 _AGNOSTIC = ("qmaxpool", "qavgpool", "qglobal_avgpool", "qadd", "qrequant")
 #: float operators with a CPU tensor-expression kernel (the rest run as host numpy)
-_FLOAT_CPU = ("quantize", "dequantize", "softmax")
+_FLOAT_CPU = ("quantize", "dequantize", "softmax", "qconcat")
 
 
 @dataclass
@@ -493,6 +493,8 @@ def _float_te(n: Node, g: Graph):
     xv = g.values[n.inputs[0]]
     x = te.placeholder(xv.shape, xv.dtype, "data")
     binds = [(x, ("value", n.inputs[0]))]
+    if n.op == "qconcat":
+        return _concat_te(n, g)
     if n.op == "quantize":
         sc = float(2.0 ** n.attrs["frac"])
         out = te.compute(xv.shape, lambda *i: te.cast("int8", te.maximum(te.minimum(
@@ -505,6 +507,33 @@ def _float_te(n: Node, g: Graph):
         from compiler.cpu import ops as cops
         out = cops.softmax(x, name=n.name)
     return out, binds
+
+
+def _concat_te(n: Node, g: Graph):
+    """qconcat: each input requantised to the output scale (rounding shift), then placed."""
+    from compiler import te
+    ax = n.attrs["axis"]
+    xs = [te.placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
+    ov = g.values[n.output]
+
+    def part(x, k, idx):
+        v = te.cast("int32", x[idx])
+        if k > 0:
+            v = te.shift_right(v + (1 << (k - 1)), k)
+        elif k < 0:
+            v = te.shift_left(v, -k)
+        return te.maximum(te.minimum(v, 127), -128)
+
+    def body(*i):
+        starts = np.cumsum([0] + [x.shape[ax] for x in xs])
+        e = None
+        for x, k, lo in zip(xs, n.attrs["shifts"], starts[:-1]):
+            idx = tuple(a - int(lo) if d == ax else a for d, a in enumerate(i))
+            v = part(x, k, idx)
+            e = v if e is None else te.select(i[ax] >= int(lo), v, e)
+        return te.cast("int8", e)
+    out = te.compute(ov.shape, body, name=n.name, dtype="int8")
+    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
 
 
 def _conv_cpu(n: Node, g: Graph):
