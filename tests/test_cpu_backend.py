@@ -271,6 +271,10 @@ def test_unsupported_programs_name_the_stage_and_node():
         cpu_build(two)
     with pytest.raises(CpuError, match=r"X is a placeholder: nothing to compute"):
         cpu_build(X)
+    other = R.axes[0]                      # an axis of another stage
+    stray = te.compute((4,), lambda j: X[other], "stray")
+    with pytest.raises(CpuError, match=r"stage stray: axis i used outside its loop: i"):
+        cpu_build(stray)
 
 
 def test_llvm_diagnostics_are_reported_with_the_stage():
