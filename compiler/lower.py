@@ -48,9 +48,10 @@ def tile_geometry(wl: GemmWorkload, k: Knobs) -> dict:
     in_h = _in_rows(wl, k.tile_h, row_step)
     in_w = _in_cols(wl, k.tile_w)
     acc = k.tile_b * k.tile_co * k.tile_h * k.tile_w
+    ci = min(k.tile_ci * k.ci_split, wl.cb)      # a split reduction reads several steps
     return {"in_h": in_h, "in_w": in_w, "acc": acc, "row_step": row_step,
-            "inp": k.tile_b * k.tile_ci * in_h * in_w,
-            "wgt": k.tile_co * k.tile_ci * wl.kh * wl.kw}
+            "inp": k.tile_b * ci * in_h * in_w,
+            "wgt": k.tile_co * ci * wl.kh * wl.kw}
 
 
 class _Lowering:
@@ -97,6 +98,7 @@ class _Lowering:
         box = self._inp_box if scope == "inp" else self._wgt_box
         if at == "ci":
             full = {**self.k.tiles()}
+            full["ci"] = min(full["ci"] * self.k.ci_split, self.wl.cb)
             return Buffer(name, scope, _n(box(full)), self.k.vthreads)
         reg = self._region(scope, at)
         return Buffer(name, scope, _n(box({a: w.size for a, w in reg.items()})),
@@ -143,17 +145,21 @@ class _Lowering:
     def gemm(self) -> object:
         wl, g, t = self.wl, self.g, self.t
         win = {**self.tw, "ci": self.cw}
+        split = self.k.ci_split > 1
+        if split:                  # per-step reads hold ci_split steps: read this one's part
+            win["cr"] = t.ci_region()
         s = wl.stride
         ireg = self._region("inp", self.k.inp_at) if self.hoist["inp"] else None
         wreg = self._region("wgt", self.k.wgt_at) if self.hoist["wgt"] else None
 
         def build(sz):
             sb, sco, sh, sw, sci = (sz[a] for a in ("b", "co", "h", "w", "ci"))
-            lay = self._inp_box({a: w.size for a, w in ireg.items()} if ireg else sz)
+            loaded = {**sz, "ci": sz["cr"]} if split else sz
+            lay = self._inp_box({a: w.size for a, w in ireg.items()} if ireg else loaded)
             lb, lci, lh, lw = lay if self.conv else (*lay, 1, 1)
             src = {"b": lci * lh * lw, "ci": lh * lw, "y": (s if g["row_step"] == 1 else 1) * lw,
                    "x": s, "ky": lw}
-            wlay = self._wgt_box({a: w.size for a, w in wreg.items()} if wreg else sz)
+            wlay = self._wgt_box({a: w.size for a, w in wreg.items()} if wreg else loaded)
             wci = wlay[1]
             kk = wl.kh * wl.kw
             dims = (("ci", sci, (0, src["ci"], kk)), ("ky", wl.kh, (0, src["ky"], wl.kw)),
@@ -168,6 +174,9 @@ class _Lowering:
             if a < self.need:        # repeat into scratch tiles to keep the dependency distance
                 dims += (("dup", -(-self.need // a), (a, 0, 0)),)
             src_off = mul(t.v, self.inp.tiles)
+            step = mul(t.ci_oi, self.k.tile_ci) if split else None
+            if split and not ireg:
+                src_off = add(src_off, mul(step, src["ci"]))
             if ireg:
                 src_off = add(self._slot("inp"),
                               mul(_sub(win["b"].start, ireg["b"].start), src["b"]),
@@ -176,6 +185,8 @@ class _Lowering:
                     src_off = add(src_off, mul(_sub(win["h"].start, ireg["h"].start), src["y"]),
                                   mul(_sub(win["w"].start, ireg["w"].start), s))
             wgt_off = mul(t.v, self.wgt.tiles)
+            if split and not wreg:
+                wgt_off = add(wgt_off, mul(step, kk))
             if wreg:
                 wgt_off = add(self._slot("wgt"),
                               mul(_sub(win["co"].start, wreg["co"].start), wci * kk),
@@ -329,8 +340,21 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     if not L.hoist["wgt"] and "kernel" not in mock:
         step.append(L._guard(L.load("wgt", {"co": L.tw["co"], "ci": L.cw}, False)))
     gemm = [] if "gemm" in mock else [L.gemm()]
-    body = ([] if "gemm" in mock else [L.reset()]) + \
-        ([For(t.ci, t.ci.extent, Seq(step + gemm))] if step or gemm else [])
+    if k.ci_split > 1:          # reads of ci_split steps, then one GEMM per step
+        region = t.ci_region()
+        step = []
+        if not L.hoist["inp"] and "data" not in mock:
+            step.append(L._guard(L.load("inp", {**{a: L.tw[a] for a in ("b", "h", "w")},
+                                                "ci": region}, False)))
+        if not L.hoist["wgt"] and "kernel" not in mock:
+            step.append(L._guard(L.load("wgt", {"co": L.tw["co"], "ci": region}, False)))
+        cond = t.ci_valid()
+        inner = [For(t.ci_oi, t.ci_oi.extent, Seq(gemm) if cond is None else
+                     IfElse(cond, Seq(gemm)))] if gemm else []
+        loop = [For(t.ci_oo, t.ci_oo.extent, Seq(step + inner))] if step or inner else []
+    else:
+        loop = [For(t.ci, t.ci.extent, Seq(step + gemm))] if step or gemm else []
+    body = ([] if "gemm" in mock else [L.reset()]) + loop
     alu = "alu" not in mock
     for st in wl.epilogue if alu else ():
         body.extend(L.epilogue(st, vecs))

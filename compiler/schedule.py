@@ -24,8 +24,7 @@ primitive calls (split, tile, reorder, fuse, bind, cache_read/cache_write, compu
 tensorize, pragma) as a flat list of :class:`Opt` and turns them into knobs;
 :func:`opts_of` gives the calls for any knobs and :func:`apply` replays them.
 
-Not expressible: splitting a tile loop more than once, splitting the reduction loop's
-outer part, hoisting a cache read above the virtual threads of a fused loop (its region is
+Not expressible: splitting a tile loop more than once, hoisting a cache read above the virtual threads of a fused loop (its region is
 not a box), compute_at of the accumulator (it is always per tile).
 
 Raises
@@ -84,6 +83,9 @@ class Knobs:
     inner_order: the order of the tensorized GEMM nest, outermost first: a permutation of
         ("ci", "ky", "kx", "b", "co", "y", "x") (default that order); it decides which
         two loops the micro-op kernel folds into hardware loops.
+    ci_split: the reduction loop split again (TVM ``split(ko)``): per-step cache reads
+        ("ci") load ``ci_split`` reduction steps at once, each GEMM instruction then covers
+        one step of ``tile_ci`` blocks (fewer, larger DMAs; smaller micro-op kernels).
     mock: units whose instructions are left out so the others can be timed alone (TVM's
         ``skip_dma_copy`` / ``skip_alu`` / mock GEMM): any of "data", "kernel" (their
         loads), "out" (the store), "gemm", "alu".  A mocked kernel's result is not valid.
@@ -104,6 +106,7 @@ class Knobs:
     vthread_axes: tuple = ()
     inner_order: tuple = ()
     mock: tuple = ()
+    ci_split: int = 1
 
     def vthread_loops(self) -> tuple:
         """((loop, threads), ...) of every loop bound to virtual threads, outermost binding
@@ -198,7 +201,8 @@ class Knobs:
     def check(self, wl) -> None:
         """Raise PrimitiveError unless the knobs describe a schedule of workload ``wl``."""
         ext = extents(wl)
-        for name in ("tile_b", "tile_co", "tile_h", "tile_w", "tile_ci", "vthreads"):
+        for name in ("tile_b", "tile_co", "tile_h", "tile_w", "tile_ci", "vthreads",
+                     "ci_split"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise ScheduleError(f"knob {name}={v!r}: expected an integer")
@@ -230,6 +234,9 @@ class Knobs:
                                      "input window depends on the output channel's group; "
                                      "its data is read per reduction step ('ci')")
         nt0 = self.n_tiles(wl)
+        if not 1 <= self.ci_split <= nt0["ci"]:
+            raise PrimitiveError("split", "ci.outer", f"factor {self.ci_split} outside [1, "
+                                 f"{nt0['ci']}] (the reduction steps)")
         for ax, f in self.split_outer:
             if not 1 <= f <= nt0[ax]:
                 raise PrimitiveError("split", f"{ax}.outer", f"factor {f} outside [1, "
@@ -365,6 +372,13 @@ class Schedule:
     def split(self, axis: str, factor: int):
         """Split ``axis`` into (outer, inner) with inner extent ``factor`` (the tile); any
         factor from 1 to the extent (a non-dividing one leaves an edge tile)."""
+        if axis == "ci.outer":          # split the reduction loop: reads cover f steps
+            f = int(factor)
+            if f < 1:
+                raise PrimitiveError("split", axis, f"factor {factor} must be >= 1")
+            self._rec("split", axis, f)
+            self._k = replace(self._k, ci_split=f)
+            return "ci.outer.outer", "ci.outer.inner"
         if axis.endswith(".outer") and axis[:-6] in AXES:     # split a tile loop again
             ax = axis[:-6]
             if int(factor) < 1:
@@ -563,6 +577,8 @@ def opts_of(k: Knobs) -> list[Opt]:
     """The primitive calls that produce knobs ``k`` (the inverse of :func:`apply`)."""
     out = [Opt("split", a, t) for a, t in k.tiles().items()]
     out += [Opt("split", f"{a}.outer", f) for a, f in k.split_outer]
+    if k.ci_split > 1:
+        out.append(Opt("split", "ci.outer", k.ci_split))
     out.append(Opt("reorder", ",".join(k.loop_order())))
     out += [Opt("fuse", ".".join(g)) for g in k.fuse]
     out += [Opt("bind_vthread", a, n) for a, n in k.vthread_loops()]

@@ -119,7 +119,13 @@ class Tiling:
                 self.terms[ax].append(_Term(e, stride, top, pos, vt))
         self.idx = {a: self._sum(self.terms[a]) for a in AXES}
         self.valid = self._guard(AXES, inner_pos)
-        self.ci = IterVar("ci_o", self.n["ci"])
+        f = k.ci_split
+        if f > 1:                      # the reduction loop split: ci = ci_oo * f + ci_oi
+            self.ci_oo = IterVar("ci_oo", -(-self.n["ci"] // f))
+            self.ci_oi = IterVar("ci_oi", f)
+            self.ci = add(mul(self.ci_oo, f), self.ci_oi)
+        else:
+            self.ci = IterVar("ci_o", self.n["ci"])
         self.idx["ci"] = self.ci
 
     @staticmethod
@@ -150,6 +156,21 @@ class Tiling:
             return Window(start, t, ((Binary("ge", self.ci, const(n - 1)), e - (n - 1) * t),)
                           if e % t else ())
         return self._window(ax, len(self.loops), "")
+
+    def ci_region(self) -> Window:
+        """The reduction window one split step's cache reads cover (``ci_split`` steps)."""
+        f, t, e = self.k.ci_split, self.size["ci"], self.ext["ci"]
+        n = self.ci_oo.extent
+        span = f * t
+        edges = ((Binary("ge", self.ci_oo, const(n - 1)), e - (n - 1) * span),) \
+            if (n - 1) * span + span > e else ()
+        return Window(mul(self.ci_oo, span), min(span, e), edges)
+
+    def ci_valid(self):
+        """Guard of split reduction steps past the last one (None when f divides)."""
+        if self.k.ci_split > 1 and self.n["ci"] % self.k.ci_split:
+            return Binary("lt", self.ci, const(self.n["ci"]))
+        return None
 
     def level(self, at: str) -> int:
         """Position of a compute_at level: -1 root, i an outer loop, len(loops) for "ci"."""

@@ -70,6 +70,7 @@ class ConfigSpace:
         # of the tensorized GEMM nest (): the default)
         self.dims["vthread_loop2"] = [None] + list(range(MAX_LOOPS))
         self.dims["inner_order"] = list(INNER_ORDERS)
+        self.dims["ci_split"] = [1] + list(SPLIT_FACTORS)    # reduction loop split again
         self._radix = [len(v) for v in self.dims.values()]
 
     def __len__(self) -> int:

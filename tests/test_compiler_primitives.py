@@ -206,3 +206,52 @@ def test_knob_space_covers_thread_pairs_and_inner_orders():
         assert sp.index(k) == sp.index(Knobs.from_dict(k.as_dict()))
         got, _ = build(sp.wl, cfg, k).run(SimDevice(cfg), feeds)
         assert np.array_equal(got, ref), k
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(CFG_NAMES), st.integers(2, 6), st.integers(1, 3), st.integers(1, 3),
+       st.integers(1, 4), st.integers(1, 2), st.sampled_from(["ci", "root"]),
+       st.sampled_from(["ci", "co"]), st.booleans(), st.integers(0, 2**31 - 1))
+def test_split_of_the_reduction_loop(cname, cb, ob, tci, f, vt, inp_at, wgt_at, dense, seed):
+    """split("ci.outer", f): per-step reads load f reduction steps at once (fewer, larger
+    DMAs), one GEMM instruction per step; any f, dividing or not, with hoisted reads too."""
+    cfg = CONFIGS[cname]
+    rng = np.random.default_rng(seed)
+    tci, f = min(tci, cb), min(f, -(-cb // min(tci, cb)))
+    if dense:
+        B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+        D = placeholder((1, cb, B, BI), "int8", "x")
+        W = placeholder((ob, cb, BO, BI), "int8", "w")
+        out = ops.cast_int8(ops.shr(ops.dense(D, W, acc_dtype=cfg.acc_dtype), 5))
+        x = rng.integers(-128, 128, D.shape, dtype=np.int8)
+        w = rng.integers(-128, 128, W.shape, dtype=np.int8)
+        ref = (wrap(np.einsum("ncbi,ocji->nobj", x.astype(np.int64), w.astype(np.int64)),
+                    cfg.acc_width) >> 5).astype(np.int8)
+        feeds = {D: x, W: w}
+    else:
+        out, feeds, ref = _conv(cfg, cb, ob, 3, 4, rng)
+    wl = recognise(out, cfg)
+    s = Schedule(wl)
+    s.split("ci", tci)
+    oo, oi = s.split("ci.outer", f)
+    assert (oo, oi) == ("ci.outer.outer", "ci.outer.inner")
+    if not dense:
+        s.tile("h", "w", 3, 4)
+    s.split("co", 1)
+    if vt > 1 and ob > 1:
+        s.bind_vthread("co.outer", 2)
+    s.compute_at("data", "root" if inp_at == "root" else "ci.outer")
+    s.compute_at("kernel", "co.outer" if wgt_at == "co" else "ci.outer")
+    kn = s.knobs()
+    assert kn.ci_split == f and apply(wl, opts_of(kn)) == kn
+    try:
+        ck = build(wl, cfg, kn, verify_ir=True)
+    except ScheduleError as e:
+        assert "overflow" in str(e) or "fold" in str(e), e
+        return
+    got, _ = ck.run(SimDevice(cfg), feeds)
+    assert np.array_equal(got, ref), kn
+    if wgt_at == "ci" and f > 1 and -(-cb // tci) > 1:     # fewer weight DMAs than steps
+        def wgt_loads(k):
+            return sum(op.kind == "load" and op.args["mem"].name == "WGT" for op in k.ops)
+        assert wgt_loads(ck) < wgt_loads(build(wl, cfg, kn.replace(ci_split=1)))

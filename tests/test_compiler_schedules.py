@@ -178,7 +178,7 @@ def test_call_form_equals_knob_form():
     (lambda s: s.fuse("h.outer", "co.outer"), "fuse", "h.outer, co.outer"),
     (lambda s: s.fuse("h.outer", "nope.outer"), "fuse", "nope.outer"),
     (lambda s: s.split("h.outer.outer", 2), "split", "h.outer.outer"),
-    (lambda s: s.split("ci.outer", 2), "split", "ci.outer"),
+    (lambda s: (s.split("ci.outer", 99), s.knobs()), "split", "ci.outer"),  # > the steps
     (lambda s: (s.split("h", 2), s.split("h.outer", 9), s.knobs()), "split", "h.outer"),
     (lambda s: s.split("h", 0), "split", "h"),
     (lambda s: s.reorder("x.outer"), "reorder", "x.outer"),
