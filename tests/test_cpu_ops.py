@@ -243,3 +243,17 @@ def test_resnet18_conv1_full_size_int8_and_compile_time():
     assert np.array_equal(k.run({x: xv, w: wv}), np_ops.conv2d_nchw_reference(xv, wv, 2, 3))
     again = cpu_build(y)
     assert again.source == "memory" and again.compile_seconds < 0.05
+
+
+def test_operator_argument_errors():
+    x = te.placeholder((1, 2, 4, 4), "int8", "x")
+    with pytest.raises(CpuError, match=r"max_pool2d x: a 5x5 window does not fit the 4x4 "
+                                       r"image padded by 0,0"):
+        ops.max_pool2d(x, 5, 1)
+    with pytest.raises(CpuError, match=r"avg_pool2d x: pool 2 and stride 0 must be >= 1"):
+        ops.avg_pool2d(x, 2, 0)
+    f = te.placeholder((3,), "float32", "f")
+    with pytest.raises(CpuError, match=r"quantize f: scale must be a positive finite"):
+        ops.quantize(f, 0.0)
+    with pytest.raises(CpuError, match=r"softmax: expected a float32 tensor"):
+        ops.softmax(x)

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import llvmlite
@@ -32,7 +33,8 @@ from .errors import CpuError
 _LOCK = threading.RLock()
 _INIT = False
 _TARGETS: dict = {}
-_MEMORY: dict = {}
+_MEMORY: OrderedDict = OrderedDict()
+MEMORY_CACHE_SIZE = 512           # modules kept by the in-memory cache (least recently used go)
 
 
 def _init():
@@ -112,8 +114,12 @@ def _digest(key: str, target: CpuTarget) -> str:
 
 def memory_lookup(key: str, target: CpuTarget):
     """The module compiled in this process for ``key`` on ``target``, or None."""
+    d = _digest(key, target)
     with _LOCK:
-        return _MEMORY.get(_digest(key, target))
+        hit = _MEMORY.get(d)
+        if hit is not None:
+            _MEMORY.move_to_end(d)
+        return hit
 
 
 def compile_ir(ir_text: str, names: list, key: str, target: CpuTarget, where: str,
@@ -131,8 +137,7 @@ def compile_ir(ir_text: str, names: list, key: str, target: CpuTarget, where: st
     if cache_dir:
         got = _load_disk(cache_dir, digest, names, target, tm)
         if got is not None:
-            with _LOCK:
-                _MEMORY[digest] = got
+            _remember(digest, got)
             return got, "disk"
     try:
         mod = llvm.parse_assembly(ir_text)
@@ -155,9 +160,16 @@ def compile_ir(ir_text: str, names: list, key: str, target: CpuTarget, where: st
     compiled = Compiled(engine, names, ir_opt, ir_text, target)
     if cache_dir:
         _store_disk(cache_dir, digest, names, tm, ir_opt, ir_text, where)
+    _remember(digest, compiled)
+    return compiled, "compiled"
+
+
+def _remember(digest, compiled):
+    """Keep ``compiled``; a dropped module lives on in the kernels that use it."""
     with _LOCK:
         _MEMORY[digest] = compiled
-    return compiled, "compiled"
+        while len(_MEMORY) > MEMORY_CACHE_SIZE:
+            _MEMORY.popitem(last=False)
 
 
 def _store_disk(cache_dir, digest, names, tm, ir_opt, ir_raw, where):

@@ -282,6 +282,23 @@ def dense(data: Tensor, weight: Tensor, out_dtype=None, packed=False, name="dens
 
 # ----------------------------------------------------------------------------- pooling
 
+def _window(data, pool, stride, padding, what):
+    """Checked pool geometry: (kh, kw, sh, sw, ph, pw, oh, ow)."""
+    _need(data, 4, what)
+    n, c, h, w = data.shape
+    kh, kw = _pair(pool, "pool")
+    sh, sw = _pair(stride, "stride")
+    ph, pw = _pair(padding, "padding")
+    if min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0:
+        raise CpuError(f"{what} {data.name}: pool {pool} and stride {stride} must be >= 1, "
+                       f"padding {padding} >= 0")
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise CpuError(f"{what} {data.name}: a {kh}x{kw} window does not fit the {h}x{w} "
+                       f"image padded by {ph},{pw}")
+    return kh, kw, sh, sw, ph, pw, oh, ow
+
+
 def _lowest(dtype):
     return te.Const(float("-inf"), "float32") if is_float(dtype) else te.Const(
         te.reduce_identity("max", dtype), dtype)
@@ -302,12 +319,8 @@ def _pool_sched(t, rs):
 
 def max_pool2d(data: Tensor, pool, stride, padding=0, name="max_pool") -> Tensor:
     """Max pooling over ``pool`` windows (NCHW); padding never wins."""
-    _need(data, 4, "max_pool2d")
+    kh, kw, sh, sw, ph, pw, oh, ow = _window(data, pool, stride, padding, "max_pool2d")
     n, c, h, w = data.shape
-    kh, kw = _pair(pool, "pool")
-    sh, sw = _pair(stride, "stride")
-    ph, pw = _pair(padding, "padding")
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     low = _lowest(data.dtype)
     if (ph or pw) and not is_float(data.dtype):
@@ -327,12 +340,8 @@ def max_pool2d(data: Tensor, pool, stride, padding=0, name="max_pool") -> Tensor
 def avg_pool2d(data: Tensor, pool, stride, padding=0, name="avg_pool") -> Tensor:
     """Average pooling (NCHW); padding counts as zeros; integers: floor(sum / (kh*kw)),
     summed in int32."""
-    _need(data, 4, "avg_pool2d")
+    kh, kw, sh, sw, ph, pw, oh, ow = _window(data, pool, stride, padding, "avg_pool2d")
     n, c, h, w = data.shape
-    kh, kw = _pair(pool, "pool")
-    sh, sw = _pair(stride, "stride")
-    ph, pw = _pair(padding, "padding")
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     acc = _acc_dtype(data.dtype)
     zero = te.Const(0.0, "float32") if is_float(acc) else te.Const(0, acc)
@@ -403,6 +412,9 @@ def quantize(x: Tensor, scale: float, zero_point: int = 0, dtype="int8",
         raise CpuError(f"quantize: expected a float32 tensor, not {x!r}")
     if dtype not in ("int8", "uint8", "int16", "int32"):
         raise CpuError(f"quantize: dtype {dtype!r} (int8, uint8, int16, int32)")
+    if not (isinstance(scale, (int, float)) and np.isfinite(scale) and scale > 0):
+        raise CpuError(f"quantize {x.name}: scale must be a positive finite number, not "
+                       f"{scale!r}")
     lo, hi = _range(dtype)
     inv = float(np.float32(scale))
     return _elementwise(te.compute(x.shape, lambda *i: te.cast(dtype, te.clip(
@@ -412,6 +424,8 @@ def quantize(x: Tensor, scale: float, zero_point: int = 0, dtype="int8",
 def dequantize(x: Tensor, scale: float, zero_point: int = 0, name="dequantize") -> Tensor:
     """ONNX DequantizeLinear: ``(x - zero_point) * scale`` (int -> float32)."""
     _int(x, "dequantize")
+    if not (isinstance(scale, (int, float)) and np.isfinite(scale)):
+        raise CpuError(f"dequantize {x.name}: scale must be a finite number, not {scale!r}")
     return _elementwise(te.compute(x.shape, lambda *i: te.cast(
         "float32", te.cast("int32", x[i]) - zero_point) * float(np.float32(scale)), name))
 
