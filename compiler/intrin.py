@@ -77,9 +77,9 @@ def verify_gemm(op: Tensor, cfg: VTAConfig) -> tuple[Tensor, Tensor]:
         for outer in (simplify(i) for i in ld.indices[:-2]):
             try:
                 coefs, _ = affine(outer)
-            except TEError:
-                raise TensorizeError(f"{where}: index {show_expr(outer)} of {ld.tensor.name} "
-                                     f"is not an affine function of the axes") from None
+            except TEError:            # e.g. a group offset (o // opg) * cbg + rc
+                from .te import walk
+                coefs = {n: 1 for n in walk(outer) if isinstance(n, _IV)}
             if any(v in coefs for v in (ax_b, ax_o, ax_k)):
                 raise TensorizeError(f"{where}: outer index {show_expr(outer)} of {ld.tensor.name} "
                                      f"depends on a tensorized axis")

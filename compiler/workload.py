@@ -208,11 +208,15 @@ def recognise(out: Tensor, cfg: VTAConfig) -> GemmWorkload:
         return GemmWorkload("dense", nb, cb, 1, 1, kernel.shape[0], 1, 1, 1, 0, data, kernel,
                             t, out, tuple(steps), out_bits, host=host)
     nb, cb, h, w = data.shape[:4]
-    ob, _, kh, kw = kernel.shape[:4]
-    stride = _check_conv(t, loads, kernel0)
-    _check_extents(t, {"rc": (cb, kernel.shape[1]), "ry": (kh,), "rx": (kw,)})
-    wl = GemmWorkload("conv2d", nb, cb, h, w, ob, kh, kw, stride, pad, data, kernel, t, out,
-                      tuple(steps), out_bits, pads, host=host)
+    ob, cbg, kh, kw = kernel.shape[:4]
+    act = _simple_load(loads[data0])
+    groups = 1
+    if act.indices[1] is not t.body.axes[0]:          # block-grouped (ops.conv2d(groups=))
+        groups = _check_block_groups(t, act, cb, ob, cbg)
+    stride = _check_conv(t, loads, kernel0, grouped=groups > 1)
+    _check_extents(t, {"rc": (cbg,) if groups > 1 else (cb, cbg), "ry": (kh,), "rx": (kw,)})
+    wl = GemmWorkload("conv2d", nb, cbg, h, w, ob, kh, kw, stride, pad, data, kernel, t, out,
+                      tuple(steps), out_bits, pads, host=host, groups=groups)
     if (wl.oh, wl.ow) != t.shape[2:4]:
         raise TensorizeError(f"{t.name}: output {t.shape[2:4]} inconsistent with stride "
                              f"{stride} padding {pads} (expected {(wl.oh, wl.ow)})")
@@ -631,6 +635,29 @@ def _groups_per_block(cg: int, og: int, cfg: VTAConfig) -> int:
     from math import gcd
     a, b = cfg.block_in // gcd(cg, cfg.block_in), cfg.block_out // gcd(og, cfg.block_out)
     return a * b // gcd(a, b)
+
+
+def _check_block_groups(t: Tensor, act, cb: int, ob: int, cbg: int) -> int:
+    """A packed block-grouped conv reads input block ``(o // (ob/g)) * cbg + rc``; check
+    that on the (o, rc) grid and return g."""
+    from .evaluate import _expr
+    if cbg < 1 or cb % cbg or ob % (cb // cbg):
+        raise TensorizeError(f"{t.name}: grouped conv with {cb} input blocks, {cbg} per "
+                             f"group, and {ob} output blocks: the groups must divide both")
+    g = cb // cbg
+    o_ax, rc = t.axes[1], t.body.axes[0]
+    grid = {o_ax: np.arange(ob).reshape(ob, 1), rc: np.arange(cbg).reshape(1, cbg)}
+    try:
+        got = np.broadcast_to(np.asarray(_expr(act.indices[1], grid, 2, {}, True, t.name)),
+                              (ob, cbg))
+    except Exception as e:
+        raise TensorizeError(f"{t.name}: activation block index {_show(act.indices[1])} is "
+                             f"neither rc nor a group's (o // (O/g)) * (C/g) + rc ({e})")
+    want = (np.arange(ob) // (ob // g) * cbg)[:, None] + np.arange(cbg)[None, :]
+    if not np.array_equal(got, want):
+        raise TensorizeError(f"{t.name}: activation block index {_show(act.indices[1])} is "
+                             f"not the grouped (o // {ob // g}) * {cbg} + rc of {g} groups")
+    return g
 
 
 def _check_groups(t: Tensor, act, data: Tensor, kernel: Tensor, cfg: VTAConfig) -> tuple:

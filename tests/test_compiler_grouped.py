@@ -103,3 +103,24 @@ def test_grouped_schedule_refusals():
         recognise(ops.cast_int8(bad), cfg)
     with pytest.raises(ValueError, match="C and O must be multiples of groups"):
         ops.conv2d_nchw(X, W, groups=4)
+
+
+@pytest.mark.parametrize("cname,g,cbg,obg", [("default", 2, 2, 2), ("batch2", 4, 1, 1),
+                                             ("block8", 3, 2, 1)])
+def test_packed_block_grouped_conv(cname, g, cbg, obg):
+    """ops.conv2d(..., groups=g) in the packed layouts (groups of whole blocks)."""
+    cfg = CONFIGS[cname]
+    B, BI, BO = cfg.batch, cfg.block_in, cfg.block_out
+    rng = np.random.default_rng(g)
+    cb, ob = g * cbg, g * obg
+    D = placeholder((1, cb, 5, 4, B, BI), "int8", "d")
+    K = placeholder((ob, cbg, 3, 3, BO, BI), "int8", "k")
+    out = ops.cast_int8(ops.shr(ops.conv2d(D, K, 1, 1, groups=g, acc_dtype=cfg.acc_dtype), 6))
+    x = rng.integers(-128, 128, (B, cb * BI, 5, 4), dtype=np.int8)
+    w = rng.integers(-128, 128, (ob * BO, cbg * BI, 3, 3), dtype=np.int8)
+    ref = (wrap(ops.grouped_conv2d_reference(x, w, 1, 1, g), cfg.acc_width) >> 6)
+    wl = recognise(out, cfg)
+    assert (wl.groups, wl.cb, wl.ob_per_group) == (g, cbg, obg)
+    got, _ = build(out, cfg, verify_ir=True).run(
+        SimDevice(cfg), {D: ops.pack_nchw(x, B, BI), K: ops.pack_oihw(w, BO, BI)})
+    assert np.array_equal(ops.unpack_nchw(got), ref.astype(np.int8))
