@@ -67,7 +67,8 @@ def _compile(args, model_spec):
         calib = _load_npz(args.calib, "--calib")
     return compile_model(model, _config(args), calib=calib, mode=args.calibration,
                          percentile=args.percentile, cpu_only=args.cpu_only,
-                         first_conv_cpu=args.first_conv_cpu, tuning_log=args.tuning_log)
+                         first_conv_cpu=args.first_conv_cpu, tuning_log=args.tuning_log,
+                         per_channel=not args.per_tensor)
 
 
 def cmd_compile(args) -> int:
@@ -161,7 +162,8 @@ def _run_builtin(args) -> int:
     except ImportError:
         ref, ort_s = None, 0.0
     top = np.argsort(-got, kind="stable")[:5]
-    print(f"top-5 (VTA + CPU, int8): {list(map(int, top))}  scores {np.round(got[top], 3).tolist()}")
+    print(f"top-5 (VTA + CPU, int8): {list(map(int, top))}  scores "
+          f"{np.round(got[top], 3).tolist()}")
     if ref is not None:
         rtop = np.argsort(-ref, kind="stable")[:5]
         err = ref - got
@@ -181,13 +183,15 @@ def _common(p):
     p.add_argument("--calib", metavar="SAMPLES.npz",
                    help="calibration samples: one array per graph input, (S, *input shape)")
     p.add_argument("--calibration", choices=["max", "percentile", "global_scale"],
-                   default="max", help="activation range: max |x| (default), a percentile of "
-                   "|x|, or TVM's global_scale=8.0 baseline")
+                   default="percentile", help="activation range: a percentile of |x| "
+                   "(default, --percentile), max |x|, or TVM's global_scale=8.0 baseline")
     p.add_argument("--percentile", type=float, default=99.99,
                    help="percentile for --calibration percentile (default 99.99)")
     p.add_argument("--tuning-log", metavar="LOG.jsonl",
                    help="use the best schedules of this tuning log for the VTA layers")
     p.add_argument("--cpu-only", action="store_true", help="run every operator on the CPU")
+    p.add_argument("--per-tensor", action="store_true",
+                   help="per-tensor weight scales (no ALU MUL; for cores without it)")
     p.add_argument("--first-conv-cpu", action="store_true",
                    help="keep a conv with fewer input channels than BLOCK_IN on the CPU")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "

@@ -96,7 +96,7 @@ def _samples(calib, g: Graph) -> list:
              for name in g.inputs} for k in range(n or 0)]
 
 
-def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "max",
+def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "percentile",
                   percentile: float = 99.99, global_scale: float = 8.0,
                   cpu_only: bool = False, first_conv_cpu: bool = False,
                   tuning_log: str | None = None, sqnr_samples: int = 1,

@@ -265,8 +265,9 @@ class Executor:
                 "cpu_ops": sum(r["where"] != "vta" for r in self.records)}
 
     def trace(self, path: str) -> None:
-        """One Chrome/Perfetto trace JSON of the last run (``chrome://tracing``, ui.perfetto.dev)."""
-        events = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": self.p.graph.name}},
+        """One Chrome/Perfetto trace JSON of the last run (chrome://tracing, ui.perfetto.dev)."""
+        events = [{"name": "process_name", "ph": "M", "pid": 1,
+                   "args": {"name": self.p.graph.name}},
                   {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "VTA"}},
                   {"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": "CPU"}}]
         t = 0.0

@@ -172,8 +172,9 @@ class _Importer:
         if node.domain not in ("", "ai.onnx") and node.op_type != "ArrayFeatureExtractor":
             fn = None
         if fn is None:
-            raise OnnxImportError(f"node {node.name!r}: operator {node.domain + '.' if node.domain else ''}"
-                                  f"{node.op_type} is not supported")
+            dom = node.domain + "." if node.domain else ""
+            raise OnnxImportError(f"node {node.name!r}: operator {dom}{node.op_type} is not "
+                                  f"supported")
         self.attrs_seen = set()
         fn(node, attrs)
         extra = set(attrs) - self.attrs_seen
