@@ -69,6 +69,8 @@ def test_budget_is_a_seeded_subset():
     assert len(a) == 5 and a == b
     assert {point_key(p) for p in a} <= {point_key(p) for p in full}
     assert enumerate_space(sp, budget=1000)[0] == full
+    big, _ = enumerate_space(sp, budget=9, seed=1)
+    assert {point_key(p) for p in a} < {point_key(p) for p in big}     # nested: resumable
 
 
 def test_alu_stages_sets_the_timing_models_alu_cost():

@@ -162,7 +162,8 @@ def _check_buildable(cfg: VTAConfig) -> str | None:
 def enumerate_space(space: dict[str, list], budget: int | None = None, seed: int = 0
                     ) -> tuple[list[dict], dict[str, int]]:
     """The encodable, buildable points of ``space`` (at most ``budget`` of them, a seeded
-    uniform sample, in a stable order) and the rejected ones counted by reason.
+    uniform sample in a stable order; a larger budget with the same seed gives a superset) and
+    the rejected ones counted by reason.
 
     Raises
     ------
@@ -195,7 +196,9 @@ def enumerate_space(space: dict[str, list], budget: int | None = None, seed: int
         raise DseError(f"no point of the space can be built: all {sum(rejected.values())} "
                        f"combinations are rejected ({reasons})")
     if budget is not None and budget < len(points):
-        idx = np.random.default_rng(seed).choice(len(points), size=budget, replace=False)
+        # a prefix of one seeded permutation: a larger budget measures a superset, so a rerun
+        # with more budget only adds points
+        idx = np.random.default_rng(seed).permutation(len(points))[:budget]
         points = [points[i] for i in sorted(idx)]
     return points, rejected
 
