@@ -213,3 +213,30 @@ def test_ir_verifier_and_pass_manager():
     assert pm.show("noop").startswith("graph t2(")
     with pytest.raises(GraphError, match="no pass named 'fuse'"):
         pm.show("fuse")
+
+
+def test_pytorch_style_view_flatten_and_same_padding():
+    """``x.view(x.size(0), -1)`` as PyTorch exports it (Shape, Gather, Unsqueeze, Concat,
+    Reshape) and a SAME_UPPER conv with bias import and match onnxruntime."""
+    idx0 = numpy_helper.from_array(np.array(0, np.int64), "i0")
+    neg = numpy_helper.from_array(np.array([-1], np.int64), "neg")
+    ax0 = numpy_helper.from_array(np.array([0], np.int64), "ax0")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], auto_pad="SAME_UPPER", strides=[2, 2],
+                         kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Shape", ["r"], ["s"]),
+        helper.make_node("Constant", [], ["i0c"], value=idx0),
+        helper.make_node("Gather", ["s", "i0c"], ["n"], axis=0),
+        helper.make_node("Constant", [], ["ax"], value=ax0),
+        helper.make_node("Unsqueeze", ["n", "ax"], ["nu"]),
+        helper.make_node("Constant", [], ["m1"], value=neg),
+        helper.make_node("Concat", ["nu", "m1"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["r", "shape"], ["f"]),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1),
+    ]
+    m = _model(nodes, [("x", [1, 3, 7, 7])], [("y", [1, 4])],
+               [("w", RNG.normal(size=(8, 3, 3, 3))), ("b", RNG.normal(size=8)),
+                ("fw", RNG.normal(size=(4, 8 * 4 * 4))), ("fb", RNG.normal(size=4))])
+    g = _check_vs_ort(m, {"x": RNG.normal(size=(1, 3, 7, 7)).astype(np.float32)})
+    assert [n.op for n in g.nodes] == ["conv", "relu", "reshape", "dense"]

@@ -2,8 +2,9 @@
 
 Supported operators: Conv (group, dilations, pads, auto_pad NOTSET/VALID/SAME_*, strides),
 BatchNormalization (inference form), Relu, Clip, MaxPool, AveragePool, GlobalAveragePool, Add,
-Mul, Gemm, MatMul, Flatten, Reshape, Concat, Softmax, Identity, Constant, Cast, ArgMax and
-ai.onnx.ml ArrayFeatureExtractor (skl2onnx's label output), and QDQ models
+Mul, Gemm, MatMul, Flatten, Reshape, Concat, Softmax, Identity, Dropout, Constant, Cast, ArgMax
+and ai.onnx.ml ArrayFeatureExtractor (skl2onnx's label output); Shape / Gather / Unsqueeze /
+Squeeze are folded (the shapes are static: PyTorch's ``x.view(x.size(0), -1)``), and QDQ models
 (QuantizeLinear -> DequantizeLinear pairs as onnxruntime's static quantisation writes them):
 a DequantizeLinear of a constant is folded into a float constant, and a Q/DQ pair on an
 activation becomes a ``clip`` to the range it can represent (so a Relu that onnxruntime
@@ -455,6 +456,46 @@ class _Importer:
                                   f"supported (only 'value')")
         self.take(attrs, "value")
         self.fold(node, numpy_helper.to_array(attrs["value"]))
+
+    # shape arithmetic (PyTorch's ``x.view(x.size(0), -1)``): folded, shapes are static
+    def op_Shape(self, node, attrs):
+        shape = np.array(self.shape(node.input[0]), np.int64)
+        start, end = self.take(attrs, "start", 0), self.take(attrs, "end", None)
+        self.fold(node, shape[start:end])
+
+    def op_Gather(self, node, attrs):
+        axis = int(self.take(attrs, "axis", 0))
+        data = self.const(node.input[0], node, "data")
+        ind = self.const(node.input[1], node, "indices")
+        self.fold(node, np.take(data, ind, axis=axis))
+
+    def _axes(self, node, attrs):
+        axes = self.take(attrs, "axes", None)
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = self.const(node.input[1], node, "axes").reshape(-1).tolist()
+        return axes
+
+    def op_Unsqueeze(self, node, attrs):
+        axes = self._axes(node, attrs)
+        xs = self.shape(node.input[0])
+        shape = list(xs)
+        for a in sorted(int(a) + len(xs) + 1 if int(a) < 0 else int(a) for a in axes):
+            shape.insert(a, 1)
+        if self.is_const(node.input[0]):
+            return self.fold(node, self.consts[self.src(node.input[0])].reshape(shape))
+        self.emit(node, "reshape", node.input[:1], tuple(shape), attrs={"shape": tuple(shape)})
+
+    def op_Squeeze(self, node, attrs):
+        axes = self._axes(node, attrs)
+        xs = self.shape(node.input[0])
+        ax = [a % len(xs) for a in axes] if axes is not None else \
+            [k for k, s in enumerate(xs) if s == 1]
+        if any(xs[a] != 1 for a in ax):
+            raise OnnxImportError(f"node {node.name!r} (Squeeze): axes {ax} of {xs} are not 1")
+        shape = tuple(s for k, s in enumerate(xs) if k not in ax)
+        if self.is_const(node.input[0]):
+            return self.fold(node, self.consts[self.src(node.input[0])].reshape(shape))
+        self.emit(node, "reshape", node.input[:1], shape, attrs={"shape": shape})
 
     def op_Cast(self, node, attrs):
         to = _NP.get(int(self.take(attrs, "to", 1)))
