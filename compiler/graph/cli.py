@@ -39,7 +39,7 @@ def _builtin(spec: str, image: int | None):
     name = spec.split(":", 1)[1]
     if name == "resnet18":
         img = image or 224
-        return resnet18(image=img), {"input": sample_images(4, img, seed=11)[:, None]}
+        return resnet18(image=img), {"input": sample_images(2, img, seed=11)[:, None]}
     if name == "small_cnn":
         rng = np.random.default_rng(11)
         return small_cnn(), {"image": rng.normal(size=(8, 1, 1, 8, 8)).astype(np.float32)}
