@@ -1,35 +1,37 @@
 """Host loop IR (:mod:`compiler.loop_nest`) -> LLVM IR, one function per compute stage.
 
 Each stage becomes ``void @stage(ptr noalias %buf0, ..., i64 %lo, i64 %hi)``: the buffers
-are the C-contiguous arrays the stage reads and writes (in :attr:`StageCode.buffers`
-order) and ``[lo, hi)`` is the range of the outermost loop, so a caller can run disjoint
-chunks of a ``parallel`` loop on several threads.
+are the C-contiguous arrays the stage reads and writes (in :attr:`StageCode.buffers` order)
+and ``[lo, hi)`` is the range of the outermost loop, so a caller can run disjoint chunks of
+a ``parallel`` loop on several threads.
 
 Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
 
 * integers: ``add``/``sub``/``mul`` wrap in the node's width; ``//``/``%`` floor, a zero
-  divisor gives 0 (numpy), computed in i64 so no division can trap; ``>>`` is arithmetic
-  and a negative count shifts left (VTA's SHR); ``min``/``max`` on the exact values;
-  comparisons on the exact (sign- or zero-extended) values.
-* float32: IEEE ``fadd``/``fsub``/``fmul``/``fdiv``, no fast-math: element-wise results
-  are those of numpy's float32 operations bit for bit.  Sum reductions are ``reassoc``
-  (vectorizable) and ``acc + a * b`` is ``llvm.fmuladd`` (one FMA where the CPU has it),
-  so float sums differ from numpy's by the order and rounding of the sum only; ``min``/``max`` propagate
-  NaN (``llvm.minimum``/``llvm.maximum``, as ``numpy.minimum``).
-* casts: int -> int truncates or extends, int -> float32 rounds to nearest even,
-  float32 -> int is ``llvm.fptosi.sat`` (truncation, saturating, NaN -> 0).
+  divisor gives 0 (numpy), computed in i64 so no division can trap; ``>>`` is arithmetic and
+  a negative count shifts left (VTA's SHR); ``min``/``max`` on the exact values; comparisons
+  on the exact (sign- or zero-extended) values.
+* float32: IEEE ``fadd``/``fsub``/``fmul``/``fdiv``, no fast-math: element-wise results are
+  those of numpy's float32 operations bit for bit.  Sum reductions are ``reassoc``
+  (vectorizable) and ``acc + a * b`` is ``llvm.fmuladd`` (one FMA where the CPU has it), so
+  float sums differ from numpy's by the order and rounding of the sum only; ``min``/``max``
+  propagate NaN (``llvm.minimum``/``llvm.maximum``, as ``numpy.minimum``).
+* casts: int -> int truncates or extends, int -> float32 rounds to nearest even, float32 ->
+  int truncates toward zero, saturating, NaN -> 0 (``llvm.fptosi.sat``'s semantics, written
+  with compares and selects so that vectors stay vectors on x86).
 * intrinsics: ``llvm.exp/log/sqrt/floor/ceil/fabs.f32``, ``round`` is ``llvm.roundeven``
   (numpy.rint), integer ``abs`` is ``llvm.abs`` (wrapping).
 
-A read that :func:`bounds` cannot prove in range is clamped when it sits under a
-``select`` (the padding idiom: the value is discarded) and refused otherwise.
+A read that :func:`bounds` cannot prove in range is clamped when it sits under a ``select``
+(the padding idiom: the value is discarded) and refused otherwise.
 
-A ``vectorized`` loop of extent W becomes LLVM vector code: every value that depends on
-its variable is a ``<W x T>`` vector, reads and writes with unit stride are vector loads
-and stores, other strides are per-lane loads/stores (gathers); a guard that depends on the
+A ``vectorized`` loop of extent W becomes LLVM vector code: every value that depends on its
+variable is a ``<W x T>`` vector, reads and writes with unit stride are vector loads and
+stores, other strides are per-lane loads/stores (gathers); a guard that depends on the
 variable (the tail of a non-dividing split) becomes a lane mask (``llvm.masked.load`` /
-``llvm.masked.store``; per-lane reads of disabled lanes are clamped into the array).  ``unrolled`` loops become straight-line
-copies; the innermost serial loops are left to LLVM's loop vectorizer at ``-O3``.
+``llvm.masked.store``; per-lane reads of disabled lanes are clamped into the array).
+``unrolled`` loops become straight-line copies; the innermost serial loops are left to
+LLVM's loop vectorizer at ``-O3``.
 """
 
 from __future__ import annotations
@@ -710,17 +712,6 @@ def vstride(e, v):
             return None
         return 0 if a == 0 and b == 0 else None
     return 0 if not any(n is v for n in walk(e)) else None
-
-
-def _guard_uses(stmt, v) -> bool:
-    """Whether a guard inside ``stmt`` depends on ``v`` (then lanes cannot be one vector)."""
-    if isinstance(stmt, IfThen):
-        return any(n is v for n in walk(stmt.cond)) or _guard_uses(stmt.body, v)
-    if isinstance(stmt, Seq):
-        return any(_guard_uses(c, v) for c in stmt.body)
-    if isinstance(stmt, For):
-        return _guard_uses(stmt.body, v)
-    return False
 
 
 def _tyname(t):

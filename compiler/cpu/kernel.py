@@ -268,7 +268,8 @@ class CpuKernel:
     # ------------------------------------------------------------------ running
     def run(self, feeds: dict, out: np.ndarray | None = None) -> np.ndarray:
         """Compute the output from ``feeds`` ({placeholder Tensor or its name: array};
-        placeholders the output does not read are ignored).  Every array is checked (dtype, shape, C-contiguous) before any native call;
+        placeholders the output does not read are ignored).  Every array is checked
+        (dtype, shape, C-contiguous) before any native call;
         ``out``, when given, is written in place and returned."""
         env = {}
         for k, v in feeds.items():
