@@ -1,11 +1,13 @@
-"""``vta tune``: tune the schedules of ResNet-18's layers, a workload file or (soon) an ONNX
-model, appending every measurement to a JSON-lines log.
+"""``vta tune``: tune the schedules of ResNet-18's layers, an ONNX model's layers or a
+workload file, appending every measurement to a JSON-lines log.
 
     vta tune resnet18 --trials 64 --log resnet18.jsonl [--layers C2,C5] [--tuner xgb]
     vta tune layer.json --trials 32 --log layer.jsonl --workers 2 --plot conv.png
     vta tune resnet18 --trials 64 --log r.jsonl --scheduler tcp://127.0.0.1:8786
 
-``WORKLOAD.json`` is one object or a list of objects as :func:`compiler.tuner.task_from_spec`
+``MODEL.onnx``: every distinct VTA conv2d/dense workload of the model as ``vta compile``
+builds it (same epilogues), so ``vta compile MODEL.onnx --tuning-log LOG.jsonl`` picks the
+tuned schedules.  ``WORKLOAD.json`` is one object or a list of objects as :func:`compiler.tuner.task_from_spec`
 reads them, e.g. ``{"op": "conv2d", "in_channels": 64, "height": 56, "width": 56,
 "out_channels": 64, "kernel": 3, "stride": 1, "pad": 1, "name": "C2"}``.  ``--trials`` is
 the total per workload: rerunning the same command on the same log resumes (nothing already
@@ -29,8 +31,32 @@ from .space import TaskError
 USER_ERRORS = (TaskError, TuningLogError, ExecutorError)
 
 
-def tasks_of(target: str, layers: str | None = None) -> list:
-    """The tasks ``vta tune TARGET`` tunes."""
+def onnx_tasks(model, cfg) -> list:
+    """The distinct VTA conv2d/dense workloads of an ONNX model as compiled for ``cfg`` by
+    the graph front end (power-of-two global-scale quantisation: the workload shapes and
+    epilogue operations do not depend on the scales), one :class:`Task` each, named after
+    the first node that uses it."""
+    from ..graph import GraphError
+    from ..graph.driver import compile_model
+    from ..workload import GemmWorkload
+    from .space import Task, workload_key
+    try:
+        prog = compile_model(model, cfg, mode="global_scale").program
+    except (GraphError, ValueError) as e:
+        raise TaskError(f"{model}: {e}") from None
+    seen, out = set(), []
+    for s in prog.steps:
+        wl = getattr(s.kernel, "workload", None) if s.kind == "vta" else None
+        if isinstance(wl, GemmWorkload) and workload_key(wl) not in seen:
+            seen.add(workload_key(wl))
+            out.append(Task.from_workload(wl, s.node.name))
+    if not out:
+        raise TaskError(f"{model}: the model has no conv2d/dense layer that runs on VTA")
+    return out
+
+
+def tasks_of(target: str, layers: str | None = None, cfg=None) -> list:
+    """The tasks ``vta tune TARGET`` tunes (``cfg``: for a model's workloads)."""
     from .space import Task, task_from_spec
     if target == "resnet18":
         from ..bench import LayerSelectionError, select_layers
@@ -45,9 +71,8 @@ def tasks_of(target: str, layers: str | None = None) -> list:
     if target.lower().endswith(".onnx"):
         if not os.path.exists(target):
             raise TaskError(f"{target}: no such file")
-        raise TaskError(f"{target}: tuning an ONNX model is not supported yet (the ONNX front "
-                        f"end does not expose the model's VTA workloads); write them to a "
-                        f"WORKLOAD.json instead")
+        from isa import VTAConfig
+        return onnx_tasks(target, cfg or VTAConfig())
     if not target.lower().endswith(".json"):
         raise TaskError(f"{target}: expected resnet18, MODEL.onnx or WORKLOAD.json")
     from isa.files import InputFileError, read_json
@@ -74,7 +99,7 @@ def cmd_tune(args) -> int:
     from .records import load
     from .tuning import plot_convergence, tune
     cfg = VTAConfig.from_json(args.config) if args.config else VTAConfig()
-    tasks = tasks_of(args.target, args.layers)
+    tasks = tasks_of(args.target, args.layers, cfg)
     for p in [args.log] + list(args.transfer or []):
         d = os.path.dirname(os.path.abspath(p))
         if not os.path.isdir(d):

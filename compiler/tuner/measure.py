@@ -95,13 +95,14 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
 
 
 def measure_item(item) -> dict:
-    """Executor task: ``item = (task dict, config dict, knobs dict, device, check, ...)``
+    """Executor task: ``item = (task dict (or a Task carrying its workload), config dict,
+    knobs dict, device, check, ...)``
     (anything after ``check`` is the caller's tag)."""
     from ..schedule import Knobs
-    from .space import task_from_spec
+    from .space import Task, task_from_spec
     task_d, cfg_d, knobs_d, device, check = item[:5]
-    return measure_knobs(task_from_spec(task_d), _config(cfg_d), Knobs.from_dict(knobs_d),
-                         device, check)
+    task = task_d if isinstance(task_d, Task) else task_from_spec(task_d)
+    return measure_knobs(task, _config(cfg_d), Knobs.from_dict(knobs_d), device, check)
 
 
 __all__ = ["measure_knobs", "measure_item", "DEVICES"]

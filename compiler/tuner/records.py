@@ -278,7 +278,8 @@ def dispatch_knobs(wl, cfg):
     """The knobs the active :func:`apply_history_best` context gives ``wl`` (None outside
     any context or for a workload it does not cover).  Called by :func:`compiler.build`."""
     ctx = _CONTEXT.get()
-    return None if ctx is None else ctx.knobs_for(wl, cfg)
+    from ..workload import GemmWorkload
+    return None if ctx is None or not isinstance(wl, GemmWorkload) else ctx.knobs_for(wl, cfg)
 
 
 __all__ = ["Record", "LogWriter", "TuningLogError", "load", "parse_line", "best_by_workload",

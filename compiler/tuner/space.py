@@ -71,6 +71,14 @@ class Task:
     op: str
     spec: tuple
     name: str = ""
+    wl: object = field(default=None, compare=False, repr=False)
+
+    @staticmethod
+    def from_workload(wl: GemmWorkload, name: str = "") -> "Task":
+        """A task for an already recognised workload (e.g. a layer of an ONNX model,
+        :func:`compiler.tuner.cli.tasks_of`): it travels to measurement processes with its
+        workload; its log records cannot be rebuilt without the model (no transfer)."""
+        return Task("workload", (("key", workload_key(wl)),), name, wl)
 
     @staticmethod
     def conv2d(batch, in_channels, height, width, out_channels, kernel, stride=1, pad=0,
@@ -96,7 +104,7 @@ class Task:
 
     def workload(self, cfg: VTAConfig) -> GemmWorkload:
         """The recognised workload for configuration ``cfg``."""
-        return _workload(self, cfg)
+        return self.wl if self.wl is not None else _workload(self, cfg)
 
     def tensors(self, cfg: VTAConfig):
         """(inputs..., out) tensors of the workload for ``cfg``."""
@@ -160,6 +168,9 @@ def task_from_spec(d, where: str = "workload") -> Task:
     if not isinstance(d, dict):
         raise TaskError(f"{where}: expected a JSON object, not {type(d).__name__}")
     op = d.get("op")
+    if op == "workload":
+        raise TaskError(f"{where}: workload {d.get('key')!r} was extracted from a model; it "
+                        f"cannot be rebuilt from its description alone")
     fields = {"conv2d": _CONV_FIELDS, "dense": _DENSE_FIELDS}.get(op)
     if fields is None:
         raise TaskError(f"{where}: field 'op' must be 'conv2d' or 'dense', not {op!r}")

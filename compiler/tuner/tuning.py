@@ -167,7 +167,8 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
         from tqdm import tqdm
         bar = tqdm(total=n_trials, initial=len(mine), desc=task.name or "tune",
                    unit="trial", dynamic_ncols=True, leave=True)
-    task_d, cfg_d = task.as_dict(), cfg.to_dict()
+    task_d = task if task.wl is not None else task.as_dict()
+    cfg_d = cfg.to_dict()
     since_best = 0
     try:
         while remaining > 0:
