@@ -354,3 +354,16 @@ def test_concat_of_differently_scaled_branches_bit_exact():
     ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": xs[2]})[0]
     assert np.corrcoef(ref.ravel(), got.ravel())[0, 1] > 0.99
+
+
+def test_tvm_recipe_global_scale_with_float_first_and_last_layer(r18):
+    """TVM's baseline: global_scale=8.0, first conv and last dense in float on the CPU."""
+    m, xs, c8 = r18
+    c = compile_model(m, CFG, calib={"input": xs[:2]}, mode="global_scale",
+                      float_first_last=True)
+    kinds = [(s.node.op, s.kind) for s in c.program.steps]
+    assert kinds[0] == ("conv", "host") and kinds[-1] == ("dense", "host")
+    assert sum(k == "vta" for _, k in kinds) == 19
+    feeds = {"input": xs[4][None]}
+    got = c.executor(SimDevice(CFG)).run(feeds)
+    assert np.array_equal(got["logits"], run_graph(c.qgraph, feeds)["logits"])

@@ -68,7 +68,8 @@ def _compile(args, model_spec):
     return compile_model(model, _config(args), calib=calib, mode=args.calibration,
                          percentile=args.percentile, cpu_only=args.cpu_only,
                          first_conv_cpu=args.first_conv_cpu, tuning_log=args.tuning_log,
-                         per_channel=not args.per_tensor)
+                         per_channel=not args.per_tensor,
+                         float_first_last=args.float_first_last)
 
 
 def cmd_compile(args) -> int:
@@ -190,6 +191,9 @@ def _common(p):
     p.add_argument("--tuning-log", metavar="LOG.jsonl",
                    help="use the best schedules of this tuning log for the VTA layers")
     p.add_argument("--cpu-only", action="store_true", help="run every operator on the CPU")
+    p.add_argument("--float-first-last", action="store_true",
+                   help="TVM's recipe: keep the first conv and the last dense layer in float "
+                   "on the CPU")
     p.add_argument("--per-tensor", action="store_true",
                    help="per-tensor weight scales (no ALU MUL; for cores without it)")
     p.add_argument("--first-conv-cpu", action="store_true",

@@ -100,7 +100,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   percentile: float = 99.99, global_scale: float = 8.0,
                   cpu_only: bool = False, first_conv_cpu: bool = False,
                   tuning_log: str | None = None, sqnr_samples: int = 1,
-                  per_channel: bool = True) -> Compiled:
+                  per_channel: bool = True, float_first_last: bool = False) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere)."""
@@ -110,6 +110,11 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     fg = pm.run(import_onnx(model))
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
+    fl = ()
+    if float_first_last:             # TVM's recipe: first conv and last dense stay float
+        convs = [n.name for n in fg.nodes if n.op == "conv"]
+        denses = [n.name for n in fg.nodes if n.op == "dense"]
+        fl = tuple(convs[:1] + denses[-1:])
     if not samples and mode != "global_scale":
         if getattr(fg, "qdq_ranges", None):
             samples = None
@@ -123,9 +128,10 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         if missing:
             raise GraphError(f"QDQ model without calibration: value {missing[0]!r} has no "
                              f"Q/DQ range; give --calib")
-        q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel)
+        q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel, float_nodes=fl)
     else:
-        q = quantize(fg, samples, mode, percentile, global_scale, per_channel=per_channel)
+        q = quantize(fg, samples, mode, percentile, global_scale, per_channel=per_channel,
+                     float_nodes=fl)
     t2 = time.perf_counter()
     prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log)
     t3 = time.perf_counter()
@@ -133,7 +139,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     return Compiled(cfg, fg, q, prog,
                     {"mode": mode, "percentile": percentile, "global_scale": global_scale,
                      "cpu_only": cpu_only, "first_conv_cpu": first_conv_cpu,
-                     "per_channel": per_channel, "sqnr_samples": min(sqnr_samples,
+                     "per_channel": per_channel, "float_first_last": float_first_last,
+                     "sqnr_samples": min(sqnr_samples,
                                                                       len(samples or [])),
                      "tuning_log": tuning_log},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,

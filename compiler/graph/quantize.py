@@ -129,9 +129,10 @@ def _clip_bounds(steps, fo):
 
 def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.99,
              global_scale: float = 8.0, ranges: dict | None = None,
-             per_channel: bool = True) -> Graph:
-    """The integer graph of the fused float graph ``g`` (see the module docstring).  The
-    result keeps a reference to ``g`` as ``.float_graph`` and the mapping of its values to
+             per_channel: bool = True, float_nodes=()) -> Graph:
+    """The integer graph of the fused float graph ``g`` (see the module docstring);
+    ``float_nodes`` (node names) stay float (TVM's recipe keeps the first conv and the last
+    dense layer in float on the CPU).  The result keeps a reference to ``g`` as ``.float_graph`` and the mapping of its values to
     float values as ``.float_of``."""
     if ranges is None:
         if samples is None and mode != "global_scale":
@@ -188,7 +189,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
 
     for n in g.nodes:
         post = n.attrs.get("post", [])
-        if n.op in ("conv", "dense") and n.inputs[1] in g.params:
+        if n.op in ("conv", "dense") and n.inputs[1] in g.params and \
+                n.name not in float_nodes:
             x = as_int(n.inputs[0], n)
             fx = fracs[x]
             w = g.params[n.inputs[1]]
