@@ -367,3 +367,24 @@ def test_tvm_recipe_global_scale_with_float_first_and_last_layer(r18):
     feeds = {"input": xs[4][None]}
     got = c.executor(SimDevice(CFG)).run(feeds)
     assert np.array_equal(got["logits"], run_graph(c.qgraph, feeds)["logits"])
+
+
+def test_artifact_refuses_forged_manifest_and_bad_graph(tmp_path, r18):
+    import hashlib
+    m, xs, c = r18
+    d = tmp_path / "a"
+    save(c, str(d), record_streams=False)
+    man = json.loads((d / "manifest.json").read_text())
+    man["files"]["../../etc/passwd"] = "0" * 64
+    (d / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match="names a file outside the artifact"):
+        load(str(d))
+    del man["files"]["../../etc/passwd"]
+    # a consistent re-hash of a broken graph.json is still refused, as a typed error
+    (d / "graph.json").write_text('{"name": "x", "params": {}, "inputs": ["nope"]}')
+    man["files"]["graph.json"] = hashlib.sha256((d / "graph.json").read_bytes()).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match="graph.json"):
+        load(str(d))
+    with pytest.raises(GraphError, match="NaN or infinity"):
+        c.executor(SimDevice(CFG)).run({"input": np.full((1, 3, 32, 32), np.nan, np.float32)})

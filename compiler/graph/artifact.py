@@ -185,7 +185,13 @@ def load(path: str, cfg: VTAConfig | None = None):
                             f"{manifest.get('format') if isinstance(manifest, dict) else None!r}"
                             f" (expected {FORMAT})")
     blobs = {}
-    for name, digest in manifest["files"].items():
+    files = manifest.get("files")
+    if not isinstance(files, dict) or "graph.json" not in files or "config.json" not in files:
+        raise ArtifactError(f"{path}: manifest.json does not list graph.json and config.json")
+    for name, digest in files.items():
+        if not isinstance(name, str) or name.startswith(("/", "\\")) or ".." in name.split("/"):
+            raise ArtifactError(f"{path}: manifest.json names a file outside the artifact: "
+                                f"{name!r}")
         b = r.read(name)
         if hashlib.sha256(b).hexdigest() != digest:
             raise ArtifactError(f"{path}: {name} does not match its hash in manifest.json "
@@ -196,6 +202,19 @@ def load(path: str, cfg: VTAConfig | None = None):
     if cfg is not None and _cfg_json(cfg) != _cfg_json(stored):
         raise ArtifactError(f"{path}: compiled for a different VTA configuration "
                             f"({_describe(stored)}) than the one given ({_describe(cfg)})")
+    try:
+        q, opts = _graph_from_json(blobs)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        if isinstance(e, GraphError):
+            raise ArtifactError(f"{path}: graph.json: {e}") from None
+        raise ArtifactError(f"{path}: graph.json is malformed ({type(e).__name__}: {e})") \
+            from None
+    prog = compile_graph(q, stored, opts.get("cpu_only", False),
+                         opts.get("first_conv_cpu", False))
+    return Compiled(stored, None, q, prog, opts)
+
+
+def _graph_from_json(blobs: dict):
     doc = json.loads(blobs["graph.json"])
     q = Graph(doc["name"])
     for p, f in doc["params"].items():
@@ -212,10 +231,9 @@ def load(path: str, cfg: VTAConfig | None = None):
                           frac=v["frac"])
         node.name = n["name"]
     q.outputs = list(doc["outputs"])
-    opts = doc.get("options", {})
-    prog = compile_graph(q, stored, opts.get("cpu_only", False),
-                         opts.get("first_conv_cpu", False))
-    return Compiled(stored, None, q, prog, opts)
+    from .ir import verify
+    verify(q, "load")
+    return q, doc.get("options", {})
 
 
 def _cfg_from_json(b: bytes) -> VTAConfig:

@@ -91,6 +91,8 @@ def _samples(calib, g: Graph) -> list:
             else:
                 raise GraphError(f"calibration array {name!r}: shape {a.shape}, expected "
                                  f"(samples, *{shape})")
+        if not np.isfinite(a).all():
+            raise GraphError(f"calibration array {name!r} contains NaN or infinity")
         n = len(a) if n is None else min(n, len(a))
     return [{name: np.asarray(calib[name], np.float32).reshape((-1,) + g.values[name].shape)[k]
              for name in g.inputs} for k in range(n or 0)]

@@ -116,6 +116,9 @@ class Executor:
                 raise GraphError(f"input {name!r}: shape {a.shape}, the model expects {want}")
             if a.dtype.kind not in "fiu":
                 raise GraphError(f"input {name!r}: dtype {a.dtype} is not numeric")
+            if a.dtype.kind == "f" and not np.isfinite(a).all():
+                raise GraphError(f"input {name!r}: contains NaN or infinity "
+                                 f"({int((~np.isfinite(a)).sum())} values)")
             env[name] = a.astype(np.float32)
         uses: dict[str, int] = {}
         for s in self.p.steps:
