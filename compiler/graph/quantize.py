@@ -132,8 +132,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
              per_channel: bool = True, float_nodes=()) -> Graph:
     """The integer graph of the fused float graph ``g`` (see the module docstring);
     ``float_nodes`` (node names) stay float (TVM's recipe keeps the first conv and the last
-    dense layer in float on the CPU).  The result keeps a reference to ``g`` as ``.float_graph`` and the mapping of its values to
-    float values as ``.float_of``."""
+    dense layer in float on the CPU).  The result keeps a reference to ``g`` as
+    ``.float_graph`` and the mapping of its values to float values as ``.float_of``."""
     if ranges is None:
         if samples is None and mode != "global_scale":
             raise QuantizeError("quantize needs calibration samples (or mode='global_scale')")
