@@ -24,8 +24,9 @@ primitive calls (split, tile, reorder, fuse, bind, cache_read/cache_write, compu
 tensorize, pragma) as a flat list of :class:`Opt` and turns them into knobs;
 :func:`opts_of` gives the calls for any knobs and :func:`apply` replays them.
 
-Not expressible: splitting a tile loop more than once, hoisting a cache read above the virtual threads of a fused loop (its region is
-not a box), compute_at of the accumulator (it is always per tile).
+Not expressible: splitting the inner part of a split tile loop, hoisting a cache read
+above the virtual threads of a fused loop (its region is not a box), compute_at of the
+accumulator (it is always per tile).
 
 Raises
 ------
@@ -70,7 +71,9 @@ class Knobs:
     split_outer: ((axis, factor), ...): the tile loop of ``axis`` split again into
         ``axis_o`` (steps of ``factor`` tiles) and ``axis_i`` (``factor`` tiles), two loops
         that can be ordered, fused, bound or used as compute_at levels independently (an
-        ``axis`` left in ``order`` stands for ``axis_o, axis_i``).
+        ``axis`` left in ``order`` stands for ``axis_o, axis_i``).  A repeated axis splits
+        the outermost loop again: ``(("co", 2), ("co", 3))`` gives ``co_oo`` (steps of 6),
+        ``co_oi`` (3 steps of 2) and ``co_i`` (2 tiles).
     inp_at, wgt_at: where the input / weight cache reads are computed (compute_at): "ci"
         (every reduction step, per virtual thread), "root", or an outer loop name (then the
         buffer holds the whole reduction for every tile inside that loop, loaded once).
@@ -162,25 +165,38 @@ class Knobs:
         return {"b": self.tile_b, "co": self.tile_co, "h": self.tile_h, "w": self.tile_w,
                 "ci": self.tile_ci}
 
+    def splits(self, ax: str) -> list:
+        """The factors ``axis``'s tile loop is split by, first split first (each later
+        split cuts the outermost loop of the previous one)."""
+        return [f for a, f in self.split_outer if a == ax]
+
+    def split_loops(self, ax: str) -> tuple:
+        """The loops of ``ax`` outermost first: ``ax`` unsplit; ``ax_o, ax_i`` after one
+        split; ``ax_oo, ax_oi, ax_i`` after two; ..."""
+        k = len(self.splits(ax))
+        if not k:
+            return (ax,)
+        return (f"{ax}_{'o' * k}",) + tuple(f"{ax}_{'o' * (j - 1)}i" for j in range(k, 0, -1))
+
     def loop_order(self) -> tuple:
-        """``order`` with every split axis expanded to its two loops (``co`` -> ``co_o``,
-        ``co_i``)."""
-        split = dict(self.split_outer)
-        return tuple(n for ax in self.order
-                     for n in ((f"{ax}_o", f"{ax}_i") if ax in split else (ax,)))
+        """``order`` with every split axis expanded to its loops (``co`` -> ``co_o``,
+        ``co_i``; twice split: ``co_oo``, ``co_oi``, ``co_i``)."""
+        return tuple(n for ax in self.order for n in self.split_loops(ax))
 
     def loop_extents(self, wl) -> dict:
         """Outer loop name -> (axis, stride in tiles, extent)."""
         nt = self.n_tiles(wl)
-        split = dict(self.split_outer)
         out = {}
         for ax in AXES:
-            if ax in split:
-                f = split[ax]
-                out[f"{ax}_o"] = (ax, f, -(-nt[ax] // f))
-                out[f"{ax}_i"] = (ax, 1, f)
-            else:
+            fs = self.splits(ax)
+            if not fs:
                 out[ax] = (ax, 1, nt[ax])
+                continue
+            stride = 1
+            for j, f in enumerate(fs, 1):          # the j-th split's inner loop
+                out[f"{ax}_{'o' * (j - 1)}i"] = (ax, stride, f)
+                stride *= f
+            out[f"{ax}_{'o' * len(fs)}"] = (ax, stride, -(-nt[ax] // stride))
         return out
 
     def loops(self) -> list[tuple]:
@@ -214,9 +230,8 @@ class Knobs:
             raise ScheduleError(f"knobs order={self.order!r} fuse={self.fuse!r}: expected axis "
                                 f"names (fuse: a list of lists)")
         if not all(isinstance(g, tuple) and len(g) == 2 and g[0] in AXES
-                   and isinstance(g[1], int) for g in self.split_outer) \
-                or len({g[0] for g in self.split_outer}) != len(self.split_outer):
-            raise ScheduleError(f"knob split_outer={self.split_outer!r}: expected distinct "
+                   and isinstance(g[1], int) for g in self.split_outer):
+            raise ScheduleError(f"knob split_outer={self.split_outer!r}: expected "
                                 f"[axis, factor] pairs of the axes {AXES}")
         for ax, t in self.tiles().items():
             if not 1 <= t <= ext[ax]:
@@ -237,10 +252,13 @@ class Knobs:
         if not 1 <= self.ci_split <= nt0["ci"]:
             raise PrimitiveError("split", "ci.outer", f"factor {self.ci_split} outside [1, "
                                  f"{nt0['ci']}] (the reduction steps)")
-        for ax, f in self.split_outer:
-            if not 1 <= f <= nt0[ax]:
-                raise PrimitiveError("split", f"{ax}.outer", f"factor {f} outside [1, "
-                                     f"{nt0[ax]}] (the tiles of {ax})")
+        for ax in AXES:
+            left = nt0[ax]
+            for j, f in enumerate(self.splits(ax), 1):
+                if not 1 <= f <= left:
+                    raise PrimitiveError("split", ax + ".outer" * j, f"factor {f} outside "
+                                         f"[1, {left}] (the extent of the loop split)")
+                left = -(-left // f)
         names0 = self.loop_extents(wl)
         order = self.loop_order()
         if sorted(order) != sorted(names0):
@@ -339,10 +357,14 @@ class Opt:
 
 def _loop(name: str) -> str:
     """"h.outer" -> "h"; "h.w.fused" -> "h.w"; "ci.outer" -> "ci"; "co.outer.outer" ->
-    "co_o", "co.outer.inner" -> "co_i" (a split tile loop); "root" stays."""
-    for suf, rep in ((".outer.outer", "_o"), (".outer.inner", "_i")):
-        if name.endswith(suf) and "." not in name[: -len(suf)]:
-            return name[: -len(suf)] + rep
+    "co_o", "co.outer.inner" -> "co_i" (a split tile loop); "co.outer.outer.outer" ->
+    "co_oo", "co.outer.outer.inner" -> "co_oi" (split twice); "root" stays."""
+    head, _, tail = name.partition(".")
+    parts = tail.split(".") if tail else []
+    if head in AXES and len(parts) >= 2 and parts[0] == "outer" and \
+            set(parts[1:-1]) <= {"outer"} and parts[-1] in ("outer", "inner"):
+        n = len(parts) - 1
+        return f"{head}_{'o' * n}" if parts[-1] == "outer" else f"{head}_{'o' * (n - 1)}i"
     for suf in (".outer", ".fused"):
         if name.endswith(suf):
             return name[: -len(suf)]
@@ -379,17 +401,27 @@ class Schedule:
             self._rec("split", axis, f)
             self._k = replace(self._k, ci_split=f)
             return "ci.outer.outer", "ci.outer.inner"
-        if axis.endswith(".outer") and axis[:-6] in AXES:     # split a tile loop again
-            ax = axis[:-6]
+        head, _, tail = axis.partition(".")
+        if head in AXES and tail and set(tail.split(".")) == {"outer"}:   # a tile loop again
+            ax, level = head, tail.count("outer")     # "co.outer.outer": the 2nd split
+            done = len(self._k.splits(ax))
+            if level - 1 not in (0, done):
+                raise PrimitiveError("split", axis, f"{ax} is split {done} time(s): split "
+                                     f"{ax}.outer (again from scratch) or its outermost loop "
+                                     f"{ax + '.outer' * (done + 1)}")
             if int(factor) < 1:
                 raise PrimitiveError("split", axis, f"factor {factor} must be >= 1")
             self._rec("split", axis, int(factor))
+            keep = self._k.splits(ax) if level > 1 else []
             rest = tuple(g for g in self._k.split_outer if g[0] != ax)
-            order = tuple(ax if n in (f"{ax}_o", f"{ax}_i") else n
-                          for n in self._k.loop_order())
-            self._k = replace(self._k, split_outer=rest + ((ax, int(factor)),),
-                              order=tuple(dict.fromkeys(order)))
+            names = set(self._k.split_loops(ax))
+            order = tuple(ax if n in names else n for n in self._k.loop_order())
+            self._k = replace(self._k, split_outer=rest + tuple((ax, f) for f in keep) +
+                              ((ax, int(factor)),), order=tuple(dict.fromkeys(order)))
             return f"{axis}.outer", f"{axis}.inner"
+        if head in AXES and tail and tail.split(".")[-1] == "inner" and ".outer" in axis:
+            raise PrimitiveError("split", axis, "only the outermost loop of a split tile "
+                                 "loop can be split again (split its .outer part)")
         if axis not in AXES + REDUCE_AXES:
             why = ("only the output tile loops (b, co, h, w).outer can be split again"
                    if _loop(axis) in AXES + REDUCE_AXES + ("ci",) or ".outer" in axis
@@ -576,7 +608,10 @@ INNER_ORDER = ("ci", "ky", "kx", "b", "co", "y", "x")
 def opts_of(k: Knobs) -> list[Opt]:
     """The primitive calls that produce knobs ``k`` (the inverse of :func:`apply`)."""
     out = [Opt("split", a, t) for a, t in k.tiles().items()]
-    out += [Opt("split", f"{a}.outer", f) for a, f in k.split_outer]
+    seen: dict = {}
+    for a, f in k.split_outer:               # the j-th split of a cuts a.outer^j
+        seen[a] = seen.get(a, 0) + 1
+        out.append(Opt("split", a + ".outer" * seen[a], f))
     if k.ci_split > 1:
         out.append(Opt("split", "ci.outer", k.ci_split))
     out.append(Opt("reorder", ",".join(k.loop_order())))

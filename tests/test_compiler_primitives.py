@@ -255,3 +255,65 @@ def test_split_of_the_reduction_loop(cname, cb, ob, tci, f, vt, inp_at, wgt_at, 
         def wgt_loads(k):
             return sum(op.kind == "load" and op.args["mem"].name == "WGT" for op in k.ops)
         assert wgt_loads(ck) < wgt_loads(build(wl, cfg, kn.replace(ci_split=1)))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(CFG_NAMES), st.sampled_from(["co", "h", "w"]),
+       st.lists(st.integers(1, 3), min_size=2, max_size=3), st.randoms(use_true_random=False),
+       st.integers(0, 2**31 - 1))
+def test_tile_loop_split_more_than_once(cname, ax, factors, rnd, seed):
+    """split("co.outer", 2) then split("co.outer.outer", 3) ...: every loop can be reordered,
+    bound to threads or used as a compute_at level; exact for any factors."""
+    cfg = CONFIGS[cname]
+    rng = np.random.default_rng(seed)
+    out, feeds, ref = _conv(cfg, 1, 6, 7, 6, rng)
+    wl = recognise(out, cfg)
+    s = Schedule(wl)
+    s.tile("h", "w", 1, 1)
+    s.split("co", 1)
+    name = f"{ax}.outer"
+    inners = []
+    for f in factors:
+        outer, inner = s.split(name, f)
+        inners.append(inner)
+        name = outer
+    loops = [name] + inners[::-1]
+    others = [f"{a}.outer" for a in ("b", "co", "h", "w") if a != ax]
+    allv = loops + others
+    rnd.shuffle(allv)
+    s.reorder(*allv)
+    if rnd.random() < 0.5:
+        s.compute_at("kernel" if ax == "co" else "data", rnd.choice(loops))
+    try:
+        s.bind_vthread(rnd.choice(loops), 2)
+        kn = s.knobs()
+    except PrimitiveError as e:
+        assert e.primitive in ("bind_vthread", "compute_at", "split"), e
+        return
+    assert len(kn.splits(ax)) == len(factors) and apply(wl, opts_of(kn)) == kn
+    try:
+        ck = build(wl, cfg, kn, verify_ir=True)
+    except ScheduleError as e:
+        assert "overflow" in str(e) or "fold" in str(e), e
+        return
+    got, _ = ck.run(SimDevice(cfg), feeds)
+    assert np.array_equal(got, ref), kn
+
+
+def test_split_refusals_for_nested_loops():
+    cfg = VTAConfig()
+    out, _, _ = _conv(cfg, 1, 4, 4, 4, np.random.default_rng(0))
+    s = Schedule(recognise(out, cfg))
+    s.split("co", 1)
+    s.split("co.outer", 2)
+    with pytest.raises(PrimitiveError, match=r"split\(co.outer.inner\): only the outermost "
+                                             r"loop of a split tile loop"):
+        s.split("co.outer.inner", 2)
+    with pytest.raises(PrimitiveError, match=r"split\(co.outer.outer.outer\): co is split 1 "
+                                             r"time\(s\)"):
+        s.split("co.outer.outer.outer", 2)
+    s.split("co.outer.outer", 2)
+    s.split("co.outer.outer.outer", 2)
+    with pytest.raises(PrimitiveError, match=r"split\(co.outer.outer.outer\): factor 2 "
+                                             r"outside \[1, 1\]"):
+        s.knobs()
