@@ -50,6 +50,7 @@ def main(argv=None) -> int:
     xs = sample_images(args.images, args.image, seed=2024)
     ex = c.executor(SimDevice(cfg, timed=True))
     walls, cpus, agree1, overlap5, ort_t = [], [], 0, 0, []
+    sig = err = 0.0
     for k, x in enumerate(xs):
         t0, p0 = time.perf_counter(), time.process_time()
         got = ex.run({"input": x[None]})["logits"].ravel()
@@ -61,6 +62,8 @@ def main(argv=None) -> int:
         ref = sess.run(None, {"input": x[None]})[0].ravel()
         ort_t.append(time.perf_counter() - t0)
         agree1 += int(got.argmax() == ref.argmax())
+        sig += float((ref.astype(np.float64) ** 2).sum())
+        err += float(((ref.astype(np.float64) - got) ** 2).sum())
         overlap5 += len(set(np.argsort(-got)[:5]) & set(np.argsort(-ref)[:5]))
     s = c.seconds
     vta_steps = [r for r in ex.records if r["where"] == "vta"]
@@ -91,6 +94,9 @@ def main(argv=None) -> int:
         f"| onnxruntime float, same CPU (mean of {len(ort_t)}) | {np.mean(ort_t) * 1e3:.1f} ms |",
         f"| top-1 agreement with onnxruntime | {agree1}/{len(xs)} |",
         f"| top-5 overlap with onnxruntime | {overlap5}/{5 * len(xs)} |",
+        f"| output (logits) SQNR vs onnxruntime | {10 * np.log10(sig / err):.1f} dB |",
+        f"| calibration | {c.options['mode']} (percentile {c.options['percentile']}), "
+        f"per-channel weights {c.options['per_channel']} |",
         f"| (building the seeded model with BN statistics, not compile) | {t_model:.2f} s |",
         "",
         "Per layer (first image):",
