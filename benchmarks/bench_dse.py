@@ -47,7 +47,7 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def markdown(out: Path, run: dict | None, build: dict | None) -> str:
+def markdown(out: Path, runs: list, build: dict | None) -> str:
     doc = json.loads((out / "front.json").read_text())
     con = sqlite3.connect(str(out / "dse.sqlite"))
     n_ok = con.execute("SELECT COUNT(*) FROM points WHERE status='ok'").fetchone()[0]
@@ -55,13 +55,14 @@ def markdown(out: Path, run: dict | None, build: dict | None) -> str:
     secs = con.execute("SELECT SUM(seconds) FROM points").fetchone()[0] or 0
     con.close()
     L = ["## Design-space exploration (`vta dse`)", ""]
-    if run:
+    for run in runs:
         L += [f"Command: `{run['command']}` ({run['date']}, {run['machine']}; commit "
-              f"{run['commit']}). {run['points']} points of "
-              f"`compiler/dse/data/resnet18_space.json` (a seeded sample; "
-              f"{sum(run['rejected'].values())} combinations of the space cannot be encoded or "
-              f"built), measured in **{run['wall_seconds']:.0f} s wall** with "
-              f"{run['workers']} worker(s).", ""]
+              f"{run['commit']}): {run['points']} points of `{run['space']}` "
+              f"({'all' if run['points'] == run['buildable'] else 'a seeded sample'} of its "
+              f"{run['buildable']} buildable points; {sum(run['rejected'].values())} further "
+              f"combinations cannot be encoded or built), {run['measured']} measured (the rest already in the database) in "
+              f"**{run['sweep_seconds']:.0f} s** wall with {run['workers']} worker process(es), "
+              f"{run['failed_now']} failed.", ""]
     L += [f"{n_all} points in the database, {n_ok} ok, {n_all - n_ok} failed "
           f"(sum of per-point times {secs:.0f} s); outputs with wrong results: "
           f"{doc['wrong_output']}. Every point: ResNet-18 C2-C11 compiled with default "
@@ -141,25 +142,32 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=int, default=300)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--space", default=str(SPACE), help="SPACE.json (default: the shipped "
+                    "ResNet-18 space); several runs may share one --out")
     ap.add_argument("--report-only", action="store_true", help="no sweep: report on --out")
     ap.add_argument("--build", help="report.json of the vta hw build of the chosen point")
     ap.add_argument("--md", help="write the markdown here (default: stdout)")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    run_file = out / "bench_run.json"
+    run_file = out / "bench_runs.json"
     if not args.report_only:
         import subprocess
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                                 capture_output=True, text=True).stdout.strip()
+        space = Path(args.space).resolve()
+        rel = space.relative_to(ROOT) if space.is_relative_to(ROOT) else space
         cmd = (f".venv/bin/python benchmarks/bench_dse.py --out {args.out} --budget "
-               f"{args.budget} --workers {args.workers}")
+               f"{args.budget} --workers {args.workers} --space {rel}")
+        from compiler.dse.space import enumerate_space, parse_space
+        buildable = len(enumerate_space(parse_space(json.loads(space.read_text())))[0])
         date = _now()
         t0 = time.time()
-        s = run_dse("resnet18", str(SPACE), out, workers=args.workers, budget=args.budget,
+        s = run_dse("resnet18", str(space), out, workers=args.workers, budget=args.budget,
                     seed=args.seed, progress=False, log=lambda m: print(m, flush=True))
-        run = {"command": cmd, "date": date, "machine": _machine(), "commit": commit,
-               "wall_seconds": time.time() - t0, "workers": args.workers, **s}
-        run_file.write_text(json.dumps(run, indent=1) + "\n")
+        run = {"command": cmd, "space": str(rel), "buildable": buildable, "date": date, "machine": _machine(),
+               "commit": commit, "wall_seconds": time.time() - t0, "workers": args.workers, **s}
+        runs = json.loads(run_file.read_text()) if run_file.exists() else []
+        run_file.write_text(json.dumps(runs + [run], indent=1) + "\n")
         print(json.dumps(s, indent=1))
     else:
         # refresh costs, fronts and choices with the current resource model
@@ -170,7 +178,7 @@ def main(argv=None) -> int:
         db = ResultsDB(out / DB_NAME, workload_id(layers), note)
         print(json.dumps(report(db, out, ResourceModel.default()), indent=1))
         db.close()
-    run = json.loads(run_file.read_text()) if run_file.exists() else None
+    runs = json.loads(run_file.read_text()) if run_file.exists() else []
     build = None
     if args.build:
         build = json.loads(Path(args.build).read_text())
@@ -179,7 +187,7 @@ def main(argv=None) -> int:
         build.setdefault("_date", datetime.datetime.fromtimestamp(
             Path(args.build).stat().st_mtime, datetime.timezone.utc).strftime(
                 "%Y-%m-%d %H:%M UTC"))
-    text = markdown(out, run, build)
+    text = markdown(out, runs, build)
     if args.md:
         Path(args.md).write_text(text)
     else:
