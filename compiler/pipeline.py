@@ -84,62 +84,81 @@ class CompiledKernel:
         return self.workload.user_out or self.workload.out
 
     def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
-        """Run on ``dev`` (a vta_runtime device); ``inputs`` maps tensor or name -> packed
-        array.  Returns (output array, device stats of the run)."""
+        """Run on ``dev`` (a vta_runtime device); ``inputs`` maps tensor or name -> array
+        (as the graph declares it).  Returns (output array, device stats of the run)."""
         from vta_runtime import CommandQueue
-        from .evaluate import to_numpy_dtype
-        bufs = {}
         allocated = []
         try:
-            given = {}
-            for h in self.workload.feeds():
-                t = h.user
-                if t not in given:
-                    arr = inputs.get(t, inputs.get(t.name))
-                    if arr is None:
-                        raise TEError(f"run: no array for input {t.name} {t.shape}")
-                    arr = np.asarray(arr)
-                    if not np.issubdtype(arr.dtype, np.integer) and arr.dtype != bool:
-                        raise TEError(f"run: input {t.name} has dtype {arr.dtype}, "
-                                      f"expected {t.dtype}")
-                    arr = np.asarray(arr, dtype=to_numpy_dtype(t.dtype), order="C")
-                    if arr.shape != t.shape:
-                        raise TEError(f"run: input {t.name} has shape {arr.shape}, "
-                                      f"expected {t.shape}")
-                    given[t] = arr
-                arr = given[t]
-                t = h.dram
-                if h.prep is not None:
-                    arr = np.ascontiguousarray(h.prep(arr), dtype=to_numpy_dtype(t.dtype))
-                if arr.shape != t.shape:
-                    raise TEError(f"run: packed input {t.name} has shape {arr.shape}, "
-                                  f"expected {t.shape} (compiler bug)")
-                b = dev.alloc(max(arr.nbytes, 1), name=t.name)
-                allocated.append(b)
-                b.copy_from(arr)
-                bufs[t] = b
-            out = self.out_tensor
-            ndt = to_numpy_dtype(out.dtype)
-            nbytes = int(np.prod(out.shape)) * ndt.itemsize
-            ob = dev.alloc(nbytes, name=out.name)
-            allocated.append(ob)
-            bufs[out] = ob
+            bufs, ob = self.upload(dev, inputs, allocated)
             own = cq is None
             cq = cq or CommandQueue(dev)
             emit(self.ops, cq, bufs, self.sites)
             rec = cq.synchronize()
             self.last_run = rec
-            result = ob.copy_to(ndt, shape=out.shape)
-            if out is not self.workload.out:          # byte planes -> the wide result
-                result = join_planes(result, self.workload.out.dtype)
-            if self.workload.unpack is not None:      # plain layout: unpack, crop
-                result = self.workload.unpack(result)
+            result = self.download(ob)
             if own:
                 cq.close()
             return result, dict(rec.stats)
         finally:
             for b in allocated:
                 dev.free(b)
+
+    def upload(self, dev, inputs: dict, allocated: list, shared: dict | None = None):
+        """Check, pack and copy the inputs to ``dev``; allocate the output.  Returns (tensor
+        -> device buffer, output buffer); every allocation is appended to ``allocated``.
+        ``shared`` ({(user tensor, prep): buffer}) lets kernels of one stream share an
+        input's DRAM image."""
+        from .evaluate import to_numpy_dtype
+        bufs = {}
+        given = {}
+        shared = {} if shared is None else shared
+        for h in self.workload.feeds():
+            t = h.user
+            key = (t, h.prep)
+            if key in shared:
+                bufs[h.dram] = shared[key]
+                continue
+            if t not in given:
+                arr = inputs.get(t, inputs.get(t.name))
+                if arr is None:
+                    raise TEError(f"run: no array for input {t.name} {t.shape}")
+                arr = np.asarray(arr)
+                if not np.issubdtype(arr.dtype, np.integer) and arr.dtype != bool:
+                    raise TEError(f"run: input {t.name} has dtype {arr.dtype}, "
+                                  f"expected {t.dtype}")
+                arr = np.asarray(arr, dtype=to_numpy_dtype(t.dtype), order="C")
+                if arr.shape != t.shape:
+                    raise TEError(f"run: input {t.name} has shape {arr.shape}, "
+                                  f"expected {t.shape}")
+                given[t] = arr
+            arr = given[t]
+            d = h.dram
+            if h.prep is not None:
+                arr = np.ascontiguousarray(h.prep(arr), dtype=to_numpy_dtype(d.dtype))
+            if arr.shape != d.shape:
+                raise TEError(f"run: packed input {d.name} has shape {arr.shape}, "
+                              f"expected {d.shape} (compiler bug)")
+            b = dev.alloc(max(arr.nbytes, 1), name=d.name)
+            allocated.append(b)
+            b.copy_from(arr)
+            bufs[d] = shared[key] = b
+        out = self.out_tensor
+        ndt = to_numpy_dtype(out.dtype)
+        ob = dev.alloc(int(np.prod(out.shape)) * ndt.itemsize, name=out.name)
+        allocated.append(ob)
+        bufs[out] = ob
+        return bufs, ob
+
+    def download(self, ob) -> np.ndarray:
+        """The result from output buffer ``ob``, in the user's layout and dtype."""
+        from .evaluate import to_numpy_dtype
+        out = self.out_tensor
+        result = ob.copy_to(to_numpy_dtype(out.dtype), shape=out.shape)
+        if out is not self.workload.out:          # byte planes -> the wide result
+            result = join_planes(result, self.workload.out.dtype)
+        if self.workload.unpack is not None:      # plain layout: unpack, crop
+            result = self.workload.unpack(result)
+        return result
 
 
 def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
