@@ -4,12 +4,14 @@ Usage: .venv/bin/python benchmarks/bench_operators_alu.py [--json OUT.json] [--q
        [--timing default|tsim|pynq|vta_hw|vta_hw_fpga]
 
 Rows (default 1x16x16 configuration, batch 1, int8, the timed simulator's default
-parameters, or a preset of ``vta_sim.timing.TimingParams`` with ``--timing``); every result is checked bit-exact against numpy before it is reported:
+parameters, or a preset of ``vta_sim.timing.TimingParams`` with ``--timing``); every result is
+checked bit-exact against numpy before it is reported:
 
 * ``vector add`` 1x64x56x56 (TVM's ``vta_get_started``) and ``residual add``
-  ``clip(((a + b) * 5 + 4) >> 3, -128, 127)``: the compiled ALU-only kernel
-  (``build(ops.add(a, b))``), a **hand-written runtime program** (``vta_runtime`` calls:
-  double-buffered LOAD ACC_8BIT x2, ALU ops, STORE, tokens written by hand, the program a
+  ``clip(((a + b) * 5 + 4) >> 3, -128, 127)``: the compiled kernel (``build(ops.add(a, b))``)
+  both ways, ALU-only (``EltwiseKnobs(gemm_add=False)``: LOAD ACC_8BIT + ALU ADD) and with
+  ``a + b`` on the GEMM core (the default), a **hand-written runtime program**
+  (``vta_runtime`` calls: double-buffered LOAD ACC_8BIT x2, ALU ops, STORE, tokens written by hand, the program a
   VTA expert writes) and the **dummy GEMM** the compiler needed before (a 1x1 conv2d with
   all-zero weights whose epilogue adds the operands);
 * pooling on ResNet-18's stem output 1x64x112x112 (max 3x3 s2 p1) and on 1x64x56x56 (max and
@@ -17,8 +19,9 @@ parameters, or a preset of ``vta_sim.timing.TimingParams`` with ``--timing``); e
   baseline (the taps gathered on the host with numpy, the dtype minimum as padding, then an
   element-wise max / sum of the k*k copies compiled as an ALU-only kernel).
 
-Columns: ``cycles``; ``alu util`` = ALU micro-op iterations / cycles; ``DRAM B`` = bytes
-LOADed into the ACC SRAM plus bytes STOREd (the bus bytes, fetch and micro-ops excluded);
+Columns: ``cycles``; ``alu util`` / ``gemm util`` = ALU / GEMM micro-op iterations per
+cycle; ``DRAM B`` = bytes
+LOADed into the SRAMs plus bytes STOREd (the bus bytes, fetch and micro-ops excluded);
 ``xmin`` = ``DRAM B`` / (each input byte read once + each output byte written once);
 ``vs baseline`` = compiled cycles / baseline cycles.
 """
@@ -32,6 +35,7 @@ import time
 import numpy as np
 
 from compiler import build, ops, placeholder
+from compiler.eltwise import EltwiseKnobs
 from compiler.te import cast, compute, maximum
 from isa import AluOp, MemType, VTAConfig
 from vta_runtime import CommandQueue, KernelHandle, SimDevice
@@ -122,6 +126,7 @@ def dummy_gemm(a, b, cfg, epilogue):
 def row(name, k, stats, secs, minimum, base=None, base_name="", base_stats=None):
     r = {"op": name, "cycles": int(stats["cycles"]),
          "alu_util": stats["alu_ops"] / stats["cycles"],
+         "gemm_util": stats["gemm_ops"] / stats["cycles"],
          "dram_bytes": dram_bytes(stats), "xmin": dram_bytes(stats) / minimum,
          "baseline": base_name, "sim_seconds": round(secs, 2)}
     if base_stats is not None:
@@ -146,9 +151,6 @@ def eltwise_rows(cfg, rng, shape):
               lambda t: ops.cast_int8(ops.clip_op(ops.shr(compute(
                   t.shape, lambda *i: t[i] * 5 + 4, name="ma"), 3), -128, 127)))]
     for name, out, ref, imm_ops, epi in cases:
-        k = build(out, cfg)
-        got, stats, secs = run_kernel(k, cfg, {a: x, b: y})
-        assert np.array_equal(got, ref), name
         hgot, hstats, _ = hand_written(cfg, x, y, imm_ops)
         assert np.array_equal(hgot, ref), name + " (hand-written)"
         z, naive = dummy_gemm(a, b, cfg, epi)
@@ -156,8 +158,12 @@ def eltwise_rows(cfg, rng, shape):
                                      {a: x, b: y, z: np.zeros(z.shape, np.int8)})
         assert np.array_equal(ngot, ref), name + " (dummy GEMM)"
         label = f"{name} 1x{shape[1] * shape[5]}x{shape[2]}x{shape[3]}"
-        rows.append(row(label, k, stats, secs, k.workload.dram_minimum(), None,
-                        "hand-written runtime program", hstats))
+        for gemm_add, what in ((False, "ALU-only"), (True, "a + b on the GEMM core")):
+            k = build(out, cfg, EltwiseKnobs(gemm_add=gemm_add))
+            got, stats, secs = run_kernel(k, cfg, {a: x, b: y})
+            assert np.array_equal(got, ref), name
+            rows.append(row(f"{label} ({what})", k, stats, secs, k.workload.dram_minimum(),
+                            None, "hand-written runtime program", hstats))
         rows.append(row(label + " (dummy GEMM, before)", None, nstats, 0,
                         k.workload.dram_minimum(), None, "hand-written runtime program",
                         hstats))
@@ -220,6 +226,18 @@ def pool_rows(cfg, rng, quick):
     return rows
 
 
+def table(rows) -> str:
+    """The rows as a markdown table."""
+    out = ["| op | cycles | alu util | gemm util | DRAM B | xmin | baseline | baseline cycles | "
+           "baseline xmin | cycles / baseline |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = (f"{r['baseline_cycles']} | {r['baseline_xmin']:.2f} | {r['ratio']:.3f}"
+             if "ratio" in r else "- | - | -")
+        out.append(f"| {r['op']} | {r['cycles']} | {r['alu_util']:.2f} | {r['gemm_util']:.2f} "
+                   f"| {r['dram_bytes']} | {r['xmin']:.3f} | {r['baseline']} | {b} |")
+    return "\n".join(out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", help="write the rows as JSON here")
@@ -235,14 +253,7 @@ def main(argv=None):
     cfg = VTAConfig()
     rng = np.random.default_rng(0)
     rows = eltwise_rows(cfg, rng, (1, 4, 56, 56, 1, 16)) + pool_rows(cfg, rng, args.quick)
-    print(f"| op | cycles | alu util | DRAM B | xmin | baseline | baseline cycles | "
-          f"baseline xmin | cycles / baseline |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        b = (f"{r['baseline_cycles']} | {r['baseline_xmin']:.2f} | {r['ratio']:.3f}"
-             if "ratio" in r else "- | - | -")
-        print(f"| {r['op']} | {r['cycles']} | {r['alu_util']:.2f} | {r['dram_bytes']} | "
-              f"{r['xmin']:.2f} | {r['baseline']} | {b} |")
+    print(table(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -79,10 +79,14 @@ class EltwiseError(TensorizeError):
 @dataclass(frozen=True)
 class EltwiseKnobs:
     """Schedule of an ALU-only kernel: ``vthreads`` register files (2: stores overlap the
-    next chunk's loads and ALU ops) and ``max_tiles`` (None: as many tiles per chunk as the
-    ACC SRAM holds)."""
+    next chunk's loads and ALU ops), ``max_tiles`` (None: as many tiles per chunk as the
+    ACC SRAM holds) and ``gemm_add``: the sum of two int8 inputs is formed by the GEMM core
+    (each input LOADed into the INP SRAM by the load module, under the previous chunk's
+    compute, and multiplied by an identity weight tile into the reset accumulator), not by
+    LOAD ACC_8BIT + ALU ADD on the compute module (needs BLOCK_IN == BLOCK_OUT)."""
     vthreads: int = 2
     max_tiles: int | None = None
+    gemm_add: bool = True
 
     def __post_init__(self):
         if not isinstance(self.vthreads, int) or self.vthreads < 1:
@@ -92,6 +96,9 @@ class EltwiseKnobs:
                                            or self.max_tiles < 1):
             raise EltwiseError(f"EltwiseKnobs: max_tiles must be a positive integer or None, "
                                f"not {self.max_tiles!r}")
+        if not isinstance(self.gemm_add, bool):
+            raise EltwiseError(f"EltwiseKnobs: gemm_add must be True or False, not "
+                               f"{self.gemm_add!r}")
 
     @classmethod
     def of(cls, knobs, what: str = "an element-wise kernel") -> "EltwiseKnobs":
@@ -101,9 +108,9 @@ class EltwiseKnobs:
         if isinstance(knobs, cls):
             return knobs
         if isinstance(knobs, dict):
-            bad = sorted(set(knobs) - {"vthreads", "max_tiles"})
+            bad = sorted(set(knobs) - {"vthreads", "max_tiles", "gemm_add"})
             if bad:
-                raise EltwiseError(f"{what} takes the knobs vthreads and max_tiles, not "
+                raise EltwiseError(f"{what} takes the knobs vthreads, max_tiles and gemm_add, not "
                                    f"{', '.join(map(str, bad))}")
             return cls(**knobs)
         raise EltwiseError(f"{what} takes EltwiseKnobs, not {type(knobs).__name__} (GEMM "
@@ -329,16 +336,20 @@ def _wrap_int(v: int, dtype: str) -> int:
 class Step:
     """One step of the per-chunk program: ``load`` a leaf into slot ``dst``, or an ``alu`` op
     ``slot[dst] = op(slot[dst], slot[src] | imm)``."""
-    kind: str                  # "load" | "alu"
+    kind: str                  # "load" | "alu" | "gemm_add"
     dst: int
     leaf: Leaf | None = None
     opcode: AluOp | None = None
     src: int | None = None
     imm: int = 0
+    leaf2: Leaf | None = None
 
     def __str__(self):
         if self.kind == "load":
             return f"s{self.dst} = load {self.leaf.tensor.name}"
+        if self.kind == "gemm_add":
+            return (f"s{self.dst} = GEMM(0 + inp {self.leaf.tensor.name} x I + inp "
+                    f"{self.leaf2.tensor.name} x I)")
         rhs = f"s{self.src}" if self.src is not None else f"#{self.imm}"
         return f"s{self.dst} = {self.opcode.name}(s{self.dst}, {rhs})"
 
@@ -357,8 +368,10 @@ class AluProgram:
 
 
 class _Lowerer:
-    def __init__(self, cfg: VTAConfig, view):
+    def __init__(self, cfg: VTAConfig, view, gemm_add: bool = False, dense=()):
         self.cfg = cfg
+        self.gemm_add = gemm_add and cfg.block_in == cfg.block_out
+        self.dense = set(dense)       # leaves read element-wise (every output axis)
         self.view = view              # leaf -> (uses rows, uses cols)
         self.steps: list[Step] = []
         self.pats: list = []
@@ -394,8 +407,21 @@ class _Lowerer:
             return (pa[0] or pb[0], pa[1] or pb[1])
         return (False, False)
 
+    def fusable(self, x) -> bool:
+        """``x`` is a sum of two int8 inputs read element-wise: one GEMM-core add."""
+        return (self.gemm_add and isinstance(x, Node) and x.op == "add"
+                and all(self.int8_leaf(y) is not None for y in (x.a, x.b)))
+
+    def int8_leaf(self, y):
+        """The int8 input ``y`` reads element-wise (through sign-extending casts), or None."""
+        while isinstance(y, Node) and y.op == "cast" and not y.dtype.startswith("uint") \
+                and DTYPES[y.dtype] >= 8:
+            y = y.a
+        return y if isinstance(y, Leaf) and y.tensor.dtype == "int8" and y in self.dense \
+            else None
+
     def need(self, x) -> int:
-        if isinstance(x, Leaf):
+        if isinstance(x, Leaf) or self.fusable(x):
             return 1
         if isinstance(x, int):
             return 0
@@ -437,6 +463,9 @@ class _Lowerer:
         return self.fit(x, s, pat, self.vector_op(x, a, b, s, pat, low), low)
 
     def vector_op(self, x: Node, a, b, s, pat, low):
+        if self.fusable(x):
+            self.emit(Step("gemm_add", s, leaf=self.int8_leaf(a), leaf2=self.int8_leaf(b)), pat)
+            return _interval("add", _range("int8"), _range("int8"))
         pa, pb = self.pattern(a), self.pattern(b)
         first, second = a, b
         if pa != pb:
@@ -556,6 +585,8 @@ class EltwiseWorkload:
     planes: int               # 1: int8 output; else byte planes of an accumulator result
     kind: str = "eltwise"
     epilogue: tuple = ()
+    identity: Tensor | None = None     # the identity weight tile of GEMM-core adds
+    constants: dict = field(default_factory=dict)     # tensor -> array the kernel feeds
 
     @property
     def inputs(self) -> list:
@@ -578,8 +609,9 @@ class EltwiseWorkload:
         return n + int(np.prod(self.out.shape)) * DTYPES[self.out.dtype] // 8
 
 
-def recognise_eltwise(out: Tensor, cfg: VTAConfig) -> EltwiseWorkload:
-    """Match ``out`` as an ALU-only graph (see the module docstring)."""
+def recognise_eltwise(out: Tensor, cfg: VTAConfig, gemm_add: bool = False) -> EltwiseWorkload:
+    """Match ``out`` as an ALU-only graph (see the module docstring); ``gemm_add``: sums of
+    two int8 inputs on the GEMM core (:class:`EltwiseKnobs`)."""
     if not isinstance(out, Tensor):
         raise EltwiseError(f"expected a Tensor, not {type(out).__name__}")
     b = _Builder(out, cfg)
@@ -613,7 +645,7 @@ def recognise_eltwise(out: Tensor, cfg: VTAConfig) -> EltwiseWorkload:
         else:
             view[lf] = (tuple(lf.strides[:-2]), lf.strides[-2], lf.strides[-1])
             patterns[lf] = (lf.strides[-2] != 0, lf.strides[-1] != 0)
-    lw = _Lowerer(cfg, patterns)
+    lw = _Lowerer(cfg, patterns, gemm_add, [lf for lf in b.leaves if _is_dense(lf, lead)])
     root = tree
     # the STORE keeps the low OUT_WIDTH bits (byte planes: all accumulator bits)
     lw.gen(root, 0, cfg.out_width if planes == 1 else cfg.acc_width)
@@ -623,12 +655,17 @@ def recognise_eltwise(out: Tensor, cfg: VTAConfig) -> EltwiseWorkload:
         raise EltwiseError(f"stage {out.name}: the result does not vary along output axis "
                            f"{axis} (every input is broadcast along it); broadcast results are "
                            f"not element-wise")
-    if lw.steps[-1].kind != "alu":
+    if lw.steps[-1].kind == "load":
         # LOAD ACC does not write the OUT buffer the STORE reads: a copy is SHR by 0
         lw.imm(AluOp.SHR, 0, pat_root, 0)
     prog = AluProgram(lw.steps, lw.slots, lw.pats)
-    return EltwiseWorkload(out, tree, b.leaves, outer, rows, cols,
-                           {lf: view[lf] + (patterns[lf],) for lf in b.leaves}, prog, planes)
+    wl = EltwiseWorkload(out, tree, b.leaves, outer, rows, cols,
+                         {lf: view[lf] + (patterns[lf],) for lf in b.leaves}, prog, planes)
+    if any(st.kind == "gemm_add" for st in prog.steps):
+        wl.identity = Tensor("vta_identity", (1, 1, cfg.block_out, cfg.block_in), "int8")
+        wl.constants = {wl.identity: np.eye(cfg.block_out, dtype=np.int8).reshape(
+            wl.identity.shape)}
+    return wl
 
 
 def _is_dense(lf: Leaf, lead) -> bool:
@@ -665,13 +702,21 @@ def chunk_shape(wl: EltwiseWorkload, cfg: VTAConfig, knobs: EltwiseKnobs) -> tup
     """(tiles per slot, rows, cols) of a chunk for ``knobs`` on ``cfg``."""
     regions = knobs.vthreads * wl.program.slots
     cap = cfg.acc_buff_depth // regions
+    g = sum(st.kind == "gemm_add" for st in wl.program.steps)
+    if g:                              # two INP regions per fused add and virtual thread
+        cap_inp = cfg.inp_buff_depth // (2 * g * knobs.vthreads)
+        if cap_inp < 1 <= cap:
+            raise EltwiseError(f"{wl.out.name}: {2 * g * knobs.vthreads} INP regions ({g} "
+                               f"GEMM-core add(s) x 2 inputs x {knobs.vthreads} virtual "
+                               f"threads) do not fit the {cfg.inp_buff_depth}-tile INP buffer")
+        cap = min(cap, cap_inp)
     fmax = (1 << cfg.alu_layout["dst_factor_out"][1]) - 1
     imax = (1 << cfg.alu_layout["iter_in"][1]) - 1
     xmax = (1 << cfg.mem_layout["x_size"][1]) - 1
     if knobs.max_tiles:
         cap = min(cap, knobs.max_tiles)
     if cap < 1:
-        raise EltwiseError(f"{wl.out.name}: {regions} regions ({wl.program.slots} slots x "
+        raise EltwiseError(f"{wl.out.name}: {regions} regions ({wl.program.slots} slot(s) x "
                            f"{knobs.vthreads} virtual threads) do not fit the "
                            f"{cfg.acc_buff_depth}-tile ACC buffer")
     cols = wl.cols
@@ -726,11 +771,46 @@ def lower_ops(wl: EltwiseWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, planes_t
         return Op(2, "alu", dict(kernel=k, base=(base_d, src, 0), site=site, uop_key=k),
                   tuple(reads), writes)
 
+    def leaf_dma(lf, o, r0, c0, r, c):
+        ostr, rs, cs, pat = wl.leaf_view[lf]
+        off = sum(a * b for a, b in zip(o, ostr)) + (r0 * rs) + (c0 * cs)
+        y, x = box(pat, r, c)
+        return off, y, x, (rs if y > 1 else x)
+
+    def gemm(dst, inp, r, c, reset):
+        loops = tuple(lp for lp in ((r, c, 0 if reset else c, 0), (c, 1, 0 if reset else 1, 0))
+                      if lp[0] > 1)
+        nest = _Nest(None, False, 0, reset=reset, mode="gemm")
+        site = sites.setdefault(("gemm", reset, loops), len(sites))
+        k = _Kernel(nest, loops, ((0, 0, 0),))
+        acc = ("acc", dst, dst + r * c)
+        reads = () if reset else (("inp", inp, inp + r * c), ("wgt", 0, 1), acc)
+        return Op(2, "gemm", dict(kernel=k, base=(dst, 0 if reset else inp, 0), site=site,
+                                  uop_key=k), reads, (acc,))
+
+    n_gemm = sum(st.kind == "gemm_add" for st in prog.steps)
+    if n_gemm:
+        ops.append(Op(1, "load", dict(mem=MemType.WGT, sram=0, tensor=wl.identity, offset=0,
+                                      y=1, x=1, stride=1, pad=(0, 0, 0, 0)),
+                      writes=(("wgt", 0, 1),)))
     for i, (o, r0, c0, r, c) in enumerate(_chunks(wl, nr, nc)):
         region = (i % knobs.vthreads) * prog.slots * cap
         slot = lambda s: region + s * cap          # noqa: E731
+        inp0 = (i % knobs.vthreads) * 2 * n_gemm * cap
+        g = 0
         for step, pats in zip(prog.steps, prog.step_patterns):
-            if step.kind == "load":
+            if step.kind == "gemm_add":             # acc = 0 + a x I + b x I
+                ops.append(gemm(slot(step.dst), 0, r, c, True))
+                for lf in (step.leaf, step.leaf2):
+                    at = inp0 + g * cap
+                    g += 1
+                    off, y, x, stride = leaf_dma(lf, o, r0, c0, r, c)
+                    ops.append(Op(1, "load", dict(mem=MemType.INP, sram=at, tensor=lf.tensor,
+                                                  offset=off, y=y, x=x, stride=stride,
+                                                  pad=(0, 0, 0, 0)),
+                                  writes=(("inp", at, at + y * x),)))
+                    ops.append(gemm(slot(step.dst), at, r, c, False))
+            elif step.kind == "load":
                 lf = step.leaf
                 ostr, rs, cs, pat = wl.leaf_view[lf]
                 off = sum(a * b for a, b in zip(o, ostr)) + (r0 * rs) + (c0 * cs)
@@ -819,8 +899,9 @@ class EltwiseKernel:
         from .pipeline import join_planes
         bufs, allocated = {}, []
         try:
-            for t in self.inputs:
-                arr = inputs.get(t, inputs.get(t.name))
+            consts = getattr(self.workload, "constants", {})
+            for t in self.inputs + list(consts):
+                arr = consts[t] if t in consts else inputs.get(t, inputs.get(t.name))
                 if arr is None:
                     raise EltwiseError(f"run: no array for input {t.name} {t.shape}")
                 arr = np.asarray(arr)
@@ -863,7 +944,8 @@ def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None 
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
     knobs = EltwiseKnobs.of(knobs)
-    wl = out if isinstance(out, EltwiseWorkload) else recognise_eltwise(out, cfg)
+    wl = out if isinstance(out, EltwiseWorkload) else recognise_eltwise(out, cfg,
+                                                                        knobs.gemm_add)
     planes = None
     if wl.planes > 1:
         planes = Tensor(f"{wl.out.name}_planes", (wl.planes,) + wl.out.shape, cfg.out_dtype)

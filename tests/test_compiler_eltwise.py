@@ -51,8 +51,11 @@ def dram_bytes(stats):
 
 # ----------------------------------------------------------------------------- operators
 
+@pytest.mark.parametrize("gemm_add", [True, False])
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_vector_add_and_residual_add_bit_exact(name):
+def test_vector_add_and_residual_add_bit_exact(name, gemm_add):
+    """Both ways of forming a + b: LOAD ACC_8BIT + ALU ADD on the compute module, or the
+    GEMM core (INP loads on the load module, identity weights): same bits, input read once."""
     cfg = CONFIGS[name]
     rng = np.random.default_rng(len(name))
     shape = packed(cfg, 2, 3, 5, 7)
@@ -63,13 +66,16 @@ def test_vector_add_and_residual_add_bit_exact(name):
                      (ops.residual_add(a, b, 5, 4, 3), np.clip((s * 5 + 4) >> 3, -128, 127)),
                      (ops.residual_add(a, b, 3, -7, 2, 0, 100), np.clip((s * 3 - 7) >> 2, 0,
                                                                         100))):
-        k = build(out, cfg)
+        k = build(out, cfg, EltwiseKnobs(gemm_add=gemm_add))
         assert isinstance(k, EltwiseKernel)
         got, stats = k.run(SimDevice(cfg, timed=True), {a: x, b: y})
         assert got.dtype == np.int8 and np.array_equal(got, ref)
-        assert stats["gemm_ops"] == 0 and stats["alu_ops"] > 0 and stats["cycles"] > 0
-        # every input byte read once, every output byte written once
-        assert dram_bytes(stats) == k.workload.dram_minimum() == 3 * x.size
+        assert stats["cycles"] > 0 and (stats["gemm_ops"] > 0) == gemm_add
+        assert stats["alu_ops"] > 0 or (gemm_add and out.name == "add")
+        # every input byte read once, every output byte written once (+ one identity tile)
+        wgt = stats["dram_read_bytes"]["wgt"]
+        assert wgt == (cfg.block_in * cfg.block_out if gemm_add else 0)
+        assert dram_bytes(stats) - wgt == k.workload.dram_minimum() == 3 * x.size
 
 
 OPS = {
@@ -233,17 +239,21 @@ def test_two_virtual_threads_overlap_stores_and_max_tiles():
     feeds = {a: rand(rng, shape, np.int8), b: rand(rng, shape, np.int8)}
     out = ops.residual_add(a, b, 5, 4, 3)
     res = {}
-    for vt, mt in ((1, None), (2, None), (2, 64), (3, 100)):
-        k = build(out, cfg, EltwiseKnobs(vthreads=vt, max_tiles=mt))
+    for vt, mt, ga in ((1, None, False), (2, None, False), (2, 64, False), (3, 100, False),
+                       (1, None, True), (2, None, True), (3, 50, True)):
+        k = build(out, cfg, EltwiseKnobs(vthreads=vt, max_tiles=mt, gemm_add=ga))
         got, stats = k.run(SimDevice(cfg, timed=True), feeds)
-        res[(vt, mt)] = (got, stats["cycles"])
+        res[(vt, mt, ga)] = (got, stats["cycles"])
         if mt:
             assert f"chunks of 1x{mt} tiles" in k.show("lower")
-    ref = res[(1, None)][0]
+        assert ("GEMM(0 + inp a x I + inp b x I)" in k.show("lower")) == ga
+        assert ("ADD(s0, s1)" in k.show("lower")) != ga
+    ref = evaluate(out, feeds)
     assert all(np.array_equal(g, ref) for g, _ in res.values())
-    assert res[(2, None)][1] < res[(1, None)][1]          # stores run under the next chunk
-    k = build(out, cfg)
-    assert "push" in k.show("coproc_sync") and "ADD(s0, s1)" in k.show("lower")
+    for ga in (False, True):           # stores (and INP loads) run under the next chunk
+        assert res[(2, None, ga)][1] < res[(1, None, ga)][1]
+    assert res[(2, None, True)][1] < res[(2, None, False)][1]      # the GEMM-core add
+    assert "push" in build(out, cfg).show("coproc_sync")
 
 
 # ----------------------------------------------------------------------------- refusals
@@ -344,8 +354,8 @@ def test_knob_and_run_errors():
                                            r"Knobs \(GEMM knobs do not apply: there is no "
                                            r"GEMM\)$"):
         build(out, cfg, Knobs())
-    with pytest.raises(EltwiseError, match=r"^an element-wise kernel takes the knobs vthreads "
-                                           r"and max_tiles, not tile_h$"):
+    with pytest.raises(EltwiseError, match=r"^an element-wise kernel takes the knobs vthreads, "
+                                           r"max_tiles and gemm_add, not tile_h$"):
         build(out, cfg, {"tile_h": 2})
     assert build(out, cfg, {"vthreads": 1}).knobs == EltwiseKnobs(vthreads=1)
     with pytest.raises(EltwiseError, match=r"^EltwiseKnobs: vthreads must be a positive "
@@ -354,8 +364,15 @@ def test_knob_and_run_errors():
     with pytest.raises(EltwiseError, match=r"^EltwiseKnobs: max_tiles must be a positive "
                                            r"integer or None, not -1$"):
         EltwiseKnobs(max_tiles=-1)
-    with pytest.raises(EltwiseError, match=r"^add: 3000 regions \(2 slots x 1500 virtual "
+    with pytest.raises(EltwiseError, match=r"^EltwiseKnobs: gemm_add must be True or False, "
+                                           r"not 1$"):
+        EltwiseKnobs(gemm_add=1)
+    with pytest.raises(EltwiseError, match=r"^add: 3000 regions \(2 slot\(s\) x 1500 virtual "
                                            r"threads\) do not fit the 2048-tile ACC buffer"):
+        build(out, cfg, EltwiseKnobs(vthreads=1500, gemm_add=False))
+    with pytest.raises(EltwiseError, match=r"^add: 3000 INP regions \(1 GEMM-core add\(s\) x 2 "
+                                           r"inputs x 1500 virtual threads\) do not fit the "
+                                           r"2048-tile INP buffer$"):
         build(out, cfg, EltwiseKnobs(vthreads=1500))
     k = build(out, cfg)
     x = np.zeros(sh, np.int8)
@@ -371,7 +388,7 @@ def test_knob_and_run_errors():
     with pytest.raises(EltwiseError, match=r"^run the kernel first"):
         k.instructions()
     k.run(SimDevice(cfg), {a: x, b: x})
-    assert "ALU" in k.instructions()
+    assert "GEMM" in k.instructions() and "STORE" in k.instructions()
 
 
 def test_operator_argument_errors():
@@ -420,11 +437,12 @@ def test_vector_add_and_residual_add_on_rtl():
               {a: x, b: y}),
              (ops.subtract(a, v, out_dtype="int32"), x.astype(np.int64) - vv[None, :, None,
                                                                            None], {a: x, v: vv})]
-    for out, ref, feeds in cases:
-        k = build(out, cfg, EltwiseKnobs(max_tiles=8))      # several chunks, two threads
+    for (out, ref, feeds), gemm_add in zip(cases + cases[:1], (True, True, True, False)):
+        # several chunks, two threads; a + b on the GEMM core, then on the ALU
+        k = build(out, cfg, EltwiseKnobs(max_tiles=8, gemm_add=gemm_add))
         got, stats = k.run(RtlDevice(cfg, capacity=1 << 20), feeds)
         assert np.array_equal(got, ref), out.name
-        assert stats["cycles"] > 0 and stats["alu_ops"] > 0
+        assert stats["cycles"] > 0 and stats["alu_ops"] + stats["gemm_ops"] > 0
 
 
 def test_16_bit_accumulator():

@@ -284,8 +284,8 @@ def test_budget_and_operator_errors():
                                         r"depth 32 / 2\); use fewer virtual threads or a "
                                         r"configuration with a larger ACC buffer$"):
         build(ops.max_pool2d(d, 5, 2, 1), cfg)
-    with pytest.raises(EltwiseError, match=r"^a pooling kernel takes the knobs vthreads and "
-                                           r"max_tiles, not nope$"):
+    with pytest.raises(EltwiseError, match=r"^a pooling kernel takes the knobs vthreads, "
+                                           r"max_tiles and gemm_add, not nope$"):
         build(ops.max_pool2d(d, 3, 2, 1), cfg, {"nope": 1})
     from compiler.schedule import Knobs
     with pytest.raises(EltwiseError, match=r"^a pooling kernel takes EltwiseKnobs, not Knobs "
