@@ -12,8 +12,8 @@ checked bit-exact against numpy before it is reported:
   both ways, ALU-only (``EltwiseKnobs(gemm_add=False)``: LOAD ACC_8BIT + ALU ADD) and with
   ``a + b`` on the GEMM core (the default), a **hand-written runtime program**
   (``vta_runtime`` calls: double-buffered LOAD ACC_8BIT x2, ALU ops, STORE, tokens written
-  by hand, the program a VTA expert writes) and the **dummy GEMM** the compiler needed before (a 1x1 conv2d with
-  all-zero weights whose epilogue adds the operands);
+  by hand, the program a VTA expert writes) and the **dummy GEMM** the compiler needed
+  before (a 1x1 conv2d with all-zero weights whose epilogue adds the operands);
 * pooling on ResNet-18's stem output 1x64x112x112 (max 3x3 s2 p1) and on 1x64x56x56 (max and
   average 2x2 s2), global average 1x512x8x8: the compiled kernel and the **gathered-copies**
   baseline (the taps gathered on the host with numpy, the dtype minimum as padding, then an
