@@ -186,3 +186,11 @@ def test_a_point_with_wrong_output_is_kept_out_of_the_fronts(tmp_path, layers, m
              for kind in f.values() for p in kind}
     assert not any(n.startswith("1x8x8") and "_b32_" in n for n in names)
     assert {n for n in names if n.startswith("1x8x8")}        # the other 1x8x8 is there
+
+
+def test_a_file_that_is_not_a_results_database_is_refused(tmp_path, layers):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "dse.sqlite").write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(DseError, match="dse.sqlite: not a DSE results database"):
+        sweep.run_dse(layers, SPACE, out, workers=0, progress=False)

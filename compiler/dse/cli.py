@@ -11,14 +11,13 @@ import sys
 
 from isa.argtypes import nonnegative_int, positive_float, positive_int
 
+from ..executor import ExecutorError
 from .space import DseError
 
 __all__ = ["register", "cmd_dse", "USER_ERRORS"]
 
-
-def _user_errors():
-    from ..executor import ExecutorError
-    return (DseError, ExecutorError)
+#: Errors that are the user's: one line, exit status 2 (``compiler/cli.py`` collects these).
+USER_ERRORS = (DseError, ExecutorError)
 
 
 def cmd_dse(args) -> int:
@@ -79,9 +78,3 @@ def register(sub):
                    help="skip comparing each layer's output with numpy (faster)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_dse)
-
-
-def __getattr__(name):
-    if name == "USER_ERRORS":
-        return _user_errors()
-    raise AttributeError(name)
