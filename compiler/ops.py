@@ -8,7 +8,18 @@
 * epilogues on int32: shift right, bias add (bias packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT)
   int32), relu, clip, cast to int8.
 
-Plus numpy helpers to pack/unpack plain NCHW / OIHW arrays into these layouts.
+Plain layouts, packed and padded by the compiler (any N, C, O):
+
+* ``conv2d_nchw(data (N, C, H, W), kernel (O, C/groups, KH, KW), ..., groups=g)``:
+  grouped and depthwise too (one kernel, block-diagonal groups);
+* ``dense_nc(data (N, C), weight (O, C))``;
+* ``conv2d_transpose_nchw(data (N, C, H, W), kernel (C, O, KH, KW), stride, padding)``
+  (TVM semantics; lowered as a phase-split set of stride-1 convs, :mod:`compiler.transpose`);
+* ``broadcast_add/sub/mul/max/min(x, y)``: ``y`` broadcast against ``x`` as numpy does.
+
+Plus numpy helpers to pack/unpack plain NCHW / OIHW arrays into these layouts, and
+independent numpy references (``conv2d_nchw_reference``, ``grouped_conv2d_reference``,
+``conv2d_transpose_reference``, ``conv2d_transpose_dilated``).
 """
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
     correct = None
     if check:
         from .evaluate import run as te_run
-        correct = bool(np.array_equal(got, te_run(wl.out, feeds)))
+        correct = bool(np.array_equal(got, te_run(wl.user_out or wl.out, feeds)))
     dram = sum(int(stats.get(key, 0)) for key in ("inp_load_bytes", "wgt_load_bytes",
                                                    "acc_load_bytes", "uop_load_bytes",
                                                    "out_store_bytes"))

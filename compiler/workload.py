@@ -9,8 +9,38 @@ ALU MUL -1), and optionally
 a final cast to the output width (the STORE narrowing; without it the accumulator-width
 result leaves as byte planes, see :func:`compiler.lower.output_planes`).
 
+Also accepted:
+
+* **plain layouts** -- conv2d (N, C, H, W) x (O, C/g, KH, KW) (``ops.conv2d_nchw``) and
+  dense (N, C) x (O, C) (``ops.dense_nc``) with any N, C, O: the workload is the packed
+  one with N, C and O zero-padded to the blocks; :attr:`GemmWorkload.host` says how each
+  input is packed on the host and :attr:`GemmWorkload.unpack` crops the result;
+* **grouped / depthwise** conv2d (plain, or packed ``ops.conv2d(..., groups=g)`` with
+  groups of whole blocks): the groups are packed block-diagonally, ``groups`` block
+  groups each reducing over its own ``cb`` input blocks;
+* **broadcast operands**: an epilogue operand is any input (int32, or int8 widened by a
+  cast) read at indices that are each an output axis (at most once, any order) or a
+  constant -- TVM's 6-D bias ``bias[n, o, 0, 0, b, j]``, per-batch, per-row, scalar
+  ``s[()]``; it is repeated over the tile dims it broadcasts over on the host, loaded once
+  when it does not vary along the image (``resident``), else per output tile;
+* **identity copy stages** ``compute(A.shape, lambda *i: A[i])`` anywhere (TVM's
+  ``data_buf``, ``res``): the DMA they mean;
+* trivial index arithmetic (``o // 1``, ``rc * 1 + 0``) as the axis it is.
+
 The result, :class:`GemmWorkload`, is the normal form every later stage works on: dense is
 a conv2d with 1x1 image and kernel.
+
+Example::
+
+    import numpy as np
+    from isa import VTAConfig
+    from compiler import ops, placeholder, recognise
+    x = placeholder((1, 3, 8, 8), "int8", "x")            # 3 channels: padded to a block
+    w = placeholder((20, 3, 3, 3), "int8", "w")           # 20 outputs: two blocks
+    b = placeholder((1, 20, 1, 1), "int32", "b")
+    out = ops.cast_int8(ops.broadcast_add(ops.shr(ops.conv2d_nchw(x, w, 1, 1), 6), b))
+    wl = recognise(out, VTAConfig())
+    assert (wl.cb, wl.ob) == (1, 2) and str(wl.epilogue[1]) == "ADD(b[o])"
 
 Raises
 ------
