@@ -23,7 +23,8 @@ from .test_compiler_broadcast import CFG_NAMES, CONFIGS, wrap
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(CFG_NAMES), st.integers(1, 3), st.integers(1, 40), st.integers(1, 40),
        st.integers(2, 7), st.integers(2, 7), st.sampled_from([1, 3]), st.integers(1, 2),
-       st.sampled_from(["none", "channel", "6d", "scalar"]), st.integers(0, 2**31 - 1))
+       st.sampled_from(["none", "channel", "6d", "scalar", "batch", "pixel", "full8"]),
+       st.integers(0, 2**31 - 1))
 def test_conv2d_nchw_any_channels(cname, n, c, o, h, w, k, stride, bias_form, seed):
     cfg = CONFIGS[cname]
     rng = np.random.default_rng(seed)
@@ -35,10 +36,13 @@ def test_conv2d_nchw_any_channels(cname, n, c, o, h, w, k, stride, bias_form, se
     r = ops.shr(ops.conv2d_nchw(D, K, stride, pad, acc_dtype=cfg.acc_dtype), 5)
     ref = wrap(ops.conv2d_nchw_reference(x, wt, stride, pad), cfg.acc_width) >> 5
     feeds = {D: x, K: wt}
-    shape = {"channel": (o,), "6d": (1, o, 1, 1), "scalar": ()}.get(bias_form)
+    oh, ow = ref.shape[2:]
+    shape = {"channel": (o,), "6d": (1, o, 1, 1), "scalar": (), "batch": (n, 1, 1, 1),
+             "pixel": (oh, ow), "full8": (n, o, oh, ow)}.get(bias_form)
     if shape is not None:
-        bv = rng.integers(-300, 300, shape).astype(np.int16 if cfg.acc_width == 16 else np.int32)
-        B = placeholder(shape, cfg.acc_dtype, "bias")
+        dt = np.int8 if bias_form == "full8" else np.int16 if cfg.acc_width == 16 else np.int32
+        bv = rng.integers(-100, 100, shape).astype(dt)
+        B = placeholder(shape, "int8" if dt == np.int8 else cfg.acc_dtype, "bias")
         if bias_form == "channel":            # (O,) against (N, O, H, W): index o
             r = compute(r.shape, lambda i, j, y, xx: r[i, j, y, xx] + B[j], name="bias")
             ref = ref + bv[None, :, None, None]
