@@ -300,10 +300,17 @@ def _parse_alu(t: Tensor, cfg: VTAConfig, ctx) -> tuple[Tensor, list[AluStep]]:
     steps: list[AluStep] = []
     e = t.body
     while True:
-        src = _elementwise_source(t, e)
+        src = _elementwise_source(t, e) or _exact_round_trip(t, e, cfg)
         if src is not None:
             return _through_copies(src), steps[::-1]
         if not isinstance(e, Binary) or e.op not in ALU_OPS:
+            if isinstance(e, Cast) and isinstance(e.x, Load) and \
+                    not _through_copies(e.x.tensor).is_placeholder:
+                raise TensorizeError(
+                    f"stage {t.name}: {_show(e)} widens the {e.x.tensor.dtype} stage "
+                    f"{e.x.tensor.name} back to {e.dtype}; on VTA that is exact only when "
+                    f"the value was clipped into the {e.x.tensor.dtype} range first (write "
+                    f"{e.x.tensor.name} = cast(clip(x, lo, hi)) with lo, hi in range)")
             if _is_input(e):
                 raise TensorizeError(
                     f"stage {t.name}: reaches the input {_input_name(e)} without a GEMM "
@@ -351,6 +358,39 @@ def _parse_alu(t: Tensor, cfg: VTAConfig, ctx) -> tuple[Tensor, list[AluStep]]:
             steps.append(AluStep(opcode, 0, vec, t.name, full, negate=e.op == "sub",
                                  vary=vary, whole=whole))
         e = a if ob_ else b
+
+
+def _exact_round_trip(t: Tensor, e, cfg: VTAConfig):
+    """``int32(y[i])`` where ``y = int8(z[i])`` and ``z`` is clipped into the int8 range
+    (``clip(x, lo, hi)``, -128 <= lo <= hi <= 127): the narrowing and widening are exact,
+    so the chain continues at ``z`` with no instruction (a requantised value re-entering
+    an int32 epilogue, e.g. before a residual add)."""
+    if not (isinstance(e, Cast) and e.dtype == t.dtype and isinstance(e.x, Load)):
+        return None
+    y = _through_copies(e.x.tensor)
+    if y.is_placeholder or not _is_identity_load(e.x, t) or y.shape != t.shape \
+            or not isinstance(y.body, Cast) or y.dtype != cfg.out_dtype:
+        return None
+    z = _elementwise_source(y, y.body.x)
+    if z is None or z.is_placeholder or z.dtype != t.dtype:
+        return None
+    lo_hi = _clip_bounds(z.body)
+    bits = cfg.out_width
+    if lo_hi is None or not (-(1 << (bits - 1)) <= lo_hi[0] <= lo_hi[1] < 1 << (bits - 1)):
+        return None
+    return z
+
+
+def _clip_bounds(e):
+    """(lo, hi) of ``min(max(x, lo), hi)`` / ``max(min(x, hi), lo)`` (constants), or None."""
+    if not (isinstance(e, Binary) and e.op in ("min", "max") and isinstance(e.a, Binary)
+            and {e.op, e.a.op} == {"min", "max"}):
+        return None
+    outer, inner = e, e.a
+    if not (isinstance(outer.b, Const) and isinstance(inner.b, Const)):
+        return None
+    bounds = {outer.op: outer.b.value, inner.op: inner.b.value}
+    return bounds["max"], bounds["min"]
 
 
 def _is_input(e) -> bool:

@@ -238,3 +238,37 @@ def test_trivial_index_arithmetic_is_the_axis():
            >> 4).astype(np.int8)
     got, _ = build(out, cfg).run(SimDevice(cfg), {D: x, W: w, V: v})
     assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("cname", ["default", "batch2"])
+def test_requantised_residual_add_fuses_into_the_conv(cname):
+    """ResNet's shortcut: y = int8(clip(conv >> s)), then clip(((int32(y) + int32(res)) * 5
+    + 4) >> 3): the int8 round trip of a clipped value is exact, so the whole block is one
+    kernel (no instruction for the casts); without the clip it is refused, saying why."""
+    from compiler.te import cast
+    cfg = CONFIGS[cname]
+    rng = np.random.default_rng(12)
+    n = cfg.batch
+    x = rng.integers(-128, 128, (n, 32, 6, 6), dtype=np.int8)
+    wt = rng.integers(-128, 128, (32, 32, 3, 3), dtype=np.int8)
+    res = rng.integers(-128, 128, (n, 32, 6, 6), dtype=np.int8)
+    D, K, R = (placeholder(x.shape, "int8", "x"), placeholder(wt.shape, "int8", "w"),
+               placeholder(res.shape, "int8", "res"))
+    conv = ops.shr(ops.conv2d_nchw(D, K, 1, 1, acc_dtype=cfg.acc_dtype), 9)
+    y = ops.cast_int8(ops.clip_op(conv, -128, 127), name="y")
+    z = compute(y.shape, lambda *i: (cast(cfg.acc_dtype, y[i]) + cast(cfg.acc_dtype, R[i])) * 5
+                + 4, name="resadd")
+    out = ops.cast_int8(ops.clip_op(ops.shr(z, 3), -128, 127))
+    wl = recognise(out, cfg)
+    assert [str(s_) for s_ in wl.epilogue] == ["SHR(9)", "MAX(-128)", "MIN(127)", "ADD(res)",
+                                               "MUL(5)", "ADD(4)", "SHR(3)", "MAX(-128)",
+                                               "MIN(127)"]
+    got, _ = build(out, cfg).run(SimDevice(cfg), {D: x, K: wt, R: res})
+    ref = np.clip(wrap(ops.conv2d_nchw_reference(x, wt, 1, 1), cfg.acc_width) >> 9, -128, 127)
+    ref = np.clip((((ref + res) * 5 + 4) >> 3), -128, 127).astype(np.int8)
+    assert np.array_equal(got, ref)
+    y2 = ops.cast_int8(conv, name="y2")                   # no clip: the cast wraps
+    z2 = compute(y2.shape, lambda *i: cast(cfg.acc_dtype, y2[i]) + 1, name="re")
+    with pytest.raises(TensorizeError, match=r"stage re: int32\(y2\[i0, i1, i2, i3\]\) "
+                                             r"widens the int8 stage y2 back to int32"):
+        recognise(ops.cast_int8(z2), cfg)
