@@ -12,7 +12,11 @@ read another value (the dtype minimum of a max-pool) are set by an ALU ADD over 
 tiles.  The output band is then initialised to the first tap (``MIN 0, MAX 0, ADD tap``)
 and every further tap is one ALU instruction (MAX, MIN or ADD) whose two hardware loops
 walk the output band with strided source factors (``sy * row pitch``, ``sx``): no gathered
-copies.  An average ends with an exact ``SHR log2(kh*kw)`` (floor division), which is why
+copies.  Sums of int8 windows (average pooling) run on the GEMM core instead
+(``EltwiseKnobs.gemm_add``, the default): the band is LOADed into the INP SRAM by the load
+module, under the previous band's compute, and each tap is one GEMM instruction adding
+``inp x I`` (an identity weight tile) into the reset accumulator, with the same strided
+loops.  An average ends with an exact ``SHR log2(kh*kw)`` (floor division), which is why
 only power-of-two windows run here; others raise :class:`CpuOnlyError` (the op belongs on
 the CPU path).  Consecutive bands re-read only the ``kh - sy`` rows they share.
 
@@ -35,7 +39,7 @@ Example (runnable as it stands)::
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -71,6 +75,8 @@ class PoolWorkload:
     planes: int               # 1: output stored as is; >1 byte planes
     kind: str = "pool"
     epilogue: tuple = ()
+    identity: Tensor | None = None     # the identity weight tile of GEMM-core sums
+    constants: dict = field(default_factory=dict)
 
     @property
     def inputs(self) -> list:
@@ -257,21 +263,32 @@ def _whole_planes(wl: PoolWorkload) -> bool:
     return (wl.kh, wl.kw) == wl.data.shape[2:4] and not any(wl.pads)
 
 
-def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs):
-    """(planes per chunk, output rows per chunk, output columns per chunk): whole planes for
-    a global pool, else bands of whole rows, else pieces of one row."""
+def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, gemm: bool = False):
+    """(planes per chunk, output rows per chunk, output columns per chunk): bands of whole
+    rows, else pieces of one row.  ``gemm``: the input band lives in the INP SRAM, the
+    output in ACC; else both share a virtual thread's ACC region."""
     oh, ow = wl.oh, wl.ow
     cap = cfg.acc_buff_depth // knobs.vthreads
     if knobs.max_tiles:
         cap = min(cap, knobs.max_tiles)
+    if gemm:
+        cap_in = cfg.inp_buff_depth // knobs.vthreads
+        if knobs.max_tiles:
+            cap_in = min(cap_in, knobs.max_tiles)
+
+        def fits(r_in, wp, n_out):
+            return r_in * wp <= cap_in and n_out <= cap
+    else:
+        def fits(r_in, wp, n_out):
+            return r_in * wp + n_out <= cap
     fmax = (1 << cfg.alu_layout["src_factor_out"][1]) - 1
     wp = (ow - 1) * wl.sx + wl.kw
     for nr in range(oh, 0, -1):
         r_in = (nr - 1) * wl.sy + wl.kh
-        if r_in * wp + nr * ow <= cap and (nr == 1 or wl.sy * wp <= fmax):
+        if fits(r_in, wp, nr * ow) and (nr == 1 or wl.sy * wp <= fmax):
             return 1, nr, ow
     for nc in range(ow - 1, 0, -1):
-        if wl.kh * ((nc - 1) * wl.sx + wl.kw) + nc <= cap:
+        if fits(wl.kh, (nc - 1) * wl.sx + wl.kw, nc):
             return 1, 1, nc
     raise PoolError(f"stage {wl.out.name}: one output tile needs {wl.kh * wl.kw + 1} ACC "
                     f"tiles, more than the {cap} a virtual thread has (ACC depth "
@@ -313,9 +330,29 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
         return Op(2, "alu", dict(kernel=k, base=(dst, dst if src is None else src, 0),
                                  site=site, uop_key=k), tuple(reads), (d_rng,))
 
+    def gemm_op(dst, d_rng, loops, src=0, s_rng=None, reset=False):
+        """One GEMM instruction: ``acc[dst] (+)= inp[src] x I`` under ``loops``."""
+        loops = tuple(lp for lp in loops if lp[0] > 1)
+        nest = _Nest(None, False, 0, reset=reset, mode="gemm")
+        site = sites.setdefault(("gemm", reset, loops), len(sites))
+        k = _Kernel(nest, loops, ((0, 0, 0),))
+        reads = () if reset else (s_rng, ("wgt", 0, 1), d_rng)
+        return Op(2, "gemm", dict(kernel=k, base=(dst, src, 0), site=site, uop_key=k), reads,
+                  (d_rng,))
+
     if _whole_planes(wl):
         return _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op)
-    _, nr_max, nc_max = _plan(wl, cfg, knobs)
+    gemm = (wl.op == "sum" and wl.data.dtype == "int8" and wl.pad_value == 0
+            and knobs.gemm_add and cfg.block_in == cfg.block_out)
+    _, nr_max, nc_max = _plan(wl, cfg, knobs, gemm)
+    cap_in = cfg.inp_buff_depth // knobs.vthreads
+    if gemm:                      # sums of int8 taps on the GEMM core (identity weights)
+        wl.identity = Tensor("vta_identity", (1, 1, cfg.block_out, cfg.block_in), "int8")
+        wl.constants = {wl.identity: np.eye(cfg.block_out, dtype=np.int8).reshape(
+            wl.identity.shape)}
+        ops.append(Op(1, "load", dict(mem=MemType.WGT, sram=0, tensor=wl.identity, offset=0,
+                                      y=1, x=1, stride=1, pad=(0, 0, 0, 0)),
+                      writes=(("wgt", 0, 1),)))
     ov = wl.kh - wl.sy            # input rows a band shares with the previous one
     reuse = (knobs.vthreads >= 2 and nc_max == ow and ov > 0 and wl.kh <= (nr_max + 1) * wl.sy)
     total = planes_total * oh * ow
@@ -325,38 +362,42 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
         for oy0 in range(0, oh, nr_max):
             for ox0 in range(0, ow, nc_max):
                 nr, nc = min(nr_max, oh - oy0), min(nc_max, ow - ox0)
-                base = (i % knobs.vthreads) * cap
-                i += 1
+                base = (i % knobs.vthreads) * (cap_in if gemm else cap)
                 r_in = (nr - 1) * wl.sy + wl.kh
                 wp = (nc - 1) * wl.sx + wl.kw
                 iy0, ix0 = oy0 * wl.sy - pt, ox0 * wl.sx - pl
                 skip = ov if (reuse and prev is not None) else 0
                 first_row = iy0 + skip            # the first input row this region holds
                 rows = r_in - skip
-                in_rng = ("acc", base, base + rows * wp)
-                out0 = base + r_in * wp
+                in_rng = ("inp" if gemm else "acc", base, base + rows * wp)
+                out0 = (i % knobs.vthreads) * cap if gemm else base + r_in * wp
                 out_rng = ("acc", out0, out0 + nr * nc)
+                i += 1
+                stage, lmem = (1, MemType.INP) if gemm else (2, mem)
                 y0, y1 = max(first_row, 0), min(iy0 + r_in, h)
                 x0, x1 = max(ix0, 0), min(ix0 + wp, w)
                 pad = (y0 - first_row, iy0 + r_in - y1, x0 - ix0, ix0 + wp - x1)
                 if y1 > y0:
-                    ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data,
-                                                  offset=q * h * w + y0 * w + x0, y=y1 - y0,
-                                                  x=x1 - x0, stride=w, pad=pad),
+                    ops.append(Op(stage, "load", dict(mem=lmem, sram=base, tensor=wl.data,
+                                                      offset=q * h * w + y0 * w + x0,
+                                                      y=y1 - y0, x=x1 - x0, stride=w, pad=pad),
                                   writes=(in_rng,)))
                 else:         # the rows left to load are all padding: zero rows only
                     pad = (rows, 0, 0, 0)
-                    ops.append(Op(2, "load", dict(mem=mem, sram=base, tensor=wl.data,
-                                                  offset=q * h * w, y=0, x=wp, stride=wp,
-                                                  pad=pad), writes=(in_rng,)))
+                    ops.append(Op(stage, "load", dict(mem=lmem, sram=base, tensor=wl.data,
+                                                      offset=q * h * w, y=0, x=wp, stride=wp,
+                                                      pad=pad), writes=(in_rng,)))
                 for r0, nrows, c0, ncols in (_pad_runs(*pad, rows, wp) if fix else ()):
                     at = base + r0 * wp + c0
                     for opcode, imm in fix:
                         ops.append(alu(opcode, at, in_rng, ((nrows, wp, wp, 0),
                                                             (ncols, 1, 1, 0)), imm=imm))
                 dloops = ((nr, nc, nc, 0), (nc, 1, 1, 0))
-                # the output starts at 0 (MUL 0: any garbage), then the first tap is ADDed
-                ops.append(alu(AluOp.MUL, out0, out_rng, dloops, imm=0))
+                if gemm:      # the output starts at 0 (GEMM reset), every tap adds inp x I
+                    ops.append(gemm_op(out0, out_rng, ((nr, nc, 0, 0), (nc, 1, 0, 0)),
+                                       reset=True))
+                else:         # the output starts at 0 (MUL 0: any garbage), then taps
+                    ops.append(alu(AluOp.MUL, out0, out_rng, dloops, imm=0))
                 first = True
                 for ry in range(wl.kh):
                     # output rows [0, m) read row oy*sy+ry < skip: the previous region
@@ -371,9 +412,10 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
                             if hi <= lo:
                                 continue
                             src = rb + (iy0 + lo * wl.sy + ry - rf) * wp + rx
-                            ops.append(alu(op, out0 + lo * nc, out_rng,
-                                           ((hi - lo, nc, wl.sy * wp, 0), (nc, 1, wl.sx, 0)),
-                                           src=src, s_rng=rr))
+                            loops = ((hi - lo, nc, wl.sy * wp, 0), (nc, 1, wl.sx, 0))
+                            ops.append(gemm_op(out0 + lo * nc, out_rng, loops, src, rr)
+                                       if gemm else alu(op, out0 + lo * nc, out_rng, loops,
+                                                        src=src, s_rng=rr))
                 prev = (base, first_row, in_rng)
                 if wl.shift:
                     ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=wl.shift))
@@ -385,7 +427,8 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
                                   reads=(out_rng,)))
                     if p + 1 < wl.planes:
                         ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=cfg.out_width))
-    return ops, f"{nr_max}x{nc_max} output tiles per chunk"
+    return ops, (f"{nr_max}x{nc_max} output tiles per chunk"
+                 + (", taps summed on the GEMM core" if gemm else ""))
 
 
 def _tree(alu, op, base, n, rng, planes=1, pitch=0) -> list:
