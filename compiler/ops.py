@@ -268,13 +268,23 @@ def conv2d_transpose_dilated(x: np.ndarray, wt: np.ndarray, stride: int, pad: in
 
 def grouped_conv2d_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad,
                              groups: int) -> np.ndarray:
-    """Plain NCHW grouped conv2d in int64: each group's slice through
-    :func:`conv2d_nchw_reference` (independent of the compiler)."""
-    c, o = x.shape[1], wt.shape[0]
-    cg, og = c // groups, o // groups
-    return np.concatenate([conv2d_nchw_reference(x[:, g * cg:(g + 1) * cg],
-                                                 wt[g * og:(g + 1) * og], stride, pad)
-                           for g in range(groups)], axis=1)
+    """Plain NCHW grouped conv2d in int64 (independent of the compiler): one einsum per
+    kernel tap over the (group, out-channel, in-channel) blocks of a padded, strided view;
+    ``pad`` as in :func:`conv2d`."""
+    n, c, h, w = x.shape
+    o, cg, kh, kw = wt.shape
+    og = o // groups
+    pt, pb, pl, pr = padding4(pad)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
+    wg = wt.astype(np.int64).reshape(groups, og, cg, kh, kw)
+    out = np.zeros((n, groups, og, oh, ow), np.int64)
+    for dy in range(kh):
+        for dx in range(kw):
+            patch = xp[:, :, dy:dy + stride * oh:stride, dx:dx + stride * ow:stride]
+            out += np.einsum("ngchw,goc->ngohw", patch.reshape(n, groups, cg, oh, ow),
+                             wg[:, :, :, dy, dx], optimize=True)
+    return out.reshape(n, o, oh, ow)
 
 
 def dense_nc(data: Tensor, weight: Tensor, name: str = "dense", acc_dtype: str = "int32") -> Tensor:

@@ -124,3 +124,15 @@ def test_packed_block_grouped_conv(cname, g, cbg, obg):
     got, _ = build(out, cfg, verify_ir=True).run(
         SimDevice(cfg), {D: ops.pack_nchw(x, B, BI), K: ops.pack_oihw(w, BO, BI)})
     assert np.array_equal(ops.unpack_nchw(got), ref.astype(np.int8))
+
+
+def test_grouped_reference_is_per_group_conv():
+    """The vectorised grouped reference equals per-group plain convs (im2col)."""
+    rng = np.random.default_rng(0)
+    for g, cg, og, pad in ((1, 3, 5, 1), (4, 2, 3, (1, 0, 2, 1)), (8, 1, 1, 0)):
+        x = rng.integers(-128, 128, (2, g * cg, 7, 6))
+        w = rng.integers(-128, 128, (g * og, cg, 3, 2))
+        ref = np.concatenate([ops.conv2d_nchw_reference(x[:, i * cg:(i + 1) * cg],
+                                                        w[i * og:(i + 1) * og], 2, pad)
+                              for i in range(g)], axis=1)
+        assert np.array_equal(ops.grouped_conv2d_reference(x, w, 2, pad, g), ref)
