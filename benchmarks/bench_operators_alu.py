@@ -222,7 +222,7 @@ def pool_rows(cfg, rng, quick):
         assert np.array_equal(bgot, ref), name + " (gathered)"
         rows.append(row(f"{name} 1x{shape[1] * 16}x{shape[2]}x{shape[3]}", kern, stats, secs,
                         kern.workload.dram_minimum(), None,
-                        f"{k * k} gathered copies + ALU-only {op}", bstats))
+                        f"{k * k} gathered copies + element-wise {op}", bstats))
     return rows
 
 
