@@ -9,7 +9,8 @@ outputs ``y = s*qy + py``, ``x = s*qx + px``) is its own stride-1 conv of the *u
 input with the sub-kernel of the taps that reach that phase (flipped), so no product
 involves an inserted zero; the phases' programs run as one instruction stream (dependency
 tokens over the whole stream, one synchronisation) and the host interleaves their outputs.  The epilogue (shift, bias, clip, cast...) is applied in
-every phase; its operands may vary along N and channels but not along the image.
+every phase; an operand read along the image (a residual) is sliced to each phase's pixels
+on the host.
 
 Example::
 
@@ -30,7 +31,7 @@ Example::
 Raises
 ------
 TensorizeError
-    for an epilogue operand that varies along the image.
+    for an epilogue operand read along the image at anything but the row / column axis.
 """
 
 from __future__ import annotations
@@ -120,6 +121,34 @@ class PhaseKernelPrep:
         return np.ascontiguousarray(a.transpose(1, 0, 2, 3))
 
 
+@dataclass(frozen=True)
+class PhaseSlice:
+    """Host-side phase view of an epilogue operand read along the image: conv output row
+    ``q`` of phase ``py`` is output row ``s*(q - skip) + py`` (zero where cropped)."""
+    user_shape: tuple
+    dy: int | None
+    dx: int | None
+    s: int
+    py: int
+    px: int
+    skip: tuple
+    shape: tuple
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.shape, a.dtype)
+        src = [slice(None)] * a.ndim
+        dst = [slice(None)] * a.ndim
+        for d, p, sk in ((self.dy, self.py, self.skip[0]), (self.dx, self.px, self.skip[1])):
+            if d is None:
+                continue
+            n = len(range(p, a.shape[d], self.s))
+            n = min(n, self.shape[d] - sk)
+            src[d] = slice(p, p + self.s * n, self.s)
+            dst[d] = slice(sk, sk + n)
+        out[tuple(dst)] = a[tuple(src)]
+        return out
+
+
 @dataclass
 class PhaseSplitKernel:
     """The compiled phases of a conv2d_transpose; :meth:`run` has CompiledKernel's
@@ -135,7 +164,7 @@ class PhaseSplitKernel:
 
     @property
     def gemm_uops(self) -> int:
-        return sum(ck.workload.gemm_uops for _, ck, _ in self.kernels)
+        return sum(ck.workload.gemm_uops for _, ck, _, _ in self.kernels)
 
     def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
         """All phases in one instruction stream (one synchronisation): their programs are
@@ -158,9 +187,18 @@ class PhaseSplitKernel:
         allocated, shared, parts = [], {}, []
         own = cq is None
         try:
-            for ph, ck, kp in self.kernels:
+            for ph, ck, kp, slices in self.kernels:
                 feeds = dict(inputs)
                 feeds[kp] = PhaseKernelPrep(ph.ky, ph.kx)(wv)
+                for Tp, (T, sl) in slices.items():      # operands read along the image
+                    src = inputs.get(T, inputs.get(T.name))
+                    if src is None:
+                        raise TensorizeError(f"run: no array for input {T.name} {T.shape}")
+                    src = np.asarray(src)
+                    if src.shape != T.shape:
+                        raise TensorizeError(f"run: input {T.name} has shape {src.shape}, "
+                                             f"expected {T.shape}")
+                    feeds[Tp] = sl(src)
                 bufs, ob = ck.upload(dev, feeds, allocated, shared)
                 ops = [Op(o.stage, o.kind, o.args, o.reads, o.writes) for o in ck.ops]
                 parts.append((ph, ck, bufs, ob, ops))
@@ -204,6 +242,11 @@ def _rebuild(e, tmap: dict, amap: dict):
     raise TensorizeError(f"conv2d_transpose epilogue: cannot re-target {e!r}")
 
 
+def _show_index(e) -> str:
+    from .intrin import show_expr
+    return show_expr(e)
+
+
 def _spatial_free(e, axes) -> bool:
     """No input read by ``e`` varies along ``axes`` (extent-1 dimensions do not vary)."""
     from .te import walk
@@ -230,12 +273,28 @@ def build_transpose(out: Tensor, cfg: VTAConfig, knobs=None, **opts) -> PhaseSpl
     while t is not red:
         chain.append(t)
         t = next(x for x in t.inputs() if not x.is_placeholder)
+    image_ops = {}             # operand -> its (row dim, column dim) read at y / x
     for st in chain:
         y_ax, x_ax = st.axes[2], st.axes[3]
-        if not _spatial_free(st.body, {y_ax, x_ax}):
-            raise TensorizeError(f"stage {st.name}: an operand of a conv2d_transpose "
-                                 f"epilogue varies along the image; only per-batch, "
-                                 f"per-channel and scalar operands are supported")
+        if _spatial_free(st.body, {y_ax, x_ax}):
+            continue
+        from .te import walk
+        for ld in (n for n in walk(st.body) if isinstance(n, Load) and n.tensor.is_placeholder):
+            dims = [None, None]
+            for d, (i, size) in enumerate(zip(ld.indices, ld.tensor.shape)):
+                if size == 1 or not any(a in (y_ax, x_ax) for a in walk(i)):
+                    continue
+                if i is y_ax and dims[0] is None:
+                    dims[0] = d
+                elif i is x_ax and dims[1] is None:
+                    dims[1] = d
+                else:
+                    raise TensorizeError(f"stage {st.name}: operand {ld.tensor.name} is read "
+                                         f"at {_show_index(i)} along the image; a "
+                                         f"conv2d_transpose epilogue operand must be indexed "
+                                         f"by the output row / column axes themselves")
+            if dims != [None, None]:
+                image_ops[ld.tensor] = tuple(dims)
     kernels = []
     for ph in phases(h, w, kh, kw, s, pad, oh, ow):
         kp = placeholder((o, c, len(ph.ky), len(ph.kx)), kernel.dtype,
@@ -243,6 +302,16 @@ def build_transpose(out: Tensor, cfg: VTAConfig, knobs=None, **opts) -> PhaseSpl
         cur = ops.conv2d_nchw(data, kp, 1, ph.pads, name=f"{red.name}_p{ph.py}{ph.px}",
                               acc_dtype=red.dtype)
         tmap = {red: cur}
+        slices = {}            # phase operand -> (user operand, dims, phase geometry)
+        for T, (dy, dx) in image_ops.items():
+            shape = list(T.shape)
+            for d, extent in ((dy, cur.shape[2]), (dx, cur.shape[3])):
+                if d is not None:
+                    shape[d] = extent
+            Tp = placeholder(tuple(shape), T.dtype, f"{T.name}_p{ph.py}{ph.px}")
+            tmap[T] = Tp
+            slices[Tp] = (T, PhaseSlice(T.shape, dy, dx, s, ph.py, ph.px, ph.skip,
+                                        tuple(shape)))
         for st in reversed(chain):
             shape = (n, st.shape[1]) + cur.shape[2:]     # >= (qh, qw): cropped on the host
 
@@ -251,9 +320,11 @@ def build_transpose(out: Tensor, cfg: VTAConfig, knobs=None, **opts) -> PhaseSpl
             new = compute(shape, body, name=st.name, dtype=st.dtype, tag=st.tag)
             tmap[st] = new
             cur = new
-        kernels.append((ph, build(cur, cfg, knobs, **opts), kp))
-    inputs = [data, kernel] + [x for _, ck, kp in kernels for x in ck.inputs
-                               if x is not kp and x is not data]
+        kernels.append((ph, build(cur, cfg, knobs, **opts), kp, slices))
+    phase_ops = {Tp for *_, sl in kernels for Tp in sl}
+    inputs = [data, kernel] + [x for _, ck, kp, _ in kernels for x in ck.inputs
+                               if x is not kp and x is not data and x not in phase_ops] + \
+        list(image_ops)
     return PhaseSplitKernel(cfg, out, data, kernel, s, kernels, time.perf_counter() - t0,
                             list(dict.fromkeys(inputs)))
 
