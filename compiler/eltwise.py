@@ -14,18 +14,27 @@ last two dimensions are one accumulator tile ``(BATCH, BLOCK_OUT)``, over
 
 Each output tile is computed in the ACC SRAM by ALU micro-ops (ADD, MIN, MAX, MUL, SHR;
 ``x - y`` as ADD of ``y`` negated by MUL -1; shifts beyond the portable +-16 split in
-pieces; a constant outside the 16-bit immediate split into several ADDs).  Intermediate
-results of a narrower dtype than the accumulator are wrapped by a shift-left/shift-right
-pair only when an exact interval analysis says they may overflow it, so the kernel is
-bit-exact with :func:`compiler.evaluate` for every input.  An int8 result leaves through the
-STORE's narrowing; an accumulator-width result leaves as byte planes (store, SHR 8, ...).
+pieces; a constant outside the 16-bit immediate split into several ADDs).  Wrapping is
+exact: an interval analysis tracks every value, and a node of a narrower dtype than the
+accumulator is wrapped (a shift-left/shift-right pair) only when it may overflow and
+something above it needs more than its low bits (min, max, a right shift; not a STORE, a
+cast or a ring op), so the kernel is bit-exact with :func:`compiler.evaluate` for every
+input; a value that could exceed a narrower accumulator (16-bit configurations) where the
+expression does not wrap is refused.  An int8 result leaves through the STORE's narrowing;
+an accumulator-width result leaves as byte planes (store, SHR 8, store, ...).
+
+The sum of two int8 inputs read element-wise runs on the GEMM core by default
+(:class:`EltwiseKnobs` ``gemm_add``): both are LOADed into the INP SRAM by the load module,
+under the previous chunk's compute, and multiplied by an identity weight tile into the reset
+accumulator (3 GEMM cycles per tile instead of LOAD ACC_8BIT's bus beats plus a vector ALU
+ADD on the compute module).
 
 The tile space is cut into chunks (boxes of ``rows x cols`` tiles) that fill the ACC SRAM,
 one register file of ``slots`` chunk-sized regions per virtual thread (Sethi-Ullman
 allocation), and the op program gets its dependency tokens from
 :func:`compiler.program.insert_dependencies`: with two virtual threads the STOREs of one
-chunk run under the LOADs and ALU ops of the next.  (LOAD ACC runs on VTA's compute module,
-so loads and ALU ops of one module are serial by construction.)
+chunk (and the INP loads of the next) run under the compute of another.  (LOAD ACC runs on
+VTA's compute module, so those loads and the ALU ops are serial by construction.)
 
 Example (runnable as it stands)::
 
