@@ -15,6 +15,7 @@ from compiler.eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs
 from compiler.pool import CpuOnlyError, PoolError
 from compiler.te import TEError, cast, compute, placeholder, reduce_axis, select
 from compiler.te import max as te_max
+from compiler.te import min as te_min
 from compiler.te import sum as te_sum
 from isa import VTAConfig
 from vta_runtime import SimDevice
@@ -106,7 +107,7 @@ def test_input_read_once():
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(sorted(CONFIGS)), st.sampled_from(["max", "avg", "sum32"]),
+@given(st.sampled_from(sorted(CONFIGS)), st.sampled_from(["max", "avg", "sum32", "min"]),
        st.integers(1, 4), st.integers(1, 4), st.integers(1, 3), st.integers(1, 3),
        st.integers(1, 9), st.integers(1, 9), st.integers(1, 2), st.sampled_from([None, 7, 40]),
        st.booleans(), st.integers(0, 2**31 - 1), st.data())
@@ -121,17 +122,19 @@ def test_random_windows(name, op, kh, kw, sy, sx, h, w, vt, max_tiles, gemm_add,
     dt = "int32" if op == "sum32" else "int8"
     d = placeholder(shape, dt, "x")
     x = rand(rng, shape, np.int8).astype(dt)
-    if op == "sum32":                 # a plain window sum in int32 (no division)
+    if op in ("sum32", "min"):        # a window sum in int32 (no division); a min-pool
         pt, pb, pl, pr = pads
         oh, ow = (h + pt + pb - kh) // sy + 1, (w + pl + pr - kw) // sx + 1
         ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+        red, fill = (te_sum, 0) if op == "sum32" else (te_min, 127)
 
         def body(n, c, y, xx, b, j):
             iy, ix = y * sy + ry - pt, xx * sx + rx - pl
-            return te_sum(select((iy >= 0) & (iy < h) & (ix >= 0) & (ix < w),
-                                 d[n, c, iy, ix, b, j], 0), [ry, rx])
-        out = compute(shape[:2] + (oh, ow) + shape[4:], body, name="wsum")
-        ref = pool_sum(x, kh, kw, sy, sx, pads)
+            return red(select((iy >= 0) & (iy < h) & (ix >= 0) & (ix < w),
+                              d[n, c, iy, ix, b, j], fill), [ry, rx])
+        out = compute(shape[:2] + (oh, ow) + shape[4:], body, name="wred")
+        ref = pool_sum(x, kh, kw, sy, sx, pads) if op == "sum32" else -pool_ref(
+            -x.astype(np.int16), (kh, kw), (sy, sx), pads, "max")
     else:
         make = ops.max_pool2d if op == "max" else ops.avg_pool2d
         out = make(d, (kh, kw), (sy, sx), pads)
