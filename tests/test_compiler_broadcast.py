@@ -44,7 +44,7 @@ def _pick_knobs(wl, cfg, seed):
     return legal[seed % len(legal)] if legal else None
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(CFG_NAMES), st.integers(1, 2), st.integers(1, 2), st.integers(1, 2),
        st.integers(2, 6), st.integers(2, 6), st.sampled_from([1, 3]), st.integers(1, 2),
        st.lists(st.booleans(), min_size=6, max_size=6), st.sampled_from(sorted(OPS)),
@@ -78,7 +78,7 @@ def test_conv2d_broadcast_operand(cname, nbk, cb, ob, h, w, k, stride, vary, op,
     assert stats["gemm_ops"] >= wl.gemm_uops      # + scratch uops of tiny tiles
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(CFG_NAMES), st.integers(1, 3), st.integers(1, 3), st.integers(1, 4),
        st.lists(st.booleans(), min_size=4, max_size=4), st.sampled_from(sorted(OPS)),
        st.integers(0, 2**31 - 1))

@@ -32,7 +32,7 @@ def _case(cfg, n, g, cg, og, h, k, stride, rng, shift=4):
     return out, {D: x, K: wt}, (ref >> shift).astype(np.int8)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(CFG_NAMES), st.integers(1, 3), st.sampled_from([1, 2, 3, 8, 16, 24]),
        st.sampled_from([1, 2, 4, 8, 16, 32]), st.sampled_from([1, 2, 3, 16]),
        st.integers(2, 7), st.sampled_from([1, 3]), st.integers(1, 2), st.integers(0, 2**31 - 1))

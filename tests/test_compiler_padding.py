@@ -20,7 +20,7 @@ from vta_runtime import SimDevice
 from .test_compiler_broadcast import CFG_NAMES, CONFIGS, wrap
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(CFG_NAMES), st.integers(1, 3), st.integers(1, 40), st.integers(1, 40),
        st.integers(2, 7), st.integers(2, 7), st.sampled_from([1, 3]), st.integers(1, 2),
        st.sampled_from(["none", "channel", "6d", "scalar", "batch", "pixel", "full8"]),
@@ -62,7 +62,7 @@ def test_conv2d_nchw_any_channels(cname, n, c, o, h, w, k, stride, bias_form, se
         -(-o // cfg.block_out) * cfg.block_out)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(CFG_NAMES), st.integers(1, 5), st.integers(1, 100), st.integers(1, 100),
        st.integers(0, 2**31 - 1))
 def test_dense_nc_any_sizes(cname, n, c, o, seed):

@@ -25,7 +25,7 @@ def _inputs(rng, n, c, o, h, w, k):
             rng.integers(-128, 128, (c, o, k, k), dtype=np.int8))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(CFG_NAMES), st.integers(1, 2), st.integers(1, 20), st.integers(1, 20),
        st.integers(1, 5), st.integers(1, 5), st.integers(1, 5), st.integers(1, 3),
        st.integers(0, 3), st.integers(0, 2), st.booleans(), st.integers(0, 2**31 - 1))
