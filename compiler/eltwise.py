@@ -737,6 +737,56 @@ def chunk_shape(wl: EltwiseWorkload, cfg: VTAConfig, knobs: EltwiseKnobs) -> tup
     return cap, nr, nc
 
 
+def _box(pat, r, c):
+    """The (rows, cols) a value of pattern ``pat`` occupies in an ``r x c`` chunk."""
+    return (r if pat[0] else 1), (c if pat[1] else 1)
+
+
+def _factors(pat, r, c):
+    """Its (row, col) tile pitch in its slot (0 along a broadcast axis)."""
+    rr, cc = _box(pat, r, c)
+    return (cc if pat[0] else 0), (1 if pat[1] else 0)
+
+
+def alu_op(step: Step, pats, base_d: int, base_s, r: int, c: int, sites: dict):
+    """The ALU instruction of ``step`` over an ``r x c`` chunk (one micro-op, the chunk's
+    rows/cols as its hardware loops)."""
+    from .program import Op
+    dpat, spat = pats
+    dr, dc = _factors(dpat, r, c)
+    sr, sc = (dr, dc) if step.src is None else _factors(spat, r, c)
+    loops = []
+    if r > 1 and dpat[0]:
+        loops.append((r, dr, sr, 0))
+    if c > 1 and dpat[1]:
+        loops.append((c, dc, sc, 0))
+    nest = _Nest(step.opcode, step.src is None, step.imm)
+    key = (int(step.opcode), step.src is None, step.imm, tuple(loops))
+    site = sites.setdefault(key, len(sites))
+    k = _Kernel(nest, tuple(loops), ((0, 0, 0),))
+    src = base_s if step.src is not None else base_d
+    rr, cc = _box(dpat, r, c)
+    writes = (("acc", base_d, base_d + rr * cc),)
+    reads = [writes[0]]
+    if step.src is not None:
+        sr_, sc_ = _box(spat, r, c)
+        reads.append(("acc", src, src + sr_ * sc_))
+    return Op(2, "alu", dict(kernel=k, base=(base_d, src, 0), site=site, uop_key=k),
+              tuple(reads), writes)
+
+
+def leaf_load(wl: EltwiseWorkload, lf: Leaf, sram: int, o, r0: int, c0: int, r: int, c: int):
+    """The LOAD ACC / ACC_8BIT of leaf ``lf``'s part of a chunk into ``sram``."""
+    from .program import Op
+    ostr, rs, cs, pat = wl.leaf_view[lf]
+    off = sum(a * b for a, b in zip(o, ostr)) + (r0 * rs) + (c0 * cs)
+    y, x = _box(pat, r, c)
+    mem = MemType.ACC_8BIT if lf.tensor.dtype == "int8" else MemType.ACC
+    return Op(2, "load", dict(mem=mem, sram=sram, tensor=lf.tensor, offset=off, y=y, x=x,
+                              stride=rs if y > 1 else x, pad=(0, 0, 0, 0)),
+              writes=(("acc", sram, sram + y * x),))
+
+
 def lower_ops(wl: EltwiseWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, planes_tensor=None):
     """The flat op program (``compiler.program.Op`` s) of every chunk, in order."""
     from .program import Op
@@ -746,45 +796,6 @@ def lower_ops(wl: EltwiseWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, planes_t
     ops: list = []
     outer_pitch = [int(np.prod(wl.outer[d + 1:], dtype=np.int64)) * wl.rows * wl.cols
                    for d in range(len(wl.outer))]
-
-    def box(pat, r, c):
-        return (r if pat[0] else 1), (c if pat[1] else 1)
-
-    def factors(pat, r, c):
-        rr, cc = box(pat, r, c)
-        return (cc if pat[0] else 0), (1 if pat[1] else 0)
-
-    def alu(step, pats, base_d, base_s, r, c):
-        dpat, spat = pats
-        dr, dc = factors(dpat, r, c)
-        if step.src is None:
-            sr, sc = dr, dc
-        else:
-            sr, sc = factors(spat, r, c)
-        loops = []
-        if r > 1 and dpat[0]:
-            loops.append((r, dr, sr, 0))
-        if c > 1 and dpat[1]:
-            loops.append((c, dc, sc, 0))
-        nest = _Nest(step.opcode, step.src is None, step.imm)
-        key = (int(step.opcode), step.src is None, step.imm, tuple(loops))
-        site = sites.setdefault(key, len(sites))
-        k = _Kernel(nest, tuple(loops), ((0, 0, 0),))
-        src = base_s if step.src is not None else base_d
-        rr, cc = box(dpat, r, c)
-        writes = (("acc", base_d, base_d + rr * cc),)
-        reads = [writes[0]]
-        if step.src is not None:
-            sr_, sc_ = box(spat, r, c)
-            reads.append(("acc", src, src + sr_ * sc_))
-        return Op(2, "alu", dict(kernel=k, base=(base_d, src, 0), site=site, uop_key=k),
-                  tuple(reads), writes)
-
-    def leaf_dma(lf, o, r0, c0, r, c):
-        ostr, rs, cs, pat = wl.leaf_view[lf]
-        off = sum(a * b for a, b in zip(o, ostr)) + (r0 * rs) + (c0 * cs)
-        y, x = box(pat, r, c)
-        return off, y, x, (rs if y > 1 else x)
 
     def gemm(dst, inp, r, c, reset):
         loops = tuple(lp for lp in ((r, c, 0 if reset else c, 0), (c, 1, 0 if reset else 1, 0))
@@ -813,37 +824,37 @@ def lower_ops(wl: EltwiseWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, planes_t
                 for lf in (step.leaf, step.leaf2):
                     at = inp0 + g * cap
                     g += 1
-                    off, y, x, stride = leaf_dma(lf, o, r0, c0, r, c)
-                    ops.append(Op(1, "load", dict(mem=MemType.INP, sram=at, tensor=lf.tensor,
-                                                  offset=off, y=y, x=x, stride=stride,
-                                                  pad=(0, 0, 0, 0)),
-                                  writes=(("inp", at, at + y * x),)))
+                    ld = leaf_load(wl, lf, at, o, r0, c0, r, c)
+                    ld.stage, ld.args["mem"] = 1, MemType.INP
+                    ld.writes = (("inp",) + ld.writes[0][1:],)
+                    ops.append(ld)
                     ops.append(gemm(slot(step.dst), at, r, c, False))
             elif step.kind == "load":
-                lf = step.leaf
-                ostr, rs, cs, pat = wl.leaf_view[lf]
-                off = sum(a * b for a, b in zip(o, ostr)) + (r0 * rs) + (c0 * cs)
-                y, x = box(pat, r, c)
-                mem = MemType.ACC_8BIT if lf.tensor.dtype == "int8" else MemType.ACC
-                sram = slot(step.dst)
-                ops.append(Op(2, "load", dict(mem=mem, sram=sram, tensor=lf.tensor, offset=off,
-                                              y=y, x=x, stride=rs if y > 1 else x,
-                                              pad=(0, 0, 0, 0)),
-                              writes=(("acc", sram, sram + y * x),)))
+                ops.append(leaf_load(wl, step.leaf, slot(step.dst), o, r0, c0, r, c))
             else:
-                ops.append(alu(step, pats, slot(step.dst),
-                               slot(step.src) if step.src is not None else None, r, c))
+                ops.append(alu_op(step, pats, slot(step.dst),
+                                  slot(step.src) if step.src is not None else None, r, c,
+                                  sites))
         off = sum(a * b for a, b in zip(o, outer_pitch)) + r0 * wl.cols + c0
         target = planes_tensor if planes_tensor is not None else wl.out
-        for p in range(wl.planes):
-            sram = slot(0)
-            ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=sram, tensor=target,
-                                           offset=off + p * wl.tiles, y=r, x=c,
-                                           stride=wl.cols, pad=(0, 0, 0, 0)),
-                          reads=(("acc", sram, sram + r * c),)))
-            if p + 1 < wl.planes:
-                st = Step("alu", 0, opcode=AluOp.SHR, imm=cfg.out_width)
-                ops.append(alu(st, ((True, True), None), sram, None, r, c))
+        ops += store_ops(wl, cfg, slot(0), target, off, r, c, wl.cols, sites)
+    return ops
+
+
+def store_ops(wl, cfg: VTAConfig, sram: int, target: Tensor, off: int, r: int, c: int,
+              pitch: int, sites: dict) -> list:
+    """STOREs of the ``r x c`` result at ``sram`` (its byte planes, SHR 8 between them)."""
+    from .program import Op
+    ops = []
+    tiles = int(np.prod(wl.out.shape[:-2], dtype=np.int64))
+    for p in range(wl.planes):
+        ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=sram, tensor=target,
+                                       offset=off + p * tiles, y=r, x=c, stride=pitch,
+                                       pad=(0, 0, 0, 0)),
+                      reads=(("acc", sram, sram + r * c),)))
+        if p + 1 < wl.planes:
+            st = Step("alu", 0, opcode=AluOp.SHR, imm=cfg.out_width)
+            ops.append(alu_op(st, ((True, True), None), sram, None, r, c, sites))
     return ops
 
 
