@@ -194,3 +194,24 @@ def test_a_file_that_is_not_a_results_database_is_refused(tmp_path, layers):
     (out / "dse.sqlite").write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(DseError, match="dse.sqlite: not a DSE results database"):
         sweep.run_dse(layers, SPACE, out, workers=0, progress=False)
+
+
+def test_choice_rules_on_a_synthetic_set(tmp_path):
+    from compiler.dse.resource import PARTS
+    base = {"LOG_BATCH": 0, "LOG_BLOCK": 3, "LOG_UOP_BUFF_SIZE": 13, "LOG_INP_BUFF_SIZE": 14,
+            "LOG_WGT_BUFF_SIZE": 16, "LOG_ACC_BUFF_SIZE": 16, "LOG_BUS_WIDTH": 6}
+
+    def row(ips, util, fits, alu=3, dram="vta_hw_fpga", **kw):
+        feas = {p: {"fits": fits, "util": util, "limit": "brams"} for p in PARTS}
+        return {"point": {**base, **kw, "alu_stages": alu, "dram": dram},
+                "inferences_per_s": ips, "cycles_per_image": 1e6 / ips, "luts": 1,
+                "ffs": 1, "multipliers": 1, "brams": 1, "fmax_mhz": 1.0, "feasibility": feas}
+    rows = [row(100.0, 0.9, True, LOG_INP_BUFF_SIZE=15),      # fastest
+            row(99.5, 0.5, True, LOG_INP_BUFF_SIZE=13),       # within 1%, more headroom
+            row(95.0, 0.1, True, LOG_INP_BUFF_SIZE=12),       # 5% slower: not chosen
+            row(500.0, 0.5, False, LOG_INP_BUFF_SIZE=11),     # does not fit
+            row(200.0, 0.5, True, alu=1, LOG_INP_BUFF_SIZE=10)]   # fits, but 1-cycle ALU
+    chosen = sweep._choose(rows, tmp_path)
+    assert chosen["ecp5-85f"]["point"]["LOG_INP_BUFF_SIZE"] == 13
+    assert chosen["xc7z020"]["point"]["LOG_INP_BUFF_SIZE"] == 10   # any ALU off the ULX3S
+    assert (tmp_path / "chosen" / "ecp5-85f.json").exists()
