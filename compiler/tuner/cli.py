@@ -43,7 +43,8 @@ def onnx_tasks(model, cfg) -> list:
     try:
         prog = compile_model(model, cfg, mode="global_scale").program
     except (GraphError, ValueError) as e:
-        raise TaskError(f"{model}: {e}") from None
+        msg = str(e)
+        raise TaskError(msg if msg.startswith(str(model)) else f"{model}: {msg}") from None
     seen, out = set(), []
     for s in prog.steps:
         wl = getattr(s.kernel, "workload", None) if s.kind == "vta" else None
