@@ -216,10 +216,11 @@ def _range(dtype: str) -> tuple[int, int]:
 class _Builder:
     """TE graph -> expression tree over :class:`Leaf` s, with every stage inlined."""
 
-    def __init__(self, out: Tensor, cfg: VTAConfig):
+    def __init__(self, out: Tensor, cfg: VTAConfig, stop: Tensor | None = None):
         self.out, self.cfg = out, cfg
         self.lead = out.shape[:-2]
         self.leaves: list[Leaf] = []
+        self.stop = stop              # a stage computed elsewhere (a pooling): an input here
 
     def tree(self):
         out = self.out
@@ -285,7 +286,7 @@ class _Builder:
         src = e.tensor
         idx = [_subst(i, env) for i in e.indices]
         axes = self.out.axes
-        if not src.is_placeholder:
+        if not src.is_placeholder and src is not self.stop:
             if src.shape == self.out.shape and all(i is a for i, a in zip(idx, axes)):
                 sub = {a: i for a, i in zip(src.axes, idx)}
                 return self.expr(src.body, sub, src)
@@ -618,12 +619,14 @@ class EltwiseWorkload:
         return n + int(np.prod(self.out.shape)) * DTYPES[self.out.dtype] // 8
 
 
-def recognise_eltwise(out: Tensor, cfg: VTAConfig, gemm_add: bool = False) -> EltwiseWorkload:
+def recognise_eltwise(out: Tensor, cfg: VTAConfig, gemm_add: bool = False,
+                      stop: Tensor | None = None) -> EltwiseWorkload:
     """Match ``out`` as an ALU-only graph (see the module docstring); ``gemm_add``: sums of
-    two int8 inputs on the GEMM core (:class:`EltwiseKnobs`)."""
+    two int8 inputs on the GEMM core (:class:`EltwiseKnobs`); ``stop``: a stage read as an
+    input (the pooling under an epilogue), which also keeps the tile space unflattened."""
     if not isinstance(out, Tensor):
         raise EltwiseError(f"expected a Tensor, not {type(out).__name__}")
-    b = _Builder(out, cfg)
+    b = _Builder(out, cfg, stop)
     tree = b.tree()
     if isinstance(tree, int):
         raise EltwiseError(f"stage {out.name}: the result is the constant {tree}; there is no "
@@ -636,7 +639,7 @@ def recognise_eltwise(out: Tensor, cfg: VTAConfig, gemm_add: bool = False) -> El
         raise EltwiseError(f"stage {out.name}: result dtype {out.dtype}; VTA stores "
                            f"{cfg.out_dtype} (or {cfg.acc_dtype} as byte planes)")
     lead = out.shape[:-2]
-    full = all(all(lf.strides) and _is_dense(lf, lead) for lf in b.leaves)
+    full = stop is None and all(all(lf.strides) and _is_dense(lf, lead) for lf in b.leaves)
     if full or len(lead) < 2:
         outer, rows, cols = (), 1, int(np.prod(lead))
         flat = full

@@ -1,24 +1,31 @@
-"""Pooling on VTA: max / min / sum / average pooling windows as chained ALU micro-ops.
+"""Pooling on VTA: max / min / sum / average pooling windows as chained ALU (or GEMM) micro-ops.
 
 Accepted graphs are what :mod:`compiler.ops_pool` builds (and any equivalent TE): one stage
 ``[cast](reduce(select(in_bounds, [cast](data[n, c, y*sy+ry-top, x*sx+rx-left, b, j]),
 pad)) [// 2^k | >> k])`` with ``reduce`` a ``te.max`` / ``te.min`` / ``te.sum`` over the
 window axes ``(ry, rx)`` and ``data`` a packed 6-D input.
 
-Each chunk is a band of output rows of one channel plane (or, for a global pool, several
-whole planes).  Its input rows are loaded **once** into the ACC SRAM by one 2-D DMA
-(``LOAD ACC_8BIT`` sign-extends int8), with the DMA's zero padding; pad tiles that must
-read another value (the dtype minimum of a max-pool) are set by an ALU ADD over just those
-tiles.  The output band is then initialised to the first tap (``MIN 0, MAX 0, ADD tap``)
-and every further tap is one ALU instruction (MAX, MIN or ADD) whose two hardware loops
-walk the output band with strided source factors (``sy * row pitch``, ``sx``): no gathered
-copies.  Sums of int8 windows (average pooling) run on the GEMM core instead
+Each chunk is a band of output rows of one channel plane (a global pool: several whole
+planes, tree-reduced in place by halving ALU instructions).  Its input rows are loaded
+**once** into the ACC SRAM by one 2-D DMA (``LOAD ACC_8BIT`` sign-extends int8), with the
+DMA's zero padding; pad tiles that must read another value (the dtype minimum of a
+max-pool) are set by an ALU ADD over just those tiles.  The output band is cleared
+(``MUL 0``) and every tap is one ALU instruction (ADD for the first, then MAX, MIN or ADD)
+whose two hardware loops walk the output band with strided source factors
+(``sy * row pitch``, ``sx``): no gathered copies.  With two virtual threads the ``kh - sy``
+input rows two consecutive bands share stay in the previous band's region, so each input
+byte is read once.  Sums of int8 windows (average pooling) run on the GEMM core instead
 (``EltwiseKnobs.gemm_add``, the default): the band is LOADed into the INP SRAM by the load
 module, under the previous band's compute, and each tap is one GEMM instruction adding
 ``inp x I`` (an identity weight tile) into the reset accumulator, with the same strided
 loops.  An average ends with an exact ``SHR log2(kh*kw)`` (floor division), which is why
 only power-of-two windows run here; others raise :class:`CpuOnlyError` (the op belongs on
-the CPU path).  Consecutive bands re-read only the ``kh - sy`` rows they share.
+the CPU path).
+
+A pooling stage may be followed by an element-wise epilogue (a relu, a requantisation, the
+rounding ``(2 s + n) // 2n`` of an ONNX average, a per-channel bias...) in the same kernel:
+the epilogue is an :mod:`compiler.eltwise` program reading the pooled tiles, run on each
+chunk before its STOREs.
 
 Example (runnable as it stands)::
 
@@ -77,10 +84,13 @@ class PoolWorkload:
     epilogue: tuple = ()
     identity: Tensor | None = None     # the identity weight tile of GEMM-core sums
     constants: dict = field(default_factory=dict)
+    pooled: Tensor | None = None       # the pooling stage when ``out`` is an epilogue of it
+    epi: object = None                 # that epilogue (an EltwiseWorkload reading ``pooled``)
 
     @property
     def inputs(self) -> list:
-        return [self.data]
+        more = [t for t in self.epi.inputs if t is not self.pooled] if self.epi else []
+        return list(dict.fromkeys([self.data] + more))
 
     @property
     def oh(self) -> int:
@@ -92,6 +102,9 @@ class PoolWorkload:
 
     def describe(self) -> str:
         avg = f", >> {self.shift}" if self.shift else ""
+        if self.epi is not None:
+            avg += (f"; epilogue {self.out.name}: {len(self.epi.program.steps)} steps on "
+                    f"{self.epi.program.slots} slot(s)")
         return (f"pool {self.out.name}: {self.op} {self.kh}x{self.kw} stride "
                 f"({self.sy}, {self.sx}) pad {self.pads} (value {self.pad_value}){avg} over "
                 f"{self.data.name}{self.data.shape} {self.data.dtype} -> {self.out.shape} "
@@ -99,13 +112,61 @@ class PoolWorkload:
 
     def dram_minimum(self) -> int:
         """Every input byte read once, every output byte written once."""
-        t = self.data
-        return (int(np.prod(t.shape)) * DTYPES[t.dtype] // 8
+        return (sum(int(np.prod(t.shape)) * DTYPES[t.dtype] // 8 for t in self.inputs)
                 + int(np.prod(self.out.shape)) * DTYPES[self.out.dtype] // 8)
 
 
 def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
-    """Match ``out`` as a pooling stage (see the module docstring)."""
+    """Match ``out`` as a pooling stage, or as an element-wise epilogue of one (requantising,
+    rounding, a relu, a residual...: :mod:`compiler.eltwise` forms, reading the pooled values
+    element-wise)."""
+    from .eltwise import _stages, recognise_eltwise
+    from .te import walk
+    if isinstance(out, Tensor) and not out.is_placeholder and not _is_window(out):
+        pools = [t for t in _stages(out) if any(isinstance(e, Reduce) for e in walk(t.body))]
+        if len(pools) == 1 and pools[0] is not out:
+            pooled = pools[0]
+            wl = _recognise_window(pooled, cfg)
+            _check_exact(wl, cfg)
+            epi = recognise_eltwise(out, cfg, stop=pooled)
+            import dataclasses
+            return dataclasses.replace(wl, out=out, planes=epi.planes, pooled=pooled, epi=epi)
+        if len(pools) > 1:
+            raise PoolError(f"stage {out.name}: reads {len(pools)} reductions "
+                            f"({', '.join(t.name for t in pools)}); a VTA pooling kernel "
+                            f"computes one, with an element-wise epilogue")
+    return _recognise_window(out, cfg)
+
+
+def oh_ext(out: Tensor, dim: int) -> bool:
+    """The output has extent 1 along ``dim``."""
+    return out.shape[dim] == 1
+
+
+def _is_window(out: Tensor) -> bool:
+    e = out.body
+    if isinstance(e, Cast):
+        e = e.x
+    if isinstance(e, Binary) and e.op in ("div", "shr") and isinstance(e.b, Const):
+        e = e.a
+    return isinstance(e, Reduce)
+
+
+def _check_exact(wl: "PoolWorkload", cfg: VTAConfig) -> None:
+    """The pooled values an epilogue reads must be exactly the stage's (no wrap in its
+    dtype: the kernel keeps them unwrapped in the accumulator)."""
+    lo, hi = _range(wl.data.dtype)
+    pv = wl.pad_value
+    n = wl.kh * wl.kw if wl.op == "sum" else 1
+    vlo, vhi = (n * min(lo, pv)) >> wl.shift, (n * max(hi, pv)) >> wl.shift
+    dlo, dhi = _range(wl.out.dtype)
+    if not (dlo <= vlo and vhi <= dhi):
+        raise PoolError(f"stage {wl.out.name}: pooled values may reach [{vlo}, {vhi}], beyond "
+                        f"its {wl.out.dtype}; an epilogue would read them unwrapped (pool in "
+                        f"{cfg.acc_dtype})")
+
+
+def _recognise_window(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
     where = out.name
     if out.is_placeholder or out.ndim != 6:
         raise PoolError(f"stage {where}: pooling works on a packed 6-D (N/B, C/BL, H, W, B, "
@@ -159,6 +220,10 @@ def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
         cx, kx = affine(idx[3])
     except TEError as exc:
         raise PoolError(f"stage {where}: window rows/cols of {data.name}: {exc}") from None
+    if oh_ext(out, 2) and y not in cy:         # a 1-row output may omit y: any stride
+        cy = dict(cy) | {y: 1}
+    if oh_ext(out, 3) and x not in cx:
+        cx = dict(cx) | {x: 1}
     sy, sx = cy.get(y, 0), cx.get(x, 0)
     if cy != {y: sy, ry: 1} or cx != {x: sx, rx: 1} or sy < 1 or sx < 1:
         raise PoolError(f"stage {where}: rows/cols {idx[2]!r}, {idx[3]!r} are not "
@@ -263,7 +328,8 @@ def _whole_planes(wl: PoolWorkload) -> bool:
     return (wl.kh, wl.kw) == wl.data.shape[2:4] and not any(wl.pads)
 
 
-def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, gemm: bool = False):
+def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, gemm: bool = False,
+          out_mult: int = 1):
     """(planes per chunk, output rows per chunk, output columns per chunk): bands of whole
     rows, else pieces of one row.  ``gemm``: the input band lives in the INP SRAM, the
     output in ACC; else both share a virtual thread's ACC region."""
@@ -277,10 +343,10 @@ def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, gemm: bool = Fa
             cap_in = min(cap_in, knobs.max_tiles)
 
         def fits(r_in, wp, n_out):
-            return r_in * wp <= cap_in and n_out <= cap
+            return r_in * wp <= cap_in and n_out * out_mult <= cap
     else:
         def fits(r_in, wp, n_out):
-            return r_in * wp + n_out <= cap
+            return r_in * wp + n_out * out_mult <= cap
     fmax = (1 << cfg.alu_layout["src_factor_out"][1]) - 1
     wp = (ow - 1) * wl.sx + wl.kw
     for nr in range(oh, 0, -1):
@@ -290,7 +356,7 @@ def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, gemm: bool = Fa
     for nc in range(ow - 1, 0, -1):
         if fits(wl.kh, (nc - 1) * wl.sx + wl.kw, nc):
             return 1, 1, nc
-    raise PoolError(f"stage {wl.out.name}: one output tile needs {wl.kh * wl.kw + 1} ACC "
+    raise PoolError(f"stage {wl.out.name}: one output tile needs {wl.kh * wl.kw + out_mult} ACC "
                     f"tiles, more than the {cap} a virtual thread has (ACC depth "
                     f"{cfg.acc_buff_depth} / {knobs.vthreads}); use fewer virtual threads "
                     f"or a configuration with a larger ACC buffer")
@@ -341,10 +407,12 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
                   (d_rng,))
 
     if _whole_planes(wl):
-        return _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op)
+        return _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op, sites)
     gemm = (wl.op == "sum" and wl.data.dtype == "int8" and wl.pad_value == 0
             and knobs.gemm_add and cfg.block_in == cfg.block_out)
-    _, nr_max, nc_max = _plan(wl, cfg, knobs, gemm)
+    epi = wl.epi
+    eslots = epi.program.slots if epi else 0
+    _, nr_max, nc_max = _plan(wl, cfg, knobs, gemm, 1 + eslots)
     cap_in = cfg.inp_buff_depth // knobs.vthreads
     if gemm:                      # sums of int8 taps on the GEMM core (identity weights)
         wl.identity = Tensor("vta_identity", (1, 1, cfg.block_out, cfg.block_in), "int8")
@@ -420,6 +488,10 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
                 if wl.shift:
                     ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=wl.shift))
                 off = q * oh * ow + oy0 * ow + ox0
+                if epi is not None:
+                    ops += _epilogue_ops(wl, cfg, out0, out0 + nr * nc, q, oy0, ox0, nr, nc,
+                                         alu, sites, target, off)
+                    continue
                 for p in range(wl.planes):
                     ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=out0, tensor=target,
                                                    offset=off + p * total, y=nr, x=nc,
@@ -429,6 +501,33 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
                         ops.append(alu(AluOp.SHR, out0, out_rng, dloops, imm=cfg.out_width))
     return ops, (f"{nr_max}x{nc_max} output tiles per chunk"
                  + (", taps summed on the GEMM core" if gemm else ""))
+
+
+def _epilogue_ops(wl, cfg, pooled_at, slots_at, q, oy0, ox0, nr, nc, alu, sites, target, off):
+    """The element-wise epilogue of one chunk: its program (:mod:`compiler.eltwise`) on
+    slots of ``nr x nc`` tiles from ``slots_at``, reading the pooled tiles at ``pooled_at``,
+    then the STOREs of its result."""
+    from .eltwise import alu_op, leaf_load, store_ops
+    epi = wl.epi
+    prog = epi.program
+    n = nr * nc
+    slot = lambda s: slots_at + s * n           # noqa: E731
+    o = divmod(q, wl.data.shape[1])
+    dense = ((nr, nc, nc, 0), (nc, 1, 1, 0))
+    ops = []
+    for step, pats in zip(prog.steps, prog.step_patterns):
+        d = slot(step.dst)
+        rng = ("acc", d, d + n)
+        if step.kind == "load" and step.leaf.tensor is wl.pooled:     # copy: 0, + pooled
+            ops.append(alu(AluOp.MUL, d, rng, dense, imm=0))
+            ops.append(alu(AluOp.ADD, d, rng, dense, src=pooled_at,
+                           s_rng=("acc", pooled_at, pooled_at + n)))
+        elif step.kind == "load":
+            ops.append(leaf_load(epi, step.leaf, d, o, oy0, ox0, nr, nc))
+        else:
+            ops.append(alu_op(step, pats, d, slot(step.src) if step.src is not None else None,
+                              nr, nc, sites))
+    return ops + store_ops(epi, cfg, slot(0), target, off, nr, nc, wl.ow, sites)
 
 
 def _tree(alu, op, base, n, rng, planes=1, pitch=0) -> list:
@@ -444,14 +543,15 @@ def _tree(alu, op, base, n, rng, planes=1, pitch=0) -> list:
     return out
 
 
-def _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op):
+def _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op, sites=None):
     """A global pool: each plane's tiles tree-reduced in the ACC SRAM.  Planes that fit are
     batched (one LOAD, one instruction per tree level for all of them); a plane larger than
     a virtual thread's share is reduced in pieces into an accumulator tile of its own."""
     from .program import Op
     h, w = wl.data.shape[2:4]
     n = h * w
-    depth = cfg.acc_buff_depth
+    eslots = wl.epi.program.slots if wl.epi else 0
+    depth = cfg.acc_buff_depth - eslots       # the epilogue's slots: the top of ACC
     total = wl.data.shape[0] * wl.data.shape[1]
     mem = MemType.ACC_8BIT if wl.data.dtype == "int8" else MemType.ACC
     fmax = (1 << cfg.alu_layout["dst_factor_out"][1]) - 1
@@ -464,6 +564,11 @@ def _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op):
     def finish(at, rng, count, off):
         if wl.shift:
             ops.append(alu(AluOp.SHR, at, rng, ((count, 1, 1, 0),), imm=wl.shift))
+        if wl.epi is not None:      # per plane, on one tile each
+            for j in range(count):
+                ops.extend(_epilogue_ops(wl, cfg, at + j, depth, off + j, 0, 0, 1, 1, alu,
+                                         sites, target, off + j))
+            return
         for p in range(wl.planes):
             ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=at, tensor=target,
                                            offset=off + p * total, y=1, x=count, stride=count,
@@ -528,9 +633,11 @@ def build_pool(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = N
     ops, what = lower_pool_ops(wl, cfg, knobs, target)
     stages = {"recognise": wl.describe(),
               "lower": (f"{what}, {knobs.vthreads} virtual thread(s); per "
-                        f"chunk: 1 LOAD, pad fix-ups, MIN/MAX 0, {wl.kh * wl.kw} tap ops "
-                        f"({wl.op.upper()}), {'SHR %d, ' % wl.shift if wl.shift else ''}"
-                        f"{wl.planes} STORE(s)")}
+                        f"chunk: 1 LOAD, pad fix-ups, a cleared output, {wl.kh * wl.kw} tap "
+                        f"ops ({wl.op.upper()}), {'SHR %d, ' % wl.shift if wl.shift else ''}"
+                        f"{wl.planes} STORE(s)")
+              + (f"; epilogue {wl.out.name} per chunk:\n{wl.epi.program.text()}"
+                 if wl.epi is not None else "")}
     stages["unroll"] = f"{len(ops)} ops"
     n = len(ops)
     ops = eliminate_redundant_loads(ops)

@@ -317,6 +317,7 @@ def test_pools_on_rtl():
     set to -128 by ALU ADD, a padded average split into row pieces, a global average of
     batched planes and of one plane in pieces: bit-exact on the RTL."""
     pytest.importorskip("vta_hw.runners.amaranth_sim")
+    from compiler.te import maximum
     from vta_runtime import RtlDevice
     cfg = VTAConfig()
     rng = np.random.default_rng(5)
@@ -333,9 +334,12 @@ def test_pools_on_rtl():
               pool_ref(x, (2, 2), (2, 2), (0, 0, 0, 1), "avg"), "1x2 output tiles"),
              (ops.global_avg_pool2d(g), {g: xg}, 40, gref, "2 whole planes"),
              (ops.global_avg_pool2d(g), {g: xg}, 6, gref, "pieces of 6 tiles")]
+    mp = ops.max_pool2d(data, 3, 2, 1)
+    relu = compute(mp.shape, lambda *i: maximum(mp[i], 0), name="relu", dtype="int8")
+    cases.append((relu, {data: x}, 40, np.maximum(cases[0][3], 0), "epilogue relu"))
     for out, feeds, mt, ref, plan in cases:
         k = build(out, cfg, EltwiseKnobs(max_tiles=mt))
-        assert plan in k.show("lower")
+        assert plan in k.show("lower") + k.show("recognise")
         got, stats = k.run(RtlDevice(cfg, capacity=1 << 20), feeds)
         assert np.array_equal(got, ref), out.name
         assert stats["alu_ops"] > 0
@@ -344,3 +348,62 @@ def test_pools_on_rtl():
 def _loads(out):
     from compiler.te import Load, walk
     return [e for e in walk(out.body) if isinstance(e, Load)]
+
+
+# ----------------------------------------------------------------------------- epilogues
+
+def test_pooling_with_element_wise_epilogues():
+    """A pooling stage read element-wise by an epilogue (compiler.eltwise forms) in one kernel:
+    relu after a max-pool, the rounding, saturating global average of an ONNX importer
+    (``(2 s + n) // 2n``), an average plus a per-channel bias, requantised; each plan
+    (batched planes, plane pieces, bands, row pieces, GEMM-core sums or not)."""
+    cfg = VTAConfig()
+    rng = np.random.default_rng(9)
+    x = placeholder(packed(cfg, 1, 3, 8, 8), "int8", "x")
+    bias = placeholder((3, 1, 16), "int32", "bias")
+    xv = rand(rng, x.shape, np.int8)
+    bv = rng.integers(-500, 500, bias.shape).astype(np.int32)
+    ov = packed(cfg, 1, 3, 1, 1)
+    ry, rx = reduce_axis(8, "ry"), reduce_axis(8, "rx")
+    s = compute(ov, lambda n, c, y, xx, *r: te_sum(cast("int32", x[(n, c, ry, rx) + r]),
+                                                   [ry, rx]), name="gsum", dtype="int32")
+    from compiler.te import maximum, minimum
+    g = compute(ov, lambda *i: cast("int8", minimum(maximum((s[i] * 2 + 64) // 128, -128),
+                                                    127)), name="gavg", dtype="int8")
+    mp = ops.max_pool2d(x, 3, 2, 1)
+    relu = compute(mp.shape, lambda *i: maximum(mp[i], 0), name="relu", dtype="int8")
+    ap = ops.avg_pool2d(x, 2, 2)
+    req = compute(ap.shape, lambda n, c, y, xx, b, j: cast("int8", minimum(maximum(
+        (cast("int32", ap[n, c, y, xx, b, j]) * 3 + bias[c, b, j]) >> 2, -128), 127)),
+        name="req", dtype="int8")
+    x64 = xv.astype(np.int64)
+    refs = {"gavg": np.clip((x64.sum(axis=(2, 3), keepdims=True) * 2 + 64) // 128, -128, 127),
+            "relu": np.maximum(pool_ref(xv, (3, 3), (2, 2), (1,) * 4, "max"), 0),
+            "req": np.clip((pool_ref(xv, (2, 2), (2, 2), (0,) * 4, "avg") * 3
+                            + bv.reshape(1, 3, 1, 1, 1, 16)) >> 2, -128, 127)}
+    for out in (g, relu, req):
+        for kn in (None, {"vthreads": 1}, {"max_tiles": 20}, {"gemm_add": False}):
+            k = build(out, cfg, kn)
+            assert f"epilogue {out.name}" in k.show("recognise")
+            got, stats = k.run(SimDevice(cfg, timed=kn is None), {x: xv, bias: bv})
+            assert np.array_equal(got, refs[out.name]), (out.name, kn)
+        assert k.workload.inputs == ([x, bias] if out is req else [x])
+
+
+def test_epilogue_refusals():
+    cfg = VTAConfig()
+    x = placeholder(packed(cfg, 1, 1, 4, 4), "int8", "x")
+    a, b = ops.max_pool2d(x, 2, 2, 0, name="pa"), ops.avg_pool2d(x, 2, 2, 0, name="pb")
+    both = compute(a.shape, lambda *i: a[i] + b[i], name="both", dtype="int8")
+    with pytest.raises(PoolError, match=r"^stage both: reads 2 reductions \(p[ab], p[ab]\); a "
+                                        r"VTA pooling kernel computes one, with an "
+                                        r"element-wise epilogue$"):
+        build(both, cfg)
+    ry, rx = reduce_axis(2, "ry"), reduce_axis(2, "rx")
+    s8 = compute(a.shape, lambda n, c, y, xx, bb, j: te_sum(x[n, c, 2 * y + ry, 2 * xx + rx,
+                                                             bb, j], [ry, rx]), name="s8")
+    after = compute(a.shape, lambda *i: cast("int32", s8[i]) >> 1, name="after", dtype="int8")
+    with pytest.raises(PoolError, match=r"^stage s8: pooled values may reach \[-512, 508\], "
+                                        r"beyond its int8; an epilogue would read them "
+                                        r"unwrapped \(pool in int32\)$"):
+        build(after, cfg)
