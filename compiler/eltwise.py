@@ -747,7 +747,7 @@ def _box(pat, r, c):
 
 def _factors(pat, r, c):
     """Its (row, col) tile pitch in its slot (0 along a broadcast axis)."""
-    rr, cc = _box(pat, r, c)
+    cc = _box(pat, r, c)[1]
     return (cc if pat[0] else 0), (1 if pat[1] else 0)
 
 

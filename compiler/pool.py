@@ -373,10 +373,11 @@ def _set_value(value: int, cfg: VTAConfig, where: str) -> list:
 
 
 def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target: Tensor):
+    """The flat op program (``compiler.program.Op`` s) of every chunk, and the plan's text."""
     from .program import Op
     h, w = wl.data.shape[2:4]
     oh, ow = wl.oh, wl.ow
-    pt, pb, pl, pr = wl.pads
+    pt, _, pl, _ = wl.pads
     cap = cfg.acc_buff_depth // knobs.vthreads
     planes_total = wl.data.shape[0] * wl.data.shape[1]
     mem = MemType.ACC_8BIT if wl.data.dtype == "int8" else MemType.ACC
