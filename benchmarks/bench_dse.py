@@ -69,6 +69,14 @@ def markdown(out: Path, runs: list, build: dict | None) -> str:
           f"schedules and run on the timed simulator with the point's DRAM model and ALU "
           f"option; cycles per image = all layers / BATCH; inferences/s at the estimated "
           f"Fmax. Resources are the model's estimate of the core (yosys `synth_ecp5` cells).", ""]
+    con = sqlite3.connect(str(out / "dse.sqlite"))
+    feas = [json.loads(f) for (f,) in con.execute(
+        "SELECT feasibility FROM points WHERE status='ok' AND feasibility IS NOT NULL")]
+    con.close()
+    from compiler.dse.resource import PARTS
+    L += ["Points that fit each part (of the " + f"{len(feas)} measured; ECP5 with the ULX3S "
+          "shell; the iCE40UP5K and XC7Z020 are vendor-free conversions of the ECP5 counts): "
+          + ", ".join(f"{p} {sum(f[p]['fits'] for f in feas)}" for p in PARTS) + ".", ""]
     if doc["failed"]:
         L += ["Failed points: " + "; ".join(f"{f['name']} ({f['error'][:90]})"
                                             for f in doc["failed"][:5]), ""]
@@ -94,19 +102,24 @@ def markdown(out: Path, runs: list, build: dict | None) -> str:
           "build each, older commits whose other critical paths have since been fixed). "
           "That is five builds of one array size: the estimate ignores BATCH, BLOCK, buffers "
           "and bus width, which is an assumption, and inferences/s inherit it.", ""]
+    show = {"vta_hw_fpga": ("luts", "multipliers", "brams"), "ddr": ("luts",)}
     for dram, fr in doc["fronts"].items():
-        L += [f"**Front, DRAM model `{dram}`**: inferences/s against each resource "
-              f"(non-dominated points; fits = parts it fits, ECP5 counting the ULX3S shell).", "",
-              "| resource | point | cycles/image | est. inf/s | LUTs | FFs | MULT18 | DP16KD | "
-              "fits |", "|---|---|---|---|---|---|---|---|---|"]
-        for r in RESOURCES:
+        for r in show.get(dram, ("luts",)):
+            L += [f"**Front, DRAM model `{dram}`: inferences/s against {r}** (the non-dominated "
+                  f"points; fits = parts it fits, ECP5 counting the ULX3S shell).", "",
+                  "| point | cycles/image | est. inf/s | LUTs | FFs | MULT18 | DP16KD | fits |",
+                  "|---|---|---|---|---|---|---|---|"]
             for p in fr[r]["inferences_per_s"]:
                 e = p["estimate"]
                 fits = ", ".join(x.replace("ecp5-", "") for x in p["fits"]) or "none"
-                L.append(f"| {r} | {p['name']} | {p['cycles_per_image']:,.0f} | "
+                L.append(f"| {p['name']} | {p['cycles_per_image']:,.0f} | "
                          f"{p['inferences_per_s']:.2f} | {e['luts']:,} | {e['ffs']:,} | "
                          f"{e['multipliers']} | {e['brams']} | {fits} |")
-        L.append("")
+            L.append("")
+        others = [f"{r} {len(fr[r]['inferences_per_s'])} points" for r in RESOURCES
+                  if r not in show.get(dram, ("luts",))]
+        L += [f"Other `{dram}` fronts (in `front.json`): {', '.join(others)}; the fronts of "
+              f"cycles per image (ignoring Fmax) are there too.", ""]
     L += ["**Chosen** (`chosen.json`; per part the most inferences/s that fits; ECP5 parts "
           "only among 3-cycle-ALU points, which is what `vta hw build` builds):", "",
           "| part | point | cycles/image | est. inf/s | limit (util) |", "|---|---|---|---|---|"]

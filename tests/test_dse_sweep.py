@@ -40,6 +40,10 @@ def test_sweep_then_rerun_skips_done_points(tmp_path, layers):
     assert s1["points"] == 4 and s1["measured"] == 4 and s1["skipped"] == 0
     first = _rows(out)
     assert len(first) == 4 and all(r[0] == "ok" and r[1] > 0 for r in first.values())
+    con = sqlite3.connect(str(out / "dse.sqlite"))
+    assert con.execute("SELECT COUNT(*) FROM points WHERE luts IS NULL OR feasibility IS NULL "
+                       "OR inferences_per_s IS NULL").fetchone()[0] == 0
+    con.close()
     s2 = sweep.run_dse(layers, SPACE, out, workers=0, progress=False)
     assert s2["measured"] == 0 and s2["skipped"] == 4
     assert _rows(out) == first                      # nothing re-measured or rewritten

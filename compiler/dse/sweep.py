@@ -111,6 +111,7 @@ def run_dse(workload: str, space, out, *, workers: int | None = None,
                         "seconds": round(oc.seconds, 3)}
                     failed += res["status"] != "ok"
                     db.put(task["point"], res)
+                    _cost(db, model, task["point"], res)    # every row complete at once
                     bar.update(1)
             bar.close()
         sweep_s = time.time() - t0
@@ -126,6 +127,13 @@ def run_dse(workload: str, space, out, *, workers: int | None = None,
         return summary
     finally:
         db.close()
+
+
+def _cost(db: ResultsDB, model: ResourceModel, point: dict, res: dict) -> None:
+    cost = model.predict(point)
+    ips = (cost["fmax_mhz"] * 1e6 / res["cycles_per_image"]
+           if res["status"] == "ok" and res.get("cycles_per_image") else None)
+    db.set_cost(point_key(point), cost, ips, feasibility(cost))
 
 
 def _ips(row: dict) -> float | None:
