@@ -66,14 +66,21 @@ def test_cnn_trained_in_numpy_keeps_accuracy(digits):
     kinds = {s.node.op: s.kind for s in c.program.steps}
     assert kinds["qconv"] == "vta" and kinds["qdense"] == "vta" and kinds["qavgpool"] == "cpu"
     ex = c.executor(SimDevice(CFG))
-    fg = c.float_graph
-    acc_f = acc_q = 0
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    acc_f = acc_q = agree = 0
+    sig = err = 0.0
     for i in range(len(xte)):
         feeds = {"image": xte[i].reshape(1, 1, 8, 8)}
         got = ex.run(feeds)["scores"]
         assert np.array_equal(got, run_graph(c.qgraph, feeds)["scores"])
+        ref = sess.run(None, feeds)[0]                  # the float model, onnxruntime
         acc_q += int(got.argmax() == yte[i])
-        acc_f += int(run_graph(fg, feeds)["scores"].argmax() == yte[i])
+        acc_f += int(ref.argmax() == yte[i])
+        agree += int(got.argmax() == ref.argmax())
+        sig += float((ref ** 2).sum())
+        err += float(((ref - got) ** 2).sum())
     acc_f, acc_q = acc_f / len(xte), acc_q / len(xte)
     assert acc_f > 0.9
     assert acc_q >= acc_f - 0.01, (acc_f, acc_q)
+    assert agree / len(xte) > 0.97 and 10 * np.log10(sig / err) > 20, (agree, sig / err)

@@ -388,3 +388,24 @@ def test_artifact_refuses_forged_manifest_and_bad_graph(tmp_path, r18):
         load(str(d))
     with pytest.raises(GraphError, match="NaN or infinity"):
         c.executor(SimDevice(CFG)).run({"input": np.full((1, 3, 32, 32), np.nan, np.float32)})
+
+
+@pytest.mark.slow
+def test_resnet18_224_bit_exact_and_fidelity():
+    """The real size: ResNet-18 224x224, 1000 classes, on the timed simulator."""
+    m = resnet18()
+    c = compile_model(m, CFG, calib={"input": sample_images(2, 224, seed=11)})
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    ex = c.executor(SimDevice(CFG, timed=True))
+    sig = err = 0.0
+    agree = 0
+    for x in sample_images(2, 224, seed=2024):
+        feeds = {"input": x[None]}
+        got = ex.run(feeds)["logits"]
+        assert np.array_equal(got, run_graph(c.qgraph, feeds)["logits"])
+        ref = sess.run(None, feeds)[0]
+        agree += int(ref.argmax() == got.argmax())
+        sig += float((ref ** 2).sum())
+        err += float(((ref - got) ** 2).sum())
+    assert agree >= 1 and 10 * np.log10(sig / err) > 20
+    assert ex.summary()["vta_share"] > 0.9
