@@ -169,3 +169,20 @@ def test_tophub_knobs_translate_and_build():
         translate([["tile_b", "sp", [1, 1]], ["tile_h", "sp", [1, 7]], ["tile_w", "sp", [1, 7]],
                    ["tile_ci", "sp", [1, 1]], ["tile_co", "sp", [1, 1]],
                    ["oc_nthread", "ot", 2], ["h_nthread", "ot", 2]])
+
+
+def test_vectorised_analytic_estimate_matches_the_default_schedules_model():
+    """The est_* features are compiler.default_schedule.estimate, vectorised (exact where
+    no virtual thread divides a loop's tiles)."""
+    from compiler.default_schedule import estimate
+    names = None
+    for t in (Task.conv2d(1, 256, 14, 14, 512, 1, 2, 0), Task.conv2d(1, 128, 28, 28, 128, 3,
+                                                                      1, 1)):
+        sp = TunerSpace(t.workload(CFG), CFG, restrict={"vthreads": [1], "fuse": [()]})
+        pts = sp.sample(np.random.default_rng(0), 150)
+        X = featurize(sp, pts)
+        names = feature_names(sp)
+        for col, attr in (("est_log2_cycles", "cycles"), ("est_log2_compute",
+                                                          "compute_cycles")):
+            want = np.array([getattr(estimate(sp.wl, sp.knobs(p), CFG), attr) for p in pts])
+            assert np.allclose(2.0 ** X[:, names.index(col)], want, rtol=1e-5)

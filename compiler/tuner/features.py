@@ -14,7 +14,9 @@ points at once and without lowering each one:
   instructions, SRAM use as a fraction of each scope's depth;
 * the raw knobs (log2 tile sizes and tile counts, order, fusion, threads, compute-at level,
   double buffering) and the workload's shape (so that one model serves many layers:
-  transfer learning).
+  transfer learning);
+* the analytic cost model of :mod:`compiler.default_schedule` (compute, DMA and store
+  cycles), vectorised: a prior the ranking model can use from its first batch.
 
 :func:`featurize` takes the space and an ``(n, D)`` int array of points; it runs at several
 hundred thousand points per second (``benchmarks/bench_tuner.py --features``).
@@ -92,6 +94,7 @@ def feature_names(space) -> list[str]:
             "log2_total_dma_bytes", "dma_bytes_per_uop", "log2_outer_iters"]
     out += ["wl_log2_oh", "wl_log2_ow", "wl_log2_cb", "wl_log2_ob", "wl_log2_nb", "wl_kh",
             "wl_stride"]
+    out += ["est_log2_compute", "est_log2_mem", "est_log2_store", "est_log2_cycles"]
     space._feat_names = out
     return out
 
@@ -126,6 +129,14 @@ def featurize(space, pts: np.ndarray) -> np.ndarray:
         kind = T.at_kind[c][col[c]]                  # 0 ci, 1 root, 2 loop
         s = T.name_slot[o, f, np.maximum(T.at_name[c][col[c]], 0)]
         at[b] = np.where(kind == 0, N_SLOTS + 1, np.where(kind == 1, -1, s))     # -1 root
+    # a read hoisted to a loop whose enclosing loops all have extent 1 is a read at the root:
+    # the same schedule, the same features (so equivalent points are recognised as such)
+    log_ext = np.log2(np.where(slot_used, slot_ext, 1.0))
+    cum = np.cumsum(log_ext, 1)                                                  # n,S
+    for b in at:
+        lvl = at[b]
+        enc = np.take_along_axis(cum, np.clip(lvl, 0, N_SLOTS - 1)[:, None], 1)[:, 0]
+        at[b] = np.where((lvl >= 0) & (lvl < N_SLOTS) & (enc == 0), -1, lvl)
     db = T.vals["double_buffer"][col["double_buffer"]]                           # n,2
     kh, kw, stride = T.kh, T.kw, T.stride
 
@@ -208,9 +219,58 @@ def featurize(space, pts: np.ndarray) -> np.ndarray:
               np.log2(tile.prod(1) * tci * kh * kw), np.log2(dma), dma / gemm,
               np.log2(outer_iters)]
     extra += [np.full(n, v) for v in T.shape_feats]
+    extra += _analytic(T, tile, tci, nt, nci, vt, slot_of, cum, vslot)
     feats.append(np.stack(extra, 1))
     return np.concatenate([np.asarray(x, float).reshape(n, -1) for x in feats],
                           1).astype(np.float32)
+
+
+def _analytic(T, tile, tci, nt, nci, vt, slot_of, cum, vslot) -> list:
+    """The default schedule's analytic cost model (:func:`compiler.default_schedule.
+    estimate`: compute, DMA and store cycles, overlapped by virtual threads), vectorised;
+    a prior the ranking model can use from its first batch.  Returns log2 compute, memory,
+    store and total cycles."""
+    from ..default_schedule import (DMA_LATENCY, INSN_OVERHEAD, ROW_OVERHEAD,
+                                    STORE_CYCLES_PER_TILE)
+    tiles = nt.prod(1)
+    steps = tiles * nci
+    # one reduction step per tile: a slot reloads only when its tile changes along the order
+    moving = nt > 1                    # loops of one tile never change the index
+    deepest_inp = np.max(np.where(np.array(_USES["inp"])[None] & moving, slot_of, -1), 1)
+    deepest_wgt = np.where(moving[:, 1], slot_of[:, 1], -1)
+
+    def runs(deepest):                 # per virtual thread: the bound loop runs 1/vt of it
+        r = np.exp2(np.take_along_axis(cum, np.maximum(deepest, 0)[:, None], 1)[:, 0])
+        r = np.where((vslot >= 0) & (vslot <= deepest), r / vt, r)
+        return np.where(deepest < 0, 1.0, np.maximum(1.0, r))
+    runs_inp, runs_wgt = runs(deepest_inp), runs(deepest_wgt)
+    single = nci == 1
+    inp_loads = np.where(single, vt * runs_inp, steps)
+    wgt_loads = np.where(single, vt * runs_wgt, steps)
+    rows_per = np.where(T.row_step > 1, tile[:, 2], (tile[:, 2] - 1) * T.stride + T.kh)
+    cols_per = (tile[:, 3] - 1) * T.stride + T.kw if T.conv else tile[:, 3]
+    g_inp = tile[:, 0] * tci * rows_per * cols_per
+    g_wgt = tile[:, 1] * tci * T.kh * T.kw
+    inp = inp_loads * g_inp * T.inp_tile
+    wgt = wgt_loads * g_wgt * T.wgt_tile
+    acc_tiles = T.out_bytes / T.out_tile
+    if T.conv:
+        inp_dmas = inp_loads * tile[:, 0] * tci
+        store_dmas = tiles * tile[:, 0] * tile[:, 1]
+        rows = inp_dmas * rows_per + wgt_loads * tile[:, 1]
+        store_rows = store_dmas * tile[:, 2]
+    else:
+        inp_dmas, store_dmas = inp_loads, tiles
+        rows = inp_loads * tile[:, 0] + wgt_loads * tile[:, 1]
+        store_rows = tiles * tile[:, 0]
+    compute = T.gemm_uops + acc_tiles + acc_tiles * T.alu_per_tile + INSN_OVERHEAD * (
+        steps + tiles * (1 + T.n_epilogue))
+    mem = (inp + wgt + T.vec_bytes) / T.bus_bytes + ROW_OVERHEAD * rows + DMA_LATENCY * (
+        inp_dmas + wgt_loads) / np.where(vt > 1, 4, 1)
+    store = acc_tiles * STORE_CYCLES_PER_TILE + store_rows * ROW_OVERHEAD * 2
+    cycles = np.where(vt > 1, np.maximum(np.maximum(compute, mem), store) * 1.05,
+                      compute + mem)
+    return [np.log2(compute), np.log2(mem), np.log2(store), np.log2(cycles)]
 
 
 class _Tables:
@@ -245,6 +305,14 @@ class _Tables:
                       "acc": cfg.sram_depth(MemType.ACC)}
         self.out_bytes = float(wl.nb * wl.ob * wl.oh * wl.ow * self.out_tile)
         self.gemm_uops = float(wl.gemm_uops)
+        self.alu_per_tile = float(sum(2 if st.vector is not None else 1
+                                      for st in wl.epilogue))
+        self.n_epilogue = float(len(wl.epilogue))
+        self.bus_bytes = float(cfg.bus_bytes)
+        from ..default_schedule import _vec_bytes
+        self.vec_bytes = float(sum((wl.nb * wl.ob * wl.oh * wl.ow if st.full else
+                                    st.resident_tiles) * _vec_bytes(st, cfg)
+                                   for st in wl.epilogue if st.vector is not None))
         self.shape_feats = [np.log2(wl.oh), np.log2(wl.ow), np.log2(wl.cb), np.log2(wl.ob),
                             np.log2(wl.nb), float(wl.kh), float(wl.stride)]
 

@@ -226,12 +226,15 @@ class XGBTuner(Tuner):
     sa_steps, sa_population : int
         Annealing steps per batch and parallel chains (steps x population candidates are
         scored per batch).
+    prior : bool
+        Before the model has data, anneal on the analytic cost model's estimate
+        (:mod:`compiler.default_schedule`, a feature) instead of sampling uniformly.
     """
     name = "xgb"
 
     def __init__(self, space, seed: int = 0, plan_size: int = 64, epsilon: float = 0.05,
                  transfer=(), sa_steps: int = 60, sa_population: int = 128,
-                 diversity: float = 0.5, rounds: int = 60):
+                 diversity: float = 0.5, rounds: int = 60, prior: bool = True):
         super().__init__(space, seed)
         self.plan_size, self.epsilon, self.diversity = plan_size, epsilon, diversity
         self.sa_steps, self.sa_population = sa_steps, sa_population
@@ -239,18 +242,26 @@ class XGBTuner(Tuner):
         self.transfer = [(featurize(sp, p), np.asarray(c, float)) for sp, p, c in transfer
                          if len(p)]
         self._sa_points: np.ndarray | None = None
+        self._measured_f: set = set()        # features of measured points (equivalence)
+        self.prior = prior
+        self._est_col = feature_names(space).index("est_log2_cycles")
         self.scored = 0
         if self.transfer:
             self.model.fit(self.transfer)
 
-    def _fit(self) -> None:
-        own = (featurize(self.space, np.array(self.xs)), np.array(self.ys))
-        self.model.fit(self.transfer + [own])
+    def _fkey(self, X: np.ndarray) -> list[bytes]:
+        return [np.round(x, 4).tobytes() for x in X]
 
     def update(self, pts, cycles) -> None:
         super().update(pts, cycles)
+        pts = np.atleast_2d(np.asarray(pts, np.int64))
+        self._measured_f.update(self._fkey(featurize(self.space, pts)))
         if np.isfinite(np.array(self.ys)).sum() >= 2:
             self._fit()
+
+    def _fit(self) -> None:
+        own = (featurize(self.space, np.array(self.xs)), np.array(self.ys))
+        self.model.fit(self.transfer + [own])
 
     def _anneal(self) -> tuple[np.ndarray, np.ndarray]:
         """Best-predicted plausible unmeasured points found by annealing on the model."""
@@ -267,7 +278,7 @@ class XGBTuner(Tuner):
             top = np.array(self.xs)[np.argsort(self.ys)[:min(P // 4, len(self.xs))]]
             pts = np.concatenate([top, pts[len(top):]])
         X = featurize(sp, pts)
-        score = np.where(plausible(sp, pts, X), self.model.predict(X), -np.inf)
+        score = np.where(plausible(sp, pts, X), self._score(X), -np.inf)
         pool_pts, pool_scores = [pts], [score]
         for step in range(self.sa_steps):
             t = 1.0 - step / self.sa_steps
@@ -276,7 +287,7 @@ class XGBTuner(Tuner):
             ok = plausible(sp, cand, X)
             cs = np.full(len(cand), -np.inf)
             if ok.any():
-                cs[ok] = self.model.predict(X[ok])
+                cs[ok] = self._score(X[ok])
             self.scored += int(ok.sum())
             accept = (cs > score) | (rng.random(len(cs)) < np.exp(
                 np.minimum(0, cs - score) / max(t, 1e-3)))
@@ -291,17 +302,27 @@ class XGBTuner(Tuner):
         order = np.argsort(-alls, kind="stable")
         return allp[order], alls[order]
 
+    def _score(self, X: np.ndarray) -> np.ndarray:
+        """Model scores; before any training data, the analytic cost model's estimate (the
+        prior: fewer estimated cycles rank higher)."""
+        if self.model.trained:
+            return self.model.predict(X)
+        return -X[:, self._est_col]
+
     def next_batch(self, n: int) -> np.ndarray:
-        if not self.model.trained:
+        if not self.model.trained and not self.prior:
             return self._random(n)
         cand, scores = self._anneal()
         plan, plan_s = [], []
         seen = set()
-        for p, s in zip(cand, scores):
+        fkeys = self._fkey(featurize(self.space, cand[:self.plan_size * 32]))
+        for p, s, fk in zip(cand, scores, fkeys):
             k = p.tobytes()
-            if k in seen or k in self.measured:
+            # skip points measured already, and points equivalent to one (same features:
+            # e.g. a read hoisted to a loop of extent 1 is a read at the root)
+            if k in seen or k in self.measured or fk in seen or fk in self._measured_f:
                 continue
-            seen.add(k)
+            seen.update((k, fk))
             if self.space.valid(p):
                 plan.append(p)
                 plan_s.append(s)
