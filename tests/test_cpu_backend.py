@@ -238,6 +238,10 @@ def test_argument_errors_are_clear_and_checked_before_native_code():
         kern.run({X: good}, out=np.zeros((4, 8), np.int32))
     with pytest.raises(CpuError, match=r"out overlaps input X"):
         kern.run({X: good}, out=good)
+    X2 = te.placeholder((4, 8), "int8", "X")
+    two = cpu_build(te.compute((4, 8), lambda i, j: X[i, j] + X2[i, j], "two_x"))
+    with pytest.raises(CpuError, match=r"feed 'X': several inputs are named 'X'"):
+        two.run({"X": good})
     ro = np.zeros((4, 8), np.int8)
     ro.flags.writeable = False
     with pytest.raises(CpuError, match=r"out: read-only array"):

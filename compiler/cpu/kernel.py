@@ -263,6 +263,8 @@ class CpuKernel:
             self._fns.append(proto(compiled.addresses[c.name]))
         self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
         self._by_name = {t.name: t for t in inputs}
+        names = [t.name for t in inputs]
+        self._ambiguous = {n for n in names if names.count(n) > 1}
         self._local = threading.local()       # per-thread intermediate buffers
 
     # ------------------------------------------------------------------ running
@@ -273,6 +275,9 @@ class CpuKernel:
         ``out``, when given, is written in place and returned."""
         env = {}
         for k, v in feeds.items():
+            if not isinstance(k, Tensor) and k in self._ambiguous:
+                raise CpuError(f"feed {k!r}: several inputs are named {k!r}; key the feed "
+                               f"by the placeholder Tensor")
             t = k if isinstance(k, Tensor) else self._by_name.get(k)
             if isinstance(t, Tensor) and t.is_placeholder and t not in self.inputs:
                 continue                  # a graph input this output does not read
