@@ -168,6 +168,7 @@ class ConfigSpace:
         f += [level(k.inp_at), level(k.wgt_at),
               float("data" in k.double_buffer), float("kernel" in k.double_buffer)]
         try:
+            k.check(self.wl)            # an invalid point has no buffers to measure
             use = buffer_usage(self.wl, k, self.cfg)
             f += [use[m] / self.cfg.sram_depth(m) for m in (MemType.INP, MemType.WGT,
                                                             MemType.ACC)]
@@ -210,7 +211,9 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
 
     Returns ``{"cycles", "dram_bytes", "gemm_ops", "compile_seconds", "correct", "error"}``;
     ``cycles`` is ``inf`` (and ``error`` the message) when the schedule cannot be built.
-    ``correct`` is None unless ``check`` (compare against the tensor-expression evaluator).
+    ``correct`` is None unless ``check`` (compare against the tensor-expression evaluator);
+    without ``check`` the simulator runs timing-only (its functional datapath off: the
+    cycles and DRAM bytes are those of a full run, see :mod:`compiler.tuner.measure`).
     """
     from vta_runtime import SimDevice
 
@@ -225,7 +228,11 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
         return {"cycles": math.inf, "dram_bytes": 0, "gemm_ops": 0, "correct": None,
                 "compile_seconds": time.perf_counter() - t0, "error": str(e)}
     feeds = random_inputs(wl, ck.inputs, np.random.default_rng(seed))
-    got, stats = ck.run(SimDevice(cfg, timed=timing or pynq_timing()), feeds)
+    dev = SimDevice(cfg, timed=timing or pynq_timing())
+    if not check:       # the timing model never reads data: same cycles, half the time
+        from .tuner.measure import _timing_only_simulator
+        dev.sim = _timing_only_simulator(cfg, timing or pynq_timing())
+    got, stats = ck.run(dev, feeds)
     t = dict(stats.get("timing") or {}, **stats)
     cycles = next(int(t[c]) for c in ("cycles", "total_cycles", "cycle_count") if c in t)
     correct = None

@@ -328,7 +328,7 @@ class XGBTuner(Tuner):
                 plan_s.append(s)
                 if len(plan) >= self.plan_size:
                     break
-        n_rand = int(round(self.epsilon * n)) if len(plan) >= n else 0
+        n_rand = int(self.rng.binomial(n, self.epsilon)) if len(plan) >= n else 0
         picked = self._diverse(np.array(plan).reshape(-1, len(self.space.radix)),
                                np.array(plan_s), n - n_rand)
         if len(picked) < n:
