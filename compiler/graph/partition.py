@@ -224,7 +224,12 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
         if n.target == "vta":
             mode = "packed"
         elif n.op in _AGNOSTIC:
-            mode = "packed" if any(lay.get(i) == "packed" for i in acts) else "plain"
+            # packed if its data is, or if every reader is a VTA kernel anyway (then the one
+            # pack moves before this op, which can then run on VTA too)
+            readers = users.get(n.output, [])
+            mode = "packed" if any(lay.get(i) == "packed" for i in acts) or (
+                readers and n.output not in g.outputs
+                and all(u.target == "vta" for u in readers)) else "plain"
             if mode == "packed" and n.op in ("qadd", "qrequant", "qmaxpool") and \
                     _vta_pool_ok(n) and cfg.block_in == \
                     cfg.block_out and n.target == "cpu" and not getattr(g, "cpu_only", False):
