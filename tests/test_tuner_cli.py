@@ -159,3 +159,17 @@ def test_tune_an_onnx_model_then_compile_it_with_the_log(tmp_path, capsys):
     assert len(gemm) == 3
     for s in gemm:
         assert s.kernel.knobs == hb.knobs_for(s.kernel.workload, cfg)
+
+
+@pytest.mark.slow
+def test_tune_on_the_rtl(tmp_path, capsys):
+    """--device rtl measures on the generated RTL (Amaranth simulation): cycles from the
+    hardware counter, logged with device "rtl"."""
+    wl = tmp_path / "wl.json"
+    wl.write_text(json.dumps({**WL, "height": 4, "width": 4, "out_channels": 16}))
+    log = tmp_path / "rtl.jsonl"
+    rc, out, err = _run(capsys, "tune", str(wl), "--trials", "2", "--log", str(log),
+                        "--workers", "0", "--device", "rtl", "--no-progress")
+    assert rc == 0, err
+    recs = load(log)
+    assert len(recs) == 2 and all(r.ok and r.device == "rtl" for r in recs)
