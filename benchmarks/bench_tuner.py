@@ -82,10 +82,11 @@ def section_cycles(cfg, log, layers):
     return {r[0]: r[4] for r in rows}
 
 
-def section_efficiency(cfg, log, layers, seeds, budget, workers, tuned_best):
+def section_efficiency(cfg, history, layers, seeds, budget, workers, tuned_best, plot=None):
     print(f"\n### 2. Sample efficiency: trials to reach 95% of the best known schedule "
-          f"(budget {budget}, seeds 0..{seeds - 1}, batch 8, no default-schedule start)\n")
-    recs = load(log)
+          f"(budget {budget}, seeds 0..{seeds - 1}, batch 8, no default-schedule start; "
+          f"transfer and best known from {os.path.basename(history)})\n")
+    recs = load(history)
     variants = [("xgb", "xgb"), ("xgb+transfer", "xgb"), ("sa (no model)", "sa"),
                 ("random", "random")]
     from compiler.executor import make_executor
@@ -119,9 +120,13 @@ def section_efficiency(cfg, log, layers, seeds, budget, workers, tuned_best):
           "transfer pick / best |")
     print("|---|---|" + "---|" * len(variants) + "---|")
     med = {lab: [] for lab, _ in variants}
+    bests = {}
     for layer in layers:
+        wk = workload_key(task_of(layer).workload(cfg))
         best = min([tuned_best.get(layer.name, math.inf)] +
+                   [r.cycles for r in recs if r.ok and r.workload == wk] +
                    [r.best_cycles for (n, _, _), r in runs.items() if n == layer.name])
+        bests[layer.name] = best
         cells = []
         for lab, _ in variants:
             hits = [first_reach(runs[(layer.name, lab, s)].history, best / 0.95)
@@ -136,6 +141,37 @@ def section_efficiency(cfg, log, layers, seeds, budget, workers, tuned_best):
     print("\nmedian over layers of the per-layer medians: " + ", ".join(
         f"{lab} {np.median(v):g}" for lab, v in med.items()) +
         f" (a run that never reached the target counts as {budget + 1})")
+    if plot:
+        plot_efficiency({k: [h[1] for h in r.history] for k, r in runs.items()}, bests, plot,
+                        budget)
+        print(f"\nconvergence plot: {plot}")
+
+
+def plot_efficiency(curves: dict, bests: dict, path: str, budget: int) -> None:
+    """Best cycles so far / best known, against trials, mean over seeds and layers, one
+    line per tuner variant (``curves``: {(layer, label, seed): [cycles per trial]})."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label in dict.fromkeys(k[1] for k in curves):
+        rows = []
+        for (layer, lab, _), c in curves.items():
+            if lab != label:
+                continue
+            c = np.minimum.accumulate(np.array(c[:budget], float))
+            c = np.concatenate([c, np.full(budget - len(c), c[-1])]) if len(c) < budget else c
+            rows.append(bests[layer] / c)
+        ax.plot(np.arange(1, budget + 1), np.mean(rows, 0), label=label)
+    ax.axhline(0.95, color="k", lw=0.8, ls="--", label="95% of best known")
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best known / best so far (mean over layers and seeds)")
+    ax.set_title("tuner convergence, ResNet-18 layers (timed simulator)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def section_throughput(cfg, n):
@@ -185,11 +221,16 @@ def section_model(cfg):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--log", default=TUNED_LOG, help="tuned log (default: the shipped one)")
-    ap.add_argument("--layers", default="C4,C7,C10")
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--history", default=os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "results",
+        "tuner_resnet18_history.jsonl.gz"), help="tuning history: transfer and best known")
+    ap.add_argument("--layers", default="C4,C7,C10,C11")
+    ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--budget", type=int, default=48)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--throughput-trials", type=int, default=24)
+    ap.add_argument("--plot", metavar="PNG", help="convergence plot of section 2 (mean best "
+                    "so far per tuner)")
     ap.add_argument("--skip", default="", help="sections to skip, e.g. 2,3")
     args = ap.parse_args()
     cfg = VTAConfig()
@@ -200,8 +241,8 @@ def main() -> None:
         tuned = section_cycles(cfg, args.log, RESNET18)
     layers = [l for l in RESNET18 if l.name in args.layers.split(",")]
     if "2" not in skip:
-        section_efficiency(cfg, args.log, layers, args.seeds, args.budget, args.workers,
-                           tuned)
+        section_efficiency(cfg, args.history, layers, args.seeds, args.budget, args.workers,
+                           tuned, args.plot)
     if "3" not in skip:
         section_throughput(cfg, args.throughput_trials)
     if "4" not in skip:
