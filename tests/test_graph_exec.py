@@ -409,3 +409,32 @@ def test_resnet18_224_bit_exact_and_fidelity():
         err += float(((ref - got) ** 2).sum())
     assert agree >= 1 and 10 * np.log10(sig / err) > 20
     assert ex.summary()["vta_share"] > 0.9
+
+
+def test_standalone_add_of_packed_branches_runs_on_vta():
+    """conv -> maxpool on two branches, then Add + Relu: the add cannot fuse into a conv,
+    runs as a VTA ALU-only kernel on the packed data (rescaling shifts + rounding), exact."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array((rng.normal(size=s) * sc).astype(np.float32), n)
+             for n, s, sc in [("w1", (16, 16, 3, 3), 0.3), ("w2", (16, 16, 1, 1), 3.0)]]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "w2"], ["b"]),
+             helper.make_node("MaxPool", ["a"], ["pa"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxPool", ["b"], ["pb"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Add", ["pa", "pb"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    g = helper.make_graph(nodes, "add",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 3, 3])],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    xs = rng.normal(size=(3, 1, 16, 6, 6)).astype(np.float32)
+    c = compile_model(m, CFG, calib={"x": xs})
+    kinds = [(s.node.op, s.kind) for s in c.program.steps]
+    assert ("qadd", "vta") in kinds and kinds.count(("qmaxpool", "vta")) == 2
+    add = next(n for n in c.qgraph.nodes if n.op == "qadd")
+    assert add.attrs["sa"] != add.attrs["sb"] and add.attrs["lo"] == 0
+    for x in xs:
+        got = c.executor(SimDevice(CFG)).run({"x": x})["y"]
+        assert np.array_equal(got, run_graph(c.qgraph, {"x": x})["y"])
