@@ -297,6 +297,11 @@ def test_tuning_log_schedules_are_applied(tmp_path):
     s1 = next(s for s in c1.program.steps if s.node.op == "qconv")
     assert s1.kernel.knobs.as_dict()["vthreads"] == 1
     assert s1.kernel.knobs.as_dict()["tile_h"] == 8
+    # the artifact keeps the tuned schedule (no log needed to run it)
+    save(c1, str(tmp_path / "tuned.vtar"))
+    s2 = next(s for s in load(str(tmp_path / "tuned.vtar")).program.steps
+              if s.node.op == "qconv")
+    assert s2.kernel.knobs.as_dict() == s1.kernel.knobs.as_dict()
     got = c1.executor(SimDevice(CFG)).run({"image": xs[0]})
     assert np.array_equal(got["scores"], run_graph(c1.qgraph, {"image": xs[0]})["scores"])
     log.write_text("{not json\n")

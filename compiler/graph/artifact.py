@@ -4,7 +4,8 @@ Contents::
 
     manifest.json     format, sha256 of every other file, the config's hash
     config.json       the VTAConfig the program was compiled for
-    graph.json        the quantised graph (values with int8 scales, nodes, placement options)
+    graph.json        the quantised graph (values with int8 scales, nodes, placement options,
+                      each VTA layer's schedule knobs: a tuned artifact stays tuned)
     params/NNN.npy    constants (weights int8, biases int32), loaded with allow_pickle=False
     vta/<node>.txt    each VTA kernel's op program (loads, GEMM/ALU micro-kernels, stores,
                       dependency tokens), as compiled
@@ -62,7 +63,7 @@ def _cfg_json(cfg: VTAConfig) -> bytes:
     return json.dumps(d, sort_keys=True, indent=1, default=str).encode()
 
 
-def _graph_json(q: Graph, options: dict) -> bytes:
+def _graph_json(q: Graph, options: dict, knobs: dict) -> bytes:
     params = {}
     for k, p in enumerate(q.params):
         params[p] = f"params/{k:03d}.npy"
@@ -74,6 +75,7 @@ def _graph_json(q: Graph, options: dict) -> bytes:
         "nodes": [{"op": n.op, "name": n.name, "inputs": n.inputs, "output": n.output,
                    "attrs": n.attrs} for n in q.nodes],
         "options": {k: v for k, v in options.items() if k != "tuning_log"},
+        "knobs": knobs,
     }
     return json.dumps(doc, indent=1, default=_jsonable).encode()
 
@@ -106,8 +108,10 @@ def save(compiled, path: str, record_streams: bool = True) -> dict:
         ex = compiled.executor(SimDevice(compiled.cfg))
         ex.run({i: np.zeros(g.values[i].shape, np.float32) for i in g.inputs})
         ex.close()
+    knobs = {st.node.name: st.kernel.knobs.as_dict() for st in vta_steps
+             if st.node.op in ("qconv", "qdense") and hasattr(st.kernel.knobs, "as_dict")}
     files: dict[str, bytes] = {"config.json": _cfg_json(compiled.cfg),
-                               "graph.json": _graph_json(q, compiled.options),
+                               "graph.json": _graph_json(q, compiled.options, knobs),
                                "report.txt": compiled.report().encode()}
     for k, p in enumerate(q.params):
         files[f"params/{k:03d}.npy"] = _npy(q.params[p])
@@ -210,7 +214,7 @@ def load(path: str, cfg: VTAConfig | None = None):
         raise ArtifactError(f"{path}: graph.json is malformed ({type(e).__name__}: {e})") \
             from None
     prog = compile_graph(q, stored, opts.get("cpu_only", False),
-                         opts.get("first_conv_cpu", False))
+                         opts.get("first_conv_cpu", False), knobs=opts.get("_knobs"))
     return Compiled(stored, None, q, prog, opts)
 
 
@@ -233,7 +237,7 @@ def _graph_from_json(blobs: dict):
     q.outputs = list(doc["outputs"])
     from .ir import verify
     verify(q, "load")
-    return q, doc.get("options", {})
+    return q, {**doc.get("options", {}), "_knobs": doc.get("knobs") or {}}
 
 
 def _cfg_from_json(b: bytes) -> VTAConfig:

@@ -598,15 +598,17 @@ def _dense_cpu(n: Node, g: Graph):
     return _epilogue_te(acc, n, resid, n.name), binds
 
 
-def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None) -> list:
-    """A :class:`Step` per node of the laid-out graph ``g``."""
+def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
+            knobs: dict | None = None) -> list:
+    """A :class:`Step` per node of the laid-out graph ``g``; ``knobs`` {node name: knob
+    dict} fixes the schedules of those VTA conv/dense layers (an artifact's, as compiled)."""
     steps = []
     ctx = _tuning_context(tuning_log)
     with ctx:
         for n in g.nodes:
             t0 = time.perf_counter()
             try:
-                step = _codegen_node(n, g, cfg)
+                step = _codegen_node(n, g, cfg, (knobs or {}).get(n.name))
             except GraphError:
                 raise
             except Exception as e:
@@ -645,7 +647,7 @@ def _tuning_context(log):
     return apply_history_best(records)
 
 
-def _codegen_node(n: Node, g: Graph, cfg: VTAConfig) -> Step:
+def _codegen_node(n: Node, g: Graph, cfg: VTAConfig, knobs: dict | None = None) -> Step:
     from compiler import build
     if n.target == "vta":
         if n.op == "qconv":
@@ -662,7 +664,11 @@ def _codegen_node(n: Node, g: Graph, cfg: VTAConfig) -> Step:
             binds = [(x, ("value", n.inputs[0]))]
         else:
             out, binds = _eltwise_te(n, g, cfg.acc_dtype)
-        return Step(n, "vta", build(out, cfg), binds, out)
+        kn = None
+        if knobs is not None and n.op in ("qconv", "qdense"):
+            from compiler.schedule import Knobs
+            kn = Knobs.from_dict(knobs)
+        return Step(n, "vta", build(out, cfg, kn), binds, out)
     if n.target == "cpu":
         if n.op == "qconv":
             out, binds = _conv_cpu(n, g)
@@ -681,7 +687,8 @@ def _codegen_node(n: Node, g: Graph, cfg: VTAConfig) -> Step:
 
 
 def compile_graph(q: Graph, cfg: VTAConfig, cpu_only: bool = False,
-                  first_conv_cpu: bool = False, tuning_log: str | None = None) -> Program:
+                  first_conv_cpu: bool = False, tuning_log: str | None = None,
+                  knobs: dict | None = None) -> Program:
     """Place, lay out and compile the quantised graph ``q`` into a :class:`Program`."""
     from .ir import verify
     t0 = time.perf_counter()
@@ -690,5 +697,5 @@ def compile_graph(q: Graph, cfg: VTAConfig, cpu_only: bool = False,
     q.cpu_only = cpu_only
     lg = layout(q, cfg)
     verify(lg, "layout")
-    steps = codegen(lg, cfg, tuning_log)
+    steps = codegen(lg, cfg, tuning_log, knobs)
     return Program(lg, cfg, steps, time.perf_counter() - t0)
