@@ -10,6 +10,8 @@ kernel.
 
 from __future__ import annotations
 
+import numpy as np
+
 from isa import MemType
 
 from .program import Op
@@ -103,3 +105,13 @@ def emit(ops: list[Op], cq, buffers: dict, sites: KernelSites) -> None:
                 cq.push_alu_op(handle, finit, sig)
         for f, t in op.pushes:
             cq.dep_push(f, t)
+
+
+def join_planes(planes: np.ndarray, dtype: str) -> np.ndarray:
+    """Reassemble byte planes (plane p holds bits 8p..8p+7, as stored) into ``dtype``."""
+    from .evaluate import to_numpy_dtype, wrap
+    bits = np.iinfo(planes.dtype).bits
+    acc = np.zeros(planes.shape[1:], np.int64)
+    for p in range(planes.shape[0]):
+        acc |= (planes[p].astype(np.int64) & ((1 << bits) - 1)) << (bits * p)
+    return wrap(acc, dtype).astype(to_numpy_dtype(dtype))

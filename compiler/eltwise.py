@@ -919,7 +919,7 @@ class EltwiseKernel:
 
         from .codegen import emit
         from .evaluate import to_numpy_dtype
-        from .pipeline import join_planes
+        from .codegen import join_planes
         bufs, allocated = {}, []
         try:
             consts = getattr(self.workload, "constants", {})

@@ -15,7 +15,7 @@ import numpy as np
 from isa import VTAConfig
 
 from . import ir
-from .codegen import KernelSites, check_fields, emit
+from .codegen import KernelSites, check_fields, emit, join_planes  # noqa: F401 (re-export)
 from .lower import lower
 from .passes import fold_uop_loops, inject_dma, inject_vthread, storage_flatten, verify
 from .program import eliminate_redundant_loads, insert_dependencies, listing, unroll
@@ -172,7 +172,8 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
         return build_alu_only(out, cfg, knobs)
     from .transpose import build_transpose, find_transpose   # phase-split conv2d_transpose
     if not isinstance(out, GemmWorkload) and find_transpose(out) is not None:
-        return build_transpose(out, cfg, knobs, verify_ir=verify_ir, keep_text=keep_text)
+        return build_transpose(out, cfg, knobs, build=build, verify_ir=verify_ir,
+                               keep_text=keep_text)
     wl = out if isinstance(out, GemmWorkload) else recognise(out, cfg)
     if knobs is None:               # inside compiler.tuner.apply_history_best: the log's best
         from .tuner.records import dispatch_knobs
@@ -205,13 +206,3 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
                    and s.direction == "store"), wl.out)
     return CompiledKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
                           out_tensor=target)
-
-
-def join_planes(planes: np.ndarray, dtype: str) -> np.ndarray:
-    """Reassemble byte planes (plane p holds bits 8p..8p+7, as stored) into ``dtype``."""
-    from .evaluate import to_numpy_dtype, wrap
-    bits = np.iinfo(planes.dtype).bits
-    acc = np.zeros(planes.shape[1:], np.int64)
-    for p in range(planes.shape[0]):
-        acc |= (planes[p].astype(np.int64) & ((1 << bits) - 1)) << (bits * p)
-    return wrap(acc, dtype).astype(to_numpy_dtype(dtype))

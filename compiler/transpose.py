@@ -255,12 +255,13 @@ def _spatial_free(e, axes) -> bool:
         for i, size in zip(n.indices, n.tensor.shape)) for n in walk(e))
 
 
-def build_transpose(out: Tensor, cfg: VTAConfig, knobs=None, **opts) -> PhaseSplitKernel:
-    """Compile the conv2d_transpose graph ending in ``out`` as its phase convs."""
+def build_transpose(out: Tensor, cfg: VTAConfig, knobs=None, *, build,
+                    **opts) -> PhaseSplitKernel:
+    """Compile the conv2d_transpose graph ending in ``out`` as its phase convs, each with
+    ``build`` (:func:`compiler.build`, passed in by it: no import cycle)."""
     import time
 
     from . import ops
-    from .pipeline import build
     t0 = time.perf_counter()
     red = find_transpose(out)
     info = red.transpose_info
