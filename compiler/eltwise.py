@@ -77,7 +77,7 @@ from .codegen import KernelSites
 from .te import DTYPES, Binary, Cast, Const, IterVar, Load, Reduce, Select, Tensor, walk
 
 __all__ = ["EltwiseError", "EltwiseKnobs", "EltwiseWorkload", "EltwiseKernel",
-           "recognise_eltwise", "build_eltwise", "build_alu_only", "is_alu_only",
+           "recognise_eltwise", "build_eltwise", "is_alu_only",
            "is_gemm_graph", "AluProgram"]
 
 
@@ -183,15 +183,6 @@ def is_alu_only(out) -> bool:
 
 def has_reduction(out: Tensor) -> bool:
     return any(isinstance(e, Reduce) for t in _stages(out) for e in walk(t.body))
-
-
-def build_alu_only(out: Tensor, cfg: VTAConfig | None = None, knobs=None):
-    """``build`` for graphs without GEMM: pooling (a max/sum reduction over a window) goes to
-    :func:`compiler.pool.build_pool`, everything else to :func:`build_eltwise`."""
-    if has_reduction(out):
-        from .pool import build_pool
-        return build_pool(out, cfg, knobs)
-    return build_eltwise(out, cfg, knobs)
 
 
 def _stages(out: Tensor) -> list:

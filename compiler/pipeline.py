@@ -167,7 +167,7 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     searched default schedule)."""
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
-    from .eltwise import build_alu_only, is_alu_only   # no GEMM: ALU-only / pooling kernels
+    from .pool import build_alu_only, is_alu_only      # no GEMM: ALU-only / pooling kernels
     if is_alu_only(out):
         return build_alu_only(out, cfg, knobs)
     from .transpose import build_transpose, find_transpose   # phase-split conv2d_transpose

@@ -52,10 +52,12 @@ import numpy as np
 
 from isa import AluOp, MemType, VTAConfig
 
-from .eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs, _Kernel, _Nest, _range
+from .eltwise import (EltwiseError, EltwiseKernel, EltwiseKnobs, _Kernel, _Nest, _range,
+                      build_eltwise, has_reduction, is_alu_only)
 from .te import DTYPES, Binary, Cast, Const, Load, Reduce, Select, Tensor, TEError, affine
 
-__all__ = ["PoolError", "CpuOnlyError", "PoolWorkload", "recognise_pool", "build_pool"]
+__all__ = ["PoolError", "CpuOnlyError", "PoolWorkload", "recognise_pool", "build_pool",
+           "build_alu_only", "is_alu_only"]
 
 
 class PoolError(EltwiseError):
@@ -618,6 +620,15 @@ def _whole_plane_ops(wl, cfg, knobs, target, alu, tap_op, sites=None):
             gather(acc, acc_rng, base, rng, 1, 1, first=s0 == 0)
         finish(acc, acc_rng, 1, q)
     return ops, f"pieces of {piece} tiles of each plane, tree-reduced"
+
+
+def build_alu_only(out: Tensor, cfg: VTAConfig | None = None, knobs=None):
+    """``build`` for graphs without GEMM (:func:`compiler.eltwise.is_alu_only`): pooling (a
+    max/min/sum reduction over a window, with an element-wise epilogue or not) goes to
+    :func:`build_pool`, everything else to :func:`compiler.eltwise.build_eltwise`."""
+    if has_reduction(out):
+        return build_pool(out, cfg, knobs)
+    return build_eltwise(out, cfg, knobs)
 
 
 def build_pool(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = None):
