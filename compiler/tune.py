@@ -41,7 +41,7 @@ SPLIT_FACTORS = (2, 3, 4)
 #: tiles, so consecutive micro-ops write different accumulators, as the default does)
 INNER_ORDERS = ((), ("ky", "kx", "ci", "b", "co", "y", "x"),
                 ("ci", "ky", "kx", "y", "x", "b", "co"))
-MAX_LOOPS = len(AXES) + 1          # outer tile loops with one of them split again
+MAX_LOOPS = len(AXES) + 2          # outer tile loops with one of them split (twice)
 
 
 def _workload(out, cfg: VTAConfig) -> GemmWorkload:
@@ -59,7 +59,8 @@ class ConfigSpace:
             f"tile_{a}": list(range(1, ext[a] + 1)) for a in ("b", "co", "h", "w", "ci")}
         self.dims["order"] = list(orders or itertools.permutations(AXES))
         self.dims["fuse"] = [(), (("h", "w"),)]
-        self.dims["split_outer"] = [()] + [((a, f),) for a in AXES for f in SPLIT_FACTORS]
+        self.dims["split_outer"] = [()] + [((a, f),) for a in AXES for f in SPLIT_FACTORS] \
+            + [((a, 2), (a, 2)) for a in AXES]            # a tile loop split twice
         self.dims["vthreads"] = list(range(1, max_vthreads + 1))
         # loops are named by position in the point's own loop list (most points then exist)
         self.dims["vthread_loop"] = list(range(MAX_LOOPS))
@@ -101,7 +102,7 @@ class ConfigSpace:
 
     def index(self, k: Knobs) -> int:
         out = 0
-        split = {f"{a}_{p}": a for a, _ in k.split_outer for p in "oi"}
+        split = {n: a for a, _ in k.split_outer for n in k.split_loops(a)}
         order = tuple(dict.fromkeys(split.get(n, n) for n in k.order))
         names = k.loop_names()
 

@@ -190,8 +190,8 @@ def test_primitive_refusals_name_the_call():
 
 
 def test_knob_space_covers_thread_pairs_and_inner_orders():
-    """compiler.space holds points with two virtual-thread loops and each inner order; they
-    are plain data, valid() predicts that they build, and they compute exactly."""
+    """compiler.space holds points with two virtual-thread loops, each inner order, a tile
+    loop split twice and a split reduction; they are plain data and compute exactly."""
     from compiler import space
     cfg = VTAConfig()
     out, feeds, ref = _conv(cfg, 2, 4, 6, 6, np.random.default_rng(6))
@@ -201,8 +201,11 @@ def test_knob_space_covers_thread_pairs_and_inner_orders():
     pts = sp.sample(rng, 60)
     two = [k for k in pts if k.vthread_axes]
     orders = {k.inner_order for k in pts}
-    assert two and len(orders) == len(sp.dims["inner_order"])
-    for k in two[:2] + [k for k in pts if k.inner_order][:2]:
+    twice = [k for k in pts if len(k.split_outer) == 2]
+    assert two and twice and len(orders) == len(sp.dims["inner_order"])
+    assert any(k.ci_split > 1 for k in pts)
+    for k in two[:2] + [k for k in pts if k.inner_order][:2] + twice[:2] + \
+            [k for k in pts if k.ci_split > 1][:2]:
         assert sp.index(k) == sp.index(Knobs.from_dict(k.as_dict()))
         got, _ = build(sp.wl, cfg, k).run(SimDevice(cfg), feeds)
         assert np.array_equal(got, ref), k
