@@ -881,6 +881,13 @@ class EltwiseKernel:
     def output(self) -> Tensor:
         return self.workload.out
 
+    @property
+    def constants(self) -> dict:
+        """``{tensor: array}`` the kernel reads besides :attr:`inputs` (the identity weight
+        tile of GEMM-core adds): an executor that drives ``ops`` itself must upload them
+        (:meth:`run` does)."""
+        return dict(getattr(self.workload, "constants", {}))
+
     def show(self, stage: str = "lower") -> str:
         """The program after ``stage`` (see :attr:`stages`); "coproc_sync" lists the op
         program with its dependency tokens."""

@@ -76,6 +76,7 @@ def test_vector_add_and_residual_add_bit_exact(name, gemm_add):
         wgt = stats["dram_read_bytes"]["wgt"]
         assert wgt == (cfg.block_in * cfg.block_out if gemm_add else 0)
         assert dram_bytes(stats) - wgt == k.workload.dram_minimum() == 3 * x.size
+        assert k.inputs == [a, b] and len(k.constants) == int(gemm_add)
 
 
 OPS = {
