@@ -619,6 +619,9 @@ def _plain_product(t: Tensor, cfg: VTAConfig) -> tuple:
                              f"{cfg.acc_dtype}(data[...]) * {cfg.acc_dtype}(weight[...])) of "
                              f"dtype {cfg.acc_dtype}; got {_show(t.body)} ({t.dtype})")
     a, b = _simple_load(body.a.x), _simple_load(body.b.x)
+    if _through_copies(a.tensor) is _through_copies(b.tensor):
+        raise TensorizeError(f"{t.name}: the product reads {a.tensor.name} twice; a conv2d / "
+                             f"dense multiplies data by a separate weight input")
     o = t.axes[1]
     if b.indices and b.indices[0] is not o and a.indices and a.indices[0] is o:
         a, b = b, a

@@ -156,3 +156,39 @@ def test_plain_layout_refusals():
     X16 = placeholder((1, 3, 5, 5), "int16", "X16")
     with pytest.raises(TensorizeError, match=r"X16 is int16; the GEMM core reads int8"):
         recognise(ops.cast_int8(ops.conv2d_nchw(X16, W, 1, 1)), cfg)
+
+
+def test_plain_layout_structure_refusals():
+    from compiler.te import cast, reduce_axis
+    from compiler.te import sum as te_sum
+    cfg = VTAConfig()
+    X = placeholder((1, 3, 5, 5), "int8", "X")
+    W = placeholder((5, 3, 3, 3), "int8", "W")
+    W2 = placeholder((5, 4, 3, 3), "int8", "W2")
+    rc, ry, rx = reduce_axis(3, "rc"), reduce_axis(3, "ry"), reduce_axis(3, "rx")
+
+    def conv(name, f):
+        return compute((1, 5, 3, 3), lambda n, o, y, x: te_sum(f(n, o, y, x), [rc, ry, rx]),
+                       name=name)
+    cases = [
+        (conv("sq", lambda n, o, y, x: cast("int32", X[n, rc, y + ry, x + rx])
+              * cast("int32", X[n, rc, y + ry, x + rx])), r"sq: the product reads X twice"),
+        (conv("addred", lambda n, o, y, x: cast("int32", X[n, rc, y + ry, x + rx])
+              + cast("int32", W[o, rc, ry, rx])),
+         r"addred: a plain-layout reduction must be sum\(int32\(data\[...\]\) \* "
+         r"int32\(weight\[...\]\)\) of dtype int32; got sum\(\(int32\(X\[n, rc, "
+         r"\(y \+ ry\), \(x \+ rx\)\]\) \+"),
+        (conv("shp", lambda n, o, y, x: cast("int32", X[n, rc, y + ry, x + rx])
+              * cast("int32", W2[o, rc, ry, rx])),
+         r"shp: shapes data \(1, 3, 5, 5\), weight \(5, 4, 3, 3\) and output \(1, 5, 3, 3\) "
+         r"disagree on N, C or O"),
+    ]
+    D2, Wd = placeholder((2, 16), "int8", "D2"), placeholder((4, 16), "int8", "Wd")
+    Dc = compute((2, 16), lambda i, j: D2[i, j] + 1, name="dplus", dtype="int8")
+    r1 = reduce_axis(16, "rc")
+    cases.append((compute((2, 4), lambda i, j: te_sum(cast("int32", Dc[i, r1])
+                                                      * cast("int32", Wd[j, r1]), [r1]),
+                          name="dn"), r"dn: dense data dplus must be an input"))
+    for graph, msg in cases:
+        with pytest.raises(TensorizeError, match=msg):
+            recognise(ops.cast_int8(graph), cfg)
