@@ -407,3 +407,25 @@ def test_epilogue_refusals():
                                         r"beyond its int8; an epilogue would read them "
                                         r"unwrapped \(pool in int32\)$"):
         build(after, cfg)
+
+
+def test_16_bit_accumulator_pools():
+    """acc16: window sums run while they fit 16 bits (average 2x2, global 8x8 and 16x16);
+    a 32x32 global sum could reach beyond them and is refused."""
+    cfg = VTAConfig(LOG_ACC_WIDTH=4, LOG_ACC_BUFF_SIZE=16)
+    rng = np.random.default_rng(16)
+    for hw in (8, 16):
+        x = placeholder(packed(cfg, 1, 2, hw, hw), "int8", "x")
+        xv = rand(rng, x.shape, np.int8)
+        for out, ref in ((ops.avg_pool2d(x, 2, 2), pool_ref(xv, (2, 2), (2, 2), (0,) * 4,
+                                                              "avg")),
+                         (ops.global_avg_pool2d(x),
+                          xv.astype(np.int64).sum(axis=(2, 3), keepdims=True) // (hw * hw)),
+                         (ops.max_pool2d(x, 3, 2, 1), pool_ref(xv, (3, 3), (2, 2), (1,) * 4,
+                                                                "max"))):
+            k, got, _ = run_pool(cfg, out, x, xv)
+            assert np.array_equal(got, ref), (hw, out.name)
+    big = placeholder(packed(cfg, 1, 1, 32, 32), "int8", "big")
+    with pytest.raises(PoolError, match=r"^stage global_avg_pool: the window sum may reach "
+                                        r"\[-131072, 130048\], beyond the int16 accumulator$"):
+        build(ops.global_avg_pool2d(big), cfg)
