@@ -136,3 +136,26 @@ def test_grouped_reference_is_per_group_conv():
                                                         w[i * og:(i + 1) * og], 2, pad)
                               for i in range(g)], axis=1)
         assert np.array_equal(ops.grouped_conv2d_reference(x, w, 2, pad, g), ref)
+
+
+def test_grouped_shape_and_index_refusals():
+    cfg = VTAConfig()
+    X, W = placeholder((1, 6, 4, 4), "int8", "x"), placeholder((6, 4, 3, 3), "int8", "w")
+    rc, ry, rx = reduce_axis(4, "rc"), reduce_axis(3, "ry"), reduce_axis(3, "rx")
+    bad = compute((1, 6, 2, 2), lambda n, o, y, x: te_sum(
+        cast("int32", X[n, (o // 3) * 4 + rc, y + ry, x + rx]) * cast("int32", W[o, rc, ry, rx]),
+        [rc, ry, rx]), name="g6")
+    with pytest.raises(TensorizeError, match=r"g6: grouped conv shapes data \(1, 6, 4, 4\), "
+                                             r"weight \(6, 4, 3, 3\): C must be groups x"):
+        recognise(ops.cast_int8(bad), cfg)
+    D = placeholder((1, 4, 5, 5, 1, 16), "int8", "d")
+    K = placeholder((4, 2, 3, 3, 16, 16), "int8", "k")
+    rc, ri = reduce_axis(2, "rc"), reduce_axis(16, "ri")
+    ry, rx = reduce_axis(3, "ry"), reduce_axis(3, "rx")
+    odd = compute((1, 4, 3, 3, 1, 16), lambda n, o, y, x, b, j: te_sum(
+        cast("int32", D[n, (o % 2) * 2 + rc, y + ry, x + rx, b, ri])
+        * cast("int32", K[o, rc, ry, rx, j, ri]), [rc, ry, rx, ri]), name="pg", tag="conv2d")
+    with pytest.raises(TensorizeError, match=r"pg: activation block index \(\(\(o % 2\) \* 2\)"
+                                             r" \+ rc\) is not the grouped \(o // 2\) \* 2 "
+                                             r"\+ rc of 2 groups"):
+        recognise(ops.cast_int8(odd), cfg)
