@@ -421,10 +421,7 @@ def test_gemm_graphs_still_take_the_gemm_path():
 
 # ----------------------------------------------------------------------------- RTL
 
-@pytest.mark.rtl
-def test_vector_add_and_residual_add_on_rtl():
-    pytest.importorskip("vta_hw.runners.amaranth_sim")
-    from vta_runtime import RtlDevice
+def _rtl_cases():
     cfg = VTAConfig()
     rng = np.random.default_rng(11)
     shape = packed(cfg, 1, 2, 3, 4)
@@ -433,17 +430,30 @@ def test_vector_add_and_residual_add_on_rtl():
     x, y = rand(rng, shape, np.int8), rand(rng, shape, np.int8)
     vv = rng.integers(-500, 500, v.shape).astype(np.int32)
     s = x.astype(np.int64) + y
-    cases = [(ops.add(a, b), wrap(s, 8), {a: x, b: y}),
-             (ops.residual_add(a, b, 5, 4, 3), np.clip((s * 5 + 4) >> 3, -128, 127),
-              {a: x, b: y}),
-             (ops.subtract(a, v, out_dtype="int32"), x.astype(np.int64) - vv[None, :, None,
-                                                                           None], {a: x, v: vv})]
-    for (out, ref, feeds), gemm_add in zip(cases + cases[:1], (True, True, True, False)):
-        # several chunks, two threads; a + b on the GEMM core, then on the ALU
-        k = build(out, cfg, EltwiseKnobs(max_tiles=8, gemm_add=gemm_add))
-        got, stats = k.run(RtlDevice(cfg, capacity=1 << 20), feeds)
-        assert np.array_equal(got, ref), out.name
-        assert stats["cycles"] > 0 and stats["alu_ops"] + stats["gemm_ops"] > 0
+    return cfg, [
+        # residual add with a + b on the GEMM core; vector add on the ALU
+        (ops.residual_add(a, b, 5, 4, 3), np.clip((s * 5 + 4) >> 3, -128, 127),
+         {a: x, b: y}, True),
+        (ops.add(a, b), wrap(s, 8), {a: x, b: y}, False),
+        # GEMM-core vector add; a per-channel subtraction stored as int32 byte planes
+        (ops.add(a, b), wrap(s, 8), {a: x, b: y}, True),
+        (ops.subtract(a, v, out_dtype="int32"), x.astype(np.int64) - vv[None, :, None, None],
+         {a: x, v: vv}, True)]
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("case", range(4))
+def test_alu_only_kernels_on_rtl(case):
+    """Several chunks, two threads: bit-exact on the RTL device, utilisation counters too."""
+    pytest.importorskip("vta_hw.runners.amaranth_sim")
+    from vta_runtime import RtlDevice
+    cfg, cases = _rtl_cases()
+    out, ref, feeds, gemm_add = cases[case]
+    k = build(out, cfg, EltwiseKnobs(max_tiles=8, gemm_add=gemm_add))
+    got, stats = k.run(RtlDevice(cfg, capacity=1 << 20), feeds)
+    assert np.array_equal(got, ref), out.name
+    assert stats["cycles"] > 0 and (stats["gemm_ops"] > 0) == (gemm_add and out.name != "sub")
+    assert stats["alu_ops"] > 0 or out.name == "add"
 
 
 def test_16_bit_accumulator():

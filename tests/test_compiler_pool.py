@@ -311,14 +311,8 @@ def test_budget_and_operator_errors():
 
 # ----------------------------------------------------------------------------- RTL
 
-@pytest.mark.rtl
-def test_pools_on_rtl():
-    """Max-pool with the shared band row kept (two threads, one-row bands) and the border
-    set to -128 by ALU ADD, a padded average split into row pieces, a global average of
-    batched planes and of one plane in pieces: bit-exact on the RTL."""
-    pytest.importorskip("vta_hw.runners.amaranth_sim")
+def _rtl_pool_cases():
     from compiler.te import maximum
-    from vta_runtime import RtlDevice
     cfg = VTAConfig()
     rng = np.random.default_rng(5)
     shape = packed(cfg, 1, 1, 6, 7)
@@ -328,21 +322,34 @@ def test_pools_on_rtl():
     g = placeholder(packed(cfg, 1, 2, 4, 4), "int8", "g")
     xg = rand(rng, g.shape, np.int8)
     gref = xg.astype(np.int64).sum(axis=(2, 3), keepdims=True) // 16
-    cases = [(ops.max_pool2d(data, 3, 2, 1), {data: x}, 40,
-              pool_ref(x, (3, 3), (2, 2), (1,) * 4, "max"), "1x4 output tiles"),
-             (ops.avg_pool2d(data, 2, 2, (0, 0, 0, 1)), {data: x}, 10,
-              pool_ref(x, (2, 2), (2, 2), (0, 0, 0, 1), "avg"), "1x2 output tiles"),
-             (ops.global_avg_pool2d(g), {g: xg}, 40, gref, "2 whole planes"),
-             (ops.global_avg_pool2d(g), {g: xg}, 6, gref, "pieces of 6 tiles")]
     mp = ops.max_pool2d(data, 3, 2, 1)
     relu = compute(mp.shape, lambda *i: maximum(mp[i], 0), name="relu", dtype="int8")
-    cases.append((relu, {data: x}, 40, np.maximum(cases[0][3], 0), "epilogue relu"))
-    for out, feeds, mt, ref, plan in cases:
-        k = build(out, cfg, EltwiseKnobs(max_tiles=mt))
-        assert plan in k.show("lower") + k.show("recognise")
-        got, stats = k.run(RtlDevice(cfg, capacity=1 << 20), feeds)
-        assert np.array_equal(got, ref), out.name
-        assert stats["alu_ops"] > 0
+    mref = pool_ref(x, (3, 3), (2, 2), (1,) * 4, "max")
+    return cfg, [
+        # max-pool + relu epilogue: one-row bands keeping the shared row, border = -128
+        (relu, {data: x}, 40, np.maximum(mref, 0), "epilogue relu"),
+        # a padded average in row pieces, taps summed on the GEMM core
+        (ops.avg_pool2d(data, 2, 2, (0, 0, 0, 1)), {data: x}, 10,
+         pool_ref(x, (2, 2), (2, 2), (0, 0, 0, 1), "avg"), "1x2 output tiles"),
+        # the max-pool alone; global averages of batched planes and of plane pieces
+        (mp, {data: x}, 40, mref, "1x4 output tiles"),
+        (ops.global_avg_pool2d(g), {g: xg}, 40, gref, "2 whole planes"),
+        (ops.global_avg_pool2d(g), {g: xg}, 6, gref, "pieces of 6 tiles")]
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("case", range(5))
+def test_pools_on_rtl(case):
+    """Pooling kernels bit-exact on the RTL device, each plan once."""
+    pytest.importorskip("vta_hw.runners.amaranth_sim")
+    from vta_runtime import RtlDevice
+    cfg, cases = _rtl_pool_cases()
+    out, feeds, mt, ref, plan = cases[case]
+    k = build(out, cfg, EltwiseKnobs(max_tiles=mt))
+    assert plan in k.show("lower") + k.show("recognise")
+    got, stats = k.run(RtlDevice(cfg, capacity=1 << 20), feeds)
+    assert np.array_equal(got, ref), out.name
+    assert stats["alu_ops"] + stats["gemm_ops"] > 0
 
 
 def _loads(out):
