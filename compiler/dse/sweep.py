@@ -164,7 +164,7 @@ def report(db: ResultsDB, out: Path, model: ResourceModel) -> dict:
             fi = pareto_front([(-r["inferences_per_s"], r[res]) for r in group])
             fronts[dram][res] = {"cycles": [_summary(group[i], real) for i in fc],
                                  "inferences_per_s": [_summary(group[i], real) for i in fi]}
-    chosen = _choose(ok, out)
+    chosen = _choose(ok, out, real)
     doc = {"workload": db.meta("workload"), "points": len(rows), "ok": len(ok),
            "failed": [{"name": point_name(r["point"]), "error": r["error"]}
                       for r in rows if r["status"] != "ok"],
@@ -203,7 +203,7 @@ def _summary(r: dict, real: dict) -> dict:
 CHOICE_TOLERANCE = 0.01
 
 
-def _choose(ok: list[dict], out: Path) -> dict:
+def _choose(ok: list[dict], out: Path, real: dict | None = None) -> dict:
     """Per part, the point with the most inferences/s that fits it (of the points within
     :data:`CHOICE_TOLERANCE` of that, the one using the smallest fraction of the part's
     scarcest resource).  For the ECP5 parts (built
@@ -234,6 +234,8 @@ def _choose(ok: list[dict], out: Path) -> dict:
                  "inferences_per_s": round(best["inferences_per_s"], 2),
                  "estimate": {k: best[k] for k in (*RESOURCES, "fmax_mhz")},
                  "feasibility": best["feasibility"][part]}
+        if best.get("key") in (real or {}):
+            entry["synthesized"] = real[best["key"]]
         if cap["board"]:
             entry["build"] = (f"vta hw build --board ulx3s-{part.split('-')[1]} --config "
                               f"{out / 'chosen' / (part + '.json')} --out build_{part}")
