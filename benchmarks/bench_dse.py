@@ -128,6 +128,20 @@ def markdown(out: Path, runs: list, build: dict | None) -> str:
         L.append(f"| {part} | {c['name']} | {c['cycles_per_image']:,.0f} | "
                  f"{c['inferences_per_s']:.2f} | {f['limit']} ({100 * f['util']:.0f}%) |")
     L.append("")
+    synth = {p: c for p, c in doc["chosen"].items() if c.get("synthesized")}
+    if synth:
+        L += ["**Chosen points synthesised for real** (`vta dse ... --synth-front 3`: yosys "
+              "`synth_ecp5` of the core; model estimate / real, error):", "",
+              "| part | point | LUTs | FFs | MULT18X18D | DP16KD |", "|---|---|---|---|---|---|"]
+        for part, c in synth.items():
+            e, r = c["estimate"], c["synthesized"]
+            if "error" in r:
+                L.append(f"| {part} | {c['name']} | synthesis failed: {r['error'][:80]} ||||")
+                continue
+            cells = [f"{e[k]:,} / {r[k]:,} ({100 * (e[k] - r[k]) / r[k]:+.1f}%)"
+                     for k in RESOURCES]
+            L.append(f"| {part} | {c['name']} | " + " | ".join(cells) + " |")
+        L.append("")
     if build:
         c = doc["chosen"]["ecp5-85f"]
         model = ResourceModel.default()
