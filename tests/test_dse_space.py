@@ -159,3 +159,10 @@ def test_onnx_workload_takes_conv_and_dense_layers(tmp_path):
     bad.write_bytes(b"not a model")
     with pytest.raises(DseError, match="bad.onnx: not an ONNX model"):
         load_workload(str(bad))
+
+
+def test_a_huge_space_is_refused_before_any_work():
+    sp = parse_space({f"LOG_{b}_DEPTH": list(range(4, 16)) for b in ("UOP", "INP", "WGT", "ACC")}
+                     | {"LOG_BLOCK": [1, 2, 3, 4, 5, 6], "LOG_BUS_WIDTH": [3, 4, 5, 6, 7]})
+    with pytest.raises(DseError, match=r"the space has 622,080 combinations; at most 200,000"):
+        enumerate_space(sp)

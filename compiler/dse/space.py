@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 
 import numpy as np
 
@@ -61,6 +62,8 @@ _BUFFERS = ("UOP", "INP", "WGT", "ACC")
 _DEPTH_KEYS = tuple(f"LOG_{b}_DEPTH" for b in _BUFFERS)
 _EXTRA_KEYS = ("alu_stages", "dram")
 KNOWN_KEYS = _CONFIG_KEYS + _DEPTH_KEYS + _EXTRA_KEYS
+#: Largest cartesian product :func:`enumerate_space` walks (about 20 s of checking).
+MAX_COMBINATIONS = 200_000
 
 
 def parse_space(doc, where: str = "SPACE.json") -> dict[str, list]:
@@ -169,9 +172,14 @@ def enumerate_space(space: dict[str, list], budget: int | None = None, seed: int
     ------
     DseError
         if no point of the space can be encoded and built (the message gives the most
-        common reasons).
+        common reasons), or the space has more than :data:`MAX_COMBINATIONS` combinations.
     """
     keys = list(space)
+    total = math.prod(len(v) for v in space.values())
+    if total > MAX_COMBINATIONS:
+        raise DseError(f"the space has {total:,} combinations; at most {MAX_COMBINATIONS:,} are "
+                       f"enumerated (give fewer values per key, or split it into several "
+                       f"spaces run into the same --out)")
     points, rejected, seen = [], {}, set()
     for combo in itertools.product(*(space[k] for k in keys)):
         raw = dict(zip(keys, combo))
