@@ -444,3 +444,30 @@ def test_standalone_add_of_packed_branches_runs_on_vta():
     for x in xs:
         got = c.executor(SimDevice(CFG)).run({"x": x})["y"]
         assert np.array_equal(got, run_graph(c.qgraph, {"x": x})["y"])
+
+
+def test_tuning_log_of_benchmark_layers_covers_fused_layers(tmp_path):
+    """A log tuned on the benchmark's conv (shift, bias, clip epilogue) applies to the
+    network's layer of the same GEMM shape whose fused epilogue differs."""
+    pytest.importorskip("compiler.tuner")
+    from compiler import build, ops
+    from compiler.tuner.records import LogWriter, Record
+    from compiler.tuner.space import workload_key
+    _, _, _, out = ops.conv2d_resnet_block(CFG, 1, 16, 4, 4, 32, 3, 1, 1)
+    k0 = build(out, CFG)
+    knobs = dict(k0.knobs.as_dict())
+    knobs["vthreads"] = 1
+    log = tmp_path / "bench.jsonl"
+    w = LogWriter(str(log))
+    w.write(Record(workload_key(k0.workload), {}, CFG.to_dict(), knobs, 100))
+    w._f.close()
+    xs = np.random.default_rng(14).normal(size=(3, 1, 1, 8, 8)).astype(np.float32)
+    c = compile_model(small_cnn(), CFG, calib={"image": xs}, tuning_log=str(log))
+    sched = {s.node.name: s.schedule for s in c.program.steps if s.kind == "vta"}
+    tuned = [n for n, h in sched.items() if h == "tuned (other epilogue)"]
+    assert len(tuned) == 1 and sched[tuned[0]] and "default" in sched.values()
+    st = next(s for s in c.program.steps if s.node.name == tuned[0])
+    assert st.kernel.knobs.as_dict()["vthreads"] == 1
+    assert "[tuned (other epilogue)]" in c.report()
+    got = c.executor(SimDevice(CFG)).run({"image": xs[0]})
+    assert np.array_equal(got["scores"], run_graph(c.qgraph, {"image": xs[0]})["scores"])

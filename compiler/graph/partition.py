@@ -49,6 +49,7 @@ class Step:
     binds: list = field(default_factory=list)
     out_tensor: object = None
     compile_seconds: float = 0.0
+    schedule: str = ""               # VTA: "default", "tuned", "tuned (other epilogue)", ...
 
 
 @dataclass
@@ -65,7 +66,8 @@ class Program:
             v = self.graph.values[s.node.output]
             det = ""
             if s.kind == "vta" and hasattr(s.kernel, "workload"):
-                det = getattr(s.kernel.workload, "describe", lambda: "")()[:60]
+                det = f"[{s.schedule}] " + getattr(s.kernel.workload, "describe",
+                                                    lambda: "")()[:48]
             elif s.kind == "cpu":
                 det = "LLVM" if _cpu_backend() else "TE evaluator (numpy)"
             rows.append(f"{s.node.name[:24]:24s} {s.node.op:16s} {s.kind:5s} "
@@ -603,51 +605,79 @@ def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
     """A :class:`Step` per node of the laid-out graph ``g``; ``knobs`` {node name: knob
     dict} fixes the schedules of those VTA conv/dense layers (an artifact's, as compiled)."""
     steps = []
-    ctx = _tuning_context(tuning_log)
-    with ctx:
-        for n in g.nodes:
-            t0 = time.perf_counter()
-            try:
-                step = _codegen_node(n, g, cfg, (knobs or {}).get(n.name))
-            except GraphError:
-                raise
-            except Exception as e:
-                from compiler import CompilerError
-                if isinstance(e, CompilerError) or type(e).__name__.endswith("Error") and \
-                        isinstance(e, ValueError):
-                    raise GraphError(f"node {n.name!r} ({n.op} on {n.target}): {e}") from e
-                raise
-            step.compile_seconds = time.perf_counter() - t0
-            steps.append(step)
+    index = TuningIndex(tuning_log) if tuning_log else None
+    for n in g.nodes:
+        t0 = time.perf_counter()
+        try:
+            step = _codegen_node(n, g, cfg, (knobs or {}).get(n.name), index)
+        except GraphError:
+            raise
+        except Exception as e:
+            from compiler import CompilerError
+            if isinstance(e, CompilerError) or type(e).__name__.endswith("Error") and \
+                    isinstance(e, ValueError):
+                raise GraphError(f"node {n.name!r} ({n.op} on {n.target}): {e}") from e
+            raise
+        step.compile_seconds = time.perf_counter() - t0
+        steps.append(step)
     return steps
 
 
-def _tuning_context(log):
-    import contextlib
-    if log is None:
-        return contextlib.nullcontext()
-    try:
-        from compiler.tuner import apply_history_best
-    except ImportError:
+class TuningIndex:
+    """The best records of a tuning log (``vta tune``), looked up per layer: first by the
+    exact workload key, then by the same GEMM shape with any epilogue (a log tuned on the
+    benchmark's layers covers the network's fused layers, whose epilogues differ); a record
+    whose knobs do not fit the layer (its epilogue needs more SRAM) is skipped."""
+
+    def __init__(self, log: str):
+        import os
+        if not os.path.isfile(log):
+            raise GraphError(f"--tuning-log {log}: no such file")
         try:
-            from compiler.tuner.records import apply_history_best
+            from compiler.tuner.records import best_by_workload, config_key, load
         except ImportError:
-            raise GraphError(f"--tuning-log {log}: the tuner (compiler.tuner."
-                             f"apply_history_best) is not available in this build") from None
-    import os
-    if not os.path.isfile(log):
-        raise GraphError(f"--tuning-log {log}: no such file")
-    try:
-        from compiler.tuner.records import load as load_log
-        records = load_log(log)
-    except ImportError:
-        records = log
-    except ValueError as e:                  # TuningLogError: names the line
-        raise GraphError(f"--tuning-log {log}: {e}") from None
-    return apply_history_best(records)
+            raise GraphError(f"--tuning-log {log}: the tuner (compiler.tuner) is not "
+                             f"available in this build") from None
+        try:
+            recs = load(log)
+        except ValueError as e:                  # TuningLogError: names the line
+            raise GraphError(f"--tuning-log {log}: {e}") from None
+        self.config_key = config_key
+        self.exact = best_by_workload(recs)
+        self.loose: dict = {}
+        for (wk, ck), r in self.exact.items():
+            k = (_shape_key(wk), ck)
+            if k not in self.loose or r.cycles < self.loose[k].cycles:
+                self.loose[k] = r
+        self.log = log
+
+    def knobs(self, out, cfg):
+        """(Knobs or None, how): how = "tuned", "tuned (other epilogue)" or ""."""
+        from compiler import recognise
+        from compiler.schedule import Knobs
+        from compiler.tuner.space import workload_key
+        wl = recognise(out, cfg)
+        wk, ck = workload_key(wl), self.config_key(cfg)
+        for table, key, how in ((self.exact, (wk, ck), "tuned"),
+                                (self.loose, (_shape_key(wk), ck), "tuned (other epilogue)")):
+            r = table.get(key)
+            if r is not None:
+                try:
+                    kn = Knobs.from_dict(r.knobs)
+                    kn.check(wl)
+                    return kn, how
+                except ValueError:
+                    continue
+        return None, ""
 
 
-def _codegen_node(n: Node, g: Graph, cfg: VTAConfig, knobs: dict | None = None) -> Step:
+def _shape_key(wk: str) -> str:
+    import re
+    return re.sub(r",ep=[^,]*,", ",ep=*,", wk)
+
+
+def _codegen_node(n: Node, g: Graph, cfg: VTAConfig, knobs: dict | None = None,
+                  index: TuningIndex | None = None) -> Step:
     from compiler import build
     if n.target == "vta":
         if n.op == "qconv":
@@ -664,11 +694,15 @@ def _codegen_node(n: Node, g: Graph, cfg: VTAConfig, knobs: dict | None = None) 
             binds = [(x, ("value", n.inputs[0]))]
         else:
             out, binds = _eltwise_te(n, g, cfg.acc_dtype)
-        kn = None
+        kn, how = None, ""
         if knobs is not None and n.op in ("qconv", "qdense"):
             from compiler.schedule import Knobs
-            kn = Knobs.from_dict(knobs)
-        return Step(n, "vta", build(out, cfg, kn), binds, out)
+            kn, how = Knobs.from_dict(knobs), "as compiled"
+        elif index is not None and n.op in ("qconv", "qdense"):
+            kn, how = index.knobs(out, cfg)
+        step = Step(n, "vta", build(out, cfg, kn), binds, out)
+        step.schedule = how or "default"
+        return step
     if n.target == "cpu":
         if n.op == "qconv":
             out, binds = _conv_cpu(n, g)
