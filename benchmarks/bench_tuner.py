@@ -82,7 +82,16 @@ def section_cycles(cfg, log, layers):
     return {r[0]: r[4] for r in rows}
 
 
-def section_efficiency(cfg, history, layers, seeds, budget, workers, tuned_best, plot=None):
+class _Logged:
+    """A finished run read back from its log (``--from-logs``)."""
+
+    def __init__(self, path):
+        self.history = [(i, r.cycles if r.ok else math.inf) for i, r in enumerate(load(path), 1)]
+        self.best_cycles = min((c for _, c in self.history), default=math.inf)
+
+
+def section_efficiency(cfg, history, layers, seeds, budget, workers, tuned_best, plot=None,
+                       from_logs=None):
     print(f"\n### 2. Sample efficiency: trials to reach 95% of the best known schedule "
           f"(budget {budget}, seeds 0..{seeds - 1}, batch 8, no default-schedule start; "
           f"transfer and best known from {os.path.basename(history)})\n")
@@ -90,18 +99,21 @@ def section_efficiency(cfg, history, layers, seeds, budget, workers, tuned_best,
     variants = [("xgb", "xgb"), ("xgb+transfer", "xgb"), ("sa (no model)", "sa"),
                 ("random", "random")]
     from compiler.executor import make_executor
-    tmp = tempfile.mkdtemp(prefix="bench_tuner_")
+    tmp = from_logs or tempfile.mkdtemp(prefix="bench_tuner_")
+    print(f"(run logs: {tmp})\n")
     runs = {}
-    with make_executor(workers) as ex:
+    with make_executor(0 if from_logs else workers) as ex:
         for layer in layers:
             t = task_of(layer)
             wl = t.workload(cfg)
             other = [r for r in recs if r.workload != workload_key(wl)]
             for label, tn in variants:
                 for s in range(seeds):
-                    r = tune(t, cfg, budget, os.path.join(tmp, f"{layer.name}-{tn}-{s}-"
-                                                          f"{label[-3:]}.jsonl"),
-                             tn, executor=ex, seed=s, batch_size=8,
+                    path = os.path.join(tmp, f"{layer.name}-{tn}-{s}-{label[-3:]}.jsonl")
+                    if from_logs:
+                        runs[(layer.name, label, s)] = _Logged(path)
+                        continue
+                    r = tune(t, cfg, budget, path, tn, executor=ex, seed=s, batch_size=8,
                              transfer=other if "transfer" in label else ())
                     runs[(layer.name, label, s)] = r
     zero = {}
@@ -231,6 +243,8 @@ def main() -> None:
     ap.add_argument("--throughput-trials", type=int, default=24)
     ap.add_argument("--plot", metavar="PNG", help="convergence plot of section 2 (mean best "
                     "so far per tuner)")
+    ap.add_argument("--from-logs", metavar="DIR", help="section 2 from the run logs a "
+                    "previous run left in DIR (its tables recomputed, nothing re-measured)")
     ap.add_argument("--skip", default="", help="sections to skip, e.g. 2,3")
     args = ap.parse_args()
     cfg = VTAConfig()
@@ -242,7 +256,7 @@ def main() -> None:
     layers = [l for l in RESNET18 if l.name in args.layers.split(",")]
     if "2" not in skip:
         section_efficiency(cfg, args.history, layers, args.seeds, args.budget, args.workers,
-                           tuned, args.plot)
+                           tuned, args.plot, args.from_logs)
     if "3" not in skip:
         section_throughput(cfg, args.throughput_trials)
     if "4" not in skip:

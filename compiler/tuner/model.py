@@ -6,7 +6,10 @@ the same workload is faster.  Training rows are the features of measured points
 (:func:`compiler.tuner.features.featurize`) with the label ``best cycles / cycles`` of
 their workload (1 for the best, towards 0 for slow ones, 0 for a failed measurement);
 every workload is its own ranking group, so the histories of other layers (and other
-configurations) can be pooled with the current one: transfer learning.
+configurations) can be pooled with the current one: transfer learning.  With ``prior_col``
+the trees learn a correction to a prior score (``-prior_weight x`` that feature column, the
+analytic cost model's log2 cycles), given to XGBoost as the base margin, as AutoTVM's
+transfer learning passes a base model's predictions.
 
 Models are saved as XGBoost JSON (:meth:`CostModel.save`), never pickled.
 
@@ -32,8 +35,10 @@ PARAMS = {"objective": "rank:pairwise", "max_depth": 4, "eta": 0.2, "gamma": 1e-
 class CostModel:
     """An XGBoost ranking model over candidate features (see module docstring)."""
 
-    def __init__(self, rounds: int = 60, seed: int = 0, params: dict | None = None):
+    def __init__(self, rounds: int = 60, seed: int = 0, params: dict | None = None,
+                 prior_col: int | None = None, prior_weight: float = 2.0):
         self.rounds, self.seed = rounds, seed
+        self.prior_col, self.prior_weight = prior_col, prior_weight
         self.params = {**PARAMS, "seed": seed, **(params or {})}
         self.booster = None
         self.n_rows = 0
@@ -63,8 +68,11 @@ class CostModel:
         if not sizes:
             self.booster = None
             return self
-        d = xgb.DMatrix(np.concatenate(Xs), label=np.concatenate(ys), nthread=1)
+        X = np.concatenate(Xs)
+        d = xgb.DMatrix(X, label=np.concatenate(ys), nthread=1)
         d.set_group(sizes)
+        if self.prior_col is not None:
+            d.set_base_margin(self._margin(X))
         self.booster = xgb.train(self.params, d, num_boost_round=self.rounds)
         self.n_rows = sum(sizes)
         return self
@@ -73,11 +81,19 @@ class CostModel:
     def trained(self) -> bool:
         return self.booster is not None
 
+    def _margin(self, X: np.ndarray) -> np.ndarray:
+        """The prior's score: ``-weight x`` the prior column (log2 estimated cycles)."""
+        return -self.prior_weight * np.asarray(X, np.float32)[:, self.prior_col]
+
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Scores (higher = predicted faster); zeros before any training."""
+        """Scores (higher = predicted faster); before any training, the prior's score (or
+        zeros without a prior)."""
+        X = np.asarray(X, np.float32)
         if self.booster is None:
-            return np.zeros(len(X))
-        return self.booster.inplace_predict(np.asarray(X, np.float32))   # no DMatrix copy
+            return np.zeros(len(X)) if self.prior_col is None else self._margin(X)
+        if self.prior_col is None:
+            return self.booster.inplace_predict(X)                   # no DMatrix copy
+        return self.booster.inplace_predict(X, base_margin=self._margin(X))
 
     def save(self, path: str) -> None:
         """Save as XGBoost JSON (or UBJ for a ``.ubj`` path)."""

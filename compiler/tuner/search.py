@@ -227,8 +227,9 @@ class XGBTuner(Tuner):
         Annealing steps per batch and parallel chains (steps x population candidates are
         scored per batch).
     prior : bool
-        Before the model has data, anneal on the analytic cost model's estimate
-        (:mod:`compiler.default_schedule`, a feature) instead of sampling uniformly.
+        Rank with the analytic cost model's estimate (:mod:`compiler.default_schedule`, a
+        feature) as the model's base margin: before any data the search anneals on it alone
+        instead of sampling uniformly, afterwards the trees learn its corrections.
     """
     name = "xgb"
 
@@ -238,13 +239,13 @@ class XGBTuner(Tuner):
         super().__init__(space, seed)
         self.plan_size, self.epsilon, self.diversity = plan_size, epsilon, diversity
         self.sa_steps, self.sa_population = sa_steps, sa_population
-        self.model = CostModel(rounds=rounds, seed=seed)
+        est = feature_names(space).index("est_log2_cycles")
+        self.model = CostModel(rounds=rounds, seed=seed, prior_col=est if prior else None)
         self.transfer = [(featurize(sp, p), np.asarray(c, float)) for sp, p, c in transfer
                          if len(p)]
         self._sa_points: np.ndarray | None = None
         self._measured_f: set = set()        # features of measured points (equivalence)
         self.prior = prior
-        self._est_col = feature_names(space).index("est_log2_cycles")
         self.scored = 0
         if self.transfer:
             self.model.fit(self.transfer)
@@ -303,11 +304,9 @@ class XGBTuner(Tuner):
         return allp[order], alls[order]
 
     def _score(self, X: np.ndarray) -> np.ndarray:
-        """Model scores; before any training data, the analytic cost model's estimate (the
-        prior: fewer estimated cycles rank higher)."""
-        if self.model.trained:
-            return self.model.predict(X)
-        return -X[:, self._est_col]
+        """Model scores: the analytic prior corrected by the trees (before any training
+        data, the prior alone: fewer estimated cycles rank higher)."""
+        return self.model.predict(X)
 
     def next_batch(self, n: int) -> np.ndarray:
         if not self.model.trained and not self.prior:
