@@ -105,6 +105,7 @@ def main(argv=None) -> int:
         table,
         "```",
     ]
+    lines += _schedules(model, cfg, calib, xs[0], ex.records, c)
     text = "\n".join(lines)
     print(text)
     if args.md:
@@ -112,6 +113,82 @@ def main(argv=None) -> int:
             f.write(text + "\n")
     del vta_steps
     return 0
+
+
+def _tophub_log(cfg, path):
+    """TVM TopHub's ResNet-18 knobs as a tuning log for the benchmark's C2-C11 workloads."""
+    from compiler import ops, recognise
+    from compiler.bench import RESNET18
+    from compiler.tuner.records import LogWriter, Record
+    from compiler.tuner.space import workload_key
+    from compiler.tuner.tophub import tvm_knobs
+    knobs = tvm_knobs()
+    w = LogWriter(path)
+    for layer in RESNET18:
+        if layer.name not in knobs:
+            continue
+        *_, out = ops.conv2d_resnet_block(cfg, 1, layer.cin, layer.hw, layer.hw, layer.cout,
+                                          layer.k, layer.stride, layer.pad)
+        w.write(Record(workload_key(recognise(out, cfg)), {}, cfg.to_dict(),
+                       knobs[layer.name].as_dict(), 1, tuner="tophub"))
+    w._f.close()
+
+
+def _layer_name(step):
+    from compiler.bench import RESNET18
+    wl = getattr(step.kernel, "workload", None)
+    if wl is None or getattr(wl, "kind", "") != "conv2d":
+        return ""
+    bo = wl.conv.shape[-1]
+    for l in RESNET18:
+        if (wl.cb * bo, wl.h, wl.ob * bo, wl.kh, wl.stride) == (l.cin, l.hw, l.cout, l.k,
+                                                                  l.stride):
+            return l.name
+    return ""
+
+
+def _schedules(model, cfg, calib, x, default_records, c_default):
+    """Per VTA layer: cycles with the default schedule, the shipped tuned log and TVM
+    TopHub's knobs (both looked up by GEMM shape: the logs were made on the benchmark's
+    conv with its own epilogue)."""
+    import tempfile
+
+    from vta_runtime import SimDevice
+
+    from compiler.bench import TUNED_LOG
+    from compiler.graph.driver import compile_model
+    runs = {"default": default_records}
+    logs = {}
+    if os.path.isfile(TUNED_LOG):
+        logs["tuned (vta tune log)"] = TUNED_LOG
+    try:
+        d = tempfile.mkdtemp()
+        _tophub_log(cfg, os.path.join(d, "tophub.jsonl"))
+        logs["TVM TopHub knobs"] = os.path.join(d, "tophub.jsonl")
+    except Exception as e:          # the tuner is another package's: report, do not fail
+        print(f"(TopHub knobs unavailable: {e})")
+    for name, log in logs.items():
+        c = compile_model(model, cfg, calib={"input": calib}, sqnr_samples=0, tuning_log=log)
+        ex = c.executor(SimDevice(cfg, timed=True))
+        ex.run({"input": x[None]})
+        runs[name] = ex.records
+    names = list(runs)
+    out = ["", "VTA cycles per layer by schedule (one image; same network, same quantisation):",
+           "", "| layer | node | " + " | ".join(names) + " |",
+           "|---|---|" + "---|" * len(names)]
+    steps = [s for s in c_default.program.steps]
+    totals = {n: 0 for n in names}
+    for k, s in enumerate(steps):
+        if s.kind != "vta":
+            continue
+        row = []
+        for n in names:
+            cyc = runs[n][k]["cycles"]
+            totals[n] += cyc
+            row.append(f"{cyc:,}")
+        out.append(f"| {_layer_name(s) or '-'} | {s.node.name} | " + " | ".join(row) + " |")
+    out.append("| **total** | | " + " | ".join(f"**{totals[n]:,}**" for n in names) + " |")
+    return out
 
 
 if __name__ == "__main__":
