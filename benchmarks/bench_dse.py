@@ -38,9 +38,15 @@ def _now() -> str:
 
 
 def _machine() -> str:
-    return (f"{os.cpu_count()}-core {platform.machine()}, {platform.system()} "
-            f"{platform.release().split('-')[0]}, Python {platform.python_version()}, shared "
-            f"with other jobs")
+    osname = platform.system()
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                osname = line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return (f"{os.cpu_count()}-core {platform.machine()}, {osname}, Python "
+            f"{platform.python_version()}, shared with other jobs")
 
 
 def _pct(x) -> str:
