@@ -169,16 +169,13 @@ def run_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True, tim
 
 
 def bench(latency_hiding: bool = True, layers=None, cfg: VTAConfig | None = None,
-          timed=True, log=None, tuned_baseline: bool = False, tuning_log=None) -> dict:
+          timed=True, log=None, tuned_baseline: bool = False, history=None) -> dict:
     """Run the benchmark; returns the JSON document (extra keys start with ``_``).
-    ``tuning_log``: run each layer with the log's best schedule (the shipped
-    :data:`TUNED_LOG` for ``vta bench resnet18 --tuned``), the default where it has none."""
+    ``history`` (:class:`compiler.tuner.HistoryBest` of a tuning log, e.g. the shipped
+    :data:`TUNED_LOG` for ``vta bench resnet18 --tuned``): each layer runs with the log's
+    best schedule, the default where it has none."""
     cfg = cfg or VTAConfig()
     layers = layers or RESNET18
-    history = None
-    if tuning_log is not None:
-        from .tuner.records import HistoryBest
-        history = HistoryBest(tuning_log)
     rows = []
     t0 = time.perf_counter()
     for layer in layers:

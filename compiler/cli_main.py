@@ -145,25 +145,25 @@ def cmd_bench(args) -> int:
           f"{'on' if lh else 'off'}")
     print(LEGEND)
     print(HEADER)
-    tuning_log = None
+    history = None
     if args.tuned is not None:
         from .bench import TUNED_LOG
         tuning_log = TUNED_LOG if args.tuned == "" else args.tuned
         if not os.path.isfile(tuning_log):
             raise UserError(f"--tuned {tuning_log}: no such tuning log")
-        from .tuner.records import TuningLogError, load
+        from .tuner.records import HistoryBest, TuningLogError
         try:
-            load(tuning_log)                  # a bad log is a one-line error before any work
+            history = HistoryBest(tuning_log)  # a bad log is a one-line error before any work
         except TuningLogError as e:
             raise UserError(str(e)) from None
         print(f"schedules: the best records of {tuning_log} (default where it has none)")
     doc = bench(lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline,
-                tuning_log=tuning_log)
+                history=history)
     docs = [doc]
     if args.compare:
         print(f"-- again with latency hiding {'off' if lh else 'on'}")
         other = bench(not lh, layers, cfg, log=print, tuned_baseline=args.tuned_baseline,
-                      tuning_log=tuning_log)
+                      history=history)
         docs.append(other)
         on, off = (doc, other) if lh else (other, doc)
         sp = [b["cycles"] / a["cycles"] for a, b in zip(on["layers"], off["layers"])]

@@ -176,7 +176,7 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
                                keep_text=keep_text)
     wl = out if isinstance(out, GemmWorkload) else recognise(out, cfg)
     if knobs is None:               # inside compiler.tuner.apply_history_best: the log's best
-        from .tuner.records import dispatch_knobs
+        from .tuner.dispatch import dispatch_knobs
         knobs = dispatch_knobs(wl, cfg)
     if knobs is None:
         from .default_schedule import default_knobs

@@ -33,17 +33,6 @@ from isa import VTAConfig
 DEVICES = ("sim", "rtl")
 
 
-def _timing_only_simulator(cfg, timing):
-    import vta_sim
-
-    class TimingOnlySimulator(vta_sim.Simulator):
-        """The simulator with its functional datapath switched off (see module doc)."""
-
-        def _execute(self, i):      # noqa: D401 - data movement and arithmetic skipped
-            return None
-    return TimingOnlySimulator(cfg, leftover_tokens="keep", timing=timing)
-
-
 _CFG_CACHE: dict = {}
 
 
@@ -64,7 +53,7 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
 
     from ..bench import pynq_timing
     from ..pipeline import build
-    from ..tune import random_inputs
+    from ..tune import random_inputs, timing_only_simulator
     wl = task.workload(cfg)
     t0 = time.perf_counter()
     ck = build(wl, cfg, knobs)
@@ -76,7 +65,7 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
     elif device == "sim":
         dev = SimDevice(cfg, timed=pynq_timing())
         if not check:
-            dev.sim = _timing_only_simulator(cfg, pynq_timing())
+            dev.sim = timing_only_simulator(cfg, pynq_timing())
     else:
         raise ValueError(f"unknown measurement device {device!r} (known: {', '.join(DEVICES)})")
     got, stats = ck.run(dev, feeds)

@@ -44,7 +44,6 @@ Example (write, read back, best per workload)::
 
 from __future__ import annotations
 
-import contextvars
 import json
 import math
 import os
@@ -233,7 +232,8 @@ def best_by_workload(recs) -> dict:
 
 
 # ----------------------------------------------------------------------- dispatch
-_CONTEXT: contextvars.ContextVar = contextvars.ContextVar("vta_tuning_history", default=None)
+from .dispatch import CONTEXT as _CONTEXT  # noqa: E402
+from .dispatch import dispatch_knobs  # noqa: E402,F401 - re-exported
 
 
 class HistoryBest:
@@ -256,8 +256,11 @@ class HistoryBest:
         return self.best.get((workload_key, config_key(cfg)))
 
     def knobs_for(self, wl, cfg):
-        """The best knobs for a recognised workload, or None."""
+        """The best knobs for a recognised GEMM workload, or None."""
         from ..schedule import Knobs
+        from ..workload import GemmWorkload
+        if not isinstance(wl, GemmWorkload):
+            return None
         r = self.query(workload_key(wl), cfg)
         return None if r is None else Knobs.from_dict(r.knobs)
 
@@ -272,14 +275,6 @@ def apply_history_best(logs):
         yield _CONTEXT.get()
     finally:
         _CONTEXT.reset(token)
-
-
-def dispatch_knobs(wl, cfg):
-    """The knobs the active :func:`apply_history_best` context gives ``wl`` (None outside
-    any context or for a workload it does not cover).  Called by :func:`compiler.build`."""
-    ctx = _CONTEXT.get()
-    from ..workload import GemmWorkload
-    return None if ctx is None or not isinstance(wl, GemmWorkload) else ctx.knobs_for(wl, cfg)
 
 
 __all__ = ["Record", "LogWriter", "TuningLogError", "load", "parse_line", "best_by_workload",
