@@ -27,10 +27,10 @@ def _by_knobs(path):
     return {json.dumps(r.knobs, sort_keys=True): r for r in load(path)}
 
 
-def _reference(tmp_path, n=8, seed=4):
+def _reference(tmp_path, n=8, seed=4, task=TASK):
     """The same random search measured in this process: what every executor must log."""
     ref = tmp_path / "ref.jsonl"
-    tune(TASK, CFG, n, ref, "random", workers=0, seed=seed, batch_size=n)
+    tune(task, CFG, n, ref, "random", workers=0, seed=seed, batch_size=n)
     return {k: r.cycles for k, r in _by_knobs(ref).items()}
 
 
@@ -137,7 +137,8 @@ def test_dask_scheduler_and_workers_as_separate_processes_survive_a_kill(tmp_pat
     """`dask scheduler` and two `dask worker` processes on 127.0.0.1; one worker is killed
     with SIGKILL while the tuner runs; every trial is still logged with the cycles the
     calling process measures."""
-    want = _reference(tmp_path, n=16, seed=6)
+    big = Task.conv2d(1, 64, 14, 14, 64, 3, 1, 1, name="bigger")    # slower trials
+    want = _reference(tmp_path, n=24, seed=6, task=big)
     port = _free_port()
     addr = f"tcp://127.0.0.1:{port}"
     env = dict(os.environ, DASK_DISTRIBUTED__WORKER__DAEMON="False")
@@ -148,19 +149,32 @@ def test_dask_scheduler_and_workers_as_separate_processes_survive_a_kill(tmp_pat
         time.sleep(1.0)
         for _ in range(2):
             procs.append(subprocess.Popen(
-                [DASK, "worker", addr, "--nworkers", "1", "--nthreads", "1", "--host",
-                 "127.0.0.1", "--no-dashboard", "--death-timeout", "30"],
+                [DASK, "worker", addr, "--no-nanny", "--nthreads", "1", "--host",
+                 "127.0.0.1", "--no-dashboard", "--death-timeout", "30"],   # the process
+                # is the worker itself, so SIGKILL kills the worker (no nanny restarts it)
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
         _wait_workers(addr, 2)
         log = tmp_path / "cluster.jsonl"
         import threading
-        killer = threading.Timer(2.0, lambda: procs[1].send_signal(signal.SIGKILL))
+
+        def kill_after_first_record():           # mid-run: some trials logged, most not
+            t_end = time.monotonic() + 60
+            while time.monotonic() < t_end:
+                if log.exists() and log.read_text().count("\n") >= 2:
+                    break
+                time.sleep(0.02)
+            procs[1].send_signal(signal.SIGKILL)
+            at_kill.append(log.read_text().count("\n") if log.exists() else 0)
+            procs[1].wait(timeout=20)
+        at_kill: list = []
+        killer = threading.Thread(target=kill_after_first_record)
         killer.start()
-        r = tune(TASK, CFG, 16, log, "random", scheduler=addr, seed=6, batch_size=16,
+        r = tune(big, CFG, 24, log, "random", scheduler=addr, seed=6, batch_size=24,
                  timeout=60)
         killer.join()
-        assert procs[1].poll() is not None                   # the worker was killed
-        assert r.trials == 16
+        assert procs[1].returncode == -signal.SIGKILL        # the worker was killed
+        assert at_kill and at_kill[0] < 24                   # ... while trials remained
+        assert r.trials == 24
         got = _by_knobs(log)
         assert {k: v.cycles for k, v in got.items()} == want
     finally:
