@@ -79,9 +79,11 @@ COMMANDS = [
     ("board", "board run --simulate --insns {insns} --dram {dram} --out {out}"),
     ("hw-verilog", "hw verilog --config {config} -o {out}"),
 ]
-# a random or empty DRAM image is a valid image: the slots where a "bad" file can be good
+# the slots where a "bad" file can be good: any bytes are a DRAM image (an empty one or a
+# .npz is refused, but the refusal is tested on the fast commands), and `{}` is a config of
+# defaults (with a warning naming them)
 VALID_AS = {("dram", "random"), ("dram", "empty"), ("dram", "text"), ("dram", "json"),
-            ("dram", "npz")}
+            ("dram", "npz"), ("config", "json")}
 # runs that would start a Verilog build or a board simulation with a valid program
 SLOW_IF_VALID = {"rtl", "board", "hw-verilog"}
 

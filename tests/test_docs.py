@@ -1,4 +1,4 @@
-"""The docs a newcomer follows must run: every ```python block of the README, and every
+"""The docs a newcomer follows must run: every ```python block of the README and docs/, and every
 ``Example::`` / ``Typical use::`` block of the packages' docstrings, executed as written
 (a clean namespace: an example defines every name it uses)."""
 
@@ -16,10 +16,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("isa", "vta_sim", "vta_runtime", "compiler", "vta_hw")
 
 
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def readme_blocks():
-    text = (ROOT / "README.md").read_text()
-    return [pytest.param(b, id=f"README-{k}")
-            for k, b in enumerate(re.findall(r"```python\n(.*?)```", text, re.S))]
+    """Every ```python block of the README and of the guides in docs/."""
+    out = []
+    for path in DOCS:
+        text = path.read_text()
+        out += [pytest.param(b, id=f"{path.stem}-{k}")
+                for k, b in enumerate(re.findall(r"```python\n(.*?)```", text, re.S))]
+    return out
 
 
 def _literal_blocks(doc: str):
@@ -72,6 +79,8 @@ def test_docstring_examples_run(code):
 def test_the_examples_are_found():
     # the docs this test promises to check exist (an empty list would pass vacuously)
     assert len(readme_blocks()) >= 1
+    for guide in ("operators", "cpu", "networks"):
+        assert any(p.id.startswith(guide + "-") for p in readme_blocks()), guide
     ids = {p.id for p in docstring_blocks()}
     assert {"compiler-0", "vta_runtime-0"} <= ids, ids
 
