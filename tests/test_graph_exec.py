@@ -471,3 +471,17 @@ def test_tuning_log_of_benchmark_layers_covers_fused_layers(tmp_path):
     assert "[tuned (other epilogue)]" in c.report()
     got = c.executor(SimDevice(CFG)).run({"image": xs[0]})
     assert np.array_equal(got["scores"], run_graph(c.qgraph, {"image": xs[0]})["scores"])
+
+
+def test_main_job_command_runs_and_reports(capsys):
+    """The README's main job (scripts/demo.sh = `vta run builtin:resnet18`), on a smaller
+    image: it compiles, runs on the timed simulator and reports the partition, the per-layer
+    table and the top-5 against onnxruntime."""
+    from compiler.cli import main
+    assert main(["run", "builtin:resnet18", "--image", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "== partition" in out and "qconv" in out and " vta " in out
+    assert "total: VTA" in out and "cycles" in out
+    top = [ln for ln in out.splitlines() if ln.startswith("top-5 (VTA + CPU, int8)")]
+    assert len(top) == 1 and top[0].count(",") >= 4
+    assert "top-5 (float, onnxruntime)" in out and "output SQNR" in out

@@ -164,13 +164,13 @@ def _run_builtin(args) -> int:
         ref, ort_s = None, 0.0
     top = np.argsort(-got, kind="stable")[:5]
     print(f"top-5 (VTA + CPU, int8): {list(map(int, top))}  scores "
-          f"{np.round(got[top], 3).tolist()}")
+          f"[{', '.join(f'{v:.3f}' for v in got[top])}]")
     if ref is not None:
         rtop = np.argsort(-ref, kind="stable")[:5]
         err = ref - got
         sqnr = 10 * np.log10((ref ** 2).sum() / max((err ** 2).sum(), 1e-30))
         print(f"top-5 (float, onnxruntime): {list(map(int, rtop))}  scores "
-              f"{np.round(ref[rtop], 3).tolist()}")
+              f"[{', '.join(f'{v:.3f}' for v in ref[rtop])}]")
         print(f"top-1 {'agrees' if top[0] == rtop[0] else 'DIFFERS'}; "
               f"top-5 overlap {len(set(top) & set(rtop))}/5; output SQNR {sqnr:.1f} dB; "
               f"onnxruntime {ort_s * 1e3:.1f} ms")
