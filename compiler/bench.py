@@ -224,6 +224,48 @@ def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def _place_labels(ax, pts, fontsize: float = 7) -> None:
+    """Name every point without two names (or a name and a point) overlapping: each label
+    takes the first free spot on rings around its point, with a leader line when it had to
+    move away; all in display coordinates."""
+    fig = ax.figure
+    fig.canvas.draw()
+    px = fig.dpi / 72.0                                   # pixels per point
+    xy = ax.transData.transform([(x, y) for x, y, _ in pts]) if pts else np.zeros((0, 2))
+    taken = [(x - 4 * px, y - 4 * px, x + 4 * px, y + 4 * px) for x, y in xy]   # markers
+
+    def free(b):
+        return all(b[2] <= o[0] or b[0] >= o[2] or b[3] <= o[1] or b[1] >= o[3] for o in taken)
+
+    renderer = fig.canvas.get_renderer()
+    for (x, y), (_, _, name) in sorted(zip(xy, pts), key=lambda t: (-t[0][1], t[0][0])):
+        probe = ax.text(0, 0, name, fontsize=fontsize)
+        ext = probe.get_window_extent(renderer)
+        probe.remove()
+        w, h = ext.width + px, ext.height + px
+        spot = None
+        for r in (5, 11, 18, 26, 36, 48, 62, 78, 96):
+            for ang in range(0, 360, 20):
+                dx, dy = r * px * np.cos(np.radians(ang)), r * px * np.sin(np.radians(ang))
+                x0 = x + dx - (w if dx < -1 else 0 if dx > 1 else w / 2)
+                y0 = y + dy - (h if dy < -1 else 0 if dy > 1 else h / 2)
+                if free((x0, y0, x0 + w, y0 + h)):
+                    spot = (dx, dy, x0, y0, r)
+                    break
+            if spot:
+                break
+        if spot is None:
+            spot = (3 * px, 3 * px, x + 3 * px, y + 3 * px, 5)
+        dx, dy, x0, y0, r = spot
+        taken.append((x0, y0, x0 + w, y0 + h))
+        ha = "right" if dx < -1 else "left" if dx > 1 else "center"
+        va = "top" if dy < -1 else "bottom" if dy > 1 else "center"
+        arrow = dict(arrowstyle="-", lw=0.4, color="grey") if r > 11 else None
+        ax.annotate(name, ax.transData.inverted().transform((x, y)), fontsize=fontsize,
+                    xytext=(dx / px, dy / px), textcoords="offset points", ha=ha, va=va,
+                    arrowprops=arrow)
+
+
 def roofline(docs: list[dict], path: str, cfg: VTAConfig | None = None) -> None:
     """Roofline plot: achieved GEMM ops/cycle against arithmetic intensity (ops per DRAM
     byte), with the compute peak and the 64-bit bus bandwidth roof."""
@@ -234,18 +276,24 @@ def roofline(docs: list[dict], path: str, cfg: VTAConfig | None = None) -> None:
     peak = 2 * cfg.macs_per_uop                       # ops per cycle
     bw = cfg.bus_bytes                                # bytes per cycle
     fig, ax = plt.subplots(figsize=(7, 5))
-    xs = np.logspace(0, 4, 200)
-    ax.plot(xs, np.minimum(peak, bw * xs), "k-", label=f"roof: {peak} ops/cycle, {bw} B/cycle")
+    series = []
     for doc, marker in zip(docs, ("o", "x")):
         lh = "with" if doc["latency_hiding"] else "without"
         pts = [(r["_intensity"], 2 * r["gemm_ops"] * cfg.macs_per_uop / r["cycles"], r["name"])
                for r in doc["layers"] if r["cycles"]]
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker,
-                   label=f"{lh} latency hiding")
-        for x, y, n in pts:
-            ax.annotate(n, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        series.append((pts, marker, f"{lh} latency hiding"))
+    allx = [p[0] for pts, _, _ in series for p in pts] or [1.0]
+    ally = [p[1] for pts, _, _ in series for p in pts] or [1.0]
+    lo_x, hi_x = min(allx) / 2.5, max(allx) * 2.5
+    xs = np.logspace(np.log10(min(lo_x, peak / bw / 2)), np.log10(hi_x), 200)
+    ax.plot(xs, np.minimum(peak, bw * xs), "k-", label=f"roof: {peak} ops/cycle, {bw} B/cycle")
+    for pts, marker, label in series:
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(xs[0], hi_x)
+    ax.set_ylim(min(ally) / 2, peak * 1.6)
+    _place_labels(ax, [p for pts, _, _ in series for p in pts])
     ax.set_xlabel("arithmetic intensity (ops / DRAM byte)")
     ax.set_ylabel("achieved ops / cycle")
     ax.set_title("ResNet-18 C2-C11 on VTA 1x16x16 (timed simulator, 64-bit bus)")
