@@ -73,7 +73,7 @@ import numpy as np
 from isa import AluOp, MemType, VTAConfig
 
 from .intrin import TensorizeError
-from .codegen import KernelSites
+from .kernel import KernelBase
 from .te import DTYPES, Binary, Cast, Const, IterVar, Load, Reduce, Select, Tensor, walk
 
 __all__ = ["EltwiseError", "EltwiseKnobs", "EltwiseWorkload", "EltwiseKernel",
@@ -83,6 +83,17 @@ __all__ = ["EltwiseError", "EltwiseKnobs", "EltwiseWorkload", "EltwiseKernel",
 
 class EltwiseError(TensorizeError):
     """An element-wise graph (or a part of it) with no exact VTA ALU form."""
+
+
+def store_planes(dtype: str, cfg: VTAConfig, error: type, where: str) -> int:
+    """How many OUT-width planes a result of ``dtype`` is STOREd as: 1 for the output dtype,
+    ACC/OUT width for the accumulator dtype (byte planes); else ``error`` naming the stage."""
+    if dtype == cfg.out_dtype:
+        return 1
+    if dtype == cfg.acc_dtype:
+        return cfg.acc_width // cfg.out_width
+    raise error(f"stage {where}: result dtype {dtype}; VTA stores {cfg.out_dtype} (or "
+                f"{cfg.acc_dtype} as byte planes)")
 
 
 @dataclass(frozen=True)
@@ -622,13 +633,7 @@ def recognise_eltwise(out: Tensor, cfg: VTAConfig, gemm_add: bool = False,
     if isinstance(tree, int):
         raise EltwiseError(f"stage {out.name}: the result is the constant {tree}; there is no "
                            f"input to compute from")
-    if out.dtype == cfg.out_dtype:
-        planes = 1
-    elif out.dtype == cfg.acc_dtype:
-        planes = cfg.acc_width // cfg.out_width
-    else:
-        raise EltwiseError(f"stage {out.name}: result dtype {out.dtype}; VTA stores "
-                           f"{cfg.out_dtype} (or {cfg.acc_dtype} as byte planes)")
+    planes = store_planes(out.dtype, cfg, EltwiseError, out.name)
     lead = out.shape[:-2]
     full = stop is None and all(all(lf.strides) and _is_dense(lf, lead) for lf in b.leaves)
     if full or len(lead) < 2:
@@ -854,24 +859,12 @@ def store_ops(wl, cfg: VTAConfig, sram: int, target: Tensor, off: int, r: int, c
 
 # ----------------------------------------------------------------------------- kernel
 
-@dataclass
-class EltwiseKernel:
+class EltwiseKernel(KernelBase):
     """A compiled ALU-only (or pooling) kernel with the interface of
     :class:`~compiler.pipeline.CompiledKernel`: ``run(device, feeds)``, ``show(stage)``,
     ``listing()``, ``instructions()``, ``stages``, ``ops``, ``inputs``, ``output``."""
-    cfg: VTAConfig
-    workload: object
-    knobs: object
-    stages: dict
-    ops: list
-    compile_seconds: float
-    sites: KernelSites = field(default_factory=KernelSites)
-    last_run: object = None
-    out_tensor: object = None       # what the STOREs write (the output, or its byte planes)
 
-    def __post_init__(self):
-        if self.out_tensor is None:
-            self.out_tensor = self.workload.out
+    error = EltwiseError
 
     @property
     def inputs(self) -> list:
@@ -898,64 +891,23 @@ class EltwiseKernel:
                                f"{', '.join(self.stages)}")
         return self.stages[stage]
 
-    def listing(self, limit: int | None = 60) -> str:
-        from .program import listing
-        return listing(self.ops, limit)
+    def upload(self, dev, inputs: dict, allocated: list):
+        """Check and copy the inputs and the kernel's constants to ``dev``; allocate the
+        output.  Returns (tensor -> device buffer, output buffer)."""
+        bufs = {}
+        consts = self.constants
+        for t in self.inputs + list(consts):
+            arr = self._checked(t, consts[t] if t in consts
+                                else inputs.get(t, inputs.get(t.name)))
+            b = dev.alloc(max(arr.nbytes, 1), name=t.name)
+            allocated.append(b)
+            b.copy_from(arr)
+            bufs[t] = b
+        return bufs, self._alloc_output(dev, bufs, allocated)
 
-    def instructions(self) -> str:
-        """The last run's instruction stream, one ``describe`` line each."""
-        from isa import decode_program, describe
-        if self.last_run is None:
-            raise EltwiseError("run the kernel first: instructions are recorded on first call")
-        return "\n".join(f"{i:5d}  {describe(x)}" for i, x in
-                         enumerate(decode_program(self.last_run.insns, self.cfg)))
-
-    def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
-        """Run on ``dev`` (a vta_runtime device); ``inputs`` maps tensor or name -> packed
-        array.  Returns (output array, device stats of the run)."""
-        from vta_runtime import CommandQueue
-
-        from .codegen import emit
-        from .evaluate import to_numpy_dtype
-        from .codegen import join_planes
-        bufs, allocated = {}, []
-        try:
-            consts = getattr(self.workload, "constants", {})
-            for t in self.inputs + list(consts):
-                arr = consts[t] if t in consts else inputs.get(t, inputs.get(t.name))
-                if arr is None:
-                    raise EltwiseError(f"run: no array for input {t.name} {t.shape}")
-                arr = np.asarray(arr)
-                if not np.issubdtype(arr.dtype, np.integer):
-                    raise EltwiseError(f"run: input {t.name} has dtype {arr.dtype}, expected "
-                                       f"{t.dtype}")
-                arr = np.ascontiguousarray(arr, dtype=to_numpy_dtype(t.dtype))
-                if arr.shape != t.shape:
-                    raise EltwiseError(f"run: input {t.name} has shape {arr.shape}, expected "
-                                       f"{t.shape}")
-                b = dev.alloc(max(arr.nbytes, 1), name=t.name)
-                allocated.append(b)
-                b.copy_from(arr)
-                bufs[t] = b
-            out = self.out_tensor
-            ndt = to_numpy_dtype(out.dtype)
-            ob = dev.alloc(int(np.prod(out.shape)) * ndt.itemsize, name=out.name)
-            allocated.append(ob)
-            bufs[out] = ob
-            own = cq is None
-            cq = cq or CommandQueue(dev)
-            emit(self.ops, cq, bufs, self.sites)
-            rec = cq.synchronize()
-            self.last_run = rec
-            result = ob.copy_to(ndt, shape=out.shape)
-            if out is not self.workload.out:          # byte planes -> the wide result
-                result = join_planes(result, self.workload.out.dtype)
-            if own:
-                cq.close()
-            return result, dict(rec.stats)
-        finally:
-            for b in allocated:
-                dev.free(b)
+    def download(self, ob) -> np.ndarray:
+        """The result from output buffer ``ob`` (byte planes joined)."""
+        return self._read_output(ob)
 
 
 def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = None):

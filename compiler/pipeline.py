@@ -8,17 +8,16 @@ and, with ``verify=True`` (tests), checked by the IR verifier after each pass.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from isa import VTAConfig
 
 from . import ir
-from .codegen import KernelSites, check_fields, emit, join_planes  # noqa: F401 (re-export)
+from .codegen import KernelSites, check_fields, join_planes  # noqa: F401 (re-export)
+from .kernel import KernelBase
 from .lower import lower
 from .passes import fold_uop_loops, inject_dma, inject_vthread, storage_flatten, verify
-from .program import eliminate_redundant_loads, insert_dependencies, listing, unroll
+from .program import eliminate_redundant_loads, insert_dependencies, unroll
 from .schedule import Knobs
 from .te import TEError
 from .workload import GemmWorkload, recognise
@@ -37,30 +36,8 @@ PASSES = [
 ]
 
 
-@dataclass
-class CompiledKernel:
+class CompiledKernel(KernelBase):
     """A compiled VTA kernel: the IR at every stage, the op program, and a JIT runner."""
-    cfg: VTAConfig
-    workload: GemmWorkload
-    knobs: Knobs
-    stages: dict
-    ops: list
-    compile_seconds: float
-    sites: KernelSites = field(default_factory=KernelSites)
-    last_run: object = None
-    out_tensor: object = None       # what the STOREs write (the output, or its byte planes)
-
-    def __post_init__(self):
-        if self.out_tensor is None:
-            self.out_tensor = self.workload.out
-
-    def instructions(self) -> str:
-        """The last run's instruction stream, one ``describe`` line each."""
-        from isa import decode_program, describe
-        if self.last_run is None:
-            raise TEError("run the kernel first: instructions are recorded on first call")
-        return "\n".join(f"{i:5d}  {describe(x)}" for i, x in
-                         enumerate(decode_program(self.last_run.insns, self.cfg)))
 
     def show(self, stage: str = "inject_dma") -> str:
         """The IR after pass ``stage``; for "coproc_sync", the op program with its tokens."""
@@ -68,9 +45,6 @@ class CompiledKernel:
             return self.listing(80)
         s = self.stages[stage]
         return s if isinstance(s, str) else ir.to_text(s)
-
-    def listing(self, limit: int | None = 60) -> str:
-        return listing(self.ops, limit)
 
     @property
     def inputs(self) -> list:
@@ -82,26 +56,6 @@ class CompiledKernel:
     def output(self):
         """The tensor :meth:`run` returns (the user's output, in the user's layout)."""
         return self.workload.user_out or self.workload.out
-
-    def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
-        """Run on ``dev`` (a vta_runtime device); ``inputs`` maps tensor or name -> array
-        (as the graph declares it).  Returns (output array, device stats of the run)."""
-        from vta_runtime import CommandQueue
-        allocated = []
-        try:
-            bufs, ob = self.upload(dev, inputs, allocated)
-            own = cq is None
-            cq = cq or CommandQueue(dev)
-            emit(self.ops, cq, bufs, self.sites)
-            rec = cq.synchronize()
-            self.last_run = rec
-            result = self.download(ob)
-            if own:
-                cq.close()
-            return result, dict(rec.stats)
-        finally:
-            for b in allocated:
-                dev.free(b)
 
     def upload(self, dev, inputs: dict, allocated: list, shared: dict | None = None):
         """Check, pack and copy the inputs to ``dev``; allocate the output.  Returns (tensor
@@ -119,18 +73,7 @@ class CompiledKernel:
                 bufs[h.dram] = shared[key]
                 continue
             if t not in given:
-                arr = inputs.get(t, inputs.get(t.name))
-                if arr is None:
-                    raise TEError(f"run: no array for input {t.name} {t.shape}")
-                arr = np.asarray(arr)
-                if not np.issubdtype(arr.dtype, np.integer) and arr.dtype != bool:
-                    raise TEError(f"run: input {t.name} has dtype {arr.dtype}, "
-                                  f"expected {t.dtype}")
-                arr = np.asarray(arr, dtype=to_numpy_dtype(t.dtype), order="C")
-                if arr.shape != t.shape:
-                    raise TEError(f"run: input {t.name} has shape {arr.shape}, "
-                                  f"expected {t.shape}")
-                given[t] = arr
+                given[t] = self._checked(t, inputs.get(t, inputs.get(t.name)))
             arr = given[t]
             d = h.dram
             if h.prep is not None:
@@ -142,20 +85,11 @@ class CompiledKernel:
             allocated.append(b)
             b.copy_from(arr)
             bufs[d] = shared[key] = b
-        out = self.out_tensor
-        ndt = to_numpy_dtype(out.dtype)
-        ob = dev.alloc(int(np.prod(out.shape)) * ndt.itemsize, name=out.name)
-        allocated.append(ob)
-        bufs[out] = ob
-        return bufs, ob
+        return bufs, self._alloc_output(dev, bufs, allocated)
 
     def download(self, ob) -> np.ndarray:
         """The result from output buffer ``ob``, in the user's layout and dtype."""
-        from .evaluate import to_numpy_dtype
-        out = self.out_tensor
-        result = ob.copy_to(to_numpy_dtype(out.dtype), shape=out.shape)
-        if out is not self.workload.out:          # byte planes -> the wide result
-            result = join_planes(result, self.workload.out.dtype)
+        result = self._read_output(ob)
         if self.workload.unpack is not None:      # plain layout: unpack, crop
             result = self.workload.unpack(result)
         return result

@@ -53,7 +53,7 @@ import numpy as np
 from isa import AluOp, MemType, VTAConfig
 
 from .eltwise import (EltwiseError, EltwiseKernel, EltwiseKnobs, _Kernel, _Nest, _range,
-                      build_eltwise, has_reduction, is_alu_only)
+                      build_eltwise, has_reduction, is_alu_only, store_planes)
 from .te import DTYPES, Binary, Cast, Const, Load, Reduce, Select, Tensor, TEError, affine
 
 __all__ = ["PoolError", "CpuOnlyError", "PoolWorkload", "recognise_pool", "build_pool",
@@ -257,13 +257,7 @@ def _recognise_window(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
             f"stage {where}: {red.op} over {kh}x{kw} divided by {div}: VTA divides only by "
             f"a power of two (an exact shift), so this op belongs on the CPU path (the graph "
             f"partitioner keeps it there)")
-    if out.dtype == cfg.out_dtype:
-        planes = 1
-    elif out.dtype == cfg.acc_dtype:
-        planes = cfg.acc_width // cfg.out_width
-    else:
-        raise PoolError(f"stage {where}: result dtype {out.dtype}; VTA stores {cfg.out_dtype} "
-                        f"(or {cfg.acc_dtype} as byte planes)")
+    planes = store_planes(out.dtype, cfg, PoolError, where)
     return PoolWorkload(out, data, red.op, kh, kw, sy, sx, pads, int(pad_value),
                         div.bit_length() - 1, planes)
 
