@@ -201,6 +201,9 @@ class Executor:
             rec.setdefault("uploaded", []).append(src)
             temp.append(b)
             bufs[dram] = b
+        for t, arr in getattr(k, "constants", {}).items():   # e.g. a GEMM-core add's identity
+            bufs[t] = self._param_buf((s.node.name, t.name),
+                                      np.asarray(arr, to_numpy_dtype(t.dtype)))
         out = k.out_tensor
         ndt = to_numpy_dtype(out.dtype)
         ob = self.dev.alloc(int(np.prod(out.shape)) * ndt.itemsize, name=s.node.output)
