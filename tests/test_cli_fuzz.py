@@ -47,6 +47,23 @@ def files(tmp_path_factory):
         "case": CASE,
         "config": d / "cfg.json",
     }
+    good["onnx"] = d / "model.onnx"
+    good["vtar"] = d / "model.vtar"
+    good["inputs"] = d / "x.npz"
+    good["space"] = d / "space.json"
+    good["workload"] = d / "workload.json"
+    from compiler.graph.driver import compile_model
+    from compiler.graph.models import small_cnn
+    model = small_cnn()
+    good["onnx"].write_bytes(model.SerializeToString())
+    xs = np.random.default_rng(0).normal(size=(4, 1, 1, 8, 8)).astype(np.float32)
+    from compiler.graph.artifact import save
+    save(compile_model(model, CFG, calib={"image": xs}), str(good["vtar"]))
+    np.savez(good["inputs"], image=xs[0])
+    good["space"].write_text(json.dumps({"LOG_BLOCK": [4]}))
+    good["workload"].write_text(json.dumps({"op": "conv2d", "in_channels": 16, "height": 8,
+                                            "width": 8, "out_channels": 16, "kernel": 3,
+                                            "pad": 1}))
     good["insns"].write_bytes(encode_program([FinishInsn()], CFG))
     good["dram"].write_bytes(bytes(4096))
     good["asm"].write_text("FINISH\n")
@@ -78,6 +95,14 @@ COMMANDS = [
     ("rtl", "rtl --insns {insns} --dram {dram} --out {out}"),
     ("board", "board run --simulate --insns {insns} --dram {dram} --out {out}"),
     ("hw-verilog", "hw verilog --config {config} -o {out}"),
+    ("compile", "compile {onnx} -o {out}"),
+    ("compile-calib", "compile {onnx} -o {out} --calib {inputs}"),
+    ("run", "run {vtar} --inputs {inputs} --output {out}"),
+    ("tune", "tune {workload} --trials 1 --log {out} --workers 0 --no-progress"),
+    ("dse", "dse --workload {workload} --space {space} --out {outdir} --workers 0 "
+            "--no-progress"),
+    ("dse-resnet18", "dse --workload resnet18 --space {space} --out {outdir} --workers 0 "
+                     "--no-progress"),
 ]
 # the slots where a "bad" file can be good: any bytes are a DRAM image (an empty one or a
 # .npz is refused, but the refusal is tested on the fast commands), and `{}` is a config of
@@ -100,7 +125,8 @@ def _run(argv: list[str]) -> tuple[int, str]:
 
 def _cases():
     for name, template in COMMANDS:
-        slots = [s for s in ("insns", "dram", "asm", "vector", "case", "config")
+        slots = [s for s in ("insns", "dram", "asm", "vector", "case", "config", "onnx",
+                             "vtar", "inputs", "space", "workload")
                  if "{" + s + "}" in template]
         for slot in slots:
             for kind in KINDS:
@@ -113,7 +139,8 @@ def _cases():
 def test_bad_file_is_one_line_or_real_output(files, tmp_path, name, template, slot, kind):
     d, good, bad = files
     out = tmp_path / "out.bin"
-    args = {**{k: str(v) for k, v in good.items()}, slot: str(bad[kind]), "out": str(out)}
+    args = {**{k: str(v) for k, v in good.items()}, slot: str(bad[kind]), "out": str(out),
+            "outdir": str(tmp_path / "outdir")}
     argv = template.format(**args).split()
     code, err = _run(argv)                       # an escaping exception fails the test
     assert "Traceback" not in err

@@ -47,13 +47,21 @@ def _builtin(spec: str, image: int | None):
 
 
 def _load_npz(path: str, what: str) -> dict:
+    import zipfile
+
+    from isa.files import is_npz
     if not os.path.isfile(path):
         raise GraphError(f"{what} {path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not is_npz(head):
+        raise GraphError(f"{what} {path}: not a numpy .npz archive (one named array per "
+                         f"graph input, as np.savez writes)")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
-    except (ValueError, OSError) as e:
-        raise GraphError(f"{what} {path}: not a numpy .npz archive ({e})") from None
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise GraphError(f"{what} {path}: not a readable .npz archive ({e})") from None
 
 
 def _compile(args, model_spec):
