@@ -167,6 +167,15 @@ OUT_OF_RANGE = [
     "board run --simulate --insns {insns} --dram {dram} --out {out} --max-cycles -1",
     "hw build --board ulx3s-85f --out {outdir} --baud 0",
     "hw build --board no-such-board --out {outdir}",
+    "tune {workload} --trials -1 --log {out}",
+    "tune {workload} --trials 1 --log {out} --workers -1",
+    "tune {workload} --trials 1 --log {out} --timeout 0",
+    "dse --workload resnet18 --space {space} --out {outdir} --budget -1",
+    "dse --workload resnet18 --space {space} --out {outdir} --workers -1",
+    "run builtin:resnet18 --image 0",
+    "run builtin:nosuchnet",
+    "compile {onnx} -o {out} --percentile 200",
+    "compile {onnx} -o {out} --percentile -1",
 ]
 
 
