@@ -213,3 +213,36 @@ def test_empty_assembly_source_is_refused(tmp_path):
     code, err = _run(["asm", str(src), "-o", str(tmp_path / "x.bin")])
     assert code == 2 and "no instructions" in err, err
     assert not (tmp_path / "x.bin").exists()
+
+
+def _subparsers(parser, path=("vta",)):
+    import argparse
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _subparsers(sub, path + (name,))
+
+
+def test_every_option_has_help_without_markup():
+    """`vta X --help` explains every option, in plain text (no reST roles or literals)."""
+    import argparse
+    import re
+
+    from compiler.cli import build_parser
+    markup = re.compile(r":(class|func|mod|meth|attr):|``")
+    missing, marked = [], []
+    commands = set()
+    for path, p in _subparsers(build_parser()):
+        commands.add(" ".join(path))
+        texts = [p.description or ""]
+        for a in p._actions:
+            if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            if not a.help or a.help == argparse.SUPPRESS:
+                missing.append(f"{' '.join(path)} {'/'.join(a.option_strings) or a.dest}")
+            texts.append(a.help or "")
+        marked += [f"{' '.join(path)}: {t[:60]}" for t in texts if markup.search(t)]
+    assert {"vta compile", "vta run", "vta tune", "vta dse", "vta sim", "vta rtl"} <= commands
+    assert not missing, missing
+    assert not marked, marked
