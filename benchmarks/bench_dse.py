@@ -154,7 +154,7 @@ def markdown(out: Path, runs: list, build: dict | None) -> str:
         est = model.predict(c["point"])
         from compiler.dse.resource import board_overhead
         over = board_overhead()
-        L += [f"**The chosen ECP5-85F point built** ({build['_command']}, {build['_date']}, "
+        L += [f"**The chosen ECP5-85F point built** (`{build['_command']}`, {build['_date']}, "
               f"{build.get('build_seconds', '?')} s): `{c['name']}`.", "",
               "| | Fmax | LUTs | FFs | MULT18X18D | DP16KD |", "|---|---|---|---|---|---|",
               f"| model (core + ULX3S shell) | {est['fmax_mhz']:.1f} MHz | "
