@@ -74,7 +74,9 @@ def markdown(out: Path, runs: list, build: dict | None) -> str:
           f"{doc['wrong_output']}. Every point: ResNet-18 C2-C11 compiled with default "
           f"schedules and run on the timed simulator with the point's DRAM model and ALU "
           f"option; cycles per image = all layers / BATCH; inferences/s at the estimated "
-          f"Fmax. Resources are the model's estimate of the core (yosys `synth_ecp5` cells).", ""]
+          f"Fmax. Resources are the model's estimate of the core (yosys `synth_ecp5` cells). "
+          f"Point names: BATCHxBLOCK_INxBLOCK_OUT, `u/i/w/a` = LOG_UOP/INP/WGT/ACC_BUFF_SIZE "
+          f"(log2 bytes), `b` = bus bits, `alu` = ALU cycles per micro-op, DRAM model.", ""]
     con = sqlite3.connect(str(out / "dse.sqlite"))
     feas = [json.loads(f) for (f,) in con.execute(
         "SELECT feasibility FROM points WHERE status='ok' AND feasibility IS NOT NULL")]
