@@ -509,3 +509,13 @@ def test_executor_uploads_a_kernels_constants():
     got = got.buf.copy_to(got.dtype, shape=got.shape) if hasattr(got, "buf") else got
     ex.close()
     assert np.array_equal(got, want)
+
+
+def test_layout_transforms_are_native_code(r18):
+    """pack (with the stem's 3 channels zero-padded to the block) and unpack (the classifier's
+    outputs cropped from the padded block) run through the LLVM backend, not host numpy."""
+    _, _, c = r18
+    steps = [s for s in c.program.steps if s.node.op in ("pack", "unpack")]
+    assert {s.node.op for s in steps} == {"pack", "unpack"}
+    for s in steps:
+        assert s.kind == "cpu" and s.kernel.backend == "llvm", (s.node.name, s.kind)

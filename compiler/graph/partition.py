@@ -439,6 +439,33 @@ def _eltwise_te(n: Node, g: Graph, acc_dtype: str):
     return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
 
 
+def _layout_te(n: Node, g: Graph):
+    """pack (plain NCHW / NC -> VTA's NCHWnc / NCnc, batch and channels zero-padded to the
+    block) and unpack (back, padding cropped) as tensor expressions for the CPU backend."""
+    from compiler.te import all_of, compute, placeholder, select
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    x = placeholder(tuple(xv.shape), xv.dtype, "data")
+    if n.op == "pack":
+        b, blk = n.attrs["batch"], n.attrs["block"]
+        N, C = xv.shape[:2]
+
+        def body(nb, cb, *rest):
+            *sp, i, j = rest
+            nn, cc = nb * b + i, cb * blk + j
+            read = x[(nn, cc, *sp)]
+            if N % b == 0 and C % blk == 0:
+                return read
+            return select(all_of(nn < N, cc < C), read, 0)
+    else:
+        shp = tuple(xv.shape)
+        b, blk = shp[-2], shp[-1]
+
+        def body(nn, cc, *sp):
+            return x[(nn // b, cc // blk, *sp, nn % b, cc % blk)]
+    out = compute(tuple(ov.shape), body, name=n.name, dtype=ov.dtype)
+    return out, [(x, ("value", n.inputs[0]))]
+
+
 def _pool_te(n: Node, g: Graph):
     """q{max,avg}pool / qglobal_avgpool over dims 2, 3 (plain NCHW or packed)."""
     from compiler.te import (all_of, cast, compute, maximum, minimum, placeholder,
@@ -725,6 +752,9 @@ def _codegen_node(n: Node, g: Graph, cfg: VTAConfig, knobs: dict | None = None,
             out, binds = _float_te(n, g)
         else:
             raise GraphError(f"node {n.name!r}: no CPU kernel for {n.op}")
+        return Step(n, "cpu", CpuKernel(out, [b[0] for b in binds]), binds, out)
+    if n.op in ("pack", "unpack"):                  # layout transforms: native code too
+        out, binds = _layout_te(n, g)
         return Step(n, "cpu", CpuKernel(out, [b[0] for b in binds]), binds, out)
     return Step(n, "host")
 
