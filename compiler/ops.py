@@ -31,19 +31,11 @@ from isa import VTAConfig
 from .te import (Tensor, TEError, all_of, cast, clip, compute, maximum, minimum, placeholder,
                  reduce_axis, select, shift_right)
 from .te import sum as te_sum
+# element-wise (ALU-only) and pooling operators, exported from here with the others
+from .ops_eltwise import (add, cast_to, left_shift, maximum_op, minimum_op,  # noqa: F401
+                          multiply, residual_add, right_shift, subtract)
+from .ops_pool import avg_pool2d, global_avg_pool2d, max_pool2d, padding4  # noqa: F401
 
-
-def padding4(padding) -> tuple:
-    """``p``, ``(ph, pw)`` or ``(top, bottom, left, right)`` -> (top, bottom, left, right)."""
-    p = (padding,) if isinstance(padding, int) else tuple(int(x) for x in padding)
-    if len(p) == 1:
-        p = p * 4
-    elif len(p) == 2:
-        p = (p[0], p[0], p[1], p[1])
-    if len(p) != 4 or min(p) < 0:
-        raise TEError(f"padding {padding!r}: expected p, (ph, pw) or (top, bottom, left, "
-                         f"right), all >= 0")
-    return p
 
 
 def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding=0,
@@ -376,4 +368,3 @@ def conv2d_nchw_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad) -> np
             cols[:, :, dy, dx] = xp[:, :, dy:dy + stride * oh:stride, dx:dx + stride * ow:stride]
     return np.einsum("nckxhw,ockx->nohw", cols, wt.astype(np.int64), optimize=True)
 
-from .ops_eltwise import add, cast_to, left_shift, maximum_op, minimum_op, multiply, residual_add, right_shift, subtract; from .ops_pool import avg_pool2d, global_avg_pool2d, max_pool2d  # noqa: E402,E501,E702,F401 - ALU-only and pooling operators

@@ -39,7 +39,8 @@ from .te import sum as te_sum
 __all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d"]
 
 
-def _pads(padding) -> tuple:
+def padding4(padding) -> tuple:
+    """``p``, ``(ph, pw)`` or ``(top, bottom, left, right)`` -> (top, bottom, left, right)."""
     p = (padding,) if isinstance(padding, int) and not isinstance(padding, bool) else padding
     try:
         p = tuple(int(x) for x in p)
@@ -70,7 +71,7 @@ def _window(data: Tensor, kernel, stride, padding, op: str, body, name: str, dty
                       f"BATCH, BLOCK), not {getattr(data, 'shape', data)!r}")
     kh, kw = _pair(kernel, "kernel", op)
     sy, sx = _pair(stride, "stride", op)
-    pt, pb, pl, pr = _pads(padding)
+    pt, pb, pl, pr = padding4(padding)
     nb, cb, h, w, bn, bl = data.shape
     if max(pt, pb) >= kh or max(pl, pr) >= kw:
         raise TEError(f"{op}: padding {(pt, pb, pl, pr)} must be smaller than the kernel "
