@@ -912,8 +912,6 @@ class EltwiseKernel(KernelBase):
 
 def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = None):
     """Compile the element-wise graph ending in ``out`` into an :class:`EltwiseKernel`."""
-    from .codegen import check_fields
-    from .program import eliminate_redundant_loads, insert_dependencies
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
     knobs = EltwiseKnobs.of(knobs)
@@ -928,6 +926,16 @@ def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None 
                         f"{wl.program.slots} slot(s) of {cap} tiles each:\n"
                         + wl.program.text())}
     ops = lower_ops(wl, cfg, knobs, planes)
+    return finish_kernel(cfg, wl, knobs, stages, ops, t0,
+                         planes if planes is not None else wl.out)
+
+
+def finish_kernel(cfg: VTAConfig, wl, knobs, stages: dict, ops: list, t0: float,
+                  out_tensor) -> EltwiseKernel:
+    """The op program's last passes (drop redundant loads, insert dependency tokens, check
+    the instruction fields), each noted in ``stages``, and the kernel that runs it."""
+    from .codegen import check_fields
+    from .program import eliminate_redundant_loads, insert_dependencies
     stages["unroll"] = f"{len(ops)} ops"
     n = len(ops)
     ops = eliminate_redundant_loads(ops)
@@ -936,4 +944,4 @@ def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None 
     check_fields(ops, cfg)
     stages["coproc_sync"] = f"{len(ops)} ops with tokens (see listing())"
     return EltwiseKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
-                         out_tensor=planes if planes is not None else wl.out)
+                         out_tensor=out_tensor)

@@ -52,8 +52,9 @@ import numpy as np
 
 from isa import AluOp, MemType, VTAConfig
 
-from .eltwise import (EltwiseError, EltwiseKernel, EltwiseKnobs, _Kernel, _Nest, _range,
-                      build_eltwise, has_reduction, is_alu_only, store_planes)
+from .eltwise import (EltwiseError, EltwiseKnobs, _Kernel, _Nest, _range,
+                      build_eltwise, finish_kernel, has_reduction, is_alu_only,
+                      store_planes)
 from .te import DTYPES, Binary, Cast, Const, Load, Reduce, Select, Tensor, TEError, affine
 
 __all__ = ["PoolError", "CpuOnlyError", "PoolWorkload", "recognise_pool", "build_pool",
@@ -627,8 +628,6 @@ def build_alu_only(out: Tensor, cfg: VTAConfig | None = None, knobs=None):
 
 def build_pool(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = None):
     """Compile the pooling stage ``out`` into an :class:`~compiler.eltwise.EltwiseKernel`."""
-    from .codegen import check_fields
-    from .program import eliminate_redundant_loads, insert_dependencies
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
     knobs = EltwiseKnobs.of(knobs, "a pooling kernel")
@@ -644,12 +643,4 @@ def build_pool(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = N
                         f"{wl.planes} STORE(s)")
               + (f"; epilogue {wl.out.name} per chunk:\n{wl.epi.program.text()}"
                  if wl.epi is not None else "")}
-    stages["unroll"] = f"{len(ops)} ops"
-    n = len(ops)
-    ops = eliminate_redundant_loads(ops)
-    stages["reuse"] = f"{len(ops)} ops after dropping {n - len(ops)} redundant loads"
-    ops = insert_dependencies(ops)
-    check_fields(ops, cfg)
-    stages["coproc_sync"] = f"{len(ops)} ops with tokens (see listing())"
-    return EltwiseKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
-                         out_tensor=target)
+    return finish_kernel(cfg, wl, knobs, stages, ops, t0, target)
