@@ -176,8 +176,8 @@ def test_a_point_with_wrong_output_is_kept_out_of_the_fronts(tmp_path, layers, m
     import compiler.dse.evaluate as ev
     real = ev.run_layer
 
-    def lying(layer, point, check=True, seed=0):
-        row = real(layer, point, check, seed)
+    def lying(layer, point, check=True, seed=0, **kw):
+        row = real(layer, point, check, seed, **kw)
         if point["LOG_BLOCK"] == 3 and point["LOG_BUS_WIDTH"] == 5:
             row["correct"] = False
         return row
@@ -219,3 +219,19 @@ def test_choice_rules_on_a_synthetic_set(tmp_path):
     assert chosen["ecp5-85f"]["point"]["LOG_INP_BUFF_SIZE"] == 13
     assert chosen["xc7z020"]["point"]["LOG_INP_BUFF_SIZE"] == 10   # any ALU off the ULX3S
     assert (tmp_path / "chosen" / "ecp5-85f.json").exists()
+
+
+def test_a_short_tuning_run_per_point(tmp_path, layers):
+    """--tune-trials: every layer of a point scheduled by a short tuning run under the
+    point's memory system: checked against numpy, never slower than the default schedules,
+    and kept apart from a default-schedule database."""
+    space = {**SPACE, "LOG_BLOCK": 3, "LOG_BUS_WIDTH": 4}
+    sweep.run_dse(layers, space, tmp_path / "d", workers=0, progress=False)
+    s = sweep.run_dse(layers, space, tmp_path / "t", workers=0, progress=False, tune_trials=6)
+    assert s["ok"] == 1 and s["failed"] == 0          # the output matched numpy
+    (d,), (t,) = _rows(tmp_path / "d").values(), _rows(tmp_path / "t").values()
+    assert d[0] == t[0] == "ok" and t[1] <= d[1]
+    with pytest.raises(DseError, match="another workload"):
+        sweep.run_dse(layers, space, tmp_path / "d", workers=0, progress=False, tune_trials=6)
+    with pytest.raises(DseError, match="tune_trials"):
+        sweep.run_dse(layers, space, tmp_path / "x", workers=0, progress=False, tune_trials=-1)

@@ -30,7 +30,7 @@ def cmd_dse(args) -> int:
                 scheduler=args.scheduler, budget=args.budget, seed=args.seed,
                 retry_failed=args.retry_failed, timeout=args.timeout,
                 check=not args.no_check, synth_front=args.synth_front,
-                progress=not args.no_progress, log=log)
+                progress=not args.no_progress, log=log, tune_trials=args.tune_trials)
     print(f"{s['points']} points: {s['measured']} measured now in {s['sweep_seconds']} s "
           f"({s['failed_now']} failed), {s['skipped']} already done; {s['ok']} ok, "
           f"{s['failed']} failed in all")
@@ -67,6 +67,10 @@ def register(sub):
     p.add_argument("--budget", type=positive_int, default=None,
                    help="measure at most N points (a seeded sample of the space)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the --budget sample")
+    p.add_argument("--tune-trials", type=nonnegative_int, default=0, metavar="N",
+                   help="schedule every layer of every point by a short tuning run of N "
+                        "trials (the learned tuner under the point's own memory system) "
+                        "instead of the default schedule; 0 (default): default schedules")
     p.add_argument("--synth-front", type=nonnegative_int, default=0, metavar="N",
                    help="run real yosys synthesis for up to N points of the fronts (chosen "
                         "points first; ~1 min each)")

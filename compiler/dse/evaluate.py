@@ -1,5 +1,6 @@
-"""One design point of ``vta dse`` measured: every layer compiled with its default schedule and
-run on the timed simulator with the point's memory system and ALU option.
+"""One design point of ``vta dse`` measured: every layer compiled with its default schedule (or
+the best of a short tuning run) and run on the timed simulator with the point's memory system
+and ALU option.
 
 :func:`evaluate_point` is the task the executor runs (a module-level function of one
 picklable argument).  Any layer that cannot be compiled or run makes the point ``failed``
@@ -53,9 +54,24 @@ def _data(layer: Layer, batch: int, cin: int, cout: int, shift: int, seed: int, 
     return x, w, b, want
 
 
-def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0) -> dict:
+def _tuned_knobs(wl, cfg, point: dict, layer: Layer, cin: int, cout: int, shift: int,
+                 trials: int, default):
+    """A short tuning run of one layer at one point (the learned tuner, in this process,
+    under the point's own memory system), started from the default schedule: its best
+    knobs, never slower than the default's."""
+    from ..tuner import Task, tune
+    task = Task.conv2d(cfg.batch, cin, layer.h, layer.w, cout, layer.k, layer.stride,
+                       layer.pad, shift=shift, name=layer.name)
+    r = tune(task, cfg, n_trials=trials, tuner="xgb", workers=0, timeout=None,
+             initial=[default], timing=timing_of(point), batch_size=min(8, trials))
+    return r.best_knobs or default
+
+
+def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0,
+              tune_trials: int = 0) -> dict:
     """Compile and run one layer at one point: cycles, GEMM micro-ops, DRAM bytes and (with
-    ``check``) whether the output equals the numpy reference."""
+    ``check``) whether the output equals the numpy reference.  ``tune_trials`` > 0: the
+    schedule comes from a short tuning run of that many trials instead of the default."""
     from vta_runtime import SimDevice
 
     from ..default_schedule import default_knobs
@@ -70,7 +86,10 @@ def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0) -> d
     data, kernel, bias, out = conv2d_resnet_block(cfg, cfg.batch, cin, layer.h, layer.w, cout,
                                                   layer.k, layer.stride, layer.pad, shift)
     wl = recognise(out, cfg)
-    ck = build(wl, cfg, default_knobs(wl, cfg, True))
+    knobs = default_knobs(wl, cfg, True)
+    if tune_trials > 0:
+        knobs = _tuned_knobs(wl, cfg, point, layer, cin, cout, shift, tune_trials, knobs)
+    ck = build(wl, cfg, knobs)
     compile_s = time.perf_counter() - t0
     x, w, b, want = _data(layer, cfg.batch, cin, cout, shift, seed, check)
     bo = cfg.block_out
@@ -82,14 +101,17 @@ def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0) -> d
            "dram_bytes": sum(int(stats.get(k, 0)) for k in (
                "inp_load_bytes", "wgt_load_bytes", "acc_load_bytes", "uop_load_bytes",
                "out_store_bytes")),
-           "compile_s": round(compile_s, 3)}
+           "compile_s": round(compile_s, 3),
+           "schedule": f"tuned ({tune_trials} trials)" if tune_trials > 0 else "default"}
     if check:
         row["correct"] = bool(np.array_equal(unpack_nchw(got), want))
     return row
 
 
 def evaluate_point(task: dict) -> dict:
-    """``task``: ``point``, ``layers`` (Layer dicts), optional ``check`` (default True).
+    """``task``: ``point``, ``layers`` (Layer dicts), optional ``check`` (default True) and
+    ``tune_trials`` (default 0: default schedules; N: a short tuning run of N trials per
+    layer).
     Returns ``status`` ("ok"; "failed": a layer did not compile or run; "wrong-output": a
     layer's result differs from numpy, so its cycles are not trusted), ``cycles`` (all layers, all BATCH images),
     ``cycles_per_image``, ``layers`` (per-layer rows), ``error`` and ``seconds``."""
@@ -100,7 +122,8 @@ def evaluate_point(task: dict) -> dict:
     for d in task["layers"]:
         layer = Layer(**d)
         try:
-            rows.append(run_layer(layer, point, task.get("check", True)))
+            rows.append(run_layer(layer, point, task.get("check", True),
+                                  tune_trials=task.get("tune_trials", 0)))
         except Exception as e:      # noqa: BLE001 - a failing point is data, never fatal
             return {"status": "failed", "cycles": None, "cycles_per_image": None,
                     "layers": rows, "error": f"layer {layer.name}: {type(e).__name__}: {e}",

@@ -72,9 +72,11 @@ def run_dse(workload: str, space, out, *, workers: int | None = None,
             scheduler: str | None = None, budget: int | None = None, seed: int = 0,
             retry_failed: bool = False, timeout: float = 900.0, check: bool = True,
             synth_front: int = 0, progress: bool = True, log=None,
-            model: ResourceModel | None = None) -> dict:
+            model: ResourceModel | None = None, tune_trials: int = 0) -> dict:
     """Sweep ``space`` (a dict or a SPACE.json path) over ``workload`` into ``out``; returns a
     summary (points, measured now, skipped, failed, seconds, front sizes, chosen parts).
+    ``tune_trials`` > 0 schedules every layer of every point by a short tuning run of that
+    many trials (the database is pinned to it, as to the workload).
 
     Raises
     ------
@@ -90,15 +92,20 @@ def run_dse(workload: str, space, out, *, workers: int | None = None,
     points, rejected = enumerate_space(sp, budget, seed)
     outp = _out_dir(out)
     model = model or ResourceModel.default()
-    db = ResultsDB(outp / DB_NAME, workload_id(layers), note)
+    if not isinstance(tune_trials, int) or tune_trials < 0:
+        raise DseError(f"tune_trials must be a non-negative integer, not {tune_trials!r}")
+    wid, wnote = workload_id(layers), note
+    if tune_trials:                  # tuned and default-schedule results never share a DB
+        wid, wnote = f"{wid}+tune{tune_trials}", f"{note}, tuned {tune_trials} trials/layer"
+    db = ResultsDB(outp / DB_NAME, wid, wnote)
     try:
         done = db.done_keys(retry_failed)
         todo = [p for p in points if point_key(p) not in done]
         log(f"{note}; {len(points)} points ({sum(rejected.values())} combinations not "
             f"buildable), {len(points) - len(todo)} already in {outp / DB_NAME}, "
             f"{len(todo)} to measure")
-        tasks = [{"point": p, "layers": [l.to_dict() for l in layers], "check": check}
-                 for p in todo]
+        tasks = [{"point": p, "layers": [l.to_dict() for l in layers], "check": check,
+                  "tune_trials": tune_trials} for p in todo]
         t0 = time.time()
         failed = 0
         if tasks:

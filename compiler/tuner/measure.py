@@ -45,10 +45,12 @@ def _config(d: dict) -> VTAConfig:
 
 
 def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool = False,
-                  seed: int = 0) -> dict:
+                  seed: int = 0, timing=None) -> dict:
     """Compile ``knobs`` for ``task`` and run once; returns ``{"cycles", "dram_bytes",
-    "gemm_ops", "compile_seconds", "run_seconds", "correct"}``.  Raises the compiler's
-    ScheduleError for a schedule that cannot be built (the caller records it)."""
+    "gemm_ops", "compile_seconds", "run_seconds", "correct"}``.  ``timing``: the simulator's
+    :class:`vta_sim.timing.TimingParams` (default: the Pynq-like memory of the benchmarks).
+    Raises the compiler's ScheduleError for a schedule that cannot be built (the caller
+    records it)."""
     from vta_runtime import SimDevice
 
     from ..bench import pynq_timing
@@ -63,9 +65,10 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
         from vta_runtime import RtlDevice
         dev = RtlDevice(cfg)
     elif device == "sim":
-        dev = SimDevice(cfg, timed=pynq_timing())
+        tp = timing if timing is not None else pynq_timing()
+        dev = SimDevice(cfg, timed=tp)
         if not check:
-            dev.sim = timing_only_simulator(cfg, pynq_timing())
+            dev.sim = timing_only_simulator(cfg, tp)
     else:
         raise ValueError(f"unknown measurement device {device!r} (known: {', '.join(DEVICES)})")
     got, stats = ck.run(dev, feeds)
@@ -85,13 +88,15 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
 
 def measure_item(item) -> dict:
     """Executor task: ``item = (task dict (or a Task carrying its workload), config dict,
-    knobs dict, device, check, ...)``
-    (anything after ``check`` is the caller's tag)."""
+    knobs dict, device, check, tag[, timing])`` (``tag`` is the caller's; ``timing``, when
+    present, the simulator's TimingParams)."""
     from ..schedule import Knobs
     from .space import Task, task_from_spec
     task_d, cfg_d, knobs_d, device, check = item[:5]
     task = task_d if isinstance(task_d, Task) else task_from_spec(task_d)
-    return measure_knobs(task, _config(cfg_d), Knobs.from_dict(knobs_d), device, check)
+    timing = item[6] if len(item) > 6 else None
+    return measure_knobs(task, _config(cfg_d), Knobs.from_dict(knobs_d), device, check,
+                         timing=timing)
 
 
 __all__ = ["measure_knobs", "measure_item", "DEVICES"]

@@ -100,7 +100,8 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
          tuner: str = "xgb", *, workers: int | None = None, scheduler: str | None = None,
          executor=None, batch_size: int = 8, seed: int = 0, timeout: float | None = 120.0,
          device: str = "sim", transfer=(), progress: bool = False, tuner_kw=None,
-         early_stopping: int | None = None, initial=(), space_restrict=None) -> TuneResult:
+         early_stopping: int | None = None, initial=(), space_restrict=None,
+         timing=None) -> TuneResult:
     """Tune ``task`` for ``n_trials`` trials in total (resumed records included).
 
     Parameters
@@ -121,6 +122,9 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
         Measured first (e.g. the default schedule), when in the space and not yet measured.
     space_restrict : dict, optional
         Narrow the space (:class:`TunerSpace` ``restrict``).
+    timing : TimingParams, optional
+        The simulator's memory system and pipeline (default: the benchmarks' Pynq-like
+        one); the design-space exploration tunes each point under its own.
     """
     cfg = cfg or VTAConfig()
     t_start = time.perf_counter()
@@ -182,6 +186,7 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
             if len(batch) == 0:
                 break                            # the space is exhausted
             items = [(task_d, cfg_d, space.knobs(p).as_dict(), device, False, i)
+                     + ((timing,) if timing is not None else ())
                      for i, p in enumerate(batch)]
             cycles = np.full(len(batch), math.inf)
             for item, out in run_tasks(ex, measure_item, items, timeout=timeout):
