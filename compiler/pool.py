@@ -52,9 +52,9 @@ import numpy as np
 
 from isa import AluOp, MemType, VTAConfig
 
-from .eltwise import (EltwiseError, EltwiseKnobs, _Kernel, _Nest, _range,
-                      build_eltwise, finish_kernel, has_reduction, is_alu_only,
-                      store_planes)
+from .eltwise import _Kernel, _Nest, build_eltwise, finish_kernel
+from .eltwise_tree import (EltwiseError, EltwiseKnobs, _range, has_reduction, is_alu_only,
+                           store_planes)
 from .te import DTYPES, Binary, Cast, Const, Load, Reduce, Select, Tensor, TEError, affine
 
 __all__ = ["PoolError", "CpuOnlyError", "PoolWorkload", "recognise_pool", "build_pool",
@@ -123,7 +123,8 @@ def recognise_pool(out: Tensor, cfg: VTAConfig) -> PoolWorkload:
     """Match ``out`` as a pooling stage, or as an element-wise epilogue of one (requantising,
     rounding, a relu, a residual...: :mod:`compiler.eltwise` forms, reading the pooled values
     element-wise)."""
-    from .eltwise import _stages, recognise_eltwise
+    from .eltwise import recognise_eltwise
+    from .eltwise_tree import _stages
     from .te import walk
     if isinstance(out, Tensor) and not out.is_placeholder and not _is_window(out):
         pools = [t for t in _stages(out) if any(isinstance(e, Reduce) for e in walk(t.body))]
