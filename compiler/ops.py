@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from isa import VTAConfig
+from vta_runtime.layout import pack_nchw, pack_oihw, unpack_nchw  # noqa: F401 (the layouts)
 
 from .te import (Tensor, TEError, all_of, cast, clip, compute, maximum, minimum, placeholder,
                  reduce_axis, select, shift_right)
@@ -335,24 +336,6 @@ def conv2d_resnet_block(cfg: VTAConfig, n: int, ci: int, h: int, w: int, co: int
 
 
 # ----------------------------------------------------------------------------- packing
-
-def pack_nchw(x: np.ndarray, batch: int, block: int) -> np.ndarray:
-    """(N, C, H, W) -> (N/batch, C/block, H, W, batch, block)."""
-    n, c, h, w = x.shape
-    return x.reshape(n // batch, batch, c // block, block, h, w).transpose(0, 2, 4, 5, 1, 3).copy()
-
-
-def unpack_nchw(x: np.ndarray) -> np.ndarray:
-    nb, cb, h, w, b, bl = x.shape
-    return x.transpose(0, 4, 1, 5, 2, 3).reshape(nb * b, cb * bl, h, w).copy()
-
-
-def pack_oihw(wt: np.ndarray, block_out: int, block_in: int) -> np.ndarray:
-    """(O, I, KH, KW) -> (O/bo, I/bi, KH, KW, bo, bi)."""
-    o, i, kh, kw = wt.shape
-    return wt.reshape(o // block_out, block_out, i // block_in, block_in, kh, kw).transpose(
-        0, 2, 4, 5, 1, 3).copy()
-
 
 def conv2d_nchw_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad) -> np.ndarray:
     """Plain NCHW int conv2d in int64 (independent of the TE evaluator): im2col + matmul.

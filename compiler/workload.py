@@ -56,6 +56,7 @@ import numpy as np
 
 from isa import AluOp, VTAConfig
 
+from .host_layout import OperandPrep, PackGrouped, PackPlain, UnpackPlain
 from .intrin import ALU_OPS, TensorizeError, verify_gemm
 from .intrin import show_expr as _show
 from .intrin import simplify
@@ -451,50 +452,6 @@ def _operand(t: Tensor, e, cfg: VTAConfig, ctx):
     return cache[key][:4]
 
 
-@dataclass(frozen=True)
-class OperandPrep:
-    """Host-side packing of a broadcast epilogue operand: pick the constant indices, put the
-    remaining dimensions at their output axes, pack plain layouts into blocks (padding N and
-    C), repeat the operand over the BATCH x BLOCK_OUT tile it broadcasts over, and flatten
-    a resident operand to (tiles, BATCH, BLOCK_OUT)."""
-    src_shape: tuple
-    take: tuple
-    rank: int
-    plain: bool
-    block: tuple              # (BATCH, BLOCK_OUT)
-    padded: tuple             # plain: (N, C) padded to the blocks
-    vary: tuple               # outer packed dims the operand varies along
-    packed: tuple             # the packed output shape
-    resident: bool
-
-    def __call__(self, a: np.ndarray) -> np.ndarray:
-        a = np.asarray(a)
-        idx = tuple(k[1] if isinstance(k, tuple) else slice(None) for k in self.take)
-        a = a[idx]
-        ks = [k for k in self.take if not isinstance(k, tuple)]
-        a = np.transpose(a, np.argsort(ks)) if ks else a
-        shape = [1] * self.rank
-        for k, n in zip(sorted(ks), a.shape):
-            shape[k] = n
-        a = a.reshape(shape)
-        B, BO = self.block
-        if self.plain:
-            pads = [(0, 0)] * self.rank
-            for d in (0, 1):
-                if shape[d] > 1 or (d in ks):
-                    pads[d] = (0, self.padded[d] - shape[d])
-            a = np.pad(a, pads)
-            n, c = a.shape[:2]
-            b0, b1 = (B if n > 1 or 0 in ks else 1), (BO if c > 1 or 1 in ks else 1)
-            a = a.reshape((n // b0, b0, c // b1, b1) + a.shape[2:])
-            a = a.transpose((0, 2) + tuple(range(4, a.ndim)) + (1, 3))
-        target = tuple(s if v else 1 for s, v in zip(self.packed, self.vary)) + (B, BO)
-        a = np.broadcast_to(a, target)
-        if self.resident:
-            a = a.reshape((-1, B, BO))
-        return np.ascontiguousarray(a)
-
-
 def _make_operand(user: Tensor, take: tuple, t: Tensor, plain: bool, red: Tensor,
                   cfg: VTAConfig):
     B, BO = cfg.batch, cfg.block_out
@@ -578,34 +535,6 @@ def _check_pad_condition(p: Tensor, cond, src: Tensor, pads: tuple) -> None:
     if not np.array_equal(got, want):
         raise TensorizeError(f"{p.name}: select condition is not the in-bounds test of "
                              f"{src.name}")
-
-
-@dataclass(frozen=True)
-class PackPlain:
-    """Host-side packing of a plain-layout input: zero-pad dims 0 and 1 to ``padded`` and
-    block them (NCHW -> NCHWnc, OIHW -> OIHWoi, NC -> NCnc)."""
-    padded: tuple
-    blocks: tuple
-
-    def __call__(self, a: np.ndarray) -> np.ndarray:
-        a = np.asarray(a)
-        pads = [(0, self.padded[0] - a.shape[0]), (0, self.padded[1] - a.shape[1])]
-        a = np.pad(a, pads + [(0, 0)] * (a.ndim - 2))
-        b0, b1 = self.blocks
-        a = a.reshape((a.shape[0] // b0, b0, a.shape[1] // b1, b1) + a.shape[2:])
-        return np.ascontiguousarray(a.transpose((0, 2) + tuple(range(4, a.ndim)) + (1, 3)))
-
-
-@dataclass(frozen=True)
-class UnpackPlain:
-    """The packed result back in the plain layout, cropped to the user's (N, C)."""
-    shape: tuple
-
-    def __call__(self, a: np.ndarray) -> np.ndarray:
-        nd = a.ndim
-        a = a.transpose((0, nd - 2, 1, nd - 1) + tuple(range(2, nd - 2)))
-        a = a.reshape((a.shape[0] * a.shape[1], a.shape[2] * a.shape[3]) + a.shape[4:])
-        return np.ascontiguousarray(a[: self.shape[0], : self.shape[1]])
 
 
 def _plain_product(t: Tensor, cfg: VTAConfig) -> tuple:
@@ -758,28 +687,6 @@ def _check_groups(t: Tensor, act, data: Tensor, kernel: Tensor, cfg: VTAConfig) 
                              f"not the grouped (o // {og}) * {cg} + rc of {g} groups")
     k = _groups_per_block(cg, og, cfg)
     return g, k, -(-g // k) * k
-
-
-@dataclass(frozen=True)
-class PackGrouped:
-    """Host-side packing of grouped weights (O, C/g, KH, KW): groups padded to a multiple of
-    ``k`` (the groups sharing one block group), each block group's weights laid out as a
-    block-diagonal (O/g x C/g per group) matrix, then blocked as OIHWoi."""
-    groups: int
-    k: int
-    padded_groups: int
-    blocks: tuple
-
-    def __call__(self, a: np.ndarray) -> np.ndarray:
-        a = np.asarray(a)
-        o, cg, kh, kw = a.shape
-        og = o // self.groups
-        gp, k = self.padded_groups, self.k
-        full = np.zeros((gp * og, k * cg, kh, kw), a.dtype)
-        rows = np.arange(o)
-        cols = (rows // og % k * cg)[:, None] + np.arange(cg)[None, :]
-        full[rows[:, None], cols] = a
-        return PackPlain(full.shape[:2], self.blocks)(full)
 
 
 def _simple_load(ld):
