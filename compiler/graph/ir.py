@@ -132,6 +132,17 @@ class Graph:
         return f"{base}_{i}"
 
     # --------------------------------------------------------------- queries
+    def rename(self, old: str, new: str) -> None:
+        """Value ``old`` is called ``new`` from now on: its entry, every use, and its
+        producer's output and name (callers check ``new`` is free, with their own error)."""
+        v = self.values.pop(old)
+        v.name = new
+        self.values[new] = v
+        for n in self.nodes:
+            n.inputs = [new if i == old else i for i in n.inputs]
+            if n.output == old:
+                n.output = n.name = new
+
     def producer(self) -> dict[str, Node]:
         return {n.output: n for n in self.nodes}
 

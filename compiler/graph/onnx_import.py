@@ -116,13 +116,7 @@ class _Importer:
         g = self.g
         if new in g.values:
             raise OnnxImportError(f"output name {new!r} clashes with another value")
-        v = g.values.pop(old)
-        v.name = new
-        g.values[new] = v
-        for n in g.nodes:
-            n.inputs = [new if i == old else i for i in n.inputs]
-            if n.output == old:
-                n.output = n.name = new
+        g.rename(old, new)
         if old in g.qdq_ranges:
             g.qdq_ranges[new] = g.qdq_ranges.pop(old)
 

@@ -281,13 +281,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
 def _rename(q: Graph, old: str, new: str) -> None:
     if new in q.values:
         raise QuantizeError(f"output name {new!r} already used inside the quantised graph")
-    v = q.values.pop(old)
-    v.name = new
-    q.values[new] = v
-    for n in q.nodes:
-        n.inputs = [new if i == old else i for i in n.inputs]
-        if n.output == old:
-            n.output = n.name = new
+    q.rename(old, new)
     if old in q.float_of:
         q.float_of[new] = q.float_of.pop(old)
 
