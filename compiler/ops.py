@@ -38,6 +38,17 @@ from .ops_eltwise import (add, cast_to, left_shift, maximum_op, minimum_op,  # n
 from .ops_pool import avg_pool2d, global_avg_pool2d, max_pool2d, padding4  # noqa: F401
 
 
+def _conv_geometry(fn: str, h: int, w: int, kh: int, kw: int, stride: int, padding):
+    """(padding as (top, bottom, left, right), output height, output width) of a conv;
+    ``fn`` names the operator in the errors."""
+    if stride < 1:
+        raise TEError(f"{fn}: stride {stride} out of range")
+    pt, pb, pl, pr = padding4(padding)
+    oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
+    if oh < 1 or ow < 1:
+        raise TEError(f"{fn}: kernel {kh}x{kw} larger than padded input {h}x{w}")
+    return (pt, pb, pl, pr), oh, ow
+
 
 def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding=0,
            name: str = "conv", acc_dtype: str = "int32", groups: int = 1) -> Tensor:
@@ -56,12 +67,7 @@ def conv2d(data: Tensor, kernel: Tensor, stride: int = 1, padding=0,
     if (cb // groups, bi) != (cb2, bi2):
         raise TEError(f"conv2d: data has {cb}x{bi} input channels ({groups} groups), "
                       f"kernel {cb2}x{bi2}")
-    if stride < 1:
-        raise TEError(f"conv2d: stride {stride} out of range")
-    pt, pb, pl, pr = padding4(padding)
-    oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
-    if oh < 1 or ow < 1:
-        raise TEError(f"conv2d: kernel {kh}x{kw} larger than padded input {h}x{w}")
+    (pt, pb, pl, pr), oh, ow = _conv_geometry("conv2d", h, w, kh, kw, stride, padding)
     if pt or pb or pl or pr:
         src = data
         data = compute((nb, cb, h + pt + pb, w + pl + pr, bn, bi),
@@ -171,12 +177,7 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding=0, name: 
     if groups < 1 or c % groups or o % groups or c // groups != c2:
         raise TEError(f"conv2d_nchw: data has {c} channels, kernel {o}x{c2} ({groups} "
                       f"groups: C and O must be multiples of groups, C/groups = {c2})")
-    if stride < 1:
-        raise TEError(f"conv2d_nchw: stride {stride} out of range")
-    pt, pb, pl, pr = padding4(padding)
-    oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
-    if oh < 1 or ow < 1:
-        raise TEError(f"conv2d_nchw: kernel {kh}x{kw} larger than padded input {h}x{w}")
+    (pt, pb, pl, pr), oh, ow = _conv_geometry("conv2d_nchw", h, w, kh, kw, stride, padding)
     if pt or pb or pl or pr:
         src = data
         data = compute((n, c, h + pt + pb, w + pl + pr),
