@@ -80,7 +80,7 @@ from isa import AluOp, MemType, VTAConfig
 from .alu_program import AluProgram, Step, _Lowerer  # noqa: F401 (part of this API)
 from .eltwise_tree import (EltwiseError, EltwiseKnobs, Leaf, _Builder,  # noqa: F401 (API)
                            is_alu_only, is_gemm_graph, store_planes)
-from .kernel import KernelBase
+from .kernel import KernelBase, finish_ops
 from .te import DTYPES, Tensor
 
 
@@ -440,14 +440,6 @@ def finish_kernel(cfg: VTAConfig, wl, knobs, stages: dict, ops: list, t0: float,
                   out_tensor) -> EltwiseKernel:
     """The op program's last passes (drop redundant loads, insert dependency tokens, check
     the instruction fields), each noted in ``stages``, and the kernel that runs it."""
-    from .codegen import check_fields
-    from .program import eliminate_redundant_loads, insert_dependencies
-    stages["unroll"] = f"{len(ops)} ops"
-    n = len(ops)
-    ops = eliminate_redundant_loads(ops)
-    stages["reuse"] = f"{len(ops)} ops after dropping {n - len(ops)} redundant loads"
-    ops = insert_dependencies(ops)
-    check_fields(ops, cfg)
-    stages["coproc_sync"] = f"{len(ops)} ops with tokens (see listing())"
+    ops = finish_ops(ops, cfg, stages)
     return EltwiseKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
                          out_tensor=out_tensor)

@@ -16,9 +16,23 @@ import numpy as np
 
 from isa import VTAConfig
 
-from .codegen import KernelSites, emit, join_planes
-from .program import listing
+from .codegen import KernelSites, check_fields, emit, join_planes
+from .program import eliminate_redundant_loads, insert_dependencies, listing
 from .te import TEError
+
+
+def finish_ops(ops: list, cfg: VTAConfig, stages: dict) -> list:
+    """The op program's last passes, each noted in ``stages``: drop loads whose SRAM region
+    still holds the data ("reuse"), insert the dependency tokens ("coproc_sync"), and check
+    every instruction field fits its bits."""
+    stages["unroll"] = f"{len(ops)} ops"
+    n = len(ops)
+    ops = eliminate_redundant_loads(ops)
+    stages["reuse"] = f"{len(ops)} ops after dropping {n - len(ops)} redundant loads"
+    ops = insert_dependencies(ops)
+    check_fields(ops, cfg)
+    stages["coproc_sync"] = f"{len(ops)} ops with tokens (see listing())"
+    return ops
 
 
 @dataclass

@@ -8,16 +8,17 @@ and, with ``verify=True`` (tests), checked by the IR verifier after each pass.
 from __future__ import annotations
 
 import time
+
 import numpy as np
 
 from isa import VTAConfig
 
 from . import ir
 from .codegen import KernelSites, check_fields, join_planes  # noqa: F401 (re-export)
-from .kernel import KernelBase
+from .kernel import KernelBase, finish_ops
 from .lower import lower
 from .passes import fold_uop_loops, inject_dma, inject_vthread, storage_flatten, verify
-from .program import eliminate_redundant_loads, insert_dependencies, unroll
+from .program import unroll
 from .schedule import Knobs
 from .te import TEError
 from .workload import GemmWorkload, recognise
@@ -129,13 +130,7 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     stmt = keep("inject_vthread", inject_vthread(stmt))
     stmt = keep("fold_uop", fold_uop_loops(stmt, cfg))
     stmt = keep("inject_dma", inject_dma(stmt))
-    ops = unroll(stmt)
-    stages["unroll"] = f"{len(ops)} ops"
-    ops = eliminate_redundant_loads(ops)
-    stages["reuse"] = f"{len(ops)} ops after dropping {int(stages['unroll'].split()[0]) - len(ops)} redundant loads"
-    ops = insert_dependencies(ops)
-    check_fields(ops, cfg)
-    stages["coproc_sync"] = f"{len(ops)} ops with tokens (see CompiledKernel.listing())"
+    ops = finish_ops(unroll(stmt), cfg, stages)
     target = next((s.copy.tensor for s in ir.walk(stmt) if isinstance(s, ir.DmaInsn)
                    and s.direction == "store"), wl.out)
     return CompiledKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,

@@ -303,7 +303,7 @@ class _Sim:
         self.pops, self.pushes = token_lists(arr.cols, mod)
         self.tokens = list(initial_tokens or (0, 0, 0, 0))
         self.record = record
-        log = list if record else _Drop            # unrecorded: memory flat in length
+        log = list if record else _Drop            # unrecorded: no per-event logs
         self.push_log = [log() for _ in range(4)]  # producer index of each push, in order
         self.pop_count = [0, 0, 0, 0]
         self.initial = list(self.tokens)
