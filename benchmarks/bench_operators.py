@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from compiler import Schedule, build, ops, recognise  # noqa: E402
 from compiler.bench import pynq_timing  # noqa: E402
 from compiler.default_schedule import dram_minimum  # noqa: E402
-from compiler.te import compute, placeholder  # noqa: E402
+from compiler.te import placeholder  # noqa: E402
 from isa import VTAConfig  # noqa: E402
 from vta_runtime import SimDevice  # noqa: E402
 
@@ -61,19 +61,8 @@ def table(head, rows) -> str:
 # ----------------------------------------------------------------------------- GEMM 128
 
 def gemm128(cfg):
-    data = placeholder((128, 8, 1, 16), "int8", "data")
-    weight = placeholder((8, 8, 16, 16), "int8", "weight")
-    data_buf = compute(data.shape, lambda *i: data[i], name="data_buf", dtype="int8")
-    weight_buf = compute(weight.shape, lambda *i: weight[i], name="weight_buf", dtype="int8")
-    r = ops.dense(data_buf, weight_buf, name="res_gem")
-    r = compute(r.shape, lambda *i: r[i] >> 8, name="res_shf")
-    res = ops.cast_int8(ops.clip_op(ops.relu(r, "res_max"), -128, 127, "res_min"), "res")
-    rng = np.random.default_rng(0)
-    x = rng.integers(-128, 128, (128, 128), dtype=np.int8)
-    w = rng.integers(-128, 128, (128, 128), dtype=np.int8)
-    feeds = {data: x.reshape(128, 1, 8, 16).transpose(0, 2, 1, 3),
-             weight: w.reshape(8, 16, 8, 16).transpose(0, 2, 1, 3)}
-    want = np.clip((x.astype(np.int64) @ w.T.astype(np.int64)) >> 8, 0, 127).astype(np.int8)
+    data, weight, res = ops.tvm_benchmark_gemm()
+    feeds, want = ops.tvm_benchmark_gemm_data(data, weight, np.random.default_rng(0))
     wl = recognise(res, cfg)
     s = Schedule(wl)
     s.split("b", 128)

@@ -312,6 +312,34 @@ def clip_op(x: Tensor, lo: int, hi: int, name="clip") -> Tensor:
     return _elementwise(x, lambda v, i: clip(v, lo, hi), name)
 
 
+def tvm_benchmark_gemm(n: int = 128, block: int = 16):
+    """TVM's ``test_benchmark_gemm`` workload as that test writes it: an ``n x n x n`` int8
+    GEMM in packed layout (BATCH 1, BLOCK ``block``) read through the copy stages
+    ``data_buf`` / ``weight_buf``, then ``>> 8``, relu and a clip to int8.  Returns
+    ``(data, weight, res)``; :func:`tvm_benchmark_gemm_data` makes its inputs."""
+    nb = n // block
+    data = placeholder((n, nb, 1, block), "int8", "data")
+    weight = placeholder((nb, nb, block, block), "int8", "weight")
+    data_buf = compute(data.shape, lambda *i: data[i], name="data_buf", dtype="int8")
+    weight_buf = compute(weight.shape, lambda *i: weight[i], name="weight_buf", dtype="int8")
+    r = dense(data_buf, weight_buf, name="res_gem")
+    r = compute(r.shape, lambda *i: r[i] >> 8, name="res_shf")
+    r = clip_op(relu(r, name="res_max"), -128, 127, name="res_min")
+    return data, weight, cast_int8(r, name="res")
+
+
+def tvm_benchmark_gemm_data(data: Tensor, weight: Tensor, rng: np.random.Generator):
+    """Random inputs of :func:`tvm_benchmark_gemm` and the expected result, in numpy:
+    ``(feeds, want)`` with ``want`` the plain (n, n) int8 matrix."""
+    n, nb, _, block = data.shape
+    x = rng.integers(-128, 128, (n, n), dtype=np.int8)
+    w = rng.integers(-128, 128, (n, n), dtype=np.int8)
+    feeds = {data: x.reshape(n, 1, nb, block).transpose(0, 2, 1, 3),
+             weight: w.reshape(nb, block, nb, block).transpose(0, 2, 1, 3)}
+    want = np.clip((x.astype(np.int64) @ w.T.astype(np.int64)) >> 8, 0, 127).astype(np.int8)
+    return feeds, want
+
+
 def cast_int8(x: Tensor, name="out") -> Tensor:
     return _elementwise(x, lambda v, i: cast("int8", v), name, dtype="int8")
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from compiler import Schedule, build, ops, recognise
 from compiler.bench import pynq_timing
 from compiler.schedule import Knobs, PrimitiveError, ScheduleError, apply, opts_of
-from compiler.te import compute, placeholder
+from compiler.te import placeholder
 from isa import VTAConfig
 from vta_runtime import SimDevice
 
@@ -119,28 +119,10 @@ def test_mock_pragmas_time_units_alone():
     assert runs[("data", "kernel")]["cycles"] < full["cycles"]
 
 
-def _gemm128():
-    """TVM test_benchmark_gemm's workload: 128 x 128 x 128, with its copy stages."""
-    data = placeholder((128, 8, 1, 16), "int8", "data")
-    weight = placeholder((8, 8, 16, 16), "int8", "weight")
-    data_buf = compute(data.shape, lambda *i: data[i], name="data_buf", dtype="int8")
-    weight_buf = compute(weight.shape, lambda *i: weight[i], name="weight_buf", dtype="int8")
-    r = ops.dense(data_buf, weight_buf, name="res_gem")
-    r = compute(r.shape, lambda *i: r[i] >> 8, name="res_shf")
-    r = ops.relu(r, name="res_max")
-    r = ops.clip_op(r, -128, 127, name="res_min")
-    return data, weight, ops.cast_int8(r, name="res")
-
-
 def test_gemm128_default_beats_tvm_hand_schedule():
     cfg = VTAConfig()
-    data, weight, res = _gemm128()
-    rng = np.random.default_rng(0)
-    x = rng.integers(-128, 128, (128, 128), dtype=np.int8)
-    w = rng.integers(-128, 128, (128, 128), dtype=np.int8)
-    feeds = {data: x.reshape(128, 1, 8, 16).transpose(0, 2, 1, 3),
-             weight: w.reshape(8, 16, 8, 16).transpose(0, 2, 1, 3)}
-    want = np.clip((x.astype(np.int64) @ w.T.astype(np.int64)) >> 8, 0, 127).astype(np.int8)
+    data, weight, res = ops.tvm_benchmark_gemm()
+    feeds, want = ops.tvm_benchmark_gemm_data(data, weight, np.random.default_rng(0))
     wl = recognise(res, cfg)
     # TVM's hand schedule: one 128 x 128 tile, reduction split by 8 blocks (one step)
     s = Schedule(wl)
