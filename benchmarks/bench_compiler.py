@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from compiler.bench import HEADER, bench, format_row, geomean, public_json, roofline  # noqa: E402
+from compiler.cli.bench import HEADER, bench, format_row, geomean, public_json, roofline  # noqa: E402
 
 
 def main() -> None:

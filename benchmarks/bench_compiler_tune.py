@@ -16,9 +16,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compiler import measure, ops, space  # noqa: E402
-from compiler.bench import RESNET18  # noqa: E402
-from compiler.default_schedule import default_knobs, dram_minimum  # noqa: E402
-from compiler.workload import recognise  # noqa: E402
+from compiler.cli.bench import RESNET18  # noqa: E402
+from compiler.vta.default_schedule import default_knobs, dram_minimum  # noqa: E402
+from compiler.vta.workload import recognise  # noqa: E402
 from isa import VTAConfig  # noqa: E402
 
 

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compiler import te  # noqa: E402
 from compiler.cpu import clear_memory_cache, cpu_build, ops  # noqa: E402
-from compiler.evaluate import run as te_evaluate  # noqa: E402
+from compiler.te.evaluate import run as te_evaluate  # noqa: E402
 from compiler.ops import conv2d_nchw_reference  # noqa: E402
 
 NCPU = len(os.sched_getaffinity(0))
@@ -206,7 +206,7 @@ def main() -> None:
               + f" | llvm/ort (1t) {ratio} | evaluator {ev * 1e3:.0f} ms", flush=True)
     # the Python loop interpreter (the executable definition of the loop IR), on the one
     # operator small enough to wait for
-    from compiler.loop_nest import StageSchedule, run_stage
+    from compiler.te.loop_nest import StageSchedule, run_stage
     x = te.placeholder((1, 512, 7, 7), "int8", "x")
     gap = ops.global_avg_pool2d(x)
     xv = rng.integers(-128, 128, x.shape).astype(np.int8)
@@ -218,7 +218,7 @@ def main() -> None:
     llvm_ms = min(_time(lambda: k.run({x: xv})) for _ in range(args.repeat))
     print()
     print(table(rows))
-    print(f"\nloop-nest interpreter (compiler.loop_nest.run_stage), global avg pool int8: "
+    print(f"\nloop-nest interpreter (compiler.te.loop_nest.run_stage), global avg pool int8: "
           f"{interp * 1e3:.0f} ms; LLVM: {llvm_ms * 1e3:.3f} ms ({interp / llvm_ms:.0f}x)")
     if args.json:
         with open(args.json, "w") as f:

@@ -132,7 +132,7 @@ def conv_programs(shapes=CONVS, group: str = "conv", cfg: VTAConfig = FPGA_CFG) 
     stream and DRAM image each kernel hands the device (captured on a vta_sim device)."""
     import vta_runtime
     from compiler import build, ops
-    from compiler.schedule import Knobs
+    from compiler.vta.schedule import Knobs
 
     class Capture(vta_runtime.SimDevice):
         def _execute(self, insn_phys, insn_count, wait_cycles):

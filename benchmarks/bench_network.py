@@ -118,7 +118,7 @@ def main(argv=None) -> int:
 def _tophub_log(cfg, path):
     """TVM TopHub's ResNet-18 knobs as a tuning log for the benchmark's C2-C11 workloads."""
     from compiler import ops, recognise
-    from compiler.bench import RESNET18
+    from compiler.cli.bench import RESNET18
     from compiler.tuner.records import LogWriter, Record
     from compiler.tuner.space import workload_key
     from compiler.tuner.tophub import tvm_knobs
@@ -135,7 +135,7 @@ def _tophub_log(cfg, path):
 
 
 def _layer_name(step):
-    from compiler.bench import RESNET18
+    from compiler.cli.bench import RESNET18
     wl = getattr(step.kernel, "workload", None)
     if wl is None or getattr(wl, "kind", "") != "conv2d":
         return ""
@@ -155,7 +155,7 @@ def _schedules(model, cfg, calib, x, default_records, c_default):
 
     from vta_runtime import SimDevice
 
-    from compiler.bench import TUNED_LOG
+    from compiler.cli.bench import TUNED_LOG
     from compiler.graph.driver import compile_model
     runs = {"default": default_records}
     logs = {}

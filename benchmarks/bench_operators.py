@@ -31,8 +31,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compiler import Schedule, build, ops, recognise  # noqa: E402
-from compiler.bench import pynq_timing  # noqa: E402
-from compiler.default_schedule import dram_minimum  # noqa: E402
+from compiler.cli.bench import pynq_timing  # noqa: E402
+from compiler.vta.default_schedule import dram_minimum  # noqa: E402
 from compiler.te import placeholder  # noqa: E402
 from isa import VTAConfig  # noqa: E402
 from vta_runtime import SimDevice  # noqa: E402

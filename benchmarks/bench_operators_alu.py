@@ -35,7 +35,7 @@ import time
 import numpy as np
 
 from compiler import build, ops, placeholder
-from compiler.eltwise import EltwiseKnobs
+from compiler.vta.eltwise import EltwiseKnobs
 from compiler.te import cast, compute, maximum
 from isa import AluOp, MemType, VTAConfig
 from vta_runtime import CommandQueue, KernelHandle, SimDevice

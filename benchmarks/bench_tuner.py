@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from compiler.bench import RESNET18, TUNED_LOG  # noqa: E402
-from compiler.default_schedule import default_knobs  # noqa: E402
+from compiler.cli.bench import RESNET18, TUNED_LOG  # noqa: E402
+from compiler.vta.default_schedule import default_knobs  # noqa: E402
 from compiler.tuner import Task, TunerSpace, load, tune, workload_key  # noqa: E402
 from compiler.tuner.features import featurize  # noqa: E402
 from compiler.tuner.measure import measure_knobs  # noqa: E402
@@ -69,7 +69,7 @@ def section_cycles(cfg, log, layers):
                    key=lambda r: r.cycles, default=None)
         d = measure_knobs(t, cfg, default_knobs(wl, cfg))["cycles"]
         v = measure_knobs(t, cfg, tvm[layer.name])["cycles"]
-        from compiler.schedule import Knobs
+        from compiler.vta.schedule import Knobs
         tu = measure_knobs(t, cfg, Knobs.from_dict(best.knobs))["cycles"] if best else math.nan
         rows.append((layer.name, wl.gemm_uops, d, v, tu))
         print(f"| {layer.name} | {wl.gemm_uops} | {d} | {v} | {tu} | {tu / v:.3f} | "
@@ -98,7 +98,7 @@ def section_efficiency(cfg, history, layers, seeds, budget, workers, tuned_best,
     recs = load(history)
     variants = [("xgb", "xgb"), ("xgb+transfer", "xgb"), ("sa (no model)", "sa"),
                 ("random", "random")]
-    from compiler.executor import make_executor
+    from compiler.tuner.executor import make_executor
     tmp = from_logs or tempfile.mkdtemp(prefix="bench_tuner_")
     print(f"(run logs: {tmp})\n")
     runs = {}
@@ -198,9 +198,9 @@ def section_throughput(cfg, n):
                  batch_size=n)
         dt = time.perf_counter() - t0
         print(f"| {w} | {r.trials / dt:.2f} | {dt:.1f} |")
-    from compiler.bench import pynq_timing
-    from compiler.pipeline import build
-    from compiler.tune import random_inputs
+    from compiler.cli.bench import pynq_timing
+    from compiler.vta.pipeline import build
+    from compiler.tuner.hook import random_inputs
     from vta_runtime import SimDevice
     wl = t.workload(cfg)
     k = default_knobs(wl, cfg)

@@ -65,22 +65,21 @@ Example (runnable as it stands; ``tests/test_docs.py`` runs it)::
 """
 
 from . import ops
-from .default_schedule import default_knobs, dram_minimum, estimate
-from .evaluate import evaluate, run
-from .intrin import TensorizeError, gemm_intrin, verify_gemm
-from .ir import IRError
-from .loop_nest import StageSchedule, run_stage
-from .passes import StorageError
-from .pipeline import PASSES, CompiledKernel, build
-from .schedule import Knobs, Opt, PrimitiveError, Schedule, ScheduleError, apply, opts_of
+from .vta.default_schedule import default_knobs, dram_minimum, estimate
+from .te.evaluate import evaluate, run
+from .vta.intrin import TensorizeError, gemm_intrin, verify_gemm
+from .te.ir import IRError
+from .te.loop_nest import StageSchedule, run_stage
+from .vta.passes import StorageError
+from .vta.pipeline import PASSES, CompiledKernel, build
+from .vta.schedule import Knobs, Opt, PrimitiveError, Schedule, ScheduleError, apply, opts_of
 from .te import (Tensor, TEError, cast, compute, maximum, minimum, placeholder, reduce_axis,
                  select, shift_left, shift_right)
 from .te import sum  # noqa: A004 - te.sum, like tvm.te.sum
-from .tune import ConfigSpace, measure, space
-from .workload import GemmWorkload, recognise
+from .tuner.hook import ConfigSpace, measure, space
+from .vta.workload import GemmWorkload, recognise
 
-#: Base classes of the compiler's user errors (bad expressions, schedules, layouts).
-CompilerError = (TEError, ScheduleError, IRError)
+from .te.errors import CompilerError
 
 __all__ = [
     "ops", "build", "CompiledKernel", "PASSES",

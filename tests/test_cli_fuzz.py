@@ -193,7 +193,7 @@ def test_out_of_range_numbers_are_refused(files, tmp_path, template):
 
 def test_the_fuzz_sees_a_traceback(monkeypatch, files):
     """The harness is not vacuous: a command that crashes is reported as a crash."""
-    import compiler.cli as cli
+    import compiler.cli.command as cli
 
     def boom(args):
         raise ZeroDivisionError("boom")
@@ -229,7 +229,7 @@ def test_every_option_has_help_without_markup():
     import argparse
     import re
 
-    from compiler.cli import build_parser
+    from compiler.cli.command import build_parser
     markup = re.compile(r":(class|func|mod|meth|attr):|``")
     missing, marked = [], []
     commands = set()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from compiler.bench import RESNET18, bench, geomean, public_json
+from compiler.cli.bench import RESNET18, bench, geomean, public_json
 from compiler.cli import main as vta_main
 
 

@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import ops
-from compiler.default_schedule import candidates, dram_minimum, fits
-from compiler.intrin import TensorizeError
-from compiler.pipeline import build
+from compiler.vta.default_schedule import candidates, dram_minimum, fits
+from compiler.vta.intrin import TensorizeError
+from compiler.vta.pipeline import build
 from compiler.te import compute, placeholder
-from compiler.workload import recognise
+from compiler.vta.workload import recognise
 from isa import VTAConfig
 from vta_runtime import SimDevice
 

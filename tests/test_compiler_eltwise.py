@@ -1,4 +1,4 @@
-"""ALU-only kernels (compiler.eltwise, compiler.ops_eltwise): element-wise graphs with no GEMM
+"""ALU-only kernels (compiler.vta.eltwise, compiler.ops.eltwise): element-wise graphs with no GEMM
 compiled for VTA, bit-exact against plain numpy references (int64 arithmetic and an explicit
 two's-complement wrap, independent of the compiler) and against the TE evaluator, over random
 shapes, operand kinds, expression trees and configurations, on the functional and the timed
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from compiler import CompilerError, build, evaluate, ops
-from compiler.eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs, build_eltwise
+from compiler.vta.eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs, build_eltwise
 from compiler.te import TEError, cast, compute, maximum, minimum, placeholder, select
 from isa import VTAConfig
 from vta_runtime import SimDevice
@@ -350,7 +350,7 @@ def test_knob_and_run_errors():
     sh = packed(cfg, 1, 1, 2, 2)
     a, b = placeholder(sh, "int8", "a"), placeholder(sh, "int8", "b")
     out = ops.add(a, b)
-    from compiler.schedule import Knobs
+    from compiler.vta.schedule import Knobs
     with pytest.raises(EltwiseError, match=r"^an element-wise kernel takes EltwiseKnobs, not "
                                            r"Knobs \(GEMM knobs do not apply: there is no "
                                            r"GEMM\)$"):
@@ -411,7 +411,7 @@ def test_operator_argument_errors():
 
 
 def test_gemm_graphs_still_take_the_gemm_path():
-    from compiler.pipeline import CompiledKernel
+    from compiler.vta.pipeline import CompiledKernel
     cfg = VTAConfig()
     D = placeholder((1, 2, 1, 16), "int8", "x")
     W = placeholder((3, 2, 16, 16), "int8", "w")

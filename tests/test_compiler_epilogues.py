@@ -7,11 +7,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import ops
-from compiler.intrin import TensorizeError
-from compiler.pipeline import build
-from compiler.schedule import Knobs, ScheduleError
+from compiler.vta.intrin import TensorizeError
+from compiler.vta.pipeline import build
+from compiler.vta.schedule import Knobs, ScheduleError
 from compiler.te import cast, compute, placeholder
-from compiler.workload import recognise
+from compiler.vta.workload import recognise
 from isa import VTAConfig
 from vta_runtime import SimDevice
 

@@ -9,13 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import ops
-from compiler.default_schedule import candidates, fits
-from compiler.intrin import TensorizeError
-from compiler.pipeline import build
-from compiler.schedule import Knobs, PrimitiveError
+from compiler.vta.default_schedule import candidates, fits
+from compiler.vta.intrin import TensorizeError
+from compiler.vta.pipeline import build
+from compiler.vta.schedule import Knobs, PrimitiveError
 from compiler.te import cast, compute, placeholder, reduce_axis
 from compiler.te import sum as te_sum
-from compiler.workload import recognise
+from compiler.vta.workload import recognise
 from isa import VTAConfig
 from vta_runtime import SimDevice
 

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.ir import to_text
-from compiler.loop_nest import StageSchedule, run_stage
-from compiler.passes import verify
-from compiler.schedule import ScheduleError
+from compiler.te.ir import to_text
+from compiler.te.loop_nest import StageSchedule, run_stage
+from compiler.vta.passes import verify
+from compiler.vta.schedule import ScheduleError
 from compiler.te import cast, compute, maximum, placeholder, reduce_axis
 from compiler.te import sum as te_sum
 

@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import ops
-from compiler.default_schedule import candidates, fits
-from compiler.evaluate import run as te_run
-from compiler.pipeline import build
-from compiler.schedule import ScheduleError
+from compiler.vta.default_schedule import candidates, fits
+from compiler.te.evaluate import run as te_run
+from compiler.vta.pipeline import build
+from compiler.vta.schedule import ScheduleError
 from compiler.te import placeholder
-from compiler.workload import recognise
+from compiler.vta.workload import recognise
 from isa import VTAConfig
 from vta_runtime import SimDevice
 

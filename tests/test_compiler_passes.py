@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 
 from compiler import ops
-from compiler.ir import UopKernel, walk
-from compiler.passes.fold_uop import FoldError, fold
-from compiler.passes.storage_flatten import StorageError
-from compiler.pipeline import PASSES, build
-from compiler.program import STAGE_NAME
-from compiler.schedule import Knobs, PrimitiveError, Schedule, ScheduleError
-from compiler.workload import recognise
+from compiler.te.ir import UopKernel, walk
+from compiler.vta.passes.fold_uop import FoldError, fold
+from compiler.vta.passes.storage_flatten import StorageError
+from compiler.vta.pipeline import PASSES, build
+from compiler.vta.program import STAGE_NAME
+from compiler.vta.schedule import Knobs, PrimitiveError, Schedule, ScheduleError
+from compiler.vta.workload import recognise
 from isa import VTAConfig
 
 CFG = VTAConfig()
@@ -143,7 +143,7 @@ def test_int32_results_leave_as_four_byte_planes():
 
 
 def test_compile_is_fast_for_every_resnet_layer():
-    from compiler.bench import RESNET18, compile_layer
+    from compiler.cli.bench import RESNET18, compile_layer
     total = 0.0
     for layer in RESNET18:
         _, ck = compile_layer(layer, CFG)
@@ -155,7 +155,7 @@ def test_compile_is_fast_for_every_resnet_layer():
 def test_compiled_index_expressions_match_the_interpreter():
     import random
 
-    from compiler.ir import IRError, compile_int, eval_int
+    from compiler.te.ir import IRError, compile_int, eval_int
     from compiler.te import Binary, Const, IterVar
     rnd = random.Random(0)
     vs = [IterVar(f"i{j}", 7) for j in range(3)]

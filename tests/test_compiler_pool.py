@@ -1,4 +1,4 @@
-"""Pooling on VTA (compiler.pool, compiler.ops_pool): max / average / global-average pooling
+"""Pooling on VTA (compiler.vta.pool, compiler.ops.pool): max / average / global-average pooling
 bit-exact against a plain numpy reference (sliding windows over an explicitly padded array:
 the dtype minimum for max, zeros for average, floor division), over random windows, strides,
 paddings, shapes, virtual threads and configurations, on the functional and timed
@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import CompilerError, build, evaluate, ops
-from compiler.eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs
-from compiler.pool import CpuOnlyError, PoolError
+from compiler.vta.eltwise import EltwiseError, EltwiseKernel, EltwiseKnobs
+from compiler.vta.pool import CpuOnlyError, PoolError
 from compiler.te import TEError, cast, compute, placeholder, reduce_axis, select
 from compiler.te import max as te_max
 from compiler.te import min as te_min
@@ -292,7 +292,7 @@ def test_budget_and_operator_errors():
     with pytest.raises(EltwiseError, match=r"^a pooling kernel takes the knobs vthreads, "
                                            r"max_tiles and gemm_add, not nope$"):
         build(ops.max_pool2d(d, 3, 2, 1), cfg, {"nope": 1})
-    from compiler.schedule import Knobs
+    from compiler.vta.schedule import Knobs
     with pytest.raises(EltwiseError, match=r"^a pooling kernel takes EltwiseKnobs, not Knobs "
                                            r"\(GEMM knobs do not apply: there is no GEMM\)$"):
         build(ops.max_pool2d(d, 3, 2, 1), cfg, Knobs())
@@ -360,7 +360,7 @@ def _loads(out):
 # ----------------------------------------------------------------------------- epilogues
 
 def test_pooling_with_element_wise_epilogues():
-    """A pooling stage read element-wise by an epilogue (compiler.eltwise forms) in one kernel:
+    """A pooling stage read element-wise by an epilogue (compiler.vta.eltwise forms) in one kernel:
     relu after a max-pool, the rounding, saturating global average of an ONNX importer
     (``(2 s + n) // 2n``), an average plus a per-channel bias, requantised; each plan
     (batched planes, plane pieces, bands, row pieces, GEMM-core sums or not)."""

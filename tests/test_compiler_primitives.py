@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import Schedule, build, ops, recognise
-from compiler.bench import pynq_timing
-from compiler.schedule import Knobs, PrimitiveError, ScheduleError, apply, opts_of
+from compiler.cli.bench import pynq_timing
+from compiler.vta.schedule import Knobs, PrimitiveError, ScheduleError, apply, opts_of
 from compiler.te import placeholder
 from isa import VTAConfig
 from vta_runtime import SimDevice

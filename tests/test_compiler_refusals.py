@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from compiler import CompilerError, IRError, build, evaluate, ops
-from compiler.loop_nest import StageSchedule, run_stage
+from compiler.te.loop_nest import StageSchedule, run_stage
 from compiler.te import placeholder
 from isa import VTAConfig
 from vta_runtime import SimDevice

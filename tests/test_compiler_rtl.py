@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from compiler import build, ops
-from compiler.schedule import Knobs
+from compiler.vta.schedule import Knobs
 from compiler.te import placeholder
 from isa import VTAConfig
 

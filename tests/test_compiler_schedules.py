@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import ops
-from compiler.passes.storage_flatten import StorageError
-from compiler.pipeline import build
-from compiler.schedule import AXES, Knobs, PrimitiveError, Schedule, apply
+from compiler.vta.passes.storage_flatten import StorageError
+from compiler.vta.pipeline import build
+from compiler.vta.schedule import AXES, Knobs, PrimitiveError, Schedule, apply
 from compiler.te import placeholder
-from compiler.workload import recognise
+from compiler.vta.workload import recognise
 from isa import VTAConfig
 from vta_runtime import SimDevice
 
@@ -236,8 +236,8 @@ def test_hoisted_edge_region_wider_than_the_pad_field_loads_row_by_row():
 
 def test_every_knob_point_is_a_sequence_of_primitive_calls():
     """Plain data <-> calls: valid points of the tuner's space replay from their calls."""
-    from compiler.schedule import opts_of
-    from compiler.tune import space
+    from compiler.vta.schedule import opts_of
+    from compiler.tuner.hook import space
     wl, _, _ = _conv(cin=64, h=9, w=9, cout=48)
     sp = space(wl, VTAConfig())
     pts = sp.sample(np.random.default_rng(4), 150)
@@ -290,7 +290,7 @@ def test_split_outer_loop_blocks_weights_for_reuse():
     got, stats = ck.run(SimDevice(cfg), feeds)
     assert np.array_equal(ops.unpack_nchw(got), ref)
     assert stats["wgt_load_bytes"] == int(np.prod(wl.kernel.shape))    # each weight once
-    from compiler.ir import Copy, walk
+    from compiler.te.ir import Copy, walk
     wgt = next(c.buffer for c in walk(ck.stages["lower"]) if isinstance(c, Copy)
                and c.buffer.scope == "wgt")
     assert wgt.tiles == 2 * 2 * 9 and wgt.slots == 1                 # one block of 2 tiles

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from compiler import ops
-from compiler.evaluate import run
-from compiler.intrin import TensorizeError, gemm_intrin, verify_gemm
+from compiler.te.evaluate import run
+from compiler.vta.intrin import TensorizeError, gemm_intrin, verify_gemm
 from compiler.te import (TEError, all_of, cast, compute, maximum, minimum, placeholder,
                          reduce_axis, select, shift_left, shift_right)
 from compiler.te import sum as te_sum
-from compiler.workload import recognise
+from compiler.vta.workload import recognise
 from isa import VTAConfig
 
 

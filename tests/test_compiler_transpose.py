@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler import ops
-from compiler.evaluate import run as te_run
-from compiler.intrin import TensorizeError
-from compiler.pipeline import build
+from compiler.te.evaluate import run as te_run
+from compiler.vta.intrin import TensorizeError
+from compiler.vta.pipeline import build
 from compiler.te import compute, placeholder
-from compiler.transpose import PhaseSplitKernel, phases
+from compiler.vta.transpose import PhaseSplitKernel, phases
 from isa import VTAConfig
 from vta_runtime import SimDevice
 

@@ -1,5 +1,5 @@
-"""The LLVM CPU backend against the numpy evaluator (compiler.evaluate), the loop-nest
-interpreter (compiler.loop_nest.run_stage) and plain numpy.
+"""The LLVM CPU backend against the numpy evaluator (compiler.te.evaluate), the loop-nest
+interpreter (compiler.te.loop_nest.run_stage) and plain numpy.
 
 Integers must be bit-exact.  Float32 element-wise results must be bit-exact too (no
 fast-math); float32 reductions may differ from numpy's pairwise summation by rounding,
@@ -12,8 +12,8 @@ import pytest
 from compiler import te
 from compiler.cpu import CpuError, clear_memory_cache, cpu_build
 from compiler.cpu.jit import compile_ir, host_target
-from compiler.evaluate import run
-from compiler.loop_nest import StageSchedule, run_stage
+from compiler.te.evaluate import run
+from compiler.te.loop_nest import StageSchedule, run_stage
 
 RNG = np.random.default_rng(11)
 

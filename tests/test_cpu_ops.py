@@ -9,7 +9,7 @@ from compiler import ops as np_ops
 from compiler import te
 from compiler.cpu import CpuError, cpu_build
 from compiler.cpu import ops
-from compiler.evaluate import run
+from compiler.te.evaluate import run
 
 RNG = np.random.default_rng(5)
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.evaluate import run
-from compiler.loop_nest import StageSchedule, run_stage
+from compiler.te.evaluate import run
+from compiler.te.loop_nest import StageSchedule, run_stage
 from compiler.te import TEError
 
 

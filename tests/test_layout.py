@@ -31,6 +31,11 @@ def _modules():
             yield ".".join(parts), path, rel.name == "__init__"
 
 
+def _is_module(name: str) -> bool:
+    p = ROOT.joinpath(*name.split("."))
+    return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
+
+
 def _imports(name: str, path: pathlib.Path, is_pkg: bool) -> set[str]:
     """Every module ``name`` imports, resolved to absolute dotted names."""
     tree = ast.parse(path.read_text(), str(path))
@@ -45,8 +50,10 @@ def _imports(name: str, path: pathlib.Path, is_pkg: bool) -> set[str]:
                 mod = ".".join(stem + ([node.module] if node.module else []))
             else:
                 mod = node.module or ""
-            out.add(mod)
-            out.update(f"{mod}.{a.name}" for a in node.names)   # `from . import x`
+            subs = {f"{mod}.{a.name}" for a in node.names}   # `from . import x`
+            out.update(subs)
+            if not all(_is_module(m) for m in subs):      # names from the module itself
+                out.add(mod)
     return out
 
 
@@ -110,3 +117,49 @@ def test_vta_hw_groups_its_files():
     assert flat == ["__init__.py", "cli.py", "errors.py"], flat
     for group in ("blocks", "runners", "board"):
         assert (ROOT / "vta_hw" / group / "__init__.py").exists()
+
+
+# The compiler's layers, bottom to top (README, docs/architecture.md): a module may import its
+# own layer and the layers below it, never one above; vta and cpu (the two back ends) share a
+# rank and do not import each other.
+LAYERS = {"te": 0, "vta": 1, "cpu": 1, "ops": 2, "tuner": 3, "graph": 4, "dse": 5, "cli": 6}
+
+
+def _layer(mod: str) -> str | None:
+    parts = mod.split(".")
+    return parts[1] if parts[0] == "compiler" and len(parts) > 1 else None
+
+
+def test_compiler_modules_live_in_layers():
+    """Nothing sits loose at the top of compiler/: every module belongs to one layer."""
+    loose = sorted(n for n, (_, is_pkg) in MODULES.items()
+                   if n.startswith("compiler.") and _layer(n) not in LAYERS)
+    assert not loose, loose
+    assert set(LAYERS) == {p.name for p in (ROOT / "compiler").iterdir()
+                           if (p / "__init__.py").exists()}
+
+
+def test_compiler_layers_flow_one_way():
+    wrong = []
+    for a, deps in GRAPH.items():
+        la = _layer(a)
+        if la is None:
+            continue
+        for b in deps:
+            if b == "compiler":
+                wrong.append(f"{a} imports names from the compiler package root")
+                continue
+            lb = _layer(b)
+            if lb is not None and lb != la and LAYERS[lb] >= LAYERS[la]:
+                wrong.append(f"{a} imports {b} ({la} may not import {lb})")
+    assert not wrong, wrong
+
+
+def test_the_layer_check_sees_a_back_arrow():
+    """The layering check is not vacuous: a made-up upward import is reported."""
+    GRAPH["compiler.te.expr"].add("compiler.ops.nn")
+    try:
+        with pytest.raises(AssertionError, match="te may not import ops"):
+            test_compiler_layers_flow_one_way()
+    finally:
+        GRAPH["compiler.te.expr"].discard("compiler.ops.nn")

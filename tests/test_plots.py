@@ -14,7 +14,7 @@ def _overlap(a, b) -> bool:
 
 def test_roofline_labels_never_overlap():
     import matplotlib.pyplot as plt
-    from compiler.bench import _place_labels
+    from compiler.cli.bench import _place_labels
     rng = np.random.default_rng(0)
     # clustered points, as C3/C6 or C5/C8 of ResNet-18 are (and a few on top of each other)
     xs = np.concatenate([100 * np.exp(rng.normal(0, 0.05, 12)), [300, 300, 301]])

@@ -1,4 +1,4 @@
-"""``vta sim`` through the real dispatcher (compiler.cli.main)."""
+"""``vta sim`` through the real dispatcher (compiler.cli.command)."""
 
 import json
 import pathlib

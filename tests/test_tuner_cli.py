@@ -92,9 +92,9 @@ def test_other_user_errors(tmp_path, capsys):
 
 
 def test_shipped_log_covers_resnet18_and_beats_the_defaults():
-    from compiler.bench import RESNET18, TUNED_LOG
-    from compiler.default_schedule import default_knobs
-    from compiler.schedule import Knobs
+    from compiler.cli.bench import RESNET18, TUNED_LOG
+    from compiler.vta.default_schedule import default_knobs
+    from compiler.vta.schedule import Knobs
     from compiler.tuner import Task, workload_key
     from compiler.tuner.measure import measure_knobs
     from compiler.tuner.records import HistoryBest
@@ -113,7 +113,7 @@ def test_shipped_log_covers_resnet18_and_beats_the_defaults():
 
 
 def test_bench_tuned_runs_the_logs_schedules(tmp_path, capsys):
-    from compiler.bench import RESNET18, TUNED_LOG
+    from compiler.cli.bench import RESNET18, TUNED_LOG
     from compiler.tuner.records import HistoryBest
     rc, out, err = _run(capsys, "bench", "resnet18", "--layers", "C10,C11", "--tuned",
                         "--json", str(tmp_path / "b.json"))
@@ -140,7 +140,7 @@ def test_tune_an_onnx_model_then_compile_it_with_the_log(tmp_path, capsys):
     from compiler.graph.driver import compile_model
     from compiler.graph.models import small_cnn
     from compiler.tuner.records import HistoryBest
-    from compiler.workload import GemmWorkload
+    from compiler.vta.workload import GemmWorkload
     from isa import VTAConfig
     model = tmp_path / "small.onnx"
     onnx.save(small_cnn(), str(model))

@@ -1,4 +1,4 @@
-"""Measurements through compiler.executor: a local process pool, a Dask LocalCluster with two
+"""Measurements through compiler.tuner.executor: a local process pool, a Dask LocalCluster with two
 worker processes, and `dask scheduler` / `dask worker` started as separate processes on
 127.0.0.1 the way a cluster user would; a worker killed mid-run loses no record, a hanging
 measurement is recorded as a timeout, a failure never ends the run."""
@@ -71,7 +71,7 @@ def test_a_killed_local_worker_loses_no_record(tmp_path, monkeypatch):
 
 def test_a_hanging_measurement_is_recorded_as_a_timeout(tmp_path, monkeypatch):
     monkeypatch.setattr(tuning, "measure_item", _hang_on_wide_tiles)
-    from compiler.schedule import Knobs
+    from compiler.vta.schedule import Knobs
     log = tmp_path / "t.jsonl"
     t0 = time.monotonic()
     r = tune(TASK, CFG, 3, log, "random", workers=2, seed=0, batch_size=3, timeout=1.0,
@@ -85,10 +85,10 @@ def test_a_hanging_measurement_is_recorded_as_a_timeout(tmp_path, monkeypatch):
 
 
 def test_invalid_schedules_are_recorded_not_fatal(tmp_path):
-    from compiler.schedule import Knobs
+    from compiler.vta.schedule import Knobs
     from compiler.tuner.records import LogWriter, Record
     from compiler.tuner.measure import measure_item
-    from compiler.executor import make_executor, run_tasks
+    from compiler.tuner.executor import make_executor, run_tasks
     bad = Knobs(tile_h=6, tile_w=6, tile_co=2, tile_ci=1, vthreads=3, vthread_axis="h")
     items = [(TASK.as_dict(), CFG.to_dict(), bad.as_dict(), "sim", False, 0)]
     with make_executor(workers=0) as ex:
@@ -189,7 +189,7 @@ def test_dask_scheduler_and_workers_as_separate_processes_survive_a_kill(tmp_pat
 
 
 def test_an_unreachable_scheduler_is_a_clear_error():
-    from compiler.executor import ExecutorError, make_executor
+    from compiler.tuner.executor import ExecutorError, make_executor
     port = _free_port()
     with pytest.raises(ExecutorError, match=f"cannot reach the Dask scheduler at "
                                             f"tcp://127.0.0.1:{port}"):

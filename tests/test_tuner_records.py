@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from compiler.pipeline import build
-from compiler.schedule import Knobs
+from compiler.vta.pipeline import build
+from compiler.vta.schedule import Knobs
 from compiler.tuner import (Task, TuningLogError, apply_history_best, best_by_workload, load,
                             tune, workload_key)
 from compiler.tuner import records

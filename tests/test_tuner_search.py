@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
-from compiler.default_schedule import default_knobs
-from compiler.schedule import Knobs, ScheduleError
+from compiler.vta.default_schedule import default_knobs
+from compiler.vta.schedule import Knobs, ScheduleError
 from compiler.tuner import Task, TunerSpace, featurize, feature_names, tune
 from compiler.tuner.measure import measure_knobs
 from compiler.tuner.model import CostModel
@@ -38,7 +38,7 @@ def test_points_round_trip_and_validity_is_exact():
     for p in pts[valid]:                                   # canonical points round-trip
         assert (sp.point(sp.knobs(p)) == p).all()
     assert not (valid & ~plausible(sp, pts)).any()        # plausible is necessary
-    from compiler.pipeline import build
+    from compiler.vta.pipeline import build
     for p in pts[valid][:3]:
         build(sp.wl, CFG, sp.knobs(p))                     # valid points build
     with pytest.raises(ScheduleError, match="not in the tuner's space"):
@@ -65,7 +65,7 @@ def test_features_are_fast_finite_and_track_the_knobs():
     k = Knobs(tile_co=2, tile_h=14, tile_w=14, tile_ci=1, vthreads=2, vthread_axis="co",
               order=("b", "h", "w", "co"))
     x = featurize(sp, sp.point(k)[None])[0]
-    from compiler.tune import measure
+    from compiler.tuner.hook import measure
     got = measure(wl, k, CFG)
     est_wgt = 2 ** x[names.index("wgt_log2_dma_bytes")]
     assert got["dram_bytes"] >= est_wgt
@@ -172,9 +172,9 @@ def test_tophub_knobs_translate_and_build():
 
 
 def test_vectorised_analytic_estimate_matches_the_default_schedules_model():
-    """The est_* features are compiler.default_schedule.estimate, vectorised (exact where
+    """The est_* features are compiler.vta.default_schedule.estimate, vectorised (exact where
     no virtual thread divides a loop's tiles)."""
-    from compiler.default_schedule import estimate
+    from compiler.vta.default_schedule import estimate
     names = None
     for t in (Task.conv2d(1, 256, 14, 14, 512, 1, 2, 0), Task.conv2d(1, 128, 28, 28, 128, 3,
                                                                       1, 1)):

@@ -6,7 +6,7 @@ Example::
     import numpy as np
     from compiler import te
     from compiler.cpu import cpu_build
-    from compiler.loop_nest import StageSchedule
+    from compiler.te.loop_nest import StageSchedule
     A = te.placeholder((64, 48), "int8", "A")
     k = te.reduce_axis(48, "k")
     S = te.compute((64,), lambda i: te.sum(te.cast("int32", A[i, k]), axis=k), "S")
@@ -31,10 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from llvmlite import ir
 
-from ..evaluate import to_numpy_dtype
-from ..ir import to_text
-from ..loop_nest import StageSchedule
-from ..schedule import ScheduleError
+from ..te.evaluate import to_numpy_dtype
+from ..te.ir import to_text
+from ..te.loop_nest import ScheduleError, StageSchedule
 from ..te import (Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, TEError, Tensor,
                   walk)
 from .codegen import MAX_UNROLL, StageCode, StageEmitter, check_reads

@@ -74,10 +74,10 @@ def run_layer(layer: Layer, point: dict, check: bool = True, seed: int = 0,
     schedule comes from a short tuning run of that many trials instead of the default."""
     from vta_runtime import SimDevice
 
-    from ..default_schedule import default_knobs
+    from ..vta.default_schedule import default_knobs
     from ..ops import conv2d_resnet_block, pack_nchw, pack_oihw, unpack_nchw
-    from ..pipeline import build
-    from ..workload import recognise
+    from ..vta.pipeline import build
+    from ..vta.workload import recognise
 
     cfg = config_of(point)
     cin, cout = _up(layer.cin, cfg.block_in), _up(layer.cout, cfg.block_out)

@@ -2,7 +2,7 @@
 the Pareto fronts, a plot and the chosen configurations.
 
 :func:`run_dse` enumerates the space (:mod:`.space`), measures every point not yet in the
-database on the executor (:mod:`compiler.executor`: a local process pool, the calling process
+database on the executor (:mod:`compiler.tuner.executor`: a local process pool, the calling process
 for ``workers=0``, or a Dask cluster), then :func:`report` costs every point with the resource
 model (:mod:`.resource`), marks its feasibility on the named parts and writes, into ``out``:
 
@@ -85,7 +85,7 @@ def run_dse(workload: str, space, out, *, workers: int | None = None,
     ExecutorError
         the executor cannot be set up (bad worker count, unreachable Dask scheduler).
     """
-    from ..executor import make_executor, run_tasks
+    from ..tuner.executor import make_executor, run_tasks
     log = log or (lambda s: None)
     layers, note = load_workload(workload)
     sp = _read_space(space)
@@ -298,7 +298,7 @@ def synthesize_front(db: ResultsDB, out: Path, summary: dict, limit: int,
     """Run real yosys synthesis for up to ``limit`` points of the inferences/s fronts (the
     chosen points first); results go to the ``synth`` table and into ``front.json``.  A
     failed synthesis is recorded as such.  Returns how many were run now."""
-    from ..executor import make_executor, run_tasks
+    from ..tuner.executor import make_executor, run_tasks
     doc = json.loads((out / "front.json").read_text())
     want, seen = [], set()
     pts = [c["point"] for c in doc["chosen"].values()]

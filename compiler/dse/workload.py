@@ -1,6 +1,6 @@
 """The workloads of ``vta dse``: the conv2d/dense layers every design point compiles and runs.
 
-``resnet18`` is the VTA paper's benchmark (ResNet-18 C2-C11, :data:`compiler.bench.RESNET18`);
+``resnet18`` is the VTA paper's benchmark (ResNet-18 C2-C11, :data:`compiler.tuner.workloads.RESNET18`);
 ``LAYERS.json`` lists layers; ``MODEL.onnx`` takes the Conv and Gemm/MatMul layers of a model
 through the ONNX front end (:mod:`compiler.graph.onnx_import`).  Each layer is an int8 conv2d
 (a dense layer is a 1x1 conv of a 1x1 image) followed by the benchmark's requantising
@@ -160,7 +160,7 @@ def load_workload(spec: str) -> tuple[list[Layer], str]:
         unknown workload, unreadable or malformed file (naming the file and the layer).
     """
     if spec == "resnet18":
-        from compiler.bench import RESNET18
+        from compiler.tuner.workloads import RESNET18
         return ([Layer(l.name, l.hw, l.hw, l.cin, l.cout, l.k, l.pad, l.stride)
                  for l in RESNET18], "ResNet-18 C2-C11 (batch 1 per BATCH row)")
     low = spec.lower()

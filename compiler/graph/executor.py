@@ -172,8 +172,8 @@ class Executor:
     def _run_vta(self, s, env, rec):
         from vta_runtime import CommandQueue
 
-        from compiler.codegen import emit
-        from compiler.evaluate import to_numpy_dtype
+        from compiler.vta.codegen import emit
+        from compiler.te.evaluate import to_numpy_dtype
         k = s.kernel
         if getattr(k.workload, "unpack", None) is not None:
             return self._run_vta_hosted(s, env, rec)
@@ -224,7 +224,7 @@ class Executor:
                                                              "dram_write_bytes"))
         rec["gemm_ops"] = int(st.get("gemm_ops", 0) or 0)
         if out is not k.workload.out:       # an int32 result stored as byte planes
-            from compiler.pipeline import join_planes
+            from compiler.vta.pipeline import join_planes
             planes = ob.copy_to(ndt, shape=out.shape)
             self.dev.free(ob)
             rec["to_host_bytes"] = rec.get("to_host_bytes", 0) + planes.nbytes

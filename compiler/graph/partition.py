@@ -15,7 +15,7 @@
 3. ``codegen`` — VTA nodes become tensor expressions compiled by :func:`compiler.build`
    (with the tuning log's best schedules when one is active); CPU nodes become tensor
    expressions run by :func:`run_cpu` (the LLVM backend when available, else
-   :func:`compiler.evaluate`); weights are quantised, padded and packed once here.
+   :func:`compiler.te.evaluate`); weights are quantised, padded and packed once here.
 
 Raises
 ------
@@ -87,7 +87,7 @@ def _cpu_backend():
 
 class CpuKernel:
     """A CPU operator: its TE output and placeholders; compiled by the LLVM backend
-    (``compiler.cpu.cpu_build``) when it is available, else run by ``compiler.evaluate``."""
+    (``compiler.cpu.cpu_build``) when it is available, else run by ``compiler.te.evaluate``."""
 
     def __init__(self, out, placeholders):
         self.out = out
@@ -105,7 +105,7 @@ class CpuKernel:
 
 def run_cpu(kernel: CpuKernel, feeds: dict) -> np.ndarray:
     """THE one entry for CPU operators: ``feeds`` {placeholder: array}."""
-    from compiler.evaluate import evaluate, to_numpy_dtype
+    from compiler.te.evaluate import evaluate, to_numpy_dtype
     if kernel.module is not None:
         feeds = {t: np.ascontiguousarray(a, to_numpy_dtype(t.dtype)) for t, a in feeds.items()}
         return np.asarray(kernel.module.run(feeds))
@@ -640,7 +640,7 @@ def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
         except GraphError:
             raise
         except Exception as e:
-            from compiler import CompilerError
+            from compiler.te.errors import CompilerError
             if isinstance(e, CompilerError) or type(e).__name__.endswith("Error") and \
                     isinstance(e, ValueError):
                 raise GraphError(f"node {n.name!r} ({n.op} on {n.target}): {e}") from e
@@ -680,8 +680,8 @@ class TuningIndex:
 
     def knobs(self, out, cfg):
         """(Knobs or None, how): how = "tuned", "tuned (other epilogue)" or ""."""
-        from compiler import recognise
-        from compiler.schedule import Knobs
+        from compiler.vta.workload import recognise
+        from compiler.vta.schedule import Knobs
         from compiler.tuner.space import workload_key
         wl = recognise(out, cfg)
         wk, ck = workload_key(wl), self.config_key(cfg)
@@ -705,7 +705,7 @@ def _shape_key(wk: str) -> str:
 
 def _codegen_node(n: Node, g: Graph, cfg: VTAConfig, knobs: dict | None = None,
                   index: TuningIndex | None = None) -> Step:
-    from compiler import build
+    from compiler.vta.pipeline import build
     if n.target == "vta":
         if n.op == "qconv":
             out, binds = _conv_vta(n, g, cfg)
@@ -723,14 +723,14 @@ def _codegen_node(n: Node, g: Graph, cfg: VTAConfig, knobs: dict | None = None,
             out, binds = _eltwise_te(n, g, cfg.acc_dtype)
         kn, how = None, ""
         if knobs is not None and n.op in ("qconv", "qdense"):
-            from compiler.schedule import Knobs
+            from compiler.vta.schedule import Knobs
             kn, how = Knobs.from_dict(knobs), "as compiled"
         elif index is not None and n.op in ("qconv", "qdense"):
             kn, how = index.knobs(out, cfg)
         try:
             kernel = build(out, cfg, kn)
         except Exception as e:
-            from compiler import CompilerError
+            from compiler.te.errors import CompilerError
             if kn is None or not isinstance(e, (*CompilerError, ValueError)) or \
                     how == "as compiled":
                 raise

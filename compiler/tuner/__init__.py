@@ -7,7 +7,7 @@ candidates on the timed simulator, guided by an XGBoost cost model.
 - :mod:`.search` tuners: XGBoost + simulated annealing, model-free annealing, random, grid;
 - :mod:`.measure` one measurement (timing-only simulator by default) as an executor task;
 - :mod:`.records` JSON-lines tuning logs, resuming, :func:`apply_history_best`;
-- :mod:`.tuning` the loop that ties them to an :mod:`compiler.executor` executor;
+- :mod:`.tuning` the loop that ties them to an :mod:`compiler.tuner.executor` executor;
 - :mod:`.tophub` TVM's TopHub VTA knobs for ResNet-18, translated (the comparison baseline);
 - :mod:`.cli` ``vta tune``.
 

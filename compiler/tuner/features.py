@@ -1,7 +1,7 @@
 """Features of schedule candidates for the learned cost model, vectorised over populations.
 
 AutoTVM's ``itervar`` features, computed on the loop nest a point lowers to (the structure
-:func:`compiler.lower.lower` builds: outer tile loops in ``order``, maybe fused; the virtual
+:func:`compiler.vta.lower.lower` builds: outer tile loops in ``order``, maybe fused; the virtual
 thread loop; the reduction loop ``ci``; the tensorized GEMM block), for a whole array of
 points at once and without lowering each one:
 
@@ -15,7 +15,7 @@ points at once and without lowering each one:
 * the raw knobs (log2 tile sizes and tile counts, order, fusion, threads, compute-at level,
   double buffering) and the workload's shape (so that one model serves many layers:
   transfer learning);
-* the analytic cost model of :mod:`compiler.default_schedule` (compute, DMA and store
+* the analytic cost model of :mod:`compiler.vta.default_schedule` (compute, DMA and store
   cycles), vectorised: a prior the ranking model can use from its first batch.
 
 :func:`featurize` takes the space and an ``(n, D)`` int array of points; it runs at several
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schedule import AXES
+from ..vta.schedule import AXES
 
 _BUFS = ("inp", "wgt", "out")
 _USES = {"inp": (True, False, True, True), "wgt": (False, True, False, False),
@@ -226,11 +226,11 @@ def featurize(space, pts: np.ndarray) -> np.ndarray:
 
 
 def _analytic(T, tile, tci, nt, nci, vt, slot_of, cum, vslot) -> list:
-    """The default schedule's analytic cost model (:func:`compiler.default_schedule.
+    """The default schedule's analytic cost model (:func:`compiler.vta.default_schedule.
     estimate`: compute, DMA and store cycles, overlapped by virtual threads), vectorised;
     a prior the ranking model can use from its first batch.  Returns log2 compute, memory,
     store and total cycles."""
-    from ..default_schedule import (DMA_LATENCY, INSN_OVERHEAD, ROW_OVERHEAD,
+    from ..vta.default_schedule import (DMA_LATENCY, INSN_OVERHEAD, ROW_OVERHEAD,
                                     STORE_CYCLES_PER_TILE)
     tiles = nt.prod(1)
     steps = tiles * nci
@@ -309,7 +309,7 @@ class _Tables:
                                       for st in wl.epilogue))
         self.n_epilogue = float(len(wl.epilogue))
         self.bus_bytes = float(cfg.bus_bytes)
-        from ..default_schedule import _vec_bytes
+        from ..vta.default_schedule import _vec_bytes
         self.vec_bytes = float(sum((wl.nb * wl.ob * wl.oh * wl.ow if st.full else
                                     st.resident_tiles) * _vec_bytes(st, cfg)
                                    for st in wl.epilogue if st.vector is not None))

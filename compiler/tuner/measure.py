@@ -1,6 +1,6 @@
 """Measuring one candidate: compile its knobs and time them on a device, in any process.
 
-:func:`measure_item` is the task the tuner hands to an :mod:`compiler.executor` executor
+:func:`measure_item` is the task the tuner hands to an :mod:`compiler.tuner.executor` executor
 (a module-level function on plain data, so a forked pool and a Dask worker can both run
 it).  The default device is the timed simulator in **timing-only** mode: the instruction
 stream, micro-ops and DRAM image are built exactly as for a real run, the stream passes the
@@ -53,9 +53,9 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
     records it)."""
     from vta_runtime import SimDevice
 
-    from ..bench import pynq_timing
-    from ..pipeline import build
-    from ..tune import random_inputs, timing_only_simulator
+    from ..vta.timing import pynq_timing
+    from ..vta.pipeline import build
+    from .hook import random_inputs, timing_only_simulator
     wl = task.workload(cfg)
     t0 = time.perf_counter()
     ck = build(wl, cfg, knobs)
@@ -76,7 +76,7 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
     cycles = next(int(t[c]) for c in ("cycles", "total_cycles", "cycle_count") if c in t)
     correct = None
     if check:
-        from ..evaluate import run as te_run
+        from ..te.evaluate import run as te_run
         correct = bool(np.array_equal(got, te_run(wl.out, feeds)))
     dram = sum(int(stats.get(k, 0)) for k in ("inp_load_bytes", "wgt_load_bytes",
                                               "acc_load_bytes", "uop_load_bytes",
@@ -90,7 +90,7 @@ def measure_item(item) -> dict:
     """Executor task: ``item = (task dict (or a Task carrying its workload), config dict,
     knobs dict, device, check, tag[, timing])`` (``tag`` is the caller's; ``timing``, when
     present, the simulator's TimingParams)."""
-    from ..schedule import Knobs
+    from ..vta.schedule import Knobs
     from .space import Task, task_from_spec
     task_d, cfg_d, knobs_d, device, check = item[:5]
     task = task_d if isinstance(task_d, Task) else task_from_spec(task_d)

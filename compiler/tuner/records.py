@@ -19,7 +19,7 @@ record of the workload and configuration being built (``vta bench resnet18 --tun
 
     from isa import VTAConfig
     from compiler import build
-    from compiler.bench import TUNED_LOG
+    from compiler.tuner.workloads import TUNED_LOG
     from compiler.tuner import Task, apply_history_best
     cfg = VTAConfig()
     c11 = Task.conv2d(1, 512, 7, 7, 512, 3, 1, 1).workload(cfg)
@@ -154,7 +154,7 @@ def parse_line(line: str, where: str) -> Record:
     if d.get("error_kind", "") not in ERROR_KINDS:
         raise TuningLogError(f"{where}: field 'error_kind' must be one of "
                              f"{[k for k in ERROR_KINDS if k]}, not {d['error_kind']!r}")
-    from ..schedule import Knobs, ScheduleError
+    from ..vta.schedule import Knobs, ScheduleError
     try:
         Knobs.from_dict(d["knobs"])
     except (ScheduleError, TypeError) as e:
@@ -232,8 +232,8 @@ def best_by_workload(recs) -> dict:
 
 
 # ----------------------------------------------------------------------- dispatch
-from .dispatch import CONTEXT as _CONTEXT  # noqa: E402
-from .dispatch import dispatch_knobs  # noqa: E402,F401 - re-exported
+from ..vta.dispatch import CONTEXT as _CONTEXT  # noqa: E402
+from ..vta.dispatch import dispatch_knobs  # noqa: E402,F401 - re-exported
 
 
 class HistoryBest:
@@ -257,8 +257,8 @@ class HistoryBest:
 
     def knobs_for(self, wl, cfg):
         """The best knobs for a recognised GEMM workload, or None."""
-        from ..schedule import Knobs
-        from ..workload import GemmWorkload
+        from ..vta.schedule import Knobs
+        from ..vta.workload import GemmWorkload
         if not isinstance(wl, GemmWorkload):
             return None
         r = self.query(workload_key(wl), cfg)

@@ -227,7 +227,7 @@ class XGBTuner(Tuner):
         Annealing steps per batch and parallel chains (steps x population candidates are
         scored per batch).
     prior : bool
-        Rank with the analytic cost model's estimate (:mod:`compiler.default_schedule`, a
+        Rank with the analytic cost model's estimate (:mod:`compiler.vta.default_schedule`, a
         feature) as the model's base margin: before any data the search anneals on it alone
         instead of sampling uniformly, afterwards the trees learn its corrections.
     """

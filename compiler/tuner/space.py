@@ -3,7 +3,7 @@
 A :class:`Task` is one workload to tune, written as plain data (``spec``: the operator and
 its shape) so that it can be logged, sent to another process or another machine, and
 rebuilt there; :func:`task_from_spec` and :meth:`Task.workload` turn it back into a
-:class:`~compiler.workload.GemmWorkload`.  ``Task.key`` names the workload in tuning logs
+:class:`~compiler.vta.workload.GemmWorkload`.  ``Task.key`` names the workload in tuning logs
 (shape, stride, padding and epilogue; not the tensor names).
 
 :class:`TunerSpace` is the search space: a product of per-knob candidate lists (TVM's
@@ -11,7 +11,7 @@ template knobs and ours: tile sizes that cut an axis into nearly equal tiles, th
 orders, fusion of the image loops, virtual threads and the loop they bind, where each cache
 read is computed, double buffering).  A point is a row of integer choice indices, so whole
 populations are handled as numpy arrays (mutation, features, dedup).  Validity is exact
-(:meth:`compiler.tune.ConfigSpace.valid`: the template accepts the knobs and every buffer
+(:meth:`compiler.tuner.hook.ConfigSpace.valid`: the template accepts the knobs and every buffer
 fits its SRAM) and cached per point.
 
 Example::
@@ -35,9 +35,9 @@ import numpy as np
 
 from isa import VTAConfig
 
-from ..schedule import AXES, Knobs, ScheduleError, extents
-from ..tune import ConfigSpace
-from ..workload import GemmWorkload
+from ..vta.schedule import AXES, Knobs, ScheduleError, extents
+from .hook import ConfigSpace
+from ..vta.workload import GemmWorkload
 
 
 class TaskError(ValueError):
@@ -76,7 +76,7 @@ class Task:
     @staticmethod
     def from_workload(wl: GemmWorkload, name: str = "") -> "Task":
         """A task for an already recognised workload (e.g. a layer of an ONNX model,
-        :func:`compiler.tuner.cli.tasks_of`): it travels to measurement processes with its
+        :func:`compiler.cli.tune.tasks_of`): it travels to measurement processes with its
         workload; its log records cannot be rebuilt without the model (no transfer)."""
         return Task("workload", (("key", workload_key(wl)),), name, wl)
 
@@ -148,8 +148,8 @@ def _workload(task: Task, cfg: VTAConfig) -> GemmWorkload:
     key = (task.key, json.dumps(cfg.to_dict(), sort_keys=True))
     wl = _WL_CACHE.get(key)
     if wl is None:
-        from ..workload import recognise
-        from .. import CompilerError
+        from ..vta.workload import recognise
+        from ..te.errors import CompilerError
         try:
             wl = recognise(task.tensors(cfg)[-1], cfg)
         except CompilerError as e:

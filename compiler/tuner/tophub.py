@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..schedule import Knobs, ScheduleError
+from ..vta.schedule import Knobs, ScheduleError
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "tophub_vta_v0.10_resnet18.json")
 
@@ -50,7 +50,7 @@ def translate(entity) -> Knobs:
 
 
 def _layer_of(inp) -> str | None:
-    from ..bench import RESNET18
+    from .workloads import RESNET18
     data, kernel, strides, pads = inp[0], inp[1], inp[2], inp[3]
     for l in RESNET18:
         if (data[1] * data[5] == l.cin and data[2] == l.hw and kernel[0] * kernel[4] == l.cout

@@ -3,7 +3,7 @@
 :func:`tune` runs one task: it resumes from the log (records of the same workload and
 configuration are fed to the tuner and never measured again; ``n_trials`` counts them), takes
 transfer histories from other workloads' records, and measures batches through
-:func:`compiler.executor.run_tasks` -- a local process pool, the calling process
+:func:`compiler.tuner.executor.run_tasks` -- a local process pool, the calling process
 (``workers=0``) or a Dask cluster (``scheduler="tcp://..."``), one code path.  Every result,
 failures included (the compiler refused the schedule, the measurement raised, timed out, or
 its worker died), is appended to the log as it arrives.
@@ -29,8 +29,8 @@ import numpy as np
 
 from isa import VTAConfig
 
-from ..executor import make_executor, run_tasks
-from ..schedule import Knobs, ScheduleError
+from .executor import make_executor, run_tasks
+from ..vta.schedule import Knobs, ScheduleError
 from .measure import measure_item
 from .records import LogWriter, Record, config_key, load
 from .search import make_tuner
@@ -111,7 +111,7 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
         configuration are resumed (see module docstring).
     tuner : "xgb", "sa", "random" or "grid"
     workers, scheduler, executor
-        Where measurements run (:func:`compiler.executor.make_executor`), or an executor.
+        Where measurements run (:func:`compiler.tuner.executor.make_executor`), or an executor.
     transfer : iterable of Record
         Other workloads' history for the XGBoost model (transfer learning).
     timeout : float

@@ -1,0 +1,7 @@
+"""``python -m compiler.cli``: the ``vta`` command."""
+
+import sys
+
+from .command import main
+
+sys.exit(main())

@@ -1,0 +1,240 @@
+"""``vta compile`` and ``vta run`` (registered by ``compiler/cli.py``).
+
+* ``vta compile MODEL.onnx -o MODEL.vtar [--config CFG.json] [--calib SAMPLES.npz]
+  [--tuning-log LOG.jsonl] [--cpu-only]`` — prints the partition and the quantisation
+  report (SQNR per layer), writes the artifact (``.vtar``/``.zip`` file, else a directory).
+* ``vta run MODEL.vtar --inputs X.npz --output Y.npz [--device sim|rtl|board]
+  [--trace T.json] [--profile]`` — X.npz one array per graph input (named as in the model),
+  Y.npz one array per graph output (float32 after dequantisation).
+* ``vta run builtin:resnet18`` — the main job in one command: build the seeded ResNet-18,
+  compile it, run it on the timed simulator, print the per-layer table and the top-5
+  against the float model run by onnxruntime (``--image N`` for a smaller input).
+
+``MODEL`` may be ``builtin:resnet18`` or ``builtin:small_cnn`` anywhere (seeded weights,
+seeded calibration images unless ``--calib`` is given).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from isa.argtypes import positive_int
+
+from ..graph.ir import GraphError
+
+USER_ERRORS = (GraphError,)
+
+
+def _config(args):
+    from isa import VTAConfig
+    return VTAConfig.from_json(args.config) if getattr(args, "config", None) else VTAConfig()
+
+
+def _builtin(spec: str, image: int | None):
+    from ..graph.models import resnet18, sample_images, small_cnn
+    name = spec.split(":", 1)[1]
+    if name == "resnet18":
+        img = image or 224
+        return resnet18(image=img), {"input": sample_images(2, img, seed=11)[:, None]}
+    if name == "small_cnn":
+        rng = np.random.default_rng(11)
+        return small_cnn(), {"image": rng.normal(size=(8, 1, 1, 8, 8)).astype(np.float32)}
+    raise GraphError(f"{spec}: unknown built-in model (builtin:resnet18, builtin:small_cnn)")
+
+
+def _load_npz(path: str, what: str) -> dict:
+    import zipfile
+
+    from isa.files import is_npz
+    if not os.path.isfile(path):
+        raise GraphError(f"{what} {path}: no such file")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not is_npz(head):
+        raise GraphError(f"{what} {path}: not a numpy .npz archive (one named array per "
+                         f"graph input, as np.savez writes)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise GraphError(f"{what} {path}: not a readable .npz archive ({e})") from None
+
+
+def _compile(args, model_spec):
+    from ..graph.driver import compile_model
+    calib = None
+    if model_spec.startswith("builtin:"):
+        model, calib = _builtin(model_spec, getattr(args, "image", None))
+    else:
+        model = model_spec
+    if getattr(args, "calib", None):
+        calib = _load_npz(args.calib, "--calib")
+    return compile_model(model, _config(args), calib=calib, mode=args.calibration,
+                         percentile=args.percentile, cpu_only=args.cpu_only,
+                         first_conv_cpu=args.first_conv_cpu, tuning_log=args.tuning_log,
+                         per_channel=not args.per_tensor,
+                         float_first_last=args.float_first_last)
+
+
+def cmd_compile(args) -> int:
+    from ..graph.artifact import save
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir):
+        raise GraphError(f"-o {args.output}: directory {out_dir} does not exist")
+    c = _compile(args, args.model)
+    print(c.report())
+    save(c, args.output)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _device(args, cfg):
+    if args.device == "sim":
+        from vta_runtime import SimDevice
+        return SimDevice(cfg, timed=True)
+    if args.device == "rtl":
+        from vta_runtime import RtlDevice
+        return RtlDevice(cfg, capacity=1 << 26)
+    from vta_runtime.board_device import BoardDevice
+    if not args.port and not args.simulate_board:
+        raise GraphError("--device board needs --port /dev/ttyUSB0 (or --simulate-board)")
+    return BoardDevice(cfg, port=args.port, simulate=args.simulate_board)
+
+
+def cmd_run(args) -> int:
+    from ..graph.artifact import load
+    if args.model.startswith("builtin:"):
+        return _run_builtin(args)
+    if not args.inputs or not args.output:
+        raise GraphError("vta run MODEL.vtar needs --inputs X.npz and --output Y.npz")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
+        raise GraphError(f"--output {args.output}: its directory does not exist")
+    c = load(args.model)
+    feeds = _load_npz(args.inputs, "--inputs")
+    g = c.program.graph
+    for name in g.inputs:
+        if name not in feeds:
+            raise GraphError(f"--inputs {args.inputs}: no array named {name!r} (the model's "
+                             f"inputs: {', '.join(g.inputs)}; the file has: "
+                             f"{', '.join(feeds) or 'nothing'})")
+    extra = sorted(set(feeds) - set(g.inputs))
+    if extra:
+        raise GraphError(f"--inputs {args.inputs}: array {extra[0]!r} is not an input of the "
+                         f"model (inputs: {', '.join(g.inputs)})")
+    ex = c.executor(_device(args, c.cfg))
+    out = ex.run(feeds)
+    np.savez(args.output, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
+                             for k, v in out.items()})
+    if args.profile:
+        print(ex.table())
+    if args.trace:
+        ex.trace(args.trace)
+    s = ex.summary()
+    print(f"ran {args.model} on {args.device}: VTA {s['vta_cycles']} cycles "
+          f"({s['vta_seconds'] * 1e3:.2f} ms at 100 MHz), CPU {s['cpu_seconds'] * 1e3:.2f} ms, "
+          f"wall {s['wall_seconds']:.3f} s; wrote {args.output}")
+    return 0
+
+
+def _run_builtin(args) -> int:
+    """Compile + run a built-in network; the per-layer table; top-5 against onnxruntime."""
+    t0 = time.perf_counter()
+    c = _compile(args, args.model)
+    t1 = time.perf_counter()
+    print(c.report())
+    from ..graph.models import sample_images
+    name = c.program.graph.inputs[0]
+    shape = c.program.graph.values[name].shape
+    x = sample_images(1, shape[2], seed=2024, channels=shape[1]) if shape[2] >= 8 else \
+        np.random.default_rng(2024).normal(size=shape).astype(np.float32)
+    x = x.reshape(shape)
+    ex = c.executor(_device(args, c.cfg))
+    out = ex.run({name: x})
+    print(ex.table())
+    if args.trace:
+        ex.trace(args.trace)
+        print(f"wrote {args.trace}")
+    oname = c.program.graph.outputs[0]
+    got = out[oname].reshape(-1)
+    try:
+        import onnxruntime as ort
+        model, _ = _builtin(args.model, getattr(args, "image", None))
+        sess = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        t2 = time.perf_counter()
+        ref = sess.run(None, {name: x})[0].reshape(-1)
+        ort_s = time.perf_counter() - t2
+    except ImportError:
+        ref, ort_s = None, 0.0
+    top = np.argsort(-got, kind="stable")[:5]
+    print(f"top-5 (VTA + CPU, int8): {list(map(int, top))}  scores "
+          f"[{', '.join(f'{v:.3f}' for v in got[top])}]")
+    if ref is not None:
+        rtop = np.argsort(-ref, kind="stable")[:5]
+        err = ref - got
+        sqnr = 10 * np.log10((ref ** 2).sum() / max((err ** 2).sum(), 1e-30))
+        print(f"top-5 (float, onnxruntime): {list(map(int, rtop))}  scores "
+              f"[{', '.join(f'{v:.3f}' for v in ref[rtop])}]")
+        print(f"top-1 {'agrees' if top[0] == rtop[0] else 'DIFFERS'}; "
+              f"top-5 overlap {len(set(top) & set(rtop))}/5; output SQNR {sqnr:.1f} dB; "
+              f"onnxruntime {ort_s * 1e3:.1f} ms")
+    print(f"compile {t1 - t0:.2f} s (incl. building the model), one inference "
+          f"{ex.wall_seconds:.3f} s wall on the {args.device} device")
+    return 0
+
+
+def _common(p):
+    p.add_argument("--config", help="VTA configuration JSON (default 1x16x16)")
+    p.add_argument("--calib", metavar="SAMPLES.npz",
+                   help="calibration samples: one array per graph input, (S, *input shape)")
+    p.add_argument("--calibration", choices=["max", "percentile", "global_scale"],
+                   default="percentile", help="activation range: a percentile of |x| "
+                   "(default, --percentile), max |x|, or TVM's global_scale=8.0 baseline")
+    p.add_argument("--percentile", type=float, default=99.99,
+                   help="percentile for --calibration percentile (default 99.99)")
+    p.add_argument("--tuning-log", metavar="LOG.jsonl",
+                   help="use the best schedules of this tuning log for the VTA layers")
+    p.add_argument("--cpu-only", action="store_true", help="run every operator on the CPU")
+    p.add_argument("--float-first-last", action="store_true",
+                   help="TVM's recipe: keep the first conv and the last dense layer in float "
+                   "on the CPU")
+    p.add_argument("--per-tensor", action="store_true",
+                   help="per-tensor weight scales (no ALU MUL; for cores without it)")
+    p.add_argument("--first-conv-cpu", action="store_true",
+                   help="keep a conv with fewer input channels than BLOCK_IN on the CPU")
+    p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
+                   "(default 224)")
+
+
+def register(sub):
+    p = sub.add_parser("compile", help="compile an ONNX model into a quantised VTA + CPU "
+                       "program (prints the partition and the quantisation report)")
+    p.add_argument("model", metavar="MODEL.onnx", help="ONNX model, or builtin:resnet18")
+    p.add_argument("-o", "--output", required=True, metavar="MODEL.vtar",
+                   help="artifact: a .vtar/.zip file, else a directory")
+    _common(p)
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("run", help="run a compiled network (or builtin:resnet18 end to end)")
+    p.add_argument("model", metavar="MODEL.vtar",
+                   help="compiled artifact, or builtin:resnet18 to compile and run it")
+    p.add_argument("--inputs", metavar="X.npz", help="one array per graph input")
+    p.add_argument("--output", metavar="Y.npz", help="one array per graph output (float32)")
+    p.add_argument("--device", choices=["sim", "rtl", "board"], default="sim",
+                   help="timed simulator (default), RTL simulation, or the FPGA board")
+    p.add_argument("--port", help="board serial port (--device board)")
+    p.add_argument("--simulate-board", action="store_true",
+                   help="--device board on the simulated board")
+    p.add_argument("--trace", metavar="T.json", help="Chrome/Perfetto trace of the whole run")
+    p.add_argument("--profile", action="store_true", help="print the per-layer table")
+    _common(p)
+    p.set_defaults(func=cmd_run)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from compiler.cli import main
+    sys.exit(main(["run", *sys.argv[1:]]))

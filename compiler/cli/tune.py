@@ -1,0 +1,191 @@
+"""``vta tune``: tune the schedules of ResNet-18's layers, an ONNX model's layers or a
+workload file, appending every measurement to a JSON-lines log.
+
+    vta tune resnet18 --trials 64 --log resnet18.jsonl [--layers C2,C5] [--tuner xgb]
+    vta tune layer.json --trials 32 --log layer.jsonl --workers 2 --plot conv.png
+    vta tune resnet18 --trials 64 --log r.jsonl --scheduler tcp://127.0.0.1:8786
+
+``MODEL.onnx``: every distinct VTA conv2d/dense workload of the model as ``vta compile``
+builds it (same epilogues), so ``vta compile MODEL.onnx --tuning-log LOG.jsonl`` picks the
+tuned schedules.  ``WORKLOAD.json`` is one object or a list of objects as :func:`compiler.tuner.task_from_spec`
+reads them, e.g. ``{"op": "conv2d", "in_channels": 64, "height": 56, "width": 56,
+"out_channels": 64, "kernel": 3, "stride": 1, "pad": 1, "name": "C2"}``.  ``--trials`` is
+the total per workload: rerunning the same command on the same log resumes (nothing already
+measured is measured again).  With ``--tuner xgb`` the records of other workloads in the log
+(and in ``--transfer`` logs) train the cost model before the first measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+from isa.argtypes import nonnegative_int, positive_float, positive_int
+
+from ..tuner.executor import ExecutorError
+from ..tuner.records import TuningLogError
+from ..tuner.space import TaskError
+
+USER_ERRORS = (TaskError, TuningLogError, ExecutorError)
+
+
+def onnx_tasks(model, cfg) -> list:
+    """The distinct VTA conv2d/dense workloads of an ONNX model as compiled for ``cfg`` by
+    the graph front end (power-of-two global-scale quantisation: the workload shapes and
+    epilogue operations do not depend on the scales), one :class:`Task` each, named after
+    the first node that uses it."""
+    from ..graph import GraphError
+    from ..graph.driver import compile_model
+    from ..vta.workload import GemmWorkload
+    from ..tuner.space import Task, workload_key
+    try:
+        prog = compile_model(model, cfg, mode="global_scale").program
+    except (GraphError, ValueError) as e:
+        msg = str(e)
+        raise TaskError(msg if msg.startswith(str(model)) else f"{model}: {msg}") from None
+    seen, out = set(), []
+    for s in prog.steps:
+        wl = getattr(s.kernel, "workload", None) if s.kind == "vta" else None
+        if isinstance(wl, GemmWorkload) and workload_key(wl) not in seen:
+            seen.add(workload_key(wl))
+            out.append(Task.from_workload(wl, s.node.name))
+    if not out:
+        raise TaskError(f"{model}: the model has no conv2d/dense layer that runs on VTA")
+    return out
+
+
+def tasks_of(target: str, layers: str | None = None, cfg=None) -> list:
+    """The tasks ``vta tune TARGET`` tunes (``cfg``: for a model's workloads)."""
+    from ..tuner.space import Task, task_from_spec
+    if target == "resnet18":
+        from ..tuner.workloads import LayerSelectionError, select_layers
+        try:
+            sel = select_layers(layers)
+        except LayerSelectionError as e:
+            raise TaskError(str(e)) from None
+        return [Task.conv2d(1, l.cin, l.hw, l.hw, l.cout, l.k, l.stride, l.pad, name=l.name)
+                for l in sel]
+    if layers:
+        raise TaskError("--layers applies to resnet18 only")
+    if target.lower().endswith(".onnx"):
+        if not os.path.exists(target):
+            raise TaskError(f"{target}: no such file")
+        from isa import VTAConfig
+        return onnx_tasks(target, cfg or VTAConfig())
+    if not target.lower().endswith(".json"):
+        raise TaskError(f"{target}: expected resnet18, MODEL.onnx or WORKLOAD.json")
+    from isa.files import InputFileError, read_json
+    try:
+        doc = read_json(target, "workload description (JSON)")
+    except InputFileError as e:
+        raise TaskError(str(e)) from None
+    items = doc if isinstance(doc, list) else [doc]
+    if not items:
+        raise TaskError(f"{target}: the list of workloads is empty")
+    tasks = [task_from_spec(d, f"{target}: workload {i}" if isinstance(doc, list) else target)
+             for i, d in enumerate(items)]
+    return [t if t.name else Task(t.op, t.spec, f"{os.path.basename(target)}[{i}]"
+                                  if len(tasks) > 1 else os.path.basename(target))
+            for i, t in enumerate(tasks)]
+
+
+def cmd_tune(args) -> int:
+    from isa import VTAConfig
+
+    from ..vta.default_schedule import default_knobs
+    from ..tuner.executor import make_executor
+    from ..tuner.measure import measure_knobs
+    from ..tuner.records import load
+    from ..tuner.tuning import plot_convergence, tune
+    cfg = VTAConfig.from_json(args.config) if args.config else VTAConfig()
+    tasks = tasks_of(args.target, args.layers, cfg)
+    for p in [args.log] + list(args.transfer or []):
+        d = os.path.dirname(os.path.abspath(p))
+        if not os.path.isdir(d):
+            raise TuningLogError(f"{p}: the directory {d} does not exist")
+    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+        raise TaskError(f"--plot {args.plot}: the directory does not exist")
+    transfer = []
+    for p in args.transfer or []:
+        if not os.path.exists(p):
+            raise TuningLogError(f"{p}: no such tuning log")
+        transfer += load(p)
+    load(args.log)                               # a corrupt log fails before any work
+    for t in tasks:
+        t.workload(cfg)                          # and so does a workload VTA cannot run
+    print(f"tuning {len(tasks)} workload(s) on VTA {cfg.batch}x{cfg.block_in}x{cfg.block_out}"
+          f", {args.trials} trials each, tuner {args.tuner}, device {args.device}, "
+          f"log {args.log}", flush=True)
+    ex = make_executor(args.workers, args.scheduler)
+    results, rows = [], []
+    try:
+        for t in tasks:
+            r = tune(t, cfg, args.trials, args.log, args.tuner, executor=ex,
+                     batch_size=args.batch, seed=args.seed, timeout=args.timeout,
+                     device=args.device, transfer=transfer + load(args.log),
+                     progress=not args.no_progress,
+                     initial=[] if args.no_default else [default_knobs(t.workload(cfg), cfg)])
+            results.append(r)
+            try:
+                base = measure_knobs(t, cfg, default_knobs(t.workload(cfg), cfg))["cycles"]
+            except Exception:                    # noqa: BLE001 - the table says n/a
+                base = None
+            rows.append((t, r, base))
+    finally:
+        ex.shutdown(wait=True)
+    print(f"{'workload':12} {'trials':>6} {'new':>4} {'failed':>6} {'best cycles':>12} "
+          f"{'default':>10} {'speedup':>7}  best knobs")
+    for t, r, base in rows:
+        sp = f"{base / r.best_cycles:.3f}" if base and math.isfinite(r.best_cycles) else "-"
+        best = f"{r.best_cycles:.0f}" if math.isfinite(r.best_cycles) else "none"
+        kn = json.dumps(r.best_knobs.as_dict(), separators=(",", ":")) if r.best_knobs else ""
+        print(f"{t.name[:12]:12} {r.resumed + r.trials:>6} {r.trials:>4} {r.failures:>6} "
+              f"{best:>12} {base or '-':>10} {sp:>7}  {kn}")
+    if args.plot:
+        plot_convergence(results, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def register(sub):
+    p = sub.add_parser("tune", help="tune schedules with the learned cost model (AutoTVM-style) "
+                                    "on the timed simulator; results go to a JSON-lines log")
+    p.add_argument("target", metavar="resnet18|MODEL.onnx|WORKLOAD.json",
+                   help="what to tune: the ResNet-18 layers C2-C11, an ONNX model, or a "
+                        "JSON workload description (one object or a list)")
+    p.add_argument("--trials", type=positive_int, required=True, metavar="N",
+                   help="measurements per workload, counting those already in the log")
+    p.add_argument("--log", required=True, metavar="LOG.jsonl",
+                   help="tuning log (appended to; resumed when it already holds records)")
+    p.add_argument("--tuner", choices=["xgb", "sa", "random", "grid"], default="xgb",
+                   help="xgb: XGBoost cost model + simulated annealing (default); sa: annealing "
+                        "on measurements only; random; grid")
+    p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
+    p.add_argument("--layers", help="with resnet18: comma-separated subset of C2..C11")
+    p.add_argument("--workers", type=nonnegative_int, default=None, metavar="N",
+                   help="local measurement processes (default: the CPU count; 0: in this "
+                        "process)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="measure on a running Dask cluster, e.g. tcp://127.0.0.1:8786")
+    p.add_argument("--device", choices=["sim", "rtl"], default="sim",
+                   help="sim: the timed simulator (default); rtl: the generated RTL (slow)")
+    p.add_argument("--timeout", type=positive_float, default=120.0, metavar="S",
+                   help="seconds one measurement may take before it is recorded as a timeout "
+                        "(default 120)")
+    p.add_argument("--batch", type=positive_int, default=8, metavar="B",
+                   help="candidates measured per model update (default 8)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="search seed (default 0)")
+    p.add_argument("--transfer", nargs="+", metavar="LOG.jsonl",
+                   help="other tuning logs whose history trains the XGBoost model first")
+    p.add_argument("--plot", metavar="PNG", help="write the convergence plot (best cycles "
+                                                 "against trials, per workload)")
+    p.add_argument("--no-default", action="store_true",
+                   help="do not measure the default schedule first (by default the tuner "
+                        "starts from it, so the result is never worse)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_tune)
+
+
+__all__ = ["register", "cmd_tune", "tasks_of", "USER_ERRORS"]

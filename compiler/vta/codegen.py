@@ -1,0 +1,117 @@
+"""VTA code generation: drive ``vta_runtime`` with the unrolled, token-annotated program.
+
+Each op becomes one runtime call, exactly what TVM-generated code calls: ``load_buffer_2d``,
+``store_buffer_2d``, ``push_gemm_op`` / ``push_alu_op`` (micro-kernels recorded through
+``finit`` on the first call and cached in a :class:`~vta_runtime.KernelHandle` per call site,
+with the concrete base indices as the signature, like TVM's per-virtual-thread signature),
+and ``dep_pop`` before / ``dep_push`` after an op for its tokens.  ``synchronize`` ends the
+kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from isa import MemType
+
+from .program import Op
+
+_SIG_LIMIT = 99          # runtime signature keys must stay below 100
+
+
+class KernelSites:
+    """Per-call-site kernel handles, kept across calls (the JIT cache)."""
+
+    def __init__(self):
+        self.handles: dict = {}
+        self.bases: dict = {}
+
+    def get(self, site: int, base: tuple):
+        from vta_runtime import KernelHandle
+        sigs = self.bases.setdefault(site, {})
+        sig = sigs.setdefault(base, len(sigs))
+        chunk, key = divmod(sig, _SIG_LIMIT)
+        h = self.handles.get((site, chunk))
+        if h is None:
+            h = self.handles[(site, chunk)] = KernelHandle(f"site{site}.{chunk}")
+        return h, key
+
+
+def _finit(kernel, base, mode: int):
+    n = kernel.nest
+    opcode = int(n.opcode) if n.opcode is not None else 0
+
+    def finit(cq, sig):
+        for extent, fd, fs, fw in kernel.loops:
+            cq.uop_loop_begin(extent, fd, fs, fw)
+        d0, s0, w0 = base
+        for d, s, w in kernel.uops:
+            cq.uop_push(mode, int(n.reset), d0 + d, s0 + s, w0 + w, opcode, int(n.use_imm),
+                        n.imm)
+        for _ in kernel.loops:
+            cq.uop_loop_end()
+    return finit
+
+
+def check_fields(ops: list[Op], cfg) -> None:
+    """Every DMA the program issues must be encodable: its sizes, stride, padding and SRAM
+    index fit the LOAD/STORE instruction fields of ``cfg`` (so a workload too wide for one
+    2-D DMA is refused when it is compiled, not when it runs).
+
+    Raises
+    ------
+    IRError
+        naming the op, the tensor, the field and the limit.
+    """
+    from ..te.ir import IRError
+    lay = dict((name, width) for name, _, width in cfg.mem_layout.fields)
+    for i, op in enumerate(ops):
+        if op.kind not in ("load", "store"):
+            continue
+        a = op.args
+        pads = a.get("pad", (0, 0, 0, 0))
+        vals = {"x_size": a["x"], "y_size": a["y"], "x_stride": a["stride"],
+                "sram_base": a["sram"], "y_pad_0": pads[0], "y_pad_1": pads[1],
+                "x_pad_0": pads[2], "x_pad_1": pads[3]}
+        for field, v in vals.items():
+            if not 0 <= int(v) < 1 << lay[field]:
+                what = getattr(a["tensor"], "name", a["tensor"])
+                hint = (" (a row of the tensor is too long for one 2-D DMA)"
+                        if field == "x_stride" else "")
+                raise IRError(f"op {i} ({op.kind} of {what}): {field} = {int(v)} does not fit "
+                              f"the {lay[field]}-bit instruction field{hint}")
+
+
+def emit(ops: list[Op], cq, buffers: dict, sites: KernelSites) -> None:
+    """Issue ``ops`` on command queue ``cq``; ``buffers`` maps tensor -> device Buffer."""
+    for op in ops:
+        for f, t in op.pops:
+            cq.dep_pop(f, t)
+        a = op.args
+        if op.kind == "load":
+            yp0, yp1, xp0, xp1 = a["pad"]
+            cq.load_buffer_2d(buffers[a["tensor"]], a["offset"], a["x"], a["y"], a["stride"],
+                              xp0, yp0, xp1, yp1, a["sram"], int(a["mem"]))
+        elif op.kind == "store":
+            cq.store_buffer_2d(a["sram"], int(MemType.OUT), buffers[a["tensor"]], a["offset"],
+                               a["x"], a["y"], a["stride"])
+        else:
+            handle, sig = sites.get(a["site"], a["base"])
+            mode = 0 if op.kind == "gemm" else 1
+            finit = _finit(a["kernel"], a["base"], mode)
+            if mode == 0:
+                cq.push_gemm_op(handle, finit, sig)
+            else:
+                cq.push_alu_op(handle, finit, sig)
+        for f, t in op.pushes:
+            cq.dep_push(f, t)
+
+
+def join_planes(planes: np.ndarray, dtype: str) -> np.ndarray:
+    """Reassemble byte planes (plane p holds bits 8p..8p+7, as stored) into ``dtype``."""
+    from ..te.evaluate import to_numpy_dtype, wrap
+    bits = np.iinfo(planes.dtype).bits
+    acc = np.zeros(planes.shape[1:], np.int64)
+    for p in range(planes.shape[0]):
+        acc |= (planes[p].astype(np.int64) & ((1 << bits) - 1)) << (bits * p)
+    return wrap(acc, dtype).astype(to_numpy_dtype(dtype))
