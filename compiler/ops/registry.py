@@ -37,6 +37,7 @@ FAMILIES = (
     "qdq",
     "layout",
     "lut",
+    "sigmoid",
 )
 
 
