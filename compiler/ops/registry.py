@@ -38,6 +38,7 @@ FAMILIES = (
     "layout",
     "lut",
     "sigmoid",
+    "hardsigmoid",
 )
 
 
