@@ -39,6 +39,7 @@ FAMILIES = (
     "lut",
     "sigmoid",
     "hardsigmoid",
+    "hardswish",
 )
 
 
