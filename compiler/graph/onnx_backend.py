@@ -1,0 +1,123 @@
+"""The compiler's float path as an ``onnx.backend.base.Backend``: ONNX import -> the float
+passes (constant folding, BatchNorm and bias folding, fusion, dead-code removal) -> the float
+graph executed by the graph interpreter of :mod:`.reference` (numpy, on the CPU).
+
+This is what lets the ONNX conformance suite (``onnx.backend.test``: one small model per
+operator case, shipped in the ``onnx`` wheel) check the importer and the float semantics of
+every operator the compiler knows.  It does not quantise and does not run VTA code: the
+int8 path is checked against the same float graph by the graph tests.
+
+Execution is the numpy interpreter because the compiler has no compiled float path: the
+LLVM CPU backend runs the quantised (int8) operators only, and ``compile_model`` always
+quantises.  ``run_graph`` is the same code the compiler itself uses for constant folding
+and for the SQNR report, so a conformance failure is a real compiler bug either way.
+
+Example::
+
+    import numpy as np
+    from onnx import TensorProto, helper
+    from compiler.graph.onnx_backend import VtaBackend
+    node = helper.make_node("Relu", ["x"], ["y"])
+    m = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])]))
+    (y,) = VtaBackend.run_model(m, [np.array([[-1, 0, 2], [3, -4, 5]], np.float32)])
+    assert y.tolist() == [[0, 0, 2], [3, 0, 5]]
+
+Errors: an unsupported operator, attribute or input type raises the importer's
+:class:`~compiler.graph.onnx_import.OnnxImportError` from ``prepare``; a missing or wrongly
+shaped input raises :class:`~compiler.graph.ir.GraphError` from ``run``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import ModelProto, NodeProto, helper
+from onnx.backend.base import Backend, BackendRep, namedtupledict
+
+from .ir import Graph, GraphError
+from .onnx_import import import_onnx
+from .passes import float_pipeline
+from .reference import run_graph
+
+
+class VtaBackendRep(BackendRep):
+    """A prepared model: the float graph and the names of its inputs and outputs."""
+
+    def __init__(self, graph: Graph, output_names: list[str]):
+        self.graph = graph
+        self.input_names = list(graph.inputs)
+        self.output_names = output_names
+
+    def run(self, inputs, **kwargs) -> tuple:
+        """``inputs``: a list (graph input order, initializers excluded), a dict by name, or
+        one array; returns the outputs as a named tuple in the model's output order."""
+        if isinstance(inputs, dict):
+            feeds = dict(inputs)
+        else:
+            if isinstance(inputs, np.ndarray):
+                inputs = [inputs]
+            inputs = list(inputs)
+            if len(inputs) != len(self.input_names):
+                raise GraphError(f"graph {self.graph.name!r}: {len(inputs)} input arrays for "
+                                 f"{len(self.input_names)} inputs ({', '.join(self.input_names)})")
+            feeds = dict(zip(self.input_names, inputs))
+        for name in self.input_names:
+            if name not in feeds:
+                raise GraphError(f"graph {self.graph.name!r}: no array for input {name!r}")
+            v = self.graph.values[name]
+            a = np.asarray(feeds[name])
+            if tuple(a.shape) != tuple(v.shape):
+                raise GraphError(f"graph {self.graph.name!r}: input {name!r} has shape "
+                                 f"{tuple(a.shape)}, the model expects {tuple(v.shape)}")
+            if a.dtype != np.dtype(v.dtype):
+                raise GraphError(f"graph {self.graph.name!r}: input {name!r} has dtype "
+                                 f"{a.dtype}, the model expects {v.dtype}")
+            feeds[name] = a
+        out = run_graph(self.graph, feeds)
+        results = [np.asarray(out[n]) for n in self.graph.outputs]
+        return namedtupledict("Outputs", self.output_names)(*results)
+
+
+class VtaBackend(Backend):
+    """``onnx.backend.base.Backend`` over the compiler's float graph (CPU only)."""
+
+    @classmethod
+    def prepare(cls, model: ModelProto, device: str = "CPU", passes: bool = True,
+                batch: int = 1, **kwargs) -> VtaBackendRep:
+        """Import ``model`` (a copy: the caller's proto is not changed) and, with
+        ``passes``, run the compiler's float pipeline over it."""
+        if not cls.supports_device(device):
+            raise GraphError(f"device {device!r}: the float path runs on the CPU only")
+        m = ModelProto()
+        m.CopyFrom(model)
+        g = import_onnx(m, batch=batch)
+        names = [o.name for o in m.graph.output]
+        if passes:
+            g = float_pipeline().run(g)
+        return VtaBackendRep(g, names)
+
+    @classmethod
+    def run_node(cls, node: NodeProto, inputs, device: str = "CPU", outputs_info=None,
+                 **kwargs) -> tuple:
+        """One node on float32 ``inputs``: wrapped in a one-node model and run."""
+        inputs = [np.asarray(a) for a in inputs]
+        vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                             a.shape)
+               for n, a in zip(node.input, inputs)]
+        outs = [helper.make_tensor_value_info(n, 0, None) for n in node.output]
+        opset = kwargs.pop("opset_version", None)
+        g = helper.make_graph([node], "node", vis, outs)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] if opset
+                              else None)
+        return cls.prepare(m, device, **kwargs).run(inputs)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device.split(":")[0].upper() == "CPU"
+
+
+prepare = VtaBackend.prepare
+run_model = VtaBackend.run_model
+run_node = VtaBackend.run_node
+supports_device = VtaBackend.supports_device
