@@ -4,7 +4,8 @@
 
 Operators: every operator the importer knows plus every operator issue 23 asks for (the work
 list).  A test belongs to the operator of its single node; an ``_expanded`` test (the
-operator written as its ONNX function body) to the operator it expands.  Counted twice: with
+operator written as its ONNX function body) to the operator it expands.  The ``data/light``
+models (nine real architectures) are run too, against their shipped outputs.  Counted twice: with
 the backend's default binding of the inputs the importer needs as constants (weights, shapes,
 non-float inputs) to the test's values, and with every input left an activation.
 
@@ -106,6 +107,46 @@ def run(ops_wanted: list[str], bind: bool = True) -> tuple[dict, dict]:
     return counts, detail
 
 
+def light_models() -> list[str]:
+    """The ``data/light`` models of the onnx wheel (real architectures, weights written as
+    ConstantOfShape to keep them small)."""
+    import glob
+    import os
+
+    import onnx.backend.test as obt
+    d = os.path.join(os.path.dirname(obt.__file__), "data", "light")
+    return sorted(glob.glob(os.path.join(d, "light_*.onnx")))
+
+
+def run_light() -> list[tuple[str, str, str]]:
+    """Each light model through the backend on the onnx runner's dummy input, against the
+    output shipped beside it: [(name, outcome, detail)]."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    from onnx.backend.test.runner import Runner
+
+    from compiler.graph.onnx_backend import VtaBackend
+    out = []
+    for p in light_models():
+        name = p.rsplit("/", 1)[-1][len("light_"):-len(".onnx")]
+        m = onnx.load(p)
+        init = {i.name for i in m.graph.initializer}
+        xs = [Runner.generate_dummy_data(vi, seed=0, name=name, random=False)
+              for vi in m.graph.input if vi.name not in init]
+        ref = numpy_helper.to_array(onnx.load_tensor(p[:-5] + "_output_0.pb"))
+        try:
+            with np_quiet():
+                (y,) = VtaBackend.prepare(m).run(xs)
+        except Exception as e:  # the outcome being measured
+            out.append((name, "error", f"{type(e).__name__}: {_first(e)}"))
+            continue
+        ok = y.shape == ref.shape and np.allclose(y, ref, rtol=1e-3, atol=1e-5)
+        err = float(np.abs(y - ref).max()) if y.shape == ref.shape else float("nan")
+        out.append((name, "pass" if ok else "mismatch", f"max abs error {err:.3g}"))
+    return out
+
+
 def np_quiet():
     import numpy as np
     return np.errstate(all="ignore")
@@ -155,6 +196,9 @@ def main(argv=None) -> int:
     print(table(counts, detail, unbound))
     print(f"\n{sum(sum(c.values()) for c in counts.values())} node tests in "
           f"{time.perf_counter() - t0:.1f} s")
+    print("\n| onnx light model | outcome | detail |\n|---|---|---|")
+    for name, outcome, msg in run_light():
+        print(f"| {name} | {outcome} | {msg.replace('|', '/')} |")
     if a.failures:
         for name, (op, outcome, msg) in sorted(detail.items()):
             if outcome in ("error", "mismatch"):

@@ -94,6 +94,118 @@ def op_profile(model) -> dict:
     return prof
 
 
+def _all_values(model, feeds_shapes) -> dict:
+    """Every top-level tensor of ``model`` from one onnxruntime run on zero inputs (the
+    shapes, and the values of shape computations and constant subgraphs); {} when
+    onnxruntime is missing or fails on the model."""
+    try:
+        import numpy as np
+        import onnxruntime as ort
+        from onnx import helper
+    except ImportError:
+        return {}
+    try:
+        m = type(model)()
+        m.CopyFrom(model)
+        have = {o.name for o in m.graph.output}
+        for n in m.graph.node:
+            for o in n.output:
+                if o and o not in have:
+                    m.graph.output.append(helper.make_empty_tensor_value_info(o))
+                    have.add(o)
+        for vi in m.graph.output:          # let onnxruntime infer the types
+            if vi.type.tensor_type.elem_type == 0:
+                vi.ClearField("type")
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.log_severity_level = 3
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        feeds = {}
+        for i in s.get_inputs():
+            shape = feeds_shapes.get(i.name) or [d if isinstance(d, int) else 1 for d in i.shape]
+            dt = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
+                  "tensor(int32)": np.int32}.get(i.type, np.float32)
+            feeds[i.name] = np.full(shape, 16000 if i.name == "sr" else 0, dt)  # sr: 16 kHz
+        vals = dict(feeds)
+        names = [o.name for o in s.get_outputs()]
+        for n, v in zip(names, s.run(None, feeds)):
+            if isinstance(v, np.ndarray):
+                vals[n] = v
+        return vals
+    except Exception as e:  # best effort: without it the shapes come from shape inference
+        print(f"inventory: onnxruntime could not run the model ({type(e).__name__}: "
+              f"{str(e)[:200]})", file=sys.stderr)
+        return {}
+
+
+def node_support(model, input_shapes: dict) -> dict:
+    """Each node of an imported operator alone (its activation inputs as graph inputs with
+    the inferred shapes, its constant and integer inputs as initializers) through the
+    importer: {op: Counter(outcome)}, outcome "ok" or the error without the node name."""
+    import re
+
+    from onnx import helper, numpy_helper, shape_inference
+
+    from compiler.graph.onnx_import import import_onnx
+    sup = supported_ops()
+    inf = shape_inference.infer_shapes(model)
+    types = {vi.name: vi.type for vi in list(inf.graph.value_info) + list(inf.graph.input)
+             + list(inf.graph.output)}
+    consts = {t.name: t for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = n.attribute[0].t
+    vals = _all_values(model, input_shapes)
+    folded = set(consts)            # constant subgraphs (ConstantOfShape weights, shapes)
+    for n in model.graph.node:
+        if all(i in folded for i in n.input if i) and not any(
+                a.type in (a.GRAPH, a.GRAPHS) for a in n.attribute):
+            folded.update(n.output)
+    ints = {k: v for k, v in vals.items()
+            if (k in folded or v.dtype.kind in "iub") and k not in consts}
+    out: dict = {}
+    for k, n in enumerate(model.graph.node):
+        if n.op_type not in sup or n.domain not in ("", "ai.onnx") or n.op_type == "Constant":
+            continue
+        ins, inits, bad = [], [], None
+        for i in dict.fromkeys(n.input):         # x * x: one graph input
+            if not i:
+                continue
+            if i in consts:
+                t = type(consts[i])()
+                t.CopyFrom(consts[i])
+                t.name = i
+                inits.append(t)
+            elif i in ints:
+                inits.append(numpy_helper.from_array(ints[i], i))
+            elif i in vals:
+                ins.append(helper.make_tensor_value_info(
+                    i, helper.np_dtype_to_tensor_dtype(vals[i].dtype), vals[i].shape))
+            elif i in types and types[i].tensor_type.shape.dim:
+                ins.append(helper.make_value_info(i, types[i]))
+            else:
+                bad = "input shape unknown"
+        if bad is None:
+            g = helper.make_graph([n], "node", ins, [helper.make_value_info(
+                o, types[o]) if o in types else helper.make_tensor_value_info(o, 1, None)
+                for o in n.output if o], inits)
+            mm = helper.make_model(g, opset_imports=list(model.opset_import),
+                                   ir_version=model.ir_version)
+            try:
+                import_onnx(mm)
+                bad = "ok"
+            except Exception as e:  # the outcome being recorded
+                bad = re.sub(r"node '[^']*'( \(\w+\))?: ", "", str(e).splitlines()[0])
+                bad = re.sub(r"\('[^']*'\)", "", bad)
+                bad = re.sub(r"(graph input|value) '[^']*'", r"\1", bad)
+                bad = re.sub(r"\(1, \d+, 1, 1\) must have the result's shape \(1, \d+, \d+, "
+                             r"\d+\)", "(1, C, 1, 1) must have the result's shape (1, C, H, W)",
+                             bad)[:120]
+        out.setdefault(n.op_type, collections.Counter())[bad] += 1
+    return out
+
+
 def supported_ops() -> set[str]:
     from compiler.graph.onnx_import import _Importer
     return {k[3:] for k in dir(_Importer) if k.startswith("op_")}
@@ -149,6 +261,10 @@ def models(names=None) -> list[tuple[str, str, str, str | None]]:
     for n in pretrained.available():
         spec = pretrained.PRETRAINED[n]
         out.append((n, f"{spec['pip']} (pretrained)", str(pretrained.locate(n)), n))
+    from benchmarks.corpus.conformance import light_models
+    for p in light_models():
+        n = "light_" + Path(p).stem[len("light_"):]
+        out.append((n, "onnx wheel data/light", p, None))
     return [m for m in out if not names or m[0] in names]
 
 
@@ -214,6 +330,28 @@ def report(rows: list[dict], sup: set[str]) -> str:
         name = op if op.split(".")[-1] in sup else f"**{op}**"
         L.append(f"| {name} | {imp} | {len(a['models'])}: {', '.join(a['models'])} | "
                  f"{a['count']} | {attrs.replace('|', '/')} | {act} |")
+    L += ["", "## Imported operators, node by node", "",
+          "Each node of an operator the importer has, imported alone (activation inputs with "
+          "the shapes of one onnxruntime run on zero inputs; constants, constant subgraphs and "
+          "integer shape values as initializers): how many import, and why the others do not.", "",
+          "| operator | nodes | import alone | why not (count: models) |", "|---|---|---|---|"]
+    sup_agg: dict = {}
+    for r in rows:
+        for op, c in r["support"].items():
+            a = sup_agg.setdefault(op, {"n": 0, "ok": 0, "why": collections.defaultdict(
+                lambda: [0, set()])})
+            for why, k in c.items():
+                a["n"] += k
+                if why == "ok":
+                    a["ok"] += k
+                else:
+                    a["why"][why][0] += k
+                    a["why"][why][1].add(r["name"])
+    for op in sorted(sup_agg, key=lambda o: (sup_agg[o]["ok"] == sup_agg[o]["n"], o)):
+        a = sup_agg[op]
+        why = "; ".join(f"{w} ({k}: {', '.join(sorted(ms))})" for w, (k, ms) in
+                        sorted(a["why"].items(), key=lambda kv: -kv[1][0]))
+        L.append(f"| {op} | {a['n']} | {a['ok']} | {why.replace('|', '/') or '-'} |")
     L += ["", "## Per model", ""]
     for r in rows:
         ops = ", ".join(f"{o} {p['count']}" for o, p in
@@ -238,12 +376,19 @@ def main(argv=None) -> int:
     sup = supported_ops()
     rows = []
     for name, source, path, pin in models([n for n in a.models.split(",") if n]):
-        m = onnx.load(path, load_external_data=False)
+        m = onnx.load(path)
         t0 = time.perf_counter()
         res = compile_in_child(path, pin, a.timeout)
         opset = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in m.opset_import
                           if o.domain in ("", "ai.onnx", "ai.onnx.ml"))
+        try:
+            pm = pretrained.pinned(pin) if pin else m
+            shapes = pretrained.PRETRAINED[pin]["inputs"] if pin else {}
+            support = node_support(pm, shapes)
+        except Exception as e:  # noqa: BLE001 - recorded, not fatal for the report
+            support = {"?": collections.Counter({f"node check failed: {e}"[:120]: 1})}
         rows.append({"name": name, "source": source, "path_name": Path(path).name,
+                     "support": support,
                      "opset": opset, "inputs": _inputs(m), "nodes": sum(1 for _ in
                                                                         _all_nodes(m.graph)),
                      "ops": op_profile(m), "result": res})
