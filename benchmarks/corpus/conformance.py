@@ -161,8 +161,8 @@ def table(counts: dict, detail: dict, unbound: dict | None = None) -> str:
     reasons = collections.defaultdict(collections.Counter)
     for op, outcome, msg in detail.values():
         if outcome in ("error", "mismatch"):
-            r = re.sub(r"node '[^']*'", "node", msg)
-            r = re.sub(r"'[^']*'", "'...'", r)
+            r = re.sub(r"(node|value|graph input|graph output) '[^']*'", r"\1", msg)
+            r = re.sub(r" \('[^']*'\)", "", r)
             reasons[op][r[:90]] += 1
     ub = "| pass, inputs unbound " if unbound is not None else ""
     lines = [f"| operator | node tests | pass {ub}| fail | most common failure |",
