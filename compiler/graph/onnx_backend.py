@@ -10,7 +10,8 @@ int8 path is checked against the same float graph by the graph tests.
 Execution is the numpy interpreter because the compiler has no compiled float path: the
 LLVM CPU backend runs the quantised (int8) operators only, and ``compile_model`` always
 quantises.  ``run_graph`` is the same code the compiler itself uses for constant folding
-and for the SQNR report, so a conformance failure is a real compiler bug either way.
+and as the float reference of its SQNR report, so the numbers a test checks are the ones
+the compiler computes.
 
 Example::
 
@@ -28,7 +29,9 @@ Inputs the importer can only take as constants (a Conv weight, a Reshape shape, 
 non-float32 input: ONNX node tests pass them as graph inputs) are bound to the values given
 to ``run``: the model is imported again for each distinct value of those inputs, as a
 compiler specialises on its weights (``VtaBackendRep.bound`` lists them; ``prepare(model,
-bind=False)`` turns this off).
+bind=False)`` turns this off).  Which inputs to bind is read from the importer's error
+messages ("input W ('w') must be a constant", "graph input 'x': element type ...") since
+``import_onnx`` has no option to name them.
 
 Errors: an unsupported operator, attribute or input type raises the importer's
 :class:`~compiler.graph.onnx_import.OnnxImportError` from ``prepare`` (from ``run`` when the
