@@ -33,7 +33,8 @@ PASSING = {
               "argmax_keepdims_random argmax_negative_axis_keepdims_example "
               "argmax_negative_axis_keepdims_random argmax_no_keepdims_example "
               "argmax_no_keepdims_random",
-    "AveragePool": "averagepool_2d_default averagepool_2d_pads averagepool_2d_pads_count_include_pad "
+    "AveragePool": "averagepool_2d_default averagepool_2d_pads "
+                   "averagepool_2d_pads_count_include_pad "
                    "averagepool_2d_precomputed_pads "
                    "averagepool_2d_precomputed_pads_count_include_pad "
                    "averagepool_2d_precomputed_same_upper averagepool_2d_precomputed_strides "

@@ -97,7 +97,7 @@ def import_torchvision():
     return torch, torchvision
 
 
-def _local_checkpoint(torchvision, builder: str, kind: str):
+def _local_checkpoint(torchvision, builder: str):
     """The default weights' file in torch's hub cache, or None (never downloads)."""
     import torch
     try:
@@ -136,7 +136,7 @@ def export(name: str, cache: Path | None = None, force: bool = False) -> Path:
         mod = getattr(mod, part)
     torch.manual_seed(0)
     model = getattr(mod, builder)(weights=None, **kw)
-    ckpt = _local_checkpoint(torchvision, builder, module)
+    ckpt = _local_checkpoint(torchvision, builder)
     weights = "random (torch.manual_seed(0))"
     if ckpt is not None:
         model.load_state_dict(torch.load(ckpt, map_location="cpu", weights_only=True))

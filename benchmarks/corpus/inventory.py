@@ -61,7 +61,7 @@ def _short(v):
 
 
 def _all_nodes(graph):
-    """Every node, subgraphs (If/Loop bodies) included, with a depth marker."""
+    """Every node, the nodes of subgraphs (If/Loop bodies) included."""
     from onnx import helper
     for n in graph.node:
         yield n
@@ -213,7 +213,6 @@ def supported_ops() -> set[str]:
 
 def _compile_one(path: str, pinned_name: str | None) -> dict:
     """Runs in the child: import, then compile; the first error and the stage it came from."""
-    import numpy as np  # noqa: F401
     from isa import VTAConfig
     from compiler.graph.driver import compile_model
     from compiler.graph.onnx_import import import_onnx

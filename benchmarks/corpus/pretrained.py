@@ -1,14 +1,18 @@
 """Real pretrained ONNX models that ship inside PyPI wheels (nothing downloads at run time),
 their fixed input shapes, deterministic offline data and a task metric for each.
 
-| name | package | file | task | input | metric |
-|---|---|---|---|---|---|
-| ocr_det | rapidocr-onnxruntime | models/ch_PP-OCRv4_det_infer.onnx | text detection (DBNet) | x 1x3x160x480 | pixel IoU of the text mask |
-| ocr_cls | rapidocr-onnxruntime | models/ch_ppocr_mobile_v2.0_cls_infer.onnx | text direction 0/180 | x 1x3x48x192 | accuracy |
-| ocr_rec | rapidocr-onnxruntime | models/ch_PP-OCRv4_rec_infer.onnx | text recognition (SVTR, CTC) | x 1x3x48x320 | character accuracy |
-| captcha | ddddocr | common.onnx | captcha OCR (CNN + LSTM, CTC) | input1 1x1x64x192 | character accuracy |
-| magika | magika | models/standard_v3_3/model.onnx | file content type (214 classes) | bytes 1x2048 int32 | accuracy |
-| vad | silero-vad | data/silero_vad_16k_op15.onnx | voice activity (16 kHz) | input 1x512, state 2x1x128, sr | op inventory only |
+- ``ocr_det``: rapidocr-onnxruntime ``models/ch_PP-OCRv4_det_infer.onnx``, text detection
+  (DBNet), ``x`` 1x3x160x480, pixel IoU of the text mask.
+- ``ocr_cls``: rapidocr-onnxruntime ``models/ch_ppocr_mobile_v2.0_cls_infer.onnx``, text
+  direction 0/180, ``x`` 1x3x48x192, accuracy.
+- ``ocr_rec``: rapidocr-onnxruntime ``models/ch_PP-OCRv4_rec_infer.onnx``, text recognition
+  (SVTR + CTC), ``x`` 1x3x48x320, character accuracy.
+- ``captcha``: ddddocr ``common.onnx``, captcha OCR (CNN + BiLSTM + CTC), ``input1``
+  1x1x64x192, character accuracy.
+- ``magika``: magika ``models/standard_v3_3/model.onnx``, file content type (214 classes),
+  ``bytes`` 1x2048 int32, accuracy.
+- ``vad``: silero-vad ``data/silero_vad_16k_op15.onnx``, voice activity (16 kHz), ``input``
+  1x512, ``state`` 2x1x128, ``sr``; op inventory only (no offline speech data).
 
 Data: text lines are rendered with Pillow's bundled font (``ImageFont.load_default``, no system
 font needed) from seeded random strings, so the ground truth is the string itself; ``ocr_cls``
