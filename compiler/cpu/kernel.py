@@ -90,10 +90,11 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         The result; every compute it depends on becomes one function of the module.
     schedules : dict, optional
         ``{tensor: StageSchedule}``; a stage without one uses its default schedule
-        (``tensor.cpu_schedule()``, set by :mod:`compiler.cpu.ops`) or runs its loops as
-        written.
+        (``tensor.cpu_schedule(target)``, set by :mod:`compiler.cpu.ops`: register tiles
+        and vector widths follow the target's SIMD registers) or runs its loops as written.
     target : None, "native", "generic" or CpuTarget
-        None/"native": this machine's CPU and features.
+        None/"native": this machine's CPU and features (edited by ``$VTA_CPU_FEATURES``,
+        see :func:`compiler.cpu.jit.host_target`).
     cache_dir : str, optional
         Keep object code and LLVM IR there (default ``$VTA_CPU_CACHE``, else memory only).
 
@@ -116,18 +117,18 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
                            f"{out.name} (stages: {', '.join(x.name for x in stages)})")
         if not isinstance(s, StageSchedule) or s.tensor is not t:
             raise CpuError(f"schedule for {t.name}: expected StageSchedule({t.name})")
+    tgt = host_target(target)
     scheds = []
     for t in stages:
         try:
             s = schedules.get(t)
             if s is None:
                 hook = getattr(t, "cpu_schedule", None)    # set by compiler.cpu.ops
-                s = hook() if hook is not None else StageSchedule(t)
+                s = hook(tgt) if hook is not None else StageSchedule(t)
         except (ScheduleError, TEError) as e:
             raise CpuError(f"stage {t.name}: {e}") from None
         _check_schedule(s)
         scheds.append(s)
-    tgt = host_target(target)
     key = _key(stages, inputs, scheds)
     codes = []
     for i, (t, s) in enumerate(zip(stages, scheds)):
