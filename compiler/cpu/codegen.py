@@ -44,13 +44,16 @@ from llvmlite import ir
 from ..ir import For, Seq
 from ..loop_nest import IfThen, Store
 from ..te import (DTYPES, Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor,
-                  is_float, walk)
+                  is_float)
 from .errors import CpuError
+from .indexing import _is_index, bounds, simplify, vstride
+from .indexing import check_reads  # noqa: F401 (re-exported for compiler.cpu.kernel)
 
 I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
 F32 = ir.FloatType()
 PTR = ir.PointerType()
 MAX_UNROLL = 256
+MAX_SPAN_STRIDE = 4      # strided vector loads up to this stride read the whole span
 
 
 def llvm_type(dtype: str | None):
@@ -75,87 +78,6 @@ class StageCode:
     buffers: list           # Tensor per pointer argument
     outer_extent: int       # extent of the loop [lo, hi) splits (1 when there is none)
     parallel: bool
-
-
-# ----------------------------------------------------------------------------- bounds
-
-def bounds(e, ranges: dict):
-    """Interval ``(lo, hi)`` of an integer index expression, or None when unknown.
-    ``ranges`` maps IterVar -> (lo, hi); unlisted IterVars span ``[0, extent)``."""
-    if isinstance(e, Const):
-        return None if is_float(e.dtype) else (int(e.value), int(e.value))
-    if isinstance(e, IterVar):
-        return ranges.get(e, (0, e.extent - 1))
-    if isinstance(e, Binary):
-        a, b = bounds(e.a, ranges), bounds(e.b, ranges)
-        if a is None or b is None:
-            return None
-        if e.op == "add":
-            return a[0] + b[0], a[1] + b[1]
-        if e.op == "sub":
-            return a[0] - b[1], a[1] - b[0]
-        if e.op == "mul":
-            c = [x * y for x in a for y in b]
-            return min(c), max(c)
-        if e.op == "div" and b[0] == b[1] and b[0] > 0:
-            return a[0] // b[0], a[1] // b[0]
-        if e.op == "mod" and b[0] == b[1] and b[0] > 0:
-            return (a[0], a[1]) if 0 <= a[0] and a[1] < b[0] else (0, b[0] - 1)
-        if e.op == "min":
-            return min(a[0], b[0]), min(a[1], b[1])
-        if e.op == "max":
-            return max(a[0], b[0]), max(a[1], b[1])
-    return None
-
-
-def check_reads(t: Tensor) -> None:
-    """Refuse an unguarded read of ``t``'s body that is not provably in bounds (the
-    evaluator would raise at run time; native code must not read out of the array)."""
-    def visit(e, guarded):
-        if isinstance(e, Select):
-            visit(e.cond, guarded)
-            visit(e.t, True)
-            visit(e.f, True)
-            return
-        if isinstance(e, Load):
-            for d, (i, n) in enumerate(zip(e.indices, e.tensor.shape)):
-                visit(i, guarded)
-                r = bounds(i, {})
-                if not guarded and (r is None or r[0] < 0 or r[1] >= n):
-                    rng = "unknown" if r is None else f"[{r[0]}, {r[1]}]"
-                    raise CpuError(f"stage {t.name}: read {e!r}: dimension {d} of "
-                                   f"{e.tensor.name} may be out of bounds (index range {rng}, "
-                                   f"extent {n}); guard it with select()")
-            return
-        for c in _children(e):
-            visit(c, guarded)
-    visit(t.body, False)
-
-
-def _children(e):
-    if isinstance(e, Binary):
-        return (e.a, e.b)
-    if isinstance(e, Cast):
-        return (e.x,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Reduce):
-        return (e.body,)
-    if isinstance(e, Select):
-        return (e.cond, e.t, e.f)
-    if isinstance(e, Load):
-        return e.indices
-    return ()
-
-
-def _is_index(e) -> bool:
-    if isinstance(e, IterVar):
-        return True
-    if isinstance(e, Const):
-        return e.dtype is None
-    if isinstance(e, Binary) and e.op in ("add", "sub", "mul", "div", "mod", "min", "max"):
-        return _is_index(e.a) and _is_index(e.b)
-    return False
 
 
 # ----------------------------------------------------------------------------- codegen
@@ -296,7 +218,7 @@ class StageEmitter:
         if t not in self.ptr:
             self.fail(t, f"tensor {t.name} is not an argument of this stage")
         ety = mem_type(t.dtype)
-        ranges = {v: (0, v.extent - 1) for v in self.env}
+        ranges = self.ranges()
         indices = [simplify(i, ranges) for i in indices]
         flat = self.flat_index(t, indices, clamp)
         b = self.b
@@ -333,6 +255,54 @@ class StageEmitter:
             return self.intrinsic("llvm.masked.store", [self.splat(value, n), ptr,
                                   ir.Constant(i32, al), mask], ret=ir.VoidType(),
                                   overload=[vty, PTR])
+        step = self._vec_stride(t, indices)
+        if value is None and step is not None and 1 <= step <= MAX_SPAN_STRIDE:
+            return self.span_load(t, indices, flat, step, n, ety)
+        return self.lane_access(t, flat, ety, n, value)
+
+    def span_load(self, t: Tensor, indices, flat, step: int, n: int, ety):
+        """A vector load whose lanes are ``step`` elements apart (a guarded unit-stride
+        read, or a strided one such as a stride-2 pooling window): one contiguous load of
+        ``n * step`` elements and a shuffle that keeps every ``step``-th, when that span
+        lies inside the array (proved from the index bounds, else checked at run time:
+        lanes a guard discards may point outside their row, never outside the array);
+        otherwise :meth:`lane_access`'s per-lane loads at the clamped indices."""
+        b = self.b
+        i32 = ir.IntType(32)
+        size = int(np.prod(t.shape))
+        span = n * step
+        raw = self.flat_index(t, indices, clamp=False)
+        lane0 = b.extract_element(raw, ir.Constant(i32, 0))
+        al = _nbytes(ety)
+
+        def wide():
+            ptr = b.gep(self.ptr[t], [lane0], inbounds=True, source_etype=ety)
+            v = b.load(ptr, typ=ir.VectorType(ety, span), align=al)
+            if step == 1:
+                return v
+            return b.shuffle_vector(v, ir.Constant(v.type, ir.Undefined), ir.Constant(
+                ir.VectorType(i32, n), [k * step for k in range(n)]))
+        lo, hi = self._flat_bounds(t, indices)
+        if lo is not None and lo >= 0 and hi + step - 1 < size:
+            return wide()
+        ok = b.and_(b.icmp_signed(">=", lane0, ir.Constant(I64, 0)),
+                    b.icmp_signed("<=", lane0, ir.Constant(I64, size - span)))
+        with b.if_else(ok) as (then, otherwise):
+            with then:
+                fast, fast_bb = wide(), b.block
+            with otherwise:
+                slow, slow_bb = self.lane_access(t, flat, ety, n, None), b.block
+        phi = b.phi(fast.type)
+        phi.add_incoming(fast, fast_bb)
+        phi.add_incoming(slow, slow_bb)
+        return phi
+
+    def lane_access(self, t: Tensor, flat, ety, n: int, value):
+        """One scalar load or store per lane at the lanes' indices ``flat``."""
+        b = self.b
+        i32 = ir.IntType(32)
+        vty = ir.VectorType(ety, n)
+        mask = self.mask
         if mask is not None and value is None:           # disabled lanes may be anywhere
             size = int(np.prod(t.shape))
             flat = self.intrinsic("llvm.smax", [flat, self.c(flat.type, 0)])
@@ -353,14 +323,32 @@ class StageEmitter:
         return out
 
     def _unit_stride(self, t, indices) -> bool:
+        return self._vec_stride(t, indices) == 1
+
+    def _vec_stride(self, t, indices):
+        """Elements between neighbouring lanes of the access (None: not linear)."""
         total, stride = 0, 1
         for d in reversed(range(len(indices))):
             st = vstride(indices[d], self.vec)
             if st is None:
-                return False
+                return None
             total += st * stride
             stride *= t.shape[d]
-        return total == 1
+        return total
+
+    def _flat_bounds(self, t, indices):
+        """The interval of the unclamped row-major offset over every lane and every
+        iteration of the enclosing loops, or (None, None)."""
+        ranges = self.ranges()
+        lo = hi = 0
+        stride = 1
+        for d in reversed(range(len(indices))):
+            r = bounds(indices[d], ranges)
+            if r is None:
+                return None, None
+            lo, hi = lo + r[0] * stride, hi + r[1] * stride
+            stride *= t.shape[d]
+        return lo, hi
 
     # -------------------------------------------------------------- vector helpers
     def c(self, ty, value):
@@ -390,8 +378,33 @@ class StageEmitter:
         n = next((v.type.count for v in vals if isinstance(v.type, ir.VectorType)), None)
         return vals if n is None else tuple(self.splat(v, n) for v in vals)
 
+    def ranges(self) -> dict:
+        """The value interval of every loop variable in scope: an unrolled loop's variable
+        is its current constant, the others span their loop."""
+        out = {}
+        for v, val in self.env.items():
+            c = val.constant if isinstance(val, ir.Constant) and not isinstance(
+                val.type, ir.VectorType) else None
+            out[v] = (c, c) if isinstance(c, int) else (0, v.extent - 1)
+        return out
+
+    def decided(self, e: Binary):
+        """True/False when the interval bounds of an integer comparison's operands decide
+        it for every iteration in scope (a padding guard that cannot fail here), else
+        None."""
+        if not (_is_index(e.a) and _is_index(e.b)):
+            return None
+        r = self.ranges()
+        ra, rb = bounds(e.a, r), bounds(e.b, r)
+        if ra is None or rb is None:
+            return None
+        lt = {"lt": (ra[1] < rb[0], ra[0] >= rb[1]), "le": (ra[1] <= rb[0], ra[0] > rb[1]),
+              "gt": (ra[0] > rb[1], ra[1] <= rb[0]), "ge": (ra[0] >= rb[1], ra[1] < rb[0])}
+        yes, no = lt[e.op]
+        return True if yes else False if no else None
+
     def _in_bounds(self, e, n):
-        ranges = {v: (0, v.extent - 1) for v in self.env}
+        ranges = self.ranges()
         r = bounds(e, ranges)
         return r is not None and r[0] >= 0 and r[1] < n
 
@@ -451,13 +464,16 @@ class StageEmitter:
         if _is_index(e):
             x, y = self.match(self.expr(e.a, guarded), self.expr(e.b, guarded))
             if e.op in ("div", "mod") and isinstance(e.b, Const) and e.b.value > 0:
-                r = bounds(e.a, {v: (0, v.extent - 1) for v in self.env})
+                r = bounds(e.a, self.ranges())
                 if r is not None and r[0] >= 0:      # non-negative: plain unsigned division
                     return (b.udiv if e.op == "div" else b.urem)(x, y)
             return self.int_op(e.op, x, y, signed=True, index=True)
         da, db = self._dt(e.a), self._dt(e.b)
         if e.op in ("lt", "le", "ge", "gt"):
             sym = {"lt": "<", "le": "<=", "ge": ">=", "gt": ">"}[e.op]
+            known = self.decided(e)
+            if known is not None:
+                return ir.Constant(I1, int(known))
             od = e.a.dtype or e.b.dtype
             tgt = "float32" if is_float(od) else None
             x, y = self.match(self.conv(self.expr(e.a, guarded), da, tgt),
@@ -645,73 +661,6 @@ def _const_value(v):
             return c[0] if all(x == c[0] for x in c) and isinstance(c[0], int) else None
         return c if isinstance(c, int) else None
     return None
-
-
-def simplify(e, ranges):
-    """Undo split-of-a-split index arithmetic: ``(a*c + b) // c -> a`` and
-    ``(a*c + b) % c -> b`` when ``0 <= b < c`` (so vector accesses see unit strides)."""
-    if not isinstance(e, Binary):
-        return e
-    a, b = simplify(e.a, ranges), simplify(e.b, ranges)
-    if e.op in ("div", "mod") and isinstance(b, Const) and b.dtype is None and b.value > 0:
-        c = int(b.value)
-        terms = _terms(a)
-        hi = [t for t in terms if _multiple(t, c)]
-        lo = [t for t in terms if not _multiple(t, c)]
-        if hi and lo:
-            rest = _sum(lo)
-            r = bounds(rest, ranges)
-            if r is not None and 0 <= r[0] and r[1] < c:
-                return Binary("div", _sum(hi), b) if e.op == "div" else rest
-    if a is e.a and b is e.b:
-        return e
-    return Binary(e.op, a, b)
-
-
-def _terms(e):
-    if isinstance(e, Binary) and e.op == "add":
-        return _terms(e.a) + _terms(e.b)
-    return [e]
-
-
-def _multiple(e, c) -> bool:
-    return (isinstance(e, Binary) and e.op == "mul" and (
-        (isinstance(e.b, Const) and e.b.dtype is None and int(e.b.value) % c == 0) or
-        (isinstance(e.a, Const) and e.a.dtype is None and int(e.a.value) % c == 0)))
-
-
-def _sum(ts):
-    out = ts[0]
-    for t in ts[1:]:
-        out = Binary("add", out, t)
-    return out
-
-
-def vstride(e, v):
-    """The change of index expression ``e`` per step of ``v`` when ``e`` is linear in
-    ``v`` (0 when ``v`` does not occur), else None."""
-    if isinstance(e, IterVar):
-        return 1 if e is v else 0
-    if isinstance(e, Const):
-        return 0
-    if isinstance(e, Binary):
-        a, b = vstride(e.a, v), vstride(e.b, v)
-        if a is None or b is None:
-            return None
-        if e.op == "add":
-            return a + b
-        if e.op == "sub":
-            return a - b
-        if e.op == "mul":
-            if a == 0 and b == 0:
-                return 0
-            if b == 0 and isinstance(e.b, Const):
-                return a * int(e.b.value)
-            if a == 0 and isinstance(e.a, Const):
-                return b * int(e.a.value)
-            return None
-        return 0 if a == 0 and b == 0 else None
-    return 0 if not any(n is v for n in walk(e)) else None
 
 
 def _tyname(t):

@@ -37,7 +37,8 @@ from ..loop_nest import StageSchedule
 from ..schedule import ScheduleError
 from ..te import (Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, TEError, Tensor,
                   walk)
-from .codegen import MAX_UNROLL, StageCode, StageEmitter, check_reads
+from .codegen import MAX_UNROLL, StageCode, StageEmitter
+from .indexing import check_reads
 from .errors import CpuError
 from .jit import compile_ir, host_target, memory_lookup
 

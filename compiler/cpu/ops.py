@@ -330,31 +330,74 @@ def _lowest(dtype):
         te.reduce_identity("max", dtype), dtype)
 
 
+def vector_lanes(n: int, dtype: str, target=None) -> int:
+    """Lanes for vectorizing a loop of extent ``n`` over ``dtype`` values on ``target``:
+    a full SIMD register, or the largest power-of-two fraction of it (down to 4 lanes)
+    that divides ``n`` (no masked tail), or ``n`` itself when it is smaller."""
+    bits, _ = vector_shape(host_target(target))
+    full = max(1, bits // te.DTYPES[dtype])
+    if n <= full:
+        return n
+    v = full
+    while v >= 4:
+        if n % v == 0:
+            return v
+        v //= 2
+    return full
+
+
+def pool_schedule(t: Tensor, target=None) -> StageSchedule:
+    """The default schedule of a pooling stage (axes b, c, y, x; window reductions ry,
+    rx): the output row in vectors of :func:`vector_lanes` (the window's reads along x
+    are strided vector loads), each vector's accumulator kept across the whole window,
+    batch x channels in parallel."""
+    s = StageSchedule(t)
+    b, c, y, x = t.axes
+    rs = list(s.reduce.axes) if s.reduce is not None else []
+    acc = s.reduce.dtype if s.reduce is not None else t.dtype
+    v = vector_lanes(x.extent, "int32" if te.DTYPES[acc] < 32 else acc, target)
+    if v > 1:
+        xo, xi = s.split(x, v)
+        s.reorder(b, c, y, xo, *rs, xi)
+        s.vectorize(xi)
+        if int(np.prod([r.extent for r in rs])) <= 16:
+            for r in rs:        # straight-line window: its padding guards fold per tap
+                s.unroll(r)
+    f = s.fuse(b, c)
+    if int(np.prod(t.shape)) * max(1, len(rs)) >= PARALLEL_MIN and f.extent > 1:
+        s.parallel(f)
+    return s
+
+
 def _pool_sched(t, rs):
-    def sched(target=None):
-        s = StageSchedule(t)
-        b, c, y, x = t.axes
-        s.reorder(b, c, y, *rs, x)               # the output row innermost: vectorizes
-        f = s.fuse(b, c)
-        if int(np.prod(t.shape)) * len(rs) >= PARALLEL_MIN and f.extent > 1:
-            s.parallel(f)
-        return s
-    t.cpu_schedule = sched
+    t.cpu_schedule = lambda target=None: pool_schedule(t, target)
     return t
 
 
 def max_pool2d(data: Tensor, pool, stride, padding=0, name="max_pool") -> Tensor:
-    """Max pooling over ``pool`` windows (NCHW); padding never wins."""
+    """Max pooling over ``pool`` windows (NCHW); padding never wins.
+
+    A window of more than one row and column is separable: the column maxima of each
+    output row's ``kh`` input rows (``<name>.rows``, (N, C, OH, W), unit-stride vectors)
+    then the maxima of ``kw`` strided columns of those: ``kh + kw - 2`` maxima per output
+    instead of ``kh * kw - 1``.  Max is associative and commutative (NaN propagates,
+    -0 < +0), so the result is the same to the bit."""
     kh, kw, sh, sw, ph, pw, oh, ow = _window(data, pool, stride, padding, "max_pool2d")
     n, c, h, w = data.shape
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     low = _lowest(data.dtype)
-    if (ph or pw) and not is_float(data.dtype):
-        # integers: an explicit padding stage keeps the window loads unguarded (the
-        # loop vectorizer then reads the stride-2 rows as interleaved vectors)
-        xp = pad_nchw(data, (ph, pw), value=low.value, name=f"{name}.pad")
-        return _pool_sched(te.compute((n, c, oh, ow), lambda b, q, y, x: te.max(
-            xp[b, q, y * sh + ry, x * sw + rx], axis=[ry, rx]), name), [ry, rx])
+    if kh > 1 and kw > 1:
+        def rows_body(b, q, y, x):
+            yy = y * sh + ry - ph
+            return te.max(te.select(te.all_of(yy >= 0, yy < h), data[b, q, yy, x], low),
+                          axis=ry)
+        rows = _pool_sched(te.compute((n, c, oh, w), rows_body, f"{name}.rows"), [ry])
+
+        def cols_body(b, q, y, x):
+            xx = x * sw + rx - pw
+            return te.max(te.select(te.all_of(xx >= 0, xx < w), rows[b, q, y, xx], low),
+                          axis=rx)
+        return _pool_sched(te.compute((n, c, oh, ow), cols_body, name), [rx])
 
     def body(b, q, y, x):
         yy, xx = y * sh + ry - ph, x * sw + rx - pw
