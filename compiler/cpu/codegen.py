@@ -19,7 +19,9 @@ Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
 * casts: int -> int truncates or extends, int -> float32 rounds to nearest even, float32 ->
   int truncates toward zero, saturating, NaN -> 0 (``llvm.fptosi.sat``'s semantics, written
   with compares and selects so that vectors stay vectors on x86).
-* intrinsics: ``llvm.exp/log/sqrt/floor/ceil/fabs.f32``, ``round`` is ``llvm.roundeven``
+* ``exp``: inline float64 arithmetic rounded once (:mod:`compiler.cpu.mathfns`: within
+  1 ulp of the exact value, the same bits on every target and vector width); intrinsics:
+  ``llvm.log/sqrt/floor/ceil/fabs.f32``, ``round`` is ``llvm.roundeven``
   (numpy.rint), integer ``abs`` is ``llvm.abs`` (wrapping).
 
 A read that :func:`bounds` cannot prove in range is clamped when it sits under a ``select``
@@ -46,6 +48,7 @@ from ..loop_nest import IfThen, Store
 from ..te import (DTYPES, Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor,
                   is_float)
 from .errors import CpuError
+from .mathfns import emit_exp
 from .indexing import _is_index, bounds, simplify, vstride
 from .indexing import check_reads  # noqa: F401 (re-exported for compiler.cpu.kernel)
 
@@ -571,7 +574,9 @@ class StageEmitter:
             if e.dtype.startswith("uint") or e.dtype == "bool":
                 return x
             return self.intrinsic("llvm.abs", [x, ir.Constant(I1, 0)], overload=[x.type])
-        name = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
+        if e.name == "exp":
+            return emit_exp(self.b, x)
+        name = { "log": "llvm.log", "sqrt": "llvm.sqrt",
                 "round": "llvm.roundeven", "floor": "llvm.floor", "ceil": "llvm.ceil",
                 "abs": "llvm.fabs"}.get(e.name)
         if name is None:

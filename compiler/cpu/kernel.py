@@ -140,6 +140,7 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         codes.append(StageCode(f"s{i}", t, bufs, first.extent,
                                s.kinds.get(first) == "parallel"))
     where = "stages " + ", ".join(t.name for t in stages)
+    slots = _slots(codes)
 
     def gen():
         mod = ir.Module(name="vta_cpu")
@@ -149,12 +150,36 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
             # lower_host's temporaries stand in for the ones allocated for a cached build
             code.buffers[1:1 + len(s.temps)] = list(s.temps)
             StageEmitter(mod, code.name, code.tensor.name, stmt, code.buffers).emit()
+        _emit_run_all(mod, codes, slots)
         return str(mod)
 
-    compiled, source = compile_ir_lazy(gen, [c.name for c in codes], key, tgt, where,
-                                       cache_dir)
+    compiled, source = compile_ir_lazy(gen, [c.name for c in codes] + [RUN_ALL], key, tgt,
+                                       where, cache_dir)
     return CpuKernel(out, inputs, codes, scheds, compiled, source,
                      time.perf_counter() - t0)
+
+
+RUN_ALL = "run_all"
+
+
+def _slots(codes) -> list:
+    """Per stage, the position of each of its buffers in the list of distinct buffers
+    of all stages (the arguments of :data:`RUN_ALL`)."""
+    seen: dict = {}
+    return [[seen.setdefault(id(t), len(seen)) for t in c.buffers] for c in codes]
+
+
+def _emit_run_all(mod, codes, slots):
+    """``void @run_all(ptr, ...)``: every stage over its whole outer loop, in order (one
+    native call for a kernel that runs on one thread)."""
+    n = 1 + max((i for sl in slots for i in sl), default=-1)
+    i64 = ir.IntType(64)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * n), RUN_ALL)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for c, sl in zip(codes, slots):
+        b.call(mod.get_global(c.name), [fn.args[i] for i in sl]
+               + [ir.Constant(i64, 0), ir.Constant(i64, c.outer_extent)])
+    b.ret_void()
 
 
 def compile_ir_lazy(gen, names, key, tgt, where, cache_dir):
@@ -263,6 +288,13 @@ class CpuKernel:
             proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(c.buffers)),
                                      ctypes.c_int64, ctypes.c_int64)
             self._fns.append(proto(compiled.addresses[c.name]))
+        slots = _slots(codes)
+        self._all_bufs = [None] * (1 + max((i for sl in slots for i in sl), default=-1))
+        for c, sl in zip(codes, slots):
+            for t, i in zip(c.buffers, sl):
+                self._all_bufs[i] = t
+        self._run_all = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self._all_bufs)))(
+            compiled.addresses[RUN_ALL])
         self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
         self._by_name = {t.name: t for t in inputs}
         names = [t.name for t in inputs]
@@ -299,17 +331,21 @@ class CpuKernel:
         scratch = getattr(self._local, "bufs", None)
         if scratch is None:
             scratch = self._local.bufs = {}
+        for t in self._all_bufs:
+            if t in env:
+                continue
+            if t is self.out:
+                env[t] = out if out is not None else np.empty(t.shape, self._np[t])
+            else:                     # intermediates: reused by later runs of this thread
+                buf = scratch.get(t)
+                if buf is None:
+                    buf = scratch[t] = np.empty(t.shape, self._np[t])
+                env[t] = buf
+        if self.num_threads <= 1 or not any(c.parallel and c.outer_extent > 1
+                                            for c in self.codes):
+            self._run_all(*[env[t].__array_interface__["data"][0] for t in self._all_bufs])
+            return env[self.out]
         for c, fn in zip(self.codes, self._fns):
-            for t in c.buffers:
-                if t in env:
-                    continue
-                if t is self.out:
-                    env[t] = out if out is not None else np.empty(t.shape, self._np[t])
-                else:                 # intermediates: reused by later runs of this thread
-                    buf = scratch.get(t)
-                    if buf is None:
-                        buf = scratch[t] = np.empty(t.shape, self._np[t])
-                    env[t] = buf
             ptrs = [env[t].__array_interface__["data"][0] for t in c.buffers]
             self._call(fn, ptrs, c)
         return env[self.out]
