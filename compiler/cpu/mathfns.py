@@ -5,8 +5,9 @@ loop vectorizer and explicit vector code run it on whole vectors (a call to libm
 ``exp(x)`` (float32 throughout; SLEEF's ``expf`` algorithm): x clamped to [-104, 104]
 (beyond, the float32 result is 0 or inf anyway), reduced as ``x = n ln2 + r`` with
 ``|r| <= ln2 / 2`` (``n = roundeven(x / ln2)``; ln 2 in two parts so that ``n * ln2_hi``
-is exact), ``e**r = 1 + r + r**2 P(r)`` with P of degree 5, scaled by ``2**n`` as two powers of two (each a normal float: a subnormal result
-is rounded once, at the last multiplication).  Measured over 700,000 inputs across
+is exact), ``e**r = 1 + r + r**2 P(r)`` with P of degree 5, scaled by ``2**n`` as two
+powers of two (each a normal float: a subnormal result is rounded once, at the last
+multiplication).  Measured over 700,000 inputs across
 [-110, 95]: at most 0.97 ulp from the exact value (faithful; 91% correctly rounded),
 numpy's own ``exp`` is up to 2.4 ulp away, so results agree with numpy within 2 ulp.
 +inf -> +inf, -inf -> 0, NaN -> NaN.  Every multiply-add is ``llvm.fma`` (always fused,
