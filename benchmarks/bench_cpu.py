@@ -99,7 +99,7 @@ def cases(rng):
             xv, wv = xv / 64, wv / 64
         y = ops.conv2d_nchw(x, w, 2, 3)
         node = ("ConvInteger" if dt == "int8" else "Conv")
-        out.append((f"conv1 7x7 s2 3->64 224", dt, y, {x: xv, w: wv},
+        out.append(("conv1 7x7 s2 3->64 224", dt, y, {x: xv, w: wv},
                     (lambda xv=xv, wv=wv: conv2d_nchw_reference(xv, wv, 2, 3).astype(np.int32))
                     if dt == "int8" else (lambda xv=xv, wv=wv: _im2col_conv_f32(xv, wv, 2, 3)),
                     lambda th, xv=xv, wv=wv, node=node: _ort_session(
@@ -316,7 +316,7 @@ def _time(f) -> float:
 
 def table(rows, cols) -> str:
     head = ("| operator | dtype | " + " | ".join(f"LLVM {c} 1t ms" for c in cols)
-            + f" | onnxruntime 1t ms | " + " | ".join(f"{c}/ORT 1t" for c in cols)
+            + " | onnxruntime 1t ms | " + " | ".join(f"{c}/ORT 1t" for c in cols)
             + f" | LLVM {NCPU}t ms | onnxruntime {NCPU}t ms | numpy ms | TE evaluator ms | "
             f"compile ms | cached ms |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
