@@ -78,6 +78,7 @@ class StageEmitter(MemoryAccess):
         for a in self.fn.args[:len(buffers)]:
             a.add_attribute("noalias")
         self.fn.attributes.add("nounwind")
+        self.fn.attributes.add("noinline")      # run_all calls it: one copy of the code
         self.ptr = {t: self.fn.args[i] for i, t in enumerate(buffers)}
         self.lo, self.hi = self.fn.args[-2], self.fn.args[-1]
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))

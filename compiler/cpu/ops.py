@@ -53,6 +53,10 @@ from .jit import host_target, vector_shape
 
 LANES = 16          # int32/float32 lanes of a 512-bit vector (AVX-512); 2 AVX2 registers
 PARALLEL_MIN = 1 << 15
+# accumulator vectors of a conv register tile: two FMA pipes x 4-6 cycles of latency need
+# 8-12 in flight; more run no faster (conv1 on AVX-512: 8, 14 and 28 pixels all 2.0 ms)
+# and cost compile time (180 ms for 8, 390 ms for 28)
+MAX_TILE_VECTORS = 12
 
 
 def _pair(v, what):
@@ -231,13 +235,14 @@ def conv_tile(ow: int, block: int, target=None) -> int:
     form the vector dimension: ``block / lanes`` vectors per pixel, and the tile's
     accumulators plus one block of weights and one broadcast input fit in the target's
     SIMD registers (AVX-512: 16 lanes, 32 registers -> up to 30 pixels; AVX2: 8 lanes,
-    16 registers -> up to 6).  The tile divides ``ow``: a guarded tail inside the unrolled
-    tile costs 3-6x (measured on conv1)."""
+    16 registers -> up to 6), and at most :data:`MAX_TILE_VECTORS` accumulators.  The tile
+    divides ``ow``: a guarded tail inside the unrolled tile costs 3-6x (measured on
+    conv1)."""
     if block <= 1:
         return min(8, ow)
     bits, nreg = vector_shape(host_target(target))
     vb = max(1, block // max(1, bits // 32))
-    limit = max(1, min(ow, (nreg - vb - 1) // vb))
+    limit = max(1, min(ow, (nreg - vb - 1) // vb, MAX_TILE_VECTORS // vb))
     return max(d for d in range(1, limit + 1) if ow % d == 0)
 
 

@@ -112,16 +112,17 @@ class MemoryAccess:
                                   overload=[vty, PTR])
         step = self._vec_stride(t, indices)
         if value is None and step is not None and 1 <= step <= MAX_SPAN_STRIDE:
-            return self.span_load(t, indices, flat, step, n, ety)
+            return self.span_load(t, indices, step, n, ety)
         return self.lane_access(t, flat, ety, n, value)
 
-    def span_load(self, t: Tensor, indices, flat, step: int, n: int, ety):
+    def span_load(self, t: Tensor, indices, step: int, n: int, ety):
         """A vector load whose lanes are ``step`` elements apart (a guarded unit-stride
         read, or a strided one such as a stride-2 pooling window): one contiguous load of
         ``n * step`` elements and a shuffle that keeps every ``step``-th, when that span
         lies inside the array (proved from the index bounds, else checked at run time:
         lanes a guard discards may point outside their row, never outside the array);
-        otherwise :meth:`lane_access`'s per-lane loads at the clamped indices."""
+        otherwise a gather at the indices clamped into the array (the lanes outside it
+        are ones the guard discards)."""
         b = self.b
         i32 = ir.IntType(32)
         size = int(np.prod(t.shape))
@@ -146,11 +147,27 @@ class MemoryAccess:
             with then:
                 fast, fast_bb = wide(), b.block
             with otherwise:
-                slow, slow_bb = self.lane_access(t, flat, ety, n, None), b.block
+                slow, slow_bb = self.gather(t, raw, ety, n), b.block
         phi = b.phi(fast.type)
         phi.add_incoming(fast, fast_bb)
         phi.add_incoming(slow, slow_bb)
         return phi
+
+    def gather(self, t: Tensor, flat, ety, n: int):
+        """One gather of the lanes at ``flat`` clamped into the array (``llvm.masked.
+        gather``, all lanes on: compact code for the rare path of :meth:`span_load`)."""
+        b = self.b
+        size = int(np.prod(t.shape))
+        flat = self.intrinsic("llvm.smax", [flat, self.c(flat.type, 0)])
+        flat = self.intrinsic("llvm.smin", [flat, self.c(flat.type, size - 1)])
+        base = b.ptrtoint(self.ptr[t], I64)
+        addr = b.add(self.splat(base, n), b.mul(flat, self.c(flat.type, _nbytes(ety))))
+        pvec = b.inttoptr(addr, ir.VectorType(PTR, n))
+        vty = ir.VectorType(ety, n)
+        return self.intrinsic("llvm.masked.gather", [
+            pvec, ir.Constant(ir.IntType(32), _nbytes(ety)),
+            ir.Constant(ir.VectorType(I1, n), [1] * n), ir.Constant(vty, ir.Undefined)],
+            ret=vty, overload=[vty, pvec.type])
 
     def lane_access(self, t: Tensor, flat, ety, n: int, value):
         """One scalar load or store per lane at the lanes' indices ``flat``."""
