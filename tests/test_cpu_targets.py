@@ -276,3 +276,19 @@ def test_single_thread_runs_every_stage_in_one_call_and_matches_the_threaded_run
     k.num_threads = max(2, len(os.sched_getaffinity(0)))
     assert np.array_equal(one, k.run({x: xv}))
     assert np.array_equal(one, run(y, {x: xv}))
+
+
+def test_a_default_schedule_hook_without_the_target_argument_still_works():
+    X = te.placeholder((64,), "float32", "X")
+    Y = te.compute((64,), lambda i: X[i] * 2.0, "twice")
+
+    def old_style():
+        s = StageSchedule(Y)
+        _, vi = s.split(Y.axes[0], 8)
+        s.vectorize(vi)
+        return s
+    Y.cpu_schedule = old_style
+    xv = RNG.standard_normal(64).astype(np.float32)
+    k = cpu_build(Y)
+    assert "vectorized" in k.show("loops")
+    assert np.array_equal(k.run({X: xv}), xv * 2)

@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import inspect
 import itertools
 import os
 import threading
@@ -125,7 +126,7 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
             s = schedules.get(t)
             if s is None:
                 hook = getattr(t, "cpu_schedule", None)    # set by compiler.cpu.ops
-                s = hook(tgt) if hook is not None else StageSchedule(t)
+                s = _default_schedule(hook, tgt) if hook is not None else StageSchedule(t)
         except (ScheduleError, TEError) as e:
             raise CpuError(f"stage {t.name}: {e}") from None
         _check_schedule(s)
@@ -160,6 +161,16 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
 
 
 RUN_ALL = "run_all"
+
+
+def _default_schedule(hook, target):
+    """``hook(target)``; a hook that takes no argument (written before schedules saw the
+    target) is called as ``hook()``."""
+    try:
+        takes_target = bool(inspect.signature(hook).parameters)
+    except (TypeError, ValueError):
+        takes_target = True
+    return hook(target) if takes_target else hook()
 
 
 def _slots(codes) -> list:
