@@ -306,6 +306,7 @@ class CpuKernel:
                 self._all_bufs[i] = t
         self._run_all = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self._all_bufs)))(
             compiled.addresses[RUN_ALL])
+        self._one_call = not any(c.parallel and c.outer_extent > 1 for c in codes)
         self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
         self._by_name = {t.name: t for t in inputs}
         names = [t.name for t in inputs]
@@ -342,6 +343,8 @@ class CpuKernel:
         scratch = getattr(self._local, "bufs", None)
         if scratch is None:
             scratch = self._local.bufs = {}
+            self._local.ptrs = {}
+        sptr = self._local.ptrs
         for t in self._all_bufs:
             if t in env:
                 continue
@@ -351,10 +354,11 @@ class CpuKernel:
                 buf = scratch.get(t)
                 if buf is None:
                     buf = scratch[t] = np.empty(t.shape, self._np[t])
+                    sptr[t] = buf.__array_interface__["data"][0]
                 env[t] = buf
-        if self.num_threads <= 1 or not any(c.parallel and c.outer_extent > 1
-                                            for c in self.codes):
-            self._run_all(*[env[t].__array_interface__["data"][0] for t in self._all_bufs])
+        if self._one_call or self.num_threads <= 1:
+            self._run_all(*[sptr[t] if t in sptr else env[t].__array_interface__["data"][0]
+                            for t in self._all_bufs])
             return env[self.out]
         for c, fn in zip(self.codes, self._fns):
             ptrs = [env[t].__array_interface__["data"][0] for t in c.buffers]

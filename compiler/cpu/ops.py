@@ -456,6 +456,26 @@ def global_avg_pool2d(data: Tensor, name="global_avg_pool") -> Tensor:
 
 # ----------------------------------------------------------------------------- softmax
 
+def wide_rows_schedule(t: Tensor, target=None, registers: int = 4) -> StageSchedule:
+    """An element-wise stage whose body is long (``exp``): the last axis in vectors of
+    ``registers`` SIMD registers (or the largest power-of-two fraction down to one register
+    that divides it; a masked tail otherwise), so that each step works on independent
+    registers; the leading axes fused and parallel when the stage is big.  Softmax's exp on
+    AVX2: 0.094 -> 0.079 ms for 12 x 128 x 128 (one register per step spends a quarter of
+    its instructions moving constants between registers)."""
+    s = StageSchedule(t)
+    last = t.axes[-1]
+    bits, _ = vector_shape(host_target(target))
+    full = max(1, bits // te.DTYPES[t.dtype])
+    v = full * registers
+    while v > full and last.extent % v:
+        v //= 2
+    if last.extent >= full:
+        _, vi = s.split(last, min(v, last.extent))
+        s.vectorize(vi)
+    return _outer_parallel(s, t.ndim - 1) if t.ndim > 1 else s
+
+
 def softmax(x: Tensor, name="softmax") -> Tensor:
     """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
@@ -464,8 +484,8 @@ def softmax(x: Tensor, name="softmax") -> Tensor:
     k1, k2 = te.reduce_axis(c, "k1"), te.reduce_axis(c, "k2")
     mx = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.max(
         x[tuple(i[:len(lead)]) + (k1,)], axis=k1), f"{name}.max"))
-    e = _elementwise(te.compute(x.shape, lambda *i: te.exp(
-        x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp"))
+    e = te.compute(x.shape, lambda *i: te.exp(x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp")
+    e.cpu_schedule = lambda target=None: wide_rows_schedule(e, target)
     s = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.sum(
         e[tuple(i[:len(lead)]) + (k2,)], axis=k2), f"{name}.sum"))
     return _elementwise(te.compute(x.shape, lambda *i: e[i] / s[tuple(i[:-1]) or (0,)], name))
