@@ -1,8 +1,9 @@
 """Operators of quantised CNNs as tensor expressions with default CPU schedules.
 
 Each function returns a TE tensor; the stages it creates carry a default schedule
-(``tensor.cpu_schedule``, a function returning a :class:`~compiler.loop_nest.
-StageSchedule`) that :func:`compiler.cpu.cpu_build` uses unless it is given another.  The
+(``tensor.cpu_schedule(target)``, returning a :class:`~compiler.loop_nest.StageSchedule`
+sized for the target's SIMD registers, see :mod:`compiler.cpu.schedules`) that
+:func:`compiler.cpu.cpu_build` uses unless it is given another.  The
 expressions are ordinary TE: :func:`compiler.evaluate.run` computes the same results.
 
 Layouts are NCHW (activations) and OIHW (weights); :func:`pack_nchw`, :func:`unpack_nchw`
@@ -49,14 +50,11 @@ from .. import te
 from ..loop_nest import StageSchedule
 from ..te import Tensor, is_float
 from .errors import CpuError
-from .jit import host_target, vector_shape
+from .schedules import (PARALLEL_MIN, MAX_TILE_VECTORS, _outer_parallel,  # noqa: F401
+                        conv_schedule, conv_tile, pool_schedule, vector_lanes,
+                        wide_rows_schedule)
 
 LANES = 16          # int32/float32 lanes of a 512-bit vector (AVX-512); 2 AVX2 registers
-PARALLEL_MIN = 1 << 15
-# accumulator vectors of a conv register tile: two FMA pipes x 4-6 cycles of latency need
-# 8-12 in flight; more run no faster (conv1 on AVX-512: 8, 14 and 28 pixels all 2.0 ms)
-# and cost compile time (180 ms for 8, 390 ms for 28)
-MAX_TILE_VECTORS = 12
 
 
 def _pair(v, what):
@@ -80,19 +78,6 @@ def _acc_dtype(dtype):
 
 def _widen(x, dtype):
     return x if x.dtype == dtype else te.cast(dtype, x)
-
-
-def _outer_parallel(s: StageSchedule, nlead: int):
-    """Fuse the first ``nlead`` loops and run them in parallel when the stage is big."""
-    t = s.tensor
-    if int(np.prod(t.shape)) < PARALLEL_MIN or nlead < 1:
-        return s
-    v = s.leaves[0]
-    for _ in range(nlead - 1):
-        v = s.fuse(v, s.leaves[1])
-    if v.extent > 1:
-        s.parallel(v)
-    return s
 
 
 def _elementwise(t: Tensor) -> Tensor:
@@ -230,43 +215,6 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride=1, padding=0, out_dtype=Non
     return out
 
 
-def conv_tile(ow: int, block: int, target=None) -> int:
-    """Output pixels per register tile of a convolution whose ``block`` output channels
-    form the vector dimension: ``block / lanes`` vectors per pixel, and the tile's
-    accumulators plus one block of weights and one broadcast input fit in the target's
-    SIMD registers (AVX-512: 16 lanes, 32 registers -> up to 30 pixels; AVX2: 8 lanes,
-    16 registers -> up to 6), and at most :data:`MAX_TILE_VECTORS` accumulators.  The tile
-    divides ``ow``: a guarded tail inside the unrolled tile costs 3-6x (measured on
-    conv1)."""
-    if block <= 1:
-        return min(8, ow)
-    bits, nreg = vector_shape(host_target(target))
-    vb = max(1, block // max(1, bits // 32))
-    limit = max(1, min(ow, (nreg - vb - 1) // vb, MAX_TILE_VECTORS // vb))
-    return max(d for d in range(1, limit + 1) if ow % d == 0)
-
-
-def conv_schedule(conv: Tensor, target=None, tile: int | None = None) -> StageSchedule:
-    """The default schedule of a :func:`conv2d_nchw` NCHWc stage (axes b, ob, y, x, oi;
-    reductions rc, ry, rx): a register tile of ``tile`` output pixels (default
-    :func:`conv_tile` for ``target``) x the channel block, the block vectorized, the
-    pixels unrolled (one accumulator vector each), the weights of one tap loaded once
-    per tile and each input pixel broadcast; batch x channel blocks x rows in parallel."""
-    s = StageSchedule(conv)
-    b, ob, y, x, oi = conv.axes
-    rc, ry, rx = conv.body.axes
-    tw = tile or conv_tile(x.extent, oi.extent, target)
-    xo, xi = s.split(x, tw)
-    s.reorder(b, ob, y, xo, rc, ry, rx, xi, oi)
-    s.unroll(xi)
-    if oi.extent > 1:
-        s.vectorize(oi)
-    f = s.fuse(s.fuse(b, ob), y)
-    if f.extent > 1:
-        s.parallel(f)
-    return s
-
-
 def dense(data: Tensor, weight: Tensor, out_dtype=None, packed=False, name="dense") -> Tensor:
     """(N, K) x (O, K) -> (N, O), accumulating in int32 (integers) or float32.  With
     ``packed=True`` the weight placeholder is (O/16, K, 16) (``w.reshape(O/16, 16, K)
@@ -333,45 +281,6 @@ def _window(data, pool, stride, padding, what):
 def _lowest(dtype):
     return te.Const(float("-inf"), "float32") if is_float(dtype) else te.Const(
         te.reduce_identity("max", dtype), dtype)
-
-
-def vector_lanes(n: int, dtype: str, target=None) -> int:
-    """Lanes for vectorizing a loop of extent ``n`` over ``dtype`` values on ``target``:
-    a full SIMD register, or the largest power-of-two fraction of it (down to 4 lanes)
-    that divides ``n`` (no masked tail), or ``n`` itself when it is smaller."""
-    bits, _ = vector_shape(host_target(target))
-    full = max(1, bits // te.DTYPES[dtype])
-    if n <= full:
-        return n
-    v = full
-    while v >= 4:
-        if n % v == 0:
-            return v
-        v //= 2
-    return full
-
-
-def pool_schedule(t: Tensor, target=None) -> StageSchedule:
-    """The default schedule of a pooling stage (axes b, c, y, x; window reductions ry,
-    rx): the output row in vectors of :func:`vector_lanes` (the window's reads along x
-    are strided vector loads), each vector's accumulator kept across the whole window,
-    batch x channels in parallel."""
-    s = StageSchedule(t)
-    b, c, y, x = t.axes
-    rs = list(s.reduce.axes) if s.reduce is not None else []
-    acc = s.reduce.dtype if s.reduce is not None else t.dtype
-    v = vector_lanes(x.extent, "int32" if te.DTYPES[acc] < 32 else acc, target)
-    if v > 1:
-        xo, xi = s.split(x, v)
-        s.reorder(b, c, y, xo, *rs, xi)
-        s.vectorize(xi)
-        if int(np.prod([r.extent for r in rs])) <= 16:
-            for r in rs:        # straight-line window: its padding guards fold per tap
-                s.unroll(r)
-    f = s.fuse(b, c)
-    if int(np.prod(t.shape)) * max(1, len(rs)) >= PARALLEL_MIN and f.extent > 1:
-        s.parallel(f)
-    return s
 
 
 def _pool_sched(t, rs):
@@ -455,26 +364,6 @@ def global_avg_pool2d(data: Tensor, name="global_avg_pool") -> Tensor:
 
 
 # ----------------------------------------------------------------------------- softmax
-
-def wide_rows_schedule(t: Tensor, target=None, registers: int = 4) -> StageSchedule:
-    """An element-wise stage whose body is long (``exp``): the last axis in vectors of
-    ``registers`` SIMD registers (or the largest power-of-two fraction down to one register
-    that divides it; a masked tail otherwise), so that each step works on independent
-    registers; the leading axes fused and parallel when the stage is big.  Softmax's exp on
-    AVX2: 0.094 -> 0.079 ms for 12 x 128 x 128 (one register per step spends a quarter of
-    its instructions moving constants between registers)."""
-    s = StageSchedule(t)
-    last = t.axes[-1]
-    bits, _ = vector_shape(host_target(target))
-    full = max(1, bits // te.DTYPES[t.dtype])
-    v = full * registers
-    while v > full and last.extent % v:
-        v //= 2
-    if last.extent >= full:
-        _, vi = s.split(last, min(v, last.extent))
-        s.vectorize(vi)
-    return _outer_parallel(s, t.ndim - 1) if t.ndim > 1 else s
-
 
 def softmax(x: Tensor, name="softmax") -> Tensor:
     """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``."""
