@@ -1,12 +1,21 @@
-"""CPU backend benchmark: ResNet-18's host operators compiled through LLVM, side by side in
-one run with numpy and onnxruntime, single thread and all cores.
+"""CPU backend benchmark: ResNet-18's host operators and a transformer's softmax and
+LayerNorm compiled through LLVM, side by side in one run with numpy and onnxruntime.
 
 Operators: conv1 (7x7 s2 p3, 3 -> 64, 224x224; int8 -> int32 and float32), its max-pool
-(3x3 s2 p1 on 64x112x112; int8 and float32), the global average pool (512x7x7) and the
+(3x3 s2 p1 on 64x112x112; int8 and float32), the global average pool (512x7x7), the
 512 -> 1000 classifier (int8 -> int32 and float32; weights prepacked, as onnxruntime
-prepacks its constant weights).  Every engine's output is checked against ours (integers
-exactly, floats to rtol 1e-4) before timing.  Times are the best of ``--repeat`` runs, the
-engines interleaved round by round so that they see the same machine load.
+prepacks its constant weights), softmax over the last axis (12 heads x 128 x 128, and the
+1000 logits) and a LayerNorm over 768 features (128 tokens; a TE composition written here:
+compiler.cpu.ops has no LayerNorm operator).
+
+Every LLVM operator is compiled twice in the same process: for this CPU with all its
+features, and for this CPU with AVX-512 turned off (``host_target(features="-avx512f")``:
+AVX2 code, 16 vector registers, as on an AVX2-only host of the same family).  The
+second column is emulated: the code runs on this CPU, onnxruntime keeps its AVX-512
+kernels, so the ratio is conservative.  Every engine's output is checked against ours
+(integers exactly, floats to rtol 1e-4) before timing.  Times are the best of
+``--repeat`` runs, the engines interleaved round by round so that they see the same
+machine load; the load average is printed before and after.
 
     .venv/bin/python benchmarks/bench_cpu.py [--repeat 15] [--json OUT.json]
 """
@@ -25,7 +34,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compiler import te  # noqa: E402
-from compiler.cpu import clear_memory_cache, cpu_build, ops  # noqa: E402
+from compiler.cpu import clear_memory_cache, cpu_build, host_target, ops  # noqa: E402
+from compiler.cpu.jit import vector_shape  # noqa: E402
 from compiler.te.evaluate import run as te_evaluate  # noqa: E402
 from compiler.ops import conv2d_nchw_reference  # noqa: E402
 
@@ -89,7 +99,7 @@ def cases(rng):
             xv, wv = xv / 64, wv / 64
         y = ops.conv2d_nchw(x, w, 2, 3)
         node = ("ConvInteger" if dt == "int8" else "Conv")
-        out.append((f"conv1 7x7 s2 3->64 224", dt, y, {x: xv, w: wv},
+        out.append(("conv1 7x7 s2 3->64 224", dt, y, {x: xv, w: wv},
                     (lambda xv=xv, wv=wv: conv2d_nchw_reference(xv, wv, 2, 3).astype(np.int32))
                     if dt == "int8" else (lambda xv=xv, wv=wv: _im2col_conv_f32(xv, wv, 2, 3)),
                     lambda th, xv=xv, wv=wv, node=node: _ort_session(
@@ -133,7 +143,46 @@ def cases(rng):
         out.append(("dense 512->1000", dt, y, {x: xv, wp: wpv}, np_fn,
                     lambda th, xv=xv, wT=wT, node=node: _ort_session(
                         _node(node, ["x", "w"]), [("x", xv)], [("w", wT)], th)))
+    for shape, what in (((12 * 128, 128), "softmax 12x128x128"), ((1, 1000), "softmax 1000")):
+        x = te.placeholder(shape, "float32", "x")
+        xv = (rng.standard_normal(shape) * 4).astype(np.float32)
+        out.append((what, "float32", ops.softmax(x), {x: xv},
+                    lambda xv=xv: _softmax_np(xv),
+                    lambda th, xv=xv: _ort_session(_node("Softmax", ["x"], axis=-1),
+                                                   [("x", xv)], [], th)))
+    x = te.placeholder((128, 768), "float32", "x")
+    xv = rng.standard_normal((128, 768)).astype(np.float32)
+    ones, zeros = np.ones(768, np.float32), np.zeros(768, np.float32)
+    out.append(("layernorm 128x768 (TE)", "float32", layernorm_te(x), {x: xv},
+                lambda xv=xv: _layernorm_np(xv),
+                lambda th, xv=xv: _ort_session(
+                    _node("LayerNormalization", ["x", "g", "b"], axis=-1, epsilon=1e-5),
+                    [("x", xv)], [("g", ones), ("b", zeros)], th)))
     return out
+
+
+def _softmax_np(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _layernorm_np(x):
+    m = x.mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + np.float32(1e-5))
+
+
+def layernorm_te(x, eps=1e-5):
+    """LayerNorm over the last axis without scale and shift, as plain TE (mean, variance,
+    normalise: three stages with their loops as written; compiler.cpu.ops has no
+    LayerNorm operator, so this row measures the backend on a reduction it was not
+    tuned for)."""
+    n, c = x.shape
+    k1, k2 = te.reduce_axis(c, "k1"), te.reduce_axis(c, "k2")
+    mean = te.compute((n,), lambda i: te.sum(x[i, k1], axis=k1) / float(c), "ln.mean")
+    var = te.compute((n,), lambda i: te.sum((x[i, k2] - mean[i]) * (x[i, k2] - mean[i]),
+                                            axis=k2) / float(c), "ln.var")
+    return te.compute((n, c), lambda i, j: (x[i, j] - mean[i]) / te.sqrt(var[i] + eps),
+                      "ln")
 
 
 def _node(op, inputs, **attrs):
@@ -154,14 +203,38 @@ def _check(name, got, want, dtype):
         raise SystemExit(f"{name}: integer results differ")
 
 
+TARGETS = (("avx512", None), ("avx2", "-avx512f"))      # column name, feature edits
+
+
+def _targets():
+    """(column name, CpuTarget): this CPU as it is, and with AVX-512 off (emulated AVX2
+    host); a host without AVX-512 gets one column."""
+    out = []
+    for col, edits in TARGETS:
+        t = host_target(features=edits or "")
+        if any(t == u for _, u in out):
+            continue
+        out.append((col if vector_shape(t)[0] >= 512 or edits else "native", t))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--only", help="run the operators whose name starts with this")
     ap.add_argument("--json", help="write the rows as JSON")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
+    targets = _targets()
+    load0 = os.getloadavg()
+    print(f"host: {host_target().cpu}, {NCPU} CPUs; columns: "
+          + "; ".join(f"{c} = {vector_shape(t)[0]}-bit x {vector_shape(t)[1]} registers"
+                      for c, t in targets)
+          + f"; load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
     rows = []
     for name, dt, y, feeds, np_fn, ort_fn in cases(rng):
+        if args.only and not name.startswith(args.only):
+            continue
         clear_memory_cache()
         t0 = time.perf_counter()
         k = cpu_build(y)
@@ -177,10 +250,14 @@ def main() -> None:
         if dt == "int8" or name.startswith("global"):
             _check(f"{name} {dt} evaluator", te_evaluate(y, feeds), ours, dt)
         engines = {}
-        for th in (1, NCPU):
-            kk = cpu_build(y)
-            kk.num_threads = th
-            engines[f"llvm {th}t"] = (lambda kk=kk: kk.run(feeds))
+        for col, tgt in targets:
+            kk = cpu_build(y, target=tgt)
+            kk.num_threads = 1
+            _check(f"{name} {dt} {col}", kk.run(feeds), ours, dt)
+            engines[f"llvm {col} 1t"] = (lambda kk=kk: kk.run(feeds))
+        kn = cpu_build(y)
+        kn.num_threads = NCPU
+        engines[f"llvm {NCPU}t"] = (lambda kk=kn: kk.run(feeds))
         engines["numpy"] = np_fn
         if ort_fn is not None:
             for th in (1, NCPU):
@@ -200,10 +277,12 @@ def main() -> None:
                "evaluator_ms": ev * 1e3, **{f"{e}_ms": v * 1e3 for e, v in best.items()}}
         rows.append(row)
         ort1 = best.get("ort 1t")
-        ratio = f"{best['llvm 1t'] / ort1:.2f}" if ort1 else "n/a"
+        ratios = " ".join(f"{c} {best[f'llvm {c} 1t'] / ort1:.2f}" if ort1 else f"{c} n/a"
+                          for c, _ in targets)
         print(f"{name:26s} {dt:8s} compile {cold * 1e3:6.0f} ms cached {warm * 1e3:5.2f} ms | "
               + " ".join(f"{e} {v * 1e3:8.3f}" for e, v in best.items())
-              + f" | llvm/ort (1t) {ratio} | evaluator {ev * 1e3:.0f} ms", flush=True)
+              + f" | llvm/ort 1t: {ratios} | evaluator {ev * 1e3:.0f} ms", flush=True)
+    load1 = os.getloadavg()
     # the Python loop interpreter (the executable definition of the loop IR), on the one
     # operator small enough to wait for
     from compiler.te.loop_nest import StageSchedule, run_stage
@@ -217,13 +296,16 @@ def main() -> None:
     assert np.array_equal(slow, k.run({x: xv}))
     llvm_ms = min(_time(lambda: k.run({x: xv})) for _ in range(args.repeat))
     print()
-    print(table(rows))
-    print(f"\nloop-nest interpreter (compiler.te.loop_nest.run_stage), global avg pool int8: "
+    print(table(rows, [c for c, _ in targets]))
+    print(f"\nload average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
+          f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    print(f"loop-nest interpreter (compiler.te.loop_nest.run_stage), global avg pool int8: "
           f"{interp * 1e3:.0f} ms; LLVM: {llvm_ms * 1e3:.3f} ms ({interp / llvm_ms:.0f}x)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": f"{NCPU}-core {platform.platform()}", "rows": rows}, f,
-                      indent=2)
+            json.dump({"machine": f"{NCPU}-core {platform.platform()}", "cpu": host_target().cpu,
+                       "targets": {c: t.features for c, t in targets},
+                       "load": [load0, load1], "rows": rows}, f, indent=2)
 
 
 def _time(f) -> float:
@@ -232,24 +314,24 @@ def _time(f) -> float:
     return time.perf_counter() - t0
 
 
-def table(rows) -> str:
-    head = (f"| operator | dtype | LLVM 1t ms | LLVM {NCPU}t ms | onnxruntime 1t ms | "
-            f"onnxruntime {NCPU}t ms | numpy ms | LLVM/ORT 1t | LLVM/ORT {NCPU}t | "
-            f"TE evaluator ms | compile ms | cached ms |\n|" + "---|" * 12)
-    lines = [head]
+def table(rows, cols) -> str:
+    head = ("| operator | dtype | " + " | ".join(f"LLVM {c} 1t ms" for c in cols)
+            + " | onnxruntime 1t ms | " + " | ".join(f"{c}/ORT 1t" for c in cols)
+            + f" | LLVM {NCPU}t ms | onnxruntime {NCPU}t ms | numpy ms | TE evaluator ms | "
+            f"compile ms | cached ms |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+
+    def g(r, k):
+        return f"{r[k]:.3f}" if k in r else "n/a"
     for r in rows:
-        def g(k):
-            return f"{r[k]:.3f}" if k in r else "n/a"
-        o1, on = r.get("ort 1t_ms"), r.get(f"ort {NCPU}t_ms")
-        lines.append(
-            f"| {r['op']} | {r['dtype']} | {g('llvm 1t_ms')} | {g(f'llvm {NCPU}t_ms')} | "
-            f"{g('ort 1t_ms')} | {g(f'ort {NCPU}t_ms')} | {g('numpy_ms')} | "
-            f"{r['llvm 1t_ms'] / o1:.2f} |" if o1 else
-            f"| {r['op']} | {r['dtype']} | {g('llvm 1t_ms')} | {g(f'llvm {NCPU}t_ms')} | "
-            f"n/a | n/a | {g('numpy_ms')} | n/a |")
-        lines[-1] += (f" {r[f'llvm {NCPU}t_ms'] / on:.2f} |" if on else " n/a |")
-        lines[-1] += (f" {r['evaluator_ms']:.0f} | {r['compile_s'] * 1e3:.0f} | "
-                      f"{r['cached_s'] * 1e3:.2f} |")
+        o1 = r.get("ort 1t_ms")
+        cells = [r["op"], r["dtype"]] + [g(r, f"llvm {c} 1t_ms") for c in cols]
+        cells += [g(r, "ort 1t_ms")]
+        cells += [f"{r[f'llvm {c} 1t_ms'] / o1:.2f}" if o1 else "n/a" for c in cols]
+        cells += [g(r, f"llvm {NCPU}t_ms"), g(r, f"ort {NCPU}t_ms"), g(r, "numpy_ms"),
+                  f"{r['evaluator_ms']:.0f}", f"{r['compile_s'] * 1e3:.0f}",
+                  f"{r['cached_s'] * 1e3:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

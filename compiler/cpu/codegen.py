@@ -1,11 +1,11 @@
-"""Host loop IR (:mod:`compiler.loop_nest`) -> LLVM IR, one function per compute stage.
+"""Host loop IR (:mod:`compiler.te.loop_nest`) -> LLVM IR, one function per compute stage.
 
 Each stage becomes ``void @stage(ptr noalias %buf0, ..., i64 %lo, i64 %hi)``: the buffers
 are the C-contiguous arrays the stage reads and writes (in :attr:`StageCode.buffers` order)
 and ``[lo, hi)`` is the range of the outermost loop, so a caller can run disjoint chunks of
 a ``parallel`` loop on several threads.
 
-Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
+Numeric semantics are those of :mod:`compiler.te.evaluate`, operation by operation:
 
 * integers: ``add``/``sub``/``mul`` wrap in the node's width; ``//``/``%`` floor, a zero
   divisor gives 0 (numpy), computed in i64 so no division can trap; ``>>`` is arithmetic and
@@ -19,7 +19,9 @@ Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
 * casts: int -> int truncates or extends, int -> float32 rounds to nearest even, float32 ->
   int truncates toward zero, saturating, NaN -> 0 (``llvm.fptosi.sat``'s semantics, written
   with compares and selects so that vectors stay vectors on x86).
-* intrinsics: ``llvm.exp/log/sqrt/floor/ceil/fabs.f32``, ``round`` is ``llvm.roundeven``
+* ``exp``: inline float64 arithmetic rounded once (:mod:`compiler.cpu.mathfns`: within
+  1 ulp of the exact value, the same bits on every target and vector width); intrinsics:
+  ``llvm.log/sqrt/floor/ceil/fabs.f32``, ``round`` is ``llvm.roundeven``
   (numpy.rint), integer ``abs`` is ``llvm.abs`` (wrapping).
 
 A read that :func:`bounds` cannot prove in range is clamped when it sits under a ``select``
@@ -38,33 +40,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from llvmlite import ir
 
 from ..te.ir import For, Seq
 from ..te.loop_nest import IfThen, Store
 from ..te import (DTYPES, Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor,
-                  is_float, walk)
+                  is_float)
 from .errors import CpuError
+from .mathfns import emit_exp
+from .vecmem import F32, I1, I8, I64, PTR, MemoryAccess, llvm_type
+from .vecmem import MAX_SPAN_STRIDE, mem_type  # noqa: F401 (re-exported)
+from .indexing import _is_index, bounds
+from .indexing import check_reads  # noqa: F401 (re-exported for compiler.cpu.kernel)
 
-I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
-F32 = ir.FloatType()
-PTR = ir.PointerType()
 MAX_UNROLL = 256
-
-
-def llvm_type(dtype: str | None):
-    """The LLVM type of a value of ``dtype`` (None: an index, i64)."""
-    if dtype is None:
-        return I64
-    if is_float(dtype):
-        return F32
-    return ir.IntType(DTYPES[dtype])
-
-
-def mem_type(dtype: str):
-    """The LLVM type of an array element (bool is stored as a byte, like numpy)."""
-    return I8 if dtype == "bool" else llvm_type(dtype)
 
 
 @dataclass
@@ -77,90 +66,9 @@ class StageCode:
     parallel: bool
 
 
-# ----------------------------------------------------------------------------- bounds
-
-def bounds(e, ranges: dict):
-    """Interval ``(lo, hi)`` of an integer index expression, or None when unknown.
-    ``ranges`` maps IterVar -> (lo, hi); unlisted IterVars span ``[0, extent)``."""
-    if isinstance(e, Const):
-        return None if is_float(e.dtype) else (int(e.value), int(e.value))
-    if isinstance(e, IterVar):
-        return ranges.get(e, (0, e.extent - 1))
-    if isinstance(e, Binary):
-        a, b = bounds(e.a, ranges), bounds(e.b, ranges)
-        if a is None or b is None:
-            return None
-        if e.op == "add":
-            return a[0] + b[0], a[1] + b[1]
-        if e.op == "sub":
-            return a[0] - b[1], a[1] - b[0]
-        if e.op == "mul":
-            c = [x * y for x in a for y in b]
-            return min(c), max(c)
-        if e.op == "div" and b[0] == b[1] and b[0] > 0:
-            return a[0] // b[0], a[1] // b[0]
-        if e.op == "mod" and b[0] == b[1] and b[0] > 0:
-            return (a[0], a[1]) if 0 <= a[0] and a[1] < b[0] else (0, b[0] - 1)
-        if e.op == "min":
-            return min(a[0], b[0]), min(a[1], b[1])
-        if e.op == "max":
-            return max(a[0], b[0]), max(a[1], b[1])
-    return None
-
-
-def check_reads(t: Tensor) -> None:
-    """Refuse an unguarded read of ``t``'s body that is not provably in bounds (the
-    evaluator would raise at run time; native code must not read out of the array)."""
-    def visit(e, guarded):
-        if isinstance(e, Select):
-            visit(e.cond, guarded)
-            visit(e.t, True)
-            visit(e.f, True)
-            return
-        if isinstance(e, Load):
-            for d, (i, n) in enumerate(zip(e.indices, e.tensor.shape)):
-                visit(i, guarded)
-                r = bounds(i, {})
-                if not guarded and (r is None or r[0] < 0 or r[1] >= n):
-                    rng = "unknown" if r is None else f"[{r[0]}, {r[1]}]"
-                    raise CpuError(f"stage {t.name}: read {e!r}: dimension {d} of "
-                                   f"{e.tensor.name} may be out of bounds (index range {rng}, "
-                                   f"extent {n}); guard it with select()")
-            return
-        for c in _children(e):
-            visit(c, guarded)
-    visit(t.body, False)
-
-
-def _children(e):
-    if isinstance(e, Binary):
-        return (e.a, e.b)
-    if isinstance(e, Cast):
-        return (e.x,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Reduce):
-        return (e.body,)
-    if isinstance(e, Select):
-        return (e.cond, e.t, e.f)
-    if isinstance(e, Load):
-        return e.indices
-    return ()
-
-
-def _is_index(e) -> bool:
-    if isinstance(e, IterVar):
-        return True
-    if isinstance(e, Const):
-        return e.dtype is None
-    if isinstance(e, Binary) and e.op in ("add", "sub", "mul", "div", "mod", "min", "max"):
-        return _is_index(e.a) and _is_index(e.b)
-    return False
-
-
 # ----------------------------------------------------------------------------- codegen
 
-class StageEmitter:
+class StageEmitter(MemoryAccess):
     """Emit the LLVM function of one lowered stage into ``module``."""
 
     def __init__(self, module: ir.Module, fname: str, stage: str, stmt, buffers: list):
@@ -170,6 +78,7 @@ class StageEmitter:
         for a in self.fn.args[:len(buffers)]:
             a.add_attribute("noalias")
         self.fn.attributes.add("nounwind")
+        self.fn.attributes.add("noinline")      # run_all calls it: one copy of the code
         self.ptr = {t: self.fn.args[i] for i, t in enumerate(buffers)}
         self.lo, self.hi = self.fn.args[-2], self.fn.args[-1]
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
@@ -270,98 +179,6 @@ class StageEmitter:
         r.flags.append("reassoc")
         return r
 
-    # -------------------------------------------------------------- memory
-    def flat_index(self, t: Tensor, indices, clamp: bool):
-        """The row-major element offset (i64, a vector inside a vectorized loop)."""
-        flat, stride = None, 1
-        for d in reversed(range(len(indices))):
-            i = self.index(indices[d])
-            n = t.shape[d]
-            if clamp and not self._in_bounds(indices[d], n):
-                i = self.intrinsic("llvm.smax", [i, self.c(i.type, 0)])
-                i = self.intrinsic("llvm.smin", [i, self.c(i.type, n - 1)])
-            if stride != 1:
-                i = self.b.mul(i, self.c(i.type, stride), flags=["nsw"])
-            if flat is None:
-                flat = i
-            else:
-                flat, i = self.match(flat, i)
-                flat = self.b.add(flat, i, flags=["nsw"])
-            stride *= n
-        return flat if flat is not None else ir.Constant(I64, 0)
-
-    def access(self, t: Tensor, indices, clamp: bool, value=None):
-        """Load ``t[indices]`` (``value`` None) or store ``value`` there.  In a vectorized
-        loop: one vector access for unit stride, else one scalar access per lane."""
-        if t not in self.ptr:
-            self.fail(t, f"tensor {t.name} is not an argument of this stage")
-        ety = mem_type(t.dtype)
-        ranges = {v: (0, v.extent - 1) for v in self.env}
-        indices = [simplify(i, ranges) for i in indices]
-        flat = self.flat_index(t, indices, clamp)
-        b = self.b
-        if not isinstance(flat.type, ir.VectorType):
-            ptr = b.gep(self.ptr[t], [flat], inbounds=True, source_etype=ety)
-            if value is None:
-                return b.load(ptr, typ=ety)
-            if isinstance(value.type, ir.VectorType) and self.mask is None:
-                # every lane writes this element: the last one wins, as in the loop
-                value = b.extract_element(value, ir.Constant(ir.IntType(32), self.lanes - 1))
-            elif isinstance(value.type, ir.VectorType):
-                for lane in range(self.lanes):
-                    k = ir.Constant(ir.IntType(32), lane)
-                    with b.if_then(b.extract_element(self.mask, k)):
-                        b.store(b.extract_element(value, k), ptr)
-                return None
-            return b.store(value, ptr)
-        n = flat.type.count
-        vty = ir.VectorType(ety, n)
-        i32 = ir.IntType(32)
-        mask = self.mask
-        if not clamp and self._unit_stride(t, indices):
-            lane0 = b.extract_element(flat, ir.Constant(i32, 0))
-            ptr = b.gep(self.ptr[t], [lane0], inbounds=True, source_etype=ety)
-            al = _nbytes(ety)
-            if mask is None:
-                if value is None:
-                    return b.load(ptr, typ=vty, align=al)
-                return b.store(self.splat(value, n), ptr, align=al)
-            if value is None:
-                return self.intrinsic("llvm.masked.load", [ptr, ir.Constant(i32, al), mask,
-                                      ir.Constant(vty, ir.Undefined)], ret=vty,
-                                      overload=[vty, PTR])
-            return self.intrinsic("llvm.masked.store", [self.splat(value, n), ptr,
-                                  ir.Constant(i32, al), mask], ret=ir.VoidType(),
-                                  overload=[vty, PTR])
-        if mask is not None and value is None:           # disabled lanes may be anywhere
-            size = int(np.prod(t.shape))
-            flat = self.intrinsic("llvm.smax", [flat, self.c(flat.type, 0)])
-            flat = self.intrinsic("llvm.smin", [flat, self.c(flat.type, size - 1)])
-        out = ir.Constant(vty, ir.Undefined) if value is None else None
-        value = self.splat(value, n) if value is not None else None
-        for lane in range(n):
-            k = ir.Constant(i32, lane)
-            ptr = b.gep(self.ptr[t], [b.extract_element(flat, k)], inbounds=True,
-                        source_etype=ety)
-            if value is None:
-                out = b.insert_element(out, b.load(ptr, typ=ety), k)
-            elif mask is None:
-                b.store(b.extract_element(value, k), ptr)
-            else:
-                with b.if_then(b.extract_element(mask, k)):
-                    b.store(b.extract_element(value, k), ptr)
-        return out
-
-    def _unit_stride(self, t, indices) -> bool:
-        total, stride = 0, 1
-        for d in reversed(range(len(indices))):
-            st = vstride(indices[d], self.vec)
-            if st is None:
-                return False
-            total += st * stride
-            stride *= t.shape[d]
-        return total == 1
-
     # -------------------------------------------------------------- vector helpers
     def c(self, ty, value):
         """A constant of type ``ty`` (splatted when ``ty`` is a vector type)."""
@@ -390,8 +207,33 @@ class StageEmitter:
         n = next((v.type.count for v in vals if isinstance(v.type, ir.VectorType)), None)
         return vals if n is None else tuple(self.splat(v, n) for v in vals)
 
+    def ranges(self) -> dict:
+        """The value interval of every loop variable in scope: an unrolled loop's variable
+        is its current constant, the others span their loop."""
+        out = {}
+        for v, val in self.env.items():
+            c = val.constant if isinstance(val, ir.Constant) and not isinstance(
+                val.type, ir.VectorType) else None
+            out[v] = (c, c) if isinstance(c, int) else (0, v.extent - 1)
+        return out
+
+    def decided(self, e: Binary):
+        """True/False when the interval bounds of an integer comparison's operands decide
+        it for every iteration in scope (a padding guard that cannot fail here), else
+        None."""
+        if not (_is_index(e.a) and _is_index(e.b)):
+            return None
+        r = self.ranges()
+        ra, rb = bounds(e.a, r), bounds(e.b, r)
+        if ra is None or rb is None:
+            return None
+        lt = {"lt": (ra[1] < rb[0], ra[0] >= rb[1]), "le": (ra[1] <= rb[0], ra[0] > rb[1]),
+              "gt": (ra[0] > rb[1], ra[1] <= rb[0]), "ge": (ra[0] >= rb[1], ra[1] < rb[0])}
+        yes, no = lt[e.op]
+        return True if yes else False if no else None
+
     def _in_bounds(self, e, n):
-        ranges = {v: (0, v.extent - 1) for v in self.env}
+        ranges = self.ranges()
         r = bounds(e, ranges)
         return r is not None and r[0] >= 0 and r[1] < n
 
@@ -451,13 +293,16 @@ class StageEmitter:
         if _is_index(e):
             x, y = self.match(self.expr(e.a, guarded), self.expr(e.b, guarded))
             if e.op in ("div", "mod") and isinstance(e.b, Const) and e.b.value > 0:
-                r = bounds(e.a, {v: (0, v.extent - 1) for v in self.env})
+                r = bounds(e.a, self.ranges())
                 if r is not None and r[0] >= 0:      # non-negative: plain unsigned division
                     return (b.udiv if e.op == "div" else b.urem)(x, y)
             return self.int_op(e.op, x, y, signed=True, index=True)
         da, db = self._dt(e.a), self._dt(e.b)
         if e.op in ("lt", "le", "ge", "gt"):
             sym = {"lt": "<", "le": "<=", "ge": ">=", "gt": ">"}[e.op]
+            known = self.decided(e)
+            if known is not None:
+                return ir.Constant(I1, int(known))
             od = e.a.dtype or e.b.dtype
             tgt = "float32" if is_float(od) else None
             x, y = self.match(self.conv(self.expr(e.a, guarded), da, tgt),
@@ -555,7 +400,9 @@ class StageEmitter:
             if e.dtype.startswith("uint") or e.dtype == "bool":
                 return x
             return self.intrinsic("llvm.abs", [x, ir.Constant(I1, 0)], overload=[x.type])
-        name = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
+        if e.name == "exp":
+            return emit_exp(self.b, x)
+        name = { "log": "llvm.log", "sqrt": "llvm.sqrt",
                 "round": "llvm.roundeven", "floor": "llvm.floor", "ceil": "llvm.ceil",
                 "abs": "llvm.fabs"}.get(e.name)
         if name is None:
@@ -647,73 +494,6 @@ def _const_value(v):
     return None
 
 
-def simplify(e, ranges):
-    """Undo split-of-a-split index arithmetic: ``(a*c + b) // c -> a`` and
-    ``(a*c + b) % c -> b`` when ``0 <= b < c`` (so vector accesses see unit strides)."""
-    if not isinstance(e, Binary):
-        return e
-    a, b = simplify(e.a, ranges), simplify(e.b, ranges)
-    if e.op in ("div", "mod") and isinstance(b, Const) and b.dtype is None and b.value > 0:
-        c = int(b.value)
-        terms = _terms(a)
-        hi = [t for t in terms if _multiple(t, c)]
-        lo = [t for t in terms if not _multiple(t, c)]
-        if hi and lo:
-            rest = _sum(lo)
-            r = bounds(rest, ranges)
-            if r is not None and 0 <= r[0] and r[1] < c:
-                return Binary("div", _sum(hi), b) if e.op == "div" else rest
-    if a is e.a and b is e.b:
-        return e
-    return Binary(e.op, a, b)
-
-
-def _terms(e):
-    if isinstance(e, Binary) and e.op == "add":
-        return _terms(e.a) + _terms(e.b)
-    return [e]
-
-
-def _multiple(e, c) -> bool:
-    return (isinstance(e, Binary) and e.op == "mul" and (
-        (isinstance(e.b, Const) and e.b.dtype is None and int(e.b.value) % c == 0) or
-        (isinstance(e.a, Const) and e.a.dtype is None and int(e.a.value) % c == 0)))
-
-
-def _sum(ts):
-    out = ts[0]
-    for t in ts[1:]:
-        out = Binary("add", out, t)
-    return out
-
-
-def vstride(e, v):
-    """The change of index expression ``e`` per step of ``v`` when ``e`` is linear in
-    ``v`` (0 when ``v`` does not occur), else None."""
-    if isinstance(e, IterVar):
-        return 1 if e is v else 0
-    if isinstance(e, Const):
-        return 0
-    if isinstance(e, Binary):
-        a, b = vstride(e.a, v), vstride(e.b, v)
-        if a is None or b is None:
-            return None
-        if e.op == "add":
-            return a + b
-        if e.op == "sub":
-            return a - b
-        if e.op == "mul":
-            if a == 0 and b == 0:
-                return 0
-            if b == 0 and isinstance(e.b, Const):
-                return a * int(e.b.value)
-            if a == 0 and isinstance(e.a, Const):
-                return b * int(e.a.value)
-            return None
-        return 0 if a == 0 and b == 0 else None
-    return 0 if not any(n is v for n in walk(e)) else None
-
-
 def _tyname(t):
     if isinstance(t, ir.VectorType):
         return f"v{t.count}{_tyname(t.element)}"
@@ -724,7 +504,3 @@ def _tyname(t):
     if isinstance(t, ir.IntType):
         return f"i{t.width}"
     raise CpuError(f"no intrinsic type name for {t}")
-
-
-def _nbytes(t) -> int:
-    return 4 if isinstance(t, ir.FloatType) else max(1, t.width // 8)

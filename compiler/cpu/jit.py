@@ -56,9 +56,38 @@ class CpuTarget:
         return f"{self.triple}|{self.cpu}|{self.features}|llvmlite {llvmlite.__version__}"
 
 
-def host_target(target=None) -> CpuTarget:
-    """``None`` or ``"native"``: this machine's CPU with all its features (AVX2, AVX-512...);
-    ``"generic"``: the baseline of the host architecture; a :class:`CpuTarget` as is."""
+# disabling one of these also disables every feature whose name starts with a listed prefix
+# (LLVM's implied features: AVX-512 VL/BW/DQ/... and AVX10 all require AVX512F)
+_DEPENDENTS = {"avx512f": ("avx512", "avx10", "amx-avx512", "evex512"),
+               "avx2": ("avx2", "avx512", "avx10", "amx-avx512", "evex512", "vpclmulqdq",
+                        "vaes", "gfni", "avxvnni", "avxifma", "avxneconvert")}
+
+
+def edit_features(features: str, edits: str) -> str:
+    """``features`` (LLVM's ``+a,-b,...``) with ``edits`` applied: ``"-avx512f"`` turns
+    AVX512F and every AVX-512 / AVX10 feature off (they require it); ``"+x"`` turns ``x``
+    on.  Used to compile for a smaller CPU of the same family than this one (an AVX2-only
+    host on an AVX-512 machine)."""
+    flags = [f for f in features.split(",") if f]
+    state = {f[1:]: f[0] for f in flags}
+    for e in (x.strip() for x in edits.split(",") if x.strip()):
+        if e[0] not in "+-" or len(e) < 2:
+            raise CpuError(f"CPU feature edit {e!r}: expected +name or -name "
+                           f"(e.g. '-avx512f')")
+        name = e[1:]
+        state[name] = e[0]
+        if e[0] == "-":
+            for f in state:
+                if f.startswith(_DEPENDENTS.get(name, (name,))):
+                    state[f] = "-"
+    return ",".join(f"{v}{k}" for k, v in state.items())
+
+
+def host_target(target=None, features: str | None = None) -> CpuTarget:
+    """``None`` or ``"native"``: this machine's CPU with all its features (AVX2, AVX-512...),
+    edited by ``features`` or else ``$VTA_CPU_FEATURES`` (see :func:`edit_features`; e.g.
+    ``"-avx512f"`` compiles for this CPU as if it had no AVX-512); ``"generic"``: the
+    baseline of the host architecture; a :class:`CpuTarget` as is."""
     _init()
     if isinstance(target, CpuTarget):
         return target
@@ -68,10 +97,31 @@ def host_target(target=None) -> CpuTarget:
                 _TARGETS["native"] = CpuTarget(llvm.get_process_triple(),
                                                llvm.get_host_cpu_name(),
                                                llvm.get_host_cpu_features().flatten())
-            return _TARGETS["native"]
+            t = _TARGETS["native"]
+        edits = features if features is not None else os.environ.get("VTA_CPU_FEATURES", "")
+        if edits:
+            t = CpuTarget(t.triple, t.cpu, edit_features(t.features, edits))
+        return t
     if target == "generic":
         return CpuTarget(llvm.get_process_triple(), "generic", "")
     raise CpuError(f"unknown CPU target {target!r} (None, 'native', 'generic' or a CpuTarget)")
+
+
+def vector_shape(t: CpuTarget) -> tuple[int, int]:
+    """``(bits, registers)``: the SIMD register width and count code for ``t`` may use,
+    from its triple and feature flags (x86: AVX-512 -> 512 x 32, AVX -> 256 x 16, else
+    SSE 128 x 16; AArch64: NEON 128 x 32; anything else 128 x 16)."""
+    on = {f[1:] for f in t.features.split(",") if f.startswith("+")}
+    arch = t.triple.split("-")[0]
+    if arch in ("x86_64", "i386", "i686"):
+        if "avx512f" in on:
+            return 512, 32
+        if "avx" in on or "avx2" in on:
+            return 256, 16
+        return 128, 16
+    if arch in ("aarch64", "arm64"):
+        return 128, 32
+    return 128, 16
 
 
 def target_machine(t: CpuTarget, fresh: bool = False):

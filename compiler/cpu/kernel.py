@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import inspect
 import itertools
 import os
 import threading
@@ -36,7 +37,8 @@ from ..te.ir import to_text
 from ..te.loop_nest import ScheduleError, StageSchedule
 from ..te import (Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, TEError, Tensor,
                   walk)
-from .codegen import MAX_UNROLL, StageCode, StageEmitter, check_reads
+from .codegen import MAX_UNROLL, StageCode, StageEmitter
+from .indexing import check_reads
 from .errors import CpuError
 from .jit import compile_ir, host_target, memory_lookup
 
@@ -89,10 +91,11 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         The result; every compute it depends on becomes one function of the module.
     schedules : dict, optional
         ``{tensor: StageSchedule}``; a stage without one uses its default schedule
-        (``tensor.cpu_schedule()``, set by :mod:`compiler.cpu.ops`) or runs its loops as
-        written.
+        (``tensor.cpu_schedule(target)``, set by :mod:`compiler.cpu.ops`: register tiles
+        and vector widths follow the target's SIMD registers) or runs its loops as written.
     target : None, "native", "generic" or CpuTarget
-        None/"native": this machine's CPU and features.
+        None/"native": this machine's CPU and features (edited by ``$VTA_CPU_FEATURES``,
+        see :func:`compiler.cpu.jit.host_target`).
     cache_dir : str, optional
         Keep object code and LLVM IR there (default ``$VTA_CPU_CACHE``, else memory only).
 
@@ -115,18 +118,18 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
                            f"{out.name} (stages: {', '.join(x.name for x in stages)})")
         if not isinstance(s, StageSchedule) or s.tensor is not t:
             raise CpuError(f"schedule for {t.name}: expected StageSchedule({t.name})")
+    tgt = host_target(target)
     scheds = []
     for t in stages:
         try:
             s = schedules.get(t)
             if s is None:
                 hook = getattr(t, "cpu_schedule", None)    # set by compiler.cpu.ops
-                s = hook() if hook is not None else StageSchedule(t)
+                s = _default_schedule(hook, tgt) if hook is not None else StageSchedule(t)
         except (ScheduleError, TEError) as e:
             raise CpuError(f"stage {t.name}: {e}") from None
         _check_schedule(s)
         scheds.append(s)
-    tgt = host_target(target)
     key = _key(stages, inputs, scheds)
     codes = []
     for i, (t, s) in enumerate(zip(stages, scheds)):
@@ -137,6 +140,7 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         codes.append(StageCode(f"s{i}", t, bufs, first.extent,
                                s.kinds.get(first) == "parallel"))
     where = "stages " + ", ".join(t.name for t in stages)
+    slots = _slots(codes)
 
     def gen():
         mod = ir.Module(name="vta_cpu")
@@ -146,12 +150,46 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
             # lower_host's temporaries stand in for the ones allocated for a cached build
             code.buffers[1:1 + len(s.temps)] = list(s.temps)
             StageEmitter(mod, code.name, code.tensor.name, stmt, code.buffers).emit()
+        _emit_run_all(mod, codes, slots)
         return str(mod)
 
-    compiled, source = compile_ir_lazy(gen, [c.name for c in codes], key, tgt, where,
-                                       cache_dir)
+    compiled, source = compile_ir_lazy(gen, [c.name for c in codes] + [RUN_ALL], key, tgt,
+                                       where, cache_dir)
     return CpuKernel(out, inputs, codes, scheds, compiled, source,
                      time.perf_counter() - t0)
+
+
+RUN_ALL = "run_all"
+
+
+def _default_schedule(hook, target):
+    """``hook(target)``; a hook that takes no argument (written before schedules saw the
+    target) is called as ``hook()``."""
+    try:
+        takes_target = bool(inspect.signature(hook).parameters)
+    except (TypeError, ValueError):
+        takes_target = True
+    return hook(target) if takes_target else hook()
+
+
+def _slots(codes) -> list:
+    """Per stage, the position of each of its buffers in the list of distinct buffers
+    of all stages (the arguments of :data:`RUN_ALL`)."""
+    seen: dict = {}
+    return [[seen.setdefault(id(t), len(seen)) for t in c.buffers] for c in codes]
+
+
+def _emit_run_all(mod, codes, slots):
+    """``void @run_all(ptr, ...)``: every stage over its whole outer loop, in order (one
+    native call for a kernel that runs on one thread)."""
+    n = 1 + max((i for sl in slots for i in sl), default=-1)
+    i64 = ir.IntType(64)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * n), RUN_ALL)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for c, sl in zip(codes, slots):
+        b.call(mod.get_global(c.name), [fn.args[i] for i in sl]
+               + [ir.Constant(i64, 0), ir.Constant(i64, c.outer_extent)])
+    b.ret_void()
 
 
 def compile_ir_lazy(gen, names, key, tgt, where, cache_dir):
@@ -260,6 +298,14 @@ class CpuKernel:
             proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(c.buffers)),
                                      ctypes.c_int64, ctypes.c_int64)
             self._fns.append(proto(compiled.addresses[c.name]))
+        slots = _slots(codes)
+        self._all_bufs = [None] * (1 + max((i for sl in slots for i in sl), default=-1))
+        for c, sl in zip(codes, slots):
+            for t, i in zip(c.buffers, sl):
+                self._all_bufs[i] = t
+        self._run_all = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self._all_bufs)))(
+            compiled.addresses[RUN_ALL])
+        self._one_call = not any(c.parallel and c.outer_extent > 1 for c in codes)
         self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
         self._by_name = {t.name: t for t in inputs}
         names = [t.name for t in inputs]
@@ -296,17 +342,24 @@ class CpuKernel:
         scratch = getattr(self._local, "bufs", None)
         if scratch is None:
             scratch = self._local.bufs = {}
+            self._local.ptrs = {}
+        sptr = self._local.ptrs
+        for t in self._all_bufs:
+            if t in env:
+                continue
+            if t is self.out:
+                env[t] = out if out is not None else np.empty(t.shape, self._np[t])
+            else:                     # intermediates: reused by later runs of this thread
+                buf = scratch.get(t)
+                if buf is None:
+                    buf = scratch[t] = np.empty(t.shape, self._np[t])
+                    sptr[t] = buf.__array_interface__["data"][0]
+                env[t] = buf
+        if self._one_call or self.num_threads <= 1:
+            self._run_all(*[sptr[t] if t in sptr else env[t].__array_interface__["data"][0]
+                            for t in self._all_bufs])
+            return env[self.out]
         for c, fn in zip(self.codes, self._fns):
-            for t in c.buffers:
-                if t in env:
-                    continue
-                if t is self.out:
-                    env[t] = out if out is not None else np.empty(t.shape, self._np[t])
-                else:                 # intermediates: reused by later runs of this thread
-                    buf = scratch.get(t)
-                    if buf is None:
-                        buf = scratch[t] = np.empty(t.shape, self._np[t])
-                    env[t] = buf
             ptrs = [env[t].__array_interface__["data"][0] for t in c.buffers]
             self._call(fn, ptrs, c)
         return env[self.out]

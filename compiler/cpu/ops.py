@@ -1,9 +1,10 @@
 """Operators of quantised CNNs as tensor expressions with default CPU schedules.
 
 Each function returns a TE tensor; the stages it creates carry a default schedule
-(``tensor.cpu_schedule``, a function returning a :class:`~compiler.loop_nest.
-StageSchedule`) that :func:`compiler.cpu.cpu_build` uses unless it is given another.  The
-expressions are ordinary TE: :func:`compiler.evaluate.run` computes the same results.
+(``tensor.cpu_schedule(target)``, returning a :class:`~compiler.te.loop_nest.StageSchedule`
+sized for the target's SIMD registers, see :mod:`compiler.cpu.schedules`) that
+:func:`compiler.cpu.cpu_build` uses unless it is given another.  The
+expressions are ordinary TE: :func:`compiler.te.evaluate.run` computes the same results.
 
 Layouts are NCHW (activations) and OIHW (weights); :func:`pack_nchw`, :func:`unpack_nchw`
 and :func:`pack_oihw` convert to and from VTA's NCHWnc / OIHWoi (as the numpy functions
@@ -49,9 +50,11 @@ from .. import te
 from ..te.loop_nest import StageSchedule
 from ..te import Tensor, is_float
 from .errors import CpuError
+from .schedules import (PARALLEL_MIN, MAX_TILE_VECTORS, _outer_parallel,  # noqa: F401
+                        conv_schedule, conv_tile, pool_schedule, vector_lanes,
+                        wide_rows_schedule)
 
 LANES = 16          # int32/float32 lanes of a 512-bit vector (AVX-512); 2 AVX2 registers
-PARALLEL_MIN = 1 << 15
 
 
 def _pair(v, what):
@@ -77,21 +80,8 @@ def _widen(x, dtype):
     return x if x.dtype == dtype else te.cast(dtype, x)
 
 
-def _outer_parallel(s: StageSchedule, nlead: int):
-    """Fuse the first ``nlead`` loops and run them in parallel when the stage is big."""
-    t = s.tensor
-    if int(np.prod(t.shape)) < PARALLEL_MIN or nlead < 1:
-        return s
-    v = s.leaves[0]
-    for _ in range(nlead - 1):
-        v = s.fuse(v, s.leaves[1])
-    if v.extent > 1:
-        s.parallel(v)
-    return s
-
-
 def _elementwise(t: Tensor) -> Tensor:
-    t.cpu_schedule = lambda: _outer_parallel(StageSchedule(t), max(1, t.ndim - 1))
+    t.cpu_schedule = lambda target=None: _outer_parallel(StageSchedule(t), max(1, t.ndim - 1))
     return t
 
 
@@ -204,24 +194,13 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride=1, padding=0, out_dtype=Non
                                        * _widen(wp[ob, rc, ry, rx, oi], acc),
                                        axis=[rc, ry, rx]), f"{name}.nchwc")
 
-    def sched():
-        s = StageSchedule(conv)
-        b, ob, y, x, oi = conv.axes
-        tw = 8 if ow >= 8 else ow
-        xo, xi = s.split(x, tw)
-        s.reorder(b, ob, y, xo, rc, ry, rx, xi, oi)
-        s.unroll(xi)
-        if bo > 1:
-            s.vectorize(oi)
-        f = s.fuse(s.fuse(b, ob), y)
-        if f.extent > 1:
-            s.parallel(f)
-        return s
+    def sched(target=None):
+        return conv_schedule(conv, target)
     conv.cpu_schedule = sched
     out = te.compute((n, o, oh, ow), lambda b, q, y, x: _widen(
         conv[b, q // bo, y, x, q % bo], final), name)
 
-    def sched_out():          # NCHWc -> NCHW: a 16 x OW block per row, stored along x
+    def sched_out(target=None):          # NCHWc -> NCHW: a 16 x OW block per row, stored along x
         s = StageSchedule(out)
         b, q, y, x = out.axes
         qo, qi = s.split(q, bo)
@@ -266,7 +245,7 @@ def dense(data: Tensor, weight: Tensor, out_dtype=None, packed=False, name="dens
     res = te.compute((n, ob * bo), lambda i, j: te.sum(
         _widen(data[i, rk], acc) * _widen(wp[j // bo, rk, j % bo], acc), axis=rk), name)
 
-    def sched():
+    def sched(target=None):
         s = StageSchedule(res)
         i, j = res.axes
         jo, ji = s.split(j, bo)
@@ -305,30 +284,34 @@ def _lowest(dtype):
 
 
 def _pool_sched(t, rs):
-    def sched():
-        s = StageSchedule(t)
-        b, c, y, x = t.axes
-        s.reorder(b, c, y, *rs, x)               # the output row innermost: vectorizes
-        f = s.fuse(b, c)
-        if int(np.prod(t.shape)) * len(rs) >= PARALLEL_MIN and f.extent > 1:
-            s.parallel(f)
-        return s
-    t.cpu_schedule = sched
+    t.cpu_schedule = lambda target=None: pool_schedule(t, target)
     return t
 
 
 def max_pool2d(data: Tensor, pool, stride, padding=0, name="max_pool") -> Tensor:
-    """Max pooling over ``pool`` windows (NCHW); padding never wins."""
+    """Max pooling over ``pool`` windows (NCHW); padding never wins.
+
+    A window of more than one row and column is separable: the column maxima of each
+    output row's ``kh`` input rows (``<name>.rows``, (N, C, OH, W), unit-stride vectors)
+    then the maxima of ``kw`` strided columns of those: ``kh + kw - 2`` maxima per output
+    instead of ``kh * kw - 1``.  Max is associative and commutative (NaN propagates,
+    -0 < +0), so the result is the same to the bit."""
     kh, kw, sh, sw, ph, pw, oh, ow = _window(data, pool, stride, padding, "max_pool2d")
     n, c, h, w = data.shape
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     low = _lowest(data.dtype)
-    if (ph or pw) and not is_float(data.dtype):
-        # integers: an explicit padding stage keeps the window loads unguarded (the
-        # loop vectorizer then reads the stride-2 rows as interleaved vectors)
-        xp = pad_nchw(data, (ph, pw), value=low.value, name=f"{name}.pad")
-        return _pool_sched(te.compute((n, c, oh, ow), lambda b, q, y, x: te.max(
-            xp[b, q, y * sh + ry, x * sw + rx], axis=[ry, rx]), name), [ry, rx])
+    if kh > 1 and kw > 1:
+        def rows_body(b, q, y, x):
+            yy = y * sh + ry - ph
+            return te.max(te.select(te.all_of(yy >= 0, yy < h), data[b, q, yy, x], low),
+                          axis=ry)
+        rows = _pool_sched(te.compute((n, c, oh, w), rows_body, f"{name}.rows"), [ry])
+
+        def cols_body(b, q, y, x):
+            xx = x * sw + rx - pw
+            return te.max(te.select(te.all_of(xx >= 0, xx < w), rows[b, q, y, xx], low),
+                          axis=rx)
+        return _pool_sched(te.compute((n, c, oh, ow), cols_body, name), [rx])
 
     def body(b, q, y, x):
         yy, xx = y * sh + ry - ph, x * sw + rx - pw
@@ -369,7 +352,7 @@ def global_avg_pool2d(data: Tensor, name="global_avg_pool") -> Tensor:
         return te.cast(data.dtype, avg) if avg.dtype != data.dtype else avg
     t = te.compute((n, c, 1, 1), body, name)
 
-    def sched():
+    def sched(target=None):
         s = StageSchedule(t)
         b, q, y, x = t.axes
         f = s.fuse(b, q)
@@ -390,8 +373,8 @@ def softmax(x: Tensor, name="softmax") -> Tensor:
     k1, k2 = te.reduce_axis(c, "k1"), te.reduce_axis(c, "k2")
     mx = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.max(
         x[tuple(i[:len(lead)]) + (k1,)], axis=k1), f"{name}.max"))
-    e = _elementwise(te.compute(x.shape, lambda *i: te.exp(
-        x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp"))
+    e = te.compute(x.shape, lambda *i: te.exp(x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp")
+    e.cpu_schedule = lambda target=None: wide_rows_schedule(e, target)
     s = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.sum(
         e[tuple(i[:len(lead)]) + (k2,)], axis=k2), f"{name}.sum"))
     return _elementwise(te.compute(x.shape, lambda *i: e[i] / s[tuple(i[:-1]) or (0,)], name))
