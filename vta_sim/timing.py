@@ -52,7 +52,7 @@ from isa import MemType, Opcode, VTAConfig, decode_stream
 from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token_lists
 from .errors import DeadlockError, InputError
 
-__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS"]
+__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS"]
 
 CLIENTS = ("fetch", "uop", "inp", "wgt", "acc")
 _INF = float("inf")
@@ -60,9 +60,24 @@ _MODULES = ("load", "compute", "store")
 _QSHORT = ("l2g", "g2l", "s2g", "g2s")
 
 
+#: The Chisel design under TVM's tsim (spec §5.2): the defaults of this model until issue 19.
+_TSIM = dict(read_latency=16, max_outstanding_reads=16, max_burst_beats=16, fetch_overlap=False,
+             token_capacity=255, token_latency=1, dispatch_cycles=1, nop_cycles=1,
+             finish_cycles=1, gemm_start_cycles=7, alu_start_cycles=6, alu_cycles_per_uop_vec=2,
+             load_setup_cycles=2, load_write_cycles=1, store_setup_cycles=2,
+             store_cycles_per_tile=1)
+
+
 @dataclasses.dataclass(frozen=True)
 class TimingParams:
-    """Every number of the timing model (defaults: the Chisel RTL as described in spec §5.2).
+    """Every number of the timing model.
+
+    The defaults model this project's own hardware: the vta_hw RTL with the cocotb DRAM model
+    of read latency 16 (``vta rtl``, Icarus or Verilator), as fitted by
+    ``benchmarks/bench_hw.py`` (``vta_hw/calibration/timing_icarus.json``; a test keeps the
+    two equal).  Other memory systems are named presets (:meth:`preset`, :data:`PRESETS`):
+    ``tsim`` is TVM's Chisel design under tsim, the defaults before issue 19.  :attr:`name`
+    and :meth:`describe` say which model a TimingParams is.
 
     All values are cycles unless named otherwise.  ``bus_bytes=None`` takes the bus width of
     the VTAConfig (LOG_BUS_WIDTH; 8 bytes by default).
@@ -70,39 +85,39 @@ class TimingParams:
 
     # memory system
     bus_bytes: int | None = None          #: data bus width in bytes (None: from the config)
-    read_latency: int = 16                #: request -> first beat (tsim DPI memory)
+    read_latency: int = 8                 #: request -> first beat
     read_burst_gap: int = 1               #: idle bus cycles after each read burst
     read_pipelined: bool = True           #: queued requests overlap their latency (AXI ids);
     #: False: one burst in flight, each pays read_latency after the channel frees
-    max_outstanding_reads: int | None = 16  #: bursts in flight at most (None: unlimited)
-    max_burst_beats: int = 16             #: longest burst (16 beats = 128 B on a 64-bit bus)
+    max_outstanding_reads: int | None = 4  #: bursts in flight at most (None: unlimited)
+    max_burst_beats: int = 65536          #: longest burst (vta_hw: one burst per row)
     burst_boundary_bytes: int | None = None  #: bursts never cross this (None: max burst size)
     read_priority: tuple = CLIENTS        #: fixed read arbitration order, highest first
     write_burst_overhead: int = 4         #: write command + B-response handshake per burst
     # fetch and queues
     fetch_burst_insns: int | None = None  #: instructions per fetch (None: one max burst)
     fetch_drain_cycles: int = 1           #: cycles per instruction pushed to a command queue
-    fetch_overlap: bool = False           #: request the next fetch burst while draining
-    #: (a two-burst buffer) instead of after the drain (Chisel)
+    fetch_overlap: bool = True            #: request the next fetch burst while draining
+    #: (a two-burst buffer; vta_hw) instead of after the drain (Chisel)
     cmd_queue_depth: int = 512            #: entries of each command queue (instQueueEntries)
-    token_capacity: int = 255             #: largest count of a token queue (8-bit counter)
-    token_latency: int = 1                #: push -> token visible to the consumer
+    token_capacity: int = 65535           #: largest count of a token queue (Chisel: 255)
+    token_latency: int = 2                #: push -> token visible to the consumer
     # modules
-    dispatch_cycles: int = 1              #: per instruction: the controller's idle state
-    nop_cycles: int = 1                   #: x_size = 0 "sync" state (2 cycles with dispatch)
-    finish_cycles: int = 1
-    gemm_start_cycles: int = 7            #: pipeline start + drain of a GEMM (N + 8 total)
+    dispatch_cycles: int = 2              #: per instruction: the controller's idle state
+    nop_cycles: int = 2                   #: x_size = 0 "sync" state
+    finish_cycles: int = 3
+    gemm_start_cycles: int = 10           #: pipeline start + drain of a GEMM
     gemm_cycles_per_uop: int = 1
-    alu_start_cycles: int = 6             #: N * (1|2) + 7 total
+    alu_start_cycles: int = 0
     alu_cycles_per_uop_imm: int = 1
-    alu_cycles_per_uop_vec: int = 2
-    load_setup_cycles: int = 2            #: LOAD command decode before the first request
-    load_write_cycles: int = 1            #: last beat -> SRAM written
+    alu_cycles_per_uop_vec: int = 1       #: Chisel: 2 (two SRAM reads per micro-op)
+    load_setup_cycles: int = 5            #: LOAD command decode before the first request
+    load_write_cycles: int = 2            #: last beat -> SRAM written
     load_elem_per_cycle: bool = False     #: a LOAD writes at most one SRAM element per cycle:
     #: a burst of elements narrower than the bus takes a cycle per element (vta_hw's loader)
     pad_cycles_per_tile: int = 1          #: writing one zero-padding tile
-    store_setup_cycles: int = 2
-    store_cycles_per_tile: int = 1        #: SRAM read per OUT tile (besides its data beats)
+    store_setup_cycles: int = 0
+    store_cycles_per_tile: int = 0        #: SRAM read per OUT tile (besides its data beats)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -128,17 +143,52 @@ class TimingParams:
         if self.bus_bytes is not None and self.bus_bytes < 1:
             raise ValueError("timing parameter bus_bytes must be at least 1")
 
+    # ------------------------------------------------------------------ named models
     @classmethod
-    def tsim(cls) -> "TimingParams":
-        """The Chisel design under tsim (spec §5.2): 16-beat bursts, read latency 16; the
-        defaults."""
+    def preset(cls, name: str) -> "TimingParams":
+        """The named memory-system model ``name`` (one of :data:`PRESETS`)."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown timing preset {name!r} (known: {', '.join(PRESETS)})")
+        return getattr(cls, name)()
+
+    @property
+    def name(self) -> str:
+        """The preset these parameters equal (the default's is ``vta_hw_rtl``), else
+        ``"custom"``."""
+        for n in PRESETS:
+            if self == TimingParams.preset(n):
+                return n
+        return "custom"
+
+    def describe(self) -> str:
+        """One line naming the model, e.g. for ``vta run`` / ``vta bench`` to print: the
+        preset and what it models, or how custom parameters differ from the default."""
+        n = self.name
+        if n != "custom":
+            return f"{n}: {PRESETS[n]}"
+        base, mine = TimingParams().to_dict(), self.to_dict()
+        diff = ", ".join(f"{k}={v}" for k, v in mine.items() if v != base[k])
+        return f"custom: the default ({TimingParams().name}) with {diff}"
+
+    @classmethod
+    def vta_hw_rtl(cls) -> "TimingParams":
+        """This project's RTL with the cocotb DRAM model of latency 16: the defaults."""
         return cls()
 
     @classmethod
+    def tsim(cls) -> "TimingParams":
+        """The Chisel design under tsim (spec §5.2): 16-beat bursts, read latency 16, 16
+        reads in flight, no fetch overlap, 8-bit token counters, ALU vector ops 2 cycles per
+        micro-op (the defaults before issue 19)."""
+        return cls(**_TSIM)
+
+    @classmethod
     def pynq(cls) -> "TimingParams":
-        """A Pynq-like memory system (spec §5.2/§5.4): 64-bit AXI, 256-beat (2 KiB) bursts,
-        128-instruction fetch bursts, a Zynq-like DRAM latency of 64 cycles."""
-        return cls(bus_bytes=8, max_burst_beats=256, fetch_burst_insns=128, read_latency=64)
+        """A Pynq-like memory system (spec §5.2/§5.4) on the tsim design: 64-bit AXI,
+        256-beat (2 KiB) bursts, 128-instruction fetch bursts, a Zynq-like DRAM latency of 64
+        cycles."""
+        return cls(**{**_TSIM, "bus_bytes": 8, "max_burst_beats": 256, "fetch_burst_insns": 128,
+                      "read_latency": 64})
 
     @classmethod
     def vta_hw(cls) -> "TimingParams":
@@ -148,14 +198,11 @@ class TimingParams:
         ``benchmarks/bench_sim_calibrate.py`` on 2026-11-21 against vta_hw 94d32f9: mean
         error 0.9% on the training programs (39 vectors, 12 random), 1.0% (max 3.9%) on 12
         held-out random programs.  The individual costs trade off against each other (the
-        fit is not unique); refit when the RTL changes."""
-        return cls(max_burst_beats=1 << 16, read_pipelined=True, max_outstanding_reads=4,
-                   fetch_overlap=True, cmd_queue_depth=512, token_capacity=65535,
-                   read_latency=6, read_burst_gap=4, dispatch_cycles=0, nop_cycles=1,
-                   finish_cycles=0, gemm_start_cycles=4, alu_start_cycles=1,
-                   alu_cycles_per_uop_vec=1, load_setup_cycles=3, load_write_cycles=1,
-                   pad_cycles_per_tile=1, store_setup_cycles=0, store_cycles_per_tile=0,
-                   write_burst_overhead=4, fetch_drain_cycles=1, token_latency=0)
+        fit is not unique); refit when the RTL changes.  The DRAM model ``vta_hw`` of
+        ``vta dse``."""
+        return cls(read_latency=6, read_burst_gap=4, token_latency=0, dispatch_cycles=0,
+                   nop_cycles=1, finish_cycles=0, gemm_start_cycles=4, alu_start_cycles=1,
+                   load_setup_cycles=3, load_write_cycles=1)
 
     @classmethod
     def vta_hw_fpga(cls) -> "TimingParams":
@@ -168,12 +215,10 @@ class TimingParams:
         median error 1.0% (max 5.2%) on 42 probes, random programs and compiled convs, 0.8% (max
         3.4%) on 23 held-out ones.  Use with that 1x8x8 configuration; rerun the benchmark (it
         rewrites this preset) when the core's pipeline changes."""
-        return cls(read_latency=11, max_outstanding_reads=4, max_burst_beats=65536,
-                   fetch_drain_cycles=2, fetch_overlap=True, cmd_queue_depth=512,
-                   token_capacity=65535, token_latency=0, dispatch_cycles=0, nop_cycles=2,
-                   alu_start_cycles=3, alu_cycles_per_uop_imm=3, alu_cycles_per_uop_vec=3,
-                   load_setup_cycles=0, load_write_cycles=0, load_elem_per_cycle=True,
-                   store_setup_cycles=0, store_cycles_per_tile=0)
+        return cls(read_latency=11, fetch_drain_cycles=2, token_latency=0, dispatch_cycles=0,
+                   finish_cycles=1, gemm_start_cycles=7, alu_start_cycles=3,
+                   alu_cycles_per_uop_imm=3, alu_cycles_per_uop_vec=3, load_setup_cycles=0,
+                   load_write_cycles=0, load_elem_per_cycle=True)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -195,6 +240,20 @@ class TimingParams:
 
     def replace(self, **kw) -> "TimingParams":
         return dataclasses.replace(self, **kw)
+
+
+#: The named timing models, default first: name -> what it models (:meth:`TimingParams.preset`).
+PRESETS = {
+    "vta_hw_rtl": "this project's RTL (vta_hw) with the cocotb DRAM model of read latency 16 "
+                  "(`vta rtl`), fitted by benchmarks/bench_hw.py "
+                  "(vta_hw/calibration/timing_icarus.json)",
+    "vta_hw": "vta_hw in the Amaranth simulator with on-chip DRAM of latency 4 (the 2026-11-21 "
+              "fit; vta dse's vta_hw DRAM model)",
+    "vta_hw_fpga": "the ULX3S build of vta_hw (1x8x8, ALU 3 cycles per micro-op, on-chip DRAM "
+                   "of latency 8), fitted by benchmarks/bench_fpga_timing.py",
+    "tsim": "TVM's Chisel VTA under tsim (spec 5.2): 16-beat bursts, read latency 16",
+    "pynq": "the Chisel design on a Pynq-like DDR: 256-beat bursts, read latency 64",
+}
 
 
 @dataclasses.dataclass
