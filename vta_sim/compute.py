@@ -23,6 +23,7 @@ import numpy as np
 
 from .checks import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
 from .errors import ProgramError, RangeError, UninitializedReadError, WorkLimitError
+from .gemm_plan import cached_plan, run_plan
 from .sram import Sram
 
 __all__ = ["gemm", "alu", "loop_offsets"]
@@ -135,6 +136,12 @@ def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, ite
                      cfg.inp_buff_depth, bgn, "INP")
         _check_range(index, "wgt", uw, (iter_out - 1) * wfo + (iter_in - 1) * wfi,
                      cfg.wgt_buff_depth, bgn, "WGT")
+    if not reset and not strict:
+        plan = cached_plan(s, bgn, end, (iter_out, iter_in, dfo, dfi, sfo, sfi, wfo, wfi))
+        if plan is not None:
+            run_plan(s, plan, _to_int)
+            _mirror_out(s, plan.touched)
+            return
     batch = iter_in if wfi == 0 else iter_out
     if not reset and (wfo == 0) != (wfi == 0) and batch >= 4:
         # the weight tile moves with only one of the two loops: make that loop part of the
