@@ -34,12 +34,39 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plan_gemm", "run_plan", "GemmPlan"]
+__all__ = ["plan_gemm", "run_plan", "GemmPlan", "PlanCache", "cached_plan", "store_plan"]
 
 #: largest gathered operand of one matmul call, in elements (bounds temporary memory)
 _MAX_ELEMS = 1 << 21
-#: planned GEMMs kept per Sram
-_CACHE_SIZE = 512
+
+
+class PlanCache:
+    """Planned instructions by key, at most ``max_bytes`` of index arrays (oldest dropped
+    first).  A cached None means "planned: use the general kernels"."""
+
+    def __init__(self, max_bytes: int = 64 << 20):
+        self.max_bytes, self.nbytes = max_bytes, 0
+        self._d: dict = {}
+
+    def __len__(self):
+        return len(self._d)
+
+    def values(self):
+        return [p for p, _ in self._d.values()]
+
+    def lookup(self, key):
+        """``(True, plan)`` when ``key`` was planned, else ``(False, None)``."""
+        hit = self._d.get(key)
+        return (False, None) if hit is None else (True, hit[0])
+
+    def put(self, key, plan) -> None:
+        n = 64 + sum(len(k) for k in key if isinstance(k, bytes)) + \
+            (plan.nbytes() if plan is not None else 0)
+        while self._d and self.nbytes + n > self.max_bytes:
+            _, m = self._d.pop(next(iter(self._d)))
+            self.nbytes -= m
+        self._d[key] = (plan, n)
+        self.nbytes += n
 
 
 class GemmPlan:
@@ -64,6 +91,10 @@ class GemmPlan:
         else:
             self.uniq, self.order, self.starts = False, order, np.flatnonzero(new)
             self.touched = fs[self.starts]
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.xrows, self.wrows, self.dst, self.order,
+                                      self.starts, self.touched) if a is not None)
 
 
 def _group(ud):
@@ -219,17 +250,20 @@ def _keep(full, kinds, keep):
 
 
 def cached_plan(sram, bgn, end, fields):
-    """The plan of the GEMM with micro-ops ``[bgn, end)`` and loop ``fields`` (io, ii, dfo,
-    dfi, sfo, sfi, wfo, wfi), from the Sram's cache."""
-    ud, us, uw = sram.uop_dst[bgn:end], sram.uop_src[bgn:end], sram.uop_wgt[bgn:end]
-    key = (fields, ud.tobytes(), us.tobytes(), uw.tobytes())
-    cache = sram.plans
-    plan = cache.get(key)
-    if plan is None and key not in cache:
-        plan = plan_gemm(sram, ud, us, uw, *fields)
-        if len(cache) >= _CACHE_SIZE:
-            cache.pop(next(iter(cache)))
-        cache[key] = plan
+    """``(hit, plan, key)`` for the GEMM with micro-ops ``[bgn, end)`` and loop ``fields``
+    (io, ii, dfo, dfi, sfo, sfi, wfo, wfi).  On a hit the instruction was range-checked when
+    it was planned; on a miss the caller checks it and calls :func:`store_plan`."""
+    key = ("gemm", fields, sram.uop_dst[bgn:end].tobytes(), sram.uop_src[bgn:end].tobytes(),
+           sram.uop_wgt[bgn:end].tobytes())
+    hit, plan = sram.plans.lookup(key)
+    return hit, plan, key
+
+
+def store_plan(sram, key, bgn, end, fields):
+    """Plan the (range-checked) GEMM of ``key``, cache and return the plan (or None)."""
+    plan = plan_gemm(sram, sram.uop_dst[bgn:end], sram.uop_src[bgn:end],
+                     sram.uop_wgt[bgn:end], *fields)
+    sram.plans.put(key, plan)
     return plan
 
 

@@ -1,13 +1,17 @@
-"""GEMM instructions planned as one dense matrix product (vta_sim.gemm_plan) against a
-per-tile reference loop written here, on convolution-like micro-op kernels (destination
-groups that form a grid of input rows x weight sets, or not), with every kind of loop axis,
-padding of uneven groups, repeated destinations, int32 / int16 wrap-around and BATCH > 1."""
+"""Planned instructions against per-tile reference loops written here.
+
+GEMMs planned as one dense matrix product (vta_sim.gemm_plan), on convolution-like micro-op
+kernels (destination groups that form a grid of input rows x weight sets, or not), with every
+kind of loop axis, padding of uneven groups, repeated destinations, int32 / int16
+wrap-around and BATCH > 1; ALU instructions planned as one read-all-then-write-all step
+(vta_sim.alu_plan), with overlapping sources and destinations."""
 
 import numpy as np
 import pytest
 
 from isa import VTAConfig
-from vta_sim import compute, gemm_plan
+from vta_sim import alu_plan, compute, gemm_plan
+from vta_sim.errors import ProgramError
 from vta_sim.sram import Sram
 
 CONFIGS = {
@@ -114,5 +118,81 @@ def test_plans_are_cached_per_kernel():
     s.uop_src[1] = 7                     # new micro-op contents: a new plan
     compute.gemm(s, 0, 0, 0, 4, 2, 3, 2, 4, 0, 2, 5, 0, strict=False)
     assert len(s.plans) == 2
-    p = gemm_plan.cached_plan(s, 0, 4, (2, 3, 2, 4, 0, 2, 5, 0))
-    assert p is list(s.plans.values())[1]
+    hit, p, _ = gemm_plan.cached_plan(s, 0, 4, (2, 3, 2, 4, 0, 2, 5, 0))
+    assert hit and p is list(s.plans.values())[1]
+
+
+def alu_reference(cfg, acc, uops, op, io, ii, f, use_imm, imm):
+    """The sequential ALU loop on Python ints (spec 3.7): MIN MAX ADD SHR MUL, wrapped."""
+    dfo, dfi, sfo, sfi = f
+    bits = cfg.acc_width
+    acc = acc.astype(np.int64)
+
+    def wrap(v):
+        v &= (1 << bits) - 1
+        return v - (1 << bits) if v >> (bits - 1) else v
+    for a in range(io):
+        for b in range(ii):
+            for ud, us in uops:
+                d = ud + a * dfo + b * dfi
+                src = np.full(acc[d].shape, imm) if use_imm else acc[us + a * sfo + b * sfi]
+                x, y = acc[d].reshape(-1), src.reshape(-1)
+                out = []
+                for p, q in zip(x.tolist(), y.tolist()):
+                    if op == 0:
+                        r = min(p, q)
+                    elif op == 1:
+                        r = max(p, q)
+                    elif op == 2:
+                        r = p + q
+                    elif op == 3:
+                        r = p >> q if q >= 0 else p << -q
+                    else:
+                        r = p * q
+                    out.append(wrap(r))
+                acc[d] = np.array(out).reshape(acc[d].shape)
+    return acc
+
+
+@pytest.mark.parametrize("name", ["default", "acc16", "2x16x16"])
+def test_planned_alu_matches_reference_loop(name):
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(11)
+    planned = 0
+    for k in range(80):
+        s = Sram(cfg)
+        hi = 1 << (cfg.acc_width - 1)
+        s.acc[:] = rng.integers(-hi, hi, s.acc.shape)
+        op = k % 5
+        use_imm = k % 3 == 0
+        imm = int(rng.integers(-5, 6)) if op == 3 else int(rng.integers(-300, 300))
+        if op == 3 and not use_imm:     # amounts in range, also after being shifted
+            s.acc[:] = rng.integers(0, cfg.acc_width, s.acc.shape)
+        nu = int(rng.integers(1, 4))
+        uops = [(int(rng.integers(0, 40)), int(rng.integers(0, 40))) for _ in range(nu)]
+        io, ii = (int(v) for v in rng.integers(1, 5, 2))
+        f = tuple(int(v) for v in rng.choice([0, 1, 2, 7, 40], 4))
+        s.uop_dst[:nu], s.uop_src[:nu] = (np.array(c) for c in zip(*uops))
+        want = alu_reference(cfg, s.acc, uops, op, io, ii, f, use_imm, imm)
+        compute.alu(s, 0, op, 0, nu, io, ii, *f, use_imm, imm, strict=False)
+        assert np.array_equal(s.acc, want), (k, uops, op, io, ii, f, use_imm, imm)
+        planned += next(iter(s.plans.values())) is not None
+    assert planned >= 30
+
+
+def test_alu_plan_refuses_dependent_loops_and_keeps_shift_errors():
+    cfg = VTAConfig()
+    d, srcs = np.array([0]), np.array([0])
+    # a running sum: iteration i reads the tile iteration i-1 wrote -> not planned
+    assert alu_plan.plan_alu(d + 1, srcs, 1, 4, 0, 1, 0, 1, 0, cfg.acc_buff_depth) is None
+    # the same tile written twice -> not planned
+    assert alu_plan.plan_alu(d, srcs, 1, 2, 0, 0, 0, 0, 1, cfg.acc_buff_depth) is None
+    # reading the tile an iteration itself writes, or one a later iteration writes: planned
+    p = alu_plan.plan_alu(d, srcs + 1, 1, 4, 0, 1, 0, 1, 0, cfg.acc_buff_depth)
+    assert p is not None and p.dst == slice(0, 4) and p.src == slice(1, 5)
+    s = Sram(cfg)
+    s.acc[1] = 40                         # vector SHR by 40: the same error as unplanned
+    s.uop_dst[0], s.uop_src[0] = 0, 1
+    for _ in range(2):                    # planning run, then the cached plan
+        with pytest.raises(ProgramError, match="vector SHR amount 40"):
+            compute.alu(s, 3, 3, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, strict=False)
