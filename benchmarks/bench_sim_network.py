@@ -66,7 +66,6 @@ def capture(image: int = 224):
     [(lo, bytes)], cycles, gemm_macs), ``info`` the inference's own CPU/wall time and the
     DRAM size.
     """
-    import vta_sim
     from compiler.graph.driver import compile_model
     from compiler.graph.models import resnet18, sample_images
     from vta_runtime import SimDevice
