@@ -11,7 +11,10 @@ captured ones.
 Reported, in one run (CPU time = ``time.process_time``, best of ``--repeat``):
 
 * the whole inference through the executor on the timed simulator (what issue 21 times);
-* the replay with timing on (``TimingParams()`` and every preset asked for with ``--preset``);
+* the replay with timing on (``TimingParams()`` and every preset asked for with ``--preset``),
+  on a fresh Simulator (nothing cached) and again on one that has run the streams before
+  (its prepared streams and planned GEMM/ALU instructions cached, as in a runtime that runs
+  the network repeatedly);
 * the replay untimed (the functional core), and its rate in GMAC/s: the "functional
   simulator's rate" of the issue, measured on the same programs in the same run;
 * the timing model alone (:func:`vta_sim.simulate_timing` on the decoded streams).
@@ -160,10 +163,12 @@ def _dram(runs, dram_bytes: int) -> np.ndarray:
     return _DRAM[dram_bytes]
 
 
-def replay(runs, dram_bytes: int, timing, check: bool = True):
-    """Run the captured streams in order on one fresh Simulator; returns (cpu s, cycles)."""
+def replay(runs, dram_bytes: int, timing, check: bool = True, sim=None):
+    """Run the captured streams in order on ``sim`` (default: a fresh Simulator, so nothing
+    is cached); returns (cpu s, cycles)."""
     import vta_sim
-    sim = vta_sim.Simulator(VTAConfig(), leftover_tokens="keep", timing=timing)
+    if sim is None:
+        sim = vta_sim.Simulator(VTAConfig(), leftover_tokens="keep", timing=timing)
     dram = _dram(runs, dram_bytes)
     total = 0
     cycles = []
@@ -244,6 +249,17 @@ def main(argv=None) -> int:
         if name == "timed" and "logits" in info and cyc != want:
             print("warning: replayed cycles differ from the captured ones", file=sys.stderr)
         rows.append((name, min(times), float(np.median(times)), sum(cyc) if cyc else None))
+        if name == "timed":         # the same Simulator again: its caches warm, as in a runtime
+            import vta_sim
+            sim = vta_sim.Simulator(VTAConfig(), leftover_tokens="keep", timing=t)
+            replay(runs, info["dram_bytes"], t, sim=sim)
+            warm = []
+            for _ in range(args.repeat):
+                sim.reset()
+                s, cyc = replay(runs, info["dram_bytes"], t, sim=sim)
+                warm.append(s)
+            rows.append(("timed, warm (one Simulator, second and later replays)", min(warm),
+                         float(np.median(warm)), sum(cyc)))
     t_model = min(timing_only(runs, default) for _ in range(args.repeat))
     print(f"ResNet-18 {args.image}x{args.image}, 1x16x16: {len(runs)} streams, "
           f"{sum(len(r['insns']) // 16 for r in runs)} instructions, {macs / 1e9:.3f} GMACs; "

@@ -316,14 +316,15 @@ def cycles(insns, params: TimingParams | None = None, config: VTAConfig | None =
 
 def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = False,
                     initial_tokens=None, record: bool = True,
-                    lists: dict | None = None) -> TimingResult:
+                    lists: dict | None = None, tokens=None) -> TimingResult:
     """Time a decoded, already-validated program (an :class:`isa.InsnArray`).
 
     ``record=False`` keeps no DRAM bursts, token flows or fetch log (the Chrome trace and the
     timeline need them; the statistics do not), so the model's memory beyond the program
     itself is a few integers per instruction (start, end, issue cycles).  ``lists``: the
     program's columns as Python lists, when the caller has them already (the simulator's
-    functional run), so they are not built twice.
+    functional run), so they are not built twice; ``tokens``: likewise its (modules array,
+    pops, pushes) (:func:`vta_sim.checks.modules_of`, :func:`vta_sim.checks.token_lists`).
 
     Raises
     ------
@@ -332,7 +333,7 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
         unbounded queues, may still accept it).
     """
     params = params or TimingParams()
-    s = Engine(arr, params, serial, initial_tokens, record, lists)
+    s = Engine(arr, params, serial, initial_tokens, record, lists, tokens)
     s.run()
     ends = s.end
     last = int(np.argmax(ends)) if s.n else -1

@@ -44,7 +44,7 @@ class Engine:
     """One timed run of a decoded program (see :func:`vta_sim.timing.simulate_timing`)."""
 
     def __init__(self, arr, params, serial: bool, initial_tokens,
-                 record: bool = True, lists: dict | None = None):
+                 record: bool = True, lists: dict | None = None, tokens=None):
         cfg = arr.config
         p = params
         self.p, self.cfg, self.serial = p, cfg, serial
@@ -56,14 +56,14 @@ class Engine:
         c = lists if lists is not None else {k: v.tolist() for k, v in arr.cols.items()}
         self.c = c
         self.n = n = len(arr)
-        mod = modules_of(arr.cols)
+        mod = modules_of(arr.cols) if tokens is None else tokens[0]
         self.mod = mod.tolist()
         self.modarr = mod
         self.total = np.bincount(mod, minlength=3).tolist()
         self.delivered = [0, 0, 0]
         self.prio = {name: k for k, name in enumerate(p.read_priority)}
         # tokens: pops/pushes per instruction
-        self.pops, self.pushes = token_lists(arr.cols, mod)
+        self.pops, self.pushes = token_lists(arr.cols, mod) if tokens is None else tokens[1:]
         self.tokens = list(initial_tokens or (0, 0, 0, 0))
         self.record = record
         log = list if record else _Drop            # unrecorded: no per-event logs
@@ -103,7 +103,6 @@ class Engine:
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
         self.bursts = log()
-        self.load_left = {}
         self.gemm_ops = 0
 
     # ----------------------------------------------------------------- event plumbing
@@ -121,10 +120,12 @@ class Engine:
             self.deadlock()
 
     # -------------------------------------------------------------------------- DRAM
-    def dram_request(self, client, nbytes, cb, beats=None):
+    def dram_request(self, client, nbytes, cb, beats=None, count=1):
+        """Queue ``count`` read bursts of ``nbytes`` each; ``cb`` runs when the last one has
+        delivered its data."""
         lat = self.p.read_latency if self.p.read_pipelined else 0
-        self.req[client].append((self.now + lat, nbytes, cb,
-                                 beats if beats is not None else -(-nbytes // self.bus)))
+        self.req[client].append([self.now + lat, count, nbytes,
+                                 beats if beats is not None else -(-nbytes // self.bus), cb])
         if not self.arb_pending:
             self.arb_pending = True
             self.at(max(self.now, self.bus_free), self.arbitrate)
@@ -163,11 +164,16 @@ class Engine:
             pc = self.prio[client]
             higher = min([req[k][0][0] for k in live if self.prio[k] < pc], default=_INF)
             while q:
-                ready, nbytes, cb, beats = q[0]
-                if ready > t or (limited and len(ends) == ends.maxlen
-                                 and ends[0] + p.read_latency > t):
+                e = q[0]
+                if e[0] > t or (limited and len(ends) == ends.maxlen
+                                and ends[0] + p.read_latency > t):
                     break
-                q.popleft()
+                _, count, nbytes, beats, cb = e
+                if count > 1:
+                    e[1] = count - 1
+                    cb = None
+                else:
+                    q.popleft()
                 start = t + lat
                 end = start + beats
                 log.append((client, start, end, nbytes))
@@ -313,12 +319,46 @@ class Engine:
                                                   else p.alu_cycles_per_uop_vec)
             self.at(t + d, self.complete, i, m)
 
+    def equal_rows(self, i, E):
+        """``(count, bytes)`` when the transfer of instruction ``i`` is ``count`` bursts of
+        ``bytes`` each (no row longer than a burst or crossing a burst boundary), else
+        None."""
+        c = self.c
+        X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
+        B = self.boundary
+        if P == X or Y == 1:
+            nb, a = X * Y * E, D * E
+            return (1, nb) if nb <= self.max_bytes and a % B + nb <= B else None
+        nb = X * E
+        if nb > self.max_bytes:
+            return None
+        step = P * E
+        a = D * E
+        if step % B == 0:
+            return (Y, nb) if a % B + nb <= B else None
+        lim = B - nb
+        for y in range(Y):
+            if (a + y * step) % B > lim:
+                return None
+        return Y, nb
+
     def store_cycles(self, i):
         c, p = self.c, self.p
         E = self.cfg.out_elem_bytes
         X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
         total = p.store_setup_cycles
         t0 = self.now + p.dispatch_cycles
+        r = self.equal_rows(i, E) if Y else None
+        if r is not None:               # equal bursts, one after the other
+            count, nb = r
+            beats = -(-nb // self.bus)
+            d = p.write_burst_overhead + beats + p.store_cycles_per_tile * -(-nb // E)
+            if self.record:
+                for k in range(count):
+                    self.bursts.append(("store", t0 + total + k * d,
+                                        t0 + total + (k + 1) * d, nb))
+            self.dram_written += count * beats * self.bus    # whole beats, as the RTL counts
+            return total + count * d
         rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
             [((D + y * P) * E, X * E) for y in range(Y)]
         if Y == 0:
@@ -341,6 +381,12 @@ class Engine:
         pre = c["y_pad_0"][i] * cols * p.pad_cycles_per_tile
         post = (c["y_pad_1"][i] * cols + Y * (cols - X)) * p.pad_cycles_per_tile
         client = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}.get(mt, "acc")
+        r = self.equal_rows(i, E) if Y else None
+        if r is not None:               # equal bursts: one train of requests
+            per = E if p.load_elem_per_cycle and E < self.bus else self.bus
+            self.at(t + p.load_setup_cycles + pre, self.load_train, i, m, client,
+                    (r[0], r[1], -(-r[1] // per)), post + p.load_write_cycles)
+            return
         rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
             [((D + y * P) * E, X * E) for y in range(Y)]
         if Y == 0:
@@ -354,6 +400,12 @@ class Engine:
         tail = post + p.load_write_cycles
         per = E if p.load_elem_per_cycle and E < self.bus else 0   # bytes per bus cycle
         self.at(t + p.load_setup_cycles + pre, self.load_issue, i, m, client, sizes, tail, per)
+
+    def load_train(self, i, m, client, rows, tail):
+        def done():      # the last burst (a client's bursts are served in order)
+            self.at(self.now + tail, self.complete, i, m)
+        count, nbytes, beats = rows
+        self.dram_request(client, nbytes, done, beats, count)
 
     def load_issue(self, i, m, client, sizes, tail, per=0):
         def done():      # the last burst (a client's bursts are served in order)
