@@ -3,7 +3,7 @@
 Most ALU instructions a compiler emits (requantisation shifts, clips, residual adds, pooling
 maxima) write every accumulator tile at most once and never read a tile that an *earlier*
 iteration of the same instruction wrote.  Then reading every operand first and writing every
-result afterwards is exactly the sequential loop, so the whole instruction is::
+result afterwards is exactly the sequential loop, so the whole instruction is (in pseudo-code):
 
     acc[d] = op(acc[d], imm | acc[src])
 

@@ -1,6 +1,6 @@
 """A GEMM instruction as one dense (batched) matrix product, planned once per shape.
 
-A GEMM instruction computes, for every uop-iteration ``(i_out, i_in, u)``::
+A GEMM instruction computes, for every uop-iteration ``(i_out, i_in, u)`` (in pseudo-code):
 
     acc[d] += inp[s] @ wgt[w].T      d, s, w affine in (i_out, i_in) plus the micro-op's fields
 
@@ -16,11 +16,12 @@ finds a factorisation of the iteration space into four kinds of axes:
 The micro-ops are grouped by destination (``g``, equal group sizes, padded with the always-zero
 tile when needed); the groups are a grid ``R x Q`` when every group's input list depends on one
 index and its weight list on another (the same input rows meet several weight sets, as the
-output-channel blocks of a convolution), else a batch axis.  The instruction is then::
+output-channel blocks of a convolution), else a batch axis.  The instruction is then (in
+pseudo-code):
 
     Y[B, R*BATCH, Q*BLOCK_OUT] = X[B, R*BATCH, K*BLOCK_IN] @ W[B, Q*BLOCK_OUT, K*BLOCK_IN].T
 
-with ``X`` and ``W`` gathered by one fancy index each from row views of the INP and WGT
+with ``X`` and ``W`` gathered by one ``np.take`` each from row views of the INP and WGT
 buffers, and ``Y`` added to the accumulator tiles (a precomputed reduction when a destination
 repeats).  Every gathered element is used ``Q*BLOCK_OUT`` (X) or ``R*BATCH`` (W) times, so no
 input tile is copied once per micro-op that reads it.  The floating-point products are exact:
