@@ -62,7 +62,7 @@ def _spans(insns: bytes, cfg: VTAConfig, op: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in merged]
 
 
-def capture(image: int = 224):
+def capture(image: int = 224, timing=True):
     """Compile ResNet-18, run one inference on the timed simulator and record every stream.
 
     Returns (runs, info): ``runs`` a list of dicts (insns, reads [(lo, bytes)], writes
@@ -78,7 +78,7 @@ def capture(image: int = 224):
     calib = sample_images(2, image, seed=11)[:, None]
     c = compile_model(model, cfg, calib={"input": calib}, sqnr_samples=0)
     x = sample_images(1, image, seed=2024)[0][None]
-    dev = SimDevice(cfg, timed=True)
+    dev = SimDevice(cfg, timed=timing)
     ex = c.executor(dev)
     p0 = time.process_time()
     ex.run({"input": x})                      # warm-up: JIT kernels, resident weights
@@ -206,6 +206,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--save", help="write the capture here (.npz)")
     ap.add_argument("--load", help="replay this capture instead of compiling")
+    ap.add_argument("--timing", help="JSON file whose 'params' (or itself) are the "
+                    "TimingParams to use instead of the default (e.g. "
+                    "vta_hw/calibration/timing_icarus.json, to compare code versions whose "
+                    "defaults differ)")
     ap.add_argument("--preset", action="append", default=[],
                     help="also replay with TimingParams.preset(NAME) (repeatable)")
     ap.add_argument("--profile", choices=("timed", "untimed", "timing"),
@@ -216,15 +220,20 @@ def main(argv=None) -> int:
     from vta_sim.timing import TimingParams
 
     load1 = os.getloadavg()[0]
+    default = TimingParams()
+    if args.timing:
+        import json
+        with open(args.timing) as f:
+            doc = json.load(f)
+        default = TimingParams.from_dict(doc.get("params", doc))
     if args.load:
         runs, info = load(args.load)
     else:
-        runs, info = capture(args.image)
+        runs, info = capture(args.image, default)
         if args.save:
             save(args.save, runs, info)
     macs = sum(r["gemm_macs"] for r in runs)
     want = [r["cycles"] for r in runs]
-    default = TimingParams()
     tname = getattr(default, "name", "default")
     if args.profile:
         pr = cProfile.Profile()

@@ -6,15 +6,21 @@ simulator with on-chip DRAM of latency 4, what ``vta run --device rtl`` uses, an
 the cocotb DRAM model of latency 16, what ``vta rtl`` uses), checks that the outputs are the
 same bytes, and prints every VTA layer's cycles and the relative error of each preset.
 
+With ``--vectors NAME,...`` it instead runs those golden vectors (``/work/shared/vectors``) on
+Icarus with the cocotb DRAM model of latency 16 (``vta rtl``'s default), checks their output
+bytes, and compares the cycles with the new default and the old (tsim) timing.
+
 Run::
 
     .venv/bin/python benchmarks/bench_sim_vs_rtl.py [--channels 16,16] [--image 8]
         [--rtl amaranth:4,icarus:16]
+    .venv/bin/python benchmarks/bench_sim_vs_rtl.py --vectors gemm_000,mixed_000
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -27,7 +33,12 @@ def main(argv=None) -> int:
     ap.add_argument("--image", type=int, default=8)
     ap.add_argument("--rtl", default="amaranth:4,icarus:16",
                     help="RTL runs as SIMULATOR:DRAM_LATENCY, comma-separated")
+    ap.add_argument("--vectors", help="golden vector names to run on Icarus instead")
+    ap.add_argument("--vector-dir", default=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                         "shared", "vectors"))
     args = ap.parse_args(argv)
+    if args.vectors:
+        return vectors(args.vectors.split(","), args.vector_dir)
     from compiler.graph.driver import compile_model
     from compiler.graph.models import small_cnn
     from isa import VTAConfig
@@ -66,6 +77,28 @@ def main(argv=None) -> int:
             err = sim / rtl - 1
             print(f"{spec} vs sim {name}: per-layer error median {np.median(np.abs(err[:-1])):.1%}"
                   f" max {np.abs(err[:-1]).max():.1%}, total {err[-1]:+.1%}")
+    return 0
+
+
+def vectors(names, folder) -> int:
+    """Golden vectors on Icarus (DRAM latency 16) against the default and tsim timing."""
+    from vta_hw.runners.rtlsim import run_rtl
+    from vta_sim import simulate
+    from vta_sim.timing import TimingParams
+    print("| vector | RTL cycles | sim, default (vta_hw_rtl) | sim, tsim |")
+    print("|---|---|---|---|")
+    for name in names:
+        with np.load(os.path.join(folder, f"{name}.npz"), allow_pickle=False) as z:
+            insns, dram, want = z["insns"].tobytes(), z["dram_in"].copy(), z["dram_out"]
+        r = run_rtl(insns, dram, simulator="icarus", latency=16)
+        assert np.array_equal(dram, want), f"{name}: RTL output differs"
+        cells = []
+        for preset in ("vta_hw_rtl", "tsim"):
+            with np.load(os.path.join(folder, f"{name}.npz"), allow_pickle=False) as z:
+                st = simulate(insns, z["dram_in"].copy(), timing=TimingParams.preset(preset))
+            c = st.timing["cycles"]
+            cells.append(f"{c:,} ({c / r.cycles - 1:+.1%})")
+        print(f"| {name} | {r.cycles:,} | " + " | ".join(cells) + " |", flush=True)
     return 0
 
 
