@@ -196,3 +196,24 @@ def test_alu_plan_refuses_dependent_loops_and_keeps_shift_errors():
     for _ in range(2):                    # planning run, then the cached plan
         with pytest.raises(ProgramError, match="vector SHR amount 40"):
             compute.alu(s, 3, 3, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, strict=False)
+
+
+def test_prepared_streams_are_reused_and_still_checked_against_the_dram_size():
+    """A stream is decoded and checked once per DRAM size; the same stream on a smaller DRAM
+    image is checked again (and refused), and statistics of a cached run are the same."""
+    from isa import MemType
+
+    from vta_sim import Simulator
+    from vta_sim.errors import RangeError
+
+    from .sim_helpers import FinishInsn, load, program, store
+    insns = program([load(MemType.ACC, 0, 16, 1, 4, push_next=1),
+                     store(0, 64, 1, 4, pop_prev=1, push_prev=1), FinishInsn(pop_next=1)])
+    sim = Simulator(timing=True)
+    big = np.arange(1 << 12, dtype=np.int64).astype(np.uint8)
+    a = sim.run(insns, big.copy()).as_dict()
+    b = sim.run(insns, big.copy()).as_dict()
+    assert a == b and len(sim._programs) == 1
+    with pytest.raises(RangeError):
+        sim.run(insns, np.zeros(1024, np.uint8))      # ACC tiles 16..19 end at byte 1280
+    assert len(sim._programs) == 1

@@ -251,9 +251,11 @@ class Simulator:
         prog = _Program(arr, n, {k: v.tolist() for k, v in c.items()}, kind.tolist(),
                         work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
                         _counts(c, kind, cfg, n))
+        if n > _PROGRAM_CACHE_INSNS:
+            return prog                      # too big to keep after the run
         self._programs[key] = prog
         self._program_insns += n
-        while self._program_insns > _PROGRAM_CACHE_INSNS and len(self._programs) > 1:
+        while self._program_insns > _PROGRAM_CACHE_INSNS:
             old = self._programs.pop(next(iter(self._programs)))
             self._program_insns -= old.n
         return prog
