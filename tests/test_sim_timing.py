@@ -279,6 +279,11 @@ def test_presets():
     assert TimingParams().name == "vta_hw_rtl" == next(iter(PRESETS))
     custom = TimingParams(read_latency=3)
     assert custom.name == "custom" and "read_latency=3" in custom.describe()
+    # the statistics of a timed run name the model (what vta run / vta sim --stats report)
+    st = Simulator(timing=TSIM).run(program(DOUBLE), np.zeros(1 << 12, np.uint8))
+    assert st.as_dict()["timing_model"] == "tsim"
+    assert Simulator(timing=custom).run(program(DOUBLE), np.zeros(1 << 12, np.uint8)).as_dict()[
+        "timing_model"] == "custom"
     with pytest.raises(ValueError, match="unknown timing preset 'nope'.*tsim"):
         TimingParams.preset("nope")
 

@@ -41,6 +41,7 @@ completed: the reference runtime's force-serial mode.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -149,10 +150,7 @@ class TimingParams:
     def name(self) -> str:
         """The preset these parameters equal (the default's is ``vta_hw_rtl``), else
         ``"custom"``."""
-        for n in PRESETS:
-            if self == TimingParams.preset(n):
-                return n
-        return "custom"
+        return _preset_name(self)
 
     def describe(self) -> str:
         """One line naming the model, e.g. for ``vta run`` / ``vta bench`` to print: the
@@ -250,6 +248,14 @@ PRESETS = {
 }
 
 
+@functools.lru_cache(maxsize=64)
+def _preset_name(params: TimingParams) -> str:
+    for n in PRESETS:
+        if params == TimingParams.preset(n):
+            return n
+    return "custom"
+
+
 @dataclasses.dataclass
 class TimingResult:
     """Per-instruction times and aggregate statistics of one timed run.
@@ -259,7 +265,8 @@ class TimingResult:
     instruction i started executing (after its pops) and completed (before its pushes); ``issue[i]``: cycle it reached its command queue.
     ``bursts``: (client, start, end, bytes) of every DRAM read burst and write burst (client
     ``store``); ``flows``: (queue, producer, consumer) of every token; ``fetch``: (start, end)
-    of every fetch burst including its drain.
+    of every fetch burst including its drain; ``model``: the name of the timing parameters
+    (:attr:`TimingParams.name`, also ``timing_model`` in :meth:`summary`).
     """
 
     insns: object
@@ -280,6 +287,7 @@ class TimingResult:
     flows: list
     fetch: list
     serial: bool
+    model: str = "custom"
 
     def summary(self) -> dict:
         """Flat JSON-ready statistics (merged into ``Stats.as_dict()``)."""
@@ -302,6 +310,7 @@ class TimingResult:
             "last_insn": int(self.last_insn),
             "biggest_stall": f"{big[0]} ({int(big[1])} cycles)",
             "serial": self.serial,
+            "timing_model": self.model,
         }
 
 
@@ -347,7 +356,7 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
                         dram_written=s.dram_written, gemm_ops=s.gemm_ops, bus_bytes=s.bus,
                         last_insn=last if not fin.size or ends[fin[-1]] < total
                         else int(fin[-1]), bursts=s.bursts, flows=s.flows,
-                        fetch=s.fetch_log, serial=serial)
+                        fetch=s.fetch_log, serial=serial, model=params.name)
 
 
 class _LazyNames(Sequence):
