@@ -1,6 +1,10 @@
 """The cycle-approximate timing model: each rule on a tiny program whose cycle count is
-derived by hand (default TimingParams unless noted: read latency 16, 8-byte bus, 16-beat
+derived by hand (the ``tsim`` preset unless noted: read latency 16, 8-byte bus, 16-beat
 bursts, 1 idle bus cycle after each read burst, dispatch 1, token latency 1, ...)."""
+
+import json
+import os
+
 
 import numpy as np
 import pytest
@@ -9,15 +13,18 @@ from isa import AluOp, MemType, decode_stream
 from vta_sim import Simulator
 from vta_sim.errors import DeadlockError, InputError
 from vta_sim.randprog import random_program
-from vta_sim.timing import TimingParams, cycles, simulate_timing
+from vta_sim.timing import PRESETS, TimingParams, cycles, simulate_timing
 
 from .sim_helpers import AluInsn, FinishInsn, GemmInsn, load, nop, program, store
 
 INP, UOP = MemType.INP, MemType.UOP
 
 
+TSIM = TimingParams.preset("tsim")
+
+
 def timed(insns, serial=False, **params):
-    return simulate_timing(decode_stream(program(insns)), TimingParams(**params),
+    return simulate_timing(decode_stream(program(insns)), TSIM.replace(**params),
                            serial=serial)
 
 
@@ -211,9 +218,11 @@ def test_timing_changes_no_result_and_respects_ideal_bounds(seed):
 
 
 def test_stats_keys_and_cycles_helper():
-    st = Simulator(timing=TimingParams()).run(program(DOUBLE), np.zeros(1 << 12, np.uint8))
+    st = Simulator(timing=TSIM).run(program(DOUBLE), np.zeros(1 << 12, np.uint8))
     d = st.as_dict()
-    assert d["cycles"] == cycles(program(DOUBLE)) > 0
+    assert d["cycles"] == cycles(program(DOUBLE), TSIM) > 0
+    assert cycles(program(DOUBLE)) == Simulator(timing=True).run(
+        program(DOUBLE), np.zeros(1 << 12, np.uint8)).timing["cycles"] != d["cycles"]
     assert d["busy_cycles"]["compute"] == 3 * 108 + 2
     assert d["dram_read_bytes"]["inp"] == 3 * 128 and d["dram_read_bytes"]["fetch"] == 9 * 16
     assert d["gemm_utilization"] == pytest.approx(300 / d["cycles"])
@@ -258,12 +267,39 @@ def test_fetch_overlap(overlap, expected):
 
 
 def test_presets():
-    assert TimingParams.tsim() == TimingParams()
+    assert TimingParams.tsim() == TSIM != TimingParams()
     assert TimingParams.pynq().max_burst_beats == 256
     hw = TimingParams.vta_hw()
     assert hw.max_outstanding_reads == 4 and hw.fetch_overlap and hw.cmd_queue_depth == 512
     assert timed(DOUBLE, **hw.to_dict()).cycles < timed(DOUBLE, serial=True,
                                                        **hw.to_dict()).cycles
+    for name in PRESETS:
+        p = TimingParams.preset(name)
+        assert p.name == name and p.describe().startswith(f"{name}: ")
+    assert TimingParams().name == "vta_hw_rtl" == next(iter(PRESETS))
+    custom = TimingParams(read_latency=3)
+    assert custom.name == "custom" and "read_latency=3" in custom.describe()
+    # the statistics of a timed run name the model (what vta run / vta sim --stats report)
+    st = Simulator(timing=TSIM).run(program(DOUBLE), np.zeros(1 << 12, np.uint8))
+    assert st.as_dict()["timing_model"] == "tsim"
+    assert Simulator(timing=custom).run(program(DOUBLE), np.zeros(1 << 12, np.uint8)).as_dict()[
+        "timing_model"] == "custom"
+    with pytest.raises(ValueError, match="unknown timing preset 'nope'.*tsim"):
+        TimingParams.preset("nope")
+
+
+CALIBRATION = os.path.join(os.path.dirname(__file__), "..", "vta_hw", "calibration")
+
+
+def test_default_is_the_rtl_calibration():
+    """The default TimingParams are vta_hw's calibration against the RTL with the cocotb DRAM
+    model (vta_hw/calibration/timing_icarus.json), so the two cannot drift apart; the
+    simulator and the runtime's timed device use them."""
+    with open(os.path.join(CALIBRATION, "timing_icarus.json")) as f:
+        fit = json.load(f)
+    assert fit["dram_latency"] == 16
+    assert TimingParams() == TimingParams.from_dict(fit["params"])
+    assert Simulator(timing=True).timing == TimingParams()
 
 
 @pytest.mark.parametrize("k,reads,total", [

@@ -4,9 +4,12 @@ a cycle-approximate timing model with statistics and traces.
 
 - :mod:`vta_sim.simulator`: :class:`Simulator`, :func:`simulate` (the public entry points).
 - :mod:`vta_sim.checks`: static program checks; :mod:`vta_sim.errors`: typed errors.
-- :mod:`vta_sim.compute`: vectorised GEMM/ALU; :mod:`vta_sim.memory`: LOAD/STORE.
+- :mod:`vta_sim.compute`: vectorised GEMM/ALU; :mod:`vta_sim.gemm_plan` /
+  :mod:`vta_sim.alu_plan`: an instruction as one matrix product / one vectorised step,
+  planned once per shape and cached; :mod:`vta_sim.memory`: LOAD/STORE.
 - :mod:`vta_sim.randprog`: random well-formed programs (for differential testing).
-- :mod:`vta_sim.timing`: cycle-approximate timing (:class:`TimingParams`);
+- :mod:`vta_sim.timing`: cycle-approximate timing (:class:`TimingParams`, default: this
+  project's RTL; named presets), its event loop in :mod:`vta_sim.timing_engine`;
   :mod:`vta_sim.trace`: Chrome trace / Gantt PNG; :mod:`vta_sim.calibrate`: fitting the
   timing parameters to measured cycle counts.
 """

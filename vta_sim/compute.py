@@ -23,6 +23,8 @@ import numpy as np
 
 from .checks import ALU_ADD, ALU_MAX, ALU_MIN, ALU_MUL, ALU_SHR
 from .errors import ProgramError, RangeError, UninitializedReadError, WorkLimitError
+from .alu_plan import cached_alu_plan, store_alu_plan
+from .gemm_plan import cached_plan, run_plan, store_plan
 from .sram import Sram
 
 __all__ = ["gemm", "alu", "loop_offsets"]
@@ -125,6 +127,13 @@ def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, ite
     if nu <= 0 or n_it == 0:
         return
     cfg = s.cfg
+    fields = (iter_out, iter_in, dfo, dfi, sfo, sfi, wfo, wfi)
+    if not reset and not strict:
+        hit, plan, key = cached_plan(s, bgn, end, fields)
+        if hit and plan is not None:         # checked when it was planned
+            run_plan(s, plan, _to_int)
+            _mirror_out(s, plan.touched)
+            return
     if strict:
         _check_written(index, s.uop_written, np.arange(bgn, end), "UOP", "uop_bgn")
     ud, us, uw = s.uop_dst[bgn:end], s.uop_src[bgn:end], s.uop_wgt[bgn:end]
@@ -135,6 +144,12 @@ def gemm(s: Sram, index: int, reset: int, bgn: int, end: int, iter_out: int, ite
                      cfg.inp_buff_depth, bgn, "INP")
         _check_range(index, "wgt", uw, (iter_out - 1) * wfo + (iter_in - 1) * wfi,
                      cfg.wgt_buff_depth, bgn, "WGT")
+    if not reset and not strict and not hit:
+        plan = store_plan(s, key, bgn, end, fields)
+        if plan is not None:
+            run_plan(s, plan, _to_int)
+            _mirror_out(s, plan.touched)
+            return
     batch = iter_in if wfi == 0 else iter_out
     if not reset and (wfo == 0) != (wfi == 0) and batch >= 4:
         # the weight tile moves with only one of the two loops: make that loop part of the
@@ -292,6 +307,11 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
         return 0
     cfg = s.cfg
     depth = cfg.acc_buff_depth
+    fields = (iter_out, iter_in, dfo, dfi, sfo, sfi, use_imm)
+    if not strict:
+        hit, plan, key = cached_alu_plan(s, bgn, end, fields)
+        if hit and plan is not None and _run_alu_plan(s, plan, op, imm):
+            return 1
     if strict:
         _check_written(index, s.uop_written, np.arange(bgn, end), "UOP", "uop_bgn")
     ud, us = s.uop_dst[bgn:end], s.uop_src[bgn:end]
@@ -300,6 +320,10 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
     if not use_imm:
         _check_range(index, "src", us, (iter_out - 1) * sfo + (iter_in - 1) * sfi, depth, bgn,
                      "ACC")
+    if not strict and not hit:
+        plan = store_alu_plan(s, key, bgn, end, fields)
+        if plan is not None and _run_alu_plan(s, plan, op, imm):
+            return 1
     waves = 0
     for lo, hi in _chunks(n_it, nu):
         d = (_offsets(lo, hi, iter_in, dfo, dfi)[:, None] + ud).reshape(-1)
@@ -317,6 +341,25 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
         waves += _alu_vec(s, index, op, d, src, left)
         _mirror_out(s, d)
     return waves
+
+
+def _run_alu_plan(s: Sram, plan, op: int, imm: int) -> bool:
+    """Execute a planned ALU instruction (vta_sim.alu_plan); False (nothing written) when a
+    vector SHR amount is out of range, so the general kernel raises the error."""
+    acc = s.acc
+    dst = plan.dst
+    a = acc[dst] if isinstance(dst, slice) else np.take(acc, dst, axis=0)
+    if plan.src is None:
+        b = acc.dtype.type(imm)
+    else:
+        b = acc[plan.src] if isinstance(plan.src, slice) else np.take(acc, plan.src, axis=0)
+        if op == ALU_SHR:
+            w = s.cfg.acc_width - 1
+            if b.min() < -w or b.max() > w:
+                return False
+    acc[dst] = _apply(op, a, b, s.cfg.acc_width)
+    _mirror_out(s, plan.touched)
+    return True
 
 
 def _check_src_written(s: Sram, index: int, d: np.ndarray, src: np.ndarray) -> None:

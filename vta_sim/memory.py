@@ -30,7 +30,11 @@ def _read(dram: np.ndarray, E: int, D: int, Y: int, X: int, P: int) -> np.ndarra
     if P == X or Y == 1:  # one contiguous block
         return dram[D * E:(D + Y * X) * E].reshape(Y, X, E) if P == X else \
             dram[D * E:(D + X) * E].reshape(1, X, E)
-    return dram_tiles(dram, E)[_tile_index(D, Y, X, P)]
+    # rows P tiles apart (possibly overlapping): a read-only strided view, no index arrays
+    # (the static checks keep the last row inside the image)
+    return np.lib.stride_tricks.as_strided(dram[D * E:(D + (Y - 1) * P + X) * E],
+                                           shape=(Y, X, E), strides=(P * E, E, 1),
+                                           writeable=False)
 
 
 def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: int,

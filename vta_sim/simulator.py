@@ -7,6 +7,8 @@ instruction streams on one device).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from isa import VTAConfig, decode_stream, default_config
@@ -23,6 +25,8 @@ from .stats import Stats
 
 __all__ = ["Simulator", "simulate", "DEFAULT_MAX_WORK"]
 
+#: Instructions of the prepared streams a Simulator keeps (about 1 KB each).
+_PROGRAM_CACHE_INSNS = 200_000
 #: Default cap on simulated work per run, in MAC-equivalents (about 5-10 s of simulation).
 DEFAULT_MAX_WORK = 10_000_000_000
 
@@ -147,10 +151,15 @@ class Simulator:
         self.sram = Sram(config, self.out_buffer)
         self.tokens = [0, 0, 0, 0]
         self.last_timing = None
+        self._programs: dict = {}        # prepared streams, least recently used first
+        self._program_insns = 0
 
     def reset(self) -> None:
-        """Forget all SRAM contents and tokens (a fresh device)."""
+        """Forget all SRAM contents and tokens (a fresh device).  The planned GEMM/ALU
+        instructions and prepared streams are kept: they depend on no data."""
+        plans = self.sram.plans
         self.sram = Sram(self.config, self.out_buffer)
+        self.sram.plans = plans
         self.tokens = [0, 0, 0, 0]
 
     # ------------------------------------------------------------------------------ run
@@ -177,39 +186,26 @@ class Simulator:
         """
         data = _as_stream(insns)
         _check_dram(dram)
-        cfg = self.config
-        arr = decode_stream(data, cfg, strict=False)
-        c = arr.cols
-        check_program(c, cfg, dram.shape[0])
-        n = len(arr)
-        mod = modules_of(c)
-        op = c["opcode"]
-        kind = np.full(n, _NOP, np.int64)
-        mem = ((op == OP_LOAD) | (op == OP_STORE))
-        kind[mem & (c["x_size"] > 0) & (op == OP_LOAD)] = _LOAD
-        kind[mem & (c["x_size"] > 0) & (op == OP_STORE)] = _STORE
-        kind[op == OP_GEMM] = _GEMM
-        kind[op == OP_ALU] = _ALU
-        kind[op == OP_FINISH] = _FINISH
-        work = work_of(c, cfg)
-        pops, pushes = token_lists(c, mod)
-        self._c = {k: v.tolist() for k, v in c.items()}
-        self._kind = kind.tolist()
+        prog = self._prepare(data, dram.shape[0])
+        arr, n = prog.arr, prog.n
+        pops, pushes = prog.pops, prog.pushes
+        self._c = prog.c
+        self._kind = prog.kind
         self._dram = dram
         stats = Stats()
         self._stats = stats
         self._work = 0
-        self._work_list = work.tolist()
+        self._work_list = prog.work
         tokens_before = list(self.tokens)
         try:
             with single_threaded():
                 order = self._run_serial(n, pops, pushes) if self.serial else \
-                    self._run_concurrent(n, mod.tolist(), pops, pushes)
+                    self._run_concurrent(n, prog.mod, pops, pushes)
         except SimError:
             self.tokens[:] = tokens_before   # the SRAMs keep what the partial run wrote
             raise
-        stats.insn_count = n
-        self._count(c, kind)
+        for k, v in prog.counts.items():
+            setattr(stats, k, v)
         stats.work = self._work
         self.last_order = order
         leftover = [(QUEUE_NAMES[q], t) for q, t in enumerate(self.tokens) if t]
@@ -223,9 +219,46 @@ class Simulator:
             from .timing import simulate_timing
             self.last_timing = simulate_timing(arr, self.timing, serial=self.serial,
                                                initial_tokens=tokens_before,
-                                               record=self.record_timing, lists=self._c)
+                                               record=self.record_timing, lists=self._c,
+                                               tokens=(prog.modarr, pops, pushes))
             stats.timing = self.last_timing.summary()
         return stats
+
+    def _prepare(self, data: bytes, dram_bytes: int) -> "_Program":
+        """The decoded, statically checked program with everything the run needs that does
+        not depend on the data, cached by stream and DRAM size (a runtime runs the same
+        streams again and again)."""
+        key = (data, dram_bytes)
+        prog = self._programs.get(key)
+        if prog is not None:
+            self._programs[key] = self._programs.pop(key)      # most recently used last
+            return prog
+        cfg = self.config
+        arr = decode_stream(data, cfg, strict=False)
+        c = arr.cols
+        check_program(c, cfg, dram_bytes)
+        n = len(arr)
+        mod = modules_of(c)
+        op = c["opcode"]
+        kind = np.full(n, _NOP, np.int64)
+        mem = ((op == OP_LOAD) | (op == OP_STORE))
+        kind[mem & (c["x_size"] > 0) & (op == OP_LOAD)] = _LOAD
+        kind[mem & (c["x_size"] > 0) & (op == OP_STORE)] = _STORE
+        kind[op == OP_GEMM] = _GEMM
+        kind[op == OP_ALU] = _ALU
+        kind[op == OP_FINISH] = _FINISH
+        pops, pushes = token_lists(c, mod)
+        prog = _Program(arr, n, {k: v.tolist() for k, v in c.items()}, kind.tolist(),
+                        work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
+                        _counts(c, kind, cfg, n))
+        if n > _PROGRAM_CACHE_INSNS:
+            return prog                      # too big to keep after the run
+        self._programs[key] = prog
+        self._program_insns += n
+        while self._program_insns > _PROGRAM_CACHE_INSNS:
+            old = self._programs.pop(next(iter(self._programs)))
+            self._program_insns -= old.n
+        return prog
 
     # ------------------------------------------------------------------------ schedulers
     def _run_serial(self, n, pops, pushes):
@@ -353,27 +386,44 @@ class Simulator:
                                              f"written (strict mode)", i, "sram_base")
             memory.store(s, self._dram, S, c["dram_base"][i], Y, X, c["x_stride"][i])
 
-    def _count(self, c, kind) -> None:
-        st, cfg = self._stats, self.config
-        op, mt = c["opcode"], c["memory_type"]
-        n_uop = np.maximum(c["uop_end"] - c["uop_bgn"], 0) * c["iter_out"] * c["iter_in"]
-        gemm, alu = op == OP_GEMM, op == OP_ALU
-        st.gemm_ops = int(n_uop[gemm & (c["reset"] == 0)].sum())
-        st.reset_ops = int(n_uop[gemm & (c["reset"] != 0)].sum())
-        st.gemm_macs = st.gemm_ops * cfg.macs_per_uop
-        st.alu_ops = int(n_uop[alu].sum())
-        load = (kind == _LOAD)
-        xy = c["x_size"] * c["y_size"]
-        st.uop_load_bytes = int(xy[load & (mt == MT_UOP)].sum()) * 4
-        st.inp_load_bytes = int(xy[load & (mt == MT_INP)].sum()) * cfg.inp_elem_bytes
-        st.wgt_load_bytes = int(xy[load & (mt == MT_WGT)].sum()) * cfg.wgt_elem_bytes
-        st.acc_load_bytes = int(xy[load & ((mt == MT_ACC) | (mt == MT_ACC8))]
-                                .sum()) * cfg.acc_elem_bytes
-        st.out_store_bytes = int(xy[kind == _STORE].sum()) * cfg.out_elem_bytes
-        st.load_count = int(load.sum())
-        st.store_count = int((kind == _STORE).sum())
-        st.gemm_count, st.alu_count = int(gemm.sum()), int(alu.sum())
-        st.nop_count = int((kind == _NOP).sum())
+class _Program(NamedTuple):
+    """A prepared instruction stream (see :meth:`Simulator._prepare`)."""
+    arr: object
+    n: int
+    c: dict
+    kind: list
+    work: list
+    pops: list
+    pushes: list
+    mod: list
+    modarr: np.ndarray
+    counts: dict
+
+
+def _counts(c, kind, cfg, n) -> dict:
+    """The static Stats counters of a program (fsim's profiler counters and instruction
+    counts)."""
+    op, mt = c["opcode"], c["memory_type"]
+    n_uop = np.maximum(c["uop_end"] - c["uop_bgn"], 0) * c["iter_out"] * c["iter_in"]
+    gemm, alu = op == OP_GEMM, op == OP_ALU
+    st = {"insn_count": n}
+    st["gemm_ops"] = int(n_uop[gemm & (c["reset"] == 0)].sum())
+    st["reset_ops"] = int(n_uop[gemm & (c["reset"] != 0)].sum())
+    st["gemm_macs"] = st["gemm_ops"] * cfg.macs_per_uop
+    st["alu_ops"] = int(n_uop[alu].sum())
+    load = (kind == _LOAD)
+    xy = c["x_size"] * c["y_size"]
+    st["uop_load_bytes"] = int(xy[load & (mt == MT_UOP)].sum()) * 4
+    st["inp_load_bytes"] = int(xy[load & (mt == MT_INP)].sum()) * cfg.inp_elem_bytes
+    st["wgt_load_bytes"] = int(xy[load & (mt == MT_WGT)].sum()) * cfg.wgt_elem_bytes
+    st["acc_load_bytes"] = int(xy[load & ((mt == MT_ACC) | (mt == MT_ACC8))]
+                               .sum()) * cfg.acc_elem_bytes
+    st["out_store_bytes"] = int(xy[kind == _STORE].sum()) * cfg.out_elem_bytes
+    st["load_count"] = int(load.sum())
+    st["store_count"] = int((kind == _STORE).sum())
+    st["gemm_count"], st["alu_count"] = int(gemm.sum()), int(alu.sum())
+    st["nop_count"] = int((kind == _NOP).sum())
+    return st
 
 
 def _flag_of(c: dict, i: int, q: int) -> str:

@@ -25,6 +25,8 @@ import numpy as np
 
 from isa import VTAConfig
 
+from .gemm_plan import PlanCache
+
 __all__ = ["Sram"]
 
 
@@ -57,5 +59,7 @@ class Sram:
         self.out = np.zeros_like(self.acc) if out_buffer else None
         self.out_written = np.zeros(cfg.acc_buff_depth, bool)
         self.elem_bytes = {mt: cfg.elem_bytes(mt) for mt in range(6)}
+        #: planned GEMM/ALU instructions (vta_sim.gemm_plan), by loop fields and micro-ops
+        self.plans = PlanCache()
         self.depth = {"uop": cfg.uop_buff_depth, "inp": cfg.inp_buff_depth,
                       "wgt": cfg.wgt_buff_depth, "acc": cfg.acc_buff_depth}

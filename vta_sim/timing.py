@@ -41,28 +41,38 @@ completed: the reference runtime's force-serial mode.
 from __future__ import annotations
 
 import dataclasses
-import heapq
-from collections import deque
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 
-from isa import MemType, Opcode, VTAConfig, decode_stream
+from isa import Opcode, VTAConfig, decode_stream
 
-from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token_lists
-from .errors import DeadlockError, InputError
+from .errors import InputError
+from .timing_engine import CLIENTS, Engine
 
-__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS"]
+__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS"]
 
-CLIENTS = ("fetch", "uop", "inp", "wgt", "acc")
-_INF = float("inf")
-_MODULES = ("load", "compute", "store")
-_QSHORT = ("l2g", "g2l", "s2g", "g2s")
+
+
+#: The Chisel design under TVM's tsim (spec §5.2): the defaults of this model until issue 19.
+_TSIM = dict(read_latency=16, max_outstanding_reads=16, max_burst_beats=16, fetch_overlap=False,
+             token_capacity=255, token_latency=1, dispatch_cycles=1, nop_cycles=1,
+             finish_cycles=1, gemm_start_cycles=7, alu_start_cycles=6, alu_cycles_per_uop_vec=2,
+             load_setup_cycles=2, load_write_cycles=1, store_setup_cycles=2,
+             store_cycles_per_tile=1)
 
 
 @dataclasses.dataclass(frozen=True)
 class TimingParams:
-    """Every number of the timing model (defaults: the Chisel RTL as described in spec §5.2).
+    """Every number of the timing model.
+
+    The defaults model this project's own hardware: the vta_hw RTL with the cocotb DRAM model
+    of read latency 16 (``vta rtl``, Icarus or Verilator), as fitted by
+    ``benchmarks/bench_hw.py`` (``vta_hw/calibration/timing_icarus.json``; a test keeps the
+    two equal).  Other memory systems are named presets (:meth:`preset`, :data:`PRESETS`):
+    ``tsim`` is TVM's Chisel design under tsim, the defaults before issue 19.  :attr:`name`
+    and :meth:`describe` say which model a TimingParams is.
 
     All values are cycles unless named otherwise.  ``bus_bytes=None`` takes the bus width of
     the VTAConfig (LOG_BUS_WIDTH; 8 bytes by default).
@@ -70,39 +80,39 @@ class TimingParams:
 
     # memory system
     bus_bytes: int | None = None          #: data bus width in bytes (None: from the config)
-    read_latency: int = 16                #: request -> first beat (tsim DPI memory)
+    read_latency: int = 8                 #: request -> first beat
     read_burst_gap: int = 1               #: idle bus cycles after each read burst
     read_pipelined: bool = True           #: queued requests overlap their latency (AXI ids);
     #: False: one burst in flight, each pays read_latency after the channel frees
-    max_outstanding_reads: int | None = 16  #: bursts in flight at most (None: unlimited)
-    max_burst_beats: int = 16             #: longest burst (16 beats = 128 B on a 64-bit bus)
+    max_outstanding_reads: int | None = 4  #: bursts in flight at most (None: unlimited)
+    max_burst_beats: int = 65536          #: longest burst (vta_hw: one burst per row)
     burst_boundary_bytes: int | None = None  #: bursts never cross this (None: max burst size)
     read_priority: tuple = CLIENTS        #: fixed read arbitration order, highest first
     write_burst_overhead: int = 4         #: write command + B-response handshake per burst
     # fetch and queues
     fetch_burst_insns: int | None = None  #: instructions per fetch (None: one max burst)
     fetch_drain_cycles: int = 1           #: cycles per instruction pushed to a command queue
-    fetch_overlap: bool = False           #: request the next fetch burst while draining
-    #: (a two-burst buffer) instead of after the drain (Chisel)
+    fetch_overlap: bool = True            #: request the next fetch burst while draining
+    #: (a two-burst buffer; vta_hw) instead of after the drain (Chisel)
     cmd_queue_depth: int = 512            #: entries of each command queue (instQueueEntries)
-    token_capacity: int = 255             #: largest count of a token queue (8-bit counter)
-    token_latency: int = 1                #: push -> token visible to the consumer
+    token_capacity: int = 65535           #: largest count of a token queue (Chisel: 255)
+    token_latency: int = 2                #: push -> token visible to the consumer
     # modules
-    dispatch_cycles: int = 1              #: per instruction: the controller's idle state
-    nop_cycles: int = 1                   #: x_size = 0 "sync" state (2 cycles with dispatch)
-    finish_cycles: int = 1
-    gemm_start_cycles: int = 7            #: pipeline start + drain of a GEMM (N + 8 total)
+    dispatch_cycles: int = 2              #: per instruction: the controller's idle state
+    nop_cycles: int = 2                   #: x_size = 0 "sync" state
+    finish_cycles: int = 3
+    gemm_start_cycles: int = 10           #: pipeline start + drain of a GEMM
     gemm_cycles_per_uop: int = 1
-    alu_start_cycles: int = 6             #: N * (1|2) + 7 total
+    alu_start_cycles: int = 0
     alu_cycles_per_uop_imm: int = 1
-    alu_cycles_per_uop_vec: int = 2
-    load_setup_cycles: int = 2            #: LOAD command decode before the first request
-    load_write_cycles: int = 1            #: last beat -> SRAM written
+    alu_cycles_per_uop_vec: int = 1       #: Chisel: 2 (two SRAM reads per micro-op)
+    load_setup_cycles: int = 5            #: LOAD command decode before the first request
+    load_write_cycles: int = 2            #: last beat -> SRAM written
     load_elem_per_cycle: bool = False     #: a LOAD writes at most one SRAM element per cycle:
     #: a burst of elements narrower than the bus takes a cycle per element (vta_hw's loader)
     pad_cycles_per_tile: int = 1          #: writing one zero-padding tile
-    store_setup_cycles: int = 2
-    store_cycles_per_tile: int = 1        #: SRAM read per OUT tile (besides its data beats)
+    store_setup_cycles: int = 0
+    store_cycles_per_tile: int = 0        #: SRAM read per OUT tile (besides its data beats)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -128,17 +138,49 @@ class TimingParams:
         if self.bus_bytes is not None and self.bus_bytes < 1:
             raise ValueError("timing parameter bus_bytes must be at least 1")
 
+    # ------------------------------------------------------------------ named models
     @classmethod
-    def tsim(cls) -> "TimingParams":
-        """The Chisel design under tsim (spec §5.2): 16-beat bursts, read latency 16; the
-        defaults."""
+    def preset(cls, name: str) -> "TimingParams":
+        """The named memory-system model ``name`` (one of :data:`PRESETS`)."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown timing preset {name!r} (known: {', '.join(PRESETS)})")
+        return getattr(cls, name)()
+
+    @property
+    def name(self) -> str:
+        """The preset these parameters equal (the default's is ``vta_hw_rtl``), else
+        ``"custom"``."""
+        return _preset_name(self)
+
+    def describe(self) -> str:
+        """One line naming the model, e.g. for ``vta run`` / ``vta bench`` to print: the
+        preset and what it models, or how custom parameters differ from the default."""
+        n = self.name
+        if n != "custom":
+            return f"{n}: {PRESETS[n]}"
+        base, mine = TimingParams().to_dict(), self.to_dict()
+        diff = ", ".join(f"{k}={v}" for k, v in mine.items() if v != base[k])
+        return f"custom: the default ({TimingParams().name}) with {diff}"
+
+    @classmethod
+    def vta_hw_rtl(cls) -> "TimingParams":
+        """This project's RTL with the cocotb DRAM model of latency 16: the defaults."""
         return cls()
 
     @classmethod
+    def tsim(cls) -> "TimingParams":
+        """The Chisel design under tsim (spec §5.2): 16-beat bursts, read latency 16, 16
+        reads in flight, no fetch overlap, 8-bit token counters, ALU vector ops 2 cycles per
+        micro-op (the defaults before issue 19)."""
+        return cls(**_TSIM)
+
+    @classmethod
     def pynq(cls) -> "TimingParams":
-        """A Pynq-like memory system (spec §5.2/§5.4): 64-bit AXI, 256-beat (2 KiB) bursts,
-        128-instruction fetch bursts, a Zynq-like DRAM latency of 64 cycles."""
-        return cls(bus_bytes=8, max_burst_beats=256, fetch_burst_insns=128, read_latency=64)
+        """A Pynq-like memory system (spec §5.2/§5.4) on the tsim design: 64-bit AXI,
+        256-beat (2 KiB) bursts, 128-instruction fetch bursts, a Zynq-like DRAM latency of 64
+        cycles."""
+        return cls(**{**_TSIM, "bus_bytes": 8, "max_burst_beats": 256, "fetch_burst_insns": 128,
+                      "read_latency": 64})
 
     @classmethod
     def vta_hw(cls) -> "TimingParams":
@@ -148,14 +190,11 @@ class TimingParams:
         ``benchmarks/bench_sim_calibrate.py`` on 2026-11-21 against vta_hw 94d32f9: mean
         error 0.9% on the training programs (39 vectors, 12 random), 1.0% (max 3.9%) on 12
         held-out random programs.  The individual costs trade off against each other (the
-        fit is not unique); refit when the RTL changes."""
-        return cls(max_burst_beats=1 << 16, read_pipelined=True, max_outstanding_reads=4,
-                   fetch_overlap=True, cmd_queue_depth=512, token_capacity=65535,
-                   read_latency=6, read_burst_gap=4, dispatch_cycles=0, nop_cycles=1,
-                   finish_cycles=0, gemm_start_cycles=4, alu_start_cycles=1,
-                   alu_cycles_per_uop_vec=1, load_setup_cycles=3, load_write_cycles=1,
-                   pad_cycles_per_tile=1, store_setup_cycles=0, store_cycles_per_tile=0,
-                   write_burst_overhead=4, fetch_drain_cycles=1, token_latency=0)
+        fit is not unique); refit when the RTL changes.  The DRAM model ``vta_hw`` of
+        ``vta dse``."""
+        return cls(read_latency=6, read_burst_gap=4, token_latency=0, dispatch_cycles=0,
+                   nop_cycles=1, finish_cycles=0, gemm_start_cycles=4, alu_start_cycles=1,
+                   load_setup_cycles=3, load_write_cycles=1)
 
     @classmethod
     def vta_hw_fpga(cls) -> "TimingParams":
@@ -168,12 +207,10 @@ class TimingParams:
         median error 1.0% (max 5.2%) on 42 probes, random programs and compiled convs, 0.8% (max
         3.4%) on 23 held-out ones.  Use with that 1x8x8 configuration; rerun the benchmark (it
         rewrites this preset) when the core's pipeline changes."""
-        return cls(read_latency=11, max_outstanding_reads=4, max_burst_beats=65536,
-                   fetch_drain_cycles=2, fetch_overlap=True, cmd_queue_depth=512,
-                   token_capacity=65535, token_latency=0, dispatch_cycles=0, nop_cycles=2,
-                   alu_start_cycles=3, alu_cycles_per_uop_imm=3, alu_cycles_per_uop_vec=3,
-                   load_setup_cycles=0, load_write_cycles=0, load_elem_per_cycle=True,
-                   store_setup_cycles=0, store_cycles_per_tile=0)
+        return cls(read_latency=11, fetch_drain_cycles=2, token_latency=0, dispatch_cycles=0,
+                   finish_cycles=1, gemm_start_cycles=7, alu_start_cycles=3,
+                   alu_cycles_per_uop_imm=3, alu_cycles_per_uop_vec=3, load_setup_cycles=0,
+                   load_write_cycles=0, load_elem_per_cycle=True)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -197,6 +234,28 @@ class TimingParams:
         return dataclasses.replace(self, **kw)
 
 
+#: The named timing models, default first: name -> what it models (:meth:`TimingParams.preset`).
+PRESETS = {
+    "vta_hw_rtl": "this project's RTL (vta_hw) with the cocotb DRAM model of read latency 16 "
+                  "(`vta rtl`), fitted by benchmarks/bench_hw.py "
+                  "(vta_hw/calibration/timing_icarus.json)",
+    "vta_hw": "vta_hw in the Amaranth simulator with on-chip DRAM of latency 4 (the 2026-11-21 "
+              "fit; vta dse's vta_hw DRAM model)",
+    "vta_hw_fpga": "the ULX3S build of vta_hw (1x8x8, ALU 3 cycles per micro-op, on-chip DRAM "
+                   "of latency 8), fitted by benchmarks/bench_fpga_timing.py",
+    "tsim": "TVM's Chisel VTA under tsim (spec 5.2): 16-beat bursts, read latency 16",
+    "pynq": "the Chisel design on a Pynq-like DDR: 256-beat bursts, read latency 64",
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _preset_name(params: TimingParams) -> str:
+    for n in PRESETS:
+        if params == TimingParams.preset(n):
+            return n
+    return "custom"
+
+
 @dataclasses.dataclass
 class TimingResult:
     """Per-instruction times and aggregate statistics of one timed run.
@@ -206,7 +265,8 @@ class TimingResult:
     instruction i started executing (after its pops) and completed (before its pushes); ``issue[i]``: cycle it reached its command queue.
     ``bursts``: (client, start, end, bytes) of every DRAM read burst and write burst (client
     ``store``); ``flows``: (queue, producer, consumer) of every token; ``fetch``: (start, end)
-    of every fetch burst including its drain.
+    of every fetch burst including its drain; ``model``: the name of the timing parameters
+    (:attr:`TimingParams.name`, also ``timing_model`` in :meth:`summary`).
     """
 
     insns: object
@@ -227,6 +287,7 @@ class TimingResult:
     flows: list
     fetch: list
     serial: bool
+    model: str = "custom"
 
     def summary(self) -> dict:
         """Flat JSON-ready statistics (merged into ``Stats.as_dict()``)."""
@@ -249,6 +310,7 @@ class TimingResult:
             "last_insn": int(self.last_insn),
             "biggest_stall": f"{big[0]} ({int(big[1])} cycles)",
             "serial": self.serial,
+            "timing_model": self.model,
         }
 
 
@@ -261,411 +323,17 @@ def cycles(insns, params: TimingParams | None = None, config: VTAConfig | None =
     return simulate_timing(arr, params or TimingParams(), serial=serial).cycles
 
 
-def _bursts(addr: int, nbytes: int, max_bytes: int, boundary: int) -> list[int]:
-    """Sizes of the bursts a contiguous transfer splits into."""
-    out = []
-    end = addr + nbytes
-    while addr < end:
-        nxt = min(end, (addr // boundary + 1) * boundary, addr + max_bytes)
-        out.append(nxt - addr)
-        addr = nxt
-    return out
-
-
-class _Drop(list):
-    """A log that keeps nothing: what an unrecorded run writes its bursts and flows to."""
-
-    def append(self, item):
-        pass
-
-
-class _Sim:
-    def __init__(self, arr, params: TimingParams, serial: bool, initial_tokens,
-                 record: bool = True, lists: dict | None = None):
-        cfg = arr.config
-        p = params
-        self.p, self.cfg, self.serial = p, cfg, serial
-        self.bus = p.bus_bytes or cfg.bus_bytes
-        self.max_bytes = p.max_burst_beats * self.bus
-        self.boundary = p.burst_boundary_bytes or self.max_bytes
-        self.fetch_k = p.fetch_burst_insns or max(1, self.max_bytes // 16)
-        self.inflight = [0, 0, 0, 0]
-        c = lists if lists is not None else {k: v.tolist() for k, v in arr.cols.items()}
-        self.c = c
-        self.n = n = len(arr)
-        mod = modules_of(arr.cols)
-        self.mod = mod.tolist()
-        self.modarr = mod
-        self.total = np.bincount(mod, minlength=3).tolist()
-        self.delivered = [0, 0, 0]
-        self.prio = {name: k for k, name in enumerate(p.read_priority)}
-        # tokens: pops/pushes per instruction
-        self.pops, self.pushes = token_lists(arr.cols, mod)
-        self.tokens = list(initial_tokens or (0, 0, 0, 0))
-        self.record = record
-        log = list if record else _Drop            # unrecorded: no per-event logs
-        self.push_log = [log() for _ in range(4)]  # producer index of each push, in order
-        self.pop_count = [0, 0, 0, 0]
-        self.initial = list(self.tokens)
-        self.flows = log()
-        self.start = np.full(n, -1, np.int64)
-        self.end = np.full(n, -1, np.int64)
-        self.issue = np.full(n, -1, np.int64)
-        self.heap = []
-        self.seq = 0
-        self.now = 0
-        # modules
-        self.queue = [deque(), deque(), deque()]
-        self.busy_flag = [False, False, False]
-        self.busy = {m: 0 for m in _MODULES}
-        self.stalls = {m: {} for m in _MODULES + ("fetch",)}
-        self.wait = [None, None, None]              # (reason, since)
-        self.blocked_push = [None, None, None]      # (insn, pending pushes)
-        self.done_count = 0
-        self.next_serial = 0
-        # fetch
-        self.fetch_next = 0
-        self.fetch_buf = deque()
-        self.fetch_blocked = None                   # (module, since)
-        self.fetch_inflight = False
-        self.fetch_draining = False
-        self.fetch_log = log()
-        self.fetch_t0 = 0
-        # dram
-        self.req = {k: deque() for k in CLIENTS}
-        self.bus_free = 0
-        self.arb_pending = False
-        self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
-            if p.read_pipelined and p.max_outstanding_reads else None
-        self.dram_read = {k: 0 for k in CLIENTS}
-        self.dram_written = 0
-        self.bursts = log()
-        self.load_left = {}
-        self.gemm_ops = 0
-
-    # ----------------------------------------------------------------- event plumbing
-    def at(self, t, fn, *args):
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, fn, args))
-
-    def run(self):
-        self.at(0, self.fetch_issue)
-        while self.heap:
-            t, _, fn, args = heapq.heappop(self.heap)
-            self.now = t
-            fn(*args)
-        if self.done_count < self.n:
-            self.deadlock()
-
-    # -------------------------------------------------------------------------- DRAM
-    def dram_request(self, client, nbytes, cb, beats=None):
-        lat = self.p.read_latency if self.p.read_pipelined else 0
-        self.req[client].append((self.now + lat, nbytes, cb,
-                                 beats if beats is not None else -(-nbytes // self.bus)))
-        if not self.arb_pending:
-            self.arb_pending = True
-            self.at(max(self.now, self.bus_free), self.arbitrate)
-
-    def arbitrate(self):
-        """Grant read bursts while the bus is free.  Consecutive grants are made inline (no
-        event per burst) as long as no other event can happen before the next grant time,
-        which is exactly equivalent to one event per grant."""
-        t = self.now
-        req, p, heap = self.req, self.p, self.heap
-        order = p.read_priority
-        lat = 0 if p.read_pipelined else p.read_latency
-        gap, log, read = p.read_burst_gap, self.bursts, self.dram_read
-        ends = self.inflight_ends       # data end times of the last K bursts (K outstanding)
-        limited = ends is not None
-        while True:
-            live = [k for k in order if req[k]]
-            if not live:
-                self.arb_pending = False
-                return
-            t0 = max(t, min(req[k][0][0] for k in live))
-            if limited and len(ends) == ends.maxlen:
-                # a burst is accepted only once the one K bursts earlier has finished
-                t0 = max(t0, ends[0] + p.read_latency)
-            nxt = heap[0][0] if heap else _INF
-            if t0 > t:
-                if t0 >= nxt:
-                    self.at(t0, self.arbitrate)
-                    return
-                t = t0
-            client = next(k for k in live if req[k][0][0] <= t0)
-            q = req[client]
-            # grant this client's bursts back to back until a higher-priority client is
-            # ready, its own next burst is not, or an event comes first (nothing else can
-            # change the other clients' queues meanwhile)
-            pc = self.prio[client]
-            higher = min([req[k][0][0] for k in live if self.prio[k] < pc], default=_INF)
-            while q:
-                ready, nbytes, cb, beats = q[0]
-                if ready > t or (limited and len(ends) == ends.maxlen
-                                 and ends[0] + p.read_latency > t):
-                    break
-                q.popleft()
-                start = t + lat
-                end = start + beats
-                log.append((client, start, end, nbytes))
-                if limited:
-                    ends.append(end)
-                read[client] += beats * self.bus      # whole beats, as the RTL counts
-                self.bus_free = t = end + gap
-                if cb is not None:
-                    self.at(end, cb)
-                    nxt = heap[0][0]
-                if t >= nxt:
-                    self.at(t, self.arbitrate)
-                    return
-                if higher <= t:
-                    break
-            # re-arbitrate at time t (bus free, no event before it)
-
-    # ------------------------------------------------------------------------- fetch
-    def fetch_issue(self):
-        if self.fetch_next >= self.n or self.fetch_inflight:
-            return
-        if self.p.fetch_overlap and len(self.fetch_buf) > self.fetch_k:
-            return                      # no room in the two-burst buffer yet
-        self.fetch_inflight = True
-        k = min(self.fetch_k, self.n - self.fetch_next)
-        first = self.fetch_next
-        self.fetch_next += k
-        self.fetch_t0 = self.now
-        sizes = _bursts(16 * first, 16 * k, self.max_bytes, self.boundary)
-
-        def arrived():   # the last burst (a client's bursts are served in order)
-            self.fetch_inflight = False
-            self.fetch_buf.extend(range(first, first + k))
-            if self.p.fetch_overlap:
-                self.fetch_log.append((self.fetch_t0, self.now))
-                self.fetch_issue()
-            if not self.fetch_draining:
-                self.fetch_drain()
-        for b in sizes[:-1]:
-            self.dram_request("fetch", b, None)
-        self.dram_request("fetch", sizes[-1], arrived)
-
-    def fetch_drain(self):
-        self.fetch_draining = False
-        if not self.fetch_buf:
-            if not self.p.fetch_overlap:
-                self.fetch_log.append((self.fetch_t0, self.now))
-            self.fetch_issue()
-            return
-        i = self.fetch_buf[0]
-        m = self.mod[i]
-        if len(self.queue[m]) >= self.p.cmd_queue_depth:
-            if self.fetch_blocked is None:
-                self.fetch_blocked = (m, self.now)
-            return
-        if self.fetch_blocked is not None:
-            bm, since = self.fetch_blocked
-            key = f"full {_MODULES[bm]} queue"
-            self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
-            self.fetch_blocked = None
-        self.fetch_buf.popleft()
-        self.queue[m].append(i)
-        self.delivered[m] += 1
-        self.issue[i] = self.now
-        self.fetch_draining = True
-        self.at(self.now + self.p.fetch_drain_cycles, self.fetch_drain)
-        if self.p.fetch_overlap:
-            self.fetch_issue()
-        self.try_start(m)
-
-    # ----------------------------------------------------------------------- modules
-    def set_wait(self, m, reason):
-        w = self.wait[m]
-        if w is not None and w[0] == reason:
-            return
-        self.close_wait(m)
-        self.wait[m] = (reason, self.now)
-
-    def close_wait(self, m):
-        w = self.wait[m]
-        if w is not None:
-            d = self.stalls[_MODULES[m]]
-            d[w[0]] = d.get(w[0], 0) + self.now - w[1]
-            self.wait[m] = None
-
-    def try_start(self, m):
-        if self.busy_flag[m] or self.blocked_push[m] is not None:
-            return
-        q = self.queue[m]
-        if not q:
-            if self.delivered[m] < self.total[m]:
-                self.set_wait(m, "instruction fetch")
-            else:
-                self.close_wait(m)
-            return
-        i = q[0]
-        if self.serial and i != self.next_serial:
-            self.set_wait(m, "serial order")
-            return
-        for t in self.pops[i]:
-            if self.tokens[t] == 0:
-                self.set_wait(m, _QSHORT[t])
-                return
-        self.close_wait(m)
-        for t in self.pops[i]:
-            self.tokens[t] -= 1
-            k = self.pop_count[t]
-            self.pop_count[t] += 1
-            k -= self.initial[t]
-            if k >= 0 and self.record:
-                self.flows.append((t, self.push_log[t][k], i))
-            if self.blocked_push[MODULE_OF_PRODUCER[t]] is not None:
-                self.at(self.now, self.retry_push, MODULE_OF_PRODUCER[t])
-        q.popleft()
-        if self.fetch_blocked is not None and self.fetch_blocked[0] == m:
-            self.at(self.now, self.fetch_drain)
-        self.busy_flag[m] = True
-        self.start[i] = self.now
-        self.execute(i, m)
-
-    def execute(self, i, m):
-        c, p = self.c, self.p
-        op = c["opcode"][i]
-        t = self.now + p.dispatch_cycles
-        if op in (Opcode.LOAD, Opcode.STORE):
-            if c["x_size"][i] == 0:
-                self.at(t + p.nop_cycles, self.complete, i, m)
-            elif op == Opcode.STORE:
-                self.at(t + self.store_cycles(i), self.complete, i, m)
-            else:
-                self.load(i, m, t)
-        elif op == Opcode.FINISH:
-            self.at(t + p.finish_cycles, self.complete, i, m)
-        else:
-            n_uop = max(0, c["uop_end"][i] - c["uop_bgn"][i]) * c["iter_out"][i] * \
-                c["iter_in"][i]
-            if op == Opcode.GEMM:
-                if not c["reset"][i]:
-                    self.gemm_ops += n_uop
-                d = p.gemm_start_cycles + n_uop * p.gemm_cycles_per_uop
-            else:
-                d = p.alu_start_cycles + n_uop * (p.alu_cycles_per_uop_imm if c["use_imm"][i]
-                                                  else p.alu_cycles_per_uop_vec)
-            self.at(t + d, self.complete, i, m)
-
-    def store_cycles(self, i):
-        c, p = self.c, self.p
-        E = self.cfg.out_elem_bytes
-        X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
-        total = p.store_setup_cycles
-        t0 = self.now + p.dispatch_cycles
-        rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
-            [((D + y * P) * E, X * E) for y in range(Y)]
-        if Y == 0:
-            rows = []
-        for addr, nbytes in rows:
-            for b in _bursts(addr, nbytes, self.max_bytes, self.boundary):
-                beats = -(-b // self.bus)
-                d = p.write_burst_overhead + beats + p.store_cycles_per_tile * -(-b // E)
-                self.bursts.append(("store", t0 + total, t0 + total + d, b))
-                total += d
-                self.dram_written += beats * self.bus      # whole beats, as the RTL counts
-        return total
-
-    def load(self, i, m, t):
-        c, p = self.c, self.p
-        mt = c["memory_type"][i]
-        E = self.cfg.elem_bytes(mt)
-        X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
-        cols = c["x_pad_0"][i] + X + c["x_pad_1"][i]
-        pre = c["y_pad_0"][i] * cols * p.pad_cycles_per_tile
-        post = (c["y_pad_1"][i] * cols + Y * (cols - X)) * p.pad_cycles_per_tile
-        client = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}.get(mt, "acc")
-        rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
-            [((D + y * P) * E, X * E) for y in range(Y)]
-        if Y == 0:
-            rows = []
-        sizes = [b for addr, nb in rows for b in _bursts(addr, nb, self.max_bytes,
-                                                          self.boundary)]
-        if not sizes:
-            self.at(t + p.load_setup_cycles + pre + post + p.load_write_cycles, self.complete,
-                    i, m)
-            return
-        tail = post + p.load_write_cycles
-        per = E if p.load_elem_per_cycle and E < self.bus else 0   # bytes per bus cycle
-        self.at(t + p.load_setup_cycles + pre, self.load_issue, i, m, client, sizes, tail, per)
-
-    def load_issue(self, i, m, client, sizes, tail, per=0):
-        def done():      # the last burst (a client's bursts are served in order)
-            self.at(self.now + tail, self.complete, i, m)
-        for b in sizes[:-1]:
-            self.dram_request(client, b, None, -(-b // per) if per else None)
-        self.dram_request(client, sizes[-1], done, -(-sizes[-1] // per) if per else None)
-
-    def complete(self, i, m):
-        self.end[i] = self.now
-        self.busy[_MODULES[m]] += self.now - self.start[i]
-        self.busy_flag[m] = False
-        self.done_count += 1
-        if self.serial:
-            self.next_serial = i + 1
-        self.blocked_push[m] = (i, list(self.pushes[i]))
-        self.retry_push(m)
-        if self.serial:
-            for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
-                self.try_start(mm)
-
-    def retry_push(self, m):
-        bp = self.blocked_push[m]
-        if bp is None:
-            return
-        i, pending = bp
-        while pending:
-            t = pending[0]
-            if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
-                self.set_wait(m, f"full {_QSHORT[t]}")
-                return
-            pending.pop(0)
-            self.inflight[t] += 1
-            self.push_log[t].append(i)
-            if self.p.token_latency:
-                self.at(self.now + self.p.token_latency, self.deliver, t)
-            else:
-                self.deliver(t)
-        self.close_wait(m)
-        self.blocked_push[m] = None
-        self.try_start(m)
-
-    def deliver(self, t):
-        self.inflight[t] -= 1
-        self.tokens[t] += 1
-        for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
-            self.try_start(mm)
-
-    def deadlock(self):
-        parts = []
-        for m in range(3):
-            if self.queue[m]:
-                i = self.queue[m][0]
-                w = self.wait[m][0] if self.wait[m] else "?"
-                parts.append(f"{_MODULES[m]} waits at instruction {i} on {w}")
-        if self.fetch_blocked is not None:
-            parts.append(f"fetch is blocked by the full {_MODULES[self.fetch_blocked[0]]} "
-                         f"command queue (depth {self.p.cmd_queue_depth})")
-        raise DeadlockError("timing model deadlock: " + "; ".join(parts) +
-                            " (finite command/token queues; see TimingParams)")
-
-
-MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}
-
-
 def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = False,
                     initial_tokens=None, record: bool = True,
-                    lists: dict | None = None) -> TimingResult:
+                    lists: dict | None = None, tokens=None) -> TimingResult:
     """Time a decoded, already-validated program (an :class:`isa.InsnArray`).
 
     ``record=False`` keeps no DRAM bursts, token flows or fetch log (the Chrome trace and the
     timeline need them; the statistics do not), so the model's memory beyond the program
     itself is a few integers per instruction (start, end, issue cycles).  ``lists``: the
     program's columns as Python lists, when the caller has them already (the simulator's
-    functional run), so they are not built twice.
+    functional run), so they are not built twice; ``tokens``: likewise its (modules array,
+    pops, pushes) (:func:`vta_sim.checks.modules_of`, :func:`vta_sim.checks.token_lists`).
 
     Raises
     ------
@@ -674,7 +342,7 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
         unbounded queues, may still accept it).
     """
     params = params or TimingParams()
-    s = _Sim(arr, params, serial, initial_tokens, record, lists)
+    s = Engine(arr, params, serial, initial_tokens, record, lists, tokens)
     s.run()
     ends = s.end
     last = int(np.argmax(ends)) if s.n else -1
@@ -688,7 +356,7 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
                         dram_written=s.dram_written, gemm_ops=s.gemm_ops, bus_bytes=s.bus,
                         last_insn=last if not fin.size or ends[fin[-1]] < total
                         else int(fin[-1]), bursts=s.bursts, flows=s.flows,
-                        fetch=s.fetch_log, serial=serial)
+                        fetch=s.fetch_log, serial=serial, model=params.name)
 
 
 class _LazyNames(Sequence):

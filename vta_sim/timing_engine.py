@@ -1,0 +1,471 @@
+"""The event loop of the timing model (:mod:`vta_sim.timing` describes the model and its
+parameters): fetch, the three modules under their token queues, and the shared DRAM read
+channel, at the granularity of instructions and DRAM bursts."""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+import numpy as np
+
+from isa import MemType, Opcode
+
+from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token_lists
+from .errors import DeadlockError
+
+__all__ = ["Engine", "CLIENTS"]
+
+CLIENTS = ("fetch", "uop", "inp", "wgt", "acc")
+_INF = float("inf")
+_MODULES = ("load", "compute", "store")
+_QSHORT = ("l2g", "g2l", "s2g", "g2s")
+
+
+def _bursts(addr: int, nbytes: int, max_bytes: int, boundary: int) -> list[int]:
+    """Sizes of the bursts a contiguous transfer splits into."""
+    out = []
+    end = addr + nbytes
+    while addr < end:
+        nxt = min(end, (addr // boundary + 1) * boundary, addr + max_bytes)
+        out.append(nxt - addr)
+        addr = nxt
+    return out
+
+
+class _Drop(list):
+    """A log that keeps nothing: what an unrecorded run writes its bursts and flows to."""
+
+    def append(self, item):
+        pass
+
+
+class Engine:
+    """One timed run of a decoded program (see :func:`vta_sim.timing.simulate_timing`)."""
+
+    def __init__(self, arr, params, serial: bool, initial_tokens,
+                 record: bool = True, lists: dict | None = None, tokens=None):
+        cfg = arr.config
+        p = params
+        self.p, self.cfg, self.serial = p, cfg, serial
+        self.bus = p.bus_bytes or cfg.bus_bytes
+        self.max_bytes = p.max_burst_beats * self.bus
+        self.boundary = p.burst_boundary_bytes or self.max_bytes
+        self.fetch_k = p.fetch_burst_insns or max(1, self.max_bytes // 16)
+        self.inflight = [0, 0, 0, 0]
+        c = lists if lists is not None else {k: v.tolist() for k, v in arr.cols.items()}
+        self.c = c
+        self.n = n = len(arr)
+        mod = modules_of(arr.cols) if tokens is None else tokens[0]
+        self.mod = mod.tolist()
+        self.modarr = mod
+        self.total = np.bincount(mod, minlength=3).tolist()
+        self.delivered = [0, 0, 0]
+        self.prio = {name: k for k, name in enumerate(p.read_priority)}
+        # tokens: pops/pushes per instruction
+        self.pops, self.pushes = token_lists(arr.cols, mod) if tokens is None else tokens[1:]
+        self.tokens = list(initial_tokens or (0, 0, 0, 0))
+        self.record = record
+        log = list if record else _Drop            # unrecorded: no per-event logs
+        self.push_log = [log() for _ in range(4)]  # producer index of each push, in order
+        self.pop_count = [0, 0, 0, 0]
+        self.initial = list(self.tokens)
+        self.flows = log()
+        self.start = np.full(n, -1, np.int64)
+        self.end = np.full(n, -1, np.int64)
+        self.issue = np.full(n, -1, np.int64)
+        self.heap = []
+        self.seq = 0
+        self.now = 0
+        # modules
+        self.queue = [deque(), deque(), deque()]
+        self.busy_flag = [False, False, False]
+        self.busy = {m: 0 for m in _MODULES}
+        self.stalls = {m: {} for m in _MODULES + ("fetch",)}
+        self.wait = [None, None, None]              # (reason, since)
+        self.blocked_push = [None, None, None]      # (insn, pending pushes)
+        self.done_count = 0
+        self.next_serial = 0
+        # fetch
+        self.fetch_next = 0
+        self.fetch_buf = deque()
+        self.fetch_blocked = None                   # (module, since)
+        self.fetch_inflight = False
+        self.fetch_draining = False
+        self.fetch_log = log()
+        self.fetch_t0 = 0
+        # dram
+        self.req = {k: deque() for k in CLIENTS}
+        self.bus_free = 0
+        self.arb_pending = False
+        self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
+            if p.read_pipelined and p.max_outstanding_reads else None
+        self.dram_read = {k: 0 for k in CLIENTS}
+        self.dram_written = 0
+        self.bursts = log()
+        self.gemm_ops = 0
+
+    # ----------------------------------------------------------------- event plumbing
+    def at(self, t, fn, *args):
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, fn, args))
+
+    def run(self):
+        self.at(0, self.fetch_issue)
+        while self.heap:
+            t, _, fn, args = heapq.heappop(self.heap)
+            self.now = t
+            fn(*args)
+        if self.done_count < self.n:
+            self.deadlock()
+
+    # -------------------------------------------------------------------------- DRAM
+    def dram_request(self, client, nbytes, cb, beats=None, count=1):
+        """Queue ``count`` read bursts of ``nbytes`` each; ``cb`` runs when the last one has
+        delivered its data."""
+        lat = self.p.read_latency if self.p.read_pipelined else 0
+        self.req[client].append([self.now + lat, count, nbytes,
+                                 beats if beats is not None else -(-nbytes // self.bus), cb])
+        if not self.arb_pending:
+            self.arb_pending = True
+            self.at(max(self.now, self.bus_free), self.arbitrate)
+
+    def arbitrate(self):
+        """Grant read bursts while the bus is free.  Consecutive grants are made inline (no
+        event per burst) as long as no other event can happen before the next grant time,
+        which is exactly equivalent to one event per grant."""
+        t = self.now
+        req, p, heap = self.req, self.p, self.heap
+        order = p.read_priority
+        lat = 0 if p.read_pipelined else p.read_latency
+        gap, log, read = p.read_burst_gap, self.bursts, self.dram_read
+        ends = self.inflight_ends       # data end times of the last K bursts (K outstanding)
+        limited = ends is not None
+        while True:
+            live = [k for k in order if req[k]]
+            if not live:
+                self.arb_pending = False
+                return
+            t0 = max(t, min(req[k][0][0] for k in live))
+            if limited and len(ends) == ends.maxlen:
+                # a burst is accepted only once the one K bursts earlier has finished
+                t0 = max(t0, ends[0] + p.read_latency)
+            nxt = heap[0][0] if heap else _INF
+            if t0 > t:
+                if t0 >= nxt:
+                    self.at(t0, self.arbitrate)
+                    return
+                t = t0
+            client = next(k for k in live if req[k][0][0] <= t0)
+            q = req[client]
+            # grant this client's bursts back to back until a higher-priority client is
+            # ready, its own next burst is not, or an event comes first (nothing else can
+            # change the other clients' queues meanwhile)
+            pc = self.prio[client]
+            higher = min([req[k][0][0] for k in live if self.prio[k] < pc], default=_INF)
+            while q:
+                e = q[0]
+                if e[0] > t or (limited and len(ends) == ends.maxlen
+                                and ends[0] + p.read_latency > t):
+                    break
+                _, count, nbytes, beats, cb = e
+                if count > 1:
+                    e[1] = count - 1
+                    cb = None
+                else:
+                    q.popleft()
+                start = t + lat
+                end = start + beats
+                log.append((client, start, end, nbytes))
+                if limited:
+                    ends.append(end)
+                read[client] += beats * self.bus      # whole beats, as the RTL counts
+                self.bus_free = t = end + gap
+                if cb is not None:
+                    self.at(end, cb)
+                    nxt = heap[0][0]
+                if t >= nxt:
+                    self.at(t, self.arbitrate)
+                    return
+                if higher <= t:
+                    break
+            # re-arbitrate at time t (bus free, no event before it)
+
+    # ------------------------------------------------------------------------- fetch
+    def fetch_issue(self):
+        if self.fetch_next >= self.n or self.fetch_inflight:
+            return
+        if self.p.fetch_overlap and len(self.fetch_buf) > self.fetch_k:
+            return                      # no room in the two-burst buffer yet
+        self.fetch_inflight = True
+        k = min(self.fetch_k, self.n - self.fetch_next)
+        first = self.fetch_next
+        self.fetch_next += k
+        self.fetch_t0 = self.now
+        sizes = _bursts(16 * first, 16 * k, self.max_bytes, self.boundary)
+
+        def arrived():   # the last burst (a client's bursts are served in order)
+            self.fetch_inflight = False
+            self.fetch_buf.extend(range(first, first + k))
+            if self.p.fetch_overlap:
+                self.fetch_log.append((self.fetch_t0, self.now))
+                self.fetch_issue()
+            if not self.fetch_draining:
+                self.fetch_drain()
+        for b in sizes[:-1]:
+            self.dram_request("fetch", b, None)
+        self.dram_request("fetch", sizes[-1], arrived)
+
+    def fetch_drain(self):
+        self.fetch_draining = False
+        if not self.fetch_buf:
+            if not self.p.fetch_overlap:
+                self.fetch_log.append((self.fetch_t0, self.now))
+            self.fetch_issue()
+            return
+        i = self.fetch_buf[0]
+        m = self.mod[i]
+        if len(self.queue[m]) >= self.p.cmd_queue_depth:
+            if self.fetch_blocked is None:
+                self.fetch_blocked = (m, self.now)
+            return
+        if self.fetch_blocked is not None:
+            bm, since = self.fetch_blocked
+            key = f"full {_MODULES[bm]} queue"
+            self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
+            self.fetch_blocked = None
+        self.fetch_buf.popleft()
+        self.queue[m].append(i)
+        self.delivered[m] += 1
+        self.issue[i] = self.now
+        self.fetch_draining = True
+        self.at(self.now + self.p.fetch_drain_cycles, self.fetch_drain)
+        if self.p.fetch_overlap:
+            self.fetch_issue()
+        self.try_start(m)
+
+    # ----------------------------------------------------------------------- modules
+    def set_wait(self, m, reason):
+        w = self.wait[m]
+        if w is not None and w[0] == reason:
+            return
+        self.close_wait(m)
+        self.wait[m] = (reason, self.now)
+
+    def close_wait(self, m):
+        w = self.wait[m]
+        if w is not None:
+            d = self.stalls[_MODULES[m]]
+            d[w[0]] = d.get(w[0], 0) + self.now - w[1]
+            self.wait[m] = None
+
+    def try_start(self, m):
+        if self.busy_flag[m] or self.blocked_push[m] is not None:
+            return
+        q = self.queue[m]
+        if not q:
+            if self.delivered[m] < self.total[m]:
+                self.set_wait(m, "instruction fetch")
+            else:
+                self.close_wait(m)
+            return
+        i = q[0]
+        if self.serial and i != self.next_serial:
+            self.set_wait(m, "serial order")
+            return
+        for t in self.pops[i]:
+            if self.tokens[t] == 0:
+                self.set_wait(m, _QSHORT[t])
+                return
+        self.close_wait(m)
+        for t in self.pops[i]:
+            self.tokens[t] -= 1
+            k = self.pop_count[t]
+            self.pop_count[t] += 1
+            k -= self.initial[t]
+            if k >= 0 and self.record:
+                self.flows.append((t, self.push_log[t][k], i))
+            if self.blocked_push[MODULE_OF_PRODUCER[t]] is not None:
+                self.at(self.now, self.retry_push, MODULE_OF_PRODUCER[t])
+        q.popleft()
+        if self.fetch_blocked is not None and self.fetch_blocked[0] == m:
+            self.at(self.now, self.fetch_drain)
+        self.busy_flag[m] = True
+        self.start[i] = self.now
+        self.execute(i, m)
+
+    def execute(self, i, m):
+        c, p = self.c, self.p
+        op = c["opcode"][i]
+        t = self.now + p.dispatch_cycles
+        if op in (Opcode.LOAD, Opcode.STORE):
+            if c["x_size"][i] == 0:
+                self.at(t + p.nop_cycles, self.complete, i, m)
+            elif op == Opcode.STORE:
+                self.at(t + self.store_cycles(i), self.complete, i, m)
+            else:
+                self.load(i, m, t)
+        elif op == Opcode.FINISH:
+            self.at(t + p.finish_cycles, self.complete, i, m)
+        else:
+            n_uop = max(0, c["uop_end"][i] - c["uop_bgn"][i]) * c["iter_out"][i] * \
+                c["iter_in"][i]
+            if op == Opcode.GEMM:
+                if not c["reset"][i]:
+                    self.gemm_ops += n_uop
+                d = p.gemm_start_cycles + n_uop * p.gemm_cycles_per_uop
+            else:
+                d = p.alu_start_cycles + n_uop * (p.alu_cycles_per_uop_imm if c["use_imm"][i]
+                                                  else p.alu_cycles_per_uop_vec)
+            self.at(t + d, self.complete, i, m)
+
+    def equal_rows(self, i, E):
+        """``(count, bytes)`` when the transfer of instruction ``i`` is ``count`` bursts of
+        ``bytes`` each (no row longer than a burst or crossing a burst boundary), else
+        None."""
+        c = self.c
+        X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
+        B = self.boundary
+        if P == X or Y == 1:
+            nb, a = X * Y * E, D * E
+            return (1, nb) if nb <= self.max_bytes and a % B + nb <= B else None
+        nb = X * E
+        if nb > self.max_bytes:
+            return None
+        step = P * E
+        a = D * E
+        if step % B == 0:
+            return (Y, nb) if a % B + nb <= B else None
+        lim = B - nb
+        for y in range(Y):
+            if (a + y * step) % B > lim:
+                return None
+        return Y, nb
+
+    def store_cycles(self, i):
+        c, p = self.c, self.p
+        E = self.cfg.out_elem_bytes
+        X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
+        total = p.store_setup_cycles
+        t0 = self.now + p.dispatch_cycles
+        r = self.equal_rows(i, E) if Y else None
+        if r is not None:               # equal bursts, one after the other
+            count, nb = r
+            beats = -(-nb // self.bus)
+            d = p.write_burst_overhead + beats + p.store_cycles_per_tile * -(-nb // E)
+            if self.record:
+                for k in range(count):
+                    self.bursts.append(("store", t0 + total + k * d,
+                                        t0 + total + (k + 1) * d, nb))
+            self.dram_written += count * beats * self.bus    # whole beats, as the RTL counts
+            return total + count * d
+        rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
+            [((D + y * P) * E, X * E) for y in range(Y)]
+        if Y == 0:
+            rows = []
+        for addr, nbytes in rows:
+            for b in _bursts(addr, nbytes, self.max_bytes, self.boundary):
+                beats = -(-b // self.bus)
+                d = p.write_burst_overhead + beats + p.store_cycles_per_tile * -(-b // E)
+                self.bursts.append(("store", t0 + total, t0 + total + d, b))
+                total += d
+                self.dram_written += beats * self.bus      # whole beats, as the RTL counts
+        return total
+
+    def load(self, i, m, t):
+        c, p = self.c, self.p
+        mt = c["memory_type"][i]
+        E = self.cfg.elem_bytes(mt)
+        X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
+        cols = c["x_pad_0"][i] + X + c["x_pad_1"][i]
+        pre = c["y_pad_0"][i] * cols * p.pad_cycles_per_tile
+        post = (c["y_pad_1"][i] * cols + Y * (cols - X)) * p.pad_cycles_per_tile
+        client = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}.get(mt, "acc")
+        r = self.equal_rows(i, E) if Y else None
+        if r is not None:               # equal bursts: one train of requests
+            per = E if p.load_elem_per_cycle and E < self.bus else self.bus
+            self.at(t + p.load_setup_cycles + pre, self.load_train, i, m, client,
+                    (r[0], r[1], -(-r[1] // per)), post + p.load_write_cycles)
+            return
+        rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
+            [((D + y * P) * E, X * E) for y in range(Y)]
+        if Y == 0:
+            rows = []
+        sizes = [b for addr, nb in rows for b in _bursts(addr, nb, self.max_bytes,
+                                                          self.boundary)]
+        if not sizes:
+            self.at(t + p.load_setup_cycles + pre + post + p.load_write_cycles, self.complete,
+                    i, m)
+            return
+        tail = post + p.load_write_cycles
+        per = E if p.load_elem_per_cycle and E < self.bus else 0   # bytes per bus cycle
+        self.at(t + p.load_setup_cycles + pre, self.load_issue, i, m, client, sizes, tail, per)
+
+    def load_train(self, i, m, client, rows, tail):
+        def done():      # the last burst (a client's bursts are served in order)
+            self.at(self.now + tail, self.complete, i, m)
+        count, nbytes, beats = rows
+        self.dram_request(client, nbytes, done, beats, count)
+
+    def load_issue(self, i, m, client, sizes, tail, per=0):
+        def done():      # the last burst (a client's bursts are served in order)
+            self.at(self.now + tail, self.complete, i, m)
+        for b in sizes[:-1]:
+            self.dram_request(client, b, None, -(-b // per) if per else None)
+        self.dram_request(client, sizes[-1], done, -(-sizes[-1] // per) if per else None)
+
+    def complete(self, i, m):
+        self.end[i] = self.now
+        self.busy[_MODULES[m]] += self.now - self.start[i]
+        self.busy_flag[m] = False
+        self.done_count += 1
+        if self.serial:
+            self.next_serial = i + 1
+        self.blocked_push[m] = (i, list(self.pushes[i]))
+        self.retry_push(m)
+        if self.serial:
+            for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
+                self.try_start(mm)
+
+    def retry_push(self, m):
+        bp = self.blocked_push[m]
+        if bp is None:
+            return
+        i, pending = bp
+        while pending:
+            t = pending[0]
+            if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
+                self.set_wait(m, f"full {_QSHORT[t]}")
+                return
+            pending.pop(0)
+            self.inflight[t] += 1
+            self.push_log[t].append(i)
+            if self.p.token_latency:
+                self.at(self.now + self.p.token_latency, self.deliver, t)
+            else:
+                self.deliver(t)
+        self.close_wait(m)
+        self.blocked_push[m] = None
+        self.try_start(m)
+
+    def deliver(self, t):
+        self.inflight[t] -= 1
+        self.tokens[t] += 1
+        for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
+            self.try_start(mm)
+
+    def deadlock(self):
+        parts = []
+        for m in range(3):
+            if self.queue[m]:
+                i = self.queue[m][0]
+                w = self.wait[m][0] if self.wait[m] else "?"
+                parts.append(f"{_MODULES[m]} waits at instruction {i} on {w}")
+        if self.fetch_blocked is not None:
+            parts.append(f"fetch is blocked by the full {_MODULES[self.fetch_blocked[0]]} "
+                         f"command queue (depth {self.p.cmd_queue_depth})")
+        raise DeadlockError("timing model deadlock: " + "; ".join(parts) +
+                            " (finite command/token queues; see TimingParams)")
+
+
+MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}
