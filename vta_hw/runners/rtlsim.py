@@ -1,8 +1,11 @@
-"""Run programs on the generated Verilog through cocotb (Icarus by default).
+"""Run programs on the generated Verilog: Icarus through cocotb, or Verilator with the cycle
+loop and DRAM model in C++.
 
 :func:`run_rtl_batch` builds the Verilog of the configuration once (cached under
-``build_root``), compiles it with the simulator once, and runs several programs in one
-simulator invocation (the testbench is :mod:`vta_hw.runners.cocotb_tb`).
+``build_root``), compiles it with the simulator once, and runs several programs: on Icarus in
+one simulator invocation (the testbench is :mod:`vta_hw.runners.cocotb_tb`), on Verilator
+through :mod:`vta_hw.runners.fastrtl` (no Python per cycle; ``cocotb=True`` uses the cocotb
+testbench instead, the same DRAM timing).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 from isa import VTAConfig
 
 from ..errors import ErrorCode, HwError, NoProgressError, RtlRunError
-from .image import RunResult, check_program, pack_image
+from .image import DEFAULT_MAX_WORK, RunResult, check_program, pack_image
 from .verilog import DUMP_MODULE, TOPLEVEL, cached_verilog
 
 __all__ = ["run_rtl", "run_rtl_batch", "default_build_root", "SIMULATORS"]
@@ -109,7 +112,9 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
                   max_cycles: int = 5_000_000, vcd: str | None = None,
                   build_root: str | os.PathLike | None = None,
                   raise_on_error: bool = True, validate: bool = True,
-                  stall_cycles: int = DEFAULT_STALL_CYCLES) -> list[RunResult]:
+                  stall_cycles: int = DEFAULT_STALL_CYCLES,
+                  cocotb: bool = False, max_work: int | None = DEFAULT_MAX_WORK,
+                  core_kw: dict | None = None) -> list[RunResult]:
     """Run ``programs`` (a list of ``(insns_bytes, dram_uint8_array)``) on the RTL.
 
     Each ``dram`` array is updated in place.  Returns one :class:`RunResult` per program.
@@ -121,7 +126,9 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
     Raises
     ------
     ProgramRejected
-        the stream fails the simulator's static checks (``validate=False`` skips them).
+        the stream fails the simulator's static checks, exceeds its work cap ``max_work``
+        or needs more than ``max_cycles`` for its micro-ops alone (``validate=False`` skips
+        these checks).
     NoProgressError
         the watchdog stopped a core that made no progress.
     RtlRunError
@@ -129,20 +136,31 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
         illegal instruction, or accesses memory beyond its image.
     """
     cfg = cfg or VTAConfig()
+    core_kw = dict(core_kw or {})
+    if simulator not in SIMULATORS:
+        raise HwError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+    if validate:        # refuse a bad program before building or starting a simulator
+        for insns, dram in programs:
+            check_program(insns, np.asarray(dram).size, cfg, max_work=max_work,
+                          max_cycles=max_cycles)
     if simulator == "amaranth":
         from .amaranth_sim import run_amaranth
         return [run_amaranth(i, d, cfg, latency=latency, max_cycles=max_cycles, vcd=vcd,
-                             validate=validate, stall_cycles=stall_cycles)
+                             validate=False, stall_cycles=stall_cycles, **core_kw)
                 for i, d in programs]
-    if simulator not in SIMULATORS:
-        raise HwError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
     if vcd and simulator == "verilator":
         raise HwError("--vcd is supported with the icarus and amaranth simulators")
+    if simulator == "verilator" and not cocotb:
+        from .fastrtl import run_fast
+        return run_fast(programs, cfg, latency=latency, gap=gap, write_latency=write_latency,
+                        max_cycles=max_cycles, stall_cycles=stall_cycles,
+                        build_root=Path(build_root) if build_root else default_build_root(),
+                        raise_on_error=raise_on_error, **core_kw)
+    if core_kw:
+        raise HwError(f"core options {sorted(core_kw)} need the amaranth simulator or the "
+                      f"fast Verilator path")
     if vcd:
         vcd = os.path.abspath(vcd)      # the simulator runs in a temporary directory
-    if validate:        # refuse a bad program before building or starting a simulator
-        for insns, dram in programs:
-            check_program(insns, np.asarray(dram).size, cfg)
     from cocotb_tools.runner import get_runner
     build_root = Path(build_root) if build_root else default_build_root()
     bdir = _build(cfg, simulator, build_root)
