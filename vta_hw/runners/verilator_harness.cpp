@@ -209,31 +209,32 @@ int vta_run(void* hp, uint8_t* mem, uint64_t mem_bytes, uint32_t insn_addr, uint
         return true;
     };
 
+    // the polling of the cocotb testbench (vta_hw.runners.cocotb_tb.run_job), cycle for
+    // cycle: done is looked at every 64 cycles, the watchdog every 1024 (one extra cycle to
+    // read ACC_WRITES), and the model keeps serving until then, so a request issued just
+    // after FINISH is served (or found beyond the memory) exactly as there
     int64_t waited = 0, idle = 0;
     int64_t last_r = -1, last_w = -1, last_a = -1;
     bool stalled = false;
-    while (!t->done && waited < max_cycles) {
-        if (!step()) break;
-        ++waited;
-        if (stall_limit > 0 && (waited & 1023) == 0) {
-            const int64_t a = (int64_t)t->csr_rdata;
+    auto serve = [&]() { if (!dram_error) { if (!step()) tick(); } else tick(); };
+    while (!t->done && waited < max_cycles && !dram_error) {
+        for (int k = 0; k < 64 && !dram_error; ++k) serve();
+        waited += 64;
+        if (stall_limit > 0 && !dram_error && waited % 1024 == 0) {
+            serve();                                  // the CSR read's cycle
+            const int64_t a = (int64_t)(uint32_t)t->csr_rdata;
             const bool same = bytes_read == last_r && bytes_written == last_w && a == last_a;
             idle = same ? idle + 1024 : 0;
             last_r = bytes_read; last_w = bytes_written; last_a = a;
             if (idle >= stall_limit) { stalled = true; break; }
         }
     }
-    // let a write burst still in flight land (the cocotb testbench polls every 64 cycles, so
-    // its model also keeps serving a little after done)
-    for (int k = 0; t->done && !dram_error && (wb_active || done_pending) && k < 4096; ++k)
-        if (!step()) break;
     stats[S_TIMEOUT] = (!t->done && !stalled && !dram_error) ? 1 : 0;
     stats[S_STALLED] = stalled;
-    stats[S_BYTES_READ] = bytes_read;
-    stats[S_BYTES_WRITTEN] = bytes_written;
     stats[S_SIM_CYCLES] = waited;
     auto csr_read = [&](uint32_t reg) -> int64_t {
         t->csr_addr = reg; t->eval();
+        serve();
         return (int64_t)(uint32_t)t->csr_rdata;
     };
     stats[S_CTRL] = csr_read(CTRL);
@@ -241,6 +242,8 @@ int vta_run(void* hp, uint8_t* mem, uint64_t mem_bytes, uint32_t insn_addr, uint
     stats[S_ACC_WRITES] = csr_read(ACC_WRITES);
     stats[S_ERR_CODE] = csr_read(ERR_CODE);
     stats[S_ERR_INDEX] = csr_read(ERR_INDEX);
+    stats[S_BYTES_READ] = bytes_read;
+    stats[S_BYTES_WRITTEN] = bytes_written;
     return 0;
 }
 
