@@ -90,7 +90,15 @@ def cmd_verilog(args):
 
 def cmd_build(args):
     from .board.fpga import build_bitstream
-    _writable(Path(args.out) / "report.json", "the build directory")
+    from .errors import HwError
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise HwError(f"--out {args.out}: not a directory")
+    try:        # created as 'vta dse --out' does (its parent must exist)
+        out.mkdir(exist_ok=True)
+    except OSError as e:
+        raise HwError(f"--out {args.out}: cannot create the build directory ({e})") from None
+    _writable(out / "report.json", "the build directory")
     report = build_bitstream(_config(args), board=args.board, out_dir=args.out,
                              synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
                              dram_words=args.dram_words, baud=args.baud,
