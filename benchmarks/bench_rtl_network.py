@@ -57,9 +57,10 @@ def build(model: str, image: int, cfg: VTAConfig):
 
 def run_on(c, dev, feeds):
     ex = c.executor(dev)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = ex.run(feeds)
     wall = time.perf_counter() - t0
+    run_on.cpu = time.process_time() - c0
     layers = [(r.get("name") or r.get("node") or str(k), r["cycles"])
               for k, r in enumerate(ex.records) if r["where"] == "vta"]
     return out, layers, wall
@@ -79,6 +80,7 @@ def compare(c, feeds, *, threads: int = 1, sim_params=None):
     build_library(c.cfg, default_build_root())      # built (or found) before the timed run
     build_s = time.perf_counter() - t0
     rtl_out, rtl_layers, rtl_wall = run_on(c, dev, feeds)
+    rtl_cpu = run_on.cpu
     same = all(np.array_equal(sim_out[k], rtl_out[k]) for k in sim_out)
     rows = []
     for (name, sc), (_, rc) in zip(sim_layers, rtl_layers):
@@ -91,7 +93,7 @@ def compare(c, feeds, *, threads: int = 1, sim_params=None):
             "abs_error_median": float(np.median(err)), "abs_error_max": float(err.max()),
             "total_error": (sum(r["sim_cycles"] for r in rows) - rtl_cycles) / max(1, rtl_cycles),
             "sim_wall_s": round(sim_wall, 2), "rtl_wall_s": round(rtl_wall, 2),
-            "rtl_build_or_lookup_s": round(build_s, 2),
+            "rtl_build_or_lookup_s": round(build_s, 2), "rtl_cpu_s": round(rtl_cpu, 2),
             "rtl_cycles_per_s": round(rtl_cycles / rtl_wall) if rtl_wall else None,
             "threads": threads}
 
@@ -122,7 +124,9 @@ def main(argv=None):
           f"{res['abs_error_max']:.2%})")
     print(f"wall: compile {res['compile_s']} s, timed simulator {res['sim_wall_s']} s, RTL "
           f"(Verilator, threads {args.threads}) {res['rtl_wall_s']} s = "
-          f"{res['rtl_cycles_per_s']:,} cycles/s; load {res['loadavg']}")
+          f"{res['rtl_cycles_per_s']:,} cycles/s ({res['rtl_cpu_s']} s CPU: "
+          f"{res['rtl_cycles'] / max(res['rtl_cpu_s'], 1e-9):,.0f} cycles per CPU second); "
+          f"load {res['loadavg']}")
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
     return 0 if res["outputs_equal"] else 1
