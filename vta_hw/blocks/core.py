@@ -48,6 +48,10 @@ class VTACore(wiring.Component):
     alu_stages : int
         cycles per tensor-ALU micro-op: 1 (default), 2 (registered result) or 3 (also the
         32x32 multiplier split over two stages); 2 and 3 are for FPGA timing.
+    lut_mults : int
+        GEMM products built from LUT logic instead of hard multipliers (0 = none; see
+        :class:`vta_hw.blocks.gemm.GemmPipe`); no effect on cycles or results, it trades
+        MULT18X18D blocks for LUTs (about 1 multiplier for ~100 LUT4 on the ECP5).
 
     Members
     -------
@@ -64,7 +68,7 @@ class VTACore(wiring.Component):
     """
 
     def __init__(self, cfg: VTAConfig, queue_depth: int = 512, token_bits: int = 16,
-                 alu_stages: int = 1):
+                 alu_stages: int = 1, lut_mults: int = 0):
         if not isinstance(cfg, VTAConfig):
             raise TypeError(f"cfg must be a VTAConfig, not {cfg!r}")
         if queue_depth < 2:
@@ -75,6 +79,12 @@ class VTACore(wiring.Component):
         if alu_stages not in (1, 2, 3):
             raise HwConfigError(f"alu_stages must be 1, 2 or 3, not {alu_stages!r}")
         self.alu_stages = alu_stages
+        macs = cfg.batch * cfg.block_in * cfg.block_out
+        if isinstance(lut_mults, bool) or not isinstance(lut_mults, int) or \
+                not 0 <= lut_mults <= macs:
+            raise HwConfigError(f"lut_mults must be an integer in [0, {macs}] (the GEMM "
+                                f"products), not {lut_mults!r}")
+        self.lut_mults = lut_mults
         check_config(cfg)
         super().__init__({
             "csr_addr": In(CSR_ADDR_BITS), "csr_wdata": In(32), "csr_we": In(1),
@@ -95,7 +105,8 @@ class VTACore(wiring.Component):
 
         e.submodules.fetch = fetch = FetchModule(cfg)
         e.submodules.load = load = LoadModule(cfg)
-        e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages)
+        e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages,
+                                                     lut_mults=self.lut_mults)
         e.submodules.store = store = StoreModule(cfg)
         m.d.comb += [fetch.start.eq(start), fetch.insn_addr.eq(csr.insn_addr),
                      fetch.insn_count.eq(csr.insn_count)]

@@ -11,7 +11,7 @@ from isa import VTAConfig
 from .fields import uop_layout
 from .uoploop import OFF_BITS
 
-__all__ = ["GemmPipe", "tree_sum"]
+__all__ = ["GemmPipe", "tree_sum", "lut_product"]
 
 
 def tree_sum(terms):
@@ -23,6 +23,17 @@ def tree_sum(terms):
             nxt.append(terms[-1])
         terms = nxt
     return terms[0]
+
+
+def lut_product(a, b):
+    """``a * b`` of two signed values as shift-and-add partial products, so synthesis builds
+    it from LUTs and carry chains instead of a hard multiplier (no ``$mul`` cell to map to a
+    DSP): ``sum(a << i for each set bit i of b) - (a << msb if b < 0)``, exact in two's
+    complement."""
+    n = len(b)
+    terms = [Mux(b[i], a << i, 0) for i in range(n - 1)]
+    neg = Mux(b[n - 1], a << (n - 1), 0)
+    return tree_sum(terms) - neg
 
 
 class GemmPipe(wiring.Component):
@@ -53,12 +64,22 @@ class GemmPipe(wiring.Component):
         synchronous SRAM read ports (data one cycle after the address).
     acc_wr_valid, acc_wr_addr, acc_wr_data : ACC write (whole tile).
     busy : ``Out(1)``  some micro-op is in s2..s4.
+
+    ``lut_mults`` of the BATCH x BLOCK_OUT x BLOCK_IN products (the last ones, row by row) are
+    built as shift-and-add logic (:func:`lut_product`) instead of ``*``: a design knob for FPGAs
+    with fewer hard multipliers than MACs (the ECP5-85F has 156 MULT18X18D for the 1x16x16
+    core's 256 products).  Same register stages, same cycle counts, same results.
     range_error : ``Out(1)``  pulse: a micro-op's index is beyond its SRAM (its write is
         suppressed).
     """
 
-    def __init__(self, cfg: VTAConfig):
+    def __init__(self, cfg: VTAConfig, lut_mults: int = 0):
         self.cfg = cfg
+        macs = cfg.batch * cfg.block_in * cfg.block_out
+        if isinstance(lut_mults, bool) or not isinstance(lut_mults, int) or \
+                not 0 <= lut_mults <= macs:
+            raise ValueError(f"lut_mults must be an integer in [0, {macs}], not {lut_mults!r}")
+        self.lut_mults = lut_mults
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
         self.acc_bits = cfg.batch * cfg.block_out * cfg.acc_width
@@ -103,12 +124,15 @@ class GemmPipe(wiring.Component):
                for i in range(cfg.block_out * cfg.block_in)]
         pw = cfg.inp_width + cfg.wgt_width
         prods = []
+        first_lut = cfg.batch * cfg.block_out * cfg.block_in - self.lut_mults
         for b in range(cfg.batch):
             for o in range(cfg.block_out):
                 row = []
                 for k in range(cfg.block_in):
                     pr = Signal(signed(pw), name=f"prod_{b}_{o}_{k}")
-                    m.d.sync += pr.eq(inp[b * cfg.block_in + k] * wgt[o * cfg.block_in + k])
+                    x, y = inp[b * cfg.block_in + k], wgt[o * cfg.block_in + k]
+                    n = (b * cfg.block_out + o) * cfg.block_in + k
+                    m.d.sync += pr.eq(lut_product(x, y) if n >= first_lut else x * y)
                     row.append(pr)
                 prods.append(row)
         va, ra, da = Signal(), Signal(), Signal(D, name="da")     # products being formed

@@ -54,8 +54,9 @@ class FpgaTop(Elaboratable):
     board's USB UART; LEDs = done / PLL lock / UART rx."""
 
     def __init__(self, cfg: VTAConfig, freq_mhz: float = 50.0, dram_words: int = 8192,
-                 baud: int = 115200):
+                 baud: int = 115200, lut_mults: int = 0):
         self.cfg = cfg
+        self.lut_mults = lut_mults
         self.freq_mhz = freq_mhz
         self.dram_words = dram_words
         self.baud = baud
@@ -92,7 +93,8 @@ class FpgaTop(Elaboratable):
         # the FPGA core gives the tensor ALU three cycles per micro-op (the 32x32 multiplier
         # split over two register stages); the GEMM keeps one micro-op per cycle
         m.submodules.board = board = UartSystem(self.cfg, self.divisor, self.dram_words,
-                                                latency=8, alu_stages=3)
+                                                latency=8, alu_stages=3,
+                                                lut_mults=self.lut_mults)
         uart = platform.request("uart", 0)
         m.d.comb += [board.rx.eq(uart.rx.i), uart.tx.o.eq(board.tx)]
         leds = [platform.request("led", i) for i in range(3)]
@@ -122,10 +124,11 @@ def _check_tools(env, names=tuple(_TOOLS)):
 
 def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpga", *,
                     synth_only: bool = False, seed: int = 1, freq_mhz: float = 50.0,
-                    dram_words: int = 8192, baud: int = 115200) -> dict:
+                    dram_words: int = 8192, baud: int = 115200, lut_mults: int = 0) -> dict:
     """Build ``out_dir/vta.bit`` and ``out_dir/report.json`` (fmax_mhz, luts, ffs,
     multipliers, brams, config, ...).  ``synth_only`` runs yosys on the core alone (resource
-    estimate; no bitstream).
+    estimate; no bitstream).  ``lut_mults`` GEMM products are built from LUTs instead of
+    MULT18X18D blocks (:class:`vta_hw.blocks.gemm.GemmPipe`).
 
     A build that misses ``freq_mhz`` still writes the bitstream and the report, with
     ``meets_target`` false and the routed ``critical_path`` (``vta hw build`` then exits 1).
@@ -140,14 +143,14 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
     env = _tool_env()
     _check_tools(env, ("YOSYS",) if synth_only else tuple(_TOOLS))
     if synth_only:
-        report = synthesize_core(cfg, out, env=env)
+        report = synthesize_core(cfg, out, env=env, lut_mults=lut_mults)
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         return report
     if board not in BOARDS:
         raise HwError(f"board must be one of {', '.join(BOARDS)}, not {board!r}")
     import amaranth_boards.ulx3s as ulx3s
     platform = getattr(ulx3s, BOARDS[board])()
-    top = FpgaTop(cfg, freq_mhz, dram_words, baud)
+    top = FpgaTop(cfg, freq_mhz, dram_words, baud, lut_mults=lut_mults)
     t0 = time.time()
     old = dict(os.environ)
     os.environ.update(env)
@@ -181,6 +184,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         "multipliers_available": util.get("MULT18X18D", {}).get("available"),
         "critical_path": critical_path(pnr),
         "dram_bytes": dram_words * cfg.bus_bytes, "baud": baud, "seed": seed,
+        "lut_mults": lut_mults,
         "build_seconds": round(time.time() - t0, 1), "config": cfg.to_dict()}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
@@ -238,4 +242,5 @@ def synthesize_core(cfg: VTAConfig, out_dir, *, env=None, **core_kw) -> dict:
             "ccu2c": cells.get("CCU2C", 0), "ffs": cells.get("TRELLIS_FF", 0),
             "multipliers": cells.get("MULT18X18D", 0), "brams": cells.get("DP16KD", 0),
             "lutram": cells.get("TRELLIS_DPR16X4", 0),
-            "synth_seconds": round(time.time() - t0, 1), "config": cfg.to_dict()}
+            "synth_seconds": round(time.time() - t0, 1), "config": cfg.to_dict(),
+            "core_options": core_kw}

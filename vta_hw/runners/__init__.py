@@ -1,1 +1,3 @@
-"""Runners of the generated core: Amaranth's simulator, Verilog generation, Icarus/Verilator through cocotb, and the memory image they share."""
+"""Runners of the generated core: Amaranth's simulator, Verilog generation, Icarus through
+cocotb, Verilator with a C++ cycle loop and DRAM model (``fastrtl``), and the memory image
+they share."""

