@@ -21,6 +21,7 @@ from .safe_archive import inspect_npz, load_npz, open_zip, read_zip_member
 from .safe_io import (FileTooLargeError, NotRegularFileError, OutputPathError, UnsafePathError,
                       atomic_path, atomic_write, check_output_path, expect_json, load_json,
                       open_in_folder, open_regular, parse_json, read_bytes_capped,
+                      read_folder_file,
                       write_bytes_atomic, write_json_atomic, write_text_atomic)
 from .insn import DEP_FLAGS, AluInsn, FinishInsn, GemmInsn, Insn, MemInsn, Uop, insn_stage
 
@@ -38,7 +39,8 @@ __all__ = [
     # safe I/O
     "FileTooLargeError", "NotRegularFileError", "OutputPathError", "UnsafePathError",
     "atomic_path", "atomic_write", "check_output_path", "expect_json", "load_json",
-    "open_in_folder", "open_regular", "parse_json", "read_bytes_capped", "write_bytes_atomic",
+    "open_in_folder", "open_regular", "parse_json", "read_bytes_capped", "read_folder_file",
+    "write_bytes_atomic",
     "write_json_atomic", "write_text_atomic", "inspect_npz", "load_npz", "open_zip",
     "read_zip_member",
     # assembly

@@ -34,7 +34,7 @@ from .files import InputFileError
 from .safe_io import DEFAULT_MAX_BYTES, FileTooLargeError, open_regular
 
 __all__ = ["ArraySpec", "open_zip", "read_zip_member", "inspect_npz", "load_npz",
-           "DEFAULT_MAX_MEMBERS", "MAX_NPY_HEADER"]
+           "DEFAULT_MAX_MEMBERS", "MAX_NPY_HEADER", "hmac_sign", "hmac_verify", "key_from_env"]
 
 DEFAULT_MAX_MEMBERS = 10_000
 MAX_NPY_HEADER = 10_000            # numpy's own default limit of a .npy header
@@ -244,3 +244,27 @@ def load_npz(path, what: str = ".npz file", *, required=(), allowed=None,
                 msg = str(e).split(". If you trust")[0]
                 raise InputFileError(f"{shown}: array {name!r} cannot be read ({msg})") from None
         return out
+
+
+# ------------------------------------------------------------------ origin (optional)
+def key_from_env(var: str = "VTA_ARTIFACT_KEY") -> bytes | None:
+    """The HMAC key in environment variable ``var`` (UTF-8), or None when unset: a sha256
+    manifest proves integrity, not origin; a key shared with the device proves origin."""
+    v = os.environ.get(var)
+    return v.encode("utf-8") if v else None
+
+
+def hmac_sign(data: bytes, key: bytes) -> str:
+    """The hex HMAC-SHA256 of ``data`` (e.g. a manifest's bytes) under ``key``."""
+    import hmac
+    return hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def hmac_verify(data: bytes, signature: str, key: bytes, where: str) -> None:
+    """Raise :class:`InputFileError` naming ``where`` unless ``signature`` is
+    :func:`hmac_sign` of ``data`` under ``key`` (compared in constant time)."""
+    import hmac
+    if not isinstance(signature, str) or not hmac.compare_digest(hmac_sign(data, key),
+                                                                  signature.strip().lower()):
+        raise InputFileError(f"{where}: the signature does not match (signed with another "
+                             f"key, or the file was changed after signing)")

@@ -41,6 +41,7 @@ __all__ = [
     "FileTooLargeError", "NotRegularFileError", "UnsafePathError", "OutputPathError",
     "DEFAULT_MAX_BYTES", "DEFAULT_MAX_JSON_BYTES",
     "open_regular", "open_in_folder", "read_bytes_capped", "read_file_capped",
+    "read_folder_file",
     "load_json", "parse_json", "expect_json",
     "check_output_path", "atomic_write", "atomic_path", "write_bytes_atomic",
     "write_text_atomic", "write_json_atomic",
@@ -176,6 +177,25 @@ def read_bytes_capped(path: str | os.PathLike, max_bytes: int = DEFAULT_MAX_BYTE
     """The bytes of the regular file ``path``, at most ``max_bytes`` of them."""
     with open_regular(path, what) as f:
         return read_file_capped(f, max_bytes, what, path)
+
+
+def read_folder_file(root: str | os.PathLike, relpath: str, *,
+                     declared_size: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
+                     hash_name: str | None = "sha256", what: str = "file"):
+    """``(data, hexdigest)`` of ``root/relpath`` opened with :func:`open_in_folder` (no
+    symlink, no ``..``, no FIFO or device), at most ``max_bytes`` and exactly
+    ``declared_size`` when given: the directory form of what
+    :func:`isa.safe_archive.read_zip_member` reads from a zip."""
+    import hashlib
+    shown = os.path.join(str(root), str(relpath))
+    with open_in_folder(root, relpath, what) as f:
+        cap = max_bytes if declared_size is None else min(max_bytes, declared_size)
+        size = os.fstat(f.fileno()).st_size
+        if declared_size is not None and size != declared_size:
+            raise InputFileError(f"{shown}: is {size:,} bytes but {declared_size:,} are "
+                                 f"declared")
+        data = read_file_capped(f, cap, what, shown)
+    return data, (hashlib.new(hash_name, data).hexdigest() if hash_name else None)
 
 
 def _no_constants(name: str):

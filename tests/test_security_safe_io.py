@@ -18,7 +18,8 @@ from isa.safe_archive import inspect_npz, load_npz, open_zip, read_zip_member
 from isa.safe_io import (FileTooLargeError, NotRegularFileError, OutputPathError,
                          UnsafePathError, atomic_path, atomic_write, check_output_path,
                          expect_json, load_json, open_in_folder, open_regular, parse_json,
-                         read_bytes_capped, write_bytes_atomic, write_json_atomic)
+                         read_bytes_capped, read_folder_file, write_bytes_atomic,
+                         write_json_atomic)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -275,3 +276,32 @@ def test_npz_bomb_header_and_objects_refused(tmp_path):
     _zip(junk, {"x.npy": b"\x93NUMPY garbage", "y.txt": b"1"})
     with pytest.raises(InputFileError, match="no valid .npy header|not a .npy array"):
         load_npz(junk)
+
+
+def test_read_folder_file_declared_size_and_hash(tmp_path):
+    import hashlib
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "m.bin").write_bytes(b"abc")
+    data, digest = read_folder_file(tmp_path, "a/m.bin", declared_size=3)
+    assert data == b"abc" and digest == hashlib.sha256(b"abc").hexdigest()
+    with pytest.raises(InputFileError, match="is 3 bytes but 2 are declared"):
+        read_folder_file(tmp_path, "a/m.bin", declared_size=2)
+    with pytest.raises(FileTooLargeError):
+        read_folder_file(tmp_path, "a/m.bin", max_bytes=2)
+    os.symlink("/dev/zero", tmp_path / "z")
+    with pytest.raises(UnsafePathError):
+        read_folder_file(tmp_path, "z")
+
+
+def test_hmac_sign_verify(monkeypatch):
+    from isa.safe_archive import hmac_sign, hmac_verify, key_from_env
+    monkeypatch.setenv("VTA_ARTIFACT_KEY", "secret")
+    key = key_from_env()
+    sig = hmac_sign(b"manifest", key)
+    hmac_verify(b"manifest", sig, key, "m.vtar")
+    with pytest.raises(InputFileError, match="m.vtar: the signature does not match"):
+        hmac_verify(b"manifest!", sig, key, "m.vtar")
+    with pytest.raises(InputFileError):
+        hmac_verify(b"manifest", sig, b"other", "m.vtar")
+    monkeypatch.delenv("VTA_ARTIFACT_KEY")
+    assert key_from_env() is None
