@@ -10,12 +10,25 @@ vectors, ``--inputs``/``--calib`` samples).
 - :func:`load_npz`: the arrays, after :func:`inspect_npz` and the caps; ``allow_pickle`` is
   always False.
 
-Every refusal is an :class:`~isa.files.InputFileError` naming the file (and member)::
+Every refusal is an :class:`~isa.files.InputFileError` naming the file (and member).
 
-    arrays = load_npz("x.npz", required=("insns",), max_array_bytes=1 << 28)
-    # -> "x.npz has no array 'insns' (it holds: a, b)"
-    with open_zip("m.vtar", what="artifact") as z:
-        data, digest = read_zip_member(z, "graph.json", declared_size=1234, max_bytes=1 << 26)
+Example::
+
+    import os, tempfile, zipfile
+    import numpy as np
+    from isa import InputFileError
+    from isa.safe_archive import inspect_npz, load_npz, open_zip, read_zip_member
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "x.npz")
+    np.savez(path, a=np.arange(4, dtype=np.int8))
+    assert inspect_npz(path)["a"].shape == (4,)              # from the header only
+    try:
+        load_npz(path, required=("insns",))
+    except InputFileError as e:
+        assert "has no array 'insns' (it holds: a)" in str(e)
+    with open_zip(path, "samples") as z:
+        data, digest = read_zip_member(z, "a.npy", declared_size=z.getinfo("a.npy").file_size,
+                                       max_bytes=1 << 20)
 """
 
 from __future__ import annotations

@@ -5,25 +5,28 @@ escapes, no FIFOs or devices, bounded JSON.  The archive side (zip members, ``.n
 Every refusal is an :class:`~isa.files.InputFileError` (a ``ValueError``, caught by the ``vta``
 command as a one-line error, exit 2) whose message names the file and says what is wrong.
 
-Writing (a crash or ``kill -9`` at any moment leaves the previous file or the new one, never a
-truncated one; at worst a hidden ``.NAME.*.tmp*`` file stays beside the target)::
+Writing: a crash or ``kill -9`` at any moment leaves the previous file or the new one, never
+a truncated one (at worst a hidden ``.NAME.*.tmp*`` file stays beside the target).  Reading:
+regular files only (a FIFO never blocks, ``/dev/zero`` is never read), capped sizes, no
+symlink out of a folder, JSON whose every failure names the file.
 
-    with atomic_write("out.bin") as f:          # a binary file object (mode "w" for text)
-        f.write(data)
-    with atomic_write("y.npz") as f:            # np.savez on a file object writes exactly
-        np.savez(f, **arrays)                   # that name (never appends ".npz")
-    with atomic_path("plot.png") as tmp:        # writers that want a path: the temp path
-        fig.savefig(tmp)                        # keeps the target's suffix
-    write_json_atomic("stats.json", obj)
+Example::
 
-    check_output_path("Y.out", suffixes=(".npz",))   # before the work: refuse a directory,
-                                                    # a missing folder, a wrong suffix
-Reading::
-
-    data = read_bytes_capped(path, max_bytes=1 << 30, what="DRAM image")
-    obj = load_json(path, what="--hw JSON file")     # RecursionError, NaN, huge ints: named
-    with open_in_folder(root, "params/w.npy") as f:  # no symlink, no "..", regular files only
-        ...
+    import json, os, tempfile
+    import numpy as np
+    from isa.safe_io import (atomic_path, atomic_write, check_output_path, load_json,
+                             open_in_folder, read_bytes_capped, write_json_atomic)
+    d = tempfile.mkdtemp()
+    check_output_path(os.path.join(d, "y.npz"), suffixes=(".npz",))   # before the work
+    with atomic_write(os.path.join(d, "y.out")) as f:       # a file object: np.savez writes
+        np.savez(f, a=np.arange(3))                         # exactly y.out, never y.out.npz
+    with atomic_path(os.path.join(d, "plot.svg")) as tmp:   # writers that want a path: the
+        open(tmp, "w").write("<svg/>")                      # temp path keeps the suffix
+    write_json_atomic(os.path.join(d, "stats.json"), {"cycles": 1})
+    assert load_json(os.path.join(d, "stats.json"), "stats") == {"cycles": 1}
+    assert read_bytes_capped(os.path.join(d, "plot.svg"), max_bytes=100) == b"<svg/>"
+    with open_in_folder(d, "stats.json") as f:              # no symlink, no "..", no FIFO
+        assert json.load(f)["cycles"] == 1
 """
 
 from __future__ import annotations
