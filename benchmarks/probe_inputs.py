@@ -113,7 +113,7 @@ def run_one(argv, *, tree: str, cwd: str, timeout: float, kill_after: float | No
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True
             break
-        if now - last_rss > 0.05:
+        if now - last_rss > (0.5 if kill_on_change else 0.05):
             last_rss = now
             rss = _group_rss(proc.pid)
             peak = max(peak, rss)
@@ -221,7 +221,7 @@ def _prefill(probe: Probe, d: str) -> None:
     for path, kind in probe.guard.items():
         if os.path.exists(path):
             continue
-        src = {"zip": "ok.vtar", "npz": "y_prev.npz", "bytes": "d_big.bin"}.get(kind)
+        src = {"zip": "big.vtar", "npz": "y_big_prev.npz", "bytes": "d_big.bin"}.get(kind)
         if src and os.path.isfile(os.path.join(d, src)):
             shutil.copy(os.path.join(d, src), path)
 
@@ -230,6 +230,8 @@ SETUP = [
     ["compile", "ok.onnx", "-o", "ok.vtar", "--calib", "calib.npz"],
     ["compile", "ok.onnx", "-o", "okdir", "--calib", "calib.npz"],
     ["run", "ok.vtar", "--inputs", "x.npz", "--output", "y_prev.npz"],
+    ["compile", "big.onnx", "-o", "big.vtar", "--calib", "calib_big.npz"],
+    ["run", "big.vtar", "--inputs", "x_big.npz", "--output", "y_big_prev.npz"],
     ["sim", "--insns", "i.bin", "--dram", "d.bin", "--out", "o_prev.bin"],
     ["tune", "ok.onnx", "--trials", "4", "--log", "tune.jsonl", "--tuner", "random",
      "--no-progress"],
