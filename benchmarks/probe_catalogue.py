@@ -23,7 +23,7 @@ BOMB_BYTES = 1536 << 20                     # a member that decompresses to 1.5 
 NO_CALIB = ("qdq_zero", "huge_hw", "huge_dims", "neg_dim")
 #: when the kill9_* probes SIGKILL a command: the moment the guarded file changes, and
 #: fractions of the same command's valid run (its output is written near the end)
-KILL_MOMENTS = ("change", 0.85, 0.95, 1.0, 1.05)
+KILL_MOMENTS = ("write", "change", 0.85, 0.95, 1.0, 1.05)
 
 
 @dataclass
@@ -33,8 +33,9 @@ class Probe:
     ``valid``: True (must work: exit 0), False (must be refused: exit 2, one line), None
     (either works and writes ``expect_file``, or is refused cleanly).  ``guard``: files that
     must be intact afterwards ({path: kind}, kind "npz", "zip", "json", "bytes", "jsonl.gz":
-    the bytes from before the run, or a complete file of that kind).  ``kill``: "change"
-    (SIGKILL the moment the first guarded file changes) or a fraction of the valid run's
+    the bytes from before the run, or a complete file of that kind).  ``kill``: "write"
+    (SIGKILL at the first write of the first guarded file or of a temp file beside it),
+    "change" (the moment that file is seen to change) or a fraction of the valid run's
     duration.  ``pre``: commands run before (not classified)."""
     door: str
     name: str
