@@ -11,8 +11,9 @@ hang        still running at the timeout
 memory      RSS above the cap, or a MemoryError
 silent      exit 0 on an invalid input (it should have been refused)
 lost        a file present before the run (a previous output) is damaged afterwards: probes
-            marked kill9_* SIGKILL the command while it writes over a previous output, the
-            moment that file changes ("change") or at a fraction of a valid run's duration
+            marked kill9_* SIGKILL the command while it writes over a previous output, at
+            its first write to that file or to a temp file beside it ("write"), or at a
+            fraction of a valid run's duration
 worked      a valid input, exit 0 (and its output file exists)
 other       anything else: exit 1, several lines, a valid input refused
 ==========  ===================================================================================
