@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import os
 
-from .errors import IsaError
+from .errors import InputFileError
+from .safe_io import DEFAULT_MAX_BYTES, load_json, read_bytes_capped
 
 __all__ = ["InputFileError", "read_bytes", "read_dram_image", "read_text", "read_json", "is_npz"]
 
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-class InputFileError(IsaError):
-    """A user-supplied file is missing, unreadable or of the wrong kind."""
-
-
 def read_bytes(path: str | os.PathLike, what: str = "file",
                max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file ``path`` (a directory, FIFO or device is refused before
     any read), at most ``max_bytes`` of them (default :data:`isa.safe_io.DEFAULT_MAX_BYTES`)."""
-    from .safe_io import DEFAULT_MAX_BYTES, read_bytes_capped
     return read_bytes_capped(path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes, what)
 
 
@@ -56,5 +52,4 @@ def read_text(path: str | os.PathLike, what: str = "text file") -> str:
 def read_json(path: str | os.PathLike, what: str = "JSON file"):
     """The parsed JSON of ``path``: errors name the file (and line), including nesting too
     deep to read and NaN/Infinity (see :func:`isa.safe_io.load_json`)."""
-    from .safe_io import load_json
     return load_json(path, what)

@@ -10,7 +10,7 @@ vectors, ``--inputs``/``--calib`` samples).
 - :func:`load_npz`: the arrays, after :func:`inspect_npz` and the caps; ``allow_pickle`` is
   always False.
 
-Every refusal is an :class:`~isa.files.InputFileError` naming the file (and member).
+Every refusal is an :class:`~isa.errors.InputFileError` naming the file (and member).
 
 Example::
 
@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .files import InputFileError
+from .errors import InputFileError
 from .safe_io import DEFAULT_MAX_BYTES, FileTooLargeError, open_regular
 
 __all__ = ["ArraySpec", "open_zip", "read_zip_member", "inspect_npz", "load_npz",

@@ -2,7 +2,7 @@
 escapes, no FIFOs or devices, bounded JSON.  The archive side (zip members, ``.npz``) is
 :mod:`isa.safe_archive`.
 
-Every refusal is an :class:`~isa.files.InputFileError` (a ``ValueError``, caught by the ``vta``
+Every refusal is an :class:`~isa.errors.InputFileError` (a ``ValueError``, caught by the ``vta``
 command as a one-line error, exit 2) whose message names the file and says what is wrong.
 
 Writing: a crash or ``kill -9`` at any moment leaves the previous file or the new one, never
@@ -38,7 +38,7 @@ import os
 import stat
 import tempfile
 
-from .files import InputFileError
+from .errors import InputFileError
 
 __all__ = [
     "FileTooLargeError", "NotRegularFileError", "UnsafePathError", "OutputPathError",
