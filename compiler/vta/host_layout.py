@@ -12,7 +12,7 @@ import numpy as np
 
 from vta_runtime import layout
 
-__all__ = ["OperandPrep", "PackPlain", "UnpackPlain", "PackGrouped"]
+__all__ = ["OperandPrep", "PackPlain", "UnpackPlain", "PackGrouped", "Im2colPlain", "TapsPlain"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,43 @@ class PackGrouped:
         cols = (rows // og % k * cg)[:, None] + np.arange(cg)[None, :]
         full[rows[:, None], cols] = a
         return PackPlain(full.shape[:2], self.blocks)(full)
+
+
+@dataclass(frozen=True)
+class Im2colPlain:
+    """Host-side im2col of a plain conv input with few channels (the stem's 3): zero-pad H
+    and W by ``pads`` (top, bottom, left, right), gather every kernel tap at the output
+    stride, and lay the taps out as channels ``(ky, kx, c)`` of a 1x1 convolution over the
+    ``oh x ow`` output image; then pad to ``padded`` (N, taps x C) and block as NCHWnc."""
+    pads: tuple
+    kernel: tuple             # (kh, kw)
+    stride: int
+    out_hw: tuple             # (oh, ow)
+    padded: tuple
+    blocks: tuple
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)
+        n, c = a.shape[:2]
+        pt, pb, pl, pr = self.pads
+        a = np.pad(a, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+        (kh, kw), (oh, ow), s = self.kernel, self.out_hw, self.stride
+        cols = np.empty((n, kh, kw, c, oh, ow), a.dtype)
+        for ky in range(kh):
+            for kx in range(kw):
+                cols[:, ky, kx] = a[:, :, ky:ky + s * (oh - 1) + 1:s, kx:kx + s * (ow - 1) + 1:s]
+        return PackPlain(self.padded, self.blocks)(cols.reshape(n, kh * kw * c, oh, ow))
+
+
+@dataclass(frozen=True)
+class TapsPlain:
+    """The weights (O, C, KH, KW) of an :class:`Im2colPlain` conv: (O, (ky, kx, c), 1, 1),
+    padded to ``padded`` (O, taps x C) and blocked as OIHWoi."""
+    padded: tuple
+    blocks: tuple
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)
+        o, c, kh, kw = a.shape
+        cols = np.ascontiguousarray(np.transpose(a, (0, 2, 3, 1))).reshape(o, kh * kw * c, 1, 1)
+        return PackPlain(self.padded, self.blocks)(cols)

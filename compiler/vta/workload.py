@@ -14,7 +14,11 @@ Also accepted:
 * **plain layouts** -- conv2d (N, C, H, W) x (O, C/g, KH, KW) (``ops.conv2d_nchw``) and
   dense (N, C) x (O, C) (``ops.dense_nc``) with any N, C, O: the workload is the packed
   one with N, C and O zero-padded to the blocks; :attr:`GemmWorkload.host` says how each
-  input is packed on the host and :attr:`GemmWorkload.unpack` crops the result;
+  input is packed on the host and :attr:`GemmWorkload.unpack` crops the result; a conv with
+  fewer input channels than BLOCK_IN (an RGB stem) whose C x KH x KW taps fill fewer
+  blocks than KH x KW becomes a 1x1 conv over the host's im2col of its input (taps as
+  channels, :class:`~compiler.vta.host_layout.Im2colPlain`): ResNet-18's 7x7 stem needs
+  10 GEMMs per output tile instead of 49;
 * **grouped / depthwise** conv2d (plain, or packed ``ops.conv2d(..., groups=g)`` with
   groups of whole blocks): the groups are packed block-diagonally, ``groups`` block
   groups each reducing over its own ``cb`` input blocks;
@@ -40,7 +44,8 @@ Example::
     b = placeholder((1, 20, 1, 1), "int32", "b")
     out = ops.cast_int8(ops.broadcast_add(ops.shr(ops.conv2d_nchw(x, w, 1, 1), 6), b))
     wl = recognise(out, VTAConfig())
-    assert (wl.cb, wl.ob) == (1, 2) and str(wl.epilogue[1]) == "ADD(b[o])"
+    # 3 x 3 x 3 = 27 kernel taps packed into two channel blocks of a 1x1 conv (im2col)
+    assert (wl.cb, wl.kh, wl.ob) == (2, 1, 2) and str(wl.epilogue[1]) == "ADD(b[o])"
 
 Raises
 ------
@@ -56,7 +61,8 @@ import numpy as np
 
 from isa import AluOp, VTAConfig
 
-from .host_layout import OperandPrep, PackGrouped, PackPlain, UnpackPlain
+from .host_layout import (Im2colPlain, OperandPrep, PackGrouped, PackPlain, TapsPlain,
+                          UnpackPlain)
 from .intrin import ALU_OPS, TensorizeError, verify_gemm
 from .intrin import show_expr as _show
 from .intrin import simplify
@@ -620,6 +626,20 @@ def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: V
         if conv.shape[2:4] != t.shape[2:4]:
             raise TensorizeError(f"{t.name}: output {t.shape[2:4]} inconsistent with stride "
                                  f"{stride} padding {pads} (expected {conv.shape[2:4]})")
+        taps = -(-kh * kw * c // BI) * BI
+        if groups == 1 and c < BI and taps // BI < kh * kw:
+            # few input channels (a stem): the kernel taps packed into the channel blocks,
+            # a 1x1 conv over the host's im2col (taps x C / BLOCK_IN GEMMs per output tile
+            # instead of KH x KW)
+            oh, ow = conv.shape[2:4]
+            host = [HostInput(data, None, Im2colPlain(pads, (kh, kw), stride, (oh, ow),
+                                                      (npad, taps), (B, BI))),
+                    HostInput(kernel, None, TapsPlain((opad, taps), (BO, BI)))]
+            dp = Tensor(data.name, (npad // B, taps // BI, oh, ow, B, BI), data.dtype)
+            kp = Tensor(kernel.name, (opad // BO, taps // BI, 1, 1, BO, BI), kernel.dtype)
+            pads = (0, 0, 0, 0)
+            conv = nn.conv2d(dp, kp, 1, pads, name=t.name, acc_dtype=cfg.acc_dtype)
+            geo = dict(h=oh, w=ow, kh=1, kw=1, stride=1)
     host = [HostInput(host[0].user, dp, host[0].prep), HostInput(host[1].user, kp, host[1].prep)]
     packed_out = Tensor(out.name, conv.shape, out.dtype if out_bits == 32 or out.dtype ==
                         cfg.out_dtype else cfg.out_dtype)
