@@ -1,4 +1,5 @@
-"""``vta demo`` and ``vta bench`` (registered by the lead's ``compiler/cli.py``)."""
+"""``vta demo`` and ``vta bench``: the subcommands, registered with the ``vta`` command by
+:mod:`compiler.cli.command`."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def cmd_demo(args) -> int:
     from .. import ops
     from ..te.evaluate import run as te_run
     from ..vta.pipeline import PASSES, build
-    from ..vta.schedule import Schedule
+    from ..vta.primitives import Schedule
     from ..vta.workload import recognise
 
     cfg = _config(args)
@@ -71,7 +72,7 @@ def cmd_demo(args) -> int:
             return 2
         knobs = Knobs.from_dict({**knobs.as_dict(), **over})
         knobs.check(wl)
-        from ..vta.schedule import opts_of
+        from ..vta.primitives import opts_of
         s.opts = opts_of(knobs)
     for o in s.opts:
         print(f"   {o.op}({o.target}{', ' + str(o.arg) if o.arg is not None else ''})")

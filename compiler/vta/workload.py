@@ -55,142 +55,19 @@ TensorizeError
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from isa import AluOp, VTAConfig
 
+from .gemm_workload import AluStep, GemmWorkload, HostInput  # noqa: F401 (re-exported)
 from .host_layout import (Im2colPlain, OperandPrep, PackGrouped, PackPlain, TapsPlain,
                           UnpackPlain)
+from .grouped import check_block_groups as _check_block_groups
+from .grouped import check_groups as _check_groups
 from .intrin import ALU_OPS, TensorizeError, verify_gemm
 from .intrin import show_expr as _show
 from .intrin import simplify
 from ..te import Binary, Cast, Const, IterVar, Load, Select, Tensor, affine
-
-
-@dataclass(frozen=True)
-class AluStep:
-    """One elementwise epilogue step: ``acc = op(acc, imm)`` or ``acc = op(acc, vec[...])``.
-
-    ``vector`` is a tensor packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) int32 broadcast over the
-    spatial axes (bias), or, when ``full``, a tensor of the output's shape read elementwise
-    (a residual: int32 is loaded as ACC tiles, int8 as ACC_8BIT), or None for an immediate."""
-    opcode: AluOp
-    imm: int = 0
-    vector: Tensor | None = None
-    source: str = ""
-    full: bool = False
-    negate: bool = False      # the operand enters negated (``x - vec`` is ADD of -vec)
-    vary: tuple = ()          # per outer output dim (n, o[, y, x]): does the operand vary?
-    whole: bool = False       # the operand has the output's shape (varies wherever it can)
-
-    @property
-    def key(self):
-        """The on-chip copy of the operand this step reads (one per tensor and sign)."""
-        return (self.vector, self.negate)
-
-    @property
-    def flags(self) -> tuple:
-        """``vary`` with the legacy defaults (per-channel: o only; full: every dim)."""
-        if self.vary:
-            return self.vary
-        return (True,) * 4 if self.full else (False, True, False, False)
-
-    @property
-    def resident_tiles(self) -> int:
-        """ACC tiles of a resident (loaded once, not per tile) operand."""
-        return self.vector.shape[0] if self.vector is not None and not self.full else 0
-
-    def __str__(self):
-        if self.vector is None:
-            return f"{self.opcode.name}({self.imm})"
-        f = self.flags
-        idx = "" if self.whole or all(f) else \
-            "[" + ",".join(n for n, v in zip("noyx", f) if v) + "]"
-        return f"{self.opcode.name}({'-' if self.negate else ''}{self.vector.name}{idx})"
-
-
-@dataclass(frozen=True)
-class HostInput:
-    """How the array a user feeds for ``user`` becomes the DRAM image ``dram`` the kernel
-    reads (``prep``: a picklable array -> array map; None when the two are the same)."""
-    user: Tensor
-    dram: Tensor
-    prep: object = None
-
-
-@dataclass(frozen=True)
-class GemmWorkload:
-    """A conv2d/dense + epilogue in normal form (all sizes in tiles / pixels)."""
-    kind: str                 # "conv2d" | "dense"
-    nb: int                   # batch blocks
-    cb: int                   # input-channel blocks
-    h: int
-    w: int                    # input height/width (unpadded)
-    ob: int                   # output-channel blocks
-    kh: int
-    kw: int
-    stride: int
-    pad: int
-    data: Tensor
-    kernel: Tensor
-    conv: Tensor
-    out: Tensor
-    epilogue: tuple = field(default_factory=tuple)
-    out_bits: int = 32        # 8 when the output is narrowed by the store
-    pads: tuple = ()          # (top, bottom, left, right); () means ``pad`` on every side
-    host: tuple = ()          # HostInput of every DRAM input the user does not feed as is
-    unpack: object = None     # packed result -> the user's result (plain layouts: cropped)
-    user_out: Tensor | None = None    # the tensor the user asked for (default ``out``)
-    groups: int = 1           # block groups: output block o reads input blocks
-    #                           [o // (ob / groups) * cb, +cb) (grouped / depthwise conv2d)
-
-    @property
-    def ob_per_group(self) -> int:
-        return self.ob // self.groups
-
-    @property
-    def in_blocks(self) -> int:
-        """Input-channel blocks of the data tensor (``cb`` per group)."""
-        return self.cb * self.groups
-
-    def feeds(self) -> list:
-        """HostInput of every DRAM input, in order: data, kernel, epilogue operands."""
-        by_dram = {h.dram: h for h in self.host}
-        drams = [self.data, self.kernel] + list(dict.fromkeys(
-            st.vector for st in self.epilogue if st.vector is not None))
-        return [by_dram.get(t, HostInput(t, t)) for t in drams]
-
-    @property
-    def padding(self) -> tuple:
-        """Zero padding (top, bottom, left, right) in pixels."""
-        return tuple(self.pads) if self.pads else (self.pad,) * 4
-
-    @property
-    def oh(self) -> int:
-        pt, pb, _, _ = self.padding
-        return (self.h + pt + pb - self.kh) // self.stride + 1
-
-    @property
-    def ow(self) -> int:
-        _, _, pl, pr = self.padding
-        return (self.w + pl + pr - self.kw) // self.stride + 1
-
-    @property
-    def gemm_uops(self) -> int:
-        """Number of GEMM micro-ops (tile products) the workload needs."""
-        return self.nb * self.ob * self.oh * self.ow * self.cb * self.kh * self.kw
-
-    def _pad_text(self) -> str:
-        p = self.padding
-        return str(p[0]) if len(set(p)) == 1 else f"(t{p[0]} b{p[1]} l{p[2]} r{p[3]})"
-
-    def describe(self) -> str:
-        eps = ", ".join(map(str, self.epilogue)) or "none"
-        return (f"{self.kind} {self.conv.name}: data {self.data.shape} kernel {self.kernel.shape}"
-                f" stride {self.stride} pad {self._pad_text()} -> out {self.out.shape} {self.out.dtype};"
-                f" epilogue: {eps}")
 
 
 def recognise(out: Tensor, cfg: VTAConfig) -> GemmWorkload:
@@ -650,63 +527,6 @@ def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: V
                         host=tuple(host) + _operand_inputs(cache),
                         unpack=UnpackPlain((n, o)), user_out=out,
                         groups=dp.shape[1] // kp.shape[1])
-
-
-def _groups_per_block(cg: int, og: int, cfg: VTAConfig) -> int:
-    """The fewest groups whose input and output channels both fill whole blocks."""
-    from math import gcd
-    a, b = cfg.block_in // gcd(cg, cfg.block_in), cfg.block_out // gcd(og, cfg.block_out)
-    return a * b // gcd(a, b)
-
-
-def _check_block_groups(t: Tensor, act, cb: int, ob: int, cbg: int) -> int:
-    """A packed block-grouped conv reads input block ``(o // (ob/g)) * cbg + rc``; check
-    that on the (o, rc) grid and return g."""
-    from ..te.evaluate import _expr
-    if cbg < 1 or cb % cbg or ob % (cb // cbg):
-        raise TensorizeError(f"{t.name}: grouped conv with {cb} input blocks, {cbg} per "
-                             f"group, and {ob} output blocks: the groups must divide both")
-    g = cb // cbg
-    o_ax, rc = t.axes[1], t.body.axes[0]
-    grid = {o_ax: np.arange(ob).reshape(ob, 1), rc: np.arange(cbg).reshape(1, cbg)}
-    try:
-        got = np.broadcast_to(np.asarray(_expr(act.indices[1], grid, 2, {}, True, t.name)),
-                              (ob, cbg))
-    except Exception as e:
-        raise TensorizeError(f"{t.name}: activation block index {_show(act.indices[1])} is "
-                             f"neither rc nor a group's (o // (O/g)) * (C/g) + rc ({e})")
-    want = (np.arange(ob) // (ob // g) * cbg)[:, None] + np.arange(cbg)[None, :]
-    if not np.array_equal(got, want):
-        raise TensorizeError(f"{t.name}: activation block index {_show(act.indices[1])} is "
-                             f"not the grouped (o // {ob // g}) * {cbg} + rc of {g} groups")
-    return g
-
-
-def _check_groups(t: Tensor, act, data: Tensor, kernel: Tensor, cfg: VTAConfig) -> tuple:
-    """A grouped conv reads input channel ``(o // (O/g)) * (C/g) + rc``: check that on the
-    (o, rc) grid; returns (groups g, groups per block group k, padded group count)."""
-    from ..te.evaluate import _expr
-    o_ax, rc = t.axes[1], t.body.axes[0]
-    n_o, c, cg = t.shape[1], data.shape[1], kernel.shape[1]
-    if cg < 1 or c % cg or n_o % (c // cg) or kernel.shape[0] != n_o:
-        raise TensorizeError(f"{t.name}: grouped conv shapes data {data.shape}, weight "
-                             f"{kernel.shape}: C must be groups x weight channels and O a "
-                             f"multiple of the groups")
-    g = c // cg
-    og = n_o // g
-    grid = {o_ax: np.arange(n_o).reshape(n_o, 1), rc: np.arange(cg).reshape(1, cg)}
-    try:
-        got = np.broadcast_to(np.asarray(_expr(act.indices[1], grid, 2, {}, True, t.name)),
-                              (n_o, cg))
-    except Exception as e:                 # an index of other axes: not a grouped conv
-        raise TensorizeError(f"{t.name}: activation channel index {_show(act.indices[1])} is "
-                             f"neither rc nor a grouped (o // (O/g)) * (C/g) + rc ({e})")
-    want = (np.arange(n_o) // og * cg)[:, None] + np.arange(cg)[None, :]
-    if not np.array_equal(got, want):
-        raise TensorizeError(f"{t.name}: activation channel index {_show(act.indices[1])} is "
-                             f"not the grouped (o // {og}) * {cg} + rc of {g} groups")
-    k = _groups_per_block(cg, og, cfg)
-    return g, k, -(-g // k) * k
 
 
 def _simple_load(ld):
