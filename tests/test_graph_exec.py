@@ -512,10 +512,11 @@ def test_executor_uploads_a_kernels_constants():
 
 
 def test_layout_transforms_are_native_code(r18):
-    """pack (with the stem's 3 channels zero-padded to the block) and unpack (the classifier's
-    outputs cropped from the padded block) run through the LLVM backend, not host numpy."""
+    """im2col (the stem's 3 channels x 7 x 7 taps packed into 10 channel blocks) and unpack
+    (the classifier's outputs cropped from the padded block) run through the LLVM backend,
+    not host numpy."""
     _, _, c = r18
-    steps = [s for s in c.program.steps if s.node.op in ("pack", "unpack")]
-    assert {s.node.op for s in steps} == {"pack", "unpack"}
+    steps = [s for s in c.program.steps if s.node.op in ("pack", "unpack", "im2col")]
+    assert {s.node.op for s in steps} == {"im2col", "unpack"}
     for s in steps:
         assert s.kind == "cpu" and s.kernel.backend == "llvm", (s.node.name, s.kind)

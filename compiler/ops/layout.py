@@ -1,6 +1,8 @@
 """The layout transforms the partitioner inserts: ``pack`` (plain NCHW / NC -> VTA's
 NCHWnc / NCnc, batch and channels zero-padded to the blocks) and ``unpack`` (back, padding
-cropped), as numpy references and as CPU tensor expressions."""
+cropped), as numpy references and as CPU tensor expressions; ``im2col`` (on the host, numpy:
+a conv input with fewer channels than a block -> its kernel taps as channels, packed, the
+input of the 1x1 VTA conv that replaces the conv; see :func:`compiler.vta.host_layout.taps_blocks`)."""
 
 from __future__ import annotations
 
@@ -69,3 +71,40 @@ registry.register(registry.OpDef(
 registry.register(registry.OpDef(
     "unpack", reference=lambda n, ins: unpack(ins[0], n.attrs["shape"]), layout="transform",
     cpu=layout_cpu))
+
+
+def im2col(n, ins):
+    """The host re-layout of an ``im2col`` node (attrs: pads, kernel, stride, out_hw,
+    padded, blocks as :class:`compiler.vta.host_layout.Im2colPlain`)."""
+    from ..vta.host_layout import Im2colPlain
+    a = n.attrs
+    return Im2colPlain(tuple(a["pads"]), tuple(a["kernel"]), a["stride"], tuple(a["out_hw"]),
+                       tuple(a["padded"]), tuple(a["blocks"]))(ins[0])
+
+
+def im2col_cpu(n, g):
+    """``im2col`` as a tensor expression for the CPU backend: output (N/B, taps/BI, OH, OW,
+    B, BI), channel ``t`` of the taps reading input channel ``t % C`` at kernel tap
+    ``t // C`` (row-major ky, kx), zero outside the image and past the last tap."""
+    from ..te import all_of, compute, placeholder, select
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    a = n.attrs
+    x = placeholder(tuple(xv.shape), xv.dtype, "data")
+    N, C, H, W = xv.shape
+    kh, kw = a["kernel"]
+    pt, _, pl, _ = a["pads"]
+    s = a["stride"]
+    b, blk = a["blocks"]
+
+    def body(nb, tb, oy, ox, i, j):
+        t, nn = tb * blk + j, nb * b + i
+        tap = t // C
+        y, xx = oy * s + tap // kw - pt, ox * s + tap % kw - pl
+        return select(all_of(nn < N, t < kh * kw * C, y >= 0, y < H, xx >= 0, xx < W),
+                      x[nn, t % C, y, xx], 0)
+    out = compute(tuple(ov.shape), body, name=n.name, dtype=ov.dtype)
+    return out, [(x, ("value", n.inputs[0]))]
+
+
+registry.register(registry.OpDef("im2col", reference=im2col, layout="transform",
+                                 cpu=im2col_cpu))

@@ -12,7 +12,8 @@ import numpy as np
 
 from vta_runtime import layout
 
-__all__ = ["OperandPrep", "PackPlain", "UnpackPlain", "PackGrouped", "Im2colPlain", "TapsPlain"]
+__all__ = ["OperandPrep", "PackPlain", "UnpackPlain", "PackGrouped", "Im2colPlain", "TapsPlain",
+           "taps_blocks"]
 
 
 @dataclass(frozen=True)
@@ -143,3 +144,11 @@ class TapsPlain:
         o, c, kh, kw = a.shape
         cols = np.ascontiguousarray(np.transpose(a, (0, 2, 3, 1))).reshape(o, kh * kw * c, 1, 1)
         return PackPlain(self.padded, self.blocks)(cols)
+
+
+def taps_blocks(c: int, kh: int, kw: int, block_in: int, groups: int = 1) -> int | None:
+    """Channel blocks of a conv's kernel taps packed as channels (``(ky, kx, c)``, padded to
+    ``block_in``) when that needs fewer GEMMs per output tile than KH x KW (fewer input
+    channels than a block: an RGB stem); None when the packing does not pay (or is grouped)."""
+    taps = -(-kh * kw * c // block_in)
+    return taps if groups == 1 and c < block_in and taps < kh * kw else None

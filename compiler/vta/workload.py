@@ -61,7 +61,7 @@ from isa import AluOp, VTAConfig
 
 from .gemm_workload import AluStep, GemmWorkload, HostInput  # noqa: F401 (re-exported)
 from .host_layout import (Im2colPlain, OperandPrep, PackGrouped, PackPlain, TapsPlain,
-                          UnpackPlain)
+                          UnpackPlain, taps_blocks)
 from .grouped import check_block_groups as _check_block_groups
 from .grouped import check_groups as _check_groups
 from .intrin import ALU_OPS, TensorizeError, verify_gemm
@@ -503,8 +503,8 @@ def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: V
         if conv.shape[2:4] != t.shape[2:4]:
             raise TensorizeError(f"{t.name}: output {t.shape[2:4]} inconsistent with stride "
                                  f"{stride} padding {pads} (expected {conv.shape[2:4]})")
-        taps = -(-kh * kw * c // BI) * BI
-        if groups == 1 and c < BI and taps // BI < kh * kw:
+        taps = (taps_blocks(c, kh, kw, BI, groups) or 0) * BI
+        if taps:
             # few input channels (a stem): the kernel taps packed into the channel blocks,
             # a 1x1 conv over the host's im2col (taps x C / BLOCK_IN GEMMs per output tile
             # instead of KH x KW)
