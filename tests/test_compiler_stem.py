@@ -48,3 +48,32 @@ def test_im2col_layout_matches_conv():
                     taps[:, :, 0, 0].astype(np.int64))             # (n, O, y, x, b, j)
     got = acc.transpose(0, 4, 1, 5, 2, 3).reshape(1, 16, 5, 5)
     assert np.array_equal(got, ops.conv2d_nchw_reference(xv, wv, 2, 1))
+
+
+def test_bias_taps_decomposition():
+    """A bias as weights of constant channels: 127 * sum(digits[:-1]) + digits[-1] is the bias
+    exactly for every value in range, None outside it or with fewer than two spare channels."""
+    from compiler.vta.host_layout import bias_taps
+    b = np.array([0, 1, -1, 126, 127, -127, 2639, -732, 127 * 127 * 12, -128 * 127 * 12])
+    consts, digits = bias_taps(b, 13)
+    assert consts == (127,) * 12 + (1,) and digits.dtype == np.int8
+    got = (digits.astype(np.int64) * np.asarray(consts)).sum(axis=1)
+    assert np.array_equal(got, b)
+    assert bias_taps(np.array([127 * 127 * 12 + 127]), 13) is None
+    assert bias_taps(np.array([5]), 1) is None
+
+
+def test_im2col_constant_channels_carry_the_bias():
+    rng = np.random.default_rng(2)
+    xv = rng.integers(-128, 128, (1, 3, 7, 7), dtype=np.int8)
+    wv = rng.integers(-128, 128, (16, 3, 3, 3), dtype=np.int8)
+    bias = rng.integers(-20000, 20000, 16)
+    from compiler.vta.host_layout import bias_taps
+    consts, digits = bias_taps(bias, 5)
+    cols = Im2colPlain((1, 1, 1, 1), (3, 3), 1, (7, 7), (1, 32), (1, 16), consts)(xv)
+    plain = cols.transpose(0, 4, 1, 5, 2, 3).reshape(1, 32, 7, 7).astype(np.int64)
+    wfull = np.zeros((16, 32), np.int64)
+    wfull[:, :27] = np.transpose(wv, (0, 2, 3, 1)).reshape(16, 27)
+    wfull[:, 27:] = digits
+    got = np.einsum("ncyx,oc->noyx", plain, wfull)
+    assert np.array_equal(got, ops.conv2d_nchw_reference(xv, wv, 1, 1) + bias[None, :, None, None])

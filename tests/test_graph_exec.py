@@ -518,5 +518,9 @@ def test_layout_transforms_are_native_code(r18):
     _, _, c = r18
     steps = [s for s in c.program.steps if s.node.op in ("pack", "unpack", "im2col")]
     assert {s.node.op for s in steps} == {"im2col", "unpack"}
+    stem = next(s for s in c.program.steps if s.node.op == "qconv")
+    assert stem.node.attrs["im2col"] == 10 and stem.node.attrs["bias_taps"]
+    assert stem.kernel.workload.kh == 1 and not any(       # the bias rides in the GEMM
+        st.opcode.name == "ADD" for st in stem.kernel.workload.epilogue)
     for s in steps:
         assert s.kind == "cpu" and s.kernel.backend == "llvm", (s.node.name, s.kind)

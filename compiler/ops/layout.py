@@ -79,7 +79,7 @@ def im2col(n, ins):
     from ..vta.host_layout import Im2colPlain
     a = n.attrs
     return Im2colPlain(tuple(a["pads"]), tuple(a["kernel"]), a["stride"], tuple(a["out_hw"]),
-                       tuple(a["padded"]), tuple(a["blocks"]))(ins[0])
+                       tuple(a["padded"]), tuple(a["blocks"]), tuple(a.get("consts", ())))(ins[0])
 
 
 def im2col_cpu(n, g):
@@ -96,12 +96,18 @@ def im2col_cpu(n, g):
     s = a["stride"]
     b, blk = a["blocks"]
 
+    kk = kh * kw * C
+    consts = tuple(a.get("consts", ()))
+
     def body(nb, tb, oy, ox, i, j):
         t, nn = tb * blk + j, nb * b + i
         tap = t // C
         y, xx = oy * s + tap // kw - pt, ox * s + tap % kw - pl
-        return select(all_of(nn < N, t < kh * kw * C, y >= 0, y < H, xx >= 0, xx < W),
-                      x[nn, t % C, y, xx], 0)
+        tail = 0                         # the constant channels after the taps, then zeros
+        for k in reversed(range(len(consts))):
+            tail = select(all_of(t >= kk + k, t < kk + k + 1), consts[k], tail)
+        return select(all_of(nn < N, t < kk, y >= 0, y < H, xx >= 0, xx < W),
+                      x[nn, t % C, y, xx], tail)
     out = compute(tuple(ov.shape), body, name=n.name, dtype=ov.dtype)
     return out, [(x, ("value", n.inputs[0]))]
 

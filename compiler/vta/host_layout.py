@@ -13,7 +13,7 @@ import numpy as np
 from vta_runtime import layout
 
 __all__ = ["OperandPrep", "PackPlain", "UnpackPlain", "PackGrouped", "Im2colPlain", "TapsPlain",
-           "taps_blocks"]
+           "taps_blocks", "bias_taps"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,7 @@ class Im2colPlain:
     out_hw: tuple             # (oh, ow)
     padded: tuple
     blocks: tuple
+    consts: tuple = ()        # values of the channels after the taps (a bias read by the GEMM)
 
     def __call__(self, a: np.ndarray) -> np.ndarray:
         a = np.asarray(a)
@@ -129,7 +130,12 @@ class Im2colPlain:
         for ky in range(kh):
             for kx in range(kw):
                 cols[:, ky, kx] = a[:, :, ky:ky + s * (oh - 1) + 1:s, kx:kx + s * (ow - 1) + 1:s]
-        return PackPlain(self.padded, self.blocks)(cols.reshape(n, kh * kw * c, oh, ow))
+        cols = cols.reshape(n, kh * kw * c, oh, ow)
+        if self.consts:
+            k = np.broadcast_to(np.asarray(self.consts, a.dtype)[None, :, None, None],
+                                (n, len(self.consts), oh, ow))
+            cols = np.concatenate([cols, k], axis=1)
+        return PackPlain(self.padded, self.blocks)(cols)
 
 
 @dataclass(frozen=True)
@@ -152,3 +158,26 @@ def taps_blocks(c: int, kh: int, kw: int, block_in: int, groups: int = 1) -> int
     channels than a block: an RGB stem); None when the packing does not pay (or is grouped)."""
     taps = -(-kh * kw * c // block_in)
     return taps if groups == 1 and c < block_in and taps < kh * kw else None
+
+
+def bias_taps(bias: np.ndarray, spare: int):
+    """An int32 bias as a product the GEMM adds: ``spare`` - 1 constant input channels of
+    127 and one of 1 after the taps, with int8 weight digits ``bias = 127 * sum(q_j) + r``
+    (0 <= r < 127).  Returns (the constant channel values, digits (O, spare) int8), or None
+    when there are fewer than two spare channels or a bias does not fit
+    (|bias| > about 127 * 127 * (spare - 1))."""
+    b = np.asarray(bias, np.int64).reshape(-1)
+    if spare < 2:
+        return None
+    q, r = np.divmod(b, 127)
+    lo, hi = -128 * (spare - 1), 127 * (spare - 1)
+    if b.size and (q.min() < lo or q.max() > hi):
+        return None
+    digits = np.zeros((b.size, spare), np.int64)
+    left = q.copy()
+    for j in range(spare - 1):
+        digits[:, j] = np.clip(left, -128, 127)
+        left -= digits[:, j]
+    digits[:, spare - 1] = r
+    assert not left.any() and np.array_equal(digits[:, :-1].sum(1) * 127 + digits[:, -1], b)
+    return (127,) * (spare - 1) + (1,), digits.astype(np.int8)
