@@ -22,7 +22,8 @@ import os
 
 import numpy as np
 
-STALL_SLACK = 1.15
+from ..vta.timing import layer_bound as classify  # noqa: F401 (re-exported)
+
 
 
 def timing_params(path: str | None):
@@ -45,19 +46,6 @@ def timing_params(path: str | None):
         return TimingParams.from_dict(d.get("params", d), where=path)
     except (ValueError, TypeError) as e:
         raise GraphError(f"--hw {path}: {e}") from None
-
-
-def classify(cycles: int, gemm: int, busy: dict, dram_bound: float) -> str:
-    """What bounds a layer (see the module docstring)."""
-    compute = busy.get("compute", 0)
-    units = {"compute": compute, "load": busy.get("load", 0), "store": busy.get("store", 0),
-             "DRAM": dram_bound}
-    top = max(units, key=units.get)
-    if cycles > STALL_SLACK * max(units[top], 1):
-        return "stalls"
-    if top == "compute":
-        return "GEMM" if gemm >= compute / 2 else "ALU"
-    return top
 
 
 def layer_rows(executor, program, bus_bytes: int) -> list[dict]:
