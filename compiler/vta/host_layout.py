@@ -121,21 +121,23 @@ class Im2colPlain:
     consts: tuple = ()        # values of the channels after the taps (a bias read by the GEMM)
 
     def __call__(self, a: np.ndarray) -> np.ndarray:
+        from numpy.lib.stride_tricks import as_strided
         a = np.asarray(a)
         n, c = a.shape[:2]
         pt, pb, pl, pr = self.pads
         a = np.pad(a, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
         (kh, kw), (oh, ow), s = self.kernel, self.out_hw, self.stride
-        cols = np.empty((n, kh, kw, c, oh, ow), a.dtype)
-        for ky in range(kh):
-            for kx in range(kw):
-                cols[:, ky, kx] = a[:, :, ky:ky + s * (oh - 1) + 1:s, kx:kx + s * (ow - 1) + 1:s]
-        cols = cols.reshape(n, kh * kw * c, oh, ow)
+        (npad, cpad), (b, bi) = self.padded, self.blocks
+        sn, sc, sh, sw = a.strides
+        taps = as_strided(a, (n, oh, ow, kh, kw, c), (sn, s * sh, s * sw, sh, sw, sc),
+                          writeable=False)
+        kk = kh * kw * c
+        out = np.zeros((npad, oh, ow, cpad), a.dtype)      # channels last: one gather copy
+        out[:n, :, :, :kk] = taps.reshape(n, oh, ow, kk)
         if self.consts:
-            k = np.broadcast_to(np.asarray(self.consts, a.dtype)[None, :, None, None],
-                                (n, len(self.consts), oh, ow))
-            cols = np.concatenate([cols, k], axis=1)
-        return PackPlain(self.padded, self.blocks)(cols)
+            out[:n, :, :, kk:kk + len(self.consts)] = np.asarray(self.consts, a.dtype)
+        out = out.reshape(npad // b, b, oh, ow, cpad // bi, bi).transpose(0, 4, 2, 3, 1, 5)
+        return np.ascontiguousarray(out)
 
 
 @dataclass(frozen=True)
