@@ -57,9 +57,15 @@ def test_conv2d_nchw_any_channels(cname, n, c, o, h, w, k, stride, bias_form, se
     assert got.shape == (n, o) + ref.shape[2:]
     assert np.array_equal(got, ref)
     wl = ck.workload
+    taps = -(-c * k * k // cfg.block_in)
+    if c < cfg.block_in and taps < k * k:       # few channels: taps packed (im2col), 1x1
+        assert (wl.cb, wl.kh, wl.kw, wl.h, wl.w) == (taps, 1, 1, oh, ow)
+        cin = taps * cfg.block_in
+    else:
+        assert (wl.kh, wl.kw) == (k, k)
+        cin = -(-c // cfg.block_in) * cfg.block_in
     assert (wl.nb * cfg.batch, wl.cb * cfg.block_in, wl.ob * cfg.block_out) == (
-        -(-n // cfg.batch) * cfg.batch, -(-c // cfg.block_in) * cfg.block_in,
-        -(-o // cfg.block_out) * cfg.block_out)
+        -(-n // cfg.batch) * cfg.batch, cin, -(-o // cfg.block_out) * cfg.block_out)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -512,10 +512,16 @@ def test_executor_uploads_a_kernels_constants():
 
 
 def test_layout_transforms_are_native_code(r18):
-    """pack (with the stem's 3 channels zero-padded to the block) and unpack (the classifier's
-    outputs cropped from the padded block) run through the LLVM backend, not host numpy."""
+    """unpack (the classifier's outputs cropped from the padded block) runs through the LLVM
+    backend, not host numpy; the stem's input is not packed but re-laid by a host im2col
+    (numpy strided copies: its 3 channels x 7 x 7 taps in 10 channel blocks)."""
     _, _, c = r18
-    steps = [s for s in c.program.steps if s.node.op in ("pack", "unpack")]
-    assert {s.node.op for s in steps} == {"pack", "unpack"}
+    steps = [s for s in c.program.steps if s.node.op in ("pack", "unpack", "im2col")]
+    assert {s.node.op for s in steps} == {"im2col", "unpack"}
+    steps = [s for s in steps if s.node.op == "unpack"]
+    stem = next(s for s in c.program.steps if s.node.op == "qconv")
+    assert stem.node.attrs["im2col"] == 10 and stem.node.attrs["bias_taps"]
+    assert stem.kernel.workload.kh == 1 and not any(       # the bias rides in the GEMM
+        st.opcode.name == "ADD" for st in stem.kernel.workload.epilogue)
     for s in steps:
         assert s.kind == "cpu" and s.kernel.backend == "llvm", (s.node.name, s.kind)

@@ -135,7 +135,8 @@ HEADER = (f"{'layer':5} {'cycles':>10} {'gemm_ops':>9} {'util':>6} {'dram_bytes'
 LEGEND = ("util = GEMM micro-ops / cycles; dram_bytes = LOAD and STORE data (fsim counters, "
           "micro-ops included, instruction fetch not); "
           "xmin = dram_bytes / the minimum (every input, weight and bias byte read once, "
-          "every output byte written once); ops/B = MACs per DRAM byte (arithmetic intensity); "
+          "every output byte written once); ops/B = operations (2 per MAC) per DRAM byte "
+          "(arithmetic intensity, the roofline's x axis); "
           "knobs: tile sizes in blocks (b, co, h, w, ci) and the virtual threads (vt2:co = two, "
           "over the co tiles)")
 

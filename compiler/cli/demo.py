@@ -130,8 +130,17 @@ def cmd_bench(args) -> int:
     from .bench import (HEADER, LEGEND, LayerSelectionError, bench, geomean, public_json, roofline,
                         select_layers)
     from .command import UserError
+    if args.workload.endswith(".onnx") or args.workload.startswith("builtin:"):
+        from ..graph.ir import GraphError
+        from .bench_net import cmd_bench_network
+        try:
+            return cmd_bench_network(args, _config(args))
+        except GraphError as e:
+            print(f"vta bench: error: {e}", file=sys.stderr)
+            return 2
     if args.workload != "resnet18":
-        print(f"vta bench: unknown workload {args.workload!r} (known: resnet18)", file=sys.stderr)
+        print(f"vta bench: unknown workload {args.workload!r} (known: resnet18, MODEL.onnx, "
+              f"builtin:resnet18)", file=sys.stderr)
         return 2
     cfg = _config(args)
     try:
@@ -217,7 +226,13 @@ def register(sub):
                    "for vta disasm)")
     p.set_defaults(func=_user_errors(cmd_demo))
     p = sub.add_parser("bench", help="benchmark compiled workloads on the timed simulator")
-    p.add_argument("workload", choices=["resnet18"], help="workload (resnet18: conv C2-C11)")
+    p.add_argument("workload", help="resnet18 (its conv layers C2-C11 alone), or a whole "
+                   "network: MODEL.onnx or builtin:resnet18 (every VTA layer with its bounds)")
+    p.add_argument("--hw", metavar="HW.json", help="network: timing parameters (a JSON object, "
+                   "or a calibration file's 'params'; default: the simulator's defaults)")
+    p.add_argument("--image", type=positive_int, help="network: input size of builtin:resnet18")
+    p.add_argument("--calib", metavar="SAMPLES.npz", help="network: calibration samples of an "
+                   "ONNX float model (default: global_scale quantisation)")
     p.add_argument("--json", metavar="OUT.json", help="write the results as JSON")
     p.add_argument("--plot", metavar="ROOFLINE.png", help="write a roofline plot")
     p.add_argument("--no-latency-hiding", action="store_true",

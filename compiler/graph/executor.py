@@ -225,6 +225,12 @@ class Executor:
         rec["dram_bytes"] = sum(_bytes(st.get(k)) for k in ("dram_read_bytes",
                                                              "dram_write_bytes"))
         rec["gemm_ops"] = int(st.get("gemm_ops", 0) or 0)
+        busy = st.get("busy_cycles")
+        if busy:
+            from compiler.vta.timing import layer_bound
+            bus = getattr(getattr(self.dev, "config", None), "bus_bytes", 8)
+            rec["bound"] = layer_bound(rec["cycles"], rec["gemm_ops"], busy,
+                                       rec["dram_bytes"] / bus)
         if out is not k.workload.out:       # an int32 result stored as byte planes
             from compiler.vta.pipeline import join_planes
             planes = ob.copy_to(ndt, shape=out.shape)
@@ -250,11 +256,15 @@ class Executor:
     # ------------------------------------------------------------------ reports
     def table(self) -> str:
         rows = [f"{'#':>3} {'node':24s} {'op':16s} {'where':5s} {'cycles':>10} "
-                f"{'ms':>9} {'DRAM KiB':>9}"]
+                f"{'ms':>9} {'DRAM KiB':>9} {'util':>6}  bound"]
         for k, r in enumerate(self.records):
-            cyc = f"{r['cycles']:10d}" if r["where"] == "vta" else f"{'-':>10}"
+            vta = r["where"] == "vta"
+            cyc = f"{r['cycles']:10d}" if vta else f"{'-':>10}"
+            util = f"{r.get('gemm_ops', 0) / r['cycles']:6.1%}" if vta and r["cycles"] else \
+                f"{'-':>6}"
             rows.append(f"{k:3d} {r['node'][:24]:24s} {r['op']:16s} {r['where']:5s} {cyc} "
-                        f"{r['seconds'] * 1e3:9.3f} {r['dram_bytes'] / 1024:9.1f}")
+                        f"{r['seconds'] * 1e3:9.3f} {r['dram_bytes'] / 1024:9.1f} {util}  "
+                        f"{r.get('bound', '-')}")
         s = self.summary()
         rows.append(f"total: VTA {s['vta_cycles']} cycles = {s['vta_seconds'] * 1e3:.2f} ms at "
                     f"{self.clock_mhz:g} MHz; CPU/host {s['cpu_seconds'] * 1e3:.2f} ms; "

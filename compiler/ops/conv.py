@@ -171,20 +171,32 @@ def qconv_vta(n, g, cfg):
     bp = np.zeros(co_p, np.int32)
     bp[:b.shape[0]] = b
     data = placeholder(xv.shape, "int8", "data")
-    kern = placeholder((co_p // cfg.block_out, ci_p // cfg.block_in) + w.shape[2:]
-                       + (cfg.block_out, cfg.block_in), "int8", "kernel")
-    bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "bias")
     pt, pl, pb_, pr = a["pads"]
+    stride = a["strides"][0]
+    if a.get("im2col"):             # the input is the host's im2col: a 1x1 conv over the taps
+        from ..vta.host_layout import bias_taps
+        o, kk = w.shape[0], w.shape[1] * w.shape[2] * w.shape[3]
+        wt = np.zeros((co_p, ci_p, 1, 1), np.int8)
+        wt[:o, :kk, 0, 0] = np.transpose(w, (0, 2, 3, 1)).reshape(o, kk)
+        if a.get("bias_taps"):      # the bias as weights of the constant channels
+            wt[:o, kk:, 0, 0] = bias_taps(b, ci_p - kk)[1]
+        wpk = pack_oihw(wt, cfg.block_out, cfg.block_in)
+        stride, (pt, pl, pb_, pr) = 1, (0, 0, 0, 0)
+    else:
+        wpk = pack_oihw(wp, cfg.block_out, cfg.block_in)
+    kern = placeholder(wpk.shape, "int8", "kernel")
+    bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "bias")
     if a["strides"][0] != a["strides"][1]:
         raise GraphError(f"node {n.name!r}: VTA conv2d needs equal strides, got {a['strides']}")
-    acc = conv2d(data, kern, a["strides"][0], (pt, pb_, pl, pr), name=n.name + "_conv",
+    acc = conv2d(data, kern, stride, (pt, pb_, pl, pr), name=n.name + "_conv",
                  acc_dtype=cfg.acc_dtype)
-    acc = bias_add(acc, bias, name=n.name + "_bias")
+    binds = [(data, ("value", n.inputs[0])), (kern, ("param", wpk))]
+    if not a.get("bias_taps"):
+        acc = bias_add(acc, bias, name=n.name + "_bias")
+        binds.append((bias, ("param", np.ascontiguousarray(np.broadcast_to(
+            bp.reshape(-1, 1, cfg.block_out), bias.shape)))))
     acc, mb = mult_vta(acc, n, co_p, cfg)
-    binds = mb + [(data, ("value", n.inputs[0])),
-                  (kern, ("param", pack_oihw(wp, cfg.block_out, cfg.block_in))),
-                  (bias, ("param", np.ascontiguousarray(np.broadcast_to(
-                      bp.reshape(-1, 1, cfg.block_out), bias.shape))))]
+    binds = mb + binds
     resid = None
     if a.get("residual"):
         resid = placeholder(ov.shape, "int8", "residual")

@@ -12,7 +12,8 @@ import numpy as np
 
 from vta_runtime import layout
 
-__all__ = ["OperandPrep", "PackPlain", "UnpackPlain", "PackGrouped"]
+__all__ = ["OperandPrep", "PackPlain", "UnpackPlain", "PackGrouped", "Im2colPlain", "TapsPlain",
+           "taps_blocks", "bias_taps"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,82 @@ class PackGrouped:
         cols = (rows // og % k * cg)[:, None] + np.arange(cg)[None, :]
         full[rows[:, None], cols] = a
         return PackPlain(full.shape[:2], self.blocks)(full)
+
+
+@dataclass(frozen=True)
+class Im2colPlain:
+    """Host-side im2col of a plain conv input with few channels (the stem's 3): zero-pad H
+    and W by ``pads`` (top, bottom, left, right), gather every kernel tap at the output
+    stride, and lay the taps out as channels ``(ky, kx, c)`` of a 1x1 convolution over the
+    ``oh x ow`` output image; then pad to ``padded`` (N, taps x C) and block as NCHWnc."""
+    pads: tuple
+    kernel: tuple             # (kh, kw)
+    stride: int
+    out_hw: tuple             # (oh, ow)
+    padded: tuple
+    blocks: tuple
+    consts: tuple = ()        # values of the channels after the taps (a bias read by the GEMM)
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        from numpy.lib.stride_tricks import as_strided
+        a = np.asarray(a)
+        n, c = a.shape[:2]
+        pt, pb, pl, pr = self.pads
+        a = np.pad(a, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+        (kh, kw), (oh, ow), s = self.kernel, self.out_hw, self.stride
+        (npad, cpad), (b, bi) = self.padded, self.blocks
+        sn, sc, sh, sw = a.strides
+        taps = as_strided(a, (n, oh, ow, kh, kw, c), (sn, s * sh, s * sw, sh, sw, sc),
+                          writeable=False)
+        kk = kh * kw * c
+        out = np.zeros((npad, oh, ow, cpad), a.dtype)      # channels last: one gather copy
+        out[:n, :, :, :kk] = taps.reshape(n, oh, ow, kk)
+        if self.consts:
+            out[:n, :, :, kk:kk + len(self.consts)] = np.asarray(self.consts, a.dtype)
+        out = out.reshape(npad // b, b, oh, ow, cpad // bi, bi).transpose(0, 4, 2, 3, 1, 5)
+        return np.ascontiguousarray(out)
+
+
+@dataclass(frozen=True)
+class TapsPlain:
+    """The weights (O, C, KH, KW) of an :class:`Im2colPlain` conv: (O, (ky, kx, c), 1, 1),
+    padded to ``padded`` (O, taps x C) and blocked as OIHWoi."""
+    padded: tuple
+    blocks: tuple
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)
+        o, c, kh, kw = a.shape
+        cols = np.ascontiguousarray(np.transpose(a, (0, 2, 3, 1))).reshape(o, kh * kw * c, 1, 1)
+        return PackPlain(self.padded, self.blocks)(cols)
+
+
+def taps_blocks(c: int, kh: int, kw: int, block_in: int, groups: int = 1) -> int | None:
+    """Channel blocks of a conv's kernel taps packed as channels (``(ky, kx, c)``, padded to
+    ``block_in``) when that needs fewer GEMMs per output tile than KH x KW (fewer input
+    channels than a block: an RGB stem); None when the packing does not pay (or is grouped)."""
+    taps = -(-kh * kw * c // block_in)
+    return taps if groups == 1 and c < block_in and taps < kh * kw else None
+
+
+def bias_taps(bias: np.ndarray, spare: int):
+    """An int32 bias as a product the GEMM adds: ``spare`` - 1 constant input channels of
+    127 and one of 1 after the taps, with int8 weight digits ``bias = 127 * sum(q_j) + r``
+    (0 <= r < 127).  Returns (the constant channel values, digits (O, spare) int8), or None
+    when there are fewer than two spare channels or a bias does not fit
+    (|bias| > about 127 * 127 * (spare - 1))."""
+    b = np.asarray(bias, np.int64).reshape(-1)
+    if spare < 2:
+        return None
+    q, r = np.divmod(b, 127)
+    lo, hi = -128 * (spare - 1), 127 * (spare - 1)
+    if b.size and (q.min() < lo or q.max() > hi):
+        return None
+    digits = np.zeros((b.size, spare), np.int64)
+    left = q.copy()
+    for j in range(spare - 1):
+        digits[:, j] = np.clip(left, -128, 127)
+        left -= digits[:, j]
+    digits[:, spare - 1] = r
+    assert not left.any() and np.array_equal(digits[:, :-1].sum(1) * 127 + digits[:, -1], b)
+    return (127,) * (spare - 1) + (1,), digits.astype(np.int8)

@@ -14,7 +14,11 @@ Also accepted:
 * **plain layouts** -- conv2d (N, C, H, W) x (O, C/g, KH, KW) (``ops.conv2d_nchw``) and
   dense (N, C) x (O, C) (``ops.dense_nc``) with any N, C, O: the workload is the packed
   one with N, C and O zero-padded to the blocks; :attr:`GemmWorkload.host` says how each
-  input is packed on the host and :attr:`GemmWorkload.unpack` crops the result;
+  input is packed on the host and :attr:`GemmWorkload.unpack` crops the result; a conv with
+  fewer input channels than BLOCK_IN (an RGB stem) whose C x KH x KW taps fill fewer
+  blocks than KH x KW becomes a 1x1 conv over the host's im2col of its input (taps as
+  channels, :class:`~compiler.vta.host_layout.Im2colPlain`): ResNet-18's 7x7 stem needs
+  10 GEMMs per output tile instead of 49;
 * **grouped / depthwise** conv2d (plain, or packed ``ops.conv2d(..., groups=g)`` with
   groups of whole blocks): the groups are packed block-diagonally, ``groups`` block
   groups each reducing over its own ``cb`` input blocks;
@@ -40,7 +44,8 @@ Example::
     b = placeholder((1, 20, 1, 1), "int32", "b")
     out = ops.cast_int8(ops.broadcast_add(ops.shr(ops.conv2d_nchw(x, w, 1, 1), 6), b))
     wl = recognise(out, VTAConfig())
-    assert (wl.cb, wl.ob) == (1, 2) and str(wl.epilogue[1]) == "ADD(b[o])"
+    # 3 x 3 x 3 = 27 kernel taps packed into two channel blocks of a 1x1 conv (im2col)
+    assert (wl.cb, wl.kh, wl.ob) == (2, 1, 2) and str(wl.epilogue[1]) == "ADD(b[o])"
 
 Raises
 ------
@@ -55,7 +60,10 @@ import numpy as np
 from isa import AluOp, VTAConfig
 
 from .gemm_workload import AluStep, GemmWorkload, HostInput  # noqa: F401 (re-exported)
-from .host_layout import OperandPrep, PackGrouped, PackPlain, UnpackPlain
+from .host_layout import (Im2colPlain, OperandPrep, PackGrouped, PackPlain, TapsPlain,
+                          UnpackPlain, taps_blocks)
+from .grouped import check_block_groups as _check_block_groups
+from .grouped import check_groups as _check_groups
 from .intrin import ALU_OPS, TensorizeError, verify_gemm
 from .intrin import show_expr as _show
 from .intrin import simplify
@@ -495,6 +503,20 @@ def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: V
         if conv.shape[2:4] != t.shape[2:4]:
             raise TensorizeError(f"{t.name}: output {t.shape[2:4]} inconsistent with stride "
                                  f"{stride} padding {pads} (expected {conv.shape[2:4]})")
+        taps = (taps_blocks(c, kh, kw, BI, groups) or 0) * BI
+        if taps:
+            # few input channels (a stem): the kernel taps packed into the channel blocks,
+            # a 1x1 conv over the host's im2col (taps x C / BLOCK_IN GEMMs per output tile
+            # instead of KH x KW)
+            oh, ow = conv.shape[2:4]
+            host = [HostInput(data, None, Im2colPlain(pads, (kh, kw), stride, (oh, ow),
+                                                      (npad, taps), (B, BI))),
+                    HostInput(kernel, None, TapsPlain((opad, taps), (BO, BI)))]
+            dp = Tensor(data.name, (npad // B, taps // BI, oh, ow, B, BI), data.dtype)
+            kp = Tensor(kernel.name, (opad // BO, taps // BI, 1, 1, BO, BI), kernel.dtype)
+            pads = (0, 0, 0, 0)
+            conv = nn.conv2d(dp, kp, 1, pads, name=t.name, acc_dtype=cfg.acc_dtype)
+            geo = dict(h=oh, w=ow, kh=1, kw=1, stride=1)
     host = [HostInput(host[0].user, dp, host[0].prep), HostInput(host[1].user, kp, host[1].prep)]
     packed_out = Tensor(out.name, conv.shape, out.dtype if out_bits == 32 or out.dtype ==
                         cfg.out_dtype else cfg.out_dtype)
@@ -505,63 +527,6 @@ def _recognise_plain(t: Tensor, out: Tensor, steps: tuple, out_bits: int, cfg: V
                         host=tuple(host) + _operand_inputs(cache),
                         unpack=UnpackPlain((n, o)), user_out=out,
                         groups=dp.shape[1] // kp.shape[1])
-
-
-def _groups_per_block(cg: int, og: int, cfg: VTAConfig) -> int:
-    """The fewest groups whose input and output channels both fill whole blocks."""
-    from math import gcd
-    a, b = cfg.block_in // gcd(cg, cfg.block_in), cfg.block_out // gcd(og, cfg.block_out)
-    return a * b // gcd(a, b)
-
-
-def _check_block_groups(t: Tensor, act, cb: int, ob: int, cbg: int) -> int:
-    """A packed block-grouped conv reads input block ``(o // (ob/g)) * cbg + rc``; check
-    that on the (o, rc) grid and return g."""
-    from ..te.evaluate import _expr
-    if cbg < 1 or cb % cbg or ob % (cb // cbg):
-        raise TensorizeError(f"{t.name}: grouped conv with {cb} input blocks, {cbg} per "
-                             f"group, and {ob} output blocks: the groups must divide both")
-    g = cb // cbg
-    o_ax, rc = t.axes[1], t.body.axes[0]
-    grid = {o_ax: np.arange(ob).reshape(ob, 1), rc: np.arange(cbg).reshape(1, cbg)}
-    try:
-        got = np.broadcast_to(np.asarray(_expr(act.indices[1], grid, 2, {}, True, t.name)),
-                              (ob, cbg))
-    except Exception as e:
-        raise TensorizeError(f"{t.name}: activation block index {_show(act.indices[1])} is "
-                             f"neither rc nor a group's (o // (O/g)) * (C/g) + rc ({e})")
-    want = (np.arange(ob) // (ob // g) * cbg)[:, None] + np.arange(cbg)[None, :]
-    if not np.array_equal(got, want):
-        raise TensorizeError(f"{t.name}: activation block index {_show(act.indices[1])} is "
-                             f"not the grouped (o // {ob // g}) * {cbg} + rc of {g} groups")
-    return g
-
-
-def _check_groups(t: Tensor, act, data: Tensor, kernel: Tensor, cfg: VTAConfig) -> tuple:
-    """A grouped conv reads input channel ``(o // (O/g)) * (C/g) + rc``: check that on the
-    (o, rc) grid; returns (groups g, groups per block group k, padded group count)."""
-    from ..te.evaluate import _expr
-    o_ax, rc = t.axes[1], t.body.axes[0]
-    n_o, c, cg = t.shape[1], data.shape[1], kernel.shape[1]
-    if cg < 1 or c % cg or n_o % (c // cg) or kernel.shape[0] != n_o:
-        raise TensorizeError(f"{t.name}: grouped conv shapes data {data.shape}, weight "
-                             f"{kernel.shape}: C must be groups x weight channels and O a "
-                             f"multiple of the groups")
-    g = c // cg
-    og = n_o // g
-    grid = {o_ax: np.arange(n_o).reshape(n_o, 1), rc: np.arange(cg).reshape(1, cg)}
-    try:
-        got = np.broadcast_to(np.asarray(_expr(act.indices[1], grid, 2, {}, True, t.name)),
-                              (n_o, cg))
-    except Exception as e:                 # an index of other axes: not a grouped conv
-        raise TensorizeError(f"{t.name}: activation channel index {_show(act.indices[1])} is "
-                             f"neither rc nor a grouped (o // (O/g)) * (C/g) + rc ({e})")
-    want = (np.arange(n_o) // og * cg)[:, None] + np.arange(cg)[None, :]
-    if not np.array_equal(got, want):
-        raise TensorizeError(f"{t.name}: activation channel index {_show(act.indices[1])} is "
-                             f"not the grouped (o // {og}) * {cg} + rc of {g} groups")
-    k = _groups_per_block(cg, og, cfg)
-    return g, k, -(-g // k) * k
 
 
 def _simple_load(ld):
