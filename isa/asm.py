@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from .config import AluOp, MemType, Opcode, VTAConfig
-from .encoding import IsaError, decode_program, decode_uops, encode_program
+from .encoding import DecodeError, IsaError, decode_program, decode_uops, encode_program
 from .insn import DEP_FLAGS, AluInsn, FinishInsn, GemmInsn, Insn, MemInsn
 
 __all__ = ["AsmError", "describe", "parse_line", "assemble", "disassemble"]
@@ -211,6 +211,9 @@ def disassemble(data: bytes, config: VTAConfig | None = None, uops=None,
     insns = decode_program(data, cfg)
     sram = None
     if uops is not None:
+        if isinstance(uops, (bytes, bytearray)) and len(uops) % 4:
+            raise DecodeError(f"a micro-op image is whole 4-byte micro-ops, not {len(uops)} "
+                              f"bytes")
         sram = np.frombuffer(bytes(uops), "<u4").copy() if isinstance(uops, (bytes, bytearray)) \
             else np.asarray(uops, dtype=np.uint32).copy()
     elif dram is not None:
@@ -223,8 +226,11 @@ def disassemble(data: bytes, config: VTAConfig | None = None, uops=None,
                 and insn.memory_type == MemType.UOP and insn.x_size:
             d = np.frombuffer(dram, dtype=np.uint8)
             row = insn.x_pad_0 + insn.x_size + insn.x_pad_1
-            for y in range(insn.y_pad_0 + insn.y_size + insn.y_pad_1):
-                for x in range(row):
+            # only the rows and columns that land inside the uop SRAM (a huge LOAD is bounded)
+            rows = min(insn.y_pad_0 + insn.y_size + insn.y_pad_1,
+                       max(0, -(-(len(sram) - insn.sram_base) // row)))
+            for y in range(rows):
+                for x in range(min(row, max(0, len(sram) - insn.sram_base - y * row))):
                     idx = insn.sram_base + y * row + x
                     ry, rx = y - insn.y_pad_0, x - insn.x_pad_0
                     val = 0

@@ -36,7 +36,14 @@ class ConfigDefaultsWarning(UserWarning):
 
 
 class ConfigError(ValueError):
-    """A configuration that is nonsense or cannot be encoded (spec §1.4)."""
+    """A configuration that is nonsense or cannot be encoded (spec §1.4).
+
+    ``reason`` is the same fault as a sentence without the offending value ("LOG_BLOCK is
+    outside 1 to 6"), for tools that count rejections over many points (DSE)."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class Opcode(enum.IntEnum):
@@ -158,7 +165,8 @@ class VTAConfig:
         def rng(name, lo, hi, why=""):
             v = getattr(self, name)
             if not lo <= v <= hi:
-                raise ConfigError(f"{name} must be in [{lo}, {hi}]{why}, not {v}")
+                raise ConfigError(f"{name} is {v}, but it must be between {lo} and {hi}{why}",
+                                  reason=f"{name} is outside {lo} to {hi}{why}")
 
         rng("LOG_INP_WIDTH", 3, 4, " (8- or 16-bit inputs; sub-byte elements are not supported)")
         rng("LOG_WGT_WIDTH", 3, 4, " (8- or 16-bit weights; sub-byte elements are not supported)")
@@ -208,7 +216,7 @@ class VTAConfig:
         try:
             return cls(**kwargs)
         except ConfigError as e:
-            raise ConfigError(f"{where}: {e}") from None
+            raise ConfigError(f"{where}: {e}", reason=e.reason) from None
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "VTAConfig":
@@ -235,8 +243,8 @@ class VTAConfig:
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2) + "\n"
         if path is not None:
-            with open(path, "w") as f:
-                f.write(text)
+            from .safe_io import write_text_atomic
+            write_text_atomic(path, text, what="configuration")
         return text
 
     def replace(self, **kw) -> "VTAConfig":

@@ -3,7 +3,6 @@ naming the file and what is wrong with it (never a decode error from deep inside
 
 from __future__ import annotations
 
-import json
 import os
 
 from .errors import IsaError
@@ -17,15 +16,12 @@ class InputFileError(IsaError):
     """A user-supplied file is missing, unreadable or of the wrong kind."""
 
 
-def read_bytes(path: str | os.PathLike, what: str = "file") -> bytes:
-    """The bytes of ``path``."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except IsADirectoryError:
-        raise InputFileError(f"{path}: is a directory, expected a {what}") from None
-    except OSError as e:
-        raise InputFileError(f"cannot read {what} {path}: {e.strerror}") from None
+def read_bytes(path: str | os.PathLike, what: str = "file",
+               max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file ``path`` (a directory, FIFO or device is refused before
+    any read), at most ``max_bytes`` of them (default :data:`isa.safe_io.DEFAULT_MAX_BYTES`)."""
+    from .safe_io import DEFAULT_MAX_BYTES, read_bytes_capped
+    return read_bytes_capped(path, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes, what)
 
 
 def read_dram_image(path: str | os.PathLike) -> bytes:
@@ -58,9 +54,7 @@ def read_text(path: str | os.PathLike, what: str = "text file") -> str:
 
 
 def read_json(path: str | os.PathLike, what: str = "JSON file"):
-    """The parsed JSON of ``path`` (errors name the file and line)."""
-    text = read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputFileError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+    """The parsed JSON of ``path``: errors name the file (and line), including nesting too
+    deep to read and NaN/Infinity (see :func:`isa.safe_io.load_json`)."""
+    from .safe_io import load_json
+    return load_json(path, what)

@@ -41,8 +41,8 @@ def test_reads_reference_vta_config_json(tmp_path):
 @pytest.mark.parametrize("kw,msg", [
     (dict(LOG_ACC_BUFF_SIZE=18), r"the GEMM instruction needs 138 bits .* has 128"),
     (dict(LOG_UOP_BUFF_SIZE=16), r"needs .* bits with this configuration"),
-    (dict(LOG_INP_WIDTH=2), r"LOG_INP_WIDTH must be in \[3, 4\]"),
-    (dict(LOG_ACC_WIDTH=6), r"LOG_ACC_WIDTH must be in \[4, 5\]"),
+    (dict(LOG_INP_WIDTH=2), r"LOG_INP_WIDTH is 2, but it must be between 3 and 4"),
+    (dict(LOG_ACC_WIDTH=6), r"LOG_ACC_WIDTH is 6, but it must be between 4 and 5"),
     (dict(LOG_WGT_WIDTH=4, LOG_BLOCK=6), r"a WGT tile is 8192 bytes; VTA requires tiles of at most 4096"),
     (dict(LOG_BLOCK=4.0), r"LOG_BLOCK must be an integer"),
     (dict(LOG_WGT_BUFF_SIZE=7), r"less than one 256-byte WGT tile"),

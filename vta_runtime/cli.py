@@ -7,7 +7,8 @@ import sys
 
 from isa.argtypes import nonnegative_int
 
-from .replay import compare_case, load_case, replay_case
+from .errors import VTARuntimeError
+from .replay import CaseError, compare_case, load_case, replay_case
 
 __all__ = ["register"]
 
@@ -29,12 +30,21 @@ def cmd_replay(args) -> int:
     for path in args.cases:
         case = load_case(path)
         dev = _device(args.device)
-        res = replay_case(case, dev, staging=args.staging)
+        try:
+            res = replay_case(case, dev, staging=args.staging)
+        except VTARuntimeError as e:
+            if len(e.args) == 1 and isinstance(e.args[0], str):
+                e.args = (f"{path}: {e.args[0]}",)        # name the case file, keep the type
+            raise
         if args.dump:
             from .debug import format_insn_dump
             for rec in res.queue.runs:
                 sys.stdout.write(format_insn_dump(rec.array()))
-        diffs = compare_case(case, res)
+        try:
+            diffs = compare_case(case, res)
+        except (KeyError, TypeError, IndexError, AttributeError, ValueError) as e:
+            raise CaseError(f"{path}: the expected results are malformed "
+                            f"({type(e).__name__}: {e})") from None
         if args.json:
             print(json.dumps({"case": case.get("case", path), "runs": [
                 {k: v for k, v in r.items() if k != "stats"} for r in res.runs]}, indent=1))

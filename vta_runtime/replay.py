@@ -14,13 +14,14 @@ replay with ``staging="reference"`` reproduces the capture and is compared exact
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from isa import INSN_BYTES, MemType, Opcode, decode_stream, decode_uops, encode_stream
+from isa.files import InputFileError
+from isa.safe_io import parse_json, read_bytes_capped
 
 from .command_queue import CommandQueue
 from .device import NullDevice
@@ -46,6 +47,8 @@ class ReplayResult:
 
 
 CASE_FORMAT = "vta-runtime-golden/1"
+MAX_CASE_BYTES = 64 << 20            # a case file, JSON text
+MAX_CASE_BUFFER = 256 << 20          # one buffer a case allocates
 
 
 def load_case(case) -> dict:
@@ -64,10 +67,9 @@ def load_case(case) -> dict:
     if isinstance(case, (str, os.PathLike)) and not str(case).lstrip().startswith("{"):
         where = str(case)
         try:
-            with open(case, "rb") as f:
-                raw = f.read()
-        except OSError as e:
-            raise CaseError(f"cannot read {where}: {e.strerror}") from None
+            raw = read_bytes_capped(case, MAX_CASE_BYTES, "runtime case (JSON)")
+        except InputFileError as e:
+            raise CaseError(str(e)) from None
         try:
             case = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -78,9 +80,9 @@ def load_case(case) -> dict:
         return case
     if isinstance(case, str):
         try:
-            case = json.loads(case)
-        except json.JSONDecodeError as e:
-            raise CaseError(f"{where}:{e.lineno}: invalid JSON: {e.msg}") from None
+            case = parse_json(case, where)
+        except InputFileError as e:
+            raise CaseError(str(e)) from None
     if not isinstance(case, dict):
         raise CaseError(f"{where}: a runtime case is a JSON object, not {type(case).__name__}")
     if case.get("format") != CASE_FORMAT:
@@ -138,9 +140,13 @@ def replay_case(case, device=None, *, staging: str = "append", config=None) -> R
     cq = CommandQueue(dev, keep_history=True, staging=staging)
     res = ReplayResult(queue=cq, device=dev)
     names = {}
-    for name, spec in case.get("buffers", {}).items():
-        buf = dev.alloc(int(spec["nbytes"]), name=name)
-        data = np.asarray(spec.get("data", 0), dtype=spec["dtype"])
+    for name, spec in _buffer_specs(case).items():
+        buf = dev.alloc(spec["nbytes"], name=name)
+        try:
+            data = np.asarray(spec.get("data", 0), dtype=np.dtype(spec["dtype"]))
+        except (TypeError, ValueError, OverflowError) as e:
+            raise CaseError(f"buffer {name!r}: its data is not {spec['dtype']} numbers "
+                            f"({e})") from None
         if data.ndim:
             dev.copy_from_host(buf, data)
         res.buffers[name] = buf
@@ -153,7 +159,12 @@ def replay_case(case, device=None, *, staging: str = "append", config=None) -> R
         except KeyError:
             raise CaseError(f"call {i}: unknown buffer {call.get('buf')!r}") from None
 
-    for i, call in enumerate(case.get("calls", [])):
+    calls = case.get("calls", [])
+    if not isinstance(calls, list):
+        raise CaseError(f"'calls' must be a JSON array of calls, not {type(calls).__name__}")
+    for i, call in enumerate(calls):
+        if not isinstance(call, dict):
+            raise CaseError(f"call {i}: expected a JSON object, not {type(call).__name__}")
         op = call.get("op")
         runs_before = cq.num_runs
         try:
@@ -186,15 +197,52 @@ def replay_case(case, device=None, *, staging: str = "append", config=None) -> R
                 raise CaseError(f"call {i}: unknown op {op!r}")
         except KeyError as e:
             raise CaseError(f"call {i} ({op}): missing field {e}") from None
+        except VTARuntimeError:
+            raise
+        except (TypeError, ValueError, IndexError, OverflowError, AttributeError) as e:
+            # a field of the wrong JSON type (a list where a number belongs, ...)
+            raise CaseError(f"call {i} ({op}): a field has the wrong type or value "
+                            f"({type(e).__name__}: {e})") from None
         for rec in cq.runs[runs_before:]:
             res.runs.append(_normalise(rec, names, i))
     if executes:
         res.outputs = {}
-        for name, spec in case.get("buffers", {}).items():
+        for name, spec in _buffer_specs(case).items():
             dtype = np.dtype(spec["dtype"])
-            shape = tuple(spec["shape"])
+            shape = spec.get("shape")
+            if not isinstance(shape, list) or not all(
+                    isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) \
+                    or int(np.prod(shape)) * dtype.itemsize > spec["nbytes"]:
+                raise CaseError(f"buffer {name!r}: shape {shape!r} is not a list of sizes "
+                                f"that fits its {spec['nbytes']} bytes")
+            shape = tuple(shape)
             res.outputs[name] = dev.copy_to_host(res.buffers[name], dtype=dtype, shape=shape)
     return res
+
+
+def _buffer_specs(case: dict) -> dict:
+    """The case's ``buffers``, checked: each a JSON object with an integer ``nbytes`` in
+    [1, MAX_CASE_BUFFER] and a numeric ``dtype``."""
+    bufs = case.get("buffers", {})
+    if not isinstance(bufs, dict):
+        raise CaseError(f"'buffers' must be a JSON object of buffers, not "
+                        f"{type(bufs).__name__}")
+    for name, spec in bufs.items():
+        if not isinstance(spec, dict):
+            raise CaseError(f"buffer {name!r}: expected a JSON object, not "
+                            f"{type(spec).__name__}")
+        n = spec.get("nbytes")
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= MAX_CASE_BUFFER:
+            raise CaseError(f"buffer {name!r}: nbytes must be an integer between 1 and "
+                            f"{MAX_CASE_BUFFER}, not {n!r}")
+        try:
+            dt = np.dtype(spec.get("dtype"))
+        except (TypeError, ValueError):
+            dt = None
+        if dt is None or dt.kind not in "iuf" or not isinstance(spec.get("dtype"), str):
+            raise CaseError(f"buffer {name!r}: dtype must name an integer or float type "
+                            f"(e.g. \"int8\"), not {spec.get('dtype')!r}")
+    return bufs
 
 
 def _normalise(rec, names: dict, call_index: int) -> dict:

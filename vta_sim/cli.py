@@ -13,15 +13,22 @@ from __future__ import annotations
 import io
 import json
 import os
-import zipfile
 
 import numpy as np
 
 from isa import VTAConfig, is_npz, read_bytes, read_dram_image, read_json
+from isa.safe_archive import inspect_npz, load_npz, open_zip
+from isa.safe_io import atomic_path, check_output_path, expect_json, write_bytes_atomic, \
+    write_json_atomic
 from isa.argtypes import nonnegative_int
 
 from .errors import InputError, RangeError
 from .simulator import DEFAULT_MAX_WORK, Simulator
+
+
+_VECTOR_ARRAYS = ("insns", "dram_in", "dram_out")
+#: formats matplotlib writes for --timeline
+TIMELINE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def _read(path: str, what: str) -> bytes:
@@ -29,25 +36,29 @@ def _read(path: str, what: str) -> bytes:
 
 
 def _load_vector(path: str):
-    """(insns bytes, dram_in copy, dram_out) of a golden-vector .npz, checked."""
+    """(insns bytes, dram_in copy, dram_out) of a golden-vector .npz, checked: the names,
+    dtypes and shapes are read from the headers and checked before any array is loaded."""
     data = _read(path, "golden vector (.npz)")
     if not is_npz(data):
         raise InputError(f"{path}: not a golden-vector file (a vector is a .npz archive with "
                          f"insns, dram_in and dram_out)")
-    try:
-        v = np.load(io.BytesIO(data), allow_pickle=False)
-        arrays = {k: v[k] for k in ("insns", "dram_in", "dram_out")}
-    except KeyError as e:
-        raise InputError(f"{path}: not a golden-vector file (no array {e})") from None
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-        msg = str(e).split(". If you trust")[0]       # never suggest allow_pickle
-        raise InputError(f"{path}: not a readable golden-vector file ({msg})") from None
-    for k, a in arrays.items():
-        if a.dtype != np.uint8 or a.ndim != 1:
-            raise InputError(f"{path}: {k} must be a 1-D uint8 array, not {a.dtype} {a.shape}")
-    if arrays["dram_out"].size != arrays["dram_in"].size:
-        raise InputError(f"{path}: dram_out has {arrays['dram_out'].size} bytes but dram_in "
-                         f"has {arrays['dram_in'].size}; they must be the same size")
+    f = io.BytesIO(data)
+    f.name = path
+    with open_zip(f, "golden-vector file") as z:
+        specs = inspect_npz(z, "golden vector (.npz)")
+    for k in _VECTOR_ARRAYS:
+        if k not in specs:
+            raise InputError(f"{path} has no array {k!r}, so it is not a golden vector (it "
+                             f"holds: {', '.join(sorted(specs)) or 'nothing'}; a vector holds "
+                             f"insns, dram_in and dram_out)")
+        s = specs[k]
+        if s.dtype != np.uint8 or len(s.shape) != 1:
+            raise InputError(f"{path}: {k} must be a 1-D uint8 array, not {s.dtype} {s.shape}")
+    if specs["dram_out"].nbytes != specs["dram_in"].nbytes:
+        raise InputError(f"{path}: dram_out has {specs['dram_out'].nbytes} bytes but dram_in "
+                         f"has {specs['dram_in'].nbytes}; they must be the same size")
+    f.seek(0)
+    arrays = load_npz(f, "golden vector (.npz)")
     return arrays["insns"].tobytes(), arrays["dram_in"].copy(), arrays["dram_out"]
 
 
@@ -59,6 +70,9 @@ def _hw(args):
         d = read_json(args.hw, "--hw JSON file")
         if not isinstance(d, dict):
             raise InputError(f"{args.hw}: expected a JSON object with 'config' and 'timing'")
+        for key in ("config", "timing"):
+            if key in d:
+                expect_json(d[key], dict, f"{args.hw}: {key!r}")
         unknown = set(d) - {"config", "timing"}
         if unknown:
             raise InputError(f"{args.hw}: unknown top-level key(s) {sorted(unknown)} "
@@ -80,6 +94,7 @@ def cmd_sim(args) -> int:
                          indent=2))
         return 0
     cfg, params = _hw(args)
+    _check_outputs(args)
     want_timing = not args.no_timing
     expect = None
     if not want_timing and (args.trace or args.timeline):
@@ -106,19 +121,20 @@ def cmd_sim(args) -> int:
         src = args.vector or args.dram
         raise RangeError(f"the DRAM image {src} ({dram.size} bytes) is too small: {e}") from None
     if args.out:
-        with open(args.out, "wb") as f:
-            f.write(dram.tobytes())
+        write_bytes_atomic(args.out, dram.tobytes(), what="DRAM image (--out)")
     if args.stats:
-        with open(args.stats, "w") as f:
-            json.dump(stats.as_dict(), f, indent=2)
+        write_json_atomic(args.stats, stats.as_dict(), allow_nan=True, what="--stats JSON")
     if sim.last_timing is not None:
         if args.trace:
             from .trace import write_chrome_trace
-            write_chrome_trace(sim.last_timing, args.trace)
+            with atomic_path(args.trace, what="--trace JSON") as tmp:
+                write_chrome_trace(sim.last_timing, tmp)
         if args.timeline:
             from .trace import write_timeline
-            write_timeline(sim.last_timing, args.timeline,
-                           title=os.path.basename(args.vector or args.insns))
+            with atomic_path(args.timeline, suffixes=TIMELINE_SUFFIXES,
+                             what="--timeline chart") as tmp:
+                write_timeline(sim.last_timing, tmp,
+                               title=os.path.basename(args.vector or args.insns))
     if expect is not None:
         diff = np.flatnonzero(dram != expect)
         if diff.size:
@@ -129,6 +145,18 @@ def cmd_sim(args) -> int:
     if not args.quiet:
         print(_summary(stats))
     return 0
+
+
+def _check_outputs(args) -> None:
+    """Every output path of ``vta sim`` is checked before the simulation runs (a directory,
+    a missing folder or a --timeline suffix matplotlib cannot write is refused at once);
+    the outputs themselves are written atomically after it."""
+    for path, what, suffixes in ((args.out, "DRAM image (--out)", None),
+                                 (args.stats, "--stats JSON", None),
+                                 (args.trace, "--trace JSON", None),
+                                 (args.timeline, "--timeline chart", TIMELINE_SUFFIXES)):
+        if path:
+            check_output_path(path, suffixes=suffixes, what=what)
 
 
 def _summary(stats) -> str:
