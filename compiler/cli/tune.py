@@ -22,6 +22,9 @@ import math
 import os
 import sys
 
+from isa.files import InputFileError
+from isa.safe_io import atomic_path, check_output_path
+
 from isa.argtypes import nonnegative_int, positive_float, positive_int
 
 from ..tuner.executor import ExecutorError
@@ -97,16 +100,37 @@ def cmd_tune(args) -> int:
     from ..vta.default_schedule import default_knobs
     from ..tuner.executor import make_executor
     from ..tuner.measure import measure_knobs
-    from ..tuner.records import load
+    from ..tuner.executor import check_scheduler
+    from ..tuner.records import load, log_lock
     from ..tuner.tuning import plot_convergence, tune
     cfg = VTAConfig.from_json(args.config) if args.config else VTAConfig()
-    tasks = tasks_of(args.target, args.layers, cfg)
+    if args.scheduler:
+        check_scheduler(args.scheduler)
     for p in [args.log] + list(args.transfer or []):
         d = os.path.dirname(os.path.abspath(p))
         if not os.path.isdir(d):
             raise TuningLogError(f"{p}: the directory {d} does not exist")
-    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
-        raise TaskError(f"--plot {args.plot}: the directory does not exist")
+    if os.path.lexists(args.log) and not os.path.isfile(args.log):
+        raise TuningLogError(f"{args.log}: exists and is not a regular file")
+    if args.plot:
+        try:
+            check_output_path(args.plot, what="--plot", suffixes=(".png", ".svg", ".pdf"))
+        except InputFileError as e:
+            raise TaskError(f"--plot {e}") from None
+    tasks = tasks_of(args.target, args.layers, cfg)
+
+    def waiting():
+        print(f"waiting for the other tuner writing {args.log} to finish ...", flush=True)
+
+    # one tuner per log at a time: a second one waits, then resumes from what the first
+    # measured, so the two never measure the same candidate
+    with log_lock(args.log, on_wait=waiting):
+        return _tune_locked(args, cfg, tasks, load, tune, plot_convergence, default_knobs,
+                            make_executor, measure_knobs)
+
+
+def _tune_locked(args, cfg, tasks, load, tune, plot_convergence, default_knobs, make_executor,
+                 measure_knobs) -> int:
     transfer = []
     for p in args.transfer or []:
         if not os.path.exists(p):
@@ -144,7 +168,8 @@ def cmd_tune(args) -> int:
         print(f"{t.name[:12]:12} {r.resumed + r.trials:>6} {r.trials:>4} {r.failures:>6} "
               f"{best:>12} {base or '-':>10} {sp:>7}  {kn}")
     if args.plot:
-        plot_convergence(results, args.plot)
+        with atomic_path(args.plot, what="--plot") as tmp:
+            plot_convergence(results, tmp)
         print(f"wrote {args.plot}")
     return 0
 
