@@ -1,25 +1,21 @@
 """The VTA compiler: tensor expressions and schedules, lowered to VTA instructions through
-tensorize, DMA inference, ALU lowering and latency hiding with virtual threads.
+tensorize, DMA inference, ALU lowering and latency hiding with virtual threads; CPU code
+through LLVM; whole ONNX networks, quantised, split between the two.
 
-Layout by role (each file one concept):
+Layers, bottom to top (each imports only the ones below it; ``docs/architecture.md``):
 
-- :mod:`.te` the expression language; :mod:`.evaluate` its numpy reference semantics;
-  :mod:`.ops` conv2d / dense / epilogues in the VTA packed layouts.
-- :mod:`.intrin` the GEMM intrinsic declared as a tensor expression (+ ALU op table) and the
-  structural tensorize check; :mod:`.workload` recognises a graph as a GEMM workload.
-- :mod:`.loop_nest` target-neutral per-stage schedules (split, tile, fuse, reorder, unroll)
-  lowered to the same loop IR, with an interpreter (the host/LLVM path builds on it).
-- :mod:`.schedule` VTA knobs (plain data) and TVM-style primitives (split/tile by any
-  factor, reorder, fuse, compute_at, bind_vthread, ...); :mod:`.default_schedule` the
-  cost-model search for any configuration.
-- :mod:`.ir` the loop IR and its printer; :mod:`.tiling` bounds inference (tile windows,
-  edge tiles, hoisted regions); :mod:`.lower` schedule -> IR;
-  :mod:`.passes` storage flattening, vthread injection, uop folding, DMA inference, verifier;
-  :mod:`.program` unrolling and dependency-token insertion; :mod:`.codegen` runtime calls;
-  :mod:`.pipeline` ``build`` (the pass list) and :class:`CompiledKernel`.
-- :mod:`.tune` the tuner hook: ``space(out, cfg)`` (the knob space, indexable, with
-  validity and features) and ``measure(out, knobs, cfg)`` (cycles on the timed simulator).
-- :mod:`.bench` ``vta bench resnet18``; :mod:`.cli_main` ``vta demo`` / ``vta bench``.
+- :mod:`.te` the expression language, its numpy semantics (:mod:`.te.evaluate`), the loop IR
+  (:mod:`.te.ir`) and per-stage schedules (:mod:`.te.loop_nest`);
+- :mod:`.vta` the VTA back end (GEMM recognition, knobs and primitives, default schedules,
+  lowering, passes, program, codegen, ``build``; ALU-only, pooling and transposed-conv
+  kernels) and :mod:`.cpu` the LLVM back end;
+- :mod:`.ops` the operator library and its registry (one module per operator family);
+- :mod:`.tuner` the learned tuner (with :mod:`.tuner.hook`: ``space`` / ``measure``);
+- :mod:`.graph` whole networks; :mod:`.dse` design-space exploration; :mod:`.cli` the
+  ``vta`` command.
+
+This package re-exports the everyday API below; modules inside the compiler import from
+the layer that defines a name, never from here.
 
 Example (runnable as it stands; ``tests/test_docs.py`` runs it)::
 
@@ -72,7 +68,8 @@ from .te.ir import IRError
 from .te.loop_nest import StageSchedule, run_stage
 from .vta.passes import StorageError
 from .vta.pipeline import PASSES, CompiledKernel, build
-from .vta.schedule import Knobs, Opt, PrimitiveError, Schedule, ScheduleError, apply, opts_of
+from .vta.primitives import Opt, Schedule, apply, opts_of
+from .vta.schedule import Knobs, PrimitiveError, ScheduleError
 from .te import (Tensor, TEError, cast, compute, maximum, minimum, placeholder, reduce_axis,
                  select, shift_left, shift_right)
 from .te import sum  # noqa: A004 - te.sum, like tvm.te.sum

@@ -10,7 +10,8 @@ from compiler.vta.passes.fold_uop import FoldError, fold
 from compiler.vta.passes.storage_flatten import StorageError
 from compiler.vta.pipeline import PASSES, build
 from compiler.vta.program import STAGE_NAME
-from compiler.vta.schedule import Knobs, PrimitiveError, Schedule, ScheduleError
+from compiler.vta.primitives import Schedule
+from compiler.vta.schedule import Knobs, PrimitiveError, ScheduleError
 from compiler.vta.workload import recognise
 from isa import VTAConfig
 

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from compiler import Schedule, build, ops, recognise
 from compiler.cli.bench import pynq_timing
-from compiler.vta.schedule import Knobs, PrimitiveError, ScheduleError, apply, opts_of
+from compiler.vta.primitives import apply, opts_of
+from compiler.vta.schedule import Knobs, PrimitiveError, ScheduleError
 from compiler.te import placeholder
 from isa import VTAConfig
 from vta_runtime import SimDevice

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from compiler import ops
 from compiler.vta.passes.storage_flatten import StorageError
 from compiler.vta.pipeline import build
-from compiler.vta.schedule import AXES, Knobs, PrimitiveError, Schedule, apply
+from compiler.vta.primitives import Schedule, apply
+from compiler.vta.schedule import AXES, Knobs, PrimitiveError
 from compiler.te import placeholder
 from compiler.vta.workload import recognise
 from isa import VTAConfig
@@ -236,7 +237,7 @@ def test_hoisted_edge_region_wider_than_the_pad_field_loads_row_by_row():
 
 def test_every_knob_point_is_a_sequence_of_primitive_calls():
     """Plain data <-> calls: valid points of the tuner's space replay from their calls."""
-    from compiler.vta.schedule import opts_of
+    from compiler.vta.primitives import opts_of
     from compiler.tuner.hook import space
     wl, _, _ = _conv(cin=64, h=9, w=9, cout=48)
     sp = space(wl, VTAConfig())

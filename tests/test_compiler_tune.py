@@ -58,7 +58,7 @@ def test_measure_sampled_points_on_the_timed_simulator():
     assert len(pts) == 4 and all(sp.valid(k) for k in pts)
     feats = np.stack([sp.features(k) for k in pts])
     assert feats.shape[0] == 4 and np.isfinite(feats).all()
-    from compiler.vta.schedule import apply, opts_of     # the call form has the same features
+    from compiler.vta.primitives import apply, opts_of   # the call form has the same features
     assert np.array_equal(feats, np.stack([sp.features(apply(sp.wl, opts_of(k)))
                                            for k in pts]))
     for k in pts:

@@ -1,5 +1,6 @@
-"""``vta demo`` and ``vta bench`` (registered by :mod:`compiler.cli.command`).  Output flags
-(``--dump``, ``--json``, ``--plot``) are checked before the work and written atomically."""
+"""``vta demo`` and ``vta bench``: the subcommands, registered with the ``vta`` command by
+:mod:`compiler.cli.command`.  Output flags (``--dump``, ``--json``, ``--plot``) are checked
+before the work and written atomically."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def cmd_demo(args) -> int:
     from .. import ops
     from ..te.evaluate import run as te_run
     from ..vta.pipeline import PASSES, build
-    from ..vta.schedule import Schedule
+    from ..vta.primitives import Schedule
     from ..vta.workload import recognise
 
     cfg = _config(args)
@@ -69,7 +70,7 @@ def cmd_demo(args) -> int:
         from ..vta.schedule import Knobs
         knobs = Knobs.from_dict({**knobs.as_dict(), **over})
         knobs.check(wl)
-        from ..vta.schedule import opts_of
+        from ..vta.primitives import opts_of
         s.opts = opts_of(knobs)
     for o in s.opts:
         print(f"   {o.op}({o.target}{', ' + str(o.arg) if o.arg is not None else ''})")

@@ -2,7 +2,7 @@
 
 The host half of a heterogeneous program: every operator VTA does not run (the first
 3-channel convolution, pooling, softmax, quantisation, layout packing) compiles from the
-same tensor expressions and the same stage schedules (:class:`compiler.te.loop_nest.
+same tensor expressions and the same stage schedules (:class:`compiler.loop_nest.
 StageSchedule`: split, tile, reorder, fuse, unroll, vectorize, parallel) for the machine
 it runs on, and runs on numpy arrays without copies.
 

@@ -1,11 +1,11 @@
-"""Host loop IR (:mod:`compiler.te.loop_nest`) -> LLVM IR, one function per compute stage.
+"""Host loop IR (:mod:`compiler.loop_nest`) -> LLVM IR, one function per compute stage.
 
 Each stage becomes ``void @stage(ptr noalias %buf0, ..., i64 %lo, i64 %hi)``: the buffers
 are the C-contiguous arrays the stage reads and writes (in :attr:`StageCode.buffers` order)
 and ``[lo, hi)`` is the range of the outermost loop, so a caller can run disjoint chunks of
 a ``parallel`` loop on several threads.
 
-Numeric semantics are those of :mod:`compiler.te.evaluate`, operation by operation:
+Numeric semantics are those of :mod:`compiler.evaluate`, operation by operation:
 
 * integers: ``add``/``sub``/``mul`` wrap in the node's width; ``//``/``%`` floor, a zero
   divisor gives 0 (numpy), computed in i64 so no division can trap; ``>>`` is arithmetic and

@@ -1,9 +1,9 @@
 """Operators of quantised CNNs as tensor expressions with default CPU schedules.
 
 Each function returns a TE tensor; the stages it creates carry a default schedule
-(``tensor.cpu_schedule``, a function returning a :class:`~compiler.te.loop_nest.
+(``tensor.cpu_schedule``, a function returning a :class:`~compiler.loop_nest.
 StageSchedule`) that :func:`compiler.cpu.cpu_build` uses unless it is given another.  The
-expressions are ordinary TE: :func:`compiler.te.evaluate.run` computes the same results.
+expressions are ordinary TE: :func:`compiler.evaluate.run` computes the same results.
 
 Layouts are NCHW (activations) and OIHW (weights); :func:`pack_nchw`, :func:`unpack_nchw`
 and :func:`pack_oihw` convert to and from VTA's NCHWnc / OIHWoi (as the numpy functions

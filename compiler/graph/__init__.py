@@ -3,7 +3,7 @@
 :func:`compile_model` (:mod:`.driver`) is the whole flow; its parts: :mod:`.ir` (typed graph
 IR, verifier, pass manager), :mod:`.onnx_import`, :mod:`.passes` (folding, fusion, DCE),
 :mod:`.quantize` (int8, power-of-two scales, calibration, SQNR), :mod:`.partition` (placement,
-packed layouts, VTA / CPU code generation), :mod:`.executor` (runs on any device, per-layer
+packed layouts, VTA / CPU code generation: :mod:`.placement`, :mod:`.layout`, :mod:`.codegen`), :mod:`.executor` (runs on any device, per-layer
 table, Chrome trace), :mod:`.artifact` (``.vtar``), :mod:`.reference` (numpy semantics, the
 bit-exact reference), :mod:`.models` (built-in networks) and :mod:`.cli` (``vta compile`` /
 ``vta run``).

@@ -48,6 +48,7 @@ import numpy as np
 
 from isa import VTAConfig
 
+from ..ops import registry
 from .ir import Graph, GraphError
 
 FORMAT = "vta-stack-network-1"
@@ -109,7 +110,8 @@ def save(compiled, path: str, record_streams: bool = True) -> dict:
         ex.run({i: np.zeros(g.values[i].shape, np.float32) for i in g.inputs})
         ex.close()
     knobs = {st.node.name: st.kernel.knobs.as_dict() for st in vta_steps
-             if st.node.op in ("qconv", "qdense") and hasattr(st.kernel.knobs, "as_dict")}
+             if getattr(registry.get(st.node.op), "tunable", False)
+             and hasattr(st.kernel.knobs, "as_dict")}
     files: dict[str, bytes] = {"config.json": _cfg_json(compiled.cfg),
                                "graph.json": _graph_json(q, compiled.options, knobs),
                                "report.txt": compiled.report().encode()}

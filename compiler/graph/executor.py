@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from ..ops import registry
 from .ir import GraphError
 from .reference import run_node
 
@@ -138,7 +139,8 @@ class Executor:
                 for ph, (kind, src) in s.binds:
                     feeds_[ph] = src if kind == "param" else self._host(env, src, rec)
                 env[n.output] = s.kernel.run(feeds_)
-            elif n.op == "qreshape" and isinstance(env.get(n.inputs[0]), _DevValue):
+            elif getattr(registry.get(n.op), "view", False) and \
+                    isinstance(env.get(n.inputs[0]), _DevValue):
                 v = env[n.inputs[0]]               # a reshape of device data is a view
                 env[n.output] = _DevValue(v.buf, tuple(g.values[n.output].shape), v.dtype)
             else:

@@ -33,11 +33,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ops.errors import GraphError  # noqa: F401 (defined with the operators, re-exported)
+
 DTYPES = ("float32", "int8", "int32", "int64", "bool")
-
-
-class GraphError(ValueError):
-    """A malformed or unsupported graph: says which node, value or attribute."""
 
 
 @dataclass

@@ -6,7 +6,7 @@
   a bias (``w * g / sqrt(v + eps)``, ``(b - m) * g / sqrt(v + eps) + beta``).
 * ``fold_bias`` — Dense/Conv followed by Add of a constant per-channel vector takes it as
   its bias (skl2onnx writes MatMul + Add).
-* ``fuse`` — TVM's operator fusion on the four pattern categories (:data:`CATEGORY`):
+* ``fuse`` — TVM's operator fusion on the four pattern categories (:func:`categories`, from the registry):
   a complex-out-fusable anchor (conv, dense) absorbs the injective ops after it whose
   input it is the only producer of (a residual ``add`` with any other tensor, then
   ``relu``/``clip``); an injective ``add`` absorbs a following ``relu``/``clip``.
@@ -28,19 +28,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops import registry
 from .ir import Graph, PassManager
 from .reference import run_node
 
-#: TVM's operator pattern categories.
-CATEGORY = {
-    "relu": "injective", "clip": "injective", "add": "injective", "mul": "injective",
-    "reshape": "injective", "flatten": "injective", "concat": "injective", "cast": "injective",
-    "batchnorm": "injective",
-    "maxpool": "reduction", "avgpool": "reduction", "global_avgpool": "reduction",
-    "softmax": "reduction", "argmax": "reduction",
-    "conv": "complex-out-fusable", "dense": "complex-out-fusable",
-    "matmul": "opaque", "gather_last": "opaque",
-}
+
+
+def categories() -> dict:
+    """TVM's operator pattern category of every registered operator (``OpDef.category``)."""
+    return {name: op.category for name, op in registry.all_ops().items()}
 
 
 def fold_constants(g: Graph) -> Graph:

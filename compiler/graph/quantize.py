@@ -43,22 +43,13 @@ import math
 
 import numpy as np
 
-from .ir import Graph, GraphError
+from ..ops import registry
+from ..ops.errors import QuantizeError
+from ..ops.requant import frac_for  # noqa: F401 (re-exported)
+from .ir import Graph
 from .reference import run_graph
 
 MODES = ("max", "percentile", "global_scale")
-
-
-class QuantizeError(GraphError):
-    """The graph cannot be quantised as asked (names the node)."""
-
-
-def frac_for(rng: float, bits: int = 8) -> int:
-    """Fraction bits so that ``rng`` fits in a signed ``bits`` integer (power-of-two scale)."""
-    top = (1 << (bits - 1)) - 1
-    if not np.isfinite(rng) or rng <= 0:
-        return bits - 1
-    return int(max(-16, min(24, math.floor(math.log2(top / rng)))))
 
 
 def calibrate(g: Graph, samples, mode: str = "max", percentile: float = 99.99,
@@ -87,44 +78,20 @@ def calibrate(g: Graph, samples, mode: str = "max", percentile: float = 99.99,
     return ranges
 
 
-def _qweight(w: np.ndarray):
-    m = float(np.abs(w).max())
-    f = frac_for(m)
-    q = np.clip(np.floor(w.astype(np.float64) * 2.0 ** f + 0.5), -127, 127).astype(np.int8)
-    return q, f
+class QuantContext:
+    """What an operator's quantisation rule (:attr:`compiler.ops.registry.OpDef.quantize`)
+    works with: the float graph ``g``, the integer graph ``q`` being built, ``qname`` /
+    ``fname`` (float value -> its int8 / float twin in ``q``), ``fracs`` (int8 value ->
+    fraction bits), ``f_of(v)`` (the calibrated fraction bits of float value ``v``),
+    ``as_int(v, node)`` / ``as_float(v)`` (the value in that form, quantising or
+    dequantising it on first use), ``emit_q(node, op, inputs, attrs, frac, dtype)``, and the
+    options ``per_channel`` and ``float_nodes``."""
 
-
-def _qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
-    """Per-output-channel power-of-two weight scales 2^-fw_c.  VTA has one shift per
-    layer, so channel c's accumulator is brought to the finest scale by an ALU MUL with
-    m_c = 2^(max fw - fw_c) before the shift.  The finest scale is capped so that
-    |acc_c + b_c| * m_c provably fits int32 (|acc| <= 127 * sum |w_c| * 128)."""
-    o = w.shape[0]
-    wf = w.reshape(o, -1).astype(np.float64)
-    fw = np.array([frac_for(float(np.abs(r).max())) for r in wf])
-    top = int(fw.max())
-    while True:
-        fwc = np.minimum(fw, top)
-        q = np.clip(np.floor(wf * 2.0 ** fwc[:, None] + 0.5), -127, 127)
-        mult = (1 << (top - fwc)).astype(np.int64)
-        bq = np.abs(b) * 2.0 ** (fx + fwc) + 1
-        bound = (np.abs(q).sum(axis=1) * 128 + bq) * mult
-        if bound.max() < 2 ** 30 or top <= fw.min():
-            return q.astype(np.int8).reshape(w.shape), fwc, mult
-        top -= 1
-
-
-def _clip_bounds(steps, fo):
-    lo, hi = -128, 127
-    for s in steps:
-        if s[0] == "relu":
-            lo = max(lo, 0)
-        elif s[0] == "clip":
-            if np.isfinite(s[1]):
-                lo = max(lo, int(math.ceil(s[1] * 2.0 ** fo)))
-            if np.isfinite(s[2]):
-                hi = min(hi, int(math.floor(s[2] * 2.0 ** fo)))
-    return lo, min(max(hi, lo), 127)
+    def __init__(self, g, q, qname, fname, fracs, f_of, as_int, as_float, emit_q,
+                 per_channel, float_nodes):
+        self.g, self.q, self.qname, self.fname, self.fracs = g, q, qname, fname, fracs
+        self.f_of, self.as_int, self.as_float, self.emit_q = f_of, as_int, as_float, emit_q
+        self.per_channel, self.float_nodes = per_channel, float_nodes
 
 
 def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.99,
@@ -187,88 +154,19 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         qname[node.output], fracs[out] = out, fo
         return out
 
+    ctx = QuantContext(g, q, qname, fname, fracs, f_of, as_int, as_float, emit_q,
+                       per_channel, float_nodes)
     for n in g.nodes:
-        post = n.attrs.get("post", [])
-        if n.op in ("conv", "dense") and n.inputs[1] in g.params and \
-                n.name not in float_nodes:
-            x = as_int(n.inputs[0], n)
-            fx = fracs[x]
-            w = g.params[n.inputs[1]]
-            b = g.params[n.inputs[2]].astype(np.float64)
-            if per_channel:
-                wq, fwc, mult = _qweight_channels(w, b, fx)
-                fw = int(fwc.max())
-            else:
-                wq, fw = _qweight(w)
-                fwc, mult = np.full(w.shape[0], fw), None
-            acc_f = fx + fw                  # the (virtual) accumulator scale after MUL
-            bq = np.floor(b * 2.0 ** (fx + fwc) + 0.5)
-            fo = f_of(n.output)
-            attrs = {k: v for k, v in n.attrs.items() if k != "post"}
-            res = [as_int(r, n) for r in n.inputs[3:]]
-            # a layer that IS a graph output (logits) keeps its int32 accumulator: no
-            # requantisation to int8, dequantised at the accumulator's scale
-            wide = n.output in g.outputs and not post and not res
-            if wide:
-                fo = acc_f
-            if res:
-                fr = fracs[res[0]]
-                fo = min(fo, fr)
-                shift, shift2 = acc_f - fr, fr - fo
-                attrs.update(residual=True, shift2=shift2)
-            else:
-                shift = acc_f - fo
-            if shift > 0:                    # round half up, folded into the bias
-                m = np.ones(len(bq), np.int64) if mult is None else mult
-                bq = bq + ((1 << (shift - 1)) // m)
-            if np.abs(bq).max(initial=0) >= 2 ** 31:
-                raise QuantizeError(f"node {n.name!r}: bias does not fit int32 at scale "
-                                    f"2^-{acc_f}")
-            lo, hi = _clip_bounds(post, fo) if not wide else (-2 ** 31, 2 ** 31 - 1)
-            attrs.update(shift=int(shift), lo=lo, hi=hi, frac_w=fw)
-            if wide:
-                attrs["wide"] = True
-            if mult is not None and (mult != 1).any():
-                attrs["mult"] = [int(v) for v in mult]
-            wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh(n.inputs[2] + "_q")
-            q.add_param(wn, wq, frac=fw)
-            q.add_param(bn, bq.astype(np.int32), frac=acc_f)
-            emit_q(n, "q" + n.op, [x, wn, bn] + res, attrs, fo,
-                   "int32" if wide else "int8")
-        elif n.op == "add" and not any(i in g.params for i in n.inputs):
-            a, b = as_int(n.inputs[0], n), as_int(n.inputs[1], n)
-            fa, fb = fracs[a], fracs[b]
-            fm = max(fa, fb)
-            fo = min(f_of(n.output), fm)
-            lo, hi = _clip_bounds(post, fo)
-            emit_q(n, "qadd", [a, b], {"sa": fm - fa, "sb": fm - fb, "shift": fm - fo,
-                                      "lo": lo, "hi": hi}, fo)
-        elif n.op in ("maxpool", "avgpool"):
-            x = as_int(n.inputs[0], n)
-            emit_q(n, "q" + n.op, [x], dict(n.attrs), fracs[x])
-        elif n.op == "global_avgpool":
-            x = as_int(n.inputs[0], n)
-            emit_q(n, "qglobal_avgpool", [x], {}, fracs[x])
-        elif n.op in ("relu", "clip"):
-            x = as_int(n.inputs[0], n)
-            steps = [["relu"]] if n.op == "relu" else [["clip", n.attrs["min"], n.attrs["max"]]]
-            lo, hi = _clip_bounds(steps, fracs[x])
-            emit_q(n, "qrequant", [x], {"shift": 0, "lo": lo, "hi": hi}, fracs[x])
-        elif n.op in ("flatten", "reshape") and n.inputs[0] in qname:
-            x = qname[n.inputs[0]]
-            emit_q(n, "qreshape", [x], {"shape": n.attrs["shape"]}, fracs[x])
-        elif n.op == "concat" and all(i in qname for i in n.inputs):
-            xs = [qname[i] for i in n.inputs]
-            fo = min(fracs[x] for x in xs)
-            emit_q(n, "qconcat", xs, {"axis": n.attrs["axis"],
-                                      "shifts": [fracs[x] - fo for x in xs]}, fo)
-        else:                           # stays float (on the CPU)
-            ins = [as_float(i) for i in n.inputs]
-            out = q.fresh(n.output)
-            v = g.values[n.output]
-            q.add_node(n.op, out, ins, v.shape, v.dtype, dict(n.attrs))
-            fname[n.output] = out
-            q.float_of[out] = n.output
+        op = registry.get(n.op)
+        if op is not None and op.quantize is not None and op.quantize(ctx, n):
+            continue
+        # no integer form (or not applicable here): stays float (on the CPU)
+        ins = [as_float(i) for i in n.inputs]
+        out = q.fresh(n.output)
+        v = g.values[n.output]
+        q.add_node(n.op, out, ins, v.shape, v.dtype, dict(n.attrs))
+        fname[n.output] = out
+        q.float_of[out] = n.output
     for o in g.outputs:
         src = as_float(o) if (o in qname and o not in fname) else fname.get(o) or as_float(o)
         if src != o:

@@ -1,11 +1,24 @@
-"""The operator library: one module per operator family.
+"""The operator library (TVM's topi and Relay's op strategy in one place): one module per
+operator family, each holding for its operators the ONNX import and shape rule, the numpy
+reference (float and integer), the quantisation rule, the placement rule and the VTA and
+CPU kernels, registered in :mod:`.registry` (the graph layers look operators up there).
 
-- :mod:`.nn` convolutions (plain, grouped, transposed), dense, broadcasts and epilogues in
-  VTA's packed layouts, with independent numpy references;
-- :mod:`.eltwise` element-wise (ALU-only) operators; :mod:`.pool` pooling.
+- :mod:`.conv` Conv (and the 2-D window helpers), :mod:`.gemm` Gemm / MatMul,
+  :mod:`.requant` the integer epilogue both share, :mod:`.batchnorm`;
+- :mod:`.eltwise` Add / Mul / Relu / Clip (and the element-wise tensor expressions in VTA's
+  packed layouts), :mod:`.pool` Max / Average / GlobalAverage pooling (and their tensor
+  expressions);
+- :mod:`.shape` Flatten / Reshape / Concat and the import-time folds, :mod:`.softmax`,
+  :mod:`.argmax`, :mod:`.typecast`, :mod:`.qdq` (quantize / dequantize, QDQ models),
+  :mod:`.layout` (pack / unpack), :mod:`.lut` (int8 lookup tables: the integer form of
+  element-wise activations), :mod:`.sigmoid`, :mod:`.hardsigmoid`, :mod:`.hardswish`;
+- :mod:`.nn` convolutions (plain, grouped, transposed), dense, broadcasts and epilogues as
+  tensor expressions in VTA's packed layouts, with independent numpy references.
 
-This package re-exports them (``from compiler import ops; ops.conv2d_nchw(...)``).
+This package re-exports the tensor-expression operators
+(``from compiler import ops; ops.conv2d_nchw(...)``).
 """
 
+from . import registry  # noqa: F401
 from .nn import *  # noqa: F401,F403 - the operator functions are the package's namespace
 from .nn import _conv_geometry  # noqa: F401

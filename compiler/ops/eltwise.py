@@ -35,7 +35,12 @@ Example (runnable as it stands)::
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..te import Tensor, TEError, cast, compute, maximum, minimum, shift_left, shift_right
+from . import registry
+from .errors import OnnxImportError
+from .requant import clip_bounds, rshift_round, shr_te
 
 __all__ = ["add", "subtract", "multiply", "minimum_op", "maximum_op", "right_shift",
            "left_shift", "cast_to", "residual_add"]
@@ -145,3 +150,127 @@ def residual_add(a: Tensor, b, mul: int = 1, add: int = 0, shift: int = 0, lo: i
     return compute(a.shape, lambda *i: cast(out_dtype, minimum(maximum(shift_right(
         (cast(ACC, a[i]) + rhs(i)) * mul + add, shift), lo), hi)), name=name,
         dtype=out_dtype, tag="elemwise")
+
+
+# ------------------------------------------------------------------ graph operators
+# Add / Mul (numpy broadcasting; the first operand has the result's shape), Relu, Clip; their
+# integer forms qadd (operands aligned by left shifts, one rounding shift, clip) and qrequant
+# (rounding shift and clip of one operand), on VTA's ALU or the CPU in any layout.
+
+def _import_binary(ctx, node, op):
+    a, b = node.input[:2]
+    if ctx.is_const(a) and ctx.is_const(b):
+        ca, cb = ctx.consts[ctx.src(a)], ctx.consts[ctx.src(b)]
+        return ctx.fold(node, ca + cb if op == "add" else ca * cb)
+    if ctx.is_const(a):
+        a, b = b, a
+    try:
+        shape = np.broadcast_shapes(ctx.shape(a), ctx.shape(b))
+    except ValueError:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): shapes "
+                              f"{ctx.shape(a)} and {ctx.shape(b)} do not broadcast") from None
+    if shape != ctx.shape(a) and not ctx.is_const(b):
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): the first operand "
+                              f"{ctx.shape(a)} must have the result's shape {shape}")
+    ctx.emit(node, op, [a, b], shape)
+
+
+def import_relu(ctx, node, attrs):
+    ctx.emit(node, "relu", node.input[:1], ctx.shape(node.input[0]))
+
+
+def import_clip(ctx, node, attrs):
+    lo = ctx.take(attrs, "min", None)
+    hi = ctx.take(attrs, "max", None)
+    if len(node.input) > 1 and node.input[1]:
+        lo = float(ctx.const(node.input[1], node, "min"))
+    if len(node.input) > 2 and node.input[2]:
+        hi = float(ctx.const(node.input[2], node, "max"))
+    lo = -np.inf if lo is None else float(lo)
+    hi = np.inf if hi is None else float(hi)
+    op = "relu" if lo == 0 and hi == np.inf else "clip"
+    ctx.emit(node, op, node.input[:1], ctx.shape(node.input[0]),
+             attrs={} if op == "relu" else {"min": lo, "max": hi})
+
+
+def quantize_add(qc, n) -> bool:
+    """add of two activations -> qadd at the finer operand scale, then the output's."""
+    if any(i in qc.g.params for i in n.inputs):
+        return False
+    a, b = qc.as_int(n.inputs[0], n), qc.as_int(n.inputs[1], n)
+    fa, fb = qc.fracs[a], qc.fracs[b]
+    fm = max(fa, fb)
+    fo = min(qc.f_of(n.output), fm)
+    lo, hi = clip_bounds(n.attrs.get("post", []), fo)
+    qc.emit_q(n, "qadd", [a, b], {"sa": fm - fa, "sb": fm - fb, "shift": fm - fo,
+                                  "lo": lo, "hi": hi}, fo)
+    return True
+
+
+def quantize_activation(qc, n) -> bool:
+    """relu / clip -> qrequant (no shift) clipping at the input's scale."""
+    x = qc.as_int(n.inputs[0], n)
+    steps = [["relu"]] if n.op == "relu" else [["clip", n.attrs["min"], n.attrs["max"]]]
+    lo, hi = clip_bounds(steps, qc.fracs[x])
+    qc.emit_q(n, "qrequant", [x], {"shift": 0, "lo": lo, "hi": hi}, qc.fracs[x])
+    return True
+
+
+def qadd_reference(n, ins):
+    a = n.attrs
+    s = (ins[0].astype(np.int64) << a["sa"]) + (ins[1].astype(np.int64) << a["sb"])
+    return np.clip(rshift_round(s, a["shift"]), a["lo"], a["hi"]).astype(np.int8)
+
+
+def qrequant_reference(n, ins):
+    return np.clip(rshift_round(ins[0].astype(np.int64), n.attrs["shift"]),
+                   n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+
+
+def eltwise_te(n, g, acc_dtype: str):
+    """qadd / qrequant as an element-wise TE (any layout)."""
+    from ..te import clip, compute, placeholder
+    a = n.attrs
+    xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
+    if n.op == "qadd":
+        t = compute(xs[0].shape, lambda *i: shift_left(cast(acc_dtype, xs[0][i]), a["sa"])
+                    + shift_left(cast(acc_dtype, xs[1][i]), a["sb"]), name=n.name + "_sum",
+                    dtype=acc_dtype)
+    else:
+        t = compute(xs[0].shape, lambda *i: cast(acc_dtype, xs[0][i]), name=n.name + "_wide",
+                    dtype=acc_dtype)
+    k = a["shift"]
+    if k > 0:
+        t = compute(t.shape, lambda *i: t[i] + (1 << (k - 1)), name=n.name + "_rnd",
+                    dtype=acc_dtype)
+    t = shr_te(t, k, n.name + "_shr")
+    t = compute(t.shape, lambda *i: clip(t[i], a["lo"], a["hi"]), name=n.name + "_clip",
+                dtype=acc_dtype)
+    out = compute(t.shape, lambda *i: cast("int8", t[i]), name=n.name, dtype="int8")
+    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
+
+
+def _on_cpu(n, g, cfg, opts):
+    return "cpu"
+
+
+registry.register(registry.OpDef(
+    "add", reference=lambda n, ins: (ins[0] + ins[1]).astype(np.result_type(ins[0], ins[1])),
+    category="injective", onnx={"Add": lambda ctx, node, attrs: _import_binary(ctx, node, "add")},
+    quantize=quantize_add))
+registry.register(registry.OpDef(
+    "mul", reference=lambda n, ins: (ins[0] * ins[1]).astype(np.result_type(ins[0], ins[1])),
+    category="injective", onnx={"Mul": lambda ctx, node, attrs: _import_binary(ctx, node, "mul")}))
+registry.register(registry.OpDef(
+    "relu", reference=lambda n, ins: np.maximum(ins[0], 0).astype(ins[0].dtype),
+    category="injective", onnx={"Relu": import_relu, "Clip": import_clip},
+    quantize=quantize_activation))
+registry.register(registry.OpDef(
+    "clip", reference=lambda n, ins: np.clip(ins[0], n.attrs["min"], n.attrs["max"]).astype(
+        ins[0].dtype), category="injective", quantize=quantize_activation))
+for _name, _ref in (("qadd", qadd_reference), ("qrequant", qrequant_reference)):
+    registry.register(registry.OpDef(
+        _name, reference=_ref, place=_on_cpu, layout="agnostic",
+        vta_when_packed=lambda n: True,
+        vta=lambda n, g, cfg: eltwise_te(n, g, cfg.acc_dtype),
+        cpu=lambda n, g: eltwise_te(n, g, "int32")))

@@ -37,13 +37,8 @@ from .eltwise import (add, cast_to, left_shift, maximum_op, minimum_op,  # noqa:
                           multiply, residual_add, right_shift, subtract)
 from .pool import avg_pool2d, global_avg_pool2d, max_pool2d  # noqa: F401
 # the convolutions and dense the back ends build on, exported from here with the others
-from ..te.nn import _conv_geometry, conv2d, conv2d_nchw, dense, padding4  # noqa: F401
-
-
-def _elementwise(x: Tensor, f, name: str, dtype: str | None = None) -> Tensor:
-    """``f(x[i], i)`` over every index ``i`` of ``x`` (any rank)."""
-    return compute(x.shape, lambda *i: f(x[i], i), name=name, dtype=dtype or x.dtype,
-                   tag="elemwise")
+from ..te.nn import (_conv_geometry, _elementwise, bias_add, cast_int8, clip_op,  # noqa: F401
+                     conv2d, conv2d_nchw, dense, padding4, relu, shr)
 
 
 def _bcast_index(x: Tensor, y: Tensor, i: tuple) -> tuple:
@@ -199,23 +194,6 @@ def dense_nc(data: Tensor, weight: Tensor, name: str = "dense", acc_dtype: str =
                    name=name, dtype=acc_dtype, tag="dense")
 
 
-def shr(x: Tensor, k: int, name="shr") -> Tensor:
-    return _elementwise(x, lambda v, i: shift_right(v, k), name)
-
-
-def bias_add(x: Tensor, bias: Tensor, name="bias") -> Tensor:
-    """``x + bias[o, b, j]`` with bias packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) int32."""
-    return _elementwise(x, lambda v, i: v + bias[i[1], i[-2], i[-1]], name)
-
-
-def relu(x: Tensor, name="relu") -> Tensor:
-    return _elementwise(x, lambda v, i: maximum(v, 0), name)
-
-
-def clip_op(x: Tensor, lo: int, hi: int, name="clip") -> Tensor:
-    return _elementwise(x, lambda v, i: clip(v, lo, hi), name)
-
-
 def tvm_benchmark_gemm(n: int = 128, block: int = 16):
     """TVM's ``test_benchmark_gemm`` workload as that test writes it: an ``n x n x n`` int8
     GEMM in packed layout (BATCH 1, BLOCK ``block``) read through the copy stages
@@ -242,10 +220,6 @@ def tvm_benchmark_gemm_data(data: Tensor, weight: Tensor, rng: np.random.Generat
              weight: w.reshape(nb, block, nb, block).transpose(0, 2, 1, 3)}
     want = np.clip((x.astype(np.int64) @ w.T.astype(np.int64)) >> 8, 0, 127).astype(np.int8)
     return feeds, want
-
-
-def cast_int8(x: Tensor, name="out") -> Tensor:
-    return _elementwise(x, lambda v, i: cast("int8", v), name, dtype="int8")
 
 
 def conv2d_resnet_block(cfg: VTAConfig, n: int, ci: int, h: int, w: int, co: int, k: int,

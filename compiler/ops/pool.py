@@ -32,10 +32,15 @@ Example (runnable as it stands)::
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..te import (DTYPES, Tensor, TEError, all_of, cast, compute, reduce_axis, select)
 from ..te import max as te_max
 from ..te.nn import padding4
 from ..te import sum as te_sum
+from . import registry
+from .conv import out_hw, pad_nchw, spatial
+from .errors import OnnxImportError
 
 __all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d"]
 
@@ -102,3 +107,200 @@ def global_avg_pool2d(data: Tensor, name: str = "global_avg_pool") -> Tensor:
         raise TEError(f"global_avg_pool2d: data must be a packed 6-D tensor, not "
                       f"{getattr(data, 'shape', data)!r}")
     return avg_pool2d(data, (data.shape[2], data.shape[3]), 1, 0, name=name)
+
+
+# ------------------------------------------------------------------ graph operators
+# MaxPool / AveragePool / GlobalAveragePool: import, numpy references, quantisation (pools
+# on int8 keep the input scale; average = round-half-up integer division), placement (the
+# CPU in any layout; max pooling on VTA when its data is packed) and kernels.
+
+def pool_nchw(x, kernel, strides, pads, mode, count_include_pad=False):
+    """max / sum pooling (and the window element count for average)."""
+    n, c, h, w = x.shape
+    oh, ow = out_hw(h, w, kernel, strides, pads)
+    fill = -np.inf if mode == "max" and x.dtype.kind == "f" else (
+        np.iinfo(x.dtype).min if mode == "max" else 0)
+    xp = pad_nchw(x, pads, fill)
+    ones = pad_nchw(np.ones((1, 1, h, w), np.int64), pads, 0)
+    acc = None
+    cnt = np.zeros((1, 1, oh, ow), np.int64)
+    sh, sw = strides
+    for ky in range(kernel[0]):
+        for kx in range(kernel[1]):
+            sl = (slice(None), slice(None), slice(ky, ky + sh * (oh - 1) + 1, sh),
+                  slice(kx, kx + sw * (ow - 1) + 1, sw))
+            win = xp[sl]
+            cnt += ones[sl]
+            if acc is None:
+                acc = win.astype(np.int64 if x.dtype.kind != "f" else np.float64) \
+                    if mode != "max" else win.copy()
+            elif mode == "max":
+                acc = np.maximum(acc, win)
+            else:
+                acc = acc + win
+    if count_include_pad:
+        cnt = np.full_like(cnt, kernel[0] * kernel[1])
+    return acc, cnt
+
+
+def _import_pool(ctx, node, attrs, op):
+    xs = ctx.shape(node.input[0])
+    k = tuple(ctx.take(attrs, "kernel_shape", []))
+    if len(k) != 2:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
+                              f"'kernel_shape' = {list(k)}: only 2-D pooling")
+    if ctx.take(attrs, "ceil_mode", 0):
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
+                              f"'ceil_mode' = 1 is not supported")
+    if ctx.take(attrs, "storage_order", 0):
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
+                              f"'storage_order' = 1 is not supported")
+    strides, dil, pads, (oh, ow) = spatial(ctx, node, attrs, k, xs)
+    if dil != (1, 1):
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
+                              f"'dilations' = {list(dil)} is not supported")
+    a = {"kernel": k, "strides": strides, "pads": pads}
+    if op == "avgpool":
+        a["count_include_pad"] = bool(ctx.take(attrs, "count_include_pad", 0))
+    ctx.emit(node, op, node.input[:1], (xs[0], xs[1], oh, ow), attrs=a)
+
+
+def import_global_avgpool(ctx, node, attrs):
+    xs = ctx.shape(node.input[0])
+    if len(xs) != 4:
+        raise OnnxImportError(f"node {node.name!r} (GlobalAveragePool): input is "
+                              f"{len(xs)}-D; only NCHW")
+    ctx.emit(node, "global_avgpool", node.input[:1], (xs[0], xs[1], 1, 1))
+
+
+def pool_float(n, ins):
+    a = n.attrs
+    if n.op == "maxpool":
+        return pool_nchw(ins[0], a["kernel"], a["strides"], a["pads"], "max")[0]
+    s, cnt = pool_nchw(ins[0], a["kernel"], a["strides"], a["pads"], "sum",
+                       a.get("count_include_pad", False))
+    return (s / cnt).astype(np.float32)
+
+
+def quantize_pool(qc, n) -> bool:
+    x = qc.as_int(n.inputs[0], n)
+    if n.op == "global_avgpool":
+        qc.emit_q(n, "qglobal_avgpool", [x], {}, qc.fracs[x])
+    else:
+        qc.emit_q(n, "q" + n.op, [x], dict(n.attrs), qc.fracs[x])
+    return True
+
+
+def div_round(s, cnt):
+    """round-half-up integer division of int64 ``s`` by positive ``cnt``."""
+    return (2 * s + cnt) // (2 * cnt)
+
+
+def qpool_reference(n, ins):
+    a = n.attrs
+    if n.op == "qmaxpool":
+        return pool_nchw(ins[0], a["kernel"], a["strides"], a["pads"], "max")[0]
+    s, cnt = pool_nchw(ins[0], a["kernel"], a["strides"], a["pads"], "sum",
+                       a.get("count_include_pad", False))
+    return np.clip(div_round(s, cnt), -128, 127).astype(np.int8)
+
+
+def qgap_reference(n, ins):
+    x = ins[0].astype(np.int64)
+    cnt = x.shape[2] * x.shape[3]
+    return np.clip(div_round(x.sum(axis=(2, 3), keepdims=True), cnt), -128, 127
+                   ).astype(np.int8)
+
+
+def vta_pool_ok(n) -> bool:
+    """VTA's max pooling (:func:`max_pool2d`) pads with the dtype minimum, as ours, and
+    needs every window to hold at least one input element."""
+    (kh, kw), (pt, pl, pb, pr) = n.attrs["kernel"], n.attrs["pads"]
+    return max(pt, pb) < kh and max(pl, pr) < kw
+
+
+def qmaxpool_vta(n, g, cfg):
+    from ..te import placeholder
+    x = placeholder(g.values[n.inputs[0]].shape, "int8", "data")
+    pt, pl, pb, pr = n.attrs["pads"]
+    out = max_pool2d(x, tuple(n.attrs["kernel"]), tuple(n.attrs["strides"]),
+                     (pt, pb, pl, pr), name=n.name)
+    return out, [(x, ("value", n.inputs[0]))]
+
+
+def qpool_cpu(n, g):
+    """q{max,avg}pool / qglobal_avgpool over dims 2, 3 (plain NCHW or packed)."""
+    from ..te import maximum, minimum, placeholder
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    x = placeholder(xv.shape, "int8", "data")
+    H, W = xv.shape[2], xv.shape[3]
+    binds = [(x, ("value", n.inputs[0]))]
+    if n.op == "qglobal_avgpool":
+        ry, rx = reduce_axis(H, "ry"), reduce_axis(W, "rx")
+        s = compute(ov.shape, lambda nn, c, y, xx, *r: te_sum(cast("int32", x[(nn, c, ry, rx)
+                                                                               + r]), [ry, rx]),
+                    name=n.name + "_sum", dtype="int32")
+        cnt = H * W
+        out = compute(ov.shape, lambda *i: cast("int8", minimum(maximum(
+            (s[i] * 2 + cnt) // (2 * cnt), -128), 127)), name=n.name, dtype="int8")
+        return out, binds
+    a = n.attrs
+    (kh, kw), (sh, sw), (pt, pl, pb, pr) = a["kernel"], a["strides"], a["pads"]
+
+    def tap(nn, c, y, xx, r, ky, kx, fill):
+        iy, ix = y * sh + ky - pt, xx * sw + kx - pl
+        return select(all_of(iy >= 0, iy < H, ix >= 0, ix < W), x[(nn, c, iy, ix) + r], fill)
+
+    if n.op == "qmaxpool":
+        def body(nn, c, y, xx, *r):
+            acc = None
+            for ky in range(kh):
+                for kx in range(kw):
+                    t = tap(nn, c, y, xx, r, ky, kx, -128)
+                    acc = t if acc is None else maximum(acc, t)
+            return acc
+        return compute(ov.shape, body, name=n.name, dtype="int8"), binds
+
+    def sbody(nn, c, y, xx, *r):
+        acc = None
+        for ky in range(kh):
+            for kx in range(kw):
+                t = cast("int32", tap(nn, c, y, xx, r, ky, kx, 0))
+                acc = t if acc is None else acc + t
+        return acc
+    s = compute(ov.shape, sbody, name=n.name + "_sum", dtype="int32")
+
+    def avg(nn, c, y, xx, *r):
+        if a.get("count_include_pad"):
+            cnt = kh * kw
+        else:
+            y0, x0 = y * sh - pt, xx * sw - pl
+            cnt = (minimum(y0 + kh, H) - maximum(y0, 0)) * (minimum(x0 + kw, W) - maximum(x0, 0))
+        return cast("int8", minimum(maximum((s[(nn, c, y, xx) + r] * 2 + cnt) // (cnt * 2),
+                                            -128), 127))
+    return compute(ov.shape, avg, name=n.name, dtype="int8"), binds
+
+
+def _on_cpu(n, g, cfg, opts):
+    return "cpu"
+
+
+registry.register(registry.OpDef(
+    "maxpool", reference=pool_float, category="reduction", quantize=quantize_pool,
+    onnx={"MaxPool": lambda ctx, node, attrs: _import_pool(ctx, node, attrs, "maxpool")}))
+registry.register(registry.OpDef(
+    "avgpool", reference=pool_float, category="reduction", quantize=quantize_pool,
+    onnx={"AveragePool": lambda ctx, node, attrs: _import_pool(ctx, node, attrs, "avgpool")}))
+registry.register(registry.OpDef(
+    "global_avgpool", reference=lambda n, ins: ins[0].mean(
+        axis=(2, 3), keepdims=True, dtype=np.float64).astype(np.float32),
+    category="reduction", onnx={"GlobalAveragePool": import_global_avgpool},
+    quantize=quantize_pool))
+registry.register(registry.OpDef(
+    "qmaxpool", reference=qpool_reference, place=_on_cpu, layout="agnostic",
+    vta_when_packed=vta_pool_ok, vta=qmaxpool_vta, cpu=qpool_cpu))
+registry.register(registry.OpDef(
+    "qavgpool", reference=qpool_reference, place=_on_cpu, layout="agnostic", cpu=qpool_cpu))
+registry.register(registry.OpDef(
+    "qglobal_avgpool", reference=qgap_reference, place=_on_cpu, layout="agnostic",
+    cpu=qpool_cpu))

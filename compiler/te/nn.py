@@ -1,5 +1,7 @@
 """Compute declarations the back ends build on: 2-D convolution and dense, in the plain
-layouts (NCHW / OIHW, any sizes) and in VTA's blocked layouts (NCHW{n}n{c}c, OIHW{o}o{i}i).
+layouts (NCHW / OIHW, any sizes) and in VTA's blocked layouts (NCHW{n}n{c}c, OIHW{o}o{i}i),
+and the element-wise epilogue steps on their accumulators (shift right, bias add, relu,
+clip, cast to int8).
 
 Target-neutral tensor expressions: :mod:`compiler.vta` recognises them as GEMM workloads
 (and builds the phase-split convolutions of a transposed conv from them), the operator
@@ -8,7 +10,8 @@ library :mod:`compiler.ops` exports them with the rest of each operator.
 
 from __future__ import annotations
 
-from .expr import Tensor, TEError, all_of, cast, compute, reduce_axis, select
+from .expr import (Tensor, TEError, all_of, cast, clip, compute, maximum, reduce_axis, select,
+                   shift_right)
 from .expr import sum as te_sum
 
 
@@ -126,3 +129,30 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding=0, name: 
                        cast(acc_dtype, data[i, chan(j), y * stride + ry, x * stride + rx])
                        * cast(acc_dtype, kernel[j, rc, ry, rx]), [rc, ry, rx]),
                    name=name, dtype=acc_dtype, tag="conv2d")
+
+
+def _elementwise(x: Tensor, f, name: str, dtype: str | None = None) -> Tensor:
+    """``f(x[i], i)`` over every index ``i`` of ``x`` (any rank)."""
+    return compute(x.shape, lambda *i: f(x[i], i), name=name, dtype=dtype or x.dtype,
+                   tag="elemwise")
+
+
+def shr(x: Tensor, k: int, name="shr") -> Tensor:
+    return _elementwise(x, lambda v, i: shift_right(v, k), name)
+
+
+def bias_add(x: Tensor, bias: Tensor, name="bias") -> Tensor:
+    """``x + bias[o, b, j]`` with bias packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) int32."""
+    return _elementwise(x, lambda v, i: v + bias[i[1], i[-2], i[-1]], name)
+
+
+def relu(x: Tensor, name="relu") -> Tensor:
+    return _elementwise(x, lambda v, i: maximum(v, 0), name)
+
+
+def clip_op(x: Tensor, lo: int, hi: int, name="clip") -> Tensor:
+    return _elementwise(x, lambda v, i: clip(v, lo, hi), name)
+
+
+def cast_int8(x: Tensor, name="out") -> Tensor:
+    return _elementwise(x, lambda v, i: cast("int8", v), name, dtype="int8")

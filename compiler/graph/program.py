@@ -1,0 +1,77 @@
+"""What the partitioner produces: a :class:`Program` of :class:`Step` s (one per node of the
+laid-out graph: a VTA kernel, a CPU kernel, or a host numpy operator), and the CPU kernel
+wrapper :class:`CpuKernel` (LLVM when available, else the tensor-expression evaluator)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa import VTAConfig
+
+from ..ops.registry import cpu_backend as _cpu_backend
+from .ir import Graph, Node
+
+
+@dataclass
+class Step:
+    """One executable node: ``kind`` vta / cpu / host; ``binds`` the (placeholder, source)
+    pairs, a source being ("value", name) or ("param", packed array)."""
+    node: Node
+    kind: str
+    kernel: object = None
+    binds: list = field(default_factory=list)
+    out_tensor: object = None
+    compile_seconds: float = 0.0
+    schedule: str = ""               # VTA: "default", "tuned", "tuned (other epilogue)", ...
+
+
+@dataclass
+class Program:
+    graph: Graph                      # after layout: values carry layouts and packed shapes
+    cfg: VTAConfig
+    steps: list
+    compile_seconds: float = 0.0
+    stages: dict = field(default_factory=dict)
+
+    def partition_table(self) -> str:
+        rows = [f"{'node':24s} {'op':16s} {'where':5s} {'shape':22s} detail"]
+        for s in self.steps:
+            v = self.graph.values[s.node.output]
+            det = ""
+            if s.kind == "vta" and hasattr(s.kernel, "workload"):
+                det = f"[{s.schedule}] " + getattr(s.kernel.workload, "describe",
+                                                    lambda: "")()[:48]
+            elif s.kind == "cpu":
+                det = "LLVM" if _cpu_backend() else "TE evaluator (numpy)"
+            rows.append(f"{s.node.name[:24]:24s} {s.node.op:16s} {s.kind:5s} "
+                        f"{str(list(v.shape)):22s} {det}")
+        return "\n".join(rows)
+
+
+class CpuKernel:
+    """A CPU operator: its TE output and placeholders; compiled by the LLVM backend
+    (``compiler.cpu.cpu_build``) when it is available, else run by ``compiler.te.evaluate``."""
+
+    def __init__(self, out, placeholders):
+        self.out = out
+        self.placeholders = placeholders
+        self.backend = "evaluate"
+        self.module = None
+        if _cpu_backend():
+            from ..cpu import cpu_build
+            self.module = cpu_build(out)
+            self.backend = "llvm"
+
+    def run(self, feeds: dict) -> np.ndarray:
+        return run_cpu(self, feeds)
+
+
+def run_cpu(kernel: CpuKernel, feeds: dict) -> np.ndarray:
+    """THE one entry for CPU operators: ``feeds`` {placeholder: array}."""
+    from ..te.evaluate import evaluate, to_numpy_dtype
+    if kernel.module is not None:
+        feeds = {t: np.ascontiguousarray(a, to_numpy_dtype(t.dtype)) for t, a in feeds.items()}
+        return np.asarray(kernel.module.run(feeds))
+    return evaluate(kernel.out, feeds)

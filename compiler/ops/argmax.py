@@ -1,0 +1,41 @@
+"""ArgMax, and ai.onnx.ml ArrayFeatureExtractor over the last axis (skl2onnx's label
+output, ``gather_last``): import and numpy references (host)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import registry
+from .errors import OnnxImportError
+
+
+def import_argmax(ctx, node, attrs):
+    xs = ctx.shape(node.input[0])
+    axis = int(ctx.take(attrs, "axis", 0))
+    axis = axis + len(xs) if axis < 0 else axis
+    keep = int(ctx.take(attrs, "keepdims", 1))
+    if ctx.take(attrs, "select_last_index", 0):
+        raise OnnxImportError(f"node {node.name!r} (ArgMax): attribute 'select_last_index' "
+                              f"= 1 is not supported")
+    shape = tuple(1 if k == axis else s for k, s in enumerate(xs)) if keep else \
+        tuple(s for k, s in enumerate(xs) if k != axis)
+    ctx.emit(node, "argmax", node.input[:1], shape, "int64", {"axis": axis, "shape": shape})
+
+
+def import_array_feature_extractor(ctx, node, attrs):
+    if node.domain != "ai.onnx.ml":
+        raise OnnxImportError(f"node {node.name!r}: ArrayFeatureExtractor outside ai.onnx.ml")
+    data = ctx.value(node.input[0])
+    ind = ctx.shape(node.input[1])
+    xs = ctx.shape(node.input[0])
+    ctx.emit(node, "gather_last", [data, node.input[1]], xs[:-1] + ind,
+             ctx.g.values[data].dtype)
+
+
+registry.register(registry.OpDef(
+    "argmax", reference=lambda n, ins: np.argmax(ins[0], axis=n.attrs["axis"]).astype(
+        np.int64).reshape(n.attrs["shape"]), category="reduction",
+    onnx={"ArgMax": import_argmax}))
+registry.register(registry.OpDef(
+    "gather_last", reference=lambda n, ins: np.take(ins[0], ins[1], axis=-1),
+    onnx={"ArrayFeatureExtractor": import_array_feature_extractor}, onnx_domains=None))

@@ -1,0 +1,234 @@
+"""Conv (2-D, grouped, dilated): ONNX import, shape rule, numpy references (float and
+integer), quantisation (:func:`compiler.ops.requant.quantize_gemm`), placement, and the VTA
+(packed GEMM) and CPU (plain NCHW tensor expression) kernels of ``qconv``.
+
+Also the 2-D window helpers the pooling operators share: ONNX ``pads`` / ``auto_pad`` /
+``strides`` / ``dilations`` (:func:`spatial`), the output size (:func:`out_hw`) and the
+padded im2col reference convolution (:func:`conv_nchw`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import registry
+from .errors import GraphError, OnnxImportError
+from .requant import epilogue, epilogue_te, mult_cpu, mult_vta, quantize_gemm, shift
+
+# ------------------------------------------------------------------ shared window helpers
+
+
+def pad_nchw(x, pads, value):
+    pt, pl, pb, pr = pads
+    if not any(pads):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value)
+
+
+def out_hw(h, w, k, s, pads, d=(1, 1)):
+    pt, pl, pb, pr = pads
+    oh = (h + pt + pb - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + pl + pr - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    return oh, ow
+
+
+def conv_nchw(x, w, strides, pads, dilations=(1, 1), group=1, acc=np.float64):
+    """Grouped, dilated, strided, padded NCHW conv; ``pads`` ONNX order (t, l, b, r).
+    im2col + one BLAS matmul per group; integer inputs (``acc=np.int64``) are multiplied
+    in float64, exact while every sum stays below 2**53, then returned as int64."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = out_hw(h, wd, (kh, kw), strides, pads, dilations)
+    exact_int = np.dtype(acc).kind == "i"
+    if exact_int:
+        bound = float(np.abs(x).max(initial=0)) * float(np.abs(w).max(initial=0)) * cg * kh * kw
+        if bound >= 2.0 ** 53:
+            raise GraphError(f"conv reference: sums up to {bound:.3g} are not exact in float64")
+    ft = np.float64 if (exact_int or acc == np.float64) else np.float32
+    xp = pad_nchw(x.astype(ft), pads, 0)
+    og = o // group
+    sh, sw = strides
+    dh, dw = dilations
+    cols = np.empty((n, c, kh, kw, oh, ow), ft)
+    for ky in range(kh):
+        for kx in range(kw):
+            cols[:, :, ky, kx] = xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
+                                    kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
+    out = np.empty((n, o, oh * ow), ft)
+    wt = w.astype(ft)
+    for g in range(group):
+        cg_cols = cols[:, g * cg:(g + 1) * cg].reshape(n, cg * kh * kw, oh * ow)
+        wg = wt[g * og:(g + 1) * og].reshape(og, cg * kh * kw)
+        out[:, g * og:(g + 1) * og] = np.matmul(wg, cg_cols)
+    out = out.reshape(n, o, oh, ow)
+    return np.rint(out).astype(np.int64) if exact_int else out
+
+
+def _pads(ctx, node, attrs, kernel, strides, dil, in_hw):
+    auto = ctx.take(attrs, "auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    pads = list(ctx.take(attrs, "pads", [0, 0, 0, 0]))
+    if len(pads) != 4:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'pads' = "
+                              f"{pads}: only 2-D (4 values) is supported")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0, 0, 0, 0]
+        for ax in range(2):
+            out = -(-in_hw[ax] // strides[ax])
+            tot = max(0, (out - 1) * strides[ax] + dil[ax] * (kernel[ax] - 1) + 1 - in_hw[ax])
+            lo = tot // 2 if auto == "SAME_UPPER" else tot - tot // 2
+            pads[ax], pads[ax + 2] = lo, tot - lo
+    elif auto == "VALID":
+        pads = [0, 0, 0, 0]
+    elif auto != "NOTSET":
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'auto_pad' "
+                              f"= {auto!r} is not supported")
+    return tuple(int(p) for p in pads)
+
+
+def spatial(ctx, node, attrs, kernel, in_shape):
+    """(strides, dilations, pads (t, l, b, r), (oh, ow)) of a 2-D window operator."""
+    if len(in_shape) != 4:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): input is "
+                              f"{len(in_shape)}-D; only 2-D images (NCHW) are supported")
+    strides = tuple(ctx.take(attrs, "strides", [1, 1]))
+    dil = tuple(ctx.take(attrs, "dilations", [1, 1]))
+    if len(strides) != 2 or len(dil) != 2:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): strides/dilations "
+                              f"must have 2 values")
+    pads = _pads(ctx, node, attrs, kernel, strides, dil, in_shape[2:])
+    oh, ow = out_hw(in_shape[2], in_shape[3], kernel, strides, pads, dil)
+    if oh < 1 or ow < 1:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): kernel {kernel} larger "
+                              f"than the padded input {in_shape[2:]}")
+    return strides, dil, pads, (oh, ow)
+
+
+# ------------------------------------------------------------------ conv (float)
+
+def import_conv(ctx, node, attrs):
+    xs = ctx.shape(node.input[0])
+    w = ctx.const(node.input[1], node, "W")
+    group = int(ctx.take(attrs, "group", 1))
+    ctx.take(attrs, "kernel_shape")
+    if w.ndim != 4:
+        raise OnnxImportError(f"node {node.name!r} (Conv): weight is {w.ndim}-D; only 2-D "
+                              f"convolutions are supported")
+    if xs[1] != w.shape[1] * group:
+        raise OnnxImportError(f"node {node.name!r} (Conv): input has {xs[1]} channels, "
+                              f"weight expects {w.shape[1]} x group {group}")
+    strides, dil, pads, (oh, ow) = spatial(ctx, node, attrs, w.shape[2:], xs)
+    ins = list(node.input[:3])
+    ctx.emit(node, "conv", ins, (xs[0], w.shape[0], oh, ow),
+             attrs={"strides": strides, "pads": pads, "dilations": dil, "group": group})
+
+
+def conv_float(n, ins):
+    a = n.attrs
+    y = conv_nchw(ins[0], ins[1], a["strides"], a["pads"], a["dilations"], a["group"])
+    if len(ins) > 2:
+        y = y + ins[2].reshape(1, -1, 1, 1)
+    return y.astype(np.float32)
+
+
+# ------------------------------------------------------------------ qconv (integer)
+
+def qconv_reference(n, ins):
+    a = n.attrs
+    acc = conv_nchw(ins[0], ins[1], a["strides"], a["pads"], a["dilations"], a["group"],
+                    acc=np.int64)
+    acc = acc + ins[2].astype(np.int64).reshape(1, -1, 1, 1)
+    if a.get("mult"):
+        acc = acc * np.asarray(a["mult"], np.int64).reshape(1, -1, 1, 1)
+    return epilogue(n, shift(acc, a["shift"]), ins, 3)
+
+
+def place_qconv(n, g, cfg, opts):
+    """VTA unless grouped, dilated, or the first conv kept on the CPU (fewer input channels
+    than BLOCK_IN with ``first_conv_cpu``)."""
+    cin = g.values[n.inputs[0]].shape[1]
+    ok = (opts["vta_ok"] and n.attrs["group"] == 1
+          and tuple(n.attrs["dilations"]) == (1, 1)
+          and not (opts["first_conv_cpu"] and cin < cfg.block_in))
+    return "vta" if ok else "cpu"
+
+
+def qconv_vta(n, g, cfg):
+    """The packed conv2d (+ bias, per-channel MUL, epilogue); weights and bias zero-padded
+    to the blocks and packed here, once."""
+    from ..te import placeholder
+    from vta_runtime.layout import pack_oihw
+
+    from ..te.nn import bias_add, conv2d
+    a = n.attrs
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    w = g.params[n.inputs[1]]
+    b = g.params[n.inputs[2]]
+    ci_p = xv.shape[1] * cfg.block_in
+    co_p = ov.shape[1] * cfg.block_out
+    wp = np.zeros((co_p, ci_p) + w.shape[2:], np.int8)
+    wp[:w.shape[0], :w.shape[1]] = w
+    bp = np.zeros(co_p, np.int32)
+    bp[:b.shape[0]] = b
+    data = placeholder(xv.shape, "int8", "data")
+    kern = placeholder((co_p // cfg.block_out, ci_p // cfg.block_in) + w.shape[2:]
+                       + (cfg.block_out, cfg.block_in), "int8", "kernel")
+    bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "bias")
+    pt, pl, pb_, pr = a["pads"]
+    if a["strides"][0] != a["strides"][1]:
+        raise GraphError(f"node {n.name!r}: VTA conv2d needs equal strides, got {a['strides']}")
+    acc = conv2d(data, kern, a["strides"][0], (pt, pb_, pl, pr), name=n.name + "_conv",
+                 acc_dtype=cfg.acc_dtype)
+    acc = bias_add(acc, bias, name=n.name + "_bias")
+    acc, mb = mult_vta(acc, n, co_p, cfg)
+    binds = mb + [(data, ("value", n.inputs[0])),
+                  (kern, ("param", pack_oihw(wp, cfg.block_out, cfg.block_in))),
+                  (bias, ("param", np.ascontiguousarray(np.broadcast_to(
+                      bp.reshape(-1, 1, cfg.block_out), bias.shape))))]
+    resid = None
+    if a.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+        binds.append((resid, ("value", n.inputs[3])))
+    return epilogue_te(acc, n, resid, n.name), binds
+
+
+def qconv_cpu(n, g):
+    """Plain NCHW grouped / dilated int8 conv (+ epilogue) as a TE."""
+    from ..te import all_of, cast, compute, placeholder, reduce_axis, select
+    from ..te import sum as te_sum
+    a = n.attrs
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    w = g.params[n.inputs[1]]
+    o, cg, kh, kw = w.shape
+    og = o // a["group"]
+    x = placeholder(xv.shape, "int8", "data")
+    wt = placeholder(w.shape, "int8", "kernel")
+    bias = placeholder((o,), "int32", "bias")
+    H, W = xv.shape[2], xv.shape[3]
+    (sh, sw), (dh, dw), (pt, pl, _, _) = a["strides"], a["dilations"], a["pads"]
+    rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+
+    def body(nn, oc, y, xx):
+        iy, ix = y * sh + ry * dh - pt, xx * sw + rx * dw - pl
+        ci = (oc // og) * cg + rc
+        v = select(all_of(iy >= 0, iy < H, ix >= 0, ix < W), x[nn, ci, iy, ix], 0)
+        return te_sum(cast("int32", v) * cast("int32", wt[oc, rc, ry, rx]), [rc, ry, rx])
+    acc = compute(ov.shape, body, name=n.name + "_conv", dtype="int32")
+    acc = compute(ov.shape, lambda nn, oc, y, xx: acc[nn, oc, y, xx] + bias[oc],
+                  name=n.name + "_bias", dtype="int32")
+    acc, mb = mult_cpu(acc, n)
+    binds = mb + [(x, ("value", n.inputs[0])), (wt, ("param", w)), (bias, ("param", g.params[
+        n.inputs[2]]))]
+    resid = None
+    if a.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+        binds.append((resid, ("value", n.inputs[3])))
+    return epilogue_te(acc, n, resid, n.name), binds
+
+
+registry.register(registry.OpDef(
+    "conv", reference=conv_float, category="complex-out-fusable", onnx={"Conv": import_conv},
+    quantize=quantize_gemm))
+registry.register(registry.OpDef(
+    "qconv", reference=qconv_reference, place=place_qconv, layout="packed", vta=qconv_vta,
+    cpu=qconv_cpu, tunable=True))

@@ -1,0 +1,141 @@
+"""Dense (ONNX Gemm, and MatMul by a constant) and MatMul of two activations: import, shape
+rules, numpy references, quantisation (:func:`compiler.ops.requant.quantize_gemm`),
+placement, and the VTA (packed GEMM) and CPU kernels of ``qdense``.  A MatMul of two
+activations stays float (host numpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import registry
+from .errors import OnnxImportError
+from .requant import epilogue, epilogue_te, mult_cpu, mult_vta, quantize_gemm, shift
+
+
+def import_gemm(ctx, node, attrs):
+    alpha = float(ctx.take(attrs, "alpha", 1.0))
+    beta = float(ctx.take(attrs, "beta", 1.0))
+    if ctx.take(attrs, "transA", 0):
+        raise OnnxImportError(f"node {node.name!r} (Gemm): attribute 'transA' = 1 is not "
+                              f"supported")
+    tb = ctx.take(attrs, "transB", 0)
+    xs = ctx.shape(node.input[0])
+    w = ctx.const(node.input[1], node, "B").astype(np.float32)
+    w = (w if tb else w.T) * alpha
+    name = ctx.g.fresh(node.input[1] + "_dense_w")
+    ctx.consts[name] = np.ascontiguousarray(w, np.float32)
+    ins = [node.input[0], name]
+    if len(node.input) > 2 and node.input[2]:
+        c = ctx.const(node.input[2], node, "C").astype(np.float32) * beta
+        cname = ctx.g.fresh(node.input[2] + "_dense_b")
+        ctx.consts[cname] = np.ascontiguousarray(np.broadcast_to(c.reshape(-1), (w.shape[0],))
+                                                 if c.size in (1, w.shape[0]) else c)
+        if ctx.consts[cname].shape != (w.shape[0],):
+            raise OnnxImportError(f"node {node.name!r} (Gemm): input C {c.shape} must be "
+                                  f"a per-output vector")
+        ins.append(cname)
+    if len(xs) != 2 or xs[1] != w.shape[1]:
+        raise OnnxImportError(f"node {node.name!r} (Gemm): input {xs} does not match "
+                              f"weight {w.shape}")
+    ctx.emit(node, "dense", ins, (xs[0], w.shape[0]))
+
+
+def import_matmul(ctx, node, attrs):
+    xs = ctx.shape(node.input[0])
+    if ctx.is_const(node.input[1]) and len(xs) == 2:
+        w = ctx.const(node.input[1], node, "B")
+        if w.ndim != 2 or w.shape[0] != xs[1]:
+            raise OnnxImportError(f"node {node.name!r} (MatMul): {xs} x {w.shape} do not "
+                                  f"match")
+        name = ctx.g.fresh(node.input[1] + "_dense_w")
+        ctx.consts[name] = np.ascontiguousarray(w.T.astype(np.float32))
+        return ctx.emit(node, "dense", [node.input[0], name], (xs[0], w.shape[1]))
+    ys = ctx.shape(node.input[1])
+    try:
+        shape = np.broadcast_shapes(xs[:-2], ys[:-2]) + (xs[-2], ys[-1])
+    except ValueError:
+        shape = None
+    if shape is None or xs[-1] != ys[-2]:
+        raise OnnxImportError(f"node {node.name!r} (MatMul): shapes {xs} and {ys} do not "
+                              f"multiply")
+    ctx.emit(node, "matmul", node.input[:2], shape)
+
+
+def dense_float(n, ins):
+    y = ins[0].astype(np.float64) @ ins[1].astype(np.float64).T
+    if len(ins) > 2:
+        y = y + ins[2]
+    return y.astype(np.float32)
+
+
+def qdense_reference(n, ins):
+    acc = ins[0].astype(np.int64) @ ins[1].astype(np.int64).T + ins[2].astype(np.int64)
+    if n.attrs.get("mult"):
+        acc = acc * np.asarray(n.attrs["mult"], np.int64)
+    return epilogue(n, shift(acc, n.attrs["shift"]), ins, 3)
+
+
+def place_qdense(n, g, cfg, opts):
+    return "vta" if opts["vta_ok"] else "cpu"
+
+
+def qdense_vta(n, g, cfg):
+    from ..te import placeholder
+    from ..te.nn import bias_add, dense
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    w, b = g.params[n.inputs[1]], g.params[n.inputs[2]]
+    ci_p, co_p = xv.shape[1] * cfg.block_in, ov.shape[1] * cfg.block_out
+    wp = np.zeros((co_p, ci_p), np.int8)
+    wp[:w.shape[0], :w.shape[1]] = w
+    bp = np.zeros(co_p, np.int32)
+    bp[:b.shape[0]] = b
+    data = placeholder(xv.shape, "int8", "data")
+    wt = placeholder((co_p // cfg.block_out, ci_p // cfg.block_in, cfg.block_out, cfg.block_in),
+                     "int8", "weight")
+    bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "bias")
+    acc = bias_add(dense(data, wt, name=n.name + "_dense", acc_dtype=cfg.acc_dtype),
+                   bias, name=n.name + "_bias")
+    acc, mb = mult_vta(acc, n, co_p, cfg)
+    wpk = wp.reshape(co_p // cfg.block_out, cfg.block_out, ci_p // cfg.block_in,
+                     cfg.block_in).transpose(0, 2, 1, 3).copy()
+    binds = mb + [(data, ("value", n.inputs[0])), (wt, ("param", wpk)),
+                  (bias, ("param", np.ascontiguousarray(np.broadcast_to(
+                      bp.reshape(-1, 1, cfg.block_out), bias.shape))))]
+    resid = None
+    if n.attrs.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+        binds.append((resid, ("value", n.inputs[3])))
+    return epilogue_te(acc, n, resid, n.name), binds
+
+
+def qdense_cpu(n, g):
+    from ..te import cast, compute, placeholder, reduce_axis
+    from ..te import sum as te_sum
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    w = g.params[n.inputs[1]]
+    x = placeholder(xv.shape, "int8", "data")
+    wt = placeholder(w.shape, "int8", "weight")
+    bias = placeholder((w.shape[0],), "int32", "bias")
+    k = reduce_axis(w.shape[1], "k")
+    acc = compute(ov.shape, lambda i, j: te_sum(cast("int32", x[i, k]) * cast("int32", wt[j, k]),
+                                                [k]), name=n.name + "_dense", dtype="int32")
+    acc = compute(ov.shape, lambda i, j: acc[i, j] + bias[j], name=n.name + "_bias",
+                  dtype="int32")
+    acc, mb = mult_cpu(acc, n)
+    binds = mb + [(x, ("value", n.inputs[0])), (wt, ("param", w)),
+                  (bias, ("param", g.params[n.inputs[2]]))]
+    resid = None
+    if n.attrs.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+        binds.append((resid, ("value", n.inputs[3])))
+    return epilogue_te(acc, n, resid, n.name), binds
+
+
+registry.register(registry.OpDef(
+    "dense", reference=dense_float, category="complex-out-fusable",
+    onnx={"Gemm": import_gemm, "MatMul": import_matmul}, quantize=quantize_gemm))
+registry.register(registry.OpDef(
+    "matmul", reference=lambda n, ins: np.matmul(ins[0], ins[1]).astype(ins[0].dtype)))
+registry.register(registry.OpDef(
+    "qdense", reference=qdense_reference, place=place_qdense, layout="packed", vta=qdense_vta,
+    cpu=qdense_cpu, tunable=True))

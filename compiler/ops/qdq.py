@@ -1,0 +1,95 @@
+"""Quantize / dequantize: the graph's float <-> int8 conversions at power-of-two scales
+(``quantize``: round half up, saturating; ``dequantize``), with their numpy references and
+CPU kernels; and ONNX QuantizeLinear / DequantizeLinear (QDQ models, as onnxruntime's
+static quantisation writes them): a DequantizeLinear of a constant folds into a float
+constant, and a Q -> DQ pair on an activation becomes a ``clip`` to the range it can
+represent (so a Relu that onnxruntime folded into the zero point survives), recorded in
+``graph.qdq_ranges`` for the quantiser."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import registry
+
+
+def import_quantize_linear(ctx, node, attrs):
+    ctx.take(attrs, "axis")
+    ctx.take(attrs, "saturate")
+    scale = ctx.const(node.input[1], node, "y_scale")
+    zp = (ctx.const(node.input[2], node, "y_zero_point") if len(node.input) > 2
+          and node.input[2] else np.zeros((), np.uint8))
+    src = ctx.src(node.input[0])
+    info = (scale.astype(np.float64), zp)
+    if src in ctx.consts:
+        x = ctx.consts[src].astype(np.float64)
+        sh = (-1,) + (1,) * (x.ndim - 1) if scale.size > 1 else ()
+        s = scale.reshape(sh) if sh else scale
+        z = zp.reshape(sh) if sh else zp
+        info_q = np.clip(np.round(x / s) + z, np.iinfo(zp.dtype).min, np.iinfo(zp.dtype).max)
+        return ctx.fold(node, info_q.astype(zp.dtype))
+    # an activation: the pair Q -> DQ is an identity carrying the model's range
+    ctx.alias[node.output[0]] = src
+    ctx.qdq_info = getattr(ctx, "qdq_info", {})
+    ctx.qdq_info[node.output[0]] = info
+
+
+def import_dequantize_linear(ctx, node, attrs):
+    axis = int(ctx.take(attrs, "axis", 1))
+    inp = node.input[0]
+    scale = ctx.const(node.input[1], node, "x_scale").astype(np.float64)
+    qinfo = getattr(ctx, "qdq_info", {}).get(inp)
+    if qinfo is not None:        # Q -> DQ on an activation
+        src = ctx.src(inp)
+        s, zp = qinfo
+        lo = (np.iinfo(zp.dtype).min - float(zp)) * float(s)
+        hi = (np.iinfo(zp.dtype).max - float(zp)) * float(s)
+        # the pair saturates to [lo, hi] (how a Relu folded into the Q range survives)
+        ctx.emit(node, "clip", [src], ctx.shape(src), attrs={"min": lo, "max": hi})
+        ctx.g.qdq_ranges[node.output[0]] = max(abs(lo), abs(hi))
+        ctx.g.qdq_ranges.setdefault(src, max(abs(lo), abs(hi)))
+        return
+    q = ctx.const(inp, node, "x").astype(np.float64)
+    zp = (ctx.const(node.input[2], node, "x_zero_point").astype(np.float64)
+          if len(node.input) > 2 and node.input[2] else np.zeros(()))
+    if scale.size > 1:
+        sh = [1] * q.ndim
+        sh[axis] = -1
+        scale, zp = scale.reshape(sh), (zp.reshape(sh) if zp.size > 1 else zp)
+    ctx.fold(node, ((q - zp) * scale).astype(np.float32))
+
+
+def quantize_reference(n, ins):
+    f = n.attrs["frac"]
+    return np.clip(np.floor(ins[0].astype(np.float64) * 2.0 ** f + 0.5), -128, 127
+                   ).astype(np.int8)
+
+
+def _cpu(n, g):
+    """quantize (float32 -> int8, round half up, saturating) and dequantize as TEs."""
+    from .. import te
+    xv = g.values[n.inputs[0]]
+    x = te.placeholder(xv.shape, xv.dtype, "data")
+    binds = [(x, ("value", n.inputs[0]))]
+    if n.op == "quantize":
+        sc = float(2.0 ** n.attrs["frac"])
+        out = te.compute(xv.shape, lambda *i: te.cast("int8", te.maximum(te.minimum(
+            te.floor(x[i] * sc + 0.5), 127.0), -128.0)), name=n.name, dtype="int8")
+    else:
+        sc = float(2.0 ** -n.attrs["frac"])
+        out = te.compute(xv.shape, lambda *i: te.cast("float32", x[i]) * sc, name=n.name,
+                         dtype="float32")
+    return out, binds
+
+
+def _on_cpu(n, g, cfg, opts):
+    return "cpu"
+
+
+registry.register(registry.OpDef(
+    "quantize", reference=quantize_reference, place=_on_cpu, cpu=_cpu,
+    onnx={"QuantizeLinear": import_quantize_linear}))
+registry.register(registry.OpDef(
+    "dequantize", reference=lambda n, ins: (ins[0].astype(np.float64) * 2.0 ** -n.attrs["frac"]
+                                            ).astype(np.float32),
+    place=_on_cpu, cpu=_cpu, onnx={"DequantizeLinear": import_dequantize_linear}))

@@ -1,0 +1,145 @@
+"""The operator registry: everything the graph layers know about an operator, in one place.
+
+Each operator family is one module of :mod:`compiler.ops` that calls :func:`register` for
+its graph operators (an :class:`OpDef` each: the float operator as imported, and its
+integer form after quantisation).  The graph layers (:mod:`compiler.graph`: import, float
+passes, quantiser, reference interpreter, placement, layout, code generation) look an
+operator up here by its graph op name (or by its ONNX op type) and hold no per-operator
+code.  Adding an operator is one new module plus one line in :data:`FAMILIES`
+(``docs/architecture.md``, "Adding an operator").
+
+Example::
+
+    from compiler.ops import registry
+    conv = registry.get("conv")
+    assert conv.category == "complex-out-fusable" and conv.quantize is not None
+    assert registry.onnx_rule("Conv", "") is not None
+    assert registry.get("qconv").vta is not None and registry.get("qconv").cpu is not None
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+#: The operator families, one module of compiler.ops each, registered in this order.
+FAMILIES = (
+    "conv",
+    "gemm",
+    "batchnorm",
+    "eltwise",
+    "pool",
+    "shape",
+    "softmax",
+    "argmax",
+    "typecast",
+    "qdq",
+    "layout",
+    "lut",
+    "sigmoid",
+    "hardsigmoid",
+    "hardswish",
+)
+
+
+@dataclass
+class OpDef:
+    """One graph operator.
+
+    ``reference(node, inputs) -> array`` is its numpy semantics (float operators: the
+    imported model; integer operators: what the compiled program reproduces bit for bit).
+    ``onnx`` maps the ONNX op types it imports to rules ``(ctx, node, attrs)`` that check the
+    attributes, infer the output shape and dtype and emit the node (``ctx`` is the
+    importer, :class:`compiler.graph.onnx_import.ImportContext`); ``onnx_domains`` the ONNX
+    domains those op types are accepted from (None: any, the rule checks).
+    ``category`` is its fusion pattern (TVM's: injective, reduction, complex-out-fusable,
+    opaque).  ``quantize(ctx, node) -> bool`` emits its integer form into the quantised
+    graph (``ctx``: :class:`compiler.graph.quantize.QuantContext`) and returns True, or
+    returns False to keep it float (on the CPU).  ``place(node, graph, cfg, opts)`` returns
+    "vta", "cpu" or "host" (default: "cpu" when it has a CPU kernel, else "host");
+    ``layout`` is "plain", "packed" (it reads and writes VTA's packed layouts when on VTA) or
+    "agnostic" (runs in whichever layout its input has); ``vta_when_packed(node, cfg)``
+    says whether an agnostic operator whose data is packed moves to VTA.  ``vta(node,
+    graph, cfg)`` and ``cpu(node, graph)`` build its kernel as a tensor expression and
+    return ``(output tensor, binds)``, a bind being ``(placeholder, ("value", name))`` or
+    ``(placeholder, ("param", array))``; ``tunable`` marks the GEMM layers whose schedules
+    come from tuning logs; ``view`` an operator that only reshapes (on device data the
+    executor makes it a view of the same buffer).
+    """
+    name: str
+    reference: Callable | None = None
+    category: str = "opaque"
+    onnx: dict = field(default_factory=dict)
+    onnx_domains: tuple | None = ("", "ai.onnx")
+    quantize: Callable | None = None
+    place: Callable | None = None
+    layout: str = "plain"
+    vta_when_packed: Callable | None = None
+    vta: Callable | None = None
+    cpu: Callable | None = None
+    tunable: bool = False
+    view: bool = False
+
+
+_OPS: dict[str, OpDef] = {}
+_ONNX: dict[str, OpDef] = {}
+_loaded = False
+
+
+def register(op: OpDef) -> OpDef:
+    """Add ``op`` (its graph name and ONNX op types must be new)."""
+    if op.name in _OPS:
+        raise ValueError(f"operator {op.name!r} registered twice")
+    for t in op.onnx:
+        if t in _ONNX:
+            raise ValueError(f"ONNX operator {t} registered by {_ONNX[t].name!r} and "
+                             f"{op.name!r}")
+    _OPS[op.name] = op
+    for t in op.onnx:
+        _ONNX[t] = op
+    return op
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for fam in FAMILIES:
+            importlib.import_module(f"{__package__}.{fam}")
+
+
+def get(name: str) -> OpDef | None:
+    """The operator registered as graph op ``name``, or None."""
+    _load()
+    return _OPS.get(name)
+
+
+def onnx_rule(op_type: str, domain: str = ""):
+    """The import rule of ONNX operator ``op_type`` from ``domain``, or None."""
+    _load()
+    op = _ONNX.get(op_type)
+    if op is None or (op.onnx_domains is not None and domain not in op.onnx_domains):
+        return None
+    return op.onnx[op_type]
+
+
+def all_ops() -> dict[str, OpDef]:
+    """{graph op name: OpDef} of every registered operator."""
+    _load()
+    return dict(_OPS)
+
+
+def onnx_ops() -> list[str]:
+    """The ONNX op types the importer knows, sorted."""
+    _load()
+    return sorted(_ONNX)
+
+
+def cpu_backend() -> bool:
+    """The LLVM CPU backend (:mod:`compiler.cpu`, llvmlite) can be imported."""
+    try:
+        from ..cpu import cpu_build  # noqa: F401
+        return True
+    except ImportError:
+        return False

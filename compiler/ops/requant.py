@@ -1,0 +1,215 @@
+"""The integer arithmetic of the quantised GEMM operators (``qconv``, ``qdense``), shared:
+rounding shifts, power-of-two weight scales (per tensor and per channel), the quantisation
+rule that turns a fused float conv / dense into its integer form, and the requantising
+epilogue as numpy (the reference) and as tensor expressions (the VTA and CPU kernels).
+
+Integer semantics (all arithmetic in int64 in the reference, no overflow at int8/int32):
+``rshift_round(x, k)`` = ``(x + 2**(k-1)) >> k`` for k > 0 (round half up), ``x << -k`` for
+k < 0; VTA does it as ADD of the rounding constant then SHR (arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import QuantizeError
+
+
+def rshift_round(x: np.ndarray, k: int) -> np.ndarray:
+    x = np.asarray(x, np.int64)
+    if k > 0:
+        return (x + (1 << (k - 1))) >> k
+    return x << (-k)
+
+
+def shift(x, k):
+    return x >> k if k >= 0 else x << (-k)
+
+
+def epilogue(n, y, ins, first_extra):
+    """The reference epilogue of qconv / qdense after the first shift: the residual add and
+    its rounding shift, then the clip; int8 (int32 for a ``wide`` output)."""
+    a = n.attrs
+    if a.get("residual"):
+        r = ins[first_extra].astype(np.int64)
+        y = rshift_round(y + r, a["shift2"])
+    return np.clip(y, a["lo"], a["hi"]).astype(np.int32 if a.get("wide") else np.int8)
+
+
+# ------------------------------------------------------------------ quantisation
+
+def frac_for(rng: float, bits: int = 8) -> int:
+    """Fraction bits so that ``rng`` fits in a signed ``bits`` integer (power-of-two scale)."""
+    top = (1 << (bits - 1)) - 1
+    if not np.isfinite(rng) or rng <= 0:
+        return bits - 1
+    return int(max(-16, min(24, math.floor(math.log2(top / rng)))))
+
+
+def qweight(w: np.ndarray):
+    m = float(np.abs(w).max())
+    f = frac_for(m)
+    q = np.clip(np.floor(w.astype(np.float64) * 2.0 ** f + 0.5), -127, 127).astype(np.int8)
+    return q, f
+
+
+def qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
+    """Per-output-channel power-of-two weight scales 2^-fw_c.  VTA has one shift per
+    layer, so channel c's accumulator is brought to the finest scale by an ALU MUL with
+    m_c = 2^(max fw - fw_c) before the shift.  The finest scale is capped so that
+    |acc_c + b_c| * m_c provably fits int32 (|acc| <= 127 * sum |w_c| * 128)."""
+    o = w.shape[0]
+    wf = w.reshape(o, -1).astype(np.float64)
+    fw = np.array([frac_for(float(np.abs(r).max())) for r in wf])
+    top = int(fw.max())
+    while True:
+        fwc = np.minimum(fw, top)
+        q = np.clip(np.floor(wf * 2.0 ** fwc[:, None] + 0.5), -127, 127)
+        mult = (1 << (top - fwc)).astype(np.int64)
+        bq = np.abs(b) * 2.0 ** (fx + fwc) + 1
+        bound = (np.abs(q).sum(axis=1) * 128 + bq) * mult
+        if bound.max() < 2 ** 30 or top <= fw.min():
+            return q.astype(np.int8).reshape(w.shape), fwc, mult
+        top -= 1
+
+
+def clip_bounds(steps, fo):
+    """The int8 [lo, hi] of fused ``relu`` / ``clip`` steps at output scale 2^-fo."""
+    lo, hi = -128, 127
+    for s in steps:
+        if s[0] == "relu":
+            lo = max(lo, 0)
+        elif s[0] == "clip":
+            if np.isfinite(s[1]):
+                lo = max(lo, int(math.ceil(s[1] * 2.0 ** fo)))
+            if np.isfinite(s[2]):
+                hi = min(hi, int(math.floor(s[2] * 2.0 ** fo)))
+    return lo, min(max(hi, lo), 127)
+
+
+def quantize_gemm(ctx, n) -> bool:
+    """conv / dense with constant weights (not kept float) -> qconv / qdense: int8 weights,
+    int32 bias at the accumulator scale holding the rounding constant, one shift (and a
+    per-channel MUL), the fused residual add and clip."""
+    g, q = ctx.g, ctx.q
+    if n.inputs[1] not in g.params or n.name in ctx.float_nodes:
+        return False
+    post = n.attrs.get("post", [])
+    x = ctx.as_int(n.inputs[0], n)
+    fx = ctx.fracs[x]
+    w = g.params[n.inputs[1]]
+    b = g.params[n.inputs[2]].astype(np.float64)
+    if ctx.per_channel:
+        wq, fwc, mult = qweight_channels(w, b, fx)
+        fw = int(fwc.max())
+    else:
+        wq, fw = qweight(w)
+        fwc, mult = np.full(w.shape[0], fw), None
+    acc_f = fx + fw                  # the (virtual) accumulator scale after MUL
+    bq = np.floor(b * 2.0 ** (fx + fwc) + 0.5)
+    fo = ctx.f_of(n.output)
+    attrs = {k: v for k, v in n.attrs.items() if k != "post"}
+    res = [ctx.as_int(r, n) for r in n.inputs[3:]]
+    # a layer that IS a graph output (logits) keeps its int32 accumulator: no
+    # requantisation to int8, dequantised at the accumulator's scale
+    wide = n.output in g.outputs and not post and not res
+    if wide:
+        fo = acc_f
+    if res:
+        fr = ctx.fracs[res[0]]
+        fo = min(fo, fr)
+        shift_, shift2 = acc_f - fr, fr - fo
+        attrs.update(residual=True, shift2=shift2)
+    else:
+        shift_ = acc_f - fo
+    if shift_ > 0:                    # round half up, folded into the bias
+        m = np.ones(len(bq), np.int64) if mult is None else mult
+        bq = bq + ((1 << (shift_ - 1)) // m)
+    if np.abs(bq).max(initial=0) >= 2 ** 31:
+        raise QuantizeError(f"node {n.name!r}: bias does not fit int32 at scale "
+                            f"2^-{acc_f}")
+    lo, hi = clip_bounds(post, fo) if not wide else (-2 ** 31, 2 ** 31 - 1)
+    attrs.update(shift=int(shift_), lo=lo, hi=hi, frac_w=fw)
+    if wide:
+        attrs["wide"] = True
+    if mult is not None and (mult != 1).any():
+        attrs["mult"] = [int(v) for v in mult]
+    wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh(n.inputs[2] + "_q")
+    q.add_param(wn, wq, frac=fw)
+    q.add_param(bn, bq.astype(np.int32), frac=acc_f)
+    ctx.emit_q(n, "q" + n.op, [x, wn, bn] + res, attrs, fo, "int32" if wide else "int8")
+    return True
+
+
+# ------------------------------------------------------------------ tensor expressions
+
+def shr_te(t, k: int, name: str):
+    """``t >> k`` (k may exceed VTA's +-16 immediate: split; negative = shift left)."""
+    from ..te import compute, shift_left
+    from ..te.nn import shr
+    while k > 15:
+        t, k = shr(t, 15, name=name + "_a"), k - 15
+    while k < -15:
+        t = compute(t.shape, lambda *i, t=t: shift_left(t[i], 15), name=name + "_l",
+                    dtype=t.dtype)
+        k += 15
+    if k > 0:
+        return shr(t, k, name=name)
+    if k < 0:
+        return compute(t.shape, lambda *i, t=t, k=k: shift_left(t[i], -k), name=name,
+                       dtype=t.dtype)
+    return t
+
+
+def epilogue_te(acc, n, resid, name: str):
+    from ..te import cast, compute
+    from ..te.nn import cast_int8, clip_op
+    a = n.attrs
+    t = shr_te(acc, a["shift"], name + "_shr")
+    if a.get("residual"):
+        t = compute(t.shape, lambda *i: t[i] + cast(t.dtype, resid[i]), name=name + "_res",
+                    dtype=t.dtype)
+        k = a["shift2"]
+        if k > 0:
+            t = compute(t.shape, lambda *i: t[i] + (1 << (k - 1)), name=name + "_rnd",
+                        dtype=t.dtype)
+        t = shr_te(t, k, name + "_shr2")
+    if a.get("wide"):                 # the int32 accumulator leaves as it is
+        return t
+    t = clip_op(t, a["lo"], a["hi"], name=name + "_clip")
+    return cast_int8(t, name=name)
+
+
+def mult_vta(acc, n, co_p: int, cfg):
+    """Per-channel power-of-two multipliers (per-channel weight scales) as an ALU MUL by a
+    packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vector."""
+    from ..te import compute, placeholder
+    if not n.attrs.get("mult"):
+        return acc, []
+    m = np.ones(co_p, np.int32)
+    m[:len(n.attrs["mult"])] = n.attrs["mult"]
+    mv = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "mult")
+    if acc.ndim == 6:
+        out = compute(acc.shape, lambda a, o, y, x, b, j: acc[a, o, y, x, b, j] * mv[o, b, j],
+                      name=n.name + "_mult", dtype=acc.dtype)
+    else:
+        out = compute(acc.shape, lambda a, o, b, j: acc[a, o, b, j] * mv[o, b, j],
+                      name=n.name + "_mult", dtype=acc.dtype)
+    return out, [(mv, ("param", np.ascontiguousarray(np.broadcast_to(
+        m.reshape(-1, 1, cfg.block_out), mv.shape))))]
+
+
+def mult_cpu(acc, n):
+    from ..te import compute, placeholder
+    if not n.attrs.get("mult"):
+        return acc, []
+    mv = placeholder((len(n.attrs["mult"]),), "int32", "mult")
+    if acc.ndim == 4:
+        out = compute(acc.shape, lambda a, o, y, x: acc[a, o, y, x] * mv[o],
+                      name=n.name + "_mult", dtype=acc.dtype)
+    else:
+        out = compute(acc.shape, lambda a, o: acc[a, o] * mv[o], name=n.name + "_mult",
+                      dtype=acc.dtype)
+    return out, [(mv, ("param", np.asarray(n.attrs["mult"], np.int32)))]

@@ -1,0 +1,204 @@
+"""Shape operators: Flatten, Reshape, Unsqueeze, Squeeze, Concat (and their integer forms
+``qreshape``, ``qconcat``), and the ONNX operators folded away at import (Identity,
+Dropout, Constant, and the shape arithmetic Shape / Gather of constants: shapes are static,
+so PyTorch's ``x.view(x.size(0), -1)`` becomes a constant reshape)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import registry
+from .errors import OnnxImportError
+from .requant import rshift_round
+
+
+def import_flatten(ctx, node, attrs):
+    axis = int(ctx.take(attrs, "axis", 1))
+    xs = ctx.shape(node.input[0])
+    axis = axis + len(xs) if axis < 0 else axis
+    shape = (int(np.prod(xs[:axis], dtype=np.int64)), int(np.prod(xs[axis:], dtype=np.int64)))
+    if ctx.is_const(node.input[0]):
+        return ctx.fold(node, ctx.consts[ctx.src(node.input[0])].reshape(shape))
+    ctx.emit(node, "flatten", node.input[:1], shape, attrs={"shape": shape})
+
+
+def import_reshape(ctx, node, attrs):
+    if ctx.take(attrs, "allowzero", 0):
+        raise OnnxImportError(f"node {node.name!r} (Reshape): attribute 'allowzero' = 1 is "
+                              f"not supported")
+    xs = ctx.shape(node.input[0])
+    spec = [int(v) for v in ctx.const(node.input[1], node, "shape").reshape(-1)]
+    spec = [xs[k] if v == 0 else v for k, v in enumerate(spec)]
+    if spec.count(-1) > 1:
+        raise OnnxImportError(f"node {node.name!r} (Reshape): more than one -1 in {spec}")
+    total = int(np.prod(xs, dtype=np.int64))
+    if -1 in spec:
+        rest = int(np.prod([v for v in spec if v != -1], dtype=np.int64))
+        spec[spec.index(-1)] = total // max(rest, 1)
+    if int(np.prod(spec, dtype=np.int64)) != total:
+        raise OnnxImportError(f"node {node.name!r} (Reshape): cannot reshape {xs} to {spec}")
+    shape = tuple(spec)
+    if ctx.is_const(node.input[0]):
+        return ctx.fold(node, ctx.consts[ctx.src(node.input[0])].reshape(shape))
+    ctx.emit(node, "reshape", node.input[:1], shape, attrs={"shape": shape})
+
+
+def _axes(ctx, node, attrs):
+    axes = ctx.take(attrs, "axes", None)
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = ctx.const(node.input[1], node, "axes").reshape(-1).tolist()
+    return axes
+
+
+def import_unsqueeze(ctx, node, attrs):
+    axes = _axes(ctx, node, attrs)
+    xs = ctx.shape(node.input[0])
+    shape = list(xs)
+    for a in sorted(int(a) + len(xs) + 1 if int(a) < 0 else int(a) for a in axes):
+        shape.insert(a, 1)
+    if ctx.is_const(node.input[0]):
+        return ctx.fold(node, ctx.consts[ctx.src(node.input[0])].reshape(shape))
+    ctx.emit(node, "reshape", node.input[:1], tuple(shape), attrs={"shape": tuple(shape)})
+
+
+def import_squeeze(ctx, node, attrs):
+    axes = _axes(ctx, node, attrs)
+    xs = ctx.shape(node.input[0])
+    ax = [a % len(xs) for a in axes] if axes is not None else \
+        [k for k, s in enumerate(xs) if s == 1]
+    if any(xs[a] != 1 for a in ax):
+        raise OnnxImportError(f"node {node.name!r} (Squeeze): axes {ax} of {xs} are not 1")
+    shape = tuple(s for k, s in enumerate(xs) if k not in ax)
+    if ctx.is_const(node.input[0]):
+        return ctx.fold(node, ctx.consts[ctx.src(node.input[0])].reshape(shape))
+    ctx.emit(node, "reshape", node.input[:1], shape, attrs={"shape": shape})
+
+
+def import_concat(ctx, node, attrs):
+    axis = int(ctx.take(attrs, "axis", 1))
+    shapes = [ctx.shape(i) for i in node.input]
+    axis = axis + len(shapes[0]) if axis < 0 else axis
+    for s in shapes[1:]:
+        if len(s) != len(shapes[0]) or any(a != b for k, (a, b) in
+                                            enumerate(zip(s, shapes[0])) if k != axis):
+            raise OnnxImportError(f"node {node.name!r} (Concat): shapes {shapes} differ "
+                                  f"off axis {axis}")
+    if all(ctx.is_const(i) for i in node.input):
+        return ctx.fold(node, np.concatenate([ctx.consts[ctx.src(i)] for i in node.input],
+                                             axis))
+    shape = list(shapes[0])
+    shape[axis] = sum(s[axis] for s in shapes)
+    ctx.emit(node, "concat", node.input, tuple(shape), attrs={"axis": axis})
+
+
+def import_identity(ctx, node, attrs):
+    ctx.alias[node.output[0]] = ctx.src(node.input[0])
+
+
+def import_dropout(ctx, node, attrs):
+    ctx.take(attrs, "seed")
+    ctx.alias[node.output[0]] = ctx.src(node.input[0])
+
+
+def import_constant(ctx, node, attrs):
+    from onnx import numpy_helper
+    if "value" not in attrs:
+        k = sorted(attrs)[0] if attrs else "value"
+        raise OnnxImportError(f"node {node.name!r} (Constant): attribute {k!r} is not "
+                              f"supported (only 'value')")
+    ctx.take(attrs, "value")
+    ctx.fold(node, numpy_helper.to_array(attrs["value"]))
+
+
+def import_shape(ctx, node, attrs):
+    shape = np.array(ctx.shape(node.input[0]), np.int64)
+    start, end = ctx.take(attrs, "start", 0), ctx.take(attrs, "end", None)
+    ctx.fold(node, shape[start:end])
+
+
+def import_gather(ctx, node, attrs):
+    axis = int(ctx.take(attrs, "axis", 0))
+    data = ctx.const(node.input[0], node, "data")
+    ind = ctx.const(node.input[1], node, "indices")
+    ctx.fold(node, np.take(data, ind, axis=axis))
+
+
+# ------------------------------------------------------------------ quantisation
+
+def quantize_reshape(qc, n) -> bool:
+    """A reshape of an int8 value stays int8 at the same scale."""
+    if n.inputs[0] not in qc.qname:
+        return False
+    x = qc.qname[n.inputs[0]]
+    qc.emit_q(n, "qreshape", [x], {"shape": n.attrs["shape"]}, qc.fracs[x])
+    return True
+
+
+def quantize_concat(qc, n) -> bool:
+    """A concat of int8 values: each requantised to the coarsest input scale."""
+    if not all(i in qc.qname for i in n.inputs):
+        return False
+    xs = [qc.qname[i] for i in n.inputs]
+    fo = min(qc.fracs[x] for x in xs)
+    qc.emit_q(n, "qconcat", xs, {"axis": n.attrs["axis"],
+                                 "shifts": [qc.fracs[x] - fo for x in xs]}, fo)
+    return True
+
+
+def qconcat_reference(n, ins):
+    parts = [np.clip(rshift_round(x.astype(np.int64), s), -128, 127)
+             for x, s in zip(ins, n.attrs["shifts"])]
+    return np.concatenate(parts, axis=n.attrs["axis"]).astype(np.int8)
+
+
+def qconcat_cpu(n, g):
+    """qconcat: each input requantised to the output scale (rounding shift), then placed."""
+    from .. import te
+    ax = n.attrs["axis"]
+    xs = [te.placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
+    ov = g.values[n.output]
+
+    def part(x, k, idx):
+        v = te.cast("int32", x[idx])
+        if k > 0:
+            v = te.shift_right(v + (1 << (k - 1)), k)
+        elif k < 0:
+            v = te.shift_left(v, -k)
+        return te.maximum(te.minimum(v, 127), -128)
+
+    def body(*i):
+        starts = np.cumsum([0] + [x.shape[ax] for x in xs])
+        e = None
+        for x, k, lo in zip(xs, n.attrs["shifts"], starts[:-1]):
+            idx = tuple(a - int(lo) if d == ax else a for d, a in enumerate(i))
+            v = part(x, k, idx)
+            e = v if e is None else te.select(i[ax] >= int(lo), v, e)
+        return te.cast("int8", e)
+    out = te.compute(ov.shape, body, name=n.name, dtype="int8")
+    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
+
+
+def _reshape(n, ins):
+    return ins[0].reshape(n.attrs["shape"])
+
+
+registry.register(registry.OpDef(
+    "reshape", reference=_reshape, category="injective", quantize=quantize_reshape,
+    onnx={"Reshape": import_reshape, "Unsqueeze": import_unsqueeze,
+          "Squeeze": import_squeeze}))
+registry.register(registry.OpDef(
+    "flatten", reference=_reshape, category="injective", quantize=quantize_reshape,
+    onnx={"Flatten": import_flatten}))
+registry.register(registry.OpDef(
+    "concat", reference=lambda n, ins: np.concatenate(ins, axis=n.attrs["axis"]),
+    category="injective", quantize=quantize_concat, onnx={"Concat": import_concat}))
+registry.register(registry.OpDef("qreshape", reference=_reshape, view=True))
+registry.register(registry.OpDef(
+    "qconcat", reference=qconcat_reference, place=lambda n, g, cfg, opts: "cpu",
+    cpu=qconcat_cpu))
+# folded at import: never a graph node
+registry.register(registry.OpDef(
+    "identity", onnx={"Identity": import_identity, "Dropout": import_dropout}))
+registry.register(registry.OpDef(
+    "constant", onnx={"Constant": import_constant, "Shape": import_shape,
+                      "Gather": import_gather}))

@@ -1,0 +1,43 @@
+"""Softmax over the last axis: import, numpy reference, and the CPU kernel (float, LLVM);
+it stays float (the quantiser dequantises before it)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import registry
+from .errors import OnnxImportError
+
+
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def import_softmax(ctx, node, attrs):
+    xs = ctx.shape(node.input[0])
+    axis = int(ctx.take(attrs, "axis", -1))
+    axis = axis + len(xs) if axis < 0 else axis
+    if axis != len(xs) - 1:
+        raise OnnxImportError(f"node {node.name!r} (Softmax): attribute 'axis' = {axis}: "
+                              f"only the last axis is supported")
+    ctx.emit(node, "softmax", node.input[:1], xs, attrs={"axis": axis})
+
+
+def place_softmax(n, g, cfg, opts):
+    return "cpu" if registry.cpu_backend() else "host"
+
+
+def softmax_cpu(n, g):
+    from .. import te
+    from ..cpu import ops as cops
+    xv = g.values[n.inputs[0]]
+    x = te.placeholder(xv.shape, xv.dtype, "data")
+    return cops.softmax(x, name=n.name), [(x, ("value", n.inputs[0]))]
+
+
+registry.register(registry.OpDef(
+    "softmax", reference=lambda n, ins: softmax(ins[0].astype(np.float64), n.attrs["axis"]
+                                                ).astype(np.float32),
+    category="reduction", onnx={"Softmax": import_softmax}, place=place_softmax,
+    cpu=softmax_cpu))
