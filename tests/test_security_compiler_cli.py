@@ -189,3 +189,41 @@ def test_tuning_log_probes_at_compile(files, capsys):
                  str(d / "calib.npz"), "--tuning-log", str(d / "tl_torn.jsonl")]) == 0
     assert "tl_torn.jsonl:2: the last line is cut short" in capsys.readouterr().err
     assert zipfile.is_zipfile(d / "tt.vtar")
+
+
+def test_tune_and_dse_refuse_sizes_they_cannot_build(files, capsys):
+    import json
+    (files / "huge_wl.json").write_text(json.dumps({
+        "op": "conv2d", "in_channels": 16, "height": 100_000, "width": 100_000,
+        "out_channels": 16, "kernel": 3, "pad": 1}))
+    msg = _err(capsys, ["tune", files / "huge_wl.json", "--trials", "1", "--log",
+                        files / "h.jsonl", "--workers", "0", "--no-progress"])
+    assert "height 100000 is more than the 4096" in msg
+    (files / "huge_layers.json").write_text(json.dumps([{
+        "name": "X", "hw": 1024, "cin": 65536, "cout": 65536, "k": 3, "stride": 1,
+        "pad": 1}]))
+    (files / "sp.json").write_text('{"LOG_BLOCK": [4]}')
+    msg = _err(capsys, ["dse", "--workload", files / "huge_layers.json", "--space",
+                        files / "sp.json", "--out", files / "dseh", "--no-progress"])
+    assert "multiply-accumulates is more than" in msg
+
+
+def test_dse_waits_for_another_sweep_on_the_same_database(files, capsys, monkeypatch):
+    import threading
+    import time
+    from compiler.dse import sweep
+    from compiler.tuner.records import log_lock
+    (files / "sp1.json").write_text('{"LOG_BLOCK": [4]}')
+    out = files / "dse_lock"
+    out.mkdir()
+    seen = []
+    monkeypatch.setattr(sweep, "_run_locked", lambda *a, **k: seen.append("ran") or {})
+    with log_lock(out / sweep.DB_NAME):
+        t = threading.Thread(target=sweep.run_dse, args=("resnet18", str(files / "sp1.json"),
+                                                         str(out)),
+                             kwargs={"log": seen.append, "progress": False})
+        t.start()
+        time.sleep(0.5)
+        assert seen and "waiting for the other vta dse" in seen[0] and "ran" not in seen
+    t.join(30)
+    assert seen[-1] == "ran"

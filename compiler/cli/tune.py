@@ -94,6 +94,32 @@ def tasks_of(target: str, layers: str | None = None, cfg=None) -> list:
             for i, t in enumerate(tasks)]
 
 
+#: Largest workload ``vta tune`` builds from a description: per field, and in
+#: multiply-accumulates (a model's workloads are bounded by the ONNX importer).
+TASK_LIMITS = {"batch": 64, "in_channels": 65536, "out_channels": 65536, "height": 4096,
+               "width": 4096, "kernel": 64, "stride": 64, "pad": 64, "in_features": 1 << 20,
+               "out_features": 1 << 20}
+MAX_TASK_MACS = 1 << 36
+
+
+def check_task_size(task) -> None:
+    """Refuse (:class:`TaskError`, with the size) a workload too large to build in bounded
+    time and memory."""
+    d = dict(task.spec)
+    for k, v in d.items():
+        if k in TASK_LIMITS and v > TASK_LIMITS[k]:
+            raise TaskError(f"workload {task.name or task.key}: {k} {v} is more than the "
+                            f"{TASK_LIMITS[k]} vta tune builds in bounded time and memory")
+    if task.op == "conv2d":
+        macs = (d["batch"] * d["height"] * d["width"] * d["in_channels"] * d["out_channels"]
+                * d["kernel"] ** 2 // d["stride"] ** 2)
+    else:
+        macs = d["batch"] * d["in_features"] * d["out_features"]
+    if macs > MAX_TASK_MACS:
+        raise TaskError(f"workload {task.name or task.key}: {macs:.3g} multiply-accumulates "
+                        f"is more than the {MAX_TASK_MACS:.3g} vta tune builds in bounded time")
+
+
 def cmd_tune(args) -> int:
     from isa import VTAConfig
 
@@ -118,6 +144,9 @@ def cmd_tune(args) -> int:
         except InputFileError as e:
             raise TaskError(f"--plot {e}") from None
     tasks = tasks_of(args.target, args.layers, cfg)
+    for t in tasks:
+        if t.wl is None:
+            check_task_size(t)
 
     def waiting():
         print(f"waiting for the other tuner writing {args.log} to finish ...", flush=True)
