@@ -23,7 +23,7 @@ BOMB_BYTES = 1536 << 20                     # a member that decompresses to 1.5 
 NO_CALIB = ("qdq_zero", "huge_hw", "huge_dims", "neg_dim")
 #: when the kill9_* probes SIGKILL a command: the moment the guarded file changes, and
 #: fractions of the same command's valid run (its output is written near the end)
-KILL_MOMENTS = ("change", 0.85, 0.95, 1.0, 1.05)
+KILL_MOMENTS = ("write", "change", 0.85, 0.95, 1.0, 1.05)
 
 
 @dataclass
@@ -33,8 +33,9 @@ class Probe:
     ``valid``: True (must work: exit 0), False (must be refused: exit 2, one line), None
     (either works and writes ``expect_file``, or is refused cleanly).  ``guard``: files that
     must be intact afterwards ({path: kind}, kind "npz", "zip", "json", "bytes", "jsonl.gz":
-    the bytes from before the run, or a complete file of that kind).  ``kill``: "change"
-    (SIGKILL the moment the first guarded file changes) or a fraction of the valid run's
+    the bytes from before the run, or a complete file of that kind).  ``kill``: "write"
+    (SIGKILL at the first write of the first guarded file or of a temp file beside it),
+    "change" (the moment that file is seen to change) or a fraction of the valid run's
     duration.  ``pre``: commands run before (not classified)."""
     door: str
     name: str
@@ -131,6 +132,9 @@ def build_fixtures(d: str, shared_vectors: str, shared_cases: str) -> None:
     rng = np.random.default_rng(1)
     good = (rng.normal(size=(16, 16, 3, 3)) * 0.1).astype(np.float32)
     w("ok.onnx", _conv_model())
+    # the kill -9 probes write large outputs, so a non-atomic write is a window, not an instant
+    big_w = (rng.normal(size=(64, 16, 3, 3)) * 0.1).astype(np.float32)
+    w("big.onnx", _conv_model(x_shape=(1, 16, 64, 64), w=big_w))
     w("stride0.onnx", _conv_model(conv_attrs={"pads": [1] * 4, "strides": [0, 0]}))
     w("stride_neg.onnx", _conv_model(conv_attrs={"pads": [1] * 4, "strides": [-1, -1]}))
     w("dilation0.onnx", _conv_model(conv_attrs={"pads": [1] * 4, "dilations": [0, 0]}))
@@ -160,6 +164,9 @@ def build_fixtures(d: str, shared_vectors: str, shared_cases: str) -> None:
     np.savez(os.path.join(d, "calib.npz"),
              x=rng.normal(size=(4, 1, 16, 8, 8)).astype(np.float32))
     np.savez(os.path.join(d, "x.npz"), x=rng.normal(size=(1, 16, 8, 8)).astype(np.float32))
+    np.savez(os.path.join(d, "calib_big.npz"),
+             x=rng.normal(size=(2, 1, 16, 64, 64)).astype(np.float32))
+    np.savez(os.path.join(d, "x_big.npz"), x=rng.normal(size=(1, 16, 64, 64)).astype(np.float32))
     np.savez(os.path.join(d, "x_wrong.npz"), z=np.zeros((1, 16, 8, 8), np.float32))
     np.savez(os.path.join(d, "x_obj.npz"), x=np.array([{"a": 1}], dtype=object))
     _zip(os.path.join(d, "x_bomb.npz"), {"x.npy": _npy_header((1 << 38,))})
@@ -305,10 +312,12 @@ def probes(d: str) -> list[Probe]:
         ["compile", p("ok.onnx"), "-o", p("c_ttorn.vtar"), *cal, "--tuning-log",
          p("tlog_torn.jsonl")], valid=True, expect_file=p("c_ttorn.vtar"))
     add("compile", "output_is_dir", ["compile", p("ok.onnx"), "-o", d, *cal])
+    big_c = ["compile", p("big.onnx"), "--calib", p("calib_big.npz"), "-o"]
+    add("compile", "valid_big", [*big_c, p("c_big.vtar")], valid=True,
+        expect_file=p("c_big.vtar"))
     for k in KILL_MOMENTS:
         o = p(f"c_kill_{k}.vtar")
-        add("compile", f"kill9_{k}", ["compile", p("ok.onnx"), "-o", o, *cal],
-            guard={o: "zip"}, kill=k)
+        add("compile", f"kill9_{k}", [*big_c, o], guard={o: "zip"}, kill=k)
 
     # ---- vta run: hostile artifacts and inputs
     run = lambda art, **kw: ["run", p(art), "--inputs", kw.get("inputs", p("x.npz")),  # noqa
@@ -327,9 +336,12 @@ def probes(d: str) -> list[Probe]:
         expect_file=p("Y.out"))
     add("run", "output_is_dir", run("ok.vtar", output=d))
     add("run", "config_block99", run("ok.vtar") + ["--config", p("block99.json")])
+    add("run", "valid_big", run("big.vtar", inputs=p("x_big.npz"), output=p("y_big.npz")),
+        valid=True, expect_file=p("y_big.npz"))
     for k in KILL_MOMENTS:
         o = p(f"y_kill_{k}.npz")
-        add("run", f"kill9_{k}", run("ok.vtar", output=o), guard={o: "npz"}, kill=k)
+        add("run", f"kill9_{k}", run("big.vtar", inputs=p("x_big.npz"), output=o),
+            guard={o: "npz"}, kill=k)
 
     # ---- tuning logs
     add("tune", "scheduler_not_a_url", ["tune", p("ok.onnx"), "--trials", "2", "--log",

@@ -80,17 +80,59 @@ def _stat(path):
         return None
 
 
+#: ``python -c`` wrapper of ``vta`` for the kill9_write probes: an audit hook sees every open
+#: for writing of the guarded file, or of a file beside it whose name contains its name (an
+#: atomic writer's temp file); a profile hook then SIGKILLs the process at its first
+#: ``write`` call to such a file.  A writer that truncates the previous file in place loses
+#: it; an atomic writer leaves it intact.
+KILL_DURING_WRITE = r"""
+import os, signal, sys, threading
+target = os.path.abspath(sys.argv[1])
+folder, base = os.path.dirname(target), os.path.basename(target)
+watch = set()
+def norm(path):
+    return os.path.abspath(os.fsdecode(path))
+def prof(frame, event, arg):
+    if event == "c_call" and getattr(arg, "__name__", "") == "write":
+        name = getattr(getattr(arg, "__self__", None), "name", None)
+        if isinstance(name, (str, bytes)) and norm(name) in watch:
+            os.kill(os.getpid(), signal.SIGKILL)
+def hook(event, args):
+    if event != "open":
+        return
+    path, mode, flags = args
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return
+    p = norm(path)
+    writing = any(c in mode for c in "wax+") if isinstance(mode, str) else \
+        bool(flags & (os.O_WRONLY | os.O_RDWR))
+    if writing and os.path.dirname(p) == folder and base in os.path.basename(p):
+        watch.add(p)
+        sys.setprofile(prof)
+        threading.setprofile(prof)
+sys.addaudithook(hook)
+sys.argv = ["vta", *sys.argv[2:]]
+import runpy
+runpy.run_module("compiler.cli", run_name="__main__", alter_sys=True)
+"""
+
+_current = []          # the probe running now (killed if the harness is terminated)
+
+
 def run_one(argv, *, tree: str, cwd: str, timeout: float, kill_after: float | None = None,
-            kill_on_change: list | None = None) -> dict:
+            kill_on_change: list | None = None, kill_during_write: str | None = None) -> dict:
     """Run ``vta argv``; returns rc, stdout, stderr, seconds, timed_out, mem_killed, killed,
     peak_rss."""
     env = dict(os.environ, PYTHONPATH=tree, AMARANTH_USE_YOSYS="builtin",
                PYTHONDONTWRITEBYTECODE="1")
     t0 = time.time()
-    proc = subprocess.Popen([sys.executable, "-m", "compiler.cli", *argv], cwd=cwd, env=env,
+    cmd = [sys.executable, "-m", "compiler.cli", *argv] if kill_during_write is None else \
+        [sys.executable, "-c", KILL_DURING_WRITE, kill_during_write, *argv]
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, start_new_session=True,
                             preexec_fn=_limit)
+    _current[:] = [proc]
     import threading
     bufs = {}
 
@@ -113,7 +155,7 @@ def run_one(argv, *, tree: str, cwd: str, timeout: float, kill_after: float | No
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True
             break
-        if now - last_rss > 0.05:
+        if now - last_rss > (0.5 if kill_on_change else 0.05):
             last_rss = now
             rss = _group_rss(proc.pid)
             peak = max(peak, rss)
@@ -221,7 +263,7 @@ def _prefill(probe: Probe, d: str) -> None:
     for path, kind in probe.guard.items():
         if os.path.exists(path):
             continue
-        src = {"zip": "ok.vtar", "npz": "y_prev.npz", "bytes": "d_big.bin"}.get(kind)
+        src = {"zip": "big.vtar", "npz": "y_big_prev.npz", "bytes": "d_big.bin"}.get(kind)
         if src and os.path.isfile(os.path.join(d, src)):
             shutil.copy(os.path.join(d, src), path)
 
@@ -230,6 +272,8 @@ SETUP = [
     ["compile", "ok.onnx", "-o", "ok.vtar", "--calib", "calib.npz"],
     ["compile", "ok.onnx", "-o", "okdir", "--calib", "calib.npz"],
     ["run", "ok.vtar", "--inputs", "x.npz", "--output", "y_prev.npz"],
+    ["compile", "big.onnx", "-o", "big.vtar", "--calib", "calib_big.npz"],
+    ["run", "big.vtar", "--inputs", "x_big.npz", "--output", "y_big_prev.npz"],
     ["sim", "--insns", "i.bin", "--dram", "d.bin", "--out", "o_prev.bin"],
     ["tune", "ok.onnx", "--trials", "4", "--log", "tune.jsonl", "--tuner", "random",
      "--no-progress"],
@@ -246,6 +290,15 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", nargs=2, metavar=("BEFORE.json", "AFTER.json"),
                     help="print the before/after table of two --json runs and exit")
     args = ap.parse_args(argv)
+
+    def terminate(*_):
+        for proc in _current:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        sys.exit(1)
+    signal.signal(signal.SIGTERM, terminate)
     if args.compare:
         print(compare_table(*args.compare))
         return 0
@@ -272,7 +325,9 @@ def main(argv=None) -> int:
         if isinstance(probe.kill, float):
             kill_after = probe.kill * valid_seconds.get(probe.door, 2.0)
         r = run_one(probe.argv, tree=tree, cwd=d, timeout=probe.timeout, kill_after=kill_after,
-                    kill_on_change=list(probe.guard) if probe.kill == "change" else None)
+                    kill_on_change=list(probe.guard) if probe.kill == "change" else None,
+                    kill_during_write=next(iter(probe.guard)) if probe.kill == "write"
+                    else None)
         if probe.valid is True and probe.name.startswith("valid"):
             valid_seconds[probe.door] = r["seconds"]       # the last valid run of the door
         damaged = _damaged(probe.guard, before)

@@ -118,6 +118,8 @@ def test_deep_json_names_the_file(files, capsys, argv):
     ({"config": [1]}, r"h.json: 'config': expected a JSON object, not a JSON array"),
     ({"timing": "fast"}, r"h.json: 'timing': expected a JSON object, not a string"),
     ({"config": {"LOG_BLOCK": 3.5}}, r"h.json: config: LOG_BLOCK must be an integer"),
+    ({"timing": {"read_latency": 10 ** 20}}, r"h.json: timing: read_latency is 1000.*too large"),
+    ({"timing": {"read_priority": 5}}, r"h.json: timing: read_priority must be a list"),
 ])
 def test_hw_json_types(files, capsys, doc, pattern):
     (files / "h.json").write_text(json.dumps(doc))

@@ -80,6 +80,7 @@ def _hw(args):
         if "config" in d:
             cfg = VTAConfig.from_dict(d["config"], where=f"{args.hw}: config")
         if "timing" in d:
+            _check_timing_values(d["timing"], args.hw)
             params = TimingParams.from_dict(d["timing"], where=f"{args.hw}: timing")
     if args.config:
         cfg = VTAConfig.from_json(args.config)
@@ -145,6 +146,17 @@ def cmd_sim(args) -> int:
     if not args.quiet:
         print(_summary(stats))
     return 0
+
+
+def _check_timing_values(t: dict, path: str) -> None:
+    """Values TimingParams would accept but the cycle model cannot hold: integers beyond
+    int64 arithmetic, a ``read_priority`` that is not a list."""
+    for k, v in t.items():
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 1 << 62:
+            raise InputError(f"{path}: timing: {k} is {v}, too large (at most 2^62)")
+    if "read_priority" in t and not isinstance(t["read_priority"], list):
+        raise InputError(f"{path}: timing: read_priority must be a list of the memory "
+                         f"clients, not {t['read_priority']!r}")
 
 
 def _check_outputs(args) -> None:
