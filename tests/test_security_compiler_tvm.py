@@ -118,3 +118,31 @@ def test_tophub_two_loop_virtual_threads_translate_and_build():
     assert build(wl, CFG, k).knobs.vthread_loops() == (("co", 2), ("h", 2))
     with pytest.raises(ScheduleError, match="not a conv2d_packed.vta TopHub entity"):
         translate([["tile_b", "sp", "x"]])
+
+
+def test_alu_only_kernel_with_a_schedule_as_in_vta_get_started():
+    from compiler.vta.primitives import AluSchedule
+    shape = (1, 4, CFG.batch, CFG.block_out)
+    A = te.placeholder(shape, "int32", "A")
+    B = te.placeholder(shape, "int32", "B")
+    A_buf = te.compute(shape, lambda *i: A(*i), "A_buf")
+    B_buf = te.compute(shape, lambda *i: B(*i), "B_buf")
+    C_buf = te.compute(shape, lambda *i: A_buf(*i).astype("int32")
+                       + B_buf(*i).astype("int32"), "C_buf")
+    C = te.compute(shape, lambda *i: C_buf(*i).astype("int8"), "C")
+    s = AluSchedule(C)
+    for t in (A_buf, B_buf, C_buf):
+        s[t].set_scope("local.acc_buffer")
+    s[A_buf].pragma(s[A_buf].op.axis[0], "dma_copy")
+    s[B_buf].pragma(s[B_buf].op.axis[0], "dma_copy")
+    s[C_buf].pragma(s[C_buf].op.axis[0], "alu")
+    s[C].pragma(s[C].op.axis[0], "dma_copy")
+    rng = np.random.default_rng(0)
+    a = rng.integers(-60, 60, shape).astype(np.int32)
+    b = rng.integers(-60, 60, shape).astype(np.int32)
+    got, _ = build(C, CFG, s.knobs()).run(SimDevice(CFG), {A: a, B: b})
+    assert np.array_equal(got, (a + b).astype(np.int8))
+    with pytest.raises(PrimitiveError, match="inputs and the output stay in DRAM"):
+        s[C].set_scope("local.acc_buffer")
+    with pytest.raises(PrimitiveError, match="unknown pragma 'vectorize'"):
+        s[C_buf].pragma(None, "vectorize")

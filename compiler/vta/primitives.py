@@ -443,3 +443,59 @@ def apply(wl, opts) -> Knobs:
         else:
             raise PrimitiveError(op, target, "unknown primitive")
     return s.knobs()
+
+
+class AluSchedule:
+    """TVM's schedule of an ALU-only kernel (``vta_get_started``): ``s[X].set_scope
+    (env.acc_scope)`` on the copy and compute stages, ``pragma(axis, env.dma_copy)`` on the
+    loads and the store, ``pragma(axis, env.alu)`` on the computations.  VTA runs such a
+    graph exactly that way, so the calls are checked (a stage of this graph, a known scope
+    and pragma) and :meth:`knobs` gives the element-wise knobs :func:`compiler.build` takes.
+
+    >>> s = AluSchedule(C)              # C = te.compute(..., lambda *i: C_buf(*i).astype(...))
+    >>> s[A_buf].set_scope("local.acc_buffer"); s[C_buf].pragma(None, "alu")
+    >>> build(C, cfg, s.knobs())
+    """
+
+    def __init__(self, out, vthreads: int = 2):
+        self.out, self.vthreads = out, vthreads
+        self.stages = {}
+        todo = [out]
+        while todo:                                  # every stage of the graph by name
+            t = todo.pop()
+            if t.name not in self.stages:
+                self.stages[t.name] = t
+                todo.extend(t.inputs())
+        self.opts: list[Opt] = []
+
+    def __getitem__(self, key) -> "_AluStage":
+        name = key if isinstance(key, str) else getattr(key, "name", None)
+        if name not in self.stages:
+            raise PrimitiveError("stage", repr(name), f"not a stage of {self.out.name}; "
+                                 f"stages are {sorted(self.stages)}")
+        return _AluStage(self, self.stages[name])
+
+    def knobs(self):
+        from .eltwise import EltwiseKnobs
+        return EltwiseKnobs(vthreads=self.vthreads)
+
+
+class _AluStage:
+    def __init__(self, sched: AluSchedule, t):
+        self.s, self.t = sched, t
+        self.op = self                               # s[X].op.axis[0], as in TVM
+        self.axis = tuple(t.axes or ())
+
+    def set_scope(self, scope):
+        sc = _SCOPES.get(scope, scope)
+        if sc != "acc" or self.t is self.s.out or self.t.is_placeholder:
+            raise PrimitiveError("set_scope", f"{self.t.name}, {scope}", "ALU-only kernels keep "
+                                 "their copy and compute stages in 'acc' (env.acc_scope); the "
+                                 "inputs and the output stay in DRAM")
+        self.s.opts.append(Opt("set_scope", self.t.name, sc))
+
+    def pragma(self, axis, what):
+        if what not in ("dma_copy", "alu"):
+            raise PrimitiveError("pragma", self.t.name, f"unknown pragma {what!r} for an "
+                                 f"ALU-only kernel; known: dma_copy, alu")
+        self.s.opts.append(Opt("pragma", self.t.name, what))
