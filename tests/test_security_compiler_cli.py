@@ -198,7 +198,7 @@ def test_tune_and_dse_refuse_sizes_they_cannot_build(files, capsys):
         "out_channels": 16, "kernel": 3, "pad": 1}))
     msg = _err(capsys, ["tune", files / "huge_wl.json", "--trials", "1", "--log",
                         files / "h.jsonl", "--workers", "0", "--no-progress"])
-    assert "height 100000 is more than the 4096" in msg
+    assert "a 100000x100000 image is more than the 16,777,216 pixels" in msg
     (files / "huge_layers.json").write_text(json.dumps([{
         "name": "X", "hw": 1024, "cin": 65536, "cout": 65536, "k": 3, "stride": 1,
         "pad": 1}]))

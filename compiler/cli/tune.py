@@ -96,9 +96,10 @@ def tasks_of(target: str, layers: str | None = None, cfg=None) -> list:
 
 #: Largest workload ``vta tune`` builds from a description: per field, and in
 #: multiply-accumulates (a model's workloads are bounded by the ONNX importer).
-TASK_LIMITS = {"batch": 64, "in_channels": 65536, "out_channels": 65536, "height": 4096,
-               "width": 4096, "kernel": 64, "stride": 64, "pad": 64, "in_features": 1 << 20,
+TASK_LIMITS = {"batch": 64, "in_channels": 65536, "out_channels": 65536, "height": 1 << 20,
+               "width": 1 << 20, "kernel": 64, "stride": 64, "pad": 64, "in_features": 1 << 20,
                "out_features": 1 << 20}
+MAX_TASK_PIXELS = 1 << 24
 MAX_TASK_MACS = 1 << 36
 
 
@@ -110,6 +111,10 @@ def check_task_size(task) -> None:
         if k in TASK_LIMITS and v > TASK_LIMITS[k]:
             raise TaskError(f"workload {task.name or task.key}: {k} {v} is more than the "
                             f"{TASK_LIMITS[k]} vta tune builds in bounded time and memory")
+    if task.op == "conv2d" and d["height"] * d["width"] > MAX_TASK_PIXELS:
+        raise TaskError(f"workload {task.name or task.key}: a {d['height']}x{d['width']} image "
+                        f"is more than the {MAX_TASK_PIXELS:,} pixels vta tune builds in "
+                        f"bounded time and memory")
     if task.op == "conv2d":
         macs = (d["batch"] * d["height"] * d["width"] * d["in_channels"] * d["out_channels"]
                 * d["kernel"] ** 2 // d["stride"] ** 2)

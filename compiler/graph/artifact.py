@@ -219,7 +219,7 @@ class _Reader:
         try:
             if self.z is None:
                 data, digest = read_folder_file(self.path, name, declared_size=size,
-                                                max_bytes=min(cap, left), what="artifact file")
+                                                max_bytes=min(cap, left), what="member of an artifact")
             else:
                 data, digest = read_zip_member(self.z, name, declared_size=size,
                                                max_bytes=min(cap, left))
