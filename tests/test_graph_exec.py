@@ -292,7 +292,7 @@ def test_tuning_log_schedules_are_applied(tmp_path):
     assert knobs != step.kernel.knobs.as_dict()
     log = tmp_path / "t.jsonl"
     w = LogWriter(str(log))
-    w.write(Record(workload_key(step.kernel.workload), {}, CFG.to_dict(), knobs, 100))
+    w.write(Record(workload_key(step.kernel.workload), {}, CFG.to_dict(), knobs, 10 ** 6))
     w._f.close()
     c1 = compile_model(m, CFG, calib={"image": xs}, tuning_log=str(log))
     s1 = next(s for s in c1.program.steps if s.node.op == "qconv")
@@ -459,7 +459,7 @@ def test_tuning_log_of_benchmark_layers_covers_fused_layers(tmp_path):
     knobs["vthreads"] = 1
     log = tmp_path / "bench.jsonl"
     w = LogWriter(str(log))
-    w.write(Record(workload_key(k0.workload), {}, CFG.to_dict(), knobs, 100))
+    w.write(Record(workload_key(k0.workload), {}, CFG.to_dict(), knobs, 10 ** 6))
     w._f.close()
     xs = np.random.default_rng(14).normal(size=(3, 1, 1, 8, 8)).astype(np.float32)
     c = compile_model(small_cnn(), CFG, calib={"image": xs}, tuning_log=str(log))

@@ -81,8 +81,16 @@ def test_other_user_errors(tmp_path, capsys):
          "bad.jsonl:1: not a vta-stack"),
     ]
     onnx = tmp_path / "model.onnx"
-    onnx.write_bytes(b"\x08\x07")                           # a valid, empty model
+    onnx.write_bytes(b"\x08\x07")                 # an empty model: refused by the importer
     cases.append((["tune", str(onnx), "--trials", "2", "--log", str(tmp_path / "l.jsonl")],
+                  "the model has no outputs"))
+    from onnx import TensorProto, helper
+    relu = tmp_path / "relu.onnx"                   # a valid model without a conv or dense
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 16, 4, 4]) for n in "xy"]
+    relu.write_bytes(helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", vi[:1], vi[1:]),
+        opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    cases.append((["tune", str(relu), "--trials", "2", "--log", str(tmp_path / "l.jsonl")],
                   "no conv2d/dense layer that runs on VTA"))
     for argv, msg in cases:
         rc, out, err = _run(capsys, *argv)

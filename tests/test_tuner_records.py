@@ -24,7 +24,7 @@ def _rec(knobs, cycles, **kw):
 
 def test_records_round_trip_and_append(tmp_path):
     path = tmp_path / "log.jsonl"
-    a = _rec(Knobs(tile_h=3, tile_w=6).as_dict(), 1234, tuner="xgb", seconds=0.5)
+    a = _rec(Knobs(tile_h=3, tile_w=6).as_dict(), 12340, tuner="xgb", seconds=0.5)
     b = _rec(Knobs(tile_h=6, tile_w=6, tile_co=3).as_dict(), None, error="SRAM overflow",
              error_kind="invalid")
     with LogWriter(path) as w:
@@ -40,11 +40,11 @@ def test_records_round_trip_and_append(tmp_path):
 
 def test_writer_after_a_killed_writer_does_not_glue_lines(tmp_path):
     path = tmp_path / "log.jsonl"
-    a = _rec(Knobs(tile_h=3).as_dict(), 99)
+    a = _rec(Knobs(tile_h=3).as_dict(), 9900)
     path.write_text(a.to_json())                      # no final newline
     with LogWriter(path) as w:
-        w.write(_rec(Knobs(tile_h=2).as_dict(), 98))
-    assert [r.cycles for r in load(path)] == [99, 98]
+        w.write(_rec(Knobs(tile_h=2).as_dict(), 9800))
+    assert [r.cycles for r in load(path)] == [9900, 9800]
 
 
 @pytest.mark.parametrize("line, msg", [
@@ -58,7 +58,7 @@ def test_writer_after_a_killed_writer_does_not_glue_lines(tmp_path):
     (None, r"log\.jsonl:2: field 'knobs': unknown knobs \['tile_q'\]"),
 ])
 def test_corrupt_or_foreign_line_is_an_error_naming_the_line(tmp_path, line, msg):
-    good = _rec(Knobs().as_dict(), 100)
+    good = _rec(Knobs().as_dict(), 10000)
     if line is None:
         d = json.loads(good.to_json())
         if "cycles" in msg:
@@ -87,8 +87,8 @@ def test_best_by_workload_and_apply_history_best_steer_build(tmp_path):
     slow = Knobs(tile_co=1, tile_h=2, tile_w=3)
     path = tmp_path / "log.jsonl"
     with LogWriter(path) as w:
-        w.write(_rec(slow.as_dict(), 2000))
-        w.write(_rec(fast.as_dict(), 1000))
+        w.write(_rec(slow.as_dict(), 20000))
+        w.write(_rec(fast.as_dict(), 10000))
         w.write(_rec(Knobs(tile_h=1).as_dict(), None, error="boom", error_kind="error"))
     best = best_by_workload(load(path))
     assert best[(workload_key(wl), config_key(CFG))].knobs == fast.as_dict()

@@ -165,10 +165,15 @@ def test_tophub_knobs_translate_and_build():
     assert list(k) == [f"C{i}" for i in range(2, 12)]
     assert k["C5"] == Knobs(tile_co=2, tile_h=14, tile_w=28, tile_ci=1, vthreads=2,
                             vthread_axis="h", order=("b", "h", "co", "w"))
-    with pytest.raises(ScheduleError, match="two loops at once"):
+    # threads over two loops at once, as TVM binds them: co first, then h
+    two = translate([["tile_b", "sp", [1, 1]], ["tile_h", "sp", [1, 7]],
+                     ["tile_w", "sp", [1, 7]], ["tile_ci", "sp", [1, 1]],
+                     ["tile_co", "sp", [1, 1]], ["oc_nthread", "ot", 2], ["h_nthread", "ot", 2]])
+    assert two.vthreads == 4 and two.vthread_loops() == (("co", 2), ("h", 2))
+    with pytest.raises(ScheduleError, match="thread counts must be at least 1"):
         translate([["tile_b", "sp", [1, 1]], ["tile_h", "sp", [1, 7]], ["tile_w", "sp", [1, 7]],
                    ["tile_ci", "sp", [1, 1]], ["tile_co", "sp", [1, 1]],
-                   ["oc_nthread", "ot", 2], ["h_nthread", "ot", 2]])
+                   ["oc_nthread", "ot", 0], ["h_nthread", "ot", 2]])
 
 
 def test_vectorised_analytic_estimate_matches_the_default_schedules_model():

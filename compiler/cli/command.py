@@ -49,8 +49,16 @@ def _loaded_error_bases() -> list[type[BaseException]]:
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error (a bad flag value, a missing argument) is one line too, exit 2:
+    "vta compile: error: argument --percentile: ... (vta compile --help)"."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vta", description="The VTA co-design stack.")
+    parser = _Parser(prog="vta", description="The VTA co-design stack.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module, commands in _PROVIDERS:

@@ -1,9 +1,9 @@
 """``vta demo`` and ``vta bench``: the subcommands, registered with the ``vta`` command by
-:mod:`compiler.cli.command`."""
+:mod:`compiler.cli.command`.  Output flags (``--dump``, ``--json``, ``--plot``) are checked
+before the work and written atomically."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -12,6 +12,9 @@ import numpy as np
 
 from isa import VTAConfig
 from isa.argtypes import nonnegative_int, positive_int
+from isa.files import InputFileError
+from isa.safe_io import (atomic_path, check_output_path, parse_json, write_bytes_atomic,
+                         write_json_atomic)
 
 
 def _config(args) -> VTAConfig:
@@ -37,6 +40,9 @@ def cmd_demo(args) -> int:
     from ..vta.workload import recognise
 
     cfg = _config(args)
+    over = _knobs_arg(args.knobs)
+    if args.dump:
+        _output(args.dump, "--dump")
     b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
     cin, cout, hw = 2 * bi, 4 * bo, 14
     shift = min(8, cfg.acc_width // 2 - 1)       # the portable ALU shift range (spec 3.7)
@@ -60,16 +66,8 @@ def cmd_demo(args) -> int:
     s.pragma("epilogue", "alu")
     s.bind_vthread("co", 1 if args.no_latency_hiding else 2)
     knobs = s.knobs()
-    if args.knobs:
+    if over is not None:
         from ..vta.schedule import Knobs
-        try:
-            over = json.loads(args.knobs)
-        except ValueError as e:
-            print(f"vta demo: --knobs is not JSON: {e}", file=sys.stderr)
-            return 2
-        if not isinstance(over, dict):
-            print("vta demo: --knobs must be a JSON object of knob values", file=sys.stderr)
-            return 2
         knobs = Knobs.from_dict({**knobs.as_dict(), **over})
         knobs.check(wl)
         from ..vta.primitives import opts_of
@@ -96,8 +94,7 @@ def cmd_demo(args) -> int:
     dev = SimDevice(cfg, timed=timing if timing is not None else False)
     got, stats = ck.run(dev, feeds)
     if args.dump:
-        with open(args.dump, "wb") as f:
-            f.write(ck.last_run.insns)
+        write_bytes_atomic(args.dump, bytes(ck.last_run.insns), what="--dump")
         print(f"   wrote {len(ck.last_run.insns) // 16} instructions to {args.dump} "
               f"(vta disasm {args.dump})")
     print("== 4. instructions (first 24 of the stream the runtime built)")
@@ -126,6 +123,33 @@ def cmd_demo(args) -> int:
     return 0 if ok else 1
 
 
+#: What matplotlib writes (``--plot``); the name decides the format.
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _output(path: str, flag: str, suffixes=None) -> None:
+    """An output flag checked before the work: a file name in an existing folder."""
+    from .command import UserError
+    try:
+        check_output_path(path, what=flag, suffixes=suffixes)
+    except InputFileError as e:
+        raise UserError(f"{flag} {e}") from None
+
+
+def _knobs_arg(text):
+    """``--knobs``: a JSON object of knob values (None when not given)."""
+    from .command import UserError
+    if not text:
+        return None
+    try:
+        over = parse_json(text, "--knobs")
+    except InputFileError as e:
+        raise UserError(str(e)) from None
+    if not isinstance(over, dict):
+        raise UserError("--knobs must be a JSON object of knob values")
+    return over
+
+
 def cmd_bench(args) -> int:
     from .bench import (HEADER, LEGEND, LayerSelectionError, bench, geomean, public_json, roofline,
                         select_layers)
@@ -143,6 +167,10 @@ def cmd_bench(args) -> int:
               f"builtin:resnet18)", file=sys.stderr)
         return 2
     cfg = _config(args)
+    if args.json:
+        _output(args.json, "--json")
+    if args.plot:
+        _output(args.plot, "--plot", PLOT_SUFFIXES)
     try:
         layers = select_layers(args.layers)
     except LayerSelectionError as e:
@@ -187,10 +215,10 @@ def cmd_bench(args) -> int:
           f"-{max(r['dram_bytes'] / r['_min_bytes'] for r in rows):.2f}x the minimum; all "
           f"correct: {all(r['correct'] for r in rows)}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(public_json(doc), f, indent=2)
+        write_json_atomic(args.json, public_json(doc), what="--json")
     if args.plot:
-        roofline(docs, args.plot, cfg)
+        with atomic_path(args.plot, what="--plot") as tmp:
+            roofline(docs, tmp, cfg)
     return 0 if all(r["correct"] for r in rows) else 1
 
 

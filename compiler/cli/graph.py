@@ -12,17 +12,27 @@
 
 ``MODEL`` may be ``builtin:resnet18`` or ``builtin:small_cnn`` anywhere (seeded weights,
 seeded calibration images unless ``--calib`` is given).
+
+Every flag is checked before any work starts, and every output (``-o``, ``--output``,
+``--trace``) is written to a temporary file beside the target and renamed, so a killed run
+leaves the previous file or the new one.  ``--inputs``/``--calib`` are read from their
+``.npy`` headers first (names, dtypes, sizes), never unpickled.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 import numpy as np
 
 from isa.argtypes import positive_int
+from isa.files import InputFileError
+from isa.safe_io import atomic_path, atomic_write, check_output_path
 
 from ..graph.ir import GraphError
 
@@ -46,10 +56,16 @@ def _builtin(spec: str, image: int | None):
     raise GraphError(f"{spec}: unknown built-in model (builtin:resnet18, builtin:small_cnn)")
 
 
-def _load_npz(path: str, what: str) -> dict:
-    import zipfile
+#: Largest ``--inputs``/``--calib`` file and the most its arrays may hold in all.
+MAX_SAMPLE_BYTES = 1 << 30
 
+
+def _load_npz(path: str, what: str, graph=None) -> dict:
+    """The arrays of the ``.npz`` at ``path``; names, dtypes and sizes are checked from the
+    ``.npy`` headers before any array is loaded (with ``graph``: one array per graph input,
+    of the input's shape), object arrays are refused."""
     from isa.files import is_npz
+    from isa.safe_archive import inspect_npz, load_npz
     if not os.path.isfile(path):
         raise GraphError(f"{what} {path}: no such file")
     with open(path, "rb") as f:
@@ -58,14 +74,52 @@ def _load_npz(path: str, what: str) -> dict:
         raise GraphError(f"{what} {path}: not a numpy .npz archive (one named array per "
                          f"graph input, as np.savez writes)")
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-        raise GraphError(f"{what} {path}: not a readable .npz archive ({e})") from None
+        specs = inspect_npz(path, what, max_bytes=MAX_SAMPLE_BYTES)
+        if graph is not None:
+            _check_feeds(path, what, specs, graph)
+        return load_npz(path, what, max_array_bytes=MAX_SAMPLE_BYTES,
+                        max_total_bytes=MAX_SAMPLE_BYTES, max_file_bytes=MAX_SAMPLE_BYTES)
+    except InputFileError as e:
+        raise GraphError(f"{what} {e}") from None
+
+
+def _check_feeds(path, what, specs, g) -> None:
+    for name in g.inputs:
+        if name not in specs:
+            raise GraphError(f"{what} {path}: no array named {name!r} (the model's "
+                             f"inputs: {', '.join(g.inputs)}; the file has: "
+                             f"{', '.join(specs) or 'nothing'})")
+    extra = sorted(set(specs) - set(g.inputs))
+    if extra:
+        raise GraphError(f"{what} {path}: array {extra[0]!r} is not an input of the "
+                         f"model (inputs: {', '.join(g.inputs)})")
+    for name in g.inputs:
+        want = tuple(g.values[name].shape)
+        got = specs[name].shape
+        if len(got) != len(want) or any(isinstance(w, int) and w > 0 and w != d
+                                         for w, d in zip(want[1:], got[1:])):
+            raise GraphError(f"{what} {path}: array {name!r} has shape {got}, the model's "
+                             f"input {name!r} has shape {want}")
+        if specs[name].dtype.kind not in "fiub":
+            raise GraphError(f"{what} {path}: array {name!r} has dtype {specs[name].dtype}; "
+                             f"expected numbers")
+
+
+def percentile(text: str) -> float:
+    """``--percentile``: a number in (0, 100]."""
+    import argparse
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or not 0 < v <= 100:
+        raise argparse.ArgumentTypeError(f"{text} is not a percentile: it must be in (0, 100]")
+    return v
 
 
 def _compile(args, model_spec):
     from ..graph.driver import compile_model
+    cfg = _config(args)                           # a bad --config fails before any work
     calib = None
     if model_spec.startswith("builtin:"):
         model, calib = _builtin(model_spec, getattr(args, "image", None))
@@ -73,21 +127,64 @@ def _compile(args, model_spec):
         model = model_spec
     if getattr(args, "calib", None):
         calib = _load_npz(args.calib, "--calib")
-    return compile_model(model, _config(args), calib=calib, mode=args.calibration,
+    return compile_model(model, cfg, calib=calib, mode=args.calibration,
                          percentile=args.percentile, cpu_only=args.cpu_only,
                          first_conv_cpu=args.first_conv_cpu, tuning_log=args.tuning_log,
                          per_channel=not args.per_tensor,
                          float_first_last=args.float_first_last)
 
 
-def cmd_compile(args) -> int:
+def _check_artifact_output(path: str) -> None:
+    """``-o``: a ``.vtar``/``.zip`` file, or a directory artifact (a new directory, or one
+    that already holds an artifact); checked before the work starts."""
+    try:
+        if path.lower().endswith((".vtar", ".zip")):
+            check_output_path(path, what="-o artifact")
+            return
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise GraphError(f"-o {path}: the folder {parent} does not exist")
+        if os.path.lexists(path) and not (
+                os.path.isdir(path) and not os.path.islink(path)
+                and os.path.isfile(os.path.join(path, "manifest.json"))):
+            raise GraphError(f"-o {path}: exists and is not an artifact directory; name a "
+                             f".vtar file, a new directory, or an artifact directory to "
+                             f"replace")
+    except InputFileError as e:
+        raise GraphError(f"-o {e}") from None
+
+
+def _save_artifact(c, path: str) -> None:
+    """Write the artifact through a temporary file (or directory) beside ``path``, renamed
+    into place at the end: a killed compile leaves the old artifact or the new one."""
     from ..graph.artifact import save
-    out_dir = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(out_dir):
-        raise GraphError(f"-o {args.output}: directory {out_dir} does not exist")
+    if path.lower().endswith((".vtar", ".zip")):
+        with atomic_path(path, what="-o artifact") as tmp:
+            save(c, tmp)
+        return
+    path = path.rstrip("/") or path
+    parent = os.path.dirname(os.path.abspath(path))
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+    try:
+        save(c, tmp)
+        if os.path.isdir(path):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".old",
+                                   dir=parent)
+            os.rename(path, os.path.join(old, "a"))
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def cmd_compile(args) -> int:
+    _check_artifact_output(args.output)
     c = _compile(args, args.model)
     print(c.report())
-    save(c, args.output)
+    _save_artifact(c, args.output)
     print(f"wrote {args.output}")
     return 0
 
@@ -105,37 +202,56 @@ def _device(args, cfg):
     return BoardDevice(cfg, port=args.port, simulate=args.simulate_board)
 
 
+#: ``vta compile`` options that mean nothing when ``vta run`` is given a compiled artifact
+#: (it was quantised and partitioned when it was compiled).
+_COMPILE_ONLY = (("calib", None), ("calibration", "percentile"), ("percentile", 99.99),
+                 ("tuning_log", None), ("cpu_only", False), ("float_first_last", False),
+                 ("per_tensor", False), ("first_conv_cpu", False), ("image", None))
+
+
+def _check_outputs(args) -> None:
+    try:
+        if getattr(args, "output", None):
+            check_output_path(args.output, what="--output")
+        if getattr(args, "trace", None):
+            check_output_path(args.trace, what="--trace")
+    except InputFileError as e:
+        raise GraphError(str(e)) from None
+
+
+def _write_trace(ex, path: str) -> None:
+    with atomic_path(path, what="--trace") as tmp:
+        ex.trace(tmp)
+
+
 def cmd_run(args) -> int:
     from ..graph.artifact import load
+    _check_outputs(args)
     if args.model.startswith("builtin:"):
         return _run_builtin(args)
     if not args.inputs or not args.output:
         raise GraphError("vta run MODEL.vtar needs --inputs X.npz and --output Y.npz")
-    if not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
-        raise GraphError(f"--output {args.output}: its directory does not exist")
-    c = load(args.model)
-    feeds = _load_npz(args.inputs, "--inputs")
+    given = [k for k, default in _COMPILE_ONLY if getattr(args, k, default) != default]
+    if given:
+        raise GraphError(f"--{given[0].replace('_', '-')} applies when compiling; "
+                         f"{args.model} is already compiled (vta compile takes it)")
+    cfg = _config(args) if args.config else None     # must match the artifact's
+    c = load(args.model, cfg)
     g = c.program.graph
-    for name in g.inputs:
-        if name not in feeds:
-            raise GraphError(f"--inputs {args.inputs}: no array named {name!r} (the model's "
-                             f"inputs: {', '.join(g.inputs)}; the file has: "
-                             f"{', '.join(feeds) or 'nothing'})")
-    extra = sorted(set(feeds) - set(g.inputs))
-    if extra:
-        raise GraphError(f"--inputs {args.inputs}: array {extra[0]!r} is not an input of the "
-                         f"model (inputs: {', '.join(g.inputs)})")
+    feeds = _load_npz(args.inputs, "--inputs", graph=g)
     ex = c.executor(_device(args, c.cfg))
     out = ex.run(feeds)
-    np.savez(args.output, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
-                             for k, v in out.items()})
+    with atomic_write(args.output, what="--output") as f:     # exactly this name
+        np.savez(f, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
+                       for k, v in out.items()})
     if args.profile:
         print(ex.table())
     if args.trace:
-        ex.trace(args.trace)
+        _write_trace(ex, args.trace)
     s = ex.summary()
     print(f"ran {args.model} on {args.device}: VTA {s['vta_cycles']} cycles "
-          f"({s['vta_seconds'] * 1e3:.2f} ms at 100 MHz), CPU {s['cpu_seconds'] * 1e3:.2f} ms, "
+          f"({s['vta_seconds'] * 1e3:.2f} ms modelled at an assumed 100 MHz clock), "
+          f"CPU {s['cpu_seconds'] * 1e3:.2f} ms measured, "
           f"wall {s['wall_seconds']:.3f} s; wrote {args.output}")
     return 0
 
@@ -156,7 +272,7 @@ def _run_builtin(args) -> int:
     out = ex.run({name: x})
     print(ex.table())
     if args.trace:
-        ex.trace(args.trace)
+        _write_trace(ex, args.trace)
         print(f"wrote {args.trace}")
     oname = c.program.graph.outputs[0]
     got = out[oname].reshape(-1)
@@ -182,6 +298,9 @@ def _run_builtin(args) -> int:
         print(f"top-1 {'agrees' if top[0] == rtop[0] else 'DIFFERS'}; "
               f"top-5 overlap {len(set(top) & set(rtop))}/5; output SQNR {sqnr:.1f} dB; "
               f"onnxruntime {ort_s * 1e3:.1f} ms")
+    if args.model.startswith("builtin:"):
+        print("(the built-in networks have seeded random weights: their top-5 class indices "
+              "carry no meaning; what matters is that VTA + CPU agrees with onnxruntime)")
     print(f"compile {t1 - t0:.2f} s (incl. building the model), one inference "
           f"{ex.wall_seconds:.3f} s wall on the {args.device} device")
     return 0
@@ -194,7 +313,7 @@ def _common(p):
     p.add_argument("--calibration", choices=["max", "percentile", "global_scale"],
                    default="percentile", help="activation range: a percentile of |x| "
                    "(default, --percentile), max |x|, or TVM's global_scale=8.0 baseline")
-    p.add_argument("--percentile", type=float, default=99.99,
+    p.add_argument("--percentile", type=percentile, default=99.99,
                    help="percentile for --calibration percentile (default 99.99)")
     p.add_argument("--tuning-log", metavar="LOG.jsonl",
                    help="use the best schedules of this tuning log for the VTA layers")

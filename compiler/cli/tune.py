@@ -22,6 +22,9 @@ import math
 import os
 import sys
 
+from isa.files import InputFileError
+from isa.safe_io import atomic_path, check_output_path
+
 from isa.argtypes import nonnegative_int, positive_float, positive_int
 
 from ..tuner.executor import ExecutorError
@@ -91,22 +94,77 @@ def tasks_of(target: str, layers: str | None = None, cfg=None) -> list:
             for i, t in enumerate(tasks)]
 
 
+#: Largest workload ``vta tune`` builds from a description: per field, and in
+#: multiply-accumulates (a model's workloads are bounded by the ONNX importer).
+TASK_LIMITS = {"batch": 64, "in_channels": 65536, "out_channels": 65536, "height": 1 << 20,
+               "width": 1 << 20, "kernel": 64, "stride": 64, "pad": 64, "in_features": 1 << 20,
+               "out_features": 1 << 20}
+MAX_TASK_PIXELS = 1 << 24
+MAX_TASK_MACS = 1 << 36
+
+
+def check_task_size(task) -> None:
+    """Refuse (:class:`TaskError`, with the size) a workload too large to build in bounded
+    time and memory."""
+    d = dict(task.spec)
+    for k, v in d.items():
+        if k in TASK_LIMITS and v > TASK_LIMITS[k]:
+            raise TaskError(f"workload {task.name or task.key}: {k} {v} is more than the "
+                            f"{TASK_LIMITS[k]} vta tune builds in bounded time and memory")
+    if task.op == "conv2d" and d["height"] * d["width"] > MAX_TASK_PIXELS:
+        raise TaskError(f"workload {task.name or task.key}: a {d['height']}x{d['width']} image "
+                        f"is more than the {MAX_TASK_PIXELS:,} pixels vta tune builds in "
+                        f"bounded time and memory")
+    if task.op == "conv2d":
+        macs = (d["batch"] * d["height"] * d["width"] * d["in_channels"] * d["out_channels"]
+                * d["kernel"] ** 2 // d["stride"] ** 2)
+    else:
+        macs = d["batch"] * d["in_features"] * d["out_features"]
+    if macs > MAX_TASK_MACS:
+        raise TaskError(f"workload {task.name or task.key}: {macs:.3g} multiply-accumulates "
+                        f"is more than the {MAX_TASK_MACS:.3g} vta tune builds in bounded time")
+
+
 def cmd_tune(args) -> int:
     from isa import VTAConfig
 
     from ..vta.default_schedule import default_knobs
     from ..tuner.executor import make_executor
     from ..tuner.measure import measure_knobs
-    from ..tuner.records import load
+    from ..tuner.executor import check_scheduler
+    from ..tuner.records import load, log_lock
     from ..tuner.tuning import plot_convergence, tune
     cfg = VTAConfig.from_json(args.config) if args.config else VTAConfig()
-    tasks = tasks_of(args.target, args.layers, cfg)
+    if args.scheduler:
+        check_scheduler(args.scheduler)
     for p in [args.log] + list(args.transfer or []):
         d = os.path.dirname(os.path.abspath(p))
         if not os.path.isdir(d):
             raise TuningLogError(f"{p}: the directory {d} does not exist")
-    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
-        raise TaskError(f"--plot {args.plot}: the directory does not exist")
+    if os.path.lexists(args.log) and not os.path.isfile(args.log):
+        raise TuningLogError(f"{args.log}: exists and is not a regular file")
+    if args.plot:
+        try:
+            check_output_path(args.plot, what="--plot", suffixes=(".png", ".svg", ".pdf"))
+        except InputFileError as e:
+            raise TaskError(f"--plot {e}") from None
+    tasks = tasks_of(args.target, args.layers, cfg)
+    for t in tasks:
+        if t.wl is None:
+            check_task_size(t)
+
+    def waiting():
+        print(f"waiting for the other tuner writing {args.log} to finish ...", flush=True)
+
+    # one tuner per log at a time: a second one waits, then resumes from what the first
+    # measured, so the two never measure the same candidate
+    with log_lock(args.log, on_wait=waiting):
+        return _tune_locked(args, cfg, tasks, load, tune, plot_convergence, default_knobs,
+                            make_executor, measure_knobs)
+
+
+def _tune_locked(args, cfg, tasks, load, tune, plot_convergence, default_knobs, make_executor,
+                 measure_knobs) -> int:
     transfer = []
     for p in args.transfer or []:
         if not os.path.exists(p):
@@ -144,7 +202,8 @@ def cmd_tune(args) -> int:
         print(f"{t.name[:12]:12} {r.resumed + r.trials:>6} {r.trials:>4} {r.failures:>6} "
               f"{best:>12} {base or '-':>10} {sp:>7}  {kn}")
     if args.plot:
-        plot_convergence(results, args.plot)
+        with atomic_path(args.plot, what="--plot") as tmp:
+            plot_convergence(results, tmp)
         print(f"wrote {args.plot}")
     return 0
 

@@ -30,9 +30,10 @@ Example::
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
+
+from isa.safe_io import atomic_path, write_text_atomic
 
 from .db import ResultsDB
 from .evaluate import evaluate_point
@@ -85,12 +86,31 @@ def run_dse(workload: str, space, out, *, workers: int | None = None,
     ExecutorError
         the executor cannot be set up (bad worker count, unreachable Dask scheduler).
     """
-    from ..tuner.executor import make_executor, run_tasks
+    from ..tuner.executor import check_scheduler
+    from ..tuner.records import TuningLogError, log_lock
     log = log or (lambda s: None)
+    if scheduler:
+        check_scheduler(scheduler)
     layers, note = load_workload(workload)
     sp = _read_space(space)
     points, rejected = enumerate_space(sp, budget, seed)
     outp = _out_dir(out)
+    # one sweep per database at a time: a second waits, then skips what the first measured
+    try:
+        with log_lock(outp / DB_NAME, on_wait=lambda: log(
+                f"waiting for the other vta dse using {outp / DB_NAME} to finish ...")):
+            return _run_locked(layers, note, points, rejected, outp, workers=workers,
+                               scheduler=scheduler, retry_failed=retry_failed,
+                               timeout=timeout, check=check, synth_front=synth_front,
+                               progress=progress, log=log, model=model,
+                               tune_trials=tune_trials)
+    except TuningLogError as e:
+        raise DseError(str(e)) from None
+
+
+def _run_locked(layers, note, points, rejected, outp, *, workers, scheduler, retry_failed,
+                timeout, check, synth_front, progress, log, model, tune_trials) -> dict:
+    from ..tuner.executor import make_executor, run_tasks
     model = model or ResourceModel.default()
     if not isinstance(tune_trials, int) or tune_trials < 0:
         raise DseError(f"tune_trials must be a non-negative integer, not {tune_trials!r}")
@@ -179,9 +199,10 @@ def report(db: ResultsDB, out: Path, model: ResourceModel) -> dict:
            "resource_model": {"held_out": _errors(model.held_out_errors()),
                               "train": model.train_errors(), "coef": model.coef},
            "fronts": fronts, "chosen": chosen}
-    (out / "front.json").write_text(json.dumps(doc, indent=1) + "\n")
+    write_text_atomic(out / "front.json", json.dumps(doc, indent=1) + "\n")
     if ok:
-        plot_fronts(ok, fronts, out / "front.png")
+        with atomic_path(out / "front.png") as tmp:
+            plot_fronts(ok, fronts, tmp)
     return {"ok": len(ok), "failed": len(rows) - len(ok),
             "front_sizes": {d: {res: len(f[res]["inferences_per_s"]) for res in f}
                             for d, f in fronts.items()},
@@ -218,9 +239,9 @@ def _choose(ok: list[dict], out: Path, real: dict | None = None) -> dict:
     DRAM) only ``alu_stages`` 3 points are eligible, preferring the ``vta_hw_fpga`` DRAM
     model when the sweep has it."""
     cdir = out / "chosen"
-    if cdir.exists():
-        shutil.rmtree(cdir)
-    cdir.mkdir()
+    if cdir.exists() and not cdir.is_dir():
+        raise DseError(f"{cdir} exists and is not a directory")
+    cdir.mkdir(exist_ok=True)
     chosen = {}
     for part, cap in PARTS.items():
         cand = [r for r in ok if r["feasibility"][part]["fits"]]
@@ -235,7 +256,7 @@ def _choose(ok: list[dict], out: Path, real: dict | None = None) -> dict:
         best = min(near, key=lambda r: (r["feasibility"][part]["util"],
                                         -r["inferences_per_s"], r["luts"]))
         path = cdir / f"{part}.json"
-        config_of(best["point"]).to_json(path)
+        config_of(best["point"]).to_json(path)          # atomic
         entry = {"name": point_name(best["point"]), "config_file": f"chosen/{part}.json",
                  "point": best["point"], "cycles_per_image": best["cycles_per_image"],
                  "inferences_per_s": round(best["inferences_per_s"], 2),
@@ -247,7 +268,10 @@ def _choose(ok: list[dict], out: Path, real: dict | None = None) -> dict:
             entry["build"] = (f"vta hw build --board ulx3s-{part.split('-')[1]} --config "
                               f"{out / 'chosen' / (part + '.json')} --out build_{part}")
         chosen[part] = entry
-    (out / "chosen.json").write_text(json.dumps(chosen, indent=1) + "\n")
+    for part in PARTS:                       # a part an earlier run chose and this one did not
+        if part not in chosen and (cdir / f"{part}.json").is_file():
+            (cdir / f"{part}.json").unlink()
+    write_text_atomic(out / "chosen.json", json.dumps(chosen, indent=1) + "\n")
     return chosen
 
 

@@ -49,6 +49,12 @@ class Layer:
 
 
 _INT_FIELDS = ("h", "w", "cin", "cout", "k", "pad", "stride")
+#: Largest layer a sweep builds (each point compiles and simulates every layer): per field,
+#: and in multiply-accumulates.
+LIMITS = {"h": 1 << 20, "w": 1 << 20, "cin": 65536, "cout": 65536, "k": 64, "pad": 64,
+          "stride": 64}
+MAX_PIXELS = 1 << 24
+MAX_MACS = 1 << 36
 
 
 def _layer(d, where: str) -> Layer:
@@ -77,6 +83,16 @@ def _layer(d, where: str) -> Layer:
         lo = 0 if f == "pad" else 1
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise DseError(f"{where}: {f} must be an integer >= {lo}, not {v!r}")
+        if v > LIMITS[f]:
+            raise DseError(f"{where}: {f} {v} is more than the {LIMITS[f]} a sweep builds in "
+                           f"bounded time and memory")
+    if d["h"] * d["w"] > MAX_PIXELS:
+        raise DseError(f"{where}: a {d['h']}x{d['w']} image is more than the {MAX_PIXELS:,} "
+                       f"pixels a sweep builds in bounded time and memory")
+    macs = d["h"] * d["w"] * d["cin"] * d["cout"] * d["k"] ** 2 // d["stride"] ** 2
+    if macs > MAX_MACS:
+        raise DseError(f"{where}: {macs:.3g} multiply-accumulates is more than the "
+                       f"{MAX_MACS:.3g} a sweep builds in bounded time")
     if d["k"] > d["h"] + 2 * d["pad"] or d["k"] > d["w"] + 2 * d["pad"]:
         raise DseError(f"{where}: the {d['k']}x{d['k']} kernel is larger than the padded "
                        f"{d['h']}x{d['w']} image")

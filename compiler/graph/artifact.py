@@ -15,11 +15,21 @@ Contents::
     cpu/<node>.ll     each CPU kernel's optimised LLVM IR (when the LLVM backend built it)
     report.txt        the compile report (partition, SQNR per layer)
 
-Loading checks every hash first (a tampered or missing file is an :class:`ArtifactError`
-naming it), never unpickles, and rebuilds the executable program from the graph for the
+Loading treats the artifact as untrusted: every member is read in bounded chunks while it is
+hashed, against the size the manifest declares (``sizes``) and a total cap
+(:data:`MAX_ARTIFACT_BYTES`); a zip member the manifest does not list is refused; the
+directory form never follows a symlink (out of the artifact or within it) and never opens a
+FIFO or device; JSON that is nested too deeply is a one-line error.  It checks every hash
+first (a tampered or missing file is an :class:`ArtifactError` naming it), never unpickles, and rebuilds the executable program from the graph for the
 stored configuration (VTA instruction streams are produced by the JIT runtime when the
 program runs, as in TVM's runtime); a device whose configuration differs from the stored
 one is refused.
+
+The sha256 manifest proves integrity (the files are those the manifest lists), not origin:
+anyone can rebuild a matching manifest.  With a key in the environment variable
+``VTA_ARTIFACT_KEY``, :func:`save` also writes ``manifest.sig`` (HMAC-SHA256 of
+``manifest.json``) and :func:`load` refuses an artifact whose signature is missing or does
+not match (see docs/networks.md).
 
 Example::
 
@@ -52,6 +62,12 @@ from ..ops import registry
 from .ir import Graph, GraphError
 
 FORMAT = "vta-stack-network-1"
+#: Most bytes an artifact's members may hold in all, and any one of them.
+MAX_ARTIFACT_BYTES = 2 << 30
+MAX_MEMBER_BYTES = 1 << 30
+MAX_MANIFEST_BYTES = 4 << 20
+SIGNATURE = "manifest.sig"
+KEY_ENV = "VTA_ARTIFACT_KEY"
 _TUPLE_KEYS = ("strides", "pads", "dilations", "kernel", "shape")
 
 
@@ -130,8 +146,13 @@ def save(compiled, path: str, record_streams: bool = True) -> dict:
             files[f"cpu/{safe}.ll"] = s.kernel.module.show("llvm").encode()
     hashes = {n: hashlib.sha256(b).hexdigest() for n, b in files.items()}
     manifest = {"format": FORMAT, "files": hashes,
+                "sizes": {n: len(b) for n, b in files.items()},
                 "config_sha256": hashes["config.json"]}
     files["manifest.json"] = json.dumps(manifest, indent=1, sort_keys=True).encode()
+    from isa.safe_archive import hmac_sign, key_from_env
+    key = key_from_env(KEY_ENV)
+    if key is not None:
+        files[SIGNATURE] = (hmac_sign(files["manifest.json"], key) + "\n").encode()
     if path.endswith((".vtar", ".zip")):
         d = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(d):
@@ -149,27 +170,141 @@ def save(compiled, path: str, record_streams: bool = True) -> dict:
 
 
 class _Reader:
+    """Bounded reads of an artifact's members (see the module docstring)."""
+
     def __init__(self, path: str):
+        from isa.files import InputFileError
+        from isa.safe_archive import open_zip
         self.path = path
+        self.total = 0
         if os.path.isdir(path):
             self.z = None
         elif os.path.isfile(path):
             try:
-                self.z = zipfile.ZipFile(path)
-            except zipfile.BadZipFile:
+                self._cm = open_zip(path, "compiled network", max_bytes=MAX_ARTIFACT_BYTES)
+                self.z = self._cm.__enter__()
+            except InputFileError as e:
+                if zipfile.is_zipfile(path) or "limit" in str(e):
+                    raise ArtifactError(str(e)) from None
                 raise ArtifactError(f"{path}: not a compiled network (not a zip file nor a "
                                     f"directory)") from None
+        elif os.path.lexists(path) or os.path.exists(path):
+            raise ArtifactError(f"{path}: not a compiled network (not a regular file nor a "
+                                f"directory)")
         else:
             raise ArtifactError(f"{path}: no such artifact")
 
-    def read(self, name: str) -> bytes:
+    def names(self) -> list[str] | None:
+        return None if self.z is None else [i.filename for i in self.z.infolist()
+                                            if not i.is_dir()]
+
+    def has(self, name: str) -> bool:
+        if self.z is not None:
+            return name in self.z.NameToInfo
+        return os.path.lexists(os.path.join(self.path, name))
+
+    def read(self, name: str, size: int | None = None,
+             cap: int = MAX_MEMBER_BYTES) -> tuple[bytes, str]:
+        """``(bytes, sha256)`` of member ``name``: exactly ``size`` bytes when declared, at
+        most ``cap``, and within what is left of :data:`MAX_ARTIFACT_BYTES`."""
+        from isa.files import InputFileError
+        from isa.safe_archive import read_zip_member
+        from isa.safe_io import read_folder_file
+        if not self.has(name):
+            raise ArtifactError(f"{self.path}: missing file {name}")
+        left = MAX_ARTIFACT_BYTES - self.total
+        if size is not None and size > left:
+            raise ArtifactError(f"{self.path}: {name} declares {size:,} bytes, past the "
+                                f"{MAX_ARTIFACT_BYTES:,}-byte limit of an artifact")
         try:
             if self.z is None:
-                with open(os.path.join(self.path, name), "rb") as f:
-                    return f.read()
-            return self.z.read(name)
-        except (KeyError, FileNotFoundError):
-            raise ArtifactError(f"{self.path}: missing file {name}") from None
+                data, digest = read_folder_file(self.path, name, declared_size=size,
+                                                max_bytes=min(cap, left), what="member of an artifact")
+            else:
+                data, digest = read_zip_member(self.z, name, declared_size=size,
+                                               max_bytes=min(cap, left))
+        except InputFileError as e:
+            raise ArtifactError(str(e)) from None
+        except OSError as e:
+            raise ArtifactError(f"{self.path}: {name}: {e.strerror or e}") from None
+        self.total += len(data)
+        return data, digest
+
+    def close(self) -> None:
+        if self.z is not None:
+            self._cm.__exit__(None, None, None)
+
+
+def _json(data: bytes, where: str):
+    from isa.files import InputFileError
+    from isa.safe_io import parse_json
+    try:
+        return parse_json(data.decode("utf-8"), where)
+    except UnicodeDecodeError:
+        raise ArtifactError(f"{where}: not UTF-8 text") from None
+    except InputFileError as e:
+        raise ArtifactError(str(e)) from None
+
+
+def _check_signature(r: _Reader, raw_manifest: bytes) -> None:
+    from isa.files import InputFileError
+    from isa.safe_archive import hmac_verify, key_from_env
+    key = key_from_env(KEY_ENV)
+    if key is None:
+        return
+    if not r.has(SIGNATURE):
+        raise ArtifactError(f"{r.path}: no {SIGNATURE}, but {KEY_ENV} is set: an unsigned "
+                            f"artifact is refused (unset {KEY_ENV} to load it anyway)")
+    sig, _ = r.read(SIGNATURE, cap=1024)
+    try:
+        hmac_verify(raw_manifest, sig.decode("ascii", "replace"), key,
+                    f"{r.path}: {SIGNATURE}")
+    except InputFileError as e:
+        raise ArtifactError(str(e)) from None
+
+
+def _read_manifest(r: _Reader, path: str) -> tuple[dict, dict]:
+    try:
+        raw, _ = r.read("manifest.json", cap=MAX_MANIFEST_BYTES)
+    except ArtifactError as e:
+        if "missing file" in str(e):
+            raise ArtifactError(f"{path}: not a compiled network (no manifest.json)") from None
+        raise
+    _check_signature(r, raw)
+    manifest = _json(raw, f"{path}: manifest.json")
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ArtifactError(f"{path}: manifest.json: unknown format "
+                            f"{manifest.get('format') if isinstance(manifest, dict) else None!r}"
+                            f" (expected {FORMAT})")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or "graph.json" not in files or "config.json" not in files:
+        raise ArtifactError(f"{path}: manifest.json does not list graph.json and config.json")
+    sizes = manifest.get("sizes", {})
+    if not isinstance(sizes, dict):
+        raise ArtifactError(f"{path}: manifest.json: 'sizes' must be an object")
+    for name, digest in files.items():
+        if not isinstance(name, str) or name.startswith(("/", "\\")) or ".." in name.split("/") \
+                or name in ("manifest.json", SIGNATURE):
+            raise ArtifactError(f"{path}: manifest.json names a file outside the artifact: "
+                                f"{name!r}")
+        if not isinstance(digest, str):
+            raise ArtifactError(f"{path}: manifest.json: the hash of {name} is not a string")
+        size = sizes.get(name)
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool)
+                                 or size < 0):
+            raise ArtifactError(f"{path}: manifest.json: the size of {name} is not a byte "
+                                f"count: {size!r}")
+    declared = sum(v for v in sizes.values() if isinstance(v, int))
+    if declared > MAX_ARTIFACT_BYTES:
+        raise ArtifactError(f"{path}: manifest.json declares {declared:,} bytes, past the "
+                            f"{MAX_ARTIFACT_BYTES:,}-byte limit of an artifact")
+    names = r.names()
+    if names is not None:
+        extra = sorted(set(names) - set(files) - {"manifest.json", SIGNATURE})
+        if extra:
+            raise ArtifactError(f"{path}: {extra[0]} is in the archive but not listed in "
+                                f"manifest.json")
+    return files, sizes
 
 
 def load(path: str, cfg: VTAConfig | None = None):
@@ -179,38 +314,28 @@ def load(path: str, cfg: VTAConfig | None = None):
     from .partition import compile_graph
     r = _Reader(path)
     try:
-        raw = r.read("manifest.json")
-    except ArtifactError:
-        raise ArtifactError(f"{path}: not a compiled network (no manifest.json)") from None
+        files, sizes = _read_manifest(r, path)
+        blobs = {}
+        for name, digest in files.items():
+            b, got = r.read(name, sizes.get(name))
+            if got != digest:
+                raise ArtifactError(f"{path}: {name} does not match its hash in manifest.json "
+                                    f"(the file was modified)")
+            blobs[name] = b
+    finally:
+        r.close()
     try:
-        manifest = json.loads(raw)
-    except ValueError as e:
-        raise ArtifactError(f"{path}: manifest.json is not JSON ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ArtifactError(f"{path}: manifest.json: unknown format "
-                            f"{manifest.get('format') if isinstance(manifest, dict) else None!r}"
-                            f" (expected {FORMAT})")
-    blobs = {}
-    files = manifest.get("files")
-    if not isinstance(files, dict) or "graph.json" not in files or "config.json" not in files:
-        raise ArtifactError(f"{path}: manifest.json does not list graph.json and config.json")
-    for name, digest in files.items():
-        if not isinstance(name, str) or name.startswith(("/", "\\")) or ".." in name.split("/"):
-            raise ArtifactError(f"{path}: manifest.json names a file outside the artifact: "
-                                f"{name!r}")
-        b = r.read(name)
-        if hashlib.sha256(b).hexdigest() != digest:
-            raise ArtifactError(f"{path}: {name} does not match its hash in manifest.json "
-                                f"(the file was modified)")
-        blobs[name] = b
-    stored = VTAConfig.from_dict(json.loads(blobs["config.json"])) \
-        if hasattr(VTAConfig, "from_dict") else _cfg_from_json(blobs["config.json"])
+        stored = VTAConfig.from_dict(_json(blobs["config.json"], f"{path}: config.json"))
+    except (TypeError, ValueError) as e:
+        if isinstance(e, ArtifactError):
+            raise
+        raise ArtifactError(f"{path}: config.json: {e}") from None
     if cfg is not None and _cfg_json(cfg) != _cfg_json(stored):
         raise ArtifactError(f"{path}: compiled for a different VTA configuration "
                             f"({_describe(stored)}) than the one given ({_describe(cfg)})")
     try:
-        q, opts = _graph_from_json(blobs)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
+        q, opts = _graph_from_json(blobs, path)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         if isinstance(e, GraphError):
             raise ArtifactError(f"{path}: graph.json: {e}") from None
         raise ArtifactError(f"{path}: graph.json is malformed ({type(e).__name__}: {e})") \
@@ -220,11 +345,13 @@ def load(path: str, cfg: VTAConfig | None = None):
     return Compiled(stored, None, q, prog, opts)
 
 
-def _graph_from_json(blobs: dict):
-    doc = json.loads(blobs["graph.json"])
+def _graph_from_json(blobs: dict, path: str = "artifact"):
+    doc = _json(blobs["graph.json"], f"{path}: graph.json")
     q = Graph(doc["name"])
     for p, f in doc["params"].items():
-        arr = np.load(io.BytesIO(blobs[f]), allow_pickle=False)
+        if f not in blobs:
+            raise ArtifactError(f"parameter {p!r}: {f!r} is not listed in manifest.json")
+        arr = np.lib.format.read_array(io.BytesIO(blobs[f]), allow_pickle=False)
         q.add_param(p, arr, doc["values"][p]["frac"])
     for i in doc["inputs"]:
         v = doc["values"][i]
@@ -240,16 +367,6 @@ def _graph_from_json(blobs: dict):
     from .ir import verify
     verify(q, "load")
     return q, {**doc.get("options", {}), "_knobs": doc.get("knobs") or {}}
-
-
-def _cfg_from_json(b: bytes) -> VTAConfig:
-    import tempfile
-    with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as f:
-        f.write(b)
-    try:
-        return VTAConfig.from_json(f.name)
-    finally:
-        os.unlink(f.name)
 
 
 def _describe(cfg: VTAConfig) -> str:

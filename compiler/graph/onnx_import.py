@@ -11,6 +11,14 @@ uses instead of calibrating (:mod:`compiler.ops.qdq`).
 Shapes are static: a dynamic leading (batch) dimension of a graph input is bound to
 ``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.
 
+A model is untrusted input.  Before any node is imported: the file is read bounded (a
+regular file of at most :data:`MAX_MODEL_BYTES`), ``onnx.checker`` runs with strict shape
+inference (arity, attribute ranges such as stride 0 or an axis out of range, types and
+shapes, a newer IR version), then our own checks: an opset newer than this onnx knows, no
+outputs, NaN/Inf in an initializer, and a tensor of more than :data:`MAX_ELEMENTS` elements
+(a size the compiler cannot build in bounded time and memory).  Each is one line naming the
+model and the node.
+
 Example::
 
     import numpy as np, onnx
@@ -32,7 +40,9 @@ OnnxImportError
 
 from __future__ import annotations
 
+import math
 import os
+import re
 
 import numpy as np
 
@@ -42,17 +52,95 @@ from ..ops.errors import OnnxImportError
 from .ir import Graph
 
 
+#: Largest model file read (protobuf's own limit), and largest tensor imported (elements).
+MAX_MODEL_BYTES = 2 << 30
+MAX_ELEMENTS = 1 << 28
+
+_CHECK_NODE = re.compile(r"\(op_type:(\w+), node name: ([^)]*)\):\s*(?:\[\w+\]\s*)?(.*)")
+
+
 def load_model(path_or_model):
     import onnx
     if isinstance(path_or_model, (str, os.PathLike)):
+        from isa.files import InputFileError
+        from isa.safe_io import read_bytes_capped
         path = os.fspath(path_or_model)
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise OnnxImportError(f"{path}: no such model file")
         try:
-            return onnx.load(path)
+            data = read_bytes_capped(path, MAX_MODEL_BYTES, "ONNX model")
+        except InputFileError as e:
+            raise OnnxImportError(str(e)) from None
+        if not data:
+            raise OnnxImportError(f"{path}: empty file, not an ONNX model")
+        try:
+            m = onnx.load_model_from_string(data)
         except Exception as e:  # protobuf DecodeError and friends
             raise OnnxImportError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
+        check_model(m, path)
+        return m
+    check_model(path_or_model, getattr(path_or_model.graph, "name", "") or "model")
     return path_or_model
+
+
+def _one_line(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    m = _CHECK_NODE.search(text)
+    if m:
+        op, name, msg = m.groups()
+        msg = msg.split(" | ")[0].split("(op_type:")[0].strip().rstrip(".")
+        return f"node {name!r} ({op}): {msg}"
+    return text.split(" ==> Context:")[0][:300]
+
+
+def check_model(m, where: str = "model") -> None:
+    """``onnx.checker`` with strict shape inference, then the checks the checker does not
+    make (see the module docstring); :class:`OnnxImportError` naming ``where`` and the node."""
+    import onnx
+    from onnx import numpy_helper
+    if m.ir_version < 1:
+        raise OnnxImportError(f"{where}: not an ONNX model (no ir_version)")
+    if m.ir_version > onnx.IR_VERSION:
+        raise OnnxImportError(f"{where}: IR version {m.ir_version} is newer than this onnx "
+                              f"package reads ({onnx.IR_VERSION}); export with an older one")
+    newest = onnx.defs.onnx_opset_version()
+    for op in m.opset_import:
+        if op.domain in ("", "ai.onnx") and not 1 <= op.version <= newest:
+            raise OnnxImportError(f"{where}: opset {op.version} of the default domain is not "
+                                  f"one this onnx package knows (1 to {newest})")
+    if not m.graph.output:
+        raise OnnxImportError(f"{where}: the model has no outputs")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+        onnx.checker.check_model(inferred, full_check=False)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        if "No Op registered" not in str(e) and "Unrecognized" not in str(e):
+            raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
+    except (ValueError, RuntimeError) as e:
+        raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
+    users: dict[str, str] = {}
+    for n in m.graph.node:
+        for i in n.input:
+            users.setdefault(i, n.name or n.op_type)
+    for t in m.graph.initializer:
+        if t.data_type not in (1, 10, 11, 16):         # float, float16, double, bfloat16
+            continue
+        if math.prod(t.dims) > MAX_ELEMENTS:
+            raise OnnxImportError(f"{where}: initializer {t.name!r} has shape "
+                                  f"{tuple(t.dims)}, more than {MAX_ELEMENTS:,} elements")
+        a = numpy_helper.to_array(t)
+        if not np.isfinite(a).all():
+            bad = "NaN" if np.isnan(a).any() else "Inf"
+            user = f" (used by node {users[t.name]!r})" if t.name in users else ""
+            raise OnnxImportError(f"{where}: initializer {t.name!r}{user} holds {bad}")
+
+
+def _check_size(what: str, shape) -> None:
+    n = math.prod(int(d) for d in shape)
+    if n > MAX_ELEMENTS or any(int(d) > MAX_ELEMENTS for d in shape):
+        dims = "x".join(str(int(d)) for d in shape)
+        raise OnnxImportError(f"{what}: shape {dims} ({n:.3g} elements) is more than the "
+                              f"{MAX_ELEMENTS:,} elements a tensor may have here")
 
 
 def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
@@ -78,13 +166,19 @@ def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
         for k, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
                 dims.append(d.dim_value)
+            elif d.HasField("dim_value"):
+                raise OnnxImportError(f"graph input {vi.name!r}: dimension {k} is "
+                                      f"{d.dim_value}; dimensions must be positive")
             elif k == 0:
                 dims.append(batch)
             else:
                 sym = d.dim_param or "?"
                 raise OnnxImportError(f"graph input {vi.name!r}: dimension {k} is dynamic "
                                       f"({sym!r}); only the batch dimension may be dynamic")
+        _check_size(f"graph input {vi.name!r}", dims)
         g.add_input(vi.name, tuple(dims), "float32")
+    if not og.output:
+        raise OnnxImportError(f"{g.name}: the model has no outputs")
     imp = ImportContext(g, consts, alias)
     for i, node in enumerate(og.node):
         imp.node(node, i)
@@ -183,6 +277,7 @@ class ImportContext:
         out = node.output[0]
         if out in self.g.values:
             raise OnnxImportError(f"node {node.name!r}: output {out!r} defined twice")
+        _check_size(f"node {node.name!r} ({node.op_type}): output", shape)
         self.g.add_node(op, out, [self.value(i) for i in inputs], shape, dtype, attrs)
         for extra in node.output[1:]:
             if extra:

@@ -60,6 +60,7 @@ def _single_use(g: Graph):
 
 def fold_batchnorm(g: Graph) -> Graph:
     prod = g.producer()
+    users = g.users()
     single = _single_use(g)
     keep = []
     for n in g.nodes:
@@ -76,31 +77,39 @@ def fold_batchnorm(g: Graph) -> Graph:
             g.add_param(wn, w.astype(np.float32))
             g.add_param(bn, ((b0 - mean) * k + beta).astype(np.float32))
             src.inputs = [src.inputs[0], wn, bn]
-            _replace_uses(g, n.output, src.output)
+            _replace_uses(g, n.output, src.output, users, prod)
             continue
         keep.append(n)
     g.nodes = keep
     return g
 
 
-def _replace_uses(g: Graph, old: str, new: str) -> None:
-    """Make every use of value ``old`` read ``new``; the graph output keeps its name."""
+def _replace_uses(g: Graph, old: str, new: str, users: dict, prod: dict) -> None:
+    """Make every use of value ``old`` read ``new``; the graph output keeps its name.
+    ``users`` ({value: [nodes]}) and ``prod`` ({value: node}) are kept up to date, so a
+    pass that calls this per node stays linear in the graph's size."""
     if old in g.outputs:        # rename the producer's output instead (the model's name)
-        prod = g.producer()[new]
+        p = prod.pop(new)
         v = g.values.pop(new)
         g.values.pop(old, None)
         v.name = old
         g.values[old] = v
-        for n in g.nodes:
+        moved = users.pop(new, [])
+        for n in moved:
             n.inputs = [old if i == new else i for i in n.inputs]
-        prod.output = prod.name = old
+        users[old] = moved
+        p.output = p.name = old
+        prod[old] = p
         return
-    for n in g.nodes:
+    moved = users.pop(old, [])
+    for n in moved:
         n.inputs = [new if i == old else i for i in n.inputs]
+    users.setdefault(new, []).extend(m for m in moved if m not in users.get(new, []))
 
 
 def fold_bias(g: Graph) -> Graph:
     prod = g.producer()
+    users = g.users()
     single = _single_use(g)
     keep = []
     for n in g.nodes:
@@ -119,7 +128,7 @@ def fold_bias(g: Graph) -> Graph:
                     bn = g.fresh(src.name + "_bias")
                     g.add_param(bn, b.astype(np.float32))
                     src.inputs = src.inputs[:2] + [bn]
-                    _replace_uses(g, n.output, src.output)
+                    _replace_uses(g, n.output, src.output, users, prod)
                     continue
         keep.append(n)
     g.nodes = keep
@@ -127,8 +136,14 @@ def fold_bias(g: Graph) -> Graph:
 
 
 def fuse(g: Graph) -> Graph:
+    """Absorb each conv/dense/add's single-use chain of add (a residual), relu and clip into
+    it.  Linear in the graph's size: the users and positions are computed once."""
     prod = g.producer()
-    single = _single_use(g)
+    users = g.users()
+    pos = {id(m): k for k, m in enumerate(g.nodes)}
+
+    def single(v):
+        return len(users.get(v, [])) == 1 and v not in g.outputs
     dead: set[int] = set()
     for n in g.nodes:
         if n.op not in ("conv", "dense", "add") or id(n) in dead:
@@ -140,7 +155,6 @@ def fuse(g: Graph) -> Graph:
             n.inputs.append(bn)
         n.attrs.setdefault("post", [])
         cur = n
-        users = g.users()
         while single(cur.output):
             u = users[cur.output][0]
             steps = n.attrs["post"]
@@ -151,10 +165,11 @@ def fuse(g: Graph) -> Graph:
                 if other in g.params:
                     break
                 # the residual must be computed before this node (topological order)
-                if other in prod and g.nodes.index(prod[other]) > g.nodes.index(n):
+                if other in prod and pos[id(prod[other])] > pos[id(n)]:
                     break
                 steps.append(["add"])
                 n.inputs.append(other)
+                users.setdefault(other, []).append(n)
             elif u.op == "relu" and not any(s[0] in ("relu", "clip") for s in steps):
                 steps.append(["relu"])
             elif u.op == "clip" and not any(s[0] in ("relu", "clip") for s in steps):
@@ -168,7 +183,8 @@ def fuse(g: Graph) -> Graph:
             old = n.output
             g.values.pop(old)
             n.output = n.name = cur.output
-            for m in g.nodes:
+            prod[cur.output] = n
+            for m in users.get(old, []):
                 m.inputs = [cur.output if i == old else i for i in m.inputs]
     g.nodes = [m for m in g.nodes if id(m) not in dead]
     return g

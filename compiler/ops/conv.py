@@ -110,10 +110,16 @@ def import_conv(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
     w = ctx.const(node.input[1], node, "W")
     group = int(ctx.take(attrs, "group", 1))
-    ctx.take(attrs, "kernel_shape")
+    ks = ctx.take(attrs, "kernel_shape")
     if w.ndim != 4:
         raise OnnxImportError(f"node {node.name!r} (Conv): weight is {w.ndim}-D; only 2-D "
                               f"convolutions are supported")
+    if ks is not None and tuple(ks) != tuple(w.shape[2:]):
+        raise OnnxImportError(f"node {node.name!r} (Conv): attribute 'kernel_shape' = "
+                              f"{list(ks)} does not match the {w.shape[2]}x{w.shape[3]} weight")
+    if group < 1 or w.shape[0] % group:
+        raise OnnxImportError(f"node {node.name!r} (Conv): group {group} does not divide the "
+                              f"{w.shape[0]} output channels")
     if xs[1] != w.shape[1] * group:
         raise OnnxImportError(f"node {node.name!r} (Conv): input has {xs[1]} channels, "
                               f"weight expects {w.shape[1]} x group {group}")

@@ -13,10 +13,21 @@ import numpy as np
 from . import registry
 
 
+def _check_scale(node, scale, what):
+    from .errors import OnnxImportError
+    s = np.asarray(scale, np.float64)
+    if s.size == 0 or not np.isfinite(s).all() or (s <= 0).any():
+        bad = s.reshape(-1)[np.flatnonzero(~np.isfinite(s.reshape(-1)) | (s.reshape(-1) <= 0))]
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): {what} "
+                              f"{bad[0] if bad.size else 'is empty'}: scales must be positive "
+                              f"and finite")
+
+
 def import_quantize_linear(ctx, node, attrs):
     ctx.take(attrs, "axis")
     ctx.take(attrs, "saturate")
     scale = ctx.const(node.input[1], node, "y_scale")
+    _check_scale(node, scale, "y_scale")
     zp = (ctx.const(node.input[2], node, "y_zero_point") if len(node.input) > 2
           and node.input[2] else np.zeros((), np.uint8))
     src = ctx.src(node.input[0])
@@ -38,6 +49,7 @@ def import_dequantize_linear(ctx, node, attrs):
     axis = int(ctx.take(attrs, "axis", 1))
     inp = node.input[0]
     scale = ctx.const(node.input[1], node, "x_scale").astype(np.float64)
+    _check_scale(node, scale, "x_scale")
     qinfo = getattr(ctx, "qdq_info", {}).get(inp)
     if qinfo is not None:        # Q -> DQ on an activation
         src = ctx.src(inp)

@@ -66,13 +66,24 @@ def _wrap(v) -> "Expr":
         return Const(int(v), None)
     if isinstance(v, numbers.Real):
         return Const(float(v), "float32")
-    raise TEError(f"cannot use {v!r} in a tensor expression (integers or floats only)")
+    if v is None:
+        raise TEError("cannot use None in a tensor expression: a compute lambda or an "
+                      "operand gave no value (a missing 'return'?)")
+    if isinstance(v, Tensor):
+        raise TEError(f"cannot use the tensor {v.name} itself in a tensor expression: index "
+                      f"it, {v.name}[i, j] or {v.name}(i, j)")
+    raise TEError(f"cannot use {v!r} ({type(v).__name__}) in a tensor expression (integers, "
+                  f"floats or expressions only)")
 
 
 class Expr:
     """Base of every expression node.  ``dtype`` is None for untyped integer constants."""
 
     dtype: str | None = None
+
+    def astype(self, dtype: str) -> "Cast":
+        """TVM's ``x.astype("int8")``: the same as :func:`cast`."""
+        return cast(dtype, self)
 
     def __add__(self, o): return Binary("add", self, _wrap(o))
     def __radd__(self, o): return Binary("add", _wrap(o), self)
@@ -288,9 +299,15 @@ class Tensor:
 
     def __getitem__(self, idx) -> Load:
         idx = idx if isinstance(idx, tuple) else (idx,)
+        if len(idx) == 1 and isinstance(idx[0], (list, tuple)):
+            idx = tuple(idx[0])                     # A[(i, j)] / A[list of indices]
         if len(idx) != self.ndim:
             raise TEError(f"{self.name} has {self.ndim} dimensions, indexed with {len(idx)}")
         return Load(self, tuple(_wrap(i) for i in idx))
+
+    def __call__(self, *idx) -> Load:
+        """TVM's call syntax ``A(i, j)`` (``lambda *i: A(*i)``): the same as ``A[i, j]``."""
+        return self[idx]
 
     def __repr__(self):
         kind = "placeholder" if self.is_placeholder else "compute"
@@ -320,8 +337,10 @@ def compute(shape, fcompute, name="compute", dtype=None, tag="") -> Tensor:
         raise TEError(f"compute {name}: lambda takes {len(params)} indices for a "
                       f"{len(shape)}-D shape")
     axes = tuple(IterVar(p, int(s)) for p, s in zip(params, shape))
-    body = _wrap(fcompute(*axes))
-    return _finish(name, shape, dtype, axes, body, tag)
+    body = fcompute(*axes)
+    if body is None:
+        raise TEError(f"compute {name}: the lambda returned None (a missing 'return'?)")
+    return _finish(name, shape, dtype, axes, _wrap(body), tag)
 
 
 def _finish(name, shape, dtype, axes, body, tag) -> Tensor:
@@ -351,15 +370,25 @@ def sum(expr, axis) -> Reduce:  # noqa: A001 - mirrors te.sum
     return Reduce(_wrap(expr), axes)
 
 
+def _is_reduce_axis(axis) -> bool:
+    axes = axis if isinstance(axis, (list, tuple)) else (axis,)
+    return bool(axes) and all(isinstance(a, IterVar) and a.kind == "reduce" for a in axes)
+
+
 def max(expr, axis) -> Reduce:  # noqa: A001 - mirrors te.max
     """The maximum of ``expr`` over the reduction axes ``axis`` (init: the dtype's lowest
-    value, -inf for float32)."""
+    value, -inf for float32).  As in TVM, ``te.max(x, y)`` with an operand instead of
+    reduction axes is the element-wise maximum (:func:`maximum`)."""
+    if not _is_reduce_axis(axis) and not isinstance(axis, (list, tuple, IterVar)):
+        return maximum(expr, axis)
     return _reduce("max", expr, axis)
 
 
 def min(expr, axis) -> Reduce:  # noqa: A001 - mirrors te.min
     """The minimum of ``expr`` over the reduction axes ``axis`` (init: the dtype's highest
-    value, +inf for float32)."""
+    value, +inf for float32); ``te.min(x, y)`` is the element-wise minimum."""
+    if not _is_reduce_axis(axis) and not isinstance(axis, (list, tuple, IterVar)):
+        return minimum(expr, axis)
     return _reduce("min", expr, axis)
 
 

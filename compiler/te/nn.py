@@ -37,11 +37,15 @@ def _conv_geometry(fn: str, h: int, w: int, kh: int, kw: int, stride: int, paddi
     """(padding as (top, bottom, left, right), output height, output width) of a conv;
     ``fn`` names the operator in the errors."""
     if stride < 1:
-        raise TEError(f"{fn}: stride {stride} out of range")
+        raise TEError(f"{fn}: stride {stride} out of range: it must be at least 1")
+    if kh < 1 or kw < 1:
+        raise TEError(f"{fn}: kernel {kh}x{kw} is empty: both kernel dimensions must be at "
+                      f"least 1")
     pt, pb, pl, pr = padding4(padding)
     oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
     if oh < 1 or ow < 1:
-        raise TEError(f"{fn}: kernel {kh}x{kw} larger than padded input {h}x{w}")
+        raise TEError(f"{fn}: kernel {kh}x{kw} larger than the input {h}x{w} padded to "
+                      f"{h + pt + pb}x{w + pl + pr}")
     return (pt, pb, pl, pr), oh, ow
 
 

@@ -10,7 +10,9 @@ callers have one code path.  There is no home-made RPC.
 every failure into data: an exception raised by the task, a task that exceeds its time
 limit, and a worker that died (a killed process, an out-of-memory kill) are each recorded
 in :class:`Outcome` and never end the run.  A pool broken by a dead worker is replaced and
-the items it lost are resubmitted once, so no record is lost.
+the items it lost are resubmitted once, so no record is lost.  Local workers die with their
+parent: ``SIGKILL`` of ``vta tune``/``vta dse`` leaves no orphan (``PR_SET_PDEATHSIG`` on
+Linux, and a watchdog thread that exits when the parent process is gone).
 
 Example (a task must be picklable for a process pool: a module-level function)::
 
@@ -81,9 +83,43 @@ class _DaskExecutor(Executor):
         self.client.close()
 
 
+def _watch_parent(parent: int) -> None:
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: end this process when ``parent`` ends, however it ends."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)          # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):                   # pragma: no cover - not Linux
+        pass
+    if os.getppid() != parent:                          # the parent died before prctl
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
 def _pool(workers: int) -> ProcessPoolExecutor:
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                               initializer=_die_with_parent, initargs=(os.getpid(),))
+
+
+def check_scheduler(address: str) -> str:
+    """``address`` if it has the form of a Dask scheduler address (``tcp://HOST:PORT``,
+    ``tls://``, ``inproc://``, ``ucx://`` or ``HOST:PORT``), else :class:`ExecutorError`;
+    called before any work starts."""
+    import re
+    ok = re.fullmatch(r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)"
+                      r":(\d{1,5})/?", address or "")
+    if address.startswith("inproc://") or (ok and 0 < int(ok.group(1)) < 65536):
+        return address
+    raise ExecutorError(f"--scheduler {address!r} is not a Dask scheduler address (expected "
+                        f"tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786)")
 
 
 def make_executor(workers: int | None = None, scheduler: str | None = None,
@@ -92,6 +128,7 @@ def make_executor(workers: int | None = None, scheduler: str | None = None,
     for ``workers=0``, or the Dask cluster whose scheduler is at ``scheduler`` (reached
     within ``connect_timeout`` seconds)."""
     if scheduler:
+        check_scheduler(scheduler)
         try:
             from dask.distributed import Client
         except ImportError as e:              # pragma: no cover - dask is a dependency

@@ -44,10 +44,14 @@ Example (write, read back, best per workload)::
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+import re
 import time
+import warnings
+import zlib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
@@ -65,6 +69,19 @@ ERROR_KINDS = ("", "invalid", "error", "timeout", "worker-died")
 
 class TuningLogError(ValueError):
     """A tuning log that cannot be read (names the file and line, and what is wrong)."""
+
+
+class TornLogWarning(UserWarning):
+    """The last line of a log was cut short (a killed writer) and is skipped."""
+
+
+class MissingRecordWarning(UserWarning):
+    """:func:`apply_history_best` built a workload its logs hold no record for."""
+
+
+#: Largest tuning log read (decompressed), and largest line.
+MAX_LOG_BYTES = 1 << 30
+MAX_LINE_BYTES = 1 << 20
 
 
 def config_key(cfg) -> str:
@@ -113,11 +130,18 @@ class Record:
 
 def parse_line(line: str, where: str) -> Record:
     """One record from one line of text; ``where`` ("FILE:LINE") prefixes any error."""
+    if len(line) > MAX_LINE_BYTES:
+        raise TuningLogError(f"{where}: a line of {len(line):,} characters is not a tuning "
+                             f"record (limit {MAX_LINE_BYTES:,})")
     try:
         d = json.loads(line)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise TuningLogError(f"{where}: not a JSON record ({e.msg} at column {e.colno})") \
             from None
+    except RecursionError:
+        raise TuningLogError(f"{where}: not a JSON record (nested too deeply)") from None
+    except ValueError as e:
+        raise TuningLogError(f"{where}: not a JSON record ({e})") from None
     if not isinstance(d, dict):
         raise TuningLogError(f"{where}: expected a JSON object, not {type(d).__name__}")
     if "input" in d and "config" in d and "result" in d:
@@ -156,60 +180,223 @@ def parse_line(line: str, where: str) -> Record:
                              f"{[k for k in ERROR_KINDS if k]}, not {d['error_kind']!r}")
     from ..vta.schedule import Knobs, ScheduleError
     try:
-        Knobs.from_dict(d["knobs"])
-    except (ScheduleError, TypeError) as e:
+        knobs = Knobs.from_dict(d["knobs"])
+    except (ScheduleError, TypeError, ValueError) as e:
         raise TuningLogError(f"{where}: field 'knobs': {e}") from None
+    check_record(d["workload"], knobs, c, where)
     return Record(**{k: d[k] for k in _FIELDS if k in d},
                   **({} if "task" in d else {"task": {}}))
 
 
-def load(path) -> list[Record]:
-    """Every record of the log at ``path`` (blank lines are skipped; ``.gz``: gzip-compressed);
-    a file that does not exist is an empty log."""
-    out = []
+_KEY = re.compile(r"(conv2d|dense)\(nb=(\d+),cb=(\d+),h=(\d+),w=(\d+),ob=(\d+),"
+                  r"k=(\d+)x(\d+),s=(\d+),p=(\d+)\.(\d+)\.(\d+)\.(\d+),")
+
+
+class _KeyWorkload:
+    """The shape a workload key names (what :meth:`Knobs.check` and the GEMM bound read)."""
+
+    def __init__(self, m):
+        (self.kind, *nums) = m.groups()
+        (self.nb, self.cb, self.h, self.w, self.ob, self.kh, self.kw, self.stride,
+         *self.padding) = map(int, nums)
+        self.padding = tuple(self.padding)
+        self.groups = 1
+        pt, pb, pl, pr = self.padding
+        self.oh = (self.h + pt + pb - self.kh) // max(self.stride, 1) + 1
+        self.ow = (self.w + pl + pr - self.kw) // max(self.stride, 1) + 1
+        self.gemm_uops = self.nb * self.ob * self.oh * self.ow * self.cb * self.kh * self.kw
+
+
+def check_record(workload: str, knobs, cycles, where: str) -> None:
+    """Refuse (:class:`TuningLogError` naming ``where``) knobs that are not a schedule of the
+    workload the key ``workload`` names, and cycles below its GEMM bound (each GEMM micro-op
+    takes a cycle; a schedule that mocks the GEMM unit is exempt), for a record of a
+    successful measurement (``cycles`` not None).  Keys of another form
+    (none this module writes) are not checked."""
+    m = _KEY.match(workload)
+    if m is None or cycles is None:       # a failed measurement records refused knobs
+        return
+    wl = _KeyWorkload(m)
+    if min(wl.nb, wl.cb, wl.ob, wl.oh, wl.ow, wl.stride) < 1:
+        raise TuningLogError(f"{where}: workload {workload!r} has an empty dimension")
+    from ..vta.schedule import ScheduleError
     try:
-        if str(path).endswith(".gz"):
-            import gzip
-            f = gzip.open(path, "rb")
-        else:
-            f = open(path, "rb")
-    except FileNotFoundError:
-        return []
+        knobs.check(wl)
+    except (ScheduleError, TypeError, ValueError) as e:
+        raise TuningLogError(f"{where}: the knobs are not a schedule of {workload}: {e}") \
+            from None
+    if cycles is not None and "gemm" not in knobs.mock and cycles < wl.gemm_uops:
+        raise TuningLogError(f"{where}: {cycles} cycles is impossible for {workload}: it "
+                             f"needs at least {wl.gemm_uops} GEMM micro-ops of one cycle each")
+
+
+def _gunzip(data: bytes, path) -> tuple[bytes, bool]:
+    """The concatenated members of a gzip file and whether the last one is cut short (a
+    killed writer: its sync-flushed lines are kept); at most :data:`MAX_LOG_BYTES`."""
+    out, pos, torn = [], 0, False
+    total = 0
+    while pos < len(data):
+        if data[pos:pos + 2] != b"\x1f\x8b":
+            if not data[pos:].strip(b"\x00"):
+                break                                 # zero padding after the last member
+            raise TuningLogError(f"{path}: not a gzip file at byte {pos} (a plain-text log "
+                                 f"named .gz, or a member written without gzip?)")
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            chunk = d.decompress(data[pos:], MAX_LOG_BYTES - total + 1)
+        except zlib.error as e:
+            raise TuningLogError(f"{path}: corrupt gzip data at byte {pos} ({e})") from None
+        total += len(chunk)
+        if total > MAX_LOG_BYTES:
+            raise TuningLogError(f"{path}: decompresses to more than {MAX_LOG_BYTES:,} bytes")
+        out.append(chunk)
+        if not d.eof:
+            torn = True
+            break
+        pos = len(data) - len(d.unused_data)
+    return b"".join(out), torn
+
+
+def _read_log(path) -> tuple[bytes, bool] | None:
+    from isa.files import InputFileError
+    from isa.safe_io import read_bytes_capped
+    if not os.path.lexists(path):
+        return None
+    try:
+        raw = read_bytes_capped(path, MAX_LOG_BYTES, "tuning log")
+    except InputFileError as e:
+        raise TuningLogError(str(e)) from None
     except OSError as e:
         raise TuningLogError(f"{path}: cannot read the tuning log: {e.strerror}") from None
-    with f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise TuningLogError(f"{path}:{n}: not UTF-8 text (a binary file?)") from None
-            if line.strip():
-                out.append(parse_line(line, f"{path}:{n}"))
+    if str(path).endswith(".gz"):
+        return _gunzip(raw, path)
+    return raw, False
+
+
+def load(path) -> list[Record]:
+    """Every record of the log at ``path`` (blank lines are skipped; ``.gz``: gzip-compressed,
+    one member per run); a file that does not exist is an empty log.  A last line without
+    its newline that does not parse (a killed writer) is skipped with a
+    :class:`TornLogWarning`; any other bad line is a :class:`TuningLogError` naming
+    FILE:LINE."""
+    got = _read_log(path)
+    if got is None:
+        return []
+    data, torn_gz = got
+    lines = data.split(b"\n")
+    out = []
+    for n, raw in enumerate(lines, 1):
+        last = n == len(lines)                      # no newline after it
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if last:
+                warnings.warn(f"{path}:{n}: the last line is cut short (a killed writer?); "
+                              f"skipped", TornLogWarning, stacklevel=2)
+                continue
+            raise TuningLogError(f"{path}:{n}: not UTF-8 text (a binary file?)") from None
+        if not line.strip():
+            continue
+        try:
+            out.append(parse_line(line, f"{path}:{n}"))
+        except TuningLogError:
+            if not (last or (torn_gz and n == len(lines))):
+                raise
+            warnings.warn(f"{path}:{n}: the last line is cut short (a killed writer?); "
+                          f"skipped", TornLogWarning, stacklevel=2)
     return out
 
 
+@contextmanager
+def log_lock(path, *, wait: bool = True, on_wait=None):
+    """Hold an exclusive lock on the tuning log ``path`` (``flock`` on ``path + ".lock"``)
+    for the ``with`` block, so two tuners on one log do not measure the same candidates: the
+    second waits (``on_wait()`` is called first) and then reads what the first wrote.  With
+    ``wait=False`` a held lock is a :class:`TuningLogError`."""
+    lock = str(path) + ".lock"
+    d = os.path.dirname(os.path.abspath(lock))
+    if not os.path.isdir(d):
+        raise TuningLogError(f"{path}: the directory {d} does not exist")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                raise TuningLogError(f"{path}: another tuner is writing this log") from None
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 class LogWriter:
-    """Appends records to a log, one flushed line each (safe to kill at any time)."""
+    """Appends records to a log, one flushed line each (safe to kill at any time).  A
+    ``.gz`` log gets one more gzip member, sync-flushed after every line.  A log whose last
+    line a killed writer left cut short is first rewritten without it (atomically, with a
+    :class:`TornLogWarning` naming FILE:LINE), so the next record starts on a line of its
+    own and a ``.gz`` log stays one readable stream of members."""
 
     def __init__(self, path):
         self.path = path
         d = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(d):
             raise TuningLogError(f"{path}: the directory {d} does not exist")
-        self._f = open(path, "a", encoding="utf-8")
-        # a log that ends without a newline (a killed writer) must not glue two records
-        if self._f.tell() > 0:
-            with open(path, "rb") as r:
-                r.seek(-1, os.SEEK_END)
-                if r.read(1) != b"\n":
-                    self._f.write("\n")
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise TuningLogError(f"{path}: exists and is not a regular file")
+        self._gz = str(path).endswith(".gz")
+        self._repair_torn_tail()
+        self._raw = None
+        if self._gz:
+            import gzip
+            self._raw = open(path, "ab")
+            self._f = gzip.GzipFile(fileobj=self._raw, mode="ab")
+        else:
+            self._f = open(path, "a", encoding="utf-8")
+
+    def _repair_torn_tail(self) -> None:
+        got = _read_log(self.path)
+        if got is None or not got[0] and not got[1]:
+            return
+        data, torn_member = got
+        if data.endswith(b"\n") and not torn_member:
+            return
+        keep = data[:data.rfind(b"\n") + 1]
+        try:                   # a whole record that only lacks its newline is kept
+            parse_line(data[len(keep):].decode("utf-8"), "tail")
+            keep = data + b"\n"
+        except (TuningLogError, UnicodeDecodeError):
+            pass
+        if keep != data and not keep.startswith(data):
+            n = keep.count(b"\n") + 1
+            warnings.warn(f"{self.path}:{n}: the last line is cut short "
+                          f"(a killed writer?); dropped before appending", TornLogWarning,
+                          stacklevel=3)
+        from isa.safe_io import atomic_write
+        with atomic_write(self.path, "wb", what="tuning log") as f:
+            if self._gz:
+                import gzip
+                with gzip.GzipFile(fileobj=f, mode="wb") as z:
+                    z.write(keep)
+            else:
+                f.write(keep)
 
     def write(self, rec: Record) -> None:
-        self._f.write(rec.to_json() + "\n")
-        self._f.flush()
+        line = rec.to_json() + "\n"
+        if self._gz:
+            self._f.write(line.encode("utf-8"))
+            self._f.flush(zlib.Z_SYNC_FLUSH)
+            self._raw.flush()
+        else:
+            self._f.write(line)
+            self._f.flush()
 
     def close(self) -> None:
         self._f.close()
+        if self._raw is not None:
+            self._raw.close()
 
     def __enter__(self):
         return self
@@ -236,8 +423,30 @@ from ..vta.dispatch import CONTEXT as _CONTEXT  # noqa: E402
 from ..vta.dispatch import dispatch_knobs  # noqa: E402,F401 - re-exported
 
 
+_CLIP = re.compile(r"^(MIN|MAX)(-?\d+)$")
+
+
+def canonical_key(key: str) -> str:
+    """``key`` with its epilogue written in one order per meaning: a clip written as MIN then
+    MAX (TVM's ``clip`` order, ``min(max(x, lo), hi)`` written the other way round) is
+    stored as MAX then MIN; both compute the same values when ``lo <= hi``."""
+    head, sep, rest = key.partition("ep=")
+    if not sep:
+        return key
+    ep, comma, tail = rest.partition(",")
+    steps = ep.split("|")
+    for i in range(len(steps) - 1):
+        a, b = _CLIP.match(steps[i]), _CLIP.match(steps[i + 1])
+        if a and b and a.group(1) == "MIN" and b.group(1) == "MAX" \
+                and int(b.group(2)) <= int(a.group(2)):
+            steps[i], steps[i + 1] = steps[i + 1], steps[i]
+    return head + sep + "|".join(steps) + comma + tail
+
+
 class HistoryBest:
-    """The best record per (workload, configuration) of one or more logs."""
+    """The best record per (workload, configuration) of one or more logs; workloads match
+    by meaning (:func:`canonical_key`), and building a workload no record covers warns
+    once (:class:`MissingRecordWarning`) before falling back to the default schedule."""
 
     def __init__(self, logs):
         if isinstance(logs, (str, os.PathLike)):
@@ -250,10 +459,12 @@ class HistoryBest:
                 if not os.path.exists(item):
                     raise TuningLogError(f"{item}: no such tuning log")
                 recs.extend(load(item))
-        self.best = best_by_workload(recs)
+        self.best = {(canonical_key(w), c): r for (w, c), r in best_by_workload(recs).items()}
+        self.logs = [str(x) for x in logs if not isinstance(x, Record)]
+        self._warned: set = set()
 
     def query(self, workload_key: str, cfg) -> Record | None:
-        return self.best.get((workload_key, config_key(cfg)))
+        return self.best.get((canonical_key(workload_key), config_key(cfg)))
 
     def knobs_for(self, wl, cfg):
         """The best knobs for a recognised GEMM workload, or None."""
@@ -261,8 +472,17 @@ class HistoryBest:
         from ..vta.workload import GemmWorkload
         if not isinstance(wl, GemmWorkload):
             return None
-        r = self.query(workload_key(wl), cfg)
-        return None if r is None else Knobs.from_dict(r.knobs)
+        key = workload_key(wl)
+        r = self.query(key, cfg)
+        if r is None:
+            if key not in self._warned:
+                self._warned.add(key)
+                where = ", ".join(self.logs) or "the records given"
+                warnings.warn(f"{where}: no tuning record for {key} on this configuration; "
+                              f"using the default schedule", MissingRecordWarning,
+                              stacklevel=2)
+            return None
+        return Knobs.from_dict(r.knobs)
 
 
 @contextmanager
@@ -277,6 +497,7 @@ def apply_history_best(logs):
         _CONTEXT.reset(token)
 
 
-__all__ = ["Record", "LogWriter", "TuningLogError", "load", "parse_line", "best_by_workload",
+__all__ = ["Record", "LogWriter", "TuningLogError", "TornLogWarning", "MissingRecordWarning",
+           "log_lock", "check_record", "canonical_key", "load", "parse_line", "best_by_workload",
            "apply_history_best", "dispatch_knobs", "HistoryBest", "config_key", "workload_key",
            "LOG_VERSION"]

@@ -9,9 +9,9 @@ orders the outer loops ``b, h, co, w``, reads data and kernel per outer step of
 ``h_nthread`` virtual threads to the outer ``co`` / ``h`` loop.  In our knobs that is
 ``tile_x = inner factor``, ``order=("b", "h", "co", "w")``, ``inp_at = wgt_at = "ci"``,
 ``tile_ci = inner factor of tile_ci`` and ``vthreads`` over ``co`` or ``h``.  A record with
-both thread counts above one (threads over two loops at once) is not expressible by our
-single-loop virtual threads; none of the ResNet-18 records is (:func:`translate` raises
-for one).  TVM puts its vthread split outermost (thread t takes one contiguous half of the
+both thread counts above one binds threads to two loops at once, as TVM does: ``co`` first,
+then ``h`` (``vthread_axes``, what :meth:`Schedule.bind_vthread` twice gives); none of the
+ResNet-18 records does.  TVM puts its vthread split outermost (thread t takes one contiguous half of the
 tiles); ours interleaves tiles -- same threads, same buffers, a different tile order.
 
 Example::
@@ -38,15 +38,19 @@ def load_records(path: str = DATA) -> dict:
 
 def translate(entity) -> Knobs:
     """Our knobs for one TopHub ``entity`` list."""
-    e = {name: val for name, _kind, val in entity}
-    oc, hn = int(e.get("oc_nthread", 1)), int(e.get("h_nthread", 1))
-    if oc > 1 and hn > 1:
-        raise ScheduleError(f"TopHub knobs oc_nthread={oc} and h_nthread={hn} bind virtual "
-                            f"threads to two loops at once; our knobs bind one loop")
-    return Knobs(tile_b=int(e["tile_b"][1]), tile_co=int(e["tile_co"][1]),
-                 tile_h=int(e["tile_h"][1]), tile_w=int(e["tile_w"][1]),
-                 tile_ci=int(e["tile_ci"][1]), vthreads=max(oc, hn),
-                 vthread_axis="h" if hn > 1 else "co", order=("b", "h", "co", "w"))
+    try:
+        e = {name: val for name, _kind, val in entity}
+        oc, hn = int(e.get("oc_nthread", 1)), int(e.get("h_nthread", 1))
+        tiles = {k: int(e[k][1]) for k in ("tile_b", "tile_co", "tile_h", "tile_w", "tile_ci")}
+    except (KeyError, TypeError, ValueError, IndexError) as err:
+        raise ScheduleError(f"not a conv2d_packed.vta TopHub entity ({type(err).__name__}: "
+                            f"{err})") from None
+    if oc < 1 or hn < 1:
+        raise ScheduleError(f"TopHub knobs oc_nthread={oc} h_nthread={hn}: thread counts "
+                            f"must be at least 1")
+    two = ((("co", oc), ("h", hn)) if oc > 1 and hn > 1 else ())
+    return Knobs(**tiles, vthreads=oc * hn, vthread_axis="h" if hn > 1 and oc == 1 else "co",
+                 vthread_axes=two, order=("b", "h", "co", "w"))
 
 
 def _layer_of(inp) -> str | None:

@@ -3,6 +3,12 @@
 as a flat list of :class:`Opt` and turns them into :class:`~compiler.vta.schedule.Knobs`;
 :func:`opts_of` gives the calls for any knobs and :func:`apply` replays them.
 
+TVM's spelling works too: ``s[stage]`` takes a tensor of the workload, a role name or what
+``cache_read``/``cache_write`` returned, and its methods take TVM's loop names
+(``s[A_buf].compute_at(s[C], ko)``, ``s[C_buf].tensorize(bi, env.gemm)``,
+``s[A_buf].pragma(axis, env.dma_copy)``, TVM scope names such as ``local.inp_buffer``); a
+name with no counterpart is refused with the translation (see :data:`TVM_LOOPS`).
+
 Raises
 ------
 PrimitiveError
@@ -171,21 +177,60 @@ class Schedule:
         self._k = replace(self._k, vthreads=total, vthread_axis=bound[0][0],
                           vthread_axes=tuple(bound))
 
-    def cache_read(self, tensor: str, scope: str):
-        """Stage ``tensor`` ("data" or "kernel") into on-chip ``scope`` by DMA."""
+    def cache_read(self, tensor, scope: str, readers=None) -> str:
+        """Stage ``tensor`` ("data" or "kernel", or the workload's tensor) into on-chip
+        ``scope`` by DMA ("inp"/"wgt", or TVM's ``local.inp_buffer``/``local.wgt_buffer``);
+        returns the stage's name for ``s[...]`` (TVM's ``readers`` are implied)."""
+        tensor, scope = self.role(tensor), _SCOPES.get(scope, scope)
         want = {"data": "inp", "kernel": "wgt"}
         if want.get(tensor) != scope:
             raise PrimitiveError("cache_read", f"{tensor}, {scope}", "VTA reads activations "
-                                 "through 'inp' and weights through 'wgt'")
+                                 "through 'inp' (TVM env.inp_scope) and weights through "
+                                 "'wgt' (env.wgt_scope)")
         self._rec("cache_read", tensor, scope)
+        return tensor
 
-    def cache_write(self, scope: str):
-        """Declare where results accumulate (TVM ``cache_write``).  On VTA that is always
-        the ``acc`` scope, so this confirms the schedule's structure and changes nothing;
-        any other scope raises :class:`PrimitiveError`."""
+    def cache_write(self, scope, tensor_scope: str | None = None) -> str:
+        """Declare where results accumulate (TVM ``cache_write``; TVM's ``(tensor, scope)``
+        form too).  On VTA that is always the ``acc`` scope, so this confirms the schedule's
+        structure and changes nothing; any other scope raises :class:`PrimitiveError`."""
+        if tensor_scope is not None:
+            scope = tensor_scope
+        scope = _SCOPES.get(scope, scope)
         if scope != "acc":
-            raise PrimitiveError("cache_write", scope, "results accumulate in 'acc'")
+            raise PrimitiveError("cache_write", scope, "results accumulate in 'acc' (TVM "
+                                 "env.acc_scope)")
         self._rec("cache_write", "out", scope)
+        return "out"
+
+    def role(self, key) -> str:
+        """The stage ``key`` names: "data", "kernel", "out", "gemm", an epilogue stage, or
+        "epilogue"; ``key`` may be that name, a :class:`Stage`, or a tensor of the workload
+        (its input, weight, conv or output tensor, or an epilogue stage's tensor)."""
+        if isinstance(key, Stage):
+            return key.name
+        wl = self.wl
+        epi = {st.source for st in wl.epilogue}
+        if isinstance(key, str):
+            return key
+        for role, t in (("data", wl.data), ("kernel", wl.kernel), ("out", wl.conv),
+                        ("out", wl.out), ("out", getattr(wl, "user_out", None))):
+            if t is not None and key is t:
+                return role
+        name = getattr(key, "name", None)
+        if name in epi:
+            return name
+        for h in getattr(wl, "host", ()):          # the user's tensors behind a re-layout
+            if key is getattr(h, "user", None) or key is getattr(h, "dram", None):
+                return "data" if h.dram is wl.data else "kernel" if h.dram is wl.kernel \
+                    else name
+        raise PrimitiveError("stage", repr(name or key), f"not a stage of this workload; "
+                             f"stages are data, kernel, out (the accumulator), gemm and the "
+                             f"epilogue stages {sorted(epi) or '(none)'}")
+
+    def __getitem__(self, key) -> "Stage":
+        """TVM's ``s[tensor]``: the stage's primitives with TVM's argument order."""
+        return Stage(self, self.role(key))
 
     def compute_at(self, tensor: str, loop: str):
         """Where the DMA of cache read ``tensor`` happens: "ci.outer" (each reduction step),
@@ -263,6 +308,86 @@ class Schedule:
         return self._k.normalized()
 
 
+#: TVM scope names (``env.inp_scope`` ...) -> the scopes here
+_SCOPES = {"local.inp_buffer": "inp", "local.wgt_buffer": "wgt", "local.acc_buffer": "acc"}
+#: TVM loop names of the VTA tutorials and topi schedules -> the loop names here
+TVM_LOOPS = {"ko": "ci.outer", "k.outer": "ci.outer", "ic_out": "ci.outer",
+             "ic.outer": "ci.outer", "ki": "ci.inner", "k.inner": "ci.inner",
+             "ic_inn": "ci.inner", "ic.inner": "ci.inner", "bi": "b.inner", "b_tns": "b.inner",
+             "b.inner": "b.inner"}
+_HINT = ("TVM's loops are written here as: ko / ic_out -> 'ci.outer' (reduction steps), "
+         "ki / ic_inn -> 'ci.inner', bi / b_tns -> 'b.inner' (the tensorized block); outer "
+         "tile loops 'b.outer', 'co.outer', 'h.outer', 'w.outer'")
+
+
+def _loop_name(x) -> str:
+    """A loop given by name or by a TVM IterVar-like object (``.name`` / ``.var.name``),
+    translated through :data:`TVM_LOOPS`."""
+    name = x if isinstance(x, str) else (getattr(x, "name", None)
+                                         or getattr(getattr(x, "var", None), "name", None))
+    if not isinstance(name, str):
+        raise PrimitiveError("loop", repr(x), f"not a loop name. {_HINT}")
+    return TVM_LOOPS.get(name, name)
+
+
+class Stage:
+    """``s[tensor]`` (TVM): one stage's primitives with TVM's signatures, forwarded to the
+    :class:`Schedule` under this stage's name; a loop name with no counterpart here raises
+    :class:`PrimitiveError` with the TVM-to-here translation."""
+
+    def __init__(self, sched: Schedule, name: str):
+        self.s, self.name = sched, name
+
+    def _call(self, fn, *args):
+        try:
+            return fn(*args)
+        except PrimitiveError as e:
+            if _HINT in str(e):
+                raise
+            why = str(e).split("): ", 1)[-1]
+            raise PrimitiveError(e.primitive, e.axis, f"{why}. {_HINT}") from None
+
+    def compute_at(self, parent, loop):
+        """``s[A_buf].compute_at(s[C], ko)``: where this cache read's DMA happens."""
+        return self._call(self.s.compute_at, self.name, _loop_name(loop))
+
+    def tensorize(self, axis, intrin="gemm"):
+        """``s[C_buf].tensorize(bi, env.gemm)``."""
+        name = intrin if isinstance(intrin, str) else getattr(intrin, "name", "gemm")
+        name = "mock_gemm" if "mock" in str(name) else "gemm" if "gemm" in str(name) \
+            else name
+        return self._call(self.s.tensorize, _loop_name(axis), name)
+
+    def pragma(self, axis, what):
+        """``s[X].pragma(axis, env.dma_copy | env.alu)`` (the axis is implied on VTA)."""
+        stage = "epilogue" if self.name == "out" and what in ("alu", "skip_alu") \
+            else self.name
+        return self._call(self.s.pragma, stage, what)
+
+    def split(self, axis, factor=None, nparts=None):
+        """``s[C].split(axis, factor)``: returns TVM's (outer, inner) loop names."""
+        if factor is None:
+            raise PrimitiveError("split", str(axis), "give factor= (nparts= has no "
+                                 "counterpart: the tile size is the factor)")
+        ax = _loop_name(axis)
+        self._call(self.s.split, ax, factor)
+        return f"{ax}.outer", f"{ax}.inner"
+
+    def reorder(self, *loops):
+        return self._call(self.s.reorder, *[_loop_name(x) for x in loops])
+
+    def set_scope(self, scope):
+        """TVM ``set_scope``: an epilogue or accumulator stage already lives in ``acc``."""
+        scope = _SCOPES.get(scope, scope)
+        if scope != "acc" or self.name in ("data", "kernel"):
+            raise PrimitiveError("set_scope", f"{self.name}, {scope}", "on VTA intermediate "
+                                 "results live in 'acc' (env.acc_scope); inputs are read "
+                                 "through cache_read")
+
+    def __repr__(self):
+        return f"Stage({self.name})"
+
+
 #: mock unit -> the (stage, pragma) that mocks it
 _MOCK_OPT = {"data": ("data", "skip_dma_copy"), "kernel": ("kernel", "skip_dma_copy"),
              "out": ("out", "skip_dma_copy"), "alu": ("epilogue", "skip_alu"),
@@ -318,3 +443,59 @@ def apply(wl, opts) -> Knobs:
         else:
             raise PrimitiveError(op, target, "unknown primitive")
     return s.knobs()
+
+
+class AluSchedule:
+    """TVM's schedule of an ALU-only kernel (``vta_get_started``): ``s[X].set_scope
+    (env.acc_scope)`` on the copy and compute stages, ``pragma(axis, env.dma_copy)`` on the
+    loads and the store, ``pragma(axis, env.alu)`` on the computations.  VTA runs such a
+    graph exactly that way, so the calls are checked (a stage of this graph, a known scope
+    and pragma) and :meth:`knobs` gives the element-wise knobs :func:`compiler.build` takes.
+
+    >>> s = AluSchedule(C)              # C = te.compute(..., lambda *i: C_buf(*i).astype(...))
+    >>> s[A_buf].set_scope("local.acc_buffer"); s[C_buf].pragma(None, "alu")
+    >>> build(C, cfg, s.knobs())
+    """
+
+    def __init__(self, out, vthreads: int = 2):
+        self.out, self.vthreads = out, vthreads
+        self.stages = {}
+        todo = [out]
+        while todo:                                  # every stage of the graph by name
+            t = todo.pop()
+            if t.name not in self.stages:
+                self.stages[t.name] = t
+                todo.extend(t.inputs())
+        self.opts: list[Opt] = []
+
+    def __getitem__(self, key) -> "_AluStage":
+        name = key if isinstance(key, str) else getattr(key, "name", None)
+        if name not in self.stages:
+            raise PrimitiveError("stage", repr(name), f"not a stage of {self.out.name}; "
+                                 f"stages are {sorted(self.stages)}")
+        return _AluStage(self, self.stages[name])
+
+    def knobs(self):
+        from .eltwise import EltwiseKnobs
+        return EltwiseKnobs(vthreads=self.vthreads)
+
+
+class _AluStage:
+    def __init__(self, sched: AluSchedule, t):
+        self.s, self.t = sched, t
+        self.op = self                               # s[X].op.axis[0], as in TVM
+        self.axis = tuple(t.axes or ())
+
+    def set_scope(self, scope):
+        sc = _SCOPES.get(scope, scope)
+        if sc != "acc" or self.t is self.s.out or self.t.is_placeholder:
+            raise PrimitiveError("set_scope", f"{self.t.name}, {scope}", "ALU-only kernels keep "
+                                 "their copy and compute stages in 'acc' (env.acc_scope); the "
+                                 "inputs and the output stay in DRAM")
+        self.s.opts.append(Opt("set_scope", self.t.name, sc))
+
+    def pragma(self, axis, what):
+        if what not in ("dma_copy", "alu"):
+            raise PrimitiveError("pragma", self.t.name, f"unknown pragma {what!r} for an "
+                                 f"ALU-only kernel; known: dma_copy, alu")
+        self.s.opts.append(Opt("pragma", self.t.name, what))
