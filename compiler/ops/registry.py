@@ -40,6 +40,7 @@ FAMILIES = (
     "sigmoid",
     "hardsigmoid",
     "hardswish",
+    "unary",
 )
 
 
