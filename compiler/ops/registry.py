@@ -41,6 +41,7 @@ FAMILIES = (
     "hardsigmoid",
     "hardswish",
     "unary",
+    "binary",
 )
 
 
