@@ -42,6 +42,7 @@ FAMILIES = (
     "hardswish",
     "unary",
     "binary",
+    "tensor",
 )
 
 

@@ -1,7 +1,7 @@
 """Shape operators: Flatten, Reshape, Unsqueeze, Squeeze, Concat (and their integer forms
 ``qreshape``, ``qconcat``), and the ONNX operators folded away at import (Identity,
-Dropout, Constant, and the shape arithmetic Shape / Gather of constants: shapes are static,
-so PyTorch's ``x.view(x.size(0), -1)`` becomes a constant reshape)."""
+Dropout, Constant, and the shape arithmetic Shape; Gather of constants is in :mod:`.tensor`):
+shapes are static, so PyTorch's ``x.view(x.size(0), -1)`` becomes a constant reshape)."""
 
 from __future__ import annotations
 
@@ -116,13 +116,6 @@ def import_shape(ctx, node, attrs):
     ctx.fold(node, shape[start:end])
 
 
-def import_gather(ctx, node, attrs):
-    axis = int(ctx.take(attrs, "axis", 0))
-    data = ctx.const(node.input[0], node, "data")
-    ind = ctx.const(node.input[1], node, "indices")
-    ctx.fold(node, np.take(data, ind, axis=axis))
-
-
 # ------------------------------------------------------------------ quantisation
 
 def quantize_reshape(qc, n) -> bool:
@@ -200,5 +193,4 @@ registry.register(registry.OpDef(
 registry.register(registry.OpDef(
     "identity", onnx={"Identity": import_identity, "Dropout": import_dropout}))
 registry.register(registry.OpDef(
-    "constant", onnx={"Constant": import_constant, "Shape": import_shape,
-                      "Gather": import_gather}))
+    "constant", onnx={"Constant": import_constant, "Shape": import_shape}))
