@@ -119,9 +119,10 @@ def test_skl2onnx_mlp_imports():
 
 
 def test_unknown_op_is_typed_error_naming_node():
-    m = _model([helper.make_node("Tanh", ["x"], ["y"], name="act1")], [("x", [1, 4])],
+    m = _model([helper.make_node("Hardmax", ["x"], ["y"], name="act1")], [("x", [1, 4])],
                [("y", [1, 4])])
-    with pytest.raises(OnnxImportError, match=r"node 'act1': operator Tanh is not supported"):
+    with pytest.raises(OnnxImportError, match=r"node 'act1': operator Hardmax is not supported "
+                                              r"\(ArgMax\)"):
         import_onnx(m)
 
 

@@ -221,9 +221,10 @@ def test_bound_weight_is_specialised_per_value():
 
 
 def test_unsupported_operator_names_the_node():
-    m = _model([helper.make_node("Erf", ["x"], ["y"], name="e1")], [_vi("x", [2])],
-               [_vi("y", [2])])
-    with pytest.raises(OnnxImportError, match=r"^node 'e1': operator Erf is not supported$"):
+    m = _model([helper.make_node("Loop", ["x"], ["y"], name="e1")],
+               [_vi("x", [1, 2, 3, 3])], [_vi("y", [1, 2, 1, 1])])
+    with pytest.raises(OnnxImportError, match=r"^node 'e1': operator Loop is not "
+                                              r"supported \(unroll it before export\)$"):
         VtaBackend.prepare(m)
 
 

@@ -166,7 +166,7 @@ class ImportContext:
         if fn is None:
             dom = node.domain + "." if node.domain else ""
             raise OnnxImportError(f"node {node.name!r}: operator {dom}{node.op_type} is not "
-                                  f"supported")
+                                  f"supported ({registry.nearest(node.op_type)})")
         self.attrs_seen = set()
         fn(self, node, attrs)
         extra = set(attrs) - self.attrs_seen

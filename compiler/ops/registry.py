@@ -139,6 +139,28 @@ def onnx_ops() -> list[str]:
     return sorted(_ONNX)
 
 
+#: ONNX operators with no import rule -> the supported form closest to them.
+_NEAREST = {
+    "LSTM": "unroll it into MatMul, Add, Sigmoid, Tanh and Mul", "GRU": "unroll it into "
+    "MatMul, Add, Sigmoid, Tanh and Mul", "RNN": "unroll it into MatMul, Add and Tanh",
+    "If": "fold its condition to a constant before export", "Loop": "unroll it before export",
+    "LRN": "BatchNormalization, or drop it (it is rare after AlexNet)",
+    "GlobalMaxPool": "ReduceMax over the spatial axes",
+    "Mod": "Sub and Floor of a Div", "NonZero": "Where with a constant mask",
+    "ScatterND": "Concat of Slices", "TopK": "ArgMax", "Hardmax": "ArgMax",
+}
+
+
+def nearest(op_type: str) -> str:
+    """The supported form nearest to ONNX operator ``op_type`` (for error messages)."""
+    import difflib
+    if op_type in _NEAREST:
+        return _NEAREST[op_type]
+    close = difflib.get_close_matches(op_type, onnx_ops(), n=2, cutoff=0.6)
+    return ("nearest supported: " + ", ".join(close)) if close else \
+        "no close form; compiler.ops.registry.onnx_ops() lists the supported ones"
+
+
 def cpu_backend() -> bool:
     """The LLVM CPU backend (:mod:`compiler.cpu`, llvmlite) can be imported."""
     try:
