@@ -43,6 +43,7 @@ FAMILIES = (
     "unary",
     "binary",
     "tensor",
+    "reduce",
 )
 
 

@@ -1,5 +1,6 @@
-"""Softmax over the last axis: import, numpy reference, and the CPU kernel (float, LLVM);
-it stays float (the quantiser dequantises before it)."""
+"""Softmax over any axis: import, numpy reference, and the CPU kernel (float, LLVM) when the
+axis is the last (other axes: the host, numpy); it stays float (the quantiser dequantises
+before it)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,15 @@ def import_softmax(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
     axis = int(ctx.take(attrs, "axis", -1))
     axis = axis + len(xs) if axis < 0 else axis
-    if axis != len(xs) - 1:
-        raise OnnxImportError(f"node {node.name!r} (Softmax): attribute 'axis' = {axis}: "
-                              f"only the last axis is supported")
+    if not 0 <= axis < len(xs):
+        raise OnnxImportError(f"node {node.name!r} (Softmax): attribute 'axis' = {axis} is "
+                              f"out of range for rank {len(xs)}")
     ctx.emit(node, "softmax", node.input[:1], xs, attrs={"axis": axis})
 
 
 def place_softmax(n, g, cfg, opts):
-    return "cpu" if registry.cpu_backend() else "host"
+    last = n.attrs["axis"] == len(g.values[n.inputs[0]].shape) - 1
+    return "cpu" if last and registry.cpu_backend() else "host"
 
 
 def softmax_cpu(n, g):

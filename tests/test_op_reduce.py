@@ -1,0 +1,102 @@
+"""ONNX reductions and normalisations (compiler/ops/reduce.py) against onnxruntime after a
+conv: Reduce* over any axes (attribute and input forms), GlobalMaxPool, LayerNormalization,
+InstanceNormalization, LogSoftmax and Softmax on a non-last axis, LRN, Einsum (attention's
+``bhqd,bhkd->bhqk``); a model using them still compiles (conv on VTA, these float)."""
+
+import numpy as np
+import pytest
+
+from .onnx_ops import CFG, SHAPE, ort, samples
+from onnx import TensorProto, helper, numpy_helper
+from vta_runtime import SimDevice
+
+from compiler.graph.driver import compile_model
+from compiler.graph.onnx_import import import_onnx
+from compiler.graph.reference import run_graph
+
+
+def _t(name, v, dt=np.int64):
+    return numpy_helper.from_array(np.asarray(v, dt), name)
+
+
+def _model(nodes, extra=(), opset=17):
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.normal(size=(16, 8, 3, 3)) * 0.3).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])] + nodes
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     SHAPE)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [w] + list(extra))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _against_ort(m, op):
+    g = import_onnx(m)
+    assert g.nodes[-1].op == op
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x in samples(2):
+        want = sess.run(None, {"x": x})[0]
+        got = run_graph(g, {"x": x})["y"]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+RED = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+       "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"]
+
+
+@pytest.mark.parametrize("op_type", RED)
+@pytest.mark.parametrize("axes,keep", [([1], 0), ([-1, 2], 1), ([], 1)])
+def test_reductions_any_axes(op_type, axes, keep):
+    from compiler.ops.reduce import REDUCE
+    op = next(k for k, (t, _) in REDUCE.items() if t == op_type)
+    src = "c" if op_type != "ReduceProd" else "s"
+    pre = [helper.make_node("Sigmoid", ["c"], ["s"])] if op_type == "ReduceProd" else []
+    extra = [_t("ax", axes)] if axes else []
+    ins = [src, "ax"] if axes else [src]
+    _against_ort(_model(pre + [helper.make_node(op_type, ins, ["y"], keepdims=keep)], extra,
+                        opset=18), op)
+
+
+def test_reduce_mean_axes_attribute_opset13():
+    _against_ort(_model([helper.make_node("ReduceMean", ["c"], ["y"], axes=[2, 3],
+                                          keepdims=0)], opset=13), "reduce_mean")
+
+
+def test_global_max_pool():
+    _against_ort(_model([helper.make_node("GlobalMaxPool", ["c"], ["y"])]), "reduce_max")
+
+
+def test_layer_norm_last_axes_and_instance_norm():
+    rng = np.random.default_rng(1)
+    ln = [_t("g", rng.normal(size=(6, 6)), np.float32), _t("b", rng.normal(size=(6, 6)),
+                                                           np.float32)]
+    _against_ort(_model([helper.make_node("LayerNormalization", ["c", "g", "b"], ["y"],
+                                          axis=-2)], ln), "layer_norm")
+    inn = [_t("g", rng.normal(size=16), np.float32), _t("b", rng.normal(size=16), np.float32)]
+    _against_ort(_model([helper.make_node("InstanceNormalization", ["c", "g", "b"], ["y"],
+                                          epsilon=1e-3)], inn), "layer_norm")
+
+
+@pytest.mark.parametrize("op_type,op", [("Softmax", "softmax"), ("LogSoftmax", "log_softmax")])
+def test_softmax_on_the_channel_axis(op_type, op):
+    _against_ort(_model([helper.make_node(op_type, ["c"], ["y"], axis=1)]), op)
+
+
+def test_lrn_and_einsum_attention():
+    _against_ort(_model([helper.make_node("LRN", ["c"], ["y"], size=3, alpha=1e-3)]), "lrn")
+    nodes = [helper.make_node("Einsum", ["c", "c"], ["y"], equation="bhqd,bhkd->bhqk")]
+    _against_ort(_model(nodes), "einsum")
+
+
+def test_a_model_with_layer_norm_compiles_and_runs_exactly():
+    nodes = [helper.make_node("LayerNormalization", ["c"], ["n"], axis=1),
+             helper.make_node("Relu", ["n"], ["y"])]
+    m = _model(nodes)
+    xs = samples()
+    c = compile_model(m, CFG, calib={"x": xs[:3]})
+    kinds = {s.node.op: s.kind for s in c.program.steps}
+    assert kinds["qconv"] == "vta" and kinds["layer_norm"] == "host"
+    ex = c.executor(SimDevice(CFG, timed=True))
+    for x in xs[3:]:
+        assert np.array_equal(ex.run({"x": x})["y"], run_graph(c.qgraph, {"x": x})["y"])
