@@ -44,6 +44,8 @@ FAMILIES = (
     "binary",
     "tensor",
     "reduce",
+    "resize",
+    "conv_transpose",
 )
 
 
