@@ -113,3 +113,16 @@ def test_se_block_product_of_two_activations_compiles_bit_exact():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     _against_ort(m, "mul")
     check_quantised(m, min_sqnr_db=15.0)
+
+
+def test_float_mod_is_fmod():
+    nodes = [helper.make_node("Add", ["r", "one"], ["d"]),
+             helper.make_node("Mod", ["c", "d"], ["y"], fmod=1)]
+    _against_ort(_model(nodes, extra=[_const("one", 1.0)]), "fmod")
+
+
+def test_integer_mod_folds_like_onnxruntime():
+    from compiler.ops.binary import BINARY
+    a, b = np.array([-7, 7, -7, 7]), np.array([3, -3, -3, 3])
+    assert BINARY["mod"].np_fn(a, b).tolist() == [2, -2, -1, 1]      # sign of the divisor
+    assert BINARY["fmod"].np_fn(a, b).tolist() == [-1, 1, -1, 1]     # sign of the dividend

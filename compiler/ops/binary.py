@@ -1,4 +1,4 @@
-"""Element-wise functions of two or more inputs with numpy broadcasting: Div, Sub, Pow, Mod,
+"""Element-wise functions of two or more inputs with numpy broadcasting: Div, Sub, Pow, Mod (and fmod),
 Min, Max, Mean, Sum, the comparisons Equal, Less, Greater, LessOrEqual, GreaterOrEqual, the
 logic And, Or, Xor, Not, and Where.  One table row each (numpy function, optional float TE
 kernel).
@@ -59,6 +59,8 @@ BINARY: dict[str, Binary] = {
     "div": Binary("Div", _div, lambda a, b: a / b),
     "sub": Binary("Sub", lambda a, b: a - b, lambda a, b: a - b),
     "pow": Binary("Pow", _pow),
+    "mod": Binary("Mod", np.mod),
+    "fmod": Binary("Mod@fmod", np.fmod),
     "min": Binary("Min", np.minimum, lambda a, b: _te().minimum(a, b)),
     "max": Binary("Max", np.maximum, lambda a, b: _te().maximum(a, b)),
     "equal": Binary("Equal", np.equal, out="bool"),
@@ -130,7 +132,8 @@ def import_binary(op):
         if len(node.input) != 2:
             raise OnnxImportError(f"node {node.name!r} ({node.op_type}): two inputs, not "
                                   f"{len(node.input)}")
-        _binary(ctx, node, op, node.input[0], node.input[1])
+        fm = op == "mod" and int(ctx.take(attrs, "fmod", 0))
+        _binary(ctx, node, "fmod" if fm else op, node.input[0], node.input[1])
     return rule
 
 
@@ -228,7 +231,8 @@ def _cpu(row: Binary):
 for _op, _row in BINARY.items():
     registry.register(registry.OpDef(
         _op, reference=_reference(_row), category="injective",
-        onnx={_row.onnx: import_variadic if _row.onnx in _VARIADIC else import_binary(_op)},
+        onnx={} if "@" in _row.onnx else
+        {_row.onnx: import_variadic if _row.onnx in _VARIADIC else import_binary(_op)},
         place=_place,
         cpu=_cpu(_row) if _row.te_fn is not None else None))
 registry.register(registry.OpDef(

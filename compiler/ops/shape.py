@@ -96,7 +96,13 @@ def import_identity(ctx, node, attrs):
 
 
 def import_dropout(ctx, node, attrs):
+    """Inference: the identity (its ratio does not matter; training mode is refused)."""
     ctx.take(attrs, "seed")
+    ctx.take(attrs, "ratio")
+    if len(node.input) > 2 and node.input[2] and bool(
+            ctx.const(node.input[2], node, "training_mode").reshape(-1)[0]):
+        raise OnnxImportError(f"node {node.name!r} (Dropout): training_mode = true is not "
+                              f"supported (inference only)")
     ctx.alias[node.output[0]] = ctx.src(node.input[0])
 
 
