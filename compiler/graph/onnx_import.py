@@ -55,8 +55,10 @@ def load_model(path_or_model):
     return path_or_model
 
 
-def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
-    """Import ``model`` (path or ModelProto) into a float graph (see the module docstring)."""
+def import_onnx(model, batch: int = 1, name: str | None = None,
+                input_shapes: dict | None = None) -> Graph:
+    """Import ``model`` (path or ModelProto) into a float graph (see the module docstring);
+    ``input_shapes`` ({input name: shape}) pins the symbolic dimensions of graph inputs."""
     from onnx import numpy_helper
     m = load_model(model)
     og = m.graph
@@ -74,6 +76,9 @@ def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
         if tt.elem_type != 1:
             raise OnnxImportError(f"graph input {vi.name!r}: element type "
                                   f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32 inputs")
+        if input_shapes and vi.name in input_shapes:
+            g.add_input(vi.name, _pinned(vi, input_shapes[vi.name]), "float32")
+            continue
         dims = []
         for k, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
@@ -83,7 +88,10 @@ def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
             else:
                 sym = d.dim_param or "?"
                 raise OnnxImportError(f"graph input {vi.name!r}: dimension {k} is dynamic "
-                                      f"({sym!r}); only the batch dimension may be dynamic")
+                                      f"({sym!r}); give the shape with --input-shape "
+                                      f"{vi.name}=" + "x".join(
+                                          str(e.dim_value) if e.dim_value > 0 else "N"
+                                          for e in tt.shape.dim))
         g.add_input(vi.name, tuple(dims), "float32")
     imp = ImportContext(g, consts, alias)
     for i, node in enumerate(og.node):
@@ -99,6 +107,20 @@ def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
             src = vo.name
         g.outputs.append(src)
     return g
+
+
+def _pinned(vi, shape) -> tuple:
+    """The shape given for graph input ``vi``: its rank, and its fixed dimensions kept."""
+    dims = vi.type.tensor_type.shape.dim
+    shape = tuple(int(v) for v in shape)
+    if len(shape) != len(dims) or min(shape, default=1) < 1:
+        raise OnnxImportError(f"graph input {vi.name!r}: shape {list(shape)} given, the model "
+                              f"has rank {len(dims)}")
+    for k, (d, v) in enumerate(zip(dims, shape)):
+        if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
+            raise OnnxImportError(f"graph input {vi.name!r}: dimension {k} is {d.dim_value} "
+                                  f"in the model, {v} given")
+    return shape
 
 
 class ImportContext:
