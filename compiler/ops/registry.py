@@ -46,6 +46,7 @@ FAMILIES = (
     "reduce",
     "resize",
     "conv_transpose",
+    "rnn",
 )
 
 
