@@ -52,6 +52,7 @@ def test_div_sub_by_a_constant_become_mul_add(op_type, graph_op):
 
 
 @pytest.mark.parametrize("op_type,op", [("Div", "div"), ("Sub", "sub"), ("Min", "min"),
+                                        ("PRelu", "prelu"),
                                         ("Max", "max"), ("Pow", "pow")])
 def test_two_activations_and_cpu_kernel(op_type, op):
     ins = ["c", "r"] if op_type != "Div" else ["c", "d"]

@@ -1,4 +1,4 @@
-"""Element-wise functions of two or more inputs with numpy broadcasting: Div, Sub, Pow, Mod (and fmod),
+"""Element-wise functions of two or more inputs with numpy broadcasting: Div, Sub, Pow, Mod (and fmod), PRelu,
 Min, Max, Mean, Sum, the comparisons Equal, Less, Greater, LessOrEqual, GreaterOrEqual, the
 logic And, Or, Xor, Not, and Where.  One table row each (numpy function, optional float TE
 kernel).
@@ -7,7 +7,7 @@ Import: constant operands fold; ``x / c`` and ``x - c`` by a float constant beco
 graph's ``mul`` / ``add`` by ``1 / c`` / ``-c`` (so the float passes fold them into a
 preceding conv or batch norm and the quantiser handles them); Sum of activations is a chain
 of ``add`` (quantised as ``qadd``); variadic Min/Max/Mean are chains of the binary form.
-The rest stay float: ``div``/``sub``/``min``/``max`` of two float32 activations on the CPU
+The rest stay float: ``div``/``sub``/``prelu``/``min``/``max`` of float32 on the CPU
 (LLVM), the others on the host as their numpy functions (the partition report shows it).
 
 Example::
@@ -61,6 +61,8 @@ BINARY: dict[str, Binary] = {
     "pow": Binary("Pow", _pow),
     "mod": Binary("Mod", np.mod),
     "fmod": Binary("Mod@fmod", np.fmod),
+    "prelu": Binary("PRelu", lambda a, b: np.where(a < 0, a * b, a).astype(a.dtype),
+                    lambda a, b: _te().select(a < 0.0, a * b, a)),
     "min": Binary("Min", np.minimum, lambda a, b: _te().minimum(a, b)),
     "max": Binary("Max", np.maximum, lambda a, b: _te().maximum(a, b)),
     "equal": Binary("Equal", np.equal, out="bool"),
@@ -205,7 +207,8 @@ def _reference(row: Binary):
 
 
 def _place(n, g, cfg, opts):
-    """Float32 div/sub/min/max on the CPU (LLVM) when it builds; the rest on the host."""
+    """Float32 div/sub/prelu/min/max on the CPU (LLVM) when it builds; the rest on the
+    host."""
     ok = BINARY[n.op].te_fn is not None and registry.cpu_backend() and all(
         g.values[i].dtype == "float32" for i in n.inputs)
     return "cpu" if ok else "host"
