@@ -100,3 +100,10 @@ def test_a_model_with_layer_norm_compiles_and_runs_exactly():
     ex = c.executor(SimDevice(CFG, timed=True))
     for x in xs[3:]:
         assert np.array_equal(ex.run({"x": x})["y"], run_graph(c.qgraph, {"x": x})["y"])
+
+
+def test_partition_report_says_why_a_node_stays_float():
+    m = _model([helper.make_node("ReduceMean", ["c"], ["y"], axes=[1])], opset=13)
+    c = compile_model(m, CFG, calib={"x": samples(2)})
+    row = next(r for r in c.report().splitlines() if "reduce_mean" in r)
+    assert "host" in row and "float: a reduction" in row

@@ -236,13 +236,15 @@ for _op, _row in BINARY.items():
         _op, reference=_reference(_row), category="injective",
         onnx={} if "@" in _row.onnx else
         {_row.onnx: import_variadic if _row.onnx in _VARIADIC else import_binary(_op)},
-        place=_place,
-        cpu=_cpu(_row) if _row.te_fn is not None else None))
+        place=_place, cpu=_cpu(_row) if _row.te_fn is not None else None,
+        float_why="no integer form yet (two activations at independent scales)"
+        if _row.out == "same" else "a boolean result"))
 registry.register(registry.OpDef(
     "not", reference=lambda n, ins: np.logical_not(ins[0]), category="injective",
     onnx={"Not": import_not}))
 registry.register(registry.OpDef(
     "where", reference=lambda n, ins: np.where(ins[0], ins[1], ins[2]).astype(ins[1].dtype),
-    category="injective", onnx={"Where": import_where}))
+    category="injective", onnx={"Where": import_where},
+    float_why="a select between values at independent scales"))
 registry.register(registry.OpDef(
     "variadic", onnx={t: import_variadic for t in _VARIADIC if t not in ("Min", "Max")}))

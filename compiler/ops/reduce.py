@@ -208,20 +208,22 @@ def _einsum_ref(n, ins):
         ins[0].dtype)
 
 
+_WHY = "a reduction; no int8 form yet (host numpy)"
 for _op, (_onnx, _fn) in REDUCE.items():
     rules = {_onnx: _import_reduce(_op)}
     if _op == "reduce_max":
         rules["GlobalMaxPool"] = import_global_maxpool
     registry.register(registry.OpDef(_op, reference=_reduce_ref(_op), category="reduction",
-                                     onnx=rules))
+                                     onnx=rules, float_why=_WHY))
 registry.register(registry.OpDef(
     "layer_norm", reference=_layer_norm_ref, category="reduction",
     onnx={"LayerNormalization": import_layer_norm,
-          "InstanceNormalization": import_instance_norm}))
+          "InstanceNormalization": import_instance_norm}, float_why=_WHY))
 registry.register(registry.OpDef(
     "log_softmax", reference=_log_softmax_ref, category="reduction",
-    onnx={"LogSoftmax": import_log_softmax}))
+    onnx={"LogSoftmax": import_log_softmax}, float_why=_WHY))
 registry.register(registry.OpDef("lrn", reference=_lrn_ref, category="reduction",
-                                 onnx={"LRN": import_lrn}))
+                                 onnx={"LRN": import_lrn}, float_why=_WHY))
 registry.register(registry.OpDef("einsum", reference=_einsum_ref, category="opaque",
-                                 onnx={"Einsum": import_einsum}))
+                                 onnx={"Einsum": import_einsum},
+                                 float_why="products of activations; no int8 form yet"))

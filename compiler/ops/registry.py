@@ -72,7 +72,8 @@ class OpDef:
     return ``(output tensor, binds)``, a bind being ``(placeholder, ("value", name))`` or
     ``(placeholder, ("param", array))``; ``tunable`` marks the GEMM layers whose schedules
     come from tuning logs; ``view`` an operator that only reshapes (on device data the
-    executor makes it a view of the same buffer).
+    executor makes it a view of the same buffer); ``float_why`` why a float operator has no
+    integer form (shown in the partition report).
     """
     name: str
     reference: Callable | None = None
@@ -87,6 +88,7 @@ class OpDef:
     cpu: Callable | None = None
     tunable: bool = False
     view: bool = False
+    float_why: str = ""
 
 
 _OPS: dict[str, OpDef] = {}

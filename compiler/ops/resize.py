@@ -146,5 +146,6 @@ def _quantize(qc, n) -> bool:
 
 registry.register(registry.OpDef(
     "resize", reference=_reference, category="injective",
-    onnx={"Resize": import_resize, "Upsample": import_upsample}, quantize=_quantize))
+    onnx={"Resize": import_resize, "Upsample": import_upsample}, quantize=_quantize,
+    float_why="linear interpolation (nearest quantises)"))
 registry.register(registry.OpDef("qresize", reference=_reference))

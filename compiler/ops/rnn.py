@@ -97,4 +97,5 @@ def _reference(n, ins):
 
 
 registry.register(registry.OpDef("lstm", reference=_reference, category="opaque",
-                                 onnx={"LSTM": import_lstm}))
+                                 onnx={"LSTM": import_lstm},
+                                 float_why="a recurrence; no int8 form yet"))

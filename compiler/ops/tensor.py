@@ -276,7 +276,8 @@ _RULES = {"transpose": {"Transpose": import_transpose},
           "space_to_depth": {"SpaceToDepth": _import_block("space_to_depth")}}
 for _op, _onnx in _RULES.items():
     registry.register(registry.OpDef(_op, reference=_reference(_op), category="injective",
-                                     onnx=_onnx, quantize=_quantize(_op)))
+                                     onnx=_onnx, quantize=_quantize(_op),
+                                     float_why="its input is float"))
     registry.register(registry.OpDef("q" + _op, reference=_reference(_op)))
 registry.register(registry.OpDef(
     "constant_producer", onnx={"ConstantOfShape": import_constant_of_shape,
