@@ -107,3 +107,14 @@ def test_partition_report_says_why_a_node_stays_float():
     c = compile_model(m, CFG, calib={"x": samples(2)})
     row = next(r for r in c.report().splitlines() if "reduce_mean" in r)
     assert "host" in row and "float: a reduction" in row
+
+
+def test_gemm_of_two_activations_and_batched_matmul():
+    nodes = [helper.make_node("Reshape", ["c", "s"], ["m"]),
+             helper.make_node("Gemm", ["m", "m"], ["g"], transB=1, alpha=0.5),
+             helper.make_node("Gemm", ["g", "m", "m"], ["y"], transA=1, beta=2.0)]
+    _against_ort(_model(nodes, [_t("s", [16, 36])]), "gemm2")
+    nodes = [helper.make_node("Reshape", ["c", "s"], ["m"]),
+             helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["m", "t"], ["y"])]
+    _against_ort(_model(nodes, [_t("s", [4, 4, 36])]), "matmul")

@@ -13,6 +13,9 @@ from .requant import epilogue, epilogue_te, mult_cpu, mult_vta, quantize_gemm, s
 
 
 def import_gemm(ctx, node, attrs):
+    if ctx.take(attrs, "transA", 0) or not ctx.is_const(node.input[1]):
+        from .reduce import import_gemm_general     # two activations / transA: float
+        return import_gemm_general(ctx, node, attrs)
     alpha = float(ctx.take(attrs, "alpha", 1.0))
     beta = float(ctx.take(attrs, "beta", 1.0))
     if ctx.take(attrs, "transA", 0):

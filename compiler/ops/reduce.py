@@ -1,7 +1,7 @@
 """Reductions and normalisations over any axes: ReduceMean, ReduceSum, ReduceMax, ReduceMin,
 ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp,
-GlobalMaxPool, LayerNormalization, InstanceNormalization, LogSoftmax, LRN, and Einsum (the
-attention patterns and any other equation numpy takes).
+GlobalMaxPool, LayerNormalization, InstanceNormalization, LogSoftmax, LRN, Einsum (the
+attention patterns and any other equation numpy takes), and Gemm of two activations.
 
 Axes come from the attribute (opset < 18; ReduceSum from 13) or the second input; they are
 normalised to non-negative and stored on the node.  Every one stays float (it is a
@@ -203,6 +203,36 @@ def import_einsum(ctx, node, attrs):
     ctx.emit(node, "einsum", ins, shape, attrs={"equation": eq})
 
 
+def import_gemm_general(ctx, node, attrs):
+    """Gemm with an activation B or transA (e.g. attention written as Gemm): float."""
+    a = {k: float(ctx.take(attrs, k, 1.0)) for k in ("alpha", "beta")}
+    a.update({k: int(ctx.take(attrs, k, 0)) for k in ("transA", "transB")})
+    sa, sb = ctx.shape(node.input[0]), ctx.shape(node.input[1])
+    if len(sa) != 2 or len(sb) != 2:
+        raise _err(node, f"A {sa}, B {sb}: Gemm takes matrices")
+    m, k = sa[::-1] if a["transA"] else sa
+    k2, n = sb[::-1] if a["transB"] else sb
+    if k != k2:
+        raise _err(node, f"A {sa} and B {sb} do not multiply (transA {a['transA']}, "
+                         f"transB {a['transB']})")
+    ins = [i for i in node.input[:3] if i]
+    if len(ins) == 3:
+        try:
+            np.broadcast_shapes(ctx.shape(ins[2]), (m, n))
+        except ValueError:
+            raise _err(node, f"C {ctx.shape(ins[2])} does not broadcast to {(m, n)}") from None
+    ctx.emit(node, "gemm2", ins, (m, n), attrs=a)
+
+
+def _gemm2_ref(n, ins):
+    a = n.attrs
+    x, y = (i.astype(np.float64) for i in ins[:2])
+    out = a["alpha"] * ((x.T if a["transA"] else x) @ (y.T if a["transB"] else y))
+    if len(ins) > 2:
+        out = out + a["beta"] * ins[2].astype(np.float64)
+    return out.astype(ins[0].dtype)
+
+
 def _einsum_ref(n, ins):
     return np.einsum(n.attrs["equation"], *[i.astype(np.float64) for i in ins]).astype(
         ins[0].dtype)
@@ -224,6 +254,8 @@ registry.register(registry.OpDef(
     onnx={"LogSoftmax": import_log_softmax}, float_why=_WHY))
 registry.register(registry.OpDef("lrn", reference=_lrn_ref, category="reduction",
                                  onnx={"LRN": import_lrn}, float_why=_WHY))
+registry.register(registry.OpDef("gemm2", reference=_gemm2_ref, category="opaque",
+                                 float_why="a product of two activations; no int8 form yet"))
 registry.register(registry.OpDef("einsum", reference=_einsum_ref, category="opaque",
                                  onnx={"Einsum": import_einsum},
                                  float_why="products of activations; no int8 form yet"))
