@@ -170,15 +170,17 @@ def _layer_norm_ref(n, ins):
 
 
 def import_log_softmax(ctx, node, attrs):
+    from .softmax import softmax_axes
     xs = ctx.shape(node.input[0])
-    axis = int(ctx.take(attrs, "axis", -1)) % len(xs)
-    ctx.emit(node, "log_softmax", node.input[:1], xs, attrs={"axis": axis})
+    ctx.emit(node, "log_softmax", node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node,
+                                                                                  attrs)})
 
 
 def _log_softmax_ref(n, ins):
     x = ins[0].astype(np.float64)
     ax = n.attrs["axis"]
-    return (x - _logsumexp(x, (ax,), True)).astype(ins[0].dtype)
+    ax = tuple(ax) if isinstance(ax, (list, tuple)) else (ax,)
+    return (x - _logsumexp(x, ax, True)).astype(ins[0].dtype)
 
 
 def import_lrn(ctx, node, attrs):
