@@ -119,18 +119,20 @@ def test_skl2onnx_mlp_imports():
 
 
 def test_unknown_op_is_typed_error_naming_node():
-    m = _model([helper.make_node("Tanh", ["x"], ["y"], name="act1")], [("x", [1, 4])],
+    m = _model([helper.make_node("Hardmax", ["x"], ["y"], name="act1")], [("x", [1, 4])],
                [("y", [1, 4])])
-    with pytest.raises(OnnxImportError, match=r"node 'act1': operator Tanh is not supported"):
+    with pytest.raises(OnnxImportError, match=r"node 'act1': operator Hardmax is not supported "
+                                              r"\(ArgMax\)"):
         import_onnx(m)
 
 
 def test_unsupported_attribute_names_node_and_attribute():
     m = _model([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2],
-                                 ceil_mode=1)], [("x", [1, 1, 4, 4])], [("y", [1, 1, 3, 3])])
-    with pytest.raises(OnnxImportError, match=r"node 'mp' \(MaxPool\): attribute 'ceil_mode'"):
+                                 storage_order=1)], [("x", [1, 1, 4, 4])], [("y", [1, 1, 2, 2])])
+    with pytest.raises(OnnxImportError, match=r"node 'mp' \(MaxPool\): attribute "
+                                              r"'storage_order'"):
         import_onnx(m)
-    m = _model([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=0)],
+    m = _model([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=2)],
                [("x", [2, 4])], [("y", [2, 4])])
     with pytest.raises(OnnxImportError, match=r"node 'sm' \(Softmax\): attribute 'axis'"):
         import_onnx(m)

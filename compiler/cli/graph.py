@@ -131,7 +131,24 @@ def _compile(args, model_spec):
                          percentile=args.percentile, cpu_only=args.cpu_only,
                          first_conv_cpu=args.first_conv_cpu, tuning_log=args.tuning_log,
                          per_channel=not args.per_tensor,
-                         float_first_last=args.float_first_last)
+                         float_first_last=args.float_first_last,
+                         input_shapes=parse_input_shapes(getattr(args, "input_shape", None)))
+
+
+def parse_input_shapes(specs) -> dict:
+    """``["NAME=1x3x48x192", ...]`` -> {NAME: (1, 3, 48, 192)} (GraphError if malformed)."""
+    out = {}
+    for spec in specs or []:
+        name, sep, dims = spec.rpartition("=")
+        try:
+            shape = tuple(int(d) for d in dims.lower().split("x"))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or min(shape) < 1:
+            raise GraphError(f"--input-shape {spec!r}: expected NAME=D1xD2x... with positive "
+                             f"integer dimensions (e.g. x=1x3x48x192)")
+        out[name] = shape
+    return out
 
 
 def _check_artifact_output(path: str) -> None:
@@ -325,6 +342,8 @@ def _common(p):
                    help="per-tensor weight scales (no ALU MUL; for cores without it)")
     p.add_argument("--first-conv-cpu", action="store_true",
                    help="keep a conv with fewer input channels than BLOCK_IN on the CPU")
+    p.add_argument("--input-shape", action="append", metavar="NAME=1x3x48x192",
+                   help="shape of a graph input with symbolic dimensions (repeatable)")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 

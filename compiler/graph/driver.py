@@ -102,14 +102,16 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   percentile: float = 99.99, global_scale: float = 8.0,
                   cpu_only: bool = False, first_conv_cpu: bool = False,
                   tuning_log: str | None = None, sqnr_samples: int = 1,
-                  per_channel: bool = True, float_first_last: bool = False) -> Compiled:
+                  per_channel: bool = True, float_first_last: bool = False,
+                  input_shapes: dict | None = None) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
-    ``mode="global_scale"`` or the model is QDQ-quantised everywhere)."""
+    ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
+    ({name: shape}) pins symbolic input dimensions."""
     cfg = cfg or VTAConfig()
     t0 = time.perf_counter()
     pm = float_pipeline()
-    fg = pm.run(import_onnx(model))
+    fg = pm.run(import_onnx(model, input_shapes=input_shapes))
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
     fl = ()

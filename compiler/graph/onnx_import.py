@@ -143,8 +143,10 @@ def _check_size(what: str, shape) -> None:
                               f"{MAX_ELEMENTS:,} elements a tensor may have here")
 
 
-def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
-    """Import ``model`` (path or ModelProto) into a float graph (see the module docstring)."""
+def import_onnx(model, batch: int = 1, name: str | None = None,
+                input_shapes: dict | None = None) -> Graph:
+    """Import ``model`` (path or ModelProto) into a float graph (see the module docstring);
+    ``input_shapes`` ({input name: shape}) pins the symbolic dimensions of graph inputs."""
     from onnx import numpy_helper
     m = load_model(model)
     og = m.graph
@@ -162,6 +164,9 @@ def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
         if tt.elem_type != 1:
             raise OnnxImportError(f"graph input {vi.name!r}: element type "
                                   f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32 inputs")
+        if input_shapes and vi.name in input_shapes:
+            g.add_input(vi.name, _pinned(vi, input_shapes[vi.name]), "float32")
+            continue
         dims = []
         for k, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
@@ -174,12 +179,16 @@ def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
             else:
                 sym = d.dim_param or "?"
                 raise OnnxImportError(f"graph input {vi.name!r}: dimension {k} is dynamic "
-                                      f"({sym!r}); only the batch dimension may be dynamic")
+                                      f"({sym!r}); give the shape with --input-shape "
+                                      f"{vi.name}=" + "x".join(
+                                          str(e.dim_value) if e.dim_value > 0 else "N"
+                                          for e in tt.shape.dim))
         _check_size(f"graph input {vi.name!r}", dims)
         g.add_input(vi.name, tuple(dims), "float32")
     if not og.output:
         raise OnnxImportError(f"{g.name}: the model has no outputs")
     imp = ImportContext(g, consts, alias)
+    imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     for i, node in enumerate(og.node):
         imp.node(node, i)
     for vo in og.output:
@@ -195,6 +204,20 @@ def import_onnx(model, batch: int = 1, name: str | None = None) -> Graph:
     return g
 
 
+def _pinned(vi, shape) -> tuple:
+    """The shape given for graph input ``vi``: its rank, and its fixed dimensions kept."""
+    dims = vi.type.tensor_type.shape.dim
+    shape = tuple(int(v) for v in shape)
+    if len(shape) != len(dims) or min(shape, default=1) < 1:
+        raise OnnxImportError(f"graph input {vi.name!r}: shape {list(shape)} given, the model "
+                              f"has rank {len(dims)}")
+    for k, (d, v) in enumerate(zip(dims, shape)):
+        if d.HasField("dim_value") and d.dim_value > 0 and d.dim_value != v:
+            raise OnnxImportError(f"graph input {vi.name!r}: dimension {k} is {d.dim_value} "
+                                  f"in the model, {v} given")
+    return shape
+
+
 class ImportContext:
     """The state of one import, and what an operator's import rule
     (:attr:`compiler.ops.registry.OpDef.onnx`) works with: the constants seen so far
@@ -203,6 +226,7 @@ class ImportContext:
 
     def __init__(self, g: Graph, consts: dict, alias: dict):
         self.g, self.consts, self.alias = g, consts, alias
+        self.opset = 0            # the model's default-domain opset (0: not known)
 
     # ---------------------------------------------------------------- helpers
     def rename(self, old: str, new: str) -> None:
@@ -260,7 +284,7 @@ class ImportContext:
         if fn is None:
             dom = node.domain + "." if node.domain else ""
             raise OnnxImportError(f"node {node.name!r}: operator {dom}{node.op_type} is not "
-                                  f"supported")
+                                  f"supported ({registry.nearest(node.op_type)})")
         self.attrs_seen = set()
         fn(self, node, attrs)
         extra = set(attrs) - self.attrs_seen

@@ -45,9 +45,18 @@ class Program:
                                                     lambda: "")()[:48]
             elif s.kind == "cpu":
                 det = "LLVM" if _cpu_backend() else "TE evaluator (numpy)"
+            why = _float_why(s.node.op)
+            if why and v.dtype != "int8":
+                det = (det + "; " if det else "") + "float: " + why
             rows.append(f"{s.node.name[:24]:24s} {s.node.op:16s} {s.kind:5s} "
                         f"{str(list(v.shape)):22s} {det}")
         return "\n".join(rows)
+
+
+def _float_why(op: str) -> str:
+    from ..ops import registry
+    d = registry.get(op)
+    return d.float_why if d is not None else ""
 
 
 class CpuKernel:

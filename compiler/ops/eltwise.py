@@ -169,6 +169,8 @@ def _import_binary(ctx, node, op):
     except ValueError:
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): shapes "
                               f"{ctx.shape(a)} and {ctx.shape(b)} do not broadcast") from None
+    if shape != ctx.shape(a) and shape == ctx.shape(b) and not ctx.is_const(b):
+        a, b = b, a                     # SE block: (1, C, 1, 1) * (1, C, H, W), commutative
     if shape != ctx.shape(a) and not ctx.is_const(b):
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): the first operand "
                               f"{ctx.shape(a)} must have the result's shape {shape}")

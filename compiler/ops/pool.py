@@ -149,9 +149,7 @@ def _import_pool(ctx, node, attrs, op):
     if len(k) != 2:
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
                               f"'kernel_shape' = {list(k)}: only 2-D pooling")
-    if ctx.take(attrs, "ceil_mode", 0):
-        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
-                              f"'ceil_mode' = 1 is not supported")
+    ceil = bool(ctx.take(attrs, "ceil_mode", 0))
     if ctx.take(attrs, "storage_order", 0):
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
                               f"'storage_order' = 1 is not supported")
@@ -162,7 +160,30 @@ def _import_pool(ctx, node, attrs, op):
     a = {"kernel": k, "strides": strides, "pads": pads}
     if op == "avgpool":
         a["count_include_pad"] = bool(ctx.take(attrs, "count_include_pad", 0))
+    if ceil:
+        pads, (oh, ow) = ceil_pads(xs, k, strides, pads)
+        if pads != a["pads"] and a.get("count_include_pad"):
+            raise OnnxImportError(f"node {node.name!r} ({node.op_type}): 'ceil_mode' = 1 "
+                                  f"with 'count_include_pad' = 1 adds a partial window; "
+                                  f"supported: either one alone")
+        a["pads"] = pads
     ctx.emit(node, op, node.input[:1], (xs[0], xs[1], oh, ow), attrs=a)
+
+
+def ceil_pads(xs, k, strides, pads):
+    """ceil_mode as extra bottom/right padding (never counted: max pads with the minimum,
+    average without count_include_pad counts only input elements): the ceil output size,
+    less a last window that would start in the bottom/right padding (PyTorch, onnxruntime)."""
+    pt, pl, pb, pr = pads
+    out, extra = [], []
+    for n, kk, s, lo, hi in ((xs[2], k[0], strides[0], pt, pb), (xs[3], k[1], strides[1], pl,
+                                                                     pr)):
+        o = -(-(n + lo + hi - kk) // s) + 1
+        if (o - 1) * s >= n + lo:
+            o -= 1
+        out.append(o)
+        extra.append(max((o - 1) * s + kk - (n + lo + hi), 0))
+    return (pt, pl, pb + extra[0], pr + extra[1]), tuple(out)
 
 
 def import_global_avgpool(ctx, node, attrs):

@@ -40,6 +40,13 @@ FAMILIES = (
     "sigmoid",
     "hardsigmoid",
     "hardswish",
+    "unary",
+    "binary",
+    "tensor",
+    "reduce",
+    "resize",
+    "conv_transpose",
+    "rnn",
 )
 
 
@@ -72,6 +79,8 @@ class OpDef:
       ``(placeholder, ("param", array))``.
     - ``tunable``: a GEMM layer whose schedule may come from a tuning log; ``view``: only
       reshapes (on device data the executor makes it a view of the same buffer).
+    - ``float_why``: why a float operator has no integer form (shown in the partition
+      report).
     """
     name: str
     reference: Callable | None = None
@@ -87,6 +96,7 @@ class OpDef:
     tunable: bool = False
     view: bool = False
     packed_flatten: Callable | None = None
+    float_why: str = ""
 
 
 _OPS: dict[str, OpDef] = {}
@@ -141,6 +151,28 @@ def onnx_ops() -> list[str]:
     """The ONNX op types the importer knows, sorted."""
     _load()
     return sorted(_ONNX)
+
+
+#: ONNX operators with no import rule -> the supported form closest to them.
+_NEAREST = {
+    "LSTM": "unroll it into MatMul, Add, Sigmoid, Tanh and Mul", "GRU": "unroll it into "
+    "MatMul, Add, Sigmoid, Tanh and Mul", "RNN": "unroll it into MatMul, Add and Tanh",
+    "If": "fold its condition to a constant before export", "Loop": "unroll it before export",
+    "LRN": "BatchNormalization, or drop it (it is rare after AlexNet)",
+    "GlobalMaxPool": "ReduceMax over the spatial axes",
+    "Mod": "Sub and Floor of a Div", "NonZero": "Where with a constant mask",
+    "ScatterND": "Concat of Slices", "TopK": "ArgMax", "Hardmax": "ArgMax",
+}
+
+
+def nearest(op_type: str) -> str:
+    """The supported form nearest to ONNX operator ``op_type`` (for error messages)."""
+    import difflib
+    if op_type in _NEAREST:
+        return _NEAREST[op_type]
+    close = difflib.get_close_matches(op_type, onnx_ops(), n=2, cutoff=0.6)
+    return ("nearest supported: " + ", ".join(close)) if close else \
+        "no close form; compiler.ops.registry.onnx_ops() lists the supported ones"
 
 
 def cpu_backend() -> bool:

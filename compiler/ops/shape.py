@@ -1,7 +1,7 @@
 """Shape operators: Flatten, Reshape, Unsqueeze, Squeeze, Concat (and their integer forms
 ``qreshape``, ``qconcat``), and the ONNX operators folded away at import (Identity,
-Dropout, Constant, and the shape arithmetic Shape / Gather of constants: shapes are static,
-so PyTorch's ``x.view(x.size(0), -1)`` becomes a constant reshape)."""
+Dropout, Constant, and the shape arithmetic Shape; Gather of constants is in :mod:`.tensor`):
+shapes are static, so PyTorch's ``x.view(x.size(0), -1)`` becomes a constant reshape)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ def import_flatten(ctx, node, attrs):
 
 
 def import_reshape(ctx, node, attrs):
-    if ctx.take(attrs, "allowzero", 0):
-        raise OnnxImportError(f"node {node.name!r} (Reshape): attribute 'allowzero' = 1 is "
-                              f"not supported")
     xs = ctx.shape(node.input[0])
     spec = [int(v) for v in ctx.const(node.input[1], node, "shape").reshape(-1)]
+    if ctx.take(attrs, "allowzero", 0) and 0 in spec:
+        raise OnnxImportError(f"node {node.name!r} (Reshape): attribute 'allowzero' = 1 with "
+                              f"a 0 in the shape {spec} (an empty tensor) is not supported")
     spec = [xs[k] if v == 0 else v for k, v in enumerate(spec)]
     if spec.count(-1) > 1:
         raise OnnxImportError(f"node {node.name!r} (Reshape): more than one -1 in {spec}")
@@ -96,31 +96,37 @@ def import_identity(ctx, node, attrs):
 
 
 def import_dropout(ctx, node, attrs):
+    """Inference: the identity (its ratio does not matter; training mode is refused)."""
     ctx.take(attrs, "seed")
+    ctx.take(attrs, "ratio")
+    if len(node.input) > 2 and node.input[2] and bool(
+            ctx.const(node.input[2], node, "training_mode").reshape(-1)[0]):
+        raise OnnxImportError(f"node {node.name!r} (Dropout): training_mode = true is not "
+                              f"supported (inference only)")
     ctx.alias[node.output[0]] = ctx.src(node.input[0])
+
+
+_CONST_KINDS = {"value_float": np.float32, "value_floats": np.float32,
+                "value_int": np.int64, "value_ints": np.int64}
 
 
 def import_constant(ctx, node, attrs):
     from onnx import numpy_helper
-    if "value" not in attrs:
+    kinds = [k for k in ("value",) + tuple(_CONST_KINDS) if k in attrs]
+    if len(kinds) != 1:
         k = sorted(attrs)[0] if attrs else "value"
         raise OnnxImportError(f"node {node.name!r} (Constant): attribute {k!r} is not "
-                              f"supported (only 'value')")
-    ctx.take(attrs, "value")
-    ctx.fold(node, numpy_helper.to_array(attrs["value"]))
+                              f"supported (value, value_float(s), value_int(s))")
+    k = kinds[0]
+    v = ctx.take(attrs, k)
+    ctx.fold(node, numpy_helper.to_array(v) if k == "value" else
+             np.asarray(v, _CONST_KINDS[k]))
 
 
 def import_shape(ctx, node, attrs):
     shape = np.array(ctx.shape(node.input[0]), np.int64)
     start, end = ctx.take(attrs, "start", 0), ctx.take(attrs, "end", None)
     ctx.fold(node, shape[start:end])
-
-
-def import_gather(ctx, node, attrs):
-    axis = int(ctx.take(attrs, "axis", 0))
-    data = ctx.const(node.input[0], node, "data")
-    ind = ctx.const(node.input[1], node, "indices")
-    ctx.fold(node, np.take(data, ind, axis=axis))
 
 
 # ------------------------------------------------------------------ quantisation
@@ -200,5 +206,4 @@ registry.register(registry.OpDef(
 registry.register(registry.OpDef(
     "identity", onnx={"Identity": import_identity, "Dropout": import_dropout}))
 registry.register(registry.OpDef(
-    "constant", onnx={"Constant": import_constant, "Shape": import_shape,
-                      "Gather": import_gather}))
+    "constant", onnx={"Constant": import_constant, "Shape": import_shape}))

@@ -1,5 +1,6 @@
-"""Softmax over the last axis: import, numpy reference, and the CPU kernel (float, LLVM);
-it stays float (the quantiser dequantises before it)."""
+"""Softmax over any axis: import, numpy reference, and the CPU kernel (float, LLVM) when the
+axis is the last (other axes: the host, numpy); it stays float (the quantiser dequantises
+before it)."""
 
 from __future__ import annotations
 
@@ -14,18 +15,35 @@ def softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def softmax_axes(ctx, node, attrs):
+    """The axis (opset >= 13) or the axes (opset < 13: the input coerced to 2-D at ``axis``,
+    default 1) a Softmax / LogSoftmax normalises over."""
+    xs = ctx.shape(node.input[0])
+    old = 0 < getattr(ctx, "opset", 0) < 13
+    axis = int(ctx.take(attrs, "axis", 1 if old else -1))
+    axis = axis + len(xs) if axis < 0 else axis
+    if not 0 <= axis < len(xs):
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'axis' = "
+                              f"{axis} is out of range for rank {len(xs)}")
+    if old and axis < len(xs) - 1:
+        return list(range(axis, len(xs)))
+    return axis
+
+
+def _axis(n):
+    a = n.attrs["axis"]
+    return tuple(a) if isinstance(a, (list, tuple)) else a
+
+
 def import_softmax(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
-    axis = int(ctx.take(attrs, "axis", -1))
-    axis = axis + len(xs) if axis < 0 else axis
-    if axis != len(xs) - 1:
-        raise OnnxImportError(f"node {node.name!r} (Softmax): attribute 'axis' = {axis}: "
-                              f"only the last axis is supported")
-    ctx.emit(node, "softmax", node.input[:1], xs, attrs={"axis": axis})
+    ctx.emit(node, "softmax", node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node,
+                                                                              attrs)})
 
 
 def place_softmax(n, g, cfg, opts):
-    return "cpu" if registry.cpu_backend() else "host"
+    last = _axis(n) == len(g.values[n.inputs[0]].shape) - 1
+    return "cpu" if last and registry.cpu_backend() else "host"
 
 
 def softmax_cpu(n, g):
@@ -37,7 +55,7 @@ def softmax_cpu(n, g):
 
 
 registry.register(registry.OpDef(
-    "softmax", reference=lambda n, ins: softmax(ins[0].astype(np.float64), n.attrs["axis"]
+    "softmax", reference=lambda n, ins: softmax(ins[0].astype(np.float64), _axis(n)
                                                 ).astype(np.float32),
     category="reduction", onnx={"Softmax": import_softmax}, place=place_softmax,
     cpu=softmax_cpu))

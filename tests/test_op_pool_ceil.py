@@ -1,0 +1,42 @@
+"""MaxPool / AveragePool with ``ceil_mode`` (and ``count_include_pad``) against onnxruntime
+(compiler/ops/pool.py: ceil mode is extra bottom/right padding that no window counts), and
+quantised: max pooling on VTA bit-exact on the timed simulator."""
+
+import pytest
+
+from .onnx_ops import against_ort, check_bit_exact, conv_graph
+from onnx import helper
+
+from compiler.graph.onnx_import import OnnxImportError, import_onnx
+
+
+def _model(op, **attrs):
+    return conv_graph([helper.make_node(op, ["c"], ["y"], **attrs)])
+
+
+CASES = [("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+         ("MaxPool", dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1, pads=[1, 0, 1, 0])),
+         ("MaxPool", dict(kernel_shape=[3, 3], strides=[4, 4], ceil_mode=1)),
+         ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+         ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                              count_include_pad=1)),
+         ("AveragePool", dict(kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+                              count_include_pad=1))]
+
+
+@pytest.mark.parametrize("op,attrs", CASES)
+def test_ceil_mode_matches_onnxruntime(op, attrs):
+    against_ort(_model(op, **attrs), "maxpool" if op == "MaxPool" else "avgpool")
+
+
+def test_ceil_mode_with_count_include_pad_over_a_partial_window_is_refused():
+    m = _model("AveragePool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1,
+               count_include_pad=1, name="ap")
+    with pytest.raises(OnnxImportError, match="'ap'.*ceil_mode"):
+        import_onnx(m)
+
+
+def test_ceil_mode_max_pool_quantised_on_vta_is_bit_exact():
+    c = check_bit_exact(_model("MaxPool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+                        "qmaxpool")
+    assert {s.node.op: s.kind for s in c.program.steps}["qmaxpool"] == "vta"
