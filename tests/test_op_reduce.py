@@ -67,9 +67,10 @@ def test_lrn_and_einsum_attention():
 
 
 def test_a_model_with_layer_norm_compiles_and_runs_exactly():
-    nodes = [helper.make_node("LayerNormalization", ["c"], ["n"], axis=1),
+    nodes = [helper.make_node("LayerNormalization", ["c", "g"], ["n"], axis=1),
              helper.make_node("Relu", ["n"], ["y"])]
-    m = conv_graph(nodes)
+    g = np.random.default_rng(2).uniform(0.5, 1.5, (16, 6, 6))
+    m = conv_graph(nodes, [_t("g", g, np.float32)])
     xs = samples()
     c = compile_model(m, CFG, calib={"x": xs[:3]})
     kinds = {s.node.op: s.kind for s in c.program.steps}
