@@ -9,8 +9,6 @@ VTA dense is a pure reshape: the dense weights are permuted to the packed order 
 
 from __future__ import annotations
 
-import numpy as np
-
 from isa import VTAConfig
 
 from ..ops import registry
@@ -30,58 +28,9 @@ def packed_shape(shape, cfg: VTAConfig) -> tuple:
     return (_pad_to(n, b) // b, _pad_to(c, bl) // bl, b, bl)
 
 
-def _permute_dense(out: Graph, g: Graph, wname: str, flat: tuple, cfg: VTAConfig) -> str:
-    """Dense weights (O, C*H*W) in plain flatten order -> columns in packed flatten order
-    ((c // bl, y, x, c % bl), padded channels zero)."""
-    c, cb, h, w = flat
-    bl = cfg.block_out
-    wt = g.params[wname]
-    o = wt.shape[0]
-    src = wt.reshape(o, c, h, w)
-    dst = np.zeros((o, cb * bl, h, w), wt.dtype)
-    dst[:, :c] = src
-    dst = dst.reshape(o, cb, bl, h, w).transpose(0, 1, 3, 4, 2).reshape(o, cb * h * w * bl)
-    name = out.fresh(wname + "_packed_cols")
-    out.add_param(name, np.ascontiguousarray(dst), frac=g.values[wname].frac)
-    return name
-
-
-def _im2col_input(n: Node, g: Graph, out: Graph, want, lay: dict, cfg: VTAConfig) -> Node:
-    """A VTA conv with fewer input channels than a block (an RGB stem) whose kernel taps
-    fill fewer channel blocks than KH x KW: its plain input goes through a host ``im2col``
-    node (taps as channels, packed) and the conv becomes a 1x1 conv over it (``attrs["im2col"]``
-    = the taps' channel blocks; :func:`compiler.ops.conv.qconv_vta` re-lays the weights).
-    When the bias fits, the spare channels after the taps are constants and the bias rides
-    in their weights (``attrs["bias_taps"]``: the GEMM adds it, no ALU ADD per output tile)."""
-    from ..vta.host_layout import taps_blocks
-    a = n.attrs
-    w = g.params[n.inputs[1]]
-    xv, ov = g.values[n.inputs[0]], g.values[n.output]
-    taps = taps_blocks(w.shape[1], w.shape[2], w.shape[3], cfg.block_in, a.get("group", 1))
-    if taps is None or len(xv.shape) != 4 or a["strides"][0] != a["strides"][1] or \
-            tuple(a.get("dilations", (1, 1))) != (1, 1):
-        return n
-    from ..vta.host_layout import bias_taps
-    src = want(n.inputs[0], "plain")
-    pt, pl, pb, pr = a["pads"]
-    kk = w.shape[1] * w.shape[2] * w.shape[3]
-    folded = bias_taps(g.params[n.inputs[2]], taps * cfg.block_in - kk)
-    npad = -(-xv.shape[0] // cfg.batch) * cfg.batch
-    oh, ow = ov.shape[2:4]
-    shape = (npad // cfg.batch, taps, oh, ow, cfg.batch, cfg.block_in)
-    name = out.fresh(n.inputs[0] + "_im2col")
-    out.add_node("im2col", name, [src], shape, xv.dtype,
-                 {"pads": (pt, pb, pl, pr), "kernel": tuple(w.shape[2:4]),
-                  "stride": a["strides"][0], "out_hw": (oh, ow),
-                  "padded": (npad, taps * cfg.block_in), "blocks": (cfg.batch, cfg.block_in),
-                  "consts": folded[0] if folded else ()},
-                 frac=xv.frac, layout="packed")
-    out.nodes[-1].target = "host"
-    out.values[name].plain_shape = shape
-    lay[name] = "packed"
-    out.transforms += 1
-    return Node(n.op, n.name, [name] + list(n.inputs[1:]), n.output,
-                {**a, "im2col": taps, "bias_taps": folded is not None}, n.target)
+def _reads_packed_flatten(n: Node) -> bool:
+    op = registry.get(n.op)
+    return op is not None and op.packed_flatten is not None
 
 
 def layout(g: Graph, cfg: VTAConfig) -> Graph:
@@ -128,6 +77,7 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
     flat: dict[str, tuple] = {}
     for n in g.nodes:
         op = registry.get(n.op)
+        reshape = op is not None and op.layout == "reshape"
         v = g.values[n.output]
         acts = [i for i in n.inputs if i not in g.params]
         if n.target == "vta":
@@ -143,24 +93,26 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
                     op.vta_when_packed(n) and cfg.block_in == \
                     cfg.block_out and n.target == "cpu" and not getattr(g, "cpu_only", False):
                 n.target = "vta"
-        elif n.op == "qreshape" and acts and lay.get(acts[0]) == "packed" and \
+        elif reshape and acts and lay.get(acts[0]) == "packed" and \
                 len(v.shape) == 2 and g.values[n.inputs[0]].shape[2:] == (1, 1):
             mode = "packed"
-        elif n.op == "qreshape" and acts and lay.get(acts[0]) == "packed" and \
+        elif reshape and acts and lay.get(acts[0]) == "packed" and \
                 len(v.shape) == 2 and cfg.batch == 1 and len(users.get(n.output, [])) == 1 \
-                and users[n.output][0].op == "qdense" and users[n.output][0].target == "vta" \
-                and n.output not in g.outputs:
+                and _reads_packed_flatten(users[n.output][0]) \
+                and users[n.output][0].target == "vta" and n.output not in g.outputs:
             # flatten of packed (1, C/bl, H, W, 1, bl) is a pure reshape to the dense layout
-            # in (c-block, y, x, c) order; the dense weights are permuted to match instead
+            # in (c-block, y, x, c) order; the reader's weights are permuted to match instead
             mode = "packed_flatten"
         else:
             mode = "plain"
-        if n.op == "qconv" and n.target == "vta":
-            n = _im2col_input(n, g, out, want, lay, cfg)
+        new = op.relayout(n, g, out, want, lay, cfg) \
+            if op is not None and op.relayout is not None and n.target == "vta" else None
+        if new is not None:           # its data re-laid by a host node (a stem conv's im2col)
+            n = Node(n.op, n.name, new[0], n.output, new[1], n.target)
             acts = [i for i in n.inputs if i not in g.params]
-        if n.op == "qdense" and n.inputs[0] in flat:
-            n = Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), n.target)
-            n.inputs[1] = _permute_dense(out, g, n.inputs[1], flat[n.inputs[0]], cfg)
+        if op is not None and op.packed_flatten is not None and n.inputs[0] in flat:
+            n = Node(n.op, n.name, op.packed_flatten(out, g, n, flat[n.inputs[0]], cfg),
+                     n.output, dict(n.attrs), n.target)
         ins = [want(i, "packed" if mode == "packed_flatten" else mode) if i in acts else i
                for i in n.inputs]
         if mode == "packed_flatten":
@@ -177,7 +129,7 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
             continue
         nn = Node(n.op, n.name, ins, n.output, dict(n.attrs), n.target)
         shape = packed_shape(v.shape, cfg) if mode == "packed" else v.shape
-        if n.op == "qreshape" and mode == "packed":
+        if reshape and mode == "packed":
             nn.attrs["shape"] = shape
         out.values[n.output] = type(v)(n.output, shape, v.dtype, v.frac, mode)
         out.values[n.output].plain_shape = v.shape
