@@ -33,44 +33,6 @@ def _reads_packed_flatten(n: Node) -> bool:
     return op is not None and op.packed_flatten is not None
 
 
-def _im2col_input(n: Node, g: Graph, out: Graph, want, lay: dict, cfg: VTAConfig) -> Node:
-    """A VTA conv with fewer input channels than a block (an RGB stem) whose kernel taps
-    fill fewer channel blocks than KH x KW: its plain input goes through a host ``im2col``
-    node (taps as channels, packed) and the conv becomes a 1x1 conv over it (``attrs["im2col"]``
-    = the taps' channel blocks; :func:`compiler.ops.conv.qconv_vta` re-lays the weights).
-    When the bias fits, the spare channels after the taps are constants and the bias rides
-    in their weights (``attrs["bias_taps"]``: the GEMM adds it, no ALU ADD per output tile)."""
-    from ..vta.host_layout import taps_blocks
-    a = n.attrs
-    w = g.params[n.inputs[1]]
-    xv, ov = g.values[n.inputs[0]], g.values[n.output]
-    taps = taps_blocks(w.shape[1], w.shape[2], w.shape[3], cfg.block_in, a.get("group", 1))
-    if taps is None or len(xv.shape) != 4 or a["strides"][0] != a["strides"][1] or \
-            tuple(a.get("dilations", (1, 1))) != (1, 1):
-        return n
-    from ..vta.host_layout import bias_taps
-    src = want(n.inputs[0], "plain")
-    pt, pl, pb, pr = a["pads"]
-    kk = w.shape[1] * w.shape[2] * w.shape[3]
-    folded = bias_taps(g.params[n.inputs[2]], taps * cfg.block_in - kk)
-    npad = -(-xv.shape[0] // cfg.batch) * cfg.batch
-    oh, ow = ov.shape[2:4]
-    shape = (npad // cfg.batch, taps, oh, ow, cfg.batch, cfg.block_in)
-    name = out.fresh(n.inputs[0] + "_im2col")
-    out.add_node("im2col", name, [src], shape, xv.dtype,
-                 {"pads": (pt, pb, pl, pr), "kernel": tuple(w.shape[2:4]),
-                  "stride": a["strides"][0], "out_hw": (oh, ow),
-                  "padded": (npad, taps * cfg.block_in), "blocks": (cfg.batch, cfg.block_in),
-                  "consts": folded[0] if folded else ()},
-                 frac=xv.frac, layout="packed")
-    out.nodes[-1].target = "host"
-    out.values[name].plain_shape = shape
-    lay[name] = "packed"
-    out.transforms += 1
-    return Node(n.op, n.name, [name] + list(n.inputs[1:]), n.output,
-                {**a, "im2col": taps, "bias_taps": folded is not None}, n.target)
-
-
 def layout(g: Graph, cfg: VTAConfig) -> Graph:
     """Insert the pack / unpack nodes (see the module docstring); returns a new graph."""
     out = Graph(g.name)
@@ -143,8 +105,10 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
             mode = "packed_flatten"
         else:
             mode = "plain"
-        if n.op == "qconv" and n.target == "vta":
-            n = _im2col_input(n, g, out, want, lay, cfg)
+        new = op.relayout(n, g, out, want, lay, cfg) \
+            if op is not None and op.relayout is not None and n.target == "vta" else None
+        if new is not None:           # its data re-laid by a host node (a stem conv's im2col)
+            n = Node(n.op, n.name, new[0], n.output, new[1], n.target)
             acts = [i for i in n.inputs if i not in g.params]
         if op is not None and op.packed_flatten is not None and n.inputs[0] in flat:
             n = Node(n.op, n.name, op.packed_flatten(out, g, n, flat[n.inputs[0]], cfg),

@@ -159,6 +159,44 @@ def place_qconv(n, g, cfg, opts):
     return "vta" if ok else "cpu"
 
 
+def qconv_relayout(n, g, out, want, lay: dict, cfg):
+    """The layout pass's hook for a VTA conv (:attr:`registry.OpDef.relayout`): with fewer
+    input channels than a block (an RGB stem) and kernel taps that fill fewer channel blocks
+    than KH x KW, its plain input goes through a host ``im2col``
+    node (taps as channels, packed) and the conv becomes a 1x1 conv over it (``attrs["im2col"]``
+    = the taps' channel blocks; :func:`compiler.ops.conv.qconv_vta` re-lays the weights).
+    When the bias fits, the spare channels after the taps are constants and the bias rides
+    in their weights (``attrs["bias_taps"]``: the GEMM adds it, no ALU ADD per output tile)."""
+    from ..vta.host_layout import taps_blocks
+    a = n.attrs
+    w = g.params[n.inputs[1]]
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    taps = taps_blocks(w.shape[1], w.shape[2], w.shape[3], cfg.block_in, a.get("group", 1))
+    if taps is None or len(xv.shape) != 4 or a["strides"][0] != a["strides"][1] or \
+            tuple(a.get("dilations", (1, 1))) != (1, 1):
+        return None
+    from ..vta.host_layout import bias_taps
+    src = want(n.inputs[0], "plain")
+    pt, pl, pb, pr = a["pads"]
+    kk = w.shape[1] * w.shape[2] * w.shape[3]
+    folded = bias_taps(g.params[n.inputs[2]], taps * cfg.block_in - kk)
+    npad = -(-xv.shape[0] // cfg.batch) * cfg.batch
+    oh, ow = ov.shape[2:4]
+    shape = (npad // cfg.batch, taps, oh, ow, cfg.batch, cfg.block_in)
+    name = out.fresh(n.inputs[0] + "_im2col")
+    out.add_node("im2col", name, [src], shape, xv.dtype,
+                 {"pads": (pt, pb, pl, pr), "kernel": tuple(w.shape[2:4]),
+                  "stride": a["strides"][0], "out_hw": (oh, ow),
+                  "padded": (npad, taps * cfg.block_in), "blocks": (cfg.batch, cfg.block_in),
+                  "consts": folded[0] if folded else ()},
+                 frac=xv.frac, layout="packed")
+    out.nodes[-1].target = "host"
+    out.values[name].plain_shape = shape
+    lay[name] = "packed"
+    out.transforms += 1
+    return [name] + list(n.inputs[1:]), {**a, "im2col": taps, "bias_taps": folded is not None}
+
+
 def qconv_vta(n, g, cfg):
     """The packed conv2d (+ bias, per-channel MUL, epilogue); weights and bias zero-padded
     to the blocks and packed here, once."""
@@ -249,4 +287,4 @@ registry.register(registry.OpDef(
     quantize=quantize_gemm))
 registry.register(registry.OpDef(
     "qconv", reference=qconv_reference, place=place_qconv, layout="packed", vta=qconv_vta,
-    cpu=qconv_cpu, tunable=True))
+    cpu=qconv_cpu, tunable=True, relayout=qconv_relayout))

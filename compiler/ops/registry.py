@@ -77,6 +77,10 @@ class OpDef:
     - ``vta(node, graph, cfg)`` / ``cpu(node, graph)``: its kernel as a tensor expression,
       ``(output tensor, binds)``, a bind being ``(placeholder, ("value", name))`` or
       ``(placeholder, ("param", array))``.
+    - ``relayout(node, graph, out, want, lay, cfg)``: on VTA, the layout pass lets it replace
+      its data input by a host re-layout node it adds to ``out`` (returns the node's new
+      ``(inputs, attrs)``, or None to keep it; the conv stem's im2col); ``want``/``lay``:
+      the pass's layout request function and the layouts so far.
     - ``tunable``: a GEMM layer whose schedule may come from a tuning log; ``view``: only
       reshapes (on device data the executor makes it a view of the same buffer).
     - ``float_why``: why a float operator has no integer form (shown in the partition
@@ -97,6 +101,7 @@ class OpDef:
     view: bool = False
     packed_flatten: Callable | None = None
     float_why: str = ""
+    relayout: Callable | None = None
 
 
 _OPS: dict[str, OpDef] = {}
