@@ -40,7 +40,7 @@ def test_roofline_labels_never_overlap():
 
 def test_bench_compare_plots_both_series(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
-    from compiler import bench
+    from compiler.cli import bench
     saved = {}
 
     def keep(fig, *a, **k):

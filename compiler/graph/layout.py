@@ -9,8 +9,6 @@ VTA dense is a pure reshape: the dense weights are permuted to the packed order 
 
 from __future__ import annotations
 
-import numpy as np
-
 from isa import VTAConfig
 
 from ..ops import registry
@@ -30,20 +28,9 @@ def packed_shape(shape, cfg: VTAConfig) -> tuple:
     return (_pad_to(n, b) // b, _pad_to(c, bl) // bl, b, bl)
 
 
-def _permute_dense(out: Graph, g: Graph, wname: str, flat: tuple, cfg: VTAConfig) -> str:
-    """Dense weights (O, C*H*W) in plain flatten order -> columns in packed flatten order
-    ((c // bl, y, x, c % bl), padded channels zero)."""
-    c, cb, h, w = flat
-    bl = cfg.block_out
-    wt = g.params[wname]
-    o = wt.shape[0]
-    src = wt.reshape(o, c, h, w)
-    dst = np.zeros((o, cb * bl, h, w), wt.dtype)
-    dst[:, :c] = src
-    dst = dst.reshape(o, cb, bl, h, w).transpose(0, 1, 3, 4, 2).reshape(o, cb * h * w * bl)
-    name = out.fresh(wname + "_packed_cols")
-    out.add_param(name, np.ascontiguousarray(dst), frac=g.values[wname].frac)
-    return name
+def _reads_packed_flatten(n: Node) -> bool:
+    op = registry.get(n.op)
+    return op is not None and op.packed_flatten is not None
 
 
 def layout(g: Graph, cfg: VTAConfig) -> Graph:
@@ -90,6 +77,7 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
     flat: dict[str, tuple] = {}
     for n in g.nodes:
         op = registry.get(n.op)
+        reshape = op is not None and op.layout == "reshape"
         v = g.values[n.output]
         acts = [i for i in n.inputs if i not in g.params]
         if n.target == "vta":
@@ -105,21 +93,21 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
                     op.vta_when_packed(n) and cfg.block_in == \
                     cfg.block_out and n.target == "cpu" and not getattr(g, "cpu_only", False):
                 n.target = "vta"
-        elif n.op == "qreshape" and acts and lay.get(acts[0]) == "packed" and \
+        elif reshape and acts and lay.get(acts[0]) == "packed" and \
                 len(v.shape) == 2 and g.values[n.inputs[0]].shape[2:] == (1, 1):
             mode = "packed"
-        elif n.op == "qreshape" and acts and lay.get(acts[0]) == "packed" and \
+        elif reshape and acts and lay.get(acts[0]) == "packed" and \
                 len(v.shape) == 2 and cfg.batch == 1 and len(users.get(n.output, [])) == 1 \
-                and users[n.output][0].op == "qdense" and users[n.output][0].target == "vta" \
-                and n.output not in g.outputs:
+                and _reads_packed_flatten(users[n.output][0]) \
+                and users[n.output][0].target == "vta" and n.output not in g.outputs:
             # flatten of packed (1, C/bl, H, W, 1, bl) is a pure reshape to the dense layout
-            # in (c-block, y, x, c) order; the dense weights are permuted to match instead
+            # in (c-block, y, x, c) order; the reader's weights are permuted to match instead
             mode = "packed_flatten"
         else:
             mode = "plain"
-        if n.op == "qdense" and n.inputs[0] in flat:
-            n = Node(n.op, n.name, list(n.inputs), n.output, dict(n.attrs), n.target)
-            n.inputs[1] = _permute_dense(out, g, n.inputs[1], flat[n.inputs[0]], cfg)
+        if op is not None and op.packed_flatten is not None and n.inputs[0] in flat:
+            n = Node(n.op, n.name, op.packed_flatten(out, g, n, flat[n.inputs[0]], cfg),
+                     n.output, dict(n.attrs), n.target)
         ins = [want(i, "packed" if mode == "packed_flatten" else mode) if i in acts else i
                for i in n.inputs]
         if mode == "packed_flatten":
@@ -136,7 +124,7 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
             continue
         nn = Node(n.op, n.name, ins, n.output, dict(n.attrs), n.target)
         shape = packed_shape(v.shape, cfg) if mode == "packed" else v.shape
-        if n.op == "qreshape" and mode == "packed":
+        if reshape and mode == "packed":
             nn.attrs["shape"] = shape
         out.values[n.output] = type(v)(n.output, shape, v.dtype, v.frac, mode)
         out.values[n.output].plain_shape = v.shape

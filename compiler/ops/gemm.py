@@ -131,6 +131,30 @@ def qdense_cpu(n, g):
     return epilogue_te(acc, n, resid, n.name), binds
 
 
+def _permute_dense(out, g, wname: str, flat: tuple, cfg) -> str:
+    """Dense weights (O, C*H*W) in plain flatten order -> columns in packed flatten order
+    ((c // bl, y, x, c % bl), padded channels zero)."""
+    c, cb, h, w = flat
+    bl = cfg.block_out
+    wt = g.params[wname]
+    o = wt.shape[0]
+    src = wt.reshape(o, c, h, w)
+    dst = np.zeros((o, cb * bl, h, w), wt.dtype)
+    dst[:, :c] = src
+    dst = dst.reshape(o, cb, bl, h, w).transpose(0, 1, 3, 4, 2).reshape(o, cb * h * w * bl)
+    name = out.fresh(wname + "_packed_cols")
+    out.add_param(name, np.ascontiguousarray(dst), frac=g.values[wname].frac)
+    return name
+
+
+def qdense_packed_flatten(out, g, n, flat: tuple, cfg) -> list:
+    """The inputs of a VTA ``qdense`` reading the packed flatten of (1, C/bl, H, W, 1, bl)
+    (``flat`` = (C, C/bl, H, W)) as it is: its weights permuted to that order."""
+    ins = list(n.inputs)
+    ins[1] = _permute_dense(out, g, ins[1], flat, cfg)
+    return ins
+
+
 registry.register(registry.OpDef(
     "dense", reference=dense_float, category="complex-out-fusable",
     onnx={"Gemm": import_gemm, "MatMul": import_matmul}, quantize=quantize_gemm))
@@ -138,4 +162,4 @@ registry.register(registry.OpDef(
     "matmul", reference=lambda n, ins: np.matmul(ins[0], ins[1]).astype(ins[0].dtype)))
 registry.register(registry.OpDef(
     "qdense", reference=qdense_reference, place=place_qdense, layout="packed", vta=qdense_vta,
-    cpu=qdense_cpu, tunable=True))
+    cpu=qdense_cpu, tunable=True, packed_flatten=qdense_packed_flatten))

@@ -47,25 +47,31 @@ FAMILIES = (
 class OpDef:
     """One graph operator.
 
-    ``reference(node, inputs) -> array`` is its numpy semantics (float operators: the
-    imported model; integer operators: what the compiled program reproduces bit for bit).
-    ``onnx`` maps the ONNX op types it imports to rules ``(ctx, node, attrs)`` that check the
-    attributes, infer the output shape and dtype and emit the node (``ctx`` is the
-    importer, :class:`compiler.graph.onnx_import.ImportContext`); ``onnx_domains`` the ONNX
-    domains those op types are accepted from (None: any, the rule checks).
-    ``category`` is its fusion pattern (TVM's: injective, reduction, complex-out-fusable,
-    opaque).  ``quantize(ctx, node) -> bool`` emits its integer form into the quantised
-    graph (``ctx``: :class:`compiler.graph.quantize.QuantContext`) and returns True, or
-    returns False to keep it float (on the CPU).  ``place(node, graph, cfg, opts)`` returns
-    "vta", "cpu" or "host" (default: "cpu" when it has a CPU kernel, else "host");
-    ``layout`` is "plain", "packed" (it reads and writes VTA's packed layouts when on VTA) or
-    "agnostic" (runs in whichever layout its input has); ``vta_when_packed(node, cfg)``
-    says whether an agnostic operator whose data is packed moves to VTA.  ``vta(node,
-    graph, cfg)`` and ``cpu(node, graph)`` build its kernel as a tensor expression and
-    return ``(output tensor, binds)``, a bind being ``(placeholder, ("value", name))`` or
-    ``(placeholder, ("param", array))``; ``tunable`` marks the GEMM layers whose schedules
-    come from tuning logs; ``view`` an operator that only reshapes (on device data the
-    executor makes it a view of the same buffer).
+    - ``reference(node, inputs) -> array``: its numpy semantics (float operators: the
+      imported model; integer operators: what the compiled program reproduces bit for bit).
+    - ``onnx``: the ONNX op types it imports -> rules ``(ctx, node, attrs)`` that check the
+      attributes, infer the output shape and dtype and emit the node (``ctx``:
+      :class:`compiler.graph.onnx_import.ImportContext`); ``onnx_domains``: the ONNX
+      domains those op types are accepted from (None: any, the rule checks).
+    - ``category``: its fusion pattern (TVM's injective, reduction, complex-out-fusable,
+      opaque).
+    - ``quantize(ctx, node) -> bool``: emits its integer form into the quantised graph
+      (``ctx``: :class:`compiler.graph.quantize.QuantContext`) and returns True, or returns
+      False to keep it float.  No rule: it stays float.
+    - ``place(node, graph, cfg, opts)``: "vta", "cpu" or "host" (no rule: "host", its numpy
+      reference run by the executor).
+    - ``layout``: "plain"; "packed" (reads and writes VTA's packed layouts on VTA);
+      "agnostic" (runs in whichever layout its input has; ``vta_when_packed(node)`` says
+      whether it moves to VTA when its data is packed); "transform" (pack / unpack, always
+      native code); "reshape" (kept packed when only trailing 1x1 dimensions go, or a pure
+      reshape of packed data when its one reader has ``packed_flatten(out, graph, node,
+      flat, cfg)``, which returns that reader's inputs for the packed order, its weights
+      permuted).
+    - ``vta(node, graph, cfg)`` / ``cpu(node, graph)``: its kernel as a tensor expression,
+      ``(output tensor, binds)``, a bind being ``(placeholder, ("value", name))`` or
+      ``(placeholder, ("param", array))``.
+    - ``tunable``: a GEMM layer whose schedule may come from a tuning log; ``view``: only
+      reshapes (on device data the executor makes it a view of the same buffer).
     """
     name: str
     reference: Callable | None = None
@@ -80,6 +86,7 @@ class OpDef:
     cpu: Callable | None = None
     tunable: bool = False
     view: bool = False
+    packed_flatten: Callable | None = None
 
 
 _OPS: dict[str, OpDef] = {}

@@ -192,7 +192,7 @@ registry.register(registry.OpDef(
 registry.register(registry.OpDef(
     "concat", reference=lambda n, ins: np.concatenate(ins, axis=n.attrs["axis"]),
     category="injective", quantize=quantize_concat, onnx={"Concat": import_concat}))
-registry.register(registry.OpDef("qreshape", reference=_reshape, view=True))
+registry.register(registry.OpDef("qreshape", reference=_reshape, layout="reshape", view=True))
 registry.register(registry.OpDef(
     "qconcat", reference=qconcat_reference, place=lambda n, g, cfg, opts: "cpu",
     cpu=qconcat_cpu))
