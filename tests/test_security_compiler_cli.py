@@ -223,7 +223,10 @@ def test_dse_waits_for_another_sweep_on_the_same_database(files, capsys, monkeyp
                                                          str(out)),
                              kwargs={"log": seen.append, "progress": False})
         t.start()
-        time.sleep(0.5)
+        deadline = time.time() + 60                 # the sweep loads its inputs first
+        while not seen and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
         assert seen and "waiting for the other vta dse" in seen[0] and "ran" not in seen
     t.join(30)
     assert seen[-1] == "ran"

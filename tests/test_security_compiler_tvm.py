@@ -43,8 +43,8 @@ def test_messages_say_what_is_wrong():
                                          r"be at least 1"):
         ops.conv2d(x, w0, 1, 0)
     w9 = te.placeholder((1, 1, 9, 9, 16, 16), "int8", "w")
-    with pytest.raises(te.TEError, match=r"kernel 9x9 larger than the input 8x8 padded to "
-                                         r"8x8"):
+    with pytest.raises(te.TEError, match=r"kernel 9x9 larger than padded input 8x8 "
+                                         r"\(input 8x8\)"):
         ops.conv2d(x, w9, 1, 0)
     with pytest.raises(te.TEError, match=r"compute bad: the lambda returned None"):
         te.compute((4,), lambda i: None, "bad")

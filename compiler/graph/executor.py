@@ -107,14 +107,15 @@ class Executor:
         {graph output name: array} and fills :attr:`records` (one dict per step)."""
         g = self.p.graph
         env: dict = {}
+        for name in g.inputs:
+            if name not in feeds:
+                raise GraphError(f"no input array for graph input {name!r} "
+                                 f"(inputs: {', '.join(g.inputs)})")
         extra = sorted(set(feeds) - set(g.inputs))
         if extra:
             raise GraphError(f"input array {extra[0]!r} is not a graph input "
                              f"(inputs: {', '.join(g.inputs)})")
         for name in g.inputs:
-            if name not in feeds:
-                raise GraphError(f"no input array for graph input {name!r} "
-                                 f"(inputs: {', '.join(g.inputs)})")
             a = np.asarray(feeds[name])
             want = g.values[name].shape
             if a.shape != want:

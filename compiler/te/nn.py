@@ -44,8 +44,8 @@ def _conv_geometry(fn: str, h: int, w: int, kh: int, kw: int, stride: int, paddi
     pt, pb, pl, pr = padding4(padding)
     oh, ow = (h + pt + pb - kh) // stride + 1, (w + pl + pr - kw) // stride + 1
     if oh < 1 or ow < 1:
-        raise TEError(f"{fn}: kernel {kh}x{kw} larger than the input {h}x{w} padded to "
-                      f"{h + pt + pb}x{w + pl + pr}")
+        raise TEError(f"{fn}: kernel {kh}x{kw} larger than padded input "
+                      f"{h + pt + pb}x{w + pl + pr} (input {h}x{w})")
     return (pt, pb, pl, pr), oh, ow
 
 
