@@ -91,9 +91,9 @@ def build_library(cfg: VTAConfig, build_root: Path, threads: int | None = None,
     """Verilate the core of ``cfg`` with the C++ harness into a shared library (once; cached
     under ``build_root``); return its path.  Parallel callers build it once (a lock file)."""
     threads = _threads() if threads is None else threads
-    if cfg.bus_bytes not in (8, 16):
-        raise HwError(f"the fast RTL path supports 64- and 128-bit buses, not "
-                      f"{cfg.bus_width} bits")
+    if not (cfg.bus_bytes <= 8 or cfg.bus_bytes == 16):
+        raise HwError(f"the fast RTL path supports buses of up to 64 bits and of 128 bits, "
+                      f"not {cfg.bus_width} bits")
     vdir = cached_verilog(cfg, build_root, **core_kw)
     key = _library_key(config_key(cfg, **core_kw), threads)
     bdir = vdir / f"fast_{key}"
