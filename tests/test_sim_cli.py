@@ -86,7 +86,9 @@ def test_print_hw_roundtrips_through_hw(files, capsys):
     tmp, _ = files
     assert main(["sim", "--print-hw"]) == 0
     hw = json.loads(capsys.readouterr().out)
-    assert hw["config"]["LOG_BLOCK"] == 4 and hw["timing"]["read_latency"] == 8
+    from vta_sim import TimingParams
+    assert hw["config"]["LOG_BLOCK"] == 4
+    assert hw["timing"]["read_latency"] == TimingParams().read_latency
     hw["timing"]["read_latency"] = 100
     (tmp / "hw.json").write_text(json.dumps(hw))
     cyc = {}

@@ -211,7 +211,7 @@ def test_timing_changes_no_result_and_respects_ideal_bounds(seed):
         assert (res.start[idx][1:] >= res.end[idx][:-1]).all()
     # every token flow goes forward in time
     for _, prod, cons in res.flows:
-        assert res.end[prod] < res.start[cons]
+        assert res.end[prod] + TimingParams().token_latency <= res.start[cons]
     ser = Simulator(timing=TimingParams(), serial=True)
     ser.run(insns, dram.copy())
     assert ser.last_timing.cycles >= res.cycles
@@ -326,7 +326,10 @@ def test_timeline_stalls_are_the_stall_statistics(seed, tmp_path):
     r = simulate_timing(decode_stream(insns, cfg))
     st = stall_intervals(r)
     for j, m in enumerate(("load", "compute", "store")):
-        assert sum(b - a for a, b in st[m]) == sum(r.stalls[m].values())
+        # a module starved by fetch (its queue empty) is idle, not stalled: the timeline
+        # does not draw it, the statistics keep it under "instruction fetch"
+        assert sum(b - a for a, b in st[m]) == sum(
+            v for k, v in r.stalls[m].items() if k != "instruction fetch")
         ends = r.end[r.module == j]
         for a, b in st[m]:
             assert a < b
