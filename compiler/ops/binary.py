@@ -1,5 +1,5 @@
-"""Element-wise functions of two or more inputs with numpy broadcasting: Div, Sub, Pow, Mod (and fmod), PRelu,
-Min, Max, Mean, Sum, the comparisons Equal, Less, Greater, LessOrEqual, GreaterOrEqual, the
+"""Element-wise functions of two or more inputs with numpy broadcasting: Div, Sub, Pow, Mod
+(and fmod), PRelu, Min, Max, Mean, Sum, the comparisons Equal, Less, Greater, LessOrEqual, GreaterOrEqual, the
 logic And, Or, Xor, Not, and Where.  One table row each (numpy function, optional float TE
 kernel).
 
