@@ -32,12 +32,16 @@ def _inputs(name, g, n, seed):
         ok = all(set(f) == set(g.inputs) and all(
             np.shape(f[k]) == g.values[k].shape for k in f) for f in feeds)
         if ok:
-            return [{k: np.asarray(v, np.float32) for k, v in f.items()} for f in feeds]
+            return [{k: np.asarray(v, g.values[k].dtype) for k, v in f.items()}
+                    for f in feeds]
     except Exception:       # not a pretrained model, or its sampler needs data it lacks
         pass
     rng = np.random.default_rng(seed)
-    return [{k: rng.normal(size=g.values[k].shape).astype(np.float32) for k in g.inputs}
-            for _ in range(n)]
+    def one(v):
+        if v.dtype == "float32":
+            return rng.normal(size=v.shape).astype(np.float32)
+        return rng.integers(0, 256, size=v.shape).astype(v.dtype)
+    return [{k: one(g.values[k]) for k in g.inputs} for _ in range(n)]
 
 
 def run_one(name: str, path: str, pin: str | None, calib: int) -> dict:

@@ -42,6 +42,11 @@ from ..ops.errors import OnnxImportError
 from .ir import Graph
 
 
+#: graph input element types the importer takes (ONNX TensorProto code -> dtype); integer and
+#: boolean inputs (token ids, a sample rate) stay unquantised on the host.
+_INPUT_TYPES = {1: "float32", 6: "int32", 7: "int64", 9: "bool"}
+
+
 def load_model(path_or_model):
     import onnx
     if isinstance(path_or_model, (str, os.PathLike)):
@@ -73,11 +78,13 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         if vi.name in init_names:
             continue
         tt = vi.type.tensor_type
-        if tt.elem_type != 1:
+        dtype = _INPUT_TYPES.get(tt.elem_type)
+        if dtype is None:
             raise OnnxImportError(f"graph input {vi.name!r}: element type "
-                                  f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32 inputs")
+                                  f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32, "
+                                  f"int32, int64 and bool inputs")
         if input_shapes and vi.name in input_shapes:
-            g.add_input(vi.name, _pinned(vi, input_shapes[vi.name]), "float32")
+            g.add_input(vi.name, _pinned(vi, input_shapes[vi.name]), dtype)
             continue
         dims = []
         for k, d in enumerate(tt.shape.dim):
@@ -92,7 +99,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
                                       f"{vi.name}=" + "x".join(
                                           str(e.dim_value) if e.dim_value > 0 else "N"
                                           for e in tt.shape.dim))
-        g.add_input(vi.name, tuple(dims), "float32")
+        g.add_input(vi.name, tuple(dims), dtype)
     imp = ImportContext(g, consts, alias)
     imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     for i, node in enumerate(og.node):

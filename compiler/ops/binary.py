@@ -227,7 +227,8 @@ def _cpu(row: Binary):
                            for d, (s, o) in enumerate(zip(x.shape, oshape[off:])))]
         out = compute(oshape, lambda *i: row.te_fn(at(xs[0], i), at(xs[1], i)), name=n.name,
                       dtype="float32")
-        return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
+        return out, [(x, ("param", g.params[i]) if i in g.params else ("value", i))
+                     for x, i in zip(xs, n.inputs)]
     return cpu
 
 
