@@ -207,8 +207,8 @@ def node_support(model, input_shapes: dict) -> dict:
 
 
 def supported_ops() -> set[str]:
-    from compiler.graph.onnx_import import _Importer
-    return {k[3:] for k in dir(_Importer) if k.startswith("op_")}
+    from compiler.ops import registry
+    return set(registry.onnx_ops())
 
 
 def _compile_one(path: str, pinned_name: str | None) -> dict:
