@@ -58,3 +58,34 @@ def test_vta_compile_with_input_shape(tmp_path, capsys):
     assert rc == 0 and out.exists()
     assert main(["compile", str(p), "-o", str(out), "--calibration", "global_scale"]) != 0
     assert "--input-shape img=" in capsys.readouterr().err
+
+
+def test_integer_graph_input_compiles_and_runs_bit_exact():
+    """An int64 input (token ids / bytes, as magika's) stays an integer host value; the
+    float part after its Cast is quantised as usual."""
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    from compiler.graph.driver import compile_model
+    from compiler.graph.reference import run_graph
+    ort = pytest.importorskip("onnxruntime")
+    emb = numpy_helper.from_array(np.random.default_rng(0).normal(size=(16, 8)).astype(
+        np.float32), "emb")
+    nodes = [helper.make_node("Gather", ["emb", "ids"], ["e"]),
+             helper.make_node("Equal", ["ids", "three"], ["eq"]),
+             helper.make_node("Cast", ["eq"], ["eqf"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["eqf", "ax"], ["equ"]),
+             helper.make_node("Add", ["e", "equ"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64,
+                                                                     [1, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [emb, numpy_helper.from_array(np.array(3, np.int64), "three"),
+                           numpy_helper.from_array(np.array([2], np.int64), "ax")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    assert import_onnx(m).values["ids"].dtype == "int64"
+    rng = np.random.default_rng(1)
+    feeds = [{"ids": rng.integers(0, 16, (1, 5))} for _ in range(3)]
+    c = compile_model(m, VTAConfig(), calib=feeds[:2])
+    got = c.executor(SimDevice(VTAConfig(), timed=True)).run(feeds[2])["y"]
+    assert np.array_equal(got, run_graph(c.qgraph, feeds[2])["y"])
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(got, sess.run(None, feeds[2])[0], atol=0.05)

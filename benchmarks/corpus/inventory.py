@@ -5,7 +5,7 @@ compiles it, and the first error; written as markdown (``INVENTORY.md`` beside t
 Compilation is ``compiler.graph.driver.compile_model(path, mode="global_scale")`` (int8, no
 calibration data needed), each model in its own subprocess with a timeout, so one crash or
 hang cannot stop the report.  Pretrained models are compiled with their symbolic input
-dimensions pinned (``pretrained.pinned``): the compiler has no ``--input-shape`` yet.
+dimensions pinned (``pretrained.pinned``, as ``vta compile --input-shape`` does).
 
 Usage::
 
@@ -207,8 +207,8 @@ def node_support(model, input_shapes: dict) -> dict:
 
 
 def supported_ops() -> set[str]:
-    from compiler.graph.onnx_import import _Importer
-    return {k[3:] for k in dir(_Importer) if k.startswith("op_")}
+    from compiler.ops import registry
+    return set(registry.onnx_ops())
 
 
 def _compile_one(path: str, pinned_name: str | None) -> dict:

@@ -81,7 +81,7 @@ def _samples(calib, g: Graph) -> list:
         if name not in calib:
             raise GraphError(f"calibration data has no array for graph input {name!r} "
                              f"(it has: {', '.join(calib)})")
-        a = np.asarray(calib[name], np.float32)
+        a = np.asarray(calib[name], g.values[name].dtype)
         shape = g.values[name].shape
         if a.shape == shape:
             a = a[None]
@@ -94,7 +94,7 @@ def _samples(calib, g: Graph) -> list:
         if not np.isfinite(a).all():
             raise GraphError(f"calibration array {name!r} contains NaN or infinity")
         n = len(a) if n is None else min(n, len(a))
-    return [{name: np.asarray(calib[name], np.float32).reshape((-1,) + g.values[name].shape)[k]
+    return [{name: np.asarray(calib[name], g.values[name].dtype).reshape((-1,) + g.values[name].shape)[k]
              for name in g.inputs} for k in range(n or 0)]
 
 

@@ -120,12 +120,12 @@ class Executor:
             want = g.values[name].shape
             if a.shape != want:
                 raise GraphError(f"input {name!r}: shape {a.shape}, the model expects {want}")
-            if a.dtype.kind not in "fiu":
+            if a.dtype.kind not in "fiub":
                 raise GraphError(f"input {name!r}: dtype {a.dtype} is not numeric")
             if a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise GraphError(f"input {name!r}: contains NaN or infinity "
                                  f"({int((~np.isfinite(a)).sum())} values)")
-            env[name] = a.astype(np.float32)
+            env[name] = a.astype(g.values[name].dtype)     # float32, or an integer input
         uses: dict[str, int] = {}
         for s in self.p.steps:
             for i in s.node.inputs:

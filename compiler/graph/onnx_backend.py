@@ -55,7 +55,7 @@ from .reference import run_graph
 
 #: importer messages that name a graph input it can only take as a constant.
 _NEEDS_CONST = (re.compile(r"\('([^']+)'\) must be a constant"),
-                re.compile(r"graph input '([^']+)': element type \S+, only float32 inputs"))
+                re.compile(r"graph input '([^']+)': element type \S+, only float32"))
 
 
 def _needs_const(err: Exception, inputs: set) -> str | None:

@@ -58,6 +58,10 @@ MAX_ELEMENTS = 1 << 28
 
 _CHECK_NODE = re.compile(r"\(op_type:(\w+), node name: ([^)]*)\):\s*(?:\[\w+\]\s*)?(.*)")
 
+#: graph input element types the importer takes (ONNX TensorProto code -> dtype); integer and
+#: boolean inputs (token ids, a sample rate) stay unquantised on the host.
+_INPUT_TYPES = {1: "float32", 6: "int32", 7: "int64", 9: "bool"}
+
 
 def load_model(path_or_model):
     import onnx
@@ -161,11 +165,13 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         if vi.name in init_names:
             continue
         tt = vi.type.tensor_type
-        if tt.elem_type != 1:
+        dtype = _INPUT_TYPES.get(tt.elem_type)
+        if dtype is None:
             raise OnnxImportError(f"graph input {vi.name!r}: element type "
-                                  f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32 inputs")
+                                  f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32, "
+                                  f"int32, int64 and bool inputs")
         if input_shapes and vi.name in input_shapes:
-            g.add_input(vi.name, _pinned(vi, input_shapes[vi.name]), "float32")
+            g.add_input(vi.name, _pinned(vi, input_shapes[vi.name]), dtype)
             continue
         dims = []
         for k, d in enumerate(tt.shape.dim):
@@ -184,7 +190,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
                                           str(e.dim_value) if e.dim_value > 0 else "N"
                                           for e in tt.shape.dim))
         _check_size(f"graph input {vi.name!r}", dims)
-        g.add_input(vi.name, tuple(dims), "float32")
+        g.add_input(vi.name, tuple(dims), dtype)
     if not og.output:
         raise OnnxImportError(f"{g.name}: the model has no outputs")
     imp = ImportContext(g, consts, alias)

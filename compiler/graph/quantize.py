@@ -116,7 +116,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         return frac_for(ranges.get(v, 0.0))
 
     for name in g.inputs:
-        q.add_input(name, g.values[name].shape, "float32")
+        q.add_input(name, g.values[name].shape, g.values[name].dtype)
         fname[name] = name
 
     def as_int(v, node):

@@ -199,6 +199,8 @@ def quantize_add(qc, n) -> bool:
     """add of two activations -> qadd at the finer operand scale, then the output's."""
     if any(i in qc.g.params for i in n.inputs):
         return False
+    if qc.g.values[n.inputs[0]].shape != qc.g.values[n.inputs[1]].shape:
+        return False                    # a broadcast operand: qadd's kernels index per element
     a, b = qc.as_int(n.inputs[0], n), qc.as_int(n.inputs[1], n)
     fa, fb = qc.fracs[a], qc.fracs[b]
     fm = max(fa, fb)

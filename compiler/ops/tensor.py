@@ -1,8 +1,9 @@
 """Data movement: Transpose, Slice, Split, Pad, Tile, Expand, Gather (of an activation, e.g.
-ViT's class token), DepthToSpace, SpaceToDepth, and the constant producers ConstantOfShape,
-Range, Size.  One numpy function per operator, ``move(x, attrs)``; the import rule checks
-the attributes, computes the output shape by running ``move`` on a zero array of the input's
-shape (so shape rule and semantics cannot disagree) and folds constant inputs.
+ViT's class token; with run-time indices, an embedding lookup), DepthToSpace, SpaceToDepth,
+and the constant producers ConstantOfShape, Range, Size.  One numpy function per operator,
+``move(x, attrs)``; the import rule checks the attributes, computes the output shape by
+running ``move`` on a zero array of the input's shape (so shape rule and semantics cannot
+disagree) and folds constant inputs.
 
 None of these computes new values, so each quantises as its ``q`` twin: the same function on
 the int8 tensor at the input's scale (``qtranspose``, ``qslice``, ...; Pad only with a zero
@@ -209,6 +210,14 @@ def import_expand(ctx, node, attrs):
 def import_gather(ctx, node, attrs):
     """Gather: of constants it folds (shape arithmetic); of an activation a ``gather``."""
     axis = int(ctx.take(attrs, "axis", 0))
+    if not ctx.is_const(node.input[1]):                  # an embedding lookup: ids at run time
+        ds, js = ctx.shape(node.input[0]), ctx.shape(node.input[1])
+        axis = axis + len(ds) if axis < 0 else axis
+        s = ctx.src(node.input[0])
+        dt = str(ctx.consts[s].dtype) if s in ctx.consts else ctx.g.values[s].dtype
+        return ctx.emit(node, "gather_indices", node.input[:2],
+                        ds[:axis] + tuple(js) + ds[axis + 1:], "float32" if dt == "float64"
+                        else dt, {"axis": axis})
     ind = ctx.const(node.input[1], node, "indices")
     if ctx.is_const(node.input[0]):
         return ctx.fold(node, np.take(ctx.consts[ctx.src(node.input[0])], ind, axis=axis))
@@ -294,6 +303,10 @@ for _op, _onnx in _RULES.items():
                                      onnx=_onnx, quantize=_quantize(_op),
                                      float_why="its input is float"))
     registry.register(registry.OpDef("q" + _op, reference=_reference(_op)))
+registry.register(registry.OpDef(
+    "gather_indices", category="injective", float_why="indices known only at run time",
+    reference=lambda n, ins: np.take(ins[0], np.clip(np.where(ins[1] < 0, ins[1] + ins[0].shape[
+        n.attrs["axis"]], ins[1]), 0, ins[0].shape[n.attrs["axis"]] - 1), axis=n.attrs["axis"])))
 registry.register(registry.OpDef(
     "constant_producer", onnx={"ConstantOfShape": import_constant_of_shape,
                                "Range": import_range, "Size": import_size,
