@@ -6,6 +6,10 @@
 * ``vta run MODEL.vtar --inputs X.npz --output Y.npz [--device sim|rtl|board]
   [--trace T.json] [--profile]`` — X.npz one array per graph input (named as in the model),
   Y.npz one array per graph output (float32 after dequantisation).
+  Inputs with a leading sample axis ``(S, *shape)`` run every sample (outputs stacked
+  ``(S, ...)``); ``--workers N`` / ``--scheduler ADDRESS`` spread them.
+* ``vta eval MODEL.vtar --inputs X.npz --labels y.npz [--onnx MODEL.onnx]`` — top-1
+  accuracy, next to the float model's (onnxruntime) when ``--onnx`` is given.
 * ``vta run builtin:resnet18`` — the main job in one command: build the seeded ResNet-18,
   compile it, run it on the timed simulator, print the per-layer table and the top-5
   against the float model run by onnxruntime (``--image N`` for a smaller input).
@@ -142,6 +146,9 @@ def cmd_run(args) -> int:
     if extra:
         raise GraphError(f"--inputs {args.inputs}: array {extra[0]!r} is not an input of the "
                          f"model (inputs: {', '.join(g.inputs)})")
+    samples = _samples_of(args, c, feeds)
+    if samples is not None:
+        return _run_samples(args, c, samples)
     ex = c.executor(_device(args, c.cfg))
     out = ex.run(feeds)
     np.savez(args.output, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
@@ -155,6 +162,103 @@ def cmd_run(args) -> int:
           f"({s['vta_seconds'] * 1e3:.2f} ms at 100 MHz), CPU {s['cpu_seconds'] * 1e3:.2f} ms, "
           f"wall {s['wall_seconds']:.3f} s; wrote {args.output}")
     return 0
+
+
+def _samples_of(args, c, feeds):
+    from ..graph.dataset import split_samples
+    return split_samples(c.program.graph, feeds, f"--inputs {args.inputs}")
+
+
+def _dataset(args, c, samples):
+    """Run every sample (``--workers`` / ``--scheduler`` spread them); a DatasetResult."""
+    import functools
+
+    from ..graph.dataset import run_dataset
+    if (args.workers or args.scheduler) and args.device != "sim":
+        raise GraphError("--workers/--scheduler run samples on the simulator (--device sim)")
+    from ..tuner.executor import ExecutorError
+    try:
+        return run_dataset(c, samples, functools.partial(_device_of, args.device),
+                           workers=args.workers, scheduler=args.scheduler,
+                           source=os.path.abspath(args.model), progress=sys.stderr.isatty())
+    except ExecutorError as e:
+        raise GraphError(str(e)) from None
+
+
+def _device_of(kind, cfg):
+    class _A:
+        device, port, simulate_board = kind, None, False
+    return _device(_A, cfg)
+
+
+def _run_samples(args, c, samples) -> int:
+    """``vta run`` on inputs with a leading sample axis: outputs stacked (S, ...)."""
+    r = _dataset(args, c, samples)
+    np.savez(args.output, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
+                             for k, v in r.outputs.items()})
+    print(f"ran {args.model} on {len(samples)} samples ({args.device}): VTA "
+          f"{int(r.vta_cycles.mean())} cycles per sample, wall {r.seconds:.2f} s; "
+          f"wrote {args.output}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    """``vta eval``: top-1 accuracy on a labelled dataset (and the float model's)."""
+    from ..graph.artifact import load
+    from ..graph.dataset import split_samples, top1
+    c = load(args.model)
+    g = c.program.graph
+    feeds = _load_npz(args.inputs, "--inputs")
+    samples = split_samples(g, feeds, f"--inputs {args.inputs}") or [
+        {n: feeds[n] for n in g.inputs}]
+    labs = _load_npz(args.labels, "--labels")
+    key = next((k for k in ("labels", "y", "label") if k in labs), None)
+    if key is None and len(labs) != 1:
+        raise GraphError(f"--labels {args.labels}: expected one array (or one named "
+                         f"'labels'), found {', '.join(labs) or 'nothing'}")
+    labels = labs[key or next(iter(labs))]
+    if labels.size != len(samples):
+        raise GraphError(f"--labels {args.labels}: {labels.size} labels for "
+                         f"{len(samples)} samples")
+    out = args.output_name or g.outputs[0]
+    if out not in g.outputs:
+        raise GraphError(f"--output-name {out!r}: the model's outputs are "
+                         f"{', '.join(g.outputs)}")
+    r = _dataset(args, c, samples)
+    acc = top1(r.outputs[out], labels)
+    line = f"top-1 {acc:.2%} on {len(samples)} samples (int8, VTA + CPU, output {out!r})"
+    if args.onnx:
+        fl = _float_top1(args.onnx, g, samples, out, labels)
+        line += "; " + (f"float (onnxruntime) {fl:.2%}" if fl is not None else
+                        "float: onnxruntime is not installed")
+    print(line)
+    print(f"VTA {int(r.vta_cycles.mean())} cycles per sample; wall {r.seconds:.2f} s")
+    return 0
+
+
+def _float_top1(path, g, samples, out, labels):
+    from ..graph.dataset import top1
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    if not os.path.isfile(path):
+        raise GraphError(f"--onnx {path}: no such file")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    if out not in names:
+        raise GraphError(f"--onnx {path}: has no output {out!r} (it has {', '.join(names)})")
+    ref = [sess.run([out], {n: np.asarray(s[n], np.float32).reshape(g.values[n].shape)
+                            for n in g.inputs})[0] for s in samples]
+    return top1(np.stack(ref), labels)
+
+
+def _dataset_flags(p):
+    from isa.argtypes import nonnegative_int
+    p.add_argument("--workers", type=nonnegative_int, default=0, metavar="N",
+                   help="spread the samples over N local processes (default 0: this one)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="spread the samples over a Dask cluster (tcp://HOST:8786)")
 
 
 def _run_builtin(args) -> int:
@@ -251,7 +355,21 @@ def register(sub):
     p.add_argument("--trace", metavar="T.json", help="Chrome/Perfetto trace of the whole run")
     p.add_argument("--profile", action="store_true", help="print the per-layer table")
     _common(p)
+    _dataset_flags(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("eval", help="top-1 accuracy of a compiled classifier on a labelled "
+                       "dataset (next to the float model's with --onnx)")
+    p.add_argument("model", metavar="MODEL.vtar", help="compiled artifact")
+    p.add_argument("--inputs", required=True, metavar="X.npz",
+                   help="one array per graph input, (samples, *input shape)")
+    p.add_argument("--labels", required=True, metavar="Y.npz", help="class ids (samples,)")
+    p.add_argument("--onnx", metavar="MODEL.onnx",
+                   help="the float model: its accuracy by onnxruntime alongside")
+    p.add_argument("--output-name", help="the scores output (default: the first)")
+    p.add_argument("--device", choices=["sim", "rtl", "board"], default="sim")
+    _dataset_flags(p)
+    p.set_defaults(func=cmd_eval)
 
 
 if __name__ == "__main__":  # pragma: no cover
