@@ -19,8 +19,9 @@ Activation ranges come from calibration:
 * a QDQ model's own Q/DQ pairs give the range of the values they wrap (they win over
   calibration).
 
-Operators with no integer form here (softmax, argmax, matmul of two activations, mul, a
-standalone batchnorm, casts) stay float: the quantiser inserts ``dequantize`` before them
+Operators with no integer form here (softmax, argmax, mul, a standalone batchnorm, casts)
+stay float (a MatMul of two activations is int8 x int8 on VTA's GEMM core:
+:mod:`compiler.ops.matmul_vta`): the quantiser inserts ``dequantize`` before them
 and ``quantize`` after when an integer op reads them.  The float graph is kept, so
 :func:`sqnr_report` compares every quantised value with its float twin (SQNR in dB).
 
