@@ -82,7 +82,8 @@ def _compile(args, model_spec):
                          first_conv_cpu=args.first_conv_cpu, tuning_log=args.tuning_log,
                          per_channel=not args.per_tensor,
                          float_first_last=args.float_first_last,
-                         input_shapes=parse_input_shapes(getattr(args, "input_shape", None)))
+                         input_shapes=parse_input_shapes(getattr(args, "input_shape", None)),
+                         min_layer_sqnr=getattr(args, "min_layer_sqnr", None))
 
 
 def parse_input_shapes(specs) -> dict:
@@ -329,6 +330,9 @@ def _common(p):
                    help="keep a conv with fewer input channels than BLOCK_IN on the CPU")
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x48x192",
                    help="shape of a graph input with symbolic dimensions (repeatable)")
+    p.add_argument("--min-layer-sqnr", type=float, metavar="DB",
+                   help="keep float on the CPU every layer whose SQNR vs the float model is "
+                   "below DB (the report lists them)")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 
