@@ -118,3 +118,9 @@ def test_gemm_of_two_activations_and_batched_matmul():
              helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1]),
              helper.make_node("MatMul", ["m", "t"], ["y"])]
     _against_ort(_model(nodes, [_t("s", [4, 4, 36])]), "matmul")
+
+
+@pytest.mark.parametrize("op_type,op", [("Softmax", "softmax"), ("LogSoftmax", "log_softmax")])
+def test_opset11_softmax_coerces_to_2d_from_axis_1(op_type, op):
+    _against_ort(_model([helper.make_node(op_type, ["c"], ["y"])], opset=11), op)
+    _against_ort(_model([helper.make_node(op_type, ["c"], ["y"], axis=2)], opset=11), op)

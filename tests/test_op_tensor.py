@@ -107,3 +107,13 @@ def test_bad_attributes_name_the_node():
     with pytest.raises(OnnxImportError, match="perm"):
         import_onnx(_model([helper.make_node("Transpose", ["c"], ["y"], perm=[0, 1, 1, 2],
                                              name="T")]))
+
+
+def test_constant_forms_castlike_and_reshape_allowzero():
+    nodes = [helper.make_node("Constant", [], ["k"], value_float=2.0),
+             helper.make_node("Constant", [], ["s"], value_ints=[1, 16, 36]),
+             helper.make_node("CastLike", ["k", "c"], ["kf"]),
+             helper.make_node("Mul", ["c", "kf"], ["m"]),
+             helper.make_node("Reshape", ["m", "s"], ["y"], allowzero=1)]
+    g = _against_ort(_model(nodes, opset=19))
+    assert [n.op for n in g.nodes] == ["conv", "mul", "reshape"]

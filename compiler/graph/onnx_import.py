@@ -94,6 +94,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
                                           for e in tt.shape.dim))
         g.add_input(vi.name, tuple(dims), "float32")
     imp = ImportContext(g, consts, alias)
+    imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     for i, node in enumerate(og.node):
         imp.node(node, i)
     for vo in og.output:
@@ -131,6 +132,7 @@ class ImportContext:
 
     def __init__(self, g: Graph, consts: dict, alias: dict):
         self.g, self.consts, self.alias = g, consts, alias
+        self.opset = 0            # the model's default-domain opset (0: not known)
 
     # ---------------------------------------------------------------- helpers
     def rename(self, old: str, new: str) -> None:

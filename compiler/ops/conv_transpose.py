@@ -39,8 +39,11 @@ def conv_transpose(x, w, b, strides, pads, dil, group, out_pad):
                 full[:, gi * og:(gi + 1) * og, y0:y0 + sh * (h - 1) + 1:sh,
                      x0:x0 + sw * (wd - 1) + 1:sw] += np.einsum("nchw,co->nohw", xg,
                                                                 wg[:, :, ky, kx])
-    pt, pl, pb, pr = pads
-    y = full[:, :, pt:fh - pb, pl:fw - pr]
+    pt, pl, pb, pr = pads                   # negative: output_shape beyond the full output
+    full = np.pad(full, ((0, 0), (0, 0), (max(-pt, 0), max(-pb, 0)),
+                         (max(-pl, 0), max(-pr, 0))))
+    pt, pl, pb, pr = (max(p, 0) for p in pads)
+    y = full[:, :, pt:full.shape[2] - pb, pl:full.shape[3] - pr]
     if b is not None:
         y = y + b.reshape(1, -1, 1, 1)
     return y
@@ -73,8 +76,6 @@ def import_conv_transpose(ctx, node, attrs):
         pads = [0, 0, 0, 0]
         for i in range(2):
             tot = full[i] - target[i]
-            if tot < 0:
-                raise err(f"output_shape {target} larger than the full output {full}")
             lo = tot // 2 if auto == "SAME_UPPER" else tot - tot // 2    # ONNX's rule
             pads[i], pads[i + 2] = lo, tot - lo
     elif auto not in ("NOTSET", "VALID"):

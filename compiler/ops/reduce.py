@@ -130,8 +130,13 @@ def import_layer_norm(ctx, node, attrs):
     if sd != 1:
         raise _err(node, f"attribute 'stash_type' = {sd}: only float32 statistics")
     ins = [i for i in node.input if i]
-    ctx.emit(node, "layer_norm", ins, xs, attrs={"axes": list(range(axis, len(xs))),
-                                                 "epsilon": eps})
+    axes = list(range(axis, len(xs)))
+    stat = tuple(1 if k in axes else s for k, s in enumerate(xs))
+    for k, out in enumerate(node.output[:3]):              # Y, Mean, InvStdDev
+        if out:
+            ctx.g.add_node("layer_norm", out, [ctx.value(i) for i in ins], stat if k else xs,
+                           "float32",
+                           {"axes": axes, "epsilon": eps, "output": k})
 
 
 def import_instance_norm(ctx, node, attrs):
@@ -153,21 +158,29 @@ def import_instance_norm(ctx, node, attrs):
 
 def _layer_norm_ref(n, ins):
     x = ins[0].astype(np.float64)
+    k = n.attrs.get("output", 0)
+    if k:                                          # LayerNormalization's Mean / InvStdDev
+        ax = tuple(n.attrs["axes"])
+        m = x.mean(axis=ax, keepdims=True)
+        v = ((x - m) ** 2).mean(axis=ax, keepdims=True)
+        return (m if k == 1 else 1.0 / np.sqrt(v + n.attrs["epsilon"])).astype(np.float32)
     sc = ins[1].astype(np.float64) if len(ins) > 1 else None
     b = ins[2].astype(np.float64) if len(ins) > 2 else None
     return layer_norm(x, n.attrs["axes"], n.attrs["epsilon"], sc, b).astype(ins[0].dtype)
 
 
 def import_log_softmax(ctx, node, attrs):
+    from .softmax import softmax_axes
     xs = ctx.shape(node.input[0])
-    axis = int(ctx.take(attrs, "axis", -1)) % len(xs)
-    ctx.emit(node, "log_softmax", node.input[:1], xs, attrs={"axis": axis})
+    ctx.emit(node, "log_softmax", node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node,
+                                                                                  attrs)})
 
 
 def _log_softmax_ref(n, ins):
     x = ins[0].astype(np.float64)
     ax = n.attrs["axis"]
-    return (x - _logsumexp(x, (ax,), True)).astype(ins[0].dtype)
+    ax = tuple(ax) if isinstance(ax, (list, tuple)) else (ax,)
+    return (x - _logsumexp(x, ax, True)).astype(ins[0].dtype)
 
 
 def import_lrn(ctx, node, attrs):

@@ -23,11 +23,11 @@ def import_flatten(ctx, node, attrs):
 
 
 def import_reshape(ctx, node, attrs):
-    if ctx.take(attrs, "allowzero", 0):
-        raise OnnxImportError(f"node {node.name!r} (Reshape): attribute 'allowzero' = 1 is "
-                              f"not supported")
     xs = ctx.shape(node.input[0])
     spec = [int(v) for v in ctx.const(node.input[1], node, "shape").reshape(-1)]
+    if ctx.take(attrs, "allowzero", 0) and 0 in spec:
+        raise OnnxImportError(f"node {node.name!r} (Reshape): attribute 'allowzero' = 1 with "
+                              f"a 0 in the shape {spec} (an empty tensor) is not supported")
     spec = [xs[k] if v == 0 else v for k, v in enumerate(spec)]
     if spec.count(-1) > 1:
         raise OnnxImportError(f"node {node.name!r} (Reshape): more than one -1 in {spec}")
@@ -106,14 +106,21 @@ def import_dropout(ctx, node, attrs):
     ctx.alias[node.output[0]] = ctx.src(node.input[0])
 
 
+_CONST_KINDS = {"value_float": np.float32, "value_floats": np.float32,
+                "value_int": np.int64, "value_ints": np.int64}
+
+
 def import_constant(ctx, node, attrs):
     from onnx import numpy_helper
-    if "value" not in attrs:
+    kinds = [k for k in ("value",) + tuple(_CONST_KINDS) if k in attrs]
+    if len(kinds) != 1:
         k = sorted(attrs)[0] if attrs else "value"
         raise OnnxImportError(f"node {node.name!r} (Constant): attribute {k!r} is not "
-                              f"supported (only 'value')")
-    ctx.take(attrs, "value")
-    ctx.fold(node, numpy_helper.to_array(attrs["value"]))
+                              f"supported (value, value_float(s), value_int(s))")
+    k = kinds[0]
+    v = ctx.take(attrs, k)
+    ctx.fold(node, numpy_helper.to_array(v) if k == "value" else
+             np.asarray(v, _CONST_KINDS[k]))
 
 
 def import_shape(ctx, node, attrs):

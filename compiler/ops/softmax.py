@@ -15,18 +15,34 @@ def softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def import_softmax(ctx, node, attrs):
+def softmax_axes(ctx, node, attrs):
+    """The axis (opset >= 13) or the axes (opset < 13: the input coerced to 2-D at ``axis``,
+    default 1) a Softmax / LogSoftmax normalises over."""
     xs = ctx.shape(node.input[0])
-    axis = int(ctx.take(attrs, "axis", -1))
+    old = 0 < getattr(ctx, "opset", 0) < 13
+    axis = int(ctx.take(attrs, "axis", 1 if old else -1))
     axis = axis + len(xs) if axis < 0 else axis
     if not 0 <= axis < len(xs):
-        raise OnnxImportError(f"node {node.name!r} (Softmax): attribute 'axis' = {axis} is "
-                              f"out of range for rank {len(xs)}")
-    ctx.emit(node, "softmax", node.input[:1], xs, attrs={"axis": axis})
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'axis' = "
+                              f"{axis} is out of range for rank {len(xs)}")
+    if old and axis < len(xs) - 1:
+        return list(range(axis, len(xs)))
+    return axis
+
+
+def _axis(n):
+    a = n.attrs["axis"]
+    return tuple(a) if isinstance(a, (list, tuple)) else a
+
+
+def import_softmax(ctx, node, attrs):
+    xs = ctx.shape(node.input[0])
+    ctx.emit(node, "softmax", node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node,
+                                                                              attrs)})
 
 
 def place_softmax(n, g, cfg, opts):
-    last = n.attrs["axis"] == len(g.values[n.inputs[0]].shape) - 1
+    last = _axis(n) == len(g.values[n.inputs[0]].shape) - 1
     return "cpu" if last and registry.cpu_backend() else "host"
 
 
@@ -39,7 +55,7 @@ def softmax_cpu(n, g):
 
 
 registry.register(registry.OpDef(
-    "softmax", reference=lambda n, ins: softmax(ins[0].astype(np.float64), n.attrs["axis"]
+    "softmax", reference=lambda n, ins: softmax(ins[0].astype(np.float64), _axis(n)
                                                 ).astype(np.float32),
     category="reduction", onnx={"Softmax": import_softmax}, place=place_softmax,
     cpu=softmax_cpu))

@@ -61,7 +61,8 @@ def _d2s(x, a):
 def _s2d(x, a):
     n, c, h, w = x.shape
     b = a["blocksize"]
-    t = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    perm = (0, 3, 5, 1, 2, 4) if a["mode"] == "DCR" else (0, 1, 3, 5, 2, 4)
+    t = x.reshape(n, c, h // b, b, w // b, b).transpose(*perm)
     return t.reshape(n, c * b * b, h // b, w // b)
 
 
@@ -224,7 +225,7 @@ def _import_block(op):
     def rule(ctx, node, attrs):
         xs = ctx.shape(node.input[0])
         b = int(ctx.take(attrs, "blocksize"))
-        mode = ctx.take(attrs, "mode", b"DCR") if op == "depth_to_space" else b"DCR"
+        mode = ctx.take(attrs, "mode", b"DCR")
         mode = mode.decode() if isinstance(mode, bytes) else mode
         if len(xs) != 4 or b < 1 or mode not in ("DCR", "CRD") or (
                 op == "depth_to_space" and xs[1] % (b * b)) or (
@@ -246,6 +247,20 @@ def import_range(ctx, node, attrs):
     s, l, d = (ctx.const(i, node, w) for i, w in zip(node.input, ("start", "limit", "delta")))
     n = max(int(np.ceil((l - s) / d)), 0)
     ctx.fold(node, (s + np.arange(n) * d).astype(np.asarray(s).dtype))
+
+
+def import_cast_like(ctx, node, attrs):
+    """CastLike: Cast to the second input's element type (folded on constants)."""
+    ctx.take(attrs, "saturate")
+    x, like = node.input[:2]
+    s = ctx.src(like)
+    to = str(ctx.consts[s].dtype) if s in ctx.consts else ctx.g.values[s].dtype
+    if ctx.is_const(x):
+        return ctx.fold(node, ctx.consts[ctx.src(x)].astype(to))
+    if ctx.g.values[ctx.src(x)].dtype == to:
+        ctx.alias[node.output[0]] = ctx.src(x)
+        return
+    ctx.emit(node, "cast", [x], ctx.shape(x), to, {"to": to})
 
 
 def import_size(ctx, node, attrs):
@@ -281,4 +296,5 @@ for _op, _onnx in _RULES.items():
     registry.register(registry.OpDef("q" + _op, reference=_reference(_op)))
 registry.register(registry.OpDef(
     "constant_producer", onnx={"ConstantOfShape": import_constant_of_shape,
-                               "Range": import_range, "Size": import_size}))
+                               "Range": import_range, "Size": import_size,
+                               "CastLike": import_cast_like}))
