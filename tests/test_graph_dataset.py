@@ -108,3 +108,18 @@ def test_cli_run_with_sample_axis_and_eval(digits, tmp_path, capsys):
                  "--workers", "2"]) == 0
     text = capsys.readouterr().out
     assert f"top-1 {top1(ref, yte[:30]):.2%}" in text and "float (onnxruntime)" in text
+
+
+def test_dask_local_cluster_loads_the_artifact(digits, tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    from compiler.graph.artifact import save
+    _, c, xte, _ = digits
+    art = str(tmp_path / "d.vtar")
+    save(c, art)
+    samples = split_samples(c.program.graph, {"image": xte[:12]})
+    want = run_dataset(c, samples, progress=False).outputs["scores"]
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                                  dashboard_address=None) as cluster:
+        got = run_dataset(c, samples, scheduler=cluster.scheduler_address, source=art,
+                          chunk=3, progress=False)
+    assert np.array_equal(got.outputs["scores"], want)

@@ -30,15 +30,18 @@ Example::
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .ir import GraphError
 
-#: per process: {key: (Compiled, Executor)}; forked pool workers inherit the entries the
-#: parent registered before the pool started.
+#: per process: {key: Compiled}; forked pool workers inherit the entries the parent
+#: registered before the pool started.  {(key, thread): Executor} the executors built.
 _LOADED: dict = {}
+_EXECS: dict = {}
+_LOCK = threading.Lock()
 
 
 def split_samples(g, feeds: dict, what: str = "inputs") -> list[dict] | None:
@@ -86,18 +89,21 @@ class DatasetResult:
 
 
 def _executor_for(key, source, device):
-    hit = _LOADED.get(key)
-    if hit is None:
+    """This process's (this thread's: Dask runs tasks on threads) executor of network
+    ``key``: inherited from the parent by a fork, else loaded from ``source`` once."""
+    c = _LOADED.get(key)
+    if c is None:
         if source is None:
             raise GraphError("this worker has no copy of the compiled network: give the "
                              "artifact path (source=) to run on a Dask cluster")
         from .artifact import load
-        c = load(source)
-        hit = _LOADED[key] = (c, None)
-    c, ex = hit
+        with _LOCK:
+            c = _LOADED.get(key) or load(source)
+            _LOADED[key] = c
+    ek = (key, threading.get_ident())
+    ex = _EXECS.get(ek)
     if ex is None:
-        ex = c.executor(device(c.cfg))
-        _LOADED[key] = (c, ex)
+        ex = _EXECS[ek] = c.executor(device(c.cfg))
     return ex
 
 
@@ -146,8 +152,9 @@ def run_dataset(compiled, samples: list[dict], device=sim_device, workers: int |
         return DatasetResult(_stack(g, outs), np.asarray(cycles, np.int64),
                              seconds=time.perf_counter() - t0)
     from ..tuner.executor import make_executor, run_tasks
-    key = f"{os.getpid()}:{id(compiled)}"
-    _LOADED[key] = (compiled, None)             # forked workers inherit it
+    import uuid
+    key = f"{os.getpid()}:{uuid.uuid4().hex}"
+    _LOADED[key] = compiled                     # forked workers inherit it
     nw = workers or os.cpu_count() or 1
     size = chunk or max(1, -(-n // (nw * 4)))
     items = [(s, samples[s:s + size]) for s in range(0, n, size)]
@@ -168,6 +175,8 @@ def run_dataset(compiled, samples: list[dict], device=sim_device, workers: int |
     finally:
         bar.close()
         _LOADED.pop(key, None)
+        for ek in [k for k in _EXECS if k[0] == key]:
+            _EXECS.pop(ek).close()
     return DatasetResult(_stack(g, outs), cycles, seconds=time.perf_counter() - t0)
 
 
