@@ -194,6 +194,9 @@ def _device_of(kind, cfg):
 
 def _run_samples(args, c, samples) -> int:
     """``vta run`` on inputs with a leading sample axis: outputs stacked (S, ...)."""
+    if args.trace or args.profile:
+        raise GraphError("--trace/--profile show one inference: give --inputs arrays of the "
+                         "model's input shape (these have a leading sample axis)")
     r = _dataset(args, c, samples)
     np.savez(args.output, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
                              for k, v in r.outputs.items()})
