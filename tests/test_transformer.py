@@ -52,10 +52,11 @@ def test_encoder_block_on_vta(erf_gelu):
     assert ex.summary()["vta_cycles"] > 0
 
 
-def _gemm_model(alpha, trans_b, shape_a, shape_b, op="Gemm"):
+def _gemm_model(alpha, trans_b, shape_a, shape_b, op="Gemm", trans_a=0):
     nodes = [helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Relu", ["b"], ["rb"])]
     if op == "Gemm":
-        nodes.append(helper.make_node("Gemm", ["ra", "rb"], ["y"], alpha=alpha, transB=trans_b))
+        nodes.append(helper.make_node("Gemm", ["ra", "rb"], ["y"], alpha=alpha, transB=trans_b,
+                                      transA=trans_a))
     else:
         nodes.append(helper.make_node("MatMul", ["ra", "rb"], ["y"]))
     g = helper.make_graph(nodes, "g", [
@@ -71,10 +72,12 @@ def _gemm_model(alpha, trans_b, shape_a, shape_b, op="Gemm"):
     ("Gemm", 0.5, 1, [20, 24], [40, 24]),           # transB, alpha 2^-1, unpadded sizes
     ("MatMul", 1.0, 0, [2, 3, 16, 32], [32, 16]),   # a 2-D B broadcast over (2, 3)
     ("MatMul", 1.0, 0, [3, 16, 32], [1, 32, 17]),
+    ("GemmTA", 2.0, 0, [24, 20], [24, 16]),         # transA, alpha 2^1
 ])
 def test_two_activation_products_vta_equals_reference_and_cpu_only(case):
     op, alpha, tb, sa, sb = case
-    m = _gemm_model(alpha, tb, sa, sb, op)
+    m = _gemm_model(alpha, tb, sa, sb, op[:4] if op.startswith("Gemm") else op,
+                    trans_a=int(op == "GemmTA"))
     rng = np.random.default_rng(3)
     cal = [{"a": rng.normal(size=sa).astype(np.float32),
             "b": rng.normal(size=sb).astype(np.float32)} for _ in range(4)]
