@@ -374,7 +374,8 @@ def register(sub):
     p.add_argument("--onnx", metavar="MODEL.onnx",
                    help="the float model: its accuracy by onnxruntime alongside")
     p.add_argument("--output-name", help="the scores output (default: the first)")
-    p.add_argument("--device", choices=["sim", "rtl", "board"], default="sim")
+    p.add_argument("--device", choices=["sim", "rtl"], default="sim",
+                   help="timed simulator (default) or RTL simulation")
     _dataset_flags(p)
     p.set_defaults(func=cmd_eval)
 
