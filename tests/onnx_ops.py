@@ -83,3 +83,44 @@ def check_float_cpu_kernel(g, op: str):
     conv_out = run_graph(g, {"x": x}, keep=True)[node.inputs[0]]
     got = CpuKernel(out, [b[0] for b in binds]).run({binds[0][0]: conv_out})
     np.testing.assert_allclose(got, d.reference(node, [conv_out]), rtol=1e-5, atol=1e-6)
+
+
+def conv_graph(nodes, extra=(), opset: int = 17, outs=("y",), out_type=TensorProto.FLOAT):
+    """x (1, 8, 6, 6) -> Conv 8->16 3x3 pad 1 -> c, then ``nodes`` (initializers ``extra``)
+    ending in the outputs ``outs`` (shapes left to the importer)."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.normal(size=(16, 8, 3, 3)) * 0.3).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])] + list(nodes)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                     SHAPE)],
+                          [helper.make_tensor_value_info(o, out_type, None) for o in outs],
+                          [w] + list(extra))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def against_ort(model, op=None, outs=("y",), rtol=1e-4, atol=1e-4, n=2):
+    """The imported float graph equals onnxruntime on ``n`` samples (every output in
+    ``outs``, dtype and shape too); ``op``: the graph op the last node must be."""
+    g = import_onnx(model)
+    if op is not None:
+        assert g.nodes[-1].op == op, [nd.op for nd in g.nodes]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x in samples(n):
+        want = sess.run(None, {"x": x})
+        got = run_graph(g, {"x": x})
+        for o, w in zip(outs, want):
+            assert got[o].shape == w.shape and got[o].dtype == w.dtype
+            np.testing.assert_allclose(got[o], w, rtol=rtol, atol=atol)
+    return g
+
+
+def check_bit_exact(model, q_op: str):
+    """Compiled with ``q_op`` in the program: the timed simulator's output equals the
+    quantised graph's reference interpretation."""
+    xs = samples()
+    c = compile_model(model, CFG, calib={"x": xs[:3]})
+    assert q_op in [s.node.op for s in c.program.steps]
+    ex = c.executor(SimDevice(CFG, timed=True))
+    for x in xs[3:]:
+        assert np.array_equal(ex.run({"x": x})["y"], run_graph(c.qgraph, {"x": x})["y"])
+    return c

@@ -6,10 +6,9 @@ squeeze-and-excitation product ``(1, C, 1, 1) * (1, C, H, W)`` compiled and bit-
 import numpy as np
 import pytest
 
-from .onnx_ops import CFG, SHAPE, check_quantised, ort, samples
+from .onnx_ops import CFG, SHAPE, against_ort, check_quantised, samples
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.graph.onnx_import import import_onnx
 from compiler.graph.program import CpuKernel
 from compiler.graph.reference import run_graph
 from compiler.ops import registry
@@ -28,15 +27,9 @@ def _model(nodes, out_shape=(1, 16, 6, 6), out_type=TensorProto.FLOAT, opset=17,
 
 
 def _against_ort(m, op=None):
-    g = import_onnx(m)
+    g = against_ort(m, rtol=1e-5, atol=1e-5, n=3)
     if op is not None:
         assert op in [n.op for n in g.nodes]
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    for x in samples(3):
-        want = sess.run(None, {"x": x})[0]
-        got = run_graph(g, {"x": x})["y"]
-        assert got.dtype == want.dtype
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     return g
 
 

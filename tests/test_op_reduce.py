@@ -6,39 +6,16 @@ InstanceNormalization, LogSoftmax and Softmax on a non-last axis, LRN, Einsum (a
 import numpy as np
 import pytest
 
-from .onnx_ops import CFG, SHAPE, ort, samples
-from onnx import TensorProto, helper, numpy_helper
+from .onnx_ops import CFG, against_ort, conv_graph, samples
+from onnx import helper, numpy_helper
 from vta_runtime import SimDevice
 
 from compiler.graph.driver import compile_model
-from compiler.graph.onnx_import import import_onnx
 from compiler.graph.reference import run_graph
 
 
 def _t(name, v, dt=np.int64):
     return numpy_helper.from_array(np.asarray(v, dt), name)
-
-
-def _model(nodes, extra=(), opset=17):
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array((rng.normal(size=(16, 8, 3, 3)) * 0.3).astype(np.float32), "w")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])] + nodes
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                     SHAPE)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                          [w] + list(extra))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _against_ort(m, op):
-    g = import_onnx(m)
-    assert g.nodes[-1].op == op
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    for x in samples(2):
-        want = sess.run(None, {"x": x})[0]
-        got = run_graph(g, {"x": x})["y"]
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 RED = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
@@ -54,45 +31,45 @@ def test_reductions_any_axes(op_type, axes, keep):
     pre = [helper.make_node("Sigmoid", ["c"], ["s"])] if op_type == "ReduceProd" else []
     extra = [_t("ax", axes)] if axes else []
     ins = [src, "ax"] if axes else [src]
-    _against_ort(_model(pre + [helper.make_node(op_type, ins, ["y"], keepdims=keep)], extra,
+    against_ort(conv_graph(pre + [helper.make_node(op_type, ins, ["y"], keepdims=keep)], extra,
                         opset=18), op)
 
 
 def test_reduce_mean_axes_attribute_opset13():
-    _against_ort(_model([helper.make_node("ReduceMean", ["c"], ["y"], axes=[2, 3],
+    against_ort(conv_graph([helper.make_node("ReduceMean", ["c"], ["y"], axes=[2, 3],
                                           keepdims=0)], opset=13), "reduce_mean")
 
 
 def test_global_max_pool():
-    _against_ort(_model([helper.make_node("GlobalMaxPool", ["c"], ["y"])]), "reduce_max")
+    against_ort(conv_graph([helper.make_node("GlobalMaxPool", ["c"], ["y"])]), "reduce_max")
 
 
 def test_layer_norm_last_axes_and_instance_norm():
     rng = np.random.default_rng(1)
     ln = [_t("g", rng.normal(size=(6, 6)), np.float32), _t("b", rng.normal(size=(6, 6)),
                                                            np.float32)]
-    _against_ort(_model([helper.make_node("LayerNormalization", ["c", "g", "b"], ["y"],
+    against_ort(conv_graph([helper.make_node("LayerNormalization", ["c", "g", "b"], ["y"],
                                           axis=-2)], ln), "layer_norm")
     inn = [_t("g", rng.normal(size=16), np.float32), _t("b", rng.normal(size=16), np.float32)]
-    _against_ort(_model([helper.make_node("InstanceNormalization", ["c", "g", "b"], ["y"],
+    against_ort(conv_graph([helper.make_node("InstanceNormalization", ["c", "g", "b"], ["y"],
                                           epsilon=1e-3)], inn), "layer_norm")
 
 
 @pytest.mark.parametrize("op_type,op", [("Softmax", "softmax"), ("LogSoftmax", "log_softmax")])
 def test_softmax_on_the_channel_axis(op_type, op):
-    _against_ort(_model([helper.make_node(op_type, ["c"], ["y"], axis=1)]), op)
+    against_ort(conv_graph([helper.make_node(op_type, ["c"], ["y"], axis=1)]), op)
 
 
 def test_lrn_and_einsum_attention():
-    _against_ort(_model([helper.make_node("LRN", ["c"], ["y"], size=3, alpha=1e-3)]), "lrn")
+    against_ort(conv_graph([helper.make_node("LRN", ["c"], ["y"], size=3, alpha=1e-3)]), "lrn")
     nodes = [helper.make_node("Einsum", ["c", "c"], ["y"], equation="bhqd,bhkd->bhqk")]
-    _against_ort(_model(nodes), "einsum")
+    against_ort(conv_graph(nodes), "einsum")
 
 
 def test_a_model_with_layer_norm_compiles_and_runs_exactly():
     nodes = [helper.make_node("LayerNormalization", ["c"], ["n"], axis=1),
              helper.make_node("Relu", ["n"], ["y"])]
-    m = _model(nodes)
+    m = conv_graph(nodes)
     xs = samples()
     c = compile_model(m, CFG, calib={"x": xs[:3]})
     kinds = {s.node.op: s.kind for s in c.program.steps}
@@ -103,7 +80,7 @@ def test_a_model_with_layer_norm_compiles_and_runs_exactly():
 
 
 def test_partition_report_says_why_a_node_stays_float():
-    m = _model([helper.make_node("ReduceMean", ["c"], ["y"], axes=[1])], opset=13)
+    m = conv_graph([helper.make_node("ReduceMean", ["c"], ["y"], axes=[1])], opset=13)
     c = compile_model(m, CFG, calib={"x": samples(2)})
     row = next(r for r in c.report().splitlines() if "reduce_mean" in r)
     assert "host" in row and "float: a reduction" in row
@@ -113,14 +90,14 @@ def test_gemm_of_two_activations_and_batched_matmul():
     nodes = [helper.make_node("Reshape", ["c", "s"], ["m"]),
              helper.make_node("Gemm", ["m", "m"], ["g"], transB=1, alpha=0.5),
              helper.make_node("Gemm", ["g", "m", "m"], ["y"], transA=1, beta=2.0)]
-    _against_ort(_model(nodes, [_t("s", [16, 36])]), "gemm2")
+    against_ort(conv_graph(nodes, [_t("s", [16, 36])]), "gemm2")
     nodes = [helper.make_node("Reshape", ["c", "s"], ["m"]),
              helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1]),
              helper.make_node("MatMul", ["m", "t"], ["y"])]
-    _against_ort(_model(nodes, [_t("s", [4, 4, 36])]), "matmul")
+    against_ort(conv_graph(nodes, [_t("s", [4, 4, 36])]), "matmul")
 
 
 @pytest.mark.parametrize("op_type,op", [("Softmax", "softmax"), ("LogSoftmax", "log_softmax")])
 def test_opset11_softmax_coerces_to_2d_from_axis_1(op_type, op):
-    _against_ort(_model([helper.make_node(op_type, ["c"], ["y"])], opset=11), op)
-    _against_ort(_model([helper.make_node(op_type, ["c"], ["y"], axis=2)], opset=11), op)
+    against_ort(conv_graph([helper.make_node(op_type, ["c"], ["y"])], opset=11), op)
+    against_ort(conv_graph([helper.make_node(op_type, ["c"], ["y"], axis=2)], opset=11), op)

@@ -5,39 +5,12 @@
 import numpy as np
 import pytest
 
-from .onnx_ops import CFG, SHAPE, ort, samples
-from onnx import TensorProto, helper, numpy_helper
-from vta_runtime import SimDevice
-
-from compiler.graph.driver import compile_model
-from compiler.graph.onnx_import import import_onnx
-from compiler.graph.reference import run_graph
+from .onnx_ops import against_ort, check_bit_exact, conv_graph
+from onnx import helper, numpy_helper
 
 
 def _t(name, v, dt=np.float32):
     return numpy_helper.from_array(np.asarray(v, dt), name)
-
-
-def _model(nodes, extra=(), opset=17):
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array((rng.normal(size=(16, 8, 3, 3)) * 0.3).astype(np.float32), "w")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])] + nodes
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                     SHAPE)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                          [w] + list(extra))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _against_ort(m, op):
-    g = import_onnx(m)
-    assert g.nodes[-1].op == op
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    for x in samples(2):
-        want = sess.run(None, {"x": x})[0]
-        got = run_graph(g, {"x": x})["y"]
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 RESIZE = [dict(mode="nearest", coordinate_transformation_mode="asymmetric",
@@ -58,11 +31,11 @@ def test_resize(attrs, how):
         ins, extra = ["c", "", "s"], [_t("s", [1, 1, 2, 1.5])]
     else:
         ins, extra = ["c", "", "", "z"], [_t("z", [1, 16, 11, 13], np.int64)]
-    _against_ort(_model([helper.make_node("Resize", ins, ["y"], **attrs)], extra), "resize")
+    against_ort(conv_graph([helper.make_node("Resize", ins, ["y"], **attrs)], extra), "resize")
 
 
 def test_upsample_opset9():
-    _against_ort(_model([helper.make_node("Upsample", ["c", "s"], ["y"], mode="nearest")],
+    against_ort(conv_graph([helper.make_node("Upsample", ["c", "s"], ["y"], mode="nearest")],
                         [_t("s", [1, 1, 2, 2])], opset=9), "resize")
 
 
@@ -76,16 +49,11 @@ def test_conv_transpose(attrs):
     rng = np.random.default_rng(4)
     g = attrs.get("group", 1)
     extra = [_t("wt", rng.normal(size=(16, 4 // g, 3, 3)) * 0.3), _t("bt", rng.normal(size=4))]
-    _against_ort(_model([helper.make_node("ConvTranspose", ["c", "wt", "bt"], ["y"],
+    against_ort(conv_graph([helper.make_node("ConvTranspose", ["c", "wt", "bt"], ["y"],
                                           **attrs)], extra), "conv_transpose")
 
 
 def test_nearest_resize_quantised_is_bit_exact():
-    m = _model([helper.make_node("Resize", ["c", "", "s"], ["y"], mode="nearest")],
+    m = conv_graph([helper.make_node("Resize", ["c", "", "s"], ["y"], mode="nearest")],
                [_t("s", [1, 1, 2, 2])])
-    xs = samples()
-    c = compile_model(m, CFG, calib={"x": xs[:3]})
-    assert "qresize" in [s.node.op for s in c.program.steps]
-    ex = c.executor(SimDevice(CFG, timed=True))
-    for x in xs[3:]:
-        assert np.array_equal(ex.run({"x": x})["y"], run_graph(c.qgraph, {"x": x})["y"])
+    check_bit_exact(m, "qresize")

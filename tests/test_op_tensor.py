@@ -6,28 +6,14 @@ quantised, each is its int8 twin on the conv's output, bit-exact on the timed si
 import numpy as np
 import pytest
 
-from .onnx_ops import CFG, SHAPE, ort, samples
+from .onnx_ops import against_ort, check_bit_exact, conv_graph
 from onnx import TensorProto, helper, numpy_helper
-from vta_runtime import SimDevice
 
-from compiler.graph.driver import compile_model
 from compiler.graph.onnx_import import import_onnx
-from compiler.graph.reference import run_graph
 
 
 def _i64(name, v):
     return numpy_helper.from_array(np.asarray(v, np.int64), name)
-
-
-def _model(nodes, extra=(), opset=17, outs=("y",)):
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array((rng.normal(size=(16, 8, 3, 3)) * 0.3).astype(np.float32), "w")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])] + nodes
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                     SHAPE)],
-                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
-                           for o in outs], [w] + list(extra))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
 CASES = {
@@ -51,30 +37,19 @@ CASES = {
 }
 
 
-def _against_ort(m, outs=("y",)):
-    g = import_onnx(m)
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    for x in samples(2):
-        want = sess.run(None, {"x": x})
-        got = run_graph(g, {"x": x})
-        for o, w in zip(outs, want):
-            np.testing.assert_allclose(got[o], w, rtol=1e-5, atol=1e-5)
-    return g
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_float_matches_onnxruntime(case):
     nodes, extra = CASES[case]
-    g = _against_ort(_model(nodes, extra))
+    g = against_ort(conv_graph(nodes, extra))
     assert g.nodes[-1].op == {"pad_edge": "pad", "pad_const": "pad"}.get(case, case)
 
 
 def test_split_opset13_and_opset18_num_outputs():
     outs = ("y", "z", "u")
-    _against_ort(_model([helper.make_node("Split", ["c", "s"], list(outs), axis=1)],
-                        [_i64("s", [3, 5, 8])], outs=outs), outs)
-    _against_ort(_model([helper.make_node("Split", ["c"], list(outs), axis=-1,
-                                          num_outputs=3)], opset=18, outs=outs), outs)
+    against_ort(conv_graph([helper.make_node("Split", ["c", "s"], list(outs), axis=1)],
+                           [_i64("s", [3, 5, 8])], outs=outs), outs=outs)
+    against_ort(conv_graph([helper.make_node("Split", ["c"], list(outs), axis=-1,
+                                             num_outputs=3)], opset=18, outs=outs), outs=outs)
 
 
 def test_constant_producers_fold():
@@ -86,26 +61,20 @@ def test_constant_producers_fold():
              helper.make_node("Mul", ["z", "rf"], ["zz"]),
              helper.make_node("Add", ["c", "zz"], ["y"])]
     extra = [_i64("r0", 0), _i64("r1", 6), _i64("r2", 1)]
-    g = _against_ort(_model(nodes, extra))
+    g = against_ort(conv_graph(nodes, extra))
     assert [n.op for n in g.nodes] == ["conv", "add"]
 
 
 @pytest.mark.parametrize("case", ["transpose", "slice", "gather", "pad"])
 def test_quantised_int8_twin_is_bit_exact(case):
     nodes, extra = CASES[case]
-    m = _model(nodes, extra)
-    xs = samples()
-    c = compile_model(m, CFG, calib={"x": xs[:3]})
-    assert "q" + case in [s.node.op for s in c.program.steps]
-    ex = c.executor(SimDevice(CFG, timed=True))
-    for x in xs[3:]:
-        assert np.array_equal(ex.run({"x": x})["y"], run_graph(c.qgraph, {"x": x})["y"])
+    check_bit_exact(conv_graph(nodes, extra), "q" + case)
 
 
 def test_bad_attributes_name_the_node():
     from compiler.graph.onnx_import import OnnxImportError
     with pytest.raises(OnnxImportError, match="perm"):
-        import_onnx(_model([helper.make_node("Transpose", ["c"], ["y"], perm=[0, 1, 1, 2],
+        import_onnx(conv_graph([helper.make_node("Transpose", ["c"], ["y"], perm=[0, 1, 1, 2],
                                              name="T")]))
 
 
@@ -115,5 +84,5 @@ def test_constant_forms_castlike_and_reshape_allowzero():
              helper.make_node("CastLike", ["k", "c"], ["kf"]),
              helper.make_node("Mul", ["c", "kf"], ["m"]),
              helper.make_node("Reshape", ["m", "s"], ["y"], allowzero=1)]
-    g = _against_ort(_model(nodes, opset=19))
+    g = against_ort(conv_graph(nodes, opset=19))
     assert [n.op for n in g.nodes] == ["conv", "mul", "reshape"]

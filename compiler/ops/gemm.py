@@ -54,11 +54,11 @@ def import_matmul(ctx, node, attrs):
         ctx.consts[name] = np.ascontiguousarray(w.T.astype(np.float32))
         return ctx.emit(node, "dense", [node.input[0], name], (xs[0], w.shape[1]))
     ys = ctx.shape(node.input[1])
-    try:
-        shape = np.broadcast_shapes(xs[:-2], ys[:-2]) + (xs[-2], ys[-1])
+    try:                               # numpy's matmul rule (1-D operands promoted)
+        shape = np.matmul(np.zeros(xs, np.float32), np.zeros(ys, np.float32)).shape
     except ValueError:
         shape = None
-    if shape is None or xs[-1] != ys[-2]:
+    if shape is None:
         raise OnnxImportError(f"node {node.name!r} (MatMul): shapes {xs} and {ys} do not "
                               f"multiply")
     ctx.emit(node, "matmul", node.input[:2], shape)

@@ -80,8 +80,11 @@ def _import_reduce(op):
         fn = REDUCE[op][1]
         if ctx.is_const(x):
             c = ctx.consts[ctx.src(x)]
-            return ctx.fold(node, np.asarray(fn(c.astype(np.float64), axes, keep)
-                                             ).astype(c.dtype))
+            try:
+                return ctx.fold(node, np.asarray(fn(c.astype(np.float64), axes, keep)
+                                                 ).astype(c.dtype))
+            except ValueError as e:                     # e.g. max of an empty set
+                raise _err(node, f"input {c.shape}: {e}") from None
         if any(xs[a] == 0 for a in axes) and op in ("reduce_max", "reduce_min"):
             raise _err(node, f"reduction over an empty axis of {xs}")
         shape = tuple(1 if k in axes else s for k, s in enumerate(xs) if keep or k not in axes)
@@ -209,10 +212,10 @@ def import_einsum(ctx, node, attrs):
     ins = list(node.input)
     try:
         shape = np.einsum(eq, *[np.zeros(ctx.shape(i), np.float32) for i in ins]).shape
-    except ValueError as e:
+        if all(ctx.is_const(i) for i in ins):
+            return ctx.fold(node, np.einsum(eq, *[ctx.consts[ctx.src(i)] for i in ins]))
+    except (ValueError, TypeError) as e:
         raise _err(node, f"equation {eq!r} on {[ctx.shape(i) for i in ins]}: {e}") from None
-    if all(ctx.is_const(i) for i in ins):
-        return ctx.fold(node, np.einsum(eq, *[ctx.consts[ctx.src(i)] for i in ins]))
     ctx.emit(node, "einsum", ins, shape, attrs={"equation": eq})
 
 
