@@ -123,3 +123,10 @@ def test_dask_local_cluster_loads_the_artifact(digits, tmp_path):
         got = run_dataset(c, samples, scheduler=cluster.scheduler_address, source=art,
                           chunk=3, progress=False)
     assert np.array_equal(got.outputs["scores"], want)
+
+
+def test_a_dask_run_needs_the_artifact_path(digits):
+    _, c, xte, _ = digits
+    with pytest.raises(GraphError, match="artifact"):
+        run_dataset(c, split_samples(c.program.graph, {"image": xte[:2]}),
+                    scheduler="tcp://127.0.0.1:1", progress=False)

@@ -100,6 +100,10 @@ def _executor_for(key, source, device):
         with _LOCK:
             c = _LOADED.get(key) or load(source)
             _LOADED[key] = c
+            for old in list(_LOADED)[:-4]:     # a long-lived Dask worker keeps the last 4
+                _LOADED.pop(old, None)
+                for ek in [k for k in _EXECS if k[0] == old]:
+                    _EXECS.pop(ek).close()
     ek = (key, threading.get_ident())
     ex = _EXECS.get(ek)
     if ex is None:
@@ -151,8 +155,12 @@ def run_dataset(compiled, samples: list[dict], device=sim_device, workers: int |
             ex.close()
         return DatasetResult(_stack(g, outs), np.asarray(cycles, np.int64),
                              seconds=time.perf_counter() - t0)
-    from ..tuner.executor import make_executor, run_tasks
     import uuid
+
+    from ..tuner.executor import make_executor, run_tasks
+    if scheduler and source is None:
+        raise GraphError("a Dask cluster's workers load the network from its artifact: "
+                         "give its path (source=; vta run/eval pass the .vtar)")
     key = f"{os.getpid()}:{uuid.uuid4().hex}"
     _LOADED[key] = compiled                     # forked workers inherit it
     nw = workers or os.cpu_count() or 1
