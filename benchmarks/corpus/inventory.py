@@ -5,7 +5,7 @@ compiles it, and the first error; written as markdown (``INVENTORY.md`` beside t
 Compilation is ``compiler.graph.driver.compile_model(path, mode="global_scale")`` (int8, no
 calibration data needed), each model in its own subprocess with a timeout, so one crash or
 hang cannot stop the report.  Pretrained models are compiled with their symbolic input
-dimensions pinned (``pretrained.pinned``): the compiler has no ``--input-shape`` yet.
+dimensions pinned (``pretrained.pinned``, as ``vta compile --input-shape`` does).
 
 Usage::
 

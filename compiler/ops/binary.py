@@ -1,7 +1,7 @@
-"""Element-wise functions of two or more inputs with numpy broadcasting: Div, Sub, Pow, Mod (and fmod), PRelu,
-Min, Max, Mean, Sum, the comparisons Equal, Less, Greater, LessOrEqual, GreaterOrEqual, the
-logic And, Or, Xor, Not, and Where.  One table row each (numpy function, optional float TE
-kernel).
+"""Element-wise functions of two or more inputs with numpy broadcasting: Div, Sub, Pow, Mod
+(and fmod), PRelu, Min, Max, Mean, Sum, the comparisons Equal, Less, Greater, LessOrEqual,
+GreaterOrEqual, the logic And, Or, Xor, Not, and Where.  One table row each (numpy function,
+optional float TE kernel).
 
 Import: constant operands fold; ``x / c`` and ``x - c`` by a float constant become the
 graph's ``mul`` / ``add`` by ``1 / c`` / ``-c`` (so the float passes fold them into a

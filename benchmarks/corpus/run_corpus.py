@@ -1,0 +1,115 @@
+"""Compile and run every corpus model end to end: int8 compile (percentile calibration on
+``--calib`` samples), one inference on the timed simulator, the integer result checked
+bit-exact against the quantised graph's reference interpreter, and SQNR of the output
+against onnxruntime running the float model on the same input.  Inputs: the pretrained
+models' own samples (``pretrained.samples``) where they exist, else standard-normal images.
+Each model runs in its own subprocess with a timeout.
+
+Usage::
+
+    python benchmarks/corpus/run_corpus.py [--models a,b] [--timeout 600] [--json OUT.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _inputs(name, g, n, seed):
+    import numpy as np
+    from benchmarks.corpus import pretrained
+    try:
+        feeds = pretrained.samples(name, n, seed)[0]
+        ok = all(set(f) == set(g.inputs) and all(
+            np.shape(f[k]) == g.values[k].shape for k in f) for f in feeds)
+        if ok:
+            return [{k: np.asarray(v, np.float32) for k, v in f.items()} for f in feeds]
+    except Exception:       # not a pretrained model, or its sampler needs data it lacks
+        pass
+    rng = np.random.default_rng(seed)
+    return [{k: rng.normal(size=g.values[k].shape).astype(np.float32) for k in g.inputs}
+            for _ in range(n)]
+
+
+def run_one(name: str, path: str, pin: str | None, calib: int) -> dict:
+    import numpy as np
+    import onnxruntime as ort
+    from benchmarks.corpus import pretrained
+    from compiler.graph.driver import compile_model
+    from compiler.graph.reference import run_graph
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    model = pretrained.pinned(pin) if pin else path
+    cfg = VTAConfig()
+    t0 = time.perf_counter()
+    from compiler.graph.onnx_import import import_onnx
+    g = import_onnx(model)
+    cal = _inputs(name, g, calib + 1, 0)
+    c = compile_model(model, cfg, calib=cal[:calib])
+    t_compile = time.perf_counter() - t0
+    steps = c.program.steps
+    row = {"compile_s": round(t_compile, 1), "vta_steps": sum(s.kind == "vta" for s in steps),
+           "cpu_steps": sum(s.kind == "cpu" for s in steps),
+           "host_steps": sum(s.kind == "host" for s in steps)}
+    feeds = cal[calib]
+    ex = c.executor(SimDevice(cfg, timed=True))
+    t1 = time.perf_counter()
+    got = ex.run(feeds)
+    row["run_s"] = round(time.perf_counter() - t1, 1)
+    ref = run_graph(c.qgraph, feeds)
+    out = c.qgraph.outputs[0]
+    row["bit_exact"] = bool(all(np.array_equal(np.asarray(got[o]), np.asarray(ref[o]))
+                                for o in c.qgraph.outputs))
+    m = model if not isinstance(model, str) else None
+    data = m.SerializeToString() if m is not None else open(model, "rb").read()
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)[0].astype(np.float64)
+    y = np.asarray(got[out], np.float64).reshape(want.shape)
+    err = float(((want - y) ** 2).sum())
+    row["sqnr_db"] = round(10 * np.log10(float((want ** 2).sum()) / err), 1) if err else 999.0
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="")
+    ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--calib", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        name, path, pin = a.child
+        print(json.dumps(run_one(name, path, pin or None, a.calib)))
+        return 0
+    from benchmarks.corpus import inventory
+    rows = {}
+    for name, _src, path, pin in inventory.models(a.models.split(",") if a.models else None):
+        cmd = [sys.executable, __file__, "--calib", str(a.calib), "--child", name, str(path),
+               pin or ""]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+            if p.returncode == 0:
+                rows[name] = json.loads(p.stdout.strip().splitlines()[-1])
+            else:
+                last = [ln for ln in p.stderr.strip().splitlines() if ln][-1:] or ["?"]
+                rows[name] = {"error": last[0][:200]}
+        except subprocess.TimeoutExpired:
+            rows[name] = {"error": f"timeout after {a.timeout} s"}
+        print(f"{name:28s} {json.dumps(rows[name])}", flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
