@@ -22,7 +22,7 @@ _PROVIDERS = [
     ("vta_hw.cli", ("hw", "rtl", "board")),
     ("vta_runtime.cli", ("replay",)),
     ("compiler.cli.demo", ("demo", "bench")),
-    ("compiler.cli.graph", ("compile", "run")),
+    ("compiler.cli.graph", ("compile", "run", "eval")),
     ("compiler.cli.tune", ("tune",)),
     ("compiler.cli.dse", ("dse",)),
 ]

@@ -6,6 +6,10 @@
 * ``vta run MODEL.vtar --inputs X.npz --output Y.npz [--device sim|rtl|board]
   [--trace T.json] [--profile]`` — X.npz one array per graph input (named as in the model),
   Y.npz one array per graph output (float32 after dequantisation).
+  Inputs with a leading sample axis ``(S, *shape)`` run every sample (outputs stacked
+  ``(S, ...)``); ``--workers N`` / ``--scheduler ADDRESS`` spread them.
+* ``vta eval MODEL.vtar --inputs X.npz --labels y.npz [--onnx MODEL.onnx]`` — top-1
+  accuracy, next to the float model's (onnxruntime) when ``--onnx`` is given.
 * ``vta run builtin:resnet18`` — the main job in one command: build the seeded ResNet-18,
   compile it, run it on the timed simulator, print the per-layer table and the top-5
   against the float model run by onnxruntime (``--image N`` for a smaller input).
@@ -96,6 +100,8 @@ def _check_feeds(path, what, specs, g) -> None:
     for name in g.inputs:
         want = tuple(g.values[name].shape)
         got = specs[name].shape
+        if len(got) == len(want) + 1:      # a leading sample axis: (S, *shape)
+            got = got[1:]
         if len(got) != len(want) or any(isinstance(w, int) and w > 0 and w != d
                                          for w, d in zip(want[1:], got[1:])):
             raise GraphError(f"{what} {path}: array {name!r} has shape {got}, the model's "
@@ -132,7 +138,8 @@ def _compile(args, model_spec):
                          first_conv_cpu=args.first_conv_cpu, tuning_log=args.tuning_log,
                          per_channel=not args.per_tensor,
                          float_first_last=args.float_first_last,
-                         input_shapes=parse_input_shapes(getattr(args, "input_shape", None)))
+                         input_shapes=parse_input_shapes(getattr(args, "input_shape", None)),
+                         min_layer_sqnr=getattr(args, "min_layer_sqnr", None))
 
 
 def parse_input_shapes(specs) -> dict:
@@ -256,6 +263,9 @@ def cmd_run(args) -> int:
     c = load(args.model, cfg)
     g = c.program.graph
     feeds = _load_npz(args.inputs, "--inputs", graph=g)
+    samples = _samples_of(args, c, feeds)
+    if samples is not None:
+        return _run_samples(args, c, samples)
     ex = c.executor(_device(args, c.cfg))
     out = ex.run(feeds)
     with atomic_write(args.output, what="--output") as f:     # exactly this name
@@ -271,6 +281,106 @@ def cmd_run(args) -> int:
           f"CPU {s['cpu_seconds'] * 1e3:.2f} ms measured, "
           f"wall {s['wall_seconds']:.3f} s; wrote {args.output}")
     return 0
+
+
+def _samples_of(args, c, feeds):
+    from ..graph.dataset import split_samples
+    return split_samples(c.program.graph, feeds, f"--inputs {args.inputs}")
+
+
+def _dataset(args, c, samples):
+    """Run every sample (``--workers`` / ``--scheduler`` spread them); a DatasetResult."""
+    import functools
+
+    from ..graph.dataset import run_dataset
+    if (args.workers or args.scheduler) and args.device != "sim":
+        raise GraphError("--workers/--scheduler run samples on the simulator (--device sim)")
+    from ..tuner.executor import ExecutorError
+    try:
+        return run_dataset(c, samples, functools.partial(_device_of, args.device),
+                           workers=args.workers, scheduler=args.scheduler,
+                           source=os.path.abspath(args.model), progress=sys.stderr.isatty())
+    except ExecutorError as e:
+        raise GraphError(str(e)) from None
+
+
+def _device_of(kind, cfg):
+    class _A:
+        device, port, simulate_board = kind, None, False
+    return _device(_A, cfg)
+
+
+def _run_samples(args, c, samples) -> int:
+    """``vta run`` on inputs with a leading sample axis: outputs stacked (S, ...)."""
+    if args.trace or args.profile:
+        raise GraphError("--trace/--profile show one inference: give --inputs arrays of the "
+                         "model's input shape (these have a leading sample axis)")
+    r = _dataset(args, c, samples)
+    np.savez(args.output, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
+                             for k, v in r.outputs.items()})
+    print(f"ran {args.model} on {len(samples)} samples ({args.device}): VTA "
+          f"{int(r.vta_cycles.mean())} cycles per sample, wall {r.seconds:.2f} s; "
+          f"wrote {args.output}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    """``vta eval``: top-1 accuracy on a labelled dataset (and the float model's)."""
+    from ..graph.artifact import load
+    from ..graph.dataset import split_samples, top1
+    c = load(args.model)
+    g = c.program.graph
+    feeds = _load_npz(args.inputs, "--inputs")
+    samples = split_samples(g, feeds, f"--inputs {args.inputs}") or [
+        {n: feeds[n] for n in g.inputs}]
+    labs = _load_npz(args.labels, "--labels")
+    key = next((k for k in ("labels", "y", "label") if k in labs), None)
+    if key is None and len(labs) != 1:
+        raise GraphError(f"--labels {args.labels}: expected one array (or one named "
+                         f"'labels'), found {', '.join(labs) or 'nothing'}")
+    labels = labs[key or next(iter(labs))]
+    if labels.size != len(samples):
+        raise GraphError(f"--labels {args.labels}: {labels.size} labels for "
+                         f"{len(samples)} samples")
+    out = args.output_name or g.outputs[0]
+    if out not in g.outputs:
+        raise GraphError(f"--output-name {out!r}: the model's outputs are "
+                         f"{', '.join(g.outputs)}")
+    r = _dataset(args, c, samples)
+    acc = top1(r.outputs[out], labels)
+    line = f"top-1 {acc:.2%} on {len(samples)} samples (int8, VTA + CPU, output {out!r})"
+    if args.onnx:
+        fl = _float_top1(args.onnx, g, samples, out, labels)
+        line += "; " + (f"float (onnxruntime) {fl:.2%}" if fl is not None else
+                        "float: onnxruntime is not installed")
+    print(line)
+    print(f"VTA {int(r.vta_cycles.mean())} cycles per sample; wall {r.seconds:.2f} s")
+    return 0
+
+
+def _float_top1(path, g, samples, out, labels):
+    from ..graph.dataset import top1
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    if not os.path.isfile(path):
+        raise GraphError(f"--onnx {path}: no such file")
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    if out not in names:
+        raise GraphError(f"--onnx {path}: has no output {out!r} (it has {', '.join(names)})")
+    ref = [sess.run([out], {n: np.asarray(s[n], np.float32).reshape(g.values[n].shape)
+                            for n in g.inputs})[0] for s in samples]
+    return top1(np.stack(ref), labels)
+
+
+def _dataset_flags(p):
+    from isa.argtypes import nonnegative_int
+    p.add_argument("--workers", type=nonnegative_int, default=0, metavar="N",
+                   help="spread the samples over N local processes (default 0: this one)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="spread the samples over a Dask cluster (tcp://HOST:8786)")
 
 
 def _run_builtin(args) -> int:
@@ -344,6 +454,9 @@ def _common(p):
                    help="keep a conv with fewer input channels than BLOCK_IN on the CPU")
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x48x192",
                    help="shape of a graph input with symbolic dimensions (repeatable)")
+    p.add_argument("--min-layer-sqnr", type=float, metavar="DB",
+                   help="keep float on the CPU every layer whose SQNR vs the float model is "
+                   "below DB (the report lists them)")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 
@@ -370,7 +483,22 @@ def register(sub):
     p.add_argument("--trace", metavar="T.json", help="Chrome/Perfetto trace of the whole run")
     p.add_argument("--profile", action="store_true", help="print the per-layer table")
     _common(p)
+    _dataset_flags(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("eval", help="top-1 accuracy of a compiled classifier on a labelled "
+                       "dataset (next to the float model's with --onnx)")
+    p.add_argument("model", metavar="MODEL.vtar", help="compiled artifact")
+    p.add_argument("--inputs", required=True, metavar="X.npz",
+                   help="one array per graph input, (samples, *input shape)")
+    p.add_argument("--labels", required=True, metavar="Y.npz", help="class ids (samples,)")
+    p.add_argument("--onnx", metavar="MODEL.onnx",
+                   help="the float model: its accuracy by onnxruntime alongside")
+    p.add_argument("--output-name", help="the scores output (default: the first)")
+    p.add_argument("--device", choices=["sim", "rtl"], default="sim",
+                   help="timed simulator (default) or RTL simulation")
+    _dataset_flags(p)
+    p.set_defaults(func=cmd_eval)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -64,10 +64,22 @@ class Compiled:
         for name, op, frac, db in self.sqnr:
             fr = "-" if frac is None else str(frac)
             lines.append(f"{name[:28]:28s} {op:16s} {fr:>4s} {db:8.2f}")
+        lines += _kept_lines(self.options)
         s = self.seconds
         lines.append(f"compile: {s.get('total', 0):.2f} s (import+passes {s.get('passes', 0):.2f}, "
                      f"quantise {s.get('quantize', 0):.2f}, codegen {s.get('codegen', 0):.2f})")
         return "\n".join(lines)
+
+
+def _kept_lines(options: dict) -> list:
+    """The report's lines on the layers --min-layer-sqnr kept float."""
+    bound, kept = options.get("min_layer_sqnr"), options.get("kept_float") or []
+    if bound is None:
+        return []
+    if not kept:
+        return [f"every quantised layer clears --min-layer-sqnr {bound:g} dB"]
+    return [f"kept float on the CPU (SQNR below --min-layer-sqnr {bound:g} dB): "
+            + ", ".join(f"{name} ({op}, {db:.1f} dB when quantised)" for name, op, db in kept)]
 
 
 def _samples(calib, g: Graph) -> list:
@@ -103,17 +115,21 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   cpu_only: bool = False, first_conv_cpu: bool = False,
                   tuning_log: str | None = None, sqnr_samples: int = 1,
                   per_channel: bool = True, float_first_last: bool = False,
-                  input_shapes: dict | None = None) -> Compiled:
+                  input_shapes: dict | None = None,
+                  min_layer_sqnr: float | None = None) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
-    ({name: shape}) pins symbolic input dimensions."""
+    ({name: shape}) pins symbolic input dimensions; with ``min_layer_sqnr`` (dB) a layer
+    whose SQNR on the first ``sqnr_samples`` calibration samples is below it stays float
+    (:func:`.quantize.keep_float_below`; listed by :meth:`Compiled.report`)."""
     cfg = cfg or VTAConfig()
     t0 = time.perf_counter()
     pm = float_pipeline()
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
+    kept = []
     fl = ()
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
         convs = [n.name for n in fg.nodes if n.op == "conv"]
@@ -133,6 +149,12 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
             raise GraphError(f"QDQ model without calibration: value {missing[0]!r} has no "
                              f"Q/DQ range; give --calib")
         q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel, float_nodes=fl)
+    elif min_layer_sqnr is not None:
+        from .quantize import calibrate, keep_float_below
+        q, kept = keep_float_below(
+            fg, samples[:max(sqnr_samples, 1)], min_layer_sqnr, float_nodes=fl,
+            ranges=calibrate(fg, samples, mode, percentile, global_scale), mode=mode,
+            percentile=percentile, global_scale=global_scale, per_channel=per_channel)
     else:
         q = quantize(fg, samples, mode, percentile, global_scale, per_channel=per_channel,
                      float_nodes=fl)
@@ -146,6 +168,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "per_channel": per_channel, "float_first_last": float_first_last,
                      "sqnr_samples": min(sqnr_samples,
                                                                       len(samples or [])),
-                     "tuning_log": tuning_log},
+                     "tuning_log": tuning_log, "min_layer_sqnr": min_layer_sqnr,
+                     "kept_float": kept},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

@@ -48,7 +48,7 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
     out.transforms = 0
 
     def want(name, layout_):
-        if name in g.params or lay.get(name) == layout_:
+        if name in g.params or lay.get(name) in (layout_, "weights"):
             return name
         if layout_ == "packed":
             if name not in packed_of:
@@ -82,6 +82,8 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
         acts = [i for i in n.inputs if i not in g.params]
         if n.target == "vta":
             mode = "packed"
+        elif op is not None and op.layout == "weights":
+            mode = "weights"    # an activation staged on the host as a GEMM weight operand
         elif op is not None and op.layout == "agnostic":
             # packed if its data is, or if every reader is a VTA kernel anyway (then the one
             # pack moves before this op, which can then run on VTA too)
@@ -113,8 +115,8 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
         if op is not None and op.packed_flatten is not None and n.inputs[0] in flat:
             n = Node(n.op, n.name, op.packed_flatten(out, g, n, flat[n.inputs[0]], cfg),
                      n.output, dict(n.attrs), n.target)
-        ins = [want(i, "packed" if mode == "packed_flatten" else mode) if i in acts else i
-               for i in n.inputs]
+        ins = [want(i, {"packed_flatten": "packed", "weights": "plain"}.get(mode, mode))
+               if i in acts else i for i in n.inputs]
         if mode == "packed_flatten":
             xs = out.values[ins[0]].shape
             flat[n.output] = (g.values[n.inputs[0]].shape[1], xs[1], xs[2], xs[3])
@@ -129,6 +131,11 @@ def layout(g: Graph, cfg: VTAConfig) -> Graph:
             continue
         nn = Node(n.op, n.name, ins, n.output, dict(n.attrs), n.target)
         shape = packed_shape(v.shape, cfg) if mode == "packed" else v.shape
+        if mode == "weights":      # (N, K) -> VTA's weight layout, padded (ops/matmul_vta.py)
+            nn.attrs.update(block_out=cfg.block_out, block_in=cfg.block_in)
+            shape = (_pad_to(v.shape[0], cfg.block_out) // cfg.block_out,
+                     _pad_to(v.shape[1], cfg.block_in) // cfg.block_in, cfg.block_out,
+                     cfg.block_in)
         if reshape and mode == "packed":
             nn.attrs["shape"] = shape
         out.values[n.output] = type(v)(n.output, shape, v.dtype, v.frac, mode)

@@ -19,8 +19,9 @@ Activation ranges come from calibration:
 * a QDQ model's own Q/DQ pairs give the range of the values they wrap (they win over
   calibration).
 
-Operators with no integer form here (softmax, argmax, matmul of two activations, mul, a
-standalone batchnorm, casts) stay float: the quantiser inserts ``dequantize`` before them
+Operators with no integer form here (softmax, argmax, mul, a standalone batchnorm, casts)
+stay float (a MatMul of two activations is int8 x int8 on VTA's GEMM core:
+:mod:`compiler.ops.matmul_vta`): the quantiser inserts ``dequantize`` before them
 and ``quantize`` after when an integer op reads them.  The float graph is kept, so
 :func:`sqnr_report` compares every quantised value with its float twin (SQNR in dB).
 
@@ -158,7 +159,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
                        per_channel, float_nodes)
     for n in g.nodes:
         op = registry.get(n.op)
-        if op is not None and op.quantize is not None and op.quantize(ctx, n):
+        if op is not None and op.quantize is not None and n.name not in float_nodes and \
+                op.quantize(ctx, n):
             continue
         # no integer form (or not applicable here): stays float (on the CPU)
         ins = [as_float(i) for i in n.inputs]
@@ -212,3 +214,40 @@ def sqnr_report(q: Graph, feeds_list) -> list[tuple]:
             db = float("inf") if e == 0 else 10 * math.log10(max(sig[n.output], 1e-30) / e)
             out.append((n.output, n.op, q.values[n.output].frac, db))
     return out
+
+
+def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_rounds: int = 64,
+                     **kw) -> tuple[Graph, list]:
+    """:func:`quantize` ``g``, then keep float (on the CPU) every layer whose output SQNR
+    vs the float model on ``samples`` is below ``min_db``: the first such layer in graph
+    order is taken out, the graph requantised and measured again (a layer's SQNR includes
+    the error of the quantised layers before it, so taking out an early culprit can lift
+    the later ones), until every quantised layer clears ``min_db``.  Returns the integer
+    graph and ``[(float node, op, SQNR dB when quantised)]`` of the layers kept float.
+    ``kw`` go to :func:`quantize` (calibration ranges are computed once)."""
+    samples = list(samples)
+    if not samples:
+        raise QuantizeError("--min-layer-sqnr needs calibration samples to measure SQNR")
+    if kw.get("ranges") is None:
+        kw["ranges"] = calibrate(g, samples, kw.pop("mode", "max"),
+                                 kw.pop("percentile", 99.99), kw.pop("global_scale", 8.0))
+    producer = {n.output: n for n in g.nodes}
+    keep = set(float_nodes)
+    kept: list = []
+    for _ in range(max_rounds):
+        q = quantize(g, float_nodes=tuple(keep), **kw)
+        bad = None
+        for out, op, frac, db in sqnr_report(q, samples):
+            src = producer.get(q.float_of.get(out))
+            if frac is None or src is None or src.name in keep or db >= min_db:
+                continue
+            rule = registry.get(src.op)
+            if rule is not None and rule.quantize is not None:
+                bad = (src, db)
+                break
+        if bad is None:
+            return q, kept
+        keep.add(bad[0].name)
+        kept.append((bad[0].name, bad[0].op, bad[1]))
+    raise QuantizeError(f"--min-layer-sqnr {min_db:g}: still below after keeping "
+                        f"{len(kept)} layers float (raise max_rounds or lower the bound)")

@@ -47,6 +47,7 @@ FAMILIES = (
     "resize",
     "conv_transpose",
     "rnn",
+    "matmul_vta",
 )
 
 
