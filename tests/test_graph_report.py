@@ -71,3 +71,30 @@ def test_per_layer_table_separates_modelled_vta_and_measured_cpu_time(compiled):
         else:
             assert vta_ms == "-" and float(cpu_ms) >= 0
     assert "modelled at an assumed 100 MHz" in lines[-1]
+
+
+def test_resnet18_stem_and_maxpool_run_on_vta_and_the_docs_say_so():
+    """The 3-channel stem (im2col + 1x1 conv) and the max-pool are VTA steps; no README or
+    docs/ sentence says the first conv or pooling stays on the CPU (unless it names the
+    ``--first-conv-cpu`` option that puts it there)."""
+    import pathlib
+
+    from compiler.graph.models import resnet18
+    c = compile_model(resnet18(image=32, width=16, classes=10), CFG,
+                      calib={"input": sample_images(2, 32, seed=3)})
+    where = {s.node.op: s.kind for s in reversed(c.program.steps)}
+    first_conv = next(s for s in c.program.steps if s.node.op == "qconv")
+    assert first_conv.kind == "vta" and where["qmaxpool"] == "vta"
+    assert where.get("im2col") == "host"
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    bad = []
+    for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        text = re.sub(r"\s+", " ", path.read_text())
+        for sent in re.split(r"(?<=[.;:])\s", text):
+            low = sent.lower()
+            says_cpu = re.search(r"stays? on the cpu|vta does not run|runs? on the cpu", low)
+            about = re.search(r"first conv|3-channel|3 input channels|stem|pooling", low)
+            if says_cpu and about and "--first-conv-cpu" not in low and "on vta" not in low:
+                bad.append(f"{path.name}: {sent[:120]}")
+    assert not bad, bad
