@@ -267,7 +267,7 @@ def cmd_run(args) -> int:
         _write_trace(ex, args.trace)
     s = ex.summary()
     print(f"ran {args.model} on {args.device}: VTA {s['vta_cycles']} cycles "
-          f"({s['vta_seconds'] * 1e3:.2f} ms modelled at an assumed 100 MHz clock), "
+          f"({s['vta_seconds'] * 1e3:.2f} ms modelled at an assumed {ex.clock_mhz:g} MHz clock), "
           f"CPU {s['cpu_seconds'] * 1e3:.2f} ms measured, "
           f"wall {s['wall_seconds']:.3f} s; wrote {args.output}")
     return 0
