@@ -277,7 +277,7 @@ def cmd_run(args) -> int:
         _write_trace(ex, args.trace)
     s = ex.summary()
     print(f"ran {args.model} on {args.device}: VTA {s['vta_cycles']} cycles "
-          f"({s['vta_seconds'] * 1e3:.2f} ms modelled at an assumed 100 MHz clock), "
+          f"({s['vta_seconds'] * 1e3:.2f} ms modelled at an assumed {ex.clock_mhz:g} MHz clock), "
           f"CPU {s['cpu_seconds'] * 1e3:.2f} ms measured, "
           f"wall {s['wall_seconds']:.3f} s; wrote {args.output}")
     return 0
@@ -428,7 +428,8 @@ def _run_builtin(args) -> int:
     if args.model.startswith("builtin:"):
         print("(the built-in networks have seeded random weights: their top-5 class indices "
               "carry no meaning; what matters is that VTA + CPU agrees with onnxruntime)")
-    print(f"compile {t1 - t0:.2f} s (incl. building the model), one inference "
+    print(f"start to compiled {t1 - t0:.2f} s wall (building the seeded model and its "
+          f"calibration images, compile_model above, the SQNR report); one inference "
           f"{ex.wall_seconds:.3f} s wall on the {args.device} device")
     return 0
 

@@ -58,16 +58,19 @@ class Compiled:
                  f"{getattr(self.program.graph, 'transforms', 0)} layout transforms",
                  self.program.partition_table(),
                  f"== quantisation (int8, power-of-two scales, calibration "
-                 f"{self.options.get('mode')}): SQNR per layer vs the float model "
-                 f"on {self.options.get('sqnr_samples', 1)} calibration sample(s)",
+                 f"{self.options.get('mode')} on {self.options.get('calib_samples', 0)} "
+                 f"sample(s)): SQNR per layer vs the float model on "
+                 f"{self.options.get('sqnr_samples', 1)} of those calibration samples "
+                 f"(not held out)",
                  f"{'value':28s} {'op':16s} {'frac':>4s} {'SQNR dB':>8s}"]
         for name, op, frac, db in self.sqnr:
             fr = "-" if frac is None else str(frac)
             lines.append(f"{name[:28]:28s} {op:16s} {fr:>4s} {db:8.2f}")
         lines += _kept_lines(self.options)
         s = self.seconds
-        lines.append(f"compile: {s.get('total', 0):.2f} s (import+passes {s.get('passes', 0):.2f}, "
-                     f"quantise {s.get('quantize', 0):.2f}, codegen {s.get('codegen', 0):.2f})")
+        lines.append(f"compile_model: {s.get('total', 0):.2f} s = import+passes "
+                     f"{s.get('passes', 0):.2f} + quantise {s.get('quantize', 0):.2f} + codegen "
+                     f"{s.get('codegen', 0):.2f} (excludes the SQNR report)")
         return "\n".join(lines)
 
 
@@ -166,8 +169,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                     {"mode": mode, "percentile": percentile, "global_scale": global_scale,
                      "cpu_only": cpu_only, "first_conv_cpu": first_conv_cpu,
                      "per_channel": per_channel, "float_first_last": float_first_last,
-                     "sqnr_samples": min(sqnr_samples,
-                                                                      len(samples or [])),
+                     "sqnr_samples": min(sqnr_samples, len(samples or [])),
+                     "calib_samples": len(samples or []),
                      "tuning_log": tuning_log, "min_layer_sqnr": min_layer_sqnr,
                      "kept_float": kept},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,

@@ -261,18 +261,23 @@ class Executor:
     # ------------------------------------------------------------------ reports
     def table(self) -> str:
         rows = [f"{'#':>3} {'node':24s} {'op':16s} {'where':5s} {'cycles':>10} "
-                f"{'ms':>9} {'DRAM KiB':>9} {'util':>6}  bound"]
+                f"{'VTA ms':>9} {'CPU ms':>9} {'DRAM KiB':>9} {'util':>6}  bound",
+                f"    (VTA ms: modelled, cycles at an assumed {self.clock_mhz:g} MHz clock; "
+                f"CPU ms: measured wall time on this host)"]
         for k, r in enumerate(self.records):
             vta = r["where"] == "vta"
             cyc = f"{r['cycles']:10d}" if vta else f"{'-':>10}"
             util = f"{r.get('gemm_ops', 0) / r['cycles']:6.1%}" if vta and r["cycles"] else \
                 f"{'-':>6}"
+            ms = f"{r['seconds'] * 1e3:9.3f}"
+            ms = f"{ms} {'-':>9}" if vta else f"{'-':>9} {ms}"
             rows.append(f"{k:3d} {r['node'][:24]:24s} {r['op']:16s} {r['where']:5s} {cyc} "
-                        f"{r['seconds'] * 1e3:9.3f} {r['dram_bytes'] / 1024:9.1f} {util}  "
+                        f"{ms} {r['dram_bytes'] / 1024:9.1f} {util}  "
                         f"{r.get('bound', '-')}")
         s = self.summary()
-        rows.append(f"total: VTA {s['vta_cycles']} cycles = {s['vta_seconds'] * 1e3:.2f} ms at "
-                    f"{self.clock_mhz:g} MHz; CPU/host {s['cpu_seconds'] * 1e3:.2f} ms; "
+        rows.append(f"total: VTA {s['vta_cycles']} cycles = {s['vta_seconds'] * 1e3:.2f} ms "
+                    f"modelled at an assumed {self.clock_mhz:g} MHz; CPU/host "
+                    f"{s['cpu_seconds'] * 1e3:.2f} ms measured; "
                     f"VTA share {s['vta_share']:.0%}; wall {self.wall_seconds * 1e3:.0f} ms")
         return "\n".join(rows)
 

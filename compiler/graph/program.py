@@ -36,21 +36,35 @@ class Program:
     stages: dict = field(default_factory=dict)
 
     def partition_table(self) -> str:
-        rows = [f"{'node':24s} {'op':16s} {'where':5s} {'shape':22s} detail"]
+        rows = [f"{'node':24s} {'op':16s} {'where':5s} {'shape':24s} detail"]
         for s in self.steps:
             v = self.graph.values[s.node.output]
             det = ""
             if s.kind == "vta" and hasattr(s.kernel, "workload"):
-                det = f"[{s.schedule}] " + getattr(s.kernel.workload, "describe",
-                                                    lambda: "")()[:48]
+                det = f"[{s.schedule}] " + clip(getattr(s.kernel.workload, "describe",
+                                                         lambda: "")(), 64)
             elif s.kind == "cpu":
                 det = "LLVM" if _cpu_backend() else "TE evaluator (numpy)"
             why = _float_why(s.node.op)
             if why and v.dtype != "int8":
                 det = (det + "; " if det else "") + "float: " + why
             rows.append(f"{s.node.name[:24]:24s} {s.node.op:16s} {s.kind:5s} "
-                        f"{str(list(v.shape)):22s} {det}")
+                        f"{str(list(v.shape)):24s} {det}")
         return "\n".join(rows)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` if it fits in ``width`` characters, else cut at the last space outside
+    brackets at or before ``width - 3`` (whole tokens and tuples kept, none split) and
+    followed by ``...``."""
+    if len(text) <= width:
+        return text
+    cut, depth = 0, 0
+    for i, ch in enumerate(text[:width - 2]):
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch == " " and depth == 0:
+            cut = i
+    return (text[:cut] if cut > 0 else text[:width - 3]).rstrip(" ,:;") + "..."
 
 
 def _float_why(op: str) -> str:
