@@ -188,7 +188,8 @@ PASSING = {
                   "reduce_mean_do_not_keepdims_random reduce_mean_keepdims_example "
                   "reduce_mean_keepdims_random reduce_mean_negative_axes_keepdims_example "
                   "reduce_mean_negative_axes_keepdims_random",
-    "ReduceSum": "reduce_sum_default_axes_keepdims_example reduce_sum_default_axes_keepdims_random "
+    "ReduceSum": "reduce_sum_empty_set reduce_sum_empty_set_non_reduced_axis_zero "
+                 "reduce_sum_default_axes_keepdims_example reduce_sum_default_axes_keepdims_random "
                  "reduce_sum_do_not_keepdims_example reduce_sum_do_not_keepdims_random "
                  "reduce_sum_keepdims_example reduce_sum_keepdims_random "
                  "reduce_sum_negative_axes_keepdims_example "
@@ -223,7 +224,8 @@ PASSING = {
                     "spacetodepth_crd_mode_example_expanded spacetodepth_dcr_mode_example "
                     "spacetodepth_dcr_mode_example_expanded spacetodepth_example "
                     "spacetodepth_example_expanded spacetodepth_expanded",
-    "Split": "split_1d_uneven_split_opset18 split_2d_uneven_split_opset18 "
+    "Split": "split_zero_size_splits_opset13 split_zero_size_splits_opset18 "
+             "split_1d_uneven_split_opset18 split_2d_uneven_split_opset18 "
              "split_equal_parts_1d_opset13 split_equal_parts_1d_opset18 split_equal_parts_2d "
              "split_equal_parts_2d_opset13 split_equal_parts_default_axis_opset13 "
              "split_equal_parts_default_axis_opset18 split_variable_parts_1d_opset13 "

@@ -55,7 +55,8 @@ from .reference import run_graph
 
 #: importer messages that name a graph input it can only take as a constant.
 _NEEDS_CONST = (re.compile(r"\('([^']+)'\) must be a constant"),
-                re.compile(r"graph input '([^']+)': element type \S+, only float32"))
+                re.compile(r"graph input '([^']+)': element type \S+, only float32"),
+                re.compile(r"graph input '([^']+)': dimension \d+ is 0;"))
 
 
 def _needs_const(err: Exception, inputs: set) -> str | None:

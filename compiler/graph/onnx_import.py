@@ -58,6 +58,12 @@ MAX_ELEMENTS = 1 << 28
 
 _CHECK_NODE = re.compile(r"\(op_type:(\w+), node name: ([^)]*)\):\s*(?:\[\w+\]\s*)?(.*)")
 
+#: operators whose constant inputs are weights: NaN/Inf there is a broken model
+_WEIGHT_USERS = frozenset({
+    "Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "BatchNormalization",
+    "LayerNormalization", "InstanceNormalization", "PRelu", "Add", "Sub", "Mul", "Div",
+    "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "LSTM", "GRU", "RNN"})
+
 #: graph input element types the importer takes (ONNX TensorProto code -> dtype); integer and
 #: boolean inputs (token ids, a sample rate) stay unquantised on the host.
 _INPUT_TYPES = {1: "float32", 6: "int32", 7: "int64", 9: "bool"}
@@ -107,6 +113,12 @@ def check_model(m, where: str = "model") -> None:
     if m.ir_version > onnx.IR_VERSION:
         raise OnnxImportError(f"{where}: IR version {m.ir_version} is newer than this onnx "
                               f"package reads ({onnx.IR_VERSION}); export with an older one")
+    for i, n in enumerate(m.graph.node):     # an unknown operator first: the clearest message
+        if registry.onnx_rule(n.op_type, n.domain) is None:
+            dom = n.domain + "." if n.domain else ""
+            raise OnnxImportError(f"node {n.name or f'{n.op_type}_{i}'!r}: operator "
+                                  f"{dom}{n.op_type} is not supported "
+                                  f"({registry.nearest(n.op_type)})")
     newest = onnx.defs.onnx_opset_version()
     for op in m.opset_import:
         if op.domain in ("", "ai.onnx") and not 1 <= op.version <= newest:
@@ -123,15 +135,20 @@ def check_model(m, where: str = "model") -> None:
     except (ValueError, RuntimeError) as e:
         raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
     users: dict[str, str] = {}
-    for n in m.graph.node:
+    weights: set[str] = set()        # initializers a layer computes with (not data it casts,
+    for n in m.graph.node:           # compares or selects, where NaN/Inf are legitimate)
         for i in n.input:
             users.setdefault(i, n.name or n.op_type)
+            if n.op_type in _WEIGHT_USERS:
+                weights.add(i)
     for t in m.graph.initializer:
         if t.data_type not in (1, 10, 11, 16):         # float, float16, double, bfloat16
             continue
         if math.prod(t.dims) > MAX_ELEMENTS:
             raise OnnxImportError(f"{where}: initializer {t.name!r} has shape "
                                   f"{tuple(t.dims)}, more than {MAX_ELEMENTS:,} elements")
+        if t.name not in weights:
+            continue
         a = numpy_helper.to_array(t)
         if not np.isfinite(a).all():
             bad = "NaN" if np.isnan(a).any() else "Inf"
