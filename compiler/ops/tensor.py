@@ -15,7 +15,7 @@ Example::
     from compiler.ops.tensor import MOVES
     x = np.arange(6).reshape(1, 2, 3)
     assert MOVES["transpose"](x, {"perm": [0, 2, 1]}).shape == (1, 3, 2)
-    assert MOVES["slice"](x, {"slices": [[0, 2, 1, 2]]}).tolist() == [[[0, 1], [3, 4]]]
+    assert MOVES["slice"](x, {"slices": [[2, 0, 2, 1]]}).tolist() == [[[0, 1], [3, 4]]]
 """
 
 from __future__ import annotations
