@@ -70,7 +70,18 @@ def test_per_layer_table_separates_modelled_vta_and_measured_cpu_time(compiled):
             assert cpu_ms == "-" and float(vta_ms) > 0
         else:
             assert vta_ms == "-" and float(cpu_ms) >= 0
-    assert "modelled at an assumed 100 MHz" in lines[-1]
+    assert "modelled at an assumed 100 MHz" in lines[-2]
+
+
+def test_per_layer_table_names_the_timing_model(compiled):
+    from vta_sim import TimingParams
+    c, name, xs = compiled
+    for timing, want in ((True, "timing model vta_hw_rtl: "),
+                         (TimingParams.preset("tsim"), "timing model tsim: "),
+                         (TimingParams(read_latency=99), "timing model custom: ")):
+        ex = c.executor(SimDevice(CFG, timed=timing))
+        ex.run({name: xs[:1]})
+        assert ex.table().splitlines()[-1].startswith(f"VTA cycles from: {want}")
 
 
 def test_resnet18_stem_and_maxpool_run_on_vta_and_the_docs_say_so():

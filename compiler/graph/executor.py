@@ -279,7 +279,19 @@ class Executor:
                     f"modelled at an assumed {self.clock_mhz:g} MHz; CPU/host "
                     f"{s['cpu_seconds'] * 1e3:.2f} ms measured; "
                     f"VTA share {s['vta_share']:.0%}; wall {self.wall_seconds * 1e3:.0f} ms")
+        rows.append(f"VTA cycles from: {self.timing_source()}")
         return "\n".join(rows)
+
+    def timing_source(self) -> str:
+        """Where the VTA cycle counts come from: the simulator's timing model (its preset and
+        what it models, :meth:`vta_sim.TimingParams.describe`) or the device's own counter."""
+        timing = getattr(getattr(self.dev, "sim", None), "timing", None)
+        if timing is not None and hasattr(timing, "describe"):
+            return f"timing model {timing.describe()}"
+        name = getattr(self.dev, "name", type(self.dev).__name__)
+        if name == "sim":
+            return "none (functional simulation: no cycle counts)"
+        return f"the {name} device's cycle counter"
 
     def summary(self) -> dict:
         vc = sum(r["cycles"] for r in self.records if r["where"] == "vta")
