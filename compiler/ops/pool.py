@@ -194,12 +194,19 @@ def import_global_avgpool(ctx, node, attrs):
     ctx.emit(node, "global_avgpool", node.input[:1], (xs[0], xs[1], 1, 1))
 
 
-def pool_float(n, ins):
+def _pool(n, x, kind):
+    """``pool_nchw`` with the node's window: the max, or the (sum, count) of an average."""
     a = n.attrs
+    if kind == "max":
+        return pool_nchw(x, a["kernel"], a["strides"], a["pads"], "max")[0]
+    return pool_nchw(x, a["kernel"], a["strides"], a["pads"], "sum",
+                     a.get("count_include_pad", False))
+
+
+def pool_float(n, ins):
     if n.op == "maxpool":
-        return pool_nchw(ins[0], a["kernel"], a["strides"], a["pads"], "max")[0]
-    s, cnt = pool_nchw(ins[0], a["kernel"], a["strides"], a["pads"], "sum",
-                       a.get("count_include_pad", False))
+        return _pool(n, ins[0], "max")
+    s, cnt = _pool(n, ins[0], "sum")
     return (s / cnt).astype(np.float32)
 
 
@@ -218,11 +225,9 @@ def div_round(s, cnt):
 
 
 def qpool_reference(n, ins):
-    a = n.attrs
     if n.op == "qmaxpool":
-        return pool_nchw(ins[0], a["kernel"], a["strides"], a["pads"], "max")[0]
-    s, cnt = pool_nchw(ins[0], a["kernel"], a["strides"], a["pads"], "sum",
-                       a.get("count_include_pad", False))
+        return _pool(n, ins[0], "max")
+    s, cnt = _pool(n, ins[0], "sum")
     return np.clip(div_round(s, cnt), -128, 127).astype(np.int8)
 
 
