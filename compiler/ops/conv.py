@@ -13,6 +13,7 @@ import numpy as np
 
 from . import registry
 from .errors import GraphError, OnnxImportError
+from .conv_epilogue import shift_epilogue
 from .requant import epilogue, epilogue_te, mult_cpu, mult_vta, quantize_gemm, shift
 
 # ------------------------------------------------------------------ shared window helpers
@@ -235,15 +236,21 @@ def qconv_vta(n, g, cfg):
     acc = conv2d(data, kern, stride, (pt, pb_, pl, pr), name=n.name + "_conv",
                  acc_dtype=cfg.acc_dtype)
     binds = [(data, ("value", n.inputs[0])), (kern, ("param", wpk))]
+    resid = None
+    if a.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
+    short = shift_epilogue(acc, n, w, b, co_p, cfg, resid, a.get("bias_taps"))
+    if short is not None:       # one per-channel SHR instead of MUL + SHR
+        out, sb = short
+        return out, sb + binds + ([(resid, ("value", n.inputs[3]))] if resid is not None
+                                  else [])
     if not a.get("bias_taps"):
         acc = bias_add(acc, bias, name=n.name + "_bias")
         binds.append((bias, ("param", np.ascontiguousarray(np.broadcast_to(
             bp.reshape(-1, 1, cfg.block_out), bias.shape)))))
     acc, mb = mult_vta(acc, n, co_p, cfg)
     binds = mb + binds
-    resid = None
-    if a.get("residual"):
-        resid = placeholder(ov.shape, "int8", "residual")
+    if resid is not None:
         binds.append((resid, ("value", n.inputs[3])))
     return epilogue_te(acc, n, resid, n.name), binds
 
@@ -275,9 +282,7 @@ def qconv_cpu(n, g):
     acc, mb = mult_cpu(acc, n)
     binds = mb + [(x, ("value", n.inputs[0])), (wt, ("param", w)), (bias, ("param", g.params[
         n.inputs[2]]))]
-    resid = None
-    if a.get("residual"):
-        resid = placeholder(ov.shape, "int8", "residual")
+    if resid is not None:
         binds.append((resid, ("value", n.inputs[3])))
     return epilogue_te(acc, n, resid, n.name), binds
 

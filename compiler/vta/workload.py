@@ -221,9 +221,20 @@ def _parse_alu(t: Tensor, cfg: VTAConfig, ctx) -> tuple[Tensor, list[AluStep]]:
             steps.append(AluStep(opcode, imm, None, t.name))
             e = a
             continue
+        if e.op == "shr" and not isinstance(a, Const) and ctx is not None:
+            vs = _operand(t, b, cfg, ctx)    # a per-channel right shift by a resident vector
+            if vs is not None and not vs[1]:
+                vec, _, vary, whole = vs
+                steps.append(AluStep(AluOp.SHR, 0, vec, t.name, False, vary=vary, whole=whole))
+                e = a
+                continue
+        if e.op == "shr" and ctx is None and _operand(t, b, cfg, None) is not None:
+            e = a          # first pass: only the source matters
+            continue
         if e.op in ("shr", "shl"):
-            raise TensorizeError(f"stage {t.name}: shift amounts must be constants ({_show(e)}; "
-                                 f"the ALU has no portable vector shift)")
+            raise TensorizeError(f"stage {t.name}: shift amounts must be constants or a "
+                                 f"per-channel vector of right shifts ({_show(e)}; the ALU has "
+                                 f"no portable vector left shift)")
         if isinstance(a, Const):
             raise TensorizeError(f"stage {t.name}: constant left operand of {e.op} in "
                                  f"{_show(e)}")
