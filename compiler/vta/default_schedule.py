@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from isa import VTAConfig
 
 from .lower import tile_geometry
+from .residual import gemm_residual
 from .schedule import Knobs, ScheduleError
 from .workload import GemmWorkload
 
@@ -159,8 +160,10 @@ def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig, strict: bool = True) -> boo
     nv = k.vthreads
     bias = {st.key: st.resident_tiles for st in wl.epilogue
             if st.vector is not None and not st.full}
-    full = {st.key for st in wl.epilogue if st.full}
-    if nv * g["inp"] > cfg.inp_buff_depth or nv * g["wgt"] > cfg.wgt_buff_depth:
+    rg = gemm_residual(wl)
+    full = {st.key for st in wl.epilogue if st.full and st is not rg}
+    if nv * (g["inp"] + g["resid"]) > cfg.inp_buff_depth or \
+            nv * g["wgt"] + (1 if rg else 0) > cfg.wgt_buff_depth:
         return False
     if nv * g["acc"] * (1 + len(full)) + sum(bias.values()) > cfg.acc_buff_depth:
         return False

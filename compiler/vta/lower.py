@@ -29,6 +29,7 @@ from isa import AluOp, VTAConfig
 from ..te.ir import Buffer, Copy, For, IfElse, Seq, UopNest, add, const, mul
 from .schedule import AXES, Knobs, ScheduleError
 from ..te import Binary, Tensor
+from .residual import gemm_residual, identity_tensor
 from .tiling import Tiling, Window, variants
 from .workload import AluStep, GemmWorkload
 
@@ -50,6 +51,7 @@ def tile_geometry(wl: GemmWorkload, k: Knobs) -> dict:
     acc = k.tile_b * k.tile_co * k.tile_h * k.tile_w
     ci = min(k.tile_ci * k.ci_split, wl.cb)      # a split reduction reads several steps
     return {"in_h": in_h, "in_w": in_w, "acc": acc, "row_step": row_step,
+            "resid": acc if gemm_residual(wl) is not None else 0,   # INP tiles per slot
             "inp": k.tile_b * ci * in_h * in_w,
             "wgt": k.tile_co * ci * wl.kh * wl.kw}
 
@@ -74,6 +76,10 @@ class _Lowering:
         self.hoist = {"inp": k.inp_at != "ci", "wgt": k.wgt_at != "ci"}
         self.inp = self._buffer("inp", "data", k.inp_at)
         self.wgt = self._buffer("wgt", "kernel", k.wgt_at)
+        self.rg = gemm_residual(wl)      # the residual added by the GEMM core, or None
+        if self.rg is not None:
+            self.rbuf = Buffer("resid", "inp", self.g["resid"], nv)
+            self.ibuf = Buffer("ident", "wgt", 1, 1)
 
     # ------------------------------------------------------------------ buffers / layouts
     def _region(self, scope: str, at: str) -> dict:
@@ -228,7 +234,25 @@ class _Lowering:
         b = tuple(sz[a] for a in AXES)
         return b if self.conv else b[:2]
 
+    def resid_load(self):
+        """LOAD (load module) of this tile's residual into the INP SRAM."""
+        def build(sz):
+            return Copy("load", "load", self.rbuf, mul(self.t.v, self.rbuf.tiles),
+                        self.rg.vector, self._origin(), self._box(sz))
+        return self.per_tile(build)
+
+    def resid_gemm(self):
+        """acc[t] += resid[t] x I: one GEMM micro-op per output tile."""
+        def build(sz):
+            dims = tuple((n, e, (d, d, 0)) for n, e, d in _acc_dims(sz))
+            return UopNest("compute", "gemm", dims, self._acc_off(),
+                           mul(self.t.v, self.rbuf.tiles), add(0),
+                           (self.acc, self.rbuf, self.ibuf))
+        return self.per_tile(build)
+
     def epilogue(self, step, vecs) -> list:
+        if step is self.rg:
+            return [self.resid_gemm()]
         acc_off = self._acc_off()
         if step.full:       # per-tile operand: DMA its window into this thread's acc slot
             buf = vecs[step.key]
@@ -326,7 +350,7 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     nv = k.vthreads
     vecs = {}              # (tensor, negated) -> its acc buffer
     for st in wl.epilogue:
-        if st.vector is None or st.key in vecs:
+        if st.vector is None or st.key in vecs or st is L.rg:
             continue
         name = st.vector.name + ("_neg" if st.negate else "")
         vecs[st.key] = Buffer(name, "acc", L.g["acc"], nv) if st.full else \
@@ -354,8 +378,9 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
         loop = [For(t.ci_oo, t.ci_oo.extent, Seq(step + inner))] if step or inner else []
     else:
         loop = [For(t.ci, t.ci.extent, Seq(step + gemm))] if step or gemm else []
-    body = ([] if "gemm" in mock else [L.reset()]) + loop
     alu = "alu" not in mock
+    body = ([L.resid_load()] if L.rg is not None and alu else []) + \
+        ([] if "gemm" in mock else [L.reset()]) + loop
     for st in wl.epilogue if alu else ():
         body.extend(L.epilogue(st, vecs))
     if "out" in mock:
@@ -391,6 +416,9 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
             prologue.append(UopNest("compute", "alu", (("i", buf.tiles, (1, 1, 0)),), add(0),
                                     add(0), add(0), (buf, buf, None), opcode=AluOp.MUL,
                                     use_imm=True, imm=-1))
+    if L.rg is not None and alu:     # the identity weight tile of the residual GEMM
+        prologue.append(Copy("load", "load", L.ibuf, add(0),
+                             identity_tensor(cfg.block_out), (add(0), add(0)), (1, 1)))
     return Seq(prologue + hoisted.get(-1, []) + [stmt])
 
 

@@ -54,6 +54,14 @@ class CompiledKernel(KernelBase):
         return list(dict.fromkeys(h.user for h in self.workload.feeds()))
 
     @property
+    def constants(self) -> dict:
+        """``{tensor: array}`` the kernel reads besides :attr:`inputs` (the identity weight
+        tile of a residual added by the GEMM core): an executor that drives ``ops`` itself
+        must upload them (:meth:`upload` does)."""
+        from .residual import constants
+        return constants(self.workload)
+
+    @property
     def output(self):
         """The tensor :meth:`run` returns (the user's output, in the user's layout)."""
         return self.workload.user_out or self.workload.out
@@ -86,6 +94,11 @@ class CompiledKernel(KernelBase):
             allocated.append(b)
             b.copy_from(arr)
             bufs[d] = shared[key] = b
+        for t, arr in self.constants.items():
+            b = dev.alloc(max(arr.nbytes, 1), name=t.name)
+            allocated.append(b)
+            b.copy_from(arr)
+            bufs[t] = b
         return bufs, self._alloc_output(dev, bufs, allocated)
 
     def download(self, ob) -> np.ndarray:
