@@ -53,7 +53,8 @@ def shift_epilogue(conv, n, w: np.ndarray, b: np.ndarray, co_p: int, cfg, resid,
     per-channel SHR instead of MUL + SHR; returns ``(out, binds)`` (the bias, with the
     residual's rounding constant, and the shift vector as params), or None when the
     identities do not hold.  ``w`` is the int8 weight (o, ...) that bounds ``|acc|``."""
-    from ..te import cast, compute, placeholder
+    from ..te import Tensor, cast, compute, placeholder
+    from ..vta.workload import RIGHT_SHIFTS
     from ..te.nn import bias_add, cast_int8, clip_op
     from .requant import shr_te
     a = n.attrs
@@ -83,8 +84,8 @@ def shift_epilogue(conv, n, w: np.ndarray, b: np.ndarray, co_p: int, cfg, resid,
         binds.append((bias, ("param", np.ascontiguousarray(np.broadcast_to(
             bp.reshape(-1, 1, cfg.block_out), bias.shape)))))
     t = shr_te(t, a0, n.name + "_shr0")
-    sv = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype,
-                     "shifts")
+    sv = Tensor("shifts", (co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype,
+                tag=RIGHT_SHIFTS)          # amounts in [0, 15]: accepted as a vector SHR
     binds.append((sv, ("param", np.ascontiguousarray(np.broadcast_to(
         v.astype(np.int32).reshape(-1, 1, cfg.block_out), sv.shape)))))
     t0 = t

@@ -221,20 +221,21 @@ def _parse_alu(t: Tensor, cfg: VTAConfig, ctx) -> tuple[Tensor, list[AluStep]]:
             steps.append(AluStep(opcode, imm, None, t.name))
             e = a
             continue
-        if e.op == "shr" and not isinstance(a, Const) and ctx is not None:
-            vs = _operand(t, b, cfg, ctx)    # a per-channel right shift by a resident vector
+        if e.op == "shr" and not isinstance(a, Const) and _right_shifts(b):
+            # a per-channel right shift by a resident vector whose producer guarantees
+            # amounts in [0, 15] (the range every VTA implementation shifts alike)
+            vs = _operand(t, b, cfg, ctx)
+            if ctx is None and vs is not None:
+                e = a
+                continue
             if vs is not None and not vs[1]:
                 vec, _, vary, whole = vs
                 steps.append(AluStep(AluOp.SHR, 0, vec, t.name, False, vary=vary, whole=whole))
                 e = a
                 continue
-        if e.op == "shr" and ctx is None and _operand(t, b, cfg, None) is not None:
-            e = a          # first pass: only the source matters
-            continue
         if e.op in ("shr", "shl"):
-            raise TensorizeError(f"stage {t.name}: shift amounts must be constants or a "
-                                 f"per-channel vector of right shifts ({_show(e)}; the ALU has "
-                                 f"no portable vector left shift)")
+            raise TensorizeError(f"stage {t.name}: shift amounts must be constants ({_show(e)}; "
+                                 f"the ALU has no portable vector shift)")
         if isinstance(a, Const):
             raise TensorizeError(f"stage {t.name}: constant left operand of {e.op} in "
                                  f"{_show(e)}")
@@ -253,6 +254,18 @@ def _parse_alu(t: Tensor, cfg: VTAConfig, ctx) -> tuple[Tensor, list[AluStep]]:
             steps.append(AluStep(opcode, 0, vec, t.name, full, negate=e.op == "sub",
                                  vary=vary, whole=whole))
         e = a if ob_ else b
+
+
+#: tag of a placeholder of per-channel right-shift amounts, each in [0, 15] (the producer's
+#: guarantee; spec 3.7: the one range of vector SHR amounts every implementation agrees on)
+RIGHT_SHIFTS = "right_shifts_0_15"
+
+
+def _right_shifts(e) -> bool:
+    """Whether ``e`` reads a placeholder tagged :data:`RIGHT_SHIFTS`."""
+    if isinstance(e, Cast):
+        e = e.x
+    return isinstance(e, Load) and _through_copies(e.tensor).tag == RIGHT_SHIFTS
 
 
 def _exact_round_trip(t: Tensor, e, cfg: VTAConfig):
