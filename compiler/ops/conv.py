@@ -282,7 +282,9 @@ def qconv_cpu(n, g):
     acc, mb = mult_cpu(acc, n)
     binds = mb + [(x, ("value", n.inputs[0])), (wt, ("param", w)), (bias, ("param", g.params[
         n.inputs[2]]))]
-    if resid is not None:
+    resid = None
+    if a.get("residual"):
+        resid = placeholder(ov.shape, "int8", "residual")
         binds.append((resid, ("value", n.inputs[3])))
     return epilogue_te(acc, n, resid, n.name), binds
 
