@@ -54,8 +54,8 @@ def shift_epilogue(conv, n, w: np.ndarray, b: np.ndarray, co_p: int, cfg, resid,
     residual's rounding constant, and the shift vector as params), or None when the
     identities do not hold.  ``w`` is the int8 weight (o, ...) that bounds ``|acc|``."""
     from ..te import Tensor, cast, compute, placeholder
-    from ..vta.workload import RIGHT_SHIFTS
-    from ..te.nn import bias_add, cast_int8, clip_op
+    from ..vta.workload import ACC_INIT, RIGHT_SHIFTS
+    from ..te.nn import cast_int8, clip_op
     from .requant import shr_te
     a = n.attrs
     cs = channel_shifts(n, co_p)
@@ -73,14 +73,28 @@ def shift_epilogue(conv, n, w: np.ndarray, b: np.ndarray, co_p: int, cfg, resid,
     acc_bound = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1) * 128
     if (acc_bound + np.abs(b2)).max(initial=0) >= 2 ** 31 - 1:
         return None
+    lo, hi = int(a["lo"]), int(a["hi"])
+    tot = np.zeros(co_p, np.int64)                 # total right shift per (padded) channel
+    tot[:len(sc)] = sc + s2
+    v = v.copy()
+    v[len(sc):] = 1                 # padded channels: any shift >= 1 keeps the invariant
+    tot[len(sc):] = a0 + 1 + s2
+    off = None if bias_taps else _offset(b2, tot, acc_bound, lo, hi, co_p)
     binds = []
     t = conv
     if not bias_taps:
         bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype,
                            "bias")
-        bp = np.zeros(co_p, np.int32)
+        bp = np.zeros(co_p, np.int64)
         bp[:len(b2)] = b2
-        t = bias_add(t, bias, name=n.name + "_bias")
+        if off is not None:         # + off * 2^total shift: the result comes out + off
+            bp = bp + (np.int64(off) << tot)
+            lo, hi = lo + off, hi + off
+        bp = bp.astype(np.int32)
+        t0 = t
+        t = compute(t0.shape, lambda i, o, y, x, bb, j: t0[i, o, y, x, bb, j] + bias[o, bb, j],
+                    name=n.name + "_bias", dtype=t0.dtype,
+                    tag=ACC_INIT if off is not None else "elemwise")
         binds.append((bias, ("param", np.ascontiguousarray(np.broadcast_to(
             bp.reshape(-1, 1, cfg.block_out), bias.shape)))))
     t = shr_te(t, a0, n.name + "_shr0")
@@ -96,5 +110,28 @@ def shift_epilogue(conv, n, w: np.ndarray, b: np.ndarray, co_p: int, cfg, resid,
         t = compute(t1.shape, lambda *i: t1[i] + cast(t1.dtype, resid[i]),
                     name=n.name + "_res", dtype=t1.dtype)
         t = shr_te(t, s2, n.name + "_shr2")
-    t = clip_op(t, a["lo"], a["hi"], name=n.name + "_clip")
+    t = clip_op(t, lo, hi, name=n.name + "_clip")
     return cast_int8(t, name=n.name), binds
+
+
+def _offset(b2, tot, acc_bound, lo: int, hi: int, co_p: int):
+    """The offset ``off`` (a multiple of 256, so the stored low 8 bits do not change) that
+    makes the bias ``b2_c + off * 2^tot_c`` >= 0 and >= ``hi + off`` (every value the
+    epilogue leaves in the accumulator) for every channel, within int32 and the 16-bit
+    clip immediates; None if there is none.  Then ``MAX(acc, bias)`` starts a tile exactly
+    where a reset and ``ADD(bias)`` did (``AluStep.init``)."""
+    bb = np.zeros(co_p, np.int64)
+    bb[:len(b2)] = b2
+    ab = np.zeros(co_p, np.int64)
+    ab[:len(acc_bound)] = acc_bound
+    if (tot < 1).any():
+        return None
+    need = np.maximum(hi - bb, -bb) / (2.0 ** tot - 1)       # off * (2^tot - 1) >= hi - b
+    off = max(256, int(np.ceil(need.max() / 256.0)) * 256)
+    if off + hi > (1 << 15) - 1:
+        return None
+    big = bb + (np.int64(off) << tot)
+    if (big < hi + off).any() or (big < 0).any() or \
+            (ab + np.abs(big)).max() >= (1 << 31) - 1:
+        return None
+    return off

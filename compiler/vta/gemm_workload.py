@@ -26,6 +26,10 @@ class AluStep:
     negate: bool = False      # the operand enters negated (``x - vec`` is ADD of -vec)
     vary: tuple = ()          # per outer output dim (n, o[, y, x]): does the operand vary?
     whole: bool = False       # the operand has the output's shape (varies wherever it can)
+    #: an ADD whose resident operand is >= 0 and >= every value the kernel's epilogue leaves
+    #: in the accumulator (its producer's promise, the stage tag ``ACC_INIT``): the lowering
+    #: may start each tile with MAX(acc, operand) instead of a reset and this ADD
+    init: bool = False
 
     @property
     def key(self):

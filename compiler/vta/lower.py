@@ -234,6 +234,23 @@ class _Lowering:
         b = tuple(sz[a] for a in AXES)
         return b if self.conv else b[:2]
 
+    def init_step(self):
+        """The epilogue's ``AluStep.init`` ADD when each tile may start with MAX(acc, bias)
+        instead of a reset and the ADD (every accumulator slot then holds either a reset
+        value or an epilogue result, both <= the operand), else None.  Not with scratch tiles
+        (the GEMM of a small edge tile leaves them unbounded) nor when units are mocked."""
+        ep = self.wl.epilogue
+        if not ep or not ep[0].init or ep[0].vector is None or ep[0].full or self.k.mock \
+                or self.t.smallest_acc() < self.need:
+            return None
+        return ep[0]
+
+    def init_max(self, buf):
+        """acc = MAX(acc, operand): the start of a tile under :meth:`init_step`."""
+        st = self.wl.epilogue[0]
+        return self.epilogue(AluStep(AluOp.MAX, 0, st.vector, st.source, vary=st.vary,
+                                     whole=st.whole), {st.key: buf})
+
     def resid_load(self):
         """LOAD (load module) of this tile's residual into the INP SRAM."""
         def build(sz):
@@ -379,10 +396,13 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     else:
         loop = [For(t.ci, t.ci.extent, Seq(step + gemm))] if step or gemm else []
     alu = "alu" not in mock
-    body = ([L.resid_load()] if L.rg is not None and alu else []) + \
-        ([] if "gemm" in mock else [L.reset()]) + loop
+    init = L.init_step()
+    start = L.init_max(vecs[init.key]) if init is not None else \
+        ([] if "gemm" in mock else [L.reset()])
+    body = ([L.resid_load()] if L.rg is not None and alu else []) + start + loop
     for st in wl.epilogue if alu else ():
-        body.extend(L.epilogue(st, vecs))
+        if st is not init:
+            body.extend(L.epilogue(st, vecs))
     if "out" in mock:
         pass
     elif planes == 1:
@@ -416,6 +436,10 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
             prologue.append(UopNest("compute", "alu", (("i", buf.tiles, (1, 1, 0)),), add(0),
                                     add(0), add(0), (buf, buf, None), opcode=AluOp.MUL,
                                     use_imm=True, imm=-1))
+    if init is not None:            # every accumulator slot starts at 0 (<= the operand)
+        n_acc = L.acc.tiles * L.acc.slots
+        prologue.append(UopNest("compute", "gemm", (("i", n_acc, (1, 0, 0)),), add(0), add(0),
+                                add(0), (L.acc, None, None), reset=True))
     if L.rg is not None and alu:     # the identity weight tile of the residual GEMM
         prologue.append(Copy("load", "load", L.ibuf, add(0),
                              identity_tensor(cfg.block_out), (add(0), add(0)), (1, 1)))

@@ -252,9 +252,14 @@ def _parse_alu(t: Tensor, cfg: VTAConfig, ctx) -> tuple[Tensor, list[AluStep]]:
             steps.append(AluStep(AluOp.MUL, -1, None, t.name))
         else:                           # x - vec = ADD(x, -vec): the operand is negated
             steps.append(AluStep(opcode, 0, vec, t.name, full, negate=e.op == "sub",
-                                 vary=vary, whole=whole))
+                                 vary=vary, whole=whole,
+                                 init=t.tag == ACC_INIT and e.op == "add" and not full))
         e = a if ob_ else b
 
+
+#: tag of an epilogue stage ``acc + v`` whose resident operand ``v`` is >= 0 and >= every
+#: value the kernel's epilogue leaves in the accumulator (see ``AluStep.init``)
+ACC_INIT = "acc_init"
 
 #: tag of a placeholder of per-channel right-shift amounts, each in [0, 15] (the producer's
 #: guarantee; spec 3.7: the one range of vector SHR amounts every implementation agrees on)
