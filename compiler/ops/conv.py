@@ -150,11 +150,48 @@ def qconv_reference(n, ins):
     return epilogue(n, shift(acc, a["shift"]), ins, 3)
 
 
+def block_groups(cin: int, w_shape, group: int, cfg):
+    """``(block groups, groups per block)`` of a grouped conv whose groups, packed
+    block-diagonally (:func:`compiler.vta.grouped.groups_per_block` groups per block group),
+    fill whole channel blocks; None otherwise (then it runs on the CPU)."""
+    from ..vta.grouped import groups_per_block
+    o, cg = w_shape[0], w_shape[1]
+    if group <= 1 or cin != cg * group or o % group or cin % cfg.block_in \
+            or o % cfg.block_out:
+        return None
+    gpb = groups_per_block(cg, o // group, cfg)
+    if group % gpb:
+        return None
+    return group // gpb, gpb
+
+
+def pack_block_grouped(w: np.ndarray, group: int, cfg) -> np.ndarray:
+    """Grouped OIHW weights (O, C/g, KH, KW) -> the packed block-grouped kernel
+    (O/BO, CBG, KH, KW, BO, BI) of ``te.nn.conv2d(..., groups=block groups)``: output block
+    ``ob`` reads input blocks ``[bg * CBG, +CBG)`` of its block group ``bg``; the weight of
+    output channel ``oc`` and input channel ``ic`` sits where both are in one group."""
+    o, cg, kh, kw = w.shape
+    og = o // group
+    bgs, gpb = block_groups(cg * group, w.shape, group, cfg)
+    BO, BI = cfg.block_out, cfg.block_in
+    cbg, opg = gpb * cg // BI, gpb * og // BO
+    out = np.zeros((o // BO, cbg, kh, kw, BO, BI), np.int8)
+    oc = np.repeat(np.arange(o), cg)
+    c = np.tile(np.arange(cg), o)
+    ic = (oc // og) * cg + c
+    ob, j = np.divmod(oc, BO)
+    rc, i = np.divmod(ic - (ob // opg) * cbg * BI, BI)
+    out[ob, rc, :, :, j, i] = w[oc, c]
+    return out
+
+
 def place_qconv(n, g, cfg, opts):
-    """VTA unless grouped, dilated, or the first conv kept on the CPU (fewer input channels
-    than BLOCK_IN with ``first_conv_cpu``)."""
+    """VTA unless dilated, grouped with groups that do not fill whole blocks, or the first
+    conv kept on the CPU (fewer input channels than BLOCK_IN with ``first_conv_cpu``)."""
     cin = g.values[n.inputs[0]].shape[1]
-    ok = (opts["vta_ok"] and n.attrs["group"] == 1
+    grouped_ok = n.attrs["group"] == 1 or block_groups(
+        cin, g.params[n.inputs[1]].shape, n.attrs["group"], cfg) is not None
+    ok = (opts["vta_ok"] and grouped_ok
           and tuple(n.attrs["dilations"]) == (1, 1)
           and not (opts["first_conv_cpu"] and cin < cfg.block_in))
     return "vta" if ok else "cpu"
@@ -227,14 +264,18 @@ def qconv_vta(n, g, cfg):
             wt[:o, kk:, 0, 0] = bias_taps(b, ci_p - kk)[1]
         wpk = pack_oihw(wt, cfg.block_out, cfg.block_in)
         stride, (pt, pl, pb_, pr) = 1, (0, 0, 0, 0)
+    elif a.get("group", 1) > 1:     # block-diagonal groups (depthwise: 16 per block)
+        wpk = pack_block_grouped(w, a["group"], cfg)
     else:
         wpk = pack_oihw(wp, cfg.block_out, cfg.block_in)
     kern = placeholder(wpk.shape, "int8", "kernel")
     bias = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "bias")
     if a["strides"][0] != a["strides"][1]:
         raise GraphError(f"node {n.name!r}: VTA conv2d needs equal strides, got {a['strides']}")
+    bgs = 1 if a.get("group", 1) == 1 or a.get("im2col") else \
+        block_groups(ci_p, w.shape, a["group"], cfg)[0]
     acc = conv2d(data, kern, stride, (pt, pb_, pl, pr), name=n.name + "_conv",
-                 acc_dtype=cfg.acc_dtype)
+                 acc_dtype=cfg.acc_dtype, groups=bgs)
     binds = [(data, ("value", n.inputs[0])), (kern, ("param", wpk))]
     resid = None
     if a.get("residual"):
