@@ -145,3 +145,27 @@ def test_vector_shift_only_for_tagged_amounts():
              S: rng.integers(8, 16, S.shape).astype(np.int32)}
     got, _ = build(out, cfg).run(SimDevice(cfg), feeds)
     assert np.array_equal(got, evaluate(out, feeds))
+
+
+@pytest.mark.rtl
+def test_short_epilogue_and_depthwise_on_the_rtl():
+    """The same programs on the RTL (Icarus): vector SHR, the GEMM-core residual with its
+    identity weight tile, the MAX start, and a depthwise conv; output bytes equal."""
+    import shutil
+    if shutil.which("iverilog") is None:
+        pytest.skip("Icarus Verilog is not installed")
+    from vta_runtime import RtlDevice
+    cfg = VTAConfig()
+    m, xs = _resnet_block(c=16, hw=6)
+    c = compile_model(m, cfg, calib={"x": xs})
+    assert any(gemm_residual(s.kernel.workload) is not None for s in c.program.steps
+               if s.kind == "vta" and s.node.op == "qconv")
+    ex = c.executor(RtlDevice(cfg, simulator="icarus", capacity=1 << 20))
+    got = ex.run({"x": xs[0]})["y"]
+    assert np.array_equal(got, run_graph(c.qgraph, {"x": xs[0]})["y"])
+    from tests.test_roof_grouped import _model
+    m, xs = _model(16, 16, 1)
+    c = compile_model(m, cfg, calib={"x": xs})
+    assert c.program.steps[[s.node.op for s in c.program.steps].index("qconv")].kind == "vta"
+    got = c.executor(RtlDevice(cfg, simulator="icarus", capacity=1 << 20)).run({"x": xs[0]})
+    assert np.array_equal(got["y"], run_graph(c.qgraph, {"x": xs[0]})["y"])
