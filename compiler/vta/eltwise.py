@@ -14,7 +14,9 @@ last two dimensions are one accumulator tile ``(BATCH, BLOCK_OUT)``, over
 
 Each output tile is computed in the ACC SRAM by ALU micro-ops (ADD, MIN, MAX, MUL, SHR;
 ``x - y`` as ADD of ``y`` negated by MUL -1; shifts beyond the portable +-16 split in
-pieces; a constant outside the 16-bit immediate split into several ADDs).  Wrapping is
+pieces; a constant outside the 16-bit immediate split into several ADDs, a multiplier
+factored into in-range MULs and a left shift (``a * 100000`` = MUL 3125, SHL 5), a min/max
+bound brought in range by an offset that provably does not wrap; else refused naming it).  Wrapping is
 exact: an interval analysis tracks every value, and a node of a narrower dtype than the
 accumulator is wrapped (a shift-left/shift-right pair) only when it may overflow and
 something above it needs more than its low bits (min, max, a right shift; not a STORE, a
