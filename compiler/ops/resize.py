@@ -148,4 +148,61 @@ registry.register(registry.OpDef(
     "resize", reference=_reference, category="injective",
     onnx={"Resize": import_resize, "Upsample": import_upsample}, quantize=_quantize,
     float_why="linear interpolation (nearest quantises)"))
-registry.register(registry.OpDef("qresize", reference=_reference))
+def nearest_factors(n, g):
+    """``(sh, sw)`` when node ``n`` (resize / qresize of a 4-D input) is a nearest
+    upsampling by integers of H and W only whose source index is exactly ``o // s`` on every
+    axis (true of asymmetric / floor and, for factor 2, of half_pixel / round_prefer_floor);
+    else a string saying why not."""
+    a = n.attrs
+    xs = tuple(g.values[n.inputs[0]].plain_shape if hasattr(g.values[n.inputs[0]],
+               "plain_shape") else g.values[n.inputs[0]].shape)
+    if a["mode"] != "nearest" or len(xs) != 4:
+        return "VTA runs nearest upsampling of 4-D NCHW data only"
+    out = a["out"]
+    if out[0] != xs[0] or out[1] != xs[1]:
+        return "resizes the batch or channel axis"
+    f = []
+    for ax in (2, 3):
+        n_in, n_out = xs[ax], out[ax]
+        if n_out % n_in:
+            return f"axis {ax}: {n_in} -> {n_out} is no integer factor"
+        s = n_out // n_in
+        sc = (a.get("scales") or [o / i for o, i in zip(out, xs)])[ax]
+        src = _src(np.arange(n_out), n_in, n_out, sc, a["coord"])
+        idx = np.clip(_nearest_index(src, a["nearest"]), 0, n_in - 1).astype(np.int64)
+        if not np.array_equal(idx, np.arange(n_out) // s):
+            return (f"axis {ax}: coordinate mode {a['coord']} / {a['nearest']} does not "
+                    f"read pixel o // {s}")
+        f.append(s)
+    return tuple(f)
+
+
+def _place_q(n, g, cfg, opts):
+    """VTA when the configuration runs VTA kernels and the node is a nearest integer
+    upsampling (:func:`nearest_factors`) whose rows fit the ACC SRAM; else the host
+    (numpy)."""
+    f = nearest_factors(n, g)
+    if not opts.get("vta_ok") or isinstance(f, str):
+        n.attrs["why"] = "not on VTA: " + (f if isinstance(f, str) else "VTA disabled")
+        return "host"
+    from ..vta.resize import resize_fits
+    nn, c, h, w = g.values[n.inputs[0]].shape
+    shape = (-(-nn // cfg.batch), -(-c // cfg.block_out), h, w, cfg.batch, cfg.block_out)
+    if not resize_fits(shape, f[0], f[1], cfg):
+        n.attrs["why"] = "not on VTA: a row does not fit the ACC SRAM"
+        return "host"
+    n.attrs["why"] = f"VTA: nearest x({f[0]},{f[1]}) as strided ALU copies and STOREs"
+    return "vta"
+
+
+def _vta_qresize(n, g, cfg):
+    from ..te import placeholder
+    from ..vta.resize import nearest_te
+    v = g.values[n.inputs[0]]
+    x = placeholder(v.shape, "int8", "data")
+    sh, sw = (o // i for o, i in zip(g.values[n.output].shape[2:4], v.shape[2:4]))
+    return nearest_te(x, sh, sw, n.name), [(x, ("value", n.inputs[0]))]
+
+
+registry.register(registry.OpDef("qresize", reference=_reference, place=_place_q,
+                                 vta=_vta_qresize))

@@ -422,6 +422,11 @@ def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None 
     """Compile the element-wise graph ending in ``out`` into an :class:`EltwiseKernel`."""
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
+    if not isinstance(out, EltwiseWorkload):
+        from .resize import build_resize, find_resize     # nearest upsampling: strided copies
+        rw = find_resize(out)
+        if rw is not None:
+            return build_resize(rw, cfg, knobs)
     knobs = EltwiseKnobs.of(knobs)
     wl = out if isinstance(out, EltwiseWorkload) else recognise_eltwise(out, cfg,
                                                                         knobs.gemm_add)
