@@ -42,7 +42,8 @@ import numpy as np
 
 from isa import AluOp, MemType, VTAConfig
 
-from .eltwise_tree import EltwiseError
+from .eltwise_tree import EltwiseError, EltwiseKnobs
+from .kernel import KernelBase, finish_ops
 from ..te import Binary, Cast, Const, Load, Tensor
 
 
@@ -133,7 +134,6 @@ def chunk_shape(wl: ResizeWorkload, cfg: VTAConfig, vthreads: int) -> tuple[int,
 def lower_ops(wl: ResizeWorkload, cfg: VTAConfig, vthreads: int) -> list:
     """The op program (``compiler.vta.program.Op`` s): per chunk a LOAD, ``2 * sw`` ALU
     copies (one SHR when ``sw == 1``) and ``sh`` STOREs (see the module docstring)."""
-    from .eltwise import _Kernel, _Nest
     from .program import Op
     nb, cb, h, w = wl.data.shape[:4]
     sh, sw = wl.sh, wl.sw
@@ -176,10 +176,66 @@ def lower_ops(wl: ResizeWorkload, cfg: VTAConfig, vthreads: int) -> list:
     return ops
 
 
-def build_resize(wl: ResizeWorkload, cfg: VTAConfig, knobs=None):
-    """Compile ``wl`` into an :class:`~compiler.vta.eltwise.EltwiseKernel`."""
+@dataclass
+class _Nest:
+    opcode: AluOp
+    use_imm: bool
+    imm: int
+    reset: bool = False
+    mode: str = "alu"
+
+
+@dataclass
+class _Kernel:
+    nest: _Nest
+    loops: tuple
+    uops: tuple
+
+
+class ResizeKernel(KernelBase):
+    """A compiled resize kernel: ``run(device, feeds)``, ``show(stage)``, ``listing()``,
+    ``instructions()``, ``stages``, ``ops``, ``inputs``, ``output`` (as
+    :class:`~compiler.vta.eltwise.EltwiseKernel`)."""
+
+    error = EltwiseError
+
+    @property
+    def inputs(self) -> list:
+        return self.workload.inputs
+
+    @property
+    def output(self) -> Tensor:
+        return self.workload.out
+
+    @property
+    def constants(self) -> dict:
+        return {}
+
+    def show(self, stage: str = "lower") -> str:
+        if stage == "coproc_sync":
+            return self.listing(80)
+        if stage not in self.stages:
+            raise EltwiseError(f"show: no stage {stage!r}; this kernel has "
+                               f"{', '.join(self.stages)}")
+        return self.stages[stage]
+
+    def upload(self, dev, inputs: dict, allocated: list):
+        bufs = {}
+        for t in self.inputs:
+            arr = self._checked(t, inputs.get(t, inputs.get(t.name)))
+            b = dev.alloc(max(arr.nbytes, 1), name=t.name)
+            allocated.append(b)
+            b.copy_from(arr)
+            bufs[t] = b
+        return bufs, self._alloc_output(dev, bufs, allocated)
+
+    def download(self, ob) -> np.ndarray:
+        return self._read_output(ob)
+
+
+def build_resize(wl: ResizeWorkload, cfg: VTAConfig, knobs=None) -> ResizeKernel:
+    """Compile ``wl`` into a :class:`ResizeKernel`."""
     import time
-    from .eltwise import EltwiseKnobs, finish_kernel
     t0 = time.perf_counter()
     knobs = EltwiseKnobs.of(knobs, "a resize kernel")
     r, c = chunk_shape(wl, cfg, knobs.vthreads)
@@ -187,8 +243,8 @@ def build_resize(wl: ResizeWorkload, cfg: VTAConfig, knobs=None):
               "lower": f"chunks of {r}x{c} input tiles, {knobs.vthreads} virtual thread(s): "
                        f"LOAD ACC_8BIT, {2 * wl.sw if wl.sw > 1 else 1} ALU copies, "
                        f"{wl.sh} STOREs"}
-    ops = lower_ops(wl, cfg, knobs.vthreads)
-    return finish_kernel(cfg, wl, knobs, stages, ops, t0, wl.out)
+    ops = finish_ops(lower_ops(wl, cfg, knobs.vthreads), cfg, stages)
+    return ResizeKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0, out_tensor=wl.out)
 
 
 def resize_fits(shape, sh: int, sw: int, cfg: VTAConfig) -> bool:
