@@ -520,3 +520,19 @@ def test_tvm_vta_get_started_vector_add():
     got, stats = k.run(SimDevice(cfg, timed=True), {A: a, B: b})
     assert np.array_equal(got, (a + b).astype(np.int8))     # the tutorial's own check
     assert stats["dram_read_bytes"]["acc"] == a.nbytes + b.nbytes
+
+
+def test_flattened_tile_space_beyond_the_dma_stride_field():
+    """1x96x112x112 (75,264 tiles, flattened to one row of chunks): the STOREs of one-row
+    chunks must not carry the whole row as their (16-bit) stride (EfficientNet-B0's first
+    expanded block)."""
+    cfg = VTAConfig()
+    shape = packed(cfg, 1, 6, 112, 112)
+    a, b = placeholder(shape, "int8", "a"), placeholder(shape, "int8", "b")
+    rng = np.random.default_rng(11)
+    feeds = {a: rand(rng, shape, np.int8), b: rand(rng, shape, np.int8)}
+    out = ops.residual_add(a, b, 5, 4, 3)
+    k = build(out, cfg)
+    assert all(op.args["stride"] < 1 << 16 for op in k.ops if op.kind == "store")
+    got, _ = k.run(SimDevice(cfg), feeds)
+    assert np.array_equal(got, evaluate(out, feeds))

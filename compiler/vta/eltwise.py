@@ -356,7 +356,7 @@ def store_ops(wl, cfg: VTAConfig, sram: int, target: Tensor, off: int, r: int, c
     tiles = int(np.prod(wl.out.shape[:-2], dtype=np.int64))
     for p in range(wl.planes):
         ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=sram, tensor=target,
-                                       offset=off + p * tiles, y=r, x=c, stride=pitch,
+                                       offset=off + p * tiles, y=r, x=c, stride=pitch if r > 1 else c,
                                        pad=(0, 0, 0, 0)),
                       reads=(("acc", sram, sram + r * c),)))
         if p + 1 < wl.planes:
