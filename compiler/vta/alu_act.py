@@ -5,15 +5,16 @@ tensor expressions that VTA's ALU-only kernels (:mod:`compiler.vta.eltwise`) com
 
 The activation form, with the int8 input ``x`` (real ``x * 2**-fx``) and ``t = clip(x + C,
 0, H)`` (``relu6(v + 3)`` at the input scale) when gated:
-``y = clip(((x * t if gate else x) * M + B) >> k, lo, hi)``.
+``y = clip((((x * t if gate else x) + A) * M + B) >> k, lo, hi)``.
 Hard-sigmoid ``clip(alpha * v + beta, 0, 1)`` is the ungated form, ``M ~ alpha *
 2**(k + fo - fx)``; hard-swish ``v * relu6(v + 3) / 6`` is the gated form with ``C = 3 *
 2**fx``, ``H = 6 * 2**fx``, ``M ~ 2**(k + fo - 2 fx) / 6``.  :func:`find_form` tries each
-shift ``k`` and the integers next to the ideal ``M``, solves for ``B`` exactly (each of the
-256 table entries bounds ``B`` to an interval; their intersection, :func:`_offset`), and keeps
+shift ``k`` and the integers next to the ideal ``M``, solves for the offset exactly (each of
+the 256 table entries bounds it to an interval; their intersection, :func:`_offset`; it is
+split as ``A * M + B`` so both fit one 16-bit ADD, ``A`` added before the multiply), and keeps
 the first form that equals the operator's 256-entry integer table on **every** int8 input,
-with every intermediate inside int32 and ``C``, ``H``, ``M`` inside the ALU's 16-bit
-immediate (``B`` may take several ADDs): the equality is checked exhaustively, so the integer
+with every intermediate inside int32 and ``C``, ``H``, ``A``, ``M``, ``B`` inside the ALU's
+16-bit immediate (else ``A = 0`` and ``B`` in several ADDs): the equality is checked exhaustively, so the integer
 result is the table's, bit for bit.  When no form matches (or ``3 * 2**fx`` is no integer),
 it returns the reason instead.
 
@@ -44,7 +45,7 @@ def form_int(f: dict, x) -> np.ndarray:
     """The form ``f`` on int8 values ``x``, in int64 (the integer reference)."""
     x = np.asarray(x, np.int64)
     p = x * np.clip(x + f["C"], 0, f["H"]) if f["gate"] else x
-    return np.clip((p * f["M"] + f["B"]) >> f["k"], f["lo"], f["hi"])
+    return np.clip(((p + f["A"]) * f["M"] + f["B"]) >> f["k"], f["lo"], f["hi"])
 
 
 def hardswish_table(fx: int, fo: int) -> np.ndarray:
@@ -65,11 +66,13 @@ def hardswish_table(fx: int, fo: int) -> np.ndarray:
     return np.array(out, np.int64)
 
 
-def _fits(f: dict) -> bool:
+def _fits(f: dict, wide_b: bool = False) -> bool:
     p = _X * np.clip(_X + f["C"], 0, f["H"]) if f["gate"] else _X
     pm = p * f["M"]
     return bool(LO16 <= f["M"] <= HI16 and np.all(np.abs(pm) < I32)
-                and np.all(np.abs(pm + f["B"]) < I32))
+                and np.all(np.abs(pm + f["B"] + f["A"] * f["M"]) < I32)
+                and np.all(np.abs((p + f["A"]) * f["M"]) < I32) and LO16 <= f["A"] <= HI16
+                and (wide_b or LO16 <= f["B"] <= HI16))
 
 
 def find_form(table, fx: int, fo: int, gate: bool, alpha: float = 1 / 6,
@@ -95,20 +98,24 @@ def find_form(table, fx: int, fo: int, gate: bool, alpha: float = 1 / 6,
         if abs(m0) > HI16 + 2:
             break
         for m in sorted({math.floor(m0) + d for d in (-1, 0, 1, 2)}, key=lambda v: abs(v - m0)):
-            b = _offset(p * m, table, k, lo, hi)
-            if b is None:
+            b = _offset(p * m, table, k, lo, hi, int(m))
+            if b is None or m == 0:
                 continue
-            f = {"gate": gate, "C": C, "H": H, "M": int(m), "B": b, "k": k, "lo": lo, "hi": hi}
-            if _fits(f) and np.array_equal(form_int(f, _X), table):
-                return f
+            a_, r = divmod(b, int(m))                 # B = A * M + r: ADD A before the MUL
+            for aa, bb in ((int(a_), int(r)), (0, b)):        # else B in several ADDs
+                f = {"gate": gate, "C": C, "H": H, "A": aa, "M": int(m), "B": bb, "k": k,
+                     "lo": lo, "hi": hi}
+                if _fits(f, wide_b=aa == 0) and np.array_equal(form_int(f, _X), table):
+                    return f
     return (f"no shift k <= 30 with a 16-bit multiplier reproduces the rounded table at "
             f"scales 2^{-fx} -> 2^{-fo} on all 256 inputs")
 
 
-def _offset(pm, table, k: int, lo: int, hi: int):
+def _offset(pm, table, k: int, lo: int, hi: int, m: int):
     """The ``B`` with ``clip((pm + B) >> k, lo, hi) == table`` on every entry (the
-    intersection of each entry's interval of ``B``), the one nearest ``2**(k-1)``; or
-    None."""
+    intersection of each entry's interval of ``B``), or None: a multiple of ``m`` when the
+    interval holds one (then the whole offset is one ADD before the multiply), else the one
+    nearest ``2**(k-1)``."""
     pm = [int(v) for v in pm]
     bmin, bmax = -(1 << 62), 1 << 62
     for v, q in zip(pm, table.tolist()):
@@ -118,19 +125,38 @@ def _offset(pm, table, k: int, lo: int, hi: int):
             bmax = min(bmax, ((q + 1) << k) - v - 1)
     if bmin > bmax:
         return None
-    return int(min(max((1 << k) >> 1, bmin), bmax))
+    mid = int(min(max((1 << k) >> 1, bmin), bmax))
+    if m:
+        c = round(mid / m) * m
+        for cand in (c, c - abs(m), c + abs(m)):
+            if bmin <= cand <= bmax:
+                return int(cand)
+    return mid
 
 
 def form_te(f: dict, x, name: str, acc: str = "int32"):
     """The form ``f`` as a tensor expression over the int8 tensor ``x`` (any layout),
-    int8 out."""
+    int8 out; a clip that is a no-op on every int8 input is left out (fewer ALU steps)."""
     from ..te import cast, compute, maximum, minimum, shift_right
+    t = _X + f["C"]
+    pre = (((_X * np.clip(t, 0, f["H"]) if f["gate"] else _X) + f["A"]) * f["M"]
+           + f["B"]) >> f["k"]
+    g_lo, g_hi = f["gate"] and t.min() < 0, f["gate"] and t.max() > f["H"]
+    c_lo, c_hi = pre.min() < f["lo"], pre.max() > f["hi"]
 
     def body(*i):
         v = cast(acc, x[i])
-        p = v * minimum(maximum(cast(acc, x[i]) + f["C"], 0), f["H"]) if f["gate"] else v
-        y = shift_right(p * f["M"] + f["B"], f["k"]) if f["k"] else p * f["M"] + f["B"]
-        return cast("int8", minimum(maximum(y, f["lo"]), f["hi"]))
+        if f["gate"]:
+            g = cast(acc, x[i]) + f["C"]
+            g = maximum(g, 0) if g_lo else g
+            g = minimum(g, f["H"]) if g_hi else g
+            v = v * g
+        v = v + f["A"] if f["A"] else v
+        y = v * f["M"] + f["B"] if f["B"] else v * f["M"]
+        y = shift_right(y, f["k"]) if f["k"] else y
+        y = maximum(y, f["lo"]) if c_lo else y
+        y = minimum(y, f["hi"]) if c_hi else y
+        return cast("int8", y)
     return compute(x.shape, body, name=name, dtype="int8")
 
 
