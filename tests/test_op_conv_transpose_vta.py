@@ -1,6 +1,7 @@
 """ConvTranspose quantised through the phase split (compiler/ops/conv_transpose.py with
 compiler/vta/transpose.py's phase geometry): one stride-1 qconv per output phase on VTA's
-GEMM core and a qinterleave placing their rows and columns; bit-exact against the quantised
+GEMM core and a qinterleave placing their rows and columns (on VTA: strided ALU copies and
+STOREs, compiler/vta/interleave.py); bit-exact against the quantised
 graph's reference on the timed simulator and close to onnxruntime's float result, for the
 decoder shapes (k4 s2 p1, k3 s2 p1 output_padding 1, k2 s2, k3 s3, odd channel counts, no
 bias); grouped or dilated ones stay float with the reason."""
@@ -36,7 +37,7 @@ def _xs():
                                 dict(k=2, s=2, p=0, o=8, bias=False), dict(k=3, s=3, p=0),
                                 dict(c=16, o=24, k=4, s=2, p=1)])
 def test_conv_transpose_phases_on_vta(kw):
-    c = compile_and_check(ct_model(**kw), _xs(), "qinterleave", "host")
+    c = compile_and_check(ct_model(**kw), _xs(), "qinterleave", "vta")
     s = kw["s"]
     convs = [st for st in c.program.steps if st.node.op == "qconv" and "_p" in st.node.name]
     assert len(convs) == s * s and all(st.kind == "vta" for st in convs)
@@ -54,3 +55,32 @@ def test_conv_transpose_not_splittable_stays_float(kw, why):
     assert why in vta_form(n, c.float_graph)
     row = next(r for r in c.program.partition_table().splitlines() if "conv_transpose" in r)
     assert "float: not splittable into stride-1 phase convs" in row
+
+
+def test_interleave_kernel_against_its_reference_and_the_host_fallback():
+    """The VTA interleave of random phase tensors (k3 s2 p1 op1 geometry: phases of unequal
+    sizes, skips) equals the host reference; a configuration without VTA keeps it on the
+    host."""
+    from compiler import build, placeholder
+    from compiler.graph.ir import Node
+    from compiler.ops.conv_transpose import _place_interleave, interleave
+    from compiler.vta.interleave import interleave_te
+    from compiler.vta.transpose import phases
+    from vta_runtime import SimDevice
+    h = w = 7
+    oh = ow = 14
+    geo, ts, feeds = [], [], {}
+    rng = np.random.default_rng(3)
+    for k, ph in enumerate(phases(h, w, 3, 3, 2, 1, oh, ow)):
+        t0, b0, l0, r0 = ph.pads
+        shape = (1, 2, h + t0 + b0 - len(ph.ky) + 1, w + l0 + r0 - len(ph.kx) + 1, 1, 16)
+        t = placeholder(shape, "int8", f"p{k}")
+        ts.append(t)
+        feeds[t] = rng.integers(-128, 128, shape, dtype=np.int8)
+        geo.append([ph.py, ph.px, ph.qh, ph.qw, ph.skip[0], ph.skip[1]])
+    k = build(interleave_te(ts, 2, geo, (oh, ow), "il"), CFG)
+    got, _ = k.run(SimDevice(CFG, timed=True), feeds)
+    node = Node("qinterleave", "il", [t.name for t in ts], "il",
+                {"stride": 2, "phases": geo, "out": [oh, ow]})
+    assert np.array_equal(got, interleave(node, [feeds[t] for t in ts]))
+    assert _place_interleave(node, None, CFG, {"vta_ok": False}) == "host"

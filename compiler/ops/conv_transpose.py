@@ -2,8 +2,9 @@
 auto_pad): import with attribute checks, shape rule, and its numpy reference (float64: one
 matrix product per kernel tap, scattered at the strided positions, then cropped).  Its
 integer form is the phase split of :mod:`compiler.vta.transpose`: one stride-1 ``qconv`` per
-output phase (on VTA's GEMM core like any conv) and a ``qinterleave`` (host, in either
-layout) placing the phases' rows and columns; grouped / dilated ones stay float.
+output phase (on VTA's GEMM core like any conv) and a ``qinterleave`` placing the phases'
+rows and columns (on VTA as strided ALU copies and STOREs, :mod:`compiler.vta.interleave`,
+else on the host in either layout); grouped / dilated ones stay float.
 
 Example::
 
@@ -187,4 +188,25 @@ registry.register(registry.OpDef(
     onnx={"ConvTranspose": import_conv_transpose}, quantize=quantize_conv_transpose,
     float_why="not splittable into stride-1 phase convs (grouped, dilated, unequal strides "
               "or top/left pads)"))
-registry.register(registry.OpDef("qinterleave", reference=interleave, layout="agnostic"))
+def _place_interleave(n, g, cfg, opts):
+    """VTA (strided ALU copies and STOREs, :mod:`compiler.vta.interleave`) when the
+    configuration runs VTA kernels and an output row fits the ACC SRAM; else the host."""
+    from ..vta.interleave import rows_per_chunk
+    ow = n.attrs["out"][1]
+    if opts.get("vta_ok") and rows_per_chunk(ow, n.attrs["phases"], n.attrs["stride"], cfg,
+                                             2) >= 1:
+        return "vta"
+    return "host"
+
+
+def _vta_interleave(n, g, cfg):
+    from ..te import placeholder
+    from ..vta.interleave import interleave_te
+    xs = [placeholder(g.values[i].shape, "int8", f"p{k}") for k, i in enumerate(n.inputs)]
+    out = interleave_te(xs, n.attrs["stride"], n.attrs["phases"], tuple(n.attrs["out"]),
+                        n.name)
+    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
+
+
+registry.register(registry.OpDef("qinterleave", reference=interleave, layout="agnostic",
+                                 place=_place_interleave, vta=_vta_interleave))

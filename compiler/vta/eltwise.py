@@ -424,9 +424,13 @@ def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None 
     cfg = cfg or VTAConfig()
     if not isinstance(out, EltwiseWorkload):
         from .resize import build_resize, find_resize     # nearest upsampling: strided copies
+        from .interleave import build_interleave, find_interleave   # ConvTranspose phases
         rw = find_resize(out)
         if rw is not None:
             return build_resize(rw, cfg, knobs)
+        iw = find_interleave(out)
+        if iw is not None:
+            return build_interleave(iw, cfg, knobs)
     knobs = EltwiseKnobs.of(knobs)
     wl = out if isinstance(out, EltwiseWorkload) else recognise_eltwise(out, cfg,
                                                                         knobs.gemm_add)
