@@ -57,3 +57,38 @@ def test_nearest_resize_quantised_is_bit_exact():
     m = conv_graph([helper.make_node("Resize", ["c", "", "s"], ["y"], mode="nearest")],
                [_t("s", [1, 1, 2, 2])])
     check_bit_exact(m, "qresize")
+
+
+CUBIC_AA = [dict(mode="cubic"), dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1),
+            dict(mode="cubic", coordinate_transformation_mode="align_corners"),
+            dict(mode="cubic", antialias=1), dict(mode="linear", antialias=1),
+            dict(mode="linear", coordinate_transformation_mode="half_pixel_symmetric")]
+
+
+@pytest.mark.parametrize("attrs", CUBIC_AA, ids=lambda a: "-".join(map(str, a.values())))
+@pytest.mark.parametrize("scales", [[1, 1, 2, 1.5], [1, 1, 0.5, 0.7]])
+def test_resize_cubic_antialias_against_onnxruntime(attrs, scales):
+    """cubic (any A, exclude_outside) and antialiased linear / cubic, up and down: the float
+    path (host numpy) equals onnxruntime.  (align_corners with a non-integer ``scale *
+    length``: ONNX's reference divides by ``scale * length - 1``, onnxruntime by the integer
+    output length - 1; this follows ONNX (its node tests), so that case uses 0.5.)"""
+    if attrs.get("coordinate_transformation_mode") == "align_corners" and scales[3] == 0.7:
+        scales = [1, 1, 0.5, 0.5]
+    against_ort(conv_graph([helper.make_node("Resize", ["c", "", "s"], ["y"], **attrs)],
+                           [_t("s", scales)], opset=18), "resize")
+
+
+def test_resize_axes_and_aspect_policy_against_onnxruntime():
+    node = helper.make_node("Resize", ["c", "", "", "z"], ["y"], mode="linear", axes=[3, 2],
+                            keep_aspect_ratio_policy="not_larger")
+    against_ort(conv_graph([node], [_t("z", [9, 20], np.int64)], opset=18), "resize")
+
+
+def test_resize_cubic_stays_float_with_reason():
+    from compiler.graph.driver import compile_model
+    from .onnx_ops import CFG, samples
+    m = conv_graph([helper.make_node("Resize", ["c", "", "s"], ["y"], mode="cubic")],
+                   [_t("s", [1, 1, 2, 2])])
+    c = compile_model(m, CFG, calib={"x": samples(2)})
+    row = next(r for r in c.program.partition_table().splitlines() if " resize " in r)
+    assert "float: linear / cubic interpolation" in row

@@ -7,6 +7,8 @@ Import: constant operands fold; ``x / c`` and ``x - c`` by a float constant beco
 graph's ``mul`` / ``add`` by ``1 / c`` / ``-c`` (so the float passes fold them into a
 preceding conv or batch norm and the quantiser handles them); Sum of activations is a chain
 of ``add`` (quantised as ``qadd``); variadic Min/Max/Mean are chains of the binary form.
+The product of two activations (the graph's ``mul``, an SE block's per-channel scale
+included) is quantised as ``qmul`` (below), on VTA's ALU when its data is packed.
 The rest stay float: ``div``/``sub``/``prelu``/``min``/``max`` of float32 on the CPU
 (LLVM), the others on the host as their numpy functions (the partition report shows it).
 
@@ -249,3 +251,52 @@ registry.register(registry.OpDef(
     float_why="a select between values at independent scales"))
 registry.register(registry.OpDef(
     "variadic", onnx={t: import_variadic for t in _VARIADIC if t not in ("Min", "Max")}))
+
+
+# ------------------------------------------------------------ the product of two activations
+# Squeeze-and-excitation (MobileNetV3, EfficientNet): x (N, C, H, W) * s (N, C, 1, 1), both
+# int8: qmul = clip(round(x * s / 2**shift), lo, hi) -- on VTA's ALU when its data is packed
+# (the scale's tile loaded once per row of tiles and broadcast, a vector MUL, ADD, SHR, MAX,
+# MIN), else on the CPU.
+
+def quantize_mul(qc, n) -> bool:
+    """mul of two activations (same shape, or the second broadcast with extent 1 on some
+    axes, e.g. an SE block's (N, C, 1, 1) scale) -> qmul at the product's scale, one rounding
+    shift to the output's; a constant operand stays float."""
+    if any(i in qc.g.params for i in n.inputs):
+        return False
+    sa, sb = (tuple(qc.g.values[i].shape) for i in n.inputs)
+    if len(sa) != len(sb) or any(m not in (1, k) for m, k in zip(sb, sa)):
+        return False
+    if len(sa) == 4 and sb != sa and sb[2:] != (1, 1):
+        return False                     # packed layouts broadcast whole tiles only
+    a, b = qc.as_int(n.inputs[0], n), qc.as_int(n.inputs[1], n)
+    fp = qc.fracs[a] + qc.fracs[b]
+    fo = min(qc.f_of(n.output), fp)
+    from .requant import clip_bounds
+    lo, hi = clip_bounds(n.attrs.get("post", []), fo)
+    qc.emit_q(n, "qmul", [a, b], {"shift": fp - fo, "lo": lo, "hi": hi}, fo)
+    return True
+
+
+def _qmul_reference(n, ins):
+    from ..vta.alu_act import mul_int
+    a = n.attrs
+    return mul_int(ins[0], ins[1], a["shift"], a["lo"], a["hi"])
+
+
+def _qmul_te(acc):
+    def kernel(n, g, cfg=None):
+        from ..te import placeholder
+        from ..vta.alu_act import mul_te
+        xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
+        a = n.attrs
+        out = mul_te(xs[0], xs[1], a["shift"], a["lo"], a["hi"], n.name,
+                     cfg.acc_dtype if cfg else acc)
+        return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
+    return kernel
+
+
+registry.register(registry.OpDef(
+    "qmul", reference=_qmul_reference, place=lambda n, g, cfg, opts: "cpu", layout="agnostic",
+    vta_when_packed=lambda n: True, vta=_qmul_te("int32"), cpu=_qmul_te("int32")))

@@ -1,7 +1,10 @@
 """ConvTranspose (2-D, any stride, padding, dilation, group, output_padding, output_shape,
 auto_pad): import with attribute checks, shape rule, and its numpy reference (float64: one
-matrix product per kernel tap, scattered at the strided positions, then cropped).  It stays
-float on the host.
+matrix product per kernel tap, scattered at the strided positions, then cropped).  Its
+integer form is the phase split of :mod:`compiler.vta.transpose`: one stride-1 ``qconv`` per
+output phase (on VTA's GEMM core like any conv) and a ``qinterleave`` placing the phases'
+rows and columns (on VTA as strided ALU copies and STOREs, :mod:`compiler.vta.interleave`,
+else on the host in either layout); grouped / dilated ones stay float.
 
 Example::
 
@@ -101,7 +104,109 @@ def _reference(n, ins):
                           a["group"], a["output_padding"]).astype(ins[0].dtype)
 
 
+def vta_form(n, g) -> str | None:
+    """None when ``n`` splits into stride-1 phase convs on VTA (one stride for both axes,
+    no groups or dilation, the same top and left padding), else why not."""
+    a = n.attrs
+    s, pads = a["strides"], a["pads"]
+    if a["group"] != 1 or tuple(a["dilations"]) != (1, 1):
+        return "grouped or dilated"
+    if s[0] != s[1]:
+        return f"strides {s} differ"
+    if pads[0] != pads[1] or pads[0] < 0:
+        return f"pads {pads}: the phase split needs equal top and left padding"
+    if n.inputs[1] not in g.params:
+        return "weights are not constant"
+    return None
+
+
+def quantize_conv_transpose(qc, n) -> bool:
+    """conv_transpose -> one stride-1 ``qconv`` per output phase (the phase split of
+    :mod:`compiler.vta.transpose`: each phase reads the undilated input with its flipped
+    sub-kernel, no product with an inserted zero) sharing one weight quantisation, bias and
+    shift, then ``qinterleave`` placing each phase's rows and columns.  Not splittable
+    (:func:`vta_form`): stays float."""
+    from ..vta.transpose import PhaseKernelPrep, phases
+    from .requant import clip_bounds, qweight_channels
+    g, q = qc.g, qc.q
+    if vta_form(n, g) is not None or n.name in qc.float_nodes:
+        return False
+    a = n.attrs
+    wt = g.params[n.inputs[1]].astype(np.float64)                   # (C, O, KH, KW)
+    c, o, kh, kw = wt.shape
+    b = g.params[n.inputs[2]].astype(np.float64) if len(n.inputs) > 2 else np.zeros(o)
+    x = qc.as_int(n.inputs[0], n)
+    fx = qc.fracs[x]
+    wq, fwc, mult = qweight_channels(wt.transpose(1, 0, 2, 3), b, fx)
+    wq_t = wq.transpose(1, 0, 2, 3)                                   # back to (C, O, ..)
+    fw = int(fwc.max())
+    fo = min(qc.f_of(n.output), fx + fw)
+    shift = fx + fw - fo
+    bq = np.floor(b * 2.0 ** (fx + fwc) + 0.5)
+    if shift > 0:
+        bq = bq + ((1 << (shift - 1)) // mult)
+    lo, hi = clip_bounds(n.attrs.get("post", []), fo)
+    xs = g.values[n.inputs[0]].shape
+    oh, ow = g.values[n.output].shape[2:]
+    s = a["strides"][0]
+    bn = q.fresh(n.name + "_bias_q")
+    q.add_param(bn, bq.astype(np.int32), frac=fx + fw)
+    outs, geo = [], []
+    for ph in phases(xs[2], xs[3], kh, kw, s, a["pads"][0], oh, ow):
+        wn = q.fresh(f"{n.name}_w_p{ph.py}{ph.px}")
+        q.add_param(wn, PhaseKernelPrep(ph.ky, ph.kx)(wq_t), frac=fw)
+        t, bo, le, r = ph.pads
+        ch = xs[2] + t + bo - len(ph.ky) + 1
+        cw = xs[3] + le + r - len(ph.kx) + 1
+        out = q.fresh(f"{n.output}_p{ph.py}{ph.px}")
+        attrs = {"strides": [1, 1], "pads": [t, le, bo, r], "dilations": [1, 1], "group": 1,
+                 "shift": int(shift), "lo": lo, "hi": hi, "frac_w": fw}
+        if (mult != 1).any():
+            attrs["mult"] = [int(v) for v in mult]
+        q.add_node("qconv", out, [x, wn, bn], (xs[0], o, ch, cw), "int8", attrs, frac=fo)
+        outs.append(out)
+        geo.append([ph.py, ph.px, ph.qh, ph.qw, ph.skip[0], ph.skip[1]])
+    qc.emit_q(n, "qinterleave", outs, {"stride": s, "phases": geo, "out": [oh, ow]}, fo)
+    return True
+
+
+def interleave(n, ins):
+    """Output rows ``s*q + py`` / columns ``s*q + px`` from phase ``(py, px)``'s rows / columns
+    ``skip + q``; only axes 2 and 3 are touched, so plain NCHW and VTA's packed layout
+    (N/B, C/BO, H, W, B, BO) alike."""
+    a = n.attrs
+    s = a["stride"]
+    x0 = ins[0]
+    out = np.zeros(x0.shape[:2] + tuple(a["out"]) + x0.shape[4:], x0.dtype)
+    for (py, px, qh, qw, sy, sx), v in zip(a["phases"], ins):
+        out[:, :, py::s, px::s] = v[:, :, sy:sy + qh, sx:sx + qw]
+    return out
+
+
 registry.register(registry.OpDef(
     "conv_transpose", reference=_reference, category="opaque",
-    onnx={"ConvTranspose": import_conv_transpose},
-    float_why="no int8 rule yet (VTA's phase-split kernel is not wired to the graph)"))
+    onnx={"ConvTranspose": import_conv_transpose}, quantize=quantize_conv_transpose,
+    float_why="not splittable into stride-1 phase convs (grouped, dilated, unequal strides "
+              "or top/left pads)"))
+def _place_interleave(n, g, cfg, opts):
+    """VTA (strided ALU copies and STOREs, :mod:`compiler.vta.interleave`) when the
+    configuration runs VTA kernels and an output row fits the ACC SRAM; else the host."""
+    from ..vta.interleave import rows_per_chunk
+    ow = n.attrs["out"][1]
+    if opts.get("vta_ok") and rows_per_chunk(ow, n.attrs["phases"], n.attrs["stride"], cfg,
+                                             2) >= 1:
+        return "vta"
+    return "host"
+
+
+def _vta_interleave(n, g, cfg):
+    from ..te import placeholder
+    from ..vta.interleave import interleave_te
+    xs = [placeholder(g.values[i].shape, "int8", f"p{k}") for k, i in enumerate(n.inputs)]
+    out = interleave_te(xs, n.attrs["stride"], n.attrs["phases"], tuple(n.attrs["out"]),
+                        n.name)
+    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
+
+
+registry.register(registry.OpDef("qinterleave", reference=interleave, layout="agnostic",
+                                 place=_place_interleave, vta=_vta_interleave))

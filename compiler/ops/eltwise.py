@@ -254,6 +254,11 @@ def eltwise_te(n, g, acc_dtype: str):
     return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
 
 
+def _binary_quantize_mul(qc, n) -> bool:
+    from .binary import quantize_mul     # two activations -> qmul (SE blocks), ops/binary.py
+    return quantize_mul(qc, n)
+
+
 def _on_cpu(n, g, cfg, opts):
     return "cpu"
 
@@ -264,7 +269,8 @@ registry.register(registry.OpDef(
     quantize=quantize_add))
 registry.register(registry.OpDef(
     "mul", reference=lambda n, ins: (ins[0] * ins[1]).astype(np.result_type(ins[0], ins[1])),
-    category="injective", onnx={"Mul": lambda ctx, node, attrs: _import_binary(ctx, node, "mul")}))
+    category="injective", onnx={"Mul": lambda ctx, node, attrs: _import_binary(ctx, node, "mul")},
+    quantize=lambda qc, n: _binary_quantize_mul(qc, n)))
 registry.register(registry.OpDef(
     "relu", reference=lambda n, ins: np.maximum(ins[0], 0).astype(ins[0].dtype),
     category="injective", onnx={"Relu": import_relu, "Clip": import_clip},

@@ -193,18 +193,40 @@ class _Lowerer:
             if (op == "max" and k <= iv[0]) or (op == "min" and k >= iv[1]):
                 return iv                           # provably a no-op on this value
             if not lo16 <= k <= hi16:
-                raise EltwiseError(f"stage {x.where}: {op}(.., {k}) needs an immediate "
-                                   f"outside the ALU's 16-bit range [-32768, 32767]")
+                return self.wide_clamp(x, op, s, pat, k, iv)
             self.imm(AluOp.MIN if op == "min" else AluOp.MAX, s, pat, k)
             return _interval(op, iv, (k, k))
         if op == "mul":
-            if not lo16 <= k <= hi16:
-                raise EltwiseError(f"stage {x.where}: multiplication by {k} needs an "
-                                   f"immediate outside the ALU's 16-bit range [-32768, 32767]")
-            if k != 1:
-                self.imm(AluOp.MUL, s, pat, k)
+            if k == 1:
+                return iv
+            try:
+                factors = _mul_factors(k, lo16, hi16)
+            except EltwiseError as e:
+                raise EltwiseError(f"stage {x.where}: {e}") from None
+            for f in factors:
+                if isinstance(f, tuple):
+                    self.shift(s, pat, -f[1])
+                else:
+                    self.imm(AluOp.MUL, s, pat, f)
             return _interval("mul", iv, (k, k))
         raise AssertionError(op)                                          # pragma: no cover
+
+    def wide_clamp(self, x: Node, op: str, s, pat, k: int, iv) -> tuple:
+        """``min``/``max`` with a bound ``k`` outside the 16-bit immediate: shift the value
+        by ``d`` so the bound fits (``min(v, k) = min(v - d, k - d) + d``), when ``v - d``
+        provably stays inside the accumulator (no wrap), else refuse."""
+        lo16, hi16 = -(1 << 15), (1 << 15) - 1
+        alo, ahi = _range(self.acc)
+        d = k - (hi16 if k > hi16 else lo16)
+        if not (alo <= iv[0] - d and iv[1] - d <= ahi):
+            raise EltwiseError(
+                f"stage {x.where}: {op}(.., {k}) needs an immediate outside the ALU's 16-bit "
+                f"range [-32768, 32767], and the value [{iv[0]}, {iv[1]}] cannot be offset "
+                f"by {-d} to bring it in range without leaving the {self.acc} accumulator")
+        self.imm_op(x, "add", s, pat, -d, iv)
+        self.imm(AluOp.MIN if op == "min" else AluOp.MAX, s, pat, k - d)
+        self.imm_op(x, "add", s, pat, d, iv)
+        return _interval(op, iv, (k, k))
 
     def fit(self, x: Node, s, pat, iv, low=None) -> tuple:
         """Make slot ``s`` hold ``x``'s value in ``x.dtype`` (wrap it when it may leave that
@@ -231,6 +253,29 @@ class _Lowerer:
             self.shift(s, pat, -(acc - bits))
             self.shift(s, pat, acc - bits)
         return lo, hi
+
+
+def _mul_factors(k: int, lo: int, hi: int) -> list:
+    """``k`` (outside ``[lo, hi]``) as ALU steps whose product is ``k`` in the accumulator's
+    ring: immediates ``m`` of ``[lo, hi]`` and ``("shl", e)`` left shifts, fewest steps
+    first (``k = m * 2**e``, then ``m1 * m2 * 2**e``).  Multiplication and left shifts wrap
+    modulo ``2**acc_width`` alike, so the product is exact whenever ``a * k`` is (the caller's
+    interval analysis decides the wrap).  Raises :class:`EltwiseError` when ``k`` has no such
+    form (a prime above 32767, ...)."""
+    if lo <= k <= hi:
+        return [k]
+    e = (abs(k) & -abs(k)).bit_length() - 1
+    m = k >> e
+    if lo <= m <= hi:
+        return ([m] if m != 1 else []) + [("shl", e)]
+    a = abs(m)
+    for f in range(max(2, -(-a // hi)), min(a, hi) + 1):
+        if a % f == 0 and a // f <= hi:
+            g = a // f if m > 0 else -(a // f)
+            return [f, g] + ([("shl", e)] if e else [])
+    raise EltwiseError(f"multiplication by {k} needs an immediate outside the ALU's 16-bit "
+                       f"range [{lo}, {hi}], and {k} is not a product of in-range factors "
+                       f"and a power of two (m * 2**e or m1 * m2 * 2**e)")
 
 
 def _interval(op, a, b) -> tuple:

@@ -14,7 +14,9 @@ last two dimensions are one accumulator tile ``(BATCH, BLOCK_OUT)``, over
 
 Each output tile is computed in the ACC SRAM by ALU micro-ops (ADD, MIN, MAX, MUL, SHR;
 ``x - y`` as ADD of ``y`` negated by MUL -1; shifts beyond the portable +-16 split in
-pieces; a constant outside the 16-bit immediate split into several ADDs).  Wrapping is
+pieces; a constant outside the 16-bit immediate split into several ADDs, a multiplier
+factored into in-range MULs and a left shift (``a * 100000`` = MUL 3125, SHL 5), a min/max
+bound brought in range by an offset that provably does not wrap; else refused naming it).  Wrapping is
 exact: an interval analysis tracks every value, and a node of a narrower dtype than the
 accumulator is wrapped (a shift-left/shift-right pair) only when it may overflow and
 something above it needs more than its low bits (min, max, a right shift; not a STORE, a
@@ -354,7 +356,7 @@ def store_ops(wl, cfg: VTAConfig, sram: int, target: Tensor, off: int, r: int, c
     tiles = int(np.prod(wl.out.shape[:-2], dtype=np.int64))
     for p in range(wl.planes):
         ops.append(Op(3, "store", dict(mem=MemType.OUT, sram=sram, tensor=target,
-                                       offset=off + p * tiles, y=r, x=c, stride=pitch,
+                                       offset=off + p * tiles, y=r, x=c, stride=pitch if r > 1 else c,
                                        pad=(0, 0, 0, 0)),
                       reads=(("acc", sram, sram + r * c),)))
         if p + 1 < wl.planes:
@@ -420,6 +422,15 @@ def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None 
     """Compile the element-wise graph ending in ``out`` into an :class:`EltwiseKernel`."""
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
+    if not isinstance(out, EltwiseWorkload):
+        from .resize import build_resize, find_resize     # nearest upsampling: strided copies
+        from .interleave import build_interleave, find_interleave   # ConvTranspose phases
+        rw = find_resize(out)
+        if rw is not None:
+            return build_resize(rw, cfg, knobs)
+        iw = find_interleave(out)
+        if iw is not None:
+            return build_interleave(iw, cfg, knobs)
     knobs = EltwiseKnobs.of(knobs)
     wl = out if isinstance(out, EltwiseWorkload) else recognise_eltwise(out, cfg,
                                                                         knobs.gemm_add)
