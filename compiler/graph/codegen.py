@@ -46,7 +46,8 @@ def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
                 raise
             step.compile_seconds = time.perf_counter() - t0
             steps.append(step)
-    g.kernel_cache = {"built": cache.misses, "shared": cache.hits}
+    g.kernel_cache = {"built": cache.misses, "shared": cache.hits,
+                      "schedules_searched": len(cache.schedules)}
     return steps
 
 

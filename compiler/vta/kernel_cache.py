@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 import os
 import time
@@ -245,6 +246,33 @@ def rebind(kernel, old: list, new: list, spine: set | None = None):
     return k
 
 
+def schedule_key(wl) -> tuple:
+    """What :func:`compiler.vta.default_schedule.default_knobs` reads of GEMM workload
+    ``wl``: every field, tensors as (shape, dtype), epilogue steps without their immediate
+    and source name (the search counts steps, operands and their SRAM tiles, never an
+    immediate's value: layers that differ only in shifts and clip bounds get one search)."""
+    from .gemm_workload import AluStep
+    operands: dict = {}
+
+    def val(v):
+        if isinstance(v, Tensor):
+            return ("T", v.shape, v.dtype)
+        if isinstance(v, AluStep):
+            vec = None if v.vector is None else (
+                val(v.vector), operands.setdefault((id(v.vector), v.negate), len(operands)))
+            return ("A", v.opcode, vec, v.full, v.negate, v.vary, v.whole)
+        if isinstance(v, (tuple, list)):
+            return tuple(val(x) for x in v)
+        if isinstance(v, (int, float, str, bool, type(None), enum.Enum)):
+            return v
+        if dataclasses.is_dataclass(v):
+            return (type(v).__name__,) + tuple(val(getattr(v, f.name))
+                                               for f in dataclasses.fields(v))
+        return type(v).__name__
+
+    return val(wl)
+
+
 class KernelCache:
     """Kernels by (TE signature, knobs) for one configuration: :meth:`build` compiles the
     first layer of each signature and rebinds that kernel for the others.  ``hits`` /
@@ -254,13 +282,13 @@ class KernelCache:
         self.cfg = cfg
         self.enabled = os.environ.get(ENV, "1") != "0" if enabled is None else enabled
         self.kernels: dict = {}
+        self.schedules: dict = {}
         self.hits = self.misses = 0
 
     def build(self, out, knobs=None, builder=None):
         """The kernel of the TE graph ``out`` with ``knobs`` (``builder(out, cfg, knobs)``,
         default :func:`compiler.vta.pipeline.build`)."""
-        if builder is None:
-            from .pipeline import build as builder
+        builder = builder or _build()
         if not self.enabled:
             return builder(out, self.cfg, knobs)
         try:
@@ -270,7 +298,9 @@ class KernelCache:
         key = (sig, repr(knobs))
         hit = self.kernels.get(key)
         if hit is None:
-            kernel = builder(out, self.cfg, knobs)
+            src, kn = (out, knobs) if knobs is not None or builder is not _build() \
+                else self._default_schedule(out)
+            kernel = builder(src, self.cfg, kn)
             self.kernels[key] = (kernel, tensors, kernel_spine(kernel)
                                  if rebindable(kernel) else None)
             self.misses += 1
@@ -280,3 +310,31 @@ class KernelCache:
             return builder(out, self.cfg, knobs)
         self.hits += 1
         return kernel
+
+    def _default_schedule(self, out):
+        """(what to build, knobs): for a GEMM kernel outside any tuning-log context, its
+        recognised workload and the default schedule, searched once per
+        :func:`schedule_key`; else (``out``, None) and ``build`` decides as always."""
+        from .default_schedule import default_knobs
+        from .dispatch import dispatch_knobs
+        from .pool import is_alu_only
+        from .transpose import find_transpose
+        from .workload import recognise
+        try:
+            if is_alu_only(out) or find_transpose(out) is not None:
+                return out, None
+            wl = recognise(out, self.cfg)
+            if dispatch_knobs(wl, self.cfg) is not None:
+                return out, None
+            key = schedule_key(wl)
+            kn = self.schedules.get(key)
+            if kn is None:
+                kn = self.schedules[key] = default_knobs(wl, self.cfg)
+            return wl, kn
+        except Exception:           # build raises the same error, with its own message
+            return out, None
+
+
+def _build():
+    from .pipeline import build
+    return build
