@@ -11,17 +11,19 @@ tensors in the same order; :class:`KernelCache` builds a kernel once per key and
 every later layer with the same key a copy whose tensors are that layer's own
 (:func:`rebind`): same ops, same micro-kernels, same instruction bytes, the layer's own
 names in listings, and its own JIT handles (so the instruction stream is exactly the one
-a separate build would give).
+a separate build would give).  GEMM layers whose workloads differ only in epilogue
+immediates also share the default schedule search (:func:`schedule_key`).  With
+``VTA_KERNEL_CACHE=0`` every layer is built on its own (what the tests compare against).
 
 Example::
 
     from compiler.te import compute, placeholder
     from compiler.vta.kernel_cache import te_signature
 
-    def relu(name):
+    def double(name):
         x = placeholder((1, 1, 4, 4, 1, 16), "int8", "in0")
         return compute(x.shape, lambda *i: x[i] * 2, name=name)
-    assert te_signature(relu("a"))[0] == te_signature(relu("b"))[0]
+    assert te_signature(double("a"))[0] == te_signature(double("b"))[0]
 """
 
 from __future__ import annotations
