@@ -64,6 +64,9 @@ from .ir import Graph, GraphError
 FORMAT = "vta-stack-network-1"
 #: Most bytes an artifact's members may hold in all, and any one of them.
 MAX_ARTIFACT_BYTES = 2 << 30
+#: members of a zipped artifact: a 10,000-node network has about 3 per VTA layer; the byte cap
+#: above still bounds the whole (a zip's central directory costs ~100 bytes a member)
+MAX_ARTIFACT_MEMBERS = 200_000
 MAX_MEMBER_BYTES = 1 << 30
 MAX_MANIFEST_BYTES = 4 << 20
 SIGNATURE = "manifest.sig"
@@ -181,7 +184,8 @@ class _Reader:
             self.z = None
         elif os.path.isfile(path):
             try:
-                self._cm = open_zip(path, "compiled network", max_bytes=MAX_ARTIFACT_BYTES)
+                self._cm = open_zip(path, "compiled network", max_bytes=MAX_ARTIFACT_BYTES,
+                                    max_members=MAX_ARTIFACT_MEMBERS)
                 self.z = self._cm.__enter__()
             except InputFileError as e:
                 if zipfile.is_zipfile(path) or "limit" in str(e):
