@@ -126,6 +126,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     ({name: shape}) pins symbolic input dimensions; with ``min_layer_sqnr`` (dB) a layer
     whose SQNR on the first ``sqnr_samples`` calibration samples is below it stays float
     (:func:`.quantize.keep_float_below`; listed by :meth:`Compiled.report`)."""
+    from .calibrate import check_method
+    check_method(mode)               # a bad calibration method fails before any work
     cfg = cfg or VTAConfig()
     t0 = time.perf_counter()
     pm = float_pipeline()
