@@ -182,10 +182,39 @@ def epilogue_te(acc, n, resid, name: str):
     return cast_int8(t, name=name)
 
 
+def apply_mult(acc: np.ndarray, a: dict, axis: int = 1) -> np.ndarray:
+    """The reference of the steps between the accumulator (bias added) and the final shift:
+    the fixed-point pre-shift ``acc >> pre`` (floor; its rounding rides in the bias), the
+    clamp to [-tclip, tclip], then the per-channel ``mult`` (channel axis ``axis``); int64."""
+    acc = np.asarray(acc, np.int64)
+    if a.get("pre"):
+        acc = acc >> int(a["pre"])
+    if a.get("tclip"):
+        acc = np.clip(acc, -int(a["tclip"]), int(a["tclip"]))
+    if a.get("mult"):
+        sh = [1] * acc.ndim
+        sh[axis] = -1
+        acc = acc * np.asarray(a["mult"], np.int64).reshape(sh)
+    return acc
+
+
+def _pre_te(acc, n):
+    """The fixed-point pre-shift and clamp (:func:`apply_mult`) as ALU-able stages."""
+    from ..te.nn import clip_op, shr
+    a = n.attrs
+    if a.get("pre"):
+        acc = shr(acc, int(a["pre"]), name=n.name + "_pre")
+    if a.get("tclip"):
+        acc = clip_op(acc, -int(a["tclip"]), int(a["tclip"]), name=n.name + "_tclip")
+    return acc
+
+
 def mult_vta(acc, n, co_p: int, cfg):
-    """Per-channel power-of-two multipliers (per-channel weight scales) as an ALU MUL by a
-    packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vector."""
+    """Per-channel multipliers (power-of-two for per-channel weight scales, fixed-point for a
+    QDQ model's own scales, after the pre-shift and clamp) as an ALU MUL by a packed
+    (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vector."""
     from ..te import compute, placeholder
+    acc = _pre_te(acc, n)
     if not n.attrs.get("mult"):
         return acc, []
     m = np.ones(co_p, np.int32)
@@ -203,6 +232,7 @@ def mult_vta(acc, n, co_p: int, cfg):
 
 def mult_cpu(acc, n):
     from ..te import compute, placeholder
+    acc = _pre_te(acc, n)
     if not n.attrs.get("mult"):
         return acc, []
     mv = placeholder((len(n.attrs["mult"]),), "int32", "mult")
