@@ -8,13 +8,16 @@ requantises in float32 and rounds half to even) to within one LSB:
   channel: the recorded DequantizeLinear scales, else max|w|/127 checked to give integer
   weights), int32 bias at ``sx * sw_c`` as the model has it, and ``y = clip((((acc + bias')
   >> p) [clamped to +-L]) * m_c >> k)``, ``m_c / 2**(p+k)`` ~ ``M_c = sx * sw_c / sy``
-  (float32, as onnxruntime computes it).  ``bias'`` holds both rounding constants:
-  ``2**(p-1)`` for the pre-shift and ``floor(2**(k-1) / m_c) << p`` for the final shift, so
+  (float32, as onnxruntime computes it).  ``bias'`` holds the rounding constant of both
+  shifts, ``round(2**(p+k-1) / m_c + 2**(p-1))`` (:func:`rounding_bias`), so
   the epilogue is SHR p, [MIN/MAX L], MUL by the per-channel vector, SHR k, clip: no
-  extra ADD.  :func:`gemm_fixed_point` picks p, L, k and m_c so that every intermediate is
-  provably inside int32 (``|acc + bias'| <= 128 * sum|w_c| + |bias'_c|``; the clamp ``L`` <=
-  32767, a 16-bit ALU immediate, bounds ``t`` where the bound alone would leave too few
-  bits for ``m_c``; it never changes a result: beyond L the output saturates anyway) and
+  extra ADD (when that folded constant would be too coarse - a large M - the final
+  rounding is an ALU ADD of ``2**(k-1)`` after the MUL instead, k <= 15).
+  :func:`gemm_fixed_point` picks p, L, k and m_c so that every intermediate is
+  provably inside int32 (``|acc + bias'| <= 128 * sum|w_c| + |bias'_c|``; the clamp ``L`` -
+  one 16-bit ALU immediate <= 32767, or a per-channel vector when the channels' M_c are far
+  apart - bounds ``t`` where the bound alone would leave too few bits for ``m_c``; it never
+  changes a result: beyond L the output saturates anyway) and
   the estimated error is smallest;
 * ``add`` -> ``qaddfx`` ``(a * ma + b * mb + 2**(k-1)) >> k`` (``ma, mb`` <= 32767);
 * ``global_avgpool`` -> ``qgapfx``; ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
@@ -79,38 +82,65 @@ def fixed_multiplier(r: float, limit: int = IMM, max_shift: int = 30) -> tuple[i
 
 def gemm_fixed_point(M: np.ndarray, B: np.ndarray):
     """The fixed-point form of per-channel multipliers ``M`` (> 0) for accumulators bounded
-    by ``|acc + bias| <= B`` (per channel): (p, L or 0, k, m (int64 per channel), estimated
-    worst error in output LSBs), or None when no form fits int32."""
+    by ``|acc + bias| <= B`` (per channel): (p, L (0: no clamp; an int: one 16-bit
+    immediate bound; a list: one bound per channel), k, m (int64 per channel), rnd,
+    estimated worst error in output LSBs), or None when no form fits int32.  ``rnd`` 0: the
+    final shift's rounding constant rides in the bias (:func:`rounding_bias`, within
+    ``m_c / 2**(k+1)`` LSB); else it is an ALU ADD of ``rnd = 2**(k-1)`` after the MUL
+    (k <= 15: a 16-bit immediate), when that is more precise."""
     M, B = np.asarray(M, np.float64), np.asarray(B, np.float64)
     best = None
-    for clamp in (False, True):
-        for p in range(0, 31):
-            tq = float(2 ** p)
-            rt = np.ceil(0.5 / (tq * M)) + 1                 # rounding constant in t units
-            if clamp:
-                L = int(np.ceil(129.0 / (tq * M.min()) + rt.max())) + 2
-                if L > IMM:
-                    continue
-                T = np.full(M.shape, float(L))
-            else:
-                L = 0
-                T = np.ceil(B / tq) + 1 + rt
-            k = 62
-            while k >= 1:
-                m = np.rint(M * tq * 2.0 ** k)
-                if (m * T).max() < I32 and (rt * tq * 2).max() + B.max() < I32:
-                    break
-                k -= 1
-            if k < 1 or (m < 1).any():
-                continue
-            rel = np.abs(m - M * tq * 2.0 ** k) / (M * tq * 2.0 ** k)
-            err = 0.5 * tq * M.max() + 128 * rel.max() + (m / 2.0 ** k).max()
-            cand = (err + (0.0 if not clamp else 0.01), p, L, k, m.astype(np.int64), err)
-            if best is None or cand[0] < best[0]:
-                best = cand
-    if best is None:
+    for post in (False, True):
+        for clamp in ("", "imm", "vec"):
+            for p in range(0, 31):
+                cand = _candidate(M, B, p, clamp, post)
+                if cand is not None and (best is None or cand[0] < best[0]):
+                    best = cand
+    return None if best is None else best[1:]
+
+
+def rounding_bias(p: int, k: int, m: np.ndarray, rnd: int) -> np.ndarray:
+    """The rounding constant folded into the bias (acc units, per channel): with ``rnd`` just
+    the pre-shift's ``2**(p-1)``; else ``round(2**(p+k-1) / m_c + 2**(p-1))``, so that
+    ``floor(floor((u + C) / 2**p) * m_c / 2**k)`` is ``u * M_c`` rounded half up to within
+    ``0.5 * 2**p * M_c + 0.5 * M_c`` LSB (the pre-shift's floor centred on it)."""
+    half = 2.0 ** (p - 1) if p else 0.0
+    if rnd:
+        return np.full(np.shape(m), int(half), np.int64)
+    return np.floor(2.0 ** (p + k - 1) / np.asarray(m, np.float64) + half + 0.5
+                    ).astype(np.int64)
+
+
+def _candidate(M, B, p, clamp, post):
+    tq = float(2 ** p)
+    rt = np.zeros_like(M) if post else np.ceil(0.5 / (tq * M)) + 1   # rounding, t units
+    T = np.ceil(B / tq) + 1 + rt
+    L = 0
+    if clamp == "imm":          # one immediate bound: the smallest M_c's saturation point
+        L = int(np.ceil(129.0 / (tq * M.min()) + rt.max())) + 2
+        if L > IMM:
+            return None
+        T = np.full(M.shape, float(L))
+    elif clamp == "vec":        # a bound per channel (ALU MIN/MAX by a vector)
+        Lc = np.ceil(129.0 / (tq * M) + rt) + 2
+        if (Lc >= I32).any():
+            return None
+        T = np.minimum(T, Lc)
+        L = [int(v) for v in Lc]
+    k = 15 if post else 62             # post: rnd = 2**(k-1) <= 16384, a 16-bit immediate
+    while k >= 1:
+        m = np.rint(M * tq * 2.0 ** k)
+        extra = 2.0 ** (k - 1) if post else 0.0
+        if (m * T).max() + extra < I32 and (rt * tq * 2).max() + B.max() < I32:
+            break
+        k -= 1
+    if k < 1 or (m < 1).any():
         return None
-    return best[1], best[2], best[3], best[4], best[5]
+    rel = np.abs(m - M * tq * 2.0 ** k) / (M * tq * 2.0 ** k)
+    err = (0.5 * tq * M.max() if p else 0.0) + 128 * rel.max() + \
+        (0.0 if post else 0.5 * (m / 2.0 ** k).max())
+    cost = err + 0.005 * (bool(clamp) + post + (clamp == "vec"))   # ALU work per tile
+    return (cost, p, L, k, m.astype(np.int64), (1 << (k - 1)) if post else 0, err)
 
 
 def _bounds(post, s: float) -> tuple[int, int]:
@@ -219,8 +249,8 @@ class FixedRules:
         if fp is None:
             return self._note(n, f"no fixed-point multiplier fits int32 (M in "
                                  f"[{M.min():.3g}, {M.max():.3g}])")
-        p, L, k, m, err = fp
-        bias = bq + ((1 << (p - 1)) if p > 0 else 0) + (((1 << (k - 1)) // m) << p)
+        p, L, k, m, rnd, err = fp
+        bias = bq + rounding_bias(p, k, m, rnd)
         if (np.abs(bias) + B).max() >= I32:
             return self._note(n, "bias does not fit int32")
         lo, hi = _bounds(n.attrs.get("post", []), sy)
@@ -228,7 +258,9 @@ class FixedRules:
         attrs.update(shift=int(k), lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in m],
                      pre=int(p), fixed_error=float(err))
         if L:
-            attrs["tclip"] = int(L)
+            attrs["tclip"] = L if isinstance(L, list) else int(L)
+        if rnd:
+            attrs["rnd"] = int(rnd)
         q = c.q
         wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh((n.inputs[2] if len(n.inputs) > 2
                                                         else n.name + "_b") + "_q")
