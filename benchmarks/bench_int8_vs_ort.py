@@ -153,10 +153,23 @@ def check_on_sim(c, name, x) -> bool:
 
 
 def layer_agreement(q, qpath, name, xs):
-    """{ORT Q output: [n, within 1, exact, max diff]} over ``xs``, for q's int8 values."""
+    """{ORT Q output: ([n, within 1, exact, max diff] end to end, the same isolated)} over
+    ``xs``, for q's int8 values.  End to end: this project's whole program against
+    onnxruntime's (one-LSB differences propagate from layer to layer); isolated: each
+    integer node run on onnxruntime's own int8 inputs (its arithmetic alone)."""
+    from compiler.graph.reference import run_node
     s = session(exposed_qdq(qpath))
     names = [o.name for o in s.get_outputs()]
     tot: dict = {}
+    producer = {n.output: n for n in q.nodes}
+
+    def acc(key, k, a, b):
+        d = np.abs(a.astype(np.int64) - b.astype(np.int64))
+        t = tot.setdefault(key, ([0, 0, 0, 0], [0, 0, 0, 0]))[k]
+        t[0] += d.size
+        t[1] += int((d <= 1).sum())
+        t[2] += int((d == 0).sum())
+        t[3] = max(t[3], int(d.max()))
     for x in xs:
         res = dict(zip(names, s.run(None, {name: x})))
         env = run_graph(q, {name: x}, keep=True)
@@ -164,12 +177,16 @@ def layer_agreement(q, qpath, name, xs):
             on = ort_name(q.float_of.get(qn, ""))
             if on not in res or env[qn].shape != res[on].shape:
                 continue
-            d = np.abs(env[qn].astype(np.int64) - res[on].astype(np.int64))
-            t = tot.setdefault(on, [0, 0, 0, 0])
-            t[0] += d.size
-            t[1] += int((d <= 1).sum())
-            t[2] += int((d == 0).sum())
-            t[3] = max(t[3], int(d.max()))
+            acc(on, 0, env[qn], res[on])
+            n = producer.get(qn)
+            ins = []
+            for i in (n.inputs if n is not None else []):
+                oi = ort_name(q.float_of.get(i, "")) if i in q.scales else None
+                ins.append(res[oi] if oi in res and res[oi].shape == env[i].shape else env[i])
+            if n is not None and n.op not in ("squantize",):
+                acc(on, 1, run_node(n, ins), res[on])
+            else:
+                acc(on, 1, env[qn], res[on])
     return tot
 
 
@@ -218,11 +235,14 @@ def run_model(label, build, methods, n_cal, n_eval, tmp, layers_out):
     row("this project, QDQ at power-of-two scales", outs2,
         f"(vs ORT QDQ {sqnr(np.stack(ort_out), np.stack(outs2)):.1f} dB)")
     tot = layer_agreement(q, qpath, name, ev)
-    worst = min((t[1] / t[0], k) for k, t in tot.items()) if tot else (float("nan"), "")
-    print(f"{label}: final output max |diff| vs ORT QDQ {fin:.4g} ({fin / step:.2f} LSB); "
-          f"{len(tot)} layers compared; worst within-1-LSB {100 * worst[0]:.3f}% ({worst[1]})")
-    for k, (n, ok, ex, mx) in tot.items():
-        layers_out.append((label, k, n, 100 * ok / n, 100 * ex / n, mx))
+    for j, what in ((1, "isolated"), (0, "end to end")):
+        worst = min((t[j][1] / t[j][0], k) for k, t in tot.items()) if tot else (np.nan, "")
+        print(f"{label}: {len(tot)} layers vs ORT QDQ, {what}: worst within-1-LSB "
+              f"{100 * worst[0]:.3f}% ({worst[1]})")
+    print(f"{label}: final output max |diff| vs ORT QDQ {fin:.4g} ({fin / step:.2f} LSB)")
+    for k, (e2e, iso) in tot.items():
+        layers_out.append((label, k, iso[0], 100 * iso[1] / iso[0], 100 * iso[2] / iso[0],
+                           iso[3], 100 * e2e[1] / e2e[0], 100 * e2e[2] / e2e[0], e2e[3]))
     return rows
 
 
@@ -247,13 +267,17 @@ def main(argv=None) -> int:
             n_eval = a.eval if label != "digits" else 497
             run_model(label, builders[label], methods, a.calib if label != "digits" else 200,
                       n_eval, tmp, layers)
-    print("\nper layer: model | ORT Q output | elements | within 1 LSB % | exact % | max diff")
+    print("\nper layer: model | ORT Q output | elements | isolated: within 1 LSB % | exact % "
+          "| max diff | end to end: within 1 LSB % | exact % | max diff")
     for r in layers:
         if a.layers or r[3] < 99.9:
-            print(f"{r[0]} | {r[1]} | {r[2]} | {r[3]:.3f} | {r[4]:.3f} | {r[5]}")
+            print(f"{r[0]} | {r[1]} | {r[2]} | {r[3]:.3f} | {r[4]:.3f} | {r[5]} | {r[6]:.3f} | "
+                  f"{r[7]:.3f} | {r[8]}")
     if layers:
-        print(f"layers: {len(layers)}; min within-1-LSB {min(r[3] for r in layers):.3f}%; "
-              f"min exact {min(r[4] for r in layers):.3f}%")
+        print(f"layers: {len(layers)}; isolated: min within-1-LSB "
+              f"{min(r[3] for r in layers):.3f}%, min exact {min(r[4] for r in layers):.3f}%; "
+              f"end to end: min within-1-LSB {min(r[6] for r in layers):.3f}%, min exact "
+              f"{min(r[7] for r in layers):.3f}%")
     return 0
 
 
