@@ -91,6 +91,7 @@ def test_qdq_model_matches_onnxruntime_per_layer(tmp_path, per_channel):
     c = compile_model(qp, CFG)
     q = c.qgraph
     assert not q.qdq_refused and not q.qdq_notes, (q.qdq_refused, q.qdq_notes)
+    assert "the QDQ model's own scales, fixed-point requantisation" in c.report()
     ops = {s.node.op: s.kind for s in c.program.steps}
     assert ops["qconv"] == "vta" and ops["qdense"] == "vta" and ops["squantize"] == "cpu"
     assert "quantize" not in ops and "qaddfx" in ops and "qgapfx" in ops
@@ -166,3 +167,5 @@ def test_asymmetric_activations_are_refused_with_a_reason(tmp_path):
     assert "zero point" in q.qdq_refused and "symmetric int8" in q.qdq_refused
     assert not q.scales and "squantize" not in {n.op for n in q.nodes}
     assert "quantize" in {n.op for n in q.nodes}                # power-of-two, as before
+    rep = compile_model(qp, CFG).report()
+    assert "QDQ scales not kept: value" in rep and "power-of-two scales" in rep
