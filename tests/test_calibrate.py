@@ -93,3 +93,14 @@ def test_cli_refuses_bad_calib_method(tmp_path, capsys):
     assert e.value.code == 2
     assert "invalid choice: 'entropy'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_relu_zeros_do_not_pull_kl_down():
+    # a ReLU output is half exact zeros: left out of the histogram, KL sees the positive
+    # half-normal (its threshold stays well above a quarter of the maximum)
+    g = _relu_graph()
+    rng = np.random.default_rng(3)
+    s = [{"x": rng.normal(size=(1, 4, 32, 32)).astype(np.float32)} for _ in range(3)]
+    mx = calibrate_ranges(g, s, "minmax")["y"]
+    kl = calibrate_ranges(g, s, "kl")["y"]
+    assert 0.5 * mx < kl < mx, (kl, mx)

@@ -15,7 +15,10 @@ Methods (``METHODS``; ``vta compile --calib-method``):
 * ``global_scale``: TVM's baseline, every activation in [-global_scale, global_scale].
 
 ``kl`` and ``mse`` run the float graph twice over the samples (the maxima, then the
-histograms on a fixed range); the others once.  On a heavy-tailed tensor ``kl``, ``mse``
+histograms on a fixed range); the others once.  Their histograms leave out exact zeros: a
+ReLU output's zeros (often half of it) are exact at any scale, and as a spike in the first
+bin they would pull KL's threshold far down (the merged first group spreads them over
+non-empty bins).  On a heavy-tailed tensor ``kl``, ``mse``
 and ``percentile`` give a smaller T (a finer scale) than ``minmax``; on a uniform one all
 are close to ``minmax``.
 
@@ -140,6 +143,7 @@ def calibrate_ranges(g, samples, method: str = "minmax", percentile: float = 99.
             env = run_graph(g, feeds, keep=True)
             for name, a in _activations(g, env):
                 if name in hists:
+                    a = a[a != 0]      # exact zeros (ReLU) quantise exactly at any scale
                     idx = np.minimum((a * (BINS / ranges[name])).astype(np.int64), BINS - 1)
                     hists[name] += np.bincount(idx, minlength=BINS)
         for name, h in hists.items():
