@@ -97,10 +97,10 @@ def test_cli_refuses_bad_calib_method(tmp_path, capsys):
 
 def test_relu_zeros_do_not_pull_kl_down():
     # a ReLU output is half exact zeros: left out of the histogram, KL sees the positive
-    # half-normal (its threshold stays well above a quarter of the maximum)
+    # half-normal (its threshold stays well above half the maximum)
     g = _relu_graph()
     rng = np.random.default_rng(3)
     s = [{"x": rng.normal(size=(1, 4, 32, 32)).astype(np.float32)} for _ in range(3)]
     mx = calibrate_ranges(g, s, "minmax")["y"]
     kl = calibrate_ranges(g, s, "kl")["y"]
-    assert 0.5 * mx < kl < mx, (kl, mx)
+    assert 0.65 * mx < kl < mx, (kl, mx)          # 0.50 * mx with the zeros in
