@@ -1,6 +1,6 @@
 """Calibration methods (compiler/graph/calibrate.py): on a heavy-tailed tensor kl, mse and
-percentile pick a smaller range than minmax (kl by far: a finer int8 scale); on a uniform one they stay
-near minmax; a bad method is refused before any work (driver and CLI)."""
+percentile pick a smaller range than minmax (kl by far: a finer int8 scale); on a uniform
+one they stay near minmax; a bad method is refused before any work (driver and CLI)."""
 
 import numpy as np
 import pytest

@@ -6,9 +6,9 @@ Methods (``METHODS``; ``vta compile --calib-method``):
 * ``minmax`` (alias ``max``): T = the largest |x| over the samples;
 * ``percentile``: T = the largest over samples of the ``percentile``-th percentile of |x|;
 * ``kl``: TensorRT's entropy calibration: a 2048-bin histogram of |x| over [0, max|x|] (all
-  samples), and the threshold ``i`` bins wide (i >= 128, every ``STRIDE``-th) whose clipped reference distribution
-  P and its 128-level quantisation Q have the smallest KL divergence KL(P || Q);
-  T = the upper edge of bin ``i``;
+  samples), and the threshold ``i`` bins wide (i >= 128, every ``STRIDE``-th) whose clipped
+  reference distribution P and its 128-level quantisation Q have the smallest KL divergence
+  KL(P || Q); T = the upper edge of bin ``i``;
 * ``mse``: the T among the 2048 bin edges (from bin 128 up) that minimises the expected
   squared error of symmetric int8 quantisation at scale T / 127 (the histogram's bin centres
   rounded to the grid and clipped to +-127 steps);
