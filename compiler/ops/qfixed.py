@@ -114,6 +114,8 @@ registry.register(registry.OpDef("sdequantize", reference=sdequantize_reference,
 for _name, _ref in (("qaddfx", qaddfx_reference), ("qmulfx", qmulfx_reference)):
     registry.register(registry.OpDef(
         _name, reference=_ref, place=_on_cpu, layout="agnostic",
+        vta_when_packed=lambda n: True,       # ALU MUL by immediates, ADD, SHR, MIN/MAX
+        vta=lambda n, g, cfg: _eltwise_te(n, g, cfg.acc_dtype),
         cpu=lambda n, g: _eltwise_te(n, g, "int32")))
 registry.register(registry.OpDef("qgapfx", reference=qgapfx_reference, place=_on_cpu,
                                  layout="agnostic", cpu=_gap_cpu))
