@@ -21,7 +21,9 @@ requantises in float32 and rounds half to even) to within one LSB:
   the estimated error is smallest;
 * ``add`` -> ``qaddfx`` ``(a * ma + b * mb + 2**(k-1)) >> k`` (``ma, mb`` <= 32767);
 * ``global_avgpool`` -> ``qgapfx``; ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
-  or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node;
+  or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
+  and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
+  reader) joins that node's clip;
 * ``maxpool``, ``reshape``, ``flatten`` keep their input's scale (their own rules).
 
 Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
@@ -297,12 +299,41 @@ class FixedRules:
             if (lo, hi) == (-128, 127):          # a Q/DQ pair at the same scale: no node
                 c.qname[n.output] = x
                 return True
+            if self._fold_clip(n, x, lo, hi):
+                return True
             self._emit(n, "qrequant", [x], {"shift": 0, "lo": lo, "hi": hi}, sx)
             return True
         m, k = fixed_multiplier(float(np.float32(sx) / np.float32(sy)))
         lo, hi = _bounds(post, sy)
         self._emit(n, "qmulfx", [x], {"m": m, "shift": k, "lo": lo, "hi": hi}, sy)
         return True
+
+    def _fold_clip(self, n, x, lo, hi) -> bool:
+        """A relu / clip at its input's scale whose input is read by nothing else and comes
+        out of a qconv / qdense / qaddfx: its bounds join that node's clip (no extra pass
+        over the tensor).  The int8 value then stands for ``n``'s output."""
+        c = self.ctx
+        src = next((m for m in c.q.nodes if m.output == x), None)
+        if src is None or src.op not in ("qconv", "qdense", "qaddfx") or \
+                "lo" not in src.attrs or src.attrs.get("wide"):
+            return False
+        if self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
+            return False
+        src.attrs["lo"], src.attrs["hi"] = max(src.attrs["lo"], lo), min(src.attrs["hi"], hi)
+        src.attrs["hi"] = max(src.attrs["hi"], src.attrs["lo"])
+        c.qname[n.output] = x
+        c.q.float_of[x] = n.output
+        return True
+
+    @property
+    def _uses(self) -> dict:
+        if not hasattr(self, "_uses_cache"):
+            u: dict = {}
+            for m in self.ctx.g.nodes:
+                for i in m.inputs:
+                    u[i] = u.get(i, 0) + 1
+            self._uses_cache = u
+        return self._uses_cache
 
     def _relu(self, n):
         return self._activation(n, [["relu"]])
