@@ -438,9 +438,11 @@ def _common(p):
     p.add_argument("--config", help="VTA configuration JSON (default 1x16x16)")
     p.add_argument("--calib", metavar="SAMPLES.npz",
                    help="calibration samples: one array per graph input, (S, *input shape)")
-    p.add_argument("--calibration", choices=["max", "percentile", "global_scale"],
+    p.add_argument("--calibration", "--calib-method", dest="calibration",
+                   choices=["minmax", "max", "percentile", "kl", "mse", "global_scale"],
                    default="percentile", help="activation range: a percentile of |x| "
-                   "(default, --percentile), max |x|, or TVM's global_scale=8.0 baseline")
+                   "(default, --percentile), max |x| (minmax), TensorRT's KL-divergence (kl), "
+                   "the least squared error (mse), or TVM's global_scale=8.0 baseline")
     p.add_argument("--percentile", type=percentile, default=99.99,
                    help="percentile for --calibration percentile (default 99.99)")
     p.add_argument("--tuning-log", metavar="LOG.jsonl",

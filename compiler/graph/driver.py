@@ -57,7 +57,7 @@ class Compiled:
                  f"{sum(s.kind == 'host' for s in self.program.steps)} host steps; "
                  f"{getattr(self.program.graph, 'transforms', 0)} layout transforms",
                  self.program.partition_table(),
-                 f"== quantisation (int8, power-of-two scales, calibration "
+                 f"== quantisation (int8, {_scales_kind(self.qgraph)}, calibration "
                  f"{self.options.get('mode')} on {self.options.get('calib_samples', 0)} "
                  f"sample(s)): SQNR per layer vs the float model on "
                  f"{self.options.get('sqnr_samples', 1)} of those calibration samples "
@@ -66,12 +66,25 @@ class Compiled:
         for name, op, frac, db in self.sqnr:
             fr = "-" if frac is None else str(frac)
             lines.append(f"{name[:28]:28s} {op:16s} {fr:>4s} {db:8.2f}")
-        lines += _kept_lines(self.options)
+        lines += _kept_lines(self.options) + _qdq_lines(self.qgraph)
         s = self.seconds
         lines.append(f"compile_model: {s.get('total', 0):.2f} s = import+passes "
                      f"{s.get('passes', 0):.2f} + quantise {s.get('quantize', 0):.2f} + codegen "
                      f"{s.get('codegen', 0):.2f} (excludes the SQNR report)")
         return "\n".join(lines)
+
+
+def _scales_kind(q) -> str:
+    return ("the QDQ model's own scales, fixed-point requantisation"
+            if getattr(q, "scales", None) else "power-of-two scales")
+
+
+def _qdq_lines(q) -> list:
+    """The report's lines on a QDQ model's scales (compiler/graph/quantize_fixed.py)."""
+    out = [f"QDQ scales not kept: {q.qdq_refused}"] if getattr(q, "qdq_refused", "") and \
+        q.qdq_refused != "not a QDQ model" else []
+    return out + [f"kept float at the model's scales: {name} ({op}): {why}"
+                  for name, op, why in getattr(q, "qdq_notes", [])]
 
 
 def _kept_lines(options: dict) -> list:
@@ -126,6 +139,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     ({name: shape}) pins symbolic input dimensions; with ``min_layer_sqnr`` (dB) a layer
     whose SQNR on the first ``sqnr_samples`` calibration samples is below it stays float
     (:func:`.quantize.keep_float_below`; listed by :meth:`Compiled.report`)."""
+    from .calibrate import check_method
+    check_method(mode)               # a bad calibration method fails before any work
     cfg = cfg or VTAConfig()
     t0 = time.perf_counter()
     pm = float_pipeline()

@@ -14,6 +14,8 @@ Activation ranges come from calibration:
 * ``mode="percentile"``: the ``percentile``-th percentile of |x| (default 99.99), the
   largest over samples — clips rare outliers for a finer scale (the driver's default:
   +5 dB output SQNR over ``max`` on the built-in ResNet-18);
+* ``mode="kl"`` / ``"mse"``: TensorRT's entropy calibration / the least squared error
+  threshold on a histogram of |x| (:mod:`.calibrate`; ``"minmax"`` is ``"max"``);
 * ``mode="global_scale"``: TVM's baseline, every activation in [-global_scale,
   global_scale] (``global_scale=8.0`` -> frac 4);
 * a QDQ model's own Q/DQ pairs give the range of the values they wrap (they win over
@@ -48,35 +50,18 @@ from ..ops import registry
 from ..ops.errors import QuantizeError
 from ..ops.requant import frac_for  # noqa: F401 (re-exported)
 from .ir import Graph
+from .calibrate import METHODS, calibrate_ranges
+from .quantize_fixed import FixedRules, model_scales, nominal_frac
 from .reference import run_graph
 
-MODES = ("max", "percentile", "global_scale")
+MODES = METHODS
 
 
 def calibrate(g: Graph, samples, mode: str = "max", percentile: float = 99.99,
               global_scale: float = 8.0) -> dict:
-    """{value name: range} for every float activation of ``g``."""
-    if mode not in MODES:
-        raise QuantizeError(f"calibration mode {mode!r}: expected one of {', '.join(MODES)}")
-    ranges: dict[str, float] = {}
-    if mode == "global_scale":
-        for v in list(g.inputs) + [n.output for n in g.nodes]:
-            ranges[v] = float(global_scale) * 127 / 128     # TVM: scale = global_scale / 128
-        return ranges
-    samples = list(samples)
-    if not samples:
-        raise QuantizeError("calibration needs at least one sample")
-    for feeds in samples:
-        env = run_graph(g, feeds, keep=True)
-        for name in list(g.inputs) + [n.output for n in g.nodes]:
-            a = np.abs(np.asarray(env[name], np.float64))
-            if a.dtype.kind != "f" or a.size == 0:
-                continue
-            r = float(a.max()) if mode == "max" else float(np.percentile(a, percentile))
-            ranges[name] = max(ranges.get(name, 0.0), r)
-    for k, v in getattr(g, "qdq_ranges", {}).items():
-        ranges[k] = v
-    return ranges
+    """{value name: range} for every float activation of ``g`` (``mode``: one of
+    :data:`compiler.graph.calibrate.METHODS`)."""
+    return calibrate_ranges(g, samples, mode, percentile, global_scale)
 
 
 class QuantContext:
@@ -97,11 +82,15 @@ class QuantContext:
 
 def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.99,
              global_scale: float = 8.0, ranges: dict | None = None,
-             per_channel: bool = True, float_nodes=()) -> Graph:
+             per_channel: bool = True, float_nodes=(), keep_qdq_scales: bool = True) -> Graph:
     """The integer graph of the fused float graph ``g`` (see the module docstring);
     ``float_nodes`` (node names) stay float (TVM's recipe keeps the first conv and the last
     dense layer in float on the CPU).  The result keeps a reference to ``g`` as
-    ``.float_graph`` and the mapping of its values to float values as ``.float_of``."""
+    ``.float_graph`` and the mapping of its values to float values as ``.float_of``.
+    A symmetric-int8 QDQ model keeps its own scales with ``keep_qdq_scales``
+    (:mod:`.quantize_fixed`): ``.scales`` then maps int8 values to their scale, and
+    ``.qdq_notes`` says which layers stayed float and why (``.qdq_refused``: why the
+    model's scales were not kept, if they were not)."""
     if ranges is None:
         if samples is None and mode != "global_scale":
             raise QuantizeError("quantize needs calibration samples (or mode='global_scale')")
@@ -112,6 +101,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     qname: dict[str, str] = {}     # float value -> int8 value
     fname: dict[str, str] = {}     # float value -> float value in q
     fracs: dict[str, int] = {}
+    scales, q.qdq_refused = model_scales(g) if keep_qdq_scales else (None, "")
+    q.scales, q.qdq_notes = {}, []
 
     def f_of(v):
         return frac_for(ranges.get(v, 0.0))
@@ -128,6 +119,13 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
                                 f"quantised operator is not supported")
         src = fname[v]
         out = q.fresh(v + "_q")
+        if scales is not None and v in scales:      # ONNX QuantizeLinear at the model's scale
+            f = nominal_frac(scales[v])
+            q.add_node("squantize", out, [src], g.values[v].shape, "int8",
+                       {"scale": scales[v]}, frac=f)
+            q.float_of[out] = v
+            qname[v], fracs[out], q.scales[out] = out, f, scales[v]
+            return out
         f = f_of(v)
         q.add_node("quantize", out, [src], g.values[v].shape, "int8", {"frac": f}, frac=f)
         q.float_of[out] = v
@@ -143,8 +141,12 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             return v
         src = qname[v]
         out = q.fresh(v + "_f")
-        q.add_node("dequantize", out, [src], g.values[v].shape, "float32",
-                   {"frac": fracs[src]})
+        if src in q.scales:
+            q.add_node("sdequantize", out, [src], g.values[v].shape, "float32",
+                       {"scale": q.scales[src]})
+        else:
+            q.add_node("dequantize", out, [src], g.values[v].shape, "float32",
+                       {"frac": fracs[src]})
         fname[v] = out
         return out
 
@@ -157,9 +159,13 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
 
     ctx = QuantContext(g, q, qname, fname, fracs, f_of, as_int, as_float, emit_q,
                        per_channel, float_nodes)
+    fixed = FixedRules(ctx, scales, q.scales) if scales is not None else None
     for n in g.nodes:
         op = registry.get(n.op)
-        if op is not None and op.quantize is not None and n.name not in float_nodes and \
+        if fixed is not None:                   # the model's own scales: these rules only
+            if fixed(n):
+                continue
+        elif op is not None and op.quantize is not None and n.name not in float_nodes and \
                 op.quantize(ctx, n):
             continue
         # no integer form (or not applicable here): stays float (on the CPU)
@@ -169,6 +175,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         q.add_node(n.op, out, ins, v.shape, v.dtype, dict(n.attrs))
         fname[n.output] = out
         q.float_of[out] = n.output
+    if fixed is not None:
+        q.qdq_notes = fixed.notes
     for o in g.outputs:
         src = as_float(o) if (o in qname and o not in fname) else fname.get(o) or as_float(o)
         if src != o:
@@ -196,11 +204,13 @@ def sqnr_report(q: Graph, feeds_list) -> list[tuple]:
         qe = run_graph(q, feeds, keep=True)
         for n in q.nodes:
             src = q.float_of.get(n.output)
-            if src is None or n.op == "quantize":
+            if src is None or n.op in ("quantize", "squantize"):
                 continue
             v = q.values[n.output]
             got = qe[n.output].astype(np.float64)
-            if v.frac is not None:
+            if n.output in getattr(q, "scales", {}):
+                got = got * float(np.float32(q.scales[n.output]))
+            elif v.frac is not None:
                 got = got * 2.0 ** -v.frac
             ref = fe[src].astype(np.float64)
             if got.shape != ref.shape:

@@ -10,6 +10,7 @@ CPU kernels, registered in :mod:`.registry` (the graph layers look operators up 
   expressions);
 - :mod:`.shape` Flatten / Reshape / Concat and the import-time folds, :mod:`.softmax`,
   :mod:`.argmax`, :mod:`.typecast`, :mod:`.qdq` (quantize / dequantize, QDQ models),
+  :mod:`.qfixed` (integer operators at a QDQ model's own, non-power-of-two scales),
   :mod:`.layout` (pack / unpack), :mod:`.lut` (int8 lookup tables: the integer form of
   element-wise activations), :mod:`.sigmoid`, :mod:`.hardsigmoid`, :mod:`.hardswish`;
 - :mod:`.nn` convolutions (plain, grouped, transposed), dense, broadcasts and epilogues as

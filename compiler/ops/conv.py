@@ -14,7 +14,8 @@ import numpy as np
 from . import registry
 from .errors import GraphError, OnnxImportError
 from .conv_epilogue import shift_epilogue
-from .requant import epilogue, epilogue_te, mult_cpu, mult_vta, quantize_gemm, shift
+from .requant import (apply_mult, epilogue, epilogue_te, mult_cpu, mult_vta, quantize_gemm,
+                      shift)
 
 # ------------------------------------------------------------------ shared window helpers
 
@@ -145,8 +146,7 @@ def qconv_reference(n, ins):
     acc = conv_nchw(ins[0], ins[1], a["strides"], a["pads"], a["dilations"], a["group"],
                     acc=np.int64)
     acc = acc + ins[2].astype(np.int64).reshape(1, -1, 1, 1)
-    if a.get("mult"):
-        acc = acc * np.asarray(a["mult"], np.int64).reshape(1, -1, 1, 1)
+    acc = apply_mult(acc, a)           # pre-shift, clamp, per-channel MUL (when present)
     return epilogue(n, shift(acc, a["shift"]), ins, 3)
 
 

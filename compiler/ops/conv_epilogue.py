@@ -31,8 +31,8 @@ def channel_shifts(n, co_p: int):
     (padded to ``co_p``) with ``a0 + v_c == s - log2(m_c)`` for every real channel, or None."""
     a = n.attrs
     mult = a.get("mult")
-    if not mult or a.get("wide"):
-        return None
+    if not mult or a.get("wide") or a.get("pre") or a.get("tclip") or a.get("rnd"):
+        return None            # the fixed-point (QDQ) stages: the MUL form implements them
     m = np.asarray(mult, np.int64)
     if (m <= 0).any() or (m & (m - 1)).any():
         return None

@@ -9,7 +9,8 @@ import numpy as np
 
 from . import registry
 from .errors import OnnxImportError
-from .requant import epilogue, epilogue_te, mult_cpu, mult_vta, quantize_gemm, shift
+from .requant import (apply_mult, epilogue, epilogue_te, mult_cpu, mult_vta, quantize_gemm,
+                      shift)
 
 
 def import_gemm(ctx, node, attrs):
@@ -73,8 +74,7 @@ def dense_float(n, ins):
 
 def qdense_reference(n, ins):
     acc = ins[0].astype(np.int64) @ ins[1].astype(np.int64).T + ins[2].astype(np.int64)
-    if n.attrs.get("mult"):
-        acc = acc * np.asarray(n.attrs["mult"], np.int64)
+    acc = apply_mult(acc, n.attrs)     # pre-shift, clamp, per-channel MUL (when present)
     return epilogue(n, shift(acc, n.attrs["shift"]), ins, 3)
 
 

@@ -4,7 +4,9 @@ CPU kernels; and ONNX QuantizeLinear / DequantizeLinear (QDQ models, as onnxrunt
 static quantisation writes them): a DequantizeLinear of a constant folds into a float
 constant, and a Q -> DQ pair on an activation becomes a ``clip`` to the range it can
 represent (so a Relu that onnxruntime folded into the zero point survives), recorded in
-``graph.qdq_ranges`` for the quantiser."""
+``graph.qdq_ranges`` for the quantiser; the scales and zero points themselves are kept in
+``graph.qdq_scales`` (activations) and ``graph.qdq_weights`` (constants) so the quantiser
+can keep the model's own scales (:mod:`compiler.graph.quantize_fixed`)."""
 
 from __future__ import annotations
 
@@ -60,15 +62,27 @@ def import_dequantize_linear(ctx, node, attrs):
         ctx.emit(node, "clip", [src], ctx.shape(src), attrs={"min": lo, "max": hi})
         ctx.g.qdq_ranges[node.output[0]] = max(abs(lo), abs(hi))
         ctx.g.qdq_ranges.setdefault(src, max(abs(lo), abs(hi)))
+        _record(ctx.g, "qdq_scales", [node.output[0], src], (s, zp))
         return
     q = ctx.const(inp, node, "x").astype(np.float64)
     zp = (ctx.const(node.input[2], node, "x_zero_point").astype(np.float64)
           if len(node.input) > 2 and node.input[2] else np.zeros(()))
+    _record(ctx.g, "qdq_weights", [node.output[0]], (scale.reshape(-1), zp.reshape(-1), axis))
     if scale.size > 1:
         sh = [1] * q.ndim
         sh[axis] = -1
         scale, zp = scale.reshape(sh), (zp.reshape(sh) if zp.size > 1 else zp)
     ctx.fold(node, ((q - zp) * scale).astype(np.float32))
+
+
+def _record(g, what, names, info):
+    """Keep a QDQ model's own (scale, zero point[, axis]) per value name in ``g.<what>``
+    (``qdq_scales``: activations; ``qdq_weights``: dequantised constants) for
+    :mod:`compiler.graph.quantize_fixed`; the first record of a name wins."""
+    if not hasattr(g, what):
+        setattr(g, what, {})
+    for nm in names:
+        getattr(g, what).setdefault(nm, info)
 
 
 def quantize_reference(n, ins):

@@ -48,6 +48,7 @@ FAMILIES = (
     "conv_transpose",
     "rnn",
     "matmul_vta",
+    "qfixed",
 )
 
 

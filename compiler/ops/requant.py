@@ -182,12 +182,64 @@ def epilogue_te(acc, n, resid, name: str):
     return cast_int8(t, name=name)
 
 
+def apply_mult(acc: np.ndarray, a: dict, axis: int = 1) -> np.ndarray:
+    """The reference of the steps between the accumulator (bias added) and the final shift:
+    the fixed-point pre-shift ``acc >> pre`` (floor; its rounding rides in the bias), the
+    clamp to [-tclip, tclip], then the per-channel ``mult`` (channel axis ``axis``) and the
+    final shift's rounding constant ``rnd`` when it is not in the bias; int64."""
+    acc = np.asarray(acc, np.int64)
+    sh = [1] * acc.ndim
+    sh[axis] = -1
+    if a.get("pre"):
+        acc = acc >> int(a["pre"])
+    if a.get("tclip"):
+        L = np.asarray(a["tclip"], np.int64)
+        L = L.reshape(sh) if L.ndim else L
+        acc = np.clip(acc, -L, L)
+    if a.get("mult"):
+        acc = acc * np.asarray(a["mult"], np.int64).reshape(sh)
+    if a.get("rnd"):
+        acc = acc + int(a["rnd"])
+    return acc
+
+
+def _pre_te(acc, n, vec=None):
+    """The fixed-point pre-shift and clamp (:func:`apply_mult`) as ALU-able stages; a
+    per-channel clamp reads ``vec(name, values)`` -> (lo, hi, binds): -L and L vectors."""
+    from ..te.nn import clip_op
+    a = n.attrs
+    binds = []
+    if a.get("pre"):
+        acc = shr_te(acc, int(a["pre"]), n.name + "_pre")
+    if isinstance(a.get("tclip"), (list, tuple)):
+        from ..te import compute, maximum, minimum
+        lo, hi, binds = vec(np.asarray(a["tclip"], np.int64))
+        ch = (lambda i: (i[1], i[-2], i[-1])) if acc.ndim in (4, 6) and lo.ndim == 3 else \
+            (lambda i: (i[1],))
+        acc = compute(acc.shape, lambda *i: minimum(maximum(acc[i], lo[ch(i)]), hi[ch(i)]),
+                      name=n.name + "_tclip", dtype=acc.dtype)
+    elif a.get("tclip"):
+        acc = clip_op(acc, -int(a["tclip"]), int(a["tclip"]), name=n.name + "_tclip")
+    return acc, binds
+
+
 def mult_vta(acc, n, co_p: int, cfg):
-    """Per-channel power-of-two multipliers (per-channel weight scales) as an ALU MUL by a
-    packed (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vector."""
+    """Per-channel multipliers (power-of-two for per-channel weight scales, fixed-point for a
+    QDQ model's own scales, after the pre-shift and clamp) as an ALU MUL by a packed
+    (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vector."""
     from ..te import compute, placeholder
+
+    def vec(L):
+        shp = (co_p // cfg.block_out, cfg.batch, cfg.block_out)
+        full = np.full(co_p, 2 ** 31 - 1, np.int64)
+        full[:len(L)] = L
+        pk = [np.ascontiguousarray(np.broadcast_to(v.astype(np.int32).reshape(
+            -1, 1, cfg.block_out), shp)) for v in (-full, full)]
+        lo, hi = placeholder(shp, cfg.acc_dtype, "tlo"), placeholder(shp, cfg.acc_dtype, "thi")
+        return lo, hi, [(lo, ("param", pk[0])), (hi, ("param", pk[1]))]
+    acc, cb = _pre_te(acc, n, vec)
     if not n.attrs.get("mult"):
-        return acc, []
+        return acc, cb
     m = np.ones(co_p, np.int32)
     m[:len(n.attrs["mult"])] = n.attrs["mult"]
     mv = placeholder((co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, "mult")
@@ -197,14 +249,20 @@ def mult_vta(acc, n, co_p: int, cfg):
     else:
         out = compute(acc.shape, lambda a, o, b, j: acc[a, o, b, j] * mv[o, b, j],
                       name=n.name + "_mult", dtype=acc.dtype)
-    return out, [(mv, ("param", np.ascontiguousarray(np.broadcast_to(
+    return _rnd_te(out, n), cb + [(mv, ("param", np.ascontiguousarray(np.broadcast_to(
         m.reshape(-1, 1, cfg.block_out), mv.shape))))]
 
 
 def mult_cpu(acc, n):
     from ..te import compute, placeholder
+
+    def vec(L):
+        lo, hi = placeholder(L.shape, "int32", "tlo"), placeholder(L.shape, "int32", "thi")
+        return lo, hi, [(lo, ("param", (-L).astype(np.int32))),
+                        (hi, ("param", L.astype(np.int32)))]
+    acc, cb = _pre_te(acc, n, vec)
     if not n.attrs.get("mult"):
-        return acc, []
+        return acc, cb
     mv = placeholder((len(n.attrs["mult"]),), "int32", "mult")
     if acc.ndim == 4:
         out = compute(acc.shape, lambda a, o, y, x: acc[a, o, y, x] * mv[o],
@@ -212,4 +270,13 @@ def mult_cpu(acc, n):
     else:
         out = compute(acc.shape, lambda a, o: acc[a, o] * mv[o], name=n.name + "_mult",
                       dtype=acc.dtype)
-    return out, [(mv, ("param", np.asarray(n.attrs["mult"], np.int32)))]
+    return _rnd_te(out, n), cb + [(mv, ("param", np.asarray(n.attrs["mult"], np.int32)))]
+
+
+def _rnd_te(t, n):
+    """The final shift's rounding constant as an ALU ADD (fixed-point ``rnd``), if any."""
+    from ..te import compute
+    r = int(n.attrs.get("rnd", 0))
+    if not r:
+        return t
+    return compute(t.shape, lambda *i: t[i] + r, name=n.name + "_rnd", dtype=t.dtype)

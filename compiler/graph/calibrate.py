@@ -1,0 +1,153 @@
+"""Activation-range calibration: the symmetric range (a threshold T on |x|, the int8 scale is
+then T / 127) of every float activation of a graph, from calibration samples.
+
+Methods (``METHODS``; ``vta compile --calib-method``):
+
+* ``minmax`` (alias ``max``): T = the largest |x| over the samples;
+* ``percentile``: T = the largest over samples of the ``percentile``-th percentile of |x|;
+* ``kl``: TensorRT's entropy calibration: a 2048-bin histogram of |x| over [0, max|x|] (all
+  samples), and the threshold ``i`` bins wide (i >= 128, every ``STRIDE``-th) whose clipped
+  reference distribution P and its 128-level quantisation Q have the smallest KL divergence
+  KL(P || Q); T = the upper edge of bin ``i``;
+* ``mse``: the T among the 2048 bin edges (from bin 128 up) that minimises the expected
+  squared error of symmetric int8 quantisation at scale T / 127 (the histogram's bin centres
+  rounded to the grid and clipped to +-127 steps);
+* ``global_scale``: TVM's baseline, every activation in [-global_scale, global_scale].
+
+``kl`` and ``mse`` run the float graph twice over the samples (the maxima, then the
+histograms on a fixed range); the others once.  Their histograms leave out exact zeros: a
+ReLU output's zeros (often half of it) are exact at any scale, and as a spike in the first
+bin they would pull KL's threshold far down (the merged first group spreads them over
+non-empty bins).  On a heavy-tailed tensor ``kl``, ``mse``
+and ``percentile`` give a smaller T (a finer scale) than ``minmax``; on a uniform one all
+are close to ``minmax``.
+
+Example::
+
+    import numpy as np
+    from compiler.graph.calibrate import threshold_from_hist
+    h = np.bincount(np.minimum((np.abs(np.random.default_rng(0).standard_t(2, 100000))
+                                * 100).astype(int), 2047), minlength=2048)
+    assert threshold_from_hist(h, 20.48, "kl") < 20.48
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.errors import QuantizeError
+from .reference import run_graph
+
+METHODS = ("minmax", "max", "percentile", "kl", "mse", "global_scale")
+BINS = 2048
+LEVELS = 128
+STRIDE = 2          # kl: every other candidate threshold (0.1% of the range apart)
+
+
+def check_method(method: str) -> str:
+    """``method`` if it is a calibration method, else a :class:`QuantizeError` naming them."""
+    if method not in METHODS:
+        raise QuantizeError(f"calibration method {method!r}: expected one of "
+                            f"{', '.join(METHODS)}")
+    return method
+
+
+def _activations(g, env):
+    for name in list(g.inputs) + [n.output for n in g.nodes]:
+        a = np.asarray(env.get(name))
+        if a.dtype.kind == "f" and a.size:
+            yield name, np.abs(a.astype(np.float64)).reshape(-1)
+
+
+def _smooth(p: np.ndarray, eps: float = 1e-4):
+    """MXNet/TVM's smoothing: eps into the empty bins, taken from the others; None when
+    every bin is empty."""
+    z = p == 0
+    nz = int((~z).sum())
+    if nz == 0:
+        return None
+    take = eps * z.sum() / nz
+    return p + eps * z - take * (~z)
+
+
+def _kl_threshold(hist: np.ndarray) -> int:
+    """TensorRT's entropy calibration on a |x| histogram (as MXNet and TVM write it): the
+    number of bins to keep.  P = hist[:i] with the outliers folded into its last bin; Q =
+    hist[:i] merged into LEVELS groups (i // LEVELS bins each, the last one takes the rest),
+    each group's count spread over the bins where P is non-zero; both smoothed."""
+    hist = hist.astype(np.float64)
+    n = len(hist)
+    if hist.sum() == 0:
+        return n
+    best_i, best_kl = n, np.inf
+    csum = np.cumsum(hist)
+    total = csum[-1]
+    for i in range(LEVELS, n + 1, STRIDE):
+        p = hist[:i].copy()
+        p[i - 1] += total - csum[i - 1]          # outliers fold into the last kept bin
+        nz = p != 0
+        w = i // LEVELS
+        grp = np.minimum(np.arange(i) // w, LEVELS - 1)
+        gsum = np.bincount(grp, weights=hist[:i], minlength=LEVELS)
+        gcnt = np.bincount(grp, weights=nz, minlength=LEVELS)
+        q = np.where(nz, gsum[grp] / np.maximum(gcnt[grp], 1), 0.0)
+        ps, qs = _smooth(p / p.sum()), (_smooth(q / q.sum()) if q.sum() > 0 else None)
+        if ps is None or qs is None:
+            continue
+        m = ps > 0
+        kl = float((ps[m] * np.log(ps[m] / np.maximum(qs[m], 1e-300))).sum())
+        if kl < best_kl:
+            best_kl, best_i = kl, i
+    return best_i
+
+
+def _mse_threshold(hist: np.ndarray) -> int:
+    """The number of bins T (>= LEVELS) minimising the expected int8 quantisation error."""
+    n = len(hist)
+    centres = np.arange(n) + 0.5                # in bin widths
+    cand = np.arange(LEVELS, n + 1)
+    step = (cand / 127.0)[:, None]
+    qv = np.minimum(np.floor(centres[None, :] / step + 0.5), 127) * step
+    e = ((centres[None, :] - qv) ** 2 * np.asarray(hist, np.float64)[None, :]).sum(axis=1)
+    return int(cand[int(np.argmin(e))])
+
+
+def threshold_from_hist(hist, top: float, method: str) -> float:
+    """The |x| threshold that ``method`` (``kl`` or ``mse``) picks from a histogram of |x|
+    with ``len(hist)`` equal bins over [0, top]."""
+    hist = np.asarray(hist, np.float64)
+    i = _kl_threshold(hist) if method == "kl" else _mse_threshold(hist)
+    return float(top) * i / len(hist)
+
+
+def calibrate_ranges(g, samples, method: str = "minmax", percentile: float = 99.99,
+                     global_scale: float = 8.0) -> dict:
+    """{value name: threshold T on |x|} for every float activation of ``g``."""
+    check_method(method)
+    ranges: dict[str, float] = {}
+    if method == "global_scale":
+        for v in list(g.inputs) + [n.output for n in g.nodes]:
+            ranges[v] = float(global_scale) * 127 / 128     # TVM: scale = global_scale / 128
+        return ranges
+    samples = list(samples)
+    if not samples:
+        raise QuantizeError("calibration needs at least one sample")
+    for feeds in samples:
+        env = run_graph(g, feeds, keep=True)
+        for name, a in _activations(g, env):
+            r = float(np.percentile(a, percentile)) if method == "percentile" else float(a.max())
+            ranges[name] = max(ranges.get(name, 0.0), r)
+    if method in ("kl", "mse"):
+        hists = {k: np.zeros(BINS) for k, v in ranges.items() if v > 0}
+        for feeds in samples:
+            env = run_graph(g, feeds, keep=True)
+            for name, a in _activations(g, env):
+                if name in hists:
+                    a = a[a != 0]      # exact zeros (ReLU) quantise exactly at any scale
+                    idx = np.minimum((a * (BINS / ranges[name])).astype(np.int64), BINS - 1)
+                    hists[name] += np.bincount(idx, minlength=BINS)
+        for name, h in hists.items():
+            ranges[name] = threshold_from_hist(h, ranges[name], method)
+    for k, v in getattr(g, "qdq_ranges", {}).items():
+        ranges[k] = v
+    return ranges

@@ -1,0 +1,372 @@
+"""A QDQ model's own scales: the integer graph of a model quantised by onnxruntime
+(``quantize_static``, QDQ format, symmetric int8: zero points 0) keeps every activation at
+the scale its Q/DQ pair gives, instead of the nearest power of two.  Every requantisation
+is a fixed-point multiply, so the integers follow onnxruntime's QDQ execution (which
+requantises in float32 and rounds half to even) to within one LSB:
+
+* ``qconv`` / ``qdense``: int8 weights at the model's weight scales (per tensor or per
+  channel: the recorded DequantizeLinear scales, else max|w|/127 checked to give integer
+  weights), int32 bias at ``sx * sw_c`` as the model has it, and ``y = clip((((acc + bias')
+  >> p) [clamped to +-L]) * m_c >> k)``, ``m_c / 2**(p+k)`` ~ ``M_c = sx * sw_c / sy``
+  (float32, as onnxruntime computes it).  ``bias'`` holds the rounding constant of both
+  shifts, ``round(2**(p+k-1) / m_c + 2**(p-1))`` (:func:`rounding_bias`), so
+  the epilogue is SHR p, [MIN/MAX L], MUL by the per-channel vector, SHR k, clip: no
+  extra ADD (when that folded constant would be too coarse - a large M - the final
+  rounding is an ALU ADD of ``2**(k-1)`` after the MUL instead, k <= 15).
+  :func:`gemm_fixed_point` picks p, L, k and m_c so that every intermediate is
+  provably inside int32 (``|acc + bias'| <= 128 * sum|w_c| + |bias'_c|``; the clamp ``L`` -
+  one 16-bit ALU immediate <= 32767, or a per-channel vector when the channels' M_c are far
+  apart - bounds ``t`` where the bound alone would leave too few bits for ``m_c``; it never
+  changes a result: beyond L the output saturates anyway) and
+  the estimated error is smallest;
+* ``add`` -> ``qaddfx`` ``(a * ma + b * mb + 2**(k-1)) >> k`` (``ma, mb`` <= 32767);
+* ``global_avgpool`` -> ``qgapfx``; ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
+  or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
+  and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
+  reader) joins that node's clip;
+* ``maxpool``, ``reshape``, ``flatten`` keep their input's scale (their own rules).
+
+Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
+QuantizeLinear, rint in float32).  Rounding: half up in fixed point here, half to even in
+float32 in onnxruntime; they differ by one LSB when the exact value is within the
+approximation error (about 0.01 LSB) of a half, or exactly on one.
+
+Asymmetric activations (a non-zero zero point, uint8) are refused (:func:`model_scales`
+says why): VTA's int8 GEMM pads convolutions with 0 and has no zero-point correction; such
+models quantise at power-of-two scales as before.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ops import registry
+from ..ops.requant import frac_for
+
+I32 = 2 ** 31 - 1
+IMM = 32767                  # the largest positive 16-bit ALU immediate
+
+
+def model_scales(g) -> tuple[dict | None, str]:
+    """({value: scale} of every Q/DQ'd activation, "") when every one is symmetric int8,
+    else (None, why not)."""
+    rec = getattr(g, "qdq_scales", None)
+    if not rec:
+        return None, "not a QDQ model"
+    out = {}
+    for v, (s, zp) in rec.items():
+        s, zp = np.asarray(s), np.asarray(zp)
+        if s.size != 1 or zp.dtype != np.int8 or int(zp.reshape(-1)[0]) != 0:
+            return None, (f"value {v!r} is quantised with zero point {zp.reshape(-1)[0]} "
+                          f"({zp.dtype}, {s.size} scale(s)): only symmetric int8 activations "
+                          f"(zero point 0) keep their scales (VTA's int8 GEMM pads with 0 and "
+                          f"has no zero-point correction); power-of-two scales instead")
+        out[v] = float(np.float32(s.reshape(-1)[0]))
+    for v, r in getattr(g, "qdq_ranges", {}).items():     # e.g. a renamed graph output
+        out.setdefault(v, float(np.float32(r / 128.0)))
+    return out, ""
+
+
+def nominal_frac(scale: float) -> int:
+    """The power-of-two exponent nearest to ``scale`` (the value's nominal ``frac``)."""
+    return int(round(-math.log2(scale)))
+
+
+def fixed_multiplier(r: float, limit: int = IMM, max_shift: int = 30) -> tuple[int, int]:
+    """(m, k) with m / 2**k ~ r, m <= limit, the largest k <= max_shift (k >= 0)."""
+    k = max_shift
+    while k > 0 and round(r * 2 ** k) > limit:
+        k -= 1
+    return int(round(r * 2 ** k)), k
+
+
+def gemm_fixed_point(M: np.ndarray, B: np.ndarray):
+    """The fixed-point form of per-channel multipliers ``M`` (> 0) for accumulators bounded
+    by ``|acc + bias| <= B`` (per channel): (p, L (0: no clamp; an int: one 16-bit
+    immediate bound; a list: one bound per channel), k, m (int64 per channel), rnd,
+    estimated worst error in output LSBs), or None when no form fits int32.  ``rnd`` 0: the
+    final shift's rounding constant rides in the bias (:func:`rounding_bias`, within
+    ``m_c / 2**(k+1)`` LSB); else it is an ALU ADD of ``rnd = 2**(k-1)`` after the MUL
+    (k <= 15: a 16-bit immediate), when that is more precise."""
+    M, B = np.asarray(M, np.float64), np.asarray(B, np.float64)
+    best = None
+    for post in (False, True):
+        for clamp in ("", "imm", "vec"):
+            for p in range(0, 31):
+                cand = _candidate(M, B, p, clamp, post)
+                if cand is not None and (best is None or cand[0] < best[0]):
+                    best = cand
+    return None if best is None else best[1:]
+
+
+def rounding_bias(p: int, k: int, m: np.ndarray, rnd: int) -> np.ndarray:
+    """The rounding constant folded into the bias (acc units, per channel): with ``rnd`` just
+    the pre-shift's ``2**(p-1)``; else ``round(2**(p+k-1) / m_c + 2**(p-1))``, so that
+    ``floor(floor((u + C) / 2**p) * m_c / 2**k)`` is ``u * M_c`` rounded half up to within
+    ``0.5 * 2**p * M_c + 0.5 * M_c`` LSB (the pre-shift's floor centred on it)."""
+    half = 2.0 ** (p - 1) if p else 0.0
+    if rnd:
+        return np.full(np.shape(m), int(half), np.int64)
+    return np.floor(2.0 ** (p + k - 1) / np.asarray(m, np.float64) + half + 0.5
+                    ).astype(np.int64)
+
+
+def _candidate(M, B, p, clamp, post):
+    tq = float(2 ** p)
+    rt = np.zeros_like(M) if post else np.ceil(0.5 / (tq * M)) + 1   # rounding, t units
+    T = np.ceil(B / tq) + 1 + rt
+    L = 0
+    if clamp == "imm":          # one immediate bound: the smallest M_c's saturation point
+        L = int(np.ceil(129.0 / (tq * M.min()) + rt.max())) + 2
+        if L > IMM:
+            return None
+        T = np.full(M.shape, float(L))
+    elif clamp == "vec":        # a bound per channel (ALU MIN/MAX by a vector)
+        Lc = np.ceil(129.0 / (tq * M) + rt) + 2
+        if (Lc >= I32).any():
+            return None
+        T = np.minimum(T, Lc)
+        L = [int(v) for v in Lc]
+    k = 15 if post else 62             # post: rnd = 2**(k-1) <= 16384, a 16-bit immediate
+    while k >= 1:
+        m = np.rint(M * tq * 2.0 ** k)
+        extra = 2.0 ** (k - 1) if post else 0.0
+        if (m * T).max() + extra < I32 and (rt * tq * 2).max() + B.max() < I32:
+            break
+        k -= 1
+    if k < 1 or (m < 1).any():
+        return None
+    rel = np.abs(m - M * tq * 2.0 ** k) / (M * tq * 2.0 ** k)
+    err = (0.5 * tq * M.max() if p else 0.0) + 128 * rel.max() + \
+        (0.0 if post else 0.5 * (m / 2.0 ** k).max())
+    cost = err + 0.005 * (bool(clamp) + post + (clamp == "vec"))   # ALU work per tile
+    return (cost, p, L, k, m.astype(np.int64), (1 << (k - 1)) if post else 0, err)
+
+
+def _bounds(post, s: float) -> tuple[int, int]:
+    """int8 [lo, hi] of fused relu / clip steps at scale ``s`` (a bound within 1e-4 LSB of an
+    integer is that integer: Q/DQ clips sit exactly on the grid)."""
+    lo, hi = -128, 127
+    for st in post:
+        if st[0] == "relu":
+            lo = max(lo, 0)
+        elif st[0] == "clip":
+            if np.isfinite(st[1]):
+                v = st[1] / s
+                lo = max(lo, int(round(v)) if abs(v - round(v)) < 1e-4 else math.ceil(v))
+            if np.isfinite(st[2]):
+                v = st[2] / s
+                hi = min(hi, int(round(v)) if abs(v - round(v)) < 1e-4 else math.floor(v))
+    return lo, max(lo, hi)
+
+
+def _weight_scales(g, wname: str, w: np.ndarray):
+    """Per-output-channel weight scales (float32 values) under which ``w`` is integer."""
+    o = w.shape[0]
+    rec = getattr(g, "qdq_weights", {}).get(wname)
+    cands = []
+    if rec is not None and np.all(np.asarray(rec[1]) == 0):
+        s = np.asarray(rec[0], np.float64)
+        if s.size in (1, o):
+            cands.append(np.broadcast_to(s, (o,)).astype(np.float64))
+    wf = w.reshape(o, -1).astype(np.float64)
+    amax = np.abs(wf).max()
+    cands.append(np.full(o, float(np.float32(amax / 127.0)) if amax > 0 else 1.0))
+    per = np.abs(wf).max(axis=1)
+    cands.append(np.where(per > 0, (per / 127.0).astype(np.float32), 1.0).astype(np.float64))
+    for s in cands:
+        q = wf / s[:, None]
+        if np.abs(q - np.rint(q)).max() < 1e-3 and np.abs(np.rint(q)).max() <= 127:
+            return s.astype(np.float32).astype(np.float64), True
+    return cands[-1], False
+
+
+class FixedRules:
+    """The scale-keeping quantisation rules (see the module docstring) over a
+    :class:`compiler.graph.quantize.QuantContext` ``ctx``; ``scales`` {float value: scale};
+    ``qscales`` {int8 value in the quantised graph: scale}; ``notes`` what was not kept."""
+
+    PRESERVE = ("maxpool", "reshape", "flatten")
+
+    def __init__(self, ctx, scales: dict, qscales: dict):
+        self.ctx, self.scales, self.qscales, self.notes = ctx, scales, qscales, []
+
+    def __call__(self, n) -> bool:
+        f = getattr(self, "_" + n.op, None)
+        if f is None and n.op in self.PRESERVE:
+            f = self._preserve
+        if f is None or n.name in self.ctx.float_nodes:
+            return False
+        return bool(f(n))
+
+    def _in(self, v, n):
+        """The int8 twin of float value ``v`` and its scale, or (None, None)."""
+        c = self.ctx
+        if v in c.g.params or (v not in c.qname and v not in self.scales):
+            return None, None
+        x = c.as_int(v, n)
+        return x, self.qscales.get(x)
+
+    def _emit(self, n, op, ins, attrs, s):
+        out = self.ctx.emit_q(n, op, ins, attrs, nominal_frac(s))
+        self.qscales[out] = s
+        return out
+
+    def _note(self, n, why):
+        self.notes.append((n.name, n.op, why))
+        return False
+
+    # ---------------------------------------------------------------- rules
+    def _conv(self, n):
+        return self._gemm(n)
+
+    def _dense(self, n):
+        return self._gemm(n)
+
+    def _gemm(self, n):
+        c, g = self.ctx, self.ctx.g
+        if n.inputs[1] not in g.params or len(n.inputs) > 3:
+            return self._note(n, "activation weights or a fused residual")
+        sy = self.scales.get(n.output)
+        if sy is None:
+            return self._note(n, "output has no Q/DQ scale")
+        x, sx = self._in(n.inputs[0], n)
+        if sx is None:
+            return self._note(n, "input has no Q/DQ scale")
+        w = g.params[n.inputs[1]]
+        sw, exact = _weight_scales(g, n.inputs[1], w)
+        if not exact:
+            self.notes.append((n.name, n.op, "weights are not integers at any per-tensor or "
+                               "per-channel scale: max|w_c|/127 used"))
+        o = w.shape[0]
+        wq = np.clip(np.rint(w.reshape(o, -1) / sw[:, None]), -127, 127).astype(np.int64)
+        sb = (np.float32(sx) * sw.astype(np.float32)).astype(np.float64)
+        b = g.params[n.inputs[2]].astype(np.float64) if len(n.inputs) > 2 else np.zeros(o)
+        bq = np.rint(b / sb).astype(np.int64)
+        M = ((np.float32(sx) * sw.astype(np.float32)) / np.float32(sy)).astype(np.float64)
+        B = 128 * np.abs(wq).sum(axis=1) + np.abs(bq)
+        fp = gemm_fixed_point(np.maximum(M, 1e-30), B)
+        if fp is None:
+            return self._note(n, f"no fixed-point multiplier fits int32 (M in "
+                                 f"[{M.min():.3g}, {M.max():.3g}])")
+        p, L, k, m, rnd, err = fp
+        bias = bq + rounding_bias(p, k, m, rnd)
+        if (np.abs(bias) + B).max() >= I32:
+            return self._note(n, "bias does not fit int32")
+        lo, hi = _bounds(n.attrs.get("post", []), sy)
+        attrs = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
+        attrs.update(shift=int(k), lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in m],
+                     pre=int(p), fixed_error=float(err))
+        if L:
+            attrs["tclip"] = L if isinstance(L, list) else int(L)
+        if rnd:
+            attrs["rnd"] = int(rnd)
+        q = c.q
+        wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh((n.inputs[2] if len(n.inputs) > 2
+                                                        else n.name + "_b") + "_q")
+        q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
+        q.add_param(bn, bias.astype(np.int32), frac=0)
+        self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
+        return True
+
+    def _add(self, n):
+        c = self.ctx
+        if c.g.values[n.inputs[0]].shape != c.g.values[n.inputs[1]].shape:
+            return self._note(n, "broadcast add")
+        sy = self.scales.get(n.output)
+        (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
+        if sy is None or sa is None or sb is None:
+            return self._note(n, "an operand or the output has no Q/DQ scale")
+        ra = float(np.float32(sa) / np.float32(sy))
+        rb = float(np.float32(sb) / np.float32(sy))
+        _, k = fixed_multiplier(max(ra, rb))
+        lo, hi = _bounds(n.attrs.get("post", []), sy)
+        self._emit(n, "qaddfx", [a, b], {"ma": int(round(ra * 2 ** k)),
+                                         "mb": int(round(rb * 2 ** k)), "shift": k,
+                                         "lo": lo, "hi": hi}, sy)
+        return True
+
+    def _activation(self, n, post):
+        c = self.ctx
+        x, sx = self._in(n.inputs[0], n)
+        if sx is None:
+            return self._note(n, "input has no Q/DQ scale")
+        sy = self.scales.get(n.output, sx)
+        if abs(sy - sx) <= 1e-7 * sx:
+            lo, hi = _bounds(post, sx)
+            if (lo, hi) == (-128, 127):          # a Q/DQ pair at the same scale: no node
+                c.qname[n.output] = x
+                return True
+            if self._fold_clip(n, x, lo, hi):
+                return True
+            self._emit(n, "qrequant", [x], {"shift": 0, "lo": lo, "hi": hi}, sx)
+            return True
+        m, k = fixed_multiplier(float(np.float32(sx) / np.float32(sy)))
+        lo, hi = _bounds(post, sy)
+        self._emit(n, "qmulfx", [x], {"m": m, "shift": k, "lo": lo, "hi": hi}, sy)
+        return True
+
+    def _fold_clip(self, n, x, lo, hi) -> bool:
+        """A relu / clip at its input's scale whose input is read by nothing else and comes
+        out of a qconv / qdense / qaddfx: its bounds join that node's clip (no extra pass
+        over the tensor).  The int8 value then stands for ``n``'s output."""
+        c = self.ctx
+        src = next((m for m in c.q.nodes if m.output == x), None)
+        if src is None or src.op not in ("qconv", "qdense", "qaddfx") or \
+                "lo" not in src.attrs or src.attrs.get("wide"):
+            return False
+        if self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
+            return False
+        src.attrs["lo"], src.attrs["hi"] = max(src.attrs["lo"], lo), min(src.attrs["hi"], hi)
+        src.attrs["hi"] = max(src.attrs["hi"], src.attrs["lo"])
+        c.qname[n.output] = x
+        c.q.float_of[x] = n.output
+        return True
+
+    @property
+    def _uses(self) -> dict:
+        if not hasattr(self, "_uses_cache"):
+            u: dict = {}
+            for m in self.ctx.g.nodes:
+                for i in m.inputs:
+                    u[i] = u.get(i, 0) + 1
+            self._uses_cache = u
+        return self._uses_cache
+
+    def _relu(self, n):
+        return self._activation(n, [["relu"]])
+
+    def _clip(self, n):
+        return self._activation(n, [["clip", n.attrs["min"], n.attrs["max"]]])
+
+    def _global_avgpool(self, n):
+        x, sx = self._in(n.inputs[0], n)
+        sy = self.scales.get(n.output)
+        if sx is None or sy is None:
+            return self._note(n, "input or output has no Q/DQ scale")
+        shp = self.ctx.g.values[n.inputs[0]].shape
+        hw = int(shp[2] * shp[3])
+        r = float(np.float32(sx) / (np.float32(sy) * np.float32(hw)))
+        m, k = fixed_multiplier(r, limit=I32 // (128 * hw + 1))
+        self._emit(n, "qgapfx", [x], {"m": m, "shift": k}, sy)
+        return True
+
+    def _preserve(self, n):
+        c = self.ctx
+        x, sx = self._in(n.inputs[0], n)
+        if sx is None:
+            return self._note(n, "input has no Q/DQ scale")
+        sy = self.scales.get(n.output, sx)
+        if abs(sy - sx) > 1e-7 * sx:
+            return self._note(n, "output scale differs from the input's")
+        rule = registry.get(n.op)
+        if rule is None or rule.quantize is None or not rule.quantize(c, n):
+            return False
+        self.qscales[c.qname[n.output]] = sx
+        return True
+
+
+__all__ = ["FixedRules", "model_scales", "gemm_fixed_point", "fixed_multiplier",
+           "nominal_frac", "frac_for"]

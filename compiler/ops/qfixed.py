@@ -1,0 +1,121 @@
+"""Integer operators at arbitrary (not power-of-two) scales: what a QDQ model's own scales
+need (:mod:`compiler.graph.quantize_fixed`).  Every requantisation is a fixed-point multiply
+``(v * m + 2**(k-1)) >> k`` (round half up; ``m`` and ``k`` from
+:func:`compiler.graph.quantize_fixed.fixed_point`), with all intermediate values provably
+inside int32.
+
+* ``squantize`` (float32 -> int8, ONNX QuantizeLinear at ``scale``, zero point 0:
+  ``saturate(rint(x / scale))`` in float32, halves to even as onnxruntime) and
+  ``sdequantize`` (int8 -> float32, ``x * scale`` in float32);
+* ``qaddfx``: ``clip((a * ma + b * mb + 2**(k-1)) >> k, lo, hi)`` (QLinearAdd);
+* ``qmulfx``: ``clip((x * m + 2**(k-1)) >> k, lo, hi)`` (a relu / clip / identity between
+  two scales);
+* ``qgapfx``: ``clip((sum_hw(x) * m + 2**(k-1)) >> k, -128, 127)`` (QLinearGlobalAveragePool).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import registry
+
+
+def _rnd_shift(v: np.ndarray, k: int) -> np.ndarray:
+    v = np.asarray(v, np.int64)
+    return (v + (1 << (k - 1))) >> k if k > 0 else v << (-k)
+
+
+def squantize_reference(n, ins):
+    s = np.float32(n.attrs["scale"])
+    return np.clip(np.rint(ins[0].astype(np.float32) / s), -128, 127).astype(np.int8)
+
+
+def sdequantize_reference(n, ins):
+    return ins[0].astype(np.float32) * np.float32(n.attrs["scale"])
+
+
+def qaddfx_reference(n, ins):
+    a = n.attrs
+    v = ins[0].astype(np.int64) * a["ma"] + ins[1].astype(np.int64) * a["mb"]
+    return np.clip(_rnd_shift(v, a["shift"]), a["lo"], a["hi"]).astype(np.int8)
+
+
+def qmulfx_reference(n, ins):
+    a = n.attrs
+    return np.clip(_rnd_shift(ins[0].astype(np.int64) * a["m"], a["shift"]), a["lo"],
+                   a["hi"]).astype(np.int8)
+
+
+def qgapfx_reference(n, ins):
+    a = n.attrs
+    s = ins[0].astype(np.int64).sum(axis=(2, 3), keepdims=True)
+    return np.clip(_rnd_shift(s * a["m"], a["shift"]), -128, 127).astype(np.int8)
+
+
+def _qdq_cpu(n, g):
+    from ..cpu.ops import dequantize, quantize
+    from ..te import placeholder
+    xv = g.values[n.inputs[0]]
+    x = placeholder(xv.shape, xv.dtype, "data")
+    out = quantize(x, float(n.attrs["scale"]), name=n.name) if n.op == "squantize" else \
+        dequantize(x, float(n.attrs["scale"]), name=n.name)
+    return out, [(x, ("value", n.inputs[0]))]
+
+
+def _requant_te(t, a, name, acc_dtype):
+    from ..te import cast, clip, compute
+    k = a["shift"]
+    if k > 0:
+        t = compute(t.shape, lambda *i: t[i] + (1 << (k - 1)), name=name + "_rnd",
+                    dtype=acc_dtype)
+        t = compute(t.shape, lambda *i: t[i] >> k, name=name + "_shr", dtype=acc_dtype)
+    t = compute(t.shape, lambda *i: clip(t[i], a.get("lo", -128), a.get("hi", 127)),
+                name=name + "_clip", dtype=acc_dtype)
+    return compute(t.shape, lambda *i: cast("int8", t[i]), name=name, dtype="int8")
+
+
+def _eltwise_te(n, g, acc_dtype: str):
+    """qaddfx / qmulfx as an element-wise TE (any layout)."""
+    from ..te import cast, compute, placeholder
+    a = n.attrs
+    xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
+    if n.op == "qaddfx":
+        t = compute(xs[0].shape, lambda *i: cast(acc_dtype, xs[0][i]) * a["ma"]
+                    + cast(acc_dtype, xs[1][i]) * a["mb"], name=n.name + "_sum",
+                    dtype=acc_dtype)
+    else:
+        t = compute(xs[0].shape, lambda *i: cast(acc_dtype, xs[0][i]) * a["m"],
+                    name=n.name + "_mul", dtype=acc_dtype)
+    return _requant_te(t, a, n.name, acc_dtype), [(x, ("value", i)) for x, i in
+                                                   zip(xs, n.inputs)]
+
+
+def _gap_cpu(n, g):
+    from ..te import cast, compute, placeholder, reduce_axis
+    from ..te import sum as te_sum
+    xv, ov = g.values[n.inputs[0]], g.values[n.output]
+    x = placeholder(xv.shape, "int8", "data")
+    ry, rx = reduce_axis(xv.shape[2], "ry"), reduce_axis(xv.shape[3], "rx")
+    s = compute(ov.shape, lambda nn, c, y, xx, *r: te_sum(cast("int32", x[(nn, c, ry, rx) + r]),
+                                                          [ry, rx]),
+                name=n.name + "_sum", dtype="int32")
+    t = compute(ov.shape, lambda *i: s[i] * n.attrs["m"], name=n.name + "_mul", dtype="int32")
+    return _requant_te(t, n.attrs, n.name, "int32"), [(x, ("value", n.inputs[0]))]
+
+
+def _on_cpu(n, g, cfg, opts):
+    return "cpu"
+
+
+registry.register(registry.OpDef("squantize", reference=squantize_reference, place=_on_cpu,
+                                 cpu=_qdq_cpu))
+registry.register(registry.OpDef("sdequantize", reference=sdequantize_reference,
+                                 place=_on_cpu, cpu=_qdq_cpu))
+for _name, _ref in (("qaddfx", qaddfx_reference), ("qmulfx", qmulfx_reference)):
+    registry.register(registry.OpDef(
+        _name, reference=_ref, place=_on_cpu, layout="agnostic",
+        vta_when_packed=lambda n: True,       # ALU MUL by immediates, ADD, SHR, MIN/MAX
+        vta=lambda n, g, cfg: _eltwise_te(n, g, cfg.acc_dtype),
+        cpu=lambda n, g: _eltwise_te(n, g, "int32")))
+registry.register(registry.OpDef("qgapfx", reference=qgapfx_reference, place=_on_cpu,
+                                 layout="agnostic", cpu=_gap_cpu))
