@@ -50,11 +50,13 @@ from ..ops import registry
 from ..ops.typecast import NP_TYPES as _NP
 from ..ops.errors import OnnxImportError
 from .ir import Graph
+from . import onnx_checks as _checks
+from .onnx_checks import check_nodes
 
 
 #: Largest model file read (protobuf's own limit), and largest tensor imported (elements).
 MAX_MODEL_BYTES = 2 << 30
-MAX_ELEMENTS = 1 << 28
+MAX_ELEMENTS = _checks.MAX_ELEMENTS
 
 _CHECK_NODE = re.compile(r"\(op_type:(\w+), node name: ([^)]*)\):\s*(?:\[\w+\]\s*)?(.*)")
 
@@ -126,6 +128,7 @@ def check_model(m, where: str = "model") -> None:
                                   f"one this onnx package knows (1 to {newest})")
     if not m.graph.output:
         raise OnnxImportError(f"{where}: the model has no outputs")
+    inferred = m
     try:
         inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
         onnx.checker.check_model(inferred, full_check=False)
@@ -134,6 +137,7 @@ def check_model(m, where: str = "model") -> None:
             raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
     except (ValueError, RuntimeError) as e:
         raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
+    check_nodes(inferred, where)             # per-operator attribute checks (onnx_checks)
     users: dict[str, str] = {}
     weights: set[str] = set()        # initializers a layer computes with (not data it casts,
     for n in m.graph.node:           # compares or selects, where NaN/Inf are legitimate)
