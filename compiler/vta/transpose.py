@@ -44,6 +44,7 @@ from isa import VTAConfig
 
 from .intrin import TensorizeError
 from ..te import Binary, Cast, Const, IterVar, Load, Select, Tensor, compute, placeholder
+from ..te.expr import map_children
 
 TAG = "conv2d_transpose"
 
@@ -226,19 +227,12 @@ def _rebuild(e, tmap: dict, amap: dict):
     """``e`` with tensors replaced by ``tmap`` and axes by ``amap``."""
     if isinstance(e, IterVar):
         return amap.get(e, e)
-    if isinstance(e, Const):
-        return e
-    if isinstance(e, Binary):
-        return Binary(e.op, _rebuild(e.a, tmap, amap), _rebuild(e.b, tmap, amap))
-    if isinstance(e, Cast):
-        return Cast(_rebuild(e.x, tmap, amap), e.dtype)
-    if isinstance(e, Select):
-        return Select(_rebuild(e.cond, tmap, amap), _rebuild(e.t, tmap, amap),
-                      _rebuild(e.f, tmap, amap))
     if isinstance(e, Load):           # an extent-1 operand dimension is read at 0
         return Load(tmap.get(e.tensor, e.tensor), tuple(
             Const(0) if e.tensor.is_placeholder and n == 1 else _rebuild(i, tmap, amap)
             for i, n in zip(e.indices, e.tensor.shape)))
+    if isinstance(e, (Const, Binary, Cast, Select)):
+        return map_children(e, lambda c: _rebuild(c, tmap, amap))
     raise TensorizeError(f"conv2d_transpose epilogue: cannot re-target {e!r}")
 
 
