@@ -50,7 +50,8 @@ TAG = "conv2d_transpose"
 
 
 def find_transpose(out: Tensor):
-    """The conv2d_transpose reduction ``out`` is an element-wise chain of, or None."""
+    """The conv2d_transpose reduction ``out`` is an element-wise chain of (this module's
+    plain form, or TVM's packed dilate-pad-conv form: :mod:`.tvm_transpose`), or None."""
     t = out
     while not t.is_placeholder:
         if t.tag == TAG:
@@ -60,9 +61,11 @@ def find_transpose(out: Tensor):
             return None
         nxt = [s for s in srcs if not s.is_placeholder]
         if len(nxt) != 1:
-            return None
+            break
         t = nxt[0]
-    return None
+    from .tvm_transpose import match           # TVM's packed form: dilate, pad, conv
+    m = match(out)
+    return m.red if m is not None else None
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,9 @@ def build_transpose(out: Tensor, cfg: VTAConfig, knobs=None, *, build,
     from ..te import nn
     t0 = time.perf_counter()
     red = find_transpose(out)
+    if not hasattr(red, "transpose_info"):      # TVM's packed conv2d_transpose
+        from .tvm_transpose import build_packed, match
+        return build_packed(match(out), cfg, knobs, build=build, **opts)
     info = red.transpose_info
     data, kernel, s, pad = info["data"], info["kernel"], info["stride"], info["padding"]
     n, c, h, w = data.shape
