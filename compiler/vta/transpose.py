@@ -263,7 +263,8 @@ def build_transpose(out: Tensor, cfg: VTAConfig, knobs=None, *, build,
     red = find_transpose(out)
     if not hasattr(red, "transpose_info"):      # TVM's packed conv2d_transpose
         from .tvm_transpose import build_packed, match
-        return build_packed(match(out), cfg, knobs, build=build, **opts)
+        return build_packed(match(out), cfg, knobs, build=build,
+                            build_transpose=build_transpose, **opts)
     info = red.transpose_info
     data, kernel, s, pad = info["data"], info["kernel"], info["stride"], info["padding"]
     n, c, h, w = data.shape

@@ -294,11 +294,11 @@ class PackedTransposeKernel:
         return np.ascontiguousarray(packed), stats
 
 
-def build_packed(m: Match, cfg: VTAConfig, knobs=None, *, build, **opts
+def build_packed(m: Match, cfg: VTAConfig, knobs=None, *, build, build_transpose, **opts
                  ) -> PackedTransposeKernel:
-    """Check the match (:func:`_check_conv`, :func:`_geometry`) and compile it through
-    :func:`.transpose.build_transpose` over plain tensors."""
-    from .transpose import build_transpose
+    """Check the match (:func:`_check_conv`, :func:`_geometry`) and compile it with
+    ``build_transpose`` (:func:`.transpose.build_transpose`, passed in: no import cycle)
+    over plain tensors."""
     t0 = time.perf_counter()
     _check_conv(m)
     s, p, op = _geometry(m)
