@@ -88,6 +88,21 @@ SPECS = {
     "Add": ("Add", [X4, ("c", _f(4, 1, 1))], {}, 17, 1),
     "Mod": ("Mod", [X2, ("c", np.full((4,), 0.7, np.float32))], dict(fmod=1), 17, 1),
     "Tanh": ("Tanh", [X2], {}, 17, 1),
+    "Shape": ("Shape", [X4], dict(start=1, end=-1), 17, 1),
+    "Where": ("Where", [("w", np.array([[True, False, True, False]] * 3)), X2,
+                        ("c", _f(3, 4))], {}, 17, 1),
+    "Pow": ("Pow", [X2, ("c", np.full((4,), 2.0, np.float32))], {}, 17, 1),
+    "Sum": ("Sum", [X2, ("c", _f(3, 4)), ("d", _f(4))], {}, 17, 1),
+    "Max": ("Max", [X2, ("c", _f(1, 4))], {}, 17, 1),
+    "Softplus": ("Softplus", [X2], {}, 17, 1),
+    "HardSwish": ("HardSwish", [X2], {}, 17, 1),
+    "Erf": ("Erf", [X2], {}, 17, 1),
+    "GlobalMaxPool": ("GlobalMaxPool", [X4], {}, 17, 1),
+    "ConstantOfShape": ("ConstantOfShape", [("sh", _i(2, 3))],
+                        dict(value=numpy_helper.from_array(np.array([1.5], np.float32))),
+                        17, 1),
+    "Range": ("Range", [("a", np.array(0.0, np.float32)), ("b", np.array(5.0, np.float32)),
+                        ("d", np.array(1.5, np.float32))], {}, 17, 1),
 }
 
 #: random values for attributes and constant inputs, by kind

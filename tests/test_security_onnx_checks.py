@@ -76,6 +76,13 @@ I64 = om._i
     ("SpaceToDepth", dict(attrs={"blocksize": 4}), r"'blocksize' = 4: does not divide"),
     ("Celu", dict(attrs={"alpha": 0.0}), r"'alpha' = 0.0: must be positive and finite"),
     ("Gelu", dict(attrs={"approximate": "exact"}), r"'approximate' = 'exact'"),
+    ("Range", dict(inputs={"d": np.array(1e-7, np.float32)}), r"input 2 \(delta\) = .*"
+                                                               r"more than the 16,777,216"),
+    ("Range", dict(inputs={"d": np.array(0.0, np.float32)}), r"delta\) = 0.0: must not be 0"),
+    ("Range", dict(inputs={"a": np.array(np.inf, np.float32)}), r"start\) = inf: must be "
+                                                                r"finite"),
+    ("ConstantOfShape", dict(inputs={"sh": I64()}), r"input 0 \(shape\) = \[\]: an empty "
+                                                    r"shape"),
     ("Concat", dict(inputs={"c": om._f(1, 4, 6, 6)}, attrs={"axis": -5}),
      r"'axis' = -5|must be in"),
 ])
@@ -146,7 +153,7 @@ def _bounded(fn, seconds=30):
 TYPED = (GraphError, *CompilerError)
 
 
-@settings(max_examples=300, deadline=None, derandomize=True,
+@settings(max_examples=400, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(om.SPECS)),
        kind=st.sampled_from(["attr", "attr", "drop_attr", "drop_input", "extra_input",

@@ -412,6 +412,33 @@ def slice_steps(n: NodeView):
     axes("axes", 3)(n)
 
 
+#: largest Range the importer folds into a constant (elements)
+MAX_RANGE = 1 << 24
+
+
+def range_count(n: NodeView):
+    """Range's start, limit and delta finite, delta not 0, and a count it can fold."""
+    vals = [n.const(i) for i in range(3)]
+    for i, (what, v) in enumerate(zip(("start", "limit", "delta"), vals)):
+        if v is not None and v.size == 1 and v.dtype.kind == "f" and not np.isfinite(v).all():
+            n.fail(f"input {i} ({what})", v.reshape(-1)[0].item(), "must be finite")
+    if any(v is None or v.size != 1 for v in vals):
+        return
+    start, limit, delta = (v.reshape(-1)[0].item() for v in vals)
+    if delta == 0:
+        n.fail("input 2 (delta)", delta, "must not be 0")
+    count = max(math.ceil((limit - start) / delta), 0)
+    if count > MAX_RANGE:
+        n.fail("input 2 (delta)", delta, f"{count:,} elements from {start} to {limit}, "
+               f"more than the {MAX_RANGE:,} folded into a constant here")
+
+
+def shape_not_empty(n: NodeView):
+    c = n.const(0)
+    if c is not None and c.size == 0:
+        n.fail("input 0 (shape)", c, "an empty shape (a scalar result) is not supported")
+
+
 def lstm(n: NodeView):
     ints_at_least("hidden_size", 1)(n)
     one_of("direction", ("forward", "reverse", "bidirectional"))(n)
@@ -463,6 +490,8 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     "Celu": (float_range("alpha", 0.0, low_open=True, why="must be positive and finite"),),
     "Dropout": (float_range("ratio", 0.0, 1.0),),
     "LSTM": (lstm,),
+    "Range": (range_count,),
+    "ConstantOfShape": (shape_not_empty,),
     "DequantizeLinear": (axis(),),
     "QuantizeLinear": (axis(), one_of("saturate", (0, 1))),
     "CumSum": (one_of("exclusive", (0, 1)), one_of("reverse", (0, 1))),
