@@ -1,11 +1,9 @@
 """Per-operator checks of an ONNX model's nodes, run by :func:`.onnx_import.check_model`
 after ``onnx.checker`` (with strict shape inference) and before any node is imported.
 
-The checker validates a node against its schema (types, required attributes, shape
-inference) but not every value the schema leaves open: a stride of 0 in a ConvTranspose,
-an even LRN size, ``keepdims = 7``, a perm that is not a permutation, split sizes that do
-not add up, a NaN scale.  onnxruntime refuses those at session creation or run time; the
-importer must refuse them too, before it computes shapes with them.
+The checker does not check every value a schema leaves open (an even LRN size,
+``keepdims = 7``, a NaN scale, a Pad by 2^40); onnxruntime refuses those, and so must the
+importer, before it computes shapes with them.
 
 The checks are a table, :data:`CHECKS`: ONNX op type -> the checks of its attributes and
 constant inputs, each a function ``(node) -> None`` over a :class:`NodeView` that raises
@@ -400,11 +398,6 @@ def clip_bounds(n: NodeView):
     const_finite(2, "max")(n)
 
 
-def gemm(n: NodeView):
-    one_of("transA", (0, 1))(n)
-    one_of("transB", (0, 1))(n)
-
-
 def slice_steps(n: NodeView):
     c = n.const(4)
     if c is not None and (np.asarray(c) == 0).any():
@@ -437,6 +430,12 @@ def shape_not_empty(n: NodeView):
     c = n.const(0)
     if c is not None and c.size == 0:
         n.fail("input 0 (shape)", c, "an empty shape (a scalar result) is not supported")
+
+
+def celu_alpha(n: NodeView):
+    a = n.attrs.get("alpha")
+    if a is not None and float(a) == 0.0:
+        n.fail("attribute 'alpha'", a, "must not be 0 (Celu divides by it)")
 
 
 def lstm(n: NodeView):
@@ -484,10 +483,10 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                one_of("exclude_outside", (0, 1)), one_of("antialias", (0, 1)),
                one_of("keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller"))),
     "Upsample": (resize_scales, one_of("mode", ("nearest", "linear", "bilinear"))),
-    "Gemm": (gemm,),
+    "Gemm": (one_of("transA", (0, 1)), one_of("transB", (0, 1))),
     "Mod": (mod_fmod,),
     "Gelu": (one_of("approximate", ("none", "tanh")),),
-    "Celu": (float_range("alpha", 0.0, low_open=True, why="must be positive and finite"),),
+    "Celu": (celu_alpha,),
     "Dropout": (float_range("ratio", 0.0, 1.0),),
     "LSTM": (lstm,),
     "Range": (range_count,),
