@@ -58,9 +58,10 @@ def models(tmp_path_factory):
     ("stride0", r"node 'conv' \(Conv\): Attribute strides must only contain positive"),
     ("stride_neg", r"node 'conv' \(Conv\): Attribute strides must only contain positive"),
     ("dilation0", r"node 'conv' \(Conv\): Attribute dilations must only contain positive"),
-    ("group3", r"node 'conv' \(Conv\): group 3 does not divide the 16 output channels"),
-    ("kernel7", r"node 'conv' \(Conv\): attribute 'kernel_shape' = \[7, 7\] does not match "
-                r"the 3x3 weight"),
+    ("group3", r"node 'conv' \(Conv\): attribute 'group' = 3: does not divide the 16 input "
+               r"channels and 16 output channels"),
+    ("kernel7", r"node 'conv' \(Conv\): attribute 'kernel_shape' = \[7, 7\]: the weight's "
+                r"kernel is \[3, 3\]"),
     ("kernel0", r"node 'conv' \(Conv\): Attribute kernel_shape must only contain positive"),
     ("missing_input", r"node 'conv' \(Conv\): .*input size 1 not in range \[min=2, max=3\]"),
     ("axis_oob", r"node 'sm' \(Softmax\): 'axis' must be in \[-4 , 3\]"),

@@ -88,27 +88,8 @@ def _load_npz(path: str, what: str, graph=None) -> dict:
 
 
 def _check_feeds(path, what, specs, g) -> None:
-    for name in g.inputs:
-        if name not in specs:
-            raise GraphError(f"{what} {path}: no array named {name!r} (the model's "
-                             f"inputs: {', '.join(g.inputs)}; the file has: "
-                             f"{', '.join(specs) or 'nothing'})")
-    extra = sorted(set(specs) - set(g.inputs))
-    if extra:
-        raise GraphError(f"{what} {path}: array {extra[0]!r} is not an input of the "
-                         f"model (inputs: {', '.join(g.inputs)})")
-    for name in g.inputs:
-        want = tuple(g.values[name].shape)
-        got = specs[name].shape
-        if len(got) == len(want) + 1:      # a leading sample axis: (S, *shape)
-            got = got[1:]
-        if len(got) != len(want) or any(isinstance(w, int) and w > 0 and w != d
-                                         for w, d in zip(want[1:], got[1:])):
-            raise GraphError(f"{what} {path}: array {name!r} has shape {got}, the model's "
-                             f"input {name!r} has shape {want}")
-        if specs[name].dtype.kind not in "fiub":
-            raise GraphError(f"{what} {path}: array {name!r} has dtype {specs[name].dtype}; "
-                             f"expected numbers")
+    from ..graph.executor import check_feeds
+    check_feeds(g, specs, f"{what} {path}: ", samples=True)
 
 
 def percentile(text: str) -> float:

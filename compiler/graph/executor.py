@@ -60,6 +60,35 @@ def _bytes(v) -> int:
     return int(v or 0)
 
 
+def check_feeds(g, specs: dict, where: str = "", *, samples: bool = False) -> None:
+    """The arrays ``specs`` ({name: anything with ``.shape`` and ``.dtype``: arrays, or the
+    ``.npy`` headers of an ``.npz`` before it is loaded}) against the inputs of graph ``g``:
+    one per graph input and no other, each of the input's shape (``samples``: or with a
+    leading sample axis, ``(S, *shape)``, and any batch size) and numeric.  A
+    :class:`GraphError` prefixed by ``where`` (e.g. "--inputs x.npz: ")."""
+    names = ", ".join(g.inputs)
+    for name in g.inputs:
+        if name not in specs:
+            raise GraphError(f"{where}no array named {name!r} for graph input {name!r} (the "
+                             f"model's inputs: {names}; given: "
+                             f"{', '.join(map(str, specs)) or 'nothing'})")
+    extra = sorted(set(specs) - set(g.inputs), key=str)
+    if extra:
+        raise GraphError(f"{where}array {extra[0]!r} is not an input of the model (inputs: "
+                         f"{names})")
+    for name in g.inputs:
+        want, got = tuple(g.values[name].shape), tuple(specs[name].shape)
+        if samples and len(got) == len(want) + 1:      # a leading sample axis
+            got = got[1:]
+        bad = len(got) != len(want) or (
+            any(w != d for w, d in zip(want[1:], got[1:])) if samples else got != want)
+        if bad:
+            raise GraphError(f"{where}input {name!r}: shape {got}, the model expects {want}")
+        if np.dtype(specs[name].dtype).kind not in "fiub":
+            raise GraphError(f"{where}input {name!r}: dtype {specs[name].dtype} is not "
+                             f"numeric")
+
+
 class Executor:
     """Runs ``program`` on ``device`` (SimDevice, RtlDevice, BoardDevice)."""
 
@@ -107,21 +136,10 @@ class Executor:
         {graph output name: array} and fills :attr:`records` (one dict per step)."""
         g = self.p.graph
         env: dict = {}
+        feeds = {k: np.asarray(v) for k, v in feeds.items()}
+        check_feeds(g, feeds)
         for name in g.inputs:
-            if name not in feeds:
-                raise GraphError(f"no input array for graph input {name!r} "
-                                 f"(inputs: {', '.join(g.inputs)})")
-        extra = sorted(set(feeds) - set(g.inputs))
-        if extra:
-            raise GraphError(f"input array {extra[0]!r} is not a graph input "
-                             f"(inputs: {', '.join(g.inputs)})")
-        for name in g.inputs:
-            a = np.asarray(feeds[name])
-            want = g.values[name].shape
-            if a.shape != want:
-                raise GraphError(f"input {name!r}: shape {a.shape}, the model expects {want}")
-            if a.dtype.kind not in "fiub":
-                raise GraphError(f"input {name!r}: dtype {a.dtype} is not numeric")
+            a = feeds[name]
             if a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise GraphError(f"input {name!r}: contains NaN or infinity "
                                  f"({int((~np.isfinite(a)).sum())} values)")

@@ -29,9 +29,9 @@ Inputs the importer can only take as constants (a Conv weight, a Reshape shape, 
 non-float32 input: ONNX node tests pass them as graph inputs) are bound to the values given
 to ``run``: the model is imported again for each distinct value of those inputs, as a
 compiler specialises on its weights (``VtaBackendRep.bound`` lists them; ``prepare(model,
-bind=False)`` turns this off).  Which inputs to bind is read from the importer's error
-messages ("input W ('w') must be a constant", "graph input 'x': element type ...") since
-``import_onnx`` has no option to name them.
+bind=False)`` turns this off).  The importer names such an input in its
+:class:`~compiler.graph.onnx_import.NeedsConstantError` (``.input``), and takes the values
+through ``import_onnx(..., constants={name: array})``.
 
 Errors: an unsupported operator, attribute or input type raises the importer's
 :class:`~compiler.graph.onnx_import.OnnxImportError` from ``prepare`` (from ``run`` when the
@@ -41,42 +41,14 @@ model has bound inputs: it is imported there); a missing or wrongly shaped input
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
-from onnx import ModelProto, NodeProto, helper, numpy_helper
+from onnx import ModelProto, NodeProto, helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from .ir import Graph, GraphError
-from .onnx_import import OnnxImportError, import_onnx
+from .onnx_import import NeedsConstantError, import_onnx
 from .passes import float_pipeline
 from .reference import run_graph
-
-
-#: importer messages that name a graph input it can only take as a constant.
-_NEEDS_CONST = (re.compile(r"\('([^']+)'\) must be a constant"),
-                re.compile(r"graph input '([^']+)': element type \S+, only float32"),
-                re.compile(r"graph input '([^']+)': dimension \d+ is 0;"))
-
-
-def _needs_const(err: Exception, inputs: set) -> str | None:
-    for rx in _NEEDS_CONST:
-        m = rx.search(str(err))
-        if m and m.group(1) in inputs:
-            return m.group(1)
-    return None
-
-
-def _bind(model: ModelProto, values: dict) -> ModelProto:
-    """A copy of ``model`` with the graph inputs in ``values`` turned into initializers."""
-    m = ModelProto()
-    m.CopyFrom(model)
-    keep = [vi for vi in m.graph.input if vi.name not in values]
-    del m.graph.input[:]
-    m.graph.input.extend(keep)
-    for name, a in values.items():
-        m.graph.initializer.append(numpy_helper.from_array(np.asarray(a), name))
-    return m
 
 
 class VtaBackendRep(BackendRep):
@@ -93,15 +65,14 @@ class VtaBackendRep(BackendRep):
         self.bound: list[str] = []
         self._graphs: dict = {}
         try:
-            self.graph = self._build(model)
-        except OnnxImportError as e:
-            name = _needs_const(e, set(self.input_names))
-            if name is None or not bind:
+            self.graph = self._build({})
+        except NeedsConstantError as e:
+            if e.input not in self.input_names or not bind:
                 raise
-            self.graph, self.bound = None, [name]
+            self.graph, self.bound = None, [e.input]
 
-    def _build(self, model: ModelProto) -> Graph:
-        g = import_onnx(model, batch=self.batch)
+    def _build(self, constants: dict) -> Graph:
+        g = import_onnx(self.model, batch=self.batch, constants=constants)
         return float_pipeline().run(g) if self.passes else g
 
     def _graph_for(self, feeds: dict) -> Graph:
@@ -113,12 +84,11 @@ class VtaBackendRep(BackendRep):
             if key in self._graphs:
                 return self._graphs[key]
             try:
-                g = self._build(_bind(self.model, {n: feeds[n] for n in self.bound}))
-            except OnnxImportError as e:
-                name = _needs_const(e, set(self.input_names) - set(self.bound))
-                if name is None:
+                g = self._build({n: np.asarray(feeds[n]) for n in self.bound})
+            except NeedsConstantError as e:
+                if e.input not in self.input_names or e.input in self.bound:
                     raise
-                self.bound.append(name)
+                self.bound.append(e.input)
                 continue
             if len(self._graphs) >= 16:
                 self._graphs.clear()

@@ -50,11 +50,13 @@ from ..ops import registry
 from ..ops.typecast import NP_TYPES as _NP
 from ..ops.errors import OnnxImportError
 from .ir import Graph
+from . import onnx_checks as _checks
+from .onnx_checks import check_nodes
 
 
 #: Largest model file read (protobuf's own limit), and largest tensor imported (elements).
 MAX_MODEL_BYTES = 2 << 30
-MAX_ELEMENTS = 1 << 28
+MAX_ELEMENTS = _checks.MAX_ELEMENTS
 
 _CHECK_NODE = re.compile(r"\(op_type:(\w+), node name: ([^)]*)\):\s*(?:\[\w+\]\s*)?(.*)")
 
@@ -69,7 +71,17 @@ _WEIGHT_USERS = frozenset({
 _INPUT_TYPES = {1: "float32", 6: "int32", 7: "int64", 9: "bool"}
 
 
-def load_model(path_or_model):
+class NeedsConstantError(OnnxImportError):
+    """A graph input the importer can only take as a constant (a Conv weight, a Reshape
+    shape, an input of an element type or a size-0 dimension it does not take as data):
+    ``input`` names it; :func:`import_onnx` with ``constants={input: value}`` imports it."""
+
+    def __init__(self, msg: str, input: str):
+        super().__init__(msg)
+        self.input = input
+
+
+def load_model(path_or_model, check: bool = True):
     import onnx
     if isinstance(path_or_model, (str, os.PathLike)):
         from isa.files import InputFileError
@@ -87,10 +99,37 @@ def load_model(path_or_model):
             m = onnx.load_model_from_string(data)
         except Exception as e:  # protobuf DecodeError and friends
             raise OnnxImportError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
-        check_model(m, path)
+        if check:
+            check_model(m, path)
         return m
-    check_model(path_or_model, getattr(path_or_model.graph, "name", "") or "model")
+    if check:
+        check_model(path_or_model, getattr(path_or_model.graph, "name", "") or "model")
     return path_or_model
+
+
+def freeze_inputs(model, constants: dict):
+    """A copy of ``model`` with the graph inputs named in ``constants`` turned into
+    initializers holding the given values (shape checked against the declared one)."""
+    from onnx import ModelProto, numpy_helper
+    declared = {vi.name: vi for vi in model.graph.input}
+    for name, a in constants.items():
+        if name not in declared:
+            raise OnnxImportError(f"constants: {name!r} is not a graph input")
+        dims = declared[name].type.tensor_type.shape.dim
+        shape = np.shape(a)
+        if len(dims) and (len(dims) != len(shape) or any(
+                d.HasField("dim_value") and d.dim_value != v for d, v in zip(dims, shape))):
+            decl = ", ".join(d.dim_param or str(d.dim_value) for d in dims)
+            raise OnnxImportError(f"constants: {name!r} has shape {tuple(shape)}, the graph "
+                                  f"input is declared [{decl}]")
+    m = ModelProto()
+    m.CopyFrom(model)
+    keep = [vi for vi in m.graph.input if vi.name not in constants]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    for name, a in constants.items():
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(a), name))
+    return m
 
 
 def _one_line(e: Exception) -> str:
@@ -126,6 +165,7 @@ def check_model(m, where: str = "model") -> None:
                                   f"one this onnx package knows (1 to {newest})")
     if not m.graph.output:
         raise OnnxImportError(f"{where}: the model has no outputs")
+    inferred = m
     try:
         inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
         onnx.checker.check_model(inferred, full_check=False)
@@ -134,6 +174,7 @@ def check_model(m, where: str = "model") -> None:
             raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
     except (ValueError, RuntimeError) as e:
         raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
+    check_nodes(inferred, where)             # per-operator attribute checks (onnx_checks)
     users: dict[str, str] = {}
     weights: set[str] = set()        # initializers a layer computes with (not data it casts,
     for n in m.graph.node:           # compares or selects, where NaN/Inf are legitimate)
@@ -165,11 +206,17 @@ def _check_size(what: str, shape) -> None:
 
 
 def import_onnx(model, batch: int = 1, name: str | None = None,
-                input_shapes: dict | None = None) -> Graph:
+                input_shapes: dict | None = None, constants: dict | None = None) -> Graph:
     """Import ``model`` (path or ModelProto) into a float graph (see the module docstring);
-    ``input_shapes`` ({input name: shape}) pins the symbolic dimensions of graph inputs."""
+    ``input_shapes`` ({input name: shape}) pins the symbolic dimensions of graph inputs;
+    ``constants`` ({input name: array}) freezes graph inputs as constants before the
+    checks (:class:`NeedsConstantError` names an input the importer needs that way)."""
     from onnx import numpy_helper
-    m = load_model(model)
+    if constants:
+        m = freeze_inputs(load_model(model, check=False), constants)
+        check_model(m, m.graph.name or "model")
+    else:
+        m = load_model(model)
     og = m.graph
     g = Graph(name or og.name or "model")
     g.qdq_ranges = {}
@@ -184,9 +231,9 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         tt = vi.type.tensor_type
         dtype = _INPUT_TYPES.get(tt.elem_type)
         if dtype is None:
-            raise OnnxImportError(f"graph input {vi.name!r}: element type "
-                                  f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32, "
-                                  f"int32, int64 and bool inputs")
+            raise NeedsConstantError(f"graph input {vi.name!r}: element type "
+                                     f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32, "
+                                     f"int32, int64 and bool inputs", vi.name)
         if input_shapes and vi.name in input_shapes:
             g.add_input(vi.name, _pinned(vi, input_shapes[vi.name]), dtype)
             continue
@@ -195,8 +242,11 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
             if d.HasField("dim_value") and d.dim_value > 0:
                 dims.append(d.dim_value)
             elif d.HasField("dim_value"):
-                raise OnnxImportError(f"graph input {vi.name!r}: dimension {k} is "
-                                      f"{d.dim_value}; dimensions must be positive")
+                msg = (f"graph input {vi.name!r}: dimension {k} is {d.dim_value}; "
+                       f"dimensions must be positive")
+                if d.dim_value == 0:           # an empty tensor: only as a constant
+                    raise NeedsConstantError(msg, vi.name)
+                raise OnnxImportError(msg)
             elif k == 0:
                 dims.append(batch)
             else:
@@ -277,8 +327,11 @@ class ImportContext:
     def const(self, name: str, node, what: str) -> np.ndarray:
         s = self.src(name)
         if s not in self.consts:
-            raise OnnxImportError(f"node {node.name!r} ({node.op_type}): input {what} "
-                                  f"({name!r}) must be a constant")
+            msg = (f"node {node.name!r} ({node.op_type}): input {what} ({name!r}) must be "
+                   f"a constant")
+            if s in self.g.inputs:
+                raise NeedsConstantError(msg, s)
+            raise OnnxImportError(msg)
         return self.consts[s]
 
     def shape(self, name: str) -> tuple:

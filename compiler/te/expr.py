@@ -451,6 +451,31 @@ def walk(e: Expr):
             yield from walk(a)
 
 
+def map_children(e: Expr, fn) -> Expr:
+    """``e`` rebuilt with each direct child expression ``c`` replaced by ``fn(c)`` (a Load
+    keeps its tensor, a Reduce its axes and op); a leaf (Const, IterVar) is returned as is.
+    The one place that knows each node's children, for rewriters::
+
+        def strip_casts(e):
+            return strip_casts(e.x) if isinstance(e, Cast) else map_children(e, strip_casts)
+    """
+    if isinstance(e, Binary):
+        return Binary(e.op, fn(e.a), fn(e.b))
+    if isinstance(e, Cast):
+        return Cast(fn(e.x), e.dtype)
+    if isinstance(e, Select):
+        return Select(fn(e.cond), fn(e.t), fn(e.f))
+    if isinstance(e, Load):
+        return Load(e.tensor, tuple(fn(i) for i in e.indices))
+    if isinstance(e, Reduce):
+        return Reduce(fn(e.body), e.axes, e.op)
+    if isinstance(e, Call):
+        return Call(e.name, tuple(fn(a) for a in e.args))
+    if isinstance(e, (Const, IterVar)):
+        return e
+    raise TEError(f"unknown expression node {type(e).__name__}")
+
+
 def substitute(e: Expr, m: dict) -> Expr:
     """Replace IterVars (by identity) according to ``m``."""
     if isinstance(e, IterVar):

@@ -45,7 +45,7 @@ import numpy as np
 from .evaluate import binary_values, call_values, cast_values, to_numpy_dtype, values, wrap
 from .ir import For, Seq, Stmt, fmt, to_text
 from .expr import (Binary, Call, Cast, Const, Expr, IterVar, Load, Reduce, Select, Tensor,
-                 is_float, reduce_identity, substitute, walk)
+                   is_float, map_children, reduce_identity, substitute, walk)
 
 
 class ScheduleError(ValueError):
@@ -244,21 +244,13 @@ _COMBINE = {"sum": "add", "max": "max", "min": "min"}
 
 
 def _replace(e: Expr, node: Expr, repl: Expr) -> Expr:
-    """``e`` with the node ``node`` (by identity) replaced by ``repl``."""
+    """``e`` with the node ``node`` (by identity) replaced by ``repl`` (not inside a nested
+    reduction)."""
     if e is node:
         return repl
-    if isinstance(e, Binary):
-        return Binary(e.op, _replace(e.a, node, repl), _replace(e.b, node, repl))
-    if isinstance(e, Cast):
-        return Cast(_replace(e.x, node, repl), e.dtype)
-    if isinstance(e, Select):
-        return Select(_replace(e.cond, node, repl), _replace(e.t, node, repl),
-                      _replace(e.f, node, repl))
-    if isinstance(e, Call):
-        return Call(e.name, tuple(_replace(a, node, repl) for a in e.args))
-    if isinstance(e, Load):
-        return Load(e.tensor, tuple(_replace(i, node, repl) for i in e.indices))
-    return e
+    if isinstance(e, Reduce):
+        return e
+    return map_children(e, lambda c: _replace(c, node, repl))
 
 
 def _conj(conds):

@@ -2,8 +2,9 @@
 
 :func:`make_executor` gives a local process pool by default (forked workers, ~0.01 s to
 start), the calling process itself for ``workers=0`` (no pool: easiest to debug and
-profile), or a running Dask cluster for ``scheduler="tcp://HOST:8786"`` through
-``dask.distributed.Client.get_executor()`` -- the same ``Executor`` interface, so the
+profile), a running Dask cluster for ``scheduler="tcp://HOST:8786"`` through
+``dask.distributed.Client.get_executor()``, or a Dask ``LocalCluster`` of ``workers``
+processes started here for ``scheduler="local"`` -- the same ``Executor`` interface, so the
 callers have one code path.  There is no home-made RPC.
 
 :func:`run_tasks` submits work items, yields ``(item, Outcome)`` as they complete, and turns
@@ -11,8 +12,10 @@ every failure into data: an exception raised by the task, a task that exceeds it
 limit, and a worker that died (a killed process, an out-of-memory kill) are each recorded
 in :class:`Outcome` and never end the run.  A pool broken by a dead worker is replaced and
 the items it lost are resubmitted once, so no record is lost.  Local workers die with their
-parent: ``SIGKILL`` of ``vta tune``/``vta dse`` leaves no orphan (``PR_SET_PDEATHSIG`` on
-Linux, and a watchdog thread that exits when the parent process is gone).
+parent: ``SIGKILL`` of ``vta tune``/``vta dse`` leaves no orphan.  Pool workers get
+``PR_SET_PDEATHSIG`` (Linux) and a watchdog thread that exits when the parent process is
+gone; a ``LocalCluster``'s nannies and their worker processes run the watchdog from a Dask
+preload (:func:`dask_setup`, this module), each watching the process that started it.
 
 Example (a task must be picklable for a process pool: a module-level function)::
 
@@ -81,6 +84,10 @@ class _DaskExecutor(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._ex.shutdown(wait=wait)
         self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    cluster = None
 
 
 def _watch_parent(parent: int) -> None:
@@ -90,17 +97,46 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
-def _die_with_parent(parent: int) -> None:
-    """Worker initializer: end this process when ``parent`` ends, however it ends."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)          # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):                   # pragma: no cover - not Linux
-        pass
+def _die_with_parent(parent: int, pdeathsig: bool = True) -> None:
+    """Worker initializer: end this process when ``parent`` ends, however it ends
+    (``pdeathsig``: also ask the kernel, which signals when the parent *thread* that
+    started this process ends -- right for a pool started from the main thread)."""
+    if pdeathsig:
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):               # pragma: no cover - not Linux
+            pass
     if os.getppid() != parent:                          # the parent died before prctl
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def dask_setup(service) -> None:
+    """Dask preload hook (``preload`` of the ``LocalCluster`` that
+    ``make_executor(scheduler="local")`` starts; its nannies live in the tuner process and
+    spawn the worker processes): a worker process exits when the process that spawned it is
+    gone.  Polling only: the kernel's parent-death signal would fire when the thread that
+    spawned the process ends, not the process."""
+    if os.environ.get("VTA_NO_ORPHAN_WATCH") == "1":        # tests: the watch switched off
+        return
+    _die_with_parent(os.getppid(), pdeathsig=False)
+
+
+def _local_cluster(workers: int | None) -> Executor:
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as e:                  # pragma: no cover - dask is a dependency
+        raise ExecutorError(f"--scheduler local needs dask[distributed]: {e}") from None
+    n = workers or os.cpu_count() or 1
+    me = __name__
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           dashboard_address=None, worker_dashboard_address=None,
+                           preload=[me])
+    ex = _DaskExecutor(Client(cluster))
+    ex.cluster = cluster
+    return ex
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
@@ -116,17 +152,23 @@ def check_scheduler(address: str) -> str:
     import re
     ok = re.fullmatch(r"(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)"
                       r":(\d{1,5})/?", address or "")
-    if address.startswith("inproc://") or (ok and 0 < int(ok.group(1)) < 65536):
+    if address in ("local", "inproc://") or address.startswith("inproc://") or (ok and 0 < int(ok.group(1)) < 65536):
         return address
     raise ExecutorError(f"--scheduler {address!r} is not a Dask scheduler address (expected "
-                        f"tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786)")
+                        f"tcp://HOST:PORT, e.g. tcp://127.0.0.1:8786, or 'local' for a "
+                        f"local Dask cluster)")
 
 
 def make_executor(workers: int | None = None, scheduler: str | None = None,
                   connect_timeout: float = 10.0) -> Executor:
     """A local process pool of ``workers`` (default: the CPU count), the calling process
     for ``workers=0``, or the Dask cluster whose scheduler is at ``scheduler`` (reached
-    within ``connect_timeout`` seconds)."""
+    within ``connect_timeout`` seconds); ``scheduler="local"``: a Dask ``LocalCluster`` of
+    ``workers`` processes (default: the CPU count) that dies with this process."""
+    if scheduler == "local":
+        if workers is not None and workers < 1:
+            raise ExecutorError(f"--scheduler local needs workers >= 1, got {workers}")
+        return _local_cluster(workers)
     if scheduler:
         check_scheduler(scheduler)
         try:

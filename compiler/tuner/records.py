@@ -332,6 +332,95 @@ def log_lock(path, *, wait: bool = True, on_wait=None):
         os.close(fd)
 
 
+def claim_key(workload: str, config: str, knobs: dict) -> str:
+    """The identity of one candidate in a log: workload key, configuration key, knobs."""
+    return f"{workload}|{config}|{json.dumps(dict(knobs), sort_keys=True)}"
+
+
+class LogClaims:
+    """Claims that let two or more tuners measure into one log at the same time without
+    repeating each other: before measuring a candidate a tuner claims it (:meth:`claim`: one
+    line ``{"key", "owner"}`` appended to ``path + ".claims"`` under an ``flock`` of that
+    file); a candidate another live tuner holds is not measured again: :meth:`wait` returns
+    that tuner's record once it is in the log.  A claim whose owner (``host:pid``) is a
+    process of this host that no longer runs is stale and may be claimed again."""
+
+    def __init__(self, path, owner: str | None = None):
+        import socket
+        self.path, self.claims = str(path), str(path) + ".claims"
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self._held: dict[str, str] = {}
+        self._off, self._torn = 0, False
+
+    def _refresh(self, f) -> None:
+        f.seek(self._off)
+        data = f.read()
+        whole = data[:data.rfind(b"\n") + 1]          # claims are written under the flock:
+        self._off += len(whole)                         # a partial last line is a dead
+        self._torn = len(whole) != len(data)            # writer's, ended before ours
+        for line in whole.splitlines():
+            try:
+                d = json.loads(line)
+                self._held[str(d["key"])] = str(d["owner"])
+            except (ValueError, KeyError, TypeError):
+                continue
+
+    def _alive(self, owner: str) -> bool:
+        import socket
+        host, _, pid = owner.rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit():
+            return True                                 # another machine: trust it
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def claim(self, key: str) -> bool:
+        """True: ``key`` is this tuner's to measure (now claimed); False: another live
+        tuner claimed it first."""
+        fd = os.open(self.claims, os.O_RDWR | os.O_CREAT | os.O_APPEND
+                     | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        with os.fdopen(fd, "r+b") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            self._refresh(f)
+            owner = self._held.get(key)
+            if owner is not None and owner != self.owner and self._alive(owner):
+                return False
+            if owner != self.owner:
+                f.write((b"\n" if self._torn else b"") + json.dumps(
+                    {"key": key, "owner": self.owner}).encode() + b"\n")
+                f.flush()
+                self._held[key] = self.owner
+                self._off = f.tell()
+        return True
+
+    def results(self) -> dict:
+        """claim key -> the latest record of that candidate in the log."""
+        if not os.path.exists(self.path):
+            return {}
+        with warnings.catch_warnings():               # a line being written right now
+            warnings.simplefilter("ignore", TornLogWarning)
+            recs = load(self.path)
+        return {claim_key(r.workload, config_key(r.config), r.knobs): r for r in recs}
+
+    def wait(self, key: str, timeout: float | None = None, poll: float = 0.2):
+        """The record another tuner measured for ``key`` (polling the log), or None when
+        its owner died first or ``timeout`` passed (claim it again and measure it)."""
+        t_end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            r = self.results().get(key)
+            if r is not None:
+                return r
+            owner = self._held.get(key)
+            if owner is None or not self._alive(owner) or (
+                    t_end is not None and time.monotonic() > t_end):
+                return None
+            time.sleep(poll)
+
+
 class LogWriter:
     """Appends records to a log, one flushed line each (safe to kill at any time).  A
     ``.gz`` log gets one more gzip member, sync-flushed after every line.  A log whose last
@@ -498,6 +587,7 @@ def apply_history_best(logs):
 
 
 __all__ = ["Record", "LogWriter", "TuningLogError", "TornLogWarning", "MissingRecordWarning",
-           "log_lock", "check_record", "canonical_key", "load", "parse_line", "best_by_workload",
+           "log_lock", "LogClaims", "claim_key", "check_record", "canonical_key", "load",
+           "parse_line", "best_by_workload",
            "apply_history_best", "dispatch_knobs", "HistoryBest", "config_key", "workload_key",
            "LOG_VERSION"]

@@ -44,12 +44,14 @@ from isa import VTAConfig
 
 from .intrin import TensorizeError
 from ..te import Binary, Cast, Const, IterVar, Load, Select, Tensor, compute, placeholder
+from ..te.expr import map_children
 
 TAG = "conv2d_transpose"
 
 
 def find_transpose(out: Tensor):
-    """The conv2d_transpose reduction ``out`` is an element-wise chain of, or None."""
+    """The conv2d_transpose reduction ``out`` is an element-wise chain of (this module's
+    plain form, or TVM's packed dilate-pad-conv form: :mod:`.tvm_transpose`), or None."""
     t = out
     while not t.is_placeholder:
         if t.tag == TAG:
@@ -59,9 +61,11 @@ def find_transpose(out: Tensor):
             return None
         nxt = [s for s in srcs if not s.is_placeholder]
         if len(nxt) != 1:
-            return None
+            break
         t = nxt[0]
-    return None
+    from .tvm_transpose import match           # TVM's packed form: dilate, pad, conv
+    m = match(out)
+    return m.red if m is not None else None
 
 
 @dataclass(frozen=True)
@@ -226,19 +230,12 @@ def _rebuild(e, tmap: dict, amap: dict):
     """``e`` with tensors replaced by ``tmap`` and axes by ``amap``."""
     if isinstance(e, IterVar):
         return amap.get(e, e)
-    if isinstance(e, Const):
-        return e
-    if isinstance(e, Binary):
-        return Binary(e.op, _rebuild(e.a, tmap, amap), _rebuild(e.b, tmap, amap))
-    if isinstance(e, Cast):
-        return Cast(_rebuild(e.x, tmap, amap), e.dtype)
-    if isinstance(e, Select):
-        return Select(_rebuild(e.cond, tmap, amap), _rebuild(e.t, tmap, amap),
-                      _rebuild(e.f, tmap, amap))
     if isinstance(e, Load):           # an extent-1 operand dimension is read at 0
         return Load(tmap.get(e.tensor, e.tensor), tuple(
             Const(0) if e.tensor.is_placeholder and n == 1 else _rebuild(i, tmap, amap)
             for i, n in zip(e.indices, e.tensor.shape)))
+    if isinstance(e, (Const, Binary, Cast, Select)):
+        return map_children(e, lambda c: _rebuild(c, tmap, amap))
     raise TensorizeError(f"conv2d_transpose epilogue: cannot re-target {e!r}")
 
 
@@ -264,6 +261,10 @@ def build_transpose(out: Tensor, cfg: VTAConfig, knobs=None, *, build,
     from ..te import nn
     t0 = time.perf_counter()
     red = find_transpose(out)
+    if not hasattr(red, "transpose_info"):      # TVM's packed conv2d_transpose
+        from .tvm_transpose import build_packed, match
+        return build_packed(match(out), cfg, knobs, build=build,
+                            build_transpose=build_transpose, **opts)
     info = red.transpose_info
     data, kernel, s, pad = info["data"], info["kernel"], info["stride"], info["padding"]
     n, c, h, w = data.shape
