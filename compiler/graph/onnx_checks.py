@@ -366,23 +366,6 @@ def pad_amounts(n: NodeView):
         n.fail("input 2 (constant_value)", v, "must be a scalar")
 
 
-def squeeze_axes(n: NodeView):
-    c = n.const(1)
-    if c is not None and c.size == 0:
-        n.fail("input 1 (axes)", c, "is empty: give the axes to squeeze (onnxruntime reads "
-               "an empty list as every size-1 axis)")
-    axes("axes", 1)(n)
-
-
-def unsqueeze_negative(n: NodeView):
-    """Several axes with a negative one: the importer counts a negative axis from the input
-    rank + 1, onnx from the output rank; refused rather than placed wrongly."""
-    ax, what = _axes_list(n, "axes", 1)
-    if ax is not None and len(ax) > 1 and min(ax) < 0:
-        n.fail(what, ax, "negative axes together with others are not supported; give them "
-               "as non-negative output positions")
-
-
 def reduce_axes(n: NodeView):
     axes("axes", 1)(n)
     keepdims()(n)
@@ -467,8 +450,8 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     "ArgMax": (axis(), keepdims(), one_of("select_last_index", (0, 1))),
     "Split": (axis(), split_sizes),
     "Transpose": (perm,),
-    "Squeeze": (axes("axes"), squeeze_axes),
-    "Unsqueeze": (axes("axes", 1, extra_by_count=True), unsqueeze_negative),
+    "Squeeze": (axes("axes", 1),),
+    "Unsqueeze": (axes("axes", 1, extra_by_count=True),),
     "DepthToSpace": (blocksize, one_of("mode", ("DCR", "CRD"))),
     "SpaceToDepth": (blocksize,),
     "Pad": (one_of("mode", ("constant", "reflect", "edge", "wrap")), pad_amounts),

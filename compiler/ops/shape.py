@@ -54,7 +54,8 @@ def import_unsqueeze(ctx, node, attrs):
     axes = _axes(ctx, node, attrs)
     xs = ctx.shape(node.input[0])
     shape = list(xs)
-    for a in sorted(int(a) + len(xs) + 1 if int(a) < 0 else int(a) for a in axes):
+    rank = len(xs) + len(axes)          # onnx counts a negative axis from the output rank
+    for a in sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes):
         shape.insert(a, 1)
     if ctx.is_const(node.input[0]):
         return ctx.fold(node, ctx.consts[ctx.src(node.input[0])].reshape(shape))
@@ -64,7 +65,7 @@ def import_unsqueeze(ctx, node, attrs):
 def import_squeeze(ctx, node, attrs):
     axes = _axes(ctx, node, attrs)
     xs = ctx.shape(node.input[0])
-    ax = [a % len(xs) for a in axes] if axes is not None else \
+    ax = [a % len(xs) for a in axes] if axes else \
         [k for k, s in enumerate(xs) if s == 1]
     if any(xs[a] != 1 for a in ax):
         raise OnnxImportError(f"node {node.name!r} (Squeeze): axes {ax} of {xs} are not 1")
