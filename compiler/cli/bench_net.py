@@ -153,20 +153,21 @@ def bench_network(model_spec: str, cfg, hw: str | None = None, image: int | None
     gemm = sum(r["gemm_bound"] for r in rows)
     summary = {"model": model_spec, "vta_cycles": total, "gemm_bound": gemm,
                "utilization": round(gemm / total, 4) if total else 0.0,
-               "timing": "defaults" if hw is None else hw}
+               "timing": tp.name, "timing_source": f"timing model {tp.describe()}"}
     return rows, summary
 
 
 def cmd_bench_network(args, cfg) -> int:
     rows, summary = bench_network(args.workload, cfg, args.hw, args.image, args.calib)
-    print(f"{args.workload} on VTA {cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator "
-          f"(timing: {summary['timing']})")
+    print(f"{args.workload} on VTA {cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator"
+          + (f" (timing parameters: {args.hw})" if args.hw else ""))
     print(LEGEND)
     print(HEADER)
     for r in rows:
         print(format_row(r))
     print(f"total: {summary['vta_cycles']} VTA cycles, GEMM bound {summary['gemm_bound']} "
           f"({summary['utilization']:.1%} of peak)")
+    print(f"VTA cycles from: {summary['timing_source']}")
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
