@@ -57,7 +57,7 @@ def test_cli_bench_json_and_plot(tmp_path, capsys):
     # the timing model is named once per bench run, after the layer rows
     lines = text.splitlines()
     src = [i for i, ln in enumerate(lines) if ln.startswith("VTA cycles from: ")]
-    assert len(src) == 1 and lines[src[0]].startswith("VTA cycles from: timing model pynq: ")
+    assert len(src) == 1 and lines[src[0]].startswith("VTA cycles from: timing model vta_hw_rtl: ")
     assert lines[src[0] - 1].startswith("C11 ")
 
 

@@ -72,10 +72,13 @@ def compile_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True,
 
 def bench_timing(timed=True):
     """The timing model ``vta bench resnet18`` runs the layers under: ``timed=True`` is the
-    Pynq-like memory system of the TVM papers' benchmark (:meth:`vta_sim.TimingParams.pynq`),
-    a :class:`vta_sim.TimingParams` is used as given, ``False`` is untimed (None)."""
+    simulator's default (this project's RTL: the model ``vta tune`` measures under and
+    ``vta run`` times networks with, so the three agree on a layer's cycles), a
+    :class:`vta_sim.TimingParams` is used as given (e.g. :func:`pynq_timing`, the Pynq-like
+    memory of the TVM papers), ``False`` is untimed (None)."""
     if timed is True:
-        return pynq_timing()
+        from ..tuner.measure import default_timing
+        return default_timing()
     return timed or None
 
 

@@ -230,8 +230,8 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
     """
     from vta_runtime import SimDevice
 
-    from ..vta.timing import pynq_timing
     from ..vta.pipeline import build
+    from .measure import default_timing
     cfg = cfg or VTAConfig()
     wl = _workload(out, cfg)
     t0 = time.perf_counter()
@@ -241,9 +241,10 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
         return {"cycles": math.inf, "dram_bytes": 0, "gemm_ops": 0, "correct": None,
                 "compile_seconds": time.perf_counter() - t0, "error": str(e)}
     feeds = random_inputs(wl, ck.inputs, np.random.default_rng(seed))
-    dev = SimDevice(cfg, timed=timing or pynq_timing())
+    timing = timing or default_timing()
+    dev = SimDevice(cfg, timed=timing)
     if not check:       # the timing model never reads data: same cycles, less time
-        dev.sim = timing_only_simulator(cfg, timing or pynq_timing())
+        dev.sim = timing_only_simulator(cfg, timing)
     got, stats = ck.run(dev, feeds)
     t = dict(stats.get("timing") or {}, **stats)
     cycles = next(int(t[c]) for c in ("cycles", "total_cycles", "cycle_count") if c in t)

@@ -33,6 +33,31 @@ from isa import VTAConfig
 DEVICES = ("sim", "rtl")
 
 
+def default_timing():
+    """The timing model the tuner measures under unless told otherwise: the simulator's
+    default (:class:`vta_sim.TimingParams`, this project's RTL), the one ``vta run``,
+    ``vta bench`` and the graph executor time a network with, so a layer's tuned cycles are
+    the cycles it takes in the network."""
+    from vta_sim.timing import TimingParams
+    return TimingParams()
+
+
+def timing_id(timing=None, device: str = "sim") -> str:
+    """The name a tuning record gives the model its cycles come from: the preset's name
+    (``vta_hw_rtl``, ``tsim``, ...), ``custom-HASH`` for other parameters, ``rtl`` for the
+    RTL's own counter."""
+    if device == "rtl":
+        return "rtl"
+    tp = timing if timing is not None else default_timing()
+    name = tp.name
+    if name != "custom":
+        return name
+    import hashlib
+    import json
+    h = hashlib.sha1(json.dumps(tp.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    return f"custom-{h}"
+
+
 _CFG_CACHE: dict = {}
 
 
@@ -48,12 +73,12 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
                   seed: int = 0, timing=None) -> dict:
     """Compile ``knobs`` for ``task`` and run once; returns ``{"cycles", "dram_bytes",
     "gemm_ops", "compile_seconds", "run_seconds", "correct"}``.  ``timing``: the simulator's
-    :class:`vta_sim.timing.TimingParams` (default: the Pynq-like memory of the benchmarks).
+    :class:`vta_sim.timing.TimingParams` (default: :func:`default_timing`, the model
+    ``vta run`` uses).
     Raises the compiler's ScheduleError for a schedule that cannot be built (the caller
     records it)."""
     from vta_runtime import SimDevice
 
-    from ..vta.timing import pynq_timing
     from ..vta.pipeline import build
     from .hook import random_inputs, timing_only_simulator
     wl = task.workload(cfg)
@@ -65,7 +90,7 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
         from vta_runtime import RtlDevice
         dev = RtlDevice(cfg)
     elif device == "sim":
-        tp = timing if timing is not None else pynq_timing()
+        tp = timing if timing is not None else default_timing()
         dev = SimDevice(cfg, timed=tp)
         if not check:
             dev.sim = timing_only_simulator(cfg, tp)
@@ -99,4 +124,4 @@ def measure_item(item) -> dict:
                          timing=timing)
 
 
-__all__ = ["measure_knobs", "measure_item", "DEVICES"]
+__all__ = ["measure_knobs", "measure_item", "DEVICES", "default_timing", "timing_id"]
