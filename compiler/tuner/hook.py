@@ -206,6 +206,31 @@ def random_inputs(wl: GemmWorkload, inputs, rng: np.random.Generator) -> dict:
     return out
 
 
+def default_timing():
+    """The timing model the tuner measures under unless told otherwise: the simulator's
+    default (:class:`vta_sim.TimingParams`, this project's RTL), the one ``vta run``,
+    ``vta bench`` and the graph executor time a network with, so a layer's tuned cycles are
+    the cycles it takes in the network."""
+    from vta_sim.timing import TimingParams
+    return TimingParams()
+
+
+def timing_id(timing=None, device: str = "sim") -> str:
+    """The name a tuning record gives the model its cycles come from: the preset's name
+    (``vta_hw_rtl``, ``tsim``, ...), ``custom-HASH`` for other parameters, ``rtl`` for the
+    RTL's own counter."""
+    if device == "rtl":
+        return "rtl"
+    tp = timing if timing is not None else default_timing()
+    name = tp.name
+    if name != "custom":
+        return name
+    import hashlib
+    import json
+    h = hashlib.sha1(json.dumps(tp.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    return f"custom-{h}"
+
+
 def timing_only_simulator(cfg: VTAConfig, timing):
     """A :class:`vta_sim.Simulator` with its functional datapath off: the stream is decoded,
     checked and timed, tokens are counted, but no data moves and nothing is computed.  The
@@ -231,7 +256,6 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
     from vta_runtime import SimDevice
 
     from ..vta.pipeline import build
-    from .measure import default_timing
     cfg = cfg or VTAConfig()
     wl = _workload(out, cfg)
     t0 = time.perf_counter()
@@ -260,5 +284,5 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
 
 
 __all__ = ["ConfigSpace", "space", "measure", "buffer_usage", "random_inputs",
-           "timing_only_simulator",
+           "timing_only_simulator", "default_timing", "timing_id",
            "SPLIT_FACTORS", "MAX_LOOPS"]

@@ -32,30 +32,7 @@ from isa import VTAConfig
 
 DEVICES = ("sim", "rtl")
 
-
-def default_timing():
-    """The timing model the tuner measures under unless told otherwise: the simulator's
-    default (:class:`vta_sim.TimingParams`, this project's RTL), the one ``vta run``,
-    ``vta bench`` and the graph executor time a network with, so a layer's tuned cycles are
-    the cycles it takes in the network."""
-    from vta_sim.timing import TimingParams
-    return TimingParams()
-
-
-def timing_id(timing=None, device: str = "sim") -> str:
-    """The name a tuning record gives the model its cycles come from: the preset's name
-    (``vta_hw_rtl``, ``tsim``, ...), ``custom-HASH`` for other parameters, ``rtl`` for the
-    RTL's own counter."""
-    if device == "rtl":
-        return "rtl"
-    tp = timing if timing is not None else default_timing()
-    name = tp.name
-    if name != "custom":
-        return name
-    import hashlib
-    import json
-    h = hashlib.sha1(json.dumps(tp.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
-    return f"custom-{h}"
+from .hook import default_timing, timing_id  # noqa: E402  (re-exported)
 
 
 _CFG_CACHE: dict = {}
