@@ -123,12 +123,9 @@ def remains(r: dict) -> str:
         parts.append(f"compute busy {comp / c:.0%} (GEMM {r['gemm_bound'] / c:.0%}, rest "
                      f"{(comp - r['gemm_bound']) / c:.0%}: epilogue ALU, resets, ACC/UOP loads)")
     parts.append(f"load {busy.get('load', 0) / c:.0%}, store {busy.get('store', 0) / c:.0%}")
-    parts.append(f"DRAM moved {r['dram_bytes'] / cfg_bus() / c:.0%} of the cycles at the bus rate")
+    parts.append(f"DRAM moved {r['dram_bytes'] / VTAConfig().bus_bytes / c:.0%} of the "
+                 f"cycles at the bus rate")
     return "; ".join(parts)
-
-
-def cfg_bus() -> int:
-    return VTAConfig().bus_bytes
 
 
 def main(argv=None) -> int:

@@ -88,7 +88,6 @@ def test_dse_finds_a_1x16x16_point_for_the_85f_only_with_lut_mults(tmp_path):
     assert "--lut-mults 160" in chosen["build"]
     assert chosen["cycles_per_image"] < json.loads(
         (tmp_path / "without" / "chosen.json").read_text())["ecp5-85f"]["cycles_per_image"]
-    # the LUT-product points share the measurement of their plain twin
     # a rerun with more lut_mults values measures nothing: the new points take the
     # database's measurement of their plain twin
     s2 = _dse(tmp_path, "with", dict(space, lut_mults=[0, 64, 160, 200, 256]))
