@@ -52,7 +52,13 @@ def test_cli_bench_json_and_plot(tmp_path, capsys):
     assert doc["latency_hiding"] is False and [r["name"] for r in doc["layers"]] == ["C4", "C11"]
     assert all(r["correct"] for r in doc["layers"])
     assert png.stat().st_size > 1000
-    assert "best utilisation" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "best utilisation" in text
+    # the timing model is named once per bench run, after the layer rows
+    lines = text.splitlines()
+    src = [i for i, ln in enumerate(lines) if ln.startswith("VTA cycles from: ")]
+    assert len(src) == 1 and lines[src[0]].startswith("VTA cycles from: timing model vta_hw_rtl: ")
+    assert lines[src[0] - 1].startswith("C11 ")
 
 
 def test_cli_demo_runs_end_to_end(capsys):

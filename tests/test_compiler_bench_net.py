@@ -47,3 +47,26 @@ def test_bench_onnx_file_and_errors(tmp_path, capsys):
     bad.write_text("[1, 2]")
     assert main(["bench", str(path), "--hw", str(bad)]) == 2
     assert "--hw" in capsys.readouterr().err
+
+
+def test_bench_network_names_its_timing_model(tmp_path, capsys):
+    """`vta bench MODEL` ends, as `vta run`'s table does, with the timing model its cycles
+    come from: the default (this project's RTL), a preset given with --hw, or how custom
+    parameters differ from the default."""
+    from vta_sim import TimingParams
+    assert main(["bench", "builtin:small_cnn"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("VTA cycles from: timing model vta_hw_rtl: ")
+    runs = {}
+    for name, params in (("tsim", TimingParams.tsim().to_dict()),
+                         ("custom", dict(TimingParams().to_dict(), read_latency=40))):
+        hw = tmp_path / f"{name}.json"
+        hw.write_text(json.dumps({"params": params}))
+        out = tmp_path / f"{name}.out.json"
+        assert main(["bench", "builtin:small_cnn", "--hw", str(hw), "--json", str(out)]) == 0
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        assert last.startswith(f"VTA cycles from: timing model {name}: ")
+        runs[name] = json.loads(out.read_text())["summary"]
+    assert "read_latency=40" in last
+    assert runs["tsim"]["timing"] == "tsim" and runs["custom"]["timing"] == "custom"
+    assert runs["tsim"]["vta_cycles"] != runs["custom"]["vta_cycles"]

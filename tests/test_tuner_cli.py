@@ -116,6 +116,7 @@ def test_shipped_log_covers_resnet18_and_beats_the_defaults():
         rec = hb.query(workload_key(wl), cfg)
         assert rec is not None, layer.name
         got = measure_knobs(t, cfg, Knobs.from_dict(rec.knobs))["cycles"]
+        assert rec.timing == "vta_hw_rtl"                 # the model networks run with
         assert got == rec.cycles                          # the log is reproducible
         assert got <= measure_knobs(t, cfg, default_knobs(wl, cfg))["cycles"]
 

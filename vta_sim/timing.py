@@ -64,7 +64,8 @@ _TSIM = dict(read_latency=16, read_burst_gap=1, read_pipelined=True, max_outstan
              nop_cycles=1, finish_cycles=1, gemm_start_cycles=7, gemm_cycles_per_uop=1,
              alu_start_cycles=6, alu_cycles_per_uop_imm=1, alu_cycles_per_uop_vec=2,
              load_setup_cycles=2, load_write_cycles=1, load_elem_per_cycle=False,
-             pad_cycles_per_tile=1, store_setup_cycles=2, store_cycles_per_tile=1)
+             pad_cycles_per_tile=1, store_setup_cycles=2, store_cycles_per_tile=1,
+             burst_per_row=False)
 
 #: The structure of this project's RTL that the ``vta_hw`` and ``vta_hw_fpga`` presets were
 #: fitted on (4 read bursts in flight, one burst per row, a two-burst fetch buffer, 512-entry
@@ -77,7 +78,7 @@ _VTA_HW_BASE = dict(read_latency=8, read_burst_gap=1, read_pipelined=True,
                     gemm_start_cycles=10, gemm_cycles_per_uop=1, alu_start_cycles=0,
                     alu_cycles_per_uop_imm=1, alu_cycles_per_uop_vec=1, load_setup_cycles=5,
                     load_write_cycles=2, load_elem_per_cycle=False, pad_cycles_per_tile=1,
-                    store_setup_cycles=0, store_cycles_per_tile=0)
+                    store_setup_cycles=0, store_cycles_per_tile=0, burst_per_row=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,8 +87,8 @@ class TimingParams:
 
     The defaults model this project's own hardware: the vta_hw RTL with the cocotb DRAM model
     of read latency 16 (``vta rtl``, Icarus or Verilator), as fitted by
-    ``benchmarks/bench_hw.py`` (``vta_hw/calibration/timing_icarus.json``; a test keeps the
-    two equal).  Other memory systems are named presets (:meth:`preset`, :data:`PRESETS`):
+    ``benchmarks/bench_timing_refit.py`` (``vta_hw/calibration/timing_icarus.json``; a test
+    keeps the two equal).  Other memory systems are named presets (:meth:`preset`, :data:`PRESETS`):
     ``tsim`` is TVM's Chisel design under tsim, the defaults before issue 19.  :attr:`name`
     and :meth:`describe` say which model a TimingParams is.
 
@@ -97,33 +98,36 @@ class TimingParams:
 
     # memory system
     bus_bytes: int | None = None          #: data bus width in bytes (None: from the config)
-    read_latency: int = 12                #: request -> first beat
+    read_latency: int = 9                 #: request -> first beat
     read_burst_gap: int = 2               #: idle bus cycles after each read burst
     read_pipelined: bool = True           #: queued requests overlap their latency (AXI ids);
     #: False: one burst in flight, each pays read_latency after the channel frees
     max_outstanding_reads: int | None = 4  #: bursts in flight at most (None: unlimited)
-    max_burst_beats: int = 65536          #: longest burst (vta_hw: one burst per row)
+    max_burst_beats: int = 1 << 24        #: longest burst (vta_hw: a row is one burst of up
+    #: to 2**24 beats, its 24-bit length)
     burst_boundary_bytes: int | None = None  #: bursts never cross this (None: max burst size)
     read_priority: tuple = CLIENTS        #: fixed read arbitration order, highest first
-    write_burst_overhead: int = 5         #: write command + B-response handshake per burst
+    write_burst_overhead: int = 6         #: write command + B-response handshake per burst
+    burst_per_row: bool = True            #: a LOAD/STORE issues one burst per row even when
+    #: its rows are contiguous in DRAM (stride == width; vta_hw), instead of one for them all
     # fetch and queues
-    fetch_burst_insns: int | None = None  #: instructions per fetch (None: one max burst)
-    fetch_drain_cycles: int = 3           #: cycles per instruction pushed to a command queue
+    fetch_burst_insns: int | None = 32768  #: instructions per fetch (None: one max burst)
+    fetch_drain_cycles: int = 4           #: cycles per instruction pushed to a command queue
     fetch_overlap: bool = True            #: request the next fetch burst while draining
     #: (a two-burst buffer; vta_hw) instead of after the drain (Chisel)
     cmd_queue_depth: int = 512            #: entries of each command queue (instQueueEntries)
     token_capacity: int = 65535           #: largest count of a token queue (Chisel: 255)
     token_latency: int = 0                #: push -> token visible to the consumer
     # modules
-    dispatch_cycles: int = 2              #: per instruction: the controller's idle state
+    dispatch_cycles: int = 1              #: per instruction: the controller's idle state
     nop_cycles: int = 0                   #: x_size = 0 "sync" state
-    finish_cycles: int = 0
-    gemm_start_cycles: int = 3            #: pipeline start + drain of a GEMM
+    finish_cycles: int = 1
+    gemm_start_cycles: int = 7            #: pipeline start + drain of a GEMM
     gemm_cycles_per_uop: int = 1
-    alu_start_cycles: int = 0
+    alu_start_cycles: int = 3
     alu_cycles_per_uop_imm: int = 1
     alu_cycles_per_uop_vec: int = 1       #: Chisel: 2 (two SRAM reads per micro-op)
-    load_setup_cycles: int = 7            #: LOAD command decode before the first request
+    load_setup_cycles: int = 9            #: LOAD command decode before the first request
     load_write_cycles: int = 2            #: last beat -> SRAM written
     load_elem_per_cycle: bool = False     #: a LOAD writes at most one SRAM element per cycle:
     #: a burst of elements narrower than the bus takes a cycle per element (vta_hw's loader)
@@ -134,7 +138,8 @@ class TimingParams:
     def __post_init__(self):
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name in ("read_pipelined", "fetch_overlap", "load_elem_per_cycle"):
+            if f.name in ("read_pipelined", "fetch_overlap", "load_elem_per_cycle",
+                          "burst_per_row"):
                 if not isinstance(v, bool):
                     raise ValueError(f"timing parameter {f.name} must be true or false, not "
                                      f"{v!r}")
@@ -256,7 +261,7 @@ class TimingParams:
 #: The named timing models, default first: name -> what it models (:meth:`TimingParams.preset`).
 PRESETS = {
     "vta_hw_rtl": "this project's RTL (vta_hw) with the cocotb DRAM model of read latency 16 "
-                  "(`vta rtl`), fitted by benchmarks/bench_hw.py "
+                  "(`vta rtl`), fitted by benchmarks/bench_timing_refit.py "
                   "(vta_hw/calibration/timing_icarus.json)",
     "vta_hw": "vta_hw in the Amaranth simulator with on-chip DRAM of latency 4 (the 2026-11-21 "
               "fit; vta dse's vta_hw DRAM model)",

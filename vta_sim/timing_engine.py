@@ -319,6 +319,12 @@ class Engine:
                                                   else p.alu_cycles_per_uop_vec)
             self.at(t + d, self.complete, i, m)
 
+    def one_block(self, P, X, Y) -> bool:
+        """Whether a 2-D transfer moves as one contiguous block: one row, or contiguous rows
+        (stride == width) unless the memory system issues a burst per row anyway
+        (``burst_per_row``, vta_hw's loader and store)."""
+        return Y == 1 or (P == X and not self.p.burst_per_row)
+
     def equal_rows(self, i, E):
         """``(count, bytes)`` when the transfer of instruction ``i`` is ``count`` bursts of
         ``bytes`` each (no row longer than a burst or crossing a burst boundary), else
@@ -326,7 +332,7 @@ class Engine:
         c = self.c
         X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
         B = self.boundary
-        if P == X or Y == 1:
+        if self.one_block(P, X, Y):
             nb, a = X * Y * E, D * E
             return (1, nb) if nb <= self.max_bytes and a % B + nb <= B else None
         nb = X * E
@@ -359,7 +365,7 @@ class Engine:
                                         t0 + total + (k + 1) * d, nb))
             self.dram_written += count * beats * self.bus    # whole beats, as the RTL counts
             return total + count * d
-        rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
+        rows = [(D * E, X * Y * E)] if self.one_block(P, X, Y) else \
             [((D + y * P) * E, X * E) for y in range(Y)]
         if Y == 0:
             rows = []
@@ -387,7 +393,7 @@ class Engine:
             self.at(t + p.load_setup_cycles + pre, self.load_train, i, m, client,
                     (r[0], r[1], -(-r[1] // per)), post + p.load_write_cycles)
             return
-        rows = [(D * E, X * Y * E)] if (P == X or Y == 1) else \
+        rows = [(D * E, X * Y * E)] if self.one_block(P, X, Y) else \
             [((D + y * P) * E, X * E) for y in range(Y)]
         if Y == 0:
             rows = []

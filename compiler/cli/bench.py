@@ -70,6 +70,25 @@ def compile_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True,
     return (data, kernel, bias), build(wl, cfg, knobs)
 
 
+def bench_timing(timed=True):
+    """The timing model ``vta bench resnet18`` runs the layers under: ``timed=True`` is the
+    simulator's default (this project's RTL: the model ``vta tune`` measures under and
+    ``vta run`` times networks with, so the three agree on a layer's cycles), a
+    :class:`vta_sim.TimingParams` is used as given (e.g. :func:`pynq_timing`, the Pynq-like
+    memory of the TVM papers), ``False`` is untimed (None)."""
+    if timed is True:
+        from ..tuner.measure import default_timing
+        return default_timing()
+    return timed or None
+
+
+def timing_line(timing) -> str:
+    """The line naming where the cycle counts come from, worded as ``vta run``'s table ends."""
+    if timing is None:
+        return "VTA cycles from: none (functional simulation: no cycle counts)"
+    return f"VTA cycles from: timing model {timing.describe()}"
+
+
 def run_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True, timed=True,
               seed: int = 0, tuned_baseline: bool = False, history=None) -> dict:
     """Compile, run and check one layer; returns the JSON entry plus extra measurements."""
@@ -81,7 +100,8 @@ def run_layer(layer: ConvLayer, cfg: VTAConfig, latency_hiding: bool = True, tim
     bo = cfg.block_out
     feeds = {d: pack_nchw(x, cfg.batch, cfg.block_in), k: pack_oihw(w, bo, cfg.block_in),
              b: np.repeat(bias.reshape(-1, 1, bo), cfg.batch, axis=1)}
-    dev = SimDevice(cfg, timed=pynq_timing() if timed is True else timed)
+    tp = bench_timing(timed)
+    dev = SimDevice(cfg, timed=tp if tp is not None else False)
     t1 = time.perf_counter()
     got, stats = ck.run(dev, feeds)
     run_s = time.perf_counter() - t1
@@ -116,7 +136,10 @@ def bench(latency_hiding: bool = True, layers=None, cfg: VTAConfig | None = None
         rows.append(r)
         if log:
             log(format_row(r))
-    return {"latency_hiding": latency_hiding,
+    tp = bench_timing(timed)
+    if log:
+        log(timing_line(tp))
+    return {"latency_hiding": latency_hiding, "_timing": tp.name if tp is not None else None,
             "compile_seconds": round(sum(r["_compile_s"] for r in rows), 4),
             "layers": rows, "_wall_seconds": time.perf_counter() - t0}
 

@@ -74,19 +74,21 @@ def layer_rows(executor, program, bus_bytes: int) -> list[dict]:
 
 
 HEADER = (f"{'node':24} {'op':10} {'cycles':>10} {'GEMM bnd':>9} {'DRAM bnd':>9} {'util':>6} "
-          f"{'roof':>6} {'compute':>9} {'load':>8} {'store':>8}  bound")
+          f"{'roof':>6} {'compute':>9} {'load':>8} {'store':>8}  bound   schedule")
 
 LEGEND = ("GEMM bnd = GEMM micro-ops (cycles at peak); DRAM bnd = LOAD+STORE bytes / bus bytes "
           "per cycle; util = GEMM bnd / cycles; roof = max(GEMM bnd, DRAM bnd) / cycles; "
           "compute/load/store = busy cycles of each module; bound: GEMM | ALU (compute module "
           "busy mostly outside GEMMs: epilogue, resets, accumulator loads) | load | store | "
-          "DRAM | stalls (> 1.15x the busiest unit)")
+          "DRAM | stalls (> 1.15x the busiest unit); schedule: default, or tuned from --tuned LOG "
+          "(tuned (other epilogue): a record of the same GEMM shape with another epilogue)")
 
 
 def format_row(r: dict) -> str:
     return (f"{r['node']:24} {r['op']:10} {r['cycles']:>10} {r['gemm_bound']:>9} "
             f"{r['dram_bound']:>9.0f} {r['utilization']:>6.1%} {r['roof']:>6.1%} "
-            f"{r['compute_busy']:>9} {r['load_busy']:>8} {r['store_busy']:>8}  {r['bound']}")
+            f"{r['compute_busy']:>9} {r['load_busy']:>8} {r['store_busy']:>8}  "
+            f"{r['bound']:7} {r.get('schedule', '')}")
 
 
 def roofline(rows: list[dict], path: str, cfg, title: str, macs_per_uop: int) -> None:
@@ -124,24 +126,28 @@ def roofline(rows: list[dict], path: str, cfg, title: str, macs_per_uop: int) ->
 
 
 def bench_network(model_spec: str, cfg, hw: str | None = None, image: int | None = None,
-                  calib: str | None = None, seed: int = 0):
-    """Compile ``model_spec`` (an ONNX path or builtin:NAME), run one input on the timed
-    simulator; returns (rows, summary dict)."""
+                  calib: str | None = None, seed: int = 0, tuning_log: str | None = None):
+    """Compile ``model_spec`` (an ONNX path or builtin:NAME) as ``vta compile`` does (with
+    ``calib``: percentile calibration; without: global-scale; ``tuning_log``: its best
+    schedules), run one input on the timed simulator; returns (rows, summary dict)."""
     from vta_runtime import SimDevice
 
     from ..graph.driver import compile_model
     from .graph import _builtin, _load_npz
+    from ..graph.ir import GraphError
+    if tuning_log is not None and not os.path.isfile(tuning_log):
+        raise GraphError(f"--tuned {tuning_log}: no such tuning log")
     if model_spec.startswith("builtin:"):
         model, samples = _builtin(model_spec, image)
-        c = compile_model(model, cfg, calib=samples)
+        c = compile_model(model, cfg, calib=samples, tuning_log=tuning_log)
     else:
-        from ..graph.ir import GraphError
         if not os.path.isfile(model_spec):
             raise GraphError(f"vta bench: {model_spec}: no such model file")
         if calib:
-            c = compile_model(model_spec, cfg, calib=_load_npz(calib, "--calib"))
+            c = compile_model(model_spec, cfg, calib=_load_npz(calib, "--calib"),
+                              tuning_log=tuning_log)
         else:
-            c = compile_model(model_spec, cfg, mode="global_scale")
+            c = compile_model(model_spec, cfg, mode="global_scale", tuning_log=tuning_log)
     g = c.program.graph
     rng = np.random.default_rng(seed)
     feeds = {n: rng.normal(size=g.values[n].shape).astype(np.float32) for n in g.inputs}
@@ -149,24 +155,36 @@ def bench_network(model_spec: str, cfg, hw: str | None = None, image: int | None
     ex = c.executor(SimDevice(cfg, timed=tp))
     ex.run(feeds)
     rows = layer_rows(ex, c.program, cfg.bus_bytes)
+    sched = {s.node.name: s.schedule for s in c.program.steps}
+    for r in rows:
+        r["schedule"] = sched.get(r["node"], "")
     total = sum(r["cycles"] for r in rows)
     gemm = sum(r["gemm_bound"] for r in rows)
     summary = {"model": model_spec, "vta_cycles": total, "gemm_bound": gemm,
                "utilization": round(gemm / total, 4) if total else 0.0,
-               "timing": "defaults" if hw is None else hw}
+               "timing": tp.name, "timing_source": f"timing model {tp.describe()}",
+               "tuning_log": tuning_log}
     return rows, summary
 
 
 def cmd_bench_network(args, cfg) -> int:
-    rows, summary = bench_network(args.workload, cfg, args.hw, args.image, args.calib)
-    print(f"{args.workload} on VTA {cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator "
-          f"(timing: {summary['timing']})")
+    log = getattr(args, "tuned", None)
+    if log == "":
+        from ..graph.ir import GraphError
+        raise GraphError("--tuned: give the tuning log of this network (vta tune MODEL.onnx "
+                         "--log LOG.jsonl); the shipped log covers resnet18's C2-C11 only")
+    rows, summary = bench_network(args.workload, cfg, args.hw, args.image, args.calib,
+                                  tuning_log=log)
+    print(f"{args.workload} on VTA {cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator"
+          + (f" (timing parameters: {args.hw})" if args.hw else "")
+          + (f", schedules from {log}" if log else ""))
     print(LEGEND)
     print(HEADER)
     for r in rows:
         print(format_row(r))
     print(f"total: {summary['vta_cycles']} VTA cycles, GEMM bound {summary['gemm_bound']} "
           f"({summary['utilization']:.1%} of peak)")
+    print(f"VTA cycles from: {summary['timing_source']}")
     if args.json:
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:

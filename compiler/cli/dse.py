@@ -31,8 +31,10 @@ def cmd_dse(args) -> int:
                 retry_failed=args.retry_failed, timeout=args.timeout,
                 check=not args.no_check, synth_front=args.synth_front,
                 progress=not args.no_progress, log=log, tune_trials=args.tune_trials)
+    runs = (f", {s['runs']} simulator runs: points differing only in lut_mults share one"
+            if s["runs"] != s["measured"] else "")
     print(f"{s['points']} points: {s['measured']} measured now in {s['sweep_seconds']} s "
-          f"({s['failed_now']} failed), {s['skipped']} already done; {s['ok']} ok, "
+          f"({s['failed_now']} failed{runs}), {s['skipped']} already done; {s['ok']} ok, "
           f"{s['failed']} failed in all")
     for dram, sizes in s["front_sizes"].items():
         print(f"front ({dram}), points per resource: "
@@ -58,7 +60,8 @@ def register(sub):
     p.add_argument("--space", required=True, metavar="SPACE.json",
                    help="candidate values per key: VTAConfig keys (LOG_BLOCK, LOG_BATCH, "
                         "LOG_*_BUFF_SIZE or LOG_*_DEPTH, LOG_BUS_WIDTH, ...), alu_stages "
-                        "(1/2/3), dram (vta_hw, vta_hw_fpga, ddr)")
+                        "(1/2/3), dram (vta_hw, vta_hw_fpga, ddr), lut_mults (GEMM products "
+                        "built in LUTs instead of DSP multipliers, e.g. [0, 160])")
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (resumable)")
     p.add_argument("--workers", type=nonnegative_int, default=None,
                    help="local worker processes (default: the CPU count; 0: in this process)")

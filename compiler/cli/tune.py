@@ -6,8 +6,13 @@ workload file, appending every measurement to a JSON-lines log.
     vta tune resnet18 --trials 64 --log r.jsonl --scheduler tcp://127.0.0.1:8786
 
 ``MODEL.onnx``: every distinct VTA conv2d/dense workload of the model as ``vta compile``
-builds it (same epilogues), so ``vta compile MODEL.onnx --tuning-log LOG.jsonl`` picks the
-tuned schedules.  ``WORKLOAD.json`` is one object or a list of objects as :func:`compiler.tuner.task_from_spec`
+builds it with the same quantisation options (``--calib SAMPLES.npz`` and the calibration
+flags; without ``--calib``, ``--calibration global_scale``), so the workloads carry the
+network's own epilogues (shift, per-channel multiply, residual add, clip) and
+``vta compile MODEL.onnx --tuning-log LOG.jsonl`` with the same options picks each tuned
+schedule for exactly its layer.  Every measurement runs under the simulator's default
+timing model, the one ``vta run`` and ``vta bench`` time networks with, so a layer's tuned
+cycles are its cycles in the network (the table ends with the model's name).  ``WORKLOAD.json`` is one object or a list of objects as :func:`compiler.tuner.task_from_spec`
 reads them, e.g. ``{"op": "conv2d", "in_channels": 64, "height": 56, "width": 56,
 "out_channels": 64, "kernel": 3, "stride": 1, "pad": 1, "name": "C2"}``.  ``--trials`` is
 the total per workload: rerunning the same command on the same log resumes (nothing already
@@ -34,17 +39,19 @@ from ..tuner.space import TaskError
 USER_ERRORS = (TaskError, TuningLogError, ExecutorError)
 
 
-def onnx_tasks(model, cfg) -> list:
+def onnx_tasks(model, cfg, compile_kw: dict | None = None) -> list:
     """The distinct VTA conv2d/dense workloads of an ONNX model as compiled for ``cfg`` by
-    the graph front end (power-of-two global-scale quantisation: the workload shapes and
-    epilogue operations do not depend on the scales), one :class:`Task` each, named after
-    the first node that uses it."""
+    the graph front end with ``compile_kw`` (:func:`compiler.graph.driver.compile_model`'s
+    options; default: power-of-two global-scale quantisation), one :class:`Task` each, named
+    after the first node that uses it.  The epilogue constants (shifts, multipliers, clip
+    bounds) are part of a workload: tune with the options the model is compiled with."""
     from ..graph import GraphError
     from ..graph.driver import compile_model
     from ..vta.workload import GemmWorkload
     from ..tuner.space import Task, workload_key
+    kw = dict(compile_kw or {"mode": "global_scale"})
     try:
-        prog = compile_model(model, cfg, mode="global_scale").program
+        prog = compile_model(model, cfg, **kw).program
     except (GraphError, ValueError) as e:
         msg = str(e)
         raise TaskError(msg if msg.startswith(str(model)) else f"{model}: {msg}") from None
@@ -59,8 +66,36 @@ def onnx_tasks(model, cfg) -> list:
     return out
 
 
-def tasks_of(target: str, layers: str | None = None, cfg=None) -> list:
-    """The tasks ``vta tune TARGET`` tunes (``cfg``: for a model's workloads)."""
+def model_compile_kw(args) -> dict:
+    """``compile_model`` options of ``vta tune MODEL.onnx`` from its flags, as ``vta compile``
+    takes them: with ``--calib`` the calibration it names; without, global-scale."""
+    if args is None:
+        return {"mode": "global_scale"}
+    kw = {"per_channel": not getattr(args, "per_tensor", False),
+          "float_first_last": getattr(args, "float_first_last", False),
+          "first_conv_cpu": getattr(args, "first_conv_cpu", False)}
+    shapes = getattr(args, "input_shape", None)
+    if shapes:
+        from .graph import parse_input_shapes
+        kw["input_shapes"] = parse_input_shapes(shapes)
+    calib = getattr(args, "calib", None)
+    if calib:
+        from ..graph import GraphError
+        from .graph import _load_npz
+        try:
+            kw["calib"] = _load_npz(calib, "--calib")
+        except GraphError as e:
+            raise TaskError(str(e)) from None
+        kw["mode"] = getattr(args, "calibration", None) or "percentile"
+        kw["percentile"] = getattr(args, "percentile", None) or 99.99
+    else:
+        kw["mode"] = "global_scale"
+    return kw
+
+
+def tasks_of(target: str, layers: str | None = None, cfg=None, args=None) -> list:
+    """The tasks ``vta tune TARGET`` tunes (``cfg``: for a model's workloads; ``args``: the
+    command's quantisation flags for a model, see :func:`model_compile_kw`)."""
     from ..tuner.space import Task, task_from_spec
     if target == "resnet18":
         from ..tuner.workloads import LayerSelectionError, select_layers
@@ -76,7 +111,7 @@ def tasks_of(target: str, layers: str | None = None, cfg=None) -> list:
         if not os.path.exists(target):
             raise TaskError(f"{target}: no such file")
         from isa import VTAConfig
-        return onnx_tasks(target, cfg or VTAConfig())
+        return onnx_tasks(target, cfg or VTAConfig(), model_compile_kw(args))
     if not target.lower().endswith(".json"):
         raise TaskError(f"{target}: expected resnet18, MODEL.onnx or WORKLOAD.json")
     from isa.files import InputFileError, read_json
@@ -148,7 +183,9 @@ def cmd_tune(args) -> int:
             check_output_path(args.plot, what="--plot", suffixes=(".png", ".svg", ".pdf"))
         except InputFileError as e:
             raise TaskError(f"--plot {e}") from None
-    tasks = tasks_of(args.target, args.layers, cfg)
+    if args.calib and not args.target.lower().endswith(".onnx"):
+        raise TaskError("--calib applies to MODEL.onnx only")
+    tasks = tasks_of(args.target, args.layers, cfg, args)
     for t in tasks:
         if t.wl is None:
             check_task_size(t)
@@ -201,11 +238,20 @@ def _tune_locked(args, cfg, tasks, load, tune, plot_convergence, default_knobs, 
         kn = json.dumps(r.best_knobs.as_dict(), separators=(",", ":")) if r.best_knobs else ""
         print(f"{t.name[:12]:12} {r.resumed + r.trials:>6} {r.trials:>4} {r.failures:>6} "
               f"{best:>12} {base or '-':>10} {sp:>7}  {kn}")
+    print(cycles_source(args.device))
     if args.plot:
         with atomic_path(args.plot, what="--plot") as tmp:
             plot_convergence(results, tmp)
         print(f"wrote {args.plot}")
     return 0
+
+
+def cycles_source(device: str = "sim") -> str:
+    """The line naming where the tuner's cycles come from, worded as ``vta run``'s."""
+    if device == "rtl":
+        return "VTA cycles from: the rtl device's cycle counter"
+    from ..tuner.measure import default_timing
+    return f"VTA cycles from: timing model {default_timing().describe()}"
 
 
 def register(sub):
@@ -244,6 +290,24 @@ def register(sub):
                    help="do not measure the default schedule first (by default the tuner "
                         "starts from it, so the result is never worse)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from .graph import percentile
+    q = p.add_argument_group("MODEL.onnx: quantise as vta compile does (the epilogues of the "
+                             "tuned workloads are the compiled network's)")
+    q.add_argument("--calib", metavar="SAMPLES.npz",
+                   help="calibration samples, as vta compile --calib (default: "
+                        "--calibration global_scale, no samples)")
+    q.add_argument("--calibration", choices=["max", "percentile", "global_scale"],
+                   default="percentile", help="with --calib: activation range (default "
+                   "percentile)")
+    q.add_argument("--percentile", type=percentile, default=99.99,
+                   help="with --calib: percentile (default 99.99)")
+    q.add_argument("--per-tensor", action="store_true", help="per-tensor weight scales")
+    q.add_argument("--float-first-last", action="store_true",
+                   help="first conv and last dense layer in float on the CPU")
+    q.add_argument("--first-conv-cpu", action="store_true",
+                   help="a conv with fewer input channels than BLOCK_IN on the CPU")
+    q.add_argument("--input-shape", action="append", metavar="NAME=1x3x48x192",
+                   help="shape of a graph input with symbolic dimensions (repeatable)")
     p.set_defaults(func=cmd_tune)
 
 

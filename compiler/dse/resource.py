@@ -12,6 +12,12 @@ model's error on them.
 Fmax is not modelled from synthesis (yosys gives no timing): it is a per-ALU-option figure
 from the real ULX3S place-and-route builds in ``data/board_builds.json``, which are few.
 
+GEMM products built in logic (a point's ``lut_mults``, ``VTACore(lut_mults=N)``) are costed
+from the one build with them (``lut_products`` in ``board_builds.json``): each saves exactly
+one MULT18X18D and costs :meth:`ResourceModel.luts_per_product` LUT4s (that build's LUT4s
+less the model's estimate of the same core without them and the shell, per product); FFs do
+not change, and such a point's Fmax is at most that build's.
+
 Example::
 
     from compiler.dse.resource import ResourceModel, feasibility
@@ -31,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .space import DseError, config_of
+from .space import DseError, config_of, lut_mults_of
 
 __all__ = ["RESOURCES", "PARTS", "HELD_OUT", "ResourceModel", "bram_blocks", "feasibility",
            "board_overhead"]
@@ -137,11 +143,23 @@ class ResourceModel:
     :meth:`default`."""
 
     def __init__(self, coef: dict, samples: list[dict], held_out: tuple[str, ...],
-                 fmax: dict):
+                 fmax: dict, lut_products: dict | None = None):
         self.coef = coef
         self.samples = samples
         self.held_out = held_out
         self.fmax = fmax
+        self.lut_products = lut_products
+
+    def luts_per_product(self) -> float:
+        """LUT4s one GEMM product costs when built in logic, from the ``lut_products`` build
+        (its LUT4s less this model's estimate of the same core without LUT products and the
+        board shell, divided by its product count)."""
+        b = self.lut_products
+        if not b:
+            raise DseError("the resource model has no build with LUT products "
+                           "(board_builds.json: lut_products) to cost lut_mults")
+        base = self._linear(dict(b["point"], lut_mults=0))["luts"]
+        return (b["luts"] - base - board_overhead().get("luts", 0)) / b["point"]["lut_mults"]
 
     @classmethod
     def fit(cls, samples: list[dict], held_out=HELD_OUT, fmax: dict | None = None
@@ -159,26 +177,39 @@ class ResourceModel:
             w = 1.0 / np.maximum(y, 1.0)                       # relative error
             sol, *_ = np.linalg.lstsq(X * w[:, None], y * w, rcond=None)
             coef[r] = dict(zip(terms, sol.tolist()))
-        return cls(coef, good, tuple(held_out), fmax or _load("board_builds.json")["fmax_mhz"])
+        builds = _load("board_builds.json")
+        return cls(coef, good, tuple(held_out), fmax or builds["fmax_mhz"],
+                   builds.get("lut_products"))
 
     @classmethod
     def default(cls) -> "ResourceModel":
         """The model fitted to the shipped samples."""
         return cls.fit(_load("synth_samples.json")["samples"])
 
+    def _linear(self, point: dict) -> dict:
+        f = features(point)
+        return {r: max(0, int(round(sum(c * f[t] for t, c in self.coef[r].items()))))
+                for r in RESOURCES}
+
     def predict(self, point: dict) -> dict:
         """``luts``, ``ffs``, ``multipliers``, ``brams`` (rounded, never negative) and
-        ``fmax_mhz`` of a point."""
-        f = features(point)
-        out = {r: max(0, int(round(sum(c * f[t] for t, c in self.coef[r].items()))))
-               for r in RESOURCES}
+        ``fmax_mhz`` of a point, its ``lut_mults`` products built in logic."""
+        out = self._linear(point)
+        n = lut_mults_of(point)
+        if n:
+            out["multipliers"] = max(0, out["multipliers"] - n)
+            out["luts"] += int(round(n * self.luts_per_product()))
         out["fmax_mhz"] = self.fmax_of(point)
         return out
 
     def fmax_of(self, point: dict) -> float:
         """The Fmax estimate: the measured figure for the point's ALU option (see
-        ``board_builds.json``: a handful of builds of one array size)."""
-        return float(self.fmax[str(point["alu_stages"])])
+        ``board_builds.json``: a handful of builds of one array size); with LUT products, at
+        most the figure of the build with them."""
+        f = float(self.fmax[str(point["alu_stages"])])
+        if lut_mults_of(point) and self.lut_products:
+            f = min(f, float(self.lut_products["fmax_mhz"]))
+        return f
 
     def held_out_errors(self) -> dict:
         """Per resource: the relative errors on the held-out samples (``rows``: name,

@@ -2,8 +2,11 @@
 
 A point is a plain dict: the VTAConfig keys it sets (``LOG_BATCH``, ``LOG_BLOCK``, the four
 ``LOG_*_BUFF_SIZE``, ``LOG_BUS_WIDTH``, ...), ``alu_stages`` (the core's tensor-ALU pipeline
-option: 1, 2 or 3 cycles per micro-op; ``vta hw build`` builds 3) and ``dram`` (the memory
-system of the timed simulator, a key of :data:`DRAM_MODELS`).  ``SPACE.json`` gives a list of
+option: 1, 2 or 3 cycles per micro-op; ``vta hw build`` builds 3), ``dram`` (the memory
+system of the timed simulator, a key of :data:`DRAM_MODELS`) and ``lut_mults`` (how many of
+the GEMM core's int8 products are built in logic instead of DSP multipliers:
+``VTACore(lut_mults=N)`` / ``vta hw build --lut-mults N``; same cycles, fewer multipliers,
+more LUTs; a point keeps the key only when N > 0, so points without it are unchanged).  ``SPACE.json`` gives a list of
 candidate values per key (or one value); the space is their cartesian product, less the
 points the ISA cannot encode or the RTL generator cannot build, which are counted with their
 reasons.  Buffers may be given as depths instead of bytes: ``LOG_INP_DEPTH: [11]`` means 2048
@@ -31,7 +34,7 @@ import numpy as np
 from isa import ConfigError, VTAConfig
 
 __all__ = ["DseError", "DRAM_MODELS", "parse_space", "enumerate_space", "config_of",
-           "timing_of", "point_key", "point_name"]
+           "timing_of", "point_key", "point_name", "lut_mults_of", "measurement_point"]
 
 
 class DseError(ValueError):
@@ -60,7 +63,7 @@ _CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(VTAConfig)
                      if f.name not in ("TARGET", "HW_VER"))
 _BUFFERS = ("UOP", "INP", "WGT", "ACC")
 _DEPTH_KEYS = tuple(f"LOG_{b}_DEPTH" for b in _BUFFERS)
-_EXTRA_KEYS = ("alu_stages", "dram")
+_EXTRA_KEYS = ("alu_stages", "dram", "lut_mults")
 KNOWN_KEYS = _CONFIG_KEYS + _DEPTH_KEYS + _EXTRA_KEYS
 #: Largest cartesian product :func:`enumerate_space` walks (about 20 s of checking).
 MAX_COMBINATIONS = 200_000
@@ -96,6 +99,9 @@ def parse_space(doc, where: str = "SPACE.json") -> dict[str, list]:
                 raise DseError(f"{where}: {key} values must be integers, not {v!r}")
             elif key == "alu_stages" and v not in (1, 2, 3):
                 raise DseError(f"{where}: alu_stages must be 1, 2 or 3, not {v}")
+            elif key == "lut_mults" and v < 0:
+                raise DseError(f"{where}: lut_mults must be 0 or more (int8 products built "
+                               f"in logic), not {v}")
         if len(set(map(str, vals))) != len(vals):
             raise DseError(f"{where}: {key} lists a value twice")
         out[key] = vals
@@ -122,7 +128,20 @@ def _normalise(raw: dict) -> dict:
             p[f"LOG_{b}_BUFF_SIZE"] = d + int(tile[b]).bit_length() - 1
     p["alu_stages"] = raw["alu_stages"]
     p["dram"] = raw["dram"]
+    if raw.get("lut_mults", 0):
+        p["lut_mults"] = raw["lut_mults"]
     return p
+
+
+def lut_mults_of(point: dict) -> int:
+    """How many of the point's int8 GEMM products are built in logic (0 when not given)."""
+    return int(point.get("lut_mults", 0))
+
+
+def measurement_point(point: dict) -> dict:
+    """The point without the keys that change no cycle count (``lut_mults``: the same
+    register stages and results); points equal here share one measurement."""
+    return {k: v for k, v in point.items() if k != "lut_mults"}
 
 
 def config_of(point: dict) -> VTAConfig:
@@ -146,19 +165,25 @@ def point_key(point: dict) -> str:
 def point_name(point: dict) -> str:
     """A short readable name, e.g. ``1x8x8_u13i14w16a16_b64_alu3_vta_hw_fpga``."""
     c = config_of(point)
+    lut = f"_lut{lut_mults_of(point)}" if lut_mults_of(point) else ""
     return (f"{c.batch}x{c.block_in}x{c.block_out}_u{c.LOG_UOP_BUFF_SIZE}i{c.LOG_INP_BUFF_SIZE}"
             f"w{c.LOG_WGT_BUFF_SIZE}a{c.LOG_ACC_BUFF_SIZE}_b{c.bus_width}_alu"
-            f"{point['alu_stages']}_{point['dram']}")
+            f"{point['alu_stages']}{lut}_{point['dram']}")
 
 
-def _check_buildable(cfg: VTAConfig) -> str | None:
-    """Why the RTL generator cannot build ``cfg`` (None if it can)."""
+def _check_buildable(cfg: VTAConfig, lut_mults: int = 0) -> str | None:
+    """Why the RTL generator cannot build ``cfg`` with ``lut_mults`` products in logic
+    (None if it can)."""
     from vta_hw.blocks.core import check_config
     from vta_hw.errors import HwError
     try:
         check_config(cfg)
     except HwError as e:
         return str(e)
+    macs = cfg.batch * cfg.block_in * cfg.block_out
+    if lut_mults > macs:
+        return (f"lut_mults {lut_mults} is more than the {macs} products of a "
+                f"{cfg.batch}x{cfg.block_in}x{cfg.block_out} GEMM core")
     return None
 
 
@@ -189,7 +214,7 @@ def enumerate_space(space: dict[str, list], budget: int | None = None, seed: int
         except ConfigError as e:
             why = str(e)
         else:
-            why = _check_buildable(cfg)
+            why = _check_buildable(cfg, lut_mults_of(p))
         if why is not None:
             why = _generic(why)
             rejected[why] = rejected.get(why, 0) + 1

@@ -39,7 +39,8 @@ from .db import ResultsDB
 from .evaluate import evaluate_point
 from .pareto import pareto_front
 from .resource import PARTS, RESOURCES, ResourceModel, feasibility
-from .space import (DseError, config_of, enumerate_space, parse_space, point_key, point_name)
+from .space import (DseError, config_of, enumerate_space, lut_mults_of, measurement_point,
+                    parse_space, point_key, point_name)
 from .workload import load_workload, workload_id
 
 __all__ = ["run_dse", "report", "synthesize_front"]
@@ -124,8 +125,20 @@ def _run_locked(layers, note, points, rejected, outp, *, workers, scheduler, ret
         log(f"{note}; {len(points)} points ({sum(rejected.values())} combinations not "
             f"buildable), {len(points) - len(todo)} already in {outp / DB_NAME}, "
             f"{len(todo)} to measure")
-        tasks = [{"point": p, "layers": [l.to_dict() for l in layers], "check": check,
-                  "tune_trials": tune_trials} for p in todo]
+        # points that differ only in what changes no cycle count (lut_mults) share one
+        # measurement, taken from the database when an equal point is already there
+        groups: dict[str, list] = {}
+        for p in todo:
+            groups.setdefault(point_key(measurement_point(p)), []).append(p)
+        have = {point_key(measurement_point(r["point"])): r for r in db.rows()
+                if r["status"] == "ok"}
+        for mk in [k for k in groups if k in have]:
+            res = _result_of(have[mk])
+            for p in groups.pop(mk):
+                db.put(p, res)
+                _cost(db, model, p, res)
+        tasks = [{"point": ps[0], "layers": [l.to_dict() for l in layers], "check": check,
+                  "tune_trials": tune_trials} for ps in groups.values()]
         t0 = time.time()
         failed = 0
         if tasks:
@@ -136,9 +149,10 @@ def _run_locked(layers, note, points, rejected, outp, *, workers, scheduler, ret
                     res = oc.value if oc.ok else {
                         "status": "failed", "error": f"{oc.kind}: {oc.error}",
                         "seconds": round(oc.seconds, 3)}
-                    failed += res["status"] != "ok"
-                    db.put(task["point"], res)
-                    _cost(db, model, task["point"], res)    # every row complete at once
+                    for p in groups[point_key(measurement_point(task["point"]))]:
+                        failed += res["status"] != "ok"
+                        db.put(p, res)
+                        _cost(db, model, p, res)    # every row complete at once
                     bar.update(1)
             bar.close()
         sweep_s = time.time() - t0
@@ -148,12 +162,19 @@ def _run_locked(layers, note, points, rejected, outp, *, workers, scheduler, ret
                                                       scheduler, progress)
             summary.update({k: v for k, v in report(db, outp, model).items()
                             if k != "synthesized"})
-        summary.update({"points": len(points), "measured": len(tasks), "failed_now": failed,
+        summary.update({"points": len(points), "measured": len(todo), "runs": len(tasks),
+                        "failed_now": failed,
                         "skipped": len(points) - len(todo), "rejected": rejected,
                         "sweep_seconds": round(sweep_s, 1)})
         return summary
     finally:
         db.close()
+
+
+def _result_of(row: dict) -> dict:
+    """A database row's measurement, in :func:`evaluate_point`'s form."""
+    return {k: row[k] for k in ("status", "error", "cycles", "cycles_per_image", "layers",
+                                "seconds")}
 
 
 def _cost(db: ResultsDB, model: ResourceModel, point: dict, res: dict) -> None:
@@ -265,8 +286,10 @@ def _choose(ok: list[dict], out: Path, real: dict | None = None) -> dict:
         if best.get("key") in (real or {}):
             entry["synthesized"] = real[best["key"]]
         if cap["board"]:
+            lut = lut_mults_of(best["point"])
             entry["build"] = (f"vta hw build --board ulx3s-{part.split('-')[1]} --config "
-                              f"{out / 'chosen' / (part + '.json')} --out build_{part}")
+                              f"{out / 'chosen' / (part + '.json')}"
+                              + (f" --lut-mults {lut}" if lut else "") + f" --out build_{part}")
         chosen[part] = entry
     for part in PARTS:                       # a part an earlier run chose and this one did not
         if part not in chosen and (cdir / f"{part}.json").is_file():

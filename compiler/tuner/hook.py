@@ -206,6 +206,31 @@ def random_inputs(wl: GemmWorkload, inputs, rng: np.random.Generator) -> dict:
     return out
 
 
+def default_timing():
+    """The timing model the tuner measures under unless told otherwise: the simulator's
+    default (:class:`vta_sim.TimingParams`, this project's RTL), the one ``vta run``,
+    ``vta bench`` and the graph executor time a network with, so a layer's tuned cycles are
+    the cycles it takes in the network."""
+    from vta_sim.timing import TimingParams
+    return TimingParams()
+
+
+def timing_id(timing=None, device: str = "sim") -> str:
+    """The name a tuning record gives the model its cycles come from: the preset's name
+    (``vta_hw_rtl``, ``tsim``, ...), ``custom-HASH`` for other parameters, ``rtl`` for the
+    RTL's own counter."""
+    if device == "rtl":
+        return "rtl"
+    tp = timing if timing is not None else default_timing()
+    name = tp.name
+    if name != "custom":
+        return name
+    import hashlib
+    import json
+    h = hashlib.sha1(json.dumps(tp.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    return f"custom-{h}"
+
+
 def timing_only_simulator(cfg: VTAConfig, timing):
     """A :class:`vta_sim.Simulator` with its functional datapath off: the stream is decoded,
     checked and timed, tokens are counted, but no data moves and nothing is computed.  The
@@ -230,7 +255,6 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
     """
     from vta_runtime import SimDevice
 
-    from ..vta.timing import pynq_timing
     from ..vta.pipeline import build
     cfg = cfg or VTAConfig()
     wl = _workload(out, cfg)
@@ -241,9 +265,10 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
         return {"cycles": math.inf, "dram_bytes": 0, "gemm_ops": 0, "correct": None,
                 "compile_seconds": time.perf_counter() - t0, "error": str(e)}
     feeds = random_inputs(wl, ck.inputs, np.random.default_rng(seed))
-    dev = SimDevice(cfg, timed=timing or pynq_timing())
+    timing = timing or default_timing()
+    dev = SimDevice(cfg, timed=timing)
     if not check:       # the timing model never reads data: same cycles, less time
-        dev.sim = timing_only_simulator(cfg, timing or pynq_timing())
+        dev.sim = timing_only_simulator(cfg, timing)
     got, stats = ck.run(dev, feeds)
     t = dict(stats.get("timing") or {}, **stats)
     cycles = next(int(t[c]) for c in ("cycles", "total_cycles", "cycle_count") if c in t)
@@ -259,5 +284,5 @@ def measure(out, knobs: Knobs, cfg: VTAConfig | None = None, timing=None, seed: 
 
 
 __all__ = ["ConfigSpace", "space", "measure", "buffer_usage", "random_inputs",
-           "timing_only_simulator",
+           "timing_only_simulator", "default_timing", "timing_id",
            "SPLIT_FACTORS", "MAX_LOOPS"]

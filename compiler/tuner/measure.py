@@ -32,6 +32,8 @@ from isa import VTAConfig
 
 DEVICES = ("sim", "rtl")
 
+from .hook import default_timing, timing_id  # noqa: E402  (re-exported)
+
 
 _CFG_CACHE: dict = {}
 
@@ -48,12 +50,12 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
                   seed: int = 0, timing=None) -> dict:
     """Compile ``knobs`` for ``task`` and run once; returns ``{"cycles", "dram_bytes",
     "gemm_ops", "compile_seconds", "run_seconds", "correct"}``.  ``timing``: the simulator's
-    :class:`vta_sim.timing.TimingParams` (default: the Pynq-like memory of the benchmarks).
+    :class:`vta_sim.timing.TimingParams` (default: :func:`default_timing`, the model
+    ``vta run`` uses).
     Raises the compiler's ScheduleError for a schedule that cannot be built (the caller
     records it)."""
     from vta_runtime import SimDevice
 
-    from ..vta.timing import pynq_timing
     from ..vta.pipeline import build
     from .hook import random_inputs, timing_only_simulator
     wl = task.workload(cfg)
@@ -65,7 +67,7 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
         from vta_runtime import RtlDevice
         dev = RtlDevice(cfg)
     elif device == "sim":
-        tp = timing if timing is not None else pynq_timing()
+        tp = timing if timing is not None else default_timing()
         dev = SimDevice(cfg, timed=tp)
         if not check:
             dev.sim = timing_only_simulator(cfg, tp)
@@ -99,4 +101,4 @@ def measure_item(item) -> dict:
                          timing=timing)
 
 
-__all__ = ["measure_knobs", "measure_item", "DEVICES"]
+__all__ = ["measure_knobs", "measure_item", "DEVICES", "default_timing", "timing_id"]

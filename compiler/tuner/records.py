@@ -4,8 +4,11 @@ A record (:class:`Record`) holds ``workload`` (the task's key), ``task`` (its pl
 spec, so the workload can be rebuilt), ``config`` (the VTA configuration as a dict),
 ``knobs``, ``cycles`` (null when the measurement failed), ``error`` and ``error_kind``
 (``invalid``: the compiler refused the schedule; ``error``; ``timeout``; ``worker-died``),
-``device``, ``tuner``, ``seconds``, ``timestamp`` (UNIX seconds) and ``version`` (of this
-log format, :data:`LOG_VERSION`).  Logs are appended to as results arrive (flushed per
+``device``, ``tuner``, ``seconds``, ``timestamp`` (UNIX seconds), ``version`` (of this
+log format, :data:`LOG_VERSION`) and ``timing`` (the model the cycles come from,
+:func:`compiler.tuner.measure.timing_id`: ``vta_hw_rtl`` for the simulator's default, ``rtl``
+for the RTL's counter; empty in records written before it was recorded, whose simulator
+cycles came from the Pynq-like model).  Logs are appended to as results arrive (flushed per
 line, so a killed run loses nothing it measured) and read back to resume a run or to pick
 schedules.
 
@@ -62,7 +65,7 @@ from .space import workload_key
 #: Version of the record format written by this module.
 LOG_VERSION = 1
 _FIELDS = ("workload", "task", "config", "knobs", "cycles", "error", "error_kind", "device",
-           "tuner", "seconds", "timestamp", "version")
+           "tuner", "seconds", "timestamp", "version", "timing")
 _REQUIRED = ("workload", "config", "knobs", "cycles", "version")
 ERROR_KINDS = ("", "invalid", "error", "timeout", "worker-died")
 
@@ -105,6 +108,7 @@ class Record:
     seconds: float = 0.0
     timestamp: float = field(default_factory=time.time)
     version: int = LOG_VERSION
+    timing: str = ""
 
     @classmethod
     def make(cls, task, cfg, knobs, cycles, **kw) -> "Record":
@@ -162,7 +166,7 @@ def parse_line(line: str, where: str) -> Record:
         raise TuningLogError(f"{where}: record version {v} is newer than this reader "
                              f"(version {LOG_VERSION}); upgrade vta-stack")
     checks = {"workload": str, "config": dict, "knobs": dict, "task": dict, "error": str,
-              "error_kind": str, "device": str, "tuner": str}
+              "error_kind": str, "device": str, "tuner": str, "timing": str}
     for k, typ in checks.items():
         if k in d and not isinstance(d[k], typ):
             raise TuningLogError(f"{where}: field {k!r} must be a {typ.__name__}, not "

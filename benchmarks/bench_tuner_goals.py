@@ -1,0 +1,210 @@
+"""The tuner's goals (issue 21) on ResNet-18 C2-C11, 1x16x16, under the simulator's default
+timing model (the one ``vta run`` times networks with):
+
+* every conv within 5% of the larger of its GEMM bound (GEMM micro-ops: one per cycle at
+  peak) and its DRAM bound (the minimum bytes -- each input, weight and bias byte read once,
+  each output byte written once -- at the bus's bytes per cycle);
+* at most 0.97x the cycles of TVM's own tuned stream (TopHub ``vta_v0.10`` records,
+  translated by ``compiler.tuner.tophub``) for the same layer.
+
+Steps: (1) ``--retime``: every candidate of the shipped tuning history
+(``benchmarks/results/tuner_resnet18_history.jsonl.gz``, 224 per layer, measured under the
+old Pynq-like model) measured again under the default model, into a log; (2) ``--trials N``:
+``vta tune resnet18`` on that log (XGBoost, resuming: N in total per layer, so N above 224
+adds N - 224 new candidates); (3) the table, with per layer what bounds the best schedule
+(the compute module's busy cycles split into GEMM and the rest, load, store, stalls).
+``--ship`` writes the best record per layer to the package's tuned log.
+
+    .venv/bin/python benchmarks/bench_tuner_goals.py --log /tmp/r18_rtl.jsonl --retime \
+        --trials 256 --workers 2 --ship
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from isa import VTAConfig  # noqa: E402
+
+HISTORY = ROOT / "benchmarks" / "results" / "tuner_resnet18_history.jsonl.gz"
+
+
+def retime(log: str, workers: int | None) -> int:
+    """Measure every history candidate under the default timing model into ``log`` (records
+    already there, same knobs and model, are skipped)."""
+    from compiler.tuner.executor import make_executor, run_tasks
+    from compiler.tuner.measure import measure_item, timing_id
+    from compiler.tuner.records import LogWriter, Record, load
+    from compiler.tuner.space import task_from_spec
+    cfg = VTAConfig()
+    tid = timing_id()
+    have = set()
+    if os.path.exists(log):
+        have = {(r.workload, r.knobs_key()) for r in load(log) if r.timing == tid}
+    items, seen = [], set()
+    with gzip.open(HISTORY, "rt") as f:
+        for line in f:
+            d = json.loads(line)
+            if d.get("cycles") is None:
+                continue
+            k = (d["workload"], json.dumps(d["knobs"], sort_keys=True))
+            if k in have or k in seen:
+                continue
+            seen.add(k)
+            items.append((d["task"], cfg.to_dict(), d["knobs"], "sim", False, len(items)))
+    w = LogWriter(log)
+    n = 0
+    try:
+        with make_executor(workers, None) as ex:
+            for item, out in run_tasks(ex, measure_item, items, timeout=300):
+                task = task_from_spec(item[0])
+                if out.ok:
+                    rec = Record.make(task, cfg, item[2], out.value["cycles"], device="sim",
+                                      tuner="retime", seconds=round(out.seconds, 4),
+                                      timing=tid)
+                else:
+                    rec = Record.make(task, cfg, item[2], None, error=out.error,
+                                      error_kind="error", device="sim", tuner="retime",
+                                      timing=tid)
+                w.write(rec)
+                n += 1
+    finally:
+        w.close()
+    return n
+
+
+def layer_row(layer, cfg, knobs, label_cycles=None) -> dict:
+    """Cycles, bounds and what bounds ``knobs`` on ``layer`` (one timed run)."""
+    from compiler.cli.bench import compile_layer, layer_inputs
+    from compiler.ops import pack_nchw, pack_oihw
+    from compiler.tuner.measure import default_timing
+    from compiler.vta.default_schedule import dram_minimum
+    from compiler.vta.pipeline import build
+    from compiler.vta.timing import layer_bound
+    from vta_runtime import SimDevice
+
+    import numpy as np
+    (d, k, b), ck = compile_layer(layer, cfg)
+    wl = ck.workload
+    if knobs is not None:
+        ck = build(wl, cfg, knobs)
+    x, w, bias = layer_inputs(layer, cfg)
+    bo = cfg.block_out
+    feeds = {d: pack_nchw(x, cfg.batch, cfg.block_in), k: pack_oihw(w, bo, cfg.block_in),
+             b: np.repeat(bias.reshape(-1, 1, bo), cfg.batch, axis=1)}
+    _, st = ck.run(SimDevice(cfg, timed=default_timing()), feeds)
+    cycles = int(st["cycles"])
+    gemm = int(st["gemm_ops"])
+    dram_b = dram_minimum(wl, cfg) / cfg.bus_bytes
+    busy = {m: int(v) for m, v in (st.get("busy_cycles") or {}).items()}
+    moved = sum(int(st.get(key, 0)) for key in ("inp_load_bytes", "wgt_load_bytes",
+                                                 "acc_load_bytes", "uop_load_bytes",
+                                                 "out_store_bytes"))
+    return {"cycles": cycles, "gemm_bound": gemm, "dram_bound": round(dram_b),
+            "bound": max(gemm, dram_b), "busy": busy, "dram_bytes": moved,
+            "what": layer_bound(cycles, gemm, busy, moved / cfg.bus_bytes)}
+
+
+def remains(r: dict) -> str:
+    """What keeps a layer above its bound, from its busy cycles."""
+    busy, c = r["busy"], r["cycles"]
+    comp = busy.get("compute", 0)
+    parts = []
+    if comp:
+        parts.append(f"compute busy {comp / c:.0%} (GEMM {r['gemm_bound'] / c:.0%}, rest "
+                     f"{(comp - r['gemm_bound']) / c:.0%}: epilogue ALU, resets, ACC/UOP loads)")
+    parts.append(f"load {busy.get('load', 0) / c:.0%}, store {busy.get('store', 0) / c:.0%}")
+    parts.append(f"DRAM moved {r['dram_bytes'] / VTAConfig().bus_bytes / c:.0%} of the "
+                 f"cycles at the bus rate")
+    return "; ".join(parts)
+
+
+def main(argv=None) -> int:
+    from compiler.cli.bench import RESNET18, TUNED_LOG
+    from compiler.tuner.measure import default_timing, timing_id
+    from compiler.tuner.records import best_by_workload, config_key, load
+    from compiler.tuner.space import Task, workload_key
+    from compiler.tuner.tophub import tvm_knobs
+    from compiler.vta.schedule import Knobs
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--retime", action="store_true")
+    ap.add_argument("--trials", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--ship", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    cfg = VTAConfig()
+    t0 = time.time()
+    c0 = time.process_time()
+    if args.retime:
+        n = retime(args.log, args.workers)
+        print(f"re-timed {n} history candidates in {time.time() - t0:.0f} s", flush=True)
+    if args.trials:
+        from compiler.cli import main as vta
+        rc = vta(["tune", "resnet18", "--trials", str(args.trials), "--log", args.log,
+                  "--no-progress"] + (["--workers", str(args.workers)]
+                                      if args.workers is not None else []))
+        if rc:
+            return rc
+    tid = timing_id()
+    recs = [r for r in load(args.log) if r.timing == tid]
+    best = best_by_workload(recs)
+    tvm = tvm_knobs()
+    rows = []
+    print(f"timing model: {default_timing().describe()}")
+    print("| layer | GEMM bound | DRAM bound | default | TVM TopHub | tuned | tuned/bound | "
+          "tuned/TVM | goals (<=1.05 bound, <=0.97 TVM) | what remains |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    ship = []
+    for layer in RESNET18:
+        t = Task.conv2d(1, layer.cin, layer.hw, layer.hw, layer.cout, layer.k, layer.stride,
+                        layer.pad, name=layer.name)
+        wl = t.workload(cfg)
+        rec = best.get((workload_key(wl), config_key(cfg)))
+        kn = Knobs.from_dict(rec.knobs) if rec else None
+        tuned = layer_row(layer, cfg, kn)
+        dflt = layer_row(layer, cfg, None)
+        tv = layer_row(layer, cfg, tvm[layer.name])
+        if rec is not None:
+            assert tuned["cycles"] == rec.cycles, (layer.name, tuned["cycles"], rec.cycles)
+            ship.append(rec)
+        rb = tuned["cycles"] / tuned["bound"]
+        rt = tuned["cycles"] / tv["cycles"]
+        goals = f"{'met' if rb <= 1.05 else 'missed'} / {'met' if rt <= 0.97 else 'missed'}"
+        row = {"layer": layer.name, "gemm_bound": tuned["gemm_bound"],
+               "dram_bound": tuned["dram_bound"], "default": dflt["cycles"],
+               "tvm": tv["cycles"], "tuned": tuned["cycles"], "tuned_over_bound": round(rb, 3),
+               "tuned_over_tvm": round(rt, 3), "what": tuned["what"],
+               "remains": remains(tuned)}
+        rows.append(row)
+        print(f"| {layer.name} | {row['gemm_bound']} | {row['dram_bound']} | {row['default']} "
+              f"| {row['tvm']} | {row['tuned']} | {rb:.3f} | {rt:.3f} | {goals} | "
+              f"{tuned['what']}: {row['remains']} |", flush=True)
+    g = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
+    print(f"geomean tuned/bound {g([r['tuned_over_bound'] for r in rows]):.3f}, "
+          f"tuned/TVM {g([r['tuned_over_tvm'] for r in rows]):.3f}; "
+          f"{time.time() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU (this process)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    if args.ship and len(ship) == len(RESNET18):
+        tmp = TUNED_LOG + ".tmp"
+        with open(tmp, "w") as f:
+            for r in ship:
+                f.write(r.to_json() + "\n")
+        os.replace(tmp, TUNED_LOG)
+        print(f"wrote {TUNED_LOG} ({len(ship)} records, timing {tid})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
