@@ -108,3 +108,36 @@ def test_a_torn_claim_line_is_skipped_and_does_not_corrupt_the_next(tmp_path):
     assert me.claim("c") and me.claim("c")                     # our own claim stays ours
     other = LogClaims(log, owner="elsewhere:2")                # the torn line did not
     assert not other.claim("c") and other.claim("b")           # swallow the next claim
+
+
+def _tune_proc(log, out, go):
+    from compiler.tuner.tuning import tune
+    go.wait()
+    r = tune(TASK, CFG, n_trials=8, log=log, tuner="random", seed=3, batch_size=2,
+             workers=1)
+    with open(out, "w") as f:
+        json.dump({"trials": r.trials, "shared": r.shared, "best": r.best_cycles}, f)
+
+
+def test_two_tune_calls_on_one_log_never_measure_a_candidate_twice(tmp_path):
+    """The real tuning loop: two `tune()` calls with the same seed propose the same eight
+    candidates in the same order; between them they measure each once, and each ends with
+    all eight results (its own and the other's) and the same best."""
+    log = str(tmp_path / "log.jsonl")
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    procs = [ctx.Process(target=_tune_proc, args=(log, str(tmp_path / f"{s}.json"), go))
+             for s in (1, 2)]
+    for p in procs:
+        p.start()
+    go.set()
+    for p in procs:
+        p.join(300)
+        assert p.exitcode == 0
+    a, b = (json.load(open(tmp_path / f"{s}.json")) for s in (1, 2))
+    recs = load(log)
+    keys = [_key(r.knobs) for r in recs]
+    assert len(keys) == len(set(keys)) == 8                     # each measured once
+    assert a["trials"] + b["trials"] == 8
+    assert a["trials"] + a["shared"] == 8 and b["trials"] + b["shared"] == 8
+    assert a["best"] == b["best"] == min(r.cycles for r in recs if r.ok)

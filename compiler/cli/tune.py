@@ -193,9 +193,13 @@ def cmd_tune(args) -> int:
     def waiting():
         print(f"waiting for the other tuner writing {args.log} to finish ...", flush=True)
 
-    # one tuner per log at a time: a second one waits, then resumes from what the first
-    # measured, so the two never measure the same candidate
-    with log_lock(args.log, on_wait=waiting):
+    # tuners share a plain log at the same time: each claims a candidate before measuring
+    # it (tuner.records.LogClaims), so two never measure the same one.  A .gz log takes one
+    # tuner at a time (two writers would interleave gzip members): a second one waits, then
+    # resumes from what the first measured
+    import contextlib
+    gz = str(args.log).endswith(".gz")
+    with log_lock(args.log, on_wait=waiting) if gz else contextlib.nullcontext():
         return _tune_locked(args, cfg, tasks, load, tune, plot_convergence, default_knobs,
                             make_executor, measure_knobs)
 

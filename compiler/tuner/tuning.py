@@ -32,7 +32,7 @@ from isa import VTAConfig
 from .executor import make_executor, run_tasks
 from ..vta.schedule import Knobs, ScheduleError
 from .measure import measure_item, timing_id
-from .records import LogWriter, Record, config_key, load
+from .records import LogClaims, LogWriter, Record, claim_key, config_key, load
 from .search import make_tuner
 from .space import Task, TunerSpace, task_from_spec, workload_key
 
@@ -51,6 +51,7 @@ class TuneResult:
     best_knobs: Knobs | None = None
     trials: int = 0
     resumed: int = 0
+    shared: int = 0           # trials another tuner on the same log measured for this one
     failures: int = 0
     seconds: float = 0.0
     history: list = field(default_factory=list)
@@ -169,6 +170,10 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
     own_ex = executor is None
     ex = make_executor(workers, scheduler) if own_ex else executor
     writer = LogWriter(log) if log else None
+    # two tuners on one plain log share it: each claims a candidate before measuring it and
+    # takes the other's record of a candidate it claimed (a .gz log is one writer at a time:
+    # two would interleave gzip members; the CLI holds log_lock for it)
+    claims = LogClaims(log) if log and not str(log).endswith(".gz") else None
     bar = None
     if progress:
         from tqdm import tqdm
@@ -192,8 +197,24 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
                      + ((timing,) if timing is not None else ())
                      for i, p in enumerate(batch)]
             cycles = np.full(len(batch), math.inf)
-            for item, out in run_tasks(ex, measure_item, items, timeout=timeout):
+            theirs = []
+            if claims is not None:
+                keys = [claim_key(wkey, ckey, it[2]) for it in items]
+                theirs = [it for it in items if not claims.claim(keys[it[5]])]
+                items = [it for it in items if it not in theirs]
+            for item, out in _measured(ex, items, theirs, claims, keys if claims else None,
+                                       timeout):
                 i = item[5]
+                if out is None:                   # another tuner's record of this candidate
+                    r = item[-1]
+                    cycles[i] = r.cycles if r.ok else math.inf
+                    res.shared += 1
+                    res.history.append((len(res.history) + 1, cycles[i]))
+                    if cycles[i] < res.best_cycles:
+                        res.best_cycles, res.best_knobs = cycles[i], Knobs.from_dict(item[2])
+                    if bar is not None:
+                        bar.update(1)
+                    continue
                 if out.ok:
                     c = out.value["cycles"]
                     rec = Record.make(task, cfg, item[2], c, device=device, tuner=tuner,
@@ -230,6 +251,23 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
             ex.shutdown(wait=True)
     res.seconds = time.perf_counter() - t_start
     return res
+
+
+def _measured(ex, items, theirs, claims, keys, timeout):
+    """``(item, outcome)`` of this tuner's ``items`` as they finish, then of ``theirs`` (the
+    candidates another live tuner claimed first): ``(item + (record,), None)`` once the
+    other tuner's record is in the log, or a measurement of our own when that tuner died
+    or did not finish in time (the candidate is claimed again first)."""
+    yield from run_tasks(ex, measure_item, items, timeout=timeout)
+    wait = None if timeout is None else 4 * timeout
+    for item in theirs:
+        key = keys[item[5]]
+        r = claims.wait(key, timeout=wait)
+        if r is not None:
+            yield item + (r,), None
+        else:
+            claims.claim(key)
+            yield from run_tasks(ex, measure_item, [item], timeout=timeout)
 
 
 def plot_convergence(results, path: str, title: str = "") -> None:
