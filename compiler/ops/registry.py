@@ -48,6 +48,8 @@ FAMILIES = (
     "conv_transpose",
     "rnn",
     "matmul_vta",
+    "window_nd",
+    "control",
 )
 
 

@@ -1,0 +1,129 @@
+"""1-D Conv, MaxPool and AveragePool (and 1-D GlobalAveragePool), lowered to their 2-D forms.
+
+A 1-D window operator over ``(N, C, L)`` is the 2-D one over ``(N, C, 1, L)``: the import
+rule reshapes the input to height 1, gives the weight a height-1 kernel (a folded constant),
+prefixes every window attribute (``kernel_shape``, ``strides``, ``dilations``, ``pads``)
+with a height value that changes nothing (kernel 1, pads 0, the width's stride and
+dilation), imports the 2-D node with the 2-D rule of :mod:`compiler.ops.conv` /
+:mod:`compiler.ops.pool`, and reshapes its output back to ``(N, C', L')``.  The graph
+then holds ordinary ``reshape`` / ``conv`` / ``maxpool`` / ``avgpool`` nodes: float passes,
+quantisation (bit-exact integer forms), placement on VTA or the CPU all apply unchanged.
+The 2-D rules stay the ONNX rules for 4-D tensors; this module wraps them (registered after
+them in :data:`compiler.ops.registry.FAMILIES`).
+
+Example::
+
+    import numpy as np, onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from compiler.graph.onnx_import import import_onnx
+    w = numpy_helper.from_array(np.ones((4, 2, 3), np.float32), "w")
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 10])], [w]))
+    g = import_onnx(m)
+    assert [n.op for n in g.nodes] == ["reshape", "conv", "reshape"]
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from . import registry
+from .errors import OnnxImportError
+
+#: attributes that list one value per spatial axis: the height gets kernel 1; its stride and
+#: dilation copy the width's (over a height-1 input with a height-1 kernel any value gives
+#: the same result, and VTA's conv wants equal strides)
+_PER_AXIS = ("kernel_shape", "strides", "dilations")
+
+
+def _as_2d_attrs(ctx, node, attrs) -> dict:
+    """The node's 1-D window attributes as 2-D ones (height 1 first); every attribute is
+    consumed here and handed on, so the 2-D rule checks the values."""
+    out = {}
+    for k, v in attrs.items():
+        ctx.take(attrs, k)
+        if k in _PER_AXIS:
+            v = list(v)
+            if len(v) != 1:
+                raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
+                                      f"{k!r} = {v} has {len(v)} values for a 1-D input")
+            v = [1 if k == "kernel_shape" else v[0]] + v
+        elif k == "pads":
+            v = list(v)
+            if len(v) != 2:
+                raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
+                                      f"'pads' = {v} has {len(v)} values for a 1-D input")
+            v = [0, v[0], 0, v[1]]
+        out[k] = v
+    return out
+
+
+def _sub(node, inputs, output):
+    """A stand-in ONNX node (what the 2-D rules read: name, op type, inputs, outputs)."""
+    return SimpleNamespace(name=node.name, op_type=node.op_type, domain=node.domain,
+                           input=list(inputs), output=[output])
+
+
+def _lift(ctx, node, name: str) -> str:
+    """Value ``name`` (N, C, L) as (N, C, 1, L): a reshape node, or a folded constant."""
+    src = ctx.src(name)
+    if src in ctx.consts:
+        a = ctx.consts[src]
+        key = f"{src}/as2d"
+        ctx.consts[key] = a.reshape(a.shape[:2] + (1,) + a.shape[2:])
+        return key
+    n, c, length = ctx.shape(name)
+    out = f"{node.output[0]}/in2d"
+    ctx.g.add_node("reshape", out, [ctx.value(name)], (n, c, 1, length),
+                   ctx.g.values[src].dtype, {"shape": (n, c, 1, length)})
+    return out
+
+
+def _lower(ctx, node, base, inputs, attrs2):
+    """Import the 2-D node over ``inputs`` with ``base``, then reshape its output to 1-D."""
+    mid = f"{node.output[0]}/out2d"
+    base(ctx, _sub(node, inputs, mid), attrs2)
+    n, c, one, length = ctx.g.values[mid].shape
+    ctx.g.add_node("reshape", node.output[0], [mid], (n, c, length),
+                   ctx.g.values[mid].dtype, {"shape": (n, c, length)})
+
+
+def _wrap_conv(base):
+    def rule(ctx, node, attrs):
+        if len(node.input) > 1 and ctx.is_const(node.input[1]) and \
+                ctx.const(node.input[1], node, "W").ndim == 3:
+            if len(ctx.shape(node.input[0])) != 3:
+                raise OnnxImportError(f"node {node.name!r} (Conv): 3-D weight with a "
+                                      f"{len(ctx.shape(node.input[0]))}-D input")
+            ins = [_lift(ctx, node, node.input[0]), _lift(ctx, node, node.input[1])]
+            ins += list(node.input[2:3])
+            return _lower(ctx, node, base, ins, _as_2d_attrs(ctx, node, attrs))
+        return base(ctx, node, attrs)
+    return rule
+
+
+def _wrap_pool(base):
+    def rule(ctx, node, attrs):
+        if len(ctx.shape(node.input[0])) == 3:
+            if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
+                raise OnnxImportError(f"node {node.name!r} (MaxPool): the Indices output is "
+                                      f"not supported")
+            return _lower(ctx, node, base, [_lift(ctx, node, node.input[0])],
+                          _as_2d_attrs(ctx, node, attrs))
+        return base(ctx, node, attrs)
+    return rule
+
+
+def _install() -> None:
+    for op, onnx_type, wrap in (("conv", "Conv", _wrap_conv), ("maxpool", "MaxPool", _wrap_pool),
+                                ("avgpool", "AveragePool", _wrap_pool),
+                                ("global_avgpool", "GlobalAveragePool", _wrap_pool)):
+        d = registry.get(op)
+        if d is None or onnx_type not in d.onnx:
+            raise RuntimeError(f"window_nd: {op} ({onnx_type}) must be registered first")
+        d.onnx[onnx_type] = wrap(d.onnx[onnx_type])
+
+
+_install()
