@@ -50,6 +50,7 @@ FAMILIES = (
     "matmul_vta",
     "window_nd",
     "control",
+    "matmul_nd",
 )
 
 

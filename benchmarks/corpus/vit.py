@@ -1,0 +1,111 @@
+"""torchvision vit_b_16 (the corpus export, random weights) through the compiler: int8 compile,
+one inference on the timed simulator, bit-exactness against the quantised reference, SQNR
+against onnxruntime float, the share of the model's GEMM/conv multiply-adds that run on VTA,
+compile CPU seconds and CPU seconds per inference.
+
+torchvision initialises the classification head of a ViT to zeros, so the exported logits
+are all zero (any quantisation has "infinite" SQNR on them).  This script therefore (1)
+draws the head's weight with ``numpy.random.default_rng(0)``, N(0, 0.02) (the std of
+torchvision's other linear layers), and (2) adds the head's input (the class token after
+the last LayerNorm, 768 values) as a second graph output ``features``; SQNR is reported
+for both.
+
+Usage::
+
+    python benchmarks/corpus/vit.py [--calib 2] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+
+
+def prepared(path):
+    """The vit_b_16 ModelProto with a random head and the ``features`` output (see above)."""
+    import onnx
+    from onnx import helper, numpy_helper
+    m = onnx.load(str(path))
+    g = m.graph
+    head = [n for n in g.node if n.op_type == "Gemm"][-1]
+    init = {t.name: t for t in g.initializer}
+    w = numpy_helper.to_array(init[head.input[1]])
+    rng = np.random.default_rng(0)
+    init[head.input[1]].CopyFrom(numpy_helper.from_array(
+        (rng.normal(size=w.shape) * 0.02).astype(np.float32), head.input[1]))
+    feat = head.input[0]
+    g.node.append(helper.make_node("Identity", [feat], ["features"], name="features_out"))
+    g.output.append(helper.make_tensor_value_info("features", onnx.TensorProto.FLOAT, None))
+    return m
+
+
+def macs(g, n) -> int:
+    """Multiply-adds of a GEMM-like node of graph ``g`` (dense, matmul, gemm2, conv)."""
+    from compiler.graph.transformer import node_macs
+    if n.op in ("conv", "qconv"):
+        o = g.values[n.output].shape
+        w = g.values[n.inputs[1]].shape
+        return int(np.prod(o)) * int(np.prod(w[1:]))
+    return node_macs(g, n)
+
+
+def main(argv=None) -> int:
+    import onnxruntime as ort
+    from benchmarks.corpus.build_corpus import model_path
+    from compiler.graph.driver import compile_model
+    from compiler.graph.reference import run_graph
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calib", type=int, default=2)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    m = prepared(model_path("vit_b_16"))
+    rng = np.random.default_rng(0)
+    xs = [{"input": rng.normal(size=(1, 3, 224, 224)).astype(np.float32)}
+          for _ in range(a.calib + 1)]
+    cfg = VTAConfig()
+    c0, w0 = time.process_time(), time.perf_counter()
+    c = compile_model(m, cfg, calib=xs[:a.calib])
+    row = {"compile_cpu_s": round(time.process_time() - c0, 1),
+           "compile_wall_s": round(time.perf_counter() - w0, 1)}
+    ex = c.executor(SimDevice(cfg, timed=True))
+    feeds = xs[a.calib]
+    c0, w0 = time.process_time(), time.perf_counter()
+    got = ex.run(feeds)
+    row["run_cpu_s"] = round(time.process_time() - c0, 2)
+    row["run_wall_s"] = round(time.perf_counter() - w0, 2)
+    s = ex.summary()
+    row["vta_cycles"] = int(s["vta_cycles"])
+    ref = run_graph(c.qgraph, feeds)
+    row["bit_exact"] = all(np.array_equal(np.asarray(got[o]), np.asarray(ref[o]))
+                           for o in c.qgraph.outputs)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in m.graph.output], sess.run(None, feeds)))
+    for o, w in want.items():
+        w = w.astype(np.float64)
+        y = np.asarray(got[o], np.float64).reshape(w.shape)
+        row[f"sqnr_db_{o}"] = round(10 * np.log10((w ** 2).sum() / ((w - y) ** 2).sum()), 2)
+    q = c.qgraph
+    on_vta = {st.node.name for st in c.program.steps if st.kind == "vta"}
+    total = sum(macs(c.float_graph, n) for n in c.float_graph.nodes)
+    vta = sum(macs(q, n) for n in q.nodes if n.name in on_vta)
+    row.update(gemm_macs=total, vta_macs=vta, vta_mac_share=round(vta / total, 4),
+               steps={k: sum(st.kind == k for st in c.program.steps)
+                      for k in ("vta", "cpu", "host")})
+    print(json.dumps(row))
+    if a.json:
+        Path(a.json).write_text(json.dumps(row, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
