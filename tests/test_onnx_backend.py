@@ -255,7 +255,7 @@ KNOWN_CRASHES = {
 #: (kept apart from PASSING so parallel edits merge)
 PASSING_FORMS = {
     "Add": "add_int16 add_uint16 add_uint32 add_uint64 add_uint8",
-    "AveragePool": "averagepool_1d_default",
+    "AveragePool": "averagepool_1d_default averagepool_3d_default",
     "Cast": "cast_UINT2_to_UINT8 cast_UINT4_to_UINT8 castlike_BFLOAT16_to_FLOAT_expanded "
             "castlike_DOUBLE_to_FLOAT_expanded castlike_FLOAT16_to_FLOAT_expanded "
             "castlike_FLOAT4E2M1_to_FLOAT_expanded castlike_FLOAT8E4M3FNUZ_to_FLOAT_expanded "
@@ -268,7 +268,7 @@ PASSING_FORMS = {
     "Div": "div_int16 div_uint16 div_uint32 div_uint64 div_uint8",
     "If": "if",
     "Max": "max_int16 max_one_input max_uint16 max_uint32 max_uint64 max_uint8",
-    "MaxPool": "maxpool_1d_default maxpool_2d_uint8",
+    "MaxPool": "maxpool_1d_default maxpool_2d_uint8 maxpool_3d_default",
     "Min": "min_int16 min_one_input min_uint16 min_uint32 min_uint64 min_uint8",
     "Mul": "mul_int16 mul_uint16 mul_uint32 mul_uint64 mul_uint8",
     "Pow": "pow_types_float32_uint32 pow_types_float32_uint64",

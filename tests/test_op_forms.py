@@ -231,3 +231,47 @@ def test_an_unknown_cast_type_names_the_node():
                [helper.make_tensor_value_info("x", F, (2,))], [("y", TensorProto.COMPLEX64)])
     with pytest.raises(OnnxImportError, match=r"'c' \(Cast\)"):
         import_onnx(m)
+
+
+# ------------------------------------------------------------------ 3-D pooling
+
+_POOL3D = [("MaxPool", dict(kernel_shape=[2, 3, 3], strides=[2, 2, 1],
+                            pads=[1, 1, 0, 0, 1, 1])),
+           ("AveragePool", dict(kernel_shape=[3, 2, 3], strides=[1, 2, 2],
+                                pads=[1, 0, 1, 1, 0, 1])),
+           ("AveragePool", dict(kernel_shape=[3, 2, 3], strides=[1, 2, 2],
+                                pads=[1, 0, 1, 1, 0, 1], count_include_pad=1)),
+           ("MaxPool", dict(kernel_shape=[3, 3, 3], strides=[2, 2, 2], ceil_mode=1)),
+           ("AveragePool", dict(kernel_shape=[3, 3, 3], strides=[2, 2, 2], ceil_mode=1)),
+           ("MaxPool", dict(kernel_shape=[3, 3, 3], auto_pad="SAME_UPPER")),
+           ("GlobalAveragePool", {})]
+
+
+@pytest.mark.parametrize("op,attrs", _POOL3D)
+def test_3d_pool_matches_onnxruntime(op, attrs):
+    m = _model([helper.make_node(op, ["x"], ["y"], **attrs)],
+               [helper.make_tensor_value_info("x", F, (1, 3, 7, 8, 9))], [("y", F)])
+    x = np.random.default_rng(9).normal(size=(1, 3, 7, 8, 9)).astype(np.float32)
+    want = _ort(m, {"x": x})[0]
+    got = run_graph(import_onnx(m), {"x": x})["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=2e-7)
+
+
+def test_3d_pools_quantised_bit_exact():
+    rng = np.random.default_rng(10)
+    w = numpy_helper.from_array((rng.normal(size=(16, 8, 3, 3)) * 0.3).astype(np.float32), "w")
+    shape = numpy_helper.from_array(np.array([1, 4, 4, 6, 6], np.int64), "s")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["c", "s"], ["v"]),
+             helper.make_node("MaxPool", ["v"], ["m"], kernel_shape=[2, 3, 3],
+                              strides=[1, 2, 2], pads=[0, 1, 1, 1, 1, 1]),
+             helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[2, 2, 2])]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, (1, 8, 6, 6))], [("y", F)],
+               [w, shape])
+    xs = rng.normal(size=(5, 1, 8, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(run_graph(import_onnx(m), {"x": xs[0]})["y"],
+                               _ort(m, {"x": xs[0]})[0], rtol=1e-5, atol=1e-5)
+    c = _compiled_matches_reference(m, {"x": xs[:3]}, [{"x": x} for x in xs[3:]], ("y",))
+    ops = [s.node.op for s in c.program.steps]
+    assert ops.count("qmaxpool") == 2 and ops.count("qavgpool") == 2

@@ -12,7 +12,7 @@ for both.
 
 Usage::
 
-    python benchmarks/corpus/vit.py [--calib 2] [--json OUT]
+    python benchmarks/corpus/vit.py [--calib 2] [--min-layer-sqnr DB] [--report R.txt] [--json OUT]
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ def main(argv=None) -> int:
     from vta_runtime import SimDevice
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calib", type=int, default=2)
+    ap.add_argument("--min-layer-sqnr", type=float, default=None,
+                    help="layers below this SQNR (dB) stay float on the CPU")
+    ap.add_argument("--report", default=None, help="write the compile report here")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     m = prepared(model_path("vit_b_16"))
@@ -74,9 +77,11 @@ def main(argv=None) -> int:
           for _ in range(a.calib + 1)]
     cfg = VTAConfig()
     c0, w0 = time.process_time(), time.perf_counter()
-    c = compile_model(m, cfg, calib=xs[:a.calib])
+    c = compile_model(m, cfg, calib=xs[:a.calib], min_layer_sqnr=a.min_layer_sqnr)
     row = {"compile_cpu_s": round(time.process_time() - c0, 1),
            "compile_wall_s": round(time.perf_counter() - w0, 1)}
+    if a.report:
+        Path(a.report).write_text(c.report())
     ex = c.executor(SimDevice(cfg, timed=True))
     feeds = xs[a.calib]
     c0, w0 = time.process_time(), time.perf_counter()

@@ -1,4 +1,4 @@
-"""1-D Conv, MaxPool and AveragePool (and 1-D GlobalAveragePool), lowered to their 2-D forms.
+"""1-D Conv, 1-D and 3-D MaxPool / AveragePool / GlobalAveragePool, lowered to 2-D forms.
 
 A 1-D window operator over ``(N, C, L)`` is the 2-D one over ``(N, C, 1, L)``: the import
 rule reshapes the input to height 1, gives the weight a height-1 kernel (a folded constant),
@@ -8,6 +8,7 @@ dilation), imports the 2-D node with the 2-D rule of :mod:`compiler.ops.conv` /
 :mod:`compiler.ops.pool`, and reshapes its output back to ``(N, C', L')``.  The graph
 then holds ordinary ``reshape`` / ``conv`` / ``maxpool`` / ``avgpool`` nodes: float passes,
 quantisation (bit-exact integer forms), placement on VTA or the CPU all apply unchanged.
+A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable).
 The 2-D rules stay the ONNX rules for 4-D tensors; this module wraps them (registered after
 them in :data:`compiler.ops.registry.FAMILIES`).
 
@@ -27,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 from . import registry
@@ -104,14 +106,58 @@ def _wrap_conv(base):
     return rule
 
 
+def _reshape(ctx, src: str, out: str, shape) -> str:
+    ctx.g.add_node("reshape", out, [src], tuple(shape), ctx.g.values[src].dtype,
+                   {"shape": tuple(shape)})
+    return out
+
+
+def _pool_3d(ctx, node, base, attrs):
+    """A 3-D pool as two 2-D pools (max and average are separable: the window is a product
+    of per-axis windows, and so is an average's count, padding counted or not): over (H, W)
+    with depth folded into the channels, then over D with H x W flattened."""
+    n, c, d, h, w = ctx.shape(node.input[0])
+    a = {k: ctx.take(attrs, k) for k in list(attrs)}
+    k3 = list(a.pop("kernel_shape", []) or [])
+    s3 = list(a.pop("strides", None) or [1, 1, 1])
+    p6 = list(a.pop("pads", None) or [0] * 6)
+    dil = list(a.pop("dilations", None) or [1, 1, 1])
+    if len(k3) != 3 or len(s3) != 3 or len(p6) != 6 or len(dil) != 3:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): kernel_shape {k3}, "
+                              f"strides {s3}, pads {p6} do not describe a 3-D window")
+    if dil != [1, 1, 1]:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'dilations' = "
+                              f"{dil} is not supported")
+    hw = dict(a, kernel_shape=k3[1:], strides=s3[1:], pads=[p6[1], p6[2], p6[4], p6[5]])
+    dd = dict(a, kernel_shape=[k3[0], 1], strides=[s3[0], 1], pads=[p6[0], 0, p6[3], 0])
+    out = node.output[0]
+    x = _reshape(ctx, ctx.value(node.input[0]), f"{out}/hw_in", (n, c * d, h, w))
+    base(ctx, _sub(node, [x], f"{out}/hw"), hw)
+    _, _, h2, w2 = ctx.g.values[f"{out}/hw"].shape
+    x = _reshape(ctx, f"{out}/hw", f"{out}/d_in", (n, c, d, h2 * w2))
+    base(ctx, _sub(node, [x], f"{out}/d"), dd)
+    d2 = ctx.g.values[f"{out}/d"].shape[2]
+    _reshape(ctx, f"{out}/d", out, (n, c, d2, h2, w2))
+
+
 def _wrap_pool(base):
     def rule(ctx, node, attrs):
-        if len(ctx.shape(node.input[0])) == 3:
-            if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]:
-                raise OnnxImportError(f"node {node.name!r} (MaxPool): the Indices output is "
-                                      f"not supported")
+        xs = ctx.shape(node.input[0])
+        if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and \
+                len(xs) != 4:
+            raise OnnxImportError(f"node {node.name!r} (MaxPool): the Indices output is "
+                                  f"not supported")
+        if len(xs) == 3:
             return _lower(ctx, node, base, [_lift(ctx, node, node.input[0])],
                           _as_2d_attrs(ctx, node, attrs))
+        if len(xs) == 5 and node.op_type == "GlobalAveragePool":
+            flat = _reshape(ctx, ctx.value(node.input[0]), f"{node.output[0]}/in2d",
+                            xs[:2] + (1, math.prod(xs[2:])))
+            base(ctx, _sub(node, [flat], f"{node.output[0]}/out2d"), attrs)
+            _reshape(ctx, f"{node.output[0]}/out2d", node.output[0], xs[:2] + (1, 1, 1))
+            return
+        if len(xs) == 5:
+            return _pool_3d(ctx, node, base, attrs)
         return base(ctx, node, attrs)
     return rule
 
