@@ -7,12 +7,19 @@ torchvision initialises the classification head of a ViT to zeros, so the export
 are all zero (any quantisation has "infinite" SQNR on them).  This script therefore (1)
 draws the head's weight with ``numpy.random.default_rng(0)``, N(0, 0.02) (the std of
 torchvision's other linear layers), and (2) adds the head's input (the class token after
-the last LayerNorm, 768 values) as a second graph output ``features``; SQNR is reported
-for both.
+the last LayerNorm, 768 values) as a second graph output ``features`` and the whole
+last LayerNorm output (197 tokens x 768) as a third, ``tokens``; SQNR is reported for
+each.  With torchvision's random initialisation the class token is zero and its position
+embedding N(0, 0.02), so it stays about 50x smaller than the patch tokens through the
+residual stream, whose int8 scale is one per tensor: the class token alone loses most of its
+bits (``features``), the token matrix as a whole does not (``tokens``).  Pretrained weights
+do not have that imbalance.  ``--layers N`` exports a ViT-B/16 with only N encoder blocks (torchvision's
+``VisionTransformer``, same widths, ``torch.manual_seed(0)``; torch needed) into a temporary
+file and measures that instead: how SQNR falls with depth.
 
 Usage::
 
-    python benchmarks/corpus/vit.py [--calib 2] [--min-layer-sqnr DB] [--report R.txt] [--json OUT]
+    python benchmarks/corpus/vit.py [--calib 2] [--layers N] [--min-layer-sqnr DB] [--report R.txt] [--json OUT]
 """
 
 from __future__ import annotations
@@ -44,7 +51,29 @@ def prepared(path):
     feat = head.input[0]
     g.node.append(helper.make_node("Identity", [feat], ["features"], name="features_out"))
     g.output.append(helper.make_tensor_value_info("features", onnx.TensorProto.FLOAT, None))
+    pick = next(n for n in g.node if feat in n.output)      # the class token's Gather
+    g.node.append(helper.make_node("Identity", [pick.input[0]], ["tokens"], name="tokens_out"))
+    g.output.append(helper.make_tensor_value_info("tokens", onnx.TensorProto.FLOAT, None))
     return m
+
+
+def export_depth(layers: int, path: str) -> None:
+    """ViT-B/16 with ``layers`` encoder blocks, random weights, exported like the corpus."""
+    import warnings
+
+    from benchmarks.corpus.build_corpus import OPSET, import_torchvision
+    torch, torchvision = import_torchvision()
+    torch.manual_seed(0)
+    model = torchvision.models.VisionTransformer(image_size=224, patch_size=16,
+                                                 num_layers=layers, num_heads=12,
+                                                 hidden_dim=768, mlp_dim=3072).eval()
+    if hasattr(torch.backends, "mha"):
+        torch.backends.mha.set_fastpath_enabled(False)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(1, 3, 224, 224),), path, opset_version=OPSET,
+                          dynamo=False, input_names=["input"], output_names=["output"],
+                          do_constant_folding=True)
 
 
 def macs(g, n) -> int:
@@ -68,17 +97,25 @@ def main(argv=None) -> int:
     ap.add_argument("--calib", type=int, default=2)
     ap.add_argument("--min-layer-sqnr", type=float, default=None,
                     help="layers below this SQNR (dB) stay float on the CPU")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="export and measure a ViT-B/16 with this many encoder blocks")
     ap.add_argument("--report", default=None, help="write the compile report here")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    m = prepared(model_path("vit_b_16"))
+    if a.layers:
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            export_depth(a.layers, f"{d}/vit.onnx")
+            m = prepared(f"{d}/vit.onnx")
+    else:
+        m = prepared(model_path("vit_b_16"))
     rng = np.random.default_rng(0)
     xs = [{"input": rng.normal(size=(1, 3, 224, 224)).astype(np.float32)}
           for _ in range(a.calib + 1)]
     cfg = VTAConfig()
     c0, w0 = time.process_time(), time.perf_counter()
     c = compile_model(m, cfg, calib=xs[:a.calib], min_layer_sqnr=a.min_layer_sqnr)
-    row = {"compile_cpu_s": round(time.process_time() - c0, 1),
+    row = {"layers": a.layers or 12, "compile_cpu_s": round(time.process_time() - c0, 1),
            "compile_wall_s": round(time.perf_counter() - w0, 1)}
     if a.report:
         Path(a.report).write_text(c.report())
