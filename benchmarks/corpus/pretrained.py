@@ -12,7 +12,10 @@ their fixed input shapes, deterministic offline data and a task metric for each.
 - ``magika``: magika ``models/standard_v3_3/model.onnx``, file content type (214 classes),
   ``bytes`` 1x2048 int32, accuracy.
 - ``vad``: silero-vad ``data/silero_vad_16k_op15.onnx``, voice activity (16 kHz), ``input``
-  1x512, ``state`` 2x1x128, ``sr``; op inventory only (no offline speech data).
+  1x576 (64 samples of context, the previous chunk's tail, then 512 new ones: silero-vad's
+  own ``OnnxWrapper``; without the context it answers ~0 everywhere), ``state`` 2x1x128,
+  ``sr``; no offline speech data: ``task_metrics.py`` scores agreement with float on
+  synthetic vowels.
 
 Data: text lines are rendered with Pillow's bundled font (``ImageFont.load_default``, no system
 font needed) from seeded random strings, so the ground truth is the string itself; ``ocr_cls``
@@ -67,7 +70,7 @@ PRETRAINED = {
                    metric="accuracy"),
     "vad": dict(package="silero_vad", pip="silero-vad", file="data/silero_vad_16k_op15.onnx",
                 task="voice activity detection (16 kHz)",
-                inputs={"input": (1, 512), "state": (2, 1, 128)}, metric=None),
+                inputs={"input": (1, 576), "state": (2, 1, 128)}, metric=None),
 }
 
 

@@ -90,3 +90,52 @@ def emit_exp(b: ir.IRBuilder, x):
     s2 = b.bitcast(b.shl(b.add(b.sub(q, h), ci(127)), ci(23)), fty)
     out = b.fmul(b.fmul(p, s1), s2)      # x clamped to +-104: inf or 0, as exp(x) rounds
     return b.select(b.fcmp_unordered("uno", x, x), x, out)
+
+
+# ----------------------------------------------------------------------------- numpy twins
+# The same arithmetic in numpy, bit for bit (references of kernels whose float result is
+# quantised afterwards, where 1 ulp can move a rounding boundary).
+
+def fma_f32(a, b, c) -> np.ndarray:
+    """``llvm.fma`` on float32 arrays: ``a * b + c`` rounded once to float32.  ``a * b`` is
+    exact in float64; the float64 sum rounds, which can only change the float32 result when
+    it lands exactly on a float32 midpoint: there the rounding error's sign decides."""
+    a, b, c = (np.asarray(v, np.float32).astype(np.float64) for v in (a, b, c))
+    p = a * b
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)             # s + err == p + c exactly (TwoSum)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = s.astype(np.float32)
+        d = s - r.astype(np.float64)
+        half = np.spacing(np.abs(r)).astype(np.float64) / 2
+        mid = (np.abs(d) == half) & (err != 0) & np.isfinite(s)
+        if mid.any():
+            # s is a midpoint rounded from the exact value: when the exact value lies beyond
+            # it (err on the side away from r), the other neighbour is the float32 result
+            away = mid & ((d > 0) == (err > 0))
+            towards = np.where(d > 0, np.float32(np.inf), np.float32(-np.inf))
+            r = np.where(away, np.nextafter(r, towards), r)
+    return np.asarray(r, np.float32)
+
+
+def exp_f32(x) -> np.ndarray:
+    """What :func:`emit_exp` computes, bit for bit, on a float32 array."""
+    f = np.float32
+    x = np.asarray(x, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        xc = np.where(x > f(104.0), f(104.0), x)
+        xc = np.where(xc < f(-104.0), f(-104.0), xc)
+        n = np.rint(xc * f(_INV_LN2)).astype(np.float32)   # rint: round half to even
+        r = fma_f32(n, f(-_LN2_HI), xc)
+        r = fma_f32(n, f(-_LN2_LO), r)
+        p = np.full_like(r, f(_P[0]))
+        for coef in _P[1:]:
+            p = fma_f32(p, r, f(coef))
+        p = (fma_f32(r * r, p, r) + f(1.0)).astype(np.float32)
+        q = n.astype(np.int32)
+        h = q >> 1
+        s1 = ((h + 127) << 23).astype(np.int32).view(np.float32)
+        s2 = ((q - h + 127) << 23).astype(np.int32).view(np.float32)
+        out = ((p * s1).astype(np.float32) * s2).astype(np.float32)
+    return np.where(np.isnan(x), x, out)

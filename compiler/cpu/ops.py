@@ -365,19 +365,31 @@ def global_avg_pool2d(data: Tensor, name="global_avg_pool") -> Tensor:
 
 # ----------------------------------------------------------------------------- softmax
 
+def softmax_sum_bits(c: int) -> int:
+    """Fraction bits of :func:`softmax`'s fixed-point row sum over ``c`` elements."""
+    return 61 - int(np.ceil(np.log2(max(c, 2))))
+
+
 def softmax(x: Tensor, name="softmax") -> Tensor:
-    """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``."""
+    """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``.  The sum
+    is exact and order-free: each ``e = exp(x - max)`` (in (0, 1]) is scaled by ``2**K``
+    (exact) and truncated to int64, the int64 sum converted to float32 and scaled back, so
+    the result does not depend on how the reduction is vectorised
+    (:func:`compiler.ops.softmax.softmax_f32` is the same arithmetic in numpy)."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise CpuError(f"softmax: expected a float32 tensor, not {x!r}")
     *lead, c = x.shape
+    k = softmax_sum_bits(c)
     k1, k2 = te.reduce_axis(c, "k1"), te.reduce_axis(c, "k2")
     mx = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.max(
         x[tuple(i[:len(lead)]) + (k1,)], axis=k1), f"{name}.max"))
     e = te.compute(x.shape, lambda *i: te.exp(x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp")
     e.cpu_schedule = lambda target=None: wide_rows_schedule(e, target)
     s = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.sum(
-        e[tuple(i[:len(lead)]) + (k2,)], axis=k2), f"{name}.sum"))
-    return _elementwise(te.compute(x.shape, lambda *i: e[i] / s[tuple(i[:-1]) or (0,)], name))
+        te.cast("int64", e[tuple(i[:len(lead)]) + (k2,)] * float(2.0 ** k)), axis=k2),
+        f"{name}.sum"))
+    return _elementwise(te.compute(x.shape, lambda *i: e[i] / (
+        te.cast("float32", s[tuple(i[:-1]) or (0,)]) * float(2.0 ** -k)), name))
 
 
 # ----------------------------------------------------------------------------- quantisation

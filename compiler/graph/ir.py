@@ -35,7 +35,8 @@ import numpy as np
 
 from ..ops.errors import GraphError  # noqa: F401 (defined with the operators, re-exported)
 
-DTYPES = ("float32", "int8", "int32", "int64", "bool")
+DTYPES = ("float32", "int8", "int32", "int64", "bool", "uint8", "int16", "uint16", "uint32",
+          "uint64", "float16")
 
 
 @dataclass

@@ -68,7 +68,8 @@ _WEIGHT_USERS = frozenset({
 
 #: graph input element types the importer takes (ONNX TensorProto code -> dtype); integer and
 #: boolean inputs (token ids, a sample rate) stay unquantised on the host.
-_INPUT_TYPES = {1: "float32", 6: "int32", 7: "int64", 9: "bool"}
+_INPUT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+                7: "int64", 9: "bool", 10: "float16", 12: "uint32", 13: "uint64"}
 
 
 class NeedsConstantError(OnnxImportError):
@@ -233,9 +234,9 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         if dtype is None:
             raise NeedsConstantError(f"graph input {vi.name!r}: element type "
                                      f"{_NP.get(tt.elem_type, tt.elem_type)}, only float32, "
-                                     f"int32, int64 and bool inputs", vi.name)
+                                     f"float16, integer and bool inputs", vi.name)
         if input_shapes and vi.name in input_shapes:
-            g.add_input(vi.name, _pinned(vi, input_shapes[vi.name]), dtype)
+            _add_input(g, alias, vi.name, _pinned(vi, input_shapes[vi.name]), dtype)
             continue
         dims = []
         for k, d in enumerate(tt.shape.dim):
@@ -257,7 +258,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
                                           str(e.dim_value) if e.dim_value > 0 else "N"
                                           for e in tt.shape.dim))
         _check_size(f"graph input {vi.name!r}", dims)
-        g.add_input(vi.name, tuple(dims), dtype)
+        _add_input(g, alias, vi.name, tuple(dims), dtype)
     if not og.output:
         raise OnnxImportError(f"{g.name}: the model has no outputs")
     imp = ImportContext(g, consts, alias)
@@ -270,11 +271,22 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
             imp.param(src)
         if src not in g.values:
             raise OnnxImportError(f"graph output {vo.name!r} is not produced by any node")
-        if src != vo.name:            # an Identity at the output: keep the model's name
+        if src != vo.name and (src in g.inputs or src in g.outputs or src in g.params):
+            g.add_node("copy", vo.name, [src], g.values[src].shape, g.values[src].dtype)
+            src = vo.name             # a graph input, a constant or another output passed on
+        elif src != vo.name:          # an Identity at the output: keep the model's name
             imp.rename(src, vo.name)
+            alias.update({k: vo.name for k, v in alias.items() if v == src})
             src = vo.name
         g.outputs.append(src)
     return g
+
+
+def _add_input(g: Graph, alias: dict, name: str, shape: tuple, dtype: str) -> None:
+    g.add_input(name, shape, dtype)
+    if dtype == "float16":            # computed in float32 (exact): readers see the widened copy
+        g.add_node("cast", name + "/f32", [name], shape, "float32", {"to": "float32"})
+        alias[name] = name + "/f32"
 
 
 def _pinned(vi, shape) -> tuple:
@@ -313,7 +325,7 @@ class ImportContext:
     def param(self, name: str) -> str:
         if name not in self.g.values:
             a = self.consts[name]
-            if a.dtype == np.float64:
+            if a.dtype in (np.float64, np.float16):
                 a = a.astype(np.float32)
             self.g.add_param(name, a)
         return name

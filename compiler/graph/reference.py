@@ -51,7 +51,7 @@ def _run_fused_float(n, ins):
             y = np.maximum(y, 0)
         elif s[0] == "clip":
             y = np.clip(y, s[1], s[2])
-    return y.astype(np.float32)
+    return y.astype(np.float32) if y.dtype.kind == "f" else y      # an integer add stays
 
 
 def run_node(n, ins):

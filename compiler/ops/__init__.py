@@ -13,6 +13,10 @@ CPU kernels, registered in :mod:`.registry` (the graph layers look operators up 
   :mod:`.qfixed` (integer operators at a QDQ model's own, non-power-of-two scales),
   :mod:`.layout` (pack / unpack), :mod:`.lut` (int8 lookup tables: the integer form of
   element-wise activations), :mod:`.sigmoid`, :mod:`.hardsigmoid`, :mod:`.hardswish`;
+- forms lowered onto the operators above at import: :mod:`.window_nd` (1-D Conv / pooling
+  through height 1, 3-D pooling as two separable 2-D pools), :mod:`.matmul_nd` (MatMul of
+  an N-D activation by a constant as a dense layer), :mod:`.control` (If on a condition that
+  folds at compile time; the exact ``copy`` of a value passed straight to an output);
 - :mod:`.nn` convolutions (plain, grouped, transposed), dense, broadcasts and epilogues as
   tensor expressions in VTA's packed layouts, with independent numpy references.
 

@@ -174,7 +174,7 @@ def _import_binary(ctx, node, op):
     if shape != ctx.shape(a) and not ctx.is_const(b):
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): the first operand "
                               f"{ctx.shape(a)} must have the result's shape {shape}")
-    ctx.emit(node, op, [a, b], shape)
+    ctx.emit(node, op, [a, b], shape, ctx.g.values[ctx.src(a)].dtype)   # int stays int
 
 
 def import_relu(ctx, node, attrs):

@@ -49,6 +49,9 @@ FAMILIES = (
     "rnn",
     "matmul_vta",
     "qfixed",
+    "window_nd",
+    "control",
+    "matmul_nd",
 )
 
 

@@ -15,6 +15,30 @@ def softmax(x, axis=-1):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def softmax_f32(x, axis=-1) -> np.ndarray:
+    """What the CPU kernel (:func:`compiler.cpu.ops.softmax`) computes, bit for bit: float32
+    ``e = exp(x - max)`` (its inline exp, :func:`compiler.cpu.mathfns.exp_f32`), the row sum
+    exact in int64 fixed point, ``e / sum`` in float32.  A quantisation after a softmax
+    sees the same float32 bits from the reference and the program."""
+    from ..cpu.mathfns import exp_f32
+    from ..cpu.ops import softmax_sum_bits
+    x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
+    k = softmax_sum_bits(x.shape[-1])
+    e = exp_f32((x - x.max(axis=-1, keepdims=True)).astype(np.float32))
+    s = (e * np.float32(2.0 ** k)).astype(np.int64).sum(axis=-1, keepdims=True)
+    y = e / (s.astype(np.float32) * np.float32(2.0 ** -k))
+    return np.moveaxis(y.astype(np.float32), -1, axis)
+
+
+def _softmax_ref(n, ins):
+    ax = _axis(n)
+    if isinstance(ax, tuple):       # opset < 13 over trailing axes: as one flattened axis
+        x = ins[0]
+        flat = x.reshape(x.shape[:ax[0]] + (-1,))
+        return softmax_f32(flat, -1).reshape(x.shape)
+    return softmax_f32(ins[0], ax)
+
+
 def softmax_axes(ctx, node, attrs):
     """The axis (opset >= 13) or the axes (opset < 13: the input coerced to 2-D at ``axis``,
     default 1) a Softmax / LogSoftmax normalises over."""
@@ -55,7 +79,6 @@ def softmax_cpu(n, g):
 
 
 registry.register(registry.OpDef(
-    "softmax", reference=lambda n, ins: softmax(ins[0].astype(np.float64), _axis(n)
-                                                ).astype(np.float32),
+    "softmax", reference=_softmax_ref,
     category="reduction", onnx={"Softmax": import_softmax}, place=place_softmax,
     cpu=softmax_cpu))

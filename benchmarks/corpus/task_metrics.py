@@ -1,0 +1,172 @@
+"""Task metrics of the pretrained models three ways, on the same samples: onnxruntime float,
+onnxruntime's static int8 (``pretrained.ort_int8``: QDQ, MinMax, calibrated on 16 samples
+drawn with seed 1) and this project's int8 program on the timed simulator (calibrated on the
+same 16 samples; percentile calibration unless ``--mode``; ``--min-layer-sqnr DB`` keeps the
+layers below DB float on the CPU; ``--float-first-last`` the first conv and last dense).
+
+silero-vad has no offline speech data: its row is the agreement of the speech/non-speech
+decision (probability > 0.5) per 512-sample frame with the float model's, over seeded
+synthetic audio (:func:`vad_audio`: synthetic vowels between pauses), the recurrent state
+and the 64-sample context carried from frame to frame as silero's own loop does; float's
+agreement is 1 by definition.
+
+Usage::
+
+    python benchmarks/corpus/task_metrics.py [--models ocr_cls,...] [--n 32] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+
+TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
+
+
+def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
+                     float_first_last=False):
+    """``predict(feeds) -> [outputs]`` of this compiler's int8 program on the timed simulator,
+    and the compile CPU seconds."""
+    from benchmarks.corpus import pretrained
+    from compiler.graph.driver import compile_model
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    cfg = VTAConfig()
+    t0 = time.process_time()
+    c = compile_model(pretrained.pinned(name), cfg, calib=calib_feeds, mode=mode,
+                      min_layer_sqnr=min_layer_sqnr, float_first_last=float_first_last)
+    secs = time.process_time() - t0
+    ex = c.executor(SimDevice(cfg, timed=True))
+    outs = list(c.qgraph.outputs)
+    return (lambda feeds: [np.asarray(v) for v in map(ex.run(feeds).get, outs)]), secs
+
+
+# ------------------------------------------------------------------ vad
+
+def vad_audio(n_frames: int, seed: int = 0, sr: int = 16000) -> np.ndarray:
+    """Seeded synthetic audio of ``n_frames`` x 512 samples: pauses (faint noise) between
+    runs of 2-4 synthetic vowels (a glottal pulse train at a 100-220 Hz, wobbling pitch
+    through three formant resonators of /a/, /i/, /o/ or /e/)."""
+    from scipy.signal import lfilter
+    rng = np.random.default_rng(seed)
+    vowels = [[(700, 130), (1220, 70), (2600, 160)], [(300, 60), (2300, 100), (3000, 120)],
+              [(500, 80), (900, 90), (2500, 150)], [(400, 70), (1900, 100), (2600, 130)]]
+
+    def vowel(n, f0, formants):
+        t = np.arange(n) / sr
+        f = f0 * (1 + 0.1 * np.sin(2 * np.pi * 4 * t))
+        ph = np.cumsum(f) / sr
+        y = lfilter([1], [1, -0.97], (np.diff(np.floor(ph), prepend=0) > 0).astype(float))
+        for fr, bw in formants:
+            r, th = np.exp(-np.pi * bw / sr), 2 * np.pi * fr / sr
+            y = lfilter([1 - r], [1, -2 * r * np.cos(th), r * r], y)
+        return 0.3 * y / max(1e-9, np.abs(y).max()) * np.hanning(n) ** 0.3
+    out, total = [], n_frames * 512
+    while sum(map(len, out)) < total:
+        out.append(rng.normal(0, 0.003, int(rng.uniform(0.2, 0.6) * sr)))
+        for _ in range(rng.integers(2, 5)):
+            out.append(vowel(int(rng.uniform(0.1, 0.25) * sr), rng.uniform(100, 220),
+                             vowels[rng.integers(0, 4)]))
+    return np.concatenate(out)[:total].astype(np.float32)
+
+
+def vad_feeds(audio: np.ndarray):
+    """silero's loop: each call sees the previous chunk's last 64 samples, then 512 new."""
+    ctx = np.zeros((1, 64), np.float32)
+    for k in range(len(audio) // 512):
+        x = np.concatenate([ctx, audio[None, k * 512:(k + 1) * 512]], axis=1)
+        ctx = x[:, -64:]
+        yield x
+
+
+def vad_decisions(predict, audio: np.ndarray) -> np.ndarray:
+    """Speech probability per 512-sample frame, the state carried (silero's loop)."""
+    state = np.zeros((2, 1, 128), np.float32)
+    probs = []
+    for x in vad_feeds(audio):
+        y, state = predict({"input": x, "state": state, "sr": np.array(16000, np.int64)})[:2]
+        state = np.asarray(state, np.float32)
+        probs.append(float(np.asarray(y).reshape(-1)[0]))
+    return np.asarray(probs)
+
+
+def vad_row(n_frames: int, ffl: bool = False) -> dict:
+    from benchmarks.corpus import pretrained
+    m = pretrained.pinned("vad")
+    audio = vad_audio(n_frames, seed=0)
+    p_float = vad_decisions(pretrained.ort_predict(m), audio)
+    calib = []
+    st = np.zeros((2, 1, 128), np.float32)
+    cal_audio = vad_audio(16, seed=1)
+    ort_f = pretrained.ort_predict(m)
+    for x in vad_feeds(cal_audio):      # calibration frames with their carried state
+        f = {"input": x, "state": st, "sr": np.array(16000, np.int64)}
+        calib.append(f)
+        st = np.asarray(ort_f(f)[1], np.float32)
+    pred, secs = compiled_predict("vad", calib, float_first_last=ffl)
+    p_ours = vad_decisions(pred, audio)
+    agree = float(np.mean((p_ours > 0.5) == (p_float > 0.5)))
+    return {"metric": "frame agreement with float (p > 0.5)", "float": 1.0,
+            "ours": round(agree, 4), "speech_frames_float": int((p_float > 0.5).sum()),
+            "frames": len(p_float), "mean_abs_p_diff": round(float(np.abs(p_ours - p_float)
+                                                                   .mean()), 4),
+            "compile_cpu_s": round(secs, 1)}
+
+
+# ------------------------------------------------------------------ main
+
+def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False) -> dict:
+    from benchmarks.corpus import pretrained
+    if name == "vad":
+        return vad_row(n * 8, ffl)
+    spec = pretrained.PRETRAINED[name]
+    r = {"metric": spec["metric"]}
+    r["float"] = round(pretrained.evaluate(name, pretrained.ort_predict(pretrained.pinned(name)),
+                                           n), 4)
+    try:
+        qm, how = pretrained.ort_int8(name)
+        r["ort_int8"] = round(pretrained.evaluate(name, pretrained.ort_predict(qm), n), 4)
+        r["ort_int8_kind"] = how
+    except Exception as e:  # reported; the other columns stand
+        r["ort_int8"] = f"{type(e).__name__}: {str(e)[:80]}"
+    calib = pretrained.samples(name, 16, 1)[0]
+    pred, secs = compiled_predict(name, calib, mode, min_sqnr, ffl)
+    t0 = time.process_time()
+    r["ours"] = round(pretrained.evaluate(name, pred, n), 4)
+    r["compile_cpu_s"] = round(secs, 1)
+    r["eval_cpu_s"] = round(time.process_time() - t0, 1)
+    return r
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(TASKS))
+    ap.add_argument("--n", type=int, default=32)
+    ap.add_argument("--mode", default="percentile")
+    ap.add_argument("--min-layer-sqnr", type=float, default=None)
+    ap.add_argument("--float-first-last", action="store_true",
+                    help="the first conv and the last dense layer stay float (TVM's recipe)")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    rows = {}
+    for name in a.models.split(","):
+        try:
+            rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last)
+        except Exception as e:  # one model's failure does not stop the table
+            rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        print(f"{name:8s} {json.dumps(rows[name])}", flush=True)
+        if a.json:
+            Path(a.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""1-D Conv, 1-D and 3-D MaxPool / AveragePool / GlobalAveragePool, lowered to 2-D forms.
+
+A 1-D window operator over ``(N, C, L)`` is the 2-D one over ``(N, C, 1, L)``: the import
+rule reshapes the input to height 1, gives the weight a height-1 kernel (a folded constant),
+prefixes every window attribute (``kernel_shape``, ``strides``, ``dilations``, ``pads``)
+with a height value that changes nothing (kernel 1, pads 0, the width's stride and
+dilation), imports the 2-D node with the 2-D rule of :mod:`compiler.ops.conv` /
+:mod:`compiler.ops.pool`, and reshapes its output back to ``(N, C', L')``.  The graph
+then holds ordinary ``reshape`` / ``conv`` / ``maxpool`` / ``avgpool`` nodes: float passes,
+quantisation (bit-exact integer forms), placement on VTA or the CPU all apply unchanged.
+A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable).
+The 2-D rules stay the ONNX rules for 4-D tensors; this module wraps them (registered after
+them in :data:`compiler.ops.registry.FAMILIES`).
+
+Example::
+
+    import numpy as np, onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from compiler.graph.onnx_import import import_onnx
+    w = numpy_helper.from_array(np.ones((4, 2, 3), np.float32), "w")
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 10])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 10])], [w]))
+    g = import_onnx(m)
+    assert [n.op for n in g.nodes] == ["reshape", "conv", "reshape"]
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+from . import registry
+from .errors import OnnxImportError
+
+#: attributes that list one value per spatial axis: the height gets kernel 1; its stride and
+#: dilation copy the width's (over a height-1 input with a height-1 kernel any value gives
+#: the same result, and VTA's conv wants equal strides)
+_PER_AXIS = ("kernel_shape", "strides", "dilations")
+
+
+def _as_2d_attrs(ctx, node, attrs) -> dict:
+    """The node's 1-D window attributes as 2-D ones (height 1 first); every attribute is
+    consumed here and handed on, so the 2-D rule checks the values."""
+    out = {}
+    for k, v in attrs.items():
+        ctx.take(attrs, k)
+        if k in _PER_AXIS:
+            v = list(v)
+            if len(v) != 1:
+                raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
+                                      f"{k!r} = {v} has {len(v)} values for a 1-D input")
+            v = [1 if k == "kernel_shape" else v[0]] + v
+        elif k == "pads":
+            v = list(v)
+            if len(v) != 2:
+                raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
+                                      f"'pads' = {v} has {len(v)} values for a 1-D input")
+            v = [0, v[0], 0, v[1]]
+        out[k] = v
+    return out
+
+
+def _sub(node, inputs, output):
+    """A stand-in ONNX node (what the 2-D rules read: name, op type, inputs, outputs)."""
+    return SimpleNamespace(name=node.name, op_type=node.op_type, domain=node.domain,
+                           input=list(inputs), output=[output])
+
+
+def _lift(ctx, node, name: str) -> str:
+    """Value ``name`` (N, C, L) as (N, C, 1, L): a reshape node, or a folded constant."""
+    src = ctx.src(name)
+    if src in ctx.consts:
+        a = ctx.consts[src]
+        key = f"{src}/as2d"
+        ctx.consts[key] = a.reshape(a.shape[:2] + (1,) + a.shape[2:])
+        return key
+    n, c, length = ctx.shape(name)
+    out = f"{node.output[0]}/in2d"
+    ctx.g.add_node("reshape", out, [ctx.value(name)], (n, c, 1, length),
+                   ctx.g.values[src].dtype, {"shape": (n, c, 1, length)})
+    return out
+
+
+def _lower(ctx, node, base, inputs, attrs2):
+    """Import the 2-D node over ``inputs`` with ``base``, then reshape its output to 1-D."""
+    mid = f"{node.output[0]}/out2d"
+    base(ctx, _sub(node, inputs, mid), attrs2)
+    n, c, one, length = ctx.g.values[mid].shape
+    ctx.g.add_node("reshape", node.output[0], [mid], (n, c, length),
+                   ctx.g.values[mid].dtype, {"shape": (n, c, length)})
+
+
+def _wrap_conv(base):
+    def rule(ctx, node, attrs):
+        if len(node.input) > 1 and ctx.is_const(node.input[1]) and \
+                ctx.const(node.input[1], node, "W").ndim == 3:
+            if len(ctx.shape(node.input[0])) != 3:
+                raise OnnxImportError(f"node {node.name!r} (Conv): 3-D weight with a "
+                                      f"{len(ctx.shape(node.input[0]))}-D input")
+            ins = [_lift(ctx, node, node.input[0]), _lift(ctx, node, node.input[1])]
+            ins += list(node.input[2:3])
+            return _lower(ctx, node, base, ins, _as_2d_attrs(ctx, node, attrs))
+        return base(ctx, node, attrs)
+    return rule
+
+
+def _reshape(ctx, src: str, out: str, shape) -> str:
+    ctx.g.add_node("reshape", out, [src], tuple(shape), ctx.g.values[src].dtype,
+                   {"shape": tuple(shape)})
+    return out
+
+
+def _pool_3d(ctx, node, base, attrs):
+    """A 3-D pool as two 2-D pools (max and average are separable: the window is a product
+    of per-axis windows, and so is an average's count, padding counted or not): over (H, W)
+    with depth folded into the channels, then over D with H x W flattened."""
+    n, c, d, h, w = ctx.shape(node.input[0])
+    a = {k: ctx.take(attrs, k) for k in list(attrs)}
+    k3 = list(a.pop("kernel_shape", []) or [])
+    s3 = list(a.pop("strides", None) or [1, 1, 1])
+    p6 = list(a.pop("pads", None) or [0] * 6)
+    dil = list(a.pop("dilations", None) or [1, 1, 1])
+    if len(k3) != 3 or len(s3) != 3 or len(p6) != 6 or len(dil) != 3:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): kernel_shape {k3}, "
+                              f"strides {s3}, pads {p6} do not describe a 3-D window")
+    if dil != [1, 1, 1]:
+        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'dilations' = "
+                              f"{dil} is not supported")
+    hw = dict(a, kernel_shape=k3[1:], strides=s3[1:], pads=[p6[1], p6[2], p6[4], p6[5]])
+    dd = dict(a, kernel_shape=[k3[0], 1], strides=[s3[0], 1], pads=[p6[0], 0, p6[3], 0])
+    out = node.output[0]
+    x = _reshape(ctx, ctx.value(node.input[0]), f"{out}/hw_in", (n, c * d, h, w))
+    base(ctx, _sub(node, [x], f"{out}/hw"), hw)
+    _, _, h2, w2 = ctx.g.values[f"{out}/hw"].shape
+    x = _reshape(ctx, f"{out}/hw", f"{out}/d_in", (n, c, d, h2 * w2))
+    base(ctx, _sub(node, [x], f"{out}/d"), dd)
+    d2 = ctx.g.values[f"{out}/d"].shape[2]
+    _reshape(ctx, f"{out}/d", out, (n, c, d2, h2, w2))
+
+
+def _wrap_pool(base):
+    def rule(ctx, node, attrs):
+        xs = ctx.shape(node.input[0])
+        if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and \
+                len(xs) != 4:
+            raise OnnxImportError(f"node {node.name!r} (MaxPool): the Indices output is "
+                                  f"not supported")
+        if len(xs) == 3:
+            return _lower(ctx, node, base, [_lift(ctx, node, node.input[0])],
+                          _as_2d_attrs(ctx, node, attrs))
+        if len(xs) == 5 and node.op_type == "GlobalAveragePool":
+            flat = _reshape(ctx, ctx.value(node.input[0]), f"{node.output[0]}/in2d",
+                            xs[:2] + (1, math.prod(xs[2:])))
+            base(ctx, _sub(node, [flat], f"{node.output[0]}/out2d"), attrs)
+            _reshape(ctx, f"{node.output[0]}/out2d", node.output[0], xs[:2] + (1, 1, 1))
+            return
+        if len(xs) == 5:
+            return _pool_3d(ctx, node, base, attrs)
+        return base(ctx, node, attrs)
+    return rule
+
+
+def _install() -> None:
+    for op, onnx_type, wrap in (("conv", "Conv", _wrap_conv), ("maxpool", "MaxPool", _wrap_pool),
+                                ("avgpool", "AveragePool", _wrap_pool),
+                                ("global_avgpool", "GlobalAveragePool", _wrap_pool)):
+        d = registry.get(op)
+        if d is None or onnx_type not in d.onnx:
+            raise RuntimeError(f"window_nd: {op} ({onnx_type}) must be registered first")
+        d.onnx[onnx_type] = wrap(d.onnx[onnx_type])
+
+
+_install()
