@@ -104,3 +104,16 @@ def test_relu_zeros_do_not_pull_kl_down():
     mx = calibrate_ranges(g, s, "minmax")["y"]
     kl = calibrate_ranges(g, s, "kl")["y"]
     assert 0.65 * mx < kl < mx, (kl, mx)          # 0.50 * mx with the zeros in
+
+
+def test_sqnr_db_of_infinite_or_underflowing_error_is_minus_inf():
+    """--min-layer-sqnr on a model whose float values overflow (magika) crashed with
+    'math domain error': an infinite error is -inf dB, a layer to keep float."""
+    import math
+    from compiler.graph.quantize import _db
+    assert _db(1.0, 0.0) == math.inf
+    assert _db(1.0, math.inf) == -math.inf
+    assert _db(math.inf, math.inf) == -math.inf
+    assert _db(1.0, float("nan")) == -math.inf
+    assert _db(1e-300, 1e300) == -math.inf
+    assert abs(_db(100.0, 1.0) - 20.0) < 1e-12

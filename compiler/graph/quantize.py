@@ -194,6 +194,15 @@ def _rename(q: Graph, old: str, new: str) -> None:
         q.float_of[new] = q.float_of.pop(old)
 
 
+def _db(sig: float, err: float) -> float:
+    """10 log10(sig / err): inf for no error, -inf for an infinite or NaN error (a float
+    model whose values overflow) or a ratio that underflows."""
+    if err == 0:
+        return float("inf")
+    ratio = max(sig, 1e-30) / err if math.isfinite(err) and math.isfinite(sig) else 0.0
+    return 10 * math.log10(ratio) if ratio > 0 else float("-inf")
+
+
 def sqnr_report(q: Graph, feeds_list) -> list[tuple]:
     """Per quantised value: (value, op, frac, SQNR dB vs the float model) over ``feeds_list``."""
     g = q.float_graph
@@ -220,8 +229,7 @@ def sqnr_report(q: Graph, feeds_list) -> list[tuple]:
     out = []
     for n in q.nodes:
         if n.output in sig:
-            e = err[n.output]
-            db = float("inf") if e == 0 else 10 * math.log10(max(sig[n.output], 1e-30) / e)
+            db = _db(sig[n.output], err[n.output])
             out.append((n.output, n.op, q.values[n.output].frac, db))
     return out
 
