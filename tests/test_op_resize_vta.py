@@ -83,6 +83,8 @@ def test_resize_vta_cannot_run_stays_on_host_with_reason():
     n = next(n for n in c.qgraph.nodes if n.op == "qresize")
     assert "no integer factor" in n.attrs["why"]
     assert next(s for s in c.program.steps if s.node.op == "qresize").kind == "host"
+    row = next(r for r in c.program.partition_table().splitlines() if "qresize" in r)
+    assert "not on VTA" in row and "no integer factor" in row     # the report says why
     c = compile_model(resize_model((1, 1, 2, 2), "tf_half_pixel_for_nn", "ceil"), CFG,
                       calib={"x": _xs()[:2]})
     n = next(n for n in c.qgraph.nodes if n.op == "qresize")

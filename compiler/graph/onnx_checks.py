@@ -462,7 +462,8 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                                        "ceil")),
                one_of("coordinate_transformation_mode",
                       ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
-                       "align_corners", "asymmetric", "tf_crop_and_resize")),
+                       "align_corners", "asymmetric", "tf_crop_and_resize",
+                       "tf_half_pixel_for_nn")),      # Resize-11's, which onnxruntime still runs
                one_of("exclude_outside", (0, 1)), one_of("antialias", (0, 1)),
                one_of("keep_aspect_ratio_policy", ("stretch", "not_larger", "not_smaller"))),
     "Upsample": (resize_scales, one_of("mode", ("nearest", "linear", "bilinear"))),

@@ -46,7 +46,9 @@ class Program:
             elif s.kind == "cpu":
                 det = "LLVM" if _cpu_backend() else "TE evaluator (numpy)"
             why = _float_why(s.node.op)
-            if why and v.dtype != "int8":
+            if s.node.attrs.get("why") and s.kind != "vta":
+                det = (det + "; " if det else "") + str(s.node.attrs["why"])  # placement
+            elif why and v.dtype != "int8":
                 det = (det + "; " if det else "") + "float: " + why
             rows.append(f"{s.node.name[:24]:24s} {s.node.op:16s} {s.kind:5s} "
                         f"{str(list(v.shape)):24s} {det}")
