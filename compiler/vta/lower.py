@@ -398,11 +398,12 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     start = L.init_max(vecs[init.key]) if init is not None else \
         ([] if "gemm" in mock else [L.reset()])
     if k.ci_split == 1 and step and gemm and start and nv > 1 and not mock \
-            and (t.ci.extent > 1 or L.rg is None):
+            and L.rg is None:
         # thread 0 starts its tile (reset / MAX) first, every other thread right before its
         # first GEMM: thread 0's first GEMMs then run while thread 1's previous STORE
         # drains, before thread 1's start needs its accumulator slot.  The first tiles (no
-        # STORE before them) all start up front, under the first loads.
+        # STORE before them) all start up front, under the first loads.  Not with a GEMM
+        # residual: its tiles' residual LOADs then wait longer (measured: no gain).
         tile = add(*(var for var, _, _ in t.loops)) if t.loops else const(0)
         vt = Binary("mul", t.v, tile)           # 0: thread 0 or the first tiles
         later = IfElse(Binary("lt", t.ci, const(1)),
