@@ -1,7 +1,8 @@
 """Where a conv tile starts (reset / MAX) under virtual threads (compiler.vta.lower): thread 0
 and the first tiles start up front; every later tile of thread >= 1 starts right before its
 first GEMM, after thread 0's, so its previous STORE drains under thread 0's GEMMs.  The
-results stay bit-exact and the stall on the store token shrinks."""
+results stay bit-exact and the stall on the store token shrinks.  A GEMM residual's LOAD comes
+after the tile's input and weight LOADs."""
 
 import numpy as np
 import pytest
@@ -45,3 +46,25 @@ def test_later_threads_start_after_thread_0s_first_gemm(knobs):
     got, stats = ck.run(SimDevice(CFG, timed=True), feeds)
     assert np.array_equal(got, evaluate(out, feeds))
     assert stats["stall_cycles"]["compute"].get("s2g", 0) < stats["cycles"] // 20
+
+
+def test_residual_load_follows_the_tiles_input_loads():
+    """With the residual on the GEMM core, each tile's residual LOAD (into the INP SRAM) is
+    issued after that tile's input / weight LOADs, not before them; bytes stay equal to the
+    quantised graph's reference."""
+    from compiler.graph.driver import compile_model
+    from compiler.graph.reference import run_graph
+    from compiler.vta.residual import gemm_residual
+    from tests.test_roof_epilogue import _resnet_block
+    m, xs = _resnet_block(c=32, hw=12)
+    c = compile_model(m, CFG, calib={"x": xs})
+    steps = [s for s in c.program.steps if s.kind == "vta" and s.node.op == "qconv"
+             and gemm_residual(s.kernel.workload) is not None]
+    assert steps
+    for s in steps:
+        rg = gemm_residual(s.kernel.workload)
+        loads = [o for o in s.kernel.ops if o.kind == "load" and o.args["mem"].name == "INP"]
+        first = next(i for i, o in enumerate(loads) if o.args["tensor"] is rg.vector)
+        assert first > 0 and loads[first - 1].args["tensor"] is not rg.vector
+    got = c.executor(SimDevice(CFG)).run({"x": xs[0]})["y"]
+    assert np.array_equal(got, run_graph(c.qgraph, {"x": xs[0]})["y"])
