@@ -393,13 +393,26 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
         inner = [For(t.ci_oi, t.ci_oi.extent, Seq(gemm) if cond is None else
                      IfElse(cond, Seq(gemm)))] if gemm else []
         loop = [For(t.ci_oo, t.ci_oo.extent, Seq(step + inner))] if step or inner else []
-    else:
-        loop = [For(t.ci, t.ci.extent, Seq(step + gemm))] if step or gemm else []
     alu = "alu" not in mock
     init = L.init_step()
     start = L.init_max(vecs[init.key]) if init is not None else \
         ([] if "gemm" in mock else [L.reset()])
-    body = ([L.resid_load()] if L.rg is not None and alu else []) + start + loop
+    if k.ci_split == 1 and step and gemm and start and nv > 1 and not mock:
+        # thread 0 starts its tile (reset / MAX) first, every other thread right before its
+        # first GEMM: thread 0's first GEMMs then run while thread 1's previous STORE
+        # drains, before thread 1's start needs its accumulator slot.  The first tiles (no
+        # STORE before them) all start up front, under the first loads.
+        tile = add(*(var for var, _, _ in t.loops)) if t.loops else const(0)
+        vt = Binary("mul", t.v, tile)           # 0: thread 0 or the first tiles
+        later = IfElse(Binary("lt", t.ci, const(1)),
+                       IfElse(Binary("ge", vt, const(1)), Seq(start)))
+        loop = [For(t.ci, t.ci.extent, Seq(step + [later] + gemm))]
+        start = [IfElse(Binary("lt", vt, const(1)), Seq(start))]
+    elif k.ci_split == 1:
+        loop = [For(t.ci, t.ci.extent, Seq(step + gemm))] if step or gemm else []
+    # the residual's LOAD after the reduction's loads: it waits (in the in-order load
+    # module) for the previous tile's residual GEMM, and must not hold up the next loads
+    body = start + loop + ([L.resid_load()] if L.rg is not None and alu else [])
     for st in wl.epilogue if alu else ():
         if st is not init:
             body.extend(L.epilogue(st, vecs))

@@ -113,6 +113,27 @@ def _plan(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, gemm: bool = Fa
                     f"or a configuration with a larger ACC buffer")
 
 
+def _separable_column(wl: PoolWorkload, cfg: VTAConfig):
+    """The window column ``j`` (``0 <= j < kw``) that belongs to no other window of its row
+    (``kw - sx <= j < sx``), for a max / min pool where the separable form saves ALU
+    micro-ops; None otherwise.  Then each input row's ``kw``-wide max is formed in place in
+    column ``ox * sx + j`` (``kw - 1`` ALU ops over the whole band: the columns they read
+    are never written) and the window max reads only those columns (``kh`` taps, not
+    ``kh * kw``): about ``(kw - 1) * sy + kh + 1`` micro-ops per output tile, not
+    ``kh * kw + 1``."""
+    if wl.op not in ("max", "min") or wl.kw < 2 or wl.kh < 2:
+        return None
+    j = max(0, wl.kw - wl.sx)
+    if j >= min(wl.sx, wl.kw):
+        return None
+    if (wl.kw - 1) * wl.sy + wl.kh >= wl.kh * wl.kw:
+        return None
+    wp = (wl.ow - 1) * wl.sx + wl.kw
+    fmax = min((1 << cfg.alu_layout["src_factor_out"][1]) - 1,
+               (1 << cfg.alu_layout["dst_factor_out"][1]) - 1)
+    return j if wp <= fmax else None
+
+
 def _set_value(value: int, cfg: VTAConfig, where: str) -> list:
     """Immediate ALU ops turning a zero tile into ``value``."""
     if -(1 << 15) <= value < (1 << 15):
@@ -173,6 +194,7 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
         ops.append(Op(1, "load", dict(mem=MemType.WGT, sram=0, tensor=wl.identity, offset=0,
                                       y=1, x=1, stride=1, pad=(0, 0, 0, 0)),
                       writes=(("wgt", 0, 1),)))
+    sep = None if gemm else _separable_column(wl, cfg)
     ov = wl.kh - wl.sy            # input rows a band shares with the previous one
     reuse = (knobs.vthreads >= 2 and nc_max == ow and ov > 0 and wl.kh <= (nr_max + 1) * wl.sy)
     total = planes_total * oh * ow
@@ -213,6 +235,12 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
                         ops.append(alu(opcode, at, in_rng, ((nrows, wp, wp, 0),
                                                             (ncols, 1, 1, 0)), imm=imm))
                 dloops = ((nr, nc, nc, 0), (nc, 1, 1, 0))
+                if sep is not None:   # the row maxes, in place in each window's own column
+                    for rx in range(wl.kw):
+                        if rx != sep:
+                            ops.append(alu(tap_op, base + sep, in_rng,
+                                           ((rows, wp, wp, 0), (nc, wl.sx, wl.sx, 0)),
+                                           src=base + rx, s_rng=in_rng))
                 if gemm:      # the output starts at 0 (GEMM reset), every tap adds inp x I
                     ops.append(gemm_op(out0, out_rng, ((nr, nc, 0, 0), (nc, 1, 0, 0)),
                                        reset=True))
@@ -222,7 +250,7 @@ def lower_pool_ops(wl: PoolWorkload, cfg: VTAConfig, knobs: EltwiseKnobs, target
                 for ry in range(wl.kh):
                     # output rows [0, m) read row oy*sy+ry < skip: the previous region
                     m = min(nr, max(0, -(-(skip - ry) // wl.sy)))
-                    for rx in range(wl.kw):
+                    for rx in (range(wl.kw) if sep is None else (sep,)):
                         op = AluOp.ADD if first else tap_op
                         first = False
                         parts = [(m, nr, (base, first_row, in_rng))]
