@@ -78,9 +78,13 @@ class GemmPipe(wiring.Component):
     busy : ``Out(1)``  some micro-op is in s2..s4.
 
     ``lut_mults`` of the BATCH x BLOCK_OUT x BLOCK_IN products (the last ones, row by row) are
-    built as shift-and-add logic (:func:`lut_product`) instead of ``*``: a design knob for FPGAs
-    with fewer hard multipliers than MACs (the ECP5-85F has 156 MULT18X18D for the 1x16x16
-    core's 256 products).  Same register stages, same cycle counts, same results.
+    built in logic instead of ``*``: a design knob for FPGAs with fewer hard multipliers than
+    MACs (the ECP5-85F has 156 MULT18X18D for the 1x16x16 core's 256 products).  A lane's logic
+    products are radix-4 digit planes (:meth:`_digit_planes`: selects of the multiples
+    ``3x, -x, -2x`` registered in s2 beside the INP tile, summed per plane in groups of four
+    in s2a, the planes shifted into the lane's s2b tree); with an odd weight width they are
+    shift-and-add products (:func:`lut_product`).  Same register stages, same cycle counts,
+    same results.  Every adder is its own carry chain (:func:`tree_sum` with ``keep`` wires).
     range_error : ``Out(1)``  pulse: a micro-op's index is beyond its SRAM (its write is
         suppressed).
     """
