@@ -197,13 +197,18 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
                      + ((timing,) if timing is not None else ())
                      for i, p in enumerate(batch)]
             cycles = np.full(len(batch), math.inf)
-            theirs = []
+            theirs, logged = [], []
             if claims is not None:
                 keys = [claim_key(wkey, ckey, it[2]) for it in items]
+                # in the log already (another tuner measured it since this one started,
+                # and may have exited): taken as it is, never measured again
+                have = {k: r for k, r in claims.results().items() if r.timing == tid}
+                logged = [it + (have[keys[it[5]]],) for it in items if keys[it[5]] in have]
+                items = [it for it in items if keys[it[5]] not in have]
                 theirs = [it for it in items if not claims.claim(keys[it[5]])]
                 items = [it for it in items if it not in theirs]
-            for item, out in _measured(ex, items, theirs, claims, keys if claims else None,
-                                       timeout):
+            for item, out in _measured(ex, items, theirs, logged, claims,
+                                       keys if claims else None, timeout):
                 i = item[5]
                 if out is None:                   # another tuner's record of this candidate
                     r = item[-1]
@@ -253,11 +258,14 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
     return res
 
 
-def _measured(ex, items, theirs, claims, keys, timeout):
-    """``(item, outcome)`` of this tuner's ``items`` as they finish, then of ``theirs`` (the
-    candidates another live tuner claimed first): ``(item + (record,), None)`` once the
-    other tuner's record is in the log, or a measurement of our own when that tuner died
-    or did not finish in time (the candidate is claimed again first)."""
+def _measured(ex, items, theirs, logged, claims, keys, timeout):
+    """``(item, outcome)``: first ``(item + (record,), None)`` of the ``logged`` ones (their
+    record is in the log already), then this tuner's ``items`` as they finish, then
+    ``theirs`` (the candidates another live tuner claimed first): ``(item + (record,),
+    None)`` once the other tuner's record is in the log, or a measurement of our own when
+    that tuner died or did not finish in time (the candidate is claimed again first)."""
+    for item in logged:
+        yield item, None
     yield from run_tasks(ex, measure_item, items, timeout=timeout)
     wait = None if timeout is None else 4 * timeout
     for item in theirs:
