@@ -1,0 +1,105 @@
+"""One LLVM module per program: inside ``with cpu_batch():`` :func:`~.kernel.cpu_build`
+generates each kernel's IR at once (so an unsupported expression still fails at its own
+call) but leaves optimisation and code generation to the end of the block, where every
+kernel built in it is linked into one module (function names prefixed per kernel), run
+through one ``-O3`` pipeline and JIT-compiled by one engine.  Each kernel then gets its
+own view of that engine (its functions by their usual names) and the in-memory cache
+keeps the views, so a later ``cpu_build`` of the same kernel finds it.  The per-module
+costs (pipeline set-up, engine, object emission, relocation) are paid once per program
+instead of once per kernel; each function is optimised as it would be alone (the kernels
+never call each other), so the code and its results are the same.  Kernels built with a
+disk cache directory (``cache_dir`` / ``$VTA_CPU_CACHE``) are compiled one by one as
+before (the cache stores one object file per kernel).  A kernel built in the block runs
+only after the block ends.
+
+Example::
+
+    import numpy as np
+    from compiler import te
+    from compiler.cpu import cpu_build
+    from compiler.cpu.batch import cpu_batch
+    A = te.placeholder((8,), "int32", "A")
+    with cpu_batch():
+        k1 = cpu_build(te.compute((8,), lambda i: A[i] + 1, "B"))
+        k2 = cpu_build(te.compute((8,), lambda i: A[i] * 3, "C"))
+    a = np.arange(8, dtype=np.int32)
+    assert np.array_equal(k2.run({A: a}), a * 3)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import llvmlite.binding as llvm
+
+from .errors import CpuError
+from .jit import Compiled, optimise_and_jit, remember
+
+_STATE = threading.local()
+
+
+def current():
+    """The batch open in this thread, or None."""
+    return getattr(_STATE, "batch", None)
+
+
+@contextlib.contextmanager
+def cpu_batch():
+    """Compile every kernel :func:`~.kernel.cpu_build` makes inside the block together when
+    the block ends (a nested block joins the outer one)."""
+    if current() is not None:
+        yield current()
+        return
+    b = _Batch()
+    _STATE.batch = b
+    try:
+        yield b
+    finally:
+        _STATE.batch = None
+    b.compile()
+
+
+class _Entry:
+    def __init__(self, ir_text, names, prefix, key, target, where, kernel):
+        self.ir_text, self.names, self.prefix, self.key = ir_text, names, prefix, key
+        self.target, self.where, self.kernels = target, where, [kernel]
+
+
+class _Batch:
+    def __init__(self):
+        self.entries: dict = {}
+
+    def add(self, key: str, target, where: str, gen, names: list, kernel) -> None:
+        """Queue ``kernel`` (built from ``gen(prefix)``, the IR with every function name
+        prefixed); a kernel with the same key as a queued one shares its code."""
+        e = self.entries.get((key, target))
+        if e is not None:
+            e.kernels.append(kernel)
+            return
+        prefix = f"k{len(self.entries)}_"
+        self.entries[(key, target)] = _Entry(gen(prefix), names, prefix, key, target, where,
+                                             kernel)
+
+    def compile(self) -> None:
+        by_target: dict = {}
+        for e in self.entries.values():
+            by_target.setdefault(e.target, []).append(e)
+        for target, entries in by_target.items():
+            where = "; ".join(e.where for e in entries[:3]) + (
+                f" and {len(entries) - 3} more kernels" if len(entries) > 3 else "")
+            try:
+                mod = llvm.parse_assembly(entries[0].ir_text)
+                for e in entries[1:]:
+                    mod.link_in(llvm.parse_assembly(e.ir_text))
+                mod.verify()
+            except RuntimeError as err:
+                raise CpuError(f"LLVM rejected the IR of {where}: {str(err).strip()}") from None
+            ir_opt, engine = optimise_and_jit(mod, target, where)
+            for e in entries:
+                view = Compiled(engine, e.names, ir_opt, e.ir_text, target,
+                                {n: e.prefix + n for n in e.names})
+                remember(e.key, target, view)
+                for i, k in enumerate(e.kernels):
+                    k.bind(view, "compiled" if i == 0 else "memory")
+        self.entries.clear()
