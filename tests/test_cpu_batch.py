@@ -41,6 +41,11 @@ def test_batched_kernels_share_one_engine_and_match_separate_builds():
         got = k.run(feeds)
         assert got.dtype == want.dtype and np.array_equal(got, want)
     assert np.array_equal(again.run(feeds), separate[0])
+    for k in ks:                                      # each shows only its own code
+        text = k.show("llvm")
+        assert "define void @s0(" in text and "define void @run_all(" in text
+        assert "@k1_" not in text and "@k0_" not in text
+        assert k.show("asm")                          # a module of its own: it parses
     assert cpu_build(outs[1]).source == "memory"      # the batch's views stay cached
 
 

@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 
 import llvmlite.binding as llvm
@@ -96,10 +97,57 @@ class _Batch:
             except RuntimeError as err:
                 raise CpuError(f"LLVM rejected the IR of {where}: {str(err).strip()}") from None
             ir_opt, engine = optimise_and_jit(mod, target, where)
+            shared, defs = _split(ir_opt)
             for e in entries:
-                view = Compiled(engine, e.names, ir_opt, e.ir_text, target,
-                                {n: e.prefix + n for n in e.names})
+                view = Compiled(engine, e.names, _own_ir(shared, defs, e.prefix), e.ir_text,
+                                target, {n: e.prefix + n for n in e.names})
                 remember(e.key, target, view)
                 for i, k in enumerate(e.kernels):
                     k.bind(view, "compiled" if i == 0 else "memory")
         self.entries.clear()
+
+
+_DEFINE = re.compile(r'define [^@]*@"?(k\d+_)')
+
+
+def _split(text: str):
+    """The optimised module's text as (lines outside function definitions, {kernel
+    prefix: its definitions' lines})."""
+    shared: list = []
+    defs: dict = {}
+    cur = None
+    for line in text.split("\n"):
+        if cur is None:
+            m = _DEFINE.match(line)
+            if m is not None:
+                cur = defs.setdefault(m.group(1), [])
+                if shared and shared[-1].startswith("; Function Attrs"):
+                    cur.append(shared.pop())
+        (shared if cur is None else cur).append(line)
+        if cur is not None and line == "}":
+            cur.append("")
+            cur = None
+    return shared, defs
+
+
+def _own_ir(shared: list, defs: dict, prefix: str) -> str:
+    """One kernel's optimised IR: the module's declarations and attributes around its own
+    functions, under their own names, with the metadata they use (a module that parses)."""
+    body = "\n".join(defs.get(prefix, [])).replace("@" + prefix, "@").replace(
+        '@"' + prefix, '@"')
+    head = [ln for ln in shared if ln and not ln.startswith(("attributes", "!"))]
+    attrs = [ln for ln in shared if ln.startswith("attributes")]
+    meta = {m.group(1): ln for ln in shared for m in [_META.match(ln)] if m is not None}
+    named = [ln for ln in shared if ln.startswith("!") and not _META.match(ln)]
+    want, todo = set(), _REF.findall(body + "\n".join(named))
+    while todo:
+        k = todo.pop()
+        if k not in want and k in meta:
+            want.add(k)
+            todo += _REF.findall(meta[k].split("=", 1)[1])
+    used = [ln for k, ln in meta.items() if k in want]
+    return "\n".join(head) + "\n\n" + body + "\n" + "\n".join(attrs + named + used) + "\n"
+
+
+_META = re.compile(r"!(\d+) = ")
+_REF = re.compile(r"!(\d+)\b")
