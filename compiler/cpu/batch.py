@@ -97,22 +97,54 @@ class _Batch:
             except RuntimeError as err:
                 raise CpuError(f"LLVM rejected the IR of {where}: {str(err).strip()}") from None
             ir_opt, engine = optimise_and_jit(mod, target, where)
-            shared, defs = _split(ir_opt)
+            whole = _Whole(ir_opt)
             for e in entries:
-                view = Compiled(engine, e.names, _own_ir(shared, defs, e.prefix), e.ir_text,
-                                target, {n: e.prefix + n for n in e.names})
+                view = _View(engine, e.names, whole, e.prefix, e.ir_text, target)
                 remember(e.key, target, view)
                 for i, k in enumerate(e.kernels):
                     k.bind(view, "compiled" if i == 0 else "memory")
         self.entries.clear()
 
 
+class _View(Compiled):
+    """One kernel's functions in the batch's engine; its optimised IR (:func:`_own_ir`)
+    is cut out of the whole module's text when first asked for."""
+
+    def __init__(self, engine, names, whole, prefix, ir_raw, target):
+        self._whole, self._prefix, self._ir_opt = whole, prefix, None
+        super().__init__(engine, names, "", ir_raw, target, {n: prefix + n for n in names})
+
+    @property
+    def ir_opt(self) -> str:
+        if not self._ir_opt:
+            self._ir_opt = self._whole.own(self._prefix)
+        return self._ir_opt
+
+    @ir_opt.setter
+    def ir_opt(self, value):
+        self._ir_opt = value
+
+
+class _Whole:
+    """The batch module's optimised text, split once (on first use) by kernel."""
+
+    def __init__(self, text: str):
+        self.text, self.parts = text, None
+
+    def own(self, prefix: str) -> str:
+        if self.parts is None:
+            self.parts = _split(self.text)
+            self.text = None
+        return _own_ir(*self.parts, prefix)
+
+
 _DEFINE = re.compile(r'define [^@]*@"?(k\d+_)')
 
 
 def _split(text: str):
-    """The optimised module's text as (lines outside function definitions, {kernel
-    prefix: its definitions' lines})."""
+    """The optimised module's text as (lines before the functions, attribute lines,
+    {metadata number: line}, named metadata lines, {kernel prefix: its definitions'
+    lines})."""
     shared: list = []
     defs: dict = {}
     cur = None
@@ -127,25 +159,25 @@ def _split(text: str):
         if cur is not None and line == "}":
             cur.append("")
             cur = None
-    return shared, defs
-
-
-def _own_ir(shared: list, defs: dict, prefix: str) -> str:
-    """One kernel's optimised IR: the module's declarations and attributes around its own
-    functions, under their own names, with the metadata they use (a module that parses)."""
-    body = "\n".join(defs.get(prefix, [])).replace("@" + prefix, "@").replace(
-        '@"' + prefix, '@"')
     head = [ln for ln in shared if ln and not ln.startswith(("attributes", "!"))]
     attrs = [ln for ln in shared if ln.startswith("attributes")]
     meta = {m.group(1): ln for ln in shared for m in [_META.match(ln)] if m is not None}
     named = [ln for ln in shared if ln.startswith("!") and not _META.match(ln)]
+    return head, attrs, meta, named, defs
+
+
+def _own_ir(head, attrs, meta, named, defs, prefix: str) -> str:
+    """One kernel's optimised IR: the module's declarations and attributes around its own
+    functions, under their own names, with the metadata they use (a module that parses)."""
+    body = "\n".join(defs.get(prefix, [])).replace("@" + prefix, "@").replace(
+        '@"' + prefix, '@"')
     want, todo = set(), _REF.findall(body + "\n".join(named))
     while todo:
         k = todo.pop()
         if k not in want and k in meta:
             want.add(k)
             todo += _REF.findall(meta[k].split("=", 1)[1])
-    used = [ln for k, ln in meta.items() if k in want]
+    used = [meta[k] for k in sorted(want, key=int)]
     return "\n".join(head) + "\n\n" + body + "\n" + "\n".join(attrs + named + used) + "\n"
 
 
