@@ -114,3 +114,17 @@ def test_relu_chain_shares_one_kernel():
     c = compile_model(relu_chain_model(300), CFG, calib=calib())
     stats = c.program.graph.kernel_cache
     assert stats["built"] <= 3 and stats["shared"] >= 290, stats
+
+
+def test_shared_gemm_residual_kernels_keep_their_identity_tile():
+    """ResNet-18's residual blocks add on the GEMM core with a shared identity weight tile
+    (a kernel constant): a rebound kernel must load the same constant tensor it uploads."""
+    from compiler.graph.models import resnet18
+    from compiler.graph.onnx_import import import_onnx
+    m = resnet18(image=32, width=64, classes=10)
+    name = import_onnx(m).inputs[0]
+    x = np.random.default_rng(0).normal(size=(3, 1, 3, 32, 32)).astype(np.float32)
+    shared = _compile(m, {name: x[:2]}, True)
+    assert shared.program.graph.kernel_cache["shared"] > 0
+    assert _assert_same_programs(shared, _compile(m, {name: x[:2]}, False),
+                                 {name: x[2]}) >= 20

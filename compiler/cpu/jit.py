@@ -146,9 +146,11 @@ class Compiled:
     """A JIT-compiled module: function addresses by name, the IR text before and after
     optimisation, and the engine that owns the code (kept alive with this object)."""
 
-    def __init__(self, engine, names, ir_opt: str, ir_raw: str, target: CpuTarget):
+    def __init__(self, engine, names, ir_opt: str, ir_raw: str, target: CpuTarget,
+                 symbols: dict | None = None):
         self.engine, self.ir_opt, self.ir_raw, self.target = engine, ir_opt, ir_raw, target
-        self.addresses = {n: engine.get_function_address(n) for n in names}
+        symbols = symbols or {}               # name -> symbol in a shared module
+        self.addresses = {n: engine.get_function_address(symbols.get(n, n)) for n in names}
         if not all(self.addresses.values()):
             missing = [n for n, a in self.addresses.items() if not a]
             raise CpuError(f"JIT: no code for {', '.join(missing)}")
@@ -194,6 +196,18 @@ def compile_ir(ir_text: str, names: list, key: str, target: CpuTarget, where: st
         mod.verify()
     except RuntimeError as e:
         raise CpuError(f"LLVM rejected the IR of {where}: {str(e).strip()}") from None
+    ir_opt, engine = optimise_and_jit(mod, target, where)
+    compiled = Compiled(engine, names, ir_opt, ir_text, target)
+    if cache_dir:
+        _store_disk(cache_dir, digest, names, tm, ir_opt, ir_text, where)
+    _remember(digest, compiled)
+    return compiled, "compiled"
+
+
+def optimise_and_jit(mod, target: CpuTarget, where: str):
+    """Run the ``-O3`` pipeline (vectorisers on, no unrolling) over the parsed module
+    ``mod`` and JIT it; returns (optimised IR text, execution engine)."""
+    tm = target_machine(target)
     mod.triple, mod.data_layout = target.triple, str(tm.target_data)
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
@@ -207,11 +221,12 @@ def compile_ir(ir_text: str, names: list, key: str, target: CpuTarget, where: st
         engine.finalize_object()
     except RuntimeError as e:
         raise CpuError(f"LLVM code generation failed for {where}: {str(e).strip()}") from None
-    compiled = Compiled(engine, names, ir_opt, ir_text, target)
-    if cache_dir:
-        _store_disk(cache_dir, digest, names, tm, ir_opt, ir_text, where)
-    _remember(digest, compiled)
-    return compiled, "compiled"
+    return ir_opt, engine
+
+
+def remember(key: str, target: CpuTarget, compiled) -> None:
+    """Keep ``compiled`` in the in-memory cache under ``key`` (see :func:`compile_ir`)."""
+    _remember(_digest(key, target), compiled)
 
 
 def _remember(digest, compiled):

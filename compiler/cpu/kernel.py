@@ -40,6 +40,7 @@ from ..te import (Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, TEEr
 from .codegen import MAX_UNROLL, StageCode, StageEmitter
 from .indexing import check_reads
 from .errors import CpuError
+from . import batch as _batch
 from .jit import compile_ir, host_target, memory_lookup
 
 _POOL = None
@@ -142,19 +143,27 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
     where = "stages " + ", ".join(t.name for t in stages)
     slots = _slots(codes)
 
-    def gen():
+    def gen(prefix=""):
         mod = ir.Module(name="vta_cpu")
         for code, s in zip(codes, scheds):
             check_reads(code.tensor)
             stmt = s.lower_host()
             # lower_host's temporaries stand in for the ones allocated for a cached build
             code.buffers[1:1 + len(s.temps)] = list(s.temps)
-            StageEmitter(mod, code.name, code.tensor.name, stmt, code.buffers).emit()
-        _emit_run_all(mod, codes, slots)
+            StageEmitter(mod, prefix + code.name, code.tensor.name, stmt, code.buffers).emit()
+        _emit_run_all(mod, codes, slots, prefix)
         return str(mod)
 
-    compiled, source = compile_ir_lazy(gen, [c.name for c in codes] + [RUN_ALL], key, tgt,
-                                       where, cache_dir)
+    names = [c.name for c in codes] + [RUN_ALL]
+    batch = _batch.current()
+    if batch is not None and not (cache_dir or os.environ.get("VTA_CPU_CACHE")):
+        hit = memory_lookup(key, tgt)
+        kern = CpuKernel(out, inputs, codes, scheds, hit, "memory", 0.0)
+        if hit is None:              # compiled with the rest of the batch (compiler.cpu.batch)
+            batch.add(key, tgt, where, gen, names, kern)
+        kern.compile_seconds = time.perf_counter() - t0
+        return kern
+    compiled, source = compile_ir_lazy(gen, names, key, tgt, where, cache_dir)
     return CpuKernel(out, inputs, codes, scheds, compiled, source,
                      time.perf_counter() - t0)
 
@@ -179,15 +188,16 @@ def _slots(codes) -> list:
     return [[seen.setdefault(id(t), len(seen)) for t in c.buffers] for c in codes]
 
 
-def _emit_run_all(mod, codes, slots):
+def _emit_run_all(mod, codes, slots, prefix=""):
     """``void @run_all(ptr, ...)``: every stage over its whole outer loop, in order (one
-    native call for a kernel that runs on one thread)."""
+    native call for a kernel that runs on one thread); every name gets ``prefix``."""
     n = 1 + max((i for sl in slots for i in sl), default=-1)
     i64 = ir.IntType(64)
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * n), RUN_ALL)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * n),
+                     prefix + RUN_ALL)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     for c, sl in zip(codes, slots):
-        b.call(mod.get_global(c.name), [fn.args[i] for i in sl]
+        b.call(mod.get_global(prefix + c.name), [fn.args[i] for i in sl]
                + [ir.Constant(i64, 0), ir.Constant(i64, c.outer_extent)])
     b.ret_void()
 
@@ -291,8 +301,16 @@ class CpuKernel:
 
     def __init__(self, out, inputs, codes, scheds, compiled, source, seconds):
         self.out, self.inputs, self.codes, self.scheds = out, inputs, codes, scheds
-        self.compiled, self.source, self.compile_seconds = compiled, source, seconds
+        self.compile_seconds = seconds
         self.num_threads = _cpu_count()
+        self.compiled, self.source = None, "pending"
+        if compiled is not None:           # else bound when its batch compiles
+            self.bind(compiled, source)
+
+    def bind(self, compiled, source: str) -> None:
+        """Attach the compiled module (its functions by this kernel's names)."""
+        codes = self.codes
+        self.compiled, self.source = compiled, source
         self._fns = []
         for c in codes:
             proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(c.buffers)),
@@ -307,8 +325,8 @@ class CpuKernel:
             compiled.addresses[RUN_ALL])
         self._one_call = not any(c.parallel and c.outer_extent > 1 for c in codes)
         self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
-        self._by_name = {t.name: t for t in inputs}
-        names = [t.name for t in inputs]
+        self._by_name = {t.name: t for t in self.inputs}
+        names = [t.name for t in self.inputs]
         self._ambiguous = {n for n in names if names.count(n) > 1}
         self._local = threading.local()       # per-thread intermediate buffers
 
@@ -318,6 +336,9 @@ class CpuKernel:
         placeholders the output does not read are ignored).  Every array is checked
         (dtype, shape, C-contiguous) before any native call;
         ``out``, when given, is written in place and returned."""
+        if self.compiled is None:
+            raise CpuError(f"kernel {self.out.name}: not compiled yet (built inside a "
+                           f"cpu_batch block that has not ended)")
         env = {}
         for k, v in feeds.items():
             if not isinstance(k, Tensor) and k in self._ambiguous:
@@ -408,7 +429,8 @@ class CpuKernel:
     # ------------------------------------------------------------------ inspection
     def show(self, what: str = "llvm") -> str:
         """The program as text: "loops" (the scheduled loop IR of every stage), "llvm"
-        (the optimised LLVM IR), "llvm-unopt" (as generated), "asm" (host assembly)."""
+        (the optimised LLVM IR; of the whole module for a kernel compiled in a
+        :func:`~.batch.cpu_batch`), "llvm-unopt" (as generated), "asm" (host assembly)."""
         head = "".join(f"; {c.name} = {c.tensor.name} {c.tensor.shape} {c.tensor.dtype} "
                        f"(args: {', '.join(b.name for b in c.buffers)}, lo, hi)\n"
                        for c in self.codes)

@@ -121,8 +121,10 @@ def threshold_from_hist(hist, top: float, method: str) -> float:
 
 
 def calibrate_ranges(g, samples, method: str = "minmax", percentile: float = 99.99,
-                     global_scale: float = 8.0) -> dict:
-    """{value name: threshold T on |x|} for every float activation of ``g``."""
+                     global_scale: float = 8.0, on_env=None) -> dict:
+    """{value name: threshold T on |x|} for every float activation of ``g``; ``on_env(k,
+    env)``, when given, sees the float run of sample ``k`` (every value; the SQNR report
+    reuses it instead of running the float graph again)."""
     check_method(method)
     ranges: dict[str, float] = {}
     if method == "global_scale":
@@ -132,8 +134,10 @@ def calibrate_ranges(g, samples, method: str = "minmax", percentile: float = 99.
     samples = list(samples)
     if not samples:
         raise QuantizeError("calibration needs at least one sample")
-    for feeds in samples:
+    for k, feeds in enumerate(samples):
         env = run_graph(g, feeds, keep=True)
+        if on_env is not None:
+            on_env(k, env)
         for name, a in _activations(g, env):
             r = float(np.percentile(a, percentile)) if method == "percentile" else float(a.max())
             ranges[name] = max(ranges.get(name, 0.0), r)

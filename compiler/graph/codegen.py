@@ -26,12 +26,15 @@ def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
     """A :class:`Step` per node of the laid-out graph ``g``; ``knobs`` {node name: knob
     dict} fixes the schedules of those VTA conv/dense layers (an artifact's, as compiled).
     VTA layers with the same tensor-expression structure and schedule share one build
-    (``cache``, a :class:`compiler.vta.kernel_cache.KernelCache`; a new one by default)."""
+    (``cache``, a :class:`compiler.vta.kernel_cache.KernelCache`; a new one by default).
+    The CPU kernels are JIT-compiled together, as one LLVM module, at the end
+    (:mod:`compiler.cpu.batch`)."""
+    from ..cpu.batch import cpu_batch
     from ..vta.kernel_cache import KernelCache
     steps = []
     index = TuningIndex(tuning_log) if tuning_log else None
     cache = KernelCache(cfg) if cache is None else cache
-    with _gc_paused():
+    with _gc_paused(), cpu_batch():       # every CPU kernel in one LLVM module
         for n in g.nodes:
             t0 = time.perf_counter()
             try:

@@ -147,7 +147,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
-    kept = []
+    kept, float_envs = [], []
     fl = ()
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
         convs = [n.name for n in fg.nodes if n.op == "conv"]
@@ -167,19 +167,27 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
             raise GraphError(f"QDQ model without calibration: value {missing[0]!r} has no "
                              f"Q/DQ range; give --calib")
         q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel, float_nodes=fl)
-    elif min_layer_sqnr is not None:
-        from .quantize import calibrate, keep_float_below
-        q, kept = keep_float_below(
-            fg, samples[:max(sqnr_samples, 1)], min_layer_sqnr, float_nodes=fl,
-            ranges=calibrate(fg, samples, mode, percentile, global_scale), mode=mode,
-            percentile=percentile, global_scale=global_scale, per_channel=per_channel)
     else:
-        q = quantize(fg, samples, mode, percentile, global_scale, per_channel=per_channel,
-                     float_nodes=fl)
+        from .quantize import calibrate, keep_float_below
+        n_env = max(sqnr_samples, 1) if min_layer_sqnr is not None else sqnr_samples
+
+        def keep_env(k, env):       # calibration's float runs, reused by the SQNR report
+            if k < n_env:
+                float_envs.append(env)
+        ranges = calibrate(fg, samples, mode, percentile, global_scale, on_env=keep_env)
+        if min_layer_sqnr is not None:
+            q, kept = keep_float_below(
+                fg, samples[:n_env], min_layer_sqnr, float_nodes=fl, ranges=ranges,
+                float_envs=float_envs, mode=mode, percentile=percentile,
+                global_scale=global_scale, per_channel=per_channel)
+        else:
+            q = quantize(fg, ranges=ranges, mode=mode, percentile=percentile,
+                         global_scale=global_scale, per_channel=per_channel, float_nodes=fl)
     t2 = time.perf_counter()
     prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log)
     t3 = time.perf_counter()
-    sq = sqnr_report(q, samples[:sqnr_samples]) if samples else []
+    sq = sqnr_report(q, samples[:sqnr_samples], float_envs) if samples else []
+    float_envs.clear()
     return Compiled(cfg, fg, q, prog,
                     {"mode": mode, "percentile": percentile, "global_scale": global_scale,
                      "cpu_only": cpu_only, "first_conv_cpu": first_conv_cpu,

@@ -58,10 +58,11 @@ MODES = METHODS
 
 
 def calibrate(g: Graph, samples, mode: str = "max", percentile: float = 99.99,
-              global_scale: float = 8.0) -> dict:
+              global_scale: float = 8.0, on_env=None) -> dict:
     """{value name: range} for every float activation of ``g`` (``mode``: one of
-    :data:`compiler.graph.calibrate.METHODS`)."""
-    return calibrate_ranges(g, samples, mode, percentile, global_scale)
+    :data:`compiler.graph.calibrate.METHODS`); ``on_env(k, env)`` sees the float run of
+    sample ``k`` (for :func:`sqnr_report`'s ``float_envs``)."""
+    return calibrate_ranges(g, samples, mode, percentile, global_scale, on_env)
 
 
 class QuantContext:
@@ -203,13 +204,18 @@ def _db(sig: float, err: float) -> float:
     return 10 * math.log10(ratio) if ratio > 0 else float("-inf")
 
 
-def sqnr_report(q: Graph, feeds_list) -> list[tuple]:
-    """Per quantised value: (value, op, frac, SQNR dB vs the float model) over ``feeds_list``."""
+def sqnr_report(q: Graph, feeds_list, float_envs=None) -> list[tuple]:
+    """Per quantised value: (value, op, frac, SQNR dB vs the float model) over
+    ``feeds_list``; ``float_envs[k]``, when given and not None, is the float graph's run on
+    ``feeds_list[k]`` with every value (``run_graph(q.float_graph, feeds, keep=True)``, e.g.
+    kept from calibration), used instead of running it again."""
     g = q.float_graph
     sig: dict[str, float] = {}
     err: dict[str, float] = {}
-    for feeds in feeds_list:
-        fe = run_graph(g, feeds, keep=True)
+    for k, feeds in enumerate(feeds_list):
+        fe = float_envs[k] if float_envs is not None and k < len(float_envs) else None
+        if fe is None:
+            fe = run_graph(g, feeds, keep=True)
         qe = run_graph(q, feeds, keep=True)
         for n in q.nodes:
             src = q.float_of.get(n.output)
@@ -235,27 +241,31 @@ def sqnr_report(q: Graph, feeds_list) -> list[tuple]:
 
 
 def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_rounds: int = 64,
-                     **kw) -> tuple[Graph, list]:
+                     float_envs=None, **kw) -> tuple[Graph, list]:
     """:func:`quantize` ``g``, then keep float (on the CPU) every layer whose output SQNR
     vs the float model on ``samples`` is below ``min_db``: the first such layer in graph
     order is taken out, the graph requantised and measured again (a layer's SQNR includes
     the error of the quantised layers before it, so taking out an early culprit can lift
     the later ones), until every quantised layer clears ``min_db``.  Returns the integer
     graph and ``[(float node, op, SQNR dB when quantised)]`` of the layers kept float.
-    ``kw`` go to :func:`quantize` (calibration ranges are computed once)."""
+    ``kw`` go to :func:`quantize` (calibration ranges are computed once, and the float
+    graph runs once per sample: ``float_envs`` as in :func:`sqnr_report`)."""
     samples = list(samples)
     if not samples:
         raise QuantizeError("--min-layer-sqnr needs calibration samples to measure SQNR")
     if kw.get("ranges") is None:
         kw["ranges"] = calibrate(g, samples, kw.pop("mode", "max"),
                                  kw.pop("percentile", 99.99), kw.pop("global_scale", 8.0))
+    envs = list(float_envs or [])[:len(samples)]
+    envs += [None] * (len(samples) - len(envs))
+    envs = [e if e is not None else run_graph(g, s, keep=True) for e, s in zip(envs, samples)]
     producer = {n.output: n for n in g.nodes}
     keep = set(float_nodes)
     kept: list = []
     for _ in range(max_rounds):
         q = quantize(g, float_nodes=tuple(keep), **kw)
         bad = None
-        for out, op, frac, db in sqnr_report(q, samples):
+        for out, op, frac, db in sqnr_report(q, samples, envs):
             src = producer.get(q.float_of.get(out))
             if frac is None or src is None or src.name in keep or db >= min_db:
                 continue

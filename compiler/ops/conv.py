@@ -186,13 +186,15 @@ def pack_block_grouped(w: np.ndarray, group: int, cfg) -> np.ndarray:
 
 
 def place_qconv(n, g, cfg, opts):
-    """VTA unless dilated, grouped with groups that do not fill whole blocks, or the first
-    conv kept on the CPU (fewer input channels than BLOCK_IN with ``first_conv_cpu``)."""
+    """VTA unless dilated, strided differently along H and W, grouped with groups that do
+    not fill whole blocks, or the first conv kept on the CPU (fewer input channels than
+    BLOCK_IN with ``first_conv_cpu``)."""
     cin = g.values[n.inputs[0]].shape[1]
     grouped_ok = n.attrs["group"] == 1 or block_groups(
         cin, g.params[n.inputs[1]].shape, n.attrs["group"], cfg) is not None
     ok = (opts["vta_ok"] and grouped_ok
           and tuple(n.attrs["dilations"]) == (1, 1)
+          and n.attrs["strides"][0] == n.attrs["strides"][1]
           and not (opts["first_conv_cpu"] and cin < cfg.block_in))
     return "vta" if ok else "cpu"
 

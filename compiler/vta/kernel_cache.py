@@ -229,6 +229,8 @@ def rebind(kernel, old: list, new: list, spine: set | None = None):
         return None
     t0 = time.perf_counter()
     cp = _Rebinder(kernel_spine(kernel) if spine is None else spine, old, new)
+    for t in getattr(kernel, "constants", None) or {}:
+        cp.memo[id(t)] = t          # shared constants (the GEMM core's identity tile) stay
     k = copy.copy(kernel)
     k.workload = cp(kernel.workload)
     k.out_tensor = cp(kernel.out_tensor)
