@@ -81,7 +81,7 @@ from isa import AluOp, MemType, VTAConfig
 
 from .alu_program import AluProgram, Step, _Lowerer  # noqa: F401 (part of this API)
 from .eltwise_tree import (EltwiseError, EltwiseKnobs, Leaf, _Builder,  # noqa: F401 (API)
-                           is_alu_only, is_gemm_graph, store_planes)
+                           _Kernel, _Nest, is_alu_only, is_gemm_graph, store_planes)
 from .kernel import KernelBase, finish_ops
 from ..te import DTYPES, Tensor
 
@@ -190,22 +190,6 @@ def _is_dense(lf: Leaf, lead) -> bool:
 
 
 # ----------------------------------------------------------------------------- unrolled ops
-
-@dataclass
-class _Nest:
-    opcode: AluOp
-    use_imm: bool
-    imm: int
-    reset: bool = False
-    mode: str = "alu"
-
-
-@dataclass
-class _Kernel:
-    nest: _Nest
-    loops: tuple
-    uops: tuple
-
 
 def _chunks(wl: EltwiseWorkload, nr: int, nc: int):
     for o in itertools.product(*[range(n) for n in wl.outer]):

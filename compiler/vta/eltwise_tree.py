@@ -9,10 +9,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import VTAConfig
+from isa import AluOp, VTAConfig
 
 from .intrin import TensorizeError
 from ..te import DTYPES, Binary, Cast, Const, IterVar, Load, Reduce, Select, Tensor, walk
+
+
+@dataclass
+class _Nest:
+    """One ALU (or GEMM-reset) instruction's operation: the kernels built from explicit
+    op lists (eltwise, pool, resize, interleave) share it."""
+    opcode: AluOp
+    use_imm: bool
+    imm: int
+    reset: bool = False
+    mode: str = "alu"
+
+
+@dataclass
+class _Kernel:
+    """A micro-kernel: its nest, loop extents and micro-ops."""
+    nest: _Nest
+    loops: tuple
+    uops: tuple
 
 
 class EltwiseError(TensorizeError):

@@ -42,7 +42,7 @@ import numpy as np
 
 from isa import AluOp, MemType, VTAConfig
 
-from .eltwise_tree import EltwiseError, EltwiseKnobs
+from .eltwise_tree import EltwiseError, EltwiseKnobs, _Kernel, _Nest
 from .kernel import KernelBase, finish_ops
 from ..te import Binary, Cast, Const, Load, Tensor
 
@@ -174,22 +174,6 @@ def lower_ops(wl: ResizeWorkload, cfg: VTAConfig, vthreads: int) -> list:
                                            y=r, x=c * sw, stride=w2 * sh if r > 1 else c * sw,
                                            pad=(0, 0, 0, 0)), reads=(rb,)))
     return ops
-
-
-@dataclass
-class _Nest:
-    opcode: AluOp
-    use_imm: bool
-    imm: int
-    reset: bool = False
-    mode: str = "alu"
-
-
-@dataclass
-class _Kernel:
-    nest: _Nest
-    loops: tuple
-    uops: tuple
 
 
 class ResizeKernel(KernelBase):
