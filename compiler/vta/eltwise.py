@@ -82,7 +82,7 @@ from isa import AluOp, MemType, VTAConfig
 from .alu_program import AluProgram, Step, _Lowerer  # noqa: F401 (part of this API)
 from .eltwise_tree import (EltwiseError, EltwiseKnobs, Leaf, _Builder,  # noqa: F401 (API)
                            _Kernel, _Nest, is_alu_only, is_gemm_graph, store_planes)
-from .kernel import KernelBase, finish_ops
+from .kernel import WorkloadKernel, finish_ops
 from ..te import DTYPES, Tensor
 
 
@@ -351,55 +351,12 @@ def store_ops(wl, cfg: VTAConfig, sram: int, target: Tensor, off: int, r: int, c
 
 # ----------------------------------------------------------------------------- kernel
 
-class EltwiseKernel(KernelBase):
+class EltwiseKernel(WorkloadKernel):
     """A compiled ALU-only (or pooling) kernel with the interface of
     :class:`~compiler.vta.pipeline.CompiledKernel`: ``run(device, feeds)``, ``show(stage)``,
     ``listing()``, ``instructions()``, ``stages``, ``ops``, ``inputs``, ``output``."""
 
     error = EltwiseError
-
-    @property
-    def inputs(self) -> list:
-        return self.workload.inputs
-
-    @property
-    def output(self) -> Tensor:
-        return self.workload.out
-
-    @property
-    def constants(self) -> dict:
-        """``{tensor: array}`` the kernel reads besides :attr:`inputs` (the identity weight
-        tile of GEMM-core adds): an executor that drives ``ops`` itself must upload them
-        (:meth:`run` does)."""
-        return dict(getattr(self.workload, "constants", {}))
-
-    def show(self, stage: str = "lower") -> str:
-        """The program after ``stage`` (see :attr:`stages`); "coproc_sync" lists the op
-        program with its dependency tokens."""
-        if stage == "coproc_sync":
-            return self.listing(80)
-        if stage not in self.stages:
-            raise EltwiseError(f"show: no stage {stage!r}; this kernel has "
-                               f"{', '.join(self.stages)}")
-        return self.stages[stage]
-
-    def upload(self, dev, inputs: dict, allocated: list):
-        """Check and copy the inputs and the kernel's constants to ``dev``; allocate the
-        output.  Returns (tensor -> device buffer, output buffer)."""
-        bufs = {}
-        consts = self.constants
-        for t in self.inputs + list(consts):
-            arr = self._checked(t, consts[t] if t in consts
-                                else inputs.get(t, inputs.get(t.name)))
-            b = dev.alloc(max(arr.nbytes, 1), name=t.name)
-            allocated.append(b)
-            b.copy_from(arr)
-            bufs[t] = b
-        return bufs, self._alloc_output(dev, bufs, allocated)
-
-    def download(self, ob) -> np.ndarray:
-        """The result from output buffer ``ob`` (byte planes joined)."""
-        return self._read_output(ob)
 
 
 def build_eltwise(out, cfg: VTAConfig | None = None, knobs: EltwiseKnobs | None = None):

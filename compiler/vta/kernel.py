@@ -119,3 +119,52 @@ class KernelBase:
         if out is not self.workload.out:          # byte planes -> the wide result
             result = join_planes(result, self.workload.out.dtype)
         return result
+
+
+class WorkloadKernel(KernelBase):
+    """A kernel whose workload names its ``inputs``, ``out`` and ``constants`` (the op-list
+    kernels: element-wise, pooling, resize, interleave): ``show``, ``upload`` and
+    ``download`` from those."""
+
+    @property
+    def inputs(self) -> list:
+        return self.workload.inputs
+
+    @property
+    def output(self):
+        return self.workload.out
+
+    @property
+    def constants(self) -> dict:
+        """``{tensor: array}`` the kernel reads besides :attr:`inputs` (the identity weight
+        tile of GEMM-core adds): an executor that drives ``ops`` itself must upload them
+        (:meth:`run` does)."""
+        return dict(getattr(self.workload, "constants", {}))
+
+    def show(self, stage: str = "lower") -> str:
+        """The program after ``stage`` (see :attr:`stages`); "coproc_sync" lists the op
+        program with its dependency tokens."""
+        if stage == "coproc_sync":
+            return self.listing(80)
+        if stage not in self.stages:
+            raise self.error(f"show: no stage {stage!r}; this kernel has "
+                             f"{', '.join(self.stages)}")
+        return self.stages[stage]
+
+    def upload(self, dev, inputs: dict, allocated: list):
+        """Check and copy the inputs and the kernel's constants to ``dev``; allocate the
+        output.  Returns (tensor -> device buffer, output buffer)."""
+        bufs = {}
+        consts = self.constants
+        for t in self.inputs + list(consts):
+            arr = self._checked(t, consts[t] if t in consts
+                                else inputs.get(t, inputs.get(t.name)))
+            b = dev.alloc(max(arr.nbytes, 1), name=t.name)
+            allocated.append(b)
+            b.copy_from(arr)
+            bufs[t] = b
+        return bufs, self._alloc_output(dev, bufs, allocated)
+
+    def download(self, ob) -> np.ndarray:
+        """The result from output buffer ``ob`` (byte planes joined)."""
+        return self._read_output(ob)

@@ -43,7 +43,7 @@ import numpy as np
 from isa import AluOp, MemType, VTAConfig
 
 from .eltwise_tree import EltwiseError, EltwiseKnobs, _Kernel, _Nest
-from .kernel import KernelBase, finish_ops
+from .kernel import WorkloadKernel, finish_ops
 from ..te import Binary, Cast, Const, Load, Tensor
 
 
@@ -176,45 +176,12 @@ def lower_ops(wl: ResizeWorkload, cfg: VTAConfig, vthreads: int) -> list:
     return ops
 
 
-class ResizeKernel(KernelBase):
+class ResizeKernel(WorkloadKernel):
     """A compiled resize kernel: ``run(device, feeds)``, ``show(stage)``, ``listing()``,
     ``instructions()``, ``stages``, ``ops``, ``inputs``, ``output`` (as
     :class:`~compiler.vta.eltwise.EltwiseKernel`)."""
 
     error = EltwiseError
-
-    @property
-    def inputs(self) -> list:
-        return self.workload.inputs
-
-    @property
-    def output(self) -> Tensor:
-        return self.workload.out
-
-    @property
-    def constants(self) -> dict:
-        return {}
-
-    def show(self, stage: str = "lower") -> str:
-        if stage == "coproc_sync":
-            return self.listing(80)
-        if stage not in self.stages:
-            raise EltwiseError(f"show: no stage {stage!r}; this kernel has "
-                               f"{', '.join(self.stages)}")
-        return self.stages[stage]
-
-    def upload(self, dev, inputs: dict, allocated: list):
-        bufs = {}
-        for t in self.inputs:
-            arr = self._checked(t, inputs.get(t, inputs.get(t.name)))
-            b = dev.alloc(max(arr.nbytes, 1), name=t.name)
-            allocated.append(b)
-            b.copy_from(arr)
-            bufs[t] = b
-        return bufs, self._alloc_output(dev, bufs, allocated)
-
-    def download(self, ob) -> np.ndarray:
-        return self._read_output(ob)
 
 
 def build_resize(wl: ResizeWorkload, cfg: VTAConfig, knobs=None) -> ResizeKernel:
