@@ -29,8 +29,8 @@ import numpy as np
 from isa import VTAConfig
 from vta_runtime.layout import pack_nchw, pack_oihw, unpack_nchw  # noqa: F401 (the layouts)
 
-from ..te import (Tensor, TEError, all_of, cast, clip, compute, maximum, minimum, placeholder,
-                 reduce_axis, select, shift_right)
+from ..te import (Tensor, TEError, cast, clip, compute, maximum, minimum, placeholder,
+                 reduce_axis, shift_right)
 from ..te import sum as te_sum
 # element-wise (ALU-only) and pooling operators, exported from here with the others
 from .eltwise import (add, cast_to, left_shift, maximum_op, minimum_op,  # noqa: F401
@@ -38,7 +38,7 @@ from .eltwise import (add, cast_to, left_shift, maximum_op, minimum_op,  # noqa:
 from .pool import avg_pool2d, global_avg_pool2d, max_pool2d  # noqa: F401
 # the convolutions and dense the back ends build on, exported from here with the others
 from ..te.nn import (_conv_geometry, _elementwise, bias_add, cast_int8, clip_op,  # noqa: F401
-                     conv2d, conv2d_nchw, dense, padding4, relu, shr)
+                     conv2d, conv2d_nchw, conv2d_transpose_nchw, dense, padding4, relu, shr)
 
 
 def _bcast_index(x: Tensor, y: Tensor, i: tuple) -> tuple:
@@ -94,35 +94,6 @@ def broadcast_max(x: Tensor, y: Tensor, name="max") -> Tensor:
 def broadcast_min(x: Tensor, y: Tensor, name="min") -> Tensor:
     """``min(x, y)`` with ``y`` broadcast (see :func:`broadcast_add`)."""
     return _broadcast(minimum, x, y, name)
-
-
-def conv2d_transpose_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0,
-                          output_padding: int = 0, name: str = "conv_t",
-                          acc_dtype: str = "int32") -> Tensor:
-    """Transposed 2-D convolution (TVM ``conv2d_transpose_nchw``): data (N, C, H, W) int8,
-    kernel (C, O, KH, KW) int8 -> (N, O, (H-1)*s - 2p + KH + output_padding, ...).  As an
-    expression it reads the input at ``(y + p - ky) / s`` where that is whole; the compiler
-    lowers it as a phase-split set of stride-1 convs (:mod:`compiler.vta.transpose`)."""
-    n, c, h, w = data.shape
-    c2, o, kh, kw = kernel.shape
-    s, p = int(stride), int(padding)
-    if c != c2 or s < 1 or p < 0 or not 0 <= output_padding < s:
-        raise TEError(f"conv2d_transpose_nchw: data {data.shape}, kernel {kernel.shape} "
-                      f"(C, O, KH, KW), stride {stride}, padding {padding}, output_padding "
-                      f"{output_padding} (0 <= output_padding < stride)")
-    oh, ow = (h - 1) * s - 2 * p + kh + output_padding, (w - 1) * s - 2 * p + kw + output_padding
-    if oh < 1 or ow < 1:
-        raise TEError(f"conv2d_transpose_nchw: empty output {oh}x{ow}")
-    rc, ry, rx = reduce_axis(c, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
-
-    def body(i, j, y, x):
-        vy, vx = y + p - ry, x + p - rx
-        ok = all_of(vy % s < 1, vx % s < 1, vy >= 0, vy < h * s, vx >= 0, vx < w * s)
-        return te_sum(select(ok, cast(acc_dtype, data[i, rc, vy // s, vx // s]), 0)
-                      * cast(acc_dtype, kernel[rc, j, ry, rx]), [rc, ry, rx])
-    out = compute((n, o, oh, ow), body, name=name, dtype=acc_dtype, tag="conv2d_transpose")
-    out.transpose_info = {"data": data, "kernel": kernel, "stride": s, "padding": p}
-    return out
 
 
 def conv2d_transpose_reference(x: np.ndarray, wt: np.ndarray, stride: int, pad: int,

@@ -160,3 +160,32 @@ def clip_op(x: Tensor, lo: int, hi: int, name="clip") -> Tensor:
 
 def cast_int8(x: Tensor, name="out") -> Tensor:
     return _elementwise(x, lambda v, i: cast("int8", v), name, dtype="int8")
+
+
+def conv2d_transpose_nchw(data: Tensor, kernel: Tensor, stride: int = 1, padding: int = 0,
+                          output_padding: int = 0, name: str = "conv_t",
+                          acc_dtype: str = "int32") -> Tensor:
+    """Transposed 2-D convolution (TVM ``conv2d_transpose_nchw``): data (N, C, H, W) int8,
+    kernel (C, O, KH, KW) int8 -> (N, O, (H-1)*s - 2p + KH + output_padding, ...).  As an
+    expression it reads the input at ``(y + p - ky) / s`` where that is whole; the compiler
+    lowers it as a phase-split set of stride-1 convs (:mod:`compiler.vta.transpose`)."""
+    n, c, h, w = data.shape
+    c2, o, kh, kw = kernel.shape
+    s, p = int(stride), int(padding)
+    if c != c2 or s < 1 or p < 0 or not 0 <= output_padding < s:
+        raise TEError(f"conv2d_transpose_nchw: data {data.shape}, kernel {kernel.shape} "
+                      f"(C, O, KH, KW), stride {stride}, padding {padding}, output_padding "
+                      f"{output_padding} (0 <= output_padding < stride)")
+    oh, ow = (h - 1) * s - 2 * p + kh + output_padding, (w - 1) * s - 2 * p + kw + output_padding
+    if oh < 1 or ow < 1:
+        raise TEError(f"conv2d_transpose_nchw: empty output {oh}x{ow}")
+    rc, ry, rx = reduce_axis(c, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+
+    def body(i, j, y, x):
+        vy, vx = y + p - ry, x + p - rx
+        ok = all_of(vy % s < 1, vx % s < 1, vy >= 0, vy < h * s, vx >= 0, vx < w * s)
+        return te_sum(select(ok, cast(acc_dtype, data[i, rc, vy // s, vx // s]), 0)
+                      * cast(acc_dtype, kernel[rc, j, ry, rx]), [rc, ry, rx])
+    out = compute((n, o, oh, ow), body, name=name, dtype=acc_dtype, tag="conv2d_transpose")
+    out.transpose_info = {"data": data, "kernel": kernel, "stride": s, "padding": p}
+    return out

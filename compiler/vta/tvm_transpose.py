@@ -60,8 +60,8 @@ import numpy as np
 from isa import VTAConfig
 
 from ..te import Cast, Const, IterVar, Load, Select, Tensor, compute, placeholder
-from ..te.expr import Binary, Reduce, affine, all_of, cast, map_children, reduce_axis, select
-from ..te.expr import sum as te_sum
+from ..te.expr import Binary, Reduce, affine, map_children
+from ..te.nn import conv2d_transpose_nchw
 from .intrin import TensorizeError
 
 TVM_TAG = "packed_conv2d_transpose"
@@ -207,24 +207,6 @@ def _geometry(m: Match) -> tuple:
     return s, ph, oph
 
 
-def _plain_transpose(x: Tensor, k: Tensor, s: int, p: int, op: int, acc: str,
-                     name: str) -> Tensor:
-    """conv2d_transpose_nchw (as :mod:`compiler.ops.nn` declares it) over plain tensors."""
-    n, c, h, w = x.shape
-    _, o, kh, kw = k.shape
-    oh, ow = (h - 1) * s - 2 * p + kh + op, (w - 1) * s - 2 * p + kw + op
-    rc, ry, rx = reduce_axis(c, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
-
-    def body(i, j, y, xx):
-        vy, vx = y + p - ry, xx + p - rx
-        ok = all_of(vy % s < 1, vx % s < 1, vy >= 0, vy < h * s, vx >= 0, vx < w * s)
-        return te_sum(select(ok, cast(acc, x[i, rc, vy // s, vx // s]), 0)
-                      * cast(acc, k[rc, j, ry, rx]), [rc, ry, rx])
-    out = compute((n, o, oh, ow), body, name=name, dtype=acc, tag="conv2d_transpose")
-    out.transpose_info = {"data": x, "kernel": k, "stride": s, "padding": p}
-    return out
-
-
 def _carry_epilogue(m: Match, cur: Tensor) -> Tensor:
     """The element-wise stages after the reduction, over the plain result."""
     for st in reversed(m.chain):
@@ -308,7 +290,7 @@ def build_packed(m: Match, cfg: VTAConfig, knobs=None, *, build, build_transpose
         _fail(m, f"data has {cb}x{bi} input channels, kernel {cb2}x{bi2}")
     x = placeholder((nb * bn, cb * bi, h, w), m.data.dtype, m.data.name)
     k = placeholder((cb * bi, ob * bo, kh, kw), m.kernel.dtype, m.kernel.name)
-    red = _plain_transpose(x, k, s, p, op, m.red.dtype, m.red.name)
+    red = conv2d_transpose_nchw(x, k, s, p, op, m.red.name, m.red.dtype)
     if red.shape[2:] != m.red.shape[2:4]:
         _fail(m, f"output {m.red.shape[2:4]} is not the transposed conv's {red.shape[2:]}")
     plain_out = _carry_epilogue(m, red)
