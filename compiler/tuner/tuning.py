@@ -214,13 +214,7 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
                     r = item[-1]
                     cycles[i] = r.cycles if r.ok else math.inf
                     res.shared += 1
-                    res.history.append((len(res.history) + 1, cycles[i]))
-                    if cycles[i] < res.best_cycles:
-                        res.best_cycles, res.best_knobs = cycles[i], Knobs.from_dict(item[2])
-                    if bar is not None:
-                        bar.update(1)
-                    continue
-                if out.ok:
+                elif out.ok:
                     c = out.value["cycles"]
                     rec = Record.make(task, cfg, item[2], c, device=device, tuner=tuner,
                                       seconds=round(out.seconds, 4), timing=tid)
@@ -231,9 +225,10 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
                                       error_kind=_classify(out.error, out.kind),
                                       device=device, tuner=tuner,
                                       seconds=round(out.seconds, 4), timing=tid)
-                if writer:
-                    writer.write(rec)
-                res.trials += 1
+                if out is not None:
+                    if writer:
+                        writer.write(rec)
+                    res.trials += 1
                 res.history.append((len(res.history) + 1, cycles[i]))
                 if cycles[i] < res.best_cycles:
                     res.best_cycles, res.best_knobs = cycles[i], Knobs.from_dict(item[2])
