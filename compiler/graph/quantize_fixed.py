@@ -101,6 +101,49 @@ def gemm_fixed_point(M: np.ndarray, B: np.ndarray):
     return None if best is None else best[1:]
 
 
+def gemm_two_stage(M: np.ndarray, B: np.ndarray, window: int = 512):
+    """The two-stage fixed-point form of per-channel multipliers ``M`` (> 0) for
+    accumulators bounded by ``|acc + bias| <= B``: ``y = ((((v [clamped to +-T]) * m1) >> s1)
+    * m2 + r) >> s2`` with ``r = 2**(s2-1) + m2 // 2`` (the final rounding, and the first
+    shift's floor centred), ``m1 * m2 / 2**(s1+s2) ~ M`` per channel.  One MUL alone is
+    limited to ``2**31 / T`` (about 11-14 bits at ``T = 129 / M``); two give about twice
+    that: ``m1`` as large as ``v * m1 < 2**31`` allows and ``m2`` searched over ``window``
+    values for the closest product.  Returns a dict (T (clamp bound per channel), clamp
+    (bool), s1, s2, m1, m2, r (int64 per channel), err: the worst estimated error in output
+    LSBs), or None when no form fits int32.  Proof obligations, checked here in float64:
+    ``T * m1 < 2**31`` and ``(floor(T * m1 / 2**s1) + 1) * m2 + r < 2**31``."""
+    M, B = np.asarray(M, np.float64), np.asarray(B, np.float64)
+    L = np.ceil(129.0 / M) + 2          # beyond +-L the output saturates (|y| > 129)
+    T = np.minimum(B, L)
+    if (T >= I32).any():
+        return None
+    rows = np.arange(len(M))
+    best = None
+    for s2 in (23, 22, 21, 20):
+        for s1 in range(0, 25):
+            m1max = np.floor(I32 / T)
+            lo = np.maximum(1.0, np.ceil(M * 2.0 ** (s1 + s2) / m1max))
+            m2 = lo[:, None] + np.arange(window)[None, :]
+            m1 = np.rint(M[:, None] * 2.0 ** (s1 + s2) / m2)
+            w1 = np.floor(T[:, None] * m1 / 2.0 ** s1) + 1
+            ok = (m1 >= 1) & (m1 <= m1max[:, None]) & \
+                (w1 * m2 + 2.0 ** (s2 - 1) + m2 < I32)
+            err = T[:, None] * np.abs(m1 * m2 / 2.0 ** (s1 + s2) - M[:, None]) + \
+                m2 / 2.0 ** (s2 + 1)
+            err = np.where(ok, err, np.inf)
+            j = err.argmin(axis=1)
+            e = err[rows, j]
+            if not np.isfinite(e).all() or (best is not None and e.max() >= best["err"]):
+                continue
+            m2b = m2[rows, j].astype(np.int64)
+            best = dict(T=T.astype(np.int64), clamp=bool((B > L).any()), s1=s1, s2=s2,
+                        m1=m1[rows, j].astype(np.int64), m2=m2b,
+                        r=(1 << (s2 - 1)) + m2b // 2, err=float(e.max()))
+        if best is not None:
+            return best
+    return None
+
+
 def rounding_bias(p: int, k: int, m: np.ndarray, rnd: int) -> np.ndarray:
     """The rounding constant folded into the bias (acc units, per channel): with ``rnd`` just
     the pre-shift's ``2**(p-1)``; else ``round(2**(p+k-1) / m_c + 2**(p-1))``, so that
@@ -247,22 +290,19 @@ class FixedRules:
         bq = np.rint(b / sb).astype(np.int64)
         M = ((np.float32(sx) * sw.astype(np.float32)) / np.float32(sy)).astype(np.float64)
         B = 128 * np.abs(wq).sum(axis=1) + np.abs(bq)
-        fp = gemm_fixed_point(np.maximum(M, 1e-30), B)
-        if fp is None:
+        fp = gemm_two_stage(np.maximum(M, 1e-30), B)
+        if fp is None or (np.abs(bq) + B).max() >= I32:
             return self._note(n, f"no fixed-point multiplier fits int32 (M in "
                                  f"[{M.min():.3g}, {M.max():.3g}])")
-        p, L, k, m, rnd, err = fp
-        bias = bq + rounding_bias(p, k, m, rnd)
-        if (np.abs(bias) + B).max() >= I32:
-            return self._note(n, "bias does not fit int32")
+        bias = bq
         lo, hi = _bounds(n.attrs.get("post", []), sy)
         attrs = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
-        attrs.update(shift=int(k), lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in m],
-                     pre=int(p), fixed_error=float(err))
-        if L:
-            attrs["tclip"] = L if isinstance(L, list) else int(L)
-        if rnd:
-            attrs["rnd"] = int(rnd)
+        attrs.update(shift=fp["s2"], lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in fp["m1"]],
+                     pre=0, shift1=fp["s1"], mult2=[int(v) for v in fp["m2"]],
+                     radd=[int(v) for v in fp["r"]], fixed_error=fp["err"])
+        m1 = fp["m1"]
+        if fp["clamp"] or not (m1 & (m1 - 1)).any():   # (a clamp also keeps the epilogue
+            attrs["tclip"] = [int(v) for v in fp["T"]]  # off the power-of-two shift form)
         q = c.q
         wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh((n.inputs[2] if len(n.inputs) > 2
                                                         else n.name + "_b") + "_q")
