@@ -144,6 +144,32 @@ def gemm_two_stage(M: np.ndarray, B: np.ndarray, window: int = 512):
     return None
 
 
+def factor_pair(n: float, limit: int = IMM) -> tuple[int, int]:
+    """(c1, c2), each in [1, limit], whose product is nearest to ``n`` (two ALU MULs by
+    16-bit immediates make a ~30-bit multiplier)."""
+    c1 = np.arange(1, limit + 1, dtype=np.float64)
+    c2 = np.clip(np.rint(n / c1), 1, limit)
+    j = int(np.abs(c1 * c2 - n).argmin())
+    return int(c1[j]), int(c2[j])
+
+
+def add_multipliers(ra: float, rb: float) -> dict:
+    """The ``qaddfx`` attributes for ``y = a * ra + b * rb`` (int8 a, b): multipliers
+    ``ma * ma2 ~ ra * 2**k`` and ``mb * mb2 ~ rb * 2**k`` (each a product of two
+    immediates, :func:`factor_pair`) at the largest k with ``128 * (ma*ma2 + mb*mb2) +
+    2**15 < 2**31``, and the rounding shift split in two (``shift0``) when ``k > 15``."""
+    k = 30
+    while k > 0 and 128 * (ra + rb) * 2.0 ** k * (1 + 1e-6) + 2 ** 15 + 256 >= I32:
+        k -= 1
+    ma, ma2 = factor_pair(ra * 2.0 ** k)
+    mb, mb2 = factor_pair(rb * 2.0 ** k)
+    assert 128 * (ma * ma2 + mb * mb2) + 2 ** 15 < I32
+    out = {"ma": ma, "ma2": ma2, "mb": mb, "mb2": mb2, "shift": k}
+    if k > 15:
+        out["shift0"] = k - 15
+    return out
+
+
 def rounding_bias(p: int, k: int, m: np.ndarray, rnd: int) -> np.ndarray:
     """The rounding constant folded into the bias (acc units, per channel): with ``rnd`` just
     the pre-shift's ``2**(p-1)``; else ``round(2**(p+k-1) / m_c + 2**(p-1))``, so that
@@ -319,13 +345,9 @@ class FixedRules:
         (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
         if sy is None or sa is None or sb is None:
             return self._note(n, "an operand or the output has no Q/DQ scale")
-        ra = float(np.float32(sa) / np.float32(sy))
-        rb = float(np.float32(sb) / np.float32(sy))
-        _, k = fixed_multiplier(max(ra, rb))
+        ra, rb = float(sa) / float(sy), float(sb) / float(sy)
         lo, hi = _bounds(n.attrs.get("post", []), sy)
-        self._emit(n, "qaddfx", [a, b], {"ma": int(round(ra * 2 ** k)),
-                                         "mb": int(round(rb * 2 ** k)), "shift": k,
-                                         "lo": lo, "hi": hi}, sy)
+        self._emit(n, "qaddfx", [a, b], dict(add_multipliers(ra, rb), lo=lo, hi=hi), sy)
         return True
 
     def _activation(self, n, post):
