@@ -1,0 +1,150 @@
+"""A QDQ ResNet-18 (onnxruntime's ``quantize_static``) compiled with its own scales, against
+onnxruntime executing the same QDQ model, layer by layer, end to end.
+
+For every QuantizeLinear output (onnxruntime run with all of them exposed as graph outputs,
+which it then executes as DequantizeLinear -> float Conv -> QuantizeLinear for every conv and
+QLinearAdd for the adds) and this project's int8 twin of it, over ``--eval`` held-out
+images: the share of elements exactly equal and within one LSB, and the largest difference,
+for
+
+* ``program``: this project's quantised graph (its integer reference; one sample of the
+  compiled program runs on the timed simulator and must be bit-exact against it);
+* ``ideal``: the same integer graph with every requantisation done exactly
+  (``rint(acc * M)`` in float64, half to even): the best any integer rounding can do; what
+  it still differs by is onnxruntime's float32 conv arithmetic, amplified layer by layer.
+
+Also: SQNR of the final output vs onnxruntime float for this project and onnxruntime int8,
+SQNR vs onnxruntime's QDQ output, and the VTA cycles of one inference on the timed
+simulator.  The model is :func:`bench_int8_vs_ort.resnet18_model` (torchvision ResNet-18,
+random seeded weights and batch-norm statistics, 8 calibration and ``--eval`` held-out
+N(0, 1) images).
+
+Usage::
+
+    python benchmarks/bench_qdq_layers.py --eval 8 [--workdir DIR] [--no-ideal]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import bench_int8_vs_ort as B  # noqa: E402
+from vta_runtime import SimDevice  # noqa: E402
+
+from compiler.graph.driver import compile_model  # noqa: E402
+from compiler.graph.reference import run_graph, run_node  # noqa: E402
+
+
+def ideal_node(n, ins):
+    """``n`` with its requantisation exact (float64, half to even), else as compiled."""
+    a = n.attrs
+    if n.op in ("qconv", "qdense") and a.get("mult2") and not a.get("wide"):
+        from compiler.ops.conv import conv_nchw
+        if n.op == "qconv":
+            acc = conv_nchw(ins[0], ins[1], a["strides"], a["pads"], a["dilations"],
+                            a["group"], acc=np.int64) + ins[2].astype(np.int64).reshape(1, -1, 1, 1)
+            sh = (1, -1, 1, 1)
+        else:
+            acc = ins[0].astype(np.int64) @ ins[1].astype(np.int64).T + ins[2].astype(np.int64)
+            sh = (1, -1)
+        M = (np.asarray(a["mult"], np.float64) * np.asarray(a["mult2"], np.float64) /
+             2.0 ** (a["shift1"] + a["shift"])).reshape(sh)
+        return np.clip(np.rint(acc * M), a["lo"], a["hi"]).astype(np.int8)
+    if n.op == "qaddfx":
+        v = (ins[0].astype(np.float64) * a["ma"] * a.get("ma2", 1) +
+             ins[1].astype(np.float64) * a["mb"] * a.get("mb2", 1)) / 2.0 ** a["shift"]
+        return np.clip(np.rint(v), a["lo"], a["hi"]).astype(np.int8)
+    return run_node(n, ins)
+
+
+def run_ideal(q, feeds):
+    env = dict(q.params)
+    env.update({k: np.asarray(v) for k, v in feeds.items()})
+    for n in q.nodes:
+        env[n.output] = ideal_node(n, [env[i] for i in n.inputs])
+    return env
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--eval", type=int, default=8)
+    ap.add_argument("--workdir", default="")
+    ap.add_argument("--no-ideal", action="store_true")
+    a = ap.parse_args(argv)
+    tmp = a.workdir or tempfile.mkdtemp()
+    os.makedirs(tmp, exist_ok=True)
+    fpath, qpath = os.path.join(tmp, "r18.onnx"), os.path.join(tmp, "r18_qdq.onnx")
+    name, data, _ = B.resnet18_model(fpath)
+    cal, ev = data(8), data(a.eval)
+    if not os.path.exists(qpath):
+        B.ort_qdq(fpath, qpath, name, cal)
+    t0 = time.process_time()
+    c = compile_model(qpath, B.CFG)
+    print(f"compile {time.process_time() - t0:.1f} s CPU", flush=True)
+    q = c.qgraph
+    ex = c.executor(SimDevice(B.CFG, timed=True))
+    got = ex.run({name: ev[0]})
+    ref0 = run_graph(q, {name: ev[0]})
+    exact_sim = all(np.array_equal(got[o], ref0[o]) for o in ref0)
+    print(f"timed simulator bit-exact vs the quantised graph: {exact_sim}; VTA cycles "
+          f"{ex.summary()['vta_cycles']:,}", flush=True)
+    fs, qs = B.session(fpath), B.session(qpath)
+    s = B.session(B.exposed_qdq(qpath))
+    names = [o.name for o in s.get_outputs()]
+    modes = ["program"] + ([] if a.no_ideal else ["ideal"])
+    tot: dict = {}
+    outs: dict = {m: [] for m in modes}
+    fref, oref = [], []
+    for x in ev:
+        res = dict(zip(names, s.run(None, {name: x})))
+        fref.append(fs.run(None, {name: x})[0])
+        oref.append(qs.run(None, {name: x})[0])
+        for m in modes:
+            env = run_graph(q, {name: x}, keep=True) if m == "program" else \
+                run_ideal(q, {name: x})
+            outs[m].append(env[q.outputs[0]])
+            for qn in q.scales:
+                on = B.ort_name(q.float_of.get(qn, ""))
+                if on not in res or env[qn].shape != res[on].shape:
+                    continue
+                d = np.abs(env[qn].astype(np.int64) - res[on].astype(np.int64))
+                t = tot.setdefault((on, m), [0, 0, 0, 0])
+                t[0] += d.size
+                t[1] += int((d <= 1).sum())
+                t[2] += int((d == 0).sum())
+                t[3] = max(t[3], int(d.max()))
+    fr = np.stack(fref)
+    print(f"SQNR vs float: onnxruntime int8 {B.sqnr(fr, np.stack(oref)):.2f} dB; this "
+          f"project {B.sqnr(fr, np.stack(outs['program'])):.2f} dB (vs onnxruntime's QDQ "
+          f"output {B.sqnr(np.stack(oref), np.stack(outs['program'])):.2f} dB)")
+    print("\nlayer | " + " | ".join(f"{m}: exact % | within 1 LSB % | max" for m in modes))
+    layers = []
+    for (on, m) in tot:
+        if on not in layers:
+            layers.append(on)
+    worst = {m: (101.0, "") for m in modes}
+    for on in layers:
+        row = []
+        for m in modes:
+            t = tot[(on, m)]
+            w1 = 100 * t[1] / t[0]
+            worst[m] = min(worst[m], (w1, on))
+            row.append(f"{100 * t[2] / t[0]:.3f} | {w1:.3f} | {t[3]}")
+        short = on.replace("_QuantizeLinear_Output", "").replace("_output_0", "")
+        print(f"{short} | " + " | ".join(row))
+    for m in modes:
+        print(f"{m}: worst within-1-LSB {worst[m][0]:.3f}% ({worst[m][1]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
