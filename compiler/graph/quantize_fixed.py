@@ -6,20 +6,17 @@ requantises in float32 and rounds half to even) to within one LSB:
 
 * ``qconv`` / ``qdense``: int8 weights at the model's weight scales (per tensor or per
   channel: the recorded DequantizeLinear scales, else max|w|/127 checked to give integer
-  weights), int32 bias at ``sx * sw_c`` as the model has it, and ``y = clip((((acc + bias')
-  >> p) [clamped to +-L]) * m_c >> k)``, ``m_c / 2**(p+k)`` ~ ``M_c = sx * sw_c / sy``
-  (float32, as onnxruntime computes it).  ``bias'`` holds the rounding constant of both
-  shifts, ``round(2**(p+k-1) / m_c + 2**(p-1))`` (:func:`rounding_bias`), so
-  the epilogue is SHR p, [MIN/MAX L], MUL by the per-channel vector, SHR k, clip: no
-  extra ADD (when that folded constant would be too coarse - a large M - the final
-  rounding is an ALU ADD of ``2**(k-1)`` after the MUL instead, k <= 15).
-  :func:`gemm_fixed_point` picks p, L, k and m_c so that every intermediate is
-  provably inside int32 (``|acc + bias'| <= 128 * sum|w_c| + |bias'_c|``; the clamp ``L`` -
-  one 16-bit ALU immediate <= 32767, or a per-channel vector when the channels' M_c are far
-  apart - bounds ``t`` where the bound alone would leave too few bits for ``m_c``; it never
-  changes a result: beyond L the output saturates anyway) and
-  the estimated error is smallest;
-* ``add`` -> ``qaddfx`` ``(a * ma + b * mb + 2**(k-1)) >> k`` (``ma, mb`` <= 32767);
+  weights), int32 bias at ``sx * sw_c`` as the model has it, and a two-stage fixed-point
+  multiplier for ``M_c = sx * sw_c / sy`` (float32, as onnxruntime computes it):
+  ``y = clip((((clamp(acc + bias, +-T_c) * m1_c) >> s1) * m2_c + r_c) >> s2)``
+  (:func:`gemm_two_stage`): the clamp ``T_c`` (a per-channel ALU MIN/MAX; beyond it the
+  output saturates anyway) bounds the value so that ``m1_c`` is as large as int32 allows,
+  and ``m2_c`` is searched so that ``m1_c * m2_c / 2**(s1+s2)`` is nearest to ``M_c``:
+  about twice the bits of one MUL (worst error 1e-4..7e-4 LSB on ResNet-18 against ~0.01
+  for one MUL), every intermediate provably inside int32;
+* ``add`` -> ``qaddfx`` ``(a * ma * ma2 + b * mb * mb2 + 2**(k-1)) >> k`` (each multiplier a
+  product of two 16-bit immediates, :func:`add_multipliers`; the rounding shift in two
+  immediate-sized steps when k > 15);
 * ``global_avgpool`` -> ``qgapfx``; ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
   or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
   and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
@@ -27,9 +24,12 @@ requantises in float32 and rounds half to even) to within one LSB:
 * ``maxpool``, ``reshape``, ``flatten`` keep their input's scale (their own rules).
 
 Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
-QuantizeLinear, rint in float32).  Rounding: half up in fixed point here, half to even in
-float32 in onnxruntime; they differ by one LSB when the exact value is within the
-approximation error (about 0.01 LSB) of a half, or exactly on one.
+QuantizeLinear, rint in float32).  Rounding: half up in fixed point here; onnxruntime
+rounds half to even in float32 (QLinearConv: ``rint(float(acc + bias) * M)``; a conv it runs
+in float - every conv once its outputs are exposed - ``rint(conv_f32(DQ(x), DQ(w)) / sy)``;
+QLinearAdd ``rint(a * sa/sy + b * sb/sy)``).  They differ by one LSB when the exact value is
+within the fixed-point error (above) or onnxruntime's float32 error (about 1e-5 LSB) of a
+half; exact halves practically never occur (the multipliers are not dyadic).
 
 Asymmetric activations (a non-zero zero point, uint8) are refused (:func:`model_scales`
 says why): VTA's int8 GEMM pads convolutions with 0 and has no zero-point correction; such
@@ -80,25 +80,6 @@ def fixed_multiplier(r: float, limit: int = IMM, max_shift: int = 30) -> tuple[i
     while k > 0 and round(r * 2 ** k) > limit:
         k -= 1
     return int(round(r * 2 ** k)), k
-
-
-def gemm_fixed_point(M: np.ndarray, B: np.ndarray):
-    """The fixed-point form of per-channel multipliers ``M`` (> 0) for accumulators bounded
-    by ``|acc + bias| <= B`` (per channel): (p, L (0: no clamp; an int: one 16-bit
-    immediate bound; a list: one bound per channel), k, m (int64 per channel), rnd,
-    estimated worst error in output LSBs), or None when no form fits int32.  ``rnd`` 0: the
-    final shift's rounding constant rides in the bias (:func:`rounding_bias`, within
-    ``m_c / 2**(k+1)`` LSB); else it is an ALU ADD of ``rnd = 2**(k-1)`` after the MUL
-    (k <= 15: a 16-bit immediate), when that is more precise."""
-    M, B = np.asarray(M, np.float64), np.asarray(B, np.float64)
-    best = None
-    for post in (False, True):
-        for clamp in ("", "imm", "vec"):
-            for p in range(0, 31):
-                cand = _candidate(M, B, p, clamp, post)
-                if cand is not None and (best is None or cand[0] < best[0]):
-                    best = cand
-    return None if best is None else best[1:]
 
 
 def gemm_two_stage(M: np.ndarray, B: np.ndarray, window: int = 512):
@@ -168,50 +149,6 @@ def add_multipliers(ra: float, rb: float) -> dict:
     if k > 15:
         out["shift0"] = k - 15
     return out
-
-
-def rounding_bias(p: int, k: int, m: np.ndarray, rnd: int) -> np.ndarray:
-    """The rounding constant folded into the bias (acc units, per channel): with ``rnd`` just
-    the pre-shift's ``2**(p-1)``; else ``round(2**(p+k-1) / m_c + 2**(p-1))``, so that
-    ``floor(floor((u + C) / 2**p) * m_c / 2**k)`` is ``u * M_c`` rounded half up to within
-    ``0.5 * 2**p * M_c + 0.5 * M_c`` LSB (the pre-shift's floor centred on it)."""
-    half = 2.0 ** (p - 1) if p else 0.0
-    if rnd:
-        return np.full(np.shape(m), int(half), np.int64)
-    return np.floor(2.0 ** (p + k - 1) / np.asarray(m, np.float64) + half + 0.5
-                    ).astype(np.int64)
-
-
-def _candidate(M, B, p, clamp, post):
-    tq = float(2 ** p)
-    rt = np.zeros_like(M) if post else np.ceil(0.5 / (tq * M)) + 1   # rounding, t units
-    T = np.ceil(B / tq) + 1 + rt
-    L = 0
-    if clamp == "imm":          # one immediate bound: the smallest M_c's saturation point
-        L = int(np.ceil(129.0 / (tq * M.min()) + rt.max())) + 2
-        if L > IMM:
-            return None
-        T = np.full(M.shape, float(L))
-    elif clamp == "vec":        # a bound per channel (ALU MIN/MAX by a vector)
-        Lc = np.ceil(129.0 / (tq * M) + rt) + 2
-        if (Lc >= I32).any():
-            return None
-        T = np.minimum(T, Lc)
-        L = [int(v) for v in Lc]
-    k = 15 if post else 62             # post: rnd = 2**(k-1) <= 16384, a 16-bit immediate
-    while k >= 1:
-        m = np.rint(M * tq * 2.0 ** k)
-        extra = 2.0 ** (k - 1) if post else 0.0
-        if (m * T).max() + extra < I32 and (rt * tq * 2).max() + B.max() < I32:
-            break
-        k -= 1
-    if k < 1 or (m < 1).any():
-        return None
-    rel = np.abs(m - M * tq * 2.0 ** k) / (M * tq * 2.0 ** k)
-    err = (0.5 * tq * M.max() if p else 0.0) + 128 * rel.max() + \
-        (0.0 if post else 0.5 * (m / 2.0 ** k).max())
-    cost = err + 0.005 * (bool(clamp) + post + (clamp == "vec"))   # ALU work per tile
-    return (cost, p, L, k, m.astype(np.int64), (1 << (k - 1)) if post else 0, err)
 
 
 def _bounds(post, s: float) -> tuple[int, int]:
@@ -430,5 +367,5 @@ class FixedRules:
         return True
 
 
-__all__ = ["FixedRules", "model_scales", "gemm_fixed_point", "fixed_multiplier",
+__all__ = ["FixedRules", "model_scales", "gemm_two_stage", "add_multipliers", "fixed_multiplier",
            "nominal_frac", "frac_for"]
