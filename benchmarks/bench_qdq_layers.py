@@ -47,7 +47,7 @@ from compiler.graph.reference import run_graph, run_node  # noqa: E402
 def ideal_node(n, ins):
     """``n`` with its requantisation exact (float64, half to even), else as compiled."""
     a = n.attrs
-    if n.op in ("qconv", "qdense") and a.get("mult2") and not a.get("wide"):
+    if n.op in ("qconv", "qdense") and a.get("stages") and not a.get("wide"):
         from compiler.ops.conv import conv_nchw
         if n.op == "qconv":
             acc = conv_nchw(ins[0], ins[1], a["strides"], a["pads"], a["dilations"],
@@ -56,8 +56,10 @@ def ideal_node(n, ins):
         else:
             acc = ins[0].astype(np.int64) @ ins[1].astype(np.int64).T + ins[2].astype(np.int64)
             sh = (1, -1)
-        M = (np.asarray(a["mult"], np.float64) * np.asarray(a["mult2"], np.float64) /
-             2.0 ** (a["shift1"] + a["shift"])).reshape(sh)
+        M = np.asarray(a["mult"], np.float64) / 2.0 ** a["shift"]
+        for s_i, m_i in a["stages"]:          # the multiplier the stages approximate
+            M = M * np.asarray(m_i, np.float64) / 2.0 ** s_i
+        M = M.reshape(sh)
         return np.clip(np.rint(acc * M), a["lo"], a["hi"]).astype(np.int8)
     if n.op == "qaddfx":
         v = (ins[0].astype(np.float64) * a["ma"] * a.get("ma2", 1) +

@@ -22,7 +22,7 @@ from isa import VTAConfig  # noqa: E402
 from vta_runtime import SimDevice  # noqa: E402
 
 from compiler.graph.driver import compile_model  # noqa: E402
-from compiler.graph.quantize_fixed import add_multipliers, gemm_two_stage  # noqa: E402
+from compiler.graph.quantize_fixed import add_multipliers, gemm_multiplier  # noqa: E402
 from compiler.graph.reference import run_graph  # noqa: E402
 
 CFG = VTAConfig()
@@ -89,7 +89,7 @@ def test_deep_qdq_chain_matches_onnxruntime_end_to_end(tmp_path):
     for s in c.program.steps:
         ops.setdefault(s.node.op, set()).add(s.kind)
     assert ops["qconv"] == {"vta"} and ops["qaddfx"] == {"vta"}
-    assert all(n.attrs.get("mult2") for n in q.nodes if n.op == "qconv")
+    assert all(len(n.attrs.get("stages", [])) == 2 for n in q.nodes if n.op == "qconv")
     m = onnx.load(qp)
     for nd in m.graph.node:
         if nd.op_type == "QuantizeLinear":
@@ -124,17 +124,18 @@ def test_deep_qdq_chain_matches_onnxruntime_end_to_end(tmp_path):
     assert exact[0] >= 0.97, exact
 
 
-def test_two_stage_multiplier_bounds_and_precision():
-    """Every intermediate of the two-stage form stays inside int32 at the bound, and the
+def test_three_stage_multiplier_bounds_and_precision():
+    """Every intermediate of the three-stage form stays inside int32 at the bound, and the
     result is round(v * M) (half up) except within the stated error of a half."""
     rng = np.random.default_rng(5)
     for trial in range(30):
         ch = int(rng.integers(1, 9))
         M = np.exp(rng.uniform(np.log(1e-5), np.log(0.5))) * np.exp(rng.uniform(-3, 0, ch))
         Bd = rng.integers(1_000, 80_000_000, ch).astype(np.float64)
-        f = gemm_two_stage(M, Bd)
+        f = gemm_multiplier(M, Bd)
         assert f is not None and f["err"] < 5e-3, (M, Bd, f and f["err"])
-        assert ((f["m1"] >= 1) & (f["m2"] >= 1)).all() and f["r"].max() < 2 ** 31
+        assert ((f["m1"] >= 1) & (f["m2"] >= 1) & (f["m3"] >= 1)).all()
+        assert f["r"].max() < 2 ** 31
         v = np.concatenate([rng.integers(-Bd[:, None], Bd[:, None] + 1, (ch, 20000)),
                             Bd[:, None].astype(np.int64) * np.array([[-1, 1]])], axis=1)
         T = f["T"][:, None]
@@ -142,9 +143,12 @@ def test_two_stage_multiplier_bounds_and_precision():
         assert (np.abs(t) <= T).all()
         p1 = t * f["m1"][:, None]
         assert np.abs(p1).max() < 2 ** 31
-        p2 = (p1 >> f["s1"]) * f["m2"][:, None] + f["r"][:, None]
+        s1, s2 = f["stages"]
+        p2 = (p1 >> s1) * f["m2"][:, None]
         assert np.abs(p2).max() < 2 ** 31
-        y = np.clip(p2 >> f["s2"], -128, 127)
+        p3 = (p2 >> s2) * f["m3"][:, None] + f["r"][:, None]
+        assert np.abs(p3).max() < 2 ** 31
+        y = np.clip(p3 >> f["s3"], -128, 127)
         exact = v * M[:, None]
         want = np.clip(np.floor(exact + 0.5), -128, 127)
         near = np.abs(exact - np.floor(exact) - 0.5) <= f["err"] * 1.0001

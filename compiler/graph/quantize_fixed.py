@@ -6,14 +6,13 @@ requantises in float32 and rounds half to even) to within one LSB:
 
 * ``qconv`` / ``qdense``: int8 weights at the model's weight scales (per tensor or per
   channel: the recorded DequantizeLinear scales, else max|w|/127 checked to give integer
-  weights), int32 bias at ``sx * sw_c`` as the model has it, and a two-stage fixed-point
+  weights), int32 bias at ``sx * sw_c`` as the model has it, and a three-stage fixed-point
   multiplier for ``M_c = sx * sw_c / sy`` (float32, as onnxruntime computes it):
-  ``y = clip((((clamp(acc + bias, +-T_c) * m1_c) >> s1) * m2_c + r_c) >> s2)``
-  (:func:`gemm_two_stage`): the clamp ``T_c`` (a per-channel ALU MIN/MAX; beyond it the
+  ``y = clip((((((clamp(acc + bias, +-T_c) * m1_c) >> s1) * m2_c) >> s2) * m3_c + r_c) >> s3)``
+  (:func:`gemm_multiplier`): the clamp ``T_c`` (a per-channel ALU MIN/MAX; beyond it the
   output saturates anyway) bounds the value so that ``m1_c`` is as large as int32 allows,
-  and ``m2_c`` is searched so that ``m1_c * m2_c / 2**(s1+s2)`` is nearest to ``M_c``:
-  about twice the bits of one MUL (worst error 1e-4..7e-4 LSB on ResNet-18 against ~0.01
-  for one MUL), every intermediate provably inside int32;
+  and small ``m2_c``, ``m3_c`` are searched so that the product is nearest to ``M_c``:
+  about twice the bits of one MUL, every intermediate provably inside int32;
 * ``add`` -> ``qaddfx`` ``(a * ma * ma2 + b * mb * mb2 + 2**(k-1)) >> k`` (each multiplier a
   product of two 16-bit immediates, :func:`add_multipliers`; the rounding shift in two
   immediate-sized steps when k > 15);
@@ -82,47 +81,72 @@ def fixed_multiplier(r: float, limit: int = IMM, max_shift: int = 30) -> tuple[i
     return int(round(r * 2 ** k)), k
 
 
-def gemm_two_stage(M: np.ndarray, B: np.ndarray, window: int = 512):
-    """The two-stage fixed-point form of per-channel multipliers ``M`` (> 0) for
-    accumulators bounded by ``|acc + bias| <= B``: ``y = ((((v [clamped to +-T]) * m1) >> s1)
-    * m2 + r) >> s2`` with ``r = 2**(s2-1) + m2 // 2`` (the final rounding, and the first
-    shift's floor centred), ``m1 * m2 / 2**(s1+s2) ~ M`` per channel.  One MUL alone is
-    limited to ``2**31 / T`` (about 11-14 bits at ``T = 129 / M``); two give about twice
-    that: ``m1`` as large as ``v * m1 < 2**31`` allows and ``m2`` searched over ``window``
-    values for the closest product.  Returns a dict (T (clamp bound per channel), clamp
-    (bool), s1, s2, m1, m2, r (int64 per channel), err: the worst estimated error in output
-    LSBs), or None when no form fits int32.  Proof obligations, checked here in float64:
-    ``T * m1 < 2**31`` and ``(floor(T * m1 / 2**s1) + 1) * m2 + r < 2**31``."""
+def gemm_multiplier(M: np.ndarray, B: np.ndarray, w2: int = 64, w3: int = 32):
+    """The three-stage fixed-point form of per-channel multipliers ``M`` (> 0) for
+    accumulators bounded by ``|acc + bias| <= B``::
+
+        y = (((((clamp(v, +-T) * m1) >> s1) * m2) >> s2) * m3 + r) >> s3
+
+    with ``m1 * m2 * m3 / 2**(s1+s2+s3) ~ M`` per channel.  One MUL alone is limited to
+    ``2**31 / T`` (11-14 bits at ``T = 129 / M``, where the output saturates); here ``m1``
+    is as large as ``T * m1 < 2**31`` allows and (m2, m3) are searched over ``w2 x w3``
+    small values for the product nearest to ``M``, while the two floors lose at most
+    ``m2 m3 / 2**(s2+s3) + m3 / 2**s3`` (~2e-6 LSB), centred by ``r = 2**(s3-1) +
+    m2 m3 / 2**(s2+1) + m3 / 2``.  Returns a dict (T (clamp bound per channel), clamp
+    (bool), stages ``[s1, s2]``, s3, m1, m2, m3, r (int64 per channel), err: the worst
+    estimated error in output LSBs at ``|y| = 129``), or None when no form fits int32.
+    Proof obligations, checked here in float64 on the bounds: ``T * m1 < 2**31``,
+    ``(floor(T m1 / 2**s1) + 1) * m2 < 2**31`` and ``(floor(.. / 2**s2) + 1) * m3 + r <
+    2**31``.  The stage shifts are chosen on a sample of channels, then searched in full."""
     M, B = np.asarray(M, np.float64), np.asarray(B, np.float64)
     L = np.ceil(129.0 / M) + 2          # beyond +-L the output saturates (|y| > 129)
     T = np.minimum(B, L)
     if (T >= I32).any():
         return None
-    rows = np.arange(len(M))
+    pick = np.unique(np.linspace(0, len(M) - 1, min(len(M), 16)).astype(int))
     best = None
-    for s2 in (23, 22, 21, 20):
-        for s1 in range(0, 25):
-            m1max = np.floor(I32 / T)
-            lo = np.maximum(1.0, np.ceil(M * 2.0 ** (s1 + s2) / m1max))
-            m2 = lo[:, None] + np.arange(window)[None, :]
-            m1 = np.rint(M[:, None] * 2.0 ** (s1 + s2) / m2)
-            w1 = np.floor(T[:, None] * m1 / 2.0 ** s1) + 1
-            ok = (m1 >= 1) & (m1 <= m1max[:, None]) & \
-                (w1 * m2 + 2.0 ** (s2 - 1) + m2 < I32)
-            err = T[:, None] * np.abs(m1 * m2 / 2.0 ** (s1 + s2) - M[:, None]) + \
-                m2 / 2.0 ** (s2 + 1)
-            err = np.where(ok, err, np.inf)
-            j = err.argmin(axis=1)
-            e = err[rows, j]
-            if not np.isfinite(e).all() or (best is not None and e.max() >= best["err"]):
-                continue
-            m2b = m2[rows, j].astype(np.int64)
-            best = dict(T=T.astype(np.int64), clamp=bool((B > L).any()), s1=s1, s2=s2,
-                        m1=m1[rows, j].astype(np.int64), m2=m2b,
-                        r=(1 << (s2 - 1)) + m2b // 2, err=float(e.max()))
-        if best is not None:
-            return best
-    return None
+    for s1 in range(3, 10):
+        for s2 in range(3, 10):
+            f = _search3(M[pick], T[pick], s1, s2, 23, w2, w3)
+            if f is not None and (best is None or f[0].max() < best[0]):
+                best = (f[0].max(), s1, s2)
+    if best is None:
+        return None
+    f = _search3(M, T, best[1], best[2], 23, w2, w3)
+    if f is None:
+        return None
+    err, m1, m2, m3 = f
+    s1, s2, s3 = best[1], best[2], 23
+    return dict(T=T.astype(np.int64), clamp=bool((B > L).any()), stages=[s1, s2], s3=s3,
+                m1=m1, m2=m2, m3=m3, r=(1 << (s3 - 1)) + ((m2 * m3) >> (s2 + 1)) + m3 // 2,
+                err=float(err.max()))
+
+
+def _search3(M, T, s1, s2, s3, w2, w3):
+    """(err, m1, m2, m3) per channel at fixed shifts (:func:`gemm_multiplier`), or None when
+    some channel has no form inside int32."""
+    rows = np.arange(len(M))
+    m1max = np.floor(I32 / T)
+    lo3 = np.maximum(1.0, np.floor(T * M * 2.0 ** (s2 + s3) / 2.0 ** 31 * 1.02))
+    m3 = lo3[:, None, None] + np.arange(w3)[None, None, :]
+    N = M * 2.0 ** (s1 + s2 + s3)
+    lo2 = np.maximum(1.0, np.floor(N / (m1max * (lo3 + w3))))
+    m2 = lo2[:, None, None] + np.arange(w2)[None, :, None]
+    m1 = np.rint(N[:, None, None] / (m2 * m3))
+    t1 = np.floor(T[:, None, None] * m1 / 2.0 ** s1) + 1
+    t2 = np.floor(t1 * m2 / 2.0 ** s2) + 1
+    ok = (m1 >= 1) & (m1 <= m1max[:, None, None]) & (t1 * m2 < I32) & \
+        (t2 * m3 + 2.0 ** (s3 - 1) + m3 * (m2 + 1) < I32)
+    err = T[:, None, None] * np.abs(m1 * m2 * m3 / 2.0 ** (s1 + s2 + s3) - M[:, None, None]) \
+        + (m2 * m3 / 2.0 ** (s2 + s3) + m3 / 2.0 ** s3) / 2
+    err = np.where(ok, err, np.inf).reshape(len(M), -1)
+    j = err.argmin(axis=1)
+    e = err[rows, j]
+    if not np.isfinite(e).all():
+        return None
+    j2, j3 = np.unravel_index(j, (w2, w3))
+    return (e, m1[rows, j2, j3].astype(np.int64), m2[rows, j2, 0].astype(np.int64),
+            m3[rows, 0, j3].astype(np.int64))
 
 
 def factor_pair(n: float, limit: int = IMM) -> tuple[int, int]:
@@ -253,15 +277,17 @@ class FixedRules:
         bq = np.rint(b / sb).astype(np.int64)
         M = ((np.float32(sx) * sw.astype(np.float32)) / np.float32(sy)).astype(np.float64)
         B = 128 * np.abs(wq).sum(axis=1) + np.abs(bq)
-        fp = gemm_two_stage(np.maximum(M, 1e-30), B)
+        fp = gemm_multiplier(np.maximum(M, 1e-30), B)
         if fp is None or (np.abs(bq) + B).max() >= I32:
             return self._note(n, f"no fixed-point multiplier fits int32 (M in "
                                  f"[{M.min():.3g}, {M.max():.3g}])")
         bias = bq
         lo, hi = _bounds(n.attrs.get("post", []), sy)
         attrs = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
-        attrs.update(shift=fp["s2"], lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in fp["m1"]],
-                     pre=0, shift1=fp["s1"], mult2=[int(v) for v in fp["m2"]],
+        s1, s2 = fp["stages"]
+        attrs.update(shift=fp["s3"], lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in fp["m1"]],
+                     pre=0, stages=[[s1, [int(v) for v in fp["m2"]]],
+                                    [s2, [int(v) for v in fp["m3"]]]],
                      radd=[int(v) for v in fp["r"]], fixed_error=fp["err"])
         m1 = fp["m1"]
         if fp["clamp"] or not (m1 & (m1 - 1)).any():   # (a clamp also keeps the epilogue
@@ -367,5 +393,5 @@ class FixedRules:
         return True
 
 
-__all__ = ["FixedRules", "model_scales", "gemm_two_stage", "add_multipliers", "fixed_multiplier",
+__all__ = ["FixedRules", "model_scales", "gemm_multiplier", "add_multipliers", "fixed_multiplier",
            "nominal_frac", "frac_for"]

@@ -186,7 +186,7 @@ def apply_mult(acc: np.ndarray, a: dict, axis: int = 1) -> np.ndarray:
     """The reference of the steps between the accumulator (bias added) and the final shift:
     the fixed-point pre-shift ``acc >> pre`` (floor; its rounding rides in the bias), the
     clamp to [-tclip, tclip], then the per-channel ``mult`` (channel axis ``axis``), for a
-    two-stage multiplier ``mult2`` the floor shift ``shift1``, the second per-channel MUL and
+    multi-stage multiplier each of ``stages`` ``[(shift, per-channel MUL), ...]`` and then
     the per-channel rounding ADD ``radd``, and the final shift's rounding constant ``rnd``
     when it is not in the bias; int64."""
     acc = np.asarray(acc, np.int64)
@@ -200,9 +200,10 @@ def apply_mult(acc: np.ndarray, a: dict, axis: int = 1) -> np.ndarray:
         acc = np.clip(acc, -L, L)
     if a.get("mult"):
         acc = acc * np.asarray(a["mult"], np.int64).reshape(sh)
-    if a.get("mult2"):             # the two-stage multiplier: SHR s1, MUL m2, ADD r2
-        acc = (acc >> int(a["shift1"])) * np.asarray(a["mult2"], np.int64).reshape(sh) + \
-            np.asarray(a["radd"], np.int64).reshape(sh)
+    if a.get("stages"):            # a multi-stage multiplier: (SHR s_i, MUL m_i)*, ADD r
+        for s_i, m_i in a["stages"]:
+            acc = (acc >> int(s_i)) * np.asarray(m_i, np.int64).reshape(sh)
+        acc = acc + np.asarray(a["radd"], np.int64).reshape(sh)
     if a.get("rnd"):
         acc = acc + int(a["rnd"])
     return acc
@@ -256,12 +257,12 @@ def mult_vta(acc, n, co_p: int, cfg):
                       name=n.name + "_mult", dtype=acc.dtype)
     binds = cb + [(mv, ("param", np.ascontiguousarray(np.broadcast_to(
         m.reshape(-1, 1, cfg.block_out), mv.shape))))]
-    if n.attrs.get("mult2"):
-        out, more = _stage2_te(out, n, co_p, lambda nm: placeholder(
+    if n.attrs.get("stages"):
+        out, more = _stages_te(out, n, co_p, lambda nm: placeholder(
             (co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, nm),
             lambda v: np.ascontiguousarray(np.broadcast_to(
                 v.astype(np.int32).reshape(-1, 1, cfg.block_out),
-                (co_p // cfg.block_out, cfg.batch, cfg.block_out))))
+                (co_p // cfg.block_out, cfg.batch, cfg.block_out))), True)
         binds += more
     return _rnd_te(out, n), binds
 
@@ -284,39 +285,38 @@ def mult_cpu(acc, n):
         out = compute(acc.shape, lambda a, o: acc[a, o] * mv[o], name=n.name + "_mult",
                       dtype=acc.dtype)
     binds = cb + [(mv, ("param", np.asarray(n.attrs["mult"], np.int32)))]
-    if n.attrs.get("mult2"):
+    if n.attrs.get("stages"):
         c = len(n.attrs["mult"])
-        out, more = _stage2_te(out, n, c, lambda nm: placeholder((c,), "int32", nm),
-                               lambda v: v.astype(np.int32))
+        out, more = _stages_te(out, n, c, lambda nm: placeholder((c,), "int32", nm),
+                               lambda v: v.astype(np.int32), False)
         binds += more
     return _rnd_te(out, n), binds
 
 
-def _stage2_te(t, n, co_p, ph, pack):
-    """The second stage of a two-stage multiplier (:func:`apply_mult`): ``t >> shift1``,
-    MUL by the per-channel ``mult2``, ADD the per-channel ``radd`` (vectors ``ph(name)``
-    bound to ``pack(values)``; packed 6-D / 4-D or plain 4-D / 2-D ``t``)."""
+def _stages_te(t, n, co_p, ph, pack, packed: bool):
+    """The later stages of a multi-stage multiplier (:func:`apply_mult`): per stage ``t >> s``
+    and a MUL by a per-channel vector, then ADD the per-channel ``radd`` (vectors ``ph(name)``
+    bound to ``pack(values)``; ``packed``: VTA's (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vectors
+    for a packed 6-D / 4-D ``t``, else plain (CO,) vectors for a 4-D / 2-D ``t``)."""
     from ..te import compute
     a = n.attrs
-    t = shr_te(t, int(a["shift1"]), n.name + "_s1")
-    vals = []
-    for key, fill in (("mult2", 1), ("radd", 0)):
+
+    def vec(name, vals, fill):
         v = np.full(co_p, fill, np.int64)
-        v[:len(a[key])] = a[key]
-        vals.append((ph(key), pack(v)))
-    (m2, _m), (r2, _r) = vals
-    if t.ndim == 6:
-        def ix(i):
-            return (i[1], i[4], i[5])
-    elif t.ndim == 4 and len(m2.shape) == 3:
-        def ix(i):
-            return (i[1], i[2], i[3])
-    else:
-        def ix(i):
-            return (i[1],)
-    t = compute(t.shape, lambda *i: t[i] * m2[ix(i)], name=n.name + "_m2", dtype=t.dtype)
-    t = compute(t.shape, lambda *i: t[i] + r2[ix(i)], name=n.name + "_r2", dtype=t.dtype)
-    return t, [(m2, ("param", _m)), (r2, ("param", _r))]
+        v[:len(vals)] = vals
+        return ph(name), pack(v)
+    def ix(i):
+        return (i[1], i[-2], i[-1]) if packed else (i[1],)
+    binds = []
+    for k, (s_k, m_k) in enumerate(a["stages"]):
+        t = shr_te(t, int(s_k), f"{n.name}_s{k}")
+        mv, mp = vec(f"mult{k + 2}", m_k, 1)
+        t = compute(t.shape, lambda *i, t=t, mv=mv: t[i] * mv[ix(i)], name=f"{n.name}_m{k + 2}",
+                    dtype=t.dtype)
+        binds.append((mv, ("param", mp)))
+    rv, rp = vec("radd", a["radd"], 0)
+    t = compute(t.shape, lambda *i: t[i] + rv[ix(i)], name=n.name + "_radd", dtype=t.dtype)
+    return t, binds + [(rv, ("param", rp))]
 
 
 def _rnd_te(t, n):
