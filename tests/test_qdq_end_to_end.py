@@ -156,23 +156,21 @@ def test_three_stage_multiplier_bounds_and_precision():
 
 
 def test_add_multipliers_precision():
+    """qaddfx's multipliers and folded rounding constant: every product inside int32, every
+    factor a 16-bit immediate, and the result is a * ra + b * rb rounded half up except
+    within 1e-4 LSB of a half."""
     rng = np.random.default_rng(2)
     a = np.arange(-128, 128)[:, None]
     b = np.arange(-128, 128)[None, :]
     for trial in range(20):
         ra, rb = np.exp(rng.uniform(-2.5, 1.5, 2))
         at = add_multipliers(ra, rb)
-        v = a * at["ma"] * at["ma2"] + b * at["mb"] * at["mb2"]
-        assert np.abs(v).max() + 2 ** 15 < 2 ** 31
-        assert max(at["ma"], at["ma2"], at["mb"], at["mb2"]) <= 32767
-        j = at.get("shift0", 0)
-        assert at["shift"] - j <= 15 and j <= 16           # rounding constants: immediates
-        got = v
-        if j:
-            got = (got + (1 << (j - 1))) >> j
-        got = (got + (1 << (at["shift"] - j - 1))) >> (at["shift"] - j)
+        assert max(at["ma"], at["ma2"], at["mb"], at["mb2"], at["rb"]) <= 32767
+        va = a * at["ma"] * at["ma2"]
+        vb = (b * at["mb"] + at["rb"]) * at["mb2"]
+        assert np.abs(va).max() + np.abs(vb).max() < 2 ** 31
+        got = (va + vb) >> at["shift"]
         exact = a * ra + b * rb
-        # the same as rounding exactly except within 1e-4 LSB of a half
         near = np.abs(exact - np.floor(exact) - 0.5) < 1e-4
         assert (got == np.floor(exact + 0.5))[~near].all()
         assert near.mean() < 0.01

@@ -13,9 +13,9 @@ requantises in float32 and rounds half to even) to within one LSB:
   output saturates anyway) bounds the value so that ``m1_c`` is as large as int32 allows,
   and small ``m2_c``, ``m3_c`` are searched so that the product is nearest to ``M_c``:
   about twice the bits of one MUL, every intermediate provably inside int32;
-* ``add`` -> ``qaddfx`` ``(a * ma * ma2 + b * mb * mb2 + 2**(k-1)) >> k`` (each multiplier a
-  product of two 16-bit immediates, :func:`add_multipliers`; the rounding shift in two
-  immediate-sized steps when k > 15);
+* ``add`` -> ``qaddfx`` ``(a * ma * ma2 + (b * mb + rb) * mb2) >> k`` (each multiplier a
+  product of two 16-bit immediates, the rounding constant folded into the b term,
+  :func:`add_multipliers`);
 * ``global_avgpool`` -> ``qgapfx``; ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
   or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
   and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
@@ -159,19 +159,29 @@ def factor_pair(n: float, limit: int = IMM) -> tuple[int, int]:
 
 
 def add_multipliers(ra: float, rb: float) -> dict:
-    """The ``qaddfx`` attributes for ``y = a * ra + b * rb`` (int8 a, b): multipliers
-    ``ma * ma2 ~ ra * 2**k`` and ``mb * mb2 ~ rb * 2**k`` (each a product of two
-    immediates, :func:`factor_pair`) at the largest k with ``128 * (ma*ma2 + mb*mb2) +
-    2**15 < 2**31``, and the rounding shift split in two (``shift0``) when ``k > 15``."""
+    """The ``qaddfx`` attributes for ``y = round(a * ra + b * rb)`` (int8 a, b):
+    ``(a * ma * ma2 + (b * mb + rb) * mb2) >> k`` with ``ma * ma2 ~ ra * 2**k`` and
+    ``mb * mb2 ~ rb * 2**k`` (each factor a 16-bit immediate: ~23-bit multipliers,
+    :func:`factor_pair`) at the largest k with everything inside int32, and the rounding
+    constant folded into the b term: ``rb * mb2 ~ 2**(k-1)`` (so no ADD of a constant wider
+    than an immediate; the shift is plain floors of at most 15 each).  The pair (mb, mb2) is
+    searched for the smallest error ``32 * |mb mb2 - rb 2**k| + |rb' mb2 - 2**(k-1)|``
+    (units of ``2**-k`` LSB; 32: a typical ``|b|``)."""
     k = 30
-    while k > 0 and 128 * (ra + rb) * 2.0 ** k * (1 + 1e-6) + 2 ** 15 + 256 >= I32:
+    while k > 1 and 128 * (ra + rb) * 2.0 ** k * (1 + 1e-6) + 2.0 ** k + 2 ** 16 >= I32:
         k -= 1
     ma, ma2 = factor_pair(ra * 2.0 ** k)
-    mb, mb2 = factor_pair(rb * 2.0 ** k)
-    assert 128 * (ma * ma2 + mb * mb2) + 2 ** 15 < I32
-    out = {"ma": ma, "ma2": ma2, "mb": mb, "mb2": mb2, "shift": k}
-    if k > 15:
-        out["shift0"] = k - 15
+    n, half = rb * 2.0 ** k, 2.0 ** (k - 1)
+    c2 = np.arange(1, IMM + 1, dtype=np.float64)
+    c1 = np.clip(np.rint(n / c2), 1, IMM)
+    r = np.clip(np.rint(half / c2), 0, IMM)
+    err = 32 * np.abs(c1 * c2 - n) + np.abs(r * c2 - half)
+    j = int(err.argmin())
+    out = {"ma": ma, "ma2": ma2, "mb": int(c1[j]), "mb2": int(c2[j]), "rb": int(r[j]),
+           "shift": k}
+    top = 128 * (ma * ma2 + out["mb"] * out["mb2"]) + out["rb"] * out["mb2"]
+    if top >= I32:
+        raise ValueError(f"qaddfx multipliers overflow int32 ({ra}, {rb}, k={k})")
     return out
 
 

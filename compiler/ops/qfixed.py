@@ -7,9 +7,10 @@ inside int32.
 * ``squantize`` (float32 -> int8, ONNX QuantizeLinear at ``scale``, zero point 0:
   ``saturate(rint(x / scale))`` in float32, halves to even as onnxruntime) and
   ``sdequantize`` (int8 -> float32, ``x * scale`` in float32);
-* ``qaddfx``: ``clip((a * ma * ma2 + b * mb * mb2 + 2**(k-1)) >> k, lo, hi)`` (QLinearAdd;
-  each multiplier a product of two 16-bit immediates, so about 23 bits; the rounding shift
-  in two steps ``shift0``, ``shift - shift0`` when ``2**(k-1)`` is no 16-bit immediate);
+* ``qaddfx``: ``clip((a * ma * ma2 + (b * mb + rb) * mb2) >> k, lo, hi)`` (QLinearAdd;
+  each multiplier a product of two 16-bit immediates, so about 23 bits, and the rounding
+  constant ``rb * mb2 ~ 2**(k-1)`` folded into the b term; without ``rb``:
+  ``(a * ma + b * mb + 2**(k-1)) >> k``);
 * ``qmulfx``: ``clip((x * m + 2**(k-1)) >> k, lo, hi)`` (a relu / clip / identity between
   two scales);
 * ``qgapfx``: ``clip((sum_hw(x) * m + 2**(k-1)) >> k, -128, 127)`` (QLinearGlobalAveragePool).
@@ -36,22 +37,15 @@ def sdequantize_reference(n, ins):
     return ins[0].astype(np.float32) * np.float32(n.attrs["scale"])
 
 
-def _requant(v: np.ndarray, a: dict) -> np.ndarray:
-    """``v`` rounded half up by ``2**shift``: in one step, or for a ``shift0`` in two
-    (``(v + 2**(j-1)) >> j`` first, then the rest: each rounding constant a 16-bit ALU
-    immediate; the first step's rounding is centred, so the two differ from one rounding
-    by at most ``2**(j - shift - 1)`` LSB)."""
-    j = int(a.get("shift0", 0))
-    if j:
-        v = _rnd_shift(v, j)
-    return _rnd_shift(v, int(a["shift"]) - j)
-
-
 def qaddfx_reference(n, ins):
     a = n.attrs
-    v = ins[0].astype(np.int64) * a["ma"] * a.get("ma2", 1) + \
-        ins[1].astype(np.int64) * a["mb"] * a.get("mb2", 1)
-    return np.clip(_requant(v, a), a["lo"], a["hi"]).astype(np.int8)
+    va = ins[0].astype(np.int64) * a["ma"] * a.get("ma2", 1)
+    if "rb" in a:          # the rounding constant rides in the b term: floor shifts only
+        v = va + (ins[1].astype(np.int64) * a["mb"] + a["rb"]) * a["mb2"]
+        y = v >> int(a["shift"])
+    else:
+        y = _rnd_shift(va + ins[1].astype(np.int64) * a["mb"] * a.get("mb2", 1), a["shift"])
+    return np.clip(y, a["lo"], a["hi"]).astype(np.int8)
 
 
 def qmulfx_reference(n, ins):
@@ -78,13 +72,16 @@ def _qdq_cpu(n, g):
 
 def _requant_te(t, a, name, acc_dtype):
     from ..te import cast, clip, compute
-    j = int(a.get("shift0", 0))
-    for k, tag in ((j, "0"), (int(a["shift"]) - j, "")):
-        if k > 0:
-            t = compute(t.shape, lambda *i, t=t, k=k: t[i] + (1 << (k - 1)),
-                        name=name + "_rnd" + tag, dtype=acc_dtype)
-            t = compute(t.shape, lambda *i, t=t, k=k: t[i] >> k, name=name + "_shr" + tag,
-                        dtype=acc_dtype)
+    k = int(a["shift"])
+    if k > 0 and "rb" not in a:     # round half up (else the rounding is in the sum)
+        t = compute(t.shape, lambda *i: t[i] + (1 << (k - 1)), name=name + "_rnd",
+                    dtype=acc_dtype)
+    step = 0
+    while k > 0:                     # floor shifts of at most 15 (the ALU's portable range)
+        d = min(k, 15)
+        t = compute(t.shape, lambda *i, t=t, d=d: t[i] >> d, name=f"{name}_shr{step}",
+                    dtype=acc_dtype)
+        k, step = k - d, step + 1
     t = compute(t.shape, lambda *i: clip(t[i], a.get("lo", -128), a.get("hi", 127)),
                 name=name + "_clip", dtype=acc_dtype)
     return compute(t.shape, lambda *i: cast("int8", t[i]), name=name, dtype="int8")
@@ -96,11 +93,13 @@ def _eltwise_te(n, g, acc_dtype: str):
     a = n.attrs
     xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
     if n.op == "qaddfx":
-        def term(x, m, m2):
-            return (lambda i: cast(acc_dtype, x[i]) * m) if m2 == 1 else \
-                (lambda i: cast(acc_dtype, x[i]) * m * m2)
-        ta = term(xs[0], a["ma"], a.get("ma2", 1))
-        tb = term(xs[1], a["mb"], a.get("mb2", 1))
+        def ta(i):
+            return cast(acc_dtype, xs[0][i]) * a["ma"] * a.get("ma2", 1)
+
+        def tb(i):
+            if "rb" in a:
+                return (cast(acc_dtype, xs[1][i]) * a["mb"] + a["rb"]) * a["mb2"]
+            return cast(acc_dtype, xs[1][i]) * a["mb"] * a.get("mb2", 1)
         t = compute(xs[0].shape, lambda *i: ta(i) + tb(i), name=n.name + "_sum",
                     dtype=acc_dtype)
     else:
