@@ -22,7 +22,8 @@ from isa import VTAConfig  # noqa: E402
 from vta_runtime import SimDevice  # noqa: E402
 
 from compiler.graph.driver import compile_model  # noqa: E402
-from compiler.graph.quantize_fixed import add_multipliers, gemm_multiplier  # noqa: E402
+from compiler.graph.quantize_fixed import (add_multipliers, gemm_multiplier,  # noqa: E402
+                                           multiplier_apply, output_clamp)
 from compiler.graph.reference import run_graph  # noqa: E402
 
 CFG = VTAConfig()
@@ -153,6 +154,26 @@ def test_three_stage_multiplier_bounds_and_precision():
         want = np.clip(np.floor(exact + 0.5), -128, 127)
         near = np.abs(exact - np.floor(exact) - 0.5) <= f["err"] * 1.0001
         assert (y == want)[~near].all()
+
+
+def test_clamp_doubles_as_the_output_clip():
+    """For the clamp range output_clamp finds, y(clamp(v)) == clip(y(v), lo, hi) for every
+    v (so the epilogue needs no separate clip), relu and full-range bounds alike."""
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        ch = int(rng.integers(1, 6))
+        M = np.exp(rng.uniform(np.log(1e-4), np.log(0.2))) * np.exp(rng.uniform(-2, 0, ch))
+        f = gemm_multiplier(M, np.full(ch, 5e7))
+        a = {"mult": f["m1"], "stages": [[f["stages"][0], f["m2"]], [f["stages"][1], f["m3"]]],
+             "radd": f["r"], "shift": f["s3"]}
+        lo, hi = [(-128, 127), (0, 127), (0, 6), (-20, 40)][trial % 4]
+        vlo, vhi = output_clamp(a, lo, hi, -f["T"], f["T"])
+        assert (np.abs(vlo) <= f["T"]).all() and (np.abs(vhi) <= f["T"]).all()
+        v = np.concatenate([np.arange(-3000, 3000)[None, :].repeat(ch, 0),
+                            rng.integers(-f["T"][:, None], f["T"][:, None] + 1, (ch, 5000))], 1)
+        want = np.clip(multiplier_apply(a, v), lo, hi)
+        got = multiplier_apply(a, np.clip(v, vlo[:, None], vhi[:, None]))
+        assert np.array_equal(got, want)
 
 
 def test_add_multipliers_precision():

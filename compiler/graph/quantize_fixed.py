@@ -122,6 +122,60 @@ def gemm_multiplier(M: np.ndarray, B: np.ndarray, w2: int = 64, w3: int = 32):
                 err=float(err.max()))
 
 
+def multiplier_apply(a: dict, v: np.ndarray) -> np.ndarray:
+    """The multiplier stages of a qconv / qdense's attributes ``a`` (``mult``, ``stages``,
+    ``radd``, ``shift``; :func:`gemm_multiplier`) after the clamp, on int64 ``v`` (channels
+    on axis 0, any trailing axes)."""
+    def col(x):
+        return np.asarray(x, np.int64).reshape((-1,) + (1,) * (v.ndim - 1))
+    t = v * col(a["mult"])
+    for s_i, m_i in a["stages"]:
+        t = (t >> int(s_i)) * col(m_i)
+    return (t + col(a["radd"])) >> int(a["shift"])
+
+
+def output_clamp(a: dict, lo: int, hi: int, vlo0: np.ndarray, vhi0: np.ndarray):
+    """Per-channel (vlo, vhi) inside [vlo0, vhi0]: the clamp range of the accumulator whose
+    outputs are exactly [lo, hi].  y(v) (:func:`multiplier_apply`) is non-decreasing and,
+    with every multiplier below 0.99, steps by at most one, so ``y(clamp(v, vlo, vhi)) ==
+    clip(y(v), lo, hi)`` for every v when ``y(vlo0) <= lo`` and ``y(vhi0) >= hi`` or the
+    range is not reached.  Found by bisection on the integer stages.  None when some
+    multiplier is too large for that argument."""
+    M = np.asarray(a["mult"], np.float64) / 2.0 ** int(a["shift"])
+    for s_i, m_i in a["stages"]:
+        M = M * np.asarray(m_i, np.float64) / 2.0 ** int(s_i)
+    if (M >= 0.99).any():
+        return None
+    vlo0, vhi0 = np.asarray(vlo0, np.int64), np.asarray(vhi0, np.int64)
+
+    def search(pred):         # the smallest v in [vlo0, vhi0 + 1] with pred(v) (monotone)
+        x, y = vlo0.copy(), vhi0 + 1
+        while (x < y).any():
+            mid = (x + y) // 2
+            ok = pred(mid)
+            y = np.where(ok, mid, y)
+            x = np.where(ok, x, mid + 1)
+        return x
+    vlo = np.minimum(search(lambda v: multiplier_apply(a, v) >= lo), vhi0)
+    vhi = np.maximum(search(lambda v: multiplier_apply(a, v) > hi) - 1, vlo0)
+    if (vlo > vhi).any():
+        return None
+    return vlo, vhi
+
+
+def set_output_clamp(a: dict, lo: int, hi: int, vlo0, vhi0) -> None:
+    """Make the accumulator clamp of ``a`` also the output clip to [lo, hi] when it can
+    (:func:`output_clamp`: ``tclip`` a pair of per-channel lists, ``clamped``), else keep
+    the clamp [vlo0, vhi0] and the clip."""
+    rng = output_clamp(a, lo, hi, vlo0, vhi0)
+    if rng is None:
+        a["tclip"] = [[int(v) for v in vlo0], [int(v) for v in vhi0]]
+        a.pop("clamped", None)
+    else:
+        a["tclip"] = [[int(v) for v in rng[0]], [int(v) for v in rng[1]]]
+        a["clamped"] = True
+
+
 def _search3(M, T, s1, s2, s3, w2, w3):
     """(err, m1, m2, m3) per channel at fixed shifts (:func:`gemm_multiplier`), or None when
     some channel has no form inside int32."""
@@ -299,9 +353,9 @@ class FixedRules:
                      pre=0, stages=[[s1, [int(v) for v in fp["m2"]]],
                                     [s2, [int(v) for v in fp["m3"]]]],
                      radd=[int(v) for v in fp["r"]], fixed_error=fp["err"])
-        m1 = fp["m1"]
-        if fp["clamp"] or not (m1 & (m1 - 1)).any():   # (a clamp also keeps the epilogue
-            attrs["tclip"] = [int(v) for v in fp["T"]]  # off the power-of-two shift form)
+        # the clamp (always: it also keeps the epilogue off the power-of-two shift form)
+        # doubles as the output clip where it can: two ALU ops fewer
+        set_output_clamp(attrs, lo, hi, -fp["T"], fp["T"])
         q = c.q
         wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh((n.inputs[2] if len(n.inputs) > 2
                                                         else n.name + "_b") + "_q")
@@ -356,6 +410,9 @@ class FixedRules:
             return False
         src.attrs["lo"], src.attrs["hi"] = max(src.attrs["lo"], lo), min(src.attrs["hi"], hi)
         src.attrs["hi"] = max(src.attrs["hi"], src.attrs["lo"])
+        if src.attrs.get("clamped"):          # narrow the clamp that does the clip
+            vlo0, vhi0 = np.asarray(src.attrs["tclip"], np.int64)
+            set_output_clamp(src.attrs, src.attrs["lo"], src.attrs["hi"], vlo0, vhi0)
         c.qname[n.output] = x
         c.q.float_of[x] = n.output
         return True

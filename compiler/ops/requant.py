@@ -178,7 +178,8 @@ def epilogue_te(acc, n, resid, name: str):
         t = shr_te(t, k, name + "_shr2")
     if a.get("wide"):                 # the int32 accumulator leaves as it is
         return t
-    t = clip_op(t, a["lo"], a["hi"], name=name + "_clip")
+    if not (a.get("clamped") and not a.get("residual")):   # else the clamp bounded it
+        t = clip_op(t, a["lo"], a["hi"], name=name + "_clip")
     return cast_int8(t, name=name)
 
 
@@ -195,9 +196,9 @@ def apply_mult(acc: np.ndarray, a: dict, axis: int = 1) -> np.ndarray:
     if a.get("pre"):
         acc = acc >> int(a["pre"])
     if a.get("tclip"):
-        L = np.asarray(a["tclip"], np.int64)
-        L = L.reshape(sh) if L.ndim else L
-        acc = np.clip(acc, -L, L)
+        lo_, hi_ = tclip_bounds(a["tclip"])
+        acc = np.clip(acc, lo_.reshape(sh) if lo_.ndim else lo_, hi_.reshape(sh) if hi_.ndim
+                      else hi_)
     if a.get("mult"):
         acc = acc * np.asarray(a["mult"], np.int64).reshape(sh)
     if a.get("stages"):            # a multi-stage multiplier: (SHR s_i, MUL m_i)*, ADD r
@@ -209,9 +210,18 @@ def apply_mult(acc: np.ndarray, a: dict, axis: int = 1) -> np.ndarray:
     return acc
 
 
+def tclip_bounds(tc):
+    """(lo, hi) int64 arrays of a ``tclip`` attribute: an int L or a per-channel list of L
+    (the range [-L, L]), or a pair of per-channel lists [lo, hi]."""
+    t = np.asarray(tc, np.int64)
+    if t.ndim == 2:
+        return t[0], t[1]
+    return -t, t
+
+
 def _pre_te(acc, n, vec=None):
     """The fixed-point pre-shift and clamp (:func:`apply_mult`) as ALU-able stages; a
-    per-channel clamp reads ``vec(name, values)`` -> (lo, hi, binds): -L and L vectors."""
+    per-channel clamp reads ``vec(lo values, hi values)`` -> (lo, hi, binds) vectors."""
     from ..te.nn import clip_op
     a = n.attrs
     binds = []
@@ -219,7 +229,7 @@ def _pre_te(acc, n, vec=None):
         acc = shr_te(acc, int(a["pre"]), n.name + "_pre")
     if isinstance(a.get("tclip"), (list, tuple)):
         from ..te import compute, maximum, minimum
-        lo, hi, binds = vec(np.asarray(a["tclip"], np.int64))
+        lo, hi, binds = vec(*tclip_bounds(a["tclip"]))
         ch = (lambda i: (i[1], i[-2], i[-1])) if acc.ndim in (4, 6) and lo.ndim == 3 else \
             (lambda i: (i[1],))
         acc = compute(acc.shape, lambda *i: minimum(maximum(acc[i], lo[ch(i)]), hi[ch(i)]),
@@ -235,12 +245,14 @@ def mult_vta(acc, n, co_p: int, cfg):
     (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vector."""
     from ..te import compute, placeholder
 
-    def vec(L):
+    def vec(lo_v, hi_v):
         shp = (co_p // cfg.block_out, cfg.batch, cfg.block_out)
-        full = np.full(co_p, 2 ** 31 - 1, np.int64)
-        full[:len(L)] = L
-        pk = [np.ascontiguousarray(np.broadcast_to(v.astype(np.int32).reshape(
-            -1, 1, cfg.block_out), shp)) for v in (-full, full)]
+        pk = []
+        for v, fill in ((lo_v, -(2 ** 31 - 1)), (hi_v, 2 ** 31 - 1)):
+            full = np.full(co_p, fill, np.int64)
+            full[:len(v)] = v
+            pk.append(np.ascontiguousarray(np.broadcast_to(full.astype(np.int32).reshape(
+                -1, 1, cfg.block_out), shp)))
         lo, hi = placeholder(shp, cfg.acc_dtype, "tlo"), placeholder(shp, cfg.acc_dtype, "thi")
         return lo, hi, [(lo, ("param", pk[0])), (hi, ("param", pk[1]))]
     acc, cb = _pre_te(acc, n, vec)
@@ -270,10 +282,10 @@ def mult_vta(acc, n, co_p: int, cfg):
 def mult_cpu(acc, n):
     from ..te import compute, placeholder
 
-    def vec(L):
-        lo, hi = placeholder(L.shape, "int32", "tlo"), placeholder(L.shape, "int32", "thi")
-        return lo, hi, [(lo, ("param", (-L).astype(np.int32))),
-                        (hi, ("param", L.astype(np.int32)))]
+    def vec(lo_v, hi_v):
+        lo, hi = placeholder(lo_v.shape, "int32", "tlo"), placeholder(hi_v.shape, "int32", "thi")
+        return lo, hi, [(lo, ("param", lo_v.astype(np.int32))),
+                        (hi, ("param", hi_v.astype(np.int32)))]
     acc, cb = _pre_te(acc, n, vec)
     if not n.attrs.get("mult"):
         return acc, cb
