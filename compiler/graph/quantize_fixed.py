@@ -12,7 +12,9 @@ requantises in float32 and rounds half to even) to within one LSB:
   (:func:`gemm_multiplier`): the clamp ``T_c`` (a per-channel ALU MIN/MAX; beyond it the
   output saturates anyway) bounds the value so that ``m1_c`` is as large as int32 allows,
   and small ``m2_c``, ``m3_c`` are searched so that the product is nearest to ``M_c``:
-  about twice the bits of one MUL, every intermediate provably inside int32;
+  about twice the bits of one MUL, every intermediate provably inside int32.  The clamp
+  range is then narrowed to exactly the accumulators whose outputs lie in the fused
+  relu / clip's [lo, hi] (:func:`output_clamp`), so it is also the output clip;
 * ``add`` -> ``qaddfx`` ``(a * ma * ma2 + (b * mb + rb) * mb2) >> k`` (each multiplier a
   product of two 16-bit immediates, the rounding constant folded into the b term,
   :func:`add_multipliers`);
