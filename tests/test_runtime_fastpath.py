@@ -97,3 +97,15 @@ def test_recording_checks_still_apply_on_the_fast_path():
                    (float_src, "src must be an integer")):
         with pytest.raises(KernelError, match=msg):
             cq.push_gemm_op(KernelHandle(), f)
+
+
+def test_token_balance_rows_is_token_balance():
+    from vta_runtime.debug import token_balance, token_balance_rows
+    rng = np.random.default_rng(4)
+    cfg = VTAConfig()
+    for n in (1, 5, 40):
+        for _ in range(30):
+            t = _random_table(rng, cfg, n)
+            t[:, 1:5] = rng.integers(0, 2, (n, 4))          # the four dependency flags
+            t[:, 5] = rng.integers(0, 6, n)                  # every memory type
+            assert token_balance_rows(t.tolist()) == token_balance(table_array(t, cfg))

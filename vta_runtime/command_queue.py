@@ -23,7 +23,7 @@ import numpy as np
 from isa import INSN_BYTES, UOP_BYTES, MemType, Opcode, VTAConfig
 
 from .debug import (DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL, format_insn_dump,
-                    token_balance)
+                    token_balance_rows)
 from .errors import DependencyError, DeviceMemoryError, KernelError, QueueError
 from .insn_queue import (COMPUTE_STAGE, LOAD_STAGE, STORE_STAGE, C, InsnQueue, encode_table,
                          mem_stage, table_array)
@@ -519,7 +519,7 @@ class CommandQueue:
         arr = table_array(table, cfg)
         ibuf = self._ensure_buffer("_insn_buf", len(data))
         self.device.copy_from_host(ibuf, data)
-        balance = token_balance(arr)
+        balance = token_balance_rows(self._q.rows)
         if self.debug_flags & DEBUG_DUMP_INSN:
             self._write_debug(format_insn_dump(arr))
         assert arr.opcode[-1] == _FINISH

@@ -1,8 +1,9 @@
 """The instruction queue: rows of integer fields, dependency push/pop, NOPs, force-serial.
 
 Instructions are kept as Python lists of ints in :data:`isa.COLUMNS` order (one list per
-instruction) and encoded in bulk with :func:`isa.encode_stream` at synchronisation; this keeps
-a push at a list copy instead of a dataclass plus an encode.
+instruction) and encoded in bulk at synchronisation (:func:`encode_table`: the bytes of
+:func:`isa.encode_stream`, a few numpy operations per instruction format); this keeps a
+push at a list copy instead of a dataclass plus an encode.
 
 Dependency rules (spec §4.7), exactly as the reference runtime applies them:
 
