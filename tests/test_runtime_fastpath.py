@@ -109,3 +109,18 @@ def test_token_balance_rows_is_token_balance():
             t[:, 1:5] = rng.integers(0, 2, (n, 4))          # the four dependency flags
             t[:, 5] = rng.integers(0, 6, n)                  # every memory type
             assert token_balance_rows(t.tolist()) == token_balance(table_array(t, cfg))
+
+
+def test_the_recording_cache_is_bounded_by_uops(monkeypatch):
+    from vta_runtime import kernel as K
+    monkeypatch.setattr(K, "_FINALIZED", {})
+    monkeypatch.setattr(K, "_FINALIZED_UOPS", [0])
+    monkeypatch.setattr(K, "_FINALIZED_MAX_UOPS", 10)
+    cq = CommandQueue(NullDevice(VTAConfig()))
+    for base in range(6):                        # six different 3-uop kernels
+        def f(cq, sig, base=base):
+            for d in range(3):
+                cq.uop_push(0, 0, base * 3 + d, 0, 0)
+        cq.push_gemm_op(KernelHandle(), f)
+    assert K._FINALIZED_UOPS[0] == sum(len(w) for w, _ in K._FINALIZED.values()) <= 10
+    assert len(K._FINALIZED) == 3

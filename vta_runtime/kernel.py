@@ -63,7 +63,8 @@ _UOP_BITS: dict = {}
 #: recorded again (a fresh handle, another layer with the same micro-kernel) reuses the uop
 #: words and the instruction template instead of encoding them again
 _FINALIZED: dict = {}
-_FINALIZED_MAX = 4096
+_FINALIZED_UOPS = [0]           # uops held by the keys of _FINALIZED
+_FINALIZED_MAX_UOPS = 1 << 18   # oldest first out past this (a few tens of MB)
 
 
 def _uop_bits(cfg: VTAConfig) -> tuple[int, int, int]:
@@ -270,9 +271,10 @@ class UopKernel:
                                   f"instruction field")
             row[_COL[name]] = int(v)
         self.template = row
-        if len(_FINALIZED) >= _FINALIZED_MAX:
-            _FINALIZED.pop(next(iter(_FINALIZED)))
         _FINALIZED[key] = (self.words, tuple(row))
+        _FINALIZED_UOPS[0] += self.size
+        while _FINALIZED_UOPS[0] > _FINALIZED_MAX_UOPS and len(_FINALIZED) > 1:
+            _FINALIZED_UOPS[0] -= len(_FINALIZED.pop(next(iter(_FINALIZED)))[0])
         return self
 
     # ----------------------------------------------------------------- debug
