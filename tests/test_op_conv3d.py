@@ -120,3 +120,18 @@ def test_bad_forms_are_typed_errors_naming_the_node(attrs, xshape, wshape, msg):
     with pytest.raises(OnnxImportError, match=msg) as e:
         import_onnx(m)
     assert "conv3" in str(e.value)
+
+
+def test_artifact_round_trip(tmp_path):
+    """Saved and loaded (the program rebuilt from graph.json), the qconv3d program gives the
+    same integers."""
+    from compiler.graph import artifact
+    xs, ws, attrs = CASES[1]
+    rng = np.random.default_rng(5)
+    c = compile_model(conv3d_model(xs, ws, relu=True, **attrs), CFG,
+                      calib={"x": rng.normal(size=(2,) + xs).astype(np.float32)})
+    artifact.save(c, str(tmp_path / "m.vtar"))
+    c2 = artifact.load(str(tmp_path / "m.vtar"))
+    x = rng.normal(size=xs).astype(np.float32)
+    got = c2.executor(SimDevice(c2.cfg)).run({"x": x})["y"]
+    assert np.array_equal(got, run_graph(c.qgraph, {"x": x})["y"])
