@@ -33,8 +33,8 @@ HELD_OUT = ("resnet18_64", "resnet18_224")
 
 
 def collect(path: Path) -> list[dict]:
-    """(insns hex, RTL cycles, tag) of every golden vector and every VTA layer of the
-    networks, cached in ``path``."""
+    """``{"insns", "cycles", "tag", "node"}`` of every golden vector and every VTA layer of
+    the networks on the fast RTL path, cached in ``path`` (written atomically)."""
     if path.exists():
         return json.loads(path.read_text())
     from bench_rtl_network import build
@@ -42,10 +42,8 @@ def collect(path: Path) -> list[dict]:
     from vta_hw.runners.rtlsim import run_rtl_batch
     from vta_runtime import RtlDevice
     cfg = VTAConfig()
-    samples = []
-    vecs = sorted((ROOT / "tests" / "data" / "vectors").glob("*.npz"))
-    progs = []
-    for p in vecs:
+    samples, progs = [], []
+    for p in sorted((ROOT / "tests" / "data" / "vectors").glob("*.npz")):
         v = np.load(p, allow_pickle=False)
         progs.append((v["insns"].tobytes(), v["dram_in"].copy()))
     for (insns, _), r in zip(progs, run_rtl_batch(progs, cfg, simulator="verilator")):
@@ -62,9 +60,16 @@ def collect(path: Path) -> list[dict]:
                          ("resnet18", 224)):
         tag = f"{model}_{image}"
         c, feeds = build(model, image, cfg)
-        c.executor(Recording(cfg, simulator="verilator", capacity=1 << 26)).run(feeds)
-        print(f"collected {tag}: {sum(s['tag'] == tag for s in samples)} layers", flush=True)
-    path.write_text(json.dumps(samples))
+        first = len(samples)
+        ex = c.executor(Recording(cfg, simulator="verilator", capacity=1 << 26))
+        ex.run(feeds)
+        for s, node in zip(samples[first:], [r["node"] for r in ex.records
+                                             if r["where"] == "vta"]):
+            s["node"] = node
+        print(f"collected {tag}: {len(samples) - first} layers", flush=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(samples))
+    os.replace(tmp, path)
     return samples
 
 
@@ -86,8 +91,19 @@ def summary(samples, params) -> dict:
     return out
 
 
-def main(argv=None):
+def fit_train(samples, start, rounds: int):
+    """:func:`vta_sim.calibrate.fit` of the integer costs (``FIT_NAMES``) from ``start`` on
+    the training samples; returns (params, training rms, seconds)."""
+    from bench_sim_calibrate import FIT_NAMES
+
     from vta_sim.calibrate import fit
+    train = [(bytes.fromhex(s["insns"]), s["cycles"]) for s in samples if s["tag"] in TRAIN]
+    t0 = time.perf_counter()
+    params, rms = fit(train, FIT_NAMES, start=start, rounds=rounds, pairs=False)
+    return params, rms, time.perf_counter() - t0
+
+
+def main(argv=None):
     from vta_sim.timing import TimingParams
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", default="rtl_network_samples.json")
@@ -99,11 +115,7 @@ def main(argv=None):
     base = TimingParams.from_dict(base_doc["params"])
     before = summary(samples, base)
     print("timing_icarus.json:", json.dumps(before))
-    from bench_sim_calibrate import FIT_NAMES
-    train = [(bytes.fromhex(s["insns"]), s["cycles"]) for s in samples if s["tag"] in TRAIN]
-    t0 = time.perf_counter()
-    params, rms = fit(train, FIT_NAMES, start=base, rounds=args.rounds, pairs=False)
-    fit_s = time.perf_counter() - t0
+    params, rms, fit_s = fit_train(samples, base, args.rounds)
     after = summary(samples, params)
     print(f"re-fitted ({fit_s:.0f} s, training rms {rms:.4f}):", json.dumps(after))
     if args.out:

@@ -33,82 +33,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from isa import VTAConfig  # noqa: E402
+from bench_rtl_calibrate import HELD_OUT, TRAIN, collect, fit_train, summary  # noqa: E402
 
-TRAIN = ("vectors", "small_cnn_8", "resnet18_32")
-HELD_OUT = ("resnet18_64", "resnet18_224")
 STRUCTURE = {"burst_per_row": True, "store_setup_cycles": 5, "write_burst_overhead": 6}
 AFTER_FIT = {"max_burst_beats": 1 << 24, "fetch_burst_insns": 32768, "alu_start_cycles": 3}
 
 
-def collect(path: Path) -> list[dict]:
-    """``{"insns", "cycles", "tag", "node"}`` of every golden vector and every VTA layer of
-    the networks on the fast RTL path, cached in ``path``."""
-    if path.exists():
-        return json.loads(path.read_text())
-    from bench_rtl_network import build
-
-    from vta_hw.runners.rtlsim import run_rtl_batch
-    from vta_runtime import RtlDevice
-    cfg = VTAConfig()
-    samples, progs = [], []
-    for p in sorted((ROOT / "tests" / "data" / "vectors").glob("*.npz")):
-        v = np.load(p, allow_pickle=False)
-        progs.append((v["insns"].tobytes(), v["dram_in"].copy()))
-    for (insns, _), r in zip(progs, run_rtl_batch(progs, cfg, simulator="verilator")):
-        samples.append({"insns": insns.hex(), "cycles": r.cycles, "tag": "vectors"})
-    tag = None
-
-    class Recording(RtlDevice):
-        def _execute(self, insn_phys, insn_count, wait_cycles):
-            st = super()._execute(insn_phys, insn_count, wait_cycles)
-            samples.append({"insns": self.insn_bytes(insn_phys, insn_count).hex(),
-                            "cycles": st["cycles"], "tag": tag})
-            return st
-    for model, image in (("small_cnn", 8), ("resnet18", 32), ("resnet18", 64),
-                         ("resnet18", 224)):
-        tag = f"{model}_{image}"
-        c, feeds = build(model, image, cfg)
-        first = len(samples)
-        ex = c.executor(Recording(cfg, simulator="verilator", capacity=1 << 26))
-        ex.run(feeds)
-        for s, node in zip(samples[first:], [r["node"] for r in ex.records
-                                             if r["where"] == "vta"]):
-            s["node"] = node
-        print(f"collected {tag}: {len(samples) - first} layers", flush=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(samples))
-    os.replace(tmp, path)
-    return samples
-
-
-def errors(samples, params) -> np.ndarray:
-    from vta_sim.calibrate import relative_errors
-    return np.array(relative_errors([(bytes.fromhex(s["insns"]), s["cycles"])
-                                     for s in samples], params))
-
-
-def summary(samples, params) -> dict:
-    out = {}
-    for tag in TRAIN + HELD_OUT:
-        sel = [s for s in samples if s["tag"] == tag]
-        if sel:
-            e = np.abs(errors(sel, params))
-            out[tag] = {"n": len(sel), "median": round(float(np.median(e)), 4),
-                        "max": round(float(e.max()), 4), "within_3pct": int((e <= 0.03).sum())}
-    return out
-
-
 def main(argv=None) -> int:
-    from bench_sim_calibrate import FIT_NAMES
-
-    from vta_sim.calibrate import fit
     from vta_sim.timing import TimingParams
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", default="rtl_timing_samples.json")
@@ -122,10 +57,7 @@ def main(argv=None) -> int:
     before = summary(samples, base)
     print("before:", json.dumps(before))
     start = base.replace(**STRUCTURE)
-    train = [(bytes.fromhex(s["insns"]), s["cycles"]) for s in samples if s["tag"] in TRAIN]
-    t0 = time.perf_counter()
-    params, rms = fit(train, FIT_NAMES, start=start, rounds=args.rounds, pairs=False)
-    fit_s = time.perf_counter() - t0
+    params, rms, fit_s = fit_train(samples, start, args.rounds)
     print("fitted:", json.dumps(summary(samples, params)))
     params = params.replace(**AFTER_FIT)
     after = summary(samples, params)

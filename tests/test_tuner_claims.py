@@ -60,19 +60,28 @@ def _mini_tuner(log, seed, out, go):
         json.dump({"measured": measured, "borrowed": borrowed, "spans": spans}, f)
 
 
-def test_two_tuners_on_one_log_split_the_work_and_read_each_other(tmp_path):
-    log = str(tmp_path / "log.jsonl")
+def run_two(target, tmp_path, log, seeds=(1, 2)):
+    """Start ``target(log, [seed,] out, go)`` in two forked processes, release them at once
+    (``go``), wait for both to exit cleanly and return what each wrote to its ``out``
+    JSON file.  ``seeds=None``: no seed argument."""
     ctx = multiprocessing.get_context("fork")
     go = ctx.Event()
-    procs = [ctx.Process(target=_mini_tuner, args=(log, s, str(tmp_path / f"{s}.json"), go))
-             for s in (1, 2)]
+    names = (1, 2) if seeds is None else seeds
+    procs = [ctx.Process(target=target, args=(log, str(tmp_path / f"{s}.json"), go)
+                         if seeds is None else (log, s, str(tmp_path / f"{s}.json"), go))
+             for s in names]
     for p in procs:
         p.start()
     go.set()
     for p in procs:
         p.join(300)
         assert p.exitcode == 0
-    a, b = (json.load(open(tmp_path / f"{s}.json")) for s in (1, 2))
+    return [json.load(open(tmp_path / f"{s}.json")) for s in names]
+
+
+def test_two_tuners_on_one_log_split_the_work_and_read_each_other(tmp_path):
+    log = str(tmp_path / "log.jsonl")
+    a, b = run_two(_mini_tuner, tmp_path, log)
     everything = {_key(k) for k in _candidates()}
     assert not set(a["measured"]) & set(b["measured"])          # nothing measured twice
     assert set(a["measured"]) | set(b["measured"]) == everything
@@ -124,17 +133,7 @@ def test_two_tune_calls_on_one_log_never_measure_a_candidate_twice(tmp_path):
     candidates in the same order; between them they measure each once, and each ends with
     all eight results (its own and the other's) and the same best."""
     log = str(tmp_path / "log.jsonl")
-    ctx = multiprocessing.get_context("fork")
-    go = ctx.Event()
-    procs = [ctx.Process(target=_tune_proc, args=(log, str(tmp_path / f"{s}.json"), go))
-             for s in (1, 2)]
-    for p in procs:
-        p.start()
-    go.set()
-    for p in procs:
-        p.join(300)
-        assert p.exitcode == 0
-    a, b = (json.load(open(tmp_path / f"{s}.json")) for s in (1, 2))
+    a, b = run_two(_tune_proc, tmp_path, log, seeds=None)
     recs = load(log)
     keys = [_key(r.knobs) for r in recs]
     assert len(keys) == len(set(keys)) == 8                     # each measured once

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from isa import INSN_BYTES, UOP_BYTES, MemType, Opcode, VTAConfig, encode_stream
+from isa import INSN_BYTES, UOP_BYTES, MemType, Opcode, VTAConfig
 
 from .debug import (DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL, format_insn_dump,
-                    token_balance)
+                    token_balance_rows)
 from .errors import DependencyError, DeviceMemoryError, KernelError, QueueError
-from .insn_queue import COMPUTE_STAGE, LOAD_STAGE, STORE_STAGE, C, InsnQueue, mem_stage
+from .insn_queue import (COMPUTE_STAGE, LOAD_STAGE, STORE_STAGE, C, InsnQueue, encode_table,
+                         mem_stage, table_array)
 from .kernel import ALU_MODE, GEMM_MODE, KernelHandle, UopKernel, signature_key
 from .memory import PAGE_BYTES, VTA_MAX_XFER, Buffer
 from .uop_cache import UopRing
@@ -71,6 +72,23 @@ def _u(v, bits: int, name: str, what: str) -> int:
     if not 0 <= v < (1 << bits):
         raise QueueError(f"{what}: {name} = {v} does not fit in {bits} bits")
     return v
+
+
+_TABLES: dict = {}
+
+
+def _config_tables(cfg: VTAConfig):
+    """Per configuration (computed once): DRAM tile bytes and SRAM depth per memory type,
+    and the widths of the LOAD/STORE fields the queue checks."""
+    t = _TABLES.get(cfg)
+    if t is None:
+        lay = cfg.mem_layout
+        t = _TABLES[cfg] = (
+            {int(m): cfg.elem_bytes(m) for m in MemType},
+            {int(m): cfg.sram_depth(m) for m in MemType},
+            {n: lay[n][1] for n in ("sram_base", "dram_base", "y_size", "x_size", "x_stride",
+                                    "y_pad_0")})
+    return t
 
 
 class CommandQueue:
@@ -140,12 +158,7 @@ class CommandQueue:
         self.token_balance = [0, 0, 0, 0]
         self._insn_buf: Buffer | None = None
         self._uop_buf: Buffer | None = None
-        cfg = self.config
-        self._elem_bytes = {int(m): cfg.elem_bytes(m) for m in MemType}
-        self._depth = {int(m): cfg.sram_depth(m) for m in MemType}
-        lay = cfg.mem_layout
-        self._w = {n: lay[n][1] for n in ("sram_base", "dram_base", "y_size", "x_size",
-                                          "x_stride", "y_pad_0")}
+        self._elem_bytes, self._depth, self._w = _config_tables(self.config)
 
     def __repr__(self):
         return (f"<CommandQueue {len(self._q)} insns pending, {self.num_runs} runs, "
@@ -485,8 +498,8 @@ class CommandQueue:
     def _run(self, wait_cycles: int) -> RunRecord:
         cfg = self.config
         self._check_live()
-        arr = self._q.to_array(cfg)
-        n = len(arr)
+        table = self._q.to_table()
+        n = len(table)
         if n * INSN_BYTES > self.max_xfer:
             raise QueueError(f"synchronize: {n} instructions exceed the instruction buffer "
                              f"({self.max_xfer} bytes)")
@@ -501,11 +514,12 @@ class CommandQueue:
             uop_phys = ubuf.phys
             idx = np.fromiter((t[0] for t in self._uop_loads), dtype=np.int64,
                               count=len(self._uop_loads))
-            arr.cols["dram_base"][idx] += uop_phys // UOP_BYTES
-        data = encode_stream(arr)
+            table[idx, C.dram_base] += uop_phys // UOP_BYTES
+        data = encode_table(table, cfg)
+        arr = table_array(table, cfg)
         ibuf = self._ensure_buffer("_insn_buf", len(data))
         self.device.copy_from_host(ibuf, data)
-        balance = token_balance(arr)
+        balance = token_balance_rows(self._q.rows)
         if self.debug_flags & DEBUG_DUMP_INSN:
             self._write_debug(format_insn_dump(arr))
         assert arr.opcode[-1] == _FINISH

@@ -241,7 +241,27 @@ class SimDevice(Device):
             if err is not None and isinstance(e, err):
                 raise DeviceError(f"simulator: {e}") from e
             raise
-        return stats.as_dict() if hasattr(stats, "as_dict") else dict(stats or {})
+        return _stats_dict(stats)
+
+
+_FIELDS: dict = {}
+
+
+def _stats_dict(stats) -> dict:
+    """``stats.as_dict()`` of a fresh ``vta_sim.Stats`` without ``dataclasses.asdict``'s
+    deep copy: its counters are ints and its timing summary a dict made for this run only
+    (the same keys and values, in the same order)."""
+    names = _FIELDS.get(type(stats))
+    if names is None:
+        import dataclasses
+        if not (dataclasses.is_dataclass(stats) and hasattr(stats, "as_dict")):
+            return stats.as_dict() if hasattr(stats, "as_dict") else dict(stats or {})
+        names = _FIELDS[type(stats)] = tuple(f.name for f in dataclasses.fields(stats))
+    out = {k: getattr(stats, k) for k in names}
+    timing = out.pop("timing", None)
+    if timing:
+        out.update(timing)
+    return out
 
 
 def _sim_error_class():

@@ -1,8 +1,9 @@
 """The instruction queue: rows of integer fields, dependency push/pop, NOPs, force-serial.
 
 Instructions are kept as Python lists of ints in :data:`isa.COLUMNS` order (one list per
-instruction) and encoded in bulk with :func:`isa.encode_stream` at synchronisation; this keeps
-a push at a list copy instead of a dataclass plus an encode.
+instruction) and encoded in bulk at synchronisation (:func:`encode_table`: the bytes of
+:func:`isa.encode_stream`, a few numpy operations per instruction format); this keeps a
+push at a list copy instead of a dataclass plus an encode.
 
 Dependency rules (spec §4.7), exactly as the reference runtime applies them:
 
@@ -20,12 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import COLUMNS, InsnArray, MemType, Opcode, VTAConfig
+from isa import COLUMNS, InsnArray, MemType, Opcode, VTAConfig, encode_stream
 
 from .errors import DependencyError
 
 __all__ = ["InsnQueue", "C", "NCOLS", "LOAD_STAGE", "COMPUTE_STAGE", "STORE_STAGE",
-           "mem_stage", "row_stage", "row_stage_all"]
+           "mem_stage", "row_stage", "row_stage_all", "encode_table", "table_array"]
 
 
 class _Cols:
@@ -199,14 +200,77 @@ class InsnQueue:
         self.commit_pending_pop(COMPUTE_STAGE)
 
     # ---------------------------------------------------------------- output
+    def to_table(self) -> np.ndarray:
+        """The rows as one (n, NCOLS) int64 array."""
+        if self.rows:
+            return np.array(self.rows, dtype=np.int64)
+        return np.zeros((0, NCOLS), dtype=np.int64)
+
     def to_array(self, config: VTAConfig) -> InsnArray:
         """The rows as an :class:`isa.InsnArray` (int64 columns)."""
-        if self.rows:
-            table = np.array(self.rows, dtype=np.int64)
-        else:
-            table = np.zeros((0, NCOLS), dtype=np.int64)
+        table = self.to_table()
         return InsnArray({c: table[:, i].copy() for i, c in enumerate(COLUMNS)}, config)
 
     def reset(self) -> None:
         """Drop the rows (pending pops are kept, as in the reference)."""
         self.rows = []
+
+
+def table_array(table: np.ndarray, config: VTAConfig) -> InsnArray:
+    """An :class:`isa.InsnArray` whose columns are views of ``table`` (no copy)."""
+    return InsnArray({c: table[:, i] for i, c in enumerate(COLUMNS)}, config)
+
+
+_PLANS: dict = {}
+
+
+def _plan(cfg: VTAConfig):
+    """Per instruction format of ``cfg``: (opcodes, column indices, shifts within their
+    64-bit word, word of each field, lowest and highest value, imm position or -1)."""
+    plan = _PLANS.get(cfg)
+    if plan is None:
+        plan = []
+        for ops, fields in (((_LOAD, _STORE), cfg.mem_layout.fields),
+                            ((_GEMM,), cfg.gemm_layout.fields),
+                            ((_ALU,), cfg.alu_layout.fields),
+                            ((_FINISH,), cfg.gemm_layout.fields[:5])):
+            cols = np.array([COLUMNS.index(n) for n, _, _ in fields], np.intp)
+            word = np.array([lsb // 64 for _, lsb, _ in fields], np.intp)
+            shift = np.array([lsb % 64 for _, lsb, _ in fields], np.uint64)
+            imm = [k for k, (n, _, _) in enumerate(fields) if n == "imm"]
+            lo = np.array([-(1 << 15) if n == "imm" else 0 for n, _, _ in fields], np.int64)
+            hi = np.array([(1 << 15) - 1 if n == "imm" else (1 << w) - 1
+                           for n, _, w in fields], np.int64)
+            plan.append((ops, cols, shift, word == 0, word == 1, lo, hi,
+                         imm[0] if imm else -1))
+        _PLANS[cfg] = plan
+    return plan
+
+
+def encode_table(table: np.ndarray, config: VTAConfig) -> bytes:
+    """The instruction stream of ``table`` ((n, NCOLS) int64 rows, :data:`isa.COLUMNS`
+    order): byte for byte :func:`isa.encode_stream` of the same rows, in a few numpy
+    operations per instruction format.  A row with an unknown opcode or a field out of
+    range is left to :func:`isa.encode_stream`, which names it."""
+    n = len(table)
+    words = np.zeros((n, 2), dtype=np.uint64)
+    op = table[:, _OP]
+    done = 0
+    for ops, cols, shift, in0, in1, lo, hi, imm in _plan(config):
+        rows = np.flatnonzero(op == ops[0]) if len(ops) == 1 else \
+            np.flatnonzero((op == ops[0]) | (op == ops[1]))
+        if not rows.size:
+            continue
+        done += rows.size
+        sub = table[np.ix_(rows, cols)]
+        if ((sub < lo) | (sub > hi)).any():
+            return encode_stream(table_array(table, config))
+        if imm >= 0:
+            sub[:, imm] &= 0xFFFF
+        v = sub.astype(np.uint64) << shift
+        words[rows, 0] = np.bitwise_or.reduce(v[:, in0], axis=1)
+        if in1.any():
+            words[rows, 1] = np.bitwise_or.reduce(v[:, in1], axis=1)
+    if done != n:
+        return encode_stream(table_array(table, config))
+    return words.astype("<u8", copy=False).tobytes()

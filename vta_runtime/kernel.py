@@ -57,6 +57,24 @@ def signature_key(signature) -> int:
     return key
 
 
+_U32 = 1 << 32
+_UOP_BITS: dict = {}
+#: finished recordings by content (configuration, kernel-wide fields, loops, uops): a kernel
+#: recorded again (a fresh handle, another layer with the same micro-kernel) reuses the uop
+#: words and the instruction template instead of encoding them again
+_FINALIZED: dict = {}
+_FINALIZED_UOPS = [0]           # uops held by the keys of _FINALIZED
+_FINALIZED_MAX_UOPS = 1 << 18   # oldest first out past this (a few tens of MB)
+
+
+def _uop_bits(cfg: VTAConfig) -> tuple[int, int, int]:
+    bits = _UOP_BITS.get(cfg)
+    if bits is None:
+        lay = cfg.uop_layout
+        bits = _UOP_BITS[cfg] = (lay["dst"][1], lay["src"][1], lay["wgt"][1])
+    return bits
+
+
 def _uint(v, name: str, bits: int, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise KernelError(f"{what}: {name} must be an integer, not {v!r}")
@@ -116,9 +134,11 @@ class UopKernel:
                               f"({len(self.uops)} uops already pushed)")
         if len(self.loops) >= 2:
             raise KernelError(f"{what}: a kernel has at most 2 loops")
-        vals = tuple(_uint(v, n, 32, what) for v, n in
-                     ((extent, "extent"), (dst_factor, "dst_factor"), (src_factor, "src_factor"),
-                      (wgt_factor, "wgt_factor")))
+        vals = (extent, dst_factor, src_factor, wgt_factor)
+        if not all(type(v) is int and 0 <= v < _U32 for v in vals):
+            vals = tuple(_uint(v, n, 32, what) for v, n in
+                         ((extent, "extent"), (dst_factor, "dst_factor"),
+                          (src_factor, "src_factor"), (wgt_factor, "wgt_factor")))
         if vals[0] < 1:
             raise KernelError(f"{what}: extent must be at least 1, not {vals[0]}")
         self.loops.append(vals)
@@ -139,10 +159,12 @@ class UopKernel:
             raise KernelError(f"{what}: mode must be 0 (GEMM) or 1 (ALU), not {mode!r}")
         if reset_out not in (0, 1):
             raise KernelError(f"{what}: reset_out must be 0 or 1, not {reset_out!r}")
-        lay = self.config.uop_layout
-        dst = _uint(dst, "dst", lay["dst"][1], what)
-        src = _uint(src, "src", lay["src"][1], what)
-        wgt = _uint(wgt, "wgt", lay["wgt"][1], what)
+        dbits, sbits, wbits = _uop_bits(self.config)
+        if not (type(dst) is int and type(src) is int and type(wgt) is int and
+                0 <= dst < 1 << dbits and 0 <= src < 1 << sbits and 0 <= wgt < 1 << wbits):
+            dst = _uint(dst, "dst", dbits, what)
+            src = _uint(src, "src", sbits, what)
+            wgt = _uint(wgt, "wgt", wbits, what)
         d = self.dep_distance
         if d:
             for j in range(max(0, i - d), i):
@@ -207,9 +229,17 @@ class UopKernel:
             raise KernelError(f"{self.name}: {len(self.uops)} uops exceed the uop buffer "
                               f"({self.config.uop_buff_depth} entries)")
         cfg = self.config
+        self.size = len(self.uops)
+        key = (cfg, self.mode, self.reset, self.alu_opcode, self.use_imm, self.imm,
+               tuple(self.loops), tuple(self.uops))
+        hit = _FINALIZED.get(key)
+        if hit is not None:         # the same recording seen before: same words and row
+            self.words, row = hit
+            self.template = list(row)
+            return self
         u = np.array(self.uops, dtype=np.int64).reshape(-1, 3)
         self.words = encode_uops(u[:, 0], u[:, 1], u[:, 2], cfg)
-        self.size = len(self.uops)
+        self.words.setflags(write=False)
         row = [0] * len(COLUMNS)
         row[_COL["reset"]] = self.reset
         loops = self.loops
@@ -241,6 +271,10 @@ class UopKernel:
                                   f"instruction field")
             row[_COL[name]] = int(v)
         self.template = row
+        _FINALIZED[key] = (self.words, tuple(row))
+        _FINALIZED_UOPS[0] += self.size
+        while _FINALIZED_UOPS[0] > _FINALIZED_MAX_UOPS and len(_FINALIZED) > 1:
+            _FINALIZED_UOPS[0] -= len(_FINALIZED.pop(next(iter(_FINALIZED)))[0])
         return self
 
     # ----------------------------------------------------------------- debug

@@ -48,6 +48,7 @@ Example::
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import json
@@ -126,8 +127,14 @@ def save(compiled, path: str, record_streams: bool = True) -> dict:
         from vta_runtime import SimDevice
         g = compiled.program.graph
         ex = compiled.executor(SimDevice(compiled.cfg))
-        ex.run({i: np.zeros(g.values[i].shape, np.float32) for i in g.inputs})
-        ex.close()
+        was = gc.isenabled()
+        gc.disable()        # the run allocates no cycles; a long program's full collections
+        try:                # would re-scan the whole compiled network every few steps
+            ex.run({i: np.zeros(g.values[i].shape, np.float32) for i in g.inputs})
+        finally:
+            if was:
+                gc.enable()
+            ex.close()
     knobs = {st.node.name: st.kernel.knobs.as_dict() for st in vta_steps
              if getattr(registry.get(st.node.op), "tunable", False)
              and hasattr(st.kernel.knobs, "as_dict")}

@@ -244,6 +244,24 @@ def conv_group(transpose: bool) -> Check:
     return check
 
 
+def conv_fits(n: NodeView):
+    """With explicit pads, the dilated kernel fits the padded input on every spatial axis
+    (1-D, 2-D and 3-D convs alike)."""
+    xs, ws, p = n.shape(0), n.shape(1), n.attrs.get("pads")
+    auto = n.attrs.get("auto_pad", "NOTSET")
+    if xs is None or ws is None or len(xs) != len(ws) or None in xs[2:] or None in ws[2:] \
+            or (auto.decode() if isinstance(auto, bytes) else auto) not in ("NOTSET", ""):
+        return
+    sp = len(xs) - 2
+    p = list(p) if p is not None and len(p) == 2 * sp else [0] * (2 * sp)
+    dl = list(n.attrs.get("dilations") or [1] * sp)
+    for a in range(sp):
+        if len(dl) == sp and xs[2 + a] + p[a] + p[a + sp] < int(dl[a]) * (ws[2 + a] - 1) + 1:
+            n.fail("attribute 'pads'", p, f"spatial axis {a}: the dilated kernel "
+                   f"({int(dl[a]) * (ws[2 + a] - 1) + 1}) is larger than the padded input "
+                   f"({xs[2 + a] + p[a] + p[a + sp]})")
+
+
 def output_padding(n: NodeView):
     op = n.attrs.get("output_padding")
     if op is None:
@@ -430,7 +448,7 @@ def lstm(n: NodeView):
 
 #: ONNX op type -> its checks (arity and finite float attributes are checked for all).
 CHECKS: dict[str, tuple[Check, ...]] = {
-    "Conv": (window(True), conv_group(False)),
+    "Conv": (window(True), conv_group(False), conv_fits),
     "ConvTranspose": (window(True), conv_group(True), output_padding),
     "MaxPool": (window(False), pool_pads, one_of("ceil_mode", (0, 1)),
                 one_of("storage_order", (0, 1))),

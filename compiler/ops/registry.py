@@ -50,6 +50,7 @@ FAMILIES = (
     "matmul_vta",
     "qfixed",
     "window_nd",
+    "conv3d",
     "control",
     "matmul_nd",
 )

@@ -354,7 +354,7 @@ class LogClaims:
         self.path, self.claims = str(path), str(path) + ".claims"
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self._held: dict[str, str] = {}
-        self._off, self._torn = 0, False
+        self._off, self._torn, self._tail = 0, False, None
 
     def _refresh(self, f) -> None:
         f.seek(self._off)
@@ -402,13 +402,14 @@ class LogClaims:
         return True
 
     def results(self) -> dict:
-        """claim key -> the latest record of that candidate in the log."""
-        if not os.path.exists(self.path):
-            return {}
-        with warnings.catch_warnings():               # a line being written right now
-            warnings.simplefilter("ignore", TornLogWarning)
-            recs = load(self.path)
-        return {claim_key(r.workload, config_key(r.config), r.knobs): r for r in recs}
+        """claim key -> the latest record of that candidate in the log (read incrementally:
+        only the lines appended since the last call are parsed)."""
+        from .log_tail import LogTail
+        if self._tail is None:
+            self._tail = LogTail(self.path, lambda line, where: parse_line(line, where),
+                                 TuningLogError, MAX_LOG_BYTES, lambda r: claim_key(
+                                     r.workload, config_key(r.config), r.knobs))
+        return self._tail.latest()
 
     def wait(self, key: str, timeout: float | None = None, poll: float = 0.2):
         """The record another tuner measured for ``key`` (polling the log), or None when
