@@ -20,6 +20,22 @@ def groups_per_block(cg: int, og: int, cfg: VTAConfig) -> int:
     return a * b // gcd(a, b)
 
 
+def padded_groups(g: int, cg: int, og: int, cfg: VTAConfig):
+    """``(block groups, groups per block)`` of ``g`` groups of ``cg`` input and ``og`` output
+    channels, the group count padded up to a multiple of the groups per block, when the
+    padded groups' channels are exactly the channels padded to whole blocks (the packed
+    layout's): ``ceil(g / k) * k * cg == ceil(g * cg / BLOCK_IN) * BLOCK_IN`` and likewise
+    for the outputs; else None (the padding would need more blocks than the layout has)."""
+    k = groups_per_block(cg, og, cfg)
+    gp = -(-g // k) * k
+
+    def whole(n, b):
+        return -(-n // b) * b
+    if gp * cg != whole(g * cg, cfg.block_in) or gp * og != whole(g * og, cfg.block_out):
+        return None
+    return gp // k, k
+
+
 def check_block_groups(t: Tensor, act, cb: int, ob: int, cbg: int) -> int:
     """A packed block-grouped conv reads input block ``(o // (ob/g)) * cbg + rc``; check
     that on the (o, rc) grid and return g."""
@@ -70,4 +86,4 @@ def check_groups(t: Tensor, act, data: Tensor, kernel: Tensor, cfg: VTAConfig) -
     return g, k, -(-g // k) * k
 
 
-__all__ = ["groups_per_block", "check_block_groups", "check_groups"]
+__all__ = ["groups_per_block", "padded_groups", "check_block_groups", "check_groups"]
