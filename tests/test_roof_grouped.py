@@ -133,3 +133,19 @@ def test_pack_block_grouped_pads_groups():
         for j in range(16):
             off[o, 0, :, :, j, j] = 0
     assert not off.any()
+
+
+def test_padded_groups_and_spans_groups():
+    from types import SimpleNamespace
+
+    from compiler.vta.grouped import padded_groups, spans_groups
+    cfg, b8 = CONFIGS["default"], CONFIGS["block8"]
+    assert padded_groups(32, 1, 1, cfg) == (2, 16)          # whole blocks: unchanged
+    assert padded_groups(24, 1, 1, cfg) == (2, 16)          # 24 -> 32 groups
+    assert padded_groups(24, 1, 1, b8) == (3, 8)
+    assert padded_groups(3, 8, 8, cfg) == (2, 2)            # 3 groups of 8 -> 4
+    assert padded_groups(2, 12, 12, cfg) is None            # 4 groups of 12 = 48 > 32
+    assert padded_groups(24, 1, 2, cfg) is None             # multiplier 2: 64 outputs > 48
+    assert spans_groups(SimpleNamespace(groups=6, ob=6))
+    assert not spans_groups(SimpleNamespace(groups=2, ob=4))
+    assert not spans_groups(SimpleNamespace(groups=1, ob=1))

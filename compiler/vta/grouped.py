@@ -1,6 +1,7 @@
 """Grouped and depthwise convolutions in the GEMM normal form: the checks that a reduction
-reads its groups' channels, and how many groups share one block group (the block-diagonal
-weight layout of :class:`compiler.vta.host_layout.PackGrouped`)."""
+reads its groups' channels, how many groups share one block group (the block-diagonal
+weight layout of :class:`compiler.vta.host_layout.PackGrouped`), the group count padded to
+whole blocks, and whether a tile may span several groups."""
 
 from __future__ import annotations
 
@@ -34,6 +35,14 @@ def padded_groups(g: int, cg: int, og: int, cfg: VTAConfig):
     if gp * cg != whole(g * cg, cfg.block_in) or gp * og != whole(g * og, cfg.block_out):
         return None
     return gp // k, k
+
+
+def spans_groups(wl) -> bool:
+    """Whether a tile of ``wl`` may span several groups: a block-grouped conv whose every
+    output block is a group of its own (depthwise: 16 channels per block group) reads, for
+    output blocks ``[o, o + n)``, the contiguous input blocks ``[o * cb, (o + n) * cb)``, so
+    one DMA, one GEMM kernel and one micro-op per per-channel epilogue step serve n groups."""
+    return getattr(wl, "groups", 1) > 1 and wl.ob == wl.groups
 
 
 def check_block_groups(t: Tensor, act, cb: int, ob: int, cbg: int) -> int:
@@ -86,4 +95,4 @@ def check_groups(t: Tensor, act, data: Tensor, kernel: Tensor, cfg: VTAConfig) -
     return g, k, -(-g // k) * k
 
 
-__all__ = ["groups_per_block", "padded_groups", "check_block_groups", "check_groups"]
+__all__ = ["groups_per_block", "padded_groups", "spans_groups", "check_block_groups", "check_groups"]
