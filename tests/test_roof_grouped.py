@@ -149,3 +149,22 @@ def test_padded_groups_and_spans_groups():
     assert spans_groups(SimpleNamespace(groups=6, ob=6))
     assert not spans_groups(SimpleNamespace(groups=2, ob=4))
     assert not spans_groups(SimpleNamespace(groups=1, ob=1))
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_padded_depthwise_on_the_rtl():
+    """A depthwise conv of 24 channels (padded to 32 groups), stride 2, on the RTL (Icarus):
+    equal to the quantised graph."""
+    import shutil
+    if shutil.which("iverilog") is None:
+        pytest.skip("Icarus Verilog is not installed")
+    from vta_runtime import RtlDevice
+    cfg = VTAConfig()
+    m, xs = _model(24, 24, 2, hw=6)
+    comp = compile_model(m, cfg, calib={"x": xs})
+    assert [s.kind for s in comp.program.steps if s.node.op == "qconv"] == ["vta", "vta"]
+    got = comp.executor(RtlDevice(cfg, simulator="icarus", capacity=1 << 20)).run({"x": xs[0]})
+    want = run_graph(comp.qgraph, {"x": xs[0]})
+    for name in ("ar", "y"):
+        assert np.array_equal(got[name], want[name]), name
