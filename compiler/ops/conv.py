@@ -153,26 +153,29 @@ def qconv_reference(n, ins):
 def block_groups(cin: int, w_shape, group: int, cfg):
     """``(block groups, groups per block)`` of a grouped conv whose groups, packed
     block-diagonally (:func:`compiler.vta.grouped.groups_per_block` groups per block group),
-    fill whole channel blocks; None otherwise (then it runs on the CPU)."""
-    from ..vta.grouped import groups_per_block
+    fill whole channel blocks once the group count is padded to a multiple of the groups per
+    block (:func:`compiler.vta.grouped.padded_groups`: a depthwise conv of 24 channels runs as
+    32 groups, the last 8 with zero weights over the packed layout's zero channels); None
+    otherwise (then it runs on the CPU)."""
+    from ..vta.grouped import padded_groups
     o, cg = w_shape[0], w_shape[1]
-    if group <= 1 or cin != cg * group or o % group or cin % cfg.block_in \
-            or o % cfg.block_out:
+    if group <= 1 or cin != cg * group or o % group:
         return None
-    gpb = groups_per_block(cg, o // group, cfg)
-    if group % gpb:
-        return None
-    return group // gpb, gpb
+    return padded_groups(group, cg, o // group, cfg)
 
 
 def pack_block_grouped(w: np.ndarray, group: int, cfg) -> np.ndarray:
     """Grouped OIHW weights (O, C/g, KH, KW) -> the packed block-grouped kernel
     (O/BO, CBG, KH, KW, BO, BI) of ``te.nn.conv2d(..., groups=block groups)``: output block
     ``ob`` reads input blocks ``[bg * CBG, +CBG)`` of its block group ``bg``; the weight of
-    output channel ``oc`` and input channel ``ic`` sits where both are in one group."""
+    output channel ``oc`` and input channel ``ic`` sits where both are in one group.  Groups
+    padded to whole blocks (:func:`block_groups`) get zero weights."""
     o, cg, kh, kw = w.shape
     og = o // group
     bgs, gpb = block_groups(cg * group, w.shape, group, cfg)
+    if bgs * gpb > group:            # the padded groups: zero weights
+        w = np.concatenate([w, np.zeros(((bgs * gpb - group) * og,) + w.shape[1:], w.dtype)])
+        o, group = w.shape[0], bgs * gpb
     BO, BI = cfg.block_out, cfg.block_in
     cbg, opg = gpb * cg // BI, gpb * og // BO
     out = np.zeros((o // BO, cbg, kh, kw, BO, BI), np.int8)
@@ -275,7 +278,7 @@ def qconv_vta(n, g, cfg):
     if a["strides"][0] != a["strides"][1]:
         raise GraphError(f"node {n.name!r}: VTA conv2d needs equal strides, got {a['strides']}")
     bgs = 1 if a.get("group", 1) == 1 or a.get("im2col") else \
-        block_groups(ci_p, w.shape, a["group"], cfg)[0]
+        block_groups(w.shape[1] * a["group"], w.shape, a["group"], cfg)[0]
     acc = conv2d(data, kern, stride, (pt, pb_, pl, pr), name=n.name + "_conv",
                  acc_dtype=cfg.acc_dtype, groups=bgs)
     binds = [(data, ("value", n.inputs[0])), (kern, ("param", wpk))]

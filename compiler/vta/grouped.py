@@ -1,6 +1,7 @@
 """Grouped and depthwise convolutions in the GEMM normal form: the checks that a reduction
-reads its groups' channels, and how many groups share one block group (the block-diagonal
-weight layout of :class:`compiler.vta.host_layout.PackGrouped`)."""
+reads its groups' channels, how many groups share one block group (the block-diagonal
+weight layout of :class:`compiler.vta.host_layout.PackGrouped`), the group count padded to
+whole blocks, and whether a tile may span several groups."""
 
 from __future__ import annotations
 
@@ -18,6 +19,30 @@ def groups_per_block(cg: int, og: int, cfg: VTAConfig) -> int:
     from math import gcd
     a, b = cfg.block_in // gcd(cg, cfg.block_in), cfg.block_out // gcd(og, cfg.block_out)
     return a * b // gcd(a, b)
+
+
+def padded_groups(g: int, cg: int, og: int, cfg: VTAConfig):
+    """``(block groups, groups per block)`` of ``g`` groups of ``cg`` input and ``og`` output
+    channels, the group count padded up to a multiple of the groups per block, when the
+    padded groups' channels are exactly the channels padded to whole blocks (the packed
+    layout's): ``ceil(g / k) * k * cg == ceil(g * cg / BLOCK_IN) * BLOCK_IN`` and likewise
+    for the outputs; else None (the padding would need more blocks than the layout has)."""
+    k = groups_per_block(cg, og, cfg)
+    gp = -(-g // k) * k
+
+    def whole(n, b):
+        return -(-n // b) * b
+    if gp * cg != whole(g * cg, cfg.block_in) or gp * og != whole(g * og, cfg.block_out):
+        return None
+    return gp // k, k
+
+
+def spans_groups(wl) -> bool:
+    """Whether a tile of ``wl`` may span several groups: a block-grouped conv whose every
+    output block is a group of its own (depthwise: 16 channels per block group) reads, for
+    output blocks ``[o, o + n)``, the contiguous input blocks ``[o * cb, (o + n) * cb)``, so
+    one DMA, one GEMM kernel and one micro-op per per-channel epilogue step serve n groups."""
+    return getattr(wl, "groups", 1) > 1 and wl.ob == wl.groups
 
 
 def check_block_groups(t: Tensor, act, cb: int, ob: int, cbg: int) -> int:
@@ -70,4 +95,4 @@ def check_groups(t: Tensor, act, data: Tensor, kernel: Tensor, cfg: VTAConfig) -
     return g, k, -(-g // k) * k
 
 
-__all__ = ["groups_per_block", "check_block_groups", "check_groups"]
+__all__ = ["groups_per_block", "padded_groups", "spans_groups", "check_block_groups", "check_groups"]
