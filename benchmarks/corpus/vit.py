@@ -17,9 +17,17 @@ do not have that imbalance.  ``--layers N`` exports a ViT-B/16 with only N encod
 ``VisionTransformer``, same widths, ``torch.manual_seed(0)``; torch needed) into a temporary
 file and measures that instead: how SQNR falls with depth.
 
+``--compare`` compiles and measures the model twice in one run: ``before`` with the
+residual stream int8 like any activation (``residual_stream_adds`` and
+``keep_stream_unfused`` switched off), ``after`` with today's rules (the stream and every
+LayerNorm input float on the CPU: compiler/graph/transformer.py).  ``--per-layer`` adds,
+for each LayerNorm output and residual-stream add, the SQNR over the class token (token 0)
+and over all tokens, on the measured image.
+
 Usage::
 
-    python benchmarks/corpus/vit.py [--calib 2] [--layers N] [--min-layer-sqnr DB] [--report R.txt] [--json OUT]
+    python benchmarks/corpus/vit.py [--calib 2] [--layers N] [--min-layer-sqnr DB] [--compare]
+                                    [--per-layer] [--report R.txt] [--json OUT]
 """
 
 from __future__ import annotations
@@ -86,13 +94,62 @@ def macs(g, n) -> int:
     return node_macs(g, n)
 
 
-def main(argv=None) -> int:
-    import onnxruntime as ort
-    from benchmarks.corpus.build_corpus import model_path
-    from compiler.graph.driver import compile_model
+def _db(ref, got) -> float:
+    err = float(((ref - got) ** 2).sum())
+    return round(10 * np.log10(float((ref ** 2).sum()) / err), 2) if err else float("inf")
+
+
+def per_layer(c, feeds, tokens: int) -> list:
+    """[(float value, op, SQNR dB over token 0, over all tokens)] for every LayerNorm output
+    and residual-stream add of the float graph (the ``add`` of two activations whose output
+    has a token axis of length ``tokens``), on ``feeds``."""
     from compiler.graph.reference import run_graph
-    from isa import VTAConfig
-    from vta_runtime import SimDevice
+    fg, q = c.float_graph, c.qgraph
+    pick = {n.output: n.op for n in fg.nodes
+            if n.op == "layer_norm" or n.op == "add" and not any(i in fg.params
+                                                                 for i in n.inputs)}
+    fe = run_graph(fg, feeds, keep=True)
+    qe = run_graph(q, feeds, keep=True)
+    rows = []
+    for n in q.nodes:
+        src = q.float_of.get(n.output)
+        if src not in pick or n.op in ("quantize", "squantize"):
+            continue
+        ref = fe[src].astype(np.float64)
+        if tokens not in ref.shape:
+            continue
+        got = qe[n.output].astype(np.float64)
+        if q.values[n.output].frac is not None:
+            got = got * 2.0 ** -q.values[n.output].frac
+        if got.shape != ref.shape:
+            continue
+        ax = ref.shape.index(tokens)
+        rows.append((src, pick[src], _db(np.take(ref, 0, ax), np.take(got, 0, ax)),
+                     _db(ref, got)))
+    return rows
+
+
+def _switched_off():
+    """Context: the residual stream quantised like any activation (the rules before)."""
+    import contextlib
+
+    from compiler.graph import transformer
+    from compiler.ops import reduce
+
+    @contextlib.contextmanager
+    def ctx():
+        saved = transformer.residual_stream_adds, reduce.keep_stream_unfused
+        transformer.residual_stream_adds = lambda g: []
+        reduce.keep_stream_unfused = lambda g, x: None
+        try:
+            yield
+        finally:
+            transformer.residual_stream_adds, reduce.keep_stream_unfused = saved
+    return ctx()
+
+
+def main(argv=None) -> int:
+    from benchmarks.corpus.build_corpus import model_path
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calib", type=int, default=2)
     ap.add_argument("--min-layer-sqnr", type=float, default=None,
@@ -101,6 +158,10 @@ def main(argv=None) -> int:
                     help="export and measure a ViT-B/16 with this many encoder blocks")
     ap.add_argument("--report", default=None, help="write the compile report here")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--compare", action="store_true",
+                    help="measure before (int8 residual stream) and after in one run")
+    ap.add_argument("--per-layer", action="store_true",
+                    help="SQNR of the class token and of all tokens per LayerNorm / stream add")
     a = ap.parse_args(argv)
     if a.layers:
         import tempfile
@@ -112,13 +173,32 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     xs = [{"input": rng.normal(size=(1, 3, 224, 224)).astype(np.float32)}
           for _ in range(a.calib + 1)]
+    rows = []
+    for variant in (("before", "after") if a.compare else ("after",)):
+        import contextlib
+        with _switched_off() if variant == "before" else contextlib.nullcontext():
+            rows.append(measure(m, xs, a, variant))
+        print(json.dumps(rows[-1]), flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows if a.compare else rows[0], indent=1))
+    return 0
+
+
+def measure(m, xs, a, variant: str) -> dict:
+    """Compile ``m`` on ``xs[:a.calib]`` and measure it on ``xs[a.calib]`` (see above)."""
+    import onnxruntime as ort
+    from compiler.graph.driver import compile_model
+    from compiler.graph.reference import run_graph
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
     cfg = VTAConfig()
     c0, w0 = time.process_time(), time.perf_counter()
     c = compile_model(m, cfg, calib=xs[:a.calib], min_layer_sqnr=a.min_layer_sqnr)
-    row = {"layers": a.layers or 12, "compile_cpu_s": round(time.process_time() - c0, 1),
+    row = {"variant": variant, "layers": a.layers or 12,
+           "compile_cpu_s": round(time.process_time() - c0, 1),
            "compile_wall_s": round(time.perf_counter() - w0, 1)}
     if a.report:
-        Path(a.report).write_text(c.report())
+        Path(a.report + ("" if variant == "after" else "." + variant)).write_text(c.report())
     ex = c.executor(SimDevice(cfg, timed=True))
     feeds = xs[a.calib]
     c0, w0 = time.process_time(), time.perf_counter()
@@ -143,10 +223,9 @@ def main(argv=None) -> int:
     row.update(gemm_macs=total, vta_macs=vta, vta_mac_share=round(vta / total, 4),
                steps={k: sum(st.kind == k for st in c.program.steps)
                       for k in ("vta", "cpu", "host")})
-    print(json.dumps(row))
-    if a.json:
-        Path(a.json).write_text(json.dumps(row, indent=1))
-    return 0
+    if a.per_layer:
+        row["per_layer"] = per_layer(c, feeds, int(want["tokens"].shape[1]))
+    return row
 
 
 if __name__ == "__main__":
