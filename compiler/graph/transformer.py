@@ -3,7 +3,8 @@ weights): pre-LayerNorm multi-head self-attention (Q/K/V projections, Q·Kᵀ sc
 Softmax on the last axis, ·V, output projection, residual) and an MLP (dense, GELU as
 ``0.5·x·(1+erf(x/√2))`` or ONNX Gelu, dense, residual), ``blocks`` times, over one
 sequence of ``tokens`` x ``dim`` (batch 1).  :func:`gemm_macs` counts the multiply-adds of
-its GEMMs (projections, MLP and both attention matmuls).
+its GEMMs (projections, MLP and both attention matmuls).  :func:`residual_stream_adds`
+names the adds of any encoder's residual stream, which the quantiser keeps float.
 
 Example::
 
