@@ -96,6 +96,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         if samples is None and mode != "global_scale":
             raise QuantizeError("quantize needs calibration samples (or mode='global_scale')")
         ranges = calibrate(g, samples or [], mode, percentile, global_scale)
+    # (vit, #23) a transformer's residual stream stays float: graph/transformer.py
+    from .transformer import residual_stream_adds
+    float_nodes = tuple(float_nodes) + tuple(residual_stream_adds(g))
     q = Graph(g.name)
     q.float_graph, q.float_of, q.calibration = g, {}, {"mode": mode, "percentile": percentile,
                                                       "global_scale": global_scale}

@@ -3,7 +3,8 @@ weights): pre-LayerNorm multi-head self-attention (Q/K/V projections, Q·Kᵀ sc
 Softmax on the last axis, ·V, output projection, residual) and an MLP (dense, GELU as
 ``0.5·x·(1+erf(x/√2))`` or ONNX Gelu, dense, residual), ``blocks`` times, over one
 sequence of ``tokens`` x ``dim`` (batch 1).  :func:`gemm_macs` counts the multiply-adds of
-its GEMMs (projections, MLP and both attention matmuls).
+its GEMMs (projections, MLP and both attention matmuls).  :func:`residual_stream_adds`
+names the adds of any encoder's residual stream, which the quantiser keeps float.
 
 Example::
 
@@ -41,17 +42,27 @@ def _gelu(b, x, erf: bool):
 
 
 def encoder(tokens: int = 16, dim: int = 64, heads: int = 4, mlp: int = 128,
-            blocks: int = 1, seed: int = 0, erf_gelu: bool = False):
+            blocks: int = 1, seed: int = 0, erf_gelu: bool = False,
+            class_token: bool = False, post_norm: bool = False):
     """The ONNX model (input ``tokens`` (T, D), output ``hidden`` (T, D)); opset 20
-    (LayerNormalization, Gelu)."""
+    (LayerNormalization, Gelu).  ``class_token``: ViT's classification token, a constant
+    row drawn N(0, 0.02) (torchvision's zero class token plus its position embedding)
+    prepended to the sequence (``hidden`` is then (T + 1, D)), and a second output ``cls``
+    (D,): that row after a final LayerNorm.  ``post_norm``: BERT's post-LN block
+    (``x = LN(x + attn(x))``, ``x = LN(x + mlp(x))``) instead of pre-LN."""
     from onnx import helper
     if dim % heads:
         raise ValueError(f"dim {dim} is not a multiple of heads {heads}")
     b = _Builder(seed)
     dh = dim // heads
     x = "tokens"
+    if class_token:
+        x = b.node("Concat", [b.const("cls", b.rng.normal(0, 0.02, (1, dim))), x], axis=0)
+        tokens += 1
+    norm = (lambda y: y) if post_norm else (lambda y: _layer_norm(b, y, dim))
+    after = (lambda y: _layer_norm(b, y, dim)) if post_norm else (lambda y: y)
     for _ in range(blocks):
-        h = _layer_norm(b, x, dim)
+        h = norm(x)
         qkv = []
         for _name in "qkv":
             t = _dense(b, h, dim, dim)
@@ -70,12 +81,18 @@ def encoder(tokens: int = 16, dim: int = 64, heads: int = 4, mlp: int = 128,
         o = b.node("Reshape", [o, b.const("shape", np.array([tokens, dim]))])
         b.inits = {k: (v_.astype(np.int64) if k.startswith("shape") else v_)
                    for k, v_ in b.inits.items()}
-        x = b.node("Add", [x, _dense(b, o, dim, dim)])
-        h = _layer_norm(b, x, dim)
+        x = after(b.node("Add", [x, _dense(b, o, dim, dim)]))
+        h = norm(x)
         h = _gelu(b, _dense(b, h, dim, mlp), erf_gelu)
-        x = b.node("Add", [x, _dense(b, h, mlp, dim)])
+        x = after(b.node("Add", [x, _dense(b, h, mlp, dim)]))
     b.nodes.append(helper.make_node("Identity", [x], ["hidden"], name="hidden"))
-    m = b.model("encoder", [("tokens", [tokens, dim])], [("hidden", [tokens, dim])])
+    outs = [("hidden", [tokens, dim])]
+    if class_token:
+        b.inits["cls_index"] = np.array(0, np.int64)
+        b.nodes.append(helper.make_node("Gather", [_layer_norm(b, x, dim), "cls_index"],
+                                        ["cls"], name="cls", axis=0))
+        outs.append(("cls", [dim]))
+    m = b.model("encoder", [("tokens", [tokens - int(class_token), dim])], outs)
     del m.opset_import[:]
     m.opset_import.extend([helper.make_opsetid("", 20)])
     return m
@@ -116,3 +133,52 @@ def node_macs(g, n) -> int:
         k = a[0] if n.attrs.get("transA") else a[1]
         return int(np.prod(g.values[n.output].shape)) * int(k)
     return 0
+
+
+# ops that only move values: a residual stream passes through them unchanged
+_MOVES = ("reshape", "flatten", "transpose", "copy", "identity")
+
+
+def _feeds_norm(g, n, users) -> bool:
+    """Whether node ``n`` is a LayerNorm's input: a ``layer_norm`` (or the ``reduce_mean``
+    over the last axis only of a LayerNorm written out as ReduceMean/Sub/...), reached
+    through value moves only."""
+    todo, seen = [n.output], set()
+    while todo:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for u in users.get(v, []):
+            if u.op == "layer_norm" and u.inputs[0] == v:
+                return True
+            rank = len(g.values[v].shape)
+            if u.op == "reduce_mean" and rank > 1 and \
+                    [a % rank for a in u.attrs.get("axes", ())] == [rank - 1]:
+                return True
+            if u.op in _MOVES:
+                todo.append(u.output)
+    return False
+
+
+def residual_stream_adds(g) -> list[str]:
+    """Names of the ``add`` nodes of float graph ``g`` that carry a transformer's residual
+    stream: an add of two activations whose output is a LayerNorm's input (pre-LN blocks:
+    ``x + attn(LN(x))`` feeds the next LN; post-LN blocks: ``LN(x + attn(x))``).
+
+    The quantiser keeps them float (on the CPU, where an int8 add of this shape runs
+    anyway): the stream is then exact between blocks and each LayerNorm reads it unrounded.
+    With one int8 scale per tensor the stream's rows share one step, so a token much
+    smaller than the rest (a ViT's class token, 50x below the patch tokens at torchvision's
+    initialisation) rounds to a few levels and the LayerNorm, which rescales every row to
+    unit variance, amplifies that error into the whole row; the projections read the
+    LayerNorm's output, whose rows all have unit scale, so their per-tensor int8 scale
+    loses nothing of the kind.  Every GEMM stays on VTA."""
+    users = g.users()
+    out = []
+    for n in g.nodes:
+        if n.op != "add" or len(n.inputs) != 2 or any(i in g.params for i in n.inputs):
+            continue
+        if _feeds_norm(g, n, users):
+            out.append(n.name)
+    return out

@@ -87,6 +87,8 @@ def _import_reduce(op):
                 raise _err(node, f"input {c.shape}: {e}") from None
         if any(xs[a] == 0 for a in axes) and op in ("reduce_max", "reduce_min"):
             raise _err(node, f"reduction over an empty axis of {xs}")
+        if op == "reduce_mean" and len(xs) > 1 and axes == (len(xs) - 1,):
+            keep_stream_unfused(ctx.g, ctx.src(x))   # a LayerNorm written out: its mean
         shape = tuple(1 if k in axes else s for k, s in enumerate(xs) if keep or k not in axes)
         ctx.emit(node, op, [x], shape, ctx.g.values[ctx.src(x)].dtype,
                  {"axes": list(axes), "keepdims": keep})
@@ -124,8 +126,42 @@ def layer_norm(x, axes, eps, scale=None, bias=None):
     return y
 
 
+#: ops that only move values (a residual stream passes through them unchanged)
+_MOVES = ("reshape", "flatten", "transpose", "copy", "identity")
+
+
+def keep_stream_unfused(g, x) -> None:
+    """When value ``x`` of the float graph ``g`` being imported (a LayerNorm's input,
+    through value moves) is an ``add`` of two activations (a transformer's residual
+    stream), put an exact host ``copy`` between it and each operand that a dense / conv (or
+    its bias add) produces, so the ``fuse`` pass does not absorb the residual add into that
+    GEMM's int8 epilogue: the add stays a node of its own, which the quantiser keeps float
+    (:func:`compiler.graph.transformer.residual_stream_adds`), and the LayerNorm reads the
+    stream unrounded.  The GEMM itself is unchanged (on VTA)."""
+    at = {n.output: (k, n) for k, n in enumerate(g.nodes)}
+    hit = at.get(x)
+    while hit is not None and hit[1].op in _MOVES:
+        hit = at.get(hit[1].inputs[0])
+    if hit is None or hit[1].op != "add" or len(hit[1].inputs) != 2 or \
+            any(i in g.params for i in hit[1].inputs):
+        return
+    k, add = hit
+    for j, i in enumerate(add.inputs):
+        p = at.get(i)
+        if p is None or not (p[1].op in ("dense", "conv") or p[1].op == "add" and any(
+                a in g.params for a in p[1].inputs)):
+            continue
+        out = g.fresh(i + "_stream")
+        n = g.add_node("copy", out, [i], g.values[i].shape, g.values[i].dtype)
+        g.nodes.pop()
+        g.nodes.insert(k, n)
+        add.inputs[j] = out
+        k += 1
+
+
 def import_layer_norm(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
+    keep_stream_unfused(ctx.g, ctx.src(node.input[0]))
     axis = int(ctx.take(attrs, "axis", -1))
     axis = axis % len(xs)
     eps = float(ctx.take(attrs, "epsilon", 1e-5))
