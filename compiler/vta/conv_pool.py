@@ -7,9 +7,10 @@ cast of the store) is monotone non-decreasing per channel, so it commutes with a
 
 Per conv row ``r`` (computed once, in order, into one of ``R`` ring slots of the ACC SRAM):
 a GEMM reset of the slot, then for each chunk of input blocks one LOAD of the row into the
-INP SRAM (two buffers: the load module runs ahead) and one GEMM instruction per column
-phase ``c mod sx``: conv column ``c`` lands at ``phase * og * Wq + ob * Wq + c // sx``, so
-every window tap is a unit-stride run of the pooled columns.  The row's horizontal max is
+INP SRAM (two buffers: the load module runs ahead) and one GEMM instruction for every
+column phase ``c mod sx`` (one per phase when they differ in length): conv column ``c``
+lands at ``phase * og * Wq + ob * Wq + c // sx``, so every window tap is a unit-stride run of
+the pooled columns.  The row's horizontal max is
 formed in place in each window's own column (``kw - 1`` ALU MAX instructions per row); per
 pooled row the window's own conv row takes the vertical max (``kh - 1`` MAX), then the
 epilogue and one STORE.  ResNet-18's 3x3/2 pool over a 112x112 stem: per pooled tile 40
