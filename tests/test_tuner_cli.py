@@ -158,14 +158,15 @@ def test_tune_an_onnx_model_then_compile_it_with_the_log(tmp_path, capsys):
                         "--workers", "0", "--no-progress")
     assert rc == 0, err
     recs = load(log)
-    assert len({r.workload for r in recs}) == 3 and len(recs) == 15
+    # the first conv runs fused with its max pool (compiler/vta/conv_pool.py): not tuned
+    assert len({r.workload for r in recs}) == 2 and len(recs) == 10
     assert all(r.task["op"] == "workload" for r in recs)
     cfg = VTAConfig()
     hb = HistoryBest(str(log))
     prog = compile_model(str(model), cfg, mode="global_scale", tuning_log=str(log)).program
     gemm = [s for s in prog.steps if s.kind == "vta"
             and isinstance(getattr(s.kernel, "workload", None), GemmWorkload)]
-    assert len(gemm) == 3
+    assert len(gemm) == 2
     for s in gemm:
         assert s.kernel.knobs == hb.knobs_for(s.kernel.workload, cfg)
 

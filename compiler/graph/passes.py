@@ -30,6 +30,7 @@ import numpy as np
 
 from ..ops import registry
 from .ir import Graph, PassManager
+from .fuse_pool import fuse_conv_pool
 from .reference import run_node
 
 
@@ -206,7 +207,8 @@ def dce(g: Graph) -> Graph:
 
 
 FLOAT_PASSES = [("fold_constants", fold_constants), ("fold_batchnorm", fold_batchnorm),
-                ("fold_bias", fold_bias), ("dce", dce), ("fuse", fuse)]
+                ("fold_bias", fold_bias), ("dce", dce), ("fuse", fuse),
+                ("fuse_pool", fuse_conv_pool)]
 
 
 def float_pipeline() -> PassManager:

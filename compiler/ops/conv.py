@@ -132,11 +132,43 @@ def import_conv(ctx, node, attrs):
 
 
 def conv_float(n, ins):
+    """The float conv (+ bias); with ``attrs["pool"]`` (a conv fused with the max pool that
+    reads it, :mod:`compiler.graph.fuse_pool`) the pooled result: a fused relu / clip, applied
+    after it, commutes with the max."""
     a = n.attrs
     y = conv_nchw(ins[0], ins[1], a["strides"], a["pads"], a["dilations"], a["group"])
     if len(ins) > 2:
         y = y + ins[2].reshape(1, -1, 1, 1)
+    if a.get("pool"):
+        y = max_pool_nchw(y, a["pool"])
     return y.astype(np.float32)
+
+
+def max_pool_nchw(x, pool: dict):
+    """The max pool ``pool`` ({"kernel", "strides", "pads"}) of NCHW ``x`` (padding never
+    wins: -inf, or the integer minimum)."""
+    (kh, kw), (sh, sw), pads = pool["kernel"], pool["strides"], pool["pads"]
+    oh, ow = out_hw(x.shape[2], x.shape[3], (kh, kw), (sh, sw), pads)
+    lo = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    xp = pad_nchw(x, pads, lo)
+    y = None
+    for ky in range(kh):
+        for kx in range(kw):
+            win = xp[:, :, ky:ky + sh * (oh - 1) + 1:sh, kx:kx + sw * (ow - 1) + 1:sw]
+            y = win if y is None else np.maximum(y, win)
+    return y
+
+
+def quantize_conv(ctx, n) -> bool:
+    """:func:`compiler.ops.requant.quantize_gemm`; a pooled conv becomes ``qconv_pool``."""
+    if not quantize_gemm(ctx, n):
+        return False
+    if n.attrs.get("pool"):
+        for m in reversed(ctx.q.nodes):
+            if m.op == "qconv" and m.attrs.get("pool"):
+                m.op = "qconv_pool"
+                break
+    return True
 
 
 # ------------------------------------------------------------------ qconv (integer)
@@ -337,7 +369,7 @@ def qconv_cpu(n, g):
 
 registry.register(registry.OpDef(
     "conv", reference=conv_float, category="complex-out-fusable", onnx={"Conv": import_conv},
-    quantize=quantize_gemm))
+    quantize=quantize_conv))
 registry.register(registry.OpDef(
     "qconv", reference=qconv_reference, place=place_qconv, layout="packed", vta=qconv_vta,
     cpu=qconv_cpu, tunable=True, relayout=qconv_relayout))

@@ -45,6 +45,7 @@ FAMILIES = (
     "tensor",
     "reduce",
     "resize",
+    "conv_pool",
     "conv_transpose",
     "rnn",
     "matmul_vta",
