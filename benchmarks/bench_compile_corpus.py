@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -101,27 +100,13 @@ def main(argv=None) -> int:
         print(json.dumps(run_one(name, path, pin or None, a.profile, not a.no_run)))
         return 0
     import os
-    from benchmarks.corpus import inventory
+    from benchmarks.corpus.run_corpus import run_children
     names = a.models.split(",") if a.models else None
-    rows = {}
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
-    for name, _src, path, pin in inventory.models(names):
-        if name.startswith("light_") and not names:
-            continue
-        cmd = [sys.executable, __file__, "--profile", str(a.profile), "--child", name,
-               str(path), pin or ""] + (["--no-run"] if a.no_run else [])
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-            if a.profile:
-                print(p.stderr[-6000:])
-            if p.returncode == 0:
-                rows[name] = json.loads(p.stdout.strip().splitlines()[-1])
-            else:
-                last = [ln for ln in p.stderr.strip().splitlines() if ln][-1:] or ["?"]
-                rows[name] = {"error": last[0][:200]}
-        except subprocess.TimeoutExpired:
-            rows[name] = {"error": f"timeout after {a.timeout} s"}
-        print(f"{name:28s} {json.dumps(rows[name])}", flush=True)
+    rows = run_children(__file__, names, ["--profile", str(a.profile)]
+                        + (["--no-run"] if a.no_run else []), a.timeout,
+                        skip=lambda name: name.startswith("light_") and not names,
+                        show_stderr=6000 if a.profile else 0)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0
