@@ -302,3 +302,31 @@ def test_a_real_recognised_conv_and_the_shipped_resnet_layers():
            for ly in select_layers(None)]
     for wl in wls:
         assert ds.default_knobs(wl, cfg) == ref_default_knobs(wl, cfg), wl.describe()
+
+
+def test_compiled_network_is_the_one_the_plain_search_compiles(monkeypatch):
+    """End to end: a ResNet-18 (32x32, width 32: 3x3 / 1x1 / strided convs with bias,
+    residual and clip epilogues, a dense layer) compiled with this search and with the plain
+    one: the same knobs, listings, instruction streams and micro-op images, outputs equal to
+    the quantised graph's reference."""
+    from compiler.graph.driver import compile_model
+    from compiler.graph.models import resnet18, sample_images
+
+    from .test_compile_scale import _assert_same_programs
+    model = resnet18(image=32, width=32, classes=10, calib_images=2)
+    cal = {"input": sample_images(2, 32, seed=3)}
+    cfg = VTAConfig()
+    fast = compile_model(model, cfg, calib=cal)
+    calls = []
+
+    def plain(wl, cfg, *a, **kw):
+        calls.append(wl)
+        return ref_default_knobs(wl, cfg, *a, **kw)
+    monkeypatch.setattr(ds, "default_knobs", plain)
+    slow = compile_model(model, cfg, calib=cal)
+    assert len(calls) >= 5
+    for sa, sb in zip(fast.program.steps, slow.program.steps, strict=True):
+        if sa.kind == "vta":
+            assert repr(sa.kernel.knobs) == repr(sb.kernel.knobs), sa.node.name
+    feeds = {"input": sample_images(1, 32, seed=4)}
+    assert _assert_same_programs(fast, slow, feeds) >= 10
