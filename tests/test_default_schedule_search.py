@@ -260,6 +260,9 @@ def test_tuner_knobs_split_reduction_and_other_orders_estimate_the_same():
                       ci_split=int(rng.choice([1, 2, 3])))
             assert ds.estimate(wl, k, cfg) == ref_estimate(wl, k, cfg), (name, k)
             assert ds.fits(wl, k, cfg) == ref_fits(wl, k, cfg), (name, k)
+            g = tile_geometry(wl, k)          # the search's copy of the lowering's geometry
+            assert ds._Model(wl, cfg).geometry(*t, k.ci_split) == tuple(
+                g[f] for f in ("in_h", "acc", "inp", "wgt", "resid")), (name, k)
 
 
 #: wide SRAMs (in tiles) so that big tiles pass the SRAM checks and meet the micro-op limit
