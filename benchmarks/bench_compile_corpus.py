@@ -38,7 +38,8 @@ def macs(g) -> int:
     return total
 
 
-def run_one(name: str, path: str, pin: str | None, profile: int, run: bool) -> dict:
+def run_one(name: str, path: str, pin: str | None, profile: int, run: bool,
+            max_gmac: float | None = None) -> dict:
     import numpy as np
     from benchmarks.corpus import pretrained
     from benchmarks.corpus.run_corpus import _inputs
@@ -51,6 +52,9 @@ def run_one(name: str, path: str, pin: str | None, profile: int, run: bool) -> d
     model = pretrained.pinned(pin) if pin else path
     g = import_onnx(model)
     row = {"gmac": round(macs(float_pipeline().run(g)) / 1e9, 3)}
+    if max_gmac is not None and row["gmac"] > max_gmac:
+        row["skipped"] = f"above --max-gmac {max_gmac:g}"
+        return row
     cal = _inputs(name, g, 3, 0)
     if profile:
         import cProfile
@@ -97,14 +101,17 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.child:
         name, path, pin = a.child
-        print(json.dumps(run_one(name, path, pin or None, a.profile, not a.no_run)))
+        print(json.dumps(run_one(name, path, pin or None, a.profile, not a.no_run,
+                                 a.max_gmac)))
         return 0
     import os
     from benchmarks.corpus.run_corpus import run_children
     names = a.models.split(",") if a.models else None
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = run_children(__file__, names, ["--profile", str(a.profile)]
-                        + (["--no-run"] if a.no_run else []), a.timeout,
+                        + (["--no-run"] if a.no_run else [])
+                        + (["--max-gmac", str(a.max_gmac)] if a.max_gmac is not None else []),
+                        a.timeout,
                         skip=lambda name: name.startswith("light_") and not names,
                         show_stderr=6000 if a.profile else 0)
     if a.json:
