@@ -83,6 +83,35 @@ def run_one(name: str, path: str, pin: str | None, calib: int) -> dict:
     return row
 
 
+def run_children(script, names, child_args: list, timeout: int, skip=None,
+                 show_stderr: int = 0) -> dict:
+    """Run ``script [child_args] --child NAME PATH PIN`` in its own process for each corpus
+    model (``names``, default all; ``skip(name)`` True leaves one out); each child prints
+    its row as JSON on its last stdout line.  Returns {name: row, or {"error": ...} (the
+    child's last stderr line, or the timeout)}; prints each row as it comes (and the last
+    ``show_stderr`` characters of the child's stderr first)."""
+    from benchmarks.corpus import inventory
+    rows = {}
+    for name, _src, path, pin in inventory.models(names):
+        if skip is not None and skip(name):
+            continue
+        cmd = [sys.executable, str(script)] + list(child_args) + ["--child", name, str(path),
+                                                                  pin or ""]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            if show_stderr:
+                print(p.stderr[-show_stderr:])
+            if p.returncode == 0:
+                rows[name] = json.loads(p.stdout.strip().splitlines()[-1])
+            else:
+                last = [ln for ln in p.stderr.strip().splitlines() if ln][-1:] or ["?"]
+                rows[name] = {"error": last[0][:200]}
+        except subprocess.TimeoutExpired:
+            rows[name] = {"error": f"timeout after {timeout} s"}
+        print(f"{name:28s} {json.dumps(rows[name])}", flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="")
@@ -95,21 +124,8 @@ def main(argv=None) -> int:
         name, path, pin = a.child
         print(json.dumps(run_one(name, path, pin or None, a.calib)))
         return 0
-    from benchmarks.corpus import inventory
-    rows = {}
-    for name, _src, path, pin in inventory.models(a.models.split(",") if a.models else None):
-        cmd = [sys.executable, __file__, "--calib", str(a.calib), "--child", name, str(path),
-               pin or ""]
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-            if p.returncode == 0:
-                rows[name] = json.loads(p.stdout.strip().splitlines()[-1])
-            else:
-                last = [ln for ln in p.stderr.strip().splitlines() if ln][-1:] or ["?"]
-                rows[name] = {"error": last[0][:200]}
-        except subprocess.TimeoutExpired:
-            rows[name] = {"error": f"timeout after {a.timeout} s"}
-        print(f"{name:28s} {json.dumps(rows[name])}", flush=True)
+    rows = run_children(__file__, a.models.split(",") if a.models else None,
+                        ["--calib", str(a.calib)], a.timeout)
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -28,6 +28,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+
 import numpy as np
 
 from ..ops import registry
@@ -64,9 +70,76 @@ def run_node(n, ins):
     return fn(n, ins)
 
 
+_BLAS_LOCK = threading.Lock()
+_BLAS = {"depth": 0, "saved": None, "fns": None}
+
+
+def _openblas():
+    """(get, set) of the thread count of the OpenBLAS that numpy loaded, or None (not
+    Linux, another BLAS, or the symbols are not there)."""
+    if _BLAS["fns"] is None:
+        _BLAS["fns"] = ()
+        try:
+            if sys.platform.startswith("linux"):
+                with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+                    maps = f.read(1 << 24)
+                libs = sorted({ln.split()[-1] for ln in maps.splitlines()
+                               if "openblas" in ln.rsplit("/", 1)[-1] and "/" in ln})
+                for path in libs:
+                    lib = ctypes.CDLL(path)
+                    for get, set_ in (("scipy_openblas_get_num_threads64_",
+                                       "scipy_openblas_set_num_threads64_"),
+                                      ("openblas_get_num_threads64_",
+                                       "openblas_set_num_threads64_"),
+                                      ("openblas_get_num_threads", "openblas_set_num_threads")):
+                        if hasattr(lib, get) and hasattr(lib, set_):
+                            _BLAS["fns"] = (getattr(lib, get), getattr(lib, set_))
+                            break
+                    if _BLAS["fns"]:
+                        break
+        except (OSError, ValueError):
+            _BLAS["fns"] = ()
+    return _BLAS["fns"] or None
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """numpy's BLAS on one thread inside the block (restored after the outermost block).
+    The reference's matrix products are small (one layer of one sample): a second BLAS
+    thread does not make them faster, but its spin-waiting between calls costs as much CPU
+    time as the products themselves (ocr_det's calibration and SQNR runs: 1.9 -> 0.7 CPU s).
+    Integer products (exact in float64) are the same either way; a float64 product can
+    differ in its last bit with the thread count (OpenBLAS blocks it differently), so on
+    one thread the float reference is also the same on every machine, whatever its number
+    of cores.  ``VTA_REF_BLAS_THREADS=0`` leaves BLAS alone."""
+    fns = _openblas() if os.environ.get("VTA_REF_BLAS_THREADS", "1") != "0" else None
+    if fns is None:
+        yield
+        return
+    with _BLAS_LOCK:
+        if _BLAS["depth"] == 0:
+            _BLAS["saved"] = int(fns[0]())
+            if _BLAS["saved"] != 1:
+                fns[1](1)
+        _BLAS["depth"] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS["depth"] -= 1
+            if _BLAS["depth"] == 0 and _BLAS["saved"] not in (None, 1):
+                fns[1](_BLAS["saved"])
+
+
 def run_graph(g: Graph, feeds: dict, keep: bool = False) -> dict:
     """Interpret ``g`` on ``feeds`` ({input name: array}); returns {output: array} (every
-    value with ``keep``)."""
+    value with ``keep``).  numpy's BLAS runs on one thread meanwhile
+    (:func:`single_threaded_blas`)."""
+    with single_threaded_blas():
+        return _run_graph(g, feeds, keep)
+
+
+def _run_graph(g: Graph, feeds: dict, keep: bool) -> dict:
     env = dict(g.params)
     for name in g.inputs:
         if name not in feeds:

@@ -98,55 +98,125 @@ def _touched(n: int, on: int, k: int, s: int, p: int) -> int:
     return len(used)
 
 
+class _Model:
+    """The cost model and the buffer check of one workload on one configuration, with
+    everything that does not depend on the knobs computed once (the search asks both of
+    tens of thousands of candidates)."""
+
+    def __init__(self, wl: GemmWorkload, cfg: VTAConfig):
+        self.wl, self.cfg = wl, cfg
+        self.dense = wl.kind == "dense"
+        self.ext = {"b": wl.nb, "co": wl.ob, "h": wl.oh, "w": wl.ow, "ci": wl.cb}
+        self.stride, self.kh, self.kw, self.cb = wl.stride, wl.kh, wl.kw, wl.cb
+        self.row_step = wl.stride if wl.kh == 1 and wl.stride > 1 else 1
+        self.rg = gemm_residual(wl)
+        eps = wl.epilogue
+        self.acc_tiles = acc_tiles = wl.nb * wl.ob * wl.oh * wl.ow   # edge tiles are smaller
+        self.out = acc_tiles * cfg.out_elem_bytes
+        self.vec = sum((acc_tiles if st.full else st.resident_tiles) * _vec_bytes(st, cfg)
+                       for st in eps if st.vector is not None)
+        self.gemm = wl.gemm_uops + acc_tiles                            # + reset
+        self.alu = acc_tiles * sum(2 if st.vector is not None else 1 for st in eps)
+        self.n_eps = len(eps)
+        bias = {st.key: st.resident_tiles for st in eps
+                if st.vector is not None and not st.full}
+        self.bias = sum(bias.values())
+        self.n_full = len({st.key for st in eps if st.full and st is not self.rg})
+        self.inp_bytes, self.wgt_bytes = cfg.inp_elem_bytes, cfg.wgt_elem_bytes
+        self.bus = cfg.bus_bytes
+        self.inp_depth, self.wgt_depth = cfg.inp_buff_depth, cfg.wgt_buff_depth
+        self.acc_depth, self.uop_limit = cfg.acc_buff_depth, cfg.uop_buff_depth // 4
+        self.dep = cfg.ACC_DEP_DISTANCE
+
+    def geometry(self, tb, tco, th, tw, tci, ci_split=1):
+        """(in_h, acc, inp, wgt, resid) tiles of one full tile's buffers, as
+        :func:`compiler.vta.lower.tile_geometry`."""
+        in_h = th if self.row_step > 1 else (th - 1) * self.stride + self.kh
+        in_w = (tw - 1) * self.stride + self.kw
+        acc = tb * tco * th * tw
+        ci = min(tci * ci_split, self.cb)
+        return (in_h, acc, tb * ci * in_h * in_w, tco * ci * self.kh * self.kw,
+                acc if self.rg is not None else 0)
+
+    def fits(self, geo, tiles, nv: int, strict: bool) -> bool:
+        _, acc, inp, wgt, resid = geo
+        if nv * (inp + resid) > self.inp_depth or \
+                nv * wgt + (1 if self.rg else 0) > self.wgt_depth:
+            return False
+        if nv * acc * (1 + self.n_full) + self.bias > self.acc_depth:
+            return False
+        if strict and acc <= self.dep:
+            return False
+        # the largest two foldable extents leave this many explicit uops
+        ext = sorted(tiles + (self.kh, self.kw))
+        uops = 1
+        for e in ext[:-2]:
+            uops *= e
+        return uops <= self.uop_limit
+
+    def n_tiles(self, tiles) -> dict:
+        ext = self.ext
+        return {"b": -(-ext["b"] // tiles[0]), "co": -(-ext["co"] // tiles[1]),
+                "h": -(-ext["h"] // tiles[2]), "w": -(-ext["w"] // tiles[3]),
+                "ci": -(-ext["ci"] // tiles[4])}
+
+    def estimate(self, geo, tiles, nt: dict, vthreads: int, vthread_axis: str,
+                 order) -> Estimate:
+        tb, tco, th, _, tci = tiles
+        in_h, _, g_inp, g_wgt, _ = geo
+        ntiles = nt["b"] * nt["co"] * nt["h"] * nt["w"]
+        steps = ntiles * nt["ci"]
+        if nt["ci"] == 1:
+            # one reduction step per tile: a slot keeps its window/weights while they don't
+            # change (the program's redundant-load elimination), so count changes along the
+            # loop order
+            inp_loads = vthreads * _runs(order, vthreads, vthread_axis, nt, ("b", "h", "w"))
+            wgt_loads = vthreads * _runs(order, vthreads, vthread_axis, nt, ("co",))
+        else:
+            inp_loads = wgt_loads = steps
+        inp = inp_loads * g_inp * self.inp_bytes
+        wgt = wgt_loads * g_wgt * self.wgt_bytes
+        acc_tiles, vec = self.acc_tiles, self.vec
+        dram = inp + wgt + self.out + vec
+        if self.dense:          # (b, ci) and (b, co) boxes: one 2-D DMA of tile_b rows
+            inp_dmas, store_dmas = inp_loads, ntiles
+            rows = inp_loads * tb + wgt_loads * tco
+            store_rows = ntiles * tb
+        else:                   # (b, ci, h, w): one 2-D DMA per batch and channel block
+            inp_dmas = inp_loads * tb * tci
+            store_dmas = ntiles * tb * tco
+            rows = inp_dmas * in_h + wgt_loads * tco   # each DMA row is one burst
+            store_rows = store_dmas * th
+        dmas = inp_dmas + wgt_loads + store_dmas
+        insns = steps + ntiles * (1 + self.n_eps)
+        compute = self.gemm + self.alu + INSN_OVERHEAD * insns
+        mem = (inp + wgt + vec) / self.bus + ROW_OVERHEAD * rows \
+            + DMA_LATENCY * (inp_dmas + wgt_loads) / (4 if vthreads > 1 else 1)
+        store = acc_tiles * STORE_CYCLES_PER_TILE + store_rows * ROW_OVERHEAD * 2
+        cycles = max(compute, mem, store) * 1.05 if vthreads > 1 else compute + mem
+        return Estimate(cycles, dram, compute, dmas)
+
+
+def _tiles(k: Knobs) -> tuple:
+    return (k.tile_b, k.tile_co, k.tile_h, k.tile_w, k.tile_ci)
+
+
 def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
-    g = tile_geometry(wl, k)
-    nt = k.n_tiles(wl)
-    tiles = nt["b"] * nt["co"] * nt["h"] * nt["w"]
-    steps = tiles * nt["ci"]
-    if nt["ci"] == 1:
-        # one reduction step per tile: a slot keeps its window/weights while they don't change
-        # (the program's redundant-load elimination), so count changes along the loop order
-        inp_loads = k.vthreads * _runs(k, nt, ("b", "h", "w"))
-        wgt_loads = k.vthreads * _runs(k, nt, ("co",))
-    else:
-        inp_loads = wgt_loads = steps
-    inp = inp_loads * g["inp"] * cfg.inp_elem_bytes
-    wgt = wgt_loads * g["wgt"] * cfg.wgt_elem_bytes
-    acc_tiles = wl.nb * wl.ob * wl.oh * wl.ow            # edge tiles are smaller
-    out = acc_tiles * cfg.out_elem_bytes
-    vec = sum((acc_tiles if st.full else st.resident_tiles) * _vec_bytes(st, cfg)
-              for st in wl.epilogue if st.vector is not None)
-    dram = inp + wgt + out + vec
-    if wl.kind == "dense":      # (b, ci) and (b, co) boxes: one 2-D DMA of tile_b rows
-        inp_dmas, store_dmas = inp_loads, tiles
-        rows = inp_loads * k.tile_b + wgt_loads * k.tile_co
-        store_rows = tiles * k.tile_b
-    else:                       # (b, ci, h, w): one 2-D DMA per batch and channel block
-        inp_dmas = inp_loads * k.tile_b * k.tile_ci
-        store_dmas = tiles * k.tile_b * k.tile_co
-        rows = inp_dmas * g["in_h"] + wgt_loads * k.tile_co   # each DMA row is one burst
-        store_rows = store_dmas * k.tile_h
-    dmas = inp_dmas + wgt_loads + store_dmas
-    gemm = wl.gemm_uops + acc_tiles                            # + reset
-    alu = acc_tiles * sum(2 if st.vector is not None else 1 for st in wl.epilogue)
-    insns = steps + tiles * (1 + len(wl.epilogue))
-    compute = gemm + alu + INSN_OVERHEAD * insns
-    mem = (inp + wgt + vec) / cfg.bus_bytes + ROW_OVERHEAD * rows \
-        + DMA_LATENCY * (inp_dmas + wgt_loads) / (4 if k.vthreads > 1 else 1)
-    store = acc_tiles * STORE_CYCLES_PER_TILE + store_rows * ROW_OVERHEAD * 2
-    cycles = max(compute, mem, store) * 1.05 if k.vthreads > 1 else compute + mem
-    return Estimate(cycles, dram, compute, dmas)
+    m = _Model(wl, cfg)
+    t = _tiles(k)
+    return m.estimate(m.geometry(*t, k.ci_split), t, m.n_tiles(t), k.vthreads,
+                      k.vthread_axis, k.order)
 
 
-def _runs(k: Knobs, nt: dict, axes) -> int:
+def _runs(order, vthreads: int, vthread_axis: str, nt: dict, axes) -> int:
     """How many times, per virtual thread, the tile index along ``axes`` changes (plus one)
-    as the tile loops run in ``k.order``."""
-    ext = {ax: nt[ax] // (k.vthreads if ax == k.vthread_axis else 1) for ax in k.order}
-    pos = [i for i, ax in enumerate(k.order) if ax in axes and ext[ax] > 1]
+    as the tile loops run in ``order``."""
+    ext = {ax: nt[ax] // (vthreads if ax == vthread_axis else 1) for ax in order}
+    pos = [i for i, ax in enumerate(order) if ax in axes and ext[ax] > 1]
     if not pos:
         return 1
     n = 1
-    for ax in k.order[:max(pos) + 1]:
+    for ax in order[:max(pos) + 1]:
         n *= ext[ax]
     return n
 
@@ -156,41 +226,57 @@ def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig, strict: bool = True) -> boo
     ACC tiles per step than the ACC read-after-write distance (otherwise the lowering pads
     the GEMM kernel with scratch micro-ops: correct, a little slower; the only choice for
     workloads with very few output tiles)."""
-    g = tile_geometry(wl, k)
-    nv = k.vthreads
-    bias = {st.key: st.resident_tiles for st in wl.epilogue
-            if st.vector is not None and not st.full}
-    rg = gemm_residual(wl)
-    full = {st.key for st in wl.epilogue if st.full and st is not rg}
-    if nv * (g["inp"] + g["resid"]) > cfg.inp_buff_depth or \
-            nv * g["wgt"] + (1 if rg else 0) > cfg.wgt_buff_depth:
-        return False
-    if nv * g["acc"] * (1 + len(full)) + sum(bias.values()) > cfg.acc_buff_depth:
-        return False
-    if strict and g["acc"] <= cfg.ACC_DEP_DISTANCE:
-        return False
-    # the largest two foldable extents leave this many explicit uops
-    ext = sorted([k.tile_b, k.tile_co, k.tile_h, k.tile_w, k.tile_ci, wl.kh, wl.kw])
-    uops = 1
-    for e in ext[:-2]:
-        uops *= e
-    return uops <= cfg.uop_buff_depth // 4
+    m = _Model(wl, cfg)
+    t = _tiles(k)
+    return m.fits(m.geometry(*t, k.ci_split), t, k.vthreads, strict)
 
 
 def candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True):
+    """Every knob setting the default search scores, in search order (ties go to the
+    first): dividing tiles, the loop orders, and with ``latency_hiding`` two virtual
+    threads on each axis whose tile count they divide."""
+    for tiles, order, vt, ax in _candidates(wl, latency_hiding):
+        yield Knobs(*tiles, vthreads=vt, vthread_axis=ax, order=order)
+
+
+def _candidates(wl: GemmWorkload, latency_hiding: bool, nv_ok=None):
+    """(tiles, order, vthreads, vthread_axis) of :func:`candidates`; with ``nv_ok(tiles,
+    nv)`` the tile sizes it rejects are skipped (same order for the rest)."""
     nv = 2 if latency_hiding else 1
-    for tb, tco, th, tw, tci in itertools.product(divisors(wl.nb), divisors(wl.ob_per_group),
-                                                  divisors(wl.oh), divisors(wl.ow),
-                                                  divisors(wl.cb)):
+    ext = {"b": wl.nb, "co": wl.ob, "h": wl.oh, "w": wl.ow}
+    for tiles in itertools.product(divisors(wl.nb), divisors(wl.ob_per_group),
+                                   divisors(wl.oh), divisors(wl.ow), divisors(wl.cb)):
+        if nv_ok is not None and not nv_ok(tiles, nv):
+            continue
+        tb, tco, th, tw, tci = tiles
         for order in ORDERS if tci == wl.cb else ORDERS[:1]:
-            base = Knobs(tb, tco, th, tw, tci, vthreads=1, order=order)
-            nt = base.n_tiles(wl)
             if nv == 1:
-                yield base
+                yield tiles, order, 1, "co"
                 continue
+            nt = {"b": -(-ext["b"] // tb), "co": -(-ext["co"] // tco),
+                  "h": -(-ext["h"] // th), "w": -(-ext["w"] // tw)}
             for ax in ("co", "h", "w", "b"):
                 if nt[ax] % nv == 0:
-                    yield base.replace(vthreads=nv, vthread_axis=ax)
+                    yield tiles, order, nv, ax
+
+
+def _score(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool, strict: bool) -> list:
+    """[(cycles, DRAM bytes, (tiles, order, vthreads, vthread_axis))] of every candidate
+    that fits, in :func:`candidates` order."""
+    m = _Model(wl, cfg)
+    geos: dict = {}
+
+    def ok(tiles, nv):
+        geo = m.geometry(*tiles)
+        geos[tiles] = geo, m.n_tiles(tiles)
+        return m.fits(geo, tiles, nv, strict)
+
+    out = []
+    for c in _candidates(wl, latency_hiding, nv_ok=ok):
+        geo, nt = geos[c[0]]
+        e = m.estimate(geo, c[0], nt, c[2], c[3], c[1])
+        out.append((e.cycles, e.dram_bytes, c))
+    return out
 
 
 def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
@@ -199,16 +285,14 @@ def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
     estimated cycle count (compute-bound layers have many equally fast tilings; moving less
     data is the better tie-break; the default 0.01% catches estimates that differ only by
     rounding, e.g. a split reduction that re-reads the input twice)."""
-    scored = [(estimate(wl, k, cfg), k) for k in candidates(wl, cfg, latency_hiding)
-              if fits(wl, k, cfg)]
+    scored = _score(wl, cfg, latency_hiding, True)
     if not scored and latency_hiding:
         return default_knobs(wl, cfg, latency_hiding=False, slack=slack)
     if not scored:          # very few output tiles: accept scratch-padded GEMM kernels
-        scored = [(estimate(wl, k, cfg), k) for k in candidates(wl, cfg, False)
-                  if fits(wl, k, cfg, strict=False)]
+        scored = _score(wl, cfg, False, False)
     if not scored:
         raise ScheduleError(f"no tiling of {wl.describe()} fits this configuration's buffers")
-    best = min(e.cycles for e, _ in scored)
-    near = [(e.dram_bytes, e.cycles, i) for i, (e, _) in enumerate(scored)
-            if e.cycles <= best * (1 + slack)]
-    return scored[min(near)[2]][1]
+    best = min(c for c, _, _ in scored)
+    near = [(d, c, i) for i, (c, d, _) in enumerate(scored) if c <= best * (1 + slack)]
+    tiles, order, vt, ax = scored[min(near)[2]][2]
+    return Knobs(*tiles, vthreads=vt, vthread_axis=ax, order=order)
