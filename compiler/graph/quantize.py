@@ -241,15 +241,22 @@ def sqnr_report(q: Graph, feeds_list, float_envs=None) -> list[tuple]:
 
 
 def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_rounds: int = 64,
-                     float_envs=None, **kw) -> tuple[Graph, list]:
-    """:func:`quantize` ``g``, then keep float (on the CPU) every layer whose output SQNR
-    vs the float model on ``samples`` is below ``min_db``: the first such layer in graph
-    order is taken out, the graph requantised and measured again (a layer's SQNR includes
-    the error of the quantised layers before it, so taking out an early culprit can lift
-    the later ones), until every quantised layer clears ``min_db``.  Returns the integer
-    graph and ``[(float node, op, SQNR dB when quantised)]`` of the layers kept float.
-    ``kw`` go to :func:`quantize` (calibration ranges are computed once, and the float
-    graph runs once per sample: ``float_envs`` as in :func:`sqnr_report`)."""
+                     float_envs=None, local: bool = True, **kw) -> tuple[Graph, list]:
+    """:func:`quantize` ``g``, then keep float (on the CPU) every layer whose SQNR vs the
+    float model on ``samples`` is below ``min_db``, in two passes:
+
+    1. with ``local`` (default), every layer whose *own* SQNR (:mod:`.sensitivity`: the
+       layer run on the float model's inputs at their int8 scales, so a tensor that one
+       power-of-two int8 scale cannot hold is found where it is made) is below ``min_db``,
+       all in one round (repeated while keeping some float moves the others' scales);
+    2. then the first layer in graph order whose output SQNR (with every error before it)
+       is below ``min_db`` is taken out, the graph requantised and measured again (taking
+       out an early culprit can lift the later ones), until every quantised layer clears it.
+
+    Returns the integer graph and ``[(float node, op, SQNR dB when quantised)]`` of the
+    layers kept float.  ``kw`` go to :func:`quantize` (calibration ranges are computed once,
+    and the float graph runs once per sample: ``float_envs`` as in :func:`sqnr_report`)."""
+    from .sensitivity import below
     samples = list(samples)
     if not samples:
         raise QuantizeError("--min-layer-sqnr needs calibration samples to measure SQNR")
@@ -260,8 +267,22 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
     envs += [None] * (len(samples) - len(envs))
     envs = [e if e is not None else run_graph(g, s, keep=True) for e, s in zip(envs, samples)]
     producer = {n.output: n for n in g.nodes}
+    by_name = {n.name: n for n in g.nodes}
     keep = set(float_nodes)
     kept: list = []
+
+    def has_rule(node):
+        rule = registry.get(node.op)
+        return rule is not None and rule.quantize is not None
+
+    for _ in range(max_rounds if local else 0):
+        q = quantize(g, float_nodes=tuple(keep), **kw)
+        new = [r for r in below(q, g, envs, min_db)
+               if r[0] not in keep and has_rule(by_name[r[0]])]
+        if not new:
+            break
+        keep.update(r[0] for r in new)
+        kept += new
     for _ in range(max_rounds):
         q = quantize(g, float_nodes=tuple(keep), **kw)
         bad = None
@@ -269,8 +290,7 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
             src = producer.get(q.float_of.get(out))
             if frac is None or src is None or src.name in keep or db >= min_db:
                 continue
-            rule = registry.get(src.op)
-            if rule is not None and rule.quantize is not None:
+            if has_rule(src):
                 bad = (src, db)
                 break
         if bad is None:
@@ -279,3 +299,4 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
         kept.append((bad[0].name, bad[0].op, bad[1]))
     raise QuantizeError(f"--min-layer-sqnr {min_db:g}: still below after keeping "
                         f"{len(kept)} layers float (raise max_rounds or lower the bound)")
+
