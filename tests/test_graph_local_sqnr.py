@@ -126,3 +126,37 @@ def test_min_layer_sqnr_keeps_every_locally_bad_layer_in_one_round_and_stays_exa
     x = {"x": np.random.default_rng(9).normal(size=(1, 32)).astype(np.float32)}
     got = c.executor(SimDevice(CFG)).run(x)["y"]
     np.testing.assert_array_equal(got, run_graph(c.qgraph, x)["y"])
+
+
+def test_output_sensitivity_keeps_the_layer_that_matters_float_and_stays_exact():
+    """keep_float_for_output: the ruined layer is the one whose float twin lifts the output
+    SQNR most, so it is kept float first; layers that do not raise the output SQNR are not
+    kept; the mixed program is bit-exact against its quantised reference on the simulator."""
+    from compiler.graph.executor import Executor
+    from compiler.graph.partition import compile_graph
+    from compiler.graph.quantize import calibrate
+    from compiler.graph.sensitivity import keep_float_for_output, output_sqnr
+    fg, xs, envs = _setup(_mlp(outliers=(2,)))
+    ranges = calibrate(fg, xs)
+    q0 = quantize(fg, ranges=ranges, per_channel=False)
+    outs = [{"y": e["y"]} for e in envs[:4]]
+    base = output_sqnr(q0, xs[:4], outs)
+    assert base < 25
+    steps = []
+    q, kept, b, a = keep_float_for_output(fg, xs[:4], 30.0, ranges=ranges, per_channel=False,
+                                          on_step=lambda *s: steps.append(s))
+    names = [n.name for n in fg.nodes if n.op == "dense"]
+    assert b == pytest.approx(base) and a >= 30.0 > b
+    assert kept[0][0] == names[2] and len(kept) < len(names)
+    assert [k[2] for k in kept] == sorted(k[2] for k in kept)      # each one raised it
+    assert len(steps) == len(names) and a == pytest.approx(output_sqnr(q, xs[:4], outs))
+    # already above the bound: nothing changes
+    q2, kept2, b2, a2 = keep_float_for_output(fg, xs[:4], b - 1, ranges=ranges,
+                                              per_channel=False)
+    assert kept2 == [] and b2 == a2 == pytest.approx(base)
+    prog = compile_graph(q, CFG)
+    placed = {s.node.name: s.kind for s in prog.steps}
+    assert placed[names[2]] != "vta" and "vta" in placed.values()
+    x = {"x": np.random.default_rng(9).normal(size=(1, 32)).astype(np.float32)}
+    got = Executor(prog, SimDevice(CFG)).run(x)["y"]
+    np.testing.assert_array_equal(got, run_graph(q, x)["y"])

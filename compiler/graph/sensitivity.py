@@ -122,3 +122,75 @@ def below(q, g, float_envs, min_db: float) -> list:
             if d is not None and d.op in ("dequantize", "sdequantize"):
                 blame(producer.get(q.float_of.get(d.inputs[0])), db)
     return sorted(worst.values(), key=lambda r: r[2])
+
+
+def output_sqnr(q, samples, float_outs) -> float:
+    """SQNR dB of every float output of ``q`` (a graph from :func:`.quantize.quantize`, run
+    by ``run_graph``) against ``float_outs[k]`` ({output: array}, the float model on
+    ``samples[k]``), summed over outputs and samples."""
+    from .quantize import _db
+    from .reference import run_graph
+    sig = err = 0.0
+    for feeds, ref in zip(samples, float_outs):
+        got = run_graph(q, feeds)
+        for o, r in ref.items():
+            r = np.asarray(r, np.float64)
+            if r.dtype.kind != "f" or o not in got:
+                continue
+            sig += float((r ** 2).sum())
+            err += float(((np.asarray(got[o], np.float64) - r) ** 2).sum())
+    return _db(sig, err)
+
+
+def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: int = 64,
+                          on_step=None, **kw):
+    """Mixed precision by sensitivity: :func:`.quantize.quantize` ``g``, then rank every
+    quantised layer by how much the model's output SQNR (:func:`output_sqnr` on
+    ``samples``) rises when that layer alone stays float, and keep layers float in that
+    order (each only if it raises the output SQNR of the graph with the ones before it)
+    until the output SQNR reaches ``min_db`` or ``max_float`` layers are float.  ``kw`` go
+    to :func:`.quantize.quantize` (give ``ranges``: calibration is not repeated here).
+    Returns (integer graph, ``[(float node, op, output SQNR dB after keeping it float)]``,
+    output SQNR dB before, after); ``on_step(k, n, node, db)`` sees each measurement."""
+    from .quantize import quantize
+    from .reference import run_graph
+    from ..ops import registry
+    samples = list(samples)
+    float_outs = [{o: v for o, v in run_graph(g, s).items() if o in g.outputs}
+                  for s in samples]
+    keep = list(float_nodes)
+    q = quantize(g, float_nodes=tuple(keep), **kw)
+    base = output_sqnr(q, samples, float_outs)
+    if base >= min_db:
+        return q, [], base, base
+    producer = {n.output: n for n in g.nodes}
+    cands, seen = [], set()
+    for n in q.nodes:
+        src = producer.get(q.float_of.get(n.output))
+        if src is None or src.name in seen or src.name in keep or \
+                q.values[n.output].dtype.startswith("float"):
+            continue
+        rule = registry.get(src.op)
+        if rule is not None and rule.quantize is not None:
+            seen.add(src.name)
+            cands.append(src)
+    gains = []
+    for k, src in enumerate(cands):
+        db = output_sqnr(quantize(g, float_nodes=tuple(keep + [src.name]), **kw), samples,
+                         float_outs)
+        if on_step is not None:
+            on_step(k, len(cands), src.name, db)
+        if db > base:
+            gains.append((db - base, k, src))
+    gains.sort(key=lambda t: (-t[0], t[1]))
+    kept, cur = [], base
+    for _, _, src in gains:
+        if cur >= min_db or len(kept) >= max_float:
+            break
+        trial = quantize(g, float_nodes=tuple(keep + [src.name]), **kw)
+        db = output_sqnr(trial, samples, float_outs)
+        if db > cur:
+            keep.append(src.name)
+            kept.append((src.name, src.op, db))
+            q, cur = trial, db
+    return q, kept, base, cur
