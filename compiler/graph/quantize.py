@@ -18,6 +18,9 @@ Activation ranges come from calibration:
   threshold on a histogram of |x| (:mod:`.calibrate`; ``"minmax"`` is ``"max"``);
 * ``mode="global_scale"``: TVM's baseline, every activation in [-global_scale,
   global_scale] (``global_scale=8.0`` -> frac 4);
+* a value read only by saturating functions (int8 lookup tables: tanh, sigmoid, exp)
+  gets the narrower range where their int8 output still changes
+  (:func:`.calibrate.saturating_ranges`; ``.lut_clipped`` lists them);
 * a QDQ model's own Q/DQ pairs give the range of the values they wrap (they win over
   calibration).
 
@@ -50,7 +53,7 @@ from ..ops import registry
 from ..ops.errors import QuantizeError
 from ..ops.requant import frac_for  # noqa: F401 (re-exported)
 from .ir import Graph
-from .calibrate import METHODS, calibrate_ranges
+from .calibrate import METHODS, calibrate_ranges, saturating_ranges
 from .quantize_fixed import FixedRules, model_scales, nominal_frac
 from .reference import run_graph
 
@@ -96,7 +99,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         if samples is None and mode != "global_scale":
             raise QuantizeError("quantize needs calibration samples (or mode='global_scale')")
         ranges = calibrate(g, samples or [], mode, percentile, global_scale)
+    ranges, lut_clipped = saturating_ranges(g, ranges)
     q = Graph(g.name)
+    q.lut_clipped = lut_clipped
     q.float_graph, q.float_of, q.calibration = g, {}, {"mode": mode, "percentile": percentile,
                                                       "global_scale": global_scale}
     qname: dict[str, str] = {}     # float value -> int8 value
@@ -288,7 +293,8 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
         bad = None
         for out, op, frac, db in sqnr_report(q, samples, envs):
             src = producer.get(q.float_of.get(out))
-            if frac is None or src is None or src.name in keep or db >= min_db:
+            if frac is None or src is None or src.name in keep or db >= min_db or \
+                    src.output in q.lut_clipped:     # clipped where its readers saturate
                 continue
             if has_rule(src):
                 bad = (src, db)

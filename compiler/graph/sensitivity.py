@@ -111,8 +111,9 @@ def below(q, g, float_envs, min_db: float) -> list:
     def blame(src, db):
         if src is not None and (src.name not in worst or db < worst[src.name][2]):
             worst[src.name] = (src.name, src.op, db)
+    clipped = getattr(q, "lut_clipped", {})
     for out, db in local_sqnr(q, float_envs).items():
-        if db >= min_db:
+        if db >= min_db or q.float_of.get(out) in clipped:    # clipped by design
             continue
         if not q.values[out].dtype.startswith("float"):
             blame(producer.get(q.float_of.get(out)), db)
