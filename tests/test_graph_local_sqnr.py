@@ -54,7 +54,7 @@ def test_local_sqnr_blames_the_layer_that_loses_not_the_ones_after_it():
     fg, xs, envs = _setup(_mlp(outliers=(1,)))
     q = quantize(fg, xs, per_channel=False)
     cum = {v: db for v, _, _, db in sqnr_report(q, xs[:2], envs)}
-    loc = dict(_denses(q, local_sqnr(q, envs[:2])))
+    loc = dict(_denses(q, local_sqnr(q, envs[:2], per_sample=False)))
     d = [v for v, _ in _denses(q, loc)]
     assert len(d) == 5
     # the first layer reads the graph input: the same int8 input either way
@@ -160,3 +160,19 @@ def test_output_sensitivity_keeps_the_layer_that_matters_float_and_stays_exact()
     x = {"x": np.random.default_rng(9).normal(size=(1, 32)).astype(np.float32)}
     got = Executor(prog, SimDevice(CFG)).run(x)["y"]
     np.testing.assert_array_equal(got, run_graph(q, x)["y"])
+
+
+def test_per_sample_local_sqnr_counts_a_quiet_sample_like_a_loud_one():
+    """One loud and one quiet sample (1/100 of the amplitude): summed energies hide the
+    quiet sample's loss on a scale set by the loud one; the per-sample mean does not."""
+    fg, xs, _ = _setup(_mlp(outliers=()), n=8)
+    q = quantize(fg, xs, per_channel=True)
+    loud, quiet = xs[0], {"x": xs[1]["x"] * 0.01}
+    envs = [run_graph(fg, s, keep=True) for s in (loud, quiet)]
+    first = next(n.output for n in q.nodes if n.op == "qdense")
+    summed = local_sqnr(q, envs, per_sample=False)[first]
+    each = [local_sqnr(q, [e])[first] for e in envs]
+    mean = local_sqnr(q, envs)[first]
+    assert each[1] < each[0] - 20                 # the quiet sample sits on a few int8 steps
+    assert abs(summed - each[0]) < 5 < summed - mean
+    assert mean == pytest.approx((min(each[0], 100) + min(each[1], 100)) / 2)

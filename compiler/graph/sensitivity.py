@@ -59,14 +59,18 @@ def _as_float(q, name, a):
     return a * 2.0 ** -v.frac
 
 
-def local_sqnr(q, float_envs) -> dict:
+def local_sqnr(q, float_envs, per_sample: bool = True) -> dict:
     """{integer-graph value: local SQNR dB} for every node output of ``q`` (a graph from
     :func:`.quantize.quantize`) that has a float twin, over ``float_envs`` (each the float
     graph's ``run_graph(..., keep=True)`` on one sample).  Inputs of a node that have a float
     twin come from the float run (converted to the node's input form); values made inside
     one layer's rule (no twin: a dequantised input, an accumulator) come from this local run.
     A float node's local SQNR is the loss its int8 inputs bring it (e.g. a normalisation
-    dividing by an int8 standard deviation: small ones lose their relative precision)."""
+    dividing by an int8 standard deviation: small ones lose their relative precision).
+    With ``per_sample`` (default) the SQNR is the mean over samples of each sample's dB
+    (capped at 100), so that a quiet sample (a pause in audio, whose values sit on a few
+    int8 steps of a scale set by the loud ones) counts as much as a loud one; else the
+    signal and error energies are summed over samples first."""
     from .quantize import _db
     sig: dict[str, float] = {}
     err: dict[str, float] = {}
@@ -94,8 +98,13 @@ def local_sqnr(q, float_envs) -> dict:
             got = _as_float(q, n.output, le[n.output])
             if got.shape != ref.shape:
                 continue
-            sig[n.output] = sig.get(n.output, 0.0) + float((ref ** 2).sum())
-            err[n.output] = err.get(n.output, 0.0) + float(((ref - got) ** 2).sum())
+            s2, e2 = float((ref ** 2).sum()), float(((ref - got) ** 2).sum())
+            if per_sample:
+                s2, e2 = min(_db(s2, e2), 100.0), 1.0
+            sig[n.output] = sig.get(n.output, 0.0) + s2
+            err[n.output] = err.get(n.output, 0.0) + e2
+    if per_sample:
+        return {o: sig[o] / err[o] for o in sig}
     return {o: _db(sig[o], err[o]) for o in sig}
 
 
