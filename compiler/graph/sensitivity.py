@@ -153,12 +153,15 @@ def output_sqnr(q, samples, float_outs) -> float:
 
 
 def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: int = 64,
-                          on_step=None, **kw):
+                          rounds: int = 3, on_step=None, **kw):
     """Mixed precision by sensitivity: :func:`.quantize.quantize` ``g``, then rank every
     quantised layer by how much the model's output SQNR (:func:`output_sqnr` on
     ``samples``) rises when that layer alone stays float, and keep layers float in that
     order (each only if it raises the output SQNR of the graph with the ones before it)
-    until the output SQNR reaches ``min_db`` or ``max_float`` layers are float.  ``kw`` go
+    until the output SQNR reaches ``min_db`` or ``max_float`` layers are float; up to
+    ``rounds`` times, each ranking the layers again with the ones kept so far float (two
+    layers may only help together: the two squares of a variance written E[x^2] - E[x]^2,
+    whose difference cancels).  ``kw`` go
     to :func:`.quantize.quantize` (give ``ranges``: calibration is not repeated here).
     Returns (integer graph, ``[(float node, op, output SQNR dB after keeping it float)]``,
     output SQNR dB before, after); ``on_step(k, n, node, db)`` sees each measurement."""
@@ -174,33 +177,37 @@ def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: 
     if base >= min_db:
         return q, [], base, base
     producer = {n.output: n for n in g.nodes}
-    cands, seen = [], set()
-    for n in q.nodes:
-        src = producer.get(q.float_of.get(n.output))
-        if src is None or src.name in seen or src.name in keep or \
-                q.values[n.output].dtype.startswith("float"):
-            continue
-        rule = registry.get(src.op)
-        if rule is not None and rule.quantize is not None:
-            seen.add(src.name)
-            cands.append(src)
-    gains = []
-    for k, src in enumerate(cands):
-        db = output_sqnr(quantize(g, float_nodes=tuple(keep + [src.name]), **kw), samples,
-                         float_outs)
-        if on_step is not None:
-            on_step(k, len(cands), src.name, db)
-        if db > base:
-            gains.append((db - base, k, src))
-    gains.sort(key=lambda t: (-t[0], t[1]))
     kept, cur = [], base
-    for _, _, src in gains:
-        if cur >= min_db or len(kept) >= max_float:
+    for _ in range(rounds):
+        cands, seen = [], set()
+        for n in q.nodes:
+            src = producer.get(q.float_of.get(n.output))
+            if src is None or src.name in seen or src.name in keep or \
+                    q.values[n.output].dtype.startswith("float"):
+                continue
+            rule = registry.get(src.op)
+            if rule is not None and rule.quantize is not None:
+                seen.add(src.name)
+                cands.append(src)
+        gains = []
+        for k, src in enumerate(cands):
+            db = output_sqnr(quantize(g, float_nodes=tuple(keep + [src.name]), **kw),
+                             samples, float_outs)
+            if on_step is not None:
+                on_step(k, len(cands), src.name, db)
+            if db > cur:
+                gains.append((db - cur, k, src))
+        gains.sort(key=lambda t: (-t[0], t[1]))
+        added = 0
+        for _, _, src in gains:
+            if cur >= min_db or len(kept) >= max_float:
+                break
+            trial = quantize(g, float_nodes=tuple(keep + [src.name]), **kw)
+            db = output_sqnr(trial, samples, float_outs)
+            if db > cur:
+                keep.append(src.name)
+                kept.append((src.name, src.op, db))
+                q, cur, added = trial, db, added + 1
+        if not added or cur >= min_db or len(kept) >= max_float:
             break
-        trial = quantize(g, float_nodes=tuple(keep + [src.name]), **kw)
-        db = output_sqnr(trial, samples, float_outs)
-        if db > cur:
-            keep.append(src.name)
-            kept.append((src.name, src.op, db))
-            q, cur = trial, db
     return q, kept, base, cur
