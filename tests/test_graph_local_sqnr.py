@@ -135,7 +135,8 @@ def test_output_sensitivity_keeps_the_layer_that_matters_float_and_stays_exact()
     from compiler.graph.executor import Executor
     from compiler.graph.partition import compile_graph
     from compiler.graph.quantize import calibrate
-    from compiler.graph.sensitivity import keep_float_for_output, output_sqnr
+    from compiler.graph.quantize import keep_float_for_output
+    from compiler.graph.sensitivity import output_sqnr
     fg, xs, envs = _setup(_mlp(outliers=(2,)))
     ranges = calibrate(fg, xs)
     q0 = quantize(fg, ranges=ranges, per_channel=False)

@@ -42,13 +42,13 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     the compile CPU seconds and ``stats()`` (the last run's VTA cycles and share, steps, the
     layers kept float).  ``min_layer_sqnr``: ``compile_model``'s ``--min-layer-sqnr`` (local,
     then cumulative per-layer SQNR on the first ``sqnr_samples`` calibration samples);
-    ``min_output_sqnr``: then :func:`compiler.graph.sensitivity.keep_float_for_output` on
+    ``min_output_sqnr``: then :func:`compiler.graph.quantize.keep_float_for_output` on
     those samples (the layers whose float twin lifts the model's output SQNR most stay float
     until it reaches the bound)."""
     from benchmarks.corpus import pretrained
     from compiler.graph.driver import Compiled, compile_model
     from compiler.graph.partition import compile_graph
-    from compiler.graph.sensitivity import keep_float_for_output
+    from compiler.graph.quantize import keep_float_for_output
     from isa import VTAConfig
     from vta_runtime import SimDevice
     cfg = VTAConfig()

@@ -45,8 +45,6 @@ Example::
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..ops import registry
@@ -56,6 +54,7 @@ from .ir import Graph
 from .calibrate import METHODS, calibrate_ranges, saturating_ranges
 from .quantize_fixed import FixedRules, model_scales, nominal_frac
 from .reference import run_graph
+from .sensitivity import _db, below, output_sqnr
 
 MODES = METHODS
 
@@ -200,15 +199,6 @@ def _rename(q: Graph, old: str, new: str) -> None:
         q.float_of[new] = q.float_of.pop(old)
 
 
-def _db(sig: float, err: float) -> float:
-    """10 log10(sig / err): inf for no error, -inf for an infinite or NaN error (a float
-    model whose values overflow) or a ratio that underflows."""
-    if err == 0:
-        return float("inf")
-    ratio = max(sig, 1e-30) / err if math.isfinite(err) and math.isfinite(sig) else 0.0
-    return 10 * math.log10(ratio) if ratio > 0 else float("-inf")
-
-
 def sqnr_report(q: Graph, feeds_list, float_envs=None) -> list[tuple]:
     """Per quantised value: (value, op, frac, SQNR dB vs the float model) over
     ``feeds_list``; ``float_envs[k]``, when given and not None, is the float graph's run on
@@ -261,7 +251,6 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
     Returns the integer graph and ``[(float node, op, SQNR dB when quantised)]`` of the
     layers kept float.  ``kw`` go to :func:`quantize` (calibration ranges are computed once,
     and the float graph runs once per sample: ``float_envs`` as in :func:`sqnr_report`)."""
-    from .sensitivity import below
     samples = list(samples)
     if not samples:
         raise QuantizeError("--min-layer-sqnr needs calibration samples to measure SQNR")
@@ -306,3 +295,60 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
     raise QuantizeError(f"--min-layer-sqnr {min_db:g}: still below after keeping "
                         f"{len(kept)} layers float (raise max_rounds or lower the bound)")
 
+
+def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: int = 64,
+                          rounds: int = 3, on_step=None, **kw):
+    """Mixed precision by sensitivity: :func:`quantize` ``g``, then rank every
+    quantised layer by how much the model's output SQNR (:func:`output_sqnr` on
+    ``samples``) rises when that layer alone stays float, and keep layers float in that
+    order (each only if it raises the output SQNR of the graph with the ones before it)
+    until the output SQNR reaches ``min_db`` or ``max_float`` layers are float; up to
+    ``rounds`` times, each ranking the layers again with the ones kept so far float (two
+    layers may only help together: the two squares of a variance written E[x^2] - E[x]^2,
+    whose difference cancels).  ``kw`` go
+    to :func:`quantize` (give ``ranges``: calibration is not repeated here).
+    Returns (integer graph, ``[(float node, op, output SQNR dB after keeping it float)]``,
+    output SQNR dB before, after); ``on_step(k, n, node, db)`` sees each measurement."""
+    samples = list(samples)
+    float_outs = [{o: v for o, v in run_graph(g, s).items() if o in g.outputs}
+                  for s in samples]
+    keep = list(float_nodes)
+    q = quantize(g, float_nodes=tuple(keep), **kw)
+    base = output_sqnr(q, samples, float_outs)
+    if base >= min_db:
+        return q, [], base, base
+    producer = {n.output: n for n in g.nodes}
+    kept, cur = [], base
+    for _ in range(rounds):
+        cands, seen = [], set()
+        for n in q.nodes:
+            src = producer.get(q.float_of.get(n.output))
+            if src is None or src.name in seen or src.name in keep or \
+                    q.values[n.output].dtype.startswith("float"):
+                continue
+            rule = registry.get(src.op)
+            if rule is not None and rule.quantize is not None:
+                seen.add(src.name)
+                cands.append(src)
+        gains = []
+        for k, src in enumerate(cands):
+            db = output_sqnr(quantize(g, float_nodes=tuple(keep + [src.name]), **kw),
+                             samples, float_outs)
+            if on_step is not None:
+                on_step(k, len(cands), src.name, db)
+            if db > cur:
+                gains.append((db - cur, k, src))
+        gains.sort(key=lambda t: (-t[0], t[1]))
+        added = 0
+        for _, _, src in gains:
+            if cur >= min_db or len(kept) >= max_float:
+                break
+            trial = quantize(g, float_nodes=tuple(keep + [src.name]), **kw)
+            db = output_sqnr(trial, samples, float_outs)
+            if db > cur:
+                keep.append(src.name)
+                kept.append((src.name, src.op, db))
+                q, cur, added = trial, db, added + 1
+        if not added or cur >= min_db or len(kept) >= max_float:
+            break
+    return q, kept, base, cur

@@ -25,11 +25,22 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .reference import run_node
+from .reference import run_graph, run_node
 
 _CONVERT = ("quantize", "squantize", "dequantize", "sdequantize")
+
+
+def _db(sig: float, err: float) -> float:
+    """10 log10(sig / err): inf for no error, -inf for an infinite or NaN error (a float
+    model whose values overflow) or a ratio that underflows."""
+    if err == 0:
+        return float("inf")
+    ratio = max(sig, 1e-30) / err if math.isfinite(err) and math.isfinite(sig) else 0.0
+    return 10 * math.log10(ratio) if ratio > 0 else float("-inf")
 
 
 def _as_value(q, name, x):
@@ -71,7 +82,6 @@ def local_sqnr(q, float_envs, per_sample: bool = True) -> dict:
     (capped at 100), so that a quiet sample (a pause in audio, whose values sit on a few
     int8 steps of a scale set by the loud ones) counts as much as a loud one; else the
     signal and error energies are summed over samples first."""
-    from .quantize import _db
     sig: dict[str, float] = {}
     err: dict[str, float] = {}
     for fe in float_envs:
@@ -138,8 +148,6 @@ def output_sqnr(q, samples, float_outs) -> float:
     """SQNR dB of every float output of ``q`` (a graph from :func:`.quantize.quantize`, run
     by ``run_graph``) against ``float_outs[k]`` ({output: array}, the float model on
     ``samples[k]``), summed over outputs and samples."""
-    from .quantize import _db
-    from .reference import run_graph
     sig = err = 0.0
     for feeds, ref in zip(samples, float_outs):
         got = run_graph(q, feeds)
@@ -150,64 +158,3 @@ def output_sqnr(q, samples, float_outs) -> float:
             sig += float((r ** 2).sum())
             err += float(((np.asarray(got[o], np.float64) - r) ** 2).sum())
     return _db(sig, err)
-
-
-def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: int = 64,
-                          rounds: int = 3, on_step=None, **kw):
-    """Mixed precision by sensitivity: :func:`.quantize.quantize` ``g``, then rank every
-    quantised layer by how much the model's output SQNR (:func:`output_sqnr` on
-    ``samples``) rises when that layer alone stays float, and keep layers float in that
-    order (each only if it raises the output SQNR of the graph with the ones before it)
-    until the output SQNR reaches ``min_db`` or ``max_float`` layers are float; up to
-    ``rounds`` times, each ranking the layers again with the ones kept so far float (two
-    layers may only help together: the two squares of a variance written E[x^2] - E[x]^2,
-    whose difference cancels).  ``kw`` go
-    to :func:`.quantize.quantize` (give ``ranges``: calibration is not repeated here).
-    Returns (integer graph, ``[(float node, op, output SQNR dB after keeping it float)]``,
-    output SQNR dB before, after); ``on_step(k, n, node, db)`` sees each measurement."""
-    from .quantize import quantize
-    from .reference import run_graph
-    from ..ops import registry
-    samples = list(samples)
-    float_outs = [{o: v for o, v in run_graph(g, s).items() if o in g.outputs}
-                  for s in samples]
-    keep = list(float_nodes)
-    q = quantize(g, float_nodes=tuple(keep), **kw)
-    base = output_sqnr(q, samples, float_outs)
-    if base >= min_db:
-        return q, [], base, base
-    producer = {n.output: n for n in g.nodes}
-    kept, cur = [], base
-    for _ in range(rounds):
-        cands, seen = [], set()
-        for n in q.nodes:
-            src = producer.get(q.float_of.get(n.output))
-            if src is None or src.name in seen or src.name in keep or \
-                    q.values[n.output].dtype.startswith("float"):
-                continue
-            rule = registry.get(src.op)
-            if rule is not None and rule.quantize is not None:
-                seen.add(src.name)
-                cands.append(src)
-        gains = []
-        for k, src in enumerate(cands):
-            db = output_sqnr(quantize(g, float_nodes=tuple(keep + [src.name]), **kw),
-                             samples, float_outs)
-            if on_step is not None:
-                on_step(k, len(cands), src.name, db)
-            if db > cur:
-                gains.append((db - cur, k, src))
-        gains.sort(key=lambda t: (-t[0], t[1]))
-        added = 0
-        for _, _, src in gains:
-            if cur >= min_db or len(kept) >= max_float:
-                break
-            trial = quantize(g, float_nodes=tuple(keep + [src.name]), **kw)
-            db = output_sqnr(trial, samples, float_outs)
-            if db > cur:
-                keep.append(src.name)
-                kept.append((src.name, src.op, db))
-                q, cur, added = trial, db, added + 1
-        if not added or cur >= min_db or len(kept) >= max_float:
-            break
-    return q, kept, base, cur
