@@ -37,14 +37,16 @@ TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 
 
 def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
-                     float_first_last=False, min_output_sqnr=None, sqnr_samples=4):
+                     float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
+                     float_off_vta=False):
     """``predict(feeds) -> [outputs]`` of this compiler's int8 program on the timed simulator,
     the compile CPU seconds and ``stats()`` (the last run's VTA cycles and share, steps, the
     layers kept float).  ``min_layer_sqnr``: ``compile_model``'s ``--min-layer-sqnr`` (local,
     then cumulative per-layer SQNR on the first ``sqnr_samples`` calibration samples);
     ``min_output_sqnr``: then :func:`compiler.graph.quantize.keep_float_for_output` on
     those samples (the layers whose float twin lifts the model's output SQNR most stay float
-    until it reaches the bound)."""
+    until it reaches the bound); ``float_off_vta``: every layer whose operator type has no
+    step on VTA in the plain program stays float (it runs on the CPU either way)."""
     from benchmarks.corpus import pretrained
     from compiler.graph.driver import Compiled, compile_model
     from compiler.graph.partition import compile_graph
@@ -58,6 +60,16 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                       sqnr_samples=sqnr_samples)
     kept = list(c.options.get("kept_float") or [])
     out_db = None
+    if float_off_vta:
+        from compiler.graph.quantize import calibrate, quantize
+        prod = {n.output: n for n in c.float_graph.nodes}
+        on_vta = {prod[c.qgraph.float_of[s.node.output]].op for s in c.program.steps
+                  if s.kind == "vta" and c.qgraph.float_of.get(s.node.output) in prod}
+        fl = tuple(n.name for n in c.float_graph.nodes if n.op not in on_vta)
+        q = quantize(c.float_graph, ranges=calibrate(c.float_graph, calib_feeds, mode),
+                     float_nodes=fl)
+        kept += [(n, "off-vta", float("nan")) for n in fl]
+        c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
     if min_output_sqnr is not None:
         from compiler.graph.quantize import calibrate
         ranges = calibrate(c.float_graph, calib_feeds, mode)
@@ -172,7 +184,7 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
 # ------------------------------------------------------------------ main
 
 def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
-        ns: int = 4) -> dict:
+        ns: int = 4, fov: bool = False) -> dict:
     from benchmarks.corpus import pretrained
     if name == "vad":
         return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns)
@@ -187,7 +199,7 @@ def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
     except Exception as e:  # reported; the other columns stand
         r["ort_int8"] = f"{type(e).__name__}: {str(e)[:80]}"
     calib = pretrained.samples(name, 16, 1)[0]
-    pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns)
+    pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov)
     t0 = time.process_time()
     r["ours"] = round(pretrained.evaluate(name, pred, n), 4)
     r["compile_cpu_s"] = round(secs, 1)
@@ -206,6 +218,8 @@ def main(argv=None) -> int:
                     help="then keep float the layers that lift the output SQNR most, to DB")
     ap.add_argument("--sqnr-samples", type=int, default=4,
                     help="calibration samples the SQNR bounds are measured on")
+    ap.add_argument("--float-off-vta", action="store_true",
+                    help="layers of an operator type with no VTA step stay float (CPU)")
     ap.add_argument("--float-first-last", action="store_true",
                     help="the first conv and the last dense layer stay float (TVM's recipe)")
     ap.add_argument("--json", default=None)
@@ -214,7 +228,7 @@ def main(argv=None) -> int:
     for name in a.models.split(","):
         try:
             rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last,
-                             a.min_output_sqnr, a.sqnr_samples)
+                             a.min_output_sqnr, a.sqnr_samples, a.float_off_vta)
         except Exception as e:  # one model's failure does not stop the table
             rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         print(f"{name:8s} {json.dumps(rows[name])}", flush=True)
