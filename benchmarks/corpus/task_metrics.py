@@ -2,7 +2,12 @@
 onnxruntime's static int8 (``pretrained.ort_int8``: QDQ, MinMax, calibrated on 16 samples
 drawn with seed 1) and this project's int8 program on the timed simulator (calibrated on the
 same 16 samples; percentile calibration unless ``--mode``; ``--min-layer-sqnr DB`` keeps the
-layers below DB float on the CPU; ``--float-first-last`` the first conv and last dense).
+layers below DB float on the CPU (their own SQNR, then with every error before them, on the
+first ``--sqnr-samples`` (4) calibration samples); ``--min-output-sqnr DB`` then keeps float the layers whose float twin
+lifts the model's output SQNR most, until it reaches DB; ``--float-first-last`` the first
+conv and last dense).  Each row also gives the last sample's VTA cycles and VTA share of the
+modelled time (CPU steps timed by wall clock: inflated on a loaded machine) and which layers
+stayed float.
 
 silero-vad has no offline speech data: its row is the agreement of the speech/non-speech
 decision (probability > 0.5) per 512-sample frame with the float model's, over seeded
@@ -32,21 +37,75 @@ TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 
 
 def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
-                     float_first_last=False):
+                     float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
+                     float_off_vta=False):
     """``predict(feeds) -> [outputs]`` of this compiler's int8 program on the timed simulator,
-    and the compile CPU seconds."""
+    the compile CPU seconds and ``stats()`` (the last run's VTA cycles and share, steps, the
+    layers kept float).  ``min_layer_sqnr``: ``compile_model``'s ``--min-layer-sqnr`` (local,
+    then cumulative per-layer SQNR on the first ``sqnr_samples`` calibration samples);
+    ``min_output_sqnr``: then :func:`compiler.graph.quantize.keep_float_for_output` on
+    those samples (the layers whose float twin lifts the model's output SQNR most stay float
+    until it reaches the bound); ``float_off_vta``: every layer whose operator type has no
+    step on VTA in the plain program stays float (it runs on the CPU either way)."""
     from benchmarks.corpus import pretrained
-    from compiler.graph.driver import compile_model
+    from compiler.graph.driver import Compiled, compile_model
+    from compiler.graph.partition import compile_graph
+    from compiler.graph.quantize import keep_float_for_output
     from isa import VTAConfig
     from vta_runtime import SimDevice
     cfg = VTAConfig()
     t0 = time.process_time()
     c = compile_model(pretrained.pinned(name), cfg, calib=calib_feeds, mode=mode,
-                      min_layer_sqnr=min_layer_sqnr, float_first_last=float_first_last)
+                      min_layer_sqnr=min_layer_sqnr, float_first_last=float_first_last,
+                      sqnr_samples=sqnr_samples)
+    kept = list(c.options.get("kept_float") or [])
+    out_db = None
+    if float_off_vta:
+        from compiler.graph.quantize import calibrate, quantize
+        prod = {n.output: n for n in c.float_graph.nodes}
+        on_vta = {prod[c.qgraph.float_of[s.node.output]].op for s in c.program.steps
+                  if s.kind == "vta" and c.qgraph.float_of.get(s.node.output) in prod}
+        fl = tuple(n.name for n in c.float_graph.nodes if n.op not in on_vta)
+        q = quantize(c.float_graph, ranges=calibrate(c.float_graph, calib_feeds, mode),
+                     float_nodes=fl)
+        kept += [(n, "off-vta", float("nan")) for n in fl]
+        c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
+    if min_output_sqnr is not None:
+        from compiler.graph.quantize import calibrate
+        ranges = calibrate(c.float_graph, calib_feeds, mode)
+        q, more, b, a = keep_float_for_output(
+            c.float_graph, calib_feeds[:sqnr_samples], min_output_sqnr, ranges=ranges,
+            float_nodes=tuple(k[0] for k in kept))
+        kept += [(n, op, db, "output") for n, op, db in more]
+        out_db = (round(b, 2), round(a, 2))
+        c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
     secs = time.process_time() - t0
     ex = c.executor(SimDevice(cfg, timed=True))
     outs = list(c.qgraph.outputs)
-    return (lambda feeds: [np.asarray(v) for v in map(ex.run(feeds).get, outs)]), secs
+
+    def stats():
+        s = ex.summary()
+        steps = c.program.steps
+        return {"vta_cycles": int(s["vta_cycles"]), "vta_share": round(s["vta_share"], 3),
+                "steps_vta_cpu_host": [sum(x.kind == k for x in steps)
+                                       for k in ("vta", "cpu", "host")],
+                "kept_float": len(kept), "kept": [(k[0], k[1], round(k[2], 1)) + tuple(k[3:])
+                                                   for k in kept],
+                "output_sqnr_before_after": out_db}
+    exact: list = []
+
+    def pred(feeds):
+        got = [np.asarray(v) for v in map(ex.run(feeds).get, outs)]
+        if len(exact) < 2:          # bit-exact against the quantised-graph reference
+            from compiler.graph.reference import run_graph
+            ref = run_graph(c.qgraph, feeds)
+            exact.append(max(float(np.abs(np.asarray(ref[o], np.float64) - g).max())
+                             for o, g in zip(outs, got)))
+        return got
+
+    def stats_exact():
+        return {**stats(), "max_abs_diff_vs_qgraph_first_2": max(exact) if exact else None}
+    return pred, secs, stats_exact
 
 
 # ------------------------------------------------------------------ vad
@@ -98,7 +157,8 @@ def vad_decisions(predict, audio: np.ndarray) -> np.ndarray:
     return np.asarray(probs)
 
 
-def vad_row(n_frames: int, ffl: bool = False) -> dict:
+def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
+            min_out=None, ns=4) -> dict:
     from benchmarks.corpus import pretrained
     m = pretrained.pinned("vad")
     audio = vad_audio(n_frames, seed=0)
@@ -111,22 +171,23 @@ def vad_row(n_frames: int, ffl: bool = False) -> dict:
         f = {"input": x, "state": st, "sr": np.array(16000, np.int64)}
         calib.append(f)
         st = np.asarray(ort_f(f)[1], np.float32)
-    pred, secs = compiled_predict("vad", calib, float_first_last=ffl)
+    pred, secs, stats = compiled_predict("vad", calib, mode, min_sqnr, ffl, min_out, ns)
     p_ours = vad_decisions(pred, audio)
     agree = float(np.mean((p_ours > 0.5) == (p_float > 0.5)))
     return {"metric": "frame agreement with float (p > 0.5)", "float": 1.0,
             "ours": round(agree, 4), "speech_frames_float": int((p_float > 0.5).sum()),
             "frames": len(p_float), "mean_abs_p_diff": round(float(np.abs(p_ours - p_float)
                                                                    .mean()), 4),
-            "compile_cpu_s": round(secs, 1)}
+            "compile_cpu_s": round(secs, 1), **stats()}
 
 
 # ------------------------------------------------------------------ main
 
-def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False) -> dict:
+def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
+        ns: int = 4, fov: bool = False) -> dict:
     from benchmarks.corpus import pretrained
     if name == "vad":
-        return vad_row(n * 8, ffl)
+        return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns)
     spec = pretrained.PRETRAINED[name]
     r = {"metric": spec["metric"]}
     r["float"] = round(pretrained.evaluate(name, pretrained.ort_predict(pretrained.pinned(name)),
@@ -138,11 +199,12 @@ def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False) -> dict:
     except Exception as e:  # reported; the other columns stand
         r["ort_int8"] = f"{type(e).__name__}: {str(e)[:80]}"
     calib = pretrained.samples(name, 16, 1)[0]
-    pred, secs = compiled_predict(name, calib, mode, min_sqnr, ffl)
+    pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov)
     t0 = time.process_time()
     r["ours"] = round(pretrained.evaluate(name, pred, n), 4)
     r["compile_cpu_s"] = round(secs, 1)
     r["eval_cpu_s"] = round(time.process_time() - t0, 1)
+    r.update(stats())
     return r
 
 
@@ -152,6 +214,12 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--mode", default="percentile")
     ap.add_argument("--min-layer-sqnr", type=float, default=None)
+    ap.add_argument("--min-output-sqnr", type=float, default=None,
+                    help="then keep float the layers that lift the output SQNR most, to DB")
+    ap.add_argument("--sqnr-samples", type=int, default=4,
+                    help="calibration samples the SQNR bounds are measured on")
+    ap.add_argument("--float-off-vta", action="store_true",
+                    help="layers of an operator type with no VTA step stay float (CPU)")
     ap.add_argument("--float-first-last", action="store_true",
                     help="the first conv and the last dense layer stay float (TVM's recipe)")
     ap.add_argument("--json", default=None)
@@ -159,7 +227,8 @@ def main(argv=None) -> int:
     rows = {}
     for name in a.models.split(","):
         try:
-            rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last)
+            rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last,
+                             a.min_output_sqnr, a.sqnr_samples, a.float_off_vta)
         except Exception as e:  # one model's failure does not stop the table
             rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         print(f"{name:8s} {json.dumps(rows[name])}", flush=True)

@@ -14,6 +14,10 @@ Methods (``METHODS``; ``vta compile --calib-method``):
   rounded to the grid and clipped to +-127 steps);
 * ``global_scale``: TVM's baseline, every activation in [-global_scale, global_scale].
 
+Whatever the method, :func:`saturating_ranges` (applied by ``quantize``) then narrows the range
+of a value read only by saturating element-wise functions (int8 lookup tables) to where their
+int8 output still changes.
+
 ``kl`` and ``mse`` run the float graph twice over the samples (the maxima, then the
 histograms on a fixed range); the others once.  Their histograms leave out exact zeros: a
 ReLU output's zeros (often half of it) are exact at any scale, and as a spike in the first
@@ -155,3 +159,59 @@ def calibrate_ranges(g, samples, method: str = "minmax", percentile: float = 99.
     for k, v in getattr(g, "qdq_ranges", {}).items():
         ranges[k] = v
     return ranges
+
+
+def _lut_ops() -> set:
+    from ..ops.unary import UNARY
+    return set(UNARY) | {"sigmoid"}
+
+
+def saturating_ranges(g, ranges: dict) -> tuple[dict, dict]:
+    """The ranges with a finer one for every value read only by element-wise functions that
+    become int8 lookup tables (tanh, sigmoid, exp, ...), and {value: (old, new) range} of
+    those changed.  Such a function saturates: beyond some |x| its int8 output (at the
+    output's calibrated power-of-two scale) no longer changes, so clipping the input there
+    loses nothing, and the input's int8 grid is that much finer.  The new range is the
+    smallest power-of-two step range (127 * 2**-f) at which ``f(clip(x))`` and ``f(x)``
+    quantise alike on a geometric grid of |x| up to the calibrated range, for every reader
+    (e.g. GELU's tanh(0.8 (x + 0.045 x^3)) after a conv whose outputs reach 100: the cube
+    calibrates to 10^5, tanh needs only +-4)."""
+    from ..ops.requant import frac_for
+    from .reference import run_node
+    lut = _lut_ops()
+    readers: dict[str, list] = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            readers.setdefault(i, []).append(n)
+    out, changed = dict(ranges), {}
+    for v, rs in readers.items():
+        r = float(ranges.get(v, 0.0))
+        if v in g.outputs or v in g.params or v in getattr(g, "qdq_ranges", {}) or \
+                not np.isfinite(r) or r <= 0 or any(
+                n.op not in lut or n.inputs[0] != v or len(n.inputs) != 1 for n in rs):
+            continue
+        mag = np.geomspace(r * 1e-6, r, 2001)
+        x = np.concatenate([-mag[::-1], [0.0], mag]).astype(np.float32)
+        f0 = frac_for(r)
+        best = f0
+        for f in range(f0 + 1, 25):
+            t = np.float32(127 * 2.0 ** -f)
+            ok = True
+            for n in rs:
+                fo = frac_for(ranges.get(n.output, 0.0))
+                with np.errstate(all="ignore"):
+                    a = np.asarray(run_node(n, [x]), np.float64)
+                    b = np.asarray(run_node(n, [np.clip(x, -t, t)]), np.float64)
+                qa = np.clip(np.floor(a * 2.0 ** fo + 0.5), -128, 127)
+                qb = np.clip(np.floor(b * 2.0 ** fo + 0.5), -128, 127)
+                if not np.array_equal(qa, qb, equal_nan=True):
+                    ok = False
+                    break
+            if not ok:
+                break
+            best = f
+        if best > f0:
+            new = 127 * 2.0 ** -best
+            out[v] = new
+            changed[v] = (r, new)
+    return out, changed

@@ -18,6 +18,9 @@ Activation ranges come from calibration:
   threshold on a histogram of |x| (:mod:`.calibrate`; ``"minmax"`` is ``"max"``);
 * ``mode="global_scale"``: TVM's baseline, every activation in [-global_scale,
   global_scale] (``global_scale=8.0`` -> frac 4);
+* a value read only by saturating functions (int8 lookup tables: tanh, sigmoid, exp)
+  gets the narrower range where their int8 output still changes
+  (:func:`.calibrate.saturating_ranges`; ``.lut_clipped`` lists them);
 * a QDQ model's own Q/DQ pairs give the range of the values they wrap (they win over
   calibration).
 
@@ -42,17 +45,16 @@ Example::
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..ops import registry
 from ..ops.errors import QuantizeError
 from ..ops.requant import frac_for  # noqa: F401 (re-exported)
 from .ir import Graph
-from .calibrate import METHODS, calibrate_ranges
+from .calibrate import METHODS, calibrate_ranges, saturating_ranges
 from .quantize_fixed import FixedRules, model_scales, nominal_frac
 from .reference import run_graph
+from .sensitivity import _db, below, output_sqnr
 
 MODES = METHODS
 
@@ -99,7 +101,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     # (vit, #23) a transformer's residual stream stays float: graph/transformer.py
     from .transformer import residual_stream_adds
     float_nodes = tuple(float_nodes) + tuple(residual_stream_adds(g))
+    ranges, lut_clipped = saturating_ranges(g, ranges)
     q = Graph(g.name)
+    q.lut_clipped = lut_clipped
     q.float_graph, q.float_of, q.calibration = g, {}, {"mode": mode, "percentile": percentile,
                                                       "global_scale": global_scale}
     qname: dict[str, str] = {}     # float value -> int8 value
@@ -198,15 +202,6 @@ def _rename(q: Graph, old: str, new: str) -> None:
         q.float_of[new] = q.float_of.pop(old)
 
 
-def _db(sig: float, err: float) -> float:
-    """10 log10(sig / err): inf for no error, -inf for an infinite or NaN error (a float
-    model whose values overflow) or a ratio that underflows."""
-    if err == 0:
-        return float("inf")
-    ratio = max(sig, 1e-30) / err if math.isfinite(err) and math.isfinite(sig) else 0.0
-    return 10 * math.log10(ratio) if ratio > 0 else float("-inf")
-
-
 def sqnr_report(q: Graph, feeds_list, float_envs=None) -> list[tuple]:
     """Per quantised value: (value, op, frac, SQNR dB vs the float model) over
     ``feeds_list``; ``float_envs[k]``, when given and not None, is the float graph's run on
@@ -244,15 +239,21 @@ def sqnr_report(q: Graph, feeds_list, float_envs=None) -> list[tuple]:
 
 
 def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_rounds: int = 64,
-                     float_envs=None, **kw) -> tuple[Graph, list]:
-    """:func:`quantize` ``g``, then keep float (on the CPU) every layer whose output SQNR
-    vs the float model on ``samples`` is below ``min_db``: the first such layer in graph
-    order is taken out, the graph requantised and measured again (a layer's SQNR includes
-    the error of the quantised layers before it, so taking out an early culprit can lift
-    the later ones), until every quantised layer clears ``min_db``.  Returns the integer
-    graph and ``[(float node, op, SQNR dB when quantised)]`` of the layers kept float.
-    ``kw`` go to :func:`quantize` (calibration ranges are computed once, and the float
-    graph runs once per sample: ``float_envs`` as in :func:`sqnr_report`)."""
+                     float_envs=None, local: bool = True, **kw) -> tuple[Graph, list]:
+    """:func:`quantize` ``g``, then keep float (on the CPU) every layer whose SQNR vs the
+    float model on ``samples`` is below ``min_db``, in two passes:
+
+    1. with ``local`` (default), every layer whose *own* SQNR (:mod:`.sensitivity`: the
+       layer run on the float model's inputs at their int8 scales, so a tensor that one
+       power-of-two int8 scale cannot hold is found where it is made) is below ``min_db``,
+       all in one round (repeated while keeping some float moves the others' scales);
+    2. then the first layer in graph order whose output SQNR (with every error before it)
+       is below ``min_db`` is taken out, the graph requantised and measured again (taking
+       out an early culprit can lift the later ones), until every quantised layer clears it.
+
+    Returns the integer graph and ``[(float node, op, SQNR dB when quantised)]`` of the
+    layers kept float.  ``kw`` go to :func:`quantize` (calibration ranges are computed once,
+    and the float graph runs once per sample: ``float_envs`` as in :func:`sqnr_report`)."""
     samples = list(samples)
     if not samples:
         raise QuantizeError("--min-layer-sqnr needs calibration samples to measure SQNR")
@@ -263,17 +264,31 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
     envs += [None] * (len(samples) - len(envs))
     envs = [e if e is not None else run_graph(g, s, keep=True) for e, s in zip(envs, samples)]
     producer = {n.output: n for n in g.nodes}
+    by_name = {n.name: n for n in g.nodes}
     keep = set(float_nodes)
     kept: list = []
+
+    def has_rule(node):
+        rule = registry.get(node.op)
+        return rule is not None and rule.quantize is not None
+
+    for _ in range(max_rounds if local else 0):
+        q = quantize(g, float_nodes=tuple(keep), **kw)
+        new = [r for r in below(q, g, envs, min_db)
+               if r[0] not in keep and has_rule(by_name[r[0]])]
+        if not new:
+            break
+        keep.update(r[0] for r in new)
+        kept += new
     for _ in range(max_rounds):
         q = quantize(g, float_nodes=tuple(keep), **kw)
         bad = None
         for out, op, frac, db in sqnr_report(q, samples, envs):
             src = producer.get(q.float_of.get(out))
-            if frac is None or src is None or src.name in keep or db >= min_db:
+            if frac is None or src is None or src.name in keep or db >= min_db or \
+                    src.output in q.lut_clipped:     # clipped where its readers saturate
                 continue
-            rule = registry.get(src.op)
-            if rule is not None and rule.quantize is not None:
+            if has_rule(src):
                 bad = (src, db)
                 break
         if bad is None:
@@ -282,3 +297,61 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
         kept.append((bad[0].name, bad[0].op, bad[1]))
     raise QuantizeError(f"--min-layer-sqnr {min_db:g}: still below after keeping "
                         f"{len(kept)} layers float (raise max_rounds or lower the bound)")
+
+
+def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: int = 64,
+                          rounds: int = 3, on_step=None, **kw):
+    """Mixed precision by sensitivity: :func:`quantize` ``g``, then rank every
+    quantised layer by how much the model's output SQNR (:func:`output_sqnr` on
+    ``samples``) rises when that layer alone stays float, and keep layers float in that
+    order (each only if it raises the output SQNR of the graph with the ones before it)
+    until the output SQNR reaches ``min_db`` or ``max_float`` layers are float; up to
+    ``rounds`` times, each ranking the layers again with the ones kept so far float (two
+    layers may only help together: the two squares of a variance written E[x^2] - E[x]^2,
+    whose difference cancels).  ``kw`` go
+    to :func:`quantize` (give ``ranges``: calibration is not repeated here).
+    Returns (integer graph, ``[(float node, op, output SQNR dB after keeping it float)]``,
+    output SQNR dB before, after); ``on_step(k, n, node, db)`` sees each measurement."""
+    samples = list(samples)
+    float_outs = [{o: v for o, v in run_graph(g, s).items() if o in g.outputs}
+                  for s in samples]
+    keep = list(float_nodes)
+    q = quantize(g, float_nodes=tuple(keep), **kw)
+    base = output_sqnr(q, samples, float_outs)
+    if base >= min_db:
+        return q, [], base, base
+    producer = {n.output: n for n in g.nodes}
+    kept, cur = [], base
+    for _ in range(rounds):
+        cands, seen = [], set()
+        for n in q.nodes:
+            src = producer.get(q.float_of.get(n.output))
+            if src is None or src.name in seen or src.name in keep or \
+                    q.values[n.output].dtype.startswith("float"):
+                continue
+            rule = registry.get(src.op)
+            if rule is not None and rule.quantize is not None:
+                seen.add(src.name)
+                cands.append(src)
+        gains = []
+        for k, src in enumerate(cands):
+            db = output_sqnr(quantize(g, float_nodes=tuple(keep + [src.name]), **kw),
+                             samples, float_outs)
+            if on_step is not None:
+                on_step(k, len(cands), src.name, db)
+            if db > cur:
+                gains.append((db - cur, k, src))
+        gains.sort(key=lambda t: (-t[0], t[1]))
+        added = 0
+        for _, _, src in gains:
+            if cur >= min_db or len(kept) >= max_float:
+                break
+            trial = quantize(g, float_nodes=tuple(keep + [src.name]), **kw)
+            db = output_sqnr(trial, samples, float_outs)
+            if db > cur:
+                keep.append(src.name)
+                kept.append((src.name, src.op, db))
+                q, cur, added = trial, db, added + 1
+        if not added or cur >= min_db or len(kept) >= max_float:
+            break
+    return q, kept, base, cur
