@@ -209,3 +209,29 @@ endmodule
     out = subprocess.run(["vvp", "sim"], cwd=tmp_path, capture_output=True, text=True,
                          check=True).stdout
     assert "ERRORS 0" in out, out
+
+
+BOARD_VECTORS = ["gemm_000", "alu_mul_vec_000", "alu_shr_vec_001", "alu_max_imm_000",
+                 "mixed_000"]
+
+
+@pytest.mark.slow   # two 1x16x16 boards in Amaranth's simulator: ~10 min on a loaded machine
+def test_golden_vectors_on_the_pipelined_simulated_board_same_bytes_and_cycles():
+    """The default 1x16x16 configuration on the simulated board (UART bridge protocol, host
+    driver, alu_stages=3) with and without ``pipelined``: byte-exact, same cycle counts."""
+    import pathlib
+
+    from vta_hw.board.host import BoardHost
+    from vta_hw.board.simboard import SimulatedBoard
+    vec = pathlib.Path(__file__).parent / "data" / "vectors"
+    hosts = [BoardHost(SimulatedBoard(VTAConfig(), serial=False, **kw))
+             for kw in ({}, {"pipelined": True})]
+    for name in BOARD_VECTORS:
+        v = np.load(vec / f"{name}.npz", allow_pickle=False)
+        cycles = []
+        for host in hosts:
+            dram = v["dram_in"].copy()
+            res = host.run(v["insns"].tobytes(), dram)
+            assert np.array_equal(dram, v["dram_out"]), name
+            cycles.append(res.cycles)
+        assert cycles[0] == cycles[1] > 0, (name, cycles)
