@@ -235,3 +235,27 @@ def test_golden_vectors_on_the_pipelined_simulated_board_same_bytes_and_cycles()
             assert np.array_equal(dram, v["dram_out"]), name
             cycles.append(res.cycles)
         assert cycles[0] == cycles[1] > 0, (name, cycles)
+
+
+def test_vta_hw_build_pipelined_reaches_the_build(tmp_path, monkeypatch):
+    import vta_hw.board.fpga as fpga
+    from compiler.cli import main
+    seen = []
+
+    def fake_build(cfg, board, out_dir, **kw):
+        seen.append(kw)
+        return {"synth_only": True}
+    monkeypatch.setattr(fpga, "build_bitstream", fake_build)
+    assert main(["hw", "build", "--out", str(tmp_path / "a"), "--synth-only",
+                 "--pipelined", "--freq", "100"]) == 0
+    assert main(["hw", "build", "--out", str(tmp_path / "b"), "--synth-only"]) == 0
+    assert seen[0]["pipelined"] is True and seen[0]["freq_mhz"] == 100.0
+    assert seen[1]["pipelined"] is False
+
+
+def test_the_pipelined_build_is_named_with_its_options():
+    from vta_hw.board.builds import build_config
+    cfg, opts = build_config("1x8x8-85f-pipelined")
+    plain_cfg, plain = build_config("1x8x8-85f")
+    assert cfg == plain_cfg and opts["pipelined"] is True and opts["freq_mhz"] == 100.0
+    assert "pipelined" not in plain
