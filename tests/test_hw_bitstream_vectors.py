@@ -81,8 +81,8 @@ def boards():
     def get(build):
         if build not in made:
             cfg, opts = build_config(build)
-            made[build] = BoardHost(SimulatedBoard(cfg, serial=False,
-                                                   lut_mults=opts["lut_mults"]))
+            kw = {k: opts[k] for k in ("lut_mults", "pipelined") if k in opts}
+            made[build] = BoardHost(SimulatedBoard(cfg, serial=False, **kw))
         return made[build]
     return get
 

@@ -102,7 +102,8 @@ def cmd_build(args):
     report = build_bitstream(_config(args), board=args.board, out_dir=args.out,
                              synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
                              dram_words=args.dram_words, baud=args.baud,
-                             lut_mults=args.lut_mults, router=args.router)
+                             lut_mults=args.lut_mults, router=args.router,
+                             pipelined=args.pipelined)
     print(json.dumps(report, indent=2))
     if not report.get("synth_only") and not report["meets_target"]:
         cp = report.get("critical_path") or {}
@@ -277,6 +278,9 @@ def register(sub):
     b.add_argument("--lut-mults", type=nonnegative_int, default=0,
                    help="GEMM products built from LUTs instead of hard multipliers (0..MACs; "
                         "e.g. 160 fits the 1x16x16 core into the ECP5-85F's 156 MULT18X18D)")
+    b.add_argument("--pipelined", action="store_true",
+                   help="registers inside the MULT18X18D blocks and the ALU lane split over "
+                        "its three cycles (FPGA timing; same cycles and results)")
     b.add_argument("--router", default="router1", choices=("router1", "router2"),
                    help="nextpnr router (router2 is much faster on large, congested designs)")
     b.set_defaults(func=cmd_build)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import AluOp, VTAConfig
 
+from .dsp import is_ecp5, registered_product
 from .fields import uop_layout
 from .uoploop import OFF_BITS
 
-__all__ = ["AluPipe", "alu_lane"]
+__all__ = ["AluPipe", "alu_lane", "alu_lane_split"]
 
 
 def alu_lane(m, op, a, b, width: int, mul: bool = True):
@@ -64,6 +65,71 @@ def alu_lane(m, op, a, b, width: int, mul: bool = True):
     return r
 
 
+def _reverse(v, width):
+    return Cat(*[v[i] for i in reversed(range(width))])
+
+
+def alu_lane_split(m, op, a, b, width: int, tag: str = ""):
+    """:func:`alu_lane` without MUL over two register stages (``width`` 8, 16 or 32): returns
+    ``(regs, finish)``.  The first half (min/max, add, the operand reversal, the shift amount
+    and the first shifter levels) is computed from ``a``/``b`` and registered in ``regs``
+    (a list of ``(register, value)`` for the caller's sync domain); ``finish(mul)`` is the
+    second half over those registers (the last shifter levels, saturation, the reversal
+    back, the op select, with ``mul`` the MUL result), for the next register.  ``op`` must
+    be the same in both cycles (it is the instruction's)."""
+    lb = width.bit_length() - 1
+    first = lb - 2                  # shifter levels before the register
+    neg = b[width - 1]
+    hi, lo = b[lb:], b[:lb]
+    sat = Signal()
+    m.d.comb += sat.eq(Mux(neg, ~(hi.all() & lo.any()), hi.any()))
+    amt = Signal(lb)
+    m.d.comb += amt.eq(Mux(neg, -lo, lo))
+    fill = Signal()
+    m.d.comb += fill.eq(~neg & a[width - 1])
+    y = Signal(width)
+    m.d.comb += y.eq(Mux(neg, _reverse(a, width), a))
+    for i in range(first):
+        step = Signal(width)
+        m.d.comb += step.eq(Mux(amt[i], Cat(y[1 << i:], fill.replicate(1 << i)), y))
+        y = step
+    diff = Signal(width + 1)
+    m.d.comb += diff.eq(a - b)
+    pre = Signal(width)
+    with m.Switch(op):
+        with m.Case(AluOp.MIN, AluOp.MAX):
+            m.d.comb += pre.eq(Mux(diff[width] ^ op[0], a, b))
+        with m.Case(AluOp.ADD):
+            m.d.comb += pre.eq(a + b)
+        with m.Default():
+            m.d.comb += pre.eq(y)
+    pre_r = Signal(width, name=f"alu_pre{tag}")
+    amt_r = Signal(lb - first, name=f"alu_amt{tag}")
+    sat_r, fill_r, neg_r = (Signal(name=f"alu_{n}{tag}") for n in ("sat", "fill", "neg"))
+    regs = [(pre_r, pre), (amt_r, amt[first:]), (sat_r, sat), (fill_r, fill), (neg_r, neg)]
+
+    def finish(mul):
+        z = pre_r
+        for i in range(first, lb):
+            step = Signal(width)
+            m.d.comb += step.eq(Mux(amt_r[i - first], Cat(z[1 << i:],
+                                                          fill_r.replicate(1 << i)), z))
+            z = step
+        z = Mux(sat_r, fill_r.replicate(width), z)
+        shr = Signal(width)
+        m.d.comb += shr.eq(Mux(neg_r, _reverse(z, width), z))
+        r = Signal(width)
+        with m.Switch(op):
+            with m.Case(AluOp.MIN, AluOp.MAX, AluOp.ADD):
+                m.d.comb += r.eq(pre_r)
+            with m.Case(AluOp.SHR):
+                m.d.comb += r.eq(shr)
+            with m.Case(AluOp.MUL):
+                m.d.comb += r.eq(mul)
+        return r
+    return regs, finish
+
+
 def _alu_lane_direct(m, op, a, b, width: int, mul: bool = True):
     """:func:`alu_lane` written directly (any ``width``)."""
     neg = b < 0
@@ -114,11 +180,18 @@ class AluPipe(wiring.Component):
     acc_rda_addr/acc_rda_data, acc_rdb_addr/acc_rdb_data : synchronous ACC read ports.
     acc_wr_valid, acc_wr_addr, acc_wr_data : ACC write (whole tile).
     busy, range_error : ``Out(1)``
+
+    ``pipelined`` (with ``stages=3``; same cycles and results): the lane is split over the
+    s3 -> s4 -> s5 registers (:func:`alu_lane_split`) instead of running whole in s3 -> s4,
+    the 16x16 multiplier pieces are :func:`vta_hw.blocks.dsp.registered_product` (on an
+    ECP5 MULT18X18D blocks with input and output registers) and the forwarding compares are
+    registered a cycle early.
     """
 
-    def __init__(self, cfg: VTAConfig, stages: int = 1):
+    def __init__(self, cfg: VTAConfig, stages: int = 1, pipelined: bool = False):
         self.cfg = cfg
         self.stages = stages
+        self.pipelined = bool(pipelined) and stages == 3 and cfg.acc_width in (8, 16, 32)
         self.acc_bits = cfg.batch * cfg.block_out * cfg.acc_width
         depth = cfg.acc_buff_depth
         super().__init__({
@@ -131,6 +204,7 @@ class AluPipe(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        self._platform = platform
         cfg = self.cfg
         depth = cfg.acc_buff_depth
         uop = Signal(uop_layout(cfg))
@@ -154,6 +228,8 @@ class AluPipe(wiring.Component):
         # the write stage: s3 (one-cycle execute) or s4 (registered result, micro-ops issued
         # every other cycle, so the next one is in s2 while this one is written)
         wv, wd, wdata = Signal(), Signal(range(depth)), Signal(self.acc_bits)
+        if self.pipelined:
+            return self._pipelined(m, v2, bad2, d2, s2, d, s, imm, wv, wd, wdata)
         fwd_a = wv & (wd == d2)
         fwd_b = wv & (wd == s2)
         m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2),
@@ -194,5 +270,48 @@ class AluPipe(wiring.Component):
         else:
             m.d.comb += [wv.eq(v3), wd.eq(d3), wdata.eq(result), self.busy.eq(v2 | v3)]
         m.d.comb += [self.acc_wr_valid.eq(wv), self.acc_wr_addr.eq(wd),
+                     self.acc_wr_data.eq(wdata)]
+        return m
+
+    def _pipelined(self, m, v2, bad2, d2, s2, d, s, imm, wv, wd, wdata):
+        """The ``stages=3`` datapath with the lane split over s3 -> s4 -> s5, the multiplier
+        pieces in registered products and the forwarding compares registered in s1."""
+        cfg = self.cfg
+        depth = cfg.acc_buff_depth
+        Wa, h = cfg.acc_width, cfg.acc_width // 2
+        n = cfg.batch * cfg.block_out
+        v3, v4, v5 = Signal(), Signal(), Signal()
+        d3, d4, d5 = (Signal(range(depth), name=f"d{i}") for i in (3, 4, 5))
+        # fwd_a in s2 is ``v5 & (d5 == d2)``: v5/d5 are v4/d4 one cycle earlier and d2 is d
+        dn, sn = Signal(range(depth)), Signal(range(depth))
+        m.d.comb += [dn.eq(d), sn.eq(s)]
+        fwd_a, fwd_b = Signal(), Signal()
+        m.d.sync += [fwd_a.eq(v4 & (d4 == dn)), fwd_b.eq(v4 & (d4 == sn))]
+        a_in = Signal(self.acc_bits)
+        b_in = Signal(self.acc_bits)
+        m.d.comb += [a_in.eq(Mux(fwd_a, wdata, self.acc_rda_data)),
+                     b_in.eq(Mux(self.use_imm, imm.replicate(n),
+                                 Mux(fwd_b, wdata, self.acc_rdb_data)))]
+        a3, b3 = Signal(self.acc_bits), Signal(self.acc_bits)
+        m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2), a3.eq(a_in), b3.eq(b_in),
+                     v4.eq(v3), d4.eq(d3), v5.eq(v4), d5.eq(d4)]
+        prim = is_ecp5(self._platform)
+        r5 = Signal(self.acc_bits)
+        outs = []
+        for i in range(n):
+            regs, finish = alu_lane_split(m, self.op, a3.word_select(i, Wa).as_signed(),
+                                          b3.word_select(i, Wa).as_signed(), Wa, f"_{i}")
+            m.d.sync += [r.eq(v) for r, v in regs]
+            a, b = a_in.word_select(i, Wa), b_in.word_select(i, Wa)
+            # low half of the product from three 16x16 pieces, registered in s4
+            q0 = registered_product(m, a[:h], b[:h], Wa, f"mul_lo_{i}", primitive=prim)
+            q1 = registered_product(m, a[h:], b[:h], h, f"mul_hl_{i}", primitive=prim)
+            q2 = registered_product(m, a[:h], b[h:], h, f"mul_lh_{i}", primitive=prim)
+            mul = Signal(Wa, name=f"mul_{i}")
+            m.d.comb += mul.eq(q0 + (Cat(Const(0, h), (q1 + q2)[:h])))
+            outs.append(finish(mul))
+        m.d.sync += r5.eq(Cat(*outs))
+        m.d.comb += [wv.eq(v5), wd.eq(d5), wdata.eq(r5), self.busy.eq(v2 | v3 | v4 | v5),
+                     self.acc_wr_valid.eq(wv), self.acc_wr_addr.eq(wd),
                      self.acc_wr_data.eq(wdata)]
         return m

@@ -46,10 +46,12 @@ class ComputeModule(wiring.Component):
     takes N + 7 cycles from dequeue (N + 5 for ALU); FINISH and no-ops 2 cycles.
     """
 
-    def __init__(self, cfg: VTAConfig, alu_stages: int = 1, lut_mults: int = 0):
+    def __init__(self, cfg: VTAConfig, alu_stages: int = 1, lut_mults: int = 0,
+                 pipelined: bool = False):
         self.cfg = cfg
         self.alu_stages = alu_stages
         self.lut_mults = lut_mults
+        self.pipelined = pipelined
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
         self.acc_lanes = cfg.batch * cfg.block_out
@@ -102,8 +104,10 @@ class ComputeModule(wiring.Component):
 
         # ---------------------------------------------------------------- pipelines
         m.submodules.loop = loop = UopLoop(cfg)
-        m.submodules.gemm = gemm = GemmPipe(cfg, lut_mults=self.lut_mults)
-        m.submodules.alu = alu = AluPipe(cfg, stages=self.alu_stages)
+        m.submodules.gemm = gemm = GemmPipe(cfg, lut_mults=self.lut_mults,
+                                                pipelined=self.pipelined)
+        m.submodules.alu = alu = AluPipe(cfg, stages=self.alu_stages,
+                                             pipelined=self.pipelined)
         insn = Signal(insn_layout(cfg))
         index = Signal(32)
         g, a = insn.gemm, insn.alu

@@ -53,6 +53,11 @@ class VTACore(wiring.Component):
         :class:`vta_hw.blocks.gemm.GemmPipe`); no effect on cycles or results, it trades
         MULT18X18D blocks for LUTs (one multiplier for about 117 LUT4-equivalents on the
         ECP5, as radix-4 digit planes).
+    pipelined : bool
+        FPGA timing, no effect on cycles or results: the GEMM's hard-multiplier products
+        and (with ``alu_stages=3``) the ALU's multiplier pieces register their operands and
+        product inside the multiplier (MULT18X18D registers on an ECP5), and the ALU lane is
+        split over its three issue cycles (:class:`vta_hw.blocks.alu.AluPipe`).
 
     Members
     -------
@@ -69,7 +74,7 @@ class VTACore(wiring.Component):
     """
 
     def __init__(self, cfg: VTAConfig, queue_depth: int = 512, token_bits: int = 16,
-                 alu_stages: int = 1, lut_mults: int = 0):
+                 alu_stages: int = 1, lut_mults: int = 0, pipelined: bool = False):
         if not isinstance(cfg, VTAConfig):
             raise TypeError(f"cfg must be a VTAConfig, not {cfg!r}")
         if queue_depth < 2:
@@ -86,6 +91,9 @@ class VTACore(wiring.Component):
             raise HwConfigError(f"lut_mults must be an integer in [0, {macs}] (the GEMM "
                                 f"products), not {lut_mults!r}")
         self.lut_mults = lut_mults
+        if not isinstance(pipelined, bool):
+            raise HwConfigError(f"pipelined must be True or False, not {pipelined!r}")
+        self.pipelined = pipelined
         check_config(cfg)
         super().__init__({
             "csr_addr": In(CSR_ADDR_BITS), "csr_wdata": In(32), "csr_we": In(1),
@@ -107,7 +115,8 @@ class VTACore(wiring.Component):
         e.submodules.fetch = fetch = FetchModule(cfg)
         e.submodules.load = load = LoadModule(cfg)
         e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages,
-                                                     lut_mults=self.lut_mults)
+                                                     lut_mults=self.lut_mults,
+                                                     pipelined=self.pipelined)
         e.submodules.store = store = StoreModule(cfg)
         m.d.comb += [fetch.start.eq(start), fetch.insn_addr.eq(csr.insn_addr),
                      fetch.insn_count.eq(csr.insn_count)]

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from isa import VTAConfig
 
+from .dsp import is_ecp5, registered_product
 from .fields import uop_layout
 from .uoploop import OFF_BITS
 
@@ -87,10 +88,16 @@ class GemmPipe(wiring.Component):
     same results.  Every adder is its own carry chain (:func:`tree_sum` with ``keep`` wires).
     range_error : ``Out(1)``  pulse: a micro-op's index is beyond its SRAM (its write is
         suppressed).
+
+    ``pipelined``: the hard-multiplier products register their operands inside the multiplier
+    (:func:`vta_hw.blocks.dsp.registered_product`: on an ECP5 a MULT18X18D with input and
+    output registers, in place of the s2 INP/WGT registers and the s2a product register);
+    the same stages, cycles and results.
     """
 
-    def __init__(self, cfg: VTAConfig, lut_mults: int = 0):
+    def __init__(self, cfg: VTAConfig, lut_mults: int = 0, pipelined: bool = False):
         self.cfg = cfg
+        self.pipelined = bool(pipelined)
         macs = cfg.batch * cfg.block_in * cfg.block_out
         if isinstance(lut_mults, bool) or not isinstance(lut_mults, int) or \
                 not 0 <= lut_mults <= macs:
@@ -153,6 +160,13 @@ class GemmPipe(wiring.Component):
                     n = (b * cfg.block_out + o) * cfg.block_in + k
                     if n >= first_lut and planes:
                         lut_k.append(k)
+                        continue
+                    if self.pipelined and n < first_lut:
+                        ix, iw = b * cfg.block_in + k, o * cfg.block_in + k
+                        row.append(registered_product(
+                            m, self.inp_rd_data.word_select(ix, cfg.inp_width).as_signed(),
+                            self.wgt_rd_data.word_select(iw, cfg.wgt_width).as_signed(), pw,
+                            f"prod_{b}_{o}_{k}", primitive=is_ecp5(platform)))
                         continue
                     pr = Signal(signed(pw), name=f"prod_{b}_{o}_{k}")
                     m.d.sync += pr.eq(lut_product(x, y, m) if n >= first_lut else x * y)

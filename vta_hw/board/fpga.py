@@ -54,9 +54,10 @@ class FpgaTop(Elaboratable):
     board's USB UART; LEDs = done / PLL lock / UART rx."""
 
     def __init__(self, cfg: VTAConfig, freq_mhz: float = 50.0, dram_words: int = 8192,
-                 baud: int = 115200, lut_mults: int = 0):
+                 baud: int = 115200, lut_mults: int = 0, pipelined: bool = False):
         self.cfg = cfg
         self.lut_mults = lut_mults
+        self.pipelined = pipelined
         self.freq_mhz = freq_mhz
         self.dram_words = dram_words
         self.baud = baud
@@ -94,7 +95,8 @@ class FpgaTop(Elaboratable):
         # split over two register stages); the GEMM keeps one micro-op per cycle
         m.submodules.board = board = UartSystem(self.cfg, self.divisor, self.dram_words,
                                                 latency=8, alu_stages=3,
-                                                lut_mults=self.lut_mults)
+                                                lut_mults=self.lut_mults,
+                                                pipelined=self.pipelined)
         uart = platform.request("uart", 0)
         m.d.comb += [board.rx.eq(uart.rx.i), uart.tx.o.eq(board.tx)]
         leds = [platform.request("led", i) for i in range(3)]
@@ -125,13 +127,16 @@ def _check_tools(env, names=tuple(_TOOLS)):
 def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpga", *,
                     synth_only: bool = False, seed: int = 1, freq_mhz: float = 50.0,
                     dram_words: int = 8192, baud: int = 115200, lut_mults: int = 0,
-                    router: str = "router1") -> dict:
+                    router: str = "router1", pipelined: bool = False,
+                    nextpnr_extra: str = "") -> dict:
     """Build ``out_dir/vta.bit`` and ``out_dir/report.json`` (fmax_mhz, luts, ffs,
     multipliers, brams, config, ...).  ``synth_only`` runs yosys on the core alone (resource
     estimate; no bitstream).  ``lut_mults`` GEMM products are built from LUTs instead of
     MULT18X18D blocks (:class:`vta_hw.blocks.gemm.GemmPipe`).  ``router`` is nextpnr's
     (``router2`` routes a large, congested design such as the 1x16x16 in a fraction of
-    ``router1``'s time).
+    ``router1``'s time).  ``pipelined`` is the core option of the same name (MULT18X18D
+    registers, split ALU lane; :class:`vta_hw.blocks.core.VTACore`); ``nextpnr_extra`` is
+    appended to nextpnr's options (e.g. ``--placer-heap-beta 0.7``).
 
     A build that misses ``freq_mhz`` still writes the bitstream and the report, with
     ``meets_target`` false and the routed ``critical_path`` (``vta hw build`` then exits 1).
@@ -146,7 +151,8 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
     env = _tool_env()
     _check_tools(env, ("YOSYS",) if synth_only else tuple(_TOOLS))
     if synth_only:
-        report = synthesize_core(cfg, out, env=env, lut_mults=lut_mults)
+        kw = {"pipelined": True} if pipelined else {}
+        report = synthesize_core(cfg, out, env=env, lut_mults=lut_mults, **kw)
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         return report
     if board not in BOARDS:
@@ -155,14 +161,15 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         raise HwError(f"router must be router1 or router2, not {router!r}")
     import amaranth_boards.ulx3s as ulx3s
     platform = getattr(ulx3s, BOARDS[board])()
-    top = FpgaTop(cfg, freq_mhz, dram_words, baud, lut_mults=lut_mults)
+    top = FpgaTop(cfg, freq_mhz, dram_words, baud, lut_mults=lut_mults, pipelined=pipelined)
     t0 = time.time()
     old = dict(os.environ)
     os.environ.update(env)
     try:
         plan = platform.build(top, name="vta", build_dir=str(out), do_build=False,
                               nextpnr_opts=f"--report report_nextpnr.json --seed {seed} "
-                                           f"--timing-allow-fail --router {router}")
+                                           f"--timing-allow-fail --router {router} "
+                                           f"{nextpnr_extra}".rstrip())
         plan.extract(str(out))
     finally:
         os.environ.clear()
@@ -189,7 +196,8 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         "multipliers_available": util.get("MULT18X18D", {}).get("available"),
         "critical_path": critical_path(pnr),
         "dram_bytes": dram_words * cfg.bus_bytes, "baud": baud, "seed": seed,
-        "lut_mults": lut_mults, "router": router,
+        "lut_mults": lut_mults, "pipelined": pipelined, "router": router,
+        "nextpnr_extra": nextpnr_extra,
         "build_seconds": round(time.time() - t0, 1), "config": cfg.to_dict()}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report

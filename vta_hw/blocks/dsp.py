@@ -1,0 +1,67 @@
+"""Registered products for the ``pipelined`` core: ``a * b`` with both operands and the
+product registered, so the multiplier runs register to register.
+
+On an ECP5 (``platform.family == "ecp5"``) it is a hand-instantiated ``MULT18X18D`` with its
+own input and output registers (``REG_INPUTA_CLK``/``REG_INPUTB_CLK``/``REG_OUTPUT_CLK`` on
+``CLK0``): yosys maps ``*`` to a MULT18X18D without registers and does not absorb the fabric
+flip-flops around it, so a fabric register -> DSP -> fabric register path pays the routing
+into and out of the DSP block twice.  Anywhere else (simulation, ``synth-only``, other
+parts) it is the same two register stages written in Amaranth: the same values in the same
+cycles, which is what the simulators check.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal, signed, unsigned
+
+__all__ = ["registered_product", "is_ecp5"]
+
+
+def is_ecp5(platform) -> bool:
+    """True when elaborating for a Lattice ECP5 platform (hard MULT18X18D blocks)."""
+    return platform is not None and getattr(platform, "family", None) == "ecp5"
+
+
+def registered_product(m: Module, a, b, width: int, name: str, *, primitive: bool = False,
+                       domain: str = "sync") -> Signal:
+    """A ``width``-bit signal holding ``a * b`` (low ``width`` bits, signedness taken from
+    ``a`` and ``b``, each at most 18 bits wide) two cycles after ``a``/``b``: the operands
+    are registered at the first clock edge and their product at the second.
+
+    ``primitive``: one ``MULT18X18D`` with its input A/B and output registers on ``CLK0``
+    (operands sign- or zero-extended to 18 bits, ``SIGNEDA``/``SIGNEDB`` tied to their
+    signedness); otherwise the same registers in logic."""
+    sa, sb = a.shape().signed, b.shape().signed
+    if len(a) > 18 or len(b) > 18 or width > 36:
+        raise ValueError(f"{name}: a MULT18X18D takes operands of at most 18 bits and gives "
+                         f"36 (got {len(a)} x {len(b)} -> {width})")
+    out = Signal(signed(width) if (sa or sb) else unsigned(width), name=name)
+    if not primitive:
+        ar = Signal(a.shape(), name=f"{name}_a")
+        br = Signal(b.shape(), name=f"{name}_b")
+        m.d[domain] += [ar.eq(a), br.eq(b), out.eq(ar * br)]
+        return out
+    a18 = Signal(18, name=f"{name}_a18")
+    b18 = Signal(18, name=f"{name}_b18")
+    p = Signal(36, name=f"{name}_p")
+    m.d.comb += [a18.eq(a.as_signed() if sa else a.as_unsigned()),
+                 b18.eq(b.as_signed() if sb else b.as_unsigned())]
+    ports = {f"i_A{i}": a18[i] for i in range(18)}
+    ports.update({f"i_B{i}": b18[i] for i in range(18)})
+    ports.update({f"i_C{i}": Const(0) for i in range(18)})
+    ports.update({f"o_P{i}": p[i] for i in range(36)})
+    m.submodules[f"{name}_dsp"] = Instance(
+        "MULT18X18D",
+        p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
+        p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
+        p_REG_INPUTC_CLK="NONE", p_REG_PIPELINE_CLK="NONE",
+        p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0", p_REG_OUTPUT_RST="RST0",
+        p_CLK0_DIV="ENABLED", p_CLK1_DIV="ENABLED", p_CLK2_DIV="ENABLED",
+        p_CLK3_DIV="ENABLED", p_HIGHSPEED_CLK="NONE", p_GSR="DISABLED",
+        p_CAS_MATCH_REG="FALSE", p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",
+        p_RESETMODE="SYNC",
+        i_SIGNEDA=Const(int(sa)), i_SIGNEDB=Const(int(sb)), i_SOURCEA=Const(0),
+        i_SOURCEB=Const(0), i_CLK0=ClockSignal(domain), i_CE0=Const(1), i_RST0=Const(0),
+        **ports)
+    m.d.comb += out.eq(p[:width])
+    return out
