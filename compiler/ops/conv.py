@@ -108,6 +108,21 @@ def spatial(ctx, node, attrs, kernel, in_shape):
 
 # ------------------------------------------------------------------ conv (float)
 
+def check_conv_weight(node, ks, group: int, xs, w) -> None:
+    """The Conv checks every spatial rank shares: ``kernel_shape`` (if given) is the weight's,
+    ``group`` divides the output channels, and the input has weight channels x group."""
+    if ks is not None and tuple(ks) != tuple(w.shape[2:]):
+        raise OnnxImportError(f"node {node.name!r} (Conv): attribute 'kernel_shape' = "
+                              f"{list(ks)} does not match the "
+                              f"{'x'.join(str(k) for k in w.shape[2:])} weight")
+    if group < 1 or w.shape[0] % group:
+        raise OnnxImportError(f"node {node.name!r} (Conv): group {group} does not divide the "
+                              f"{w.shape[0]} output channels")
+    if xs[1] != w.shape[1] * group:
+        raise OnnxImportError(f"node {node.name!r} (Conv): input has {xs[1]} channels, "
+                              f"weight expects {w.shape[1]} x group {group}")
+
+
 def import_conv(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
     w = ctx.const(node.input[1], node, "W")
@@ -116,15 +131,7 @@ def import_conv(ctx, node, attrs):
     if w.ndim != 4:
         raise OnnxImportError(f"node {node.name!r} (Conv): weight is {w.ndim}-D; only 2-D "
                               f"convolutions are supported")
-    if ks is not None and tuple(ks) != tuple(w.shape[2:]):
-        raise OnnxImportError(f"node {node.name!r} (Conv): attribute 'kernel_shape' = "
-                              f"{list(ks)} does not match the {w.shape[2]}x{w.shape[3]} weight")
-    if group < 1 or w.shape[0] % group:
-        raise OnnxImportError(f"node {node.name!r} (Conv): group {group} does not divide the "
-                              f"{w.shape[0]} output channels")
-    if xs[1] != w.shape[1] * group:
-        raise OnnxImportError(f"node {node.name!r} (Conv): input has {xs[1]} channels, "
-                              f"weight expects {w.shape[1]} x group {group}")
+    check_conv_weight(node, ks, group, xs, w)
     strides, dil, pads, (oh, ow) = spatial(ctx, node, attrs, w.shape[2:], xs)
     ins = list(node.input[:3])
     ctx.emit(node, "conv", ins, (xs[0], w.shape[0], oh, ow),

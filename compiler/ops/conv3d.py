@@ -33,6 +33,7 @@ import numpy as np
 
 from . import registry
 from .errors import GraphError, OnnxImportError
+from .conv import check_conv_weight
 from .requant import apply_mult, epilogue, epilogue_te, quantize_gemm, shift
 
 WHY_CPU = "CPU: a 3-D conv (VTA's conv2d lowering is 2-D)"
@@ -130,15 +131,7 @@ def import_conv3d(ctx, node, attrs):
                               f"{len(xs)}-D input; a 3-D conv reads (N, C, D, H, W)")
     group = int(ctx.take(attrs, "group", 1))
     ks = ctx.take(attrs, "kernel_shape")
-    if ks is not None and tuple(ks) != tuple(w.shape[2:]):
-        raise OnnxImportError(f"node {node.name!r} (Conv): attribute 'kernel_shape' = "
-                              f"{list(ks)} does not match the weight's {list(w.shape[2:])}")
-    if group < 1 or w.shape[0] % group:
-        raise OnnxImportError(f"node {node.name!r} (Conv): group {group} does not divide the "
-                              f"{w.shape[0]} output channels")
-    if xs[1] != w.shape[1] * group:
-        raise OnnxImportError(f"node {node.name!r} (Conv): input has {xs[1]} channels, "
-                              f"weight expects {w.shape[1]} x group {group}")
+    check_conv_weight(node, ks, group, xs, w)
     strides, dil, pads, od = window_3d(ctx, node, attrs, w.shape[2:], xs[2:])
     ins = [node.input[0], node.input[1]]
     if len(node.input) > 2 and node.input[2]:

@@ -29,25 +29,10 @@ def alu_lane(m, op, a, b, width: int, mul: bool = True):
     if width not in (8, 16, 32):
         return _alu_lane_direct(m, op, a, b, width, mul)
     lb = width.bit_length() - 1
-    neg = b[width - 1]
-    hi, lo = b[lb:], b[:lb]
-    # |b| >= width: b >= width when b >= 0, b <= -width when b < 0
-    sat = Signal()
-    m.d.comb += sat.eq(Mux(neg, ~(hi.all() & lo.any()), hi.any()))
-    amt = Signal(lb)
-    m.d.comb += amt.eq(Mux(neg, -lo, lo))
-    fill = Signal()
-    m.d.comb += fill.eq(~neg & a[width - 1])
-    x = Signal(width)
-    m.d.comb += x.eq(Mux(neg, Cat(*[a[i] for i in reversed(range(width))]), a))
-    y = x
-    for i in range(lb):         # a log shifter, ``width`` bits wide at every level
-        step = Signal(width)
-        m.d.comb += step.eq(Mux(amt[i], Cat(y[1 << i:], fill.replicate(1 << i)), y))
-        y = step
+    neg, sat, amt, fill, y = _shift_front(m, a, b, width, lb)
     y = Mux(sat, fill.replicate(width), y)
     shr = Signal(width)
-    m.d.comb += shr.eq(Mux(neg, Cat(*[y[i] for i in reversed(range(width))]), y))
+    m.d.comb += shr.eq(Mux(neg, _reverse(y, width), y))
     diff = Signal(width + 1)    # a < b as the sign of a - b (maps to one carry chain)
     m.d.comb += diff.eq(a - b)
     lt = diff[width]
@@ -69,6 +54,30 @@ def _reverse(v, width):
     return Cat(*[v[i] for i in reversed(range(width))])
 
 
+def _shift_front(m, a, b, width: int, levels: int):
+    """The shared front of the small SHR lane: ``(neg, sat, amt, fill, y)`` with ``neg`` the
+    sign of ``b`` (a left shift), ``sat`` set for |b| >= width, ``amt`` the low log2(width)
+    bits of |b|, ``fill`` the bit shifted in, and ``y`` the (bit-reversed when ``neg``)
+    operand after the first ``levels`` levels of the log shifter."""
+    lb = width.bit_length() - 1
+    neg = b[width - 1]
+    hi, lo = b[lb:], b[:lb]
+    # |b| >= width: b >= width when b >= 0, b <= -width when b < 0
+    sat = Signal()
+    m.d.comb += sat.eq(Mux(neg, ~(hi.all() & lo.any()), hi.any()))
+    amt = Signal(lb)
+    m.d.comb += amt.eq(Mux(neg, -lo, lo))
+    fill = Signal()
+    m.d.comb += fill.eq(~neg & a[width - 1])
+    y = Signal(width)
+    m.d.comb += y.eq(Mux(neg, _reverse(a, width), a))
+    for i in range(levels):     # a log shifter, ``width`` bits wide at every level
+        step = Signal(width)
+        m.d.comb += step.eq(Mux(amt[i], Cat(y[1 << i:], fill.replicate(1 << i)), y))
+        y = step
+    return neg, sat, amt, fill, y
+
+
 def alu_lane_split(m, op, a, b, width: int, tag: str = ""):
     """:func:`alu_lane` without MUL over two register stages (``width`` 8, 16 or 32): returns
     ``(regs, finish)``.  The first half (min/max, add, the operand reversal, the shift amount
@@ -79,20 +88,7 @@ def alu_lane_split(m, op, a, b, width: int, tag: str = ""):
     be the same in both cycles (it is the instruction's)."""
     lb = width.bit_length() - 1
     first = lb - 2                  # shifter levels before the register
-    neg = b[width - 1]
-    hi, lo = b[lb:], b[:lb]
-    sat = Signal()
-    m.d.comb += sat.eq(Mux(neg, ~(hi.all() & lo.any()), hi.any()))
-    amt = Signal(lb)
-    m.d.comb += amt.eq(Mux(neg, -lo, lo))
-    fill = Signal()
-    m.d.comb += fill.eq(~neg & a[width - 1])
-    y = Signal(width)
-    m.d.comb += y.eq(Mux(neg, _reverse(a, width), a))
-    for i in range(first):
-        step = Signal(width)
-        m.d.comb += step.eq(Mux(amt[i], Cat(y[1 << i:], fill.replicate(1 << i)), y))
-        y = step
+    neg, sat, amt, fill, y = _shift_front(m, a, b, width, first)
     diff = Signal(width + 1)
     m.d.comb += diff.eq(a - b)
     pre = Signal(width)
