@@ -4,7 +4,9 @@ the schedule the plain search chose (issue 23: compile < 5 s, chosen schedules b
 The plain search (the code before that change, kept verbatim below as ``ref_*``) is the
 reference: same candidates in the same order, the same estimates and buffer checks, the same
 chosen knobs, over random conv2d / dense / grouped workloads with bias, residual and immediate
-epilogue steps on six configurations."""
+epilogue steps on six configurations.  The reference includes the tiles that span several
+one-block groups (depthwise; ``vta.grouped.spans_groups``) as written for the plain search
+(``benchmarks/depthwise_tile_groups.patch`` of the session before, marked ``# spans``)."""
 
 import itertools
 
@@ -16,8 +18,9 @@ from isa import AluOp, VTAConfig
 from compiler.te import placeholder
 from compiler.vta import default_schedule as ds
 from compiler.vta.default_schedule import (DMA_LATENCY, INSN_OVERHEAD, ORDERS, ROW_OVERHEAD,
-                                           STORE_CYCLES_PER_TILE, Estimate, _vec_bytes,
-                                           divisors)
+                                           STORE_CYCLES_PER_TILE, UOP_LOAD, Estimate,
+                                           _vec_bytes, divisors)
+from compiler.vta.grouped import spans_groups
 from compiler.vta.gemm_workload import AluStep, GemmWorkload
 from compiler.vta.lower import tile_geometry
 from compiler.vta.residual import gemm_residual
@@ -41,6 +44,8 @@ def ref_estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
         # (the program's redundant-load elimination), so count changes along the loop order
         inp_loads = k.vthreads * _ref_runs(k, nt, ("b", "h", "w"))
         wgt_loads = k.vthreads * _ref_runs(k, nt, ("co",))
+        if spans_groups(wl):        # spans
+            inp_loads = wgt_loads = steps
     else:
         inp_loads = wgt_loads = steps
     inp = inp_loads * g["inp"] * cfg.inp_elem_bytes
@@ -64,10 +69,15 @@ def ref_estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
     alu = acc_tiles * sum(2 if st.vector is not None else 1 for st in wl.epilogue)
     insns = steps + tiles * (1 + len(wl.epilogue))
     compute = gemm + alu + INSN_OVERHEAD * insns
+    if spans_groups(wl):    # spans
+        compute += UOP_LOAD * tiles * sum(1 for st in wl.epilogue if st.vector is not None
+                                          and not st.full)
     mem = (inp + wgt + vec) / cfg.bus_bytes + ROW_OVERHEAD * rows \
         + DMA_LATENCY * (inp_dmas + wgt_loads) / (4 if k.vthreads > 1 else 1)
     store = acc_tiles * STORE_CYCLES_PER_TILE + store_rows * ROW_OVERHEAD * 2
     cycles = max(compute, mem, store) * 1.05 if k.vthreads > 1 else compute + mem
+    if spans_groups(wl) and k.vthreads > 1:     # spans
+        cycles += compute / tiles
     return Estimate(cycles, dram, compute, dmas)
 
 
@@ -110,11 +120,15 @@ def ref_fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig, strict: bool = True) ->
     return uops <= cfg.uop_buff_depth // 4
 
 
-def ref_candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True):
-    nv = 2 if latency_hiding else 1
-    for tb, tco, th, tw, tci in itertools.product(divisors(wl.nb), divisors(wl.ob_per_group),
+def ref_candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
+                   threads: int = 2):
+    nv = threads if latency_hiding else 1
+    co = wl.ob if spans_groups(wl) else wl.ob_per_group     # spans
+    for tb, tco, th, tw, tci in itertools.product(divisors(wl.nb), divisors(co),
                                                   divisors(wl.oh), divisors(wl.ow),
                                                   divisors(wl.cb)):
+        if tco > wl.ob_per_group and tci < wl.cb:      # spans
+            continue
         for order in ORDERS if tci == wl.cb else ORDERS[:1]:
             base = Knobs(tb, tco, th, tw, tci, vthreads=1, order=order)
             nt = base.n_tiles(wl)
@@ -134,6 +148,9 @@ def ref_default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = T
     rounding, e.g. a split reduction that re-reads the input twice)."""
     scored = [(ref_estimate(wl, k, cfg), k) for k in ref_candidates(wl, cfg, latency_hiding)
               if ref_fits(wl, k, cfg)]
+    if not scored and latency_hiding and spans_groups(wl):    # spans: 3 threads
+        scored = [(ref_estimate(wl, k, cfg), k) for k in ref_candidates(wl, cfg, True, 3)
+                  if ref_fits(wl, k, cfg)]
     if not scored and latency_hiding:
         return ref_default_knobs(wl, cfg, latency_hiding=False, slack=slack)
     if not scored:          # very few output tiles: accept scratch-padded GEMM kernels
@@ -333,3 +350,23 @@ def test_compiled_network_is_the_one_the_plain_search_compiles(monkeypatch):
             assert repr(sa.kernel.knobs) == repr(sb.kernel.knobs), sa.node.name
     feeds = {"input": sample_images(1, 32, seed=4)}
     assert _assert_same_programs(fast, slow, feeds) >= 10
+
+
+def test_depthwise_workloads_search_as_the_plain_search():
+    """Workloads whose every output block is a group (depthwise 3x3, strides 1 and 2, odd
+    group counts that need 3 virtual threads): the search spans groups exactly as the plain
+    search with the spanning terms does, and does choose tiles of several groups."""
+    spanning = 0
+    for name in ("default", "small_sram"):
+        cfg = CONFIGS[name]
+        for ob, h, stride in ((6, 14, 1), (15, 7, 1), (5, 9, 2), (60, 7, 1), (9, 28, 2)):
+            wl = make(cfg, "conv2d", 1, 1, ob, h, h, 3, stride, (1, 1, 1, 1), groups=ob,
+                      steps=("-bias", "shr", "min", "min"))
+            assert spans_groups(wl)
+            for lh in (True, False):
+                want, got = _ref_choice(wl, cfg, lh), _choice(wl, cfg, lh)
+                assert got == want and repr(got) == repr(want), (name, wl.describe(), lh)
+                spanning += got.tile_co > 1
+            assert list(ds.candidates(wl, cfg, True, 3)) == list(ref_candidates(wl, cfg,
+                                                                                True, 3))
+    assert spanning > 0

@@ -21,11 +21,13 @@ from dataclasses import dataclass
 
 from isa import VTAConfig
 
+from .grouped import spans_groups
 from .lower import tile_geometry
 from .residual import gemm_residual
 from .schedule import Knobs, ScheduleError
 from .workload import GemmWorkload
 
+UOP_LOAD = 64             # cycles of the LOAD UOP of a tile's per-channel epilogue micro-op
 DMA_LATENCY = 64          # cycles of fixed cost per DMA instruction (Pynq-like DRAM)
 INSN_OVERHEAD = 10        # cycles of fixed cost per GEMM/ALU instruction
 ROW_OVERHEAD = 2          # cycles per DMA row (one burst each): request gap, handshakes
@@ -127,6 +129,11 @@ class _Model:
         self.inp_depth, self.wgt_depth = cfg.inp_buff_depth, cfg.wgt_buff_depth
         self.acc_depth, self.uop_limit = cfg.acc_buff_depth, cfg.uop_buff_depth // 4
         self.dep = cfg.ACC_DEP_DISTANCE
+        # a tile may span several one-block groups (depthwise): it reads its groups' input
+        # blocks, loads them and its weights every tile, and needs a LOAD UOP per tile for
+        # each per-channel epilogue step (its channels' operand)
+        self.diag = spans_groups(wl)
+        self.ch_uops = sum(1 for st in eps if st.vector is not None and not st.full)
 
     def geometry(self, tb, tco, th, tw, tci, ci_split=1):
         """(in_h, acc, inp, wgt, resid) tiles of one full tile's buffers, as
@@ -135,7 +142,8 @@ class _Model:
         in_w = (tw - 1) * self.stride + self.kw
         acc = tb * tco * th * tw
         ci = min(tci * ci_split, self.cb)
-        return (in_h, acc, tb * ci * in_h * in_w, tco * ci * self.kh * self.kw,
+        ici = ci * tco if self.diag else ci         # a tile's groups' input blocks
+        return (in_h, acc, tb * ici * in_h * in_w, tco * ci * self.kh * self.kw,
                 acc if self.rg is not None else 0)
 
     def fits(self, geo, tiles, nv: int, strict: bool) -> bool:
@@ -174,6 +182,8 @@ class _Model:
             wgt_loads = vthreads * _runs(order, vthreads, vthread_axis, nt, ("co",))
         else:
             inp_loads = wgt_loads = steps
+        if self.diag:           # every tile reads its own groups' inputs and weights
+            inp_loads = wgt_loads = steps
         inp = inp_loads * g_inp * self.inp_bytes
         wgt = wgt_loads * g_wgt * self.wgt_bytes
         acc_tiles, vec = self.acc_tiles, self.vec
@@ -190,10 +200,14 @@ class _Model:
         dmas = inp_dmas + wgt_loads + store_dmas
         insns = steps + ntiles * (1 + self.n_eps)
         compute = self.gemm + self.alu + INSN_OVERHEAD * insns
+        if self.diag:           # per tile: a LOAD UOP per per-channel step
+            compute += UOP_LOAD * ntiles * self.ch_uops
         mem = (inp + wgt + vec) / self.bus + ROW_OVERHEAD * rows \
             + DMA_LATENCY * (inp_dmas + wgt_loads) / (4 if vthreads > 1 else 1)
         store = acc_tiles * STORE_CYCLES_PER_TILE + store_rows * ROW_OVERHEAD * 2
         cycles = max(compute, mem, store) * 1.05 if vthreads > 1 else compute + mem
+        if self.diag and vthreads > 1:
+            cycles += compute / ntiles   # the first tile's loads and the last one's epilogue show
         return Estimate(cycles, dram, compute, dmas)
 
 
@@ -231,21 +245,27 @@ def fits(wl: GemmWorkload, k: Knobs, cfg: VTAConfig, strict: bool = True) -> boo
     return m.fits(m.geometry(*t, k.ci_split), t, k.vthreads, strict)
 
 
-def candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True):
+def candidates(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
+               threads: int = 2):
     """Every knob setting the default search scores, in search order (ties go to the
-    first): dividing tiles, the loop orders, and with ``latency_hiding`` two virtual
-    threads on each axis whose tile count they divide."""
-    for tiles, order, vt, ax in _candidates(wl, latency_hiding):
+    first): dividing tiles, the loop orders, and with ``latency_hiding`` ``threads``
+    virtual threads on each axis whose tile count they divide.  The output-block tile
+    stays within one group, except where every output block is a group of its own
+    (:func:`compiler.vta.grouped.spans_groups`) and the tile reads its whole reduction."""
+    for tiles, order, vt, ax in _candidates(wl, latency_hiding, threads=threads):
         yield Knobs(*tiles, vthreads=vt, vthread_axis=ax, order=order)
 
 
-def _candidates(wl: GemmWorkload, latency_hiding: bool, nv_ok=None):
+def _candidates(wl: GemmWorkload, latency_hiding: bool, nv_ok=None, threads: int = 2):
     """(tiles, order, vthreads, vthread_axis) of :func:`candidates`; with ``nv_ok(tiles,
     nv)`` the tile sizes it rejects are skipped (same order for the rest)."""
-    nv = 2 if latency_hiding else 1
+    nv = threads if latency_hiding else 1
     ext = {"b": wl.nb, "co": wl.ob, "h": wl.oh, "w": wl.ow}
-    for tiles in itertools.product(divisors(wl.nb), divisors(wl.ob_per_group),
+    co = wl.ob if spans_groups(wl) else wl.ob_per_group
+    for tiles in itertools.product(divisors(wl.nb), divisors(co),
                                    divisors(wl.oh), divisors(wl.ow), divisors(wl.cb)):
+        if tiles[1] > wl.ob_per_group and tiles[4] < wl.cb:   # spanning groups: whole
+            continue                                           # reductions only
         if nv_ok is not None and not nv_ok(tiles, nv):
             continue
         tb, tco, th, tw, tci = tiles
@@ -260,7 +280,8 @@ def _candidates(wl: GemmWorkload, latency_hiding: bool, nv_ok=None):
                     yield tiles, order, nv, ax
 
 
-def _score(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool, strict: bool) -> list:
+def _score(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool, strict: bool,
+           threads: int = 2) -> list:
     """[(cycles, DRAM bytes, (tiles, order, vthreads, vthread_axis))] of every candidate
     that fits, in :func:`candidates` order."""
     m = _Model(wl, cfg)
@@ -272,7 +293,7 @@ def _score(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool, strict: bool)
         return m.fits(geo, tiles, nv, strict)
 
     out = []
-    for c in _candidates(wl, latency_hiding, nv_ok=ok):
+    for c in _candidates(wl, latency_hiding, nv_ok=ok, threads=threads):
         geo, nt = geos[c[0]]
         e = m.estimate(geo, c[0], nt, c[2], c[3], c[1])
         out.append((e.cycles, e.dram_bytes, c))
@@ -286,6 +307,8 @@ def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
     data is the better tie-break; the default 0.01% catches estimates that differ only by
     rounding, e.g. a split reduction that re-reads the input twice)."""
     scored = _score(wl, cfg, latency_hiding, True)
+    if not scored and latency_hiding and spans_groups(wl):   # odd tile counts: 3 threads
+        scored = _score(wl, cfg, True, True, threads=3)
     if not scored and latency_hiding:
         return default_knobs(wl, cfg, latency_hiding=False, slack=slack)
     if not scored:          # very few output tiles: accept scratch-padded GEMM kernels

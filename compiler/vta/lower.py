@@ -31,6 +31,7 @@ from .schedule import AXES, Knobs, ScheduleError
 from ..te import Binary, Tensor
 from .residual import gemm_residual, identity_tensor
 from .tiling import Tiling, Window, variants
+from .grouped import spans_groups
 from .workload import AluStep, GemmWorkload
 
 
@@ -50,9 +51,10 @@ def tile_geometry(wl: GemmWorkload, k: Knobs) -> dict:
     in_w = _in_cols(wl, k.tile_w)
     acc = k.tile_b * k.tile_co * k.tile_h * k.tile_w
     ci = min(k.tile_ci * k.ci_split, wl.cb)      # a split reduction reads several steps
+    ici = ci * k.tile_co if spans_groups(wl) else ci     # a tile's groups' input blocks
     return {"in_h": in_h, "in_w": in_w, "acc": acc, "row_step": row_step,
             "resid": acc if gemm_residual(wl) is not None else 0,   # INP tiles per slot
-            "inp": k.tile_b * ci * in_h * in_w,
+            "inp": k.tile_b * ici * in_h * in_w,
             "wgt": k.tile_co * ci * wl.kh * wl.kw}
 
 
@@ -64,6 +66,7 @@ class _Lowering:
         self.t = Tiling(wl, k)
         self.g = tile_geometry(wl, k)
         self.conv = wl.kind == "conv2d"
+        self.diag = spans_groups(wl)     # a tile spans several one-block groups
         self.need = cfg.ACC_DEP_DISTANCE + 1
         nv = k.vthreads
         acc_tiles = self.g["acc"]
@@ -92,7 +95,8 @@ class _Lowering:
     def _inp_box(self, sz: dict) -> tuple:
         if not self.conv:
             return (sz["b"], sz["ci"])
-        return (sz["b"], sz["ci"], _in_rows(self.wl, sz["h"], self.g["row_step"]),
+        ci = sz["ci"] * sz["co"] if self.diag else sz["ci"]
+        return (sz["b"], ci, _in_rows(self.wl, sz["h"], self.g["row_step"]),
                 _in_cols(self.wl, sz["w"]))
 
     def _wgt_box(self, sz: dict) -> tuple:
@@ -164,14 +168,14 @@ class _Lowering:
             lay = self._inp_box({a: w.size for a, w in ireg.items()} if ireg else loaded)
             lb, lci, lh, lw = lay if self.conv else (*lay, 1, 1)
             src = {"b": lci * lh * lw, "ci": lh * lw, "y": (s if g["row_step"] == 1 else 1) * lw,
-                   "x": s, "ky": lw}
+                   "x": s, "ky": lw, "co": wl.cb * lh * lw if self.diag else 0}
             wlay = self._wgt_box({a: w.size for a, w in wreg.items()} if wreg else loaded)
             wci = wlay[1]
             kk = wl.kh * wl.kw
             dims = (("ci", sci, (0, src["ci"], kk)), ("ky", wl.kh, (0, src["ky"], wl.kw)),
                     ("kx", wl.kw, (0, 1, 1)),
                     ("b", sb, (sco * sh * sw, src["b"], 0)),
-                    ("co", sco, (sh * sw, 0, wci * kk)),
+                    ("co", sco, (sh * sw, src["co"], wci * kk)),
                     ("y", sh, (sw, src["y"], 0)), ("x", sw, (1, src["x"], 0)))
             if self.k.inner_order:   # the user's order of the tensorized loops
                 pos = {n: i for i, n in enumerate(self.k.inner_order)}
@@ -376,8 +380,9 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     mock = set(k.mock)          # units left out to time the others alone
     step = []
     if not L.hoist["inp"] and "data" not in mock:
-        step.append(L._guard(L.load("inp", {**{a: L.tw[a] for a in ("b", "h", "w")},
-                                            "ci": L.cw}, False)))
+        inp_axes = ("b", "co", "h", "w") if L.diag else ("b", "h", "w")
+        step.append(L._guard(L.load("inp", {**{a: L.tw[a] for a in inp_axes}, "ci": L.cw},
+                                    False)))
     if not L.hoist["wgt"] and "kernel" not in mock:
         step.append(L._guard(L.load("wgt", {"co": L.tw["co"], "ci": L.cw}, False)))
     gemm = [] if "gemm" in mock else [L.gemm()]

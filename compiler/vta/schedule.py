@@ -236,11 +236,14 @@ class Knobs:
                                      f"extent of {ax})")
         groups = getattr(wl, "groups", 1)
         if groups > 1:
+            from .grouped import spans_groups
             opg = wl.ob // groups
-            if opg % self.tile_co:
+            if opg % self.tile_co and not (spans_groups(wl) and self.tile_ci == wl.cb):
                 raise PrimitiveError("split", "co", f"factor {self.tile_co} must divide the "
-                                     f"{opg} output blocks of a group (a tile may not span "
-                                     f"two groups of this grouped conv)")
+                                     f"{opg} output blocks of a group (a tile may span "
+                                     f"groups only when each group is one output block "
+                                     f"and the tile reads its whole reduction, tile_ci="
+                                     f"{wl.cb})")
             if self.inp_at != "ci":
                 raise PrimitiveError("compute_at", f"data, {self.inp_at}", "a grouped conv's "
                                      "input window depends on the output channel's group; "
