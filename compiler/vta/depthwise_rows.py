@@ -1,0 +1,127 @@
+"""Depthwise convs with pixels in the lanes ("row vectors"): a lowering that needs fewer GEMM
+micro-ops than the block-diagonal one (:mod:`compiler.vta.grouped`).
+
+In the channel-vector layout (NCHW16c) a GEMM micro-op of a depthwise conv multiplies one
+pixel's 16 channels by a diagonal weight tile: 16 of its 256 MACs are useful, and an output
+pixel of 16 channels costs KH x KW GEMM micro-ops.  Here a 16-lane vector holds 16
+consecutive pixels of one channel's row instead, with a halo: vector ``s`` of row ``y`` of
+channel ``c`` is ``x[c, y, s*SEG - pad_left + j]`` for ``j < 16``, ``SEG = 16 - (KW - 1)``
+(14 for a 3-wide kernel).  A kernel row ``ky`` is then one 16x16 Toeplitz weight tile (output
+lane ``i < SEG`` reads input lanes ``i .. i + KW - 1``), so SEG outputs of one channel cost KH
+GEMM micro-ops: for a 3x3 conv 3 micro-ops per 14 outputs instead of 9 per 16 (2.6x fewer),
+with the same per-tile epilogue (4 ALU micro-ops per output vector: 7 compute-module micro-ops
+per 14 outputs instead of 13 per 16, 1.62x fewer).
+
+The conv is an ordinary block-grouped GEMM workload: C groups (one per channel) of one input
+and one output block, a KH x 1 kernel over an H x S image of vectors, stride 1, vertical
+padding only; every output block is a group of its own, so the default schedule's tiles may
+span groups (:func:`compiler.vta.grouped.spans_groups`).  The layout change is a host-side
+relayout on each side (:func:`pack_rows`, :func:`unpack_rows`).  Stride 1 only (a stride-2 row
+needs 2 x SEG + 1 input lanes for SEG outputs) and images at least SEG wide pay off (a 7-wide
+image fills 7 of 16 output lanes: 7 micro-ops per 7 outputs, worse than 13 per 16).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from isa import VTAConfig
+
+from ..te import Tensor, TEError, compute, placeholder
+from ..te.nn import cast_int8, clip_op, conv2d
+from .workload import ACC_INIT, RIGHT_SHIFTS
+
+
+def seg_width(cfg: VTAConfig, kw: int) -> int:
+    """Output pixels per row vector."""
+    return cfg.block_out - (kw - 1)
+
+
+def rows_geometry(w: int, kw: int, pads_lr: tuple, cfg: VTAConfig) -> tuple:
+    """(output width, row vectors per row) of a stride-1 conv of a ``w``-wide image."""
+    pl, pr = pads_lr
+    ow = w + pl + pr - kw + 1
+    return ow, -(-ow // seg_width(cfg, kw))
+
+
+def check_rows(cfg: VTAConfig, kw: int) -> None:
+    if cfg.batch != 1 or cfg.block_in != cfg.block_out or kw > cfg.block_in:
+        raise TEError(f"row-vector depthwise needs BATCH 1, BLOCK_IN == BLOCK_OUT and a "
+                      f"kernel at most {cfg.block_in} wide (got BATCH {cfg.batch}, blocks "
+                      f"{cfg.block_in}x{cfg.block_out}, KW {kw})")
+
+
+def pack_rows(x: np.ndarray, kw: int, pads_lr: tuple, cfg: VTAConfig) -> np.ndarray:
+    """Plain (C, H, W) -> row vectors (1, C, H, S, 1, 16) with halo and zero padding."""
+    check_rows(cfg, kw)
+    c, h, w = x.shape
+    pl, pr = pads_lr
+    ow, s = rows_geometry(w, kw, pads_lr, cfg)
+    seg, lanes = seg_width(cfg, kw), cfg.block_in
+    xp = np.zeros((c, h, (s - 1) * seg + lanes), x.dtype)
+    xp[:, :, pl:pl + w] = x
+    idx = np.arange(s)[:, None] * seg + np.arange(lanes)[None, :]
+    return np.ascontiguousarray(xp[:, :, idx].reshape(1, c, h, s, 1, lanes))
+
+
+def unpack_rows(y: np.ndarray, ow: int, kw: int, cfg: VTAConfig) -> np.ndarray:
+    """Row vectors (1, C, OH, S, 1, 16) -> plain (C, OH, OW)."""
+    _, c, oh, s, _, _ = y.shape
+    seg = seg_width(cfg, kw)
+    return np.ascontiguousarray(y[0, :, :, :, 0, :seg].reshape(c, oh, s * seg)[:, :, :ow])
+
+
+def toeplitz(w: np.ndarray, cfg: VTAConfig) -> np.ndarray:
+    """Depthwise weights (C, KH, KW) -> (C, 1, KH, 1, 16, 16): tile ``[c, 0, ky, 0]`` has
+    ``w[c, ky, j - i]`` at (output lane i, input lane j) for ``i < SEG``, ``0 <= j - i < KW``."""
+    c, kh, kw = w.shape
+    check_rows(cfg, kw)
+    lanes, seg = cfg.block_in, seg_width(cfg, kw)
+    out = np.zeros((c, 1, kh, 1, lanes, lanes), w.dtype)
+    for dx in range(kw):
+        for i in range(seg):
+            out[:, 0, :, 0, i, i + dx] = w[:, :, dx]
+    return out
+
+
+def per_lane(v: np.ndarray, cfg: VTAConfig) -> np.ndarray:
+    """A per-channel int32 vector (C,) as the (C, 1, 16) operand of the row-vector conv (each
+    channel's value in all its lanes)."""
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(v, np.int32)[:, None, None],
+                                                (len(v), 1, cfg.block_out)))
+
+
+def epilogue(conv, bias, shifts, lo: int, hi: int, name: str):
+    """``clip((conv + bias) >> shifts, lo, hi)`` as int8: ``bias`` (an :data:`ACC_INIT`
+    operand: >= 0 and >= ``hi``, so a tile starts with one MAX) and ``shifts`` (amounts in
+    [0, 15]) are (blocks, 1, 16) placeholders indexed by the output block and lane."""
+    t0 = conv
+    t = compute(t0.shape, lambda i, o, y, x, bb, j: t0[i, o, y, x, bb, j] + bias[o, bb, j],
+                name=name + "_bias", dtype=t0.dtype, tag=ACC_INIT)
+    t1 = t
+    t = compute(t1.shape, lambda i, o, y, x, bb, j: t1[i, o, y, x, bb, j] >> shifts[o, bb, j],
+                name=name + "_shr", dtype=t1.dtype)
+    return cast_int8(clip_op(t, lo, hi, name=name + "_clip"), name=name)
+
+
+def rows_te(c: int, h: int, w: int, kh: int, kw: int, pads: tuple, lo: int, hi: int,
+            cfg: VTAConfig, name: str = "dw_rows"):
+    """The row-vector depthwise conv (stride 1, ``pads`` = (top, bottom, left, right)) with
+    :func:`epilogue`; returns (data, kernel, bias, shifts, out) tensors: data
+    (1, C, H, S, 1, 16) as :func:`pack_rows`, kernel as :func:`toeplitz`, bias and shifts
+    as :func:`per_lane`."""
+    check_rows(cfg, kw)
+    pt, pb, pl, pr = pads
+    _, s = rows_geometry(w, kw, (pl, pr), cfg)
+    lanes = cfg.block_in
+    data = placeholder((1, c, h, s, 1, lanes), "int8", "data")
+    kern = placeholder((c, 1, kh, 1, lanes, lanes), "int8", "kernel")
+    bias = placeholder((c, 1, lanes), cfg.acc_dtype, "bias")
+    shifts = Tensor("shifts", (c, 1, lanes), cfg.acc_dtype, tag=RIGHT_SHIFTS)
+    conv = conv2d(data, kern, 1, (pt, pb, 0, 0), name=name + "_conv",
+                  acc_dtype=cfg.acc_dtype, groups=c)
+    return data, kern, bias, shifts, epilogue(conv, bias, shifts, lo, hi, name)
+
+
+__all__ = ["seg_width", "rows_geometry", "pack_rows", "unpack_rows", "toeplitz", "per_lane",
+           "epilogue", "rows_te"]
