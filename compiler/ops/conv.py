@@ -281,7 +281,29 @@ def qconv_relayout(n, g, out, want, lay: dict, cfg):
 
 def qconv_vta(n, g, cfg):
     """The packed conv2d (+ bias, per-channel MUL, epilogue); weights and bias zero-padded
-    to the blocks and packed here, once."""
+    to the blocks and packed here, once.  A wide stride-1 depthwise conv runs with pixels in
+    the lanes (:mod:`compiler.vta.depthwise_rows`): its kernel is then a GEMM workload with
+    host re-layouts of its data and result."""
+    out, binds = _qconv_vta(n, g, cfg)
+    a = n.attrs
+    if a.get("group", 1) > 1 and not a.get("residual") and not a.get("im2col"):
+        from ..vta import depthwise_rows as dr
+        w = g.params[n.inputs[1]]
+        xv, ov = g.values[n.inputs[0]], g.values[n.output]
+        c = xv.plain_shape[1] if getattr(xv, "plain_shape", None) else w.shape[0]
+        if dr.rows_ok(c, w.shape[0], a["group"], w.shape[3], a["strides"][0],
+                      ov.shape[3], cfg) and tuple(a["dilations"]) == (1, 1) and \
+                a["strides"][0] == a["strides"][1]:
+            data = next(ph for ph, b in binds if b == ("value", n.inputs[0]))
+            pt, pl, pb, pr = a["pads"]
+            rows = dr.rows_from_blockdiag(out, binds, w, (pt, pb, pl, pr), data,
+                                          n.inputs[0], cfg)
+            if rows is not None:
+                return rows
+    return out, binds
+
+
+def _qconv_vta(n, g, cfg):
     from ..te import placeholder
     from vta_runtime.layout import pack_oihw
 

@@ -23,6 +23,8 @@ image fills 7 of 16 output lanes: 7 micro-ops per 7 outputs, worse than 13 per 1
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from isa import VTAConfig
@@ -54,14 +56,7 @@ def check_rows(cfg: VTAConfig, kw: int) -> None:
 def pack_rows(x: np.ndarray, kw: int, pads_lr: tuple, cfg: VTAConfig) -> np.ndarray:
     """Plain (C, H, W) -> row vectors (1, C, H, S, 1, 16) with halo and zero padding."""
     check_rows(cfg, kw)
-    c, h, w = x.shape
-    pl, pr = pads_lr
-    ow, s = rows_geometry(w, kw, pads_lr, cfg)
-    seg, lanes = seg_width(cfg, kw), cfg.block_in
-    xp = np.zeros((c, h, (s - 1) * seg + lanes), x.dtype)
-    xp[:, :, pl:pl + w] = x
-    idx = np.arange(s)[:, None] * seg + np.arange(lanes)[None, :]
-    return np.ascontiguousarray(xp[:, :, idx].reshape(1, c, h, s, 1, lanes))
+    return _pack(x, kw, pads_lr, cfg.block_in)
 
 
 def unpack_rows(y: np.ndarray, ow: int, kw: int, cfg: VTAConfig) -> np.ndarray:
@@ -123,5 +118,144 @@ def rows_te(c: int, h: int, w: int, kh: int, kw: int, pads: tuple, lo: int, hi: 
     return data, kern, bias, shifts, epilogue(conv, bias, shifts, lo, hi, name)
 
 
+
+
+# ----------------------------------------------------------------------------- graph hook
+
+#: narrowest output image the graph lowers with row vectors (benchmarks/bench_depthwise_rows.py:
+#: 0.64-0.80x the block-diagonal cycles at 28-112 wide; 1.25x at 14 wide, where the Toeplitz
+#: weights (KH tiles per channel) and one-vector DMA rows make it load/store bound)
+ROWS_MIN_WIDTH = 28
+
+
+@dataclass(frozen=True)
+class PackedToRows:
+    """Host re-layout of a kernel input: packed (1, C/16, H, W, 1, 16) -> row vectors."""
+    c: int
+    kw: int
+    pads_lr: tuple
+    lanes: int
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        _, cb, h, w, _, bi = x.shape
+        plain = x[0, :, :, :, 0, :].transpose(0, 3, 1, 2).reshape(cb * bi, h, w)[:self.c]
+        return _pack(plain, self.kw, self.pads_lr, self.lanes)
+
+
+@dataclass(frozen=True)
+class RowsToPacked:
+    """Host re-layout of the result: row vectors (1, C, OH, S, 1, 16) -> packed
+    (1, C/16, OH, OW, 1, 16)."""
+    ow: int
+    kw: int
+    lanes: int
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        _, c, oh, s, _, _ = y.shape
+        seg = self.lanes - (self.kw - 1)
+        plain = y[0, :, :, :, 0, :seg].reshape(c, oh, s * seg)[:, :, :self.ow]
+        return np.ascontiguousarray(plain.reshape(c // self.lanes, self.lanes, oh, self.ow)
+                                    .transpose(0, 2, 3, 1)[None, :, :, :, None, :])
+
+
+def _pack(x, kw, pads_lr, lanes):
+    c, h, w = x.shape
+    pl, pr = pads_lr
+    seg = lanes - (kw - 1)
+    ow = w + pl + pr - kw + 1
+    s = -(-ow // seg)
+    xp = np.zeros((c, h, (s - 1) * seg + lanes), x.dtype)
+    xp[:, :, pl:pl + w] = x
+    idx = np.arange(s)[:, None] * seg + np.arange(lanes)[None, :]
+    return np.ascontiguousarray(xp[:, :, idx].reshape(1, c, h, s, 1, lanes))
+
+
+def rows_ok(c: int, o: int, group: int, kw: int, stride: int, ow: int, cfg: VTAConfig) -> bool:
+    """Whether the graph lowers this grouped conv with row vectors: depthwise (one channel
+    per group, multiplier 1, whole channel blocks), stride 1, a kernel narrower than a
+    vector, at least :data:`ROWS_MIN_WIDTH` output columns, BATCH 1, square blocks."""
+    return (c == o == group and c % cfg.block_out == 0 and stride == 1 and kw < cfg.block_in
+            and ow >= ROWS_MIN_WIDTH and cfg.batch == 1 and cfg.block_in == cfg.block_out)
+
+
+def _per_channel(wl, binds: dict, st, cfg: VTAConfig):
+    """The per-channel (C,) int32 values of epilogue operand ``st.vector`` of the
+    block-diagonal workload ``wl``, or None when it is not a resident per-channel vector."""
+    if st.full or st.negate or st.vector.dtype != cfg.acc_dtype:
+        return None
+    h = next((h for h in wl.feeds() if h.dram is st.vector), None)
+    bind = binds.get(h.user) if h is not None else None
+    if bind is None or bind[0] != "param":
+        return None
+    arr = np.asarray(bind[1] if h.prep is None else h.prep(bind[1]))
+    if arr.shape != (wl.ob, 1, cfg.block_out):
+        return None
+    return arr.reshape(-1)
+
+
+def rows_from_blockdiag(out, binds: list, w: np.ndarray, pads: tuple, data_user,
+                        data_value: str, cfg: VTAConfig):
+    """The row-vector form of a depthwise conv compiled block-diagonally as ``(out, binds)``
+    (the TE and binds of ``compiler.ops.conv.qconv_vta``; ``w`` its (C, 1, KH, KW) int8
+    weights, ``pads`` (top, bottom, left, right), ``data_user`` its packed data placeholder,
+    bound to graph value ``data_value``):
+    ``(workload, binds)`` with the same epilogue steps on row vectors, the data re-laid on
+    the host (:class:`PackedToRows`) and the result back (:class:`RowsToPacked`), or None
+    when an epilogue step is not a per-channel vector or immediate step."""
+    from dataclasses import replace as _replace
+
+    from .gemm_workload import HostInput
+    from .workload import recognise
+    from ..te import maximum, minimum, shift_right
+    try:
+        wl = recognise(out, cfg)
+    except Exception:
+        return None
+    if wl.out_bits != cfg.out_width or wl.nb != 1:
+        return None
+    bmap = dict(binds)
+    c, _, kh, kw = w.shape
+    lanes = cfg.block_in
+    pt, pb, pl, pr = pads
+    _, s = rows_geometry(wl.w, kw, (pl, pr), cfg)
+    data = placeholder((1, c, wl.h, s, 1, lanes), "int8", "data")
+    kern = placeholder((c, 1, kh, 1, lanes, lanes), "int8", "kernel")
+    t = conv2d(data, kern, 1, (pt, pb, 0, 0), name=wl.conv.name + "_rows",
+               acc_dtype=cfg.acc_dtype, groups=c)
+    new_binds = [(data_user, ("value", data_value)), (kern, ("param", toeplitz(w[:, 0], cfg)))]
+    ops = {"ADD": lambda a, b: a + b, "MAX": maximum, "MIN": minimum, "SHR": shift_right,
+           "MUL": lambda a, b: a * b}
+    vecs: dict = {}
+    for i, st in enumerate(wl.epilogue):
+        f = ops[st.opcode.name]
+        if st.vector is None:
+            t = _stage(t, lambda v, idx, f=f, k=st.imm: f(v, k), f"{t.name}_e{i}", "")
+            continue
+        if st.vector not in vecs:
+            vals = _per_channel(wl, bmap, st, cfg)
+            if vals is None:
+                return None
+            tag = RIGHT_SHIFTS if st.opcode.name == "SHR" else ""
+            ph = Tensor(st.vector.name, (c, 1, lanes), cfg.acc_dtype, tag=tag)
+            vecs[st.vector] = ph
+            new_binds.append((ph, ("param", per_lane(vals[:c], cfg))))
+        ph = vecs[st.vector]
+        t = _stage(t, lambda v, idx, f=f, ph=ph: f(v, ph[idx[1], idx[4], idx[5]]),
+                   f"{t.name}_e{i}", ACC_INIT if st.init else "")
+    t = cast_int8(t, name=wl.user_out.name if wl.user_out is not None else wl.out.name)
+    rwl = recognise(t, cfg)
+    ow = wl.ow
+    host = tuple(h for h in rwl.host if h.dram is not rwl.data) + (
+        HostInput(data_user, rwl.data, PackedToRows(c, kw, (pl, pr), lanes)),)
+    user_out = Tensor(t.name, (1, c // lanes, wl.oh, ow, 1, lanes), "int8")
+    return _replace(rwl, host=host, unpack=RowsToPacked(ow, kw, lanes),
+                    user_out=user_out), new_binds
+
+
+def _stage(t, fn, name, tag):
+    return compute(t.shape, lambda *i: fn(t[i], i), name=name, dtype=t.dtype, tag=tag)
+
+
 __all__ = ["seg_width", "rows_geometry", "pack_rows", "unpack_rows", "toeplitz", "per_lane",
-           "epilogue", "rows_te"]
+           "epilogue", "rows_te", "ROWS_MIN_WIDTH", "PackedToRows", "RowsToPacked", "rows_ok",
+           "rows_from_blockdiag"]
