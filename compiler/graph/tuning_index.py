@@ -36,10 +36,10 @@ class TuningIndex:
 
     def knobs(self, out, cfg):
         """(Knobs or None, how): how = "tuned", "tuned (other epilogue)" or ""."""
-        from compiler.vta.workload import recognise
+        from compiler.vta.workload import GemmWorkload, recognise
         from compiler.vta.schedule import Knobs
         from compiler.tuner.space import workload_key
-        wl = recognise(out, cfg)
+        wl = out if isinstance(out, GemmWorkload) else recognise(out, cfg)   # or a built one
         wk, ck = workload_key(wl), self.config_key(cfg)
         for table, key, how in ((self.exact, (wk, ck), "tuned"),
                                 (self.loose, (_shape_key(wk), ck), "tuned (other epilogue)")):
