@@ -230,3 +230,18 @@ def test_default_schedule_gives_row_vectors_more_threads():
     assert np.array_equal(dr.unpack_rows(got, ow, 3, cfg), reference(x, wt, b, sh, pads))
     assert np.array_equal(got, got2)
     assert st["cycles"] < 0.95 * st2["cycles"]
+
+
+def test_row_vectors_bit_exact_on_1x8x8():
+    """8-lane vectors: 6 outputs per 3x3 row vector; both forms equal the reference, and the
+    graph's rule takes row vectors from 56 output columns on this configuration."""
+    cfg = VTAConfig(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
+                    LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16)
+    x, wt, b, sh = _case(16, 9, 20, seed=8)
+    pads = (1, 1, 1, 1)
+    want = reference(x, wt, b, sh, pads)
+    got, _ = run_rows(x, wt, b, sh, pads, cfg)
+    assert np.array_equal(got, want)
+    assert np.array_equal(run_blockdiag(x, wt, b, sh, pads, cfg)[0], want)
+    assert dr.rows_ok(32, 32, 32, 3, 1, 56, cfg) and not dr.rows_ok(32, 32, 32, 3, 1, 28, cfg)
+    assert dr.rows_ok(32, 32, 32, 3, 1, 28, VTAConfig())

@@ -122,10 +122,13 @@ def rows_te(c: int, h: int, w: int, kh: int, kw: int, pads: tuple, lo: int, hi: 
 
 # ----------------------------------------------------------------------------- graph hook
 
-#: narrowest output image the graph lowers with row vectors (benchmarks/bench_depthwise_rows.py:
-#: 0.64-0.80x the block-diagonal cycles at 28-112 wide; 1.25x at 14 wide, where the Toeplitz
-#: weights (KH tiles per channel) and one-vector DMA rows make it load/store bound)
-ROWS_MIN_WIDTH = 28
+#: narrowest output image the graph lowers with row vectors, per block size (the measured
+#: configurations; others keep the block-diagonal form).  1x16x16
+#: (benchmarks/bench_depthwise_rows.py): 0.64-0.80x the block-diagonal cycles at 28-112
+#: wide, 1.25x at 14 wide (the Toeplitz weights, KH tiles per channel, and one-vector DMA
+#: rows make it load/store bound).  1x8x8 (MobileNetV2, ``vta bench --config``): 0.93x and
+#: 0.78x at 112 and 56 wide, 1.06x at 28 wide.
+ROWS_MIN_WIDTH = {16: 28, 8: 56}
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,8 @@ def rows_ok(c: int, o: int, group: int, kw: int, stride: int, ow: int, cfg: VTAC
     per group, multiplier 1, whole channel blocks), stride 1, a kernel narrower than a
     vector, at least :data:`ROWS_MIN_WIDTH` output columns, BATCH 1, square blocks."""
     return (c == o == group and c % cfg.block_out == 0 and stride == 1 and kw < cfg.block_in
-            and ow >= ROWS_MIN_WIDTH and cfg.batch == 1 and cfg.block_in == cfg.block_out)
+            and ow >= ROWS_MIN_WIDTH.get(cfg.block_out, 1 << 30) and cfg.batch == 1
+            and cfg.block_in == cfg.block_out)
 
 
 def _per_channel(wl, binds: dict, st, cfg: VTAConfig):
