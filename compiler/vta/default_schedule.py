@@ -317,21 +317,6 @@ def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
         raise ScheduleError(f"no tiling of {wl.describe()} fits this configuration's buffers")
     best = min(c for c, _, _ in scored)
     near = [(d, c, i) for i, (c, d, _) in enumerate(scored) if c <= best * (1 + slack)]
-    if latency_hiding and _rows_form(wl):
-        more = _score(wl, cfg, True, True, threads=4) + _score(wl, cfg, True, True, threads=3)
-        if more:
-            scored = more
-            best = min(c for c, _, _ in scored)
-            near = [(d, c, i) for i, (c, d, _) in enumerate(scored) if c <= best * (1 + slack)]
     tiles, order, vt, ax = scored[min(near)[2]][2]
     return Knobs(*tiles, vthreads=vt, vthread_axis=ax, order=order)
 
-
-def _rows_form(wl: GemmWorkload) -> bool:
-    """A row-vector depthwise conv (:mod:`compiler.vta.depthwise_rows`: one-block groups, a
-    KH x 1 kernel).  It stores many short rows per tile, and with two accumulator slots a
-    tile's start waits for the store two tiles back, so the search takes the best tiling
-    that 4 or 3 virtual threads divide (when one fits).  Measured on MobileNetV2's shapes
-    (benchmarks/bench_depthwise_rows.py): 192x28x28 101,092 -> 90,837 cycles, 144x56x56
-    250,333 -> 241,600 (the cost model does not see the difference)."""
-    return spans_groups(wl) and wl.kw == 1 and wl.kh > 1 and wl.cb == 1

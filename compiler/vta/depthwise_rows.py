@@ -13,8 +13,9 @@ with the same per-tile epilogue (4 ALU micro-ops per output vector: 7 compute-mo
 per 14 outputs instead of 13 per 16, 1.62x fewer).
 
 The conv is an ordinary block-grouped GEMM workload: C groups (one per channel) of one input
-and one output block, a KH x 1 kernel over an H x S image of vectors, stride 1, vertical
-padding only; every output block is a group of its own, so the default schedule's tiles may
+and one output block, a 1 x KH kernel over an S x H image of vectors (the image transposed:
+each DMA row is one vector column of H vectors, not one image row of S), stride 1, padding
+along H only; every output block is a group of its own, so the default schedule's tiles may
 span groups (:func:`compiler.vta.grouped.spans_groups`).  The layout change is a host-side
 relayout on each side (:func:`pack_rows`, :func:`unpack_rows`).  Stride 1 only (a stride-2 row
 needs 2 x SEG + 1 input lanes for SEG outputs) and images at least SEG wide pay off (a 7-wide
@@ -54,28 +55,26 @@ def check_rows(cfg: VTAConfig, kw: int) -> None:
 
 
 def pack_rows(x: np.ndarray, kw: int, pads_lr: tuple, cfg: VTAConfig) -> np.ndarray:
-    """Plain (C, H, W) -> row vectors (1, C, H, S, 1, 16) with halo and zero padding."""
+    """Plain (C, H, W) -> row vectors (1, C, S, H, 1, 16) with halo and zero padding."""
     check_rows(cfg, kw)
     return _pack(x, kw, pads_lr, cfg.block_in)
 
 
 def unpack_rows(y: np.ndarray, ow: int, kw: int, cfg: VTAConfig) -> np.ndarray:
-    """Row vectors (1, C, OH, S, 1, 16) -> plain (C, OH, OW)."""
-    _, c, oh, s, _, _ = y.shape
-    seg = seg_width(cfg, kw)
-    return np.ascontiguousarray(y[0, :, :, :, 0, :seg].reshape(c, oh, s * seg)[:, :, :ow])
+    """Row vectors (1, C, S, OH, 1, 16) -> plain (C, OH, OW)."""
+    return _unpack(y, ow, seg_width(cfg, kw))
 
 
 def toeplitz(w: np.ndarray, cfg: VTAConfig) -> np.ndarray:
-    """Depthwise weights (C, KH, KW) -> (C, 1, KH, 1, 16, 16): tile ``[c, 0, ky, 0]`` has
+    """Depthwise weights (C, KH, KW) -> (C, 1, 1, KH, 16, 16): tile ``[c, 0, 0, ky]`` has
     ``w[c, ky, j - i]`` at (output lane i, input lane j) for ``i < SEG``, ``0 <= j - i < KW``."""
     c, kh, kw = w.shape
     check_rows(cfg, kw)
     lanes, seg = cfg.block_in, seg_width(cfg, kw)
-    out = np.zeros((c, 1, kh, 1, lanes, lanes), w.dtype)
+    out = np.zeros((c, 1, 1, kh, lanes, lanes), w.dtype)
     for dx in range(kw):
         for i in range(seg):
-            out[:, 0, :, 0, i, i + dx] = w[:, :, dx]
+            out[:, 0, 0, :, i, i + dx] = w[:, :, dx]
     return out
 
 
@@ -103,17 +102,17 @@ def rows_te(c: int, h: int, w: int, kh: int, kw: int, pads: tuple, lo: int, hi: 
             cfg: VTAConfig, name: str = "dw_rows"):
     """The row-vector depthwise conv (stride 1, ``pads`` = (top, bottom, left, right)) with
     :func:`epilogue`; returns (data, kernel, bias, shifts, out) tensors: data
-    (1, C, H, S, 1, 16) as :func:`pack_rows`, kernel as :func:`toeplitz`, bias and shifts
+    (1, C, S, H, 1, 16) as :func:`pack_rows`, kernel as :func:`toeplitz`, bias and shifts
     as :func:`per_lane`."""
     check_rows(cfg, kw)
     pt, pb, pl, pr = pads
     _, s = rows_geometry(w, kw, (pl, pr), cfg)
     lanes = cfg.block_in
-    data = placeholder((1, c, h, s, 1, lanes), "int8", "data")
-    kern = placeholder((c, 1, kh, 1, lanes, lanes), "int8", "kernel")
+    data = placeholder((1, c, s, h, 1, lanes), "int8", "data")
+    kern = placeholder((c, 1, 1, kh, lanes, lanes), "int8", "kernel")
     bias = placeholder((c, 1, lanes), cfg.acc_dtype, "bias")
     shifts = Tensor("shifts", (c, 1, lanes), cfg.acc_dtype, tag=RIGHT_SHIFTS)
-    conv = conv2d(data, kern, 1, (pt, pb, 0, 0), name=name + "_conv",
+    conv = conv2d(data, kern, 1, (0, 0, pt, pb), name=name + "_conv",
                   acc_dtype=cfg.acc_dtype, groups=c)
     return data, kern, bias, shifts, epilogue(conv, bias, shifts, lo, hi, name)
 
@@ -147,16 +146,15 @@ class PackedToRows:
 
 @dataclass(frozen=True)
 class RowsToPacked:
-    """Host re-layout of the result: row vectors (1, C, OH, S, 1, 16) -> packed
+    """Host re-layout of the result: row vectors (1, C, S, OH, 1, 16) -> packed
     (1, C/16, OH, OW, 1, 16)."""
     ow: int
     kw: int
     lanes: int
 
     def __call__(self, y: np.ndarray) -> np.ndarray:
-        _, c, oh, s, _, _ = y.shape
-        seg = self.lanes - (self.kw - 1)
-        plain = y[0, :, :, :, 0, :seg].reshape(c, oh, s * seg)[:, :, :self.ow]
+        c, oh = y.shape[1], y.shape[3]
+        plain = _unpack(y, self.ow, self.lanes - (self.kw - 1))
         return np.ascontiguousarray(plain.reshape(c // self.lanes, self.lanes, oh, self.ow)
                                     .transpose(0, 2, 3, 1)[None, :, :, :, None, :])
 
@@ -170,7 +168,13 @@ def _pack(x, kw, pads_lr, lanes):
     xp = np.zeros((c, h, (s - 1) * seg + lanes), x.dtype)
     xp[:, :, pl:pl + w] = x
     idx = np.arange(s)[:, None] * seg + np.arange(lanes)[None, :]
-    return np.ascontiguousarray(xp[:, :, idx].reshape(1, c, h, s, 1, lanes))
+    return np.ascontiguousarray(xp[:, :, idx].transpose(0, 2, 1, 3).reshape(1, c, s, h, 1, lanes))
+
+
+def _unpack(y, ow, seg):
+    _, c, s, oh, _, _ = y.shape
+    return np.ascontiguousarray(y[0, :, :, :, 0, :seg].transpose(0, 2, 1, 3)
+                                .reshape(c, oh, s * seg)[:, :, :ow])
 
 
 def rows_ok(c: int, o: int, group: int, kw: int, stride: int, ow: int, cfg: VTAConfig) -> bool:
@@ -222,9 +226,9 @@ def rows_from_blockdiag(out, binds: list, w: np.ndarray, pads: tuple, data_user,
     lanes = cfg.block_in
     pt, pb, pl, pr = pads
     _, s = rows_geometry(wl.w, kw, (pl, pr), cfg)
-    data = placeholder((1, c, wl.h, s, 1, lanes), "int8", "data")
-    kern = placeholder((c, 1, kh, 1, lanes, lanes), "int8", "kernel")
-    t = conv2d(data, kern, 1, (pt, pb, 0, 0), name=wl.conv.name + "_rows",
+    data = placeholder((1, c, s, wl.h, 1, lanes), "int8", "data")
+    kern = placeholder((c, 1, 1, kh, lanes, lanes), "int8", "kernel")
+    t = conv2d(data, kern, 1, (0, 0, pt, pb), name=wl.conv.name + "_rows",
                acc_dtype=cfg.acc_dtype, groups=c)
     new_binds = [(data_user, ("value", data_value)), (kern, ("param", toeplitz(w[:, 0], cfg)))]
     ops = {"ADD": lambda a, b: a + b, "MAX": maximum, "MIN": minimum, "SHR": shift_right,
