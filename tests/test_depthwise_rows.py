@@ -208,7 +208,7 @@ def test_graph_rows_with_a_tuning_log_and_through_an_artifact(tmp_path):
 
 def test_row_vectors_bit_exact_on_1x8x8():
     """8-lane vectors: 6 outputs per 3x3 row vector; both forms equal the reference, and the
-    graph's rule takes row vectors from 56 output columns on this configuration."""
+    graph's rule takes row vectors from 14 output columns on this configuration."""
     cfg = VTAConfig(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
                     LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16)
     x, wt, b, sh = _case(16, 9, 20, seed=8)
@@ -217,5 +217,6 @@ def test_row_vectors_bit_exact_on_1x8x8():
     got, _ = run_rows(x, wt, b, sh, pads, cfg)
     assert np.array_equal(got, want)
     assert np.array_equal(run_blockdiag(x, wt, b, sh, pads, cfg)[0], want)
-    assert dr.rows_ok(32, 32, 32, 3, 1, 56, cfg) and not dr.rows_ok(32, 32, 32, 3, 1, 28, cfg)
+    assert dr.rows_ok(32, 32, 32, 3, 1, 14, cfg) and not dr.rows_ok(32, 32, 32, 3, 1, 7, cfg)
     assert dr.rows_ok(32, 32, 32, 3, 1, 28, VTAConfig())
+    assert not dr.rows_ok(32, 32, 32, 3, 1, 14, VTAConfig())

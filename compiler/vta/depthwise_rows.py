@@ -123,11 +123,11 @@ def rows_te(c: int, h: int, w: int, kh: int, kw: int, pads: tuple, lo: int, hi: 
 
 #: narrowest output image the graph lowers with row vectors, per block size (the measured
 #: configurations; others keep the block-diagonal form).  1x16x16
-#: (benchmarks/bench_depthwise_rows.py): 0.64-0.80x the block-diagonal cycles at 28-112
-#: wide, 1.25x at 14 wide (the Toeplitz weights, KH tiles per channel, and one-vector DMA
-#: rows make it load/store bound).  1x8x8 (MobileNetV2, ``vta bench --config``): 0.93x and
-#: 0.78x at 112 and 56 wide, 1.06x at 28 wide.
-ROWS_MIN_WIDTH = {16: 28, 8: 56}
+#: (benchmarks/bench_depthwise_rows.py): 0.63-0.67x the block-diagonal cycles at 28-112
+#: wide, 1.06-1.07x at 14 wide (the Toeplitz weights, KH tiles per channel, make it
+#: load-bound), 3.5x at 7 wide (7 of 16 lanes used).  1x8x8 (MobileNetV2, ``vta bench
+#: --config``): 0.74-0.79x at 28-112 wide, 0.96-0.98x at 14 wide.
+ROWS_MIN_WIDTH = {16: 28, 8: 14}
 
 
 @dataclass(frozen=True)
