@@ -41,8 +41,10 @@ def test_output_bound_keeps_the_ruined_layer_float_and_stays_exact():
     rep = c.report()
     assert "--min-output-sqnr 30 dB" in rep and all(k[0] in rep for k in r["kept"])
     steps = {s.node.name: s for s in c.program.steps}
+    rows = {line.split()[0]: line for line in c.program.partition_table().splitlines()[1:]}
     for name, _, _ in r["kept"]:
         assert steps[name].node.op == "dense" and steps[name].kind != "vta"
+        assert "float: --min-output-sqnr 30: keeping it float lifts" in rows[name]   # the why
     assert any(s.kind == "vta" for s in c.program.steps)   # not everything went float
     x = {"x": np.random.default_rng(7).normal(size=(1, 32)).astype(np.float32)}
     got = c.executor(SimDevice(CFG)).run(x)["y"]
@@ -131,3 +133,14 @@ def test_run_of_an_artifact_refuses_the_compile_only_flag(tmp_path, capsys):
     assert main(["run", art, "--inputs", str(tmp_path / "x.npz"), "--output",
                  str(tmp_path / "y.npz"), "--min-output-sqnr", "20"]) == 2
     assert "--min-output-sqnr applies when compiling" in capsys.readouterr().err
+
+
+def test_min_layer_sqnr_and_float_first_last_say_why():
+    m, cal = _mlp(outlier=40.0), _cal()
+    c = compile_model(m, CFG, calib=cal, per_channel=False, min_layer_sqnr=15.0,
+                      float_first_last=True)
+    rows = {line.split()[0]: line for line in c.program.partition_table().splitlines()[1:]}
+    kept = [k[0] for k in c.options["kept_float"]]
+    assert kept and all("float: --min-layer-sqnr 15: " in rows[k] for k in kept)
+    last = [n.name for n in c.float_graph.nodes if n.op == "dense"][-1]
+    assert "float: --float-first-last" in rows[last]

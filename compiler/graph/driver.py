@@ -118,6 +118,12 @@ def check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_
             raise GraphError(f"{flag} {v!r}: expected an integer >= {low}")
 
 
+def _kept_reasons(fl: dict, kept: list, bound) -> dict:
+    """{float node: why} of the nodes kept float before --min-output-sqnr runs."""
+    return {**fl, **{name: f"--min-layer-sqnr {bound:g}: {db:.1f} dB when quantised"
+                     for name, _, db in kept}}
+
+
 def _output_lines(options: dict) -> list:
     """The report's lines on the layers --min-output-sqnr kept float."""
     bound, r = options.get("min_output_sqnr"), options.get("kept_for_output")
@@ -190,11 +196,12 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
     kept, float_envs, out_kept = [], [], None
-    fl = ()
+    fl: dict = {}
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
         convs = [n.name for n in fg.nodes if n.op == "conv"]
         denses = [n.name for n in fg.nodes if n.op == "dense"]
-        fl = tuple(convs[:1] + denses[-1:])
+        fl = {name: "--float-first-last (TVM's recipe: the first conv and the last dense "
+              "stay float)" for name in convs[:1] + denses[-1:]}
     if not samples and mode != "global_scale":
         if getattr(fg, "qdq_ranges", None):
             samples = None
@@ -229,7 +236,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         if min_output_sqnr is not None:
             from .quantize import keep_float_for_output
             q, more, before, after = keep_float_for_output(
-                fg, samples[:n_env], min_output_sqnr, float_nodes=fl + tuple(k[0] for k in kept),
+                fg, samples[:n_env], min_output_sqnr, float_nodes=_kept_reasons(
+                    fl, kept, min_layer_sqnr),
                 max_float=max_float_layers, ranges=ranges, mode=mode, percentile=percentile,
                 global_scale=global_scale, per_channel=per_channel)
             out_kept = {"kept": more, "before": before, "after": after}
