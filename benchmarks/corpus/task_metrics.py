@@ -57,9 +57,14 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     t0 = time.process_time()
     c = compile_model(pretrained.pinned(name), cfg, calib=calib_feeds, mode=mode,
                       min_layer_sqnr=min_layer_sqnr, float_first_last=float_first_last,
-                      sqnr_samples=sqnr_samples)
+                      sqnr_samples=sqnr_samples,
+                      min_output_sqnr=None if float_off_vta else min_output_sqnr)
     kept = list(c.options.get("kept_float") or [])
     out_db = None
+    r = c.options.get("kept_for_output")
+    if r is not None:
+        kept += [(n, op, db, "output") for n, op, db in r["kept"]]
+        out_db = (round(r["before"], 2), round(r["after"], 2))
     if float_off_vta:
         from compiler.graph.quantize import calibrate, quantize
         prod = {n.output: n for n in c.float_graph.nodes}
@@ -70,7 +75,7 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_nodes=fl)
         kept += [(n, "off-vta", float("nan")) for n in fl]
         c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
-    if min_output_sqnr is not None:
+    if min_output_sqnr is not None and float_off_vta:
         from compiler.graph.quantize import calibrate
         ranges = calibrate(c.float_graph, calib_feeds, mode)
         q, more, b, a = keep_float_for_output(
@@ -87,6 +92,7 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
         s = ex.summary()
         steps = c.program.steps
         return {"vta_cycles": int(s["vta_cycles"]), "vta_share": round(s["vta_share"], 3),
+                "vta_mac_share": round(vta_mac_share(c), 3),
                 "steps_vta_cpu_host": [sum(x.kind == k for x in steps)
                                        for k in ("vta", "cpu", "host")],
                 "kept_float": len(kept), "kept": [(k[0], k[1], round(k[2], 1)) + tuple(k[3:])
@@ -106,6 +112,16 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     def stats_exact():
         return {**stats(), "max_abs_diff_vs_qgraph_first_2": max(exact) if exact else None}
     return pred, secs, stats_exact
+
+
+def vta_mac_share(c) -> float:
+    """Share of the float model's multiply-adds (conv, dense, MatMul) that run on VTA in
+    compiled model ``c`` (independent of the machine's load, unlike ``vta_share``)."""
+    from benchmarks.corpus.vit import macs
+    on_vta = {s.node.name for s in c.program.steps if s.kind == "vta"}
+    done = sum(macs(c.qgraph, n) for n in c.qgraph.nodes if n.name in on_vta)
+    total = sum(macs(c.float_graph, n) for n in c.float_graph.nodes)
+    return done / total if total else 0.0
 
 
 # ------------------------------------------------------------------ vad

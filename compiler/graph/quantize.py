@@ -93,7 +93,8 @@ class QuantContext:
 
 def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.99,
              global_scale: float = 8.0, ranges: dict | None = None,
-             per_channel: bool = True, float_nodes=(), keep_qdq_scales: bool = True) -> Graph:
+             per_channel: bool = True, float_nodes=(), keep_qdq_scales: bool = True,
+             fuse_luts: bool = True) -> Graph:
     """The integer graph of the fused float graph ``g`` (see the module docstring);
     ``float_nodes`` (node names) stay float (TVM's recipe keeps the first conv and the last
     dense layer in float on the CPU).  The result keeps a reference to ``g`` as
@@ -101,7 +102,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     A symmetric-int8 QDQ model keeps its own scales with ``keep_qdq_scales``
     (:mod:`.quantize_fixed`): ``.scales`` then maps int8 values to their scale, and
     ``.qdq_notes`` says which layers stayed float and why (``.qdq_refused``: why the
-    model's scales were not kept, if they were not)."""
+    model's scales were not kept, if they were not).  With ``fuse_luts`` (default) a chain
+    of element-wise nodes of one int8 value becomes one lookup table
+    (:mod:`.lut_fuse`)."""
     if ranges is None:
         if samples is None and mode != "global_scale":
             raise QuantizeError("quantize needs calibration samples (or mode='global_scale')")
@@ -114,6 +117,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         reasons.setdefault(name, WHY_RESIDUAL)
     for name in written_out_norms(g):
         reasons.setdefault(name, WHY_NORM)
+    from .lut_fuse import WHY_DIVISOR, divisor_chains
+    for name in divisor_chains(g):
+        reasons.setdefault(name, WHY_DIVISOR)
     float_nodes = tuple(reasons)
     ranges, lut_clipped = saturating_ranges(g, ranges)
     q = Graph(g.name)
@@ -182,7 +188,21 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     ctx = QuantContext(g, q, qname, fname, fracs, f_of, as_int, as_float, emit_q,
                        per_channel, float_nodes)
     fixed = FixedRules(ctx, scales, q.scales) if scales is not None else None
+    regions: dict = {}          # first node of an element-wise region -> (root, nodes)
+    if fuse_luts and fixed is None:
+        from .lut_fuse import lut_regions
+        for root, nodes in lut_regions(g):
+            if not any(m.name in reasons for m in nodes):
+                regions[nodes[0].name] = (root, nodes)
+    fused: set = set()
     for n in g.nodes:
+        if n.name in fused:
+            continue
+        if n.name in regions and regions[n.name][0] in qname:     # its root is int8
+            from .lut_fuse import emit_region
+            emit_region(ctx, *regions[n.name])
+            fused.update(m.name for m in regions[n.name][1])
+            continue
         op = registry.get(n.op)
         if fixed is not None:                   # the model's own scales: these rules only
             if fixed(n):
