@@ -24,6 +24,14 @@ Activation ranges come from calibration:
 * a QDQ model's own Q/DQ pairs give the range of the values they wrap (they win over
   calibration).
 
+A chain of element-wise nodes that are all functions of one int8 value (an affine block,
+a hard-swish written as ``x * clip(x + 3, 0, 6) / 6``, another affine block) becomes one
+256-entry lookup table: one rounding instead of one per node (:mod:`.lut_fuse`).  Nodes
+that stay float for a reason the partition report gives (``attrs["why"]``): a transformer's
+residual stream and written-out LayerNorms (:mod:`.transformer`), the element-wise chain of
+a divisor (an int8 value rounding to 0 would divide by 0), and the caller's
+``float_nodes``.
+
 Operators with no integer form here (softmax, argmax, mul, a standalone batchnorm, casts)
 stay float (a MatMul of two activations is int8 x int8 on VTA's GEMM core:
 :mod:`compiler.ops.matmul_vta`): the quantiser inserts ``dequantize`` before them
