@@ -38,7 +38,7 @@ TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 
 def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
-                     float_off_vta=False):
+                     float_off_vta=False, float_worst=0):
     """``predict(feeds) -> [outputs]`` of this compiler's int8 program on the timed simulator,
     the compile CPU seconds and ``stats()`` (the last run's VTA cycles and share, steps, the
     layers kept float).  ``min_layer_sqnr``: ``compile_model``'s ``--min-layer-sqnr`` (local,
@@ -46,7 +46,9 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     ``min_output_sqnr``: then :func:`compiler.graph.quantize.keep_float_for_output` on
     those samples (the layers whose float twin lifts the model's output SQNR most stay float
     until it reaches the bound); ``float_off_vta``: every layer whose operator type has no
-    step on VTA in the plain program stays float (it runs on the CPU either way)."""
+    step on VTA in the plain program stays float (it runs on the CPU either way);
+    ``float_worst``: then the ``float_worst`` quantised layers of lowest local SQNR
+    (:func:`worst_layers`) stay float."""
     from benchmarks.corpus import pretrained
     from compiler.graph.driver import Compiled, compile_model
     from compiler.graph.partition import compile_graph
@@ -84,6 +86,16 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
         kept += [(n, op, db, "output") for n, op, db in more]
         out_db = (round(b, 2), round(a, 2))
         c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
+    if float_worst:
+        from compiler.graph.quantize import calibrate, quantize
+        names = worst_layers(c, calib_feeds[:sqnr_samples], float_worst, mode)
+        fl = {**{k[0]: "kept float before" for k in kept},
+              **{name: f"--float-worst {float_worst}: among the lowest local SQNR"
+                 for name, _, _ in names}}
+        q = quantize(c.float_graph, ranges=calibrate(c.float_graph, calib_feeds, mode),
+                     float_nodes=fl)
+        kept += [(name, op, db, "worst") for name, op, db in names]
+        c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
     secs = time.process_time() - t0
     ex = c.executor(SimDevice(cfg, timed=True))
     outs = list(c.qgraph.outputs)
@@ -112,6 +124,27 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     def stats_exact():
         return {**stats(), "max_abs_diff_vs_qgraph_first_2": max(exact) if exact else None}
     return pred, secs, stats_exact
+
+
+def worst_layers(c, samples, k: int, mode: str) -> list:
+    """``[(float node, op, local SQNR dB)]``: the ``k`` integer layers of compiled model ``c``
+    with the lowest local SQNR (:func:`compiler.graph.sensitivity.local_sqnr`) on ``samples``."""
+    from compiler.graph.reference import run_graph
+    from compiler.graph.sensitivity import local_sqnr
+    from compiler.ops import registry
+    q, g = c.qgraph, c.float_graph
+    prod = {n.output: n for n in g.nodes}
+    loc = local_sqnr(q, [run_graph(g, s, keep=True) for s in samples])
+    rows = sorted((db, prod[q.float_of[o]].name, prod[q.float_of[o]].op)
+                  for o, db in loc.items() if q.float_of.get(o) in prod
+                  and not q.values[o].dtype.startswith("float"))
+    out, seen = [], set()
+    for db, name, op in rows:
+        rule = registry.get(op)
+        if name not in seen and rule is not None and rule.quantize is not None:
+            seen.add(name)
+            out.append((name, op, db))
+    return out[:k]
 
 
 def vta_mac_share(c) -> float:
@@ -200,7 +233,7 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
 # ------------------------------------------------------------------ main
 
 def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
-        ns: int = 4, fov: bool = False) -> dict:
+        ns: int = 4, fov: bool = False, worst: int = 0) -> dict:
     from benchmarks.corpus import pretrained
     if name == "vad":
         return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns)
@@ -215,7 +248,8 @@ def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
     except Exception as e:  # reported; the other columns stand
         r["ort_int8"] = f"{type(e).__name__}: {str(e)[:80]}"
     calib = pretrained.samples(name, 16, 1)[0]
-    pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov)
+    pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov,
+                                         worst)
     t0 = time.process_time()
     r["ours"] = round(pretrained.evaluate(name, pred, n), 4)
     r["compile_cpu_s"] = round(secs, 1)
@@ -238,13 +272,16 @@ def main(argv=None) -> int:
                     help="layers of an operator type with no VTA step stay float (CPU)")
     ap.add_argument("--float-first-last", action="store_true",
                     help="the first conv and the last dense layer stay float (TVM's recipe)")
+    ap.add_argument("--float-worst", type=int, default=0, metavar="K",
+                    help="then keep float the K integer layers of lowest local SQNR")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rows = {}
     for name in a.models.split(","):
         try:
             rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last,
-                             a.min_output_sqnr, a.sqnr_samples, a.float_off_vta)
+                             a.min_output_sqnr, a.sqnr_samples, a.float_off_vta,
+                             a.float_worst)
         except Exception as e:  # one model's failure does not stop the table
             rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         print(f"{name:8s} {json.dumps(rows[name])}", flush=True)
