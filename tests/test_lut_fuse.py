@@ -114,3 +114,9 @@ def test_one_table_exact_on_the_simulator_and_closer_to_float():
             e += float(((run_graph(q, f)["y"] - ref) ** 2).sum())
         return 10 * np.log10(s / e)
     assert sqnr(c.qgraph) > sqnr(plain) + 0.5
+
+
+def test_a_chain_of_relus_only_is_left_on_vta():
+    from tests.chain_model import calib, relu_chain_model
+    fg = _fg(relu_chain_model(5))
+    assert lut_regions(fg) == []

@@ -13,7 +13,7 @@ one-element constant or with both operands inside the region) whose only activat
 one value (its *root*), with exactly one value read outside it (its last node's, not a
 divisor: a table's output may round to 0, as :mod:`compiler.ops.unary` notes).  The
 quantiser uses a region only when the root is already int8 and no node of it is to stay
-float.
+float; a region of ReLUs and Clips only (exact in int8 node by node) is left as it is.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ _ONE_INPUT = ("abs", "celu", "ceil", "clip", "elu", "erf", "exp", "floor", "gelu
               "tanh", "thresholded_relu")
 _TWO_INPUT = ("add", "sub", "mul", "div", "pow")
 _WINDOW = 48            # graph-order distance within which a region grows
+#: exact node by node in int8 (the input's scale kept): a region of only these stays as is
+#: (on VTA's ALU), there is no rounding for one table to save
+_EXACT = ("relu", "clip")
 
 
 def _acts(g, n) -> list:
@@ -83,7 +86,7 @@ def lut_regions(g, min_nodes: int = 2) -> list[tuple[str, list]]:
             if exits == [region[-1].output] and not divisor:     # a table may give 0
                 break
             region.pop()
-        if len(region) >= min_nodes:
+        if len(region) >= min_nodes and any(r.op not in _EXACT for r in region):
             found.append((root, region))
             claimed.update(r.name for r in region)
     return found
