@@ -38,7 +38,7 @@ TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 
 def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
-                     float_off_vta=False, float_worst=0):
+                     float_off_vta=False, float_worst=0, worst_mac_cap=1.0):
     """``predict(feeds) -> [outputs]`` of this compiler's int8 program on the timed simulator,
     the compile CPU seconds and ``stats()`` (the last run's VTA cycles and share, steps, the
     layers kept float).  ``min_layer_sqnr``: ``compile_model``'s ``--min-layer-sqnr`` (local,
@@ -88,7 +88,7 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
         c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
     if float_worst:
         from compiler.graph.quantize import calibrate, quantize
-        names = worst_layers(c, calib_feeds[:sqnr_samples], float_worst, mode)
+        names = worst_layers(c, calib_feeds[:sqnr_samples], float_worst, mode, worst_mac_cap)
         fl = {**{k[0]: "kept float before" for k in kept},
               **{name: f"--float-worst {float_worst}: among the lowest local SQNR"
                  for name, _, _ in names}}
@@ -126,9 +126,13 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     return pred, secs, stats_exact
 
 
-def worst_layers(c, samples, k: int, mode: str) -> list:
+def worst_layers(c, samples, k: int, mode: str, mac_cap: float = 1.0) -> list:
     """``[(float node, op, local SQNR dB)]``: the ``k`` integer layers of compiled model ``c``
-    with the lowest local SQNR (:func:`compiler.graph.sensitivity.local_sqnr`) on ``samples``."""
+    with the lowest local SQNR (:func:`compiler.graph.sensitivity.local_sqnr`) on ``samples``,
+    skipping layers with more than ``mac_cap`` of the model's multiply-adds."""
+    from benchmarks.corpus.vit import macs
+    total = sum(macs(c.float_graph, n) for n in c.float_graph.nodes) or 1
+    by_name = {n.name: n for n in c.float_graph.nodes}
     from compiler.graph.reference import run_graph
     from compiler.graph.sensitivity import local_sqnr
     from compiler.ops import registry
@@ -141,7 +145,8 @@ def worst_layers(c, samples, k: int, mode: str) -> list:
     out, seen = [], set()
     for db, name, op in rows:
         rule = registry.get(op)
-        if name not in seen and rule is not None and rule.quantize is not None:
+        if name not in seen and rule is not None and rule.quantize is not None and \
+                macs(g, by_name[name]) <= mac_cap * total:
             seen.add(name)
             out.append((name, op, db))
     return out[:k]
@@ -233,7 +238,7 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
 # ------------------------------------------------------------------ main
 
 def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
-        ns: int = 4, fov: bool = False, worst: int = 0) -> dict:
+        ns: int = 4, fov: bool = False, worst: int = 0, cap: float = 1.0) -> dict:
     from benchmarks.corpus import pretrained
     if name == "vad":
         return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns)
@@ -249,7 +254,7 @@ def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
         r["ort_int8"] = f"{type(e).__name__}: {str(e)[:80]}"
     calib = pretrained.samples(name, 16, 1)[0]
     pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov,
-                                         worst)
+                                         worst, cap)
     t0 = time.process_time()
     r["ours"] = round(pretrained.evaluate(name, pred, n), 4)
     r["compile_cpu_s"] = round(secs, 1)
@@ -274,6 +279,8 @@ def main(argv=None) -> int:
                     help="the first conv and the last dense layer stay float (TVM's recipe)")
     ap.add_argument("--float-worst", type=int, default=0, metavar="K",
                     help="then keep float the K integer layers of lowest local SQNR")
+    ap.add_argument("--worst-mac-cap", type=float, default=1.0, metavar="FRAC",
+                    help="--float-worst skips layers with more than FRAC of the MACs")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rows = {}
@@ -281,7 +288,7 @@ def main(argv=None) -> int:
         try:
             rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last,
                              a.min_output_sqnr, a.sqnr_samples, a.float_off_vta,
-                             a.float_worst)
+                             a.float_worst, a.worst_mac_cap)
         except Exception as e:  # one model's failure does not stop the table
             rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         print(f"{name:8s} {json.dumps(rows[name])}", flush=True)
