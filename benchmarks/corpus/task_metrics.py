@@ -38,7 +38,7 @@ TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 
 def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
-                     float_off_vta=False):
+                     float_off_vta=False, float_worst=0, worst_mac_cap=1.0):
     """``predict(feeds) -> [outputs]`` of this compiler's int8 program on the timed simulator,
     the compile CPU seconds and ``stats()`` (the last run's VTA cycles and share, steps, the
     layers kept float).  ``min_layer_sqnr``: ``compile_model``'s ``--min-layer-sqnr`` (local,
@@ -46,7 +46,9 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     ``min_output_sqnr``: then :func:`compiler.graph.quantize.keep_float_for_output` on
     those samples (the layers whose float twin lifts the model's output SQNR most stay float
     until it reaches the bound); ``float_off_vta``: every layer whose operator type has no
-    step on VTA in the plain program stays float (it runs on the CPU either way)."""
+    step on VTA in the plain program stays float (it runs on the CPU either way);
+    ``float_worst``: then the ``float_worst`` quantised layers of lowest local SQNR
+    (:func:`worst_layers`) stay float."""
     from benchmarks.corpus import pretrained
     from compiler.graph.driver import Compiled, compile_model
     from compiler.graph.partition import compile_graph
@@ -57,9 +59,14 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     t0 = time.process_time()
     c = compile_model(pretrained.pinned(name), cfg, calib=calib_feeds, mode=mode,
                       min_layer_sqnr=min_layer_sqnr, float_first_last=float_first_last,
-                      sqnr_samples=sqnr_samples)
+                      sqnr_samples=sqnr_samples,
+                      min_output_sqnr=None if float_off_vta else min_output_sqnr)
     kept = list(c.options.get("kept_float") or [])
     out_db = None
+    r = c.options.get("kept_for_output")
+    if r is not None:
+        kept += [(n, op, db, "output") for n, op, db in r["kept"]]
+        out_db = (round(r["before"], 2), round(r["after"], 2))
     if float_off_vta:
         from compiler.graph.quantize import calibrate, quantize
         prod = {n.output: n for n in c.float_graph.nodes}
@@ -70,7 +77,7 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_nodes=fl)
         kept += [(n, "off-vta", float("nan")) for n in fl]
         c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
-    if min_output_sqnr is not None:
+    if min_output_sqnr is not None and float_off_vta:
         from compiler.graph.quantize import calibrate
         ranges = calibrate(c.float_graph, calib_feeds, mode)
         q, more, b, a = keep_float_for_output(
@@ -78,6 +85,16 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
             float_nodes=tuple(k[0] for k in kept))
         kept += [(n, op, db, "output") for n, op, db in more]
         out_db = (round(b, 2), round(a, 2))
+        c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
+    if float_worst:
+        from compiler.graph.quantize import calibrate, quantize
+        names = worst_layers(c, calib_feeds[:sqnr_samples], float_worst, mode, worst_mac_cap)
+        fl = {**{k[0]: "kept float before" for k in kept},
+              **{name: f"--float-worst {float_worst}: among the lowest local SQNR"
+                 for name, _, _ in names}}
+        q = quantize(c.float_graph, ranges=calibrate(c.float_graph, calib_feeds, mode),
+                     float_nodes=fl)
+        kept += [(name, op, db, "worst") for name, op, db in names]
         c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
     secs = time.process_time() - t0
     ex = c.executor(SimDevice(cfg, timed=True))
@@ -87,6 +104,7 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
         s = ex.summary()
         steps = c.program.steps
         return {"vta_cycles": int(s["vta_cycles"]), "vta_share": round(s["vta_share"], 3),
+                "vta_mac_share": round(vta_mac_share(c), 3),
                 "steps_vta_cpu_host": [sum(x.kind == k for x in steps)
                                        for k in ("vta", "cpu", "host")],
                 "kept_float": len(kept), "kept": [(k[0], k[1], round(k[2], 1)) + tuple(k[3:])
@@ -106,6 +124,42 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     def stats_exact():
         return {**stats(), "max_abs_diff_vs_qgraph_first_2": max(exact) if exact else None}
     return pred, secs, stats_exact
+
+
+def worst_layers(c, samples, k: int, mode: str, mac_cap: float = 1.0) -> list:
+    """``[(float node, op, local SQNR dB)]``: the ``k`` integer layers of compiled model ``c``
+    with the lowest local SQNR (:func:`compiler.graph.sensitivity.local_sqnr`) on ``samples``,
+    skipping layers with more than ``mac_cap`` of the model's multiply-adds."""
+    from benchmarks.corpus.vit import macs
+    total = sum(macs(c.float_graph, n) for n in c.float_graph.nodes) or 1
+    by_name = {n.name: n for n in c.float_graph.nodes}
+    from compiler.graph.reference import run_graph
+    from compiler.graph.sensitivity import local_sqnr
+    from compiler.ops import registry
+    q, g = c.qgraph, c.float_graph
+    prod = {n.output: n for n in g.nodes}
+    loc = local_sqnr(q, [run_graph(g, s, keep=True) for s in samples])
+    rows = sorted((db, prod[q.float_of[o]].name, prod[q.float_of[o]].op)
+                  for o, db in loc.items() if q.float_of.get(o) in prod
+                  and not q.values[o].dtype.startswith("float"))
+    out, seen = [], set()
+    for db, name, op in rows:
+        rule = registry.get(op)
+        if name not in seen and rule is not None and rule.quantize is not None and \
+                macs(g, by_name[name]) <= mac_cap * total:
+            seen.add(name)
+            out.append((name, op, db))
+    return out[:k]
+
+
+def vta_mac_share(c) -> float:
+    """Share of the float model's multiply-adds (conv, dense, MatMul) that run on VTA in
+    compiled model ``c`` (independent of the machine's load, unlike ``vta_share``)."""
+    from benchmarks.corpus.vit import macs
+    on_vta = {s.node.name for s in c.program.steps if s.kind == "vta"}
+    done = sum(macs(c.qgraph, n) for n in c.qgraph.nodes if n.name in on_vta)
+    total = sum(macs(c.float_graph, n) for n in c.float_graph.nodes)
+    return done / total if total else 0.0
 
 
 # ------------------------------------------------------------------ vad
@@ -184,7 +238,7 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
 # ------------------------------------------------------------------ main
 
 def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
-        ns: int = 4, fov: bool = False) -> dict:
+        ns: int = 4, fov: bool = False, worst: int = 0, cap: float = 1.0) -> dict:
     from benchmarks.corpus import pretrained
     if name == "vad":
         return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns)
@@ -199,7 +253,8 @@ def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
     except Exception as e:  # reported; the other columns stand
         r["ort_int8"] = f"{type(e).__name__}: {str(e)[:80]}"
     calib = pretrained.samples(name, 16, 1)[0]
-    pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov)
+    pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov,
+                                         worst, cap)
     t0 = time.process_time()
     r["ours"] = round(pretrained.evaluate(name, pred, n), 4)
     r["compile_cpu_s"] = round(secs, 1)
@@ -222,13 +277,18 @@ def main(argv=None) -> int:
                     help="layers of an operator type with no VTA step stay float (CPU)")
     ap.add_argument("--float-first-last", action="store_true",
                     help="the first conv and the last dense layer stay float (TVM's recipe)")
+    ap.add_argument("--float-worst", type=int, default=0, metavar="K",
+                    help="then keep float the K integer layers of lowest local SQNR")
+    ap.add_argument("--worst-mac-cap", type=float, default=1.0, metavar="FRAC",
+                    help="--float-worst skips layers with more than FRAC of the MACs")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     rows = {}
     for name in a.models.split(","):
         try:
             rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last,
-                             a.min_output_sqnr, a.sqnr_samples, a.float_off_vta)
+                             a.min_output_sqnr, a.sqnr_samples, a.float_off_vta,
+                             a.float_worst, a.worst_mac_cap)
         except Exception as e:  # one model's failure does not stop the table
             rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         print(f"{name:8s} {json.dumps(rows[name])}", flush=True)

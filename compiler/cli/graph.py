@@ -104,6 +104,18 @@ def percentile(text: str) -> float:
     return v
 
 
+def decibels(text: str) -> float:
+    """``--min-layer-sqnr`` / ``--min-output-sqnr``: a finite number of dB."""
+    import argparse
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of dB") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of dB")
+    return v
+
+
 def _compile(args, model_spec):
     from ..graph.driver import compile_model
     cfg = _config(args)                           # a bad --config fails before any work
@@ -120,7 +132,9 @@ def _compile(args, model_spec):
                          per_channel=not args.per_tensor,
                          float_first_last=args.float_first_last,
                          input_shapes=parse_input_shapes(getattr(args, "input_shape", None)),
-                         min_layer_sqnr=getattr(args, "min_layer_sqnr", None))
+                         min_layer_sqnr=getattr(args, "min_layer_sqnr", None),
+                         min_output_sqnr=getattr(args, "min_output_sqnr", None),
+                         max_float_layers=getattr(args, "max_float_layers", 64))
 
 
 def parse_input_shapes(specs) -> dict:
@@ -211,7 +225,8 @@ def _device(args, cfg):
 #: (it was quantised and partitioned when it was compiled).
 _COMPILE_ONLY = (("calib", None), ("calibration", "percentile"), ("percentile", 99.99),
                  ("tuning_log", None), ("cpu_only", False), ("float_first_last", False),
-                 ("per_tensor", False), ("first_conv_cpu", False), ("image", None))
+                 ("per_tensor", False), ("first_conv_cpu", False), ("image", None),
+                 ("min_layer_sqnr", None), ("min_output_sqnr", None), ("max_float_layers", 64))
 
 
 def _check_outputs(args) -> None:
@@ -438,9 +453,15 @@ def _common(p):
                    help="keep a conv with fewer input channels than BLOCK_IN on the CPU")
     p.add_argument("--input-shape", action="append", metavar="NAME=1x3x48x192",
                    help="shape of a graph input with symbolic dimensions (repeatable)")
-    p.add_argument("--min-layer-sqnr", type=float, metavar="DB",
+    p.add_argument("--min-layer-sqnr", type=decibels, metavar="DB",
                    help="keep float on the CPU every layer whose SQNR vs the float model is "
                    "below DB (the report lists them)")
+    p.add_argument("--min-output-sqnr", type=decibels, metavar="DB",
+                   help="then keep float on the CPU the layers whose float twin lifts the "
+                   "model's output SQNR (on the calibration samples) most, until it reaches "
+                   "DB (the report lists them)")
+    p.add_argument("--max-float-layers", type=positive_int, default=64, metavar="N",
+                   help="at most N layers kept float by --min-output-sqnr (default 64)")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 

@@ -66,7 +66,8 @@ class Compiled:
         for name, op, frac, db in self.sqnr:
             fr = "-" if frac is None else str(frac)
             lines.append(f"{name[:28]:28s} {op:16s} {fr:>4s} {db:8.2f}")
-        lines += _kept_lines(self.options) + _qdq_lines(self.qgraph)
+        lines += _kept_lines(self.options) + _output_lines(self.options) + \
+            _qdq_lines(self.qgraph)
         s = self.seconds
         lines.append(f"compile_model: {s.get('total', 0):.2f} s = import+passes "
                      f"{s.get('passes', 0):.2f} + quantise {s.get('quantize', 0):.2f} + codegen "
@@ -96,6 +97,48 @@ def _kept_lines(options: dict) -> list:
         return [f"every quantised layer clears --min-layer-sqnr {bound:g} dB"]
     return [f"kept float on the CPU (SQNR below --min-layer-sqnr {bound:g} dB): "
             + ", ".join(f"{name} ({op}, {db:.1f} dB when quantised)" for name, op, db in kept)]
+
+
+def check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples):
+    """The mixed-precision options, checked before any work: each dB bound a finite number,
+    ``max_float_layers`` a positive and ``sqnr_samples`` a non-negative integer, and calibration samples
+    given when a bound needs them (GraphError naming the flag)."""
+    for flag, v in (("--min-layer-sqnr", min_layer_sqnr), ("--min-output-sqnr", min_output_sqnr)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
+                or not np.isfinite(v):
+            raise GraphError(f"{flag} {v!r}: expected a finite number of dB")
+        if calib is None:
+            raise GraphError(f"{flag} needs calibration samples (--calib SAMPLES.npz) to "
+                             f"measure SQNR on")
+    for flag, v, low in (("--max-float-layers", max_float_layers, 1),
+                         ("sqnr_samples", sqnr_samples, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise GraphError(f"{flag} {v!r}: expected an integer >= {low}")
+
+
+def _kept_reasons(fl: dict, kept: list, bound) -> dict:
+    """{float node: why} of the nodes kept float before --min-output-sqnr runs."""
+    return {**fl, **{name: f"--min-layer-sqnr {bound:g}: {db:.1f} dB when quantised"
+                     for name, _, db in kept}}
+
+
+def _output_lines(options: dict) -> list:
+    """The report's lines on the layers --min-output-sqnr kept float."""
+    bound, r = options.get("min_output_sqnr"), options.get("kept_for_output")
+    if bound is None or r is None:
+        return []
+    head = (f"output SQNR {r['before']:.2f} dB with every layer quantised "
+            f"(--min-output-sqnr {bound:g} dB)")
+    if not r["kept"]:
+        return [head + ("; nothing kept float" if r["before"] >= bound else
+                        "; no single layer kept float raises it")]
+    return [head + f" -> {r['after']:.2f} dB keeping float on the CPU, in order: "
+            + ", ".join(f"{name} ({op}, {db:.1f} dB after)" for name, op, db in r["kept"])
+            + ("" if r["after"] >= bound else
+               f" (bound not reached: --max-float-layers {options['max_float_layers']} or "
+               f"no further layer helps)")]
 
 
 def _samples(calib, g: Graph) -> list:
@@ -132,27 +175,33 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   tuning_log: str | None = None, sqnr_samples: int = 1,
                   per_channel: bool = True, float_first_last: bool = False,
                   input_shapes: dict | None = None,
-                  min_layer_sqnr: float | None = None) -> Compiled:
+                  min_layer_sqnr: float | None = None,
+                  min_output_sqnr: float | None = None, max_float_layers: int = 64) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
     ({name: shape}) pins symbolic input dimensions; with ``min_layer_sqnr`` (dB) a layer
     whose SQNR on the first ``sqnr_samples`` calibration samples is below it stays float
-    (:func:`.quantize.keep_float_below`; listed by :meth:`Compiled.report`)."""
+    (:func:`.quantize.keep_float_below`; listed by :meth:`Compiled.report`); with
+    ``min_output_sqnr`` (dB) the layers whose float twin lifts the model's output SQNR on
+    those samples most then stay float, until it reaches the bound or ``max_float_layers``
+    are float (:func:`.quantize.keep_float_for_output`; listed by the report)."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
+    check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples)
     cfg = cfg or VTAConfig()
     t0 = time.perf_counter()
     pm = float_pipeline()
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
-    kept, float_envs = [], []
-    fl = ()
+    kept, float_envs, out_kept = [], [], None
+    fl: dict = {}
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
         convs = [n.name for n in fg.nodes if n.op == "conv"]
         denses = [n.name for n in fg.nodes if n.op == "dense"]
-        fl = tuple(convs[:1] + denses[-1:])
+        fl = {name: "--float-first-last (TVM's recipe: the first conv and the last dense "
+              "stay float)" for name in convs[:1] + denses[-1:]}
     if not samples and mode != "global_scale":
         if getattr(fg, "qdq_ranges", None):
             samples = None
@@ -169,7 +218,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel, float_nodes=fl)
     else:
         from .quantize import calibrate, keep_float_below
-        n_env = max(sqnr_samples, 1) if min_layer_sqnr is not None else sqnr_samples
+        n_env = max(sqnr_samples, 1) if (min_layer_sqnr, min_output_sqnr) != (None, None) \
+            else sqnr_samples
 
         def keep_env(k, env):       # calibration's float runs, reused by the SQNR report
             if k < n_env:
@@ -183,6 +233,14 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         else:
             q = quantize(fg, ranges=ranges, mode=mode, percentile=percentile,
                          global_scale=global_scale, per_channel=per_channel, float_nodes=fl)
+        if min_output_sqnr is not None:
+            from .quantize import keep_float_for_output
+            q, more, before, after = keep_float_for_output(
+                fg, samples[:n_env], min_output_sqnr, float_nodes=_kept_reasons(
+                    fl, kept, min_layer_sqnr),
+                max_float=max_float_layers, ranges=ranges, mode=mode, percentile=percentile,
+                global_scale=global_scale, per_channel=per_channel)
+            out_kept = {"kept": more, "before": before, "after": after}
     t2 = time.perf_counter()
     prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log)
     t3 = time.perf_counter()
@@ -195,6 +253,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "sqnr_samples": min(sqnr_samples, len(samples or [])),
                      "calib_samples": len(samples or []),
                      "tuning_log": tuning_log, "min_layer_sqnr": min_layer_sqnr,
-                     "kept_float": kept},
+                     "kept_float": kept, "min_output_sqnr": min_output_sqnr,
+                     "max_float_layers": max_float_layers, "kept_for_output": out_kept},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

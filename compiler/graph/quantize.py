@@ -24,6 +24,14 @@ Activation ranges come from calibration:
 * a QDQ model's own Q/DQ pairs give the range of the values they wrap (they win over
   calibration).
 
+A chain of element-wise nodes that are all functions of one int8 value (an affine block,
+a hard-swish written as ``x * clip(x + 3, 0, 6) / 6``, another affine block) becomes one
+256-entry lookup table: one rounding instead of one per node (:mod:`.lut_fuse`).  Nodes
+that stay float for a reason the partition report gives (``attrs["why"]``): a transformer's
+residual stream and written-out LayerNorms (:mod:`.transformer`), the element-wise chain of
+a divisor (an int8 value rounding to 0 would divide by 0), and the caller's
+``float_nodes``.
+
 Operators with no integer form here (softmax, argmax, mul, a standalone batchnorm, casts)
 stay float (a MatMul of two activations is int8 x int8 on VTA's GEMM core:
 :mod:`compiler.ops.matmul_vta`): the quantiser inserts ``dequantize`` before them
@@ -81,11 +89,20 @@ class QuantContext:
         self.g, self.q, self.qname, self.fname, self.fracs = g, q, qname, fname, fracs
         self.f_of, self.as_int, self.as_float, self.emit_q = f_of, as_int, as_float, emit_q
         self.per_channel, self.float_nodes = per_channel, float_nodes
+        self.why: dict[str, str] = {}    # node name -> why its rule kept it float
+        self._users = None
+
+    def users(self) -> dict:
+        """{float value: [nodes of ``g`` reading it]} (computed once)."""
+        if self._users is None:
+            self._users = self.g.users()
+        return self._users
 
 
 def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.99,
              global_scale: float = 8.0, ranges: dict | None = None,
-             per_channel: bool = True, float_nodes=(), keep_qdq_scales: bool = True) -> Graph:
+             per_channel: bool = True, float_nodes=(), keep_qdq_scales: bool = True,
+             fuse_luts: bool = True) -> Graph:
     """The integer graph of the fused float graph ``g`` (see the module docstring);
     ``float_nodes`` (node names) stay float (TVM's recipe keeps the first conv and the last
     dense layer in float on the CPU).  The result keeps a reference to ``g`` as
@@ -93,14 +110,25 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     A symmetric-int8 QDQ model keeps its own scales with ``keep_qdq_scales``
     (:mod:`.quantize_fixed`): ``.scales`` then maps int8 values to their scale, and
     ``.qdq_notes`` says which layers stayed float and why (``.qdq_refused``: why the
-    model's scales were not kept, if they were not)."""
+    model's scales were not kept, if they were not).  With ``fuse_luts`` (default) a chain
+    of element-wise nodes of one int8 value becomes one lookup table
+    (:mod:`.lut_fuse`)."""
     if ranges is None:
         if samples is None and mode != "global_scale":
             raise QuantizeError("quantize needs calibration samples (or mode='global_scale')")
         ranges = calibrate(g, samples or [], mode, percentile, global_scale)
-    # (vit, #23) a transformer's residual stream stays float: graph/transformer.py
-    from .transformer import residual_stream_adds
-    float_nodes = tuple(float_nodes) + tuple(residual_stream_adds(g))
+    # (#23) a transformer's residual stream and written-out LayerNorms stay float, each
+    # float node saying why (graph/transformer.py; the partition report shows attrs["why"])
+    from .transformer import WHY_NORM, WHY_RESIDUAL, residual_stream_adds, written_out_norms
+    reasons = _reasons(float_nodes)
+    for name in residual_stream_adds(g):
+        reasons.setdefault(name, WHY_RESIDUAL)
+    for name in written_out_norms(g):
+        reasons.setdefault(name, WHY_NORM)
+    from .lut_fuse import WHY_DIVISOR, divisor_chains
+    for name in divisor_chains(g):
+        reasons.setdefault(name, WHY_DIVISOR)
+    float_nodes = tuple(reasons)
     ranges, lut_clipped = saturating_ranges(g, ranges)
     q = Graph(g.name)
     q.lut_clipped = lut_clipped
@@ -168,7 +196,21 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     ctx = QuantContext(g, q, qname, fname, fracs, f_of, as_int, as_float, emit_q,
                        per_channel, float_nodes)
     fixed = FixedRules(ctx, scales, q.scales) if scales is not None else None
+    regions: dict = {}          # first node of an element-wise region -> (root, nodes)
+    if fuse_luts and fixed is None:
+        from .lut_fuse import lut_regions
+        for root, nodes in lut_regions(g):
+            if not any(m.name in reasons for m in nodes):
+                regions[nodes[0].name] = (root, nodes)
+    fused: set = set()
     for n in g.nodes:
+        if n.name in fused:
+            continue
+        if n.name in regions and regions[n.name][0] in qname:     # its root is int8
+            from .lut_fuse import emit_region
+            emit_region(ctx, *regions[n.name])
+            fused.update(m.name for m in regions[n.name][1])
+            continue
         op = registry.get(n.op)
         if fixed is not None:                   # the model's own scales: these rules only
             if fixed(n):
@@ -180,7 +222,11 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         ins = [as_float(i) for i in n.inputs]
         out = q.fresh(n.output)
         v = g.values[n.output]
-        q.add_node(n.op, out, ins, v.shape, v.dtype, dict(n.attrs))
+        attrs = dict(n.attrs)
+        why = _why_float(g, n, op, reasons, ctx.why, fixed is not None)
+        if why:
+            attrs["why"] = "float: " + why
+        q.add_node(n.op, out, ins, v.shape, v.dtype, attrs)
         fname[n.output] = out
         q.float_of[out] = n.output
     if fixed is not None:
@@ -192,6 +238,32 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             _rename(q, src, o)
         q.outputs.append(o)
     return q
+
+
+def _reasons(float_nodes) -> dict:
+    """``float_nodes`` (names, or {name: why}) as {name: why}."""
+    if isinstance(float_nodes, dict):
+        return dict(float_nodes)
+    return {name: "kept float by the caller (float_nodes)" for name in float_nodes}
+
+
+def _why_float(g, n, op, reasons: dict, declined: dict, qdq: bool) -> str:
+    """Why node ``n`` of float graph ``g`` stays float in the integer graph: the caller's or
+    the model-structure reason, the reason its int8 rule gave, else a generic one; "" when
+    its operator has no integer form or the registry gives its ``float_why`` (the report
+    shows that)."""
+    if n.name in reasons:
+        return reasons[n.name]
+    if n.name in declined:
+        return declined[n.name]
+    if op is None or op.quantize is None or getattr(op, "float_why", ""):
+        return ""                      # the report gives the registry's float_why
+    if qdq:
+        return "no Q/DQ pair of the model gives it an int8 scale"
+    ins = [i for i in n.inputs if i]
+    if any(i in g.params for i in ins) and not all(i in g.params for i in ins):
+        return "a constant operand: its int8 form takes activations only"
+    return "its int8 form does not apply to these operands (shapes, dtypes or attributes)"
 
 
 def _rename(q: Graph, old: str, new: str) -> None:
@@ -265,15 +337,20 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
     envs = [e if e is not None else run_graph(g, s, keep=True) for e, s in zip(envs, samples)]
     producer = {n.output: n for n in g.nodes}
     by_name = {n.name: n for n in g.nodes}
-    keep = set(float_nodes)
+    base = _reasons(float_nodes)
+    keep = set(base)
     kept: list = []
+
+    def fn():                      # the float nodes with why each stays float
+        return {**base, **{name: f"--min-layer-sqnr {min_db:g}: {db:.1f} dB when quantised"
+                           for name, _, db in kept}}
 
     def has_rule(node):
         rule = registry.get(node.op)
         return rule is not None and rule.quantize is not None
 
     for _ in range(max_rounds if local else 0):
-        q = quantize(g, float_nodes=tuple(keep), **kw)
+        q = quantize(g, float_nodes=fn(), **kw)
         new = [r for r in below(q, g, envs, min_db)
                if r[0] not in keep and has_rule(by_name[r[0]])]
         if not new:
@@ -281,7 +358,7 @@ def keep_float_below(g: Graph, samples, min_db: float, float_nodes=(), max_round
         keep.update(r[0] for r in new)
         kept += new
     for _ in range(max_rounds):
-        q = quantize(g, float_nodes=tuple(keep), **kw)
+        q = quantize(g, float_nodes=fn(), **kw)
         bad = None
         for out, op, frac, db in sqnr_report(q, samples, envs):
             src = producer.get(q.float_of.get(out))
@@ -315,13 +392,19 @@ def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: 
     samples = list(samples)
     float_outs = [{o: v for o, v in run_graph(g, s).items() if o in g.outputs}
                   for s in samples]
-    keep = list(float_nodes)
-    q = quantize(g, float_nodes=tuple(keep), **kw)
+    given = _reasons(float_nodes)
+    keep = list(given)
+    kept: list = []
+
+    def fn(extra=None):            # the float nodes with why each stays float
+        why = f"--min-output-sqnr {min_db:g}: keeping it float lifts the output SQNR"
+        return {**given, **{name: why for name in keep[len(given):] + [extra] if name}}
+    q = quantize(g, float_nodes=fn(), **kw)
     base = output_sqnr(q, samples, float_outs)
     if base >= min_db:
         return q, [], base, base
     producer = {n.output: n for n in g.nodes}
-    kept, cur = [], base
+    cur = base
     for _ in range(rounds):
         cands, seen = [], set()
         for n in q.nodes:
@@ -335,7 +418,7 @@ def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: 
                 cands.append(src)
         gains = []
         for k, src in enumerate(cands):
-            db = output_sqnr(quantize(g, float_nodes=tuple(keep + [src.name]), **kw),
+            db = output_sqnr(quantize(g, float_nodes=fn(src.name), **kw),
                              samples, float_outs)
             if on_step is not None:
                 on_step(k, len(cands), src.name, db)
@@ -346,7 +429,7 @@ def keep_float_for_output(g, samples, min_db: float, float_nodes=(), max_float: 
         for _, _, src in gains:
             if cur >= min_db or len(kept) >= max_float:
                 break
-            trial = quantize(g, float_nodes=tuple(keep + [src.name]), **kw)
+            trial = quantize(g, float_nodes=fn(src.name), **kw)
             db = output_sqnr(trial, samples, float_outs)
             if db > cur:
                 keep.append(src.name)

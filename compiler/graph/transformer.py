@@ -4,7 +4,9 @@ Softmax on the last axis, ·V, output projection, residual) and an MLP (dense, G
 ``0.5·x·(1+erf(x/√2))`` or ONNX Gelu, dense, residual), ``blocks`` times, over one
 sequence of ``tokens`` x ``dim`` (batch 1).  :func:`gemm_macs` counts the multiply-adds of
 its GEMMs (projections, MLP and both attention matmuls).  :func:`residual_stream_adds`
-names the adds of any encoder's residual stream, which the quantiser keeps float.
+names the adds of any encoder's residual stream, and :func:`written_out_norms` the nodes of
+LayerNorms written out as ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div; the quantiser keeps
+both float (:data:`WHY_RESIDUAL`, :data:`WHY_NORM`: the reasons the partition report gives).
 
 Example::
 
@@ -182,3 +184,64 @@ def residual_stream_adds(g) -> list[str]:
         if _feeds_norm(g, n, users):
             out.append(n.name)
     return out
+
+
+#: Why the quantiser keeps a residual-stream add float (the partition report's detail).
+WHY_RESIDUAL = ("a transformer's residual stream read by a LayerNorm: kept exact between "
+                "blocks (one int8 scale per tensor would round its small rows to a few levels)")
+#: Why the quantiser keeps a written-out LayerNorm's nodes float.
+WHY_NORM = ("a written-out LayerNorm: an int8 sqrt of a row's variance far below the "
+            "largest is 0, and the Div turns it into inf")
+
+
+def written_out_norms(g) -> list[str]:
+    """Names of the nodes of float graph ``g`` that make up LayerNorms written out as
+    ``d = x - mean(x)``; ``d / sqrt(mean(d^2) [+ eps])`` (``d^2`` as Pow 2 or ``d * d``; the
+    divisor also as ``d * reciprocal(sqrt(...))``): both reduce_means, the sub, the square,
+    the eps add, the sqrt, and the div (or reciprocal and mul), in graph order."""
+    prod = {n.output: n for n in g.nodes}
+    users = g.users()
+    found: list = []
+
+    def chain_of(sq):
+        """The nodes from the mean to ``sq`` (a sqrt), or None if it is not a variance's."""
+        a = prod.get(sq.inputs[0])
+        nodes = [sq]
+        if a is not None and a.op == "add" and len(a.inputs) == 2 and \
+                sum(i in g.params for i in a.inputs) == 1:
+            nodes.append(a)
+            a = prod.get(next(i for i in a.inputs if i not in g.params))
+        if a is None or a.op != "reduce_mean":
+            return None
+        nodes.append(a)
+        p = prod.get(a.inputs[0])
+        if p is None or not ((p.op == "pow" and len(p.inputs) == 2 and p.inputs[1] in g.params
+                              and np.all(np.asarray(g.params[p.inputs[1]]) == 2))
+                             or (p.op == "mul" and p.inputs[0] == p.inputs[1])):
+            return None
+        nodes.append(p)
+        d = prod.get(p.inputs[0])
+        if d is None or d.op != "sub" or len(d.inputs) != 2:
+            return None
+        m = prod.get(d.inputs[1])
+        if m is None or m.op != "reduce_mean" or m.inputs[0] != d.inputs[0]:
+            return None
+        return nodes + [d, m]
+
+    for sq in g.nodes:
+        if sq.op != "sqrt":
+            continue
+        nodes = chain_of(sq)
+        if nodes is None:
+            continue
+        tail = []
+        for u in users.get(sq.output, []):
+            if u.op == "div" and u.inputs[1] == sq.output:
+                tail.append(u)
+            elif u.op == "reciprocal":
+                tail.append(u)
+                tail += [w for w in users.get(u.output, []) if w.op == "mul"]
+        if tail:
+            found += [n.name for n in nodes + tail]
+    order = {n.name: k for k, n in enumerate(g.nodes)}
+    return sorted(set(found), key=order.get)

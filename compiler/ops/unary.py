@@ -170,15 +170,29 @@ def _reference(row: Unary):
     return ref
 
 
-def _quantize(row: Unary):
+#: Functions whose int8 table maps the inputs that round to 0 to 0: as a divisor that is inf.
+_ZERO_AT_ZERO = ("sqrt",)
+
+
+def _divides(qc, v) -> bool:
+    """Whether float value ``v`` is a divisor: a Div's second input or a Reciprocal's input."""
+    return any((u.op == "div" and u.inputs[1] == v) or u.op == "reciprocal"
+               for u in qc.users().get(v, []))
+
+
+def _quantize(op: str, row: Unary):
     def rule(qc, n) -> bool:
+        if op in _ZERO_AT_ZERO and _divides(qc, n.output):
+            qc.why[n.name] = (f"a divisor: the int8 {row.onnx} table gives 0 for every input "
+                              f"that rounds to 0 at its scale, and the division inf")
+            return False
         return lut_rule(_finite(lambda v: row.np_fn(v, n.attrs)))(qc, n)
     return rule
 
 
 def _cpu(row: Unary):
     def cpu(n, g):
-        a = {k: float(v) for k, v in n.attrs.items()}
+        a = {k: float(v) for k, v in n.attrs.items() if k != "why"}
         return float_cpu(lambda x: row.te_fn(x, a))(n, g)
     return cpu
 
@@ -186,5 +200,5 @@ def _cpu(row: Unary):
 for _op, _row in UNARY.items():
     registry.register(registry.OpDef(
         _op, reference=_reference(_row), category="injective",
-        onnx={_row.onnx: _import(_op, _row)}, quantize=_quantize(_row), place=place_float,
+        onnx={_row.onnx: _import(_op, _row)}, quantize=_quantize(_op, _row), place=place_float,
         cpu=_cpu(_row)))
