@@ -30,6 +30,7 @@ def _row(name, report):
             "critical_path": f"{cp.get('from')} -> {cp.get('to')} ({cp.get('delay_ns')} ns, "
                              f"{cp.get('logic_levels')} logic levels)" if cp else None,
             "build_seconds": report.get("build_seconds"), "router": report.get("router"),
+            "placer": report.get("placer", "heap"),
             "pipelined": report.get("pipelined", False),
             "date": report.get("date")}
 

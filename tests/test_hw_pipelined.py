@@ -8,13 +8,13 @@ from amaranth.back import rtlil
 from amaranth.hdl import Module, Signal, signed
 from amaranth.sim import Simulator
 
-from isa import AluOp, VTAConfig
+from isa import VTAConfig
 from vta_hw.blocks.alu import alu_lane_split
 from vta_hw.blocks.core import VTACore
 from vta_hw.blocks.dsp import registered_product
 from vta_hw.errors import HwConfigError
 
-from .test_hw_alu_lane import _ref
+from .test_hw_alu_lane import lane_cases, lane_mismatches
 
 TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
                            LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
@@ -27,8 +27,6 @@ class _Ecp5:
 
 @pytest.mark.parametrize("w", [8, 16, 32])
 def test_split_lane_gives_the_reference_result_two_registers_later(w):
-    rng = np.random.default_rng(100 + w)
-    lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
     m = Module()
     op, a, b = Signal(3), Signal(w), Signal(w)
     regs, finish = alu_lane_split(m, op, a.as_signed(), b.as_signed(), w)
@@ -37,29 +35,9 @@ def test_split_lane_gives_the_reference_result_two_registers_later(w):
     m.d.sync += mul.eq(a.as_signed() * b.as_signed())
     res = Signal(w)
     m.d.sync += res.eq(finish(mul))
-    amounts = sorted(s for s in set(range(-w - 3, w + 4)) | {lo, lo + 1, hi, hi - 1, 63, 64,
-                                                              -63, -64} if lo <= s <= hi)
-    operands = [lo, lo + 1, -1, 0, 1, hi] + [int(x) for x in rng.integers(lo, hi + 1, 5)]
-    cases = [(AluOp.SHR, x, s) for x in operands for s in amounts]
-    for o in (AluOp.MIN, AluOp.MAX, AluOp.ADD, AluOp.MUL):
-        cases += [(o, x, y) for x in operands for y in operands]
-    cases += [(5, 3, 4), (7, -1, 1)]        # no ALU op: the lane gives 0
-    bad = []
-
-    async def bench(ctx):
-        for o, x, y in cases:
-            ctx.set(op, int(o))
-            ctx.set(a, x & ((1 << w) - 1))
-            ctx.set(b, y & ((1 << w) - 1))
-            await ctx.tick().repeat(2)
-            want = _ref(o, x, y, w) if o <= AluOp.MUL else 0
-            if ctx.get(res) != want:
-                bad.append((o, x, y, ctx.get(res), want))
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    assert bad == []
+    cases = lane_cases(w, 100 + w, 5, extra=[(5, 3, 4), (7, -1, 1)])  # 5, 7: no op, gives 0
+    assert lane_mismatches(m, op, a, b, w, cases, [res], lambda ctx: ctx.tick().repeat(2),
+                           clocked=True) == []
 
 
 @pytest.mark.parametrize("sa,sb,width", [(True, True, 16), (False, False, 32),

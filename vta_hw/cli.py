@@ -103,7 +103,7 @@ def cmd_build(args):
                              synth_only=args.synth_only, seed=args.seed, freq_mhz=args.freq,
                              dram_words=args.dram_words, baud=args.baud,
                              lut_mults=args.lut_mults, router=args.router,
-                             pipelined=args.pipelined)
+                             pipelined=args.pipelined, placer=args.placer)
     print(json.dumps(report, indent=2))
     if not report.get("synth_only") and not report["meets_target"]:
         cp = report.get("critical_path") or {}
@@ -283,6 +283,9 @@ def register(sub):
                         "its three cycles (FPGA timing; same cycles and results)")
     b.add_argument("--router", default="router1", choices=("router1", "router2"),
                    help="nextpnr router (router2 is much faster on large, congested designs)")
+    b.add_argument("--placer", default="heap", choices=("heap", "static"),
+                   help="nextpnr placer (static spreads the logic over the die: the pipelined "
+                        "1x8x8 routes with it, not with heap)")
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("rtl", help="run a raw program on the RTL (generated Verilog)")

