@@ -360,7 +360,7 @@ class Engine:
         if self.p.dispatch_before_pop:
             # the module takes the instruction from its queue and decodes it before it
             # looks at the tokens (vta_hw: IDLE -> DEP/DECODE)
-            ready = max(self.ready_at[m], self.issue[i] + self.p.dispatch_cycles)
+            ready = max(self.ready_at[m], int(self.issue[i]) + self.p.dispatch_cycles)
             if self.now < ready:
                 if self.wake_at[m] != ready:
                     self.wake_at[m] = ready
