@@ -191,7 +191,7 @@ class Engine:
             end = start + beats
             log.append((client, start, end, nbytes))
             acc.append(end)
-            read[client] += beats * self.bus      # whole beats, as the RTL counts
+            read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
             self.bus_free = end + gap
             if cb is not None:
                 self.at(end, cb)
@@ -247,7 +247,7 @@ class Engine:
                 log.append((client, start, end, nbytes))
                 if limited:
                     ends.append(end)
-                read[client] += beats * self.bus      # whole beats, as the RTL counts
+                read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
                 self.bus_free = t = end + gap
                 if cb is not None:
                     self.at(end, cb)
