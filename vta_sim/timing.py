@@ -112,8 +112,9 @@ class TimingParams:
     of read latency 16 (``vta rtl``, Icarus or Verilator): its structure (in-order DRAM,
     decode before the token check, 8-instruction fetch bursts, padding under the data) and
     its costs, as set by ``benchmarks/bench_timing_refit.py``
-    (``vta_hw/calibration/timing_icarus.json``; a test keeps the two equal).  Other memory systems are named presets (:meth:`preset`, :data:`PRESETS`):
-    ``tsim`` is TVM's Chisel design under tsim, the defaults before issue 19.  :attr:`name`
+    (``vta_hw/calibration/timing_icarus.json``; a test keeps the two equal).  Other memory
+    systems are named presets (:meth:`preset`, :data:`PRESETS`): ``tsim`` is TVM's Chisel
+    design under tsim, the defaults before issue 19.  :attr:`name`
     and :meth:`describe` say which model a TimingParams is.
 
     All values are cycles unless named otherwise.  ``bus_bytes=None`` takes the bus width of
