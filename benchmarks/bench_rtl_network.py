@@ -73,6 +73,7 @@ def compare(c, feeds, *, threads: int = 1, sim_params=None):
         os.environ["VTA_VERILATOR_THREADS"] = str(threads)
     params = sim_params or calibrated_params()
     sim_out, sim_layers, sim_wall = run_on(c, SimDevice(c.cfg, timed=params), feeds)
+    sim_cpu = run_on.cpu
     dev = RtlDevice(c.cfg, simulator="verilator", capacity=1 << 26)
     t0 = time.perf_counter()
     from vta_hw.runners.fastrtl import build_library
@@ -92,7 +93,8 @@ def compare(c, feeds, *, threads: int = 1, sim_params=None):
             "sim_cycles": sum(r["sim_cycles"] for r in rows), "rtl_cycles": rtl_cycles,
             "abs_error_median": float(np.median(err)), "abs_error_max": float(err.max()),
             "total_error": (sum(r["sim_cycles"] for r in rows) - rtl_cycles) / max(1, rtl_cycles),
-            "sim_wall_s": round(sim_wall, 2), "rtl_wall_s": round(rtl_wall, 2),
+            "sim_wall_s": round(sim_wall, 2), "sim_cpu_s": round(sim_cpu, 2),
+            "rtl_wall_s": round(rtl_wall, 2),
             "rtl_build_or_lookup_s": round(build_s, 2), "rtl_cpu_s": round(rtl_cpu, 2),
             "rtl_cycles_per_s": round(rtl_cycles / rtl_wall) if rtl_wall else None,
             "threads": threads}
@@ -122,7 +124,8 @@ def main(argv=None):
           f"{res['sim_cycles']:,} rtl {res['rtl_cycles']:,} (total {res['total_error']:+.2%}, "
           f"per layer |error| median {res['abs_error_median']:.2%} max "
           f"{res['abs_error_max']:.2%})")
-    print(f"wall: compile {res['compile_s']} s, timed simulator {res['sim_wall_s']} s, RTL "
+    print(f"wall: compile {res['compile_s']} s, timed simulator {res['sim_wall_s']} s "
+          f"({res['sim_cpu_s']} s CPU), RTL "
           f"(Verilator, threads {args.threads}) {res['rtl_wall_s']} s = "
           f"{res['rtl_cycles_per_s']:,} cycles/s ({res['rtl_cpu_s']} s CPU: "
           f"{res['rtl_cycles'] / max(res['rtl_cpu_s'], 1e-9):,.0f} cycles per CPU second); "

@@ -1,6 +1,6 @@
 """The simulator's default timing model against the RTL, layer by layer: every VTA layer of
-small_cnn (convs, max-pools of chained tiny ALU instructions, the dense layer) within 3% on
-the fast Verilator path; and the structure the re-fit relies on: one DRAM burst per row
+small_cnn (the conv fused with its max pool, convs, max-pools of chained tiny ALU
+instructions, the dense layer) within 3% on the fast Verilator path; and the structure the re-fit relies on: one DRAM burst per row
 (``burst_per_row``), no burst split by where a buffer lies (``max_burst_beats``)."""
 
 import pathlib
@@ -53,10 +53,9 @@ def test_every_small_cnn_layer_within_3pct_of_the_rtl():
     assert res["outputs_equal"]
     assert res["vta_layers"] >= 4          # the first conv and its max pool: one kernel
     assert any("maxpool" in r["layer"] for r in res["layers"])
-    # the first conv fused with its max pool (compiler/vta/conv_pool.py, about 1,300 cycles of
-    # short instructions) is timed about 5% low: the calibration was fitted before it existed
-    fused = [r for r in res["layers"] if r["layer"] == "maxpool_5"]
-    assert len(fused) == 1 and abs(fused[0]["error"]) <= 0.06, fused
-    worst = max((r for r in res["layers"] if r not in fused), key=lambda r: abs(r["error"]))
+    # the first conv fused with its max pool (compiler/vta/conv_pool.py: short ALU
+    # instructions and micro-op loads) is one of them
+    assert any(r["layer"] == "maxpool_5" for r in res["layers"])
+    worst = max(res["layers"], key=lambda r: abs(r["error"]))
     assert abs(worst["error"]) <= 0.03, res["layers"]
     assert np.median([abs(r["error"]) for r in res["layers"]]) <= 0.02

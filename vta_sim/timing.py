@@ -4,35 +4,51 @@ The model is a discrete-event simulation at the granularity of instructions and 
 (never elements), independent of the data, so it can run next to the functional core or on
 its own (:func:`simulate_timing`, :func:`cycles`):
 
-* **fetch** reads the stream ``fetch_burst_insns`` instructions at a time (default: one
-  maximal burst) over the shared
-  DRAM read channel (client ``fetch``), waits for the whole burst, then drains it one
-  instruction per cycle into the load/compute/store command queues (``cmd_queue_depth``
-  entries each).  A full queue blocks the drain (head-of-line blocking); fetch does not
-  overlap fetching with draining.
+* **fetch** reads the stream ``fetch_burst_insns`` instructions at a time over the shared
+  DRAM read channel (client ``fetch``), then drains it one instruction per
+  ``fetch_drain_cycles`` into the load/compute/store command queues (``cmd_queue_depth``
+  entries each).  A full queue blocks the drain (head-of-line blocking).  With
+  ``fetch_overlap`` the next burst is requested as soon as the last one has arrived and a
+  two-burst buffer has room for it; with the in-order DRAM (``read_in_order``) a burst's
+  instructions stream in as their beats arrive (vta_hw), else the whole burst first.
 * **load, compute, store** each take the head of their command queue when idle, once every
   token it pops is available (pops when it starts, pushes when it completes; a push into a
-  full token queue, ``token_capacity``, waits).  Each instruction costs
-  ``dispatch_cycles`` plus its own time (pushed tokens become visible ``token_latency``
-  cycles after completion):
+  full token queue, ``token_capacity``, waits; pushed tokens become visible
+  ``token_latency`` cycles later).  ``dispatch_cycles`` per instruction are the module
+  taking it from its queue: with ``dispatch_before_pop`` (vta_hw) they come before the
+  token check, from the previous instruction's completion or the instruction's arrival, so
+  a module waiting on a token starts ``token_latency`` cycles after the push; otherwise
+  after the pops.  Then each instruction costs its own time:
 
   - NOP (LOAD/STORE with x_size 0): ``nop_cycles``; FINISH: ``finish_cycles``;
   - GEMM: ``gemm_start_cycles + N * gemm_cycles_per_uop`` (N = uop-iterations, reset too);
   - ALU: ``alu_start_cycles + N * (alu_cycles_per_uop_imm | alu_cycles_per_uop_vec)``;
-  - LOAD (UOP/INP/WGT/ACC/ACC_8BIT): ``load_setup_cycles``, the ``y_pad_0`` zero rows
-    (``pad_cycles_per_tile`` per tile), then one read request per burst (rows split at
-    ``max_burst_beats`` and at aligned burst boundaries), completing when the last burst has
-    arrived plus ``load_write_cycles``, then the remaining pad tiles; with
-    ``load_elem_per_cycle`` a burst of elements narrower than the bus (micro-ops on a 64-bit
-    bus) holds the read channel one cycle per element instead of per beat;
+  - LOAD (UOP/INP/WGT/ACC/ACC_8BIT): ``load_setup_cycles``, then one read request per burst
+    (a burst per row with ``burst_per_row``; rows split at ``max_burst_beats`` and at aligned
+    burst boundaries), completing when the last burst has arrived plus
+    ``load_write_cycles``.  Zero padding (``pad_cycles_per_tile`` per tile) is written with
+    ``load_pad_overlap`` (vta_hw) in the cycles without a data beat, so the load lasts at
+    least setup + pad + data cycles; otherwise the ``y_pad_0`` rows before the requests and
+    the rest after the data.  With ``load_elem_per_cycle`` a burst of elements narrower
+    than the bus (micro-ops on a 64-bit bus) holds the read channel one cycle per element;
   - STORE: ``store_setup_cycles`` + per burst ``write_burst_overhead`` + data beats +
     ``store_cycles_per_tile`` per tile (one write channel, one burst at a time).
-* **DRAM read channel**: one data bus of ``bus_bytes`` per cycle; a burst is ready
-  ``read_latency`` cycles after its request (requests queued behind others overlap their
-  latency), then occupies the bus for its beats plus ``read_burst_gap``; when several
-  clients have a ready burst the one earliest in ``read_priority`` wins (Chisel VME: fetch,
-  uop, inp, wgt, acc); at most ``max_outstanding_reads`` bursts are in flight (a burst is
-  accepted only when the one that many bursts earlier has delivered its data).
+* **DRAM read channel**, one data bus of ``bus_bytes`` per cycle, two disciplines:
+
+  - ``read_in_order`` (vta_hw's ReadArbiter and DRAM): a request is accepted into one
+    in-order queue, one per cycle, while fewer than ``max_outstanding_reads`` accepted
+    bursts have not delivered their data (the earliest in ``read_priority`` among the
+    clients waiting wins; vta_hw: fetch, then the compute module's uop/acc, then the load
+    module's inp/wgt); its data starts ``read_latency`` cycles after the acceptance or
+    after the previous burst's data (plus ``read_burst_gap``), whichever is later.  A
+    request therefore waits behind every burst accepted before it, e.g. a one-micro-op LOAD
+    UOP behind a whole weight row;
+  - otherwise (Chisel VME): a burst is ready ``read_latency`` cycles after its request
+    (requests queued behind others overlap their latency), then occupies the bus for its
+    beats plus ``read_burst_gap``; when several clients have a ready burst the one earliest
+    in ``read_priority`` wins (fetch, uop, inp, wgt, acc); at most
+    ``max_outstanding_reads`` bursts are in flight (a burst is accepted only when the one
+    that many bursts earlier has delivered its data).
 
 ``serial=True`` makes every instruction wait until the previous one (in stream order) has
 completed: the reference runtime's force-serial mode.
@@ -53,6 +69,10 @@ from .timing_engine import CLIENTS, Engine
 
 __all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS"]
 
+#: vta_hw's read arbiter order: fetch, the compute module (micro-ops, accumulators), the
+#: load module (inputs, weights)
+VTA_HW_PRIORITY = ("fetch", "uop", "acc", "inp", "wgt")
+
 
 
 #: The Chisel design under TVM's tsim (spec §5.2): the defaults of this model until issue 19.
@@ -65,7 +85,8 @@ _TSIM = dict(read_latency=16, read_burst_gap=1, read_pipelined=True, max_outstan
              alu_start_cycles=6, alu_cycles_per_uop_imm=1, alu_cycles_per_uop_vec=2,
              load_setup_cycles=2, load_write_cycles=1, load_elem_per_cycle=False,
              pad_cycles_per_tile=1, store_setup_cycles=2, store_cycles_per_tile=1,
-             burst_per_row=False)
+             burst_per_row=False, read_in_order=False, load_pad_overlap=False,
+             dispatch_before_pop=False, read_priority=CLIENTS)
 
 #: The structure of this project's RTL that the ``vta_hw`` and ``vta_hw_fpga`` presets were
 #: fitted on (4 read bursts in flight, one burst per row, a two-burst fetch buffer, 512-entry
@@ -78,7 +99,9 @@ _VTA_HW_BASE = dict(read_latency=8, read_burst_gap=1, read_pipelined=True,
                     gemm_start_cycles=10, gemm_cycles_per_uop=1, alu_start_cycles=0,
                     alu_cycles_per_uop_imm=1, alu_cycles_per_uop_vec=1, load_setup_cycles=5,
                     load_write_cycles=2, load_elem_per_cycle=False, pad_cycles_per_tile=1,
-                    store_setup_cycles=0, store_cycles_per_tile=0, burst_per_row=False)
+                    store_setup_cycles=0, store_cycles_per_tile=0, burst_per_row=False,
+                    read_in_order=False, load_pad_overlap=False, dispatch_before_pop=False,
+                    read_priority=CLIENTS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +109,12 @@ class TimingParams:
     """Every number of the timing model.
 
     The defaults model this project's own hardware: the vta_hw RTL with the cocotb DRAM model
-    of read latency 16 (``vta rtl``, Icarus or Verilator), as fitted by
-    ``benchmarks/bench_timing_refit.py`` (``vta_hw/calibration/timing_icarus.json``; a test
-    keeps the two equal).  Other memory systems are named presets (:meth:`preset`, :data:`PRESETS`):
-    ``tsim`` is TVM's Chisel design under tsim, the defaults before issue 19.  :attr:`name`
+    of read latency 16 (``vta rtl``, Icarus or Verilator): its structure (in-order DRAM,
+    decode before the token check, 8-instruction fetch bursts, padding under the data) and
+    its costs, as set by ``benchmarks/bench_timing_refit.py``
+    (``vta_hw/calibration/timing_icarus.json``; a test keeps the two equal).  Other memory
+    systems are named presets (:meth:`preset`, :data:`PRESETS`): ``tsim`` is TVM's Chisel
+    design under tsim, the defaults before issue 19.  :attr:`name`
     and :meth:`describe` say which model a TimingParams is.
 
     All values are cycles unless named otherwise.  ``bus_bytes=None`` takes the bus width of
@@ -98,40 +123,52 @@ class TimingParams:
 
     # memory system
     bus_bytes: int | None = None          #: data bus width in bytes (None: from the config)
-    read_latency: int = 9                 #: request -> first beat
-    read_burst_gap: int = 2               #: idle bus cycles after each read burst
+    read_latency: int = 16                #: request -> first beat
+    read_burst_gap: int = 0               #: idle bus cycles after each read burst
     read_pipelined: bool = True           #: queued requests overlap their latency (AXI ids);
     #: False: one burst in flight, each pays read_latency after the channel frees
     max_outstanding_reads: int | None = 4  #: bursts in flight at most (None: unlimited)
+    read_in_order: bool = True            #: the DRAM queues each burst when it is accepted
+    #: (at most max_outstanding_reads accepted and not yet delivered, one acceptance per
+    #: cycle, read_priority among the requests waiting) and serves bursts in acceptance
+    #: order, so a request waits behind every burst accepted before it (vta_hw's ReadArbiter
+    #: and DRAM); False: the read bus is arbitrated each time it frees (Chisel VME)
     max_burst_beats: int = 1 << 24        #: longest burst (vta_hw: a row is one burst of up
     #: to 2**24 beats, its 24-bit length)
     burst_boundary_bytes: int | None = None  #: bursts never cross this (None: max burst size)
-    read_priority: tuple = CLIENTS        #: fixed read arbitration order, highest first
+    read_priority: tuple = VTA_HW_PRIORITY  #: fixed read arbitration order, highest first
+    #: (vta_hw: fetch, the compute module's uop/acc, the load module's inp/wgt)
     write_burst_overhead: int = 6         #: write command + B-response handshake per burst
     burst_per_row: bool = True            #: a LOAD/STORE issues one burst per row even when
     #: its rows are contiguous in DRAM (stride == width; vta_hw), instead of one for them all
     # fetch and queues
-    fetch_burst_insns: int | None = 32768  #: instructions per fetch (None: one max burst)
-    fetch_drain_cycles: int = 4           #: cycles per instruction pushed to a command queue
+    fetch_burst_insns: int | None = 8     #: instructions per fetch (None: one max burst)
+    fetch_drain_cycles: int = 1           #: cycles per instruction pushed to a command queue
     fetch_overlap: bool = True            #: request the next fetch burst while draining
     #: (a two-burst buffer; vta_hw) instead of after the drain (Chisel)
     cmd_queue_depth: int = 512            #: entries of each command queue (instQueueEntries)
     token_capacity: int = 65535           #: largest count of a token queue (Chisel: 255)
-    token_latency: int = 0                #: push -> token visible to the consumer
+    token_latency: int = 1                #: push -> token visible to the consumer
     # modules
-    dispatch_cycles: int = 1              #: per instruction: the controller's idle state
-    nop_cycles: int = 0                   #: x_size = 0 "sync" state
+    dispatch_cycles: int = 2              #: per instruction: the controller's idle state
+    dispatch_before_pop: bool = True      #: a module takes and decodes its next instruction
+    #: (dispatch_cycles after the previous one completed or it reached the queue) before it
+    #: pops its tokens, so a token pushed while it waits starts it token_latency cycles later
+    #: (vta_hw's IDLE -> DEP/DECODE); False: dispatch_cycles are paid after the pops
+    nop_cycles: int = 1                   #: x_size = 0 "sync" state
     finish_cycles: int = 1
     gemm_start_cycles: int = 7            #: pipeline start + drain of a GEMM
     gemm_cycles_per_uop: int = 1
     alu_start_cycles: int = 3
     alu_cycles_per_uop_imm: int = 1
     alu_cycles_per_uop_vec: int = 1       #: Chisel: 2 (two SRAM reads per micro-op)
-    load_setup_cycles: int = 9            #: LOAD command decode before the first request
+    load_setup_cycles: int = 4            #: LOAD command decode before the first request
     load_write_cycles: int = 2            #: last beat -> SRAM written
-    load_elem_per_cycle: bool = False     #: a LOAD writes at most one SRAM element per cycle:
+    load_elem_per_cycle: bool = True      #: a LOAD writes at most one SRAM element per cycle:
     #: a burst of elements narrower than the bus takes a cycle per element (vta_hw's loader)
     pad_cycles_per_tile: int = 1          #: writing one zero-padding tile
+    load_pad_overlap: bool = True         #: zero padding is written in the cycles without a
+    #: data beat, from the first request on (vta_hw's loader), not before and after the data
     store_setup_cycles: int = 0
     store_cycles_per_tile: int = 0        #: SRAM read per OUT tile (besides its data beats)
 
@@ -139,7 +176,8 @@ class TimingParams:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.name in ("read_pipelined", "fetch_overlap", "load_elem_per_cycle",
-                          "burst_per_row"):
+                          "burst_per_row", "read_in_order", "load_pad_overlap",
+                          "dispatch_before_pop"):
                 if not isinstance(v, bool):
                     raise ValueError(f"timing parameter {f.name} must be true or false, not "
                                      f"{v!r}")
@@ -261,8 +299,8 @@ class TimingParams:
 #: The named timing models, default first: name -> what it models (:meth:`TimingParams.preset`).
 PRESETS = {
     "vta_hw_rtl": "this project's RTL (vta_hw) with the cocotb DRAM model of read latency 16 "
-                  "(`vta rtl`), fitted by benchmarks/bench_timing_refit.py "
-                  "(vta_hw/calibration/timing_icarus.json)",
+                  "(`vta rtl`): its structure and costs, set by "
+                  "benchmarks/bench_timing_refit.py (vta_hw/calibration/timing_icarus.json)",
     "vta_hw": "vta_hw in the Amaranth simulator with on-chip DRAM of latency 4 (the 2026-11-21 "
               "fit; vta dse's vta_hw DRAM model)",
     "vta_hw_fpga": "the ULX3S build of vta_hw (1x8x8, ALU 3 cycles per micro-op, on-chip DRAM "
@@ -286,7 +324,10 @@ class TimingResult:
 
     ``insns`` is the decoded program (:class:`isa.InsnArray`); ``names[i]`` a short name
     ("LOAD INP", "GEMM", "ALU ADD imm", "NOP", ...); ``start[i]``/``end[i]``: cycle
-    instruction i started executing (after its pops) and completed (before its pushes); ``issue[i]``: cycle it reached its command queue.
+    instruction i started (its ``dispatch_cycles`` decode, then its own time; with
+    ``dispatch_before_pop`` the decode ran before its pops, so a token it popped may have
+    been pushed up to ``dispatch_cycles - token_latency`` cycles after ``start[i]``) and
+    completed (before its pushes); ``issue[i]``: cycle it reached its command queue.
     ``bursts``: (client, start, end, bytes) of every DRAM read burst and write burst (client
     ``store``); ``flows``: (queue, producer, consumer) of every token; ``fetch``: (start, end)
     of every fetch burst including its drain; ``model``: the name of the timing parameters

@@ -80,6 +80,9 @@ class Engine:
         # modules
         self.queue = [deque(), deque(), deque()]
         self.busy_flag = [False, False, False]
+        self.ready_at = [0, 0, 0]                   # dispatch_before_pop: next decode done
+        self.wake_at = [-1, -1, -1]
+        self.dispatch_after = 0 if p.dispatch_before_pop else p.dispatch_cycles
         self.busy = {m: 0 for m in _MODULES}
         self.stalls = {m: {} for m in _MODULES + ("fetch",)}
         self.wait = [None, None, None]              # (reason, since)
@@ -94,12 +97,16 @@ class Engine:
         self.fetch_draining = False
         self.fetch_log = log()
         self.fetch_t0 = 0
+        self.fetch_at = [0] * n                     # in-order DRAM: instruction arrival
         # dram
         self.req = {k: deque() for k in CLIENTS}
         self.bus_free = 0
         self.arb_pending = False
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
             if p.read_pipelined and p.max_outstanding_reads else None
+        self.in_order = p.read_in_order
+        self.accepted = deque()             # in-order DRAM: data end of each accepted burst
+        self.accept_next = 0                # in-order DRAM: one acceptance per cycle
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
         self.bursts = log()
@@ -120,17 +127,78 @@ class Engine:
             self.deadlock()
 
     # -------------------------------------------------------------------------- DRAM
-    def dram_request(self, client, nbytes, cb, beats=None, count=1):
+    def dram_request(self, client, nbytes, cb, beats=None, count=1, on_accept=None):
         """Queue ``count`` read bursts of ``nbytes`` each; ``cb`` runs when the last one has
-        delivered its data."""
-        lat = self.p.read_latency if self.p.read_pipelined else 0
+        delivered its data; ``on_accept(start)`` (in-order DRAM only) when the last one is
+        accepted, with the cycle its data starts."""
+        lat = self.p.read_latency if self.p.read_pipelined and not self.in_order else 0
         self.req[client].append([self.now + lat, count, nbytes,
-                                 beats if beats is not None else -(-nbytes // self.bus), cb])
+                                 beats if beats is not None else -(-nbytes // self.bus), cb,
+                                 on_accept])
         if not self.arb_pending:
             self.arb_pending = True
-            self.at(max(self.now, self.bus_free), self.arbitrate)
+            self.at(max(self.now, self.accept_next if self.in_order else self.bus_free),
+                    self.arbitrate)
 
     def arbitrate(self):
+        if self.in_order:
+            self.arbitrate_in_order()
+        else:
+            self.arbitrate_bus()
+
+    def arbitrate_in_order(self):
+        """Accept read requests into the in-order DRAM queue (``read_in_order``): one per
+        cycle, the highest-priority client with a request waiting, while fewer than
+        ``max_outstanding_reads`` accepted bursts have not delivered their data; a burst's
+        data follows ``read_latency`` after its acceptance or the previous burst's data
+        (plus ``read_burst_gap``), whichever is later.  Acceptances are made inline while no
+        other event comes first (as :meth:`arbitrate_bus`)."""
+        t = max(self.now, self.accept_next)
+        req, p, heap = self.req, self.p, self.heap
+        order = p.read_priority
+        acc = self.accepted
+        k_max = p.max_outstanding_reads or (1 << 62)
+        lat, gap, log, read = p.read_latency, p.read_burst_gap, self.bursts, self.dram_read
+        while True:
+            while acc and acc[0] <= t:
+                acc.popleft()
+            live = [k for k in order if req[k]]
+            if not live:
+                self.arb_pending = False
+                return
+            t0 = max(t, min(req[k][0][0] for k in live))
+            if len(acc) >= k_max:
+                t0 = max(t0, acc[0])
+            if t0 > t or (heap and heap[0][0] <= t):
+                # wait (or let the events of this cycle run first: they may add requests)
+                if heap and heap[0][0] <= t0:
+                    self.at(t0, self.arbitrate_in_order)
+                    return
+                t = t0
+                continue
+            client = next(k for k in live if req[k][0][0] <= t)
+            q = req[client]
+            e = q[0]
+            _, count, nbytes, beats, cb, on_accept = e
+            if count > 1:
+                e[1] = count - 1
+                cb = on_accept = None
+            else:
+                q.popleft()
+            start = max(t + lat, self.bus_free)
+            if on_accept is not None:
+                on_accept(start)
+            end = start + beats
+            log.append((client, start, end, nbytes))
+            acc.append(end)
+            read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
+            self.bus_free = end + gap
+            if cb is not None:
+                self.at(end, cb)
+            t += 1
+            self.accept_next = t
+
+    def arbitrate_bus(self):
         """Grant read bursts while the bus is free.  Consecutive grants are made inline (no
         event per burst) as long as no other event can happen before the next grant time,
         which is exactly equivalent to one event per grant."""
@@ -153,7 +221,7 @@ class Engine:
             nxt = heap[0][0] if heap else _INF
             if t0 > t:
                 if t0 >= nxt:
-                    self.at(t0, self.arbitrate)
+                    self.at(t0, self.arbitrate_bus)
                     return
                 t = t0
             client = next(k for k in live if req[k][0][0] <= t0)
@@ -168,7 +236,7 @@ class Engine:
                 if e[0] > t or (limited and len(ends) == ends.maxlen
                                 and ends[0] + p.read_latency > t):
                     break
-                _, count, nbytes, beats, cb = e
+                _, count, nbytes, beats, cb = e[:5]
                 if count > 1:
                     e[1] = count - 1
                     cb = None
@@ -179,13 +247,13 @@ class Engine:
                 log.append((client, start, end, nbytes))
                 if limited:
                     ends.append(end)
-                read[client] += beats * self.bus      # whole beats, as the RTL counts
+                read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
                 self.bus_free = t = end + gap
                 if cb is not None:
                     self.at(end, cb)
                     nxt = heap[0][0]
                 if t >= nxt:
-                    self.at(t, self.arbitrate)
+                    self.at(t, self.arbitrate_bus)
                     return
                 if higher <= t:
                     break
@@ -203,10 +271,22 @@ class Engine:
         self.fetch_next += k
         self.fetch_t0 = self.now
         sizes = _bursts(16 * first, 16 * k, self.max_bytes, self.boundary)
+        stream = self.in_order and len(sizes) == 1
+
+        def accepted(start):
+            # in-order DRAM: the burst's instructions stream in, one per 16 bytes of beats
+            # (vta_hw's fetch buffer takes each instruction as its last beat arrives)
+            per = -(-16 // self.bus)
+            for j in range(k):
+                self.fetch_at[first + j] = start + (j + 1) * per
+            self.fetch_buf.extend(range(first, first + k))
+            if not self.fetch_draining:
+                self.fetch_drain()
 
         def arrived():   # the last burst (a client's bursts are served in order)
             self.fetch_inflight = False
-            self.fetch_buf.extend(range(first, first + k))
+            if not stream:
+                self.fetch_buf.extend(range(first, first + k))
             if self.p.fetch_overlap:
                 self.fetch_log.append((self.fetch_t0, self.now))
                 self.fetch_issue()
@@ -214,7 +294,7 @@ class Engine:
                 self.fetch_drain()
         for b in sizes[:-1]:
             self.dram_request("fetch", b, None)
-        self.dram_request("fetch", sizes[-1], arrived)
+        self.dram_request("fetch", sizes[-1], arrived, on_accept=accepted if stream else None)
 
     def fetch_drain(self):
         self.fetch_draining = False
@@ -224,6 +304,10 @@ class Engine:
             self.fetch_issue()
             return
         i = self.fetch_buf[0]
+        if self.fetch_at[i] > self.now:         # still streaming in
+            self.fetch_draining = True
+            self.at(self.fetch_at[i], self.fetch_drain)
+            return
         m = self.mod[i]
         if len(self.queue[m]) >= self.p.cmd_queue_depth:
             if self.fetch_blocked is None:
@@ -273,6 +357,15 @@ class Engine:
         if self.serial and i != self.next_serial:
             self.set_wait(m, "serial order")
             return
+        if self.p.dispatch_before_pop:
+            # the module takes the instruction from its queue and decodes it before it
+            # looks at the tokens (vta_hw: IDLE -> DEP/DECODE)
+            ready = max(self.ready_at[m], int(self.issue[i]) + self.p.dispatch_cycles)
+            if self.now < ready:
+                if self.wake_at[m] != ready:
+                    self.wake_at[m] = ready
+                    self.at(ready, self.try_start, m)
+                return
         for t in self.pops[i]:
             if self.tokens[t] == 0:
                 self.set_wait(m, _QSHORT[t])
@@ -291,13 +384,15 @@ class Engine:
         if self.fetch_blocked is not None and self.fetch_blocked[0] == m:
             self.at(self.now, self.fetch_drain)
         self.busy_flag[m] = True
-        self.start[i] = self.now
+        # the instruction's time starts with its decode (with dispatch_before_pop that was
+        # before the pops: a wait for tokens is reported before it, as the same stall)
+        self.start[i] = self.now - (self.p.dispatch_cycles - self.dispatch_after)
         self.execute(i, m)
 
     def execute(self, i, m):
         c, p = self.c, self.p
         op = c["opcode"][i]
-        t = self.now + p.dispatch_cycles
+        t = self.now + self.dispatch_after
         if op in (Opcode.LOAD, Opcode.STORE):
             if c["x_size"][i] == 0:
                 self.at(t + p.nop_cycles, self.complete, i, m)
@@ -353,7 +448,7 @@ class Engine:
         E = self.cfg.out_elem_bytes
         X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
         total = p.store_setup_cycles
-        t0 = self.now + p.dispatch_cycles
+        t0 = self.now + self.dispatch_after
         r = self.equal_rows(i, E) if Y else None
         if r is not None:               # equal bursts, one after the other
             count, nb = r
@@ -386,12 +481,21 @@ class Engine:
         cols = c["x_pad_0"][i] + X + c["x_pad_1"][i]
         pre = c["y_pad_0"][i] * cols * p.pad_cycles_per_tile
         post = (c["y_pad_1"][i] * cols + Y * (cols - X)) * p.pad_cycles_per_tile
+        floor = 0
+        t_req = t + p.load_setup_cycles
+        if p.load_pad_overlap:
+            # the zero side writes the padding in the cycles without a data beat, from the
+            # first request on: the load ends when the data has arrived and the write port
+            # has been busy for every pad and data cycle since then
+            floor, pre, post = t_req + pre + post, 0, 0
         client = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}.get(mt, "acc")
+        tail = post + p.load_write_cycles
         r = self.equal_rows(i, E) if Y else None
         if r is not None:               # equal bursts: one train of requests
             per = E if p.load_elem_per_cycle and E < self.bus else self.bus
-            self.at(t + p.load_setup_cycles + pre, self.load_train, i, m, client,
-                    (r[0], r[1], -(-r[1] // per)), post + p.load_write_cycles)
+            beats = -(-r[1] // per)
+            self.at(t_req + pre, self.load_train, i, m, client, (r[0], r[1], beats), tail,
+                    floor + r[0] * beats if floor else 0)
             return
         rows = [(D * E, X * Y * E)] if self.one_block(P, X, Y) else \
             [((D + y * P) * E, X * E) for y in range(Y)]
@@ -400,22 +504,22 @@ class Engine:
         sizes = [b for addr, nb in rows for b in _bursts(addr, nb, self.max_bytes,
                                                           self.boundary)]
         if not sizes:
-            self.at(t + p.load_setup_cycles + pre + post + p.load_write_cycles, self.complete,
-                    i, m)
+            self.at(max(t_req + pre + post, floor) + p.load_write_cycles, self.complete, i, m)
             return
-        tail = post + p.load_write_cycles
         per = E if p.load_elem_per_cycle and E < self.bus else 0   # bytes per bus cycle
-        self.at(t + p.load_setup_cycles + pre, self.load_issue, i, m, client, sizes, tail, per)
+        if floor:
+            floor += sum(-(-b // (per or self.bus)) for b in sizes)
+        self.at(t_req + pre, self.load_issue, i, m, client, sizes, tail, per, floor)
 
-    def load_train(self, i, m, client, rows, tail):
+    def load_train(self, i, m, client, rows, tail, floor=0):
         def done():      # the last burst (a client's bursts are served in order)
-            self.at(self.now + tail, self.complete, i, m)
+            self.at(max(self.now, floor) + tail, self.complete, i, m)
         count, nbytes, beats = rows
         self.dram_request(client, nbytes, done, beats, count)
 
-    def load_issue(self, i, m, client, sizes, tail, per=0):
+    def load_issue(self, i, m, client, sizes, tail, per=0, floor=0):
         def done():      # the last burst (a client's bursts are served in order)
-            self.at(self.now + tail, self.complete, i, m)
+            self.at(max(self.now, floor) + tail, self.complete, i, m)
         for b in sizes[:-1]:
             self.dram_request(client, b, None, -(-b // per) if per else None)
         self.dram_request(client, sizes[-1], done, -(-sizes[-1] // per) if per else None)
@@ -424,6 +528,7 @@ class Engine:
         self.end[i] = self.now
         self.busy[_MODULES[m]] += self.now - self.start[i]
         self.busy_flag[m] = False
+        self.ready_at[m] = self.now + self.p.dispatch_cycles
         self.done_count += 1
         if self.serial:
             self.next_serial = i + 1

