@@ -117,7 +117,7 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     cfg = cfg or VTAConfig()
     if getattr(out, "conv_pool", None) is not None:     # a 1x1 conv fused with its max pool
         from .conv_pool import build_conv_pool
-        return build_conv_pool(out.conv_pool, cfg)
+        return build_conv_pool(out.conv_pool, cfg, knobs)
     from .pool import build_alu_only, is_alu_only      # no GEMM: ALU-only / pooling kernels
     if is_alu_only(out):
         return build_alu_only(out, cfg, knobs)
