@@ -61,6 +61,11 @@ def test_first_gemm_in_pieces_exact_and_faster(monkeypatch):
     assert tiles(ck.ops[:first]) == tiles(ck0.ops[:first0])
     assert len([o for o in ck.ops if o.kind == "load"]) > len(
         [o for o in ck0.ops if o.kind == "load"])
+    # a compute-bound kernel reads its weights in short bursts
+    assert all(o.args["x"] <= start.MAX_WGT_ROW for o in ck.ops
+               if o.kind == "load" and o.writes[0][0] == "wgt")
+    assert any(o.args["x"] > start.MAX_WGT_ROW for o in ck0.ops
+               if o.kind == "load" and o.writes[0][0] == "wgt")
 
 
 def test_a_short_start_is_left_alone():
@@ -75,3 +80,44 @@ def test_other_shapes_are_left_alone():
     ops_ = [Op(1, "load", dict(), writes=(("inp", 0, 4),)),
             Op(3, "store", dict(sram=0, y=1, x=4), reads=(("acc", 0, 4),))]
     assert start.split_first_gemm(ops_, CFG) is ops_
+
+
+def _gemm(n_uops, iters):
+    from types import SimpleNamespace
+    from compiler.vta.program import Op
+    k = SimpleNamespace(uops=((0, 0, 0),) * n_uops, loops=((iters, 1, 0, 0),),
+                        nest=SimpleNamespace(reset=False))
+    return Op(2, "gemm", dict(kernel=k, base=(0, 0, 0), site=0),
+              (("inp", 0, 1), ("wgt", 0, 36), ("acc", 0, iters)), (("acc", 0, iters),))
+
+
+def test_weight_rows_are_cut_only_in_a_compute_bound_kernel():
+    from compiler.vta.program import Op
+    from isa import MemType
+    wgt = Op(1, "load", dict(mem=MemType.WGT, sram=0, tensor=None, offset=0, y=4, x=36,
+                             stride=36, pad=(0, 0, 0, 0)), writes=(("wgt", 0, 144),))
+    # 144 weight tiles = 4,608 bus cycles: 4 x 100 GEMM micro-ops is DRAM-bound
+    assert start.short_weight_rows([wgt, _gemm(4, 100)], CFG)[0] is wgt
+    cut = start.short_weight_rows([wgt, _gemm(144, 196)], CFG)[0]
+    assert (cut.args["y"], cut.args["x"], cut.args["stride"]) == (12, 12, 12)
+    assert cut.writes == wgt.writes and cut.args["sram"] == 0 and cut.args["offset"] == 0
+    # rows that are not contiguous in DRAM stay (one instruction per row would be fetched)
+    gap = Op(1, "load", dict(wgt.args, stride=72), writes=wgt.writes)
+    assert start.short_weight_rows([gap, _gemm(144, 196)], CFG)[0] is gap
+
+
+def test_the_load_module_waits_for_the_vectors_loaded_into_the_acc():
+    from compiler.vta.program import Op, insert_dependencies
+    from isa import MemType
+
+    def ld(stage, mem, scope, lo, hi):
+        return Op(stage, "load", dict(mem=mem, sram=lo, tensor=None, offset=0, y=1,
+                                      x=hi - lo, stride=hi - lo, pad=(0, 0, 0, 0)),
+                  writes=((scope, lo, hi),))
+    bias, shifts = ld(2, MemType.ACC, "acc", 0, 4), ld(2, MemType.ACC, "acc", 4, 8)
+    inp = ld(1, MemType.INP, "inp", 0, 16)
+    ops_ = insert_dependencies(start.acc_loads_first([bias, shifts, inp, _gemm(4, 16)]))
+    assert (2, 1) in ops_[1].pushes and (2, 1) in ops_[2].pops
+    assert ops_[2].writes == inp.writes and ops_[2].args is inp.args
+    one = [bias, inp, _gemm(4, 16)]             # one vector: nothing to wait for
+    assert start.acc_loads_first(one) == one

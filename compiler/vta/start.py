@@ -163,6 +163,62 @@ def split_first_gemm(ops: list, cfg) -> list:
 
 
 def faster_start(ops: list, cfg) -> list:
-    """The start passes of a GEMM kernel's op program: :func:`split_first_gemm`."""
-    return split_first_gemm(ops, cfg)
+    """The start passes of a GEMM kernel's op program: :func:`split_first_gemm`,
+    :func:`acc_loads_first` and :func:`short_weight_rows`."""
+    return short_weight_rows(acc_loads_first(split_first_gemm(ops, cfg)), cfg)
 
+
+
+def acc_loads_first(ops: list) -> list:
+    """``ops`` where the first load-module LOAD waits for the LOADs into the ACC before it (the
+    bias and shift vectors): the ACC has the lowest DRAM read priority, so once the load
+    module streams inputs and weights a LOAD ACC waits for a gap (about 500 cycles in
+    ResNet-18's layer1) while the compute module, in order, waits behind it.  The ordering
+    edge is a read of the vectors' ACC range declared on that first LOAD (tokens are
+    inserted from reads and writes; nothing else reads it)."""
+    first = next((q for q, op in enumerate(ops) if op.stage == 1), None)
+    if first is None:
+        return ops
+    accs = [op for op in ops[:first] if op.kind == "load" and op.stage == 2
+            and op.writes[0][0] == "acc"]
+    if len(accs) < 2:
+        return ops
+    ld = ops[first]
+    edge = Op(ld.stage, ld.kind, ld.args, tuple(ld.reads) + (accs[-1].writes[0],), ld.writes)
+    return ops[:first] + [edge] + ops[first + 1:]
+
+
+#: longest WGT row (tiles) read as one DRAM burst in a compute-bound kernel: a micro-op LOAD
+#: (higher read priority than weights, but it waits for the burst in flight) then waits at
+#: most this many tiles' beats
+MAX_WGT_ROW = 12
+
+
+def short_weight_rows(ops: list, cfg) -> list:
+    """``ops`` with every unpadded WGT LOAD of contiguous rows longer than
+    :data:`MAX_WGT_ROW` tiles read as rows of at most that many (the same tiles to the same
+    SRAM indices, one instruction), in a kernel whose GEMM micro-ops take at least twice its
+    DRAM time (a DRAM-bound kernel would pay the extra bursts)."""
+    gemm = sum(len(op.args["kernel"].uops) * _iters(op.args["kernel"]) for op in ops
+               if op.kind == "gemm" and not op.args["kernel"].nest.reset)
+    dram = sum(_bytes(op, cfg) for op in ops if op.kind == "load" and op.stage == 1)
+    if gemm < 2 * dram // cfg.bus_bytes:
+        return ops
+    out = []
+    for op in ops:
+        a = op.args
+        if op.kind != "load" or op.writes[0][0] != "wgt" or a["x"] <= MAX_WGT_ROW or \
+                any(a["pad"]) or (a["stride"] != a["x"] and a["y"] > 1):
+            out.append(op)
+            continue
+        d = max(q for q in range(1, MAX_WGT_ROW + 1) if a["x"] % q == 0)
+        out.append(op if d < 4 else Op(op.stage, "load", dict(
+            a, y=a["y"] * a["x"] // d, x=d, stride=d), op.reads, op.writes))
+    return out
+
+
+def _iters(k) -> int:
+    n = 1
+    for lp in k.loops:
+        n *= lp[0]
+    return n
