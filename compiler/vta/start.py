@@ -15,10 +15,13 @@ tokens are inserted afterwards from the declared reads and writes).  Runs after
 redundant-load elimination (:func:`compiler.vta.kernel.finish_ops` ``refine``), so the
 weight LOAD that later tiles share is still dropped as before.
 
-Measured and left out (BENCHMARKS.md, "#21 fuse: kernel start"): moving the other
-thread's reset and bias MAX after the first GEMM puts them on the critical path (+17k
-cycles on ResNet-18), and cutting long weight rows into short bursts (so micro-op LOADs
-wait less) costs more fetch and burst overhead than it saves.
+Two smaller start passes follow: :func:`acc_loads_first` lets the LOADs of the bias and
+shift vectors into the ACC (the lowest DRAM read priority) go before the load module starts
+streaming, and :func:`short_weight_rows` reads a compute-bound kernel's weights in short
+bursts, so the micro-op LOADs the runtime inserts wait less for the burst in flight.
+
+Measured and left out (BENCHMARKS.md, "#21 fuse"): moving the other thread's reset and bias
+MAX after the first GEMM puts them on the critical path (+17k cycles on ResNet-18).
 """
 
 from __future__ import annotations
