@@ -149,18 +149,21 @@ def qconv_pool_vta(n, g, cfg):
     a0 = int(a["shift"]) if cs is None else cs[0]
     t = shr_te(t, a0, n.name + "_shr0")
     if cs is not None:
-        sv = placeholder(vshape, cfg.acc_dtype, "shifts")
+        from ..te import Tensor
+        from ..vta.workload import RIGHT_SHIFTS
+        sv = Tensor("shifts", vshape, cfg.acc_dtype, tag=RIGHT_SHIFTS)   # amounts in [0, 15]
         binds.append((sv, ("param", vector(cs[1]))))
         t0 = t
         t = compute(t0.shape, lambda i, oc, y, x, bb, j: t0[i, oc, y, x, bb, j] >> sv[oc, bb, j],
                     name=n.name + "_shr", dtype=t0.dtype)
     t = cast_int8(clip_op(t, int(a["lo"]), int(a["hi"]), name=n.name + "_clip"),
                   name=n.name + "_q")
+    conv = t
     p = a["pool"]
     (kh, kw), (sy, sx), (pt, pl, pb, pr) = p["kernel"], p["strides"], p["pads"]
     out = max_pool2d(t, (kh, kw), (sy, sx), (pt, pb, pl, pr), name=n.name)
     out.conv_pool = ConvPoolWorkload(data, kern, bias, sv, a0, int(a["lo"]), int(a["hi"]),
-                                     (kh, kw, sy, sx, pt, pl), out)
+                                     (kh, kw, sy, sx, pt, pl), out, conv=conv)
     return out, binds
 
 

@@ -49,7 +49,9 @@ class ConvPoolWorkload:
 
     ``data`` (N/B, K, H, W, B, BI) int8, ``kernel`` (OB, K, 1, 1, BO, BI) int8, ``bias`` /
     ``shifts`` (OB, B, BO) int32 tensors or None, ``pool`` = (kh, kw, sy, sx, pt, pl);
-    ``out`` (N/B, OB, OH, OW, B, BO) int8."""
+    ``out`` (N/B, OB, OH, OW, B, BO) int8.  ``conv``: the unpooled int8 result as a tensor
+    expression (the conv and its epilogue), whose GEMM workload names the layer in a tuning
+    log (:meth:`gemm_workload`)."""
     data: Tensor
     kernel: Tensor
     bias: Tensor | None
@@ -60,6 +62,15 @@ class ConvPoolWorkload:
     pool: tuple
     out: Tensor
     constants: dict = field(default_factory=dict)
+    conv: Tensor | None = None
+
+    def gemm_workload(self, cfg: VTAConfig):
+        """The recognised GEMM workload of the conv alone (what a tuning log keys the layer
+        by), or None without :attr:`conv`."""
+        if self.conv is None:
+            return None
+        from .workload import recognise
+        return recognise(self.conv, cfg)
 
     @property
     def inputs(self) -> list:
@@ -100,8 +111,15 @@ class Plan:
     jx: int
 
 
-def plan(wl: ConvPoolWorkload, cfg: VTAConfig) -> Plan:
-    """Buffer plan of ``wl`` on ``cfg``, or :class:`ConvPoolError` saying what does not fit."""
+def plan(wl: ConvPoolWorkload, cfg: VTAConfig, knobs=None) -> Plan:
+    """Buffer plan of ``wl`` on ``cfg``, or :class:`ConvPoolError` saying what does not fit.
+
+    Without ``knobs`` (a :class:`compiler.vta.schedule.Knobs`) the plan takes ``kh + 1``
+    conv-row slots where they fit (the next row is computed while the pool reads the
+    others), the most output blocks per pass over the image and balanced INP chunks.  With
+    ``knobs`` three of them decide it: ``tile_co`` = output blocks per pass (dividing the
+    output blocks), ``tile_ci`` = input blocks per INP chunk, ``vthreads`` = 1 for ``kh``
+    slots, more for ``kh + 1``; the other knobs have no counterpart in this kernel."""
     nb, K, H, W = wl.data.shape[:4]
     OB = wl.kernel.shape[0]
     kh, kw, sy, sx, pt, pl = wl.pool
@@ -114,23 +132,49 @@ def plan(wl: ConvPoolWorkload, cfg: VTAConfig) -> Plan:
         raise ConvPoolError(f"{wl.out.name}: {OB}x{K} weight tiles do not fit the WGT SRAM")
     Wq = -(-W // sx)
     nconst = OB * ((wl.bias is not None) + (wl.shifts is not None))
+    kc_max = cfg.inp_buff_depth // (2 * W)
+    if knobs is not None:
+        _check_knobs(wl, knobs, OB, K, kc_max)
+    rings = (kh + 1, kh) if knobs is None else ((kh,) if knobs.vthreads == 1 else (kh + 1,))
+    ogs = range(OB, 0, -1) if knobs is None else (knobs.tile_co,)
     best = None
-    for R in (kh + 1, kh):
-        for og in range(OB, 0, -1):
+    for R in rings:
+        for og in ogs:
             if OB % og == 0 and R * sx * og * Wq + nconst <= cfg.acc_buff_depth:
                 best = (R, og)
                 break
         if best:
             break
     if best is None or Wq > (1 << cfg.alu_layout["dst_factor_out"][1]) - 1:
+        what = "" if knobs is None else (f" (knobs tile_co={knobs.tile_co}, "
+                                         f"vthreads={knobs.vthreads})")
         raise ConvPoolError(f"{wl.out.name}: {kh} conv rows of {W} columns do not fit the "
-                            f"ACC SRAM ({cfg.acc_buff_depth} tiles)")
-    kc = min(K, cfg.inp_buff_depth // (2 * W))
-    if kc < 1:
+                            f"ACC SRAM ({cfg.acc_buff_depth} tiles){what}")
+    if kc_max < 1:
         raise ConvPoolError(f"{wl.out.name}: a conv row of {W} tiles does not fit the INP "
                             f"SRAM twice")
-    kc = -(-K // -(-K // kc))          # balanced chunks
+    if knobs is None:
+        kc = min(K, kc_max)
+        kc = -(-K // -(-K // kc))          # balanced chunks
+    else:
+        kc = knobs.tile_ci
     return Plan(best[0], best[1], Wq, kc, jy, jx)
+
+
+def _check_knobs(wl: ConvPoolWorkload, knobs, OB: int, K: int, kc_max: int) -> None:
+    """:class:`ConvPoolError` naming the knob unless ``knobs`` can schedule ``wl``."""
+    for name, v, top in (("tile_co", knobs.tile_co, OB), ("tile_ci", knobs.tile_ci, K),
+                         ("vthreads", knobs.vthreads, None)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1 or (top and v > top):
+            raise ConvPoolError(f"{wl.out.name}: knob {name}={v!r} outside [1, "
+                                f"{top or 'any'}] for the fused conv + max pool")
+    if OB % knobs.tile_co:
+        raise ConvPoolError(f"{wl.out.name}: knob tile_co={knobs.tile_co} must divide the "
+                            f"{OB} output blocks (one pass over the image per group)")
+    if knobs.tile_ci > kc_max:
+        raise ConvPoolError(f"{wl.out.name}: knob tile_ci={knobs.tile_ci}: two INP chunks "
+                            f"of {knobs.tile_ci} input blocks x {wl.data.shape[3]} columns do "
+                            f"not fit the INP SRAM (at most {kc_max} blocks)")
 
 
 def lower_conv_pool(wl: ConvPoolWorkload, cfg: VTAConfig, p: Plan) -> list:
@@ -259,14 +303,27 @@ def lower_conv_pool(wl: ConvPoolWorkload, cfg: VTAConfig, p: Plan) -> list:
     return ops
 
 
-def build_conv_pool(wl: ConvPoolWorkload, cfg: VTAConfig | None = None) -> ConvPoolKernel:
-    """Compile ``wl`` (see the module docstring) into a :class:`ConvPoolKernel`."""
+def build_conv_pool(wl: ConvPoolWorkload, cfg: VTAConfig | None = None,
+                    knobs=None) -> ConvPoolKernel:
+    """Compile ``wl`` (see the module docstring) into a :class:`ConvPoolKernel` with the
+    schedule ``knobs`` (see :func:`plan`); without them, the best record of an active
+    tuning context (:func:`compiler.vta.dispatch.dispatch_knobs` of the conv's GEMM
+    workload), else the default plan."""
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
-    p = plan(wl, cfg)
+    if knobs is None and wl.conv is not None:
+        from .dispatch import CONTEXT, dispatch_knobs
+        if CONTEXT.get() is not None:
+            knobs = dispatch_knobs(wl.gemm_workload(cfg), cfg)
+            if knobs is not None:
+                try:                # a record whose knobs this kernel cannot take: default
+                    plan(wl, cfg, knobs)
+                except ConvPoolError:
+                    knobs = None
+    p = plan(wl, cfg, knobs)
     ops = lower_conv_pool(wl, cfg, p)
     stages = {"recognise": wl.describe(),
               "lower": (f"{p.R} conv-row slots of {p.og} output blocks x {p.Wq * wl.pool[3]} "
                         f"columns (by column phase), {p.kc} input blocks per INP chunk")}
     ops = finish_ops(ops, cfg, stages)
-    return ConvPoolKernel(cfg, wl, None, stages, ops, time.perf_counter() - t0)
+    return ConvPoolKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0)

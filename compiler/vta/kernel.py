@@ -21,14 +21,20 @@ from .program import eliminate_redundant_loads, insert_dependencies, listing
 from ..te import TEError
 
 
-def finish_ops(ops: list, cfg: VTAConfig, stages: dict) -> list:
+def finish_ops(ops: list, cfg: VTAConfig, stages: dict, refine=None) -> list:
     """The op program's last passes, each noted in ``stages``: drop loads whose SRAM region
-    still holds the data ("reuse"), insert the dependency tokens ("coproc_sync"), and check
-    every instruction field fits its bits."""
+    still holds the data ("reuse"), ``refine(ops, cfg)`` if given (an exact reordering that
+    must see the loads that remain, e.g. :func:`compiler.vta.start.faster_start`), insert
+    the dependency tokens ("coproc_sync"), and check every instruction field fits its
+    bits."""
     stages["unroll"] = f"{len(ops)} ops"
     n = len(ops)
     ops = eliminate_redundant_loads(ops)
     stages["reuse"] = f"{len(ops)} ops after dropping {n - len(ops)} redundant loads"
+    if refine is not None:
+        m = len(ops)
+        ops = refine(ops, cfg)
+        stages["refine"] = f"{len(ops)} ops ({len(ops) - m:+d})"
     ops = insert_dependencies(ops)
     check_fields(ops, cfg)
     stages["coproc_sync"] = f"{len(ops)} ops with tokens (see listing())"

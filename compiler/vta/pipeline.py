@@ -117,7 +117,7 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     cfg = cfg or VTAConfig()
     if getattr(out, "conv_pool", None) is not None:     # a 1x1 conv fused with its max pool
         from .conv_pool import build_conv_pool
-        return build_conv_pool(out.conv_pool, cfg)
+        return build_conv_pool(out.conv_pool, cfg, knobs)
     from .pool import build_alu_only, is_alu_only      # no GEMM: ALU-only / pooling kernels
     if is_alu_only(out):
         return build_alu_only(out, cfg, knobs)
@@ -147,7 +147,8 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     stmt = keep("fold_uop", fold_uop_loops(stmt, cfg))
     stmt = keep("inject_dma", inject_dma(stmt))
     from .drain import split_drain, split_start    # a faster start and drain, exactly
-    ops = finish_ops(split_drain(split_start(unroll(stmt))), cfg, stages)
+    from .start import faster_start
+    ops = finish_ops(split_drain(split_start(unroll(stmt))), cfg, stages, refine=faster_start)
     target = next((s.copy.tensor for s in ir.walk(stmt) if isinstance(s, ir.DmaInsn)
                    and s.direction == "store"), wl.out)
     return CompiledKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
