@@ -255,6 +255,7 @@ class Simulator:
         return prog._replace(arr=arr, c=c, db=db)
 
     def _prepare_new(self, data, key, rows, db, dram_bytes) -> "_Program":
+        """Decode and check a stream whose template ``key`` is not cached, and cache it."""
         cfg = self.config
         arr = decode_stream(data, cfg, strict=False)
         c = arr.cols
