@@ -8,8 +8,6 @@ reference.  One requantisation that is off by one LSB on a small share of elemen
 through every later layer (each output reads 144 inputs), so this needs the two-stage
 multipliers of compiler/graph/quantize_fixed.py; the one-MUL form fell below."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -25,6 +23,8 @@ from compiler.graph.driver import compile_model  # noqa: E402
 from compiler.graph.quantize_fixed import (add_multipliers, gemm_multiplier,  # noqa: E402
                                            multiplier_apply, output_clamp)
 from compiler.graph.reference import run_graph  # noqa: E402
+
+from .test_qdq_scales import ort_quantize  # noqa: E402
 
 CFG = VTAConfig()
 C, HW, BLOCKS = 16, 12, 5
@@ -62,27 +62,9 @@ def chain_float(seed=0):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def quantised(tmp_path, calib):
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": x} for x in calib])
-
-        def get_next(self):
-            return next(self.it, None)
-    fp, qp = os.path.join(tmp_path, "f.onnx"), os.path.join(tmp_path, "q.onnx")
-    onnx.save(chain_float(), fp)
-    quantize_static(fp, qp, Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    per_channel=True, extra_options={"ActivationSymmetric": True})
-    return qp
-
-
 def test_deep_qdq_chain_matches_onnxruntime_end_to_end(tmp_path):
     xs = np.random.default_rng(1).normal(size=(10, 1, 3, HW, HW)).astype(np.float32)
-    qp = quantised(str(tmp_path), xs[:4])
+    qp = ort_quantize(str(tmp_path), xs[:4], per_channel=True, model=chain_float())
     c = compile_model(qp, CFG)
     q = c.qgraph
     assert not q.qdq_refused and not q.qdq_notes, (q.qdq_refused, q.qdq_notes)

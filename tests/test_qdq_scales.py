@@ -51,7 +51,10 @@ def tiny_float(seed=0):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def ort_quantize(tmp_path, calib, per_channel, symmetric=True):
+def ort_quantize(tmp_path, calib, per_channel, symmetric=True, model=None):
+    """onnxruntime's ``quantize_static`` (QDQ, int8 weights) of ``model`` (default
+    :func:`tiny_float`), calibrated on ``calib`` (inputs of the graph input "x"), with
+    symmetric int8 activations unless ``symmetric`` is False; the path of the QDQ model."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -62,7 +65,7 @@ def ort_quantize(tmp_path, calib, per_channel, symmetric=True):
         def get_next(self):
             return next(self.it, None)
     fp, qp = os.path.join(tmp_path, "f.onnx"), os.path.join(tmp_path, "q.onnx")
-    onnx.save(tiny_float(), fp)
+    onnx.save(tiny_float() if model is None else model, fp)
     kw = dict(activation_type=QuantType.QInt8, extra_options={"ActivationSymmetric": True}) \
         if symmetric else {}
     quantize_static(fp, qp, Reader(), quant_format=QuantFormat.QDQ,

@@ -37,6 +37,27 @@ def test_encode_table_is_encode_stream(cfg):
         assert encode_table(t, cfg) == encode_stream(table_array(t.copy(), cfg))
 
 
+@pytest.mark.parametrize("cfg", CONFIGS, ids=["1x16x16", "2x8x8"])
+def test_encode_table_of_a_table_seen_before_at_other_addresses(cfg):
+    """The words of a table are reused when only its LOAD/STORE dram_base fields differ:
+    still encode_stream's bytes, and an out-of-range dram_base is still refused."""
+    rng = np.random.default_rng(3)
+    db = COLUMNS.index("dram_base")
+    t = _random_table(rng, cfg, 40)
+    mem = (t[:, 0] == 0) | (t[:, 0] == 1)
+    assert mem.sum() >= 5
+    for trial in range(20):
+        u = t.copy()
+        u[mem, db] = rng.integers(0, 1 << 32, int(mem.sum())) if trial else 0
+        assert encode_table(u, cfg) == encode_stream(table_array(u.copy(), cfg))
+    i = int(np.flatnonzero(mem)[2])
+    for bad in (1 << 32, -1):
+        u = t.copy()
+        u[i, db] = bad
+        with pytest.raises(EncodeError, match=f"instruction {i}: dram_base"):
+            encode_table(u, cfg)
+
+
 def test_encode_table_refuses_like_encode_stream():
     cfg = VTAConfig()
     t = _random_table(np.random.default_rng(2), cfg, 10)

@@ -247,11 +247,57 @@ def _plan(cfg: VTAConfig):
     return plan
 
 
+#: Encoded streams by configuration and table with the LOAD/STORE ``dram_base`` fields
+#: cleared (see :func:`encode_table`), least recently stored first.
+_ENCODED: dict = {}
+_ENCODED_ROWS = 100_000
+_encoded_rows = 0
+
+
+def _dram_base_field(cfg: VTAConfig) -> tuple[int, int, int]:
+    """(64-bit word, shift, largest value) of the ``dram_base`` field of LOAD/STORE."""
+    for name, lsb, width in cfg.mem_layout.fields:
+        if name == "dram_base":
+            return lsb // 64, lsb % 64, (1 << width) - 1
+    raise AssertionError("the memory instruction format has no dram_base field")
+
+
 def encode_table(table: np.ndarray, config: VTAConfig) -> bytes:
     """The instruction stream of ``table`` ((n, NCOLS) int64 rows, :data:`isa.COLUMNS`
-    order): byte for byte :func:`isa.encode_stream` of the same rows, in a few numpy
-    operations per instruction format.  A row with an unknown opcode or a field out of
-    range is left to :func:`isa.encode_stream`, which names it."""
+    order): byte for byte :func:`isa.encode_stream` of the same rows.
+
+    A runtime encodes the same kernels again and again on other buffers, so the words are
+    cached by the table with the ``dram_base`` fields of its LOADs and STOREs cleared; those
+    fields are then or-ed into a copy of the cached words.  A table seen for the first time
+    is encoded in a few numpy operations per instruction format.  A row with an unknown
+    opcode or a field out of range is left to :func:`isa.encode_stream`, which names it."""
+    global _encoded_rows
+    op = table[:, _OP]
+    mem = np.flatnonzero((op == _LOAD) | (op == _STORE))
+    db = table[mem, C.dram_base]
+    word, shift, top = _dram_base_field(config)
+    if db.size and (db.min() < 0 or db.max() > top):
+        return encode_stream(table_array(table, config))        # names the field
+    t = table.copy()
+    t[mem, C.dram_base] = 0
+    key = (config, t.tobytes())
+    words = _ENCODED.get(key)
+    if words is None:
+        words = _encode_words(t, config)
+        if words is None:
+            return encode_stream(table_array(table, config))
+        _ENCODED[key] = words
+        _encoded_rows += len(t)
+        while _encoded_rows > _ENCODED_ROWS and len(_ENCODED) > 1:
+            _encoded_rows -= len(_ENCODED.pop(next(iter(_ENCODED))))
+    words = words.copy()
+    words[mem, word] |= db.astype(np.uint64) << np.uint64(shift)
+    return words.astype("<u8", copy=False).tobytes()
+
+
+def _encode_words(table: np.ndarray, config: VTAConfig):
+    """The (n, 2) uint64 words of ``table``, or None when a row has an unknown opcode or a
+    field out of range."""
     n = len(table)
     words = np.zeros((n, 2), dtype=np.uint64)
     op = table[:, _OP]
@@ -264,13 +310,11 @@ def encode_table(table: np.ndarray, config: VTAConfig) -> bytes:
         done += rows.size
         sub = table[np.ix_(rows, cols)]
         if ((sub < lo) | (sub > hi)).any():
-            return encode_stream(table_array(table, config))
+            return None
         if imm >= 0:
             sub[:, imm] &= 0xFFFF
         v = sub.astype(np.uint64) << shift
         words[rows, 0] = np.bitwise_or.reduce(v[:, in0], axis=1)
         if in1.any():
             words[rows, 1] = np.bitwise_or.reduce(v[:, in1], axis=1)
-    if done != n:
-        return encode_stream(table_array(table, config))
-    return words.astype("<u8", copy=False).tobytes()
+    return words if done == n else None

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from isa import VTAConfig, decode_stream, default_config
+from isa import InsnArray, VTAConfig, decode_stream, default_config
 
 from . import compute, memory
 from ._blas import single_threaded
@@ -152,6 +152,7 @@ class Simulator:
         self.tokens = [0, 0, 0, 0]
         self.last_timing = None
         self._programs: dict = {}        # prepared streams, least recently used first
+        self._db_field = _dram_base_field(config)
         self._program_insns = 0
 
     def reset(self) -> None:
@@ -226,13 +227,35 @@ class Simulator:
 
     def _prepare(self, data: bytes, dram_bytes: int) -> "_Program":
         """The decoded, statically checked program with everything the run needs that does
-        not depend on the data, cached by stream and DRAM size (a runtime runs the same
-        streams again and again)."""
-        key = (data, dram_bytes)
+        not depend on the data.
+
+        Cached by the stream with the ``dram_base`` fields of its LOADs and STOREs cleared
+        (a runtime runs the same kernels again and again, each time on other buffers): a
+        stream that differs from a cached one only in those fields reuses its preparation,
+        with its own ``dram_base`` column and its own DRAM range check (the only static check
+        that reads ``dram_base`` or the DRAM size).
+        """
+        key, rows, db = _template(data, self._db_field)
         prog = self._programs.get(key)
-        if prog is not None:
-            self._programs[key] = self._programs.pop(key)      # most recently used last
+        if prog is None:
+            return self._prepare_new(data, key, rows, db, dram_bytes)
+        self._programs[key] = self._programs.pop(key)          # most recently used last
+        same = np.array_equal(db, prog.db)
+        if prog.ext_rows.size:
+            d = db[prog.ext_pos]
+            top = int(((d + prog.ext_off) * prog.ext_eb).max())
+            if top > dram_bytes:
+                # the lowest-index fault, as a fresh preparation reports it
+                check_program(_with_dram_base(prog, rows, db).cols, self.config, dram_bytes)
+        if same:
             return prog
+        arr = _with_dram_base(prog, rows, db)
+        c = dict(prog.c)
+        c["dram_base"] = arr.cols["dram_base"].tolist()
+        return prog._replace(arr=arr, c=c, db=db)
+
+    def _prepare_new(self, data, key, rows, db, dram_bytes) -> "_Program":
+        """Decode and check a stream whose template ``key`` is not cached, and cache it."""
         cfg = self.config
         arr = decode_stream(data, cfg, strict=False)
         c = arr.cols
@@ -248,9 +271,18 @@ class Simulator:
         kind[op == OP_ALU] = _ALU
         kind[op == OP_FINISH] = _FINISH
         pops, pushes = token_lists(c, mod)
+        # the DRAM range check of a checked program: every LOAD/STORE that moves data ends
+        # at byte (dram_base + (y_size - 1) * x_stride + x_size) * elem_bytes
+        ext = mem & (c["x_size"] > 0) & (c["y_size"] > 0)
+        ext_rows = np.flatnonzero(ext)
+        eb = np.array([cfg.elem_bytes(t) for t in range(6)], np.int64)
+        ext_eb = np.where(op[ext_rows] == OP_STORE, cfg.out_elem_bytes,
+                          eb[np.minimum(c["memory_type"][ext_rows], 5)])
+        ext_off = (c["y_size"][ext_rows] - 1) * c["x_stride"][ext_rows] + c["x_size"][ext_rows]
         prog = _Program(arr, n, {k: v.tolist() for k, v in c.items()}, kind.tolist(),
                         work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
-                        _counts(c, kind, cfg, n))
+                        _counts(c, kind, cfg, n), db, ext_rows,
+                        np.searchsorted(rows, ext_rows), ext_off, ext_eb)
         if n > _PROGRAM_CACHE_INSNS:
             return prog                      # too big to keep after the run
         self._programs[key] = prog
@@ -398,6 +430,43 @@ class _Program(NamedTuple):
     mod: list
     modarr: np.ndarray
     counts: dict
+    db: np.ndarray          # dram_base of the LOAD/STORE rows (in stream order)
+    ext_rows: np.ndarray    # the LOAD/STORE rows that move data
+    ext_pos: np.ndarray     # their positions among the LOAD/STORE rows
+    ext_off: np.ndarray     # tiles from dram_base to the end of their last row
+    ext_eb: np.ndarray      # bytes per tile
+
+
+def _dram_base_field(cfg: VTAConfig) -> tuple[int, int, int]:
+    """(64-bit word, shift, mask) of the ``dram_base`` field of LOAD/STORE."""
+    for name, lsb, width in cfg.mem_layout.fields:
+        if name == "dram_base":
+            return lsb // 64, lsb % 64, (1 << width) - 1
+    raise AssertionError("the memory instruction format has no dram_base field")
+
+
+def _template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """(``data`` with the ``dram_base`` fields of its LOADs and STOREs cleared, the indices
+    of those instructions, their ``dram_base`` values as int64)."""
+    word, shift, mask = field
+    w = np.frombuffer(data, "<u8").reshape(-1, 2)
+    rows = np.flatnonzero((w[:, 0] & np.uint64(7)) <= OP_STORE)
+    if not rows.size:
+        return data, rows, np.zeros(0, np.int64)
+    col = w[rows, word]
+    db = ((col >> np.uint64(shift)) & np.uint64(mask)).astype(np.int64)
+    t = w.copy()
+    t[rows, word] = col & ~np.uint64(mask << shift)
+    return t.tobytes(), rows, db
+
+
+def _with_dram_base(prog: "_Program", rows: np.ndarray, db: np.ndarray):
+    """``prog.arr`` with the ``dram_base`` values ``db`` in the LOAD/STORE ``rows``."""
+    cols = dict(prog.arr.cols)
+    full = np.zeros(prog.n, np.int64)
+    full[rows] = db
+    cols["dram_base"] = full
+    return InsnArray(cols, prog.arr.config)
 
 
 def _counts(c, kind, cfg, n) -> dict:

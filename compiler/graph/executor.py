@@ -31,6 +31,8 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import time
 
@@ -44,6 +46,22 @@ from .reference import run_node
 class _DevValue:
     def __init__(self, buf, shape, dtype):
         self.buf, self.shape, self.dtype = buf, shape, dtype
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector (restored after): the steps of a run make few
+    reference cycles (320 objects on a 200-node chain's first timed run, none on later
+    runs), and with a large network in memory every full collection re-scans all of it (a
+    10,000-node chain's first run after loading its artifact: 11.1 -> 10.0 CPU s,
+    BENCHMARKS.md)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _feeds_of(kernel):
@@ -150,39 +168,40 @@ class Executor:
                 uses[i] = uses.get(i, 0) + 1
         self.records = []
         t_run = time.perf_counter()
-        for s in self.p.steps:
-            n = s.node
-            rec = {"node": n.name, "op": n.op, "where": s.kind, "seconds": 0.0, "cycles": 0,
-                   "dram_bytes": 0}
-            t0 = time.perf_counter()
-            if s.kind == "vta":
-                env[n.output] = self._run_vta(s, env, rec)
-            elif s.kind == "cpu":
-                feeds_ = {}
-                for ph, (kind, src) in s.binds:
-                    feeds_[ph] = src if kind == "param" else self._host(env, src, rec)
-                env[n.output] = s.kernel.run(feeds_)
-            elif getattr(registry.get(n.op), "view", False) and \
-                    isinstance(env.get(n.inputs[0]), _DevValue):
-                v = env[n.inputs[0]]               # a reshape of device data is a view
-                env[n.output] = _DevValue(v.buf, tuple(g.values[n.output].shape), v.dtype)
-            else:
-                ins = [g.params[i] if i in g.params else self._host(env, i, rec)
-                       for i in n.inputs]
-                env[n.output] = run_node(n, ins)
-            rec["wall"] = time.perf_counter() - t0
-            if s.kind != "vta":
-                rec["seconds"] = rec["wall"]
-            self.records.append(rec)
-            for i in n.inputs:
-                if i in uses:
-                    uses[i] -= 1
-                    if uses[i] == 0 and i not in g.outputs and i in env:
-                        v = env.pop(i)
-                        if isinstance(v, _DevValue) and not any(
-                                isinstance(o, _DevValue) and o.buf is v.buf
-                                for o in env.values()):
-                            self._free(v)
+        with _gc_paused():
+            for s in self.p.steps:
+                n = s.node
+                rec = {"node": n.name, "op": n.op, "where": s.kind, "seconds": 0.0, "cycles": 0,
+                       "dram_bytes": 0}
+                t0 = time.perf_counter()
+                if s.kind == "vta":
+                    env[n.output] = self._run_vta(s, env, rec)
+                elif s.kind == "cpu":
+                    feeds_ = {}
+                    for ph, (kind, src) in s.binds:
+                        feeds_[ph] = src if kind == "param" else self._host(env, src, rec)
+                    env[n.output] = s.kernel.run(feeds_)
+                elif getattr(registry.get(n.op), "view", False) and \
+                        isinstance(env.get(n.inputs[0]), _DevValue):
+                    v = env[n.inputs[0]]               # a reshape of device data is a view
+                    env[n.output] = _DevValue(v.buf, tuple(g.values[n.output].shape), v.dtype)
+                else:
+                    ins = [g.params[i] if i in g.params else self._host(env, i, rec)
+                           for i in n.inputs]
+                    env[n.output] = run_node(n, ins)
+                rec["wall"] = time.perf_counter() - t0
+                if s.kind != "vta":
+                    rec["seconds"] = rec["wall"]
+                self.records.append(rec)
+                for i in n.inputs:
+                    if i in uses:
+                        uses[i] -= 1
+                        if uses[i] == 0 and i not in g.outputs and i in env:
+                            v = env.pop(i)
+                            if isinstance(v, _DevValue) and not any(
+                                    isinstance(o, _DevValue) and o.buf is v.buf
+                                    for o in env.values()):
+                                self._free(v)
         self.wall_seconds = time.perf_counter() - t_run
         out = {}
         for o in g.outputs:
