@@ -323,6 +323,7 @@ class CpuKernel:
         # placeholders and output, and passes reshaped views and the constant tables
         self.shared = shared
         self._outer = shared.orig if shared is not None else (out, inputs)
+        self._res_np = to_numpy_dtype(self._outer[0].dtype)
         names = [t.name for t in self._outer[1]]
         self._by_name = {t.name: t for t in self._outer[1]}
         self._ambiguous = {n for n in names if names.count(n) > 1}
@@ -352,6 +353,8 @@ class CpuKernel:
         self._extents = [c.outer_extent for c in codes]
         self._one_call = not any(c.parallel and c.outer_extent > 1 for c in codes)
         self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
+        self._np.update({t: to_numpy_dtype(t.dtype) for t in self._outer[1]})
+        self._np[self._outer[0]] = self._res_np
         self._local = threading.local()       # per-thread intermediate buffers
 
     # ------------------------------------------------------------------ running
@@ -387,17 +390,18 @@ class CpuKernel:
                     raise CpuError(f"out overlaps input {t.name}: pass a separate array")
         if self.shared is None:
             return self._run(env, out)
-        inner = {q: env[p].reshape(q.shape) for p, q in self.shared.feeds}
-        inner.update(self.shared.tables)
-        got = self._run(inner, None if out is None else out.reshape(self.out.shape))
-        return out if out is not None else got.reshape(res.shape)
+        # the same arrays under the rewritten placeholders (the code only takes their
+        # addresses: a flattened stage needs no reshaped view); _run adds the tables
+        inner = {q: env[p] for p, q in self.shared.feeds}
+        return self._run(inner, out if out is not None else np.empty(res.shape, self._res_np))
 
     def _run(self, env: dict, out) -> np.ndarray:
         """Run on checked arrays ``env`` {placeholder: array} (into ``out`` if given)."""
         scratch = getattr(self._local, "bufs", None)
-        if scratch is None:
-            scratch = self._local.bufs = {}
-            self._local.ptrs = {}
+        if scratch is None:           # constant tables: buffers of the kernel's own
+            tables = self.shared.tables if self.shared is not None else ()
+            scratch = self._local.bufs = dict(tables)
+            self._local.ptrs = {t: a.__array_interface__["data"][0] for t, a in tables}
         sptr = self._local.ptrs
         for t in self._all_bufs:
             if t in env:
