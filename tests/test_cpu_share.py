@@ -156,3 +156,36 @@ def test_compiled_network_shares_kernels_and_stays_bit_exact(monkeypatch):
     ref = run_graph(c.qgraph, {"tokens": xs[2]})
     for k in ref:
         assert np.array_equal(got[k], ref[k]) and np.array_equal(got[k], got0[k])
+
+
+def test_lookup_tables_and_scalars_are_read_whole():
+    """Scalars at constant indices and a table lookup at a data-dependent index (the
+    integer LUT of sigmoid and friends) flatten over the element-wise input (kernels of
+    any size share); the tables keep their shapes.  A tensor read both element-wise and
+    transposed is not flattened.  All exact."""
+    kernels = []
+    lut = RNG.integers(-128, 128, 256).astype(np.int8)
+    for shape in [(1, 2, 7, 5, 1, 16), (3, 16), (1, 1, 1, 1, 1, 16)]:
+        A = te.placeholder(shape, "int8", "a")
+        S = te.placeholder((2,), "int32", "off")
+        T = te.placeholder((256,), "int8", "lut")
+        kernels.append((te.compute(shape, lambda *i, A=A, S=S: te.cast("int8", te.minimum(
+            te.maximum(te.cast("int32", A[i]) * S[0] + S[1], -128), 127)), "scalars"), {
+            A: RNG.integers(-128, 128, shape).astype(np.int8),
+            S: RNG.integers(-5, 5, 2).astype(np.int32)}))
+        def lookup(*i, A=A, T=T):
+            x = te.cast("int32", A[i]) + 128
+            return te.select(te.all_of(x >= 0, x < 256), T[x], te.cast("int8", x * 0))
+        kernels.append((te.compute(shape, lookup, "lookup"), {
+            A: RNG.integers(-128, 128, shape).astype(np.int8), T: lut}))
+    B = te.placeholder((4, 4), "int32", "b")
+    both = te.compute((4, 4), lambda i, j: B[i, j] + B[j, i], "both")
+    kernels.append((both, {B: RNG.integers(-9, 9, (4, 4)).astype(np.int32)}))
+    want = _separate(kernels)
+    clear_memory_cache()
+    with cpu_batch() as b:
+        ks = [cpu_build(o, share=True) for o, _ in kernels]
+        assert len(b.entries) == 1 + 1 + 1      # scalars, lookups, the transposed read
+    assert ks[-1].shared is None
+    for k, (o, f), w in zip(ks, kernels, want):
+        assert np.array_equal(k.run(f), w) and np.array_equal(w, te_run(o, f))
