@@ -36,7 +36,7 @@ import numpy as np
 
 from ..te import (DTYPES, Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor,
                   is_float)
-from ..te.expr import map_children
+from ..te.expr import _is_index, map_children
 from ..te.evaluate import to_numpy_dtype
 
 #: tag of a constant table placeholder (the code generator's uniform-shift path reads it)
@@ -56,7 +56,7 @@ class Shared:
     feeds: list = field(default_factory=list)
     tables: list = field(default_factory=list)
     free: set = field(default_factory=set)
-    orig: tuple = ()              # (original output, original placeholders): cpu_build's
+    orig: tuple = ()              # (original output, original placeholders), set by cpu_build
 
 
 def is_table(t) -> bool:
@@ -68,8 +68,7 @@ class _Lifter:
 
     def __init__(self):
         self.values: dict = {}           # dtype -> list of values
-        self.tables: dict = {}           # dtype -> placeholder (made at the end)
-        self.pending: list = []          # (dtype, slot, Load-maker)
+        self.tables: dict = {}           # dtype -> _TablePending (placeholder made at the end)
 
     def slot(self, dtype, value) -> Load:
         vals = self.values.setdefault(dtype, [])
@@ -117,7 +116,7 @@ class _Lifter:
     def rewrite(self, e):
         if isinstance(e, Load):
             return e                      # indices are index arithmetic: structure
-        if isinstance(e, Binary) and e.dtype not in (None, "bool") and not _index(e):
+        if isinstance(e, Binary) and e.dtype not in (None, "bool") and not _is_index(e):
             if e.op in ("shr", "shl") and isinstance(e.b, Const):
                 got = self.shift(e, self.rewrite(e.a))
                 if got is not None:
@@ -148,7 +147,7 @@ class _Lifter:
 
 class _TablePending:
     """A table whose size is known only after the whole body is rewritten: its reads are
-    made against a stand-in and re-pointed by :func:`_resolve`."""
+    made against a stand-in, which :func:`canonical` re-points to the real table."""
 
     def __init__(self, dtype):
         self.dtype, self.tensor = dtype, None
@@ -156,19 +155,6 @@ class _TablePending:
 
     def load(self, j: int) -> Load:
         return Load(self.stand_in, (Const(j),))
-
-
-def _index(e) -> bool:
-    from ..te.expr import _is_index
-    return _is_index(e)
-
-
-def _resolve(e, m: dict):
-    """``e`` with reads of stand-in tables re-pointed to the real tables (``m``)."""
-    if isinstance(e, Load):
-        t = m.get(e.tensor)
-        return e if t is None else Load(t, e.indices)
-    return map_children(e, lambda x: _resolve(x, m))
 
 
 def _elementwise(t: Tensor):
