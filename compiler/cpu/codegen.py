@@ -51,6 +51,7 @@ from .mathfns import emit_exp
 from .vecmem import F32, I1, I8, I64, PTR, MemoryAccess, llvm_type
 from .vecmem import MAX_SPAN_STRIDE, mem_type  # noqa: F401 (re-exported)
 from .indexing import _is_index, bounds
+from .share import is_table
 from .indexing import check_reads  # noqa: F401 (re-exported for compiler.cpu.kernel)
 
 MAX_UNROLL = 256
@@ -336,6 +337,13 @@ class StageEmitter(MemoryAccess):
             return self.int_op(e.op, x, y, signed=not unsigned)
         if e.op in ("shr", "shl") and isinstance(e.b, Const) and da == dt:
             return self.const_shift(e, self.expr(e.a, guarded), dt)
+        if e.op in ("shr", "shl") and da == dt and db == dt and isinstance(e.b, Load) \
+                and is_table(e.b.tensor):
+            # a shift amount from a constant table (compiler.cpu.share): in [0, bits - 1]
+            x, y = self.match(self.expr(e.a, guarded), self.expr(e.b, guarded))
+            if e.op == "shl":
+                return b.shl(x, y)
+            return (b.lshr if unsigned else b.ashr)(x, y)
         x, y = self.match(self.conv(self.expr(e.a, guarded), da, None),   # exact, in i64
                           self.conv(self.expr(e.b, guarded), db, None))
         return self.conv(self.int_op(e.op, x, y, signed=True), None, dt)

@@ -83,7 +83,7 @@ def stages_of(out: Tensor) -> tuple[list, list]:
 
 
 def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
-              cache_dir: str | None = None) -> "CpuKernel":
+              cache_dir: str | None = None, share: bool = False) -> "CpuKernel":
     """Compile every compute stage reachable from ``out`` for the CPU.
 
     Parameters
@@ -99,6 +99,10 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         see :func:`compiler.cpu.jit.host_target`).
     cache_dir : str, optional
         Keep object code and LLVM IR there (default ``$VTA_CPU_CACHE``, else memory only).
+    share : bool
+        Compile the kernel's structure (:mod:`compiler.cpu.share`): constants read from a
+        table, element-wise stages flattened to one loop of any length, so that kernels
+        differing only in those numbers share one compilation (same results).
 
     Raises
     ------
@@ -112,6 +116,14 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
     if out.is_placeholder:
         raise CpuError(f"cpu_build: {out.name} is a placeholder: nothing to compute")
     stages, inputs = stages_of(out)
+    shared = None
+    if share and not schedules:
+        from .share import canonical
+        shared = canonical(stages, inputs)
+        if shared is not None:
+            shared.orig = (out, inputs)
+            out = shared.out
+            stages, inputs = stages_of(out)
     schedules = dict(schedules or {})
     for t, s in schedules.items():
         if t not in stages:
@@ -131,7 +143,7 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
             raise CpuError(f"stage {t.name}: {e}") from None
         _check_schedule(s)
         scheds.append(s)
-    key = _key(stages, inputs, scheds)
+    key = _key(stages, inputs, scheds, shared.free if shared is not None else ())
     codes = []
     for i, (t, s) in enumerate(zip(stages, scheds)):
         temps = [Tensor(f"{t.name}.acc", t.shape, s.reduce.dtype)] if (
@@ -158,14 +170,14 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
     batch = _batch.current()
     if batch is not None and not (cache_dir or os.environ.get("VTA_CPU_CACHE")):
         hit = memory_lookup(key, tgt)
-        kern = CpuKernel(out, inputs, codes, scheds, hit, "memory", 0.0)
+        kern = CpuKernel(out, inputs, codes, scheds, hit, "memory", 0.0, shared)
         if hit is None:              # compiled with the rest of the batch (compiler.cpu.batch)
             batch.add(key, tgt, where, gen, names, kern)
         kern.compile_seconds = time.perf_counter() - t0
         return kern
     compiled, source = compile_ir_lazy(gen, names, key, tgt, where, cache_dir)
     return CpuKernel(out, inputs, codes, scheds, compiled, source,
-                     time.perf_counter() - t0)
+                     time.perf_counter() - t0, shared)
 
 
 RUN_ALL = "run_all"
@@ -189,16 +201,18 @@ def _slots(codes) -> list:
 
 
 def _emit_run_all(mod, codes, slots, prefix=""):
-    """``void @run_all(ptr, ...)``: every stage over its whole outer loop, in order (one
-    native call for a kernel that runs on one thread); every name gets ``prefix``."""
+    """``void @run_all(ptr, ..., i64 n0, ...)``: every stage over its whole outer loop
+    ``[0, n_k)``, in order (one native call for a kernel that runs on one thread); every
+    name gets ``prefix``.  The extents are arguments, so that one module serves kernels
+    that differ in them (:mod:`compiler.cpu.share`)."""
     n = 1 + max((i for sl in slots for i in sl), default=-1)
     i64 = ir.IntType(64)
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * n),
-                     prefix + RUN_ALL)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * n
+                                          + [i64] * len(codes)), prefix + RUN_ALL)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    for c, sl in zip(codes, slots):
+    for k, (c, sl) in enumerate(zip(codes, slots)):
         b.call(mod.get_global(prefix + c.name), [fn.args[i] for i in sl]
-               + [ir.Constant(i64, 0), ir.Constant(i64, c.outer_extent)])
+               + [ir.Constant(i64, 0), fn.args[n + k]])
     b.ret_void()
 
 
@@ -233,54 +247,58 @@ def _check_schedule(s: StageSchedule):
                                f"{MAX_UNROLL} (split it first)")
 
 
-def _key(stages, inputs, scheds) -> str:
+def _key(stages, inputs, scheds, free=()) -> str:
     """The cache key: every stage's expression (tensors by position, with shape and dtype)
-    and schedule primitives."""
+    and schedule primitives.  ``free``: 1-D tensors whose length the code does not depend
+    on (:mod:`compiler.cpu.share`), keyed without it (``?``), as their stage's axis."""
     ids = {t: f"P{i}" for i, t in enumerate(inputs)}
     ids.update({t: f"S{i}" for i, t in enumerate(stages)})
+    free_axes = {id(a) for t in stages if t in free for a in t.axes}
     parts = []
     for t in inputs:
-        parts.append(f"{ids[t]}:{t.shape}:{t.dtype}")
+        parts.append(f"{ids[t]}:{'(?,)' if t in free else t.shape}:{t.dtype}")
     for t, s in zip(stages, scheds):
         out: list = []
-        _ser(t.body, ids, out)
-        parts.append(f"{ids[t]}:{t.shape}:{t.dtype}:"
-                     f"{[(a.name, a.extent) for a in t.axes]}:{''.join(out)}:{s.key()}")
+        _ser(t.body, ids, out, free_axes)
+        axes = [(a.name, "?" if id(a) in free_axes else a.extent) for a in t.axes]
+        parts.append(f"{ids[t]}:{'(?,)' if t in free else t.shape}:{t.dtype}:"
+                     f"{axes}:{''.join(out)}:{s.key()}")
     return "\n".join(parts)
 
 
-def _ser(e, ids, out):
+def _ser(e, ids, out, free_axes=frozenset()):
     if isinstance(e, Const):
         out.append(f"c{e.dtype}:{e.value!r} ")
     elif isinstance(e, IterVar):
-        out.append(f"v{e.name}:{e.extent}:{e.kind} ")
+        ext = "?" if id(e) in free_axes else e.extent
+        out.append(f"v{e.name}:{ext}:{e.kind} ")
     elif isinstance(e, Binary):
         out.append(f"({e.op} ")
-        _ser(e.a, ids, out)
-        _ser(e.b, ids, out)
+        _ser(e.a, ids, out, free_axes)
+        _ser(e.b, ids, out, free_axes)
         out.append(")")
     elif isinstance(e, Cast):
         out.append(f"(cast {e.dtype} ")
-        _ser(e.x, ids, out)
+        _ser(e.x, ids, out, free_axes)
         out.append(")")
     elif isinstance(e, Call):
         out.append(f"({e.name} ")
         for a in e.args:
-            _ser(a, ids, out)
+            _ser(a, ids, out, free_axes)
         out.append(")")
     elif isinstance(e, Select):
         out.append("(sel ")
         for a in (e.cond, e.t, e.f):
-            _ser(a, ids, out)
+            _ser(a, ids, out, free_axes)
         out.append(")")
     elif isinstance(e, Load):
         out.append(f"(ld {ids[e.tensor]} ")
         for a in e.indices:
-            _ser(a, ids, out)
+            _ser(a, ids, out, free_axes)
         out.append(")")
     elif isinstance(e, Reduce):
         out.append(f"(red {e.op} {[(a.name, a.extent) for a in e.axes]} ")
-        _ser(e.body, ids, out)
+        _ser(e.body, ids, out, free_axes)
         out.append(")")
     else:
         raise CpuError(f"cannot compile expression node {type(e).__name__}: {e!r}")
@@ -299,8 +317,16 @@ class CpuKernel:
         threads for ``parallel`` loops (default: the CPUs this process may use).
     """
 
-    def __init__(self, out, inputs, codes, scheds, compiled, source, seconds):
+    def __init__(self, out, inputs, codes, scheds, compiled, source, seconds, shared=None):
         self.out, self.inputs, self.codes, self.scheds = out, inputs, codes, scheds
+        # a kernel compiled by structure (compiler.cpu.share): run() takes the original
+        # placeholders and output, and passes reshaped views and the constant tables
+        self.shared = shared
+        self._outer = shared.orig if shared is not None else (out, inputs)
+        self._res_np = to_numpy_dtype(self._outer[0].dtype)
+        names = [t.name for t in self._outer[1]]
+        self._by_name = {t.name: t for t in self._outer[1]}
+        self._ambiguous = {n for n in names if names.count(n) > 1}
         self.compile_seconds = seconds
         self.num_threads = _cpu_count()
         self.compiled, self.source = None, "pending"
@@ -321,13 +347,14 @@ class CpuKernel:
         for c, sl in zip(codes, slots):
             for t, i in zip(c.buffers, sl):
                 self._all_bufs[i] = t
-        self._run_all = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self._all_bufs)))(
+        self._run_all = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(self._all_bufs)),
+                                         *([ctypes.c_int64] * len(codes)))(
             compiled.addresses[RUN_ALL])
+        self._extents = [c.outer_extent for c in codes]
         self._one_call = not any(c.parallel and c.outer_extent > 1 for c in codes)
         self._np = {t: to_numpy_dtype(t.dtype) for c in codes for t in c.buffers}
-        self._by_name = {t.name: t for t in self.inputs}
-        names = [t.name for t in self.inputs]
-        self._ambiguous = {n for n in names if names.count(n) > 1}
+        self._np.update({t: to_numpy_dtype(t.dtype) for t in self._outer[1]})
+        self._np[self._outer[0]] = self._res_np
         self._local = threading.local()       # per-thread intermediate buffers
 
     # ------------------------------------------------------------------ running
@@ -339,31 +366,42 @@ class CpuKernel:
         if self.compiled is None:
             raise CpuError(f"kernel {self.out.name}: not compiled yet (built inside a "
                            f"cpu_batch block that has not ended)")
+        res, inputs = self._outer
         env = {}
         for k, v in feeds.items():
             if not isinstance(k, Tensor) and k in self._ambiguous:
                 raise CpuError(f"feed {k!r}: several inputs are named {k!r}; key the feed "
                                f"by the placeholder Tensor")
             t = k if isinstance(k, Tensor) else self._by_name.get(k)
-            if isinstance(t, Tensor) and t.is_placeholder and t not in self.inputs:
+            if isinstance(t, Tensor) and t.is_placeholder and t not in inputs:
                 continue                  # a graph input this output does not read
-            if t not in self.inputs:
+            if t not in inputs:
                 raise CpuError(f"feed {getattr(k, 'name', k)!r}: not an input of "
-                               f"{self.out.name} (inputs: "
-                               f"{', '.join(x.name for x in self.inputs)})")
+                               f"{res.name} (inputs: "
+                               f"{', '.join(x.name for x in inputs)})")
             env[t] = self._check(v, t, f"input {t.name}")
-        for t in self.inputs:
+        for t in inputs:
             if t not in env:
                 raise CpuError(f"no input given for placeholder {t.name} {t.shape} {t.dtype}")
         if out is not None:
-            out = self._check(out, self.out, "out", writeable=True)
+            out = self._check(out, res, "out", writeable=True)
             for t, v in env.items():
                 if np.may_share_memory(out, v):
                     raise CpuError(f"out overlaps input {t.name}: pass a separate array")
+        if self.shared is None:
+            return self._run(env, out)
+        # the same arrays under the rewritten placeholders (the code only takes their
+        # addresses: a flattened stage needs no reshaped view); _run adds the tables
+        inner = {q: env[p] for p, q in self.shared.feeds}
+        return self._run(inner, out if out is not None else np.empty(res.shape, self._res_np))
+
+    def _run(self, env: dict, out) -> np.ndarray:
+        """Run on checked arrays ``env`` {placeholder: array} (into ``out`` if given)."""
         scratch = getattr(self._local, "bufs", None)
-        if scratch is None:
-            scratch = self._local.bufs = {}
-            self._local.ptrs = {}
+        if scratch is None:           # constant tables: buffers of the kernel's own
+            tables = self.shared.tables if self.shared is not None else ()
+            scratch = self._local.bufs = dict(tables)
+            self._local.ptrs = {t: a.__array_interface__["data"][0] for t, a in tables}
         sptr = self._local.ptrs
         for t in self._all_bufs:
             if t in env:
@@ -378,7 +416,7 @@ class CpuKernel:
                 env[t] = buf
         if self._one_call or self.num_threads <= 1:
             self._run_all(*[sptr[t] if t in sptr else env[t].__array_interface__["data"][0]
-                            for t in self._all_bufs])
+                            for t in self._all_bufs], *self._extents)
             return env[self.out]
         for c, fn in zip(self.codes, self._fns):
             ptrs = [env[t].__array_interface__["data"][0] for t in c.buffers]

@@ -4,6 +4,7 @@ wrapper :class:`CpuKernel` (LLVM when available, else the tensor-expression eval
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,7 +78,10 @@ def _float_why(op: str) -> str:
 
 class CpuKernel:
     """A CPU operator: its TE output and placeholders; compiled by the LLVM backend
-    (``compiler.cpu.cpu_build``) when it is available, else run by ``compiler.te.evaluate``."""
+    (``compiler.cpu.cpu_build``) when it is available, else run by ``compiler.te.evaluate``.
+    Kernels are compiled by structure (``share=True``: kernels that differ only in
+    constants or in the length of an element-wise loop share one compilation, see
+    :mod:`compiler.cpu.share`); ``VTA_CPU_SHARE=0`` compiles each one as it is written."""
 
     def __init__(self, out, placeholders):
         self.out = out
@@ -86,7 +90,8 @@ class CpuKernel:
         self.module = None
         if _cpu_backend():
             from ..cpu import cpu_build
-            self.module = cpu_build(out)
+            share = os.environ.get("VTA_CPU_SHARE", "1") != "0"
+            self.module = cpu_build(out, share=share)
             self.backend = "llvm"
 
     def run(self, feeds: dict) -> np.ndarray:
