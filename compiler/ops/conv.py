@@ -36,7 +36,7 @@ def out_hw(h, w, k, s, pads, d=(1, 1)):
 
 def conv_nchw(x, w, strides, pads, dilations=(1, 1), group=1, acc=np.float64):
     """Grouped, dilated, strided, padded NCHW conv; ``pads`` ONNX order (t, l, b, r).
-    im2col + one BLAS matmul per group; integer inputs (``acc=np.int64``) are multiplied
+    im2col + one BLAS matmul batched over the groups; integer inputs (``acc=np.int64``) are multiplied
     in float64, exact while every sum stays below 2**53, then returned as int64."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
@@ -56,13 +56,9 @@ def conv_nchw(x, w, strides, pads, dilations=(1, 1), group=1, acc=np.float64):
         for kx in range(kw):
             cols[:, :, ky, kx] = xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
                                     kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
-    out = np.empty((n, o, oh * ow), ft)
-    wt = w.astype(ft)
-    for g in range(group):
-        cg_cols = cols[:, g * cg:(g + 1) * cg].reshape(n, cg * kh * kw, oh * ow)
-        wg = wt[g * og:(g + 1) * og].reshape(og, cg * kh * kw)
-        out[:, g * og:(g + 1) * og] = np.matmul(wg, cg_cols)
-    out = out.reshape(n, o, oh, ow)
+    # one batched product over the groups: (group, og, K) @ (n, group, K, P)
+    wt = w.astype(ft).reshape(group, og, cg * kh * kw)
+    out = np.matmul(wt, cols.reshape(n, group, cg * kh * kw, oh * ow)).reshape(n, o, oh, ow)
     return np.rint(out).astype(np.int64) if exact_int else out
 
 
