@@ -95,4 +95,5 @@ def test_default_schedule_spans_groups_on_a_7x7_depthwise():
     cyc, uops = _timed(step, ex, comp, xs[:1], cfg)
     step.kernel = build(step.out_tensor, cfg, replace(step.kernel.knobs, tile_co=1))
     cyc1, uops1 = _timed(step, ex, comp, xs[:1], cfg)
-    assert cyc < 0.9 * cyc1 and uops < uops1 / 2
+    # 7.7% fewer cycles under the RTL-structured timing model (10.5% under the old one)
+    assert cyc < 0.95 * cyc1 and uops < uops1 / 2
