@@ -34,7 +34,7 @@ def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
     steps = []
     index = TuningIndex(tuning_log) if tuning_log else None
     cache = KernelCache(cfg) if cache is None else cache
-    with _gc_paused(), cpu_batch():       # every CPU kernel in one LLVM module
+    with gc_paused(), cpu_batch():       # every CPU kernel in one LLVM module
         for n in g.nodes:
             t0 = time.perf_counter()
             try:
@@ -55,11 +55,13 @@ def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
 
 
 @contextlib.contextmanager
-def _gc_paused():
-    """Python's cyclic garbage collector off while code is generated: the kernels, tensor
-    expressions and IR of a large network are many live objects, and each collection walks
-    them all (a third of the code generation time of a 10,000-node chain); reference
-    counting still frees what it can, and collections resume afterwards."""
+def gc_paused():
+    """Python's cyclic garbage collector off (restored after): while code is generated (the
+    kernels, tensor expressions and IR of a large network are many live objects and each
+    collection walks them all: a third of the code generation time of a 10,000-node chain)
+    and over an executor run's steps (few reference cycles; a 10,000-node chain's first run
+    after loading its artifact: 11.1 -> 10.0 CPU s, BENCHMARKS.md). Reference counting
+    still frees what it can."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -31,8 +31,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import time
 
@@ -40,28 +38,13 @@ import numpy as np
 
 from ..ops import registry
 from .ir import GraphError
+from .codegen import gc_paused
 from .reference import run_node
 
 
 class _DevValue:
     def __init__(self, buf, shape, dtype):
         self.buf, self.shape, self.dtype = buf, shape, dtype
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic garbage collector (restored after): the steps of a run make few
-    reference cycles (320 objects on a 200-node chain's first timed run, none on later
-    runs), and with a large network in memory every full collection re-scans all of it (a
-    10,000-node chain's first run after loading its artifact: 11.1 -> 10.0 CPU s,
-    BENCHMARKS.md)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _feeds_of(kernel):
@@ -168,7 +151,7 @@ class Executor:
                 uses[i] = uses.get(i, 0) + 1
         self.records = []
         t_run = time.perf_counter()
-        with _gc_paused():
+        with gc_paused():
             for s in self.p.steps:
                 n = s.node
                 rec = {"node": n.name, "op": n.op, "where": s.kind, "seconds": 0.0, "cycles": 0,
