@@ -193,8 +193,11 @@ def acc_loads_first(ops: list) -> list:
 
 #: longest WGT row (tiles) read as one DRAM burst in a compute-bound kernel: a micro-op LOAD
 #: (higher read priority than weights, but it waits for the burst in flight) then waits at
-#: most this many tiles' beats
-MAX_WGT_ROW = 12
+#: most this many tiles' beats (4: ResNet-18's layer1 convs 540-770 cycles each faster than
+#: with 12 under the RTL-structured timing model; 3 would not cut 36-tile rows at all)
+MAX_WGT_ROW = 4
+#: shortest row worth cutting into (rows with no divisor in [MIN_WGT_ROW, MAX_WGT_ROW] stay)
+MIN_WGT_ROW = 4
 
 
 def short_weight_rows(ops: list, cfg) -> list:
@@ -215,7 +218,7 @@ def short_weight_rows(ops: list, cfg) -> list:
             out.append(op)
             continue
         d = max(q for q in range(1, MAX_WGT_ROW + 1) if a["x"] % q == 0)
-        out.append(op if d < 4 else Op(op.stage, "load", dict(
+        out.append(op if d < MIN_WGT_ROW else Op(op.stage, "load", dict(
             a, y=a["y"] * a["x"] // d, x=d, stride=d), op.reads, op.writes))
     return out
 
