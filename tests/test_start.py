@@ -62,8 +62,12 @@ def test_first_gemm_in_pieces_exact_and_faster(monkeypatch):
     assert len([o for o in ck.ops if o.kind == "load"]) > len(
         [o for o in ck0.ops if o.kind == "load"])
     # a compute-bound kernel reads its weights in short bursts
-    assert all(o.args["x"] <= start.MAX_WGT_ROW for o in ck.ops
-               if o.kind == "load" and o.writes[0][0] == "wgt")
+    def cuttable(x):
+        return x > start.MAX_WGT_ROW and any(
+            x % d == 0 for d in range(start.MIN_WGT_ROW, start.MAX_WGT_ROW + 1))
+    wl = [o for o in ck.ops if o.kind == "load" and o.writes[0][0] == "wgt"]
+    assert not any(cuttable(o.args["x"]) for o in wl)
+    assert any(o.args["x"] <= start.MAX_WGT_ROW for o in wl)
     assert any(o.args["x"] > start.MAX_WGT_ROW for o in ck0.ops
                if o.kind == "load" and o.writes[0][0] == "wgt")
 
@@ -99,11 +103,18 @@ def test_weight_rows_are_cut_only_in_a_compute_bound_kernel():
     # 144 weight tiles = 4,608 bus cycles: 4 x 100 GEMM micro-ops is DRAM-bound
     assert start.short_weight_rows([wgt, _gemm(4, 100)], CFG)[0] is wgt
     cut = start.short_weight_rows([wgt, _gemm(144, 196)], CFG)[0]
-    assert (cut.args["y"], cut.args["x"], cut.args["stride"]) == (12, 12, 12)
+    d = max(q for q in range(1, start.MAX_WGT_ROW + 1) if 36 % q == 0)
+    assert d < 36
+    assert (cut.args["y"], cut.args["x"], cut.args["stride"]) == (4 * 36 // d, d, d)
     assert cut.writes == wgt.writes and cut.args["sram"] == 0 and cut.args["offset"] == 0
-    # rows that are not contiguous in DRAM stay (one instruction per row would be fetched)
+    # rows that are not contiguous in DRAM: one LOAD per row, each in short rows
     gap = Op(1, "load", dict(wgt.args, stride=72), writes=wgt.writes)
-    assert start.short_weight_rows([gap, _gemm(144, 196)], CFG)[0] is gap
+    rows = start.short_weight_rows([gap, _gemm(144, 196)], CFG)[:-1]
+    assert len(rows) == 4
+    for r, o in enumerate(rows):
+        assert (o.args["y"], o.args["x"], o.args["stride"]) == (36 // d, d, d)
+        assert (o.args["sram"], o.args["offset"]) == (36 * r, 72 * r)
+        assert o.writes == (("wgt", 36 * r, 36 * r + 36),)
 
 
 def test_the_load_module_waits_for_the_vectors_loaded_into_the_acc():

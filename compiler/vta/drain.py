@@ -130,7 +130,11 @@ def split_start(ops: list) -> list:
     :data:`START_PIECES` pieces by output-channel blocks (the GEMM's outer loop, which reads
     no new input), so the compute module starts when the first piece of the weights has
     arrived instead of all of them.  Exact: the pieces compute the same micro-ops; ``ops``
-    unchanged when the first GEMM or its weight LOAD has another shape."""
+    unchanged when the first GEMM or its weight LOAD has another shape.
+
+    Not in the build pipeline: under the default timing model that follows the RTL (in-order
+    DRAM reads, fetch first) it costs 3.5-5k cycles on each of ResNet-18's layer4 convs, the
+    only ones it applied to, instead of saving them (BENCHMARKS.md, "#21 resnet")."""
     g = next((q for q, op in enumerate(ops) if op.kind == "gemm"
               and not op.args["kernel"].nest.reset), None)
     if g is None:

@@ -146,9 +146,9 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     stmt = keep("inject_vthread", inject_vthread(stmt))
     stmt = keep("fold_uop", fold_uop_loops(stmt, cfg))
     stmt = keep("inject_dma", inject_dma(stmt))
-    from .drain import split_drain, split_start    # a faster start and drain, exactly
+    from .drain import split_drain    # a faster drain and start, exactly
     from .start import faster_start
-    ops = finish_ops(split_drain(split_start(unroll(stmt))), cfg, stages, refine=faster_start)
+    ops = finish_ops(split_drain(unroll(stmt)), cfg, stages, refine=faster_start)
     target = next((s.copy.tensor for s in ir.walk(stmt) if isinstance(s, ir.DmaInsn)
                    and s.direction == "store"), wl.out)
     return CompiledKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,

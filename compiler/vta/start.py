@@ -192,31 +192,52 @@ def acc_loads_first(ops: list) -> list:
 
 
 #: longest WGT row (tiles) read as one DRAM burst in a compute-bound kernel: a micro-op LOAD
-#: (higher read priority than weights, but it waits for the burst in flight) then waits at
-#: most this many tiles' beats
-MAX_WGT_ROW = 12
+#: (higher read priority than weights, but DRAM reads are served in order, so it waits for
+#: the burst in flight) then waits at most this many tiles' beats.  2 under the
+#: RTL-structured timing model (ResNet-18: -42.5k cycles against 12 tiles; BENCHMARKS.md,
+#: "#21 resnet"); rows of one tile cost a 1x1 conv of layer4 3k
+MAX_WGT_ROW = 2
+#: shortest row worth cutting into (rows with no divisor in [MIN_WGT_ROW, MAX_WGT_ROW] stay)
+MIN_WGT_ROW = 1
+#: also cut WGT LOADs whose rows are apart in DRAM (one LOAD instruction per row)
+GAPPED_ROWS = True
+#: GEMM micro-op iterations per DRAM bus cycle of a kernel's loads that make it compute-bound
+COMPUTE_BOUND = 1
 
 
 def short_weight_rows(ops: list, cfg) -> list:
-    """``ops`` with every unpadded WGT LOAD of contiguous rows longer than
-    :data:`MAX_WGT_ROW` tiles read as rows of at most that many (the same tiles to the same
-    SRAM indices, one instruction), in a kernel whose GEMM micro-ops take at least twice its
-    DRAM time (a DRAM-bound kernel would pay the extra bursts)."""
+    """``ops`` with every unpadded WGT LOAD of rows longer than :data:`MAX_WGT_ROW` tiles
+    read as rows of at most that many (the same tiles to the same SRAM indices: one
+    instruction for contiguous rows, one per row for rows apart in DRAM), in a kernel whose
+    GEMM micro-ops take at least :data:`COMPUTE_BOUND` times its DRAM time (a DRAM-bound
+    kernel would pay the extra bursts)."""
     gemm = sum(len(op.args["kernel"].uops) * _iters(op.args["kernel"]) for op in ops
                if op.kind == "gemm" and not op.args["kernel"].nest.reset)
     dram = sum(_bytes(op, cfg) for op in ops if op.kind == "load" and op.stage == 1)
-    if gemm < 2 * dram // cfg.bus_bytes:
+    if gemm < COMPUTE_BOUND * dram // cfg.bus_bytes:
         return ops
     out = []
     for op in ops:
         a = op.args
         if op.kind != "load" or op.writes[0][0] != "wgt" or a["x"] <= MAX_WGT_ROW or \
-                any(a["pad"]) or (a["stride"] != a["x"] and a["y"] > 1):
+                any(a["pad"]):
             out.append(op)
             continue
         d = max(q for q in range(1, MAX_WGT_ROW + 1) if a["x"] % q == 0)
-        out.append(op if d < 4 else Op(op.stage, "load", dict(
-            a, y=a["y"] * a["x"] // d, x=d, stride=d), op.reads, op.writes))
+        if d < MIN_WGT_ROW:
+            out.append(op)
+        elif a["stride"] == a["x"] or a["y"] == 1:
+            out.append(Op(op.stage, "load", dict(a, y=a["y"] * a["x"] // d, x=d, stride=d),
+                          op.reads, op.writes))
+        elif GAPPED_ROWS and op.writes[0] == ("wgt", a["sram"], a["sram"] + a["y"] * a["x"]):
+            # rows apart in DRAM: one LOAD per row, each read in short rows
+            for r in range(a["y"]):
+                lo = a["sram"] + r * a["x"]
+                out.append(Op(op.stage, "load", dict(
+                    a, sram=lo, offset=a["offset"] + r * a["stride"], y=a["x"] // d, x=d,
+                    stride=d), op.reads, (("wgt", lo, lo + a["x"]),)))
+        else:
+            out.append(op)
     return out
 
 
