@@ -177,6 +177,9 @@ def test_cli_flag(tmp_path, capsys):
     assert "kept float on the CPU (--float-worst 2: the 2 integer layers of lowest local " \
            "SQNR among those with at most 0.15 of the model's MACs): " in out
     assert out.count("float: --float-worst 2: local SQNR") == 2
+    from compiler.graph.artifact import load
+    kept = load(str(tmp_path / "m.vtar")).options["kept_worst"]     # saved with the artifact
+    assert len(kept) == 2 and all(np.isfinite(db) for _, _, db in kept)
 
 
 @pytest.mark.parametrize("args,pattern", [
