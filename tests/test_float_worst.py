@@ -134,6 +134,15 @@ def test_bit_exact_against_the_quantised_graph_and_better_than_plain():
     assert 10 * np.log10(sig / err) > 10 * np.log10(sig / err0) + 3
 
 
+def test_global_scale_calibration_measures_too():
+    """global_scale calibration runs no float model: --float-worst runs it itself."""
+    c = compile_model(_mlp(), CFG, calib=_cal(), mode="global_scale", per_channel=False,
+                      float_worst=2, sqnr_samples=2)
+    assert len(c.options["kept_worst"]) == 2
+    assert {n.name for n in c.qgraph.nodes if n.op == "dense"} == \
+        {k[0] for k in c.options["kept_worst"]}
+
+
 def test_after_min_layer_sqnr_it_adds_new_layers():
     m, cal = _mlp(), _cal()
     a = compile_model(m, CFG, calib=cal, per_channel=False, min_layer_sqnr=10.0)

@@ -289,9 +289,12 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
             q = quantize(fg, ranges=ranges, mode=mode, percentile=percentile,
                          global_scale=global_scale, per_channel=per_channel, float_nodes=fl)
         if float_worst is not None:
+            from .reference import run_graph
             from .sensitivity import worst_layers
+            envs = float_envs[:n_env] + [run_graph(fg, s, keep=True)   # global_scale: none
+                                         for s in samples[len(float_envs):n_env]]
             worst = [(name, op, _finite(db)) for name, op, db in worst_layers(
-                q, fg, float_envs[:n_env], float_worst, worst_mac_cap)]
+                q, fg, envs, float_worst, worst_mac_cap)]
             q = quantize(fg, ranges=ranges, mode=mode, percentile=percentile,
                          global_scale=global_scale, per_channel=per_channel,
                          float_nodes=_kept_reasons(fl, kept, min_layer_sqnr, worst,
