@@ -5,6 +5,8 @@ every error made before it, this is the error of one layer alone: the quantisati
 inputs and output at their scales, its weights, its lookup table.  A tensor whose dynamic
 range one power-of-two int8 scale cannot hold (an STFT magnitude, a variance feeding a
 reciprocal square root) shows up here at the layer that makes it, and only there.
+:func:`worst_layers` ranks the integer layers by it (``vta compile --float-worst K``, with
+:func:`macs` for ``--worst-mac-cap``).
 
 Example::
 
