@@ -5,9 +5,10 @@ same 16 samples; percentile calibration unless ``--mode``; ``--min-layer-sqnr DB
 layers below DB float on the CPU (their own SQNR, then with every error before them, on the
 first ``--sqnr-samples`` (4) calibration samples); ``--min-output-sqnr DB`` then keeps float the layers whose float twin
 lifts the model's output SQNR most, until it reaches DB; ``--float-first-last`` the first
-conv and last dense).  Each row also gives the last sample's VTA cycles and VTA share of the
-modelled time (CPU steps timed by wall clock: inflated on a loaded machine) and which layers
-stayed float.
+conv and last dense; ``--float-worst K [--worst-mac-cap F]`` the compiler's ``vta compile
+--float-worst``: the K layers of lowest local SQNR among those with at most F of the MACs).
+Each row also gives the last sample's VTA cycles and VTA share of the modelled time (CPU
+steps timed by wall clock: inflated on a loaded machine) and which layers stayed float.
 
 silero-vad has no offline speech data: its row is the agreement of the speech/non-speech
 decision (probability > 0.5) per 512-sample frame with the float model's, over seeded
@@ -47,8 +48,10 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     those samples (the layers whose float twin lifts the model's output SQNR most stay float
     until it reaches the bound); ``float_off_vta``: every layer whose operator type has no
     step on VTA in the plain program stays float (it runs on the CPU either way);
-    ``float_worst``: then the ``float_worst`` quantised layers of lowest local SQNR
-    (:func:`worst_layers`) stay float."""
+    ``float_worst``: ``compile_model(float_worst=..., worst_mac_cap=...)`` (``vta compile
+    --float-worst K --worst-mac-cap F``: after ``min_layer_sqnr``, before ``min_output_sqnr``,
+    the K quantised layers of lowest local SQNR with at most F of the MACs stay float); with
+    ``float_off_vta``, :func:`compiler.graph.sensitivity.worst_layers` on that program."""
     from benchmarks.corpus import pretrained
     from compiler.graph.driver import Compiled, compile_model
     from compiler.graph.partition import compile_graph
@@ -60,8 +63,12 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     c = compile_model(pretrained.pinned(name), cfg, calib=calib_feeds, mode=mode,
                       min_layer_sqnr=min_layer_sqnr, float_first_last=float_first_last,
                       sqnr_samples=sqnr_samples,
-                      min_output_sqnr=None if float_off_vta else min_output_sqnr)
+                      min_output_sqnr=None if float_off_vta else min_output_sqnr,
+                      float_worst=float_worst or None if not float_off_vta else None,
+                      worst_mac_cap=worst_mac_cap)
     kept = list(c.options.get("kept_float") or [])
+    kept += [(n, op, float("nan") if db is None else db, "worst")
+             for n, op, db in c.options.get("kept_worst") or []]
     out_db = None
     r = c.options.get("kept_for_output")
     if r is not None:
@@ -86,9 +93,13 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
         kept += [(n, op, db, "output") for n, op, db in more]
         out_db = (round(b, 2), round(a, 2))
         c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
-    if float_worst:
+    if float_worst and float_off_vta:
         from compiler.graph.quantize import calibrate, quantize
-        names = worst_layers(c, calib_feeds[:sqnr_samples], float_worst, mode, worst_mac_cap)
+        from compiler.graph.reference import run_graph
+        from compiler.graph.sensitivity import worst_layers
+        names = worst_layers(c.qgraph, c.float_graph,
+                             [run_graph(c.float_graph, s, keep=True)
+                              for s in calib_feeds[:sqnr_samples]], float_worst, worst_mac_cap)
         fl = {**{k[0]: "kept float before" for k in kept},
               **{name: f"--float-worst {float_worst}: among the lowest local SQNR"
                  for name, _, _ in names}}
@@ -126,36 +137,10 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     return pred, secs, stats_exact
 
 
-def worst_layers(c, samples, k: int, mode: str, mac_cap: float = 1.0) -> list:
-    """``[(float node, op, local SQNR dB)]``: the ``k`` integer layers of compiled model ``c``
-    with the lowest local SQNR (:func:`compiler.graph.sensitivity.local_sqnr`) on ``samples``,
-    skipping layers with more than ``mac_cap`` of the model's multiply-adds."""
-    from benchmarks.corpus.vit import macs
-    total = sum(macs(c.float_graph, n) for n in c.float_graph.nodes) or 1
-    by_name = {n.name: n for n in c.float_graph.nodes}
-    from compiler.graph.reference import run_graph
-    from compiler.graph.sensitivity import local_sqnr
-    from compiler.ops import registry
-    q, g = c.qgraph, c.float_graph
-    prod = {n.output: n for n in g.nodes}
-    loc = local_sqnr(q, [run_graph(g, s, keep=True) for s in samples])
-    rows = sorted((db, prod[q.float_of[o]].name, prod[q.float_of[o]].op)
-                  for o, db in loc.items() if q.float_of.get(o) in prod
-                  and not q.values[o].dtype.startswith("float"))
-    out, seen = [], set()
-    for db, name, op in rows:
-        rule = registry.get(op)
-        if name not in seen and rule is not None and rule.quantize is not None and \
-                macs(g, by_name[name]) <= mac_cap * total:
-            seen.add(name)
-            out.append((name, op, db))
-    return out[:k]
-
-
 def vta_mac_share(c) -> float:
     """Share of the float model's multiply-adds (conv, dense, MatMul) that run on VTA in
     compiled model ``c`` (independent of the machine's load, unlike ``vta_share``)."""
-    from benchmarks.corpus.vit import macs
+    from compiler.graph.sensitivity import macs
     on_vta = {s.node.name for s in c.program.steps if s.kind == "vta"}
     done = sum(macs(c.qgraph, n) for n in c.qgraph.nodes if n.name in on_vta)
     total = sum(macs(c.float_graph, n) for n in c.float_graph.nodes)

@@ -116,8 +116,24 @@ def decibels(text: str) -> float:
     return v
 
 
+def mac_share(text: str) -> float:
+    """``--worst-mac-cap``: a share of the model's multiply-adds in (0, 1]."""
+    import argparse
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a share of the MACs: it must be in "
+                                         f"(0, 1]")
+    return v
+
+
 def _compile(args, model_spec):
     from ..graph.driver import compile_model
+    cap = getattr(args, "worst_mac_cap", None)
+    if cap is not None and getattr(args, "float_worst", None) is None:
+        raise GraphError("--worst-mac-cap applies with --float-worst K")
     cfg = _config(args)                           # a bad --config fails before any work
     calib = None
     if model_spec.startswith("builtin:"):
@@ -134,7 +150,9 @@ def _compile(args, model_spec):
                          input_shapes=parse_input_shapes(getattr(args, "input_shape", None)),
                          min_layer_sqnr=getattr(args, "min_layer_sqnr", None),
                          min_output_sqnr=getattr(args, "min_output_sqnr", None),
-                         max_float_layers=getattr(args, "max_float_layers", 64))
+                         max_float_layers=getattr(args, "max_float_layers", 64),
+                         float_worst=getattr(args, "float_worst", None),
+                         worst_mac_cap=1.0 if cap is None else cap)
 
 
 def parse_input_shapes(specs) -> dict:
@@ -226,7 +244,8 @@ def _device(args, cfg):
 _COMPILE_ONLY = (("calib", None), ("calibration", "percentile"), ("percentile", 99.99),
                  ("tuning_log", None), ("cpu_only", False), ("float_first_last", False),
                  ("per_tensor", False), ("first_conv_cpu", False), ("image", None),
-                 ("min_layer_sqnr", None), ("min_output_sqnr", None), ("max_float_layers", 64))
+                 ("min_layer_sqnr", None), ("min_output_sqnr", None), ("max_float_layers", 64),
+                 ("float_worst", None), ("worst_mac_cap", None))
 
 
 def _check_outputs(args) -> None:
@@ -462,6 +481,13 @@ def _common(p):
                    "DB (the report lists them)")
     p.add_argument("--max-float-layers", type=positive_int, default=64, metavar="N",
                    help="at most N layers kept float by --min-output-sqnr (default 64)")
+    p.add_argument("--float-worst", type=positive_int, metavar="K",
+                   help="keep float on the CPU the K integer layers of lowest local SQNR (each "
+                   "layer on the float model's inputs) on the calibration samples (the report "
+                   "lists them)")
+    p.add_argument("--worst-mac-cap", type=mac_share, metavar="F",
+                   help="--float-worst picks among the layers with at most F of the model's "
+                   "multiply-adds (default 1: all)")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 

@@ -66,7 +66,8 @@ class Compiled:
         for name, op, frac, db in self.sqnr:
             fr = "-" if frac is None else str(frac)
             lines.append(f"{name[:28]:28s} {op:16s} {fr:>4s} {db:8.2f}")
-        lines += _kept_lines(self.options) + _output_lines(self.options) + \
+        lines += _kept_lines(self.options) + _worst_lines(self.options) + \
+            _output_lines(self.options) + \
             _qdq_lines(self.qgraph)
         s = self.seconds
         lines.append(f"compile_model: {s.get('total', 0):.2f} s = import+passes "
@@ -99,10 +100,51 @@ def _kept_lines(options: dict) -> list:
             + ", ".join(f"{name} ({op}, {db:.1f} dB when quantised)" for name, op, db in kept)]
 
 
-def check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples):
+def _worst_lines(options: dict) -> list:
+    """The report's lines on the layers --float-worst kept float."""
+    k, kept = options.get("float_worst"), options.get("kept_worst") or []
+    if k is None:
+        return []
+    cap = options.get("worst_mac_cap", 1.0)
+    head = (f"kept float on the CPU (--float-worst {k}: the {k} integer layers of lowest "
+            f"local SQNR" + ("" if cap >= 1 else f" among those with at most {cap:g} of "
+                             f"the model's MACs") + ")")
+    if not kept:
+        return [head + ": no layer qualifies"]
+    return [head + ": " + ", ".join(f"{name} ({op}, {_dbtext(db)} local SQNR when quantised)"
+                                    for name, op, db in kept)
+            + ("" if len(kept) == k else f" (only {len(kept)} qualify)")]
+
+
+def _dbtext(db) -> str:
+    return "non-finite" if db is None else f"{db:.1f} dB"
+
+
+def _worst_reason(k: int, cap: float, db) -> str:
+    """Why --float-worst kept a layer float (the partition table's column)."""
+    return (f"--float-worst {k}: local SQNR {_dbtext(db)} when quantised, among the {k} "
+            f"lowest" + ("" if cap >= 1 else f" of the layers with at most {cap:g} of the MACs"))
+
+
+def check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
+                 float_worst=None, worst_mac_cap=1.0):
     """The mixed-precision options, checked before any work: each dB bound a finite number,
-    ``max_float_layers`` a positive and ``sqnr_samples`` a non-negative integer, and calibration samples
-    given when a bound needs them (GraphError naming the flag)."""
+    ``max_float_layers`` a positive and ``sqnr_samples`` a non-negative integer,
+    ``float_worst`` None or a positive integer, ``worst_mac_cap`` a number in (0, 1], and
+    calibration samples given when a bound or ``float_worst`` needs them (GraphError naming
+    the flag)."""
+    if isinstance(worst_mac_cap, bool) or not isinstance(
+            worst_mac_cap, (int, float, np.floating, np.integer)) or \
+            not (np.isfinite(worst_mac_cap) and 0 < worst_mac_cap <= 1):
+        raise GraphError(f"--worst-mac-cap {worst_mac_cap!r}: expected a share of the "
+                         f"model's MACs in (0, 1]")
+    if float_worst is not None:
+        if isinstance(float_worst, bool) or not isinstance(float_worst, (int, np.integer)) \
+                or float_worst < 1:
+            raise GraphError(f"--float-worst {float_worst!r}: expected an integer >= 1")
+        if calib is None:
+            raise GraphError("--float-worst needs calibration samples (--calib SAMPLES.npz) "
+                             "to measure local SQNR on")
     for flag, v in (("--min-layer-sqnr", min_layer_sqnr), ("--min-output-sqnr", min_output_sqnr)):
         if v is None:
             continue
@@ -118,10 +160,17 @@ def check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_
             raise GraphError(f"{flag} {v!r}: expected an integer >= {low}")
 
 
-def _kept_reasons(fl: dict, kept: list, bound) -> dict:
-    """{float node: why} of the nodes kept float before --min-output-sqnr runs."""
+def _kept_reasons(fl: dict, kept: list, bound, worst: list = (), k=None, cap=1.0) -> dict:
+    """{float node: why} of the nodes kept float before --float-worst (without ``worst``)
+    or --min-output-sqnr runs."""
     return {**fl, **{name: f"--min-layer-sqnr {bound:g}: {db:.1f} dB when quantised"
-                     for name, _, db in kept}}
+                     for name, _, db in kept},
+            **{name: _worst_reason(k, cap, db) for name, _, db in worst}}
+
+
+def _finite(db):
+    """A dB value as stored in the options (saved as JSON): None when not finite."""
+    return float(db) if np.isfinite(db) else None
 
 
 def _output_lines(options: dict) -> list:
@@ -176,7 +225,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   per_channel: bool = True, float_first_last: bool = False,
                   input_shapes: dict | None = None,
                   min_layer_sqnr: float | None = None,
-                  min_output_sqnr: float | None = None, max_float_layers: int = 64) -> Compiled:
+                  min_output_sqnr: float | None = None, max_float_layers: int = 64,
+                  float_worst: int | None = None, worst_mac_cap: float = 1.0) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
@@ -185,17 +235,22 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     (:func:`.quantize.keep_float_below`; listed by :meth:`Compiled.report`); with
     ``min_output_sqnr`` (dB) the layers whose float twin lifts the model's output SQNR on
     those samples most then stay float, until it reaches the bound or ``max_float_layers``
-    are float (:func:`.quantize.keep_float_for_output`; listed by the report)."""
+    are float (:func:`.quantize.keep_float_for_output`; listed by the report).  With
+    ``float_worst`` K (applied after ``min_layer_sqnr``, before ``min_output_sqnr``) the K
+    integer layers of lowest local SQNR on those samples among the layers with at most
+    ``worst_mac_cap`` of the model's multiply-adds stay float too
+    (:func:`.sensitivity.worst_layers`; listed by the report with their local SQNR)."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
-    check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples)
+    check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
+                 float_worst, worst_mac_cap)
     cfg = cfg or VTAConfig()
     t0 = time.perf_counter()
     pm = float_pipeline()
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
-    kept, float_envs, out_kept = [], [], None
+    kept, float_envs, out_kept, worst = [], [], None, []
     fl: dict = {}
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
         convs = [n.name for n in fg.nodes if n.op == "conv"]
@@ -218,8 +273,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel, float_nodes=fl)
     else:
         from .quantize import calibrate, keep_float_below
-        n_env = max(sqnr_samples, 1) if (min_layer_sqnr, min_output_sqnr) != (None, None) \
-            else sqnr_samples
+        n_env = max(sqnr_samples, 1) if (min_layer_sqnr, min_output_sqnr, float_worst) != \
+            (None, None, None) else sqnr_samples
 
         def keep_env(k, env):       # calibration's float runs, reused by the SQNR report
             if k < n_env:
@@ -233,11 +288,22 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         else:
             q = quantize(fg, ranges=ranges, mode=mode, percentile=percentile,
                          global_scale=global_scale, per_channel=per_channel, float_nodes=fl)
+        if float_worst is not None:
+            from .reference import run_graph
+            from .sensitivity import worst_layers
+            envs = float_envs[:n_env] + [run_graph(fg, s, keep=True)   # global_scale: none
+                                         for s in samples[len(float_envs):n_env]]
+            worst = [(name, op, _finite(db)) for name, op, db in worst_layers(
+                q, fg, envs, float_worst, worst_mac_cap)]
+            q = quantize(fg, ranges=ranges, mode=mode, percentile=percentile,
+                         global_scale=global_scale, per_channel=per_channel,
+                         float_nodes=_kept_reasons(fl, kept, min_layer_sqnr, worst,
+                                                   float_worst, worst_mac_cap))
         if min_output_sqnr is not None:
             from .quantize import keep_float_for_output
             q, more, before, after = keep_float_for_output(
                 fg, samples[:n_env], min_output_sqnr, float_nodes=_kept_reasons(
-                    fl, kept, min_layer_sqnr),
+                    fl, kept, min_layer_sqnr, worst, float_worst, worst_mac_cap),
                 max_float=max_float_layers, ranges=ranges, mode=mode, percentile=percentile,
                 global_scale=global_scale, per_channel=per_channel)
             out_kept = {"kept": more, "before": before, "after": after}
@@ -254,6 +320,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "calib_samples": len(samples or []),
                      "tuning_log": tuning_log, "min_layer_sqnr": min_layer_sqnr,
                      "kept_float": kept, "min_output_sqnr": min_output_sqnr,
-                     "max_float_layers": max_float_layers, "kept_for_output": out_kept},
+                     "max_float_layers": max_float_layers, "kept_for_output": out_kept,
+                     "float_worst": float_worst, "worst_mac_cap": worst_mac_cap,
+                     "kept_worst": worst},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

@@ -5,6 +5,8 @@ every error made before it, this is the error of one layer alone: the quantisati
 inputs and output at their scales, its weights, its lookup table.  A tensor whose dynamic
 range one power-of-two int8 scale cannot hold (an STFT magnitude, a variance feeding a
 reciprocal square root) shows up here at the layer that makes it, and only there.
+:func:`worst_layers` ranks the integer layers by it (``vta compile --float-worst K``, with
+:func:`macs` for ``--worst-mac-cap``).
 
 Example::
 
@@ -158,3 +160,37 @@ def output_sqnr(q, samples, float_outs) -> float:
             sig += float((r ** 2).sum())
             err += float(((np.asarray(got[o], np.float64) - r) ** 2).sum())
     return _db(sig, err)
+
+
+def macs(g, n) -> int:
+    """Multiply-adds of node ``n`` of graph ``g``: a conv's (output elements x weight
+    elements per output channel), a dense/MatMul/Gemm's (:func:`.transformer.node_macs`),
+    0 for any other node."""
+    from .transformer import node_macs
+    if n.op in ("conv", "qconv"):
+        o = g.values[n.output].shape
+        w = g.values[n.inputs[1]].shape
+        return int(np.prod(o)) * int(np.prod(w[1:]))
+    return node_macs(g, n)
+
+
+def worst_layers(q, g, float_envs, k: int, mac_cap: float = 1.0) -> list:
+    """``[(float node, op, local SQNR dB)]``: the ``k`` integer layers of ``q`` (a graph from
+    :func:`.quantize.quantize` of float graph ``g``) with the lowest local SQNR
+    (:func:`local_sqnr` over ``float_envs``), worst first, among the nodes of ``g`` with a
+    quantisation rule and at most ``mac_cap`` of ``g``'s multiply-adds (:func:`macs`).  Fewer
+    than ``k`` when fewer layers qualify; a layer already float in ``q`` is not one."""
+    from ..ops import registry
+    total = sum(macs(g, n) for n in g.nodes) or 1
+    prod = {n.output: n for n in g.nodes}
+    rows = sorted((db, prod[q.float_of[o]].name, prod[q.float_of[o]].op, q.float_of[o])
+                  for o, db in local_sqnr(q, float_envs).items()
+                  if q.float_of.get(o) in prod and not q.values[o].dtype.startswith("float"))
+    out, seen = [], set()
+    for db, name, op, src in rows:
+        rule = registry.get(op)
+        if name not in seen and rule is not None and rule.quantize is not None and \
+                macs(g, prod[src]) <= mac_cap * total:
+            seen.add(name)
+            out.append((name, op, db))
+    return out[:k]
