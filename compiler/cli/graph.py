@@ -92,41 +92,34 @@ def _check_feeds(path, what, specs, g) -> None:
     check_feeds(g, specs, f"{what} {path}: ", samples=True)
 
 
-def percentile(text: str) -> float:
-    """``--percentile``: a number in (0, 100]."""
+def _number(text: str, unit: str, ok, why: str) -> float:
+    """An argparse type: ``text`` as a float for which ``ok(v)`` holds, else an
+    ``ArgumentTypeError`` saying ``why``."""
     import argparse
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or not 0 < v <= 100:
-        raise argparse.ArgumentTypeError(f"{text} is not a percentile: it must be in (0, 100]")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number{unit}") from None
+    if not math.isfinite(v) or not ok(v):
+        raise argparse.ArgumentTypeError(f"{text} {why}")
     return v
+
+
+def percentile(text: str) -> float:
+    """``--percentile``: a number in (0, 100]."""
+    return _number(text, "", lambda v: 0 < v <= 100,
+                   "is not a percentile: it must be in (0, 100]")
 
 
 def decibels(text: str) -> float:
     """``--min-layer-sqnr`` / ``--min-output-sqnr``: a finite number of dB."""
-    import argparse
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of dB") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"{text} is not a finite number of dB")
-    return v
+    return _number(text, " of dB", lambda v: True, "is not a finite number of dB")
 
 
 def mac_share(text: str) -> float:
     """``--worst-mac-cap``: a share of the model's multiply-adds in (0, 1]."""
-    import argparse
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(v) or not 0 < v <= 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a share of the MACs: it must be in "
-                                         f"(0, 1]")
-    return v
+    return _number(text, "", lambda v: 0 < v <= 1,
+                   "is not a share of the MACs: it must be in (0, 1]")
 
 
 def _compile(args, model_spec):
