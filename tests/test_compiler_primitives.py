@@ -3,9 +3,11 @@
 that time one unit alone, refusals naming the call; and the 128x128x128 GEMM of TVM's
 ``test_benchmark_gemm`` whose default schedule must match or beat TVM's hand schedule."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compiler import Schedule, build, ops, recognise
@@ -198,6 +200,7 @@ def test_knob_space_covers_thread_pairs_and_inner_orders():
 @given(st.sampled_from(CFG_NAMES), st.integers(2, 6), st.integers(1, 3), st.integers(1, 3),
        st.integers(1, 4), st.integers(1, 2), st.sampled_from(["ci", "root"]),
        st.sampled_from(["ci", "co"]), st.booleans(), st.integers(0, 2**31 - 1))
+@example("block32", 3, 1, 2, 2, 1, "ci", "ci", False, 0)    # a compute-bound conv: short rows
 def test_split_of_the_reduction_loop(cname, cb, ob, tci, f, vt, inp_at, wgt_at, dense, seed):
     """split("ci.outer", f): per-step reads load f reduction steps at once (fewer, larger
     DMAs), one GEMM instruction per step; any f, dividing or not, with hoisted reads too."""
@@ -240,7 +243,11 @@ def test_split_of_the_reduction_loop(cname, cb, ob, tci, f, vt, inp_at, wgt_at, 
     if wgt_at == "ci" and f > 1 and -(-cb // tci) > 1:     # fewer weight DMAs than steps
         def wgt_loads(k):
             return sum(op.kind == "load" and op.args["mem"].name == "WGT" for op in k.ops)
-        assert wgt_loads(ck) < wgt_loads(build(wl, cfg, kn.replace(ci_split=1)))
+        # the schedule's own DMAs: without the kernel-start passes, which may cut the weight
+        # rows of a compute-bound kernel into short ones (compiler/vta/start.py)
+        with mock.patch("compiler.vta.start.faster_start", lambda ops, cfg: ops):
+            assert wgt_loads(build(wl, cfg, kn)) < \
+                wgt_loads(build(wl, cfg, kn.replace(ci_split=1)))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
