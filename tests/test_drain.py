@@ -1,6 +1,6 @@
-"""A GEMM kernel's start and drain in pieces (compiler/vta/drain.py): the first GEMM and its
-weight LOAD cut by output-channel blocks, the last tiles' epilogue and STOREs interleaved.
-The results stay bit-exact, the cycles do not grow, and the op program has the new shape."""
+"""A GEMM kernel's drain in pieces (compiler/vta/drain.py): the last tiles' epilogue and
+STOREs interleaved.  The results stay bit-exact, the cycles do not grow, and the op program
+has the new shape."""
 
 import numpy as np
 import pytest
@@ -34,7 +34,7 @@ def _feeds(data, kernel, bias):
 @pytest.mark.parametrize("shape,knobs", [
     ((64, 14, 64, 3), None),
     ((512, 7, 512, 3), None)], ids=["layer1-like", "layer4-like"])
-def test_start_and_drain_in_pieces_exact_and_not_slower(shape, knobs, monkeypatch):
+def test_drain_in_pieces_exact_and_not_slower(shape, knobs, monkeypatch):
     cin, hw, cout, k = shape
     # drain.py alone (the first GEMM in pieces by input block: tests/test_start.py)
     monkeypatch.setattr(start, "faster_start", lambda o, cfg: o)
@@ -46,27 +46,12 @@ def test_start_and_drain_in_pieces_exact_and_not_slower(shape, knobs, monkeypatc
                                        for a, b in zip(tail, tail[1:]))
     with monkeypatch.context() as m:
         m.setattr(drain, "split_drain", lambda o: o)
-        m.setattr(drain, "split_start", lambda o: o)
         ck0, cyc0 = _run(out, _feeds(data, kernel, bias), knobs)
     assert cyc <= cyc0
-    first = next(i for i, o in enumerate(ck.ops) if o.kind == "gemm" and o.reads)
-    wgt = [o for o in ck.ops[:first] if o.kind == "load" and o.args["mem"].name == "WGT"]
-    wgt0 = [o for o in ck0.ops[:first] if o.kind == "load" and o.args["mem"].name == "WGT"]
-    assert len(wgt) == len(wgt0)        # split_start is not in the pipeline
-    if cin == 512:      # a long first weight LOAD: split_start cuts it, still exact
-        split_drain = drain.split_drain
-        with monkeypatch.context() as m:
-            m.setattr(drain, "split_drain", lambda o: split_drain(drain.split_start(o)))
-            ck1, _ = _run(out, _feeds(data, kernel, bias), knobs)
-        first1 = next(i for i, o in enumerate(ck1.ops) if o.kind == "gemm" and o.reads)
-        wgt1 = [o for o in ck1.ops[:first1] if o.kind == "load" and o.args["mem"].name == "WGT"]
-        n = drain.START_PIECES
-        assert len(wgt1) == len(wgt0) + n - 1
-        assert sum(o.args["y"] for o in wgt1[:n]) == wgt0[0].args["y"]
 
 
 def test_tails_of_another_shape_are_left_alone():
     from compiler.vta.program import Op
     store = Op(3, "store", dict(sram=0, y=1, x=4), reads=(("acc", 0, 4),))
     ops_ = [Op(1, "load", dict(), writes=(("inp", 0, 4),)), store]
-    assert drain.split_drain(ops_) is ops_ and drain.split_start(ops_) is ops_
+    assert drain.split_drain(ops_) is ops_
