@@ -92,6 +92,11 @@ class FieldLayout:
     def names(self) -> list[str]:
         return [n for n, _, _ in self.fields]
 
+    def word_field(self, name: str) -> tuple[int, int, int]:
+        """(64-bit word, shift within it, mask of its width) of field ``name``."""
+        lsb, width = self[name]
+        return lsb // 64, lsb % 64, (1 << width) - 1
+
     @staticmethod
     def pack(spec: list[tuple[str, int]], total_bits: int, what: str) -> "FieldLayout":
         """Place fields LSB-first in 64-bit words; a field that would straddle a word

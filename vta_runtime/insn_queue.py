@@ -254,14 +254,6 @@ _ENCODED_ROWS = 100_000
 _encoded_rows = 0
 
 
-def _dram_base_field(cfg: VTAConfig) -> tuple[int, int, int]:
-    """(64-bit word, shift, largest value) of the ``dram_base`` field of LOAD/STORE."""
-    for name, lsb, width in cfg.mem_layout.fields:
-        if name == "dram_base":
-            return lsb // 64, lsb % 64, (1 << width) - 1
-    raise AssertionError("the memory instruction format has no dram_base field")
-
-
 def encode_table(table: np.ndarray, config: VTAConfig) -> bytes:
     """The instruction stream of ``table`` ((n, NCOLS) int64 rows, :data:`isa.COLUMNS`
     order): byte for byte :func:`isa.encode_stream` of the same rows.
@@ -275,7 +267,7 @@ def encode_table(table: np.ndarray, config: VTAConfig) -> bytes:
     op = table[:, _OP]
     mem = np.flatnonzero((op == _LOAD) | (op == _STORE))
     db = table[mem, C.dram_base]
-    word, shift, top = _dram_base_field(config)
+    word, shift, top = config.mem_layout.word_field("dram_base")
     if db.size and (db.min() < 0 or db.max() > top):
         return encode_stream(table_array(table, config))        # names the field
     t = table.copy()

@@ -152,7 +152,7 @@ class Simulator:
         self.tokens = [0, 0, 0, 0]
         self.last_timing = None
         self._programs: dict = {}        # prepared streams, least recently used first
-        self._db_field = _dram_base_field(config)
+        self._db_field = config.mem_layout.word_field("dram_base")
         self._program_insns = 0
 
     def reset(self) -> None:
@@ -435,14 +435,6 @@ class _Program(NamedTuple):
     ext_pos: np.ndarray     # their positions among the LOAD/STORE rows
     ext_off: np.ndarray     # tiles from dram_base to the end of their last row
     ext_eb: np.ndarray      # bytes per tile
-
-
-def _dram_base_field(cfg: VTAConfig) -> tuple[int, int, int]:
-    """(64-bit word, shift, mask) of the ``dram_base`` field of LOAD/STORE."""
-    for name, lsb, width in cfg.mem_layout.fields:
-        if name == "dram_base":
-            return lsb // 64, lsb % 64, (1 << width) - 1
-    raise AssertionError("the memory instruction format has no dram_base field")
 
 
 def _template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:
