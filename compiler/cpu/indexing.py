@@ -11,7 +11,8 @@ Example::
 
 from __future__ import annotations
 
-from ..te import Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor, is_float, walk
+from ..te import Binary, Const, IterVar, Load, Select, Tensor, is_float, walk
+from ..te.expr import children
 from .errors import CpuError
 
 # ----------------------------------------------------------------------------- bounds
@@ -64,25 +65,9 @@ def check_reads(t: Tensor) -> None:
                                    f"{e.tensor.name} may be out of bounds (index range {rng}, "
                                    f"extent {n}); guard it with select()")
             return
-        for c in _children(e):
+        for c in children(e):
             visit(c, guarded)
     visit(t.body, False)
-
-
-def _children(e):
-    if isinstance(e, Binary):
-        return (e.a, e.b)
-    if isinstance(e, Cast):
-        return (e.x,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Reduce):
-        return (e.body,)
-    if isinstance(e, Select):
-        return (e.cond, e.t, e.f)
-    if isinstance(e, Load):
-        return e.indices
-    return ()
 
 
 def _is_index(e) -> bool:

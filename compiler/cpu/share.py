@@ -34,9 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..te import (DTYPES, Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor,
-                  is_float)
-from ..te.expr import _is_index, map_children
+from ..te import DTYPES, Binary, Const, IterVar, Load, Reduce, Tensor, is_float
+from ..te.expr import _is_index, children, map_children
 from ..te.evaluate import to_numpy_dtype
 
 #: tag of a constant table placeholder (the code generator's uniform-shift path reads it)
@@ -177,22 +176,10 @@ def _elementwise(t: Tensor):
                 return True
             whole.add(e.tensor)
             return all(ok(i) for i in e.indices)
-        return all(ok(c) for c in _children(e))
+        return all(ok(c) for c in children(e))
     if not ok(t.body) or elem & whole:
         return None
     return elem, whole
-
-
-def _children(e):
-    if isinstance(e, Binary):
-        return (e.a, e.b)
-    if isinstance(e, Cast):
-        return (e.x,)
-    if isinstance(e, Select):
-        return (e.cond, e.t, e.f)
-    if isinstance(e, Call):
-        return e.args
-    return ()
 
 
 def canonical(stages: list, inputs: list) -> Shared | None:

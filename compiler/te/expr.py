@@ -451,6 +451,24 @@ def walk(e: Expr):
             yield from walk(a)
 
 
+def children(e: Expr) -> tuple:
+    """The direct child expressions of ``e`` (a Load's indices, a Reduce's body; none for a
+    leaf), in the order :func:`map_children` visits them."""
+    if isinstance(e, Binary):
+        return (e.a, e.b)
+    if isinstance(e, Cast):
+        return (e.x,)
+    if isinstance(e, Select):
+        return (e.cond, e.t, e.f)
+    if isinstance(e, Load):
+        return tuple(e.indices)
+    if isinstance(e, Reduce):
+        return (e.body,)
+    if isinstance(e, Call):
+        return tuple(e.args)
+    return ()
+
+
 def map_children(e: Expr, fn) -> Expr:
     """``e`` rebuilt with each direct child expression ``c`` replaced by ``fn(c)`` (a Load
     keeps its tensor, a Reduce its axes and op); a leaf (Const, IterVar) is returned as is.
