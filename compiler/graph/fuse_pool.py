@@ -15,11 +15,6 @@ from __future__ import annotations
 from .ir import Graph
 
 
-def _own(k: int, s: int, pad: int, n_in: int, n_out: int) -> bool:
-    j = max(0, k - s)
-    return j < min(s, k) and j - pad >= 0 and (n_out - 1) * s + j - pad < n_in
-
-
 def fusable(conv, pool, g: Graph) -> bool:
     """Whether ``conv`` + ``pool`` (its only user, a maxpool) become one pooled conv."""
     a, p = conv.attrs, pool.attrs
@@ -39,8 +34,9 @@ def fusable(conv, pool, g: Graph) -> bool:
     (ph, pw), (sy, sx), (pt, pl, pb, pr) = p["kernel"], p["strides"], p["pads"]
     h, wd = g.values[conv.output].shape[2:4]
     oh, ow = g.values[pool.output].shape[2:4]
-    return (max(pt, pb) < ph and max(pl, pr) < pw and _own(ph, sy, pt, h, oh)
-            and _own(pw, sx, pl, wd, ow))
+    from ..vta.conv_pool import own_tap      # the kernel's own rule for a window's tap
+    return (max(pt, pb) < ph and max(pl, pr) < pw and own_tap(ph, sy, pt, h, oh) is not None
+            and own_tap(pw, sx, pl, wd, ow) is not None)
 
 
 def fuse_conv_pool(g: Graph) -> Graph:

@@ -90,7 +90,7 @@ class ConvPoolKernel(WorkloadKernel):
     error = ConvPoolError
 
 
-def _own(k: int, s: int, pad: int, n_in: int, n_out: int):
+def own_tap(k: int, s: int, pad: int, n_in: int, n_out: int):
     """The window tap (0 <= j < k) no other window of its line reads and that lies inside
     the input for every output position; None if there is none."""
     j = max(0, k - s)
@@ -124,7 +124,7 @@ def plan(wl: ConvPoolWorkload, cfg: VTAConfig, knobs=None) -> Plan:
     OB = wl.kernel.shape[0]
     kh, kw, sy, sx, pt, pl = wl.pool
     OH, OW = wl.out.shape[2:4]
-    jy, jx = _own(kh, sy, pt, H, OH), _own(kw, sx, pl, W, OW)
+    jy, jx = own_tap(kh, sy, pt, H, OH), own_tap(kw, sx, pl, W, OW)
     if jy is None or jx is None:
         raise ConvPoolError(f"{wl.out.name}: the {kh}x{kw}/{sy}x{sx} pool has no window "
                             f"row/column of its own inside the input")
