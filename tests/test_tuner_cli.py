@@ -149,6 +149,8 @@ def test_tune_an_onnx_model_then_compile_it_with_the_log(tmp_path, capsys):
     from compiler.graph.driver import compile_model
     from compiler.graph.models import small_cnn
     from compiler.tuner.records import HistoryBest
+    from compiler.tuner.space import workload_key
+    from compiler.vta.schedule import Knobs
     from compiler.vta.workload import GemmWorkload
     from isa import VTAConfig
     model = tmp_path / "small.onnx"
@@ -158,8 +160,10 @@ def test_tune_an_onnx_model_then_compile_it_with_the_log(tmp_path, capsys):
                         "--workers", "0", "--no-progress")
     assert rc == 0, err
     recs = load(log)
-    # the first conv runs fused with its max pool (compiler/vta/conv_pool.py): not tuned
-    assert len({r.workload for r in recs}) == 2 and len(recs) == 10
+    # the first conv runs fused with its max pool (compiler/vta/conv_pool.py): a task too
+    # (its whole space is 2 points: 1 output block, 1 input block, kh or kh + 1 ACC rows)
+    assert len({r.workload for r in recs}) == 3 and len(recs) == 12
+    assert sum(r.workload.startswith("conv_pool(") for r in recs) == 2
     assert all(r.task["op"] == "workload" for r in recs)
     cfg = VTAConfig()
     hb = HistoryBest(str(log))
@@ -169,6 +173,9 @@ def test_tune_an_onnx_model_then_compile_it_with_the_log(tmp_path, capsys):
     assert len(gemm) == 2
     for s in gemm:
         assert s.kernel.knobs == hb.knobs_for(s.kernel.workload, cfg)
+    (fused,) = [s for s in prog.steps if s.node.op == "qconv_pool"]
+    best = hb.query(workload_key(fused.kernel.workload), cfg)
+    assert fused.schedule == "tuned" and fused.kernel.knobs == Knobs.from_dict(best.knobs)
 
 
 @pytest.mark.slow

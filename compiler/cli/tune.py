@@ -5,7 +5,9 @@ workload file, appending every measurement to a JSON-lines log.
     vta tune layer.json --trials 32 --log layer.jsonl --workers 2 --plot conv.png
     vta tune resnet18 --trials 64 --log r.jsonl --scheduler tcp://127.0.0.1:8786
 
-``MODEL.onnx``: every distinct VTA conv2d/dense workload of the model as ``vta compile``
+``MODEL.onnx`` (or ``builtin:resnet18``, compiled as ``vta run builtin:resnet18`` compiles it;
+``--image N``): every distinct VTA conv2d/dense workload of the model, and the stem fused with
+its max pool (``qconv_pool``, :mod:`compiler.tuner.conv_pool_space`), as ``vta compile``
 builds it with the same quantisation options (``--calib SAMPLES.npz`` and the calibration
 flags; without ``--calib``, ``--calibration global_scale``), so the workloads carry the
 network's own epilogues (shift, per-channel multiply, residual add, clip) and
@@ -39,8 +41,9 @@ from ..tuner.space import TaskError
 USER_ERRORS = (TaskError, TuningLogError, ExecutorError)
 
 
-def onnx_tasks(model, cfg, compile_kw: dict | None = None) -> list:
-    """The distinct VTA conv2d/dense workloads of an ONNX model as compiled for ``cfg`` by
+def onnx_tasks(model, cfg, compile_kw: dict | None = None, name: str | None = None) -> list:
+    """The distinct VTA conv2d/dense workloads (and fused conv + max pools, the stem) of an
+    ONNX model (path or ModelProto) as compiled for ``cfg`` by
     the graph front end with ``compile_kw`` (:func:`compiler.graph.driver.compile_model`'s
     options; default: power-of-two global-scale quantisation), one :class:`Task` each, named
     after the first node that uses it.  The epilogue constants (shifts, multipliers, clip
@@ -48,21 +51,23 @@ def onnx_tasks(model, cfg, compile_kw: dict | None = None) -> list:
     from ..graph import GraphError
     from ..graph.driver import compile_model
     from ..vta.workload import GemmWorkload
+    from ..tuner.conv_pool_space import is_conv_pool
     from ..tuner.space import Task, workload_key
     kw = dict(compile_kw or {"mode": "global_scale"})
     try:
         prog = compile_model(model, cfg, **kw).program
     except (GraphError, ValueError) as e:
         msg = str(e)
-        raise TaskError(msg if msg.startswith(str(model)) else f"{model}: {msg}") from None
+        name = name or str(model)
+        raise TaskError(msg if msg.startswith(name) else f"{name}: {msg}") from None
     seen, out = set(), []
     for s in prog.steps:
         wl = getattr(s.kernel, "workload", None) if s.kind == "vta" else None
-        if isinstance(wl, GemmWorkload) and workload_key(wl) not in seen:
+        if (isinstance(wl, GemmWorkload) or is_conv_pool(wl)) and workload_key(wl) not in seen:
             seen.add(workload_key(wl))
             out.append(Task.from_workload(wl, s.node.name))
     if not out:
-        raise TaskError(f"{model}: the model has no conv2d/dense layer that runs on VTA")
+        raise TaskError(f"{name or model}: the model has no conv2d/dense layer that runs on VTA")
     return out
 
 
@@ -107,6 +112,10 @@ def tasks_of(target: str, layers: str | None = None, cfg=None, args=None) -> lis
                 for l in sel]
     if layers:
         raise TaskError("--layers applies to resnet18 only")
+    if target.startswith("builtin:"):
+        from isa import VTAConfig
+        model, kw = builtin_model(target, args)
+        return onnx_tasks(model, cfg or VTAConfig(), kw, name=target)
     if target.lower().endswith(".onnx"):
         if not os.path.exists(target):
             raise TaskError(f"{target}: no such file")
@@ -127,6 +136,24 @@ def tasks_of(target: str, layers: str | None = None, cfg=None, args=None) -> lis
     return [t if t.name else Task(t.op, t.spec, f"{os.path.basename(target)}[{i}]"
                                   if len(tasks) > 1 else os.path.basename(target))
             for i, t in enumerate(tasks)]
+
+
+def builtin_model(target: str, args=None):
+    """(ModelProto, compile options) of ``builtin:NAME`` compiled as ``vta compile`` / ``vta
+    run`` / ``vta bench`` compile it: its seeded calibration images (unless ``--calib``),
+    percentile calibration (``--calibration``, ``--percentile``), ``--image``."""
+    from ..graph.ir import GraphError
+    from .graph import _builtin
+    try:
+        model, calib = _builtin(target, getattr(args, "image", None))
+    except GraphError as e:
+        raise TaskError(str(e)) from None
+    kw = model_compile_kw(args)
+    if "calib" not in kw:
+        kw["calib"] = calib
+        kw["mode"] = getattr(args, "calibration", None) or "percentile"
+        kw["percentile"] = getattr(args, "percentile", None) or 99.99
+    return model, kw
 
 
 #: Largest workload ``vta tune`` builds from a description: per field, and in
@@ -163,7 +190,7 @@ def check_task_size(task) -> None:
 def cmd_tune(args) -> int:
     from isa import VTAConfig
 
-    from ..vta.default_schedule import default_knobs
+    from ..tuner.conv_pool_space import default_knobs_of as default_knobs
     from ..tuner.executor import make_executor
     from ..tuner.measure import measure_knobs
     from ..tuner.executor import check_scheduler
@@ -183,8 +210,11 @@ def cmd_tune(args) -> int:
             check_output_path(args.plot, what="--plot", suffixes=(".png", ".svg", ".pdf"))
         except InputFileError as e:
             raise TaskError(f"--plot {e}") from None
-    if args.calib and not args.target.lower().endswith(".onnx"):
-        raise TaskError("--calib applies to MODEL.onnx only")
+    if args.calib and not (args.target.lower().endswith(".onnx")
+                           or args.target.startswith("builtin:")):
+        raise TaskError("--calib applies to MODEL.onnx (or builtin:NAME) only")
+    if getattr(args, "image", None) and not args.target.startswith("builtin:"):
+        raise TaskError("--image applies to builtin:resnet18 only")
     tasks = tasks_of(args.target, args.layers, cfg, args)
     for t in tasks:
         if t.wl is None:
@@ -261,9 +291,13 @@ def cycles_source(device: str = "sim") -> str:
 def register(sub):
     p = sub.add_parser("tune", help="tune schedules with the learned cost model (AutoTVM-style) "
                                     "on the timed simulator; results go to a JSON-lines log")
-    p.add_argument("target", metavar="resnet18|MODEL.onnx|WORKLOAD.json",
-                   help="what to tune: the ResNet-18 layers C2-C11, an ONNX model, or a "
-                        "JSON workload description (one object or a list)")
+    p.add_argument("target", metavar="resnet18|MODEL.onnx|builtin:NAME|WORKLOAD.json",
+                   help="what to tune: the ResNet-18 layers C2-C11, an ONNX model or a "
+                        "built-in one (every VTA conv/dense layer and the fused stem + pool, "
+                        "as vta compile builds them), or a JSON workload description (one "
+                        "object or a list)")
+    p.add_argument("--image", type=positive_int, metavar="N",
+                   help="input size of builtin:resnet18 (default 224)")
     p.add_argument("--trials", type=positive_int, required=True, metavar="N",
                    help="measurements per workload, counting those already in the log")
     p.add_argument("--log", required=True, metavar="LOG.jsonl",

@@ -35,11 +35,26 @@ class TuningIndex:
         self.log = log
 
     def knobs(self, out, cfg):
-        """(Knobs or None, how): how = "tuned", "tuned (other epilogue)" or ""."""
+        """(Knobs or None, how): how = "tuned", "tuned (other epilogue)" or "".  ``out``: a
+        layer's TE output (a fused conv + max pool's carries its
+        :class:`compiler.vta.conv_pool.ConvPoolWorkload` as ``out.conv_pool``, keyed by
+        :func:`compiler.tuner.conv_pool_space.conv_pool_key`) or a recognised workload."""
+        from compiler.te.errors import CompilerError
         from compiler.vta.workload import GemmWorkload, recognise
         from compiler.vta.schedule import Knobs
         from compiler.tuner.space import workload_key
-        wl = out if isinstance(out, GemmWorkload) else recognise(out, cfg)   # or a built one
+        fused = getattr(out, "conv_pool", None)
+        if fused is not None:
+            from compiler.vta.conv_pool import plan
+            wl = fused
+
+            def fits(kn):
+                plan(fused, cfg, kn)
+        else:
+            wl = out if isinstance(out, GemmWorkload) else recognise(out, cfg)  # or a built one
+
+            def fits(kn):
+                kn.check(wl)
         wk, ck = workload_key(wl), self.config_key(cfg)
         for table, key, how in ((self.exact, (wk, ck), "tuned"),
                                 (self.loose, (_shape_key(wk), ck), "tuned (other epilogue)")):
@@ -47,9 +62,9 @@ class TuningIndex:
             if r is not None:
                 try:
                     kn = Knobs.from_dict(r.knobs)
-                    kn.check(wl)
+                    fits(kn)
                     return kn, how
-                except ValueError:
+                except (ValueError, *CompilerError):
                     continue
         return None, ""
 

@@ -190,4 +190,4 @@ def qconv_pool_cpu(n, g):
 
 registry.register(registry.OpDef(
     "qconv_pool", reference=qconv_pool_reference, place=place_qconv_pool, layout="packed",
-    vta=qconv_pool_vta, cpu=qconv_pool_cpu, relayout=qconv_pool_relayout))
+    vta=qconv_pool_vta, cpu=qconv_pool_cpu, relayout=qconv_pool_relayout, tunable=True))

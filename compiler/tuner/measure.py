@@ -57,10 +57,15 @@ def measure_knobs(task, cfg: VTAConfig, knobs, device: str = "sim", check: bool 
     from vta_runtime import SimDevice
 
     from ..vta.pipeline import build
+    from .conv_pool_space import is_conv_pool
     from .hook import random_inputs, timing_only_simulator
     wl = task.workload(cfg)
     t0 = time.perf_counter()
-    ck = build(wl, cfg, knobs)
+    if is_conv_pool(wl):                 # a conv fused with its max pool (the stem)
+        from ..vta.conv_pool import build_conv_pool
+        ck = build_conv_pool(wl, cfg, knobs)
+    else:
+        ck = build(wl, cfg, knobs)
     t1 = time.perf_counter()
     feeds = random_inputs(wl, ck.inputs, np.random.default_rng(seed))
     if device == "rtl":

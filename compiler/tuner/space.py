@@ -132,7 +132,13 @@ class Task:
 def workload_key(wl: GemmWorkload) -> str:
     """The name of a recognised workload in tuning logs: kind, sizes in VTA tiles and
     pixels, stride, padding, the epilogue's operations and the output width (tensor names
-    are not part of it, so the same layer from any front end has the same key)."""
+    are not part of it, so the same layer from any front end has the same key); a fused
+    conv + max pool (:class:`compiler.vta.conv_pool.ConvPoolWorkload`) is named by
+    :func:`compiler.tuner.conv_pool_space.conv_pool_key`."""
+    if not isinstance(wl, GemmWorkload):
+        from .conv_pool_space import conv_pool_key, is_conv_pool
+        if is_conv_pool(wl):
+            return conv_pool_key(wl)
     eps = "|".join(f"{st.opcode.name}{'-' if st.negate else ''}"
                    f"{('v' if not st.full else 'f') if st.vector is not None else st.imm}"
                    for st in wl.epilogue)

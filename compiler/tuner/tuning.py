@@ -29,6 +29,7 @@ import numpy as np
 
 from isa import VTAConfig
 
+from .conv_pool_space import ConvPoolSpace, ExhaustiveTuner, is_conv_pool
 from .executor import make_executor, run_tasks
 from ..vta.schedule import Knobs, ScheduleError
 from .measure import measure_item, timing_id
@@ -103,7 +104,9 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
          device: str = "sim", transfer=(), progress: bool = False, tuner_kw=None,
          early_stopping: int | None = None, initial=(), space_restrict=None,
          timing=None) -> TuneResult:
-    """Tune ``task`` for ``n_trials`` trials in total (resumed records included).
+    """Tune ``task`` for ``n_trials`` trials in total (resumed records included).  A fused
+    conv + max pool (:mod:`compiler.tuner.conv_pool_space`) is searched exhaustively in its
+    3-knob space whatever ``tuner`` says (its records name the "grid" tuner).
 
     Parameters
     ----------
@@ -132,14 +135,19 @@ def tune(task: Task, cfg: VTAConfig | None = None, n_trials: int = 64, log=None,
     cfg = cfg or VTAConfig()
     t_start = time.perf_counter()
     wl = task.workload(cfg)
-    space = TunerSpace(wl, cfg, restrict=space_restrict)
+    fused = is_conv_pool(wl)
+    if fused:                   # the fused conv + max pool: 3 knobs, searched exhaustively
+        space, tuner = ConvPoolSpace(wl, cfg), ExhaustiveTuner.name
+    else:
+        space = TunerSpace(wl, cfg, restrict=space_restrict)
     wkey, ckey = workload_key(wl), config_key(cfg)
     res = TuneResult(task, tuner)
     old = load(log) if log else []
     tid = timing_id(timing, device)
     mine = [r for r in old if r.key == (wkey, ckey) and r.timing == tid]
-    t = make_tuner(tuner, space, seed=seed, **({"transfer": transfer_history(
-        list(transfer), exclude_key=(wkey, ckey))} if tuner == "xgb" and transfer else {}),
+    t = ExhaustiveTuner(space, seed) if fused else make_tuner(
+        tuner, space, seed=seed, **({"transfer": transfer_history(
+            list(transfer), exclude_key=(wkey, ckey))} if tuner == "xgb" and transfer else {}),
         **(tuner_kw or {}))
     pts, cyc = [], []
     first = []
