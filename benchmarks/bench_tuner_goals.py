@@ -130,7 +130,7 @@ def layer_row(layer, cfg, knobs, label_cycles=None) -> dict:
     cycles = int(st["cycles"])
     gemm = int(st["gemm_ops"])
     cb = compute_bound(wl, cfg)
-    assert cb["gemm"] == gemm, (layer.name, cb, gemm)     # the workload's count = the run's
+    assert cb["gemm"] <= gemm, (layer.name, cb, gemm)     # some tile shapes compute more
     dram_b = dram_minimum(wl, cfg) / cfg.bus_bytes
     busy = {m: int(v) for m, v in (st.get("busy_cycles") or {}).items()}
     moved = sum(int(st.get(key, 0)) for key in ("inp_load_bytes", "wgt_load_bytes",
@@ -201,9 +201,9 @@ def main(argv=None) -> int:
     print(f"timing model: {default_timing().describe()}")
     print("| layer | GEMM bound | DRAM bound | compute bound (per tile GEMM+ALU+start) | "
           "default | TVM TopHub | tuned | tuned/GEMM-DRAM bound | tuned/compute bound | "
-          "tuned/(GEMM+ALU) | tuned/TVM | goals (<=1.05 max(compute, DRAM), <=1.05 "
-          "max(GEMM, DRAM), <=0.97 TVM) | what remains |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+          "tuned/(GEMM+ALU) | tuned/TVM | max(compute, DRAM bound)/TVM | goals (<=1.05 "
+          "max(compute, DRAM), <=1.05 max(GEMM, DRAM), <=0.97 TVM) | what remains |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     ship = []
     for layer in layers:
         t = Task.conv2d(1, layer.cin, layer.hw, layer.hw, layer.cout, layer.k, layer.stride,
@@ -222,7 +222,9 @@ def main(argv=None) -> int:
         cb = tuned["compute_bound"]
         rc = tuned["cycles"] / cb["total"]
         ra = tuned["cycles"] / (cb["gemm"] + cb["alu"])
-        rcd = tuned["cycles"] / max(cb["total"], tuned["dram_bound"])
+        floor = max(cb["total"], tuned["dram_bound"])
+        rcd = tuned["cycles"] / floor
+        ftv = floor / tv["cycles"]      # the best tuned/TVM any schedule could reach
         ok = lambda v, lim: "met" if v <= lim else "missed"  # noqa: E731
         goals = f"{ok(rcd, 1.05)} / {ok(rb, 1.05)} / {ok(rt, 0.97)}"
         row = {"layer": layer.name, "gemm_bound": tuned["gemm_bound"],
@@ -231,12 +233,14 @@ def main(argv=None) -> int:
                "tuned_over_bound": round(rb, 3), "tuned_over_compute": round(rc, 3),
                "tuned_over_gemm_alu": round(ra, 3),
                "tuned_over_compute_or_dram": round(rcd, 3),
-               "tuned_over_tvm": round(rt, 3), "what": tuned["what"],
+               "tuned_over_tvm": round(rt, 3), "floor_over_tvm": round(ftv, 3),
+               "what": tuned["what"],
                "remains": remains(tuned), "knobs": rec.knobs if rec else None}
         rows.append(row)
         print(f"| {layer.name} | {row['gemm_bound']:,} | {row['dram_bound']:,} | "
               f"{cb['total']:,} ({cb['per_tile']}) | {row['default']:,} | {row['tvm']:,} | "
-              f"{row['tuned']:,} | {rb:.3f} | {rc:.3f} | {ra:.3f} | {rt:.3f} | {goals} | "
+              f"{row['tuned']:,} | {rb:.3f} | {rc:.3f} | {ra:.3f} | {rt:.3f} | {ftv:.3f} | "
+              f"{goals} | "
               f"{tuned['what']}: {row['remains']} |", flush=True)
     g = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
     print(f"geomean tuned/compute bound {g([r['tuned_over_compute'] for r in rows]):.3f}, "
