@@ -153,5 +153,10 @@ def test_builtin_resnet18_tasks_include_the_stem():
     stems = [t for t in tasks if is_conv_pool(t.workload(CFG))]
     assert len(stems) == 1 and len(tasks) > 10
     assert stems[0].workload(CFG).data.shape[2:4] == (16, 16)     # the 32x32 image's stem
+    # --layers picks layers of a model by node name
+    (one,) = tasks_of("builtin:resnet18", stems[0].name, CFG, args)
+    assert one.key == stems[0].key
+    with pytest.raises(TaskError, match="no VTA conv/dense layer named nope"):
+        tasks_of("builtin:resnet18", f"{stems[0].name},nope", CFG, args)
     with pytest.raises(TaskError, match="unknown built-in"):
         tasks_of("builtin:nope", None, CFG, args)

@@ -110,17 +110,17 @@ def tasks_of(target: str, layers: str | None = None, cfg=None, args=None) -> lis
             raise TaskError(str(e)) from None
         return [Task.conv2d(1, l.cin, l.hw, l.hw, l.cout, l.k, l.stride, l.pad, name=l.name)
                 for l in sel]
-    if layers:
-        raise TaskError("--layers applies to resnet18 only")
-    if target.startswith("builtin:"):
+    if target.startswith("builtin:") or target.lower().endswith(".onnx"):
         from isa import VTAConfig
-        model, kw = builtin_model(target, args)
-        return onnx_tasks(model, cfg or VTAConfig(), kw, name=target)
-    if target.lower().endswith(".onnx"):
-        if not os.path.exists(target):
+        if target.startswith("builtin:"):
+            model, kw = builtin_model(target, args)
+        elif not os.path.exists(target):
             raise TaskError(f"{target}: no such file")
-        from isa import VTAConfig
-        return onnx_tasks(target, cfg or VTAConfig(), model_compile_kw(args))
+        else:
+            model, kw = target, model_compile_kw(args)
+        return _named(onnx_tasks(model, cfg or VTAConfig(), kw, name=target), layers, target)
+    if layers:
+        raise TaskError("--layers applies to resnet18 and models only")
     if not target.lower().endswith(".json"):
         raise TaskError(f"{target}: expected resnet18, MODEL.onnx or WORKLOAD.json")
     from isa.files import InputFileError, read_json
@@ -136,6 +136,20 @@ def tasks_of(target: str, layers: str | None = None, cfg=None, args=None) -> lis
     return [t if t.name else Task(t.op, t.spec, f"{os.path.basename(target)}[{i}]"
                                   if len(tasks) > 1 else os.path.basename(target))
             for i, t in enumerate(tasks)]
+
+
+def _named(tasks: list, layers: str | None, target: str) -> list:
+    """The tasks named in ``layers`` (comma-separated node names; all without it)."""
+    if not layers:
+        return tasks
+    want = [n for n in layers.split(",") if n]
+    have = {t.name: t for t in tasks}
+    missing = [n for n in want if n not in have]
+    if missing or not want:
+        raise TaskError(f"--layers {layers}: {target} has no VTA conv/dense layer named "
+                        f"{', '.join(missing) or '(none given)'} (its layers: "
+                        f"{', '.join(have)})")
+    return [have[n] for n in dict.fromkeys(want)]
 
 
 def builtin_model(target: str, args=None):
@@ -306,7 +320,9 @@ def register(sub):
                    help="xgb: XGBoost cost model + simulated annealing (default); sa: annealing "
                         "on measurements only; random; grid")
     p.add_argument("--config", help="VTA configuration JSON (default: the reference default)")
-    p.add_argument("--layers", help="with resnet18: comma-separated subset of C2..C11")
+    p.add_argument("--layers", help="with resnet18: comma-separated subset of C2..C11; with a "
+                   "model: node names (as the tuning table names them, e.g. maxpool_9 for "
+                   "builtin:resnet18's stem + pool)")
     p.add_argument("--workers", type=nonnegative_int, default=None, metavar="N",
                    help="local measurement processes (default: the CPU count; 0: in this "
                         "process)")
