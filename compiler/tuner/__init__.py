@@ -2,6 +2,8 @@
 candidates on the timed simulator, guided by an XGBoost cost model.
 
 - :mod:`.space` tuning tasks (plain-data workloads) and the knob space (points as int rows);
+- :mod:`.conv_pool_space` the stem fused with its max pool as a task: its key, its 3-knob
+  space, searched exhaustively;
 - :mod:`.features` itervar-style features of candidates, vectorised;
 - :mod:`.model` the XGBoost ``rank:pairwise`` cost model (with transfer from other layers);
 - :mod:`.search` tuners: XGBoost + simulated annealing, model-free annealing, random, grid;
