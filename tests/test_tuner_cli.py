@@ -76,7 +76,7 @@ def test_other_user_errors(tmp_path, capsys):
         (["tune", str(wl), "--trials", "2", "--log", str(tmp_path / "no" / "l.jsonl")],
          "does not exist"),
         (["tune", "foo.txt", "--trials", "2", "--log", str(tmp_path / "l.jsonl")],
-         "expected resnet18, MODEL.onnx or WORKLOAD.json"),
+         "expected resnet18, MODEL.onnx, builtin:NAME or WORKLOAD.json"),
         (["bench", "resnet18", "--layers", "C11", "--tuned", str(bad)],
          "bad.jsonl:1: not a vta-stack"),
     ]

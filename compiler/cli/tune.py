@@ -122,7 +122,8 @@ def tasks_of(target: str, layers: str | None = None, cfg=None, args=None) -> lis
     if layers:
         raise TaskError("--layers applies to resnet18 and models only")
     if not target.lower().endswith(".json"):
-        raise TaskError(f"{target}: expected resnet18, MODEL.onnx or WORKLOAD.json")
+        raise TaskError(f"{target}: expected resnet18, MODEL.onnx, builtin:NAME or "
+                        f"WORKLOAD.json")
     from isa.files import InputFileError, read_json
     try:
         doc = read_json(target, "workload description (JSON)")
