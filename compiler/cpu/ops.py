@@ -51,7 +51,8 @@ from ..te.loop_nest import StageSchedule
 from ..te import Tensor, is_float
 from .errors import CpuError
 from .schedules import (PARALLEL_MIN, MAX_TILE_VECTORS, _outer_parallel,  # noqa: F401
-                        conv_schedule, conv_tile, pool_schedule, vector_lanes,
+                        conv_schedule, conv_tile, converts_f32_to_i64, pool_schedule,
+                        vector_lanes,
                         wide_rows_schedule)
 
 LANES = 16          # int32/float32 lanes of a 512-bit vector (AVX-512); 2 AVX2 registers
@@ -370,26 +371,91 @@ def softmax_sum_bits(c: int) -> int:
     return 61 - int(np.ceil(np.log2(max(c, 2))))
 
 
-def softmax(x: Tensor, name="softmax") -> Tensor:
+def softmax(x: Tensor, name="softmax", target=None) -> Tensor:
     """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``.  The sum
     is exact and order-free: each ``e = exp(x - max)`` (in (0, 1]) is scaled by ``2**K``
-    (exact) and truncated to int64, the int64 sum converted to float32 and scaled back, so
-    the result does not depend on how the reduction is vectorised
-    (:func:`compiler.ops.softmax.softmax_f32` is the same arithmetic in numpy)."""
+    (exact) and truncated, the truncated values summed exactly in int64 fixed point,
+    converted to float32 and scaled back, so the result does not depend on how the
+    reduction is vectorised (:func:`compiler.ops.softmax.softmax_f32` is the same
+    arithmetic in numpy).  How the exact sum is computed depends on ``target`` (default:
+    the host, see :func:`compiler.cpu.jit.host_target`), never its value: one float32 ->
+    int64 conversion per element where the target converts vectors (AVX-512DQ), else
+    float32 bit fields (:func:`_softmax_sum_fields`)."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise CpuError(f"softmax: expected a float32 tensor, not {x!r}")
     *lead, c = x.shape
     k = softmax_sum_bits(c)
-    k1, k2 = te.reduce_axis(c, "k1"), te.reduce_axis(c, "k2")
-    mx = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.max(
-        x[tuple(i[:len(lead)]) + (k1,)], axis=k1), f"{name}.max"))
+    rows = tuple(lead) or (1,)
+
+    def row(i):
+        return tuple(i[:len(lead)])
+    k1 = te.reduce_axis(c, "k1")
+    mx = _elementwise(te.compute(rows, lambda *i: te.max(x[row(i) + (k1,)], axis=k1),
+                                 f"{name}.max"))
     e = te.compute(x.shape, lambda *i: te.exp(x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp")
     e.cpu_schedule = lambda target=None: wide_rows_schedule(e, target)
-    s = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.sum(
-        te.cast("int64", e[tuple(i[:len(lead)]) + (k2,)] * float(2.0 ** k)), axis=k2),
-        f"{name}.sum"))
+    if converts_f32_to_i64(target) or sum_field_bits(c) < 4:
+        k2 = te.reduce_axis(c, "k2")
+        s = _elementwise(te.compute(rows, lambda *i: te.sum(
+            te.cast("int64", e[row(i) + (k2,)] * float(2.0 ** k)), axis=k2), f"{name}.sum"))
+    else:
+        s = _softmax_sum_fields(e, rows, row, c, k, name)
     return _elementwise(te.compute(x.shape, lambda *i: e[i] / (
         te.cast("float32", s[tuple(i[:-1]) or (0,)]) * float(2.0 ** -k)), name))
+
+
+def sum_field_bits(c: int) -> int:
+    """Width W of the bit fields :func:`_softmax_sum_fields` sums in float32 over ``c``
+    elements: ``c`` values below ``2**W`` sum to at most ``2**24``, so every partial sum
+    is an integer float32 holds exactly, in any order."""
+    return 24 - int(np.ceil(np.log2(max(c, 2))))
+
+
+def _softmax_sum_fields(e, rows, row, c, k, name):
+    """``sum(int64(e * 2**k))`` over the last axis of ``e`` (values in [0, 1] or NaN) without
+    a float -> int64 conversion per element (AVX2 has none: LLVM converts one element at a
+    time).  ``t = floor(e * 2**k)`` (< 2**(k+1)) is cut into ``P`` fields of W bits
+    (:func:`sum_field_bits`): field ``j`` = ``floor(e * 2**(k - jW)) - 2**W * floor(e *
+    2**(k - (j+1)W))``, exact in float32 (scaling by a power of two is exact; a value that
+    underflows is below 1 and floors to 0 either way); each field's row sum is exact in
+    float32 (at most ``2**24``), all ``P`` summed in one pass (stage ``<name>.fields``,
+    the fields innermost and unrolled, LLVM vectorises the row), then
+    ``sum_j int64(field_sum_j) << jW`` per row.  NaN rows give 0, as the int64
+    conversion's NaN -> 0."""
+    w = sum_field_bits(c)
+    nf = -(-k // w)            # fields 0..nf-1; the top one, floor(e * 2**(k-(nf-1)W)) <= 2**W
+    kk = te.reduce_axis(c, "kf")
+
+    def body(*i):
+        v = e[row(i) + (kk,)]
+
+        def scaled(j):           # e * 2**(k - jW), one power-of-two step at a time
+            return v * float(2.0 ** k) if j == 0 else scaled(j - 1) * float(2.0 ** -w)
+
+        def floor_at(j):
+            return te.floor(scaled(j))
+        out = floor_at(nf - 1)
+        for j in range(nf - 2, -1, -1):
+            out = te.select(i[-1] < j + 1, floor_at(j) - floor_at(j + 1) * float(2.0 ** w), out)
+        return te.sum(out, axis=kk)
+    q = te.compute(rows + (nf,), body, f"{name}.fields")
+
+    def sched(target=None):
+        s = StageSchedule(q)
+        *ls, f = q.axes
+        s.reorder(*ls, kk, f)
+        s.unroll(f)
+        return _outer_parallel(s, len(ls)) if int(np.prod(e.shape)) >= PARALLEL_MIN else s
+    q.cpu_schedule = sched
+
+    def total(*i):
+        acc = None
+        for j in range(nf):
+            t = te.cast("int64", q[tuple(i) + (j,)])
+            t = t << (j * w) if j else t
+            acc = t if acc is None else acc + t
+        return acc
+    return _elementwise(te.compute(rows, total, f"{name}.sum"))
 
 
 # ----------------------------------------------------------------------------- quantisation

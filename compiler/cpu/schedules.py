@@ -77,6 +77,13 @@ def conv_schedule(conv: Tensor, target=None, tile: int | None = None) -> StageSc
     return s
 
 
+def converts_f32_to_i64(target=None) -> bool:
+    """``target`` converts float32 vectors to int64 in one instruction (x86 AVX-512DQ:
+    ``vcvttps2qq``); elsewhere (AVX2) LLVM converts one element at a time."""
+    t = host_target(target)
+    return "+avx512dq" in t.features.split(",")
+
+
 def vector_lanes(n: int, dtype: str, target=None) -> int:
     """Lanes for vectorizing a loop of extent ``n`` over ``dtype`` values on ``target``:
     a full SIMD register, or the largest power-of-two fraction of it (down to 4 lanes)

@@ -1,0 +1,99 @@
+"""The float softmax's exact row sum on every x86 feature set: the int64 conversion per
+element (AVX-512DQ) and the float32 bit fields (AVX2: no vector float -> int64
+conversion) give the same bits as the reference (compiler/ops/softmax.py softmax_f32),
+whichever target each is compiled for, and the AVX2 code's hot loops convert no element
+to int64 one at a time."""
+
+import re
+
+import numpy as np
+import pytest
+
+from compiler import te
+from compiler.cpu import cpu_build, host_target, ops
+from compiler.cpu.kernel import stages_of
+from compiler.cpu.ops import softmax_sum_bits, sum_field_bits
+from compiler.cpu.schedules import converts_f32_to_i64
+from compiler.ops.softmax import softmax_f32
+
+NATIVE = host_target(features="")
+AVX2 = host_target(features="-avx512f")
+X86 = NATIVE.triple.split("-")[0] == "x86_64"
+HAS_DQ = converts_f32_to_i64(NATIVE)
+
+
+def _softmax(shape, built_for):
+    x = te.placeholder(shape, "float32", "x")
+    return x, ops.softmax(x, target=built_for)
+
+
+def test_the_formulation_follows_the_target():
+    _, y = _softmax((4, 96), AVX2)
+    assert "softmax.fields" in [t.name for t in stages_of(y)[0]]
+    assert not converts_f32_to_i64(AVX2)
+    if HAS_DQ:
+        _, y = _softmax((4, 96), NATIVE)
+        assert "softmax.fields" not in [t.name for t in stages_of(y)[0]]
+
+
+@pytest.mark.parametrize("shape,scale", [((12, 128, 128), 4.0), ((1, 6625), 6.0),
+                                         ((3, 37), 60.0), ((2, 5, 1), 6.0), ((7,), 1.0),
+                                         ((5, 1000), 0.01)])
+def test_both_formulations_on_both_targets_equal_the_reference_bit_for_bit(shape, scale):
+    xv = (np.random.default_rng(5).normal(size=shape) * scale).astype(np.float32)
+    xv.reshape(-1, shape[-1])[0, :2] = [-1e4, 80.0][:shape[-1]]   # exp underflow, big e
+    want = softmax_f32(xv)
+    for built in (NATIVE, AVX2):
+        x, y = _softmax(shape, built)
+        for target in (NATIVE, AVX2):
+            got = cpu_build(y, target=target).run({x: xv})
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (built, target)
+
+
+def test_fields_cover_the_fixed_point_sum_exactly():
+    """Every field's row sum stays below 2**24 (exact in float32) and the fields cover
+    the K + 1 bits of floor(e * 2**K) for e in [0, 1]."""
+    for c in (1, 2, 3, 128, 1000, 6625, 1 << 16, 1 << 20):
+        k, w = softmax_sum_bits(c), sum_field_bits(c)
+        nf = -(-k // w)
+        assert c * (1 << w) <= 1 << 24
+        assert (nf - 1) * w >= k - w          # the top field floor(e * 2**(k-(nf-1)w)) <= 2**w
+
+
+def test_rows_of_ones_and_extreme_rows():
+    """All-equal rows (every e = 1: the largest fixed-point sum, 2**K * C), a row whose
+    other entries underflow to 0, and one with subnormal e."""
+    c = 1000
+    xv = np.zeros((4, c), np.float32)
+    xv[1] = -200.0
+    xv[1, 3] = 0.0
+    xv[2] = np.linspace(-103.5, 0, c, dtype=np.float32)
+    xv[3] = np.float32(3.0e38)
+    want = softmax_f32(xv)
+    for built in (NATIVE, AVX2):
+        x, y = _softmax(xv.shape, built)
+        got = cpu_build(y, target=AVX2).run({x: xv})
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert got[0, 0] == np.float32(1.0 / c)
+
+
+def _stage_asm(asm, stage):
+    """The assembly of the function that computes ``stage`` (``; sN = <stage> ...``)."""
+    fn = re.search(rf"^; (s\d+) = {re.escape(stage)} ", asm, re.M).group(1)
+    return asm[asm.index(f"\n{fn}:"):asm.index(f".Lfunc_end{fn[1:]}:")]
+
+
+@pytest.mark.skipif(not X86, reason="x86 assembly")
+def test_avx2_sum_converts_no_element_to_int64_one_at_a_time():
+    scalar_i64 = re.compile(r"cvttss2si\s+%xmm\d+,\s*%r")
+    x, y = _softmax((12 * 128, 128), AVX2)
+    asm = cpu_build(y, target=AVX2).show("asm")
+    fields = _stage_asm(asm, "softmax.fields")
+    assert not scalar_i64.search(fields)
+    assert re.search(r"vroundps\s+\$9, %ymm", fields) and "zmm" not in asm
+    if HAS_DQ:      # the int64 formulation compiled for AVX2: one conversion per element
+        x, y = _softmax((12 * 128, 128), NATIVE)
+        old = _stage_asm(cpu_build(y, target=AVX2).show("asm"), "softmax.sum")
+        assert len(scalar_i64.findall(old)) >= 8
+        new = _stage_asm(cpu_build(y, target=NATIVE).show("asm"), "softmax.sum")
+        assert "vcvttps2qq" in new and not scalar_i64.search(new)
