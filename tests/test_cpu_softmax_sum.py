@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.cpu import cpu_build, host_target, ops
+from compiler.cpu import CpuError, cpu_build, host_target, ops
 from compiler.cpu.kernel import stages_of
 from compiler.cpu.ops import softmax_sum_bits, sum_field_bits
 from compiler.cpu.schedules import converts_f32_to_i64
@@ -22,18 +22,24 @@ X86 = NATIVE.triple.split("-")[0] == "x86_64"
 HAS_DQ = converts_f32_to_i64(NATIVE)
 
 
-def _softmax(shape, built_for):
+def _softmax(shape, sum_by=None, target=None):
     x = te.placeholder(shape, "float32", "x")
-    return x, ops.softmax(x, target=built_for)
+    return x, ops.softmax(x, target=target, sum_by=sum_by)
+
+
+def _names(y):
+    return [t.name for t in stages_of(y)[0]]
 
 
 def test_the_formulation_follows_the_target():
-    _, y = _softmax((4, 96), AVX2)
-    assert "softmax.fields" in [t.name for t in stages_of(y)[0]]
     assert not converts_f32_to_i64(AVX2)
-    if HAS_DQ:
-        _, y = _softmax((4, 96), NATIVE)
-        assert "softmax.fields" not in [t.name for t in stages_of(y)[0]]
+    assert "softmax.fields" in _names(_softmax((4, 96), target=AVX2)[1])
+    assert ("softmax.fields" in _names(_softmax((4, 96), target=NATIVE)[1])) != HAS_DQ
+    assert "softmax.fields" not in _names(_softmax((4, 96), "int64", AVX2)[1])
+    # over 2**20 elements per row the fields would be too narrow: int64 on every target
+    assert "softmax.fields" not in _names(_softmax((1, (1 << 20) + 1), target=AVX2)[1])
+    with pytest.raises(CpuError, match=r"softmax: sum_by='int32'"):
+        _softmax((4, 96), "int32")
 
 
 @pytest.mark.parametrize("shape,scale", [((12, 128, 128), 4.0), ((1, 6625), 6.0),
@@ -43,11 +49,11 @@ def test_both_formulations_on_both_targets_equal_the_reference_bit_for_bit(shape
     xv = (np.random.default_rng(5).normal(size=shape) * scale).astype(np.float32)
     xv.reshape(-1, shape[-1])[0, :2] = [-1e4, 80.0][:shape[-1]]   # exp underflow, big e
     want = softmax_f32(xv)
-    for built in (NATIVE, AVX2):
-        x, y = _softmax(shape, built)
+    for sum_by in ("int64", "fields"):
+        x, y = _softmax(shape, sum_by)
         for target in (NATIVE, AVX2):
             got = cpu_build(y, target=target).run({x: xv})
-            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (built, target)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (sum_by, target)
 
 
 def test_fields_cover_the_fixed_point_sum_exactly():
@@ -70,8 +76,8 @@ def test_rows_of_ones_and_extreme_rows():
     xv[2] = np.linspace(-103.5, 0, c, dtype=np.float32)
     xv[3] = np.float32(3.0e38)
     want = softmax_f32(xv)
-    for built in (NATIVE, AVX2):
-        x, y = _softmax(xv.shape, built)
+    for sum_by in ("int64", "fields"):
+        x, y = _softmax(xv.shape, sum_by)
         got = cpu_build(y, target=AVX2).run({x: xv})
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
         assert got[0, 0] == np.float32(1.0 / c)
@@ -86,14 +92,14 @@ def _stage_asm(asm, stage):
 @pytest.mark.skipif(not X86, reason="x86 assembly")
 def test_avx2_sum_converts_no_element_to_int64_one_at_a_time():
     scalar_i64 = re.compile(r"cvttss2si\s+%xmm\d+,\s*%r")
-    x, y = _softmax((12 * 128, 128), AVX2)
+    x, y = _softmax((12 * 128, 128), target=AVX2)
     asm = cpu_build(y, target=AVX2).show("asm")
     fields = _stage_asm(asm, "softmax.fields")
     assert not scalar_i64.search(fields)
     assert re.search(r"vroundps\s+\$9, %ymm", fields) and "zmm" not in asm
-    if HAS_DQ:      # the int64 formulation compiled for AVX2: one conversion per element
-        x, y = _softmax((12 * 128, 128), NATIVE)
-        old = _stage_asm(cpu_build(y, target=AVX2).show("asm"), "softmax.sum")
-        assert len(scalar_i64.findall(old)) >= 8
+    x, y = _softmax((12 * 128, 128), "int64")   # compiled for AVX2: a conversion per element
+    old = _stage_asm(cpu_build(y, target=AVX2).show("asm"), "softmax.sum")
+    assert len(scalar_i64.findall(old)) >= 8
+    if HAS_DQ:
         new = _stage_asm(cpu_build(y, target=NATIVE).show("asm"), "softmax.sum")
         assert "vcvttps2qq" in new and not scalar_i64.search(new)

@@ -371,7 +371,7 @@ def softmax_sum_bits(c: int) -> int:
     return 61 - int(np.ceil(np.log2(max(c, 2))))
 
 
-def softmax(x: Tensor, name="softmax", target=None) -> Tensor:
+def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -> Tensor:
     """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``.  The sum
     is exact and order-free: each ``e = exp(x - max)`` (in (0, 1]) is scaled by ``2**K``
     (exact) and truncated, the truncated values summed exactly in int64 fixed point,
@@ -380,9 +380,12 @@ def softmax(x: Tensor, name="softmax", target=None) -> Tensor:
     arithmetic in numpy).  How the exact sum is computed depends on ``target`` (default:
     the host, see :func:`compiler.cpu.jit.host_target`), never its value: one float32 ->
     int64 conversion per element where the target converts vectors (AVX-512DQ), else
-    float32 bit fields (:func:`_softmax_sum_fields`)."""
+    float32 bit fields (:func:`_softmax_sum_fields`); ``sum_by="int64"`` or ``"fields"``
+    picks one whatever the target."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise CpuError(f"softmax: expected a float32 tensor, not {x!r}")
+    if sum_by not in (None, "int64", "fields"):
+        raise CpuError(f"softmax: sum_by={sum_by!r} (None, 'int64' or 'fields')")
     *lead, c = x.shape
     k = softmax_sum_bits(c)
     rows = tuple(lead) or (1,)
@@ -394,7 +397,11 @@ def softmax(x: Tensor, name="softmax", target=None) -> Tensor:
                                  f"{name}.max"))
     e = te.compute(x.shape, lambda *i: te.exp(x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp")
     e.cpu_schedule = lambda target=None: wide_rows_schedule(e, target)
-    if converts_f32_to_i64(target) or sum_field_bits(c) < 4:
+    if sum_field_bits(c) < 4:               # over 2**20 per row: 60 bits in 3-bit fields
+        sum_by = "int64"
+    elif sum_by is None:
+        sum_by = "int64" if converts_f32_to_i64(target) else "fields"
+    if sum_by == "int64":
         k2 = te.reduce_axis(c, "k2")
         s = _elementwise(te.compute(rows, lambda *i: te.sum(
             te.cast("int64", e[row(i) + (k2,)] * float(2.0 ** k)), axis=k2), f"{name}.sum"))
