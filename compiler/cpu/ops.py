@@ -367,16 +367,22 @@ def global_avg_pool2d(data: Tensor, name="global_avg_pool") -> Tensor:
 # ----------------------------------------------------------------------------- softmax
 
 def softmax_sum_bits(c: int) -> int:
-    """Fraction bits of :func:`softmax`'s fixed-point row sum over ``c`` elements."""
-    return 61 - int(np.ceil(np.log2(max(c, 2))))
+    """Fraction bits K of :func:`softmax`'s fixed-point row sum over ``c`` elements:
+    ``26 + ceil(log2 c)``, so that the ``c`` truncations lose less than ``c * 2**-K <=
+    2**-26`` of the sum (at least 1: the row's maximum contributes ``exp(0) = 1``), a
+    quarter of float32's own rounding of it; at most ``61 - ceil(log2 c)``, so that the
+    sum (up to ``c * 2**K``) fits in int64.  (Before: always ``61 - ceil(log2 c)``; more
+    bits than float32 keeps, and twice the bit fields on AVX2.)"""
+    cb = int(np.ceil(np.log2(max(c, 2))))
+    return min(61 - cb, 26 + cb)
 
 
 def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -> Tensor:
     """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``.  The sum
     is exact and order-free: each ``e = exp(x - max)`` (in (0, 1]) is scaled by ``2**K``
-    (exact) and truncated, the truncated values summed exactly in int64 fixed point,
-    converted to float32 and scaled back, so the result does not depend on how the
-    reduction is vectorised (:func:`compiler.ops.softmax.softmax_f32` is the same
+    (exact, :func:`softmax_sum_bits`) and truncated, the truncated values summed exactly
+    in int64 fixed point, converted to float32 and scaled back, so the result does not
+    depend on how the reduction is vectorised (:func:`compiler.ops.softmax.softmax_f32` is the same
     arithmetic in numpy).  How the exact sum is computed depends on ``target`` (default:
     the host, see :func:`compiler.cpu.jit.host_target`), never its value: one float32 ->
     int64 conversion per element where the target converts vectors (AVX-512DQ), else
