@@ -40,6 +40,13 @@ def _outer_parallel(s: StageSchedule, nlead: int):
     return s
 
 
+def elementwise(t: Tensor) -> Tensor:
+    """``t`` with the default schedule of an element-wise stage: its loops as written, the
+    leading axes fused and parallel when the stage is big."""
+    t.cpu_schedule = lambda target=None: _outer_parallel(StageSchedule(t), max(1, t.ndim - 1))
+    return t
+
+
 def conv_tile(ow: int, block: int, target=None) -> int:
     """Output pixels per register tile of a convolution whose ``block`` output channels
     form the vector dimension: ``block / lanes`` vectors per pixel, and the tile's
