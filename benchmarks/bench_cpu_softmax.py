@@ -1,17 +1,20 @@
-"""Float32 softmax on the CPU backend before and after the exact row sum's bit fields, on
-this CPU (AVX-512) and with AVX-512 turned off (AVX2), against onnxruntime single-thread,
-all in one run.
+"""Float32 softmax on the CPU backend before and after this branch's changes, on this CPU
+(AVX-512) and with AVX-512 turned off (AVX2), against onnxruntime single-thread, in one
+run with the engines interleaved round by round.
 
-"before" is the softmax with its row sum as one float32 -> int64 conversion per element
-(``ops.softmax(x, sum_by="int64")``: the kernel as it was before the bit fields, the same
-expression and schedules); "after" is ``ops.softmax(x, target=t)``, the formulation
-picked for each target (AVX-512DQ: the int64 conversion; AVX2: float32 bit fields).
-Every LLVM result is checked bit for bit against ``compiler.ops.softmax.softmax_f32``
-before timing.  Times are the best of ``--repeat`` rounds, every engine once per round
-(interleaved, so they see the same machine load); the load average is printed before
-and after.  The AVX2 column is emulated on an AVX-512 CPU (onnxruntime keeps AVX-512).
+"after" is ``ops.softmax(x, target=t)`` of this tree, the exact row sum's formulation
+picked for each target (AVX-512DQ: one float32 -> int64 conversion per element; AVX2:
+float32 bit fields), checked bit for bit against ``compiler.ops.softmax.softmax_f32``.
+"before" is either ``ops.softmax(x, sum_by="int64")`` of this tree (the same kernel with
+the per-element int64 conversion on every target), or, with ``--before-tree DIR`` (a
+checkout of an older commit, e.g. ``git archive fbe0445 compiler isa vta_sim
+vta_runtime | tar -x -C DIR``), that tree's ``ops.softmax(x)`` compiled for both
+targets in a second process that times its kernels in the same rounds (checked against
+numpy within 1e-5).  Times are the best of ``--repeat`` rounds; the load average is
+printed before and after.  The AVX2 column is emulated on an AVX-512 CPU (onnxruntime
+keeps its AVX-512 kernels).
 
-    python benchmarks/bench_cpu_softmax.py [--repeat 200] [--json OUT.json]
+    python benchmarks/bench_cpu_softmax.py [--repeat 200] [--before-tree DIR] [--json OUT]
 """
 
 from __future__ import annotations
@@ -19,17 +22,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if __name__ == "__main__" and "--serve" not in sys.argv:    # the server imports its tree
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compiler import te  # noqa: E402
 from compiler.cpu import cpu_build, host_target, ops  # noqa: E402
 from compiler.cpu.jit import vector_shape  # noqa: E402
-from compiler.ops.softmax import softmax_f32  # noqa: E402
+
+TARGETS = (("AVX-512", ""), ("AVX2", "-avx512f"))
 
 SHAPES = (((12 * 128, 128), "softmax 12x128x128"), ((1, 1000), "softmax 1000"),
           ((128, 768), "softmax 128x768"))
@@ -49,27 +55,82 @@ def _ort(xv):
     return lambda: s.run(None, {"x": xv})[0]
 
 
+def _input(shape):
+    return (np.random.default_rng(len(shape) * 1000 + shape[-1]).standard_normal(shape)
+            * 4).astype(np.float32)
+
+
+def _numpy_softmax(xv):
+    e = np.exp(xv.astype(np.float64) - xv.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def serve() -> None:
+    """The "before" side (``--serve``, run by :func:`main` with the older tree first on
+    ``PYTHONPATH``): per line on stdin, ``shape a,b`` builds that tree's softmax for both
+    targets, ``round`` runs each once and answers the times (s) as a JSON list."""
+    engines = []
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        if cmd == "shape":
+            shape = tuple(int(v) for v in arg.split(","))
+            x = te.placeholder(shape, "float32", "x")
+            xv = _input(shape)
+            y = ops.softmax(x)
+            engines = []
+            for _, edits in TARGETS:
+                k = cpu_build(y, target=host_target(features=edits))
+                k.num_threads = 1
+                if not np.allclose(k.run({x: xv}), _numpy_softmax(xv), rtol=1e-5, atol=1e-9):
+                    raise SystemExit(f"before tree: softmax {shape} is wrong")
+                engines.append(lambda k=k, x=x, xv=xv: k.run({x: xv}))
+            print(json.dumps("ready"), flush=True)
+        elif cmd == "round":
+            times = []
+            for f in engines:
+                t0 = time.perf_counter()
+                f()
+                times.append(time.perf_counter() - t0)
+            print(json.dumps(times), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--before-tree", help="an older checkout to time as 'before'")
     ap.add_argument("--json", help="write the rows as JSON")
     args = ap.parse_args()
-    targets = {"AVX-512": host_target(features=""), "AVX2": host_target(features="-avx512f")}
+    from compiler.ops.softmax import softmax_f32
+    targets = {c: host_target(features=e) for c, e in TARGETS}
+    child = None
+    if args.before_tree:
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(args.before_tree))
+        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                 env=env, cwd=os.path.abspath(args.before_tree))
+
+    def ask(line):
+        child.stdin.write(line + "\n")
+        child.stdin.flush()
+        return json.loads(child.stdout.readline())
     load0 = os.getloadavg()
     print(f"host {host_target().cpu}; " + "; ".join(
         f"{c}: {vector_shape(t)[0]}-bit x {vector_shape(t)[1]} registers"
         for c, t in targets.items()) + f"; load average {load0[0]:.2f} {load0[1]:.2f} "
         f"{load0[2]:.2f}", flush=True)
-    rng = np.random.default_rng(0)
     rows = []
     for shape, what in SHAPES:
         x = te.placeholder(shape, "float32", "x")
-        xv = (rng.standard_normal(shape) * 4).astype(np.float32)
+        xv = _input(shape)
         want = softmax_f32(xv).view(np.uint32)
         engines = {}
+        if child is not None:
+            ask("shape " + ",".join(map(str, shape)))
         for col, t in targets.items():
-            for when, y in (("before", ops.softmax(x, sum_by="int64")),
+            for when, y in (("before", None if child else ops.softmax(x, sum_by="int64")),
                             ("after", ops.softmax(x, target=t))):
+                if y is None:
+                    continue
                 k = cpu_build(y, target=t)
                 k.num_threads = 1
                 if not np.array_equal(k.run({x: xv}).view(np.uint32), want):
@@ -77,11 +138,16 @@ def main() -> None:
                 engines[f"{when} {col}"] = (lambda k=k: k.run({x: xv}))
         engines["onnxruntime 1t"] = _ort(xv)
         best = {e: float("inf") for e in engines}
+        if child is not None:
+            best.update({f"before {c}": float("inf") for c in targets})
         for _ in range(args.repeat):
             for e, f in engines.items():
                 t0 = time.perf_counter()
                 f()
                 best[e] = min(best[e], time.perf_counter() - t0)
+            if child is not None:
+                for c, v in zip(targets, ask("round")):
+                    best[f"before {c}"] = min(best[f"before {c}"], v)
         ort = best["onnxruntime 1t"]
         row = {"op": what, **{f"{e} ms": v * 1e3 for e, v in best.items()}}
         rows.append(row)
@@ -100,6 +166,9 @@ def main() -> None:
               + f" | {o:.3f} | " + " | ".join(f"{r[c + ' ms'] / o:.2f}" for c in cols) + " |")
     print(f"\nload average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
           f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    if child is not None:
+        child.stdin.close()
+        child.wait()
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": host_target().cpu, "load": [load0, load1], "rows": rows}, f,
@@ -107,4 +176,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    serve() if "--serve" in sys.argv else main()
