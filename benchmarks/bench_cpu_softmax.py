@@ -7,10 +7,10 @@ picked for each target (AVX-512DQ: one float32 -> int64 conversion per element; 
 float32 bit fields), checked bit for bit against ``compiler.ops.softmax.softmax_f32``.
 "before" is either ``ops.softmax(x, sum_by="int64")`` of this tree (the same kernel with
 the per-element int64 conversion on every target), or, with ``--before-tree DIR`` (a
-checkout of an older commit, e.g. ``git archive fbe0445 compiler isa vta_sim
-vta_runtime | tar -x -C DIR``), that tree's ``ops.softmax(x)`` compiled for both
-targets in a second process that times its kernels in the same rounds (checked against
-numpy within 1e-5).  Times are the best of ``--repeat`` rounds; the load average is
+checkout of an older commit, e.g. ``git archive fbe0445 compiler | tar -x -C DIR``),
+that tree's ``ops.softmax(x)`` compiled for both targets in this process (its
+``compiler`` package imported as ``compiler_before``: the package imports itself
+relatively), checked against numpy within 1e-5.  Times are the best of ``--repeat`` rounds; the load average is
 printed before and after.  The AVX2 column is emulated on an AVX-512 CPU (onnxruntime
 keeps its AVX-512 kernels).
 
@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 
-if __name__ == "__main__" and "--serve" not in sys.argv:    # the server imports its tree
+if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from compiler import te  # noqa: E402
@@ -65,33 +64,17 @@ def _numpy_softmax(xv):
     return e / e.sum(-1, keepdims=True)
 
 
-def serve() -> None:
-    """The "before" side (``--serve``, run by :func:`main` with the older tree first on
-    ``PYTHONPATH``): per line on stdin, ``shape a,b`` builds that tree's softmax for both
-    targets, ``round`` runs each once and answers the times (s) as a JSON list."""
-    engines = []
-    for line in sys.stdin:
-        cmd, _, arg = line.strip().partition(" ")
-        if cmd == "shape":
-            shape = tuple(int(v) for v in arg.split(","))
-            x = te.placeholder(shape, "float32", "x")
-            xv = _input(shape)
-            y = ops.softmax(x)
-            engines = []
-            for _, edits in TARGETS:
-                k = cpu_build(y, target=host_target(features=edits))
-                k.num_threads = 1
-                if not np.allclose(k.run({x: xv}), _numpy_softmax(xv), rtol=1e-5, atol=1e-9):
-                    raise SystemExit(f"before tree: softmax {shape} is wrong")
-                engines.append(lambda k=k, x=x, xv=xv: k.run({x: xv}))
-            print(json.dumps("ready"), flush=True)
-        elif cmd == "round":
-            times = []
-            for f in engines:
-                t0 = time.perf_counter()
-                f()
-                times.append(time.perf_counter() - t0)
-            print(json.dumps(times), flush=True)
+def _before_package(tree):
+    """``(te, cpu, cpu.ops)`` of the ``compiler`` package in ``tree``, imported under the
+    name ``compiler_before`` (a symlink in a temporary folder)."""
+    import importlib
+    import tempfile
+    d = tempfile.mkdtemp(prefix="bench_before_")
+    os.symlink(os.path.join(os.path.abspath(tree), "compiler"),
+               os.path.join(d, "compiler_before"))
+    sys.path.insert(0, d)
+    return tuple(importlib.import_module("compiler_before." + m)
+                 for m in ("te", "cpu", "cpu.ops"))
 
 
 def main() -> None:
@@ -102,17 +85,7 @@ def main() -> None:
     args = ap.parse_args()
     from compiler.ops.softmax import softmax_f32
     targets = {c: host_target(features=e) for c, e in TARGETS}
-    child = None
-    if args.before_tree:
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(args.before_tree))
-        child = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve"],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                 env=env, cwd=os.path.abspath(args.before_tree))
-
-    def ask(line):
-        child.stdin.write(line + "\n")
-        child.stdin.flush()
-        return json.loads(child.stdout.readline())
+    old = _before_package(args.before_tree) if args.before_tree else None
     load0 = os.getloadavg()
     print(f"host {host_target().cpu}; " + "; ".join(
         f"{c}: {vector_shape(t)[0]}-bit x {vector_shape(t)[1]} registers"
@@ -124,10 +97,19 @@ def main() -> None:
         xv = _input(shape)
         want = softmax_f32(xv).view(np.uint32)
         engines = {}
-        if child is not None:
-            ask("shape " + ",".join(map(str, shape)))
+        if old is not None:
+            ote, ocpu, oops = old
+            ox = ote.placeholder(shape, "float32", "x")
+            oy = oops.softmax(ox)
+            for col, (_, edits) in zip(targets, TARGETS):
+                k = ocpu.cpu_build(oy, target=ocpu.host_target(features=edits))
+                k.num_threads = 1
+                if not np.allclose(k.run({ox: xv}), _numpy_softmax(xv), rtol=1e-5,
+                                   atol=1e-9):
+                    raise SystemExit(f"{what} before {col}: wrong result")
+                engines[f"before {col}"] = (lambda k=k, ox=ox: k.run({ox: xv}))
         for col, t in targets.items():
-            for when, y in (("before", None if child else ops.softmax(x, sum_by="int64")),
+            for when, y in (("before", None if old else ops.softmax(x, sum_by="int64")),
                             ("after", ops.softmax(x, target=t))):
                 if y is None:
                     continue
@@ -138,16 +120,11 @@ def main() -> None:
                 engines[f"{when} {col}"] = (lambda k=k: k.run({x: xv}))
         engines["onnxruntime 1t"] = _ort(xv)
         best = {e: float("inf") for e in engines}
-        if child is not None:
-            best.update({f"before {c}": float("inf") for c in targets})
         for _ in range(args.repeat):
             for e, f in engines.items():
                 t0 = time.perf_counter()
                 f()
                 best[e] = min(best[e], time.perf_counter() - t0)
-            if child is not None:
-                for c, v in zip(targets, ask("round")):
-                    best[f"before {c}"] = min(best[f"before {c}"], v)
         ort = best["onnxruntime 1t"]
         row = {"op": what, **{f"{e} ms": v * 1e3 for e, v in best.items()}}
         rows.append(row)
@@ -166,9 +143,6 @@ def main() -> None:
               + f" | {o:.3f} | " + " | ".join(f"{r[c + ' ms'] / o:.2f}" for c in cols) + " |")
     print(f"\nload average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
           f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
-    if child is not None:
-        child.stdin.close()
-        child.wait()
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": host_target().cpu, "load": [load0, load1], "rows": rows}, f,
@@ -176,4 +150,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    serve() if "--serve" in sys.argv else main()
+    main()

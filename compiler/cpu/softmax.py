@@ -74,10 +74,13 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -
         k2 = te.reduce_axis(c, "k2")
         s = elementwise(te.compute(rows, lambda *i: te.sum(
             te.cast("int64", e[row(i) + (k2,)] * float(2.0 ** k)), axis=k2), f"{name}.sum"))
+
+        def total(r):
+            return s[r]
     else:
-        s = _softmax_sum_fields(e, rows, row, c, k, name)
+        total = _softmax_sum_fields(e, rows, row, c, k, name)
     return elementwise(te.compute(x.shape, lambda *i: e[i] / (
-        te.cast("float32", s[tuple(i[:-1]) or (0,)]) * float(2.0 ** -k)), name))
+        te.cast("float32", total(tuple(i[:-1]) or (0,))) * float(2.0 ** -k)), name))
 
 
 def _rows_reduce_schedule(t: Tensor, k) -> StageSchedule:
@@ -106,16 +109,18 @@ def sum_field_bits(c: int) -> int:
 
 
 def _softmax_sum_fields(e, rows, row, c, k, name):
-    """``sum(int64(e * 2**k))`` over the last axis of ``e`` (values in [0, 1] or NaN) without
+    """A function of a row index returning the expression ``sum(int64(e * 2**k))`` over
+    the last axis of ``e`` (values in [0, 1] or NaN), computed without
     a float -> int64 conversion per element (AVX2 has none: LLVM converts one element at a
     time).  ``t = floor(e * 2**k)`` (< 2**(k+1)) is cut into ``P`` fields of W bits
     (:func:`sum_field_bits`): field ``j`` = ``floor(e * 2**(k - jW)) - 2**W * floor(e *
     2**(k - (j+1)W))``, exact in float32 (scaling by a power of two is exact; a value that
     underflows is below 1 and floors to 0 either way); each field's row sum is exact in
     float32 (at most ``2**24``), all ``P`` summed in one pass (stage ``<name>.fields``,
-    the fields innermost and unrolled, LLVM vectorises the row), then
-    ``sum_j int64(field_sum_j) << jW`` per row.  NaN rows give 0, as the int64
-    conversion's NaN -> 0."""
+    the fields innermost and unrolled, LLVM vectorises the row); the expression is
+    ``sum_j int64(field_sum_j) << jW`` (the division stage computes it once per row: LLVM
+    hoists it out of the row's loop).  NaN rows give 0, as the int64 conversion's NaN ->
+    0."""
     w = sum_field_bits(c)
     nf = -(-k // w)            # fields 0..nf-1; the top one, floor(e * 2**(k-(nf-1)W)) <= 2**W
     kk = te.reduce_axis(c, "kf")
@@ -142,11 +147,11 @@ def _softmax_sum_fields(e, rows, row, c, k, name):
         return _outer_parallel(s, len(ls)) if int(np.prod(e.shape)) >= PARALLEL_MIN else s
     q.cpu_schedule = sched
 
-    def total(*i):
+    def total(r):
         acc = None
         for j in range(nf):
-            t = te.cast("int64", q[tuple(i) + (j,)])
+            t = te.cast("int64", q[tuple(r) + (j,)])
             t = t << (j * w) if j else t
             acc = t if acc is None else acc + t
         return acc
-    return elementwise(te.compute(rows, total, f"{name}.sum"))
+    return total
