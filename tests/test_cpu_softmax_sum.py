@@ -13,6 +13,7 @@ from compiler import te
 from compiler.cpu import CpuError, cpu_build, host_target, ops
 from compiler.cpu.kernel import stages_of
 from compiler.cpu.ops import softmax_sum_bits, sum_field_bits
+from compiler.cpu.softmax import sum_fields
 from compiler.cpu.schedules import converts_f32_to_i64
 from compiler.ops.softmax import softmax_f32
 
@@ -31,10 +32,13 @@ def _names(y):
     return [t.name for t in stages_of(y)[0]]
 
 
-def test_the_formulation_follows_the_target():
+def test_the_formulation_follows_the_row_length_and_the_target():
     assert not converts_f32_to_i64(AVX2)
-    assert "softmax.fields" in _names(_softmax((4, 96), target=AVX2)[1])
-    assert ("softmax.fields" in _names(_softmax((4, 96), target=NATIVE)[1])) != HAS_DQ
+    assert sum_fields(128) == 2 and sum_fields(129) == 3
+    for target in (NATIVE, AVX2):           # two fields: cheaper than any conversion
+        assert "softmax.fields" in _names(_softmax((4, 96), target=target)[1])
+    assert "softmax.fields" in _names(_softmax((4, 1000), target=AVX2)[1])
+    assert ("softmax.fields" in _names(_softmax((4, 1000), target=NATIVE)[1])) != HAS_DQ
     assert "softmax.fields" not in _names(_softmax((4, 96), "int64", AVX2)[1])
     # over 2**20 elements per row the fields would be too narrow: int64 on every target
     assert "softmax.fields" not in _names(_softmax((1, (1 << 20) + 1), target=AVX2)[1])
@@ -60,8 +64,7 @@ def test_fields_cover_the_fixed_point_sum_exactly():
     """Every field's row sum stays below 2**24 (exact in float32) and the fields cover
     the K + 1 bits of floor(e * 2**K) for e in [0, 1]."""
     for c in (1, 2, 3, 128, 1000, 6625, 1 << 16, 1 << 20):
-        k, w = softmax_sum_bits(c), sum_field_bits(c)
-        nf = -(-k // w)
+        k, w, nf = softmax_sum_bits(c), sum_field_bits(c), sum_fields(c)
         assert c * (1 << w) <= 1 << 24
         assert (nf - 1) * w >= k - w          # the top field floor(e * 2**(k-(nf-1)w)) <= 2**w
 
@@ -101,5 +104,6 @@ def test_avx2_sum_converts_no_element_to_int64_one_at_a_time():
     old = _stage_asm(cpu_build(y, target=AVX2).show("asm"), "softmax.sum")
     assert len(scalar_i64.findall(old)) >= 8
     if HAS_DQ:
+        x, y = _softmax((64, 1000), target=NATIVE)
         new = _stage_asm(cpu_build(y, target=NATIVE).show("asm"), "softmax.sum")
         assert "vcvttps2qq" in new and not scalar_i64.search(new)
