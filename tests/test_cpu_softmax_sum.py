@@ -1,8 +1,8 @@
-"""The float softmax's exact row sum on every x86 feature set: the int64 conversion per
-element (AVX-512DQ) and the float32 bit fields (AVX2: no vector float -> int64
-conversion) give the same bits as the reference (compiler/ops/softmax.py softmax_f32),
-whichever target each is compiled for, and the AVX2 code's hot loops convert no element
-to int64 one at a time."""
+"""The float softmax's exact row sum (compiler/cpu/softmax.py) on every x86 feature set:
+the int64 conversion per element (AVX-512DQ) and the float32 bit fields (no vector
+float -> int64 conversion needed: AVX2) give the same int64 sum and the same softmax bits
+as the reference (compiler/ops/softmax.py softmax_f32), whichever target each is
+compiled for, and the AVX2 code's hot loop converts no element to int64 one at a time."""
 
 import re
 
@@ -13,7 +13,7 @@ from compiler import te
 from compiler.cpu import CpuError, cpu_build, host_target, ops
 from compiler.cpu.kernel import stages_of
 from compiler.cpu.ops import softmax_sum_bits, sum_field_bits
-from compiler.cpu.softmax import sum_fields
+from compiler.cpu.softmax import _softmax_sum_fields, sum_fields
 from compiler.cpu.schedules import converts_f32_to_i64
 from compiler.ops.softmax import softmax_f32
 
@@ -58,6 +58,26 @@ def test_both_formulations_on_both_targets_equal_the_reference_bit_for_bit(shape
         for target in (NATIVE, AVX2):
             got = cpu_build(y, target=target).run({x: xv})
             assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (sum_by, target)
+
+
+@pytest.mark.parametrize("c", [1, 3, 128, 1000, 6625])
+def test_the_fields_rebuild_the_int64_sum_exactly(c):
+    """The row sum itself, not only the softmax (float32 rounds its low bits away): the
+    fields' int64 equals numpy's sum of int64(e * 2**K) on every target, for e from
+    subnormal to 1."""
+    rng = np.random.default_rng(c)
+    ev = np.exp(-rng.uniform(0, 110, (6, c))).astype(np.float32)
+    ev[0] = 1.0
+    ev[1, ::2] = 0.0
+    ev[2] = np.float32(2.0 ** -149) * rng.integers(1, 1 << 20, c)   # subnormal e
+    ev[3] = np.nextafter(np.float32(1.0), np.float32(0.0))           # every mantissa bit set
+    k = softmax_sum_bits(c)
+    want = (ev * np.float32(2.0 ** k)).astype(np.int64).sum(-1)
+    e = te.placeholder(ev.shape, "float32", "e")
+    total = _softmax_sum_fields(e, (6,), lambda i: tuple(i[:1]), c, k, "t")
+    s = te.compute((6,), lambda i: total((i,)), "total")
+    for target in (NATIVE, AVX2):
+        assert np.array_equal(cpu_build(s, target=target).run({e: ev}), want)
 
 
 def test_fields_cover_the_fixed_point_sum_exactly():
