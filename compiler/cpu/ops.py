@@ -53,6 +53,8 @@ from .errors import CpuError
 from .schedules import (PARALLEL_MIN, MAX_TILE_VECTORS, _outer_parallel,  # noqa: F401
                         conv_schedule, conv_tile, pool_schedule, vector_lanes,
                         wide_rows_schedule)
+from .schedules import elementwise as _elementwise
+from .softmax import softmax, softmax_sum_bits, sum_field_bits  # noqa: F401
 
 LANES = 16          # int32/float32 lanes of a 512-bit vector (AVX-512); 2 AVX2 registers
 
@@ -78,11 +80,6 @@ def _acc_dtype(dtype):
 
 def _widen(x, dtype):
     return x if x.dtype == dtype else te.cast(dtype, x)
-
-
-def _elementwise(t: Tensor) -> Tensor:
-    t.cpu_schedule = lambda target=None: _outer_parallel(StageSchedule(t), max(1, t.ndim - 1))
-    return t
 
 
 # ----------------------------------------------------------------------------- layouts
@@ -361,35 +358,6 @@ def global_avg_pool2d(data: Tensor, name="global_avg_pool") -> Tensor:
         return s
     t.cpu_schedule = sched
     return t
-
-
-# ----------------------------------------------------------------------------- softmax
-
-def softmax_sum_bits(c: int) -> int:
-    """Fraction bits of :func:`softmax`'s fixed-point row sum over ``c`` elements."""
-    return 61 - int(np.ceil(np.log2(max(c, 2))))
-
-
-def softmax(x: Tensor, name="softmax") -> Tensor:
-    """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``.  The sum
-    is exact and order-free: each ``e = exp(x - max)`` (in (0, 1]) is scaled by ``2**K``
-    (exact) and truncated to int64, the int64 sum converted to float32 and scaled back, so
-    the result does not depend on how the reduction is vectorised
-    (:func:`compiler.ops.softmax.softmax_f32` is the same arithmetic in numpy)."""
-    if not isinstance(x, Tensor) or not is_float(x.dtype):
-        raise CpuError(f"softmax: expected a float32 tensor, not {x!r}")
-    *lead, c = x.shape
-    k = softmax_sum_bits(c)
-    k1, k2 = te.reduce_axis(c, "k1"), te.reduce_axis(c, "k2")
-    mx = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.max(
-        x[tuple(i[:len(lead)]) + (k1,)], axis=k1), f"{name}.max"))
-    e = te.compute(x.shape, lambda *i: te.exp(x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp")
-    e.cpu_schedule = lambda target=None: wide_rows_schedule(e, target)
-    s = _elementwise(te.compute(tuple(lead) or (1,), lambda *i: te.sum(
-        te.cast("int64", e[tuple(i[:len(lead)]) + (k2,)] * float(2.0 ** k)), axis=k2),
-        f"{name}.sum"))
-    return _elementwise(te.compute(x.shape, lambda *i: e[i] / (
-        te.cast("float32", s[tuple(i[:-1]) or (0,)]) * float(2.0 ** -k)), name))
 
 
 # ----------------------------------------------------------------------------- quantisation

@@ -40,6 +40,13 @@ def _outer_parallel(s: StageSchedule, nlead: int):
     return s
 
 
+def elementwise(t: Tensor) -> Tensor:
+    """``t`` with the default schedule of an element-wise stage: its loops as written, the
+    leading axes fused and parallel when the stage is big."""
+    t.cpu_schedule = lambda target=None: _outer_parallel(StageSchedule(t), max(1, t.ndim - 1))
+    return t
+
+
 def conv_tile(ow: int, block: int, target=None) -> int:
     """Output pixels per register tile of a convolution whose ``block`` output channels
     form the vector dimension: ``block / lanes`` vectors per pixel, and the tile's
@@ -75,6 +82,13 @@ def conv_schedule(conv: Tensor, target=None, tile: int | None = None) -> StageSc
     if f.extent > 1:
         s.parallel(f)
     return s
+
+
+def converts_f32_to_i64(target=None) -> bool:
+    """``target`` converts float32 vectors to int64 in one instruction (x86 AVX-512DQ:
+    ``vcvttps2qq``); elsewhere (AVX2) LLVM converts one element at a time."""
+    t = host_target(target)
+    return "+avx512dq" in t.features.split(",")
 
 
 def vector_lanes(n: int, dtype: str, target=None) -> int:

@@ -1,0 +1,153 @@
+"""Float32 softmax on the CPU backend before and after this branch's changes, on this CPU
+(AVX-512) and with AVX-512 turned off (AVX2), against onnxruntime single-thread, in one
+run with the engines interleaved round by round.
+
+"after" is ``ops.softmax(x, target=t)`` of this tree, the exact row sum's formulation
+picked for each target (AVX-512DQ: one float32 -> int64 conversion per element; AVX2:
+float32 bit fields), checked bit for bit against ``compiler.ops.softmax.softmax_f32``.
+"before" is either ``ops.softmax(x, sum_by="int64")`` of this tree (the same kernel with
+the per-element int64 conversion on every target), or, with ``--before-tree DIR`` (a
+checkout of an older commit, e.g. ``git archive fbe0445 compiler | tar -x -C DIR``),
+that tree's ``ops.softmax(x)`` compiled for both targets in this process (its
+``compiler`` package imported as ``compiler_before``: the package imports itself
+relatively), checked against numpy within 1e-5.  Times are the best of ``--repeat`` rounds; the load average is
+printed before and after.  The AVX2 column is emulated on an AVX-512 CPU (onnxruntime
+keeps its AVX-512 kernels).
+
+    python benchmarks/bench_cpu_softmax.py [--repeat 200] [--before-tree DIR] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from compiler import te  # noqa: E402
+from compiler.cpu import cpu_build, host_target, ops  # noqa: E402
+from compiler.cpu.jit import vector_shape  # noqa: E402
+
+TARGETS = (("AVX-512", ""), ("AVX2", "-avx512f"))
+
+SHAPES = (((12 * 128, 128), "softmax 12x128x128"), ((1, 1000), "softmax 1000"),
+          ((128, 768), "softmax 128x768"))
+
+
+def _ort(xv):
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, xv.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return lambda: s.run(None, {"x": xv})[0]
+
+
+def _input(shape):
+    return (np.random.default_rng(len(shape) * 1000 + shape[-1]).standard_normal(shape)
+            * 4).astype(np.float32)
+
+
+def _numpy_softmax(xv):
+    e = np.exp(xv.astype(np.float64) - xv.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _before_package(tree):
+    """``(te, cpu, cpu.ops)`` of the ``compiler`` package in ``tree``, imported under the
+    name ``compiler_before`` (a symlink in a temporary folder)."""
+    import importlib
+    import tempfile
+    d = tempfile.mkdtemp(prefix="bench_before_")
+    os.symlink(os.path.join(os.path.abspath(tree), "compiler"),
+               os.path.join(d, "compiler_before"))
+    sys.path.insert(0, d)
+    return tuple(importlib.import_module("compiler_before." + m)
+                 for m in ("te", "cpu", "cpu.ops"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--before-tree", help="an older checkout to time as 'before'")
+    ap.add_argument("--json", help="write the rows as JSON")
+    args = ap.parse_args()
+    from compiler.ops.softmax import softmax_f32
+    targets = {c: host_target(features=e) for c, e in TARGETS}
+    old = _before_package(args.before_tree) if args.before_tree else None
+    load0 = os.getloadavg()
+    print(f"host {host_target().cpu}; " + "; ".join(
+        f"{c}: {vector_shape(t)[0]}-bit x {vector_shape(t)[1]} registers"
+        for c, t in targets.items()) + f"; load average {load0[0]:.2f} {load0[1]:.2f} "
+        f"{load0[2]:.2f}", flush=True)
+    rows = []
+    for shape, what in SHAPES:
+        x = te.placeholder(shape, "float32", "x")
+        xv = _input(shape)
+        want = softmax_f32(xv).view(np.uint32)
+        engines = {}
+        if old is not None:
+            ote, ocpu, oops = old
+            ox = ote.placeholder(shape, "float32", "x")
+            oy = oops.softmax(ox)
+            for col, (_, edits) in zip(targets, TARGETS):
+                k = ocpu.cpu_build(oy, target=ocpu.host_target(features=edits))
+                k.num_threads = 1
+                if not np.allclose(k.run({ox: xv}), _numpy_softmax(xv), rtol=1e-5,
+                                   atol=1e-9):
+                    raise SystemExit(f"{what} before {col}: wrong result")
+                engines[f"before {col}"] = (lambda k=k, ox=ox: k.run({ox: xv}))
+        for col, t in targets.items():
+            for when, y in (("before", None if old else ops.softmax(x, sum_by="int64")),
+                            ("after", ops.softmax(x, target=t))):
+                if y is None:
+                    continue
+                k = cpu_build(y, target=t)
+                k.num_threads = 1
+                if not np.array_equal(k.run({x: xv}).view(np.uint32), want):
+                    raise SystemExit(f"{what} {when} {col}: not bit-exact with softmax_f32")
+                engines[f"{when} {col}"] = (lambda k=k: k.run({x: xv}))
+        engines["onnxruntime 1t"] = _ort(xv)
+        best = {e: float("inf") for e in engines}
+        for _ in range(args.repeat):
+            for e, f in engines.items():
+                t0 = time.perf_counter()
+                f()
+                best[e] = min(best[e], time.perf_counter() - t0)
+        ort = best["onnxruntime 1t"]
+        row = {"op": what, **{f"{e} ms": v * 1e3 for e, v in best.items()}}
+        rows.append(row)
+        print(f"{what:20s} " + " ".join(f"{e} {v * 1e3:.3f}" for e, v in best.items())
+              + " | / onnxruntime: " + " ".join(f"{e} {v / ort:.2f}" for e, v in best.items()
+                                                if e != "onnxruntime 1t"), flush=True)
+    load1 = os.getloadavg()
+    print()
+    cols = [f"{w} {c}" for c in targets for w in ("before", "after")]
+    print("| operator | " + " | ".join(f"{c} ms" for c in cols) + " | onnxruntime 1t ms | "
+          + " | ".join(f"{c} / ORT" for c in cols) + " |")
+    print("|---|" + "---|" * (2 * len(cols) + 1))
+    for r in rows:
+        o = r["onnxruntime 1t ms"]
+        print(f"| {r['op']} | " + " | ".join(f"{r[c + ' ms']:.3f}" for c in cols)
+              + f" | {o:.3f} | " + " | ".join(f"{r[c + ' ms'] / o:.2f}" for c in cols) + " |")
+    print(f"\nload average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
+          f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"cpu": host_target().cpu, "load": [load0, load1], "rows": rows}, f,
+                      indent=2)
+
+
+if __name__ == "__main__":
+    main()
