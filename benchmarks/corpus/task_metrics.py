@@ -37,13 +37,14 @@ sys.path.insert(0, str(HERE.parent.parent))
 TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 
 
-def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
-                     float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
-                     float_off_vta=False, float_worst=0, worst_mac_cap=1.0):
-    """``predict(feeds) -> [outputs]`` of this compiler's int8 program on the timed simulator,
-    the compile CPU seconds and ``stats()`` (the last run's VTA cycles and share, steps, the
-    layers kept float).  ``min_layer_sqnr``: ``compile_model``'s ``--min-layer-sqnr`` (local,
-    then cumulative per-layer SQNR on the first ``sqnr_samples`` calibration samples);
+def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
+                 float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
+                 float_off_vta=False, float_worst=0, worst_mac_cap=1.0):
+    """``(compiled, compile CPU seconds, kept, output SQNR before/after)``: ``model`` (a path or
+    ModelProto with static input shapes) compiled int8 with these options; ``kept`` lists the
+    layers that stayed float ``(node, op, dB, why...)``.  ``min_layer_sqnr``:
+    ``compile_model``'s ``--min-layer-sqnr`` (local, then cumulative per-layer SQNR on the
+    first ``sqnr_samples`` calibration samples);
     ``min_output_sqnr``: then :func:`compiler.graph.quantize.keep_float_for_output` on
     those samples (the layers whose float twin lifts the model's output SQNR most stay float
     until it reaches the bound); ``float_off_vta``: every layer whose operator type has no
@@ -52,15 +53,13 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     --float-worst K --worst-mac-cap F``: after ``min_layer_sqnr``, before ``min_output_sqnr``,
     the K quantised layers of lowest local SQNR with at most F of the MACs stay float); with
     ``float_off_vta``, :func:`compiler.graph.sensitivity.worst_layers` on that program."""
-    from benchmarks.corpus import pretrained
     from compiler.graph.driver import Compiled, compile_model
     from compiler.graph.partition import compile_graph
     from compiler.graph.quantize import keep_float_for_output
     from isa import VTAConfig
-    from vta_runtime import SimDevice
     cfg = VTAConfig()
     t0 = time.process_time()
-    c = compile_model(pretrained.pinned(name), cfg, calib=calib_feeds, mode=mode,
+    c = compile_model(model, cfg, calib=calib_feeds, mode=mode,
                       min_layer_sqnr=min_layer_sqnr, float_first_last=float_first_last,
                       sqnr_samples=sqnr_samples,
                       min_output_sqnr=None if float_off_vta else min_output_sqnr,
@@ -107,7 +106,21 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_nodes=fl)
         kept += [(name, op, db, "worst") for name, op, db in names]
         c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
-    secs = time.process_time() - t0
+    return c, time.process_time() - t0, kept, out_db
+
+
+def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
+                     float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
+                     float_off_vta=False, float_worst=0, worst_mac_cap=1.0):
+    """``predict(feeds) -> [outputs]`` of this compiler's int8 program of pretrained model
+    ``name`` on the timed simulator, the compile CPU seconds and ``stats()`` (the last run's
+    VTA cycles and share, steps, the layers kept float); the options as :func:`compile_with`."""
+    from benchmarks.corpus import pretrained
+    from vta_runtime import SimDevice
+    c, secs, kept, out_db = compile_with(
+        pretrained.pinned(name), calib_feeds, mode, min_layer_sqnr, float_first_last,
+        min_output_sqnr, sqnr_samples, float_off_vta, float_worst, worst_mac_cap)
+    cfg = c.cfg
     ex = c.executor(SimDevice(cfg, timed=True))
     outs = list(c.qgraph.outputs)
 
