@@ -19,6 +19,11 @@ agreement is 1 by definition.
 Usage::
 
     python benchmarks/corpus/task_metrics.py [--models ocr_cls,...] [--n 32] [--json OUT]
+    python benchmarks/corpus/task_metrics.py --recorded-flags --markdown OUT.md   # #23 audit
+
+``--recorded-flags`` compiles each model with its own recorded options (``audit.FLAGS``,
+the ones that meet #23; the command-line options are then ignored) and ``--markdown`` writes
+the table (gap to float, met within 1 point or 2 for the hardest, ocr_rec).
 """
 
 from __future__ import annotations
@@ -279,20 +284,63 @@ def main(argv=None) -> int:
                     help="then keep float the K integer layers of lowest local SQNR")
     ap.add_argument("--worst-mac-cap", type=float, default=1.0, metavar="FRAC",
                     help="--float-worst skips layers with more than FRAC of the MACs")
+    ap.add_argument("--recorded-flags", action="store_true",
+                    help="each model with its recorded options (audit.FLAGS)")
+    ap.add_argument("--markdown", default=None, metavar="OUT.md", help="the table ('-': stdout)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    from benchmarks.corpus.audit import FLAGS, flag_text
     rows = {}
     for name in a.models.split(","):
+        o = dict(mode=a.mode, min_sqnr=a.min_layer_sqnr, ffl=a.float_first_last,
+                 min_out=a.min_output_sqnr, ns=a.sqnr_samples, fov=a.float_off_vta,
+                 worst=a.float_worst, cap=a.worst_mac_cap)
+        if a.recorded_flags:
+            f = FLAGS.get(name, {})
+            o = dict(mode=f.get("mode", "percentile"), min_sqnr=f.get("min_layer_sqnr"),
+                     ffl=f.get("float_first_last", False), min_out=f.get("min_output_sqnr"),
+                     ns=f.get("sqnr_samples", 4), fov=f.get("float_off_vta", False),
+                     worst=f.get("float_worst", 0), cap=f.get("worst_mac_cap", 1.0))
         try:
-            rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last,
-                             a.min_output_sqnr, a.sqnr_samples, a.float_off_vta,
-                             a.float_worst, a.worst_mac_cap)
+            rows[name] = row(name, a.n, **o)
+            if a.recorded_flags:
+                rows[name]["flags"] = flag_text(FLAGS.get(name, {}))
         except Exception as e:  # one model's failure does not stop the table
             rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         print(f"{name:8s} {json.dumps(rows[name])}", flush=True)
         if a.json:
             Path(a.json).write_text(json.dumps(rows, indent=1))
+    if a.markdown:
+        text = markdown(rows)
+        print(text) if a.markdown == "-" else Path(a.markdown).write_text(text)
     return 0
+
+
+#: the hardest task (SVTR attention + CTC over 6,625 characters): within 2 points of float.
+HARDEST = "ocr_rec"
+
+
+def markdown(rows: dict) -> str:
+    """The task-metric table of ``{model: row}``: float, onnxruntime int8, this project, the
+    gap to float and whether it is within 1 point (2 for :data:`HARDEST`)."""
+    out = ["| model | metric | float (ort) | ort int8 | this project (VTA + CPU, timed sim) | "
+           "gap to float | #23 | flags | compile CPU s | VTA MAC share | VTA cycles (last) | "
+           "max \\|diff\\| vs quantised ref |", "|" + "---|" * 12]
+    for name, r in rows.items():
+        if "error" in r:
+            out.append(f"| {name} | | | | | | **not measured**: {r['error'][:120]} | | | | | |")
+            continue
+        gap = 100 * (r["ours"] - r["float"])
+        tol = 2 if name == HARDEST else 1
+        met = gap >= -tol
+        ort = r.get("ort_int8", "-")
+        ort = f"{ort:.3f}" if isinstance(ort, float) else str(ort)[:30]
+        out.append(
+            f"| {name} | {r['metric']} | {r['float']:.3f} | {ort} | {r['ours']:.3f} | "
+            f"{gap:+.1f} pt | {'met' if met else '**not met**'} (within {tol}) | "
+            f"{r.get('flags', '-')} | {r['compile_cpu_s']} | {100 * r['vta_mac_share']:.1f}% | "
+            f"{r['vta_cycles']:,} | {r.get('max_abs_diff_vs_qgraph_first_2', '-')} |")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
