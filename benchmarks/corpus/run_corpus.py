@@ -159,6 +159,11 @@ def main(argv=None) -> int:
             rows.update(json.loads(Path(p).read_text()))
     else:
         names = a.models.split(",") if a.models else None
+        if names is None and audit:          # the heavy models last, one at a time
+            from benchmarks.corpus import inventory
+            from benchmarks.corpus.audit import HEAVY
+            names = [m[0] for m in inventory.models()]
+            names = [n for n in names if n not in HEAVY] + [n for n in HEAVY if n in names]
         args = ["--calib", str(a.calib)]
         if audit:
             args += ["--audit"] + ["--ort-int8"] * a.ort_int8 + ["--no-flags"] * a.no_flags
