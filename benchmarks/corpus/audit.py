@@ -12,7 +12,7 @@ with seed 1, 4 measured with seed 0; magika one file of each of its 8 types; vad
 synthetic vowels with the float model's recurrent state carried, 8 measured frames spread
 over 64); random-weight torchvision and ``data/light`` models: the existing protocol, 2
 standard-normal calibration images and a third measured (run twice: first and steady CPU
-time). vit_b_16 is ``vit.prepared`` (a random head, torchvision's is zero).
+time; once at >= 1 GMAC). vit_b_16 is ``vit.prepared`` (a random head, torchvision's is zero).
 
 Verdict: *met* when bit-exact, SQNR >= 20 dB or within 2 dB of onnxruntime's int8, and for a
 model below 1 GMAC compile < 5 CPU s and < 2 CPU s per inference (steady).  The compile time
@@ -137,6 +137,8 @@ def audit(name: str, path: str, pin: str | None, flags: dict | None = None,
     steps = c.program.steps
     row["steps_vta_cpu_host"] = [sum(s.kind == k for s in steps) for k in ("vta", "cpu", "host")]
     row["kept_float"] = len(kept)
+    if row["gmac"] >= 1 and len(meas) == 2 and meas[0] is meas[1]:
+        meas = meas[:1]          # no time criterion at >= 1 GMAC: the repeat is not needed
     ex = c.executor(SimDevice(c.cfg, timed=True))
     outs = list(c.qgraph.outputs)
     got, cpu, exact = [], [], True
