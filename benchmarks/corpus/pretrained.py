@@ -369,16 +369,24 @@ def ort_predict(model):
 
 
 def ort_int8(name: str, calib: int = 16, seed: int = 1):
-    """onnxruntime's own static int8 quantisation (QDQ, MinMax, per-channel weights, or per
-    tensor where onnxruntime's per-channel output is an invalid graph: ddddocr's LSTM) of the
-    pinned model, calibrated on ``calib`` samples drawn with another seed than the
-    evaluation's; returns (quantised ModelProto, "per-channel" or "per-tensor")."""
+    """onnxruntime's own static int8 quantisation (:func:`ort_int8_of`) of the pinned model,
+    calibrated on ``calib`` samples drawn with another seed than the evaluation's; returns
+    (quantised ModelProto, "per-channel" or "per-tensor")."""
+    return ort_int8_of(pinned(name), samples(name, calib, seed)[0])
+
+
+def ort_int8_of(model, feeds):
+    """onnxruntime's static int8 quantisation (QDQ, MinMax, per-channel weights, or per
+    tensor where onnxruntime's per-channel output is an invalid graph: ddddocr's LSTM) of
+    ``model`` (ModelProto or path, static input shapes) calibrated on the feed dicts
+    ``feeds``; returns (quantised ModelProto, "per-channel" or "per-tensor")."""
     import tempfile
 
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
-    feeds = samples(name, calib, seed)[0]
+    if not hasattr(model, "SerializeToString"):
+        model = onnx.load(os.fspath(model))
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -391,7 +399,7 @@ def ort_int8(name: str, calib: int = 16, seed: int = 1):
     for per_channel in (True, False):
         with tempfile.TemporaryDirectory() as d:
             src, dst = os.path.join(d, "m.onnx"), os.path.join(d, "q.onnx")
-            onnx.save(pinned(name), src)
+            onnx.save(model, src)
             quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ,
                             per_channel=per_channel, activation_type=QuantType.QInt8,
                             weight_type=QuantType.QInt8)

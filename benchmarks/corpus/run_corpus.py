@@ -5,9 +5,17 @@ against onnxruntime running the float model on the same input.  Inputs: the pret
 models' own samples (``pretrained.samples``) where they exist, else standard-normal images.
 Each model runs in its own subprocess with a timeout.
 
+``--audit`` (or ``--all``, ``--ort-int8``, ``--markdown``) measures issue #23's "Done means"
+instead (``audit.py``: the models' recorded flags, task data for the pretrained models, CPU
+seconds, GMAC, VTA share, onnxruntime's own int8 side by side with ``--ort-int8``) and
+writes the markdown table; ``--from A.json,B.json`` rebuilds the table from earlier runs'
+JSON (models run in batches).
+
 Usage::
 
     python benchmarks/corpus/run_corpus.py [--models a,b] [--timeout 600] [--json OUT.json]
+    python benchmarks/corpus/run_corpus.py --all --ort-int8 --markdown OUT.md [--json OUT.json]
+        [--models a,b] [--no-flags] [--timeout 900]
 """
 
 from __future__ import annotations
@@ -84,15 +92,19 @@ def run_one(name: str, path: str, pin: str | None, calib: int) -> dict:
 
 
 def run_children(script, names, child_args: list, timeout: int, skip=None,
-                 show_stderr: int = 0) -> dict:
+                 show_stderr: int = 0, json_out: str | None = None) -> dict:
     """Run ``script [child_args] --child NAME PATH PIN`` in its own process for each corpus
     model (``names``, default all; ``skip(name)`` True leaves one out); each child prints
     its row as JSON on its last stdout line.  Returns {name: row, or {"error": ...} (the
     child's last stderr line, or the timeout)}; prints each row as it comes (and the last
-    ``show_stderr`` characters of the child's stderr first)."""
+    ``show_stderr`` characters of the child's stderr first), in the order of ``names``;
+    with ``json_out`` the rows so far are rewritten there after each model."""
     from benchmarks.corpus import inventory
     rows = {}
-    for name, _src, path, pin in inventory.models(names):
+    found = inventory.models(names)
+    if names:
+        found.sort(key=lambda m: names.index(m[0]))
+    for name, _src, path, pin in found:
         if skip is not None and skip(name):
             continue
         cmd = [sys.executable, str(script)] + list(child_args) + ["--child", name, str(path),
@@ -109,25 +121,60 @@ def run_children(script, names, child_args: list, timeout: int, skip=None,
         except subprocess.TimeoutExpired:
             rows[name] = {"error": f"timeout after {timeout} s"}
         print(f"{name:28s} {json.dumps(rows[name])}", flush=True)
+        if json_out:
+            Path(json_out).write_text(json.dumps(rows, indent=1))
     return rows
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="")
+    ap.add_argument("--models", default="", help="comma-separated, run in this order")
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--calib", type=int, default=2)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--all", action="store_true", help="audit every corpus model (#23)")
+    ap.add_argument("--audit", action="store_true", help="the #23 audit row per model")
+    ap.add_argument("--ort-int8", action="store_true",
+                    help="audit: onnxruntime's static int8 of the model side by side")
+    ap.add_argument("--no-flags", action="store_true",
+                    help="audit: every model plainly compiled (not its recorded flags)")
+    ap.add_argument("--markdown", default=None, metavar="OUT.md", help="audit table ('-': stdout)")
+    ap.add_argument("--from", dest="from_json", default=None, metavar="A.json,B.json",
+                    help="no runs: the audit table of these earlier --json outputs")
     ap.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    audit = a.audit or a.all or a.ort_int8 or a.markdown is not None
     if a.child:
         name, path, pin = a.child
-        print(json.dumps(run_one(name, path, pin or None, a.calib)))
+        if audit:
+            from benchmarks.corpus.audit import audit as audit_one
+            row = audit_one(name, path, pin or None, {} if a.no_flags else None, a.ort_int8)
+        else:
+            row = run_one(name, path, pin or None, a.calib)
+        print(json.dumps(row))
         return 0
-    rows = run_children(__file__, a.models.split(",") if a.models else None,
-                        ["--calib", str(a.calib)], a.timeout)
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1))
+    if a.from_json:
+        rows = {}
+        for p in a.from_json.split(","):
+            rows.update(json.loads(Path(p).read_text()))
+    else:
+        names = a.models.split(",") if a.models else None
+        if names is None and audit:          # the heavy models last, one at a time
+            from benchmarks.corpus import inventory
+            from benchmarks.corpus.audit import HEAVY
+            names = [m[0] for m in inventory.models()]
+            names = [n for n in names if n not in HEAVY] + [n for n in HEAVY if n in names]
+        args = ["--calib", str(a.calib)]
+        if audit:
+            args += ["--audit"] + ["--ort-int8"] * a.ort_int8 + ["--no-flags"] * a.no_flags
+        rows = run_children(__file__, names, args, a.timeout, json_out=a.json)
+    if a.markdown:
+        from benchmarks.corpus.audit import markdown
+        text = markdown(rows)
+        if a.markdown == "-":
+            print(text)
+        else:
+            Path(a.markdown).write_text(text)
     return 0
 
 

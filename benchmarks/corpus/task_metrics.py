@@ -19,6 +19,11 @@ agreement is 1 by definition.
 Usage::
 
     python benchmarks/corpus/task_metrics.py [--models ocr_cls,...] [--n 32] [--json OUT]
+    python benchmarks/corpus/task_metrics.py --recorded-flags --markdown OUT.md   # #23 audit
+
+``--recorded-flags`` compiles each model with its own recorded options (``audit.FLAGS``,
+the ones that meet #23; the command-line options are then ignored) and ``--markdown`` writes
+the table (gap to float, met within 1 point or 2 for the hardest, ocr_rec).
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ sys.path.insert(0, str(HERE.parent.parent))
 TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 
 
-def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
-                     float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
-                     float_off_vta=False, float_worst=0, worst_mac_cap=1.0):
-    """``predict(feeds) -> [outputs]`` of this compiler's int8 program on the timed simulator,
-    the compile CPU seconds and ``stats()`` (the last run's VTA cycles and share, steps, the
-    layers kept float).  ``min_layer_sqnr``: ``compile_model``'s ``--min-layer-sqnr`` (local,
-    then cumulative per-layer SQNR on the first ``sqnr_samples`` calibration samples);
+def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
+                 float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
+                 float_off_vta=False, float_worst=0, worst_mac_cap=1.0):
+    """``(compiled, compile CPU seconds, kept, output SQNR before/after)``: ``model`` (a path or
+    ModelProto with static input shapes) compiled int8 with these options; ``kept`` lists the
+    layers that stayed float ``(node, op, dB, why...)``.  ``min_layer_sqnr``:
+    ``compile_model``'s ``--min-layer-sqnr`` (local, then cumulative per-layer SQNR on the
+    first ``sqnr_samples`` calibration samples);
     ``min_output_sqnr``: then :func:`compiler.graph.quantize.keep_float_for_output` on
     those samples (the layers whose float twin lifts the model's output SQNR most stay float
     until it reaches the bound); ``float_off_vta``: every layer whose operator type has no
@@ -52,15 +58,13 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     --float-worst K --worst-mac-cap F``: after ``min_layer_sqnr``, before ``min_output_sqnr``,
     the K quantised layers of lowest local SQNR with at most F of the MACs stay float); with
     ``float_off_vta``, :func:`compiler.graph.sensitivity.worst_layers` on that program."""
-    from benchmarks.corpus import pretrained
     from compiler.graph.driver import Compiled, compile_model
     from compiler.graph.partition import compile_graph
     from compiler.graph.quantize import keep_float_for_output
     from isa import VTAConfig
-    from vta_runtime import SimDevice
     cfg = VTAConfig()
     t0 = time.process_time()
-    c = compile_model(pretrained.pinned(name), cfg, calib=calib_feeds, mode=mode,
+    c = compile_model(model, cfg, calib=calib_feeds, mode=mode,
                       min_layer_sqnr=min_layer_sqnr, float_first_last=float_first_last,
                       sqnr_samples=sqnr_samples,
                       min_output_sqnr=None if float_off_vta else min_output_sqnr,
@@ -107,7 +111,21 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_nodes=fl)
         kept += [(name, op, db, "worst") for name, op, db in names]
         c = Compiled(cfg, c.float_graph, q, compile_graph(q, cfg), dict(c.options), [])
-    secs = time.process_time() - t0
+    return c, time.process_time() - t0, kept, out_db
+
+
+def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
+                     float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
+                     float_off_vta=False, float_worst=0, worst_mac_cap=1.0):
+    """``predict(feeds) -> [outputs]`` of this compiler's int8 program of pretrained model
+    ``name`` on the timed simulator, the compile CPU seconds and ``stats()`` (the last run's
+    VTA cycles and share, steps, the layers kept float); the options as :func:`compile_with`."""
+    from benchmarks.corpus import pretrained
+    from vta_runtime import SimDevice
+    c, secs, kept, out_db = compile_with(
+        pretrained.pinned(name), calib_feeds, mode, min_layer_sqnr, float_first_last,
+        min_output_sqnr, sqnr_samples, float_off_vta, float_worst, worst_mac_cap)
+    cfg = c.cfg
     ex = c.executor(SimDevice(cfg, timed=True))
     outs = list(c.qgraph.outputs)
 
@@ -266,20 +284,63 @@ def main(argv=None) -> int:
                     help="then keep float the K integer layers of lowest local SQNR")
     ap.add_argument("--worst-mac-cap", type=float, default=1.0, metavar="FRAC",
                     help="--float-worst skips layers with more than FRAC of the MACs")
+    ap.add_argument("--recorded-flags", action="store_true",
+                    help="each model with its recorded options (audit.FLAGS)")
+    ap.add_argument("--markdown", default=None, metavar="OUT.md", help="the table ('-': stdout)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    from benchmarks.corpus.audit import FLAGS, flag_text
     rows = {}
     for name in a.models.split(","):
+        o = dict(mode=a.mode, min_sqnr=a.min_layer_sqnr, ffl=a.float_first_last,
+                 min_out=a.min_output_sqnr, ns=a.sqnr_samples, fov=a.float_off_vta,
+                 worst=a.float_worst, cap=a.worst_mac_cap)
+        if a.recorded_flags:
+            f = FLAGS.get(name, {})
+            o = dict(mode=f.get("mode", "percentile"), min_sqnr=f.get("min_layer_sqnr"),
+                     ffl=f.get("float_first_last", False), min_out=f.get("min_output_sqnr"),
+                     ns=f.get("sqnr_samples", 4), fov=f.get("float_off_vta", False),
+                     worst=f.get("float_worst", 0), cap=f.get("worst_mac_cap", 1.0))
         try:
-            rows[name] = row(name, a.n, a.mode, a.min_layer_sqnr, a.float_first_last,
-                             a.min_output_sqnr, a.sqnr_samples, a.float_off_vta,
-                             a.float_worst, a.worst_mac_cap)
+            rows[name] = row(name, a.n, **o)
+            if a.recorded_flags:
+                rows[name]["flags"] = flag_text(FLAGS.get(name, {}))
         except Exception as e:  # one model's failure does not stop the table
             rows[name] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         print(f"{name:8s} {json.dumps(rows[name])}", flush=True)
         if a.json:
             Path(a.json).write_text(json.dumps(rows, indent=1))
+    if a.markdown:
+        text = markdown(rows)
+        print(text) if a.markdown == "-" else Path(a.markdown).write_text(text)
     return 0
+
+
+#: the hardest task (SVTR attention + CTC over 6,625 characters): within 2 points of float.
+HARDEST = "ocr_rec"
+
+
+def markdown(rows: dict) -> str:
+    """The task-metric table of ``{model: row}``: float, onnxruntime int8, this project, the
+    gap to float and whether it is within 1 point (2 for :data:`HARDEST`)."""
+    out = ["| model | metric | float (ort) | ort int8 | this project (VTA + CPU, timed sim) | "
+           "gap to float | #23 | flags | compile CPU s | VTA MAC share | VTA cycles (last) | "
+           "max \\|diff\\| vs quantised ref |", "|" + "---|" * 12]
+    for name, r in rows.items():
+        if "error" in r:
+            out.append(f"| {name} | | | | | | **not measured**: {r['error'][:120]} | | | | | |")
+            continue
+        gap = 100 * (r["ours"] - r["float"])
+        tol = 2 if name == HARDEST else 1
+        met = gap >= -tol
+        ort = r.get("ort_int8", "-")
+        ort = f"{ort:.3f}" if isinstance(ort, float) else str(ort)[:30]
+        out.append(
+            f"| {name} | {r['metric']} | {r['float']:.3f} | {ort} | {r['ours']:.3f} | "
+            f"{gap:+.1f} pt | {'met' if met else '**not met**'} (within {tol}) | "
+            f"{r.get('flags', '-')} | {r['compile_cpu_s']} | {100 * r['vta_mac_share']:.1f}% | "
+            f"{r['vta_cycles']:,} | {r.get('max_abs_diff_vs_qgraph_first_2', '-')} |")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":

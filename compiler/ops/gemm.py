@@ -79,7 +79,19 @@ def qdense_reference(n, ins):
 
 
 def place_qdense(n, g, cfg, opts):
-    return "vta" if opts["vta_ok"] else "cpu"
+    """VTA, unless its packed weight matrix is larger than one DMA buffer may be
+    (``VTA_MAX_XFER``, 32 MiB: AlexNet's and ZFNet's first classifier layers): then the
+    CPU, and the partition report says why."""
+    if not opts["vta_ok"]:
+        return "cpu"
+    from vta_runtime.memory import VTA_MAX_XFER
+    co, ci = g.params[n.inputs[1]].shape
+    wbytes = -(-co // cfg.block_out) * cfg.block_out * -(-ci // cfg.block_in) * cfg.block_in
+    if wbytes > VTA_MAX_XFER:
+        n.attrs["why"] = (f"its int8 weight matrix ({wbytes} bytes packed) exceeds one DMA "
+                          f"buffer (VTA_MAX_XFER = {VTA_MAX_XFER} bytes)")
+        return "cpu"
+    return "vta"
 
 
 def qdense_vta(n, g, cfg):

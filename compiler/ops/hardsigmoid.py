@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import registry
-from .lut import float_cpu, import_unary, lut_table, place_float
+from .lut import float_cpu, import_unary, lut_table, place_float, twin_reference
 
 
 def hardsigmoid(x, alpha=0.2, beta=0.5):
@@ -46,10 +46,14 @@ def _quantize(qc, n):
     return emit_table_or_form(qc, n, "qhardsigmoid", table, form)
 
 
-def _cpu(n, g):
+def _te(x, attrs):
     from .. import te
-    a, b = np.float32(n.attrs["alpha"]), np.float32(n.attrs["beta"])
-    return float_cpu(lambda x: te.maximum(te.minimum(x * float(a) + float(b), 1.0), 0.0))(n, g)
+    a, b = np.float32(attrs["alpha"]), np.float32(attrs["beta"])
+    return te.maximum(te.minimum(x * float(a) + float(b), 1.0), 0.0)
+
+
+def _cpu(n, g):
+    return float_cpu(lambda x: _te(x, n.attrs))(n, g)
 
 
 def alu_act_op(name: str) -> registry.OpDef:
@@ -74,7 +78,7 @@ def alu_act_op(name: str) -> registry.OpDef:
 
 
 registry.register(registry.OpDef(
-    "hardsigmoid", reference=_reference, category="injective",
+    "hardsigmoid", reference=twin_reference(_reference, _te), category="injective",
     onnx={"HardSigmoid": import_unary("hardsigmoid", alpha=0.2, beta=0.5)},
     quantize=_quantize, place=place_float, cpu=_cpu))
 alu_act_op("qhardsigmoid")

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import registry
 from .hardsigmoid import alu_act_op, emit_table_or_form
-from .lut import float_cpu, import_unary, lut_table, place_float
+from .lut import float_cpu, import_unary, lut_table, place_float, twin_reference
 
 
 def hardswish(x):
@@ -35,7 +35,8 @@ def _quantize(qc, n):
 
 
 registry.register(registry.OpDef(
-    "hardswish", reference=lambda n, ins: hardswish(ins[0].astype(np.float64)).astype(
-        np.float32), category="injective", onnx={"HardSwish": import_unary("hardswish")},
+    "hardswish", reference=twin_reference(
+        lambda n, ins: hardswish(ins[0].astype(np.float64)).astype(np.float32),
+        lambda x, a: _hardswish_te(x)), category="injective", onnx={"HardSwish": import_unary("hardswish")},
     quantize=_quantize, place=place_float, cpu=float_cpu(_hardswish_te)))
 alu_act_op("qhardswish")

@@ -65,6 +65,86 @@ def float_cpu(te_fn):
     return cpu
 
 
+def float32_twin(te_fn):
+    """``f(x)``: what the float CPU kernel ``float_cpu(te_fn)`` computes on a float32 array,
+    bit for bit: the same float32 operations in the same order (the element-wise semantics
+    of :func:`compiler.te.evaluate.binary_values`, the codegen's IEEE operations without
+    fast-math), ``exp`` as the kernel's inline exp (:func:`compiler.cpu.mathfns.exp_f32`),
+    ``log`` as the C library's ``logf`` the kernel calls (``llvm.log.f32``)."""
+    from .. import te
+    from ..cpu.mathfns import exp_f32
+    from ..te.evaluate import binary_values, call_values, cast_values, values
+    from ..te.expr import Binary, Call, Cast, Const, Load, Select, is_float
+    ph = te.placeholder((1,), "float32", "x")
+    body = te_fn(ph[0])
+
+    def f(xv):
+        x = np.asarray(xv, np.float32)
+        memo: dict = {}
+
+        def ev(e):
+            if id(e) in memo:
+                return memo[id(e)]
+            if isinstance(e, Const):
+                r = np.float32(e.value) if is_float(e.dtype) else np.int64(e.value)
+            elif isinstance(e, Load):
+                r = x
+            elif isinstance(e, Binary):
+                r = binary_values(e.op, ev(e.a), ev(e.b), e.dtype, e.a.dtype or e.b.dtype)
+            elif isinstance(e, Select):
+                r = np.where(ev(e.cond), values(ev(e.t), e.dtype), values(ev(e.f), e.dtype))
+            elif isinstance(e, Cast):
+                r = cast_values(ev(e.x), e.x.dtype, e.dtype)
+            elif isinstance(e, Call) and e.name == "exp":
+                r = exp_f32(ev(e.args[0]))
+            elif isinstance(e, Call) and e.name == "log":
+                r = logf(ev(e.args[0]))
+            elif isinstance(e, Call):
+                r = call_values(e.name, [ev(a) for a in e.args], e.dtype)
+            else:
+                raise TypeError(f"float32_twin: {type(e).__name__} in an element-wise kernel")
+            memo[id(e)] = r
+            return r
+        with np.errstate(all="ignore"):
+            return np.broadcast_to(np.asarray(ev(body), np.float32), x.shape).copy()
+    return f
+
+
+_LOGF = []
+
+
+def logf(x) -> np.ndarray:
+    """The C library's ``logf`` on each element of a float32 array (what ``llvm.log.f32``
+    calls in the CPU kernels; numpy's float32 log is another implementation)."""
+    if not _LOGF:
+        import ctypes
+        import ctypes.util
+        lib = ctypes.CDLL(ctypes.util.find_library("m"))
+        lib.logf.restype, lib.logf.argtypes = ctypes.c_float, [ctypes.c_float]
+        _LOGF.append(lib.logf)
+    x = np.asarray(x, np.float32)
+    u, inv = np.unique(x, return_inverse=True)
+    return np.array([_LOGF[0](float(v)) for v in u], np.float32)[inv].reshape(x.shape)
+
+
+def twin_reference(f64_ref, te_fn):
+    """A float element-wise operator's reference: on float32 inputs what its CPU kernel
+    computes (:func:`float32_twin`), so a program that keeps it float stays bit-exact with
+    the reference; on any other input (float64: the lookup-table builders) ``f64_ref(n, ins)``.
+    ``te_fn(x, attrs)``."""
+    twins: dict = {}
+
+    def ref(n, ins):
+        if ins[0].dtype != np.float32:
+            return f64_ref(n, ins)
+        a = {k: float(v) for k, v in n.attrs.items() if isinstance(v, (int, float))}
+        key = tuple(sorted(a.items()))
+        if key not in twins:
+            twins[key] = float32_twin(lambda x: te_fn(x, a))
+        return twins[key](ins[0])
+    return ref
+
+
 def place_float(n, g, cfg, opts):
     """A float element-wise operator with a CPU kernel: the CPU (LLVM), else the host."""
     return "cpu" if registry.cpu_backend() else "host"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import registry
-from .lut import float_cpu, import_unary, lut_rule, place_float
+from .lut import float_cpu, import_unary, lut_rule, place_float, twin_reference
 
 
 def sigmoid(x):
@@ -19,6 +19,8 @@ def _sigmoid_te(x):
 
 
 registry.register(registry.OpDef(
-    "sigmoid", reference=lambda n, ins: sigmoid(ins[0].astype(np.float64)).astype(np.float32),
+    "sigmoid", reference=twin_reference(
+        lambda n, ins: sigmoid(ins[0].astype(np.float64)).astype(np.float32),
+        lambda x, a: _sigmoid_te(x)),
     category="injective", onnx={"Sigmoid": import_unary("sigmoid")},
     quantize=lut_rule(sigmoid), place=place_float, cpu=float_cpu(_sigmoid_te)))

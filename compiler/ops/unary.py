@@ -26,7 +26,7 @@ import numpy as np
 
 from . import registry
 from .errors import OnnxImportError
-from .lut import float_cpu, lut_rule, place_float
+from .lut import float_cpu, lut_rule, place_float, twin_reference
 
 
 def _erf(x):
@@ -164,10 +164,12 @@ def _import(op: str, row: Unary):
 
 
 def _reference(row: Unary):
+    """float32: what the CPU kernel computes (:func:`.lut.twin_reference`); float64 (table
+    builders): the numpy function in float64."""
     def ref(n, ins):
         with np.errstate(all="ignore"):
             return row.np_fn(ins[0].astype(np.float64), n.attrs).astype(ins[0].dtype)
-    return ref
+    return ref if row.te_fn is None else twin_reference(ref, row.te_fn)
 
 
 #: Functions whose int8 table maps the inputs that round to 0 to 0: as a divisor that is inf.
