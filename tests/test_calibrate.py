@@ -10,7 +10,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from compiler.graph.calibrate import METHODS, calibrate_ranges, threshold_from_hist  # noqa: E402
 from compiler.graph.driver import compile_model  # noqa: E402
 from compiler.graph.onnx_import import import_onnx  # noqa: E402
-from compiler.graph.quantize import calibrate, frac_for  # noqa: E402
+from compiler.graph.quantize import calibrate  # noqa: E402
 from compiler.ops.errors import QuantizeError  # noqa: E402
 
 
