@@ -129,7 +129,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     from .lut_fuse import WHY_DIVISOR, divisor_chains, lut_regions
     for name in divisor_chains(g):
         reasons.setdefault(name, WHY_DIVISOR)
-    luts = lut_regions(g) if fuse_luts else []
+    scales, qdq_refused = model_scales(g) if keep_qdq_scales else (None, "")
+    luts = lut_regions(g) if fuse_luts and scales is None else []
     for _, nodes in luts:           # a table is one layer: float as a whole or not at all
         hit = next((m.name for m in nodes if m.name in reasons), None)
         if hit is not None:
@@ -145,7 +146,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     qname: dict[str, str] = {}     # float value -> int8 value
     fname: dict[str, str] = {}     # float value -> float value in q
     fracs: dict[str, int] = {}
-    scales, q.qdq_refused = model_scales(g) if keep_qdq_scales else (None, "")
+    q.qdq_refused = qdq_refused
     q.scales, q.qdq_notes = {}, []
 
     def f_of(v):
