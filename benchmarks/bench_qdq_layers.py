@@ -1,5 +1,5 @@
 """A QDQ ResNet-18 (onnxruntime's ``quantize_static``) compiled with its own scales, against
-onnxruntime executing the same QDQ model, layer by layer, end to end.
+onnxruntime executing the same QDQ model, layer by layer, isolated and end to end.
 
 For every QuantizeLinear output (onnxruntime run with all of them exposed as graph outputs,
 which it then executes as DequantizeLinear -> float Conv -> QuantizeLinear for every conv and
@@ -11,7 +11,13 @@ for
   compiled program runs on the timed simulator and must be bit-exact against it);
 * ``ideal``: the same integer graph with every requantisation done exactly
   (``rint(acc * M)`` in float64, half to even): the best any integer rounding can do; what
-  it still differs by is onnxruntime's float32 conv arithmetic, amplified layer by layer.
+  it still differs by is onnxruntime's float32 conv arithmetic, amplified layer by layer;
+* ``program isolated`` / ``ideal isolated``: the same, each node fed onnxruntime's own
+  int8 inputs (:func:`compiler.graph.quantize_fixed.run_isolated`), so only that layer's
+  arithmetic is compared; ``ideal isolated`` against onnxruntime is where onnxruntime's own
+  float32 result differs from the exact requantisation;
+* ``program vs ideal``: this project's two integer pipelines end to end against each other
+  (not onnxruntime): how far a few differing roundings spread through this network.
 
 Also: SQNR of the final output vs onnxruntime float for this project and onnxruntime int8,
 SQNR vs onnxruntime's QDQ output, and the VTA cycles of one inference on the timed
@@ -41,6 +47,7 @@ import bench_int8_vs_ort as B  # noqa: E402
 from vta_runtime import SimDevice  # noqa: E402
 
 from compiler.graph.driver import compile_model  # noqa: E402
+from compiler.graph.quantize_fixed import qdq_output_name, run_isolated  # noqa: E402
 from compiler.graph.reference import run_graph, run_node  # noqa: E402
 
 
@@ -103,6 +110,7 @@ def main(argv=None) -> int:
     s = B.session(B.exposed_qdq(qpath))
     names = [o.name for o in s.get_outputs()]
     modes = ["program"] + ([] if a.no_ideal else ["ideal"])
+    modes += [m + " isolated" for m in modes] + ([] if a.no_ideal else ["program vs ideal"])
     tot: dict = {}
     outs: dict = {m: [] for m in modes}
     fref, oref = [], []
@@ -110,15 +118,27 @@ def main(argv=None) -> int:
         res = dict(zip(names, s.run(None, {name: x})))
         fref.append(fs.run(None, {name: x})[0])
         oref.append(qs.run(None, {name: x})[0])
+        envs = {}
         for m in modes:
-            env = run_graph(q, {name: x}, keep=True) if m == "program" else \
-                run_ideal(q, {name: x})
+            if m == "program":
+                env = run_graph(q, {name: x}, keep=True)
+            elif m == "ideal":
+                env = run_ideal(q, {name: x})
+            elif m.endswith("isolated"):
+                env = run_isolated(q, {name: x}, res,
+                                   None if m.startswith("program") else ideal_node)
+            else:                      # our two integer pipelines against each other
+                env = envs["ideal"]
+            envs[m] = env
             outs[m].append(env[q.outputs[0]])
             for qn in q.scales:
-                on = B.ort_name(q.float_of.get(qn, ""))
-                if on not in res or env[qn].shape != res[on].shape:
+                on = qdq_output_name(q, qn)
+                if on not in res:
                     continue
-                d = np.abs(env[qn].astype(np.int64) - res[on].astype(np.int64))
+                other = envs["program"][qn] if m == "program vs ideal" else res.get(on)
+                if other is None or env[qn].shape != other.shape:
+                    continue
+                d = np.abs(env[qn].astype(np.int64) - other.astype(np.int64))
                 t = tot.setdefault((on, m), [0, 0, 0, 0])
                 t[0] += d.size
                 t[1] += int((d <= 1).sum())
@@ -144,7 +164,11 @@ def main(argv=None) -> int:
         short = on.replace("_QuantizeLinear_Output", "").replace("_output_0", "")
         print(f"{short} | " + " | ".join(row))
     for m in modes:
-        print(f"{m}: worst within-1-LSB {worst[m][0]:.3f}% ({worst[m][1]})")
+        t = [tot[k] for k in tot if k[1] == m]
+        n, diff = sum(x[0] for x in t), sum(x[0] - x[2] for x in t)
+        print(f"{m}: worst within-1-LSB {worst[m][0]:.3f}% ({worst[m][1]}); "
+              f"{diff:,} of {n:,} outputs differ ({diff / max(n, 1):.2e}), "
+              f"{sum(x[0] - x[1] for x in t):,} by more than one LSB")
     return 0
 
 

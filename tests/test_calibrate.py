@@ -1,6 +1,5 @@
-"""Calibration methods (compiler/graph/calibrate.py): on a heavy-tailed tensor kl, mse and
-percentile pick a smaller range than minmax (kl by far: a finer int8 scale); on a uniform
-one they stay near minmax; a bad method is refused before any work (driver and CLI)."""
+"""Calibration methods (compiler/graph/calibrate.py): on a heavy-tailed tensor mse and
+percentile pick a smaller range than minmax; on a uniform one they stay near minmax; a bad method is refused before any work (driver and CLI)."""
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from compiler.graph.calibrate import METHODS, calibrate_ranges, threshold_from_hist  # noqa: E402
 from compiler.graph.driver import compile_model  # noqa: E402
 from compiler.graph.onnx_import import import_onnx  # noqa: E402
-from compiler.graph.quantize import calibrate, frac_for  # noqa: E402
+from compiler.graph.quantize import calibrate  # noqa: E402
 from compiler.ops.errors import QuantizeError  # noqa: E402
 
 
@@ -38,12 +37,13 @@ def test_heavy_tail_methods_pick_finer_scales_than_minmax():
     r = {m: calibrate_ranges(g, s, m)["x"] for m in ("minmax", "percentile", "kl", "mse")}
     top = max(float(np.abs(d["x"]).max()) for d in s)
     assert r["minmax"] == pytest.approx(top)
-    # every method clips; KL cuts deepest (a finer power-of-two scale); MSE, dominated by
-    # the squared error of the few huge values, clips the least
-    for m in ("percentile", "kl", "mse"):
+    # percentile and MSE clip; MSE, dominated by the squared error of the few huge values,
+    # least; KL's deepest cut (its threshold at ~40% of the range) would have 7x MSE's
+    # squared error, worse than no clipping: KL keeps at most the range (never worse in
+    # squared error than minmax, test_calib_kl.py)
+    for m in ("percentile", "mse"):
         assert r[m] < r["minmax"], (m, r)
-    assert r["kl"] < 0.5 * r["percentile"] and r["kl"] < 0.5 * r["mse"], r
-    assert frac_for(r["kl"]) >= frac_for(r["minmax"]) + 2, r
+    assert r["kl"] <= r["minmax"] and r["percentile"] < r["mse"], r
     # the quantiser's entry point gives the same numbers (alias max == minmax)
     assert calibrate(g, s, "kl")["x"] == pytest.approx(r["kl"])
     assert calibrate(g, s, "max")["x"] == pytest.approx(r["minmax"])

@@ -21,7 +21,8 @@ from vta_runtime import SimDevice  # noqa: E402
 
 from compiler.graph.driver import compile_model  # noqa: E402
 from compiler.graph.quantize_fixed import (add_multipliers, gemm_multiplier,  # noqa: E402
-                                           multiplier_apply, output_clamp)
+                                           multiplier_apply, output_clamp,
+                                           qdq_output_name)
 from compiler.graph.reference import run_graph  # noqa: E402
 
 from .test_qdq_scales import ort_quantize  # noqa: E402
@@ -88,9 +89,7 @@ def test_deep_qdq_chain_matches_onnxruntime_end_to_end(tmp_path):
             assert all(np.array_equal(got[o], env[o]) for o in q.outputs)
         res = dict(zip(names, sess.run(None, {"x": x})))
         for qn in q.scales:
-            fv = q.float_of.get(qn, "")
-            on = fv.replace("_DequantizeLinear_Output", "_QuantizeLinear_Output") \
-                if fv.endswith("_DequantizeLinear_Output") else fv + "_QuantizeLinear_Output"
+            on = qdq_output_name(q, qn)
             if on in res and res[on].shape == env[qn].shape:
                 d = np.abs(env[qn].astype(np.int64) - res[on].astype(np.int64))
                 t = stats.setdefault(on, [0, 0, 0])

@@ -7,8 +7,10 @@ Methods (``METHODS``; ``vta compile --calib-method``):
 * ``percentile``: T = the largest over samples of the ``percentile``-th percentile of |x|;
 * ``kl``: TensorRT's entropy calibration: a 2048-bin histogram of |x| over [0, max|x|] (all
   samples), and the threshold ``i`` bins wide (i >= 128, every ``STRIDE``-th) whose clipped
-  reference distribution P and its 128-level quantisation Q have the smallest KL divergence
-  KL(P || Q); T = the upper edge of bin ``i``;
+  reference distribution P and its quantisation Q to 128 levels of i / 128 bins each have
+  the smallest KL divergence KL(P || Q), among the thresholds whose expected squared int8
+  error is no larger than at the full range (KL alone cannot see how far clipped values
+  move); T = the upper edge of bin ``i``;
 * ``mse``: the T among the 2048 bin edges (from bin 128 up) that minimises the expected
   squared error of symmetric int8 quantisation at scale T / 127 (the histogram's bin centres
   rounded to the grid and clipped to +-127 steps);
@@ -21,18 +23,17 @@ int8 output still changes.
 ``kl`` and ``mse`` run the float graph twice over the samples (the maxima, then the
 histograms on a fixed range); the others once.  Their histograms leave out exact zeros: a
 ReLU output's zeros (often half of it) are exact at any scale, and as a spike in the first
-bin they would pull KL's threshold far down (the merged first group spreads them over
-non-empty bins).  On a heavy-tailed tensor ``kl``, ``mse``
-and ``percentile`` give a smaller T (a finer scale) than ``minmax``; on a uniform one all
-are close to ``minmax``.
+bin they would pull KL's threshold far down (the merged first level spreads them over
+non-empty bins).  On a heavy-tailed tensor ``mse`` and ``percentile`` give a smaller T (a
+finer scale) than ``minmax``, ``kl`` too where clipping lowers the squared error; on a
+uniform one all are close to ``minmax``.
 
 Example::
 
     import numpy as np
     from compiler.graph.calibrate import threshold_from_hist
-    h = np.bincount(np.minimum((np.abs(np.random.default_rng(0).standard_t(2, 100000))
-                                * 100).astype(int), 2047), minlength=2048)
-    assert threshold_from_hist(h, 20.48, "kl") < 20.48
+    h = np.floor(1e6 * np.exp(-np.arange(2048) / 150.0))     # an exponential tail
+    assert threshold_from_hist(h, 20.48, "kl") < 0.9 * 20.48
 """
 
 from __future__ import annotations
@@ -63,57 +64,73 @@ def _activations(g, env):
             yield name, np.abs(a.astype(np.float64)).reshape(-1)
 
 
-def _smooth(p: np.ndarray, eps: float = 1e-4):
-    """MXNet/TVM's smoothing: eps into the empty bins, taken from the others; None when
-    every bin is empty."""
-    z = p == 0
-    nz = int((~z).sum())
-    if nz == 0:
-        return None
-    take = eps * z.sum() / nz
-    return p + eps * z - take * (~z)
+def _sq_errors(hist: np.ndarray) -> np.ndarray:
+    """The expected squared error (in bin widths squared, times the count) of symmetric int8
+    quantisation of a |x| histogram at every threshold of ``LEVELS .. len(hist)`` bins: the
+    bin centres rounded to the grid of step T / 127 and clipped to +-127 steps."""
+    n = len(hist)
+    centres = np.arange(n) + 0.5                # in bin widths
+    step = (np.arange(LEVELS, n + 1) / 127.0)[:, None]
+    qv = np.minimum(np.floor(centres[None, :] / step + 0.5), 127) * step
+    return ((centres[None, :] - qv) ** 2 * np.asarray(hist, np.float64)[None, :]).sum(axis=1)
 
 
 def _kl_threshold(hist: np.ndarray) -> int:
-    """TensorRT's entropy calibration on a |x| histogram (as MXNet and TVM write it): the
-    number of bins to keep.  P = hist[:i] with the outliers folded into its last bin; Q =
-    hist[:i] merged into LEVELS groups (i // LEVELS bins each, the last one takes the rest),
-    each group's count spread over the bins where P is non-zero; both smoothed."""
-    hist = hist.astype(np.float64)
+    """TensorRT's entropy calibration on a |x| histogram: the number of bins ``i`` to keep.
+    P = hist[:i] with the outliers folded into its last bin; Q = hist[:i] quantised to
+    LEVELS levels of equal width (i / LEVELS bins each, as TensorRT and NVIDIA's
+    pytorch-quantization draw them: bin b is in level floor(b * LEVELS / i)), each level's
+    count spread evenly over the bins where P is non-zero; the smallest KL(P || Q) wins.  A
+    candidate whose Q is 0 where P is not (the folded outliers land in an empty level) has
+    infinite divergence; no smoothing is needed, Q is non-zero wherever P is.
+
+    KL(P || Q) does not see how far the clipped values move (only that they share P's last
+    bin), so on a tensor whose few large values carry the signal (a squeeze-and-excitation
+    gate's few open channels, the active side of hard-swish after an affine block whose
+    saturated side piles up in a spike, a softmax's winning probabilities) it clips at a
+    tenth of the maximum.  The candidates are therefore only the thresholds whose expected
+    squared int8 error (:func:`_sq_errors`, clipping included) is no larger than at the
+    full range: KL may clip a tail, never so far that the tensor is worse off than with
+    ``minmax``."""
+    hist = np.asarray(hist, np.float64)
     n = len(hist)
     if hist.sum() == 0:
         return n
+    err = _sq_errors(hist)
     best_i, best_kl = n, np.inf
-    csum = np.cumsum(hist)
-    total = csum[-1]
     for i in range(LEVELS, n + 1, STRIDE):
-        p = hist[:i].copy()
-        p[i - 1] += total - csum[i - 1]          # outliers fold into the last kept bin
-        nz = p != 0
-        w = i // LEVELS
-        grp = np.minimum(np.arange(i) // w, LEVELS - 1)
-        gsum = np.bincount(grp, weights=hist[:i], minlength=LEVELS)
-        gcnt = np.bincount(grp, weights=nz, minlength=LEVELS)
-        q = np.where(nz, gsum[grp] / np.maximum(gcnt[grp], 1), 0.0)
-        ps, qs = _smooth(p / p.sum()), (_smooth(q / q.sum()) if q.sum() > 0 else None)
-        if ps is None or qs is None:
-            continue
-        m = ps > 0
-        kl = float((ps[m] * np.log(ps[m] / np.maximum(qs[m], 1e-300))).sum())
-        if kl < best_kl:
-            best_kl, best_i = kl, i
+        if err[i - LEVELS] <= err[-1] * (1 + 1e-9):
+            kl = kl_divergence(hist, i)
+            if kl < best_kl:
+                best_kl, best_i = kl, i
     return best_i
+
+
+def kl_divergence(hist, i: int) -> float:
+    """KL(P || Q) of :func:`_kl_threshold`'s candidate ``i`` (LEVELS <= i <= len(hist)):
+    P = hist[:i] with the outliers folded into bin i - 1, Q = hist[:i] in LEVELS levels of
+    i / LEVELS bins each, a level's count spread over its bins where P is non-zero; inf
+    when Q is 0 where P is not."""
+    hist = np.asarray(hist, np.float64)
+    total, kept = float(hist.sum()), float(hist[:i].sum())
+    if kept == 0:
+        return np.inf
+    p = hist[:i].copy()
+    p[i - 1] += total - kept                     # outliers fold into the last kept bin
+    nz = p != 0
+    lvl = np.arange(i) * LEVELS // i
+    gsum = np.bincount(lvl, weights=hist[:i], minlength=LEVELS)
+    gcnt = np.bincount(lvl, weights=nz, minlength=LEVELS)
+    q = np.where(nz, gsum[lvl] / np.maximum(gcnt[lvl], 1), 0.0)
+    if (nz & (q == 0)).any():
+        return np.inf
+    pn, qn = p[nz] / total, q[nz] / kept
+    return float((pn * np.log(pn / qn)).sum())
 
 
 def _mse_threshold(hist: np.ndarray) -> int:
     """The number of bins T (>= LEVELS) minimising the expected int8 quantisation error."""
-    n = len(hist)
-    centres = np.arange(n) + 0.5                # in bin widths
-    cand = np.arange(LEVELS, n + 1)
-    step = (cand / 127.0)[:, None]
-    qv = np.minimum(np.floor(centres[None, :] / step + 0.5), 127) * step
-    e = ((centres[None, :] - qv) ** 2 * np.asarray(hist, np.float64)[None, :]).sum(axis=1)
-    return int(cand[int(np.argmin(e))])
+    return LEVELS + int(np.argmin(_sq_errors(hist)))
 
 
 def threshold_from_hist(hist, top: float, method: str) -> float:

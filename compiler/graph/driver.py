@@ -126,6 +126,17 @@ def _worst_reason(k: int, cap: float, db) -> str:
             f"lowest" + ("" if cap >= 1 else f" of the layers with at most {cap:g} of the MACs"))
 
 
+def _is_number(v) -> bool:
+    """A finite int or float (numpy's too), not a bool."""
+    return not isinstance(v, bool) and isinstance(
+        v, (int, float, np.floating, np.integer)) and bool(np.isfinite(v))
+
+
+def _is_int(v, low: int) -> bool:
+    """An int (numpy's too), not a bool, at least ``low``."""
+    return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and v >= low
+
+
 def check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
                  float_worst=None, worst_mac_cap=1.0):
     """The mixed-precision options, checked before any work: each dB bound a finite number,
@@ -133,14 +144,11 @@ def check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_
     ``float_worst`` None or a positive integer, ``worst_mac_cap`` a number in (0, 1], and
     calibration samples given when a bound or ``float_worst`` needs them (GraphError naming
     the flag)."""
-    if isinstance(worst_mac_cap, bool) or not isinstance(
-            worst_mac_cap, (int, float, np.floating, np.integer)) or \
-            not (np.isfinite(worst_mac_cap) and 0 < worst_mac_cap <= 1):
+    if not (_is_number(worst_mac_cap) and 0 < worst_mac_cap <= 1):
         raise GraphError(f"--worst-mac-cap {worst_mac_cap!r}: expected a share of the "
                          f"model's MACs in (0, 1]")
     if float_worst is not None:
-        if isinstance(float_worst, bool) or not isinstance(float_worst, (int, np.integer)) \
-                or float_worst < 1:
+        if not _is_int(float_worst, 1):
             raise GraphError(f"--float-worst {float_worst!r}: expected an integer >= 1")
         if calib is None:
             raise GraphError("--float-worst needs calibration samples (--calib SAMPLES.npz) "
@@ -148,15 +156,14 @@ def check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_
     for flag, v in (("--min-layer-sqnr", min_layer_sqnr), ("--min-output-sqnr", min_output_sqnr)):
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                or not np.isfinite(v):
+        if not _is_number(v):
             raise GraphError(f"{flag} {v!r}: expected a finite number of dB")
         if calib is None:
             raise GraphError(f"{flag} needs calibration samples (--calib SAMPLES.npz) to "
                              f"measure SQNR on")
     for flag, v, low in (("--max-float-layers", max_float_layers, 1),
                          ("sqnr_samples", sqnr_samples, 0)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        if not _is_int(v, low):
             raise GraphError(f"{flag} {v!r}: expected an integer >= {low}")
 
 
@@ -295,15 +302,15 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                                          for s in samples[len(float_envs):n_env]]
             worst = [(name, op, _finite(db)) for name, op, db in worst_layers(
                 q, fg, envs, float_worst, worst_mac_cap)]
+        reasons = _kept_reasons(fl, kept, min_layer_sqnr, worst, float_worst, worst_mac_cap)
+        if float_worst is not None:
             q = quantize(fg, ranges=ranges, mode=mode, percentile=percentile,
                          global_scale=global_scale, per_channel=per_channel,
-                         float_nodes=_kept_reasons(fl, kept, min_layer_sqnr, worst,
-                                                   float_worst, worst_mac_cap))
+                         float_nodes=reasons)
         if min_output_sqnr is not None:
             from .quantize import keep_float_for_output
             q, more, before, after = keep_float_for_output(
-                fg, samples[:n_env], min_output_sqnr, float_nodes=_kept_reasons(
-                    fl, kept, min_layer_sqnr, worst, float_worst, worst_mac_cap),
+                fg, samples[:n_env], min_output_sqnr, float_nodes=reasons,
                 max_float=max_float_layers, ranges=ranges, mode=mode, percentile=percentile,
                 global_scale=global_scale, per_channel=per_channel)
             out_kept = {"kept": more, "before": before, "after": after}

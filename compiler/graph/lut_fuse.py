@@ -12,8 +12,9 @@ A region is a set of element-wise nodes (one-input functions; add, sub, mul, div
 one-element constant or with both operands inside the region) whose only activation input is
 one value (its *root*), with exactly one value read outside it (its last node's, not a
 divisor: a table's output may round to 0, as :mod:`compiler.ops.unary` notes).  The
-quantiser uses a region only when the root is already int8 and no node of it is to stay
-float; a region of ReLUs and Clips only (exact in int8 node by node) is left as it is.
+quantiser uses a region only when the root is already int8; a region with a node to stay
+float stays float as a whole (quantised node by node around it, it would round once per
+node); a region of ReLUs and Clips only (exact in int8 node by node) is left as it is.
 """
 
 from __future__ import annotations

@@ -112,7 +112,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     ``.qdq_notes`` says which layers stayed float and why (``.qdq_refused``: why the
     model's scales were not kept, if they were not).  With ``fuse_luts`` (default) a chain
     of element-wise nodes of one int8 value becomes one lookup table
-    (:mod:`.lut_fuse`)."""
+    (:mod:`.lut_fuse`); such a chain with a node in ``float_nodes`` stays float as a whole
+    (quantised node by node around one float node it would round once per node)."""
     if ranges is None:
         if samples is None and mode != "global_scale":
             raise QuantizeError("quantize needs calibration samples (or mode='global_scale')")
@@ -125,9 +126,17 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         reasons.setdefault(name, WHY_RESIDUAL)
     for name in written_out_norms(g):
         reasons.setdefault(name, WHY_NORM)
-    from .lut_fuse import WHY_DIVISOR, divisor_chains
+    from .lut_fuse import WHY_DIVISOR, divisor_chains, lut_regions
     for name in divisor_chains(g):
         reasons.setdefault(name, WHY_DIVISOR)
+    scales, qdq_refused = model_scales(g) if keep_qdq_scales else (None, "")
+    luts = lut_regions(g) if fuse_luts and scales is None else []
+    for _, nodes in luts:           # a table is one layer: float as a whole or not at all
+        hit = next((m.name for m in nodes if m.name in reasons), None)
+        if hit is not None:
+            for m in nodes:
+                reasons.setdefault(m.name, f"{reasons[hit]} (one element-wise table with "
+                                           f"{hit})")
     float_nodes = tuple(reasons)
     ranges, lut_clipped = saturating_ranges(g, ranges)
     q = Graph(g.name)
@@ -137,7 +146,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     qname: dict[str, str] = {}     # float value -> int8 value
     fname: dict[str, str] = {}     # float value -> float value in q
     fracs: dict[str, int] = {}
-    scales, q.qdq_refused = model_scales(g) if keep_qdq_scales else (None, "")
+    q.qdq_refused = qdq_refused
     q.scales, q.qdq_notes = {}, []
 
     def f_of(v):
@@ -197,9 +206,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
                        per_channel, float_nodes)
     fixed = FixedRules(ctx, scales, q.scales) if scales is not None else None
     regions: dict = {}          # first node of an element-wise region -> (root, nodes)
-    if fuse_luts and fixed is None:
-        from .lut_fuse import lut_regions
-        for root, nodes in lut_regions(g):
+    if fixed is None:
+        for root, nodes in luts:
             if not any(m.name in reasons for m in nodes):
                 regions[nodes[0].name] = (root, nodes)
     fused: set = set()

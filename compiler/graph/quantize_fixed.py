@@ -464,3 +464,34 @@ class FixedRules:
 
 __all__ = ["FixedRules", "model_scales", "gemm_multiplier", "add_multipliers", "fixed_multiplier",
            "nominal_frac", "frac_for"]
+
+
+def qdq_output_name(q, v: str) -> str:
+    """The QDQ model's QuantizeLinear output whose int8 tensor value ``v`` of ``q`` (a
+    quantised graph at the model's own scales) mirrors ('' when none)."""
+    fv = q.float_of.get(v, "")
+    if not fv:
+        return ""
+    return (fv.replace("_DequantizeLinear_Output", "_QuantizeLinear_Output")
+            if fv.endswith("_DequantizeLinear_Output") else fv + "_QuantizeLinear_Output")
+
+
+def run_isolated(q, feeds: dict, given: dict, node_fn=None) -> dict:
+    """Every value of ``q`` with each node fed the int8 tensors of another execution of the
+    same QDQ model (``given``: {QuantizeLinear output name: array}, e.g. onnxruntime's with
+    every QuantizeLinear output exposed) wherever that execution has the node's input, else
+    this run's own values: each layer's own arithmetic, from the same inputs as the other
+    execution's layer.  ``node_fn(node, inputs)`` computes a node (default: the reference
+    interpreter's)."""
+    from .reference import run_node, single_threaded_blas
+    fn = node_fn or run_node
+    env = dict(q.params)
+    env.update({k: np.asarray(v) for k, v in feeds.items()})
+
+    def value(i):
+        o = given.get(qdq_output_name(q, i)) if i in q.scales else None
+        return env[i] if o is None or np.shape(o) != np.shape(env[i]) else np.asarray(o)
+    with single_threaded_blas():
+        for n in q.nodes:
+            env[n.output] = fn(n, [value(i) for i in n.inputs])
+    return env
