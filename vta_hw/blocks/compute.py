@@ -21,11 +21,17 @@ __all__ = ["ComputeModule"]
 
 _UOP, _ACC, _ACC8 = 0, 1, 2
 
+#: yosys commands (after reading the design, before ``synth_ecp5``) that let the ACC SRAM's
+#: reads return anything when they collide with its write, so it maps to plain block RAMs
+#: without the bypass registers and compares that emulate read-first behaviour
+ACC_MEM_SCRIPT = "setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\acc_mem %i"
+
 
 class ComputeModule(wiring.Component):
     """The compute module (spec §3.2): runs its instructions in program order.
 
-    Owns the UOP SRAM and the ACC SRAM (one write port, two read ports transparent for it).
+    Owns the UOP SRAM and the ACC SRAM (one write port, two read ports; a read that collides
+    with a write is never used, the GEMM and ALU forward those writes themselves).
     Every ACC write is mirrored into the OUT SRAM (low ``out_width`` bits of each lane) through
     ``out_wr_*``, so a STORE sees the truncated accumulator exactly as the reference
     functional simulator does, also after LOAD ACC.
@@ -85,8 +91,10 @@ class ComputeModule(wiring.Component):
         m.submodules.acc_mem = acc_mem = memory.Memory(
             shape=unsigned(self.acc_bits), depth=cfg.acc_buff_depth, init=[])
         acc_wp = acc_mem.write_port(granularity=Wa)
-        acc_rpa = acc_mem.read_port(transparent_for=(acc_wp,))
-        acc_rpb = acc_mem.read_port(transparent_for=(acc_wp,))
+        # not transparent: the GEMM and the ALU forward the writes their reads collide with
+        # (a block RAM has no cross-port write-through; see ACC_MEM_SCRIPT)
+        acc_rpa = acc_mem.read_port()
+        acc_rpb = acc_mem.read_port()
 
         # ---------------------------------------------------------------- loader
         acc8_bytes = cfg.batch * cfg.block_out * 8 // 8
@@ -125,8 +133,9 @@ class ComputeModule(wiring.Component):
         # word of the current one is out of the SRAM in stage 0 and registered into stage 1
         # with its offsets (FPGA timing: nothing after the SRAM's clock-to-out)
         v1 = Signal()
-        uop1 = Signal(32)
-        offs = [Signal.like(loop.dst_off, name=n) for n in ("dst1", "src1", "wgt1")]
+        uop1 = Signal(32, reset_less=True)
+        offs = [Signal.like(loop.dst_off, name=n, reset_less=True)
+                for n in ("dst1", "src1", "wgt1")]
         m.d.comb += uop_rp.addr.eq(loop.u_next)
         m.d.sync += [v1.eq(loop.valid), uop1.eq(uop_rp.data), offs[0].eq(loop.dst_off),
                      offs[1].eq(loop.src_off), offs[2].eq(loop.wgt_off)]
