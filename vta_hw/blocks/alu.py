@@ -162,10 +162,11 @@ class AluPipe(wiring.Component):
     - s3: ``ACC[d] <- op(A, B)`` written.
 
     The ACC read ports need not be transparent for the ACC write port (a block RAM without
-    cross-port write-through): with ``stages=1`` a micro-op reading a tile written two
-    micro-ops earlier (its read collides with that write) gets it forwarded from the
-    registered last write; with more stages no read collides with a write of the same
-    instruction.  So iterations that read tiles written by earlier iterations see the new
+    cross-port write-through), and the caller may register the write (it lands a cycle after
+    the write stage): with ``stages`` 1 or 2 a micro-op whose reads come before (or collide
+    with) the landing of an earlier micro-op's write gets that result forwarded from the
+    last two write-stage results, registered; with 3 stages the next micro-op reads after
+    the landing.  So iterations that read tiles written by earlier iterations see the new
     values (strict loop order) at one micro-op per ``stages`` cycles, no stall.  Datapath
     registers have no reset (only the valid bits and forwarding flags do).
     The long path (multiplier, shifter) runs register to register.
@@ -234,14 +235,18 @@ class AluPipe(wiring.Component):
         fwd_a = wv & (wd == d2)
         fwd_b = wv & (wd == s2)
         rd_a, rd_b = self.acc_rda_data, self.acc_rdb_data
-        if self.stages == 1:
-            # the write of the micro-op two ahead collided with this one's reads
-            pv = Signal()
-            pd = Signal(range(depth), reset_less=True)
-            pdata = Signal(self.acc_bits, reset_less=True)
-            m.d.sync += [pv.eq(wv), pd.eq(wd), pdata.eq(wdata)]
-            rd_a = Mux(pv & (pd == d2), pdata, rd_a)
-            rd_b = Mux(pv & (pd == s2), pdata, rd_b)
+        if self.stages < 3:
+            # the caller registers the ACC write (it lands a cycle after the write stage), so
+            # the writes of the last two cycles before this one may be newer than the reads:
+            # forwarded too, the newest first (with 3 stages the next micro-op reads after)
+            pv = [Signal(name=f"wv_{k}") for k in (1, 2)]
+            pd = [Signal(range(depth), name=f"wd_{k}", reset_less=True) for k in (1, 2)]
+            pdata = [Signal(self.acc_bits, name=f"wdata_{k}", reset_less=True) for k in (1, 2)]
+            m.d.sync += [pv[0].eq(wv), pd[0].eq(wd), pdata[0].eq(wdata),
+                         pv[1].eq(pv[0]), pd[1].eq(pd[0]), pdata[1].eq(pdata[0])]
+            for k in (1, 0):    # the older first, so the newer wins
+                rd_a = Mux(pv[k] & (pd[k] == d2), pdata[k], rd_a)
+                rd_b = Mux(pv[k] & (pd[k] == s2), pdata[k], rd_b)
         m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2),
                      a3.eq(Mux(fwd_a, wdata, rd_a)),
                      b3.eq(Mux(self.use_imm, imm.replicate(cfg.batch * cfg.block_out),

@@ -154,21 +154,32 @@ class ComputeModule(wiring.Component):
         with m.Else():
             m.d.comb += acc_rpa.addr.eq(gemm.acc_rd_addr)
 
-        # ACC write mux (one writer at a time) and the OUT mirror
+        # ACC write mux (one writer at a time) and the OUT mirror.  The ACC write is
+        # registered (it lands in the SRAM a cycle later; FPGA timing: the mux is not in front
+        # of the block RAMs spread over the die): the GEMM and ALU forward around it, and
+        # every instruction completes after its last write has been issued, a cycle before
+        # the next one can read.  The OUT mirror is written at once.
         all_lanes = (1 << self.acc_lanes) - 1
+        w_addr = Signal.like(acc_wp.addr)
+        w_data = Signal.like(acc_wp.data)
+        w_en = Signal.like(acc_wp.en)
         with m.If(ld_acc_valid):
-            m.d.comb += [acc_wp.addr.eq(ld_acc_addr), acc_wp.data.eq(ld_acc_data),
-                         acc_wp.en.eq(ld_acc_en)]
+            m.d.comb += [w_addr.eq(ld_acc_addr), w_data.eq(ld_acc_data), w_en.eq(ld_acc_en)]
         with m.Elif(gemm.acc_wr_valid):
-            m.d.comb += [acc_wp.addr.eq(gemm.acc_wr_addr), acc_wp.data.eq(gemm.acc_wr_data),
-                         acc_wp.en.eq(all_lanes)]
+            m.d.comb += [w_addr.eq(gemm.acc_wr_addr), w_data.eq(gemm.acc_wr_data),
+                         w_en.eq(all_lanes)]
         with m.Elif(alu.acc_wr_valid):
-            m.d.comb += [acc_wp.addr.eq(alu.acc_wr_addr), acc_wp.data.eq(alu.acc_wr_data),
-                         acc_wp.en.eq(all_lanes)]
-        m.d.comb += [self.out_wr_addr.eq(acc_wp.addr), self.out_wr_en.eq(acc_wp.en),
-                     self.out_wr_data.eq(Cat(*[acc_wp.data.word_select(i, Wa)[:cfg.out_width]
+            m.d.comb += [w_addr.eq(alu.acc_wr_addr), w_data.eq(alu.acc_wr_data),
+                         w_en.eq(all_lanes)]
+        q_addr = Signal.like(acc_wp.addr, name="acc_wq_addr", reset_less=True)
+        q_data = Signal.like(acc_wp.data, name="acc_wq_data", reset_less=True)
+        q_en = Signal.like(acc_wp.en, name="acc_wq_en")
+        m.d.sync += [q_addr.eq(w_addr), q_data.eq(w_data), q_en.eq(w_en)]
+        m.d.comb += [acc_wp.addr.eq(q_addr), acc_wp.data.eq(q_data), acc_wp.en.eq(q_en)]
+        m.d.comb += [self.out_wr_addr.eq(w_addr), self.out_wr_en.eq(w_en),
+                     self.out_wr_data.eq(Cat(*[w_data.word_select(i, Wa)[:cfg.out_width]
                                                for i in range(self.acc_lanes)])),
-                     self.acc_write.eq(acc_wp.en != 0)]
+                     self.acc_write.eq(w_en != 0)]
 
         self._control(m, insn, index, is_alu, ld, loop, gemm, alu, v1)
         return m

@@ -59,14 +59,15 @@ class GemmPipe(wiring.Component):
     - s2a: the BATCH x BLOCK_OUT x BLOCK_IN products registered (a bad micro-op dropped);
     - s2b: balanced adder trees, registered;
     - s3: ACC read of tile ``d`` issued;
-    - s4: the ACC tile registered, or the result of micro-op ``n-1`` (written in this very
-      cycle) or ``n-2`` (written in the cycle of this micro-op's read) when it wrote the same
-      tile (forwarding, with the address compares registered in s3);
+    - s4: the ACC tile registered, or the result of micro-op ``n-1``, ``n-2`` or ``n-3``
+      (the newest) when it wrote the same tile (forwarding, with the address compares
+      registered in s3);
     - s5: ``ACC[d] <- reset ? 0 : ACC[d] + dot`` written (and OUT, by the caller).
 
     The ACC read port need not be transparent for the ACC write port (a block RAM without
     cross-port write-through; the FPGA build lets a read that collides with a write return
-    anything): micro-ops ``n+1`` and ``n+2`` get ``n``'s result by forwarding, so any
+    anything), and the caller may register the write (:class:`ComputeModule` does: it lands
+    a cycle after s5): micro-ops ``n+1`` to ``n+3`` get ``n``'s result by forwarding, so any
     sequence of destinations, including the same tile in consecutive micro-ops, accumulates
     correctly at one micro-op per cycle with no stall.  Datapath registers have no reset
     (only the valid bits and the forwarding flags do).  Block RAM outputs and
@@ -200,24 +201,28 @@ class GemmPipe(wiring.Component):
         dot4 = Signal(self.acc_bits, reset_less=True)
         m.d.comb += self.acc_rd_addr.eq(d3)
         m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(r3), dot4.eq(dot3)]
-        # s4: ACC data registered.  The ACC read ports are not transparent (a block RAM has no
-        # cross-port write-through), so the results of the two micro-ops ahead are forwarded
-        # here: the one written in this very cycle (``wdata``) and the one written in the
-        # cycle before (``wdata6``, the write that collided with this micro-op's read).  The
-        # address compares run one cycle early, between registers (FPGA timing).
+        # s4: ACC data registered.  The caller registers the ACC write (it lands in the SRAM
+        # a cycle after s5) and the read ports are not transparent (a block RAM has no
+        # cross-port write-through), so the results of the three micro-ops ahead are
+        # forwarded here: the one in s5 in this very cycle (``wdata``), the one whose write
+        # lands now (``wdata6``) and the one whose write collided with this micro-op's read
+        # (``wdata7``).  The address compares run one cycle early, between registers.
         v5, r5 = Signal(), Signal()
         d5 = Signal(D, name="d5", reset_less=True)
-        v6 = Signal()
+        v6, v7 = Signal(), Signal()
         d6 = Signal(D, name="d6", reset_less=True)
         dot5 = Signal(self.acc_bits, reset_less=True)
         old5 = Signal(self.acc_bits, reset_less=True)
         wdata = Signal(self.acc_bits)
         wdata6 = Signal(self.acc_bits, reset_less=True)
-        fwd1, fwd2 = Signal(name="fwd1"), Signal(name="fwd2")
-        m.d.sync += [fwd1.eq(v4 & (d4 == d3)), fwd2.eq(v5 & (d5 == d3))]
+        wdata7 = Signal(self.acc_bits, reset_less=True)
+        fwd = [Signal(name=f"fwd{i}") for i in (1, 2, 3)]
+        m.d.sync += [fwd[0].eq(v4 & (d4 == d3)), fwd[1].eq(v5 & (d5 == d3)),
+                     fwd[2].eq(v6 & (d6 == d3))]
         m.d.sync += [v5.eq(v4), d5.eq(d4), r5.eq(r4), dot5.eq(dot4),
-                     old5.eq(Mux(fwd1, wdata, Mux(fwd2, wdata6, self.acc_rd_data))),
-                     v6.eq(v5), d6.eq(d5), wdata6.eq(wdata)]
+                     old5.eq(Mux(fwd[0], wdata, Mux(fwd[1], wdata6,
+                                                    Mux(fwd[2], wdata7, self.acc_rd_data)))),
+                     v6.eq(v5), d6.eq(d5), wdata6.eq(wdata), v7.eq(v6), wdata7.eq(wdata6)]
         # s5: accumulate and write
         acc = Cat(*[(old5.word_select(i, Wa) + dot5.word_select(i, Wa))[:Wa]
                     for i in range(cfg.batch * cfg.block_out)])
