@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,12 +10,12 @@ from isa import AluOp, MemType, Opcode, VTAConfig
 
 from .alu import AluPipe
 from ..errors import ErrorCode
-from .fields import INSN_BITS, insn_layout
+from .fields import INSN_BITS, insn_layout, uop_layout
 from .gemm import GemmPipe
 from .load import granules
 from .loader import TileLoader, tile_write
 from .memport import ReadSignature
-from .uoploop import UopLoop
+from .uoploop import OFF_BITS, UopLoop
 
 __all__ = ["ComputeModule"]
 
@@ -139,20 +139,30 @@ class ComputeModule(wiring.Component):
         m.d.comb += uop_rp.addr.eq(loop.u_next)
         m.d.sync += [v1.eq(loop.valid), uop1.eq(uop_rp.data), offs[0].eq(loop.dst_off),
                      offs[1].eq(loop.src_off), offs[2].eq(loop.wgt_off)]
+        # the SRAM read addresses of stage 1 (the GEMM's INP/WGT reads, the ALU's ACC reads;
+        # the GEMM's ACC read of s3 is one cycle ahead in ``acc_rd_addr_next``), summed here
+        # and registered, so a register drives the block RAMs spread over the die
+        uw = Signal(uop_layout(cfg))
+        m.d.comb += uw.eq(uop_rp.data)
+        d_next = Signal(OFF_BITS + 1)
+        m.d.comb += d_next.eq(uw.dst + loop.dst_off)
+        s1 = Signal(OFF_BITS + 1, name="src_sum1", reset_less=True)
+        w1 = Signal(OFF_BITS + 1, name="wgt_sum1", reset_less=True)
+        rpa = Signal(range(cfg.acc_buff_depth), name="acc_rpa_addr", reset_less=True)
+        m.d.sync += [s1.eq(uw.src + loop.src_off), w1.eq(uw.wgt + loop.wgt_off)]
         for unit in (gemm, alu):
             m.d.comb += [unit.uop.eq(uop1), unit.dst_off.eq(offs[0]),
                          unit.src_off.eq(offs[1])]
         m.d.comb += [gemm.valid.eq(v1 & ~is_alu), alu.valid.eq(v1 & is_alu),
                      gemm.wgt_off.eq(offs[2]), gemm.reset.eq(g.reset),
                      alu.op.eq(a.alu_opcode), alu.use_imm.eq(a.use_imm), alu.imm.eq(a.imm),
-                     self.inp_rd_addr.eq(gemm.inp_rd_addr), gemm.inp_rd_data.eq(self.inp_rd_data),
-                     self.wgt_rd_addr.eq(gemm.wgt_rd_addr), gemm.wgt_rd_data.eq(self.wgt_rd_data),
+                     self.inp_rd_addr.eq(s1), gemm.inp_rd_data.eq(self.inp_rd_data),
+                     self.wgt_rd_addr.eq(w1), gemm.wgt_rd_data.eq(self.wgt_rd_data),
                      gemm.acc_rd_data.eq(acc_rpa.data), alu.acc_rda_data.eq(acc_rpa.data),
-                     alu.acc_rdb_data.eq(acc_rpb.data), acc_rpb.addr.eq(alu.acc_rdb_addr)]
-        with m.If(is_alu):
-            m.d.comb += acc_rpa.addr.eq(alu.acc_rda_addr)
-        with m.Else():
-            m.d.comb += acc_rpa.addr.eq(gemm.acc_rd_addr)
+                     alu.acc_rdb_data.eq(acc_rpb.data), acc_rpb.addr.eq(s1),
+                     acc_rpa.addr.eq(rpa)]
+        # (the same addresses as the units' own acc_rd*_addr / *_rd_addr, a cycle earlier)
+        m.d.sync += rpa.eq(Mux(is_alu, d_next, gemm.acc_rd_addr_next))
 
         # ACC write mux (one writer at a time) and the OUT mirror.  The ACC write is
         # registered (it lands in the SRAM a cycle later; FPGA timing: the mux is not in front

@@ -79,6 +79,8 @@ class GemmPipe(wiring.Component):
     valid, uop, dst_off, src_off, wgt_off, reset : ``In`` (stage s1 inputs)
     inp_rd_addr/inp_rd_data, wgt_rd_addr/wgt_rd_data, acc_rd_addr/acc_rd_data :
         synchronous SRAM read ports (data one cycle after the address).
+    acc_rd_addr_next : ``Out`` the value ``acc_rd_addr`` takes in the next cycle (so the
+        caller can drive the ACC read port from a register).
     acc_wr_valid, acc_wr_addr, acc_wr_data : ACC write (whole tile).
     busy : ``Out(1)``  some micro-op is in s2..s4.
 
@@ -116,6 +118,7 @@ class GemmPipe(wiring.Component):
             "inp_rd_addr": Out(range(cfg.inp_buff_depth)), "inp_rd_data": In(self.inp_bits),
             "wgt_rd_addr": Out(range(cfg.wgt_buff_depth)), "wgt_rd_data": In(self.wgt_bits),
             "acc_rd_addr": Out(range(cfg.acc_buff_depth)), "acc_rd_data": In(self.acc_bits),
+            "acc_rd_addr_next": Out(range(cfg.acc_buff_depth)),
             "acc_wr_valid": Out(1), "acc_wr_addr": Out(range(cfg.acc_buff_depth)),
             "acc_wr_data": Out(self.acc_bits),
             "busy": Out(1), "range_error": Out(1)})
@@ -199,7 +202,7 @@ class GemmPipe(wiring.Component):
         # s3: ACC read issued
         v4, r4, d4 = Signal(), Signal(), Signal(D, name="d4", reset_less=True)
         dot4 = Signal(self.acc_bits, reset_less=True)
-        m.d.comb += self.acc_rd_addr.eq(d3)
+        m.d.comb += [self.acc_rd_addr.eq(d3), self.acc_rd_addr_next.eq(db)]
         m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(r3), dot4.eq(dot3)]
         # s4: ACC data registered.  The caller registers the ACC write (it lands in the SRAM
         # a cycle after s5) and the read ports are not transparent (a block RAM has no
