@@ -240,7 +240,8 @@ _STAT = re.compile(r"^\s+(\d+)\s+(\S+)\s*$|^\s+(\S+)\s+(\d+)\s*$")
 
 
 def synthesize_core(cfg: VTAConfig, out_dir, *, env=None, **core_kw) -> dict:
-    """Yosys ``synth_ecp5`` of the core alone; returns the cell counts (resource estimate)."""
+    """Yosys ``synth_ecp5`` of the core alone (with the bitstream build's ``ACC_MEM_SCRIPT``);
+    returns the cell counts (resource estimate)."""
     from amaranth.back import rtlil
 
     from ..blocks.core import VTACore
@@ -249,8 +250,8 @@ def synthesize_core(cfg: VTAConfig, out_dir, *, env=None, **core_kw) -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "vta_core.il").write_text(rtlil.convert(VTACore(cfg, **core_kw), name="vta_core"))
-    (out / "synth.ys").write_text("read_rtlil vta_core.il\nsynth_ecp5 -top vta_core\n"
-                                  "tee -o stat.txt stat\n")
+    (out / "synth.ys").write_text(f"read_rtlil vta_core.il\n{ACC_MEM_SCRIPT}\n"
+                                  "synth_ecp5 -top vta_core\ntee -o stat.txt stat\n")
     t0 = time.time()
     r = subprocess.run([env["YOSYS"], "-q", "-l", "synth.log", "synth.ys"], cwd=out, env=env,
                        capture_output=True, text=True)
