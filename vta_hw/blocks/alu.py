@@ -99,9 +99,10 @@ def alu_lane_split(m, op, a, b, width: int, tag: str = ""):
             m.d.comb += pre.eq(a + b)
         with m.Default():
             m.d.comb += pre.eq(y)
-    pre_r = Signal(width, name=f"alu_pre{tag}")
-    amt_r = Signal(lb - first, name=f"alu_amt{tag}")
-    sat_r, fill_r, neg_r = (Signal(name=f"alu_{n}{tag}") for n in ("sat", "fill", "neg"))
+    pre_r = Signal(width, name=f"alu_pre{tag}", reset_less=True)
+    amt_r = Signal(lb - first, name=f"alu_amt{tag}", reset_less=True)
+    sat_r, fill_r, neg_r = (Signal(name=f"alu_{n}{tag}", reset_less=True)
+                            for n in ("sat", "fill", "neg"))
     regs = [(pre_r, pre), (amt_r, amt[first:]), (sat_r, sat), (fill_r, fill), (neg_r, neg)]
 
     def finish(mul):
@@ -160,9 +161,14 @@ class AluPipe(wiring.Component):
       that tile (forwarding);
     - s3: ``ACC[d] <- op(A, B)`` written.
 
-    Both ACC read ports are transparent for the ACC write port, so a micro-op reading a tile
-    written two micro-ops earlier sees it too: iterations that read tiles written by earlier
-    iterations see the new values (strict loop order) at one micro-op per cycle, no stall.
+    The ACC read ports need not be transparent for the ACC write port (a block RAM without
+    cross-port write-through), and the caller may register the write (it lands a cycle after
+    the write stage): with ``stages`` 1 or 2 a micro-op whose reads come before (or collide
+    with) the landing of an earlier micro-op's write gets that result forwarded from the
+    last two write-stage results, registered; with 3 stages the next micro-op reads after
+    the landing.  So iterations that read tiles written by earlier iterations see the new
+    values (strict loop order) at one micro-op per ``stages`` cycles, no stall.  Datapath
+    registers have no reset (only the valid bits and forwarding flags do).
     The long path (multiplier, shifter) runs register to register.
 
     With ``stages=2`` the result is registered once more (s4 writes) and the caller issues a
@@ -212,15 +218,15 @@ class AluPipe(wiring.Component):
         m.d.comb += [self.acc_rda_addr.eq(d), self.acc_rdb_addr.eq(s)]
         # s2 (the range check is registered: a bad micro-op is dropped here)
         v2, bad2, v3 = Signal(), Signal(), Signal()
-        d2, s2, d3 = (Signal(range(depth), name=n) for n in ("d2", "s2", "d3"))
+        d2, s2, d3 = (Signal(range(depth), name=n, reset_less=True) for n in ("d2", "s2", "d3"))
         m.d.sync += [v2.eq(self.valid), bad2.eq(bad), d2.eq(d), s2.eq(s)]
         m.d.comb += self.range_error.eq(v2 & bad2)
         Wa = cfg.acc_width
         imm = Signal(Wa)
         m.d.comb += imm.eq(self.imm.as_signed())
         result = Signal(self.acc_bits)
-        a3 = Signal(self.acc_bits)
-        b3 = Signal(self.acc_bits)
+        a3 = Signal(self.acc_bits, reset_less=True)
+        b3 = Signal(self.acc_bits, reset_less=True)
         # the write stage: s3 (one-cycle execute) or s4 (registered result, micro-ops issued
         # every other cycle, so the next one is in s2 while this one is written)
         wv, wd, wdata = Signal(), Signal(range(depth)), Signal(self.acc_bits)
@@ -228,10 +234,23 @@ class AluPipe(wiring.Component):
             return self._pipelined(m, v2, bad2, d2, s2, d, s, imm, wv, wd, wdata)
         fwd_a = wv & (wd == d2)
         fwd_b = wv & (wd == s2)
+        rd_a, rd_b = self.acc_rda_data, self.acc_rdb_data
+        if self.stages < 3:
+            # the caller registers the ACC write (it lands a cycle after the write stage), so
+            # the writes of the last two cycles before this one may be newer than the reads:
+            # forwarded too, the newest first (with 3 stages the next micro-op reads after)
+            pv = [Signal(name=f"wv_{k}") for k in (1, 2)]
+            pd = [Signal(range(depth), name=f"wd_{k}", reset_less=True) for k in (1, 2)]
+            pdata = [Signal(self.acc_bits, name=f"wdata_{k}", reset_less=True) for k in (1, 2)]
+            m.d.sync += [pv[0].eq(wv), pd[0].eq(wd), pdata[0].eq(wdata),
+                         pv[1].eq(pv[0]), pd[1].eq(pd[0]), pdata[1].eq(pdata[0])]
+            for k in (1, 0):    # the older first, so the newer wins
+                rd_a = Mux(pv[k] & (pd[k] == d2), pdata[k], rd_a)
+                rd_b = Mux(pv[k] & (pd[k] == s2), pdata[k], rd_b)
         m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2),
-                     a3.eq(Mux(fwd_a, wdata, self.acc_rda_data)),
+                     a3.eq(Mux(fwd_a, wdata, rd_a)),
                      b3.eq(Mux(self.use_imm, imm.replicate(cfg.batch * cfg.block_out),
-                               Mux(fwd_b, wdata, self.acc_rdb_data)))]
+                               Mux(fwd_b, wdata, rd_b)))]
         # s3
         # with stages=3 the multiplication has its own split path below
         lanes = [alu_lane(m, self.op, a3.word_select(i, Wa).as_signed(),
@@ -242,25 +261,27 @@ class AluPipe(wiring.Component):
             # low half of each product from 16x16 pieces registered in s3, summed in s4
             h = Wa // 2
             v4, v5 = Signal(), Signal()
-            d4, d5 = Signal(range(depth)), Signal(range(depth))
-            other4 = Signal(self.acc_bits)
-            p0 = [Signal(Wa, name=f"mul_lo_{i}") for i in range(cfg.batch * cfg.block_out)]
-            p1 = [Signal(h, name=f"mul_mid_{i}") for i in range(cfg.batch * cfg.block_out)]
+            d4, d5 = Signal(range(depth), reset_less=True), Signal(range(depth), reset_less=True)
+            other4 = Signal(self.acc_bits, reset_less=True)
+            p0 = [Signal(Wa, name=f"mul_lo_{i}", reset_less=True)
+                  for i in range(cfg.batch * cfg.block_out)]
+            p1 = [Signal(h, name=f"mul_mid_{i}", reset_less=True)
+                  for i in range(cfg.batch * cfg.block_out)]
             for i in range(cfg.batch * cfg.block_out):
                 a = a3.word_select(i, Wa)
                 b = b3.word_select(i, Wa)
                 m.d.sync += [p0[i].eq(a[:h] * b[:h]),
                              p1[i].eq(a[h:] * b[:h] + a[:h] * b[h:])]
             m.d.sync += [v4.eq(v3), d4.eq(d3), other4.eq(result), v5.eq(v4), d5.eq(d4)]
-            r5 = Signal(self.acc_bits)
+            r5 = Signal(self.acc_bits, reset_less=True)
             mul = Cat(*[(p0[i] + (p1[i] << h))[:Wa] for i in range(cfg.batch * cfg.block_out)])
             m.d.sync += r5.eq(Mux(self.op == AluOp.MUL, mul, other4))
             m.d.comb += [wv.eq(v5), wd.eq(d5), wdata.eq(r5),
                          self.busy.eq(v2 | v3 | v4 | v5)]
         elif self.stages == 2:
             v4 = Signal()
-            d4 = Signal(range(depth))
-            r4 = Signal(self.acc_bits)
+            d4 = Signal(range(depth), reset_less=True)
+            r4 = Signal(self.acc_bits, reset_less=True)
             m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(result)]
             m.d.comb += [wv.eq(v4), wd.eq(d4), wdata.eq(r4), self.busy.eq(v2 | v3 | v4)]
         else:
@@ -277,7 +298,7 @@ class AluPipe(wiring.Component):
         Wa, h = cfg.acc_width, cfg.acc_width // 2
         n = cfg.batch * cfg.block_out
         v3, v4, v5 = Signal(), Signal(), Signal()
-        d3, d4, d5 = (Signal(range(depth), name=f"d{i}") for i in (3, 4, 5))
+        d3, d4, d5 = (Signal(range(depth), name=f"d{i}", reset_less=True) for i in (3, 4, 5))
         # fwd_a in s2 is ``v5 & (d5 == d2)``: v5/d5 are v4/d4 one cycle earlier and d2 is d
         dn, sn = Signal(range(depth)), Signal(range(depth))
         m.d.comb += [dn.eq(d), sn.eq(s)]
@@ -288,11 +309,11 @@ class AluPipe(wiring.Component):
         m.d.comb += [a_in.eq(Mux(fwd_a, wdata, self.acc_rda_data)),
                      b_in.eq(Mux(self.use_imm, imm.replicate(n),
                                  Mux(fwd_b, wdata, self.acc_rdb_data)))]
-        a3, b3 = Signal(self.acc_bits), Signal(self.acc_bits)
+        a3, b3 = Signal(self.acc_bits, reset_less=True), Signal(self.acc_bits, reset_less=True)
         m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2), a3.eq(a_in), b3.eq(b_in),
                      v4.eq(v3), d4.eq(d3), v5.eq(v4), d5.eq(d4)]
         prim = is_ecp5(self._platform)
-        r5 = Signal(self.acc_bits)
+        r5 = Signal(self.acc_bits, reset_less=True)
         outs = []
         for i in range(n):
             regs, finish = alu_lane_split(m, self.op, a3.word_select(i, Wa).as_signed(),
@@ -300,9 +321,12 @@ class AluPipe(wiring.Component):
             m.d.sync += [r.eq(v) for r, v in regs]
             a, b = a_in.word_select(i, Wa), b_in.word_select(i, Wa)
             # low half of the product from three 16x16 pieces, registered in s4
-            q0 = registered_product(m, a[:h], b[:h], Wa, f"mul_lo_{i}", primitive=prim)
-            q1 = registered_product(m, a[h:], b[:h], h, f"mul_hl_{i}", primitive=prim)
-            q2 = registered_product(m, a[:h], b[h:], h, f"mul_lh_{i}", primitive=prim)
+            q0 = registered_product(m, a[:h], b[:h], Wa, f"mul_lo_{i}", primitive=prim,
+                                    reset_less=True)
+            q1 = registered_product(m, a[h:], b[:h], h, f"mul_hl_{i}", primitive=prim,
+                                    reset_less=True)
+            q2 = registered_product(m, a[:h], b[h:], h, f"mul_lh_{i}", primitive=prim,
+                                    reset_less=True)
             mul = Signal(Wa, name=f"mul_{i}")
             m.d.comb += mul.eq(q0 + (Cat(Const(0, h), (q1 + q2)[:h])))
             outs.append(finish(mul))

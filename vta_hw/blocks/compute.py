@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,22 +10,28 @@ from isa import AluOp, MemType, Opcode, VTAConfig
 
 from .alu import AluPipe
 from ..errors import ErrorCode
-from .fields import INSN_BITS, insn_layout
+from .fields import INSN_BITS, insn_layout, uop_layout
 from .gemm import GemmPipe
 from .load import granules
 from .loader import TileLoader, tile_write
 from .memport import ReadSignature
-from .uoploop import UopLoop
+from .uoploop import OFF_BITS, UopLoop
 
 __all__ = ["ComputeModule"]
 
 _UOP, _ACC, _ACC8 = 0, 1, 2
 
+#: yosys commands (after reading the design, before ``synth_ecp5``) that let the ACC SRAM's
+#: reads return anything when they collide with its write, so it maps to plain block RAMs
+#: without the bypass registers and compares that emulate read-first behaviour
+ACC_MEM_SCRIPT = "setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\acc_mem %i"
+
 
 class ComputeModule(wiring.Component):
     """The compute module (spec §3.2): runs its instructions in program order.
 
-    Owns the UOP SRAM and the ACC SRAM (one write port, two read ports transparent for it).
+    Owns the UOP SRAM and the ACC SRAM (one write port, two read ports; a read that collides
+    with a write is never used, the GEMM and ALU forward those writes themselves).
     Every ACC write is mirrored into the OUT SRAM (low ``out_width`` bits of each lane) through
     ``out_wr_*``, so a STORE sees the truncated accumulator exactly as the reference
     functional simulator does, also after LOAD ACC.
@@ -85,8 +91,10 @@ class ComputeModule(wiring.Component):
         m.submodules.acc_mem = acc_mem = memory.Memory(
             shape=unsigned(self.acc_bits), depth=cfg.acc_buff_depth, init=[])
         acc_wp = acc_mem.write_port(granularity=Wa)
-        acc_rpa = acc_mem.read_port(transparent_for=(acc_wp,))
-        acc_rpb = acc_mem.read_port(transparent_for=(acc_wp,))
+        # not transparent: the GEMM and the ALU forward the writes their reads collide with
+        # (a block RAM has no cross-port write-through; see ACC_MEM_SCRIPT)
+        acc_rpa = acc_mem.read_port()
+        acc_rpb = acc_mem.read_port()
 
         # ---------------------------------------------------------------- loader
         acc8_bytes = cfg.batch * cfg.block_out * 8 // 8
@@ -125,41 +133,63 @@ class ComputeModule(wiring.Component):
         # word of the current one is out of the SRAM in stage 0 and registered into stage 1
         # with its offsets (FPGA timing: nothing after the SRAM's clock-to-out)
         v1 = Signal()
-        uop1 = Signal(32)
-        offs = [Signal.like(loop.dst_off, name=n) for n in ("dst1", "src1", "wgt1")]
+        uop1 = Signal(32, reset_less=True)
+        offs = [Signal.like(loop.dst_off, name=n, reset_less=True)
+                for n in ("dst1", "src1", "wgt1")]
         m.d.comb += uop_rp.addr.eq(loop.u_next)
         m.d.sync += [v1.eq(loop.valid), uop1.eq(uop_rp.data), offs[0].eq(loop.dst_off),
                      offs[1].eq(loop.src_off), offs[2].eq(loop.wgt_off)]
+        # the SRAM read addresses of stage 1 (the GEMM's INP/WGT reads, the ALU's ACC reads;
+        # the GEMM's ACC read of s3 is one cycle ahead in ``acc_rd_addr_next``), summed here
+        # and registered, so a register drives the block RAMs spread over the die
+        uw = Signal(uop_layout(cfg))
+        m.d.comb += uw.eq(uop_rp.data)
+        d_next = Signal(OFF_BITS + 1)
+        m.d.comb += d_next.eq(uw.dst + loop.dst_off)
+        s1 = Signal(OFF_BITS + 1, name="src_sum1", reset_less=True)
+        w1 = Signal(OFF_BITS + 1, name="wgt_sum1", reset_less=True)
+        rpa = Signal(range(cfg.acc_buff_depth), name="acc_rpa_addr", reset_less=True)
+        m.d.sync += [s1.eq(uw.src + loop.src_off), w1.eq(uw.wgt + loop.wgt_off)]
         for unit in (gemm, alu):
             m.d.comb += [unit.uop.eq(uop1), unit.dst_off.eq(offs[0]),
                          unit.src_off.eq(offs[1])]
         m.d.comb += [gemm.valid.eq(v1 & ~is_alu), alu.valid.eq(v1 & is_alu),
                      gemm.wgt_off.eq(offs[2]), gemm.reset.eq(g.reset),
                      alu.op.eq(a.alu_opcode), alu.use_imm.eq(a.use_imm), alu.imm.eq(a.imm),
-                     self.inp_rd_addr.eq(gemm.inp_rd_addr), gemm.inp_rd_data.eq(self.inp_rd_data),
-                     self.wgt_rd_addr.eq(gemm.wgt_rd_addr), gemm.wgt_rd_data.eq(self.wgt_rd_data),
+                     self.inp_rd_addr.eq(s1), gemm.inp_rd_data.eq(self.inp_rd_data),
+                     self.wgt_rd_addr.eq(w1), gemm.wgt_rd_data.eq(self.wgt_rd_data),
                      gemm.acc_rd_data.eq(acc_rpa.data), alu.acc_rda_data.eq(acc_rpa.data),
-                     alu.acc_rdb_data.eq(acc_rpb.data), acc_rpb.addr.eq(alu.acc_rdb_addr)]
-        with m.If(is_alu):
-            m.d.comb += acc_rpa.addr.eq(alu.acc_rda_addr)
-        with m.Else():
-            m.d.comb += acc_rpa.addr.eq(gemm.acc_rd_addr)
+                     alu.acc_rdb_data.eq(acc_rpb.data), acc_rpb.addr.eq(s1),
+                     acc_rpa.addr.eq(rpa)]
+        # (the same addresses as the units' own acc_rd*_addr / *_rd_addr, a cycle earlier)
+        m.d.sync += rpa.eq(Mux(is_alu, d_next, gemm.acc_rd_addr_next))
 
-        # ACC write mux (one writer at a time) and the OUT mirror
+        # ACC write mux (one writer at a time) and the OUT mirror.  The ACC write is
+        # registered (it lands in the SRAM a cycle later; FPGA timing: the mux is not in front
+        # of the block RAMs spread over the die): the GEMM and ALU forward around it, and
+        # every instruction completes after its last write has been issued, a cycle before
+        # the next one can read.  The OUT mirror is written at once.
         all_lanes = (1 << self.acc_lanes) - 1
+        w_addr = Signal.like(acc_wp.addr)
+        w_data = Signal.like(acc_wp.data)
+        w_en = Signal.like(acc_wp.en)
         with m.If(ld_acc_valid):
-            m.d.comb += [acc_wp.addr.eq(ld_acc_addr), acc_wp.data.eq(ld_acc_data),
-                         acc_wp.en.eq(ld_acc_en)]
+            m.d.comb += [w_addr.eq(ld_acc_addr), w_data.eq(ld_acc_data), w_en.eq(ld_acc_en)]
         with m.Elif(gemm.acc_wr_valid):
-            m.d.comb += [acc_wp.addr.eq(gemm.acc_wr_addr), acc_wp.data.eq(gemm.acc_wr_data),
-                         acc_wp.en.eq(all_lanes)]
+            m.d.comb += [w_addr.eq(gemm.acc_wr_addr), w_data.eq(gemm.acc_wr_data),
+                         w_en.eq(all_lanes)]
         with m.Elif(alu.acc_wr_valid):
-            m.d.comb += [acc_wp.addr.eq(alu.acc_wr_addr), acc_wp.data.eq(alu.acc_wr_data),
-                         acc_wp.en.eq(all_lanes)]
-        m.d.comb += [self.out_wr_addr.eq(acc_wp.addr), self.out_wr_en.eq(acc_wp.en),
-                     self.out_wr_data.eq(Cat(*[acc_wp.data.word_select(i, Wa)[:cfg.out_width]
+            m.d.comb += [w_addr.eq(alu.acc_wr_addr), w_data.eq(alu.acc_wr_data),
+                         w_en.eq(all_lanes)]
+        q_addr = Signal.like(acc_wp.addr, name="acc_wq_addr", reset_less=True)
+        q_data = Signal.like(acc_wp.data, name="acc_wq_data", reset_less=True)
+        q_en = Signal.like(acc_wp.en, name="acc_wq_en")
+        m.d.sync += [q_addr.eq(w_addr), q_data.eq(w_data), q_en.eq(w_en)]
+        m.d.comb += [acc_wp.addr.eq(q_addr), acc_wp.data.eq(q_data), acc_wp.en.eq(q_en)]
+        m.d.comb += [self.out_wr_addr.eq(w_addr), self.out_wr_en.eq(w_en),
+                     self.out_wr_data.eq(Cat(*[w_data.word_select(i, Wa)[:cfg.out_width]
                                                for i in range(self.acc_lanes)])),
-                     self.acc_write.eq(acc_wp.en != 0)]
+                     self.acc_write.eq(w_en != 0)]
 
         self._control(m, insn, index, is_alu, ld, loop, gemm, alu, v1)
         return m

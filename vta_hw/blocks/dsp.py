@@ -23,22 +23,24 @@ def is_ecp5(platform) -> bool:
 
 
 def registered_product(m: Module, a, b, width: int, name: str, *, primitive: bool = False,
-                       domain: str = "sync") -> Signal:
+                       domain: str = "sync", reset_less: bool = False) -> Signal:
     """A ``width``-bit signal holding ``a * b`` (low ``width`` bits, signedness taken from
     ``a`` and ``b``, each at most 18 bits wide) two cycles after ``a``/``b``: the operands
     are registered at the first clock edge and their product at the second.
 
     ``primitive``: one ``MULT18X18D`` with its input A/B and output registers on ``CLK0``
     (operands sign- or zero-extended to 18 bits, ``SIGNEDA``/``SIGNEDB`` tied to their
-    signedness); otherwise the same registers in logic."""
+    signedness); otherwise the same registers in logic.  ``reset_less``: the logic registers
+    have no (synchronous) reset (the primitive's registers never reset)."""
     sa, sb = a.shape().signed, b.shape().signed
     if len(a) > 18 or len(b) > 18 or width > 36:
         raise ValueError(f"{name}: a MULT18X18D takes operands of at most 18 bits and gives "
                          f"36 (got {len(a)} x {len(b)} -> {width})")
-    out = Signal(signed(width) if (sa or sb) else unsigned(width), name=name)
+    out = Signal(signed(width) if (sa or sb) else unsigned(width), name=name,
+                 reset_less=reset_less)
     if not primitive:
-        ar = Signal(a.shape(), name=f"{name}_a")
-        br = Signal(b.shape(), name=f"{name}_b")
+        ar = Signal(a.shape(), name=f"{name}_a", reset_less=reset_less)
+        br = Signal(b.shape(), name=f"{name}_b", reset_less=reset_less)
         m.d[domain] += [ar.eq(a), br.eq(b), out.eq(ar * br)]
         return out
     a18 = Signal(18, name=f"{name}_a18")

@@ -59,14 +59,18 @@ class GemmPipe(wiring.Component):
     - s2a: the BATCH x BLOCK_OUT x BLOCK_IN products registered (a bad micro-op dropped);
     - s2b: balanced adder trees, registered;
     - s3: ACC read of tile ``d`` issued;
-    - s4: the ACC tile registered, or the result of the previous micro-op when it wrote the
-      same tile in this very cycle (forwarding);
+    - s4: the ACC tile registered, or the result of micro-op ``n-1``, ``n-2`` or ``n-3``
+      (the newest) when it wrote the same tile (forwarding, with the address compares
+      registered in s3);
     - s5: ``ACC[d] <- reset ? 0 : ACC[d] + dot`` written (and OUT, by the caller).
 
-    The ACC read port is transparent for the ACC write port, so micro-op ``n+2`` (its read
-    in the cycle of ``n``'s write) sees ``n``'s result, and ``n+1`` gets it by forwarding:
-    any sequence of destinations, including the same tile in consecutive micro-ops,
-    accumulates correctly at one micro-op per cycle with no stall.  Block RAM outputs and
+    The ACC read port need not be transparent for the ACC write port (a block RAM without
+    cross-port write-through; the FPGA build lets a read that collides with a write return
+    anything), and the caller may register the write (:class:`ComputeModule` does: it lands
+    a cycle after s5): micro-ops ``n+1`` to ``n+3`` get ``n``'s result by forwarding, so any
+    sequence of destinations, including the same tile in consecutive micro-ops, accumulates
+    correctly at one micro-op per cycle with no stall.  Datapath registers have no reset
+    (only the valid bits and the forwarding flags do).  Block RAM outputs and
     multipliers are each followed by a register (FPGA timing).  Results land 7 cycles after
     ``valid``.
 
@@ -75,6 +79,8 @@ class GemmPipe(wiring.Component):
     valid, uop, dst_off, src_off, wgt_off, reset : ``In`` (stage s1 inputs)
     inp_rd_addr/inp_rd_data, wgt_rd_addr/wgt_rd_data, acc_rd_addr/acc_rd_data :
         synchronous SRAM read ports (data one cycle after the address).
+    acc_rd_addr_next : ``Out`` the value ``acc_rd_addr`` takes in the next cycle (so the
+        caller can drive the ACC read port from a register).
     acc_wr_valid, acc_wr_addr, acc_wr_data : ACC write (whole tile).
     busy : ``Out(1)``  some micro-op is in s2..s4.
 
@@ -112,6 +118,7 @@ class GemmPipe(wiring.Component):
             "inp_rd_addr": Out(range(cfg.inp_buff_depth)), "inp_rd_data": In(self.inp_bits),
             "wgt_rd_addr": Out(range(cfg.wgt_buff_depth)), "wgt_rd_data": In(self.wgt_bits),
             "acc_rd_addr": Out(range(cfg.acc_buff_depth)), "acc_rd_data": In(self.acc_bits),
+            "acc_rd_addr_next": Out(range(cfg.acc_buff_depth)),
             "acc_wr_valid": Out(1), "acc_wr_addr": Out(range(cfg.acc_buff_depth)),
             "acc_wr_data": Out(self.acc_bits),
             "busy": Out(1), "range_error": Out(1)})
@@ -132,9 +139,13 @@ class GemmPipe(wiring.Component):
 
         # s2: range check and the INP/WGT read data registered
         D = range(cfg.acc_buff_depth)
-        v2, bad2, r2, d2 = Signal(), Signal(), Signal(), Signal(D, name="d2")
-        inp_r = self._inp_r = Signal.like(self.inp_rd_data, name="inp_r")
-        wgt_r = Signal.like(self.wgt_rd_data, name="wgt_r")
+        v2, bad2, r2 = Signal(), Signal(), Signal()
+        # datapath registers (addresses, tiles, products, sums) have no reset: they are only
+        # read under the valid bits, which keep theirs
+        d2 = Signal(D, name="d2", reset_less=True)
+        inp_r = self._inp_r = Signal.like(self.inp_rd_data, name="inp_r",
+                                             reset_less=True)
+        wgt_r = Signal.like(self.wgt_rd_data, name="wgt_r", reset_less=True)
         m.d.sync += [v2.eq(self.valid), bad2.eq(bad), d2.eq(d), r2.eq(self.reset)]
         m.d.sync += [inp_r.eq(self.inp_rd_data), wgt_r.eq(self.wgt_rd_data)]
         m.d.comb += self.range_error.eq(v2 & bad2)
@@ -166,16 +177,18 @@ class GemmPipe(wiring.Component):
                         row.append(registered_product(
                             m, self.inp_rd_data.word_select(ix, cfg.inp_width).as_signed(),
                             self.wgt_rd_data.word_select(iw, cfg.wgt_width).as_signed(), pw,
-                            f"prod_{b}_{o}_{k}", primitive=is_ecp5(platform)))
+                            f"prod_{b}_{o}_{k}", primitive=is_ecp5(platform),
+                            reset_less=True))
                         continue
-                    pr = Signal(signed(pw), name=f"prod_{b}_{o}_{k}")
+                    pr = Signal(signed(pw), name=f"prod_{b}_{o}_{k}", reset_less=True)
                     m.d.sync += pr.eq(lut_product(x, y, m) if n >= first_lut else x * y)
                     row.append(pr)
                 if lut_k:
                     row += self._digit_planes(m, cfg, b, mults[b], wgt, o, lut_k)
                 rows.append(row)
-        va, ra, da = Signal(), Signal(), Signal(D, name="da")     # products being formed
-        vb, rb, db = Signal(), Signal(), Signal(D, name="db")     # products registered
+        # da: products being formed, db: products registered
+        va, ra, da = Signal(), Signal(), Signal(D, name="da", reset_less=True)
+        vb, rb, db = Signal(), Signal(), Signal(D, name="db", reset_less=True)
         m.d.sync += [va.eq(v2 & ~bad2), da.eq(d2), ra.eq(r2), vb.eq(va), db.eq(da), rb.eq(ra)]
         # s2b: adder trees, registered
         lanes = []
@@ -183,22 +196,36 @@ class GemmPipe(wiring.Component):
             lane = Signal(Wa, name=f"dot_{i}")
             m.d.comb += lane.eq(tree_sum(row, m))   # sign-extends (or wraps) to Wa bits
             lanes.append(lane)
-        v3, r3, d3 = Signal(), Signal(), Signal(D, name="d3")
-        dot3 = Signal(self.acc_bits)
+        v3, r3, d3 = Signal(), Signal(), Signal(D, name="d3", reset_less=True)
+        dot3 = Signal(self.acc_bits, reset_less=True)
         m.d.sync += [v3.eq(vb), d3.eq(db), r3.eq(rb), dot3.eq(Cat(*lanes))]
         # s3: ACC read issued
-        v4, r4, d4 = Signal(), Signal(), Signal(D, name="d4")
-        dot4 = Signal(self.acc_bits)
-        m.d.comb += self.acc_rd_addr.eq(d3)
+        v4, r4, d4 = Signal(), Signal(), Signal(D, name="d4", reset_less=True)
+        dot4 = Signal(self.acc_bits, reset_less=True)
+        m.d.comb += [self.acc_rd_addr.eq(d3), self.acc_rd_addr_next.eq(db)]
         m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(r3), dot4.eq(dot3)]
-        # s4: ACC data registered; the previous micro-op's result (written in this cycle,
-        # after this one's read) is forwarded when it is the same tile
-        v5, r5, d5 = Signal(), Signal(), Signal(D, name="d5")
-        dot5 = Signal(self.acc_bits)
-        old5 = Signal(self.acc_bits)
+        # s4: ACC data registered.  The caller registers the ACC write (it lands in the SRAM
+        # a cycle after s5) and the read ports are not transparent (a block RAM has no
+        # cross-port write-through), so the results of the three micro-ops ahead are
+        # forwarded here: the one in s5 in this very cycle (``wdata``), the one whose write
+        # lands now (``wdata6``) and the one whose write collided with this micro-op's read
+        # (``wdata7``).  The address compares run one cycle early, between registers.
+        v5, r5 = Signal(), Signal()
+        d5 = Signal(D, name="d5", reset_less=True)
+        v6, v7 = Signal(), Signal()
+        d6 = Signal(D, name="d6", reset_less=True)
+        dot5 = Signal(self.acc_bits, reset_less=True)
+        old5 = Signal(self.acc_bits, reset_less=True)
         wdata = Signal(self.acc_bits)
+        wdata6 = Signal(self.acc_bits, reset_less=True)
+        wdata7 = Signal(self.acc_bits, reset_less=True)
+        fwd = [Signal(name=f"fwd{i}") for i in (1, 2, 3)]
+        m.d.sync += [fwd[0].eq(v4 & (d4 == d3)), fwd[1].eq(v5 & (d5 == d3)),
+                     fwd[2].eq(v6 & (d6 == d3))]
         m.d.sync += [v5.eq(v4), d5.eq(d4), r5.eq(r4), dot5.eq(dot4),
-                     old5.eq(Mux(v5 & (d5 == d4), wdata, self.acc_rd_data))]
+                     old5.eq(Mux(fwd[0], wdata, Mux(fwd[1], wdata6,
+                                                    Mux(fwd[2], wdata7, self.acc_rd_data)))),
+                     v6.eq(v5), d6.eq(d5), wdata6.eq(wdata), v7.eq(v6), wdata7.eq(wdata6)]
         # s5: accumulate and write
         acc = Cat(*[(old5.word_select(i, Wa) + dot5.word_select(i, Wa))[:Wa]
                     for i in range(cfg.batch * cfg.block_out)])
@@ -217,7 +244,7 @@ class GemmPipe(wiring.Component):
             row = []
             for k in range(cfg.block_in):
                 x = self.inp_rd_data.word_select(b * cfg.block_in + k, pi).as_signed()
-                x3, xn, x2n = (Signal(signed(pi + 2), name=f"{n}_{b}_{k}")
+                x3, xn, x2n = (Signal(signed(pi + 2), name=f"{n}_{b}_{k}", reset_less=True)
                                for n in ("x3", "xneg", "x2neg"))
                 m.d.sync += [x3.eq(x + (x << 1)), xn.eq(-x), x2n.eq(-(x << 1))]
                 row.append((x3, xn, x2n))
@@ -254,7 +281,7 @@ class GemmPipe(wiring.Component):
             for g in range(0, len(sels), 4):
                 grp = sels[g:g + 4]
                 ps = Signal(signed(pi + 2 + (len(grp) - 1).bit_length()),
-                            name=f"plane_{tag}_{j}_{g // 4}")
+                            name=f"plane_{tag}_{j}_{g // 4}", reset_less=True)
                 m.d.sync += ps.eq(tree_sum(grp, m))
                 plane.append(ps)
             out.append(tree_sum(plane, m) << (2 * j))

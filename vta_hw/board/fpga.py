@@ -20,6 +20,7 @@ from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Modul
 from isa import VTAConfig
 
 from ..errors import HwError
+from ..blocks.compute import ACC_MEM_SCRIPT
 from .uart import UartSystem
 
 __all__ = ["FpgaTop", "build_bitstream", "synthesize_core", "critical_path", "BOARDS",
@@ -91,7 +92,10 @@ class FpgaTop(Elaboratable):
             m.d.sync += por.eq(255)
         with m.Elif(por != 0):
             m.d.sync += por.eq(por - 1)
-        m.d.comb += cd.rst.eq(por != 0)
+        # the reset is a register (no compare in front of its fan-out)
+        rst = Signal(init=1, reset_less=True)
+        m.d.sync += rst.eq(por != 0)
+        m.d.comb += cd.rst.eq(rst)
 
         # the FPGA core gives the tensor ALU three cycles per micro-op (the 32x32 multiplier
         # split over two register stages); the GEMM keeps one micro-op per cycle
@@ -174,6 +178,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
     os.environ.update(env)
     try:
         plan = platform.build(top, name="vta", build_dir=str(out), do_build=False,
+                              script_after_read=ACC_MEM_SCRIPT,
                               nextpnr_opts=f"--report report_nextpnr.json --seed {seed} "
                                            f"--timing-allow-fail --router {router} "
                                            f"--placer {placer} "
@@ -235,7 +240,8 @@ _STAT = re.compile(r"^\s+(\d+)\s+(\S+)\s*$|^\s+(\S+)\s+(\d+)\s*$")
 
 
 def synthesize_core(cfg: VTAConfig, out_dir, *, env=None, **core_kw) -> dict:
-    """Yosys ``synth_ecp5`` of the core alone; returns the cell counts (resource estimate)."""
+    """Yosys ``synth_ecp5`` of the core alone (with the bitstream build's ``ACC_MEM_SCRIPT``);
+    returns the cell counts (resource estimate)."""
     from amaranth.back import rtlil
 
     from ..blocks.core import VTACore
@@ -244,8 +250,8 @@ def synthesize_core(cfg: VTAConfig, out_dir, *, env=None, **core_kw) -> dict:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "vta_core.il").write_text(rtlil.convert(VTACore(cfg, **core_kw), name="vta_core"))
-    (out / "synth.ys").write_text("read_rtlil vta_core.il\nsynth_ecp5 -top vta_core\n"
-                                  "tee -o stat.txt stat\n")
+    (out / "synth.ys").write_text(f"read_rtlil vta_core.il\n{ACC_MEM_SCRIPT}\n"
+                                  "synth_ecp5 -top vta_core\ntee -o stat.txt stat\n")
     t0 = time.time()
     r = subprocess.run([env["YOSYS"], "-q", "-l", "synth.log", "synth.ys"], cwd=out, env=env,
                        capture_output=True, text=True)

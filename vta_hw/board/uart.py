@@ -267,9 +267,12 @@ class UartSystem(wiring.Component):
                          br.tx_ready.eq(self.host_tx_ready)]
         m.d.comb += [self.rx_valid.eq(br.rx_valid), self.done.eq(sys_.done),
                      self.overflow.eq(br.overflow),
-                     sys_.csr_addr.eq(br.csr_addr), sys_.csr_wdata.eq(br.csr_wdata),
-                     sys_.csr_we.eq(br.csr_we), br.csr_rdata.eq(sys_.csr_rdata),
+                     br.csr_rdata.eq(sys_.csr_rdata),
                      sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
                      sys_.ext_we.eq(br.mem_we), sys_.ext_en.eq(br.mem_en),
                      br.mem_rdata.eq(sys_.ext_rdata)]
+        # a register write reaches the core one cycle late, from registers (FPGA timing: the
+        # CSR ``launch`` resets the engine, a wide fan-out)
+        m.d.sync += [sys_.csr_addr.eq(br.csr_addr), sys_.csr_wdata.eq(br.csr_wdata),
+                     sys_.csr_we.eq(br.csr_we)]
         return m
