@@ -45,7 +45,7 @@ def frac_for(rng: float, bits: int = 8) -> int:
     top = (1 << (bits - 1)) - 1
     if not np.isfinite(rng) or rng <= 0:
         return bits - 1
-    return int(max(-16, min(24, math.floor(math.log2(top / rng)))))
+    return int(max(-16, min(48, math.floor(math.log2(top / rng)))))
 
 
 def qweight(w: np.ndarray):
@@ -70,7 +70,7 @@ def qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
         mult = (1 << (top - fwc)).astype(np.int64)
         bq = np.abs(b) * 2.0 ** (fx + fwc) + 1
         bound = (np.abs(q).sum(axis=1) * 128 + bq) * mult
-        if bound.max() < 2 ** 30 or top <= fw.min():
+        if bound.max() < 2 ** 30 or top <= -16:
             return q.astype(np.int8).reshape(w.shape), fwc, mult
         top -= 1
 
