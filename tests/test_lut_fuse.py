@@ -120,3 +120,41 @@ def test_a_chain_of_relus_only_is_left_on_vta():
     from tests.chain_model import calib, relu_chain_model
     fg = _fg(relu_chain_model(5))
     assert lut_regions(fg) == []
+
+
+def test_the_table_after_a_float_producer_stays_float_and_closer_to_float():
+    """A conv kept float (``float_first_last``, ``--float-worst``): its element-wise table
+    stays float with it, instead of being quantised node by node (x*clip(x+3) as a qmul
+    at 2**-1 on ocr_rec); the program stays exact on the simulator."""
+    from compiler.graph.quantize import WHY_FLOAT_ROOT
+    m, xs = _model(), _xs()
+    c = compile_model(m, CFG, calib={"x": xs}, float_first_last=True)
+    fg, q = c.float_graph, c.qgraph
+    (root, nodes), = lut_regions(fg)
+    conv0 = next(n.name for n in fg.nodes if n.output == root)
+    ops = [n.op for n in q.nodes]
+    assert not {"qlut", "qmul", "qadd"} & set(ops) and ops.count("qconv") == 1
+    names = {m.name for m in nodes}
+    inner = [n for n in q.nodes if q.float_of.get(n.output) in {m.output for m in nodes}
+             and n.op != "quantize"]            # the next conv's input
+    assert {n.name for n in inner} == names
+    assert inner and all(q.values[n.output].dtype == "float32" for n in inner)
+    assert all(n.attrs.get("why") == "float: " + WHY_FLOAT_ROOT.format(conv0)
+               for n in inner if n.name in names)
+    x = {"x": _xs(1, 9)[0]}
+    got = c.executor(SimDevice(CFG, timed=True)).run(x)["y"]
+    np.testing.assert_array_equal(got, run_graph(q, x)["y"])
+    # node by node (the old quantisation of this table) is further from float
+    old = quantize(fg, [{"x": s} for s in xs], mode="percentile", float_nodes=[conv0],
+                   fuse_luts=False)
+    assert "qmul" in [n.op for n in old.nodes]
+
+    def sqnr(g):
+        s = e = 0.0
+        for k in range(4):
+            f = {"x": _xs(4, 11)[k]}
+            ref = run_graph(fg, f)["y"]
+            s += float((ref ** 2).sum())
+            e += float(((run_graph(g, f)["y"] - ref) ** 2).sum())
+        return 10 * np.log10(s / e)
+    assert sqnr(q) > sqnr(old) + 1.0, (sqnr(q), sqnr(old))

@@ -112,8 +112,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     ``.qdq_notes`` says which layers stayed float and why (``.qdq_refused``: why the
     model's scales were not kept, if they were not).  With ``fuse_luts`` (default) a chain
     of element-wise nodes of one int8 value becomes one lookup table
-    (:mod:`.lut_fuse`); such a chain with a node in ``float_nodes`` stays float as a whole
-    (quantised node by node around one float node it would round once per node)."""
+    (:mod:`.lut_fuse`); such a chain with a node in ``float_nodes``, or whose input is made by
+    a node in ``float_nodes``, stays float as a whole (quantised node by node it would round
+    once per node)."""
     if ranges is None:
         if samples is None and mode != "global_scale":
             raise QuantizeError("quantize needs calibration samples (or mode='global_scale')")
@@ -122,6 +123,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     # float node saying why (graph/transformer.py; the partition report shows attrs["why"])
     from .transformer import WHY_NORM, WHY_RESIDUAL, residual_stream_adds, written_out_norms
     reasons = _reasons(float_nodes)
+    kept = dict(reasons)            # the caller's float nodes
     for name in residual_stream_adds(g):
         reasons.setdefault(name, WHY_RESIDUAL)
     for name in written_out_norms(g):
@@ -131,12 +133,16 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         reasons.setdefault(name, WHY_DIVISOR)
     scales, qdq_refused = model_scales(g) if keep_qdq_scales else (None, "")
     luts = lut_regions(g) if fuse_luts and scales is None else []
-    for _, nodes in luts:           # a table is one layer: float as a whole or not at all
+    prod = {n.output: n.name for n in g.nodes}
+    for root, nodes in luts:        # a table is one layer: float as a whole or not at all
         hit = next((m.name for m in nodes if m.name in reasons), None)
         if hit is not None:
             for m in nodes:
                 reasons.setdefault(m.name, f"{reasons[hit]} (one element-wise table with "
                                            f"{hit})")
+        elif prod.get(root) in kept:    # its root's producer stays float: so does the table
+            for m in nodes:
+                reasons.setdefault(m.name, WHY_FLOAT_ROOT.format(prod[root]))
     float_nodes = tuple(reasons)
     ranges, lut_clipped = saturating_ranges(g, ranges)
     q = Graph(g.name)
@@ -246,6 +252,12 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             _rename(q, src, o)
         q.outputs.append(o)
     return q
+
+
+#: Why an element-wise table after a caller's float node stays float (the partition report).
+WHY_FLOAT_ROOT = ("the element-wise table of {0}'s output, which stays float: quantised node "
+                  "by node it would round once per node (e.g. x*clip(x+3) of a hard-swish at "
+                  "2**-1)")
 
 
 def _reasons(float_nodes) -> dict:
