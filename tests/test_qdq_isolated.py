@@ -9,10 +9,9 @@ summation flips ~2e-6 of outputs, and each flip spreads to every output reading 
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxruntime.quantization")
-from onnx import helper  # noqa: E402
 
 from isa import VTAConfig  # noqa: E402
 
@@ -21,23 +20,14 @@ from compiler.graph.quantize_fixed import qdq_output_name, run_isolated  # noqa:
 from compiler.graph.reference import run_graph  # noqa: E402
 
 from .test_qdq_end_to_end import BLOCKS, HW, chain_float  # noqa: E402
-from .test_qdq_scales import ort_quantize  # noqa: E402
-
-
-def _exposed_session(qp):
-    m = onnx.load(qp)
-    for nd in m.graph.node:
-        if nd.op_type == "QuantizeLinear":
-            m.graph.output.append(helper.make_empty_tensor_value_info(nd.output[0]))
-    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    return s, [o.name for o in s.get_outputs()]
+from .test_qdq_scales import _ort_q_outputs, ort_quantize  # noqa: E402
 
 
 def test_every_layer_isolated_within_one_lsb_of_onnxruntime(tmp_path):
     xs = np.random.default_rng(3).normal(size=(8, 1, 3, HW, HW)).astype(np.float32)
     qp = ort_quantize(str(tmp_path), xs[:4], per_channel=True, model=chain_float(seed=2))
     q = compile_model(qp, VTAConfig()).qgraph
-    sess, names = _exposed_session(qp)
+    sess, names = _ort_q_outputs(qp)
     producer = {n.output: n for n in q.nodes}
     stats: dict = {}
     for x in xs[4:]:
