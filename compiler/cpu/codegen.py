@@ -19,8 +19,9 @@ Numeric semantics are those of :mod:`compiler.te.evaluate`, operation by operati
 * casts: int -> int truncates or extends, int -> float32 rounds to nearest even, float32 ->
   int truncates toward zero, saturating, NaN -> 0 (``llvm.fptosi.sat``'s semantics, written
   with compares and selects so that vectors stay vectors on x86).
-* ``exp``: inline float64 arithmetic rounded once (:mod:`compiler.cpu.mathfns`: within
-  1 ulp of the exact value, the same bits on every target and vector width); intrinsics:
+* ``exp``: inline float32 arithmetic (:mod:`compiler.cpu.mathfns`: within 1 ulp of the
+  exact value, the same bits on every target and vector width; ``exp(min(a, 0.0))`` in a
+  shorter form with the same bits); intrinsics:
   ``llvm.log/sqrt/floor/ceil/fabs.f32``, ``round`` is ``llvm.roundeven``
   (numpy.rint), integer ``abs`` is ``llvm.abs`` (wrapping).
 
@@ -47,7 +48,7 @@ from ..te.loop_nest import IfThen, Store
 from ..te import (DTYPES, Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, Tensor,
                   is_float)
 from .errors import CpuError
-from .mathfns import emit_exp
+from .mathfns import emit_exp, emit_exp_nonpositive
 from .vecmem import F32, I1, I8, I64, PTR, MemoryAccess, llvm_type
 from .vecmem import MAX_SPAN_STRIDE, mem_type  # noqa: F401 (re-exported)
 from .indexing import _is_index, bounds
@@ -403,6 +404,10 @@ class StageEmitter(MemoryAccess):
         raise CpuError(f"stage {self.stage}: unknown integer operation {op}")
 
     def call(self, e: Call, guarded):
+        a = _nonpositive_arg(e)
+        if a is not None:          # exp(min(a, 0)): no result above 1, a shorter exp
+            return emit_exp_nonpositive(self.b, self.conv(self.expr(a, guarded),
+                                                          self._dt(a), e.dtype))
         x = self.conv(self.expr(e.args[0], guarded), self._dt(e.args[0]), e.dtype)
         if e.name == "abs" and not is_float(e.dtype):
             if e.dtype.startswith("uint") or e.dtype == "bool":
@@ -512,3 +517,17 @@ def _tyname(t):
     if isinstance(t, ir.IntType):
         return f"i{t.width}"
     raise CpuError(f"no intrinsic type name for {t}")
+
+
+def _nonpositive_arg(e: Call):
+    """``a`` when ``e`` is ``exp(min(a, 0.0))`` or ``exp(min(0.0, a))`` over float32 (a
+    softmax's ``exp(x - max)`` says so), else None."""
+    if e.name != "exp" or not is_float(e.dtype):
+        return None
+    m = e.args[0]
+    if not isinstance(m, Binary) or m.op != "min":
+        return None
+    for z, a in ((m.b, m.a), (m.a, m.b)):
+        if isinstance(z, Const) and float(z.value) == 0.0 and is_float(a.dtype or ""):
+            return a
+    return None

@@ -66,7 +66,10 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -
     k1 = te.reduce_axis(c, "k1")
     mx = te.compute(rows, lambda *i: te.max(x[row(i) + (k1,)], axis=k1), f"{name}.max")
     mx.cpu_schedule = lambda target=None: _rows_reduce_schedule(mx, k1)
-    e = te.compute(x.shape, lambda *i: te.exp(x[i] - mx[tuple(i[:-1]) or (0,)]), f"{name}.exp")
+    # x - max <= 0 (or NaN): min(., 0) changes no value and selects the code generator's
+    # shorter exp (mathfns.emit_exp_nonpositive: the same bits as exp)
+    e = te.compute(x.shape, lambda *i: te.exp(te.min(x[i] - mx[tuple(i[:-1]) or (0,)], 0.0)),
+                   f"{name}.exp")
     e.cpu_schedule = lambda target=None: wide_rows_schedule(e, target)
     if sum_field_bits(c) < 4:               # over 2**20 per row: 60 bits in 3-bit fields
         sum_by = "int64"
