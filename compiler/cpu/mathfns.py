@@ -11,11 +11,12 @@ two built from the fma's bits (each a normal float: a subnormal result is rounde
 the last multiplication; no float -> int conversion).  Every float32 ``x`` in [-104, 104]
 was checked against float64 ``exp`` (2,241,855,490 inputs): at most 0.91 ulp from the exact
 value, 0.47% of them not correctly rounded (numpy's own float32 ``exp`` is up to 2.4 ulp
-away).  +inf -> +inf, -inf -> 0, NaN -> NaN.  20 vector instructions (before: 25, SLEEF's degree-7 ``expf``).  Every multiply-add is ``llvm.fma``
-(always fused, never contracted by choice), the rest plain IEEE and integer operations:
-the same bits on every target (a CPU without FMA gets them from libm, slowly), vector
-width and schedule.  ``exp(min(a, 0))`` (a softmax's ``exp(x - max)``) has a shorter form
-with the same bits (:func:`emit_exp_nonpositive`, 14 instructions).
+away).  +inf -> +inf, -inf -> 0, NaN -> NaN.  20 vector instructions (before: 25, SLEEF's
+degree-7 ``expf``).  Every multiply-add is ``llvm.fma`` (always fused, never contracted by
+choice), the rest plain IEEE and integer operations: the same bits on every target (a CPU
+without FMA gets them from libm, slowly), vector width and schedule.  ``exp(min(a, 0))``
+(a softmax's ``exp(x - max)``) has a shorter form with the same bits
+(:func:`emit_exp_nonpositive`, 14 instructions).
 
 Example::
 
