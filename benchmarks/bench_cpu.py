@@ -210,7 +210,8 @@ TARGETS = (("avx512", None), ("avx2", "-avx512f"))      # column name, feature e
 
 def _targets():
     """(column name, CpuTarget): this CPU as it is, and with AVX-512 off (emulated AVX2
-    host); a host without AVX-512 gets one column."""
+    host); a host without AVX-512 gets one column ("native").  Feature edits of a column:
+    ``dict(TARGETS).get(name)``."""
     out = []
     for col, edits in TARGETS:
         t = host_target(features=edits or "")
@@ -218,6 +219,21 @@ def _targets():
             continue
         out.append((col if vector_shape(t)[0] >= 512 or edits else "native", t))
     return out
+
+
+def header(targets) -> tuple:
+    """Print the first line of a CPU benchmark (this CPU, its cores, each column's SIMD
+    registers, the load average) and return the load average."""
+    load0 = os.getloadavg()
+    print(f"host: {host_target().cpu}, {NCPU} CPUs; columns: "
+          + "; ".join(f"{c} = {vector_shape(t)[0]}-bit x {vector_shape(t)[1]} registers"
+                      for c, t in targets)
+          + f"; load average {load_text(load0)}", flush=True)
+    return load0
+
+
+def load_text(load) -> str:
+    return f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
 
 
 def main() -> None:
@@ -228,11 +244,7 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     targets = _targets()
-    load0 = os.getloadavg()
-    print(f"host: {host_target().cpu}, {NCPU} CPUs; columns: "
-          + "; ".join(f"{c} = {vector_shape(t)[0]}-bit x {vector_shape(t)[1]} registers"
-                      for c, t in targets)
-          + f"; load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
+    load0 = header(targets)
     rows = []
     for name, dt, y_of, feeds, np_fn, ort_fn in cases(rng):
         if args.only and not name.startswith(args.only):
@@ -309,8 +321,7 @@ def main() -> None:
     llvm_ms = min(_time(lambda: k.run({x: xv})) for _ in range(args.repeat))
     print()
     print(table(rows, [c for c, _ in targets]))
-    print(f"\nload average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
-          f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    print(f"\nload average before {load_text(load0)}, after {load_text(load1)}")
     print(f"loop-nest interpreter (compiler.te.loop_nest.run_stage), global avg pool int8: "
           f"{interp * 1e3:.0f} ms; LLVM: {llvm_ms * 1e3:.3f} ms ({interp / llvm_ms:.0f}x)")
     if args.json:

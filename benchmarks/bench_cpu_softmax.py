@@ -1,6 +1,7 @@
 """Float32 softmax on the CPU backend before and after this branch's changes, on this CPU
 (AVX-512) and with AVX-512 turned off (AVX2), against onnxruntime single-thread, in one
-run with the engines interleaved round by round.
+run with the engines interleaved round by round (columns, header and onnxruntime session:
+``bench_cpu.py``'s).
 
 "after" is ``ops.softmax(x, target=t)`` of this tree, the exact row sum's formulation
 picked for each target (AVX-512DQ: one float32 -> int64 conversion per element; AVX2:
@@ -10,9 +11,9 @@ the per-element int64 conversion on every target), or, with ``--before-tree DIR`
 checkout of an older commit, e.g. ``git archive fbe0445 compiler | tar -x -C DIR``),
 that tree's ``ops.softmax(x)`` compiled for both targets in this process (its
 ``compiler`` package imported as ``compiler_before``: the package imports itself
-relatively), checked against numpy within 1e-5.  Times are the best of ``--repeat`` rounds; the load average is
-printed before and after.  The AVX2 column is emulated on an AVX-512 CPU (onnxruntime
-keeps its AVX-512 kernels).
+relatively), checked against numpy within 1e-5.  Times are the best of ``--repeat``
+rounds; the load average is printed before and after.  The AVX2 column is emulated on an
+AVX-512 CPU (onnxruntime keeps its AVX-512 kernels).
 
     python benchmarks/bench_cpu_softmax.py [--repeat 200] [--before-tree DIR] [--json OUT]
 """
@@ -27,31 +28,15 @@ import time
 
 import numpy as np
 
-if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from compiler import te  # noqa: E402
-from compiler.cpu import cpu_build, host_target, ops  # noqa: E402
-from compiler.cpu.jit import vector_shape  # noqa: E402
-
-TARGETS = (("AVX-512", ""), ("AVX2", "-avx512f"))
+from compiler.cpu import cpu_build, ops  # noqa: E402
+from bench_cpu import TARGETS, _node, _ort_session, _targets, header, load_text  # noqa: E402
 
 SHAPES = (((12 * 128, 128), "softmax 12x128x128"), ((1, 1000), "softmax 1000"),
           ((128, 768), "softmax 128x768"))
-
-
-def _ort(xv):
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, xv.shape)],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
-    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return lambda: s.run(None, {"x": xv})[0]
 
 
 def _input(shape):
@@ -84,13 +69,9 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows as JSON")
     args = ap.parse_args()
     from compiler.ops.softmax import softmax_f32
-    targets = {c: host_target(features=e) for c, e in TARGETS}
+    targets = dict(_targets())
     old = _before_package(args.before_tree) if args.before_tree else None
-    load0 = os.getloadavg()
-    print(f"host {host_target().cpu}; " + "; ".join(
-        f"{c}: {vector_shape(t)[0]}-bit x {vector_shape(t)[1]} registers"
-        for c, t in targets.items()) + f"; load average {load0[0]:.2f} {load0[1]:.2f} "
-        f"{load0[2]:.2f}", flush=True)
+    load0 = header(targets.items())
     rows = []
     for shape, what in SHAPES:
         x = te.placeholder(shape, "float32", "x")
@@ -101,8 +82,9 @@ def main() -> None:
             ote, ocpu, oops = old
             ox = ote.placeholder(shape, "float32", "x")
             oy = oops.softmax(ox)
-            for col, (_, edits) in zip(targets, TARGETS):
-                k = ocpu.cpu_build(oy, target=ocpu.host_target(features=edits))
+            for col in targets:
+                k = ocpu.cpu_build(oy, target=ocpu.host_target(
+                    features=dict(TARGETS).get(col) or ""))
                 k.num_threads = 1
                 if not np.allclose(k.run({ox: xv}), _numpy_softmax(xv), rtol=1e-5,
                                    atol=1e-9):
@@ -118,7 +100,8 @@ def main() -> None:
                 if not np.array_equal(k.run({x: xv}).view(np.uint32), want):
                     raise SystemExit(f"{what} {when} {col}: not bit-exact with softmax_f32")
                 engines[f"{when} {col}"] = (lambda k=k: k.run({x: xv}))
-        engines["onnxruntime 1t"] = _ort(xv)
+        engines["onnxruntime 1t"] = _ort_session(_node("Softmax", ["x"], axis=-1),
+                                                 [("x", xv)], [], 1)
         best = {e: float("inf") for e in engines}
         for _ in range(args.repeat):
             for e, f in engines.items():
@@ -141,11 +124,10 @@ def main() -> None:
         o = r["onnxruntime 1t ms"]
         print(f"| {r['op']} | " + " | ".join(f"{r[c + ' ms']:.3f}" for c in cols)
               + f" | {o:.3f} | " + " | ".join(f"{r[c + ' ms'] / o:.2f}" for c in cols) + " |")
-    print(f"\nload average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, after "
-          f"{load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    print(f"\nload average before {load_text(load0)}, after {load_text(load1)}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"cpu": host_target().cpu, "load": [load0, load1], "rows": rows}, f,
+            json.dump({"cpu": _targets()[0][1].cpu, "load": [load0, load1], "rows": rows}, f,
                       indent=2)
 
 
