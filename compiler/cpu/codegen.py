@@ -73,8 +73,10 @@ class StageCode:
 class StageEmitter(MemoryAccess):
     """Emit the LLVM function of one lowered stage into ``module``."""
 
-    def __init__(self, module: ir.Module, fname: str, stage: str, stmt, buffers: list):
+    def __init__(self, module: ir.Module, fname: str, stage: str, stmt, buffers: list,
+                 nsz: bool = False):
         self.module, self.stage, self.buffers = module, stage, buffers
+        self.nsz = ("nsz",) if nsz else ()     # min/max: either zero for (-0, +0)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(buffers) + [I64, I64])
         self.fn = ir.Function(module, fnty, fname)
         for a in self.fn.args[:len(buffers)]:
@@ -317,7 +319,7 @@ class StageEmitter(MemoryAccess):
             x, y = self.match(self.conv(self.expr(e.a, guarded), da, dt),
                               self.conv(self.expr(e.b, guarded), db, dt))
             if e.op in ("min", "max"):
-                return self.intrinsic(f"llvm.{e.op}imum", [x, y])
+                return self.intrinsic(f"llvm.{e.op}imum", [x, y], fastmath=self.nsz)
             fn = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "div": b.fdiv}.get(e.op)
             if fn is None:
                 self.fail(e, f"operation {e.op} on float32")
