@@ -16,6 +16,7 @@ rounds; the load average is printed before and after.  The AVX2 column is emulat
 AVX-512 CPU (onnxruntime keeps its AVX-512 kernels).
 
     python benchmarks/bench_cpu_softmax.py [--repeat 200] [--before-tree DIR] [--json OUT]
+    python benchmarks/bench_cpu_softmax.py --stages [--repeat 200]
 """
 
 from __future__ import annotations
@@ -62,14 +63,51 @@ def _before_package(tree):
                  for m in ("te", "cpu", "cpu.ops"))
 
 
+def stages(targets, repeat) -> None:
+    """Where the time goes: for each shape and target, the kernel built up to each of the
+    softmax's stages (row max, exp, row sum, division), timed interleaved; a stage's cost
+    is its increment (the first includes the Python call, about 0.006 ms)."""
+    from compiler.cpu.kernel import stages_of
+    for shape, what in SHAPES:
+        x = te.placeholder(shape, "float32", "x")
+        xv = _input(shape)
+        kernels = {}
+        for col, t in targets.items():
+            for s in stages_of(ops.softmax(x, target=t))[0]:
+                k = cpu_build(s, target=t)
+                k.num_threads = 1
+                kernels[(col, s.name)] = k
+        best = dict.fromkeys(kernels, float("inf"))
+        for _ in range(repeat):
+            for key, k in kernels.items():
+                t0 = time.perf_counter()
+                k.run({x: xv})
+                best[key] = min(best[key], time.perf_counter() - t0)
+        for col in targets:
+            prev, parts = 0.0, []
+            for (c, name), v in best.items():
+                if c == col:
+                    parts.append(f"{name} +{(v - prev) * 1e3:.4f}")
+                    prev = v
+            print(f"{what:20s} {col:7s} " + "; ".join(parts) + f" = {prev * 1e3:.4f} ms",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--before-tree", help="an older checkout to time as 'before'")
     ap.add_argument("--json", help="write the rows as JSON")
+    ap.add_argument("--stages", action="store_true",
+                    help="instead: each stage's share of the time (this tree)")
     args = ap.parse_args()
     from compiler.ops.softmax import softmax_f32
     targets = dict(_targets())
+    if args.stages:
+        load0 = header(targets.items())
+        stages(targets, args.repeat)
+        print(f"load average before {load_text(load0)}, after {load_text(os.getloadavg())}")
+        return
     old = _before_package(args.before_tree) if args.before_tree else None
     load0 = header(targets.items())
     rows = []
