@@ -16,7 +16,7 @@ degree-7 ``expf``).  Every multiply-add is ``llvm.fma`` (always fused, never con
 choice), the rest plain IEEE and integer operations: the same bits on every target (a CPU
 without FMA gets them from libm, slowly), vector width and schedule.  ``exp(min(a, 0))``
 (a softmax's ``exp(x - max)``) has a shorter form with the same bits
-(:func:`emit_exp_nonpositive`, 14 instructions).
+(:func:`emit_exp_nonpositive`, 14-15 instructions).
 
 Example::
 
@@ -108,7 +108,7 @@ def emit_exp_nonpositive(b: ir.IRBuilder, a):
     polynomial, but its coefficients scaled by ``2**-24`` (exact: ``p * 2**-24``) and one
     multiplication by ``2**(n + 24)`` (a normal float for every ``n`` in [-150, 0]; a
     subnormal result rounds once, there), built from ``t``'s bits with one shift.  A
-    softmax's ``exp(x - max)`` on AVX2: 20 -> 14 vector instructions per vector."""
+    softmax's ``exp(x - max)`` on AVX2: 20 -> 15 vector instructions per vector."""
     fty, ity = a.type, _like(a, I32)
 
     def c(v):
