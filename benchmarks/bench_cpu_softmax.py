@@ -17,6 +17,7 @@ AVX-512 CPU (onnxruntime keeps its AVX-512 kernels).
 
     python benchmarks/bench_cpu_softmax.py [--repeat 200] [--before-tree DIR] [--json OUT]
     python benchmarks/bench_cpu_softmax.py --stages [--repeat 200]
+    python benchmarks/bench_cpu_softmax.py --accuracy
 """
 
 from __future__ import annotations
@@ -93,6 +94,37 @@ def stages(targets, repeat) -> None:
                   flush=True)
 
 
+ACCURACY = (((1536, 128), 4.0), ((64, 1000), 6.0), ((8, 6625), 10.0), ((256, 37), 30.0),
+            ((512, 128), 0.01), ((512, 128), 20.0), ((4096, 16), 2.0))
+
+
+def accuracy() -> None:
+    """The softmax's largest relative error against float64, on normal outputs (the
+    reference ``softmax_f32``: the kernel's bits on every target), in units of 2**-23:
+    against the float64 softmax of the float32 differences ``fl(x - max)`` (the kernel's
+    own error), and against the exact softmax of ``x`` (plus the float32 subtraction's
+    rounding), as a fraction of the bound ``(3 + (|x - max| + mean |x - max|) / 2) *
+    2**-23`` that tests/test_cpu_exp_softmax.py asserts."""
+    from compiler.ops.softmax import softmax_f32
+    rng = np.random.default_rng(7)
+    for shape, scale in ACCURACY:
+        xv = (rng.standard_normal(shape) * scale).astype(np.float32)
+        y = softmax_f32(xv).astype(np.float64)
+        x64 = xv.astype(np.float64)
+        out = []
+        for d in ((xv - xv.max(-1, keepdims=True)).astype(np.float64),
+                  x64 - x64.max(-1, keepdims=True)):
+            e = np.exp(d)
+            want = e / e.sum(-1, keepdims=True)
+            dbar = (e * np.abs(d)).sum(-1, keepdims=True) / e.sum(-1, keepdims=True)
+            ok = want >= 2.0 ** -126
+            rel = np.abs(y - want)[ok] / want[ok]
+            out.append((rel.max() * 2.0 ** 23, (rel / (3 + (np.abs(d) + dbar)[ok] / 2)).max()
+                        * 2.0 ** 23))
+        print(f"{'x'.join(map(str, shape)):10s} x N(0, {scale:g}): vs fl(x - max) "
+              f"{out[0][0]:.3f}; vs exact {out[1][0]:.3f} = {out[1][1]:.3f} of the bound")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=200)
@@ -100,7 +132,11 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows as JSON")
     ap.add_argument("--stages", action="store_true",
                     help="instead: each stage's share of the time (this tree)")
+    ap.add_argument("--accuracy", action="store_true",
+                    help="instead: the largest relative error against float64")
     args = ap.parse_args()
+    if args.accuracy:
+        return accuracy()
     from compiler.ops.softmax import softmax_f32
     targets = dict(_targets())
     if args.stages:
