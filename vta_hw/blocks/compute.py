@@ -22,10 +22,16 @@ __all__ = ["ComputeModule"]
 
 _UOP, _ACC, _ACC8 = 0, 1, 2
 
-#: yosys commands (after reading the design, before ``synth_ecp5``) that let the ACC SRAM's
-#: reads return anything when they collide with its write, so it maps to plain block RAMs
-#: without the bypass registers and compares that emulate read-first behaviour
-ACC_MEM_SCRIPT = "setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\acc_mem* %i"
+#: yosys commands (after reading the design, before ``synth_ecp5``) that let the reads of the
+#: core's SRAMs (ACC slices, INP, WGT, OUT, UOP) return anything when they collide with a
+#: write, so they map to plain block RAMs without the bypass registers, compares and the
+#: output mux that emulate read-first behaviour.  No collision is ever used: the GEMM and
+#: the ALU forward around the ACC write; the micro-op loop reads the UOP SRAM only after
+#: LOAD UOP is done; INP, WGT and OUT are written and read by different modules only when
+#: the program's tokens order them (a program that races them has no defined result).
+ACC_MEM_SCRIPT = ("setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\acc_mem* "
+                  + " ".join(f"r:MEMID=\\\\{n}_mem %u" for n in ("inp", "wgt", "out", "uop"))
+                  + " %i")
 
 
 class ComputeModule(wiring.Component):
