@@ -276,8 +276,10 @@ def tile_write(m, loader: TileLoader, kind: int, addr, data, en, tile_bits: int,
     granularity (``gran_bits`` divides the bus width or the tile is narrower than the bus)."""
     bus = loader.bus_width
     n_en = len(en)
+    # the address comes straight from the loader's register (only the enables say whether
+    # this SRAM is written; FPGA timing: no select between the register and the block RAMs)
+    m.d.comb += addr.eq(loader.wr_addr)
     with m.If(loader.wr_valid & (loader.wr_kind == kind)):
-        m.d.comb += addr.eq(loader.wr_addr)
         with m.If(loader.wr_zero):
             m.d.comb += [data.eq(0), en.eq((1 << n_en) - 1)]
         with m.Else():
