@@ -10,6 +10,7 @@ from isa import AluOp, VTAConfig
 
 from .dsp import is_ecp5, registered_product
 from .fields import uop_layout
+from .replica import replicated_register
 from .uoploop import OFF_BITS
 
 __all__ = ["AluPipe", "alu_lane", "alu_lane_split"]
@@ -78,27 +79,36 @@ def _shift_front(m, a, b, width: int, levels: int):
     return neg, sat, amt, fill, y
 
 
-def alu_lane_split(m, op, a, b, width: int, tag: str = ""):
+def alu_lane_split(m, op, a, b, width: int, tag: str = "", dec=None):
     """:func:`alu_lane` without MUL over two register stages (``width`` 8, 16 or 32): returns
     ``(regs, finish)``.  The first half (min/max, add, the operand reversal, the shift amount
     and the first shifter levels) is computed from ``a``/``b`` and registered in ``regs``
     (a list of ``(register, value)`` for the caller's sync domain); ``finish(mul)`` is the
     second half over those registers (the last shifter levels, saturation, the reversal
     back, the op select, with ``mul`` the MUL result), for the next register.  ``op`` must
-    be the same in both cycles (it is the instruction's)."""
+    be the same in both cycles (it is the instruction's).
+
+    ``dec``: ``(pre, fin)``, the opcode decoded instead of ``op`` (registers that hold it
+    in both cycles): ``pre`` = ``Cat(min_or_max, is_max, is_add)`` for the first cycle,
+    ``fin`` = ``Cat(is_shr, is_mul)`` for the second (then an opcode beyond MUL gives the
+    first half's value instead of 0; the compute module rejects those opcodes)."""
     lb = width.bit_length() - 1
     first = lb - 2                  # shifter levels before the register
     neg, sat, amt, fill, y = _shift_front(m, a, b, width, first)
     diff = Signal(width + 1)
     m.d.comb += diff.eq(a - b)
     pre = Signal(width)
-    with m.Switch(op):
-        with m.Case(AluOp.MIN, AluOp.MAX):
-            m.d.comb += pre.eq(Mux(diff[width] ^ op[0], a, b))
-        with m.Case(AluOp.ADD):
-            m.d.comb += pre.eq(a + b)
-        with m.Default():
-            m.d.comb += pre.eq(y)
+    if dec is not None:
+        mm, mx, add = dec[0][0], dec[0][1], dec[0][2]
+        m.d.comb += pre.eq(Mux(mm, Mux(diff[width] ^ mx, a, b), Mux(add, a + b, y)))
+    else:
+        with m.Switch(op):
+            with m.Case(AluOp.MIN, AluOp.MAX):
+                m.d.comb += pre.eq(Mux(diff[width] ^ op[0], a, b))
+            with m.Case(AluOp.ADD):
+                m.d.comb += pre.eq(a + b)
+            with m.Default():
+                m.d.comb += pre.eq(y)
     pre_r = Signal(width, name=f"alu_pre{tag}", reset_less=True)
     amt_r = Signal(lb - first, name=f"alu_amt{tag}", reset_less=True)
     sat_r, fill_r, neg_r = (Signal(name=f"alu_{n}{tag}", reset_less=True)
@@ -116,6 +126,9 @@ def alu_lane_split(m, op, a, b, width: int, tag: str = ""):
         shr = Signal(width)
         m.d.comb += shr.eq(Mux(neg_r, _reverse(z, width), z))
         r = Signal(width)
+        if dec is not None:
+            m.d.comb += r.eq(Mux(dec[1][0], shr, Mux(dec[1][1], mul, pre_r)))
+            return r
         with m.Switch(op):
             with m.Case(AluOp.MIN, AluOp.MAX, AluOp.ADD):
                 m.d.comb += r.eq(pre_r)
@@ -302,13 +315,32 @@ class AluPipe(wiring.Component):
         # fwd_a in s2 is ``v5 & (d5 == d2)``: v5/d5 are v4/d4 one cycle earlier and d2 is d
         dn, sn = Signal(range(depth)), Signal(range(depth))
         m.d.comb += [dn.eq(d), sn.eq(s)]
-        fwd_a, fwd_b = Signal(), Signal()
-        m.d.sync += [fwd_a.eq(v4 & (d4 == dn)), fwd_b.eq(v4 & (d4 == sn))]
+        # the selects over the 32-bit lanes are registers replicated per group of lanes
+        # (FPGA timing: one select fans out to every lane otherwise).  The instruction's
+        # fields (``use_imm``, ``op``) are registered a cycle late: they are set several
+        # cycles before its first micro-op reaches s2, and the compute module changes them
+        # only once the ALU is empty.
+        group = 4
+        fwd = replicated_register(m, Cat(v4 & (d4 == dn), v4 & (d4 == sn)), n // group,
+                                  "alu_fwd", self._platform)
+        use_imm = replicated_register(m, self.use_imm, n // group, "alu_use_imm",
+                                      self._platform)
+        op = self.op
+        dec_pre = replicated_register(
+            m, Cat((op == AluOp.MIN) | (op == AluOp.MAX), op == AluOp.MAX, op == AluOp.ADD),
+            n, "alu_dec_pre", self._platform)
+        dec_fin = replicated_register(m, Cat(op == AluOp.SHR, op == AluOp.MUL), n,
+                                      "alu_dec_fin", self._platform)
+        imm_r = Signal(Wa, name="alu_imm", reset_less=True)
+        m.d.sync += imm_r.eq(imm)
         a_in = Signal(self.acc_bits)
         b_in = Signal(self.acc_bits)
-        m.d.comb += [a_in.eq(Mux(fwd_a, wdata, self.acc_rda_data)),
-                     b_in.eq(Mux(self.use_imm, imm.replicate(n),
-                                 Mux(fwd_b, wdata, self.acc_rdb_data)))]
+        for i in range(n):
+            f, u = fwd[i // group], use_imm[i // group]
+            sl = slice(i * Wa, (i + 1) * Wa)
+            m.d.comb += [a_in[sl].eq(Mux(f[0], wdata[sl], self.acc_rda_data[sl])),
+                         b_in[sl].eq(Mux(u, imm_r, Mux(f[1], wdata[sl],
+                                                        self.acc_rdb_data[sl])))]
         a3, b3 = Signal(self.acc_bits, reset_less=True), Signal(self.acc_bits, reset_less=True)
         m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2), a3.eq(a_in), b3.eq(b_in),
                      v4.eq(v3), d4.eq(d3), v5.eq(v4), d5.eq(d4)]
@@ -317,7 +349,8 @@ class AluPipe(wiring.Component):
         outs = []
         for i in range(n):
             regs, finish = alu_lane_split(m, self.op, a3.word_select(i, Wa).as_signed(),
-                                          b3.word_select(i, Wa).as_signed(), Wa, f"_{i}")
+                                          b3.word_select(i, Wa).as_signed(), Wa, f"_{i}",
+                                          dec=(dec_pre[i], dec_fin[i]))
             m.d.sync += [r.eq(v) for r, v in regs]
             a, b = a_in.word_select(i, Wa), b_in.word_select(i, Wa)
             # low half of the product from three 16x16 pieces, registered in s4

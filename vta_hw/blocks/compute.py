@@ -15,16 +15,23 @@ from .gemm import GemmPipe
 from .load import granules
 from .loader import TileLoader, tile_write
 from .memport import ReadSignature
+from .sliced import sliced_sram
 from .uoploop import OFF_BITS, UopLoop
 
 __all__ = ["ComputeModule"]
 
 _UOP, _ACC, _ACC8 = 0, 1, 2
 
-#: yosys commands (after reading the design, before ``synth_ecp5``) that let the ACC SRAM's
-#: reads return anything when they collide with its write, so it maps to plain block RAMs
-#: without the bypass registers and compares that emulate read-first behaviour
-ACC_MEM_SCRIPT = "setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\acc_mem %i"
+#: yosys commands (after reading the design, before ``synth_ecp5``) that let the reads of the
+#: core's SRAMs (ACC slices, INP, WGT, OUT, UOP) return anything when they collide with a
+#: write, so they map to plain block RAMs without the bypass registers, compares and the
+#: output mux that emulate read-first behaviour.  No collision is ever used: the GEMM and
+#: the ALU forward around the ACC write; the micro-op loop reads the UOP SRAM only after
+#: LOAD UOP is done; INP, WGT and OUT are written and read by different modules only when
+#: the program's tokens order them (a program that races them has no defined result).
+ACC_MEM_SCRIPT = ("setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\acc_mem* "
+                  + " ".join(f"r:MEMID=\\\\{n}_mem %u" for n in ("inp", "wgt", "out", "uop"))
+                  + " %i")
 
 
 class ComputeModule(wiring.Component):
@@ -88,13 +95,6 @@ class ComputeModule(wiring.Component):
             shape=unsigned(32), depth=cfg.uop_buff_depth, init=[])
         uop_wp = uop_mem.write_port(granularity=32 // n_uop_en if n_uop_en > 1 else None)
         uop_rp = uop_mem.read_port()
-        m.submodules.acc_mem = acc_mem = memory.Memory(
-            shape=unsigned(self.acc_bits), depth=cfg.acc_buff_depth, init=[])
-        acc_wp = acc_mem.write_port(granularity=Wa)
-        # not transparent: the GEMM and the ALU forward the writes their reads collide with
-        # (a block RAM has no cross-port write-through; see ACC_MEM_SCRIPT)
-        acc_rpa = acc_mem.read_port()
-        acc_rpb = acc_mem.read_port()
 
         # ---------------------------------------------------------------- loader
         acc8_bytes = cfg.batch * cfg.block_out * 8 // 8
@@ -148,8 +148,9 @@ class ComputeModule(wiring.Component):
         m.d.comb += d_next.eq(uw.dst + loop.dst_off)
         s1 = Signal(OFF_BITS + 1, name="src_sum1", reset_less=True)
         w1 = Signal(OFF_BITS + 1, name="wgt_sum1", reset_less=True)
-        rpa = Signal(range(cfg.acc_buff_depth), name="acc_rpa_addr", reset_less=True)
-        m.d.sync += [s1.eq(uw.src + loop.src_off), w1.eq(uw.wgt + loop.wgt_off)]
+        s_next = Signal(OFF_BITS + 1)
+        m.d.comb += s_next.eq(uw.src + loop.src_off)
+        m.d.sync += [s1.eq(s_next), w1.eq(uw.wgt + loop.wgt_off)]
         for unit in (gemm, alu):
             m.d.comb += [unit.uop.eq(uop1), unit.dst_off.eq(offs[0]),
                          unit.src_off.eq(offs[1])]
@@ -158,11 +159,7 @@ class ComputeModule(wiring.Component):
                      alu.op.eq(a.alu_opcode), alu.use_imm.eq(a.use_imm), alu.imm.eq(a.imm),
                      self.inp_rd_addr.eq(s1), gemm.inp_rd_data.eq(self.inp_rd_data),
                      self.wgt_rd_addr.eq(w1), gemm.wgt_rd_data.eq(self.wgt_rd_data),
-                     gemm.acc_rd_data.eq(acc_rpa.data), alu.acc_rda_data.eq(acc_rpa.data),
-                     alu.acc_rdb_data.eq(acc_rpb.data), acc_rpb.addr.eq(s1),
-                     acc_rpa.addr.eq(rpa)]
-        # (the same addresses as the units' own acc_rd*_addr / *_rd_addr, a cycle earlier)
-        m.d.sync += rpa.eq(Mux(is_alu, d_next, gemm.acc_rd_addr_next))
+                     ]
 
         # ACC write mux (one writer at a time) and the OUT mirror.  The ACC write is
         # registered (it lands in the SRAM a cycle later; FPGA timing: the mux is not in front
@@ -170,9 +167,9 @@ class ComputeModule(wiring.Component):
         # every instruction completes after its last write has been issued, a cycle before
         # the next one can read.  The OUT mirror is written at once.
         all_lanes = (1 << self.acc_lanes) - 1
-        w_addr = Signal.like(acc_wp.addr)
-        w_data = Signal.like(acc_wp.data)
-        w_en = Signal.like(acc_wp.en)
+        w_addr = Signal(range(cfg.acc_buff_depth))
+        w_data = Signal(self.acc_bits)
+        w_en = Signal(self.acc_lanes)
         with m.If(ld_acc_valid):
             m.d.comb += [w_addr.eq(ld_acc_addr), w_data.eq(ld_acc_data), w_en.eq(ld_acc_en)]
         with m.Elif(gemm.acc_wr_valid):
@@ -181,11 +178,18 @@ class ComputeModule(wiring.Component):
         with m.Elif(alu.acc_wr_valid):
             m.d.comb += [w_addr.eq(alu.acc_wr_addr), w_data.eq(alu.acc_wr_data),
                          w_en.eq(all_lanes)]
-        q_addr = Signal.like(acc_wp.addr, name="acc_wq_addr", reset_less=True)
-        q_data = Signal.like(acc_wp.data, name="acc_wq_data", reset_less=True)
-        q_en = Signal.like(acc_wp.en, name="acc_wq_en")
-        m.d.sync += [q_addr.eq(w_addr), q_data.eq(w_data), q_en.eq(w_en)]
-        m.d.comb += [acc_wp.addr.eq(q_addr), acc_wp.data.eq(q_data), acc_wp.en.eq(q_en)]
+        # the ACC SRAM: one lane per slice, each with its own registered write and read
+        # addresses.  Not transparent: the GEMM and the ALU forward the writes their reads
+        # collide with (a block RAM has no cross-port write-through; see ACC_MEM_SCRIPT).
+        # Port A reads for the GEMM (its s3 address, a cycle ahead in acc_rd_addr_next) or
+        # the ALU (its d), port B for the ALU (its s): the same addresses as the units' own
+        # acc_rd*_addr, given a cycle earlier.
+        rda, rdb = sliced_sram(
+            m, "acc_mem", width=self.acc_bits, depth=cfg.acc_buff_depth, gran=Wa,
+            slices=self.acc_lanes, platform=platform, wr_addr=w_addr, wr_data=w_data,
+            wr_en=w_en, rd_addrs=[Mux(is_alu, d_next, gemm.acc_rd_addr_next), s_next])
+        m.d.comb += [gemm.acc_rd_data.eq(rda), alu.acc_rda_data.eq(rda),
+                     alu.acc_rdb_data.eq(rdb)]
         m.d.comb += [self.out_wr_addr.eq(w_addr), self.out_wr_en.eq(w_en),
                      self.out_wr_data.eq(Cat(*[w_data.word_select(i, Wa)[:cfg.out_width]
                                                for i in range(self.acc_lanes)])),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -71,23 +71,32 @@ class FetchModule(wiring.Component):
         index = Signal(32)
         failed = Signal()
 
-        m.d.comb += self.busy.eq((to_disp != 0) & ~failed)
+        # the next burst's size ``n = min(to_req, burst)`` and ``to_req != 0`` are registers,
+        # computed when ``to_req`` changes (FPGA timing: no 32-bit compare in front of the
+        # read request and the arbiter)
+        n = Signal(range(self.burst + 1))
+        req_nz = Signal()
+
+        def set_to_req(v):
+            m.d.sync += [to_req.eq(v), req_nz.eq(v != 0),
+                         n.eq(Mux(v < self.burst, v, self.burst))]
+
+        busy_nz = Signal()
+        m.d.comb += self.busy.eq(busy_nz & ~failed)
         with m.If(self.start):
-            m.d.sync += [addr.eq(self.insn_addr), to_req.eq(self.insn_count),
-                         to_disp.eq(self.insn_count), index.eq(0)]
+            m.d.sync += [addr.eq(self.insn_addr), to_disp.eq(self.insn_count), index.eq(0),
+                         busy_nz.eq(self.insn_count != 0)]
+            set_to_req(self.insn_count)
 
         # ---- requests
-        n = Signal(range(self.burst + 1))
-        m.d.comb += n.eq(self.burst)
-        with m.If(to_req < self.burst):
-            m.d.comb += n.eq(to_req)
         room = (buf.level + pending + n) <= depth
-        with m.If(~in_burst & (to_req != 0) & room & ~failed & ~self.start):
+        with m.If(~in_burst & req_nz & room & ~failed & ~self.start):
             m.d.comb += [self.rd.rd_req_valid.eq(1), self.rd.rd_req_addr.eq(addr),
                          self.rd.rd_req_len.eq(n * bpi)]
             with m.If(self.rd.rd_req_ready):
-                m.d.sync += [in_burst.eq(1), beats_left.eq(n * bpi), to_req.eq(to_req - n),
+                m.d.sync += [in_burst.eq(1), beats_left.eq(n * bpi),
                              addr.eq(addr + n * 16), beat.eq(0)]
+                set_to_req(to_req - n)
         # ---- data beats -> buffer
         got = Signal()
         m.d.comb += [self.rd.rd_data_ready.eq(in_burst),
@@ -134,5 +143,6 @@ class FetchModule(wiring.Component):
                 m.d.comb += [self.cp_valid.eq(1), ready.eq(self.cp_ready)]
         m.d.comb += [buf.r_en.eq(ready), self.error.eq(failed)]
         with m.If(ready):
-            m.d.sync += [index.eq(index + 1), to_disp.eq(to_disp - 1)]
+            m.d.sync += [index.eq(index + 1), to_disp.eq(to_disp - 1),
+                         busy_nz.eq(to_disp != 1)]
         return m

@@ -107,8 +107,17 @@ class TileLoader(wiring.Component):
             for k, (e, d) in enumerate(zip(self.elem_bytes, self.depths)):
                 with m.Case(k):
                     m.d.comb += [depth.eq(d), shift.eq(_log2(e))]
-        stride_bytes = Signal(24)
-        m.d.comb += stride_bytes.eq(stride << shift)
+        # registered in SIZES (FPGA timing: no kind decode or shifter in front of the
+        # request and data adders, nor of the range check): the row stride and the first
+        # row's address in bytes, and the room left in the SRAM after ``sram``
+        stride_bytes = Signal(24, reset_less=True)
+        first = Signal(ADDR_BITS + 8, reset_less=True)
+        room = Signal(19, reset_less=True)
+        # ``req_y < y_size``, ``dat_y < y_size``, ``zrow < y_size`` and ``zrow + 1 < y_size``
+        # kept as flags (the counters only count up to ``y_size``), so no compare sits in
+        # front of the read request or the write enables
+        req_more, dat_more, z_more, z_more2 = (Signal(name=n) for n in
+                                               ("req_more", "dat_more", "z_more", "z_more2"))
 
         # request side: one read burst per row, issued back to back
         req_y = Signal(16)
@@ -135,15 +144,16 @@ class TileLoader(wiring.Component):
         with m.Elif(running & (zcnt != 0)):
             m.d.comb += [w["valid"].eq(1), w["zero"].eq(1), w["addr"].eq(zaddr)]
             m.d.sync += [zaddr.eq(zaddr + 1), zcnt.eq(zcnt - 1)]
-        with m.If(running & (zcnt == 0) & (zrow < y_size)):
+        with m.If(running & (zcnt == 0) & z_more):
             m.d.sync += [zaddr.eq(zrow_data + x_size), zrow.eq(zrow + 1),
-                         zrow_data.eq(zrow_data + rowlen)]
-            with m.If(zrow + 1 < y_size):
+                         zrow_data.eq(zrow_data + rowlen),
+                         z_more.eq(z_more2), z_more2.eq(z_more2 & (zrow + 2 != y_size))]
+            with m.If(z_more2):
                 m.d.sync += zcnt.eq(xp1 + xp0)
             with m.Else():
                 m.d.sync += zcnt.eq(tail)
 
-        with m.If(running & (req_y < y_size)):
+        with m.If(running & req_more):
             m.d.comb += self.rd.rd_req_valid.eq(1)
             with m.Switch(kind):
                 for k, e in enumerate(self.elem_bytes):
@@ -158,10 +168,11 @@ class TileLoader(wiring.Component):
                                 self.rd.rd_req_addr.eq((req_addr >> _log2(B)) << _log2(B)),
                                 self.rd.rd_req_len.eq((off + x_size + epb - 1) >> _log2(epb))]
             with m.If(self.rd.rd_req_ready):
-                m.d.sync += [req_y.eq(req_y + 1), req_addr.eq(req_addr + stride_bytes)]
+                m.d.sync += [req_y.eq(req_y + 1), req_addr.eq(req_addr + stride_bytes),
+                             req_more.eq(req_y + 1 != y_size)]
 
         row_end = Signal()
-        with m.If(running & (dat_y < y_size)):
+        with m.If(running & dat_more):
             with m.Switch(kind):
                 for k, e in enumerate(self.elem_bytes):
                     with m.Case(k):
@@ -169,7 +180,8 @@ class TileLoader(wiring.Component):
                                         row_end)
         with m.If(row_end):
             nxt = dat_addr + stride_bytes
-            m.d.sync += [dat_y.eq(dat_y + 1), dat_base.eq(dat_base + rowlen),
+            m.d.sync += [dat_y.eq(dat_y + 1), dat_more.eq(dat_y + 1 != y_size),
+                         dat_base.eq(dat_base + rowlen),
                          waddr.eq(dat_base + rowlen), dat_addr.eq(nxt), lane.eq(0),
                          elems_left.eq(x_size)]
             self._row_pos(m, kind, nxt, pos)
@@ -185,28 +197,34 @@ class TileLoader(wiring.Component):
                                  xp0.eq(self.cmd_xpad0), xp1.eq(self.cmd_xpad1)]
                     m.next = "SIZES"
             with m.State("SIZES"):
-                m.d.sync += [rowlen.eq(xp0 + x_size + xp1), nrows.eq(yp0 + y_size + yp1)]
+                m.d.sync += [rowlen.eq(xp0 + x_size + xp1), nrows.eq(yp0 + y_size + yp1),
+                             stride_bytes.eq(stride << shift), first.eq(dram << shift),
+                             room.eq(depth - sram)]
                 m.next = "PRODUCTS"
             with m.State("PRODUCTS"):
                 m.d.sync += [total.eq(rowlen * nrows), lead.eq(yp0 * rowlen + xp0),
                              tail.eq(xp1 + yp1 * rowlen)]
                 m.next = "CHECK"
             with m.State("CHECK"):
-                with m.If(sram + total > depth):
+                # the run's registers are set whatever the range check says (they are only
+                # used while ``running``), so the check drives two registers, not all of them
+                m.d.sync += [req_y.eq(0), req_addr.eq(first), req_more.eq(y_size != 0),
+                             dat_y.eq(0), dat_addr.eq(first), dat_base.eq(sram + lead),
+                             dat_more.eq(y_size != 0),
+                             waddr.eq(sram + lead), lane.eq(0), elems_left.eq(x_size),
+                             zaddr.eq(sram), zrow.eq(0), zrow_data.eq(sram + lead),
+                             z_more.eq(y_size != 0), z_more2.eq(y_size > 1),
+                             zcnt.eq(Mux(y_size == 0, total, lead))]
+                self._row_pos(m, kind, first, pos)
+                # sram + total > depth, with room = depth - sram (negative: sram > depth)
+                with m.If(room[-1] | (total > room[:-1])):
                     m.d.comb += self.range_error.eq(1)
                     m.next = "IDLE"
                 with m.Else():
-                    first = dram << shift
-                    m.d.sync += [running.eq(1), req_y.eq(0), req_addr.eq(first),
-                                 dat_y.eq(0), dat_addr.eq(first), dat_base.eq(sram + lead),
-                                 waddr.eq(sram + lead), lane.eq(0), elems_left.eq(x_size),
-                                 zaddr.eq(sram), zrow.eq(0), zrow_data.eq(sram + lead),
-                                 zcnt.eq(Mux(y_size == 0, total, lead))]
-                    self._row_pos(m, kind, first, pos)
+                    m.d.sync += running.eq(1)
                     m.next = "RUN"
             with m.State("RUN"):
-                with m.If((req_y == y_size) & (dat_y == y_size) & (zcnt == 0) &
-                          (zrow == y_size)):
+                with m.If(~req_more & ~dat_more & (zcnt == 0) & ~z_more):
                     m.d.comb += self.done.eq(1)
                     m.d.sync += running.eq(0)
                     m.next = "IDLE"
@@ -258,8 +276,10 @@ def tile_write(m, loader: TileLoader, kind: int, addr, data, en, tile_bits: int,
     granularity (``gran_bits`` divides the bus width or the tile is narrower than the bus)."""
     bus = loader.bus_width
     n_en = len(en)
+    # the address comes straight from the loader's register (only the enables say whether
+    # this SRAM is written; FPGA timing: no select between the register and the block RAMs)
+    m.d.comb += addr.eq(loader.wr_addr)
     with m.If(loader.wr_valid & (loader.wr_kind == kind)):
-        m.d.comb += addr.eq(loader.wr_addr)
         with m.If(loader.wr_zero):
             m.d.comb += [data.eq(0), en.eq((1 << n_en) - 1)]
         with m.Else():

@@ -67,6 +67,11 @@ class UopLoop(wiring.Component):
         m.d.comb += [self.busy.eq(running), self.valid.eq(running & (phase == 0))]
         with m.If(running):
             m.d.sync += phase.eq(Mux(phase == gap, 0, phase + 1))
+        # ``u + 1`` and ``u + 1 == uop_end`` are registers, updated with ``u`` (FPGA timing:
+        # no adder and compare between the ``u`` register and the micro-op SRAM address);
+        # ``single`` is ``uop_bgn + 1 == uop_end``, what ``last`` becomes at a wrap
+        u1 = Signal.like(self.u, name="u_plus1")
+        last, single = Signal(name="u_last"), Signal(name="u_single")
         m.d.comb += self.u_next.eq(self.u)
         m.d.sync += self.u.eq(self.u_next)
         with m.If(self.start):
@@ -74,10 +79,13 @@ class UopLoop(wiring.Component):
             m.d.sync += [running.eq(1), gap.eq(self.gap), phase.eq(0),
                          i_out.eq(0), i_in.eq(0)]
             m.d.comb += self.u_next.eq(self.uop_bgn)
+            m.d.sync += [u1.eq(self.uop_bgn + 1), last.eq(self.uop_bgn + 1 == self.uop_end),
+                         single.eq(self.uop_bgn + 1 == self.uop_end)]
             m.d.sync += [s.eq(0) for s in bases.values()] + [o.eq(0) for o in offs.values()]
         with m.Elif(self.valid):
-            with m.If(self.u + 1 == p["uop_end"]):
+            with m.If(last):
                 m.d.comb += self.u_next.eq(p["uop_bgn"])
+                m.d.sync += [u1.eq(p["uop_bgn"] + 1), last.eq(single)]
                 with m.If(i_in + 1 == p["iter_in"]):
                     m.d.sync += i_in.eq(0)
                     with m.If(i_out + 1 == p["iter_out"]):
@@ -92,5 +100,6 @@ class UopLoop(wiring.Component):
                     for k in offs:
                         m.d.sync += offs[k].eq(offs[k] + p[f"{k}_fi"])
             with m.Else():
-                m.d.comb += self.u_next.eq(self.u + 1)
+                m.d.comb += self.u_next.eq(u1)
+                m.d.sync += [u1.eq(u1 + 1), last.eq(u1 + 1 == p["uop_end"])]
         return m

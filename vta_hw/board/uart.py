@@ -115,10 +115,13 @@ class HostBridge(wiring.Component):
     tx_data, tx_valid, tx_ready : bytes to the host.
     csr_addr, csr_wdata, csr_we, csr_rdata : the core's register bus.
     mem_en, mem_addr, mem_wdata, mem_we, mem_rdata : DRAM host port (``mem_en`` while a memory
-        command executes; read data one cycle after the address).
+        command executes; read data ``mem_latency`` cycles after the address).
     """
 
-    def __init__(self, bus_width: int, mem_depth: int):
+    def __init__(self, bus_width: int, mem_depth: int, mem_latency: int = 1):
+        if mem_latency not in (1, 2):
+            raise ValueError(f"mem_latency must be 1 or 2, not {mem_latency}")
+        self.mem_latency = mem_latency
         self.bus_bytes = bus_width // 8
         super().__init__({
             "rx_data": In(8), "rx_valid": In(1), "tx_data": Out(8), "tx_valid": Out(1),
@@ -189,9 +192,12 @@ class HostBridge(wiring.Component):
                             m.d.comb += self.mem_we.eq(1)
                             m.d.sync += [out.eq(ACK), out_n.eq(1)]
                     with m.If(cmd == CMD_READ_MEM):
-                        m.next = "MEMRD"
+                        m.next = "MEMRD" if self.mem_latency == 1 else "MEMWAIT"
                     with m.Else():
                         m.next = "CMD"
+            with m.State("MEMWAIT"):
+                m.d.comb += self.mem_en.eq(1)
+                m.next = "MEMRD"
             with m.State("MEMRD"):
                 m.d.comb += self.mem_en.eq(1)
                 m.d.sync += [out.eq(self.mem_rdata), out_n.eq(bb)]
@@ -252,7 +258,10 @@ class UartSystem(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.sys = sys_ = self.system
-        m.submodules.bridge = br = HostBridge(self.cfg.bus_width, self.dram_words)
+        # the bridge's DRAM accesses reach the DRAM one cycle late, from registers (FPGA
+        # timing: ``ext_en`` switches the DRAM's ports), so its reads take two cycles
+        m.submodules.bridge = br = HostBridge(self.cfg.bus_width, self.dram_words,
+                                              mem_latency=2)
         if self.serial:
             m.submodules.rx = rx = UartRx(self.divisor)
             m.submodules.tx = tx = UartTx(self.divisor)
@@ -267,10 +276,9 @@ class UartSystem(wiring.Component):
                          br.tx_ready.eq(self.host_tx_ready)]
         m.d.comb += [self.rx_valid.eq(br.rx_valid), self.done.eq(sys_.done),
                      self.overflow.eq(br.overflow),
-                     br.csr_rdata.eq(sys_.csr_rdata),
-                     sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
-                     sys_.ext_we.eq(br.mem_we), sys_.ext_en.eq(br.mem_en),
-                     br.mem_rdata.eq(sys_.ext_rdata)]
+                     br.csr_rdata.eq(sys_.csr_rdata), br.mem_rdata.eq(sys_.ext_rdata)]
+        m.d.sync += [sys_.ext_addr.eq(br.mem_addr), sys_.ext_wdata.eq(br.mem_wdata),
+                     sys_.ext_we.eq(br.mem_we), sys_.ext_en.eq(br.mem_en)]
         # a register write reaches the core one cycle late, from registers (FPGA timing: the
         # CSR ``launch`` resets the engine, a wide fan-out)
         m.d.sync += [sys_.csr_addr.eq(br.csr_addr), sys_.csr_wdata.eq(br.csr_wdata),
