@@ -12,9 +12,9 @@ cycles, which is what the simulators check.
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal, signed, unsigned
+from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, Signal, signed, unsigned
 
-__all__ = ["registered_product", "is_ecp5"]
+__all__ = ["registered_product", "is_ecp5", "and_add"]
 
 
 def is_ecp5(platform) -> bool:
@@ -66,4 +66,58 @@ def registered_product(m: Module, a, b, width: int, name: str, *, primitive: boo
         i_SOURCEB=Const(0), i_CLK0=ClockSignal(domain), i_CE0=Const(1), i_RST0=Const(0),
         **ports)
     m.d.comb += out.eq(p[:width])
+    return out
+
+
+def _and_add_init(neg_a: bool) -> int:
+    """CCU2C ``INIT`` of one bit of ``a + b`` with ``a = A & B`` (or ``~(A & B)`` when
+    ``neg_a``) and ``b = C & D``: the LUT4 gives the propagate ``a ^ b``; its low nibble
+    (``C = D = 0``, where ``b = 0``) is also the half's LUT2 of ``A``/``B``, the generate,
+    which is ``a`` -- the carry out when ``a == b``."""
+    init = 0
+    for i in range(16):
+        a_, b_, c_, d_ = i & 1, (i >> 1) & 1, (i >> 2) & 1, (i >> 3) & 1
+        a = (a_ & b_) ^ int(neg_a)
+        init |= (a ^ (c_ & d_)) << i
+    return init
+
+
+def and_add(m: Module, x, wa, y, wb, width: int, name: str, *, negate_x: bool = False,
+            primitive: bool = False) -> Signal:
+    """``(x if wa else 0) + (y if wb else 0)`` (``- (x if wa else 0)`` for the first term
+    with ``negate_x``) as a ``width``-bit signed signal; ``x``/``y`` signed values that fit
+    ``width`` bits (sign-extended), ``wa``/``wb`` single bits, the result must fit too.
+
+    ``primitive``: one ECP5 carry chain (``width / 2`` CCU2C) whose LUTs compute the two
+    ANDs as well as the sum bit, so the selects cost no LUT of their own (a radix-4 digit
+    ``x * (w0 + 2 w1)`` is ``and_add(x, w0, 2x, w1)``); ``negate_x`` uses ``~(x & wa)`` and a
+    carry in of 1.  Otherwise the same sum in logic."""
+    out = Signal(signed(width), name=name)
+    if not primitive:
+        ta = Mux(wa, x, 0)
+        m.d.comb += out.eq((-ta if negate_x else ta) + Mux(wb, y, 0))
+        return out
+    xs = Signal(signed(width), name=f"{name}_x")
+    ys = Signal(signed(width), name=f"{name}_y")
+    m.d.comb += [xs.eq(x), ys.eq(y)]
+    init = _and_add_init(negate_x)
+    # ``negate_x``: -(x & wa) = ~(x & wa) + 1, the A/B term inverted in the LUT
+    a_in, b_in, c_in, d_in = xs, wa, ys, wb
+    carry = Const(int(negate_x), 1)
+    for c in range((width + 1) // 2):
+        ports = {"i_CIN": carry}
+        for h in (0, 1):
+            i = 2 * c + h
+            if i < width:
+                ports.update({f"i_A{h}": a_in[i], f"i_B{h}": b_in, f"i_C{h}": c_in[i],
+                              f"i_D{h}": d_in, f"o_S{h}": out[i]})
+            else:   # an odd width's last half: inputs tied, output unused
+                ports.update({f"i_A{h}": Const(0), f"i_B{h}": Const(0), f"i_C{h}": Const(0),
+                              f"i_D{h}": Const(0)})
+        nxt = Signal(name=f"{name}_co{c}")
+        ports["o_COUT"] = nxt
+        m.submodules[f"{name}_ccu{c}"] = Instance(
+            "CCU2C", p_INIT0=Const(init, 16), p_INIT1=Const(init, 16), p_INJECT1_0="NO",
+            p_INJECT1_1="NO", **ports)
+        carry = nxt
     return out

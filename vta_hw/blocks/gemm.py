@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from isa import VTAConfig
 
-from .dsp import is_ecp5, registered_product
+from .dsp import and_add, is_ecp5, registered_product
 from .fields import uop_layout
 from .uoploop import OFF_BITS
 
@@ -87,8 +87,8 @@ class GemmPipe(wiring.Component):
     ``lut_mults`` of the BATCH x BLOCK_OUT x BLOCK_IN products (the last ones, row by row) are
     built in logic instead of ``*``: a design knob for FPGAs with fewer hard multipliers than
     MACs (the ECP5-85F has 156 MULT18X18D for the 1x16x16 core's 256 products).  A lane's logic
-    products are radix-4 digit planes (:meth:`_digit_planes`: selects of the multiples
-    ``3x, -x, -2x`` registered in s2 beside the INP tile, summed per plane in groups of four
+    products are radix-4 digit planes (:meth:`_digit_planes`: each digit two ANDs and an add,
+    on an ECP5 one carry chain with the ANDs in its LUTs; summed per plane in groups of four
     in s2a, the planes shifted into the lane's s2b tree); with an odd weight width they are
     shift-and-add products (:func:`lut_product`).  Same register stages, same cycle counts,
     same results.  Every adder is its own carry chain (:func:`tree_sum` with ``keep`` wires).
@@ -159,8 +159,6 @@ class GemmPipe(wiring.Component):
         pw = cfg.inp_width + cfg.wgt_width
         first_lut = cfg.batch * cfg.block_out * cfg.block_in - self.lut_mults
         planes = self.lut_mults > 0 and cfg.wgt_width % 2 == 0
-        if planes:
-            mults = self._multiples(m, cfg)
         # per output lane: the registered terms its adder tree sums in s2b
         rows = []
         for b in range(cfg.batch):
@@ -184,7 +182,7 @@ class GemmPipe(wiring.Component):
                     m.d.sync += pr.eq(lut_product(x, y, m) if n >= first_lut else x * y)
                     row.append(pr)
                 if lut_k:
-                    row += self._digit_planes(m, cfg, b, mults[b], wgt, o, lut_k)
+                    row += self._digit_planes(m, cfg, b, wgt, o, lut_k, is_ecp5(platform))
                 rows.append(row)
         # da: products being formed, db: products registered
         va, ra, da = Signal(), Signal(), Signal(D, name="da", reset_less=True)
@@ -234,53 +232,38 @@ class GemmPipe(wiring.Component):
                      self.busy.eq(v2 | va | vb | v3 | v4 | v5)]
         return m
 
-    def _multiples(self, m, cfg):
-        """Per batch row and input element ``x`` (registered in s2 beside the INP tile): the
-        multiples ``3x``, ``-x`` and ``-2x`` that the radix-4 digit selects of
-        :meth:`_digit_planes` choose from (shared by every output lane)."""
-        pi = cfg.inp_width
-        out = []
-        for b in range(cfg.batch):
-            row = []
-            for k in range(cfg.block_in):
-                x = self.inp_rd_data.word_select(b * cfg.block_in + k, pi).as_signed()
-                x3, xn, x2n = (Signal(signed(pi + 2), name=f"{n}_{b}_{k}", reset_less=True)
-                               for n in ("x3", "xneg", "x2neg"))
-                m.d.sync += [x3.eq(x + (x << 1)), xn.eq(-x), x2n.eq(-(x << 1))]
-                row.append((x3, xn, x2n))
-            out.append(row)
-        return out
-
-    def _digit_planes(self, m, cfg, b, mults, wgt, o, ks):
+    def _digit_planes(self, m, cfg, b, wgt, o, ks, primitive):
         """Logic products of output lane ``o`` over the input elements ``ks``, as radix-4
-        digit planes: ``x * w = sum_j 4**j * M(x, digit_j(w))`` with unsigned digits
-        ``{0, x, 2x, 3x}`` and a signed top digit ``{0, x, -2x, -x}`` (``w`` in two's
-        complement), so a product costs four 4-way selects of precomputed multiples and the
-        adds of one shared tree instead of a shift-and-add multiplier.  Each plane's selects
-        are summed in groups of four and registered (s2a); returns those registered partial
-        sums, shifted into place, for the lane's s2b tree."""
+        digit planes: ``x * w = sum_j 4**j * d_j`` with ``d_j = x * w[2j] + 2x * w[2j+1]``
+        for the unsigned digits and ``d_3 = x * w[6] - 2x * w[7]`` for the signed top one
+        (``w`` in two's complement).  Each digit is one :func:`vta_hw.blocks.dsp.and_add`
+        (10 bits): on an ECP5 (``primitive``) a carry chain whose LUTs compute the two ANDs
+        as well as the sum, so a product costs four 5-CCU2C chains plus its share of the
+        plane sums and nothing is broadcast but the INP tile.  Each plane's digits are summed
+        in groups of four and registered (s2a); returns those registered partial sums,
+        shifted into place, for the lane's s2b tree."""
         pi = cfg.inp_width
         inp_r = self._inp_r
         tag = f"{b}_{o}"
         ndig = cfg.wgt_width // 2
+        dw = pi + 2
         out = []
         for j in range(ndig):
             sels = []
             for k in ks:
                 x = inp_r.word_select(b * cfg.block_in + k, pi).as_signed()
-                x3, xn, x2n = mults[k]
                 y = wgt[o * cfg.block_in + k]
-                d1, d0 = y[2 * j + 1], y[2 * j]
-                sel = Signal(signed(pi + 2), name=f"dig_{tag}_{k}_{j}")
+                d0, d1 = y[2 * j], y[2 * j + 1]
+                name = f"dig_{tag}_{k}_{j}"
                 if j < ndig - 1:
-                    m.d.comb += sel.eq(Mux(d1, Mux(d0, x3, x << 1), Mux(d0, x, 0)))
+                    sels.append(and_add(m, x, d0, x << 1, d1, dw, name, primitive=primitive))
                 else:
-                    m.d.comb += sel.eq(Mux(d1, Mux(d0, xn, x2n), Mux(d0, x, 0)))
-                sels.append(sel)
+                    sels.append(and_add(m, x << 1, d1, x, d0, dw, name, negate_x=True,
+                                        primitive=primitive))
             plane = []
             for g in range(0, len(sels), 4):
                 grp = sels[g:g + 4]
-                ps = Signal(signed(pi + 2 + (len(grp) - 1).bit_length()),
+                ps = Signal(signed(dw + (len(grp) - 1).bit_length()),
                             name=f"plane_{tag}_{j}_{g // 4}", reset_less=True)
                 m.d.sync += ps.eq(tree_sum(grp, m))
                 plane.append(ps)

@@ -22,6 +22,12 @@ BUILDS = {
     "1x16x16-85f": (dict(LOG_UOP_BUFF_SIZE=15, LOG_INP_BUFF_SIZE=15, LOG_WGT_BUFF_SIZE=17,
                          LOG_ACC_BUFF_SIZE=15),
                     dict(board="ulx3s-85f", lut_mults=160, freq_mhz=50.0, router="router2")),
+    # the same 1x16x16 with nextpnr's static placer: it routes (43.7 MHz, BENCHMARKS.md fifth
+    # session; critical path the INP tile register -> a far MULT18X18D or logic product)
+    "1x16x16-85f-static": (dict(LOG_UOP_BUFF_SIZE=15, LOG_INP_BUFF_SIZE=15,
+                                LOG_WGT_BUFF_SIZE=17, LOG_ACC_BUFF_SIZE=15),
+                           dict(board="ulx3s-85f", lut_mults=160, freq_mhz=50.0,
+                                router="router2", placer="static")),
     "1x8x8-85f": (dict(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
                        LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16),
                   dict(board="ulx3s-85f", lut_mults=0, freq_mhz=50.0, router="router1")),

