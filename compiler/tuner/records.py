@@ -596,5 +596,5 @@ def apply_history_best(logs):
 
 __all__ = ["Record", "LogWriter", "TuningLogError", "TornLogWarning", "MissingRecordWarning",
            "log_lock", "LogClaims", "claim_key", "check_record", "canonical_key", "load",
-           "parse_line", "best_by_workload", "apply_history_best", "dispatch_knobs", "HistoryBest", "config_key", "workload_key",
-           "LOG_VERSION"]
+           "parse_line", "best_by_workload", "apply_history_best", "dispatch_knobs",
+           "HistoryBest", "config_key", "workload_key", "LOG_VERSION"]
