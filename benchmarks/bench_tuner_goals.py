@@ -113,32 +113,41 @@ def compute_bound(wl, cfg) -> dict:
             "total": tiles * (taps + alu + start), "per_tile": f"{taps}+{alu}+{start}"}
 
 
-def layer_row(layer, cfg, knobs, coalesce: bool = True) -> dict:
-    """Cycles, bounds and what bounds ``knobs`` on ``layer`` (one timed run); ``coalesce``:
-    with the runtime's micro-op load coalescing (what compiled kernels and the tuner run)."""
+def run_layer(layer, cfg, knobs, coalesce: bool = True, dev=None):
+    """Compile ``layer`` with ``knobs`` (None: the default schedule) and run it once on
+    ``dev`` (default: the timed simulator under the default model); ``coalesce``: with the
+    runtime's micro-op load coalescing (what compiled kernels and the tuner run).  Returns
+    (kernel, feeds, output, device stats)."""
+    import numpy as np
+
     from compiler.cli.bench import compile_layer, layer_inputs
     from compiler.ops import pack_nchw, pack_oihw
     from compiler.tuner.measure import default_timing
     from compiler.vta import codegen
-    from compiler.vta.default_schedule import dram_minimum
     from compiler.vta.pipeline import build
-    from compiler.vta.timing import layer_bound
     from vta_runtime import SimDevice
-
-    import numpy as np
     (d, k, b), ck = compile_layer(layer, cfg)
-    wl = ck.workload
     if knobs is not None:
-        ck = build(wl, cfg, knobs)
+        ck = build(ck.workload, cfg, knobs)
     x, w, bias = layer_inputs(layer, cfg)
     bo = cfg.block_out
     feeds = {d: pack_nchw(x, cfg.batch, cfg.block_in), k: pack_oihw(w, bo, cfg.block_in),
              b: np.repeat(bias.reshape(-1, 1, bo), cfg.batch, axis=1)}
     old, codegen.COALESCE_UOPS = codegen.COALESCE_UOPS, coalesce
     try:
-        _, st = ck.run(SimDevice(cfg, timed=default_timing()), feeds)
+        got, st = ck.run(dev or SimDevice(cfg, timed=default_timing()), feeds)
     finally:
         codegen.COALESCE_UOPS = old
+    return ck, feeds, got, st
+
+
+def layer_row(layer, cfg, knobs, coalesce: bool = True) -> dict:
+    """Cycles, bounds and what bounds ``knobs`` on ``layer`` (one timed run, see
+    :func:`run_layer`)."""
+    from compiler.vta.default_schedule import dram_minimum
+    from compiler.vta.timing import layer_bound
+    ck, _, _, st = run_layer(layer, cfg, knobs, coalesce)
+    wl = ck.workload
     cycles = int(st["cycles"])
     gemm = int(st["gemm_ops"])
     cb = compute_bound(wl, cfg)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from isa import VTAConfig  # noqa: E402
 
@@ -26,28 +27,12 @@ def run(layer, cfg, knobs, coalesce: bool, device: str = "sim") -> dict:
     """One run of ``layer`` with ``knobs`` (None: default): cycles, LOAD UOPs, bit-exact."""
     import numpy as np
 
-    from compiler.cli.bench import compile_layer, layer_inputs
-    from compiler.ops import pack_nchw, pack_oihw
+    from bench_tuner_goals import run_layer
     from compiler.te.evaluate import run as te_run
-    from compiler.tuner.measure import default_timing
-    from compiler.vta import codegen
-    from compiler.vta.pipeline import build
     from isa import MemType, Opcode, decode_stream
-    from vta_runtime import RtlDevice, SimDevice
-    (d, k, b), ck = compile_layer(layer, cfg)
-    if knobs is not None:
-        ck = build(ck.workload, cfg, knobs)
-    x, w, bias = layer_inputs(layer, cfg)
-    bo = cfg.block_out
-    feeds = {d: pack_nchw(x, cfg.batch, cfg.block_in), k: pack_oihw(w, bo, cfg.block_in),
-             b: np.repeat(bias.reshape(-1, 1, bo), cfg.batch, axis=1)}
-    dev = SimDevice(cfg, timed=default_timing()) if device == "sim" else \
-        RtlDevice(cfg, simulator="verilator", capacity=1 << 26)
-    old, codegen.COALESCE_UOPS = codegen.COALESCE_UOPS, coalesce
-    try:
-        got, st = ck.run(dev, feeds)
-    finally:
-        codegen.COALESCE_UOPS = old
+    from vta_runtime import RtlDevice
+    dev = None if device == "sim" else RtlDevice(cfg, simulator="verilator", capacity=1 << 26)
+    ck, feeds, got, st = run_layer(layer, cfg, knobs, coalesce, dev)
     arr = decode_stream(ck.last_run.insns, cfg)
     loads = sum(1 for i in range(len(arr)) if arr.opcode[i] == Opcode.LOAD
                 and arr.memory_type[i] == MemType.UOP and arr.x_size[i])
