@@ -136,30 +136,32 @@ def test_one_kernel_is_left_alone():
     assert run(True).insns == run(False).insns
 
 
+def _c7(coalesce):
+    """ResNet-18's C7 (1x1 stride 2, 128 -> 256 at 28x28, the benchmark epilogue), default
+    schedule, one timed run: (kernel, feeds, output, stats, stream)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    from bench_tuner_goals import run_layer
+
+    from compiler.cli.bench import RESNET18
+    layer = next(lay for lay in RESNET18 if lay.name == "C7")
+    ck, feeds, got, st = run_layer(layer, CFG, None, coalesce, SimDevice(CFG, timed=True))
+    return ck, feeds, got, st, _stream(ck.last_run)
+
+
 @pytest.fixture(scope="module")
 def c7():
-    """ResNet-18's C7 (1x1 stride 2, 128 -> 256 at 28x28) with the benchmark epilogue."""
-    from compiler.cli.bench import RESNET18, compile_layer, layer_inputs
-    from compiler.ops import pack_nchw, pack_oihw
-    layer = next(lay for lay in RESNET18 if lay.name == "C7")
-    (d, k, b), ck = compile_layer(layer, CFG)
-    x, w, bias = layer_inputs(layer, CFG)
-    feeds = {d: pack_nchw(x, CFG.batch, CFG.block_in), k: pack_oihw(w, CFG.block_out,
-                                                                    CFG.block_in),
-             b: np.repeat(bias.reshape(-1, 1, CFG.block_out), CFG.batch, axis=1)}
-    return ck, feeds
+    return _c7(True)
 
 
-def test_compiled_kernels_coalesce_bit_exact(c7, monkeypatch):
+def test_compiled_kernels_coalesce_bit_exact(c7):
     from compiler.te.evaluate import run as te_run
     from compiler.vta import codegen
-    ck, feeds = c7
+    assert codegen.COALESCE_UOPS is True            # compiled kernels coalesce by default
+    ck, feeds, got_on, st_on, on = c7
+    _, _, got_off, st_off, off = _c7(False)
     want = te_run(ck.workload.out, feeds)
-    got_on, st_on = ck.run(SimDevice(CFG, timed=True), feeds)
-    on = _stream(ck.last_run)
-    monkeypatch.setattr(codegen, "COALESCE_UOPS", False)
-    got_off, st_off = ck.run(SimDevice(CFG, timed=True), feeds)
-    off = _stream(ck.last_run)
     assert np.array_equal(got_on, want) and np.array_equal(got_off, want)
     assert len(_uop_rows(on)[1]) == 1 < len(_uop_rows(off)[1])
     assert len(on) < len(off)
@@ -168,7 +170,7 @@ def test_compiled_kernels_coalesce_bit_exact(c7, monkeypatch):
 
 def test_emit_can_leave_the_queue_alone(c7):
     from compiler.vta.codegen import emit
-    ck, _ = c7
+    ck = c7[0]
     cq = CommandQueue(NullDevice())
     bufs = {t: cq.device.alloc(1 << 20) for t in list(ck.inputs) + [ck.out_tensor]}
     emit(ck.ops, cq, bufs, ck.sites, coalesce_uops=False)
