@@ -160,3 +160,46 @@ def test_builtin_resnet18_tasks_include_the_stem():
         tasks_of("builtin:resnet18", f"{stems[0].name},nope", CFG, args)
     with pytest.raises(TaskError, match="unknown built-in"):
         tasks_of("builtin:nope", None, CFG, args)
+
+
+def test_apply_history_best_reads_the_stems_conv_pool_record(net, tmp_path):
+    """The library route: inside ``apply_history_best(log)`` the fused stem gets its own
+    ``conv_pool(...)`` record, the whole model compiled in the block too, bit-exact; the conv
+    alone's record never reaches the fused kernel, and a log without the stem's record warns
+    once with the fused key and leaves the default plan."""
+    import warnings
+
+    from compiler.tuner import apply_history_best
+    from compiler.tuner.records import MissingRecordWarning
+    from compiler.vta.pipeline import build
+    d, xs, c0 = net
+    st0 = _stem(c0)
+    wl = st0.kernel.workload
+    knobs = Knobs(tile_co=1, tile_ci=3, vthreads=1)
+    assert knobs != default_knobs_of(wl, CFG)
+    log = str(tmp_path / "stem.jsonl")
+    with LogWriter(log) as w:
+        w.write(Record.make(Task.from_workload(wl, st0.node.name), CFG, knobs, 1234,
+                            timing="vta_hw_rtl"))
+    with apply_history_best(log):
+        k = build(st0.out_tensor, CFG)
+        c1 = compile_model(str(d / "m.onnx"), CFG, calib={"x": xs})
+    assert k.knobs == knobs and k.listing(None) == build_conv_pool(wl, CFG, knobs).listing(None)
+    st1 = _stem(c1)
+    assert st1.kernel.knobs == knobs and st1.kernel.listing(None) != st0.kernel.listing(None)
+    y = c1.executor(SimDevice(CFG, timed=True)).run({"x": xs[1]})["y"]
+    assert np.array_equal(y, run_graph(c1.qgraph, {"x": xs[1]})["y"])
+    # a record of the conv alone (the GEMM key) is not the fused kernel's
+    gemm_log = str(tmp_path / "gemm.jsonl")
+    gemm = wl.gemm_workload(CFG)
+    with LogWriter(gemm_log) as w:
+        w.write(Record.make(Task.from_workload(gemm, "conv"), CFG, knobs, 10 ** 6,
+                            timing="vta_hw_rtl"))
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        with apply_history_best(gemm_log):
+            k = build(st0.out_tensor, CFG)
+            build(st0.out_tensor, CFG)
+    assert k.knobs is None and k.listing(None) == st0.kernel.listing(None)
+    missing = [str(w.message) for w in got if issubclass(w.category, MissingRecordWarning)]
+    assert len(missing) == 1 and conv_pool_key(wl) in missing[0]

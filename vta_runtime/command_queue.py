@@ -29,7 +29,7 @@ from .insn_queue import (COMPUTE_STAGE, LOAD_STAGE, STORE_STAGE, C, InsnQueue, e
                          mem_stage, table_array)
 from .kernel import ALU_MODE, GEMM_MODE, KernelHandle, UopKernel, signature_key
 from .memory import PAGE_BYTES, VTA_MAX_XFER, Buffer
-from .uop_cache import UopRing
+from .uop_cache import UopRing, coalesce_uop_loads
 
 __all__ = ["CommandQueue", "RunRecord"]
 
@@ -110,6 +110,11 @@ class CommandQueue:
         Destination-hazard distance for kernel recording (default ``config.ACC_DEP_DISTANCE``).
     staging : {"append", "reference"}
         Uop staging policy (:mod:`vta_runtime.uop_cache`).
+    coalesce_uops : bool
+        At synchronisation, replace a window's LOAD UOPs by one LOAD UOP of the whole staging
+        image where that is exact (:func:`~vta_runtime.uop_cache.coalesce_uop_loads`).  Off by
+        default: the streams are then the reference runtime's.  The attribute of the same name
+        may be changed between windows.
     keep_history : bool
         Keep a :class:`RunRecord` of every run in :attr:`runs` (the last one is always in
         :attr:`last_run`).
@@ -131,7 +136,7 @@ class CommandQueue:
     def __init__(self, device, config: VTAConfig | None = None, *, max_xfer: int = VTA_MAX_XFER,
                  uop_depth: int | None = None, dep_distance: int | None = None,
                  staging: str = "append", keep_history: bool = False, debug_stream=None,
-                 check_tokens: bool = False):
+                 check_tokens: bool = False, coalesce_uops: bool = False):
         self.device = device
         self.config = config or device.config
         if self.config != device.config:
@@ -151,6 +156,7 @@ class CommandQueue:
         self.debug_stream = debug_stream
         self.keep_history = keep_history
         self.check_tokens = check_tokens
+        self.coalesce_uops = bool(coalesce_uops)
         self.runs: list[RunRecord] = []
         self.last_run: RunRecord | None = None
         self.num_runs = 0
@@ -498,6 +504,10 @@ class CommandQueue:
     def _run(self, wait_cycles: int) -> RunRecord:
         cfg = self.config
         self._check_live()
+        if self.coalesce_uops:
+            q = self._q
+            q.rows, self._uop_loads, self._mem_refs = coalesce_uop_loads(
+                q.rows, self._uop_loads, self._mem_refs, self._ring.staging_uops)
         table = self._q.to_table()
         n = len(table)
         if n * INSN_BYTES > self.max_xfer:

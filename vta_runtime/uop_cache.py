@@ -22,9 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import KernelError
+from isa import MemType, Opcode
 
-__all__ = ["UopRing"]
+from .errors import KernelError
+from .insn_queue import C
+
+__all__ = ["UopRing", "coalesce_uop_loads"]
+
+_LOAD, _UOP = int(Opcode.LOAD), int(MemType.UOP)
 
 
 class UopRing:
@@ -106,3 +111,44 @@ class UopRing:
         self.appended.clear()
         self.append_pos.clear()
         self.cache_idx = self.sram_end = self.staging_uops = 0
+
+
+def coalesce_uop_loads(rows: list, loads: list, mem_refs: dict, staged: int):
+    """One LOAD UOP of the whole staging image instead of one per kernel, where that is exact.
+
+    It is exact when every LOAD UOP of the window put its kernel at the SRAM position equal to
+    its staging offset (append staging without a ring wrap or an eviction: the staging image
+    is then the uop SRAM's image) and no other LOAD UOP writes the uop SRAM in the window.
+    Then the first LOAD UOP is widened to the whole image (``staged`` uops from offset 0 to
+    SRAM 0): every kernel's micro-ops land where their own load put them, only earlier, into
+    SRAM nothing reads before.  Each later LOAD UOP becomes a compute NOP (spec §2.6) if it
+    carries a dependency flag, else it is dropped.
+
+    ``rows`` are the window's instruction rows (:data:`C` columns, staging-relative
+    ``dram_base``), ``loads`` the ``(row, sram_base, staging_offset, count)`` of each LOAD UOP,
+    ``mem_refs`` row -> (buffer, element bytes) of the LOAD/STORE rows.  Returns the
+    (rows, loads, mem_refs) to run: the inputs themselves when nothing changes.
+    """
+    if len(loads) < 2 or any(b != o for _, b, o, _ in loads) or loads[0][1] != 0:
+        return rows, loads, mem_refs
+    op, mt, xs = C.opcode, C.memory_type, C.x_size
+    uop_writes = sum(1 for r in rows if r[op] == _LOAD and r[mt] == _UOP and r[xs])
+    if uop_writes != len(loads):
+        return rows, loads, mem_refs
+    first = loads[0][0]
+    rows[first][xs] = rows[first][C.x_stride] = staged
+    flags = (C.pop_prev, C.pop_next, C.push_prev, C.push_next)
+    drop = set()
+    for i, _, _, _ in loads[1:]:
+        r = rows[i]
+        if any(r[f] for f in flags):
+            r[xs] = r[C.x_stride] = r[C.y_size] = r[C.sram_base] = r[C.dram_base] = 0
+        else:
+            drop.add(i)
+    new_index, kept = {}, []
+    for i, r in enumerate(rows):
+        if i not in drop:
+            new_index[i] = len(kept)
+            kept.append(r)
+    refs = {new_index[i]: v for i, v in mem_refs.items()}
+    return kept, [(new_index[first], 0, 0, staged)], refs

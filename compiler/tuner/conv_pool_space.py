@@ -15,14 +15,13 @@ kernel's record is never applied to the conv alone, whose knobs mean something e
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from isa import VTAConfig
 
 from ..vta.conv_pool import ConvPoolError, ConvPoolWorkload, plan
-from ..vta.schedule import Knobs, ScheduleError
+from ..vta.schedule import Knobs
+from .knob_grid import KnobGrid
 from .search import Tuner
 
 #: The knobs the fused kernel reads; every other knob keeps its default.
@@ -59,7 +58,7 @@ def default_knobs_of(wl, cfg: VTAConfig) -> Knobs:
     return default_knobs(wl, cfg)
 
 
-class ConvPoolSpace:
+class ConvPoolSpace(KnobGrid):
     """The fused kernel's knob space: ``dims`` {knob: values} over :data:`KNOBS`; a point is
     a row of choice indices (as :class:`compiler.tuner.space.TunerSpace`'s)."""
 
@@ -67,48 +66,27 @@ class ConvPoolSpace:
         self.wl, self.cfg = wl, cfg
         OB, K = wl.kernel.shape[0], wl.kernel.shape[1]
         kc_max = max(1, min(K, cfg.inp_buff_depth // (2 * wl.data.shape[3])))
-        self.dims = {"tile_co": [d for d in range(1, OB + 1) if OB % d == 0],
-                     "tile_ci": list(range(1, kc_max + 1)), "vthreads": [1, 2]}
-        self.names = list(self.dims)
-        self.radix = np.array([len(v) for v in self.dims.values()], np.int64)
-        self._valid: dict = {}
+        self._set_dims({"tile_co": [d for d in range(1, OB + 1) if OB % d == 0],
+                        "tile_ci": list(range(1, kc_max + 1)), "vthreads": [1, 2]})
         self._points = None
 
-    def __len__(self) -> int:
-        return int(math.prod(int(r) for r in self.radix))
+    def _accepts(self, knobs: Knobs) -> bool:
+        """The kernel's plan takes the knobs (divisors, SRAM sizes)."""
+        try:
+            plan(self.wl, self.cfg, knobs)
+            return True
+        except ConvPoolError:
+            return False
 
-    def knobs(self, p) -> Knobs:
-        return Knobs(**{n: self.dims[n][int(i)] for n, i in zip(self.names, p)})
+    def _value(self, name: str, value):
+        return min(value, 2) if name == "vthreads" else value
 
-    def point(self, k: Knobs) -> np.ndarray:
-        """The point of ``k``; ScheduleError if a knob the kernel does not read is set, or a
-        value is outside the space."""
-        base = Knobs()
-        for name in k.__dataclass_fields__:
-            if name not in self.dims and getattr(k, name) != getattr(base, name):
-                raise ScheduleError(f"knob {name}={getattr(k, name)!r} has no meaning for the "
-                                    f"fused conv + max pool (it reads {', '.join(KNOBS)})")
-        out = []
-        for n in self.names:
-            v = min(getattr(k, n), 2) if n == "vthreads" else getattr(k, n)
-            if v not in self.dims[n]:
-                raise ScheduleError(f"knob {n}={getattr(k, n)!r} is not in the fused kernel's "
-                                    f"space ({self.dims[n]})")
-            out.append(self.dims[n].index(v))
-        return np.array(out, np.int64)
+    def _not_a_knob(self, name: str, value, default) -> str:
+        return (f"knob {name}={value!r} has no meaning for the fused conv + max pool (it "
+                f"reads {', '.join(KNOBS)})")
 
-    def valid(self, p) -> bool:
-        """True if the kernel's plan takes the point's knobs (divisors, SRAM sizes)."""
-        key = np.asarray(p, np.int64).tobytes()
-        ok = self._valid.get(key)
-        if ok is None:
-            try:
-                plan(self.wl, self.cfg, self.knobs(p))
-                ok = True
-            except ConvPoolError:
-                ok = False
-            self._valid[key] = ok
-        return ok
+    def _not_a_value(self, name: str, given, value) -> str:
+        return f"knob {name}={given!r} is not in the fused kernel's space ({self.dims[name]})"
 
     def points(self) -> np.ndarray:
         """Every valid point, most promising first: the most output blocks per pass (each

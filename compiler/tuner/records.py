@@ -540,7 +540,9 @@ def canonical_key(key: str) -> str:
 class HistoryBest:
     """The best record per (workload, configuration) of one or more logs; workloads match
     by meaning (:func:`canonical_key`), and building a workload no record covers warns
-    once (:class:`MissingRecordWarning`) before falling back to the default schedule."""
+    once (:class:`MissingRecordWarning`) before falling back to the default schedule.  A fused
+    conv + max pool is looked up by its own key (``conv_pool(...)``), never by its conv's."""
+    fused_records = True        # build_conv_pool asks knobs_for with the fused workload
 
     def __init__(self, logs):
         if isinstance(logs, (str, os.PathLike)):
@@ -561,10 +563,11 @@ class HistoryBest:
         return self.best.get((canonical_key(workload_key), config_key(cfg)))
 
     def knobs_for(self, wl, cfg):
-        """The best knobs for a recognised GEMM workload, or None."""
+        """The best knobs for a recognised GEMM workload or a fused conv + max pool, or None."""
         from ..vta.schedule import Knobs
         from ..vta.workload import GemmWorkload
-        if not isinstance(wl, GemmWorkload):
+        from .conv_pool_space import is_conv_pool
+        if not isinstance(wl, GemmWorkload) and not is_conv_pool(wl):
             return None
         key = workload_key(wl)
         r = self.query(key, cfg)
@@ -593,6 +596,5 @@ def apply_history_best(logs):
 
 __all__ = ["Record", "LogWriter", "TuningLogError", "TornLogWarning", "MissingRecordWarning",
            "log_lock", "LogClaims", "claim_key", "check_record", "canonical_key", "load",
-           "parse_line", "best_by_workload",
-           "apply_history_best", "dispatch_knobs", "HistoryBest", "config_key", "workload_key",
-           "LOG_VERSION"]
+           "parse_line", "best_by_workload", "apply_history_best", "dispatch_knobs",
+           "HistoryBest", "config_key", "workload_key", "LOG_VERSION"]

@@ -28,7 +28,6 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +36,7 @@ from isa import VTAConfig
 
 from ..vta.schedule import AXES, Knobs, ScheduleError, extents
 from .hook import ConfigSpace
+from .knob_grid import KnobGrid
 from ..vta.workload import GemmWorkload
 
 
@@ -201,7 +201,7 @@ def task_from_spec(d, where: str = "workload") -> Task:
     return Task(op, tuple(sorted(spec.items())), name)
 
 
-class TunerSpace:
+class TunerSpace(KnobGrid):
     """The tuner's knob space for one workload (see module docstring).
 
     ``dims`` maps knob name -> candidate values; a point is an int array of choice indices
@@ -229,45 +229,26 @@ class TunerSpace:
                 raise ScheduleError(f"restrict: {name} values {bad or values!r} are not in "
                                     f"the space ({self.dims[name]!r})")
             self.dims[name] = list(values)
-        self.names = list(self.dims)
-        self.radix = np.array([len(v) for v in self.dims.values()], np.int64)
+        self._set_dims(self.dims)
         self._check = ConfigSpace(wl, cfg)
-        self._valid: dict[bytes, bool] = {}
-
-    def __len__(self) -> int:
-        return int(math.prod(int(r) for r in self.radix))
 
     # ------------------------------------------------------------------ points
-    def knobs(self, p) -> Knobs:
-        """The :class:`Knobs` of point ``p`` (a row of choice indices)."""
-        v = {n: self.dims[n][int(i)] for n, i in zip(self.names, p)}
-        return Knobs(**v)
+    def _accepts(self, knobs: Knobs) -> bool:
+        """A schedule the template accepts and whose buffers fit."""
+        return self._check.valid(knobs)
 
-    def point(self, k: Knobs) -> np.ndarray:
-        """The point of knobs ``k``; raises ScheduleError if ``k`` is outside the space."""
-        k = k.normalized() if k.split_outer == () else k
-        base = Knobs()
-        for name in k.__dataclass_fields__:
-            if name not in self.dims and getattr(k, name) != getattr(base, name):
-                raise ScheduleError(f"knob {name}={getattr(k, name)!r} is not in the tuner's "
-                                    f"space (it keeps {name}={getattr(base, name)!r})")
-        out = []
-        for n in self.names:
-            v = getattr(k, n)
-            if n == "order":
-                v = tuple(v)
-            if v not in self.dims[n]:
-                raise ScheduleError(f"knob {n}={v!r} is not in the tuner's space")
-            out.append(self.dims[n].index(v))
-        return np.array(out, np.int64)
+    def _normalize(self, k: Knobs) -> Knobs:
+        return k.normalized() if k.split_outer == () else k
 
-    def valid(self, p) -> bool:
-        """True if point ``p`` is a schedule the template accepts and whose buffers fit."""
-        key = np.asarray(p, np.int64).tobytes()
-        ok = self._valid.get(key)
-        if ok is None:
-            ok = self._valid[key] = self._check.valid(self.knobs(p))
-        return ok
+    def _value(self, name: str, value):
+        return tuple(value) if name == "order" else value
+
+    def _not_a_knob(self, name: str, value, default) -> str:
+        return (f"knob {name}={value!r} is not in the tuner's space (it keeps "
+                f"{name}={default!r})")
+
+    def _not_a_value(self, name: str, given, value) -> str:
+        return f"knob {name}={value!r} is not in the tuner's space"
 
     def valid_many(self, pts: np.ndarray) -> np.ndarray:
         return np.fromiter((self.valid(p) for p in pts), bool, len(pts))

@@ -307,14 +307,17 @@ def build_conv_pool(wl: ConvPoolWorkload, cfg: VTAConfig | None = None,
                     knobs=None) -> ConvPoolKernel:
     """Compile ``wl`` (see the module docstring) into a :class:`ConvPoolKernel` with the
     schedule ``knobs`` (see :func:`plan`); without them, the best record of an active
-    tuning context (:func:`compiler.vta.dispatch.dispatch_knobs` of the conv's GEMM
-    workload), else the default plan."""
+    tuning context (:func:`compiler.vta.dispatch.dispatch_knobs` of ``wl`` itself when the
+    context says ``fused_records``, as :class:`compiler.tuner.HistoryBest` does, else of the
+    conv's GEMM workload), else the default plan."""
     t0 = time.perf_counter()
     cfg = cfg or VTAConfig()
     if knobs is None and wl.conv is not None:
         from .dispatch import CONTEXT, dispatch_knobs
-        if CONTEXT.get() is not None:
-            knobs = dispatch_knobs(wl.gemm_workload(cfg), cfg)
+        ctx = CONTEXT.get()
+        if ctx is not None:
+            fused = getattr(ctx, "fused_records", False)
+            knobs = dispatch_knobs(wl if fused else wl.gemm_workload(cfg), cfg)
             if knobs is not None:
                 try:                # a record whose knobs this kernel cannot take: default
                     plan(wl, cfg, knobs)
