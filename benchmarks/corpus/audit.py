@@ -32,7 +32,6 @@ import numpy as np
 FLAGS: dict[str, dict] = {
     # a random-weight init whose layers below 22 dB stay float (19.7 dB at 20)
     "efficientnet_b0": {"min_layer_sqnr": 22.0},
-    "ocr_rec": {"float_worst": 8, "worst_mac_cap": 0.01, "sqnr_samples": 2},
     "magika": {"float_off_vta": True},
     "vad": {"min_layer_sqnr": 25.0, "sqnr_samples": 4},
 }

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.conv import conv_nchw
+from ..ops.conv import out_hw, pad_nchw
 from .ir import Graph
 from .reference import run_node, single_threaded_blas
 
@@ -50,26 +50,35 @@ OPS = ("qconv", "qconv_pool", "qdense")
 _FIXED = ("pre", "tclip", "stages", "radd", "rnd")
 
 
-def _accumulator(n, x, w):
-    """The integer product of layer ``n`` (no bias), int64, channel axis 1 (conv) or -1."""
-    if n.op == "qdense":
-        return x.astype(np.int64) @ w.astype(np.int64).T
-    a = n.attrs
-    return conv_nchw(x, w, a["strides"], a["pads"], a["dilations"], a["group"], acc=np.int64)
+def _window_sums(x, kernel, attrs):
+    """Per input channel and kernel tap, the sum over the batch and every output position
+    of the input element that tap reads (zero padding): (C, KH, KW) float64."""
+    (kh, kw), (sh, sw) = kernel, attrs["strides"]
+    dh, dw = attrs["dilations"]
+    oh, ow = out_hw(x.shape[2], x.shape[3], (kh, kw), (sh, sw), attrs["pads"], (dh, dw))
+    xp = pad_nchw(x.astype(np.float64), attrs["pads"], 0)
+    out = np.empty((x.shape[1], kh, kw))
+    for ky in range(kh):
+        for kx in range(kw):
+            out[:, ky, kx] = xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
+                                kx * dw:kx * dw + sw * (ow - 1) + 1:sw].sum(axis=(0, 2, 3))
+    return out, x.shape[0] * oh * ow
 
 
-def _float_pre(fnode, xf, w, b):
-    """The float layer's output before its fused steps (relu, clip, residual, pool)."""
-    if fnode.op == "dense":
-        y = xf.astype(np.float64) @ w.astype(np.float64).T
-    else:
-        a = fnode.attrs
-        y = conv_nchw(xf, w, a["strides"], a["pads"], a["dilations"], a["group"])
-    if b is not None:
-        sh = [1] * y.ndim
-        sh[-1 if fnode.op == "dense" else 1] = -1
-        y = y + b.astype(np.float64).reshape(sh)
-    return y
+def _product_sums(dense: bool, attrs, x, w):
+    """(per output channel, the sum over every output position of the layer's product
+    ``x * w`` without bias; the number of positions).  A conv's sum is linear in its input's
+    per-tap window sums, so it costs one pass over the input, not a conv (exact for
+    integers: every partial sum stays below 2**53)."""
+    w = w.astype(np.float64)
+    if dense:
+        xs = x.astype(np.float64).reshape(-1, x.shape[-1])
+        return xs.sum(axis=0) @ w.T, len(xs)
+    o, cg, kh, kw = w.shape
+    sums, cnt = _window_sums(x, (kh, kw), attrs)
+    group = attrs["group"]
+    per_group = sums.reshape(group, cg, kh, kw)[np.arange(o) // (o // group)]
+    return np.einsum("ocyx,ocyx->o", w, per_group), cnt
 
 
 def _frac_w(q: Graph, n) -> np.ndarray:
@@ -172,15 +181,13 @@ def _correction(q: Graph, n, fnode, qenvs, fenvs):
         rnd = (1 << (k - 1)) // m
     total = np.zeros(len(bq))
     cnt = 0
-    axis = -1 if dense else 1
     for qe, fe in zip(qenvs, fenvs):
         if f_in not in fe or x_name not in qe:
             return None
-        e = _accumulator(n, qe[x_name], wq)
-        e = e + _bcast(bq - rnd, axis, e.ndim)
-        e = e * _bcast(scale, axis, e.ndim) - _float_pre(fnode, fe[f_in], w, b)
-        total += np.moveaxis(e, axis, -1).reshape(-1, len(bq)).sum(axis=0)
-        cnt += e.size // len(bq)
+        acc, k_q = _product_sums(dense, n.attrs, qe[x_name], wq)
+        ref, _ = _product_sums(dense, fnode.attrs, fe[f_in], w)
+        total += acc * scale - ref + k_q * ((bq - rnd) * scale - (0.0 if b is None else b))
+        cnt += k_q
     if cnt < MIN_POSITIONS:     # too few outputs per channel: the mean is mostly noise
         return None
     return np.floor(total / cnt / scale + 0.5).astype(np.int64)
@@ -190,16 +197,6 @@ def _correction(q: Graph, n, fnode, qenvs, fenvs):
 #: layer after a global pool (a squeeze-and-excitation block's, a classifier) sees one
 #: output per channel and sample, whose error on a few samples is theirs, not the layer's
 MIN_POSITIONS = 16
-
-
-def _shape(axis, c, ndim):
-    sh = [1] * ndim
-    sh[axis] = c
-    return sh
-
-
-def _bcast(v, axis, ndim):
-    return np.asarray(v).reshape(_shape(axis, len(v), ndim))
 
 
 __all__ = ["correct_biases", "correctable", "OPS"]
