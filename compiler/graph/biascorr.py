@@ -12,7 +12,10 @@ folds it into each ``qconv`` / ``qconv_pool`` / ``qdense``'s int32 bias:
 where ``acc_c`` is the layer's integer accumulator (its int8 weights on its int8 input
 *as the quantised graph computes it*, bias included, before the shift) and ``y_c`` the
 float layer's pre-activation output (before its fused relu / clip / residual / pool) on
-the float model's input; the bias becomes ``bias_c - round(e_c * 2**(fx + fw_c))``.  Layers
+the float model's input; the bias becomes ``bias_c - round(k_c * e_c * 2**(fx + fw_c))``, with the James-Stein factor
+``k_c = max(0, 1 - se_c**2 / e_c**2)`` (``se_c``: the standard error of ``e_c`` from the spread
+of the samples' own means), so an error that differs from sample to sample (a classifier's)
+is corrected less than a systematic one.  Layers
 are corrected in graph order on one pass over the samples, so each sees the inputs the
 corrected layers before it produce (the correction also removes the mean error those
 layers pass on).  Only compile-time constants change: the integer program and its
@@ -181,16 +184,23 @@ def _correction(q: Graph, n, fnode, qenvs, fenvs):
         rnd = (1 << (k - 1)) // m
     total = np.zeros(len(bq))
     cnt = 0
+    per = []                    # per sample: its mean error per channel
     for qe, fe in zip(qenvs, fenvs):
         if f_in not in fe or x_name not in qe:
             return None
         acc, k_q = _product_sums(dense, n.attrs, qe[x_name], wq)
         ref, _ = _product_sums(dense, fnode.attrs, fe[f_in], w)
-        total += acc * scale - ref + k_q * ((bq - rnd) * scale - (0.0 if b is None else b))
+        e = acc * scale - ref + k_q * ((bq - rnd) * scale - (0.0 if b is None else b))
+        per.append(e / k_q)
+        total += e
         cnt += k_q
     if cnt < MIN_POSITIONS:     # too few outputs per channel: the mean is mostly noise
         return None
-    return np.floor(total / cnt / scale + 0.5).astype(np.int64)
+    mean = total / cnt
+    if len(per) >= 2:           # shrunk by the spread between samples (James-Stein)
+        se2 = np.var(per, axis=0, ddof=1) / len(per)
+        mean = mean * np.clip(1.0 - se2 / np.maximum(mean ** 2, 1e-300), 0.0, 1.0)
+    return np.floor(mean / scale + 0.5).astype(np.int64)
 
 
 #: the fewest outputs per channel (samples x positions) a correction is measured on: a
