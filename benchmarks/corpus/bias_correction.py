@@ -43,7 +43,9 @@ def main(argv=None) -> int:
     if a.float_worst:
         fl = {name: "--float-worst" for name, _, _ in worst_layers(
             quantize(fg, ranges=ranges), fg, envs[:2], a.float_worst, 0.01)}
-    print(f"float: character accuracy {pretrained.char_accuracy(labels, [pretrained.ctc_greedy(o[0].argmax(-1), cs) for o in fouts]):.4f} on {a.n} lines")
+    fl_acc = pretrained.char_accuracy(labels, [pretrained.ctc_greedy(o[0].argmax(-1), cs)
+                                               for o in fouts])
+    print(f"float: character accuracy {fl_acc:.4f} on {a.n} lines")
     for bc in (False, True):
         q = quantize(fg, ranges=ranges, float_nodes=fl)
         t = time.process_time()

@@ -12,11 +12,11 @@ folds it into each ``qconv`` / ``qconv_pool`` / ``qdense``'s int32 bias:
 where ``acc_c`` is the layer's integer accumulator (its int8 weights on its int8 input
 *as the quantised graph computes it*, bias included, before the shift) and ``y_c`` the
 float layer's pre-activation output (before its fused relu / clip / residual / pool) on
-the float model's input; the bias becomes ``bias_c - round(k_c * e_c * 2**(fx + fw_c))``, with the James-Stein factor
-``k_c = max(0, 1 - se_c**2 / e_c**2)`` (``se_c``: the standard error of ``e_c`` from the spread
-of the samples' own means), so an error that differs from sample to sample (a classifier's)
-is corrected less than a systematic one.  Layers
-are corrected in graph order on one pass over the samples, so each sees the inputs the
+the float model's input; the bias becomes ``bias_c - round(k_c * e_c * 2**(fx + fw_c))``,
+with the James-Stein factor ``k_c = max(0, 1 - se_c**2 / e_c**2)`` (``se_c``: the standard
+error of ``e_c`` from the spread of the samples' own means), so an error that differs from
+sample to sample (a classifier's) is corrected less than a systematic one.  Layers are
+corrected in graph order on one pass over the samples, so each sees the inputs the
 corrected layers before it produce (the correction also removes the mean error those
 layers pass on).  Only compile-time constants change: the integer program and its
 reference semantics stay as they are (bit-exactness is untouched).  A correction is left
