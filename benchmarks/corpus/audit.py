@@ -33,7 +33,8 @@ FLAGS: dict[str, dict] = {
     # a random-weight init whose layers below 22 dB stay float (19.7 dB at 20)
     "efficientnet_b0": {"min_layer_sqnr": 22.0},
     "magika": {"float_off_vta": True},
-    "vad": {"min_layer_sqnr": 25.0, "sqnr_samples": 4},
+    # bias correction flips a third frame of 256 (0.992 -> 0.988 frame agreement)
+    "vad": {"min_layer_sqnr": 25.0, "sqnr_samples": 4, "bias_correct": False},
 }
 
 #: the models that take minutes each: ``run_corpus.py --all`` runs them last.
