@@ -73,10 +73,14 @@ def test_verdict(kw, met, why):
 
 def test_flag_text_is_the_command_line():
     assert audit.flag_text({}) == "-"
-    assert audit.flag_text(audit.FLAGS["ocr_rec"]) == \
+    assert audit.flag_text({"float_worst": 8, "worst_mac_cap": 0.01, "sqnr_samples": 2}) == \
         "--float-worst 8 --worst-mac-cap 0.01 --sqnr-samples 2"
+    assert audit.flag_text(audit.FLAGS["vad"]) == \
+        "--min-layer-sqnr 25 --sqnr-samples 4 --no-bias-correction"
     assert audit.flag_text({"float_off_vta": True}) == "--float-off-vta"
     assert audit.flag_text({"min_layer_sqnr": 25.0}) == "--min-layer-sqnr 25"
+    assert audit.flag_text({"bias_correct": False}) == "--no-bias-correction"
+    assert audit.flag_text({"bias_correct": True}) == "-"
 
 
 def test_markdown_from_json_batches(tmp_path):

@@ -32,9 +32,9 @@ import numpy as np
 FLAGS: dict[str, dict] = {
     # a random-weight init whose layers below 22 dB stay float (19.7 dB at 20)
     "efficientnet_b0": {"min_layer_sqnr": 22.0},
-    "ocr_rec": {"float_worst": 8, "worst_mac_cap": 0.01, "sqnr_samples": 2},
     "magika": {"float_off_vta": True},
-    "vad": {"min_layer_sqnr": 25.0, "sqnr_samples": 4},
+    # bias correction flips a third frame of 256 (0.992 -> 0.988 frame agreement)
+    "vad": {"min_layer_sqnr": 25.0, "sqnr_samples": 4, "bias_correct": False},
 }
 
 #: the models that take minutes each: ``run_corpus.py --all`` runs them last.
@@ -44,13 +44,17 @@ HEAVY = ("light_resnet50", "light_densenet121", "resnet50", "densenet121", "conv
 _FLAG_NAMES = {"float_worst": "--float-worst", "worst_mac_cap": "--worst-mac-cap",
                "sqnr_samples": "--sqnr-samples", "float_off_vta": "--float-off-vta",
                "min_layer_sqnr": "--min-layer-sqnr", "min_output_sqnr": "--min-output-sqnr",
-               "float_first_last": "--float-first-last", "mode": "--mode"}
+               "float_first_last": "--float-first-last", "mode": "--mode",
+               "bias_correct": "--no-bias-correction"}
 
 
 def flag_text(flags: dict) -> str:
     """The command-line spelling of ``flags`` ("-" for none)."""
     parts = []
     for k, v in flags.items():
+        if k == "bias_correct":         # a switch that is on unless turned off
+            parts += [] if v else [_FLAG_NAMES[k]]
+            continue
         parts.append(_FLAG_NAMES[k] if v is True else f"{_FLAG_NAMES[k]} {v:g}"
                      if isinstance(v, float) else f"{_FLAG_NAMES[k]} {v}")
     return " ".join(parts) or "-"

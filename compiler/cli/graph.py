@@ -145,7 +145,8 @@ def _compile(args, model_spec):
                          min_output_sqnr=getattr(args, "min_output_sqnr", None),
                          max_float_layers=getattr(args, "max_float_layers", 64),
                          float_worst=getattr(args, "float_worst", None),
-                         worst_mac_cap=1.0 if cap is None else cap)
+                         worst_mac_cap=1.0 if cap is None else cap,
+                         bias_correct=not getattr(args, "no_bias_correction", False))
 
 
 def parse_input_shapes(specs) -> dict:
@@ -238,7 +239,7 @@ _COMPILE_ONLY = (("calib", None), ("calibration", "percentile"), ("percentile", 
                  ("tuning_log", None), ("cpu_only", False), ("float_first_last", False),
                  ("per_tensor", False), ("first_conv_cpu", False), ("image", None),
                  ("min_layer_sqnr", None), ("min_output_sqnr", None), ("max_float_layers", 64),
-                 ("float_worst", None), ("worst_mac_cap", None))
+                 ("float_worst", None), ("worst_mac_cap", None), ("no_bias_correction", False))
 
 
 def _check_outputs(args) -> None:
@@ -481,6 +482,9 @@ def _common(p):
     p.add_argument("--worst-mac-cap", type=mac_share, metavar="F",
                    help="--float-worst picks among the layers with at most F of the model's "
                    "multiply-adds (default 1: all)")
+    p.add_argument("--no-bias-correction", action="store_true",
+                   help="do not fold each conv/dense layer's mean output error on the "
+                   "calibration samples into its int32 bias (done by default)")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 

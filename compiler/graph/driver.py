@@ -66,6 +66,10 @@ class Compiled:
         for name, op, frac, db in self.sqnr:
             fr = "-" if frac is None else str(frac)
             lines.append(f"{name[:28]:28s} {op:16s} {fr:>4s} {db:8.2f}")
+        if self.options.get("bias_correct"):
+            lines.append(f"bias correction: the mean output error per channel on the "
+                         f"calibration samples folded into the int32 bias of "
+                         f"{self.options.get('bias_corrected', 0)} conv/dense layer(s)")
         lines += _kept_lines(self.options) + _worst_lines(self.options) + \
             _output_lines(self.options) + \
             _qdq_lines(self.qgraph)
@@ -233,7 +237,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   input_shapes: dict | None = None,
                   min_layer_sqnr: float | None = None,
                   min_output_sqnr: float | None = None, max_float_layers: int = 64,
-                  float_worst: int | None = None, worst_mac_cap: float = 1.0) -> Compiled:
+                  float_worst: int | None = None, worst_mac_cap: float = 1.0,
+                  bias_correct: bool = True) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
@@ -246,7 +251,10 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     ``float_worst`` K (applied after ``min_layer_sqnr``, before ``min_output_sqnr``) the K
     integer layers of lowest local SQNR on those samples among the layers with at most
     ``worst_mac_cap`` of the model's multiply-adds stay float too
-    (:func:`.sensitivity.worst_layers`; listed by the report with their local SQNR)."""
+    (:func:`.sensitivity.worst_layers`; listed by the report with their local SQNR).  With
+    ``bias_correct`` (default) every integer conv / dense layer's mean output error per
+    channel on the calibration samples is folded into its int32 bias, last
+    (:func:`.biascorr.correct_biases`; the report gives the count)."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
@@ -257,7 +265,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
-    kept, float_envs, out_kept, worst = [], [], None, []
+    kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0
     fl: dict = {}
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
         convs = [n.name for n in fg.nodes if n.op == "conv"]
@@ -314,6 +322,9 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                 max_float=max_float_layers, ranges=ranges, mode=mode, percentile=percentile,
                 global_scale=global_scale, per_channel=per_channel)
             out_kept = {"kept": more, "before": before, "after": after}
+        if bias_correct and samples:
+            from .biascorr import correct_biases
+            n_corrected = len(correct_biases(q, samples, float_envs))
     t2 = time.perf_counter()
     prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log)
     t3 = time.perf_counter()
@@ -329,6 +340,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "kept_float": kept, "min_output_sqnr": min_output_sqnr,
                      "max_float_layers": max_float_layers, "kept_for_output": out_kept,
                      "float_worst": float_worst, "worst_mac_cap": worst_mac_cap,
-                     "kept_worst": worst},
+                     "kept_worst": worst, "bias_correct": bias_correct,
+                     "bias_corrected": n_corrected},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)
