@@ -1,5 +1,7 @@
 """Small program builders shared by the simulator tests."""
 
+import subprocess
+
 import numpy as np
 
 from isa import (AluInsn, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, VTAConfig,
@@ -48,3 +50,12 @@ def image(uops=(), nbytes=1 << 16, seed=0, uop_offset=0):
 
 __all__ = ["load", "store", "nop", "program", "raw", "image", "CFG", "AluInsn", "GemmInsn",
            "FinishInsn", "MemType"]
+
+
+def run_icarus_testbench(work, files=("tb.v", "pair.v", "model.v")):
+    """Compile ``files`` in ``work`` with Icarus and run them; the testbench prints
+    ``ERRORS n``, which must be 0."""
+    subprocess.run(["iverilog", "-g2012", "-o", "sim", *files], cwd=work, check=True)
+    out = subprocess.run(["vvp", "sim"], cwd=work, capture_output=True, text=True,
+                         check=True).stdout
+    assert "ERRORS 0" in out, out

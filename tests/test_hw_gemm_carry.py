@@ -5,18 +5,18 @@ use) against the logic form and against x * w on every int8 pair."""
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from amaranth.back import rtlil, verilog
-from amaranth.hdl import Module, Signal, signed
+from amaranth.hdl import Module, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import VTAConfig
 from vta_hw.blocks.dsp import _and_add_init, and_add
 from vta_hw.blocks.gemm import GemmPipe
+from .sim_helpers import run_icarus_testbench
 
 TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
                            LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
@@ -89,11 +89,7 @@ module tb; reg [7:0] x, w; wire signed [15:0] p_hard, p_logic; integer i, j, err
   end
 endmodule
 """)
-    subprocess.run(["iverilog", "-g2012", "-o", "sim", "tb.v", "pair.v", "model.v"],
-                   cwd=tmp_path, check=True)
-    out = subprocess.run(["vvp", "sim"], cwd=tmp_path, capture_output=True, text=True,
-                         check=True).stdout
-    assert "ERRORS 0" in out, out
+    run_icarus_testbench(tmp_path)
 
 
 def test_on_an_ecp5_the_logic_products_are_carry_chains():

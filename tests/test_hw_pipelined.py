@@ -15,6 +15,7 @@ from vta_hw.blocks.dsp import registered_product
 from vta_hw.errors import HwConfigError
 
 from .test_hw_alu_lane import lane_cases, lane_mismatches
+from .sim_helpers import run_icarus_testbench
 
 TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
                            LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
@@ -144,7 +145,6 @@ def test_the_mult18x18d_instance_equals_the_logic_registers_on_a_model(tmp_path)
     """The hand-instantiated block (bit order, sign extension, output slice, registers)
     against its logic form, both in one design on Icarus with a MULT18X18D model."""
     import shutil
-    import subprocess
     from amaranth.back import verilog
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
@@ -182,11 +182,7 @@ module tb; reg clk = 0, rst = 1; reg [31:0] a = 0, b = 0; wire [3:0] bad;
   end
 endmodule
 """)
-    subprocess.run(["iverilog", "-g2012", "-o", "sim", "tb.v", "pair.v", "model.v"],
-                   cwd=tmp_path, check=True)
-    out = subprocess.run(["vvp", "sim"], cwd=tmp_path, capture_output=True, text=True,
-                         check=True).stdout
-    assert "ERRORS 0" in out, out
+    run_icarus_testbench(tmp_path)
 
 
 BOARD_VECTORS = ["gemm_000", "alu_mul_vec_000", "alu_shr_vec_001", "alu_max_imm_000",
