@@ -222,7 +222,12 @@ def gap_frac(qc, n, x) -> int:
     at the input's scale it would use only a few LSBs (issue 23: 5-8 dB lost per
     squeeze-excitation pool)."""
     fx = qc.fracs[x]
-    return fx + max(0, min(qc.f_of(n.output) - fx, MAX_GAP_SHIFT))
+    r = float(getattr(qc, "ranges", {}).get(n.output, 0.0))
+    if np.isfinite(r) and r > 0:     # not frac_for's cap of 48: a tiny mean gets its bits
+        f = int(np.floor(np.log2(127 / r)))
+    else:
+        f = qc.f_of(n.output)
+    return fx + max(0, min(f - fx, MAX_GAP_SHIFT))
 
 
 def quantize_pool(qc, n) -> bool:
