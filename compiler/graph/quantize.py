@@ -82,7 +82,8 @@ class QuantContext:
     fraction bits), ``f_of(v)`` (the calibrated fraction bits of float value ``v``),
     ``as_int(v, node)`` / ``as_float(v)`` (the value in that form, quantising or
     dequantising it on first use), ``emit_q(node, op, inputs, attrs, frac, dtype)``, and the
-    options ``per_channel`` and ``float_nodes``."""
+    options ``per_channel`` and ``float_nodes``; ``ranges`` (float value -> calibrated
+    range) is set by :func:`quantize`."""
 
     def __init__(self, g, q, qname, fname, fracs, f_of, as_int, as_float, emit_q,
                  per_channel, float_nodes):
@@ -91,6 +92,7 @@ class QuantContext:
         self.per_channel, self.float_nodes = per_channel, float_nodes
         self.why: dict[str, str] = {}    # node name -> why its rule kept it float
         self._users = None
+        self.ranges: dict = {}
 
     def users(self) -> dict:
         """{float value: [nodes of ``g`` reading it]} (computed once)."""
@@ -210,6 +212,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
 
     ctx = QuantContext(g, q, qname, fname, fracs, f_of, as_int, as_float, emit_q,
                        per_channel, float_nodes)
+    ctx.ranges = ranges
     fixed = FixedRules(ctx, scales, q.scales) if scales is not None else None
     regions: dict = {}          # first node of an element-wise region -> (root, nodes)
     if fixed is None:

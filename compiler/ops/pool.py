@@ -40,7 +40,7 @@ from ..te.nn import padding4
 from ..te import sum as te_sum
 from . import registry
 from .conv import out_hw, pad_nchw, spatial
-from .errors import OnnxImportError
+from .errors import GraphError, OnnxImportError
 
 __all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d"]
 
@@ -210,10 +210,31 @@ def pool_float(n, ins):
     return (s / cnt).astype(np.float32)
 
 
+#: The most fraction bits a global average pool's output gains over its input's (issue 23):
+#: keeps ``sum * 2**(shift + 1)`` of an int32 sum well inside int64.
+MAX_GAP_SHIFT = 24
+
+
+def gap_frac(qc, n, x) -> int:
+    """The output fraction bits of global average pool ``n`` reading int8 value ``x``: its
+    calibrated output range's, never coarser than the input's (``fracs[x]``), at most
+    :data:`MAX_GAP_SHIFT` finer.  A mean of many values spans far less than its input, so
+    at the input's scale it would use only a few LSBs (issue 23: 5-8 dB lost per
+    squeeze-excitation pool)."""
+    fx = qc.fracs[x]
+    r = float(getattr(qc, "ranges", {}).get(n.output, 0.0))
+    if np.isfinite(r) and r > 0:     # not frac_for's cap of 48: a tiny mean gets its bits
+        f = int(np.floor(np.log2(127 / r)))
+    else:
+        f = qc.f_of(n.output)
+    return fx + max(0, min(f - fx, MAX_GAP_SHIFT))
+
+
 def quantize_pool(qc, n) -> bool:
     x = qc.as_int(n.inputs[0], n)
     if n.op == "global_avgpool":
-        qc.emit_q(n, "qglobal_avgpool", [x], {}, qc.fracs[x])
+        fo = gap_frac(qc, n, x)
+        qc.emit_q(n, "qglobal_avgpool", [x], {"shift": fo - qc.fracs[x]}, fo)
     else:
         qc.emit_q(n, "q" + n.op, [x], dict(n.attrs), qc.fracs[x])
     return True
@@ -231,11 +252,22 @@ def qpool_reference(n, ins):
     return np.clip(div_round(s, cnt), -128, 127).astype(np.int8)
 
 
+def gap_shift(n) -> int:
+    """A ``qglobal_avgpool``'s ``shift`` attribute (0 when absent), checked."""
+    d = n.attrs.get("shift", 0)
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or \
+            not 0 <= d <= MAX_GAP_SHIFT:
+        raise GraphError(f"node {n.name!r} (qglobal_avgpool): shift {d!r} is not an integer "
+                         f"in [0, {MAX_GAP_SHIFT}]")
+    return int(d)
+
+
 def qgap_reference(n, ins):
+    """``clip(round_half_up(sum * 2**shift / (H * W)))`` in int64."""
     x = ins[0].astype(np.int64)
     cnt = x.shape[2] * x.shape[3]
-    return np.clip(div_round(x.sum(axis=(2, 3), keepdims=True), cnt), -128, 127
-                   ).astype(np.int8)
+    s = x.sum(axis=(2, 3), keepdims=True) << gap_shift(n)
+    return np.clip(div_round(s, cnt), -128, 127).astype(np.int8)
 
 
 def vta_pool_ok(n) -> bool:
@@ -266,9 +298,14 @@ def qpool_cpu(n, g):
         s = compute(ov.shape, lambda nn, c, y, xx, *r: te_sum(cast("int32", x[(nn, c, ry, rx)
                                                                                + r]), [ry, rx]),
                     name=n.name + "_sum", dtype="int32")
-        cnt = H * W
-        out = compute(ov.shape, lambda *i: cast("int8", minimum(maximum(
-            (s[i] * 2 + cnt) // (2 * cnt), -128), 127)), name=n.name, dtype="int8")
+        cnt, d = H * W, gap_shift(n)
+        if d == 0:
+            out = compute(ov.shape, lambda *i: cast("int8", minimum(maximum(
+                (s[i] * 2 + cnt) // (2 * cnt), -128), 127)), name=n.name, dtype="int8")
+        else:       # int64: |sum| < 2**31, times 2**(d + 1) <= 2**25
+            out = compute(ov.shape, lambda *i: cast("int8", minimum(maximum(
+                (cast("int64", s[i]) * (2 << d) + cnt) // (2 * cnt), -128), 127)),
+                name=n.name, dtype="int8")
         return out, binds
     a = n.attrs
     (kh, kw), (sh, sw), (pt, pl, pb, pr) = a["kernel"], a["strides"], a["pads"]
