@@ -30,8 +30,6 @@ import numpy as np
 #: compiler options (``task_metrics.compile_with`` keywords) each model is audited with: the
 #: ones that meet #23 (BENCHMARKS.md "#23 Done means, audited"); the rest compile plainly.
 FLAGS: dict[str, dict] = {
-    # a random-weight init whose layers below 22 dB stay float (19.7 dB at 20)
-    "efficientnet_b0": {"min_layer_sqnr": 22.0},
     "magika": {"float_off_vta": True},
     # bias correction flips a third frame of 256 (0.992 -> 0.988 frame agreement)
     "vad": {"min_layer_sqnr": 25.0, "sqnr_samples": 4, "bias_correct": False},
