@@ -288,12 +288,7 @@ def main() -> None:
                 f = ort_fn(th)
                 _check(f"{name} {dt} onnxruntime", f(), ours, dt)
                 engines[f"ort {th}t"] = f
-        best = {e: float("inf") for e in engines}
-        for _ in range(args.repeat):
-            for e, f in engines.items():
-                t0 = time.perf_counter()
-                f()
-                best[e] = min(best[e], time.perf_counter() - t0)
+        best = best_of(engines, args.repeat)
         t0 = time.perf_counter()
         te_evaluate(y, feeds)
         ev = time.perf_counter() - t0
@@ -329,6 +324,18 @@ def main() -> None:
             json.dump({"machine": f"{NCPU}-core {platform.platform()}", "cpu": host_target().cpu,
                        "targets": {c: t.features for c, t in targets},
                        "load": [load0, load1], "rows": rows}, f, indent=2)
+
+
+def best_of(engines: dict, repeat: int) -> dict:
+    """The best of ``repeat`` wall times of each callable in ``engines`` (name -> function),
+    the engines interleaved in every round so that machine noise hits them alike."""
+    best = dict.fromkeys(engines, float("inf"))
+    for _ in range(repeat):
+        for e, f in engines.items():
+            t0 = time.perf_counter()
+            f()
+            best[e] = min(best[e], time.perf_counter() - t0)
+    return best
 
 
 def _time(f) -> float:

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -35,7 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from compiler import te  # noqa: E402
 from compiler.cpu import cpu_build, ops  # noqa: E402
-from bench_cpu import TARGETS, _node, _ort_session, _targets, header, load_text  # noqa: E402
+from bench_cpu import (TARGETS, _node, _ort_session, _targets, best_of, header,  # noqa: E402
+                       load_text)
 
 SHAPES = (((12 * 128, 128), "softmax 12x128x128"), ((1, 1000), "softmax 1000"),
           ((128, 768), "softmax 128x768"))
@@ -78,12 +78,8 @@ def stages(targets, repeat) -> None:
                 k = cpu_build(s, target=t)
                 k.num_threads = 1
                 kernels[(col, s.name)] = k
-        best = dict.fromkeys(kernels, float("inf"))
-        for _ in range(repeat):
-            for key, k in kernels.items():
-                t0 = time.perf_counter()
-                k.run({x: xv})
-                best[key] = min(best[key], time.perf_counter() - t0)
+        best = best_of({key: (lambda k=k: k.run({x: xv})) for key, k in kernels.items()},
+                       repeat)
         for col in targets:
             prev, parts = 0.0, []
             for (c, name), v in best.items():
@@ -176,12 +172,7 @@ def main() -> None:
                 engines[f"{when} {col}"] = (lambda k=k: k.run({x: xv}))
         engines["onnxruntime 1t"] = _ort_session(_node("Softmax", ["x"], axis=-1),
                                                  [("x", xv)], [], 1)
-        best = {e: float("inf") for e in engines}
-        for _ in range(args.repeat):
-            for e, f in engines.items():
-                t0 = time.perf_counter()
-                f()
-                best[e] = min(best[e], time.perf_counter() - t0)
+        best = best_of(engines, args.repeat)
         ort = best["onnxruntime 1t"]
         row = {"op": what, **{f"{e} ms": v * 1e3 for e, v in best.items()}}
         rows.append(row)
