@@ -1,5 +1,6 @@
 """Small program builders shared by the simulator tests."""
 
+import re
 import subprocess
 
 import numpy as np
@@ -59,3 +60,19 @@ def run_icarus_testbench(work, files=("tb.v", "pair.v", "model.v")):
     out = subprocess.run(["vvp", "sim"], cwd=work, capture_output=True, text=True,
                          check=True).stdout
     assert "ERRORS 0" in out, out
+
+
+def ecp5_cell_counts(work, tag, rtlil_text, script=""):
+    """Synthesize ``rtlil_text`` (top module ``top``) with yosys' ``synth_ecp5``, ``script``
+    run after reading it; the cell counts of its ``stat`` (cell type -> count).  Needs the
+    FPGA extra (YoWASP yosys)."""
+    from vta_hw.board.fpga import _tool_env
+    env = _tool_env()
+    (work / f"{tag}.il").write_text(rtlil_text)
+    (work / f"{tag}.ys").write_text(f"read_rtlil {tag}.il\n{script}\n"
+                                    f"synth_ecp5 -top top\ntee -o {tag}.txt stat\n")
+    r = subprocess.run([env["YOSYS"], "-q", f"{tag}.ys"], cwd=work, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    stat = (work / f"{tag}.txt").read_text()
+    return {k: int(n) for n, k in re.findall(r"^\s+(\d+)\s+(\w+)\s*$", stat, re.M)}

