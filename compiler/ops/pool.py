@@ -41,6 +41,7 @@ from ..te import sum as te_sum
 from . import registry
 from .conv import out_hw, pad_nchw, spatial
 from .errors import GraphError, OnnxImportError
+from .requant import frac_for
 
 __all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d"]
 
@@ -222,11 +223,9 @@ def gap_frac(qc, n, x) -> int:
     at the input's scale it would use only a few LSBs (issue 23: 5-8 dB lost per
     squeeze-excitation pool)."""
     fx = qc.fracs[x]
-    r = float(getattr(qc, "ranges", {}).get(n.output, 0.0))
-    if np.isfinite(r) and r > 0:     # not frac_for's cap of 48: a tiny mean gets its bits
-        f = int(np.floor(np.log2(127 / r)))
-    else:
-        f = qc.f_of(n.output)
+    r = float(qc.ranges.get(n.output, 0.0))
+    # past frac_for's default cap of 48: a tiny mean gets its bits
+    f = frac_for(r, cap=fx + MAX_GAP_SHIFT) if np.isfinite(r) and r > 0 else qc.f_of(n.output)
     return fx + max(0, min(f - fx, MAX_GAP_SHIFT))
 
 

@@ -40,12 +40,13 @@ def epilogue(n, y, ins, first_extra):
 
 # ------------------------------------------------------------------ quantisation
 
-def frac_for(rng: float, bits: int = 8) -> int:
-    """Fraction bits so that ``rng`` fits in a signed ``bits`` integer (power-of-two scale)."""
+def frac_for(rng: float, bits: int = 8, cap: int = 48) -> int:
+    """Fraction bits so that ``rng`` fits in a signed ``bits`` integer (power-of-two scale),
+    in [-16, ``cap``]."""
     top = (1 << (bits - 1)) - 1
     if not np.isfinite(rng) or rng <= 0:
         return bits - 1
-    return int(max(-16, min(48, math.floor(math.log2(top / rng)))))
+    return int(max(-16, min(cap, math.floor(math.log2(top / rng)))))
 
 
 def qweight(w: np.ndarray):
