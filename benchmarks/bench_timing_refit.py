@@ -17,16 +17,26 @@ costs the RTL has (issue 19; the RTL's load/store/compute/fetch modules, vta_hw/
 * the loader writes zero padding in the cycles without a data beat (``load_pad_overlap``)
   and one narrow element (a micro-op) per cycle (``load_elem_per_cycle``), starting its
   requests 4 cycles after the decode;
-* one write burst per row (``burst_per_row``; store 6 cycles per row besides its beats).
+* one write burst per row (``burst_per_row``; store 6 cycles per row besides its beats);
+* issue 21 (``benchmarks/probe_alu_back_to_back.py``): a GEMM/ALU takes N + 8 / N + 4
+  cycles from its decode to the cycle it completes (the micro-op SRAM stage, the GEMM's 6 or
+  the ALU's 2 pipeline stages, the completing cycle), a NOP completes in its decode cycle,
+  the store module decodes one cycle longer (IDLE -> SIZE -> DEP).  The fit before had
+  ALU/GEMM one cycle short and NOPs one long, which cancelled while a LOAD UOP or NOP sat
+  between compute instructions and undercounted back-to-back ones (coalesced micro-op
+  loads) by a cycle each; ``finish_cycles`` 2 is fitted (``vta_sim.calibrate.fit`` over
+  finish/load/store/read costs with the rest fixed, plain and coalesced streams).
 
 Then, optionally (``--rounds N``, default 0), the integer costs by
 :func:`vta_sim.calibrate.fit` on the training set (golden vectors, small_cnn 8x8,
 ResNet-18 32x32), with ResNet-18 64x64 and 224x224 held out.  Samples are every VTA layer's
 instruction stream and its RTL cycle count, collected once into ``--samples`` (a few
-minutes).
+minutes; compiled as ``vta run`` compiles, so with micro-op load coalescing unless
+``VTA_COALESCE_UOPS=0``); ``--also FILE`` reports the errors on a second sample file too
+(e.g. the uncoalesced streams).
 
     .venv/bin/python benchmarks/bench_timing_refit.py --samples /tmp/rtl_samples.json \
-        --out vta_hw/calibration/timing_icarus.json
+        --also /tmp/rtl_samples_plain.json --out vta_hw/calibration/timing_icarus.json
 """
 
 from __future__ import annotations
@@ -49,15 +59,17 @@ STRUCTURE = {"read_in_order": True, "read_latency": 16, "read_burst_gap": 0,
              "max_outstanding_reads": 4, "dispatch_before_pop": True, "dispatch_cycles": 2,
              "token_latency": 1, "fetch_burst_insns": 8, "fetch_drain_cycles": 1,
              "fetch_overlap": True, "load_pad_overlap": True, "load_elem_per_cycle": True,
-             "load_setup_cycles": 4, "nop_cycles": 1, "burst_per_row": True,
-             "max_burst_beats": 1 << 24, "write_burst_overhead": 6}
-AFTER_FIT: dict = {}
+             "load_setup_cycles": 4, "nop_cycles": 0, "burst_per_row": True,
+             "max_burst_beats": 1 << 24, "write_burst_overhead": 6,
+             "alu_start_cycles": 4, "gemm_start_cycles": 8, "store_decode_cycles": 1}
+AFTER_FIT: dict = {"finish_cycles": 2}
 
 
 def main(argv=None) -> int:
     from vta_sim.timing import TimingParams
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", default="rtl_timing_samples.json")
+    ap.add_argument("--also", help="a second sample file to report the errors on")
     ap.add_argument("--rounds", type=int, default=0)
     ap.add_argument("--out", help="write the calibration JSON here")
     args = ap.parse_args(argv)
@@ -66,7 +78,8 @@ def main(argv=None) -> int:
     old = json.loads(cal.read_text())
     # a calibration written before these fields existed meant the older structure
     base = TimingParams.from_dict({"read_in_order": False, "load_pad_overlap": False,
-                                   "dispatch_before_pop": False, **old["params"]})
+                                   "dispatch_before_pop": False, "store_decode_cycles": 0,
+                                   **old["params"]})
     before = summary(samples, base)
     print("before:", json.dumps(before))
     start = base.replace(**STRUCTURE)
@@ -78,6 +91,12 @@ def main(argv=None) -> int:
     params = params.replace(**AFTER_FIT)
     after = summary(samples, params)
     print(f"after ({fit_s:.0f} s, training rms {rms:.4f}):", json.dumps(after))
+    also = None
+    if args.also:
+        extra = collect(Path(args.also))
+        also = {"samples": Path(args.also).name, "errors_before": summary(extra, base),
+                "errors_after": summary(extra, params)}
+        print(f"{args.also}:", json.dumps(also))
     if args.out:
         doc = {"backend": "icarus", "dram_latency": old.get("dram_latency", 16),
                "note": "params: the RTL's structure and costs (benchmarks/"
@@ -95,6 +114,7 @@ def main(argv=None) -> int:
                          "held_out": list(HELD_OUT), "structure": STRUCTURE,
                          "after_fit": AFTER_FIT,
                          "errors_before": before, "errors_after": after,
+                         **({"also": also} if also else {}),
                          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
                "previous": {k: v for k, v in old.items() if k != "previous"}}
         tmp = Path(args.out).with_suffix(".tmp")

@@ -210,10 +210,12 @@ def test_timing_changes_no_result_and_respects_ideal_bounds(seed):
         idx = np.flatnonzero(res.module == m)
         assert (res.start[idx][1:] >= res.end[idx][:-1]).all()
     # every token flow goes forward in time: the consumer pops it (after its decode, under
-    # the default dispatch_before_pop) token_latency cycles after the push or later
+    # the default dispatch_before_pop; the store module decodes store_decode_cycles longer)
+    # token_latency cycles after the push or later
     d = TimingParams()
     for _, prod, cons in res.flows:
-        assert res.end[prod] + d.token_latency <= res.start[cons] + d.dispatch_cycles
+        decode = d.dispatch_cycles + (d.store_decode_cycles if res.module[cons] == 2 else 0)
+        assert res.end[prod] + d.token_latency <= res.start[cons] + decode
     ser = Simulator(timing=TimingParams(), serial=True)
     ser.run(insns, dram.copy())
     assert ser.last_timing.cycles >= res.cycles

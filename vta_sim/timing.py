@@ -18,7 +18,9 @@ its own (:func:`simulate_timing`, :func:`cycles`):
   taking it from its queue: with ``dispatch_before_pop`` (vta_hw) they come before the
   token check, from the previous instruction's completion or the instruction's arrival, so
   a module waiting on a token starts ``token_latency`` cycles after the push; otherwise
-  after the pops.  Then each instruction costs its own time:
+  after the pops; the store module decodes ``store_decode_cycles`` longer (vta_hw: IDLE ->
+  SIZE -> DEP).  Then each instruction costs its own time (vta_hw: from its decode to the
+  cycle it completes, whatever comes next):
 
   - NOP (LOAD/STORE with x_size 0): ``nop_cycles``; FINISH: ``finish_cycles``;
   - GEMM: ``gemm_start_cycles + N * gemm_cycles_per_uop`` (N = uop-iterations, reset too);
@@ -86,7 +88,7 @@ _TSIM = dict(read_latency=16, read_burst_gap=1, read_pipelined=True, max_outstan
              load_setup_cycles=2, load_write_cycles=1, load_elem_per_cycle=False,
              pad_cycles_per_tile=1, store_setup_cycles=2, store_cycles_per_tile=1,
              burst_per_row=False, read_in_order=False, load_pad_overlap=False,
-             dispatch_before_pop=False, read_priority=CLIENTS)
+             dispatch_before_pop=False, read_priority=CLIENTS, store_decode_cycles=0)
 
 #: The structure of this project's RTL that the ``vta_hw`` and ``vta_hw_fpga`` presets were
 #: fitted on (4 read bursts in flight, one burst per row, a two-burst fetch buffer, 512-entry
@@ -101,7 +103,7 @@ _VTA_HW_BASE = dict(read_latency=8, read_burst_gap=1, read_pipelined=True,
                     load_write_cycles=2, load_elem_per_cycle=False, pad_cycles_per_tile=1,
                     store_setup_cycles=0, store_cycles_per_tile=0, burst_per_row=False,
                     read_in_order=False, load_pad_overlap=False, dispatch_before_pop=False,
-                    read_priority=CLIENTS)
+                    read_priority=CLIENTS, store_decode_cycles=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,11 +157,17 @@ class TimingParams:
     #: (dispatch_cycles after the previous one completed or it reached the queue) before it
     #: pops its tokens, so a token pushed while it waits starts it token_latency cycles later
     #: (vta_hw's IDLE -> DEP/DECODE); False: dispatch_cycles are paid after the pops
-    nop_cycles: int = 1                   #: x_size = 0 "sync" state
-    finish_cycles: int = 1
-    gemm_start_cycles: int = 7            #: pipeline start + drain of a GEMM
+    store_decode_cycles: int = 1          #: the store module's decode cycles beyond
+    #: dispatch_cycles (vta_hw: IDLE -> SIZE -> DEP, one state more than load and compute)
+    nop_cycles: int = 0                   #: x_size = 0 "sync" state (vta_hw: completes in
+    #: its decode cycle)
+    finish_cycles: int = 2
+    gemm_start_cycles: int = 8            #: pipeline start + drain of a GEMM (vta_hw: the
+    #: micro-op SRAM stage, 6 pipeline stages, the completing cycle)
     gemm_cycles_per_uop: int = 1
-    alu_start_cycles: int = 3
+    alu_start_cycles: int = 4             #: vta_hw: the micro-op SRAM stage, 2 ALU stages,
+    #: the completing cycle (issue 21: one more than the fit before, which a NOP or LOAD UOP
+    #: costing one too many hid; back-to-back ALU instructions showed it)
     alu_cycles_per_uop_imm: int = 1
     alu_cycles_per_uop_vec: int = 1       #: Chisel: 2 (two SRAM reads per micro-op)
     load_setup_cycles: int = 4            #: LOAD command decode before the first request

@@ -82,6 +82,9 @@ class Engine:
         self.busy_flag = [False, False, False]
         self.ready_at = [0, 0, 0]                   # dispatch_before_pop: next decode done
         self.wake_at = [-1, -1, -1]
+        # decode cycles per module: the store module has one state more (vta_hw's SIZE)
+        self.disp = [p.dispatch_cycles, p.dispatch_cycles,
+                     p.dispatch_cycles + p.store_decode_cycles]
         self.dispatch_after = 0 if p.dispatch_before_pop else p.dispatch_cycles
         self.busy = {m: 0 for m in _MODULES}
         self.stalls = {m: {} for m in _MODULES + ("fetch",)}
@@ -360,7 +363,7 @@ class Engine:
         if self.p.dispatch_before_pop:
             # the module takes the instruction from its queue and decodes it before it
             # looks at the tokens (vta_hw: IDLE -> DEP/DECODE)
-            ready = max(self.ready_at[m], int(self.issue[i]) + self.p.dispatch_cycles)
+            ready = max(self.ready_at[m], int(self.issue[i]) + self.disp[m])
             if self.now < ready:
                 if self.wake_at[m] != ready:
                     self.wake_at[m] = ready
@@ -386,7 +389,7 @@ class Engine:
         self.busy_flag[m] = True
         # the instruction's time starts with its decode (with dispatch_before_pop that was
         # before the pops: a wait for tokens is reported before it, as the same stall)
-        self.start[i] = self.now - (self.p.dispatch_cycles - self.dispatch_after)
+        self.start[i] = self.now - (self.disp[m] - self.dispatch_after)
         self.execute(i, m)
 
     def execute(self, i, m):
@@ -528,7 +531,7 @@ class Engine:
         self.end[i] = self.now
         self.busy[_MODULES[m]] += self.now - self.start[i]
         self.busy_flag[m] = False
-        self.ready_at[m] = self.now + self.p.dispatch_cycles
+        self.ready_at[m] = self.now + self.disp[m]
         self.done_count += 1
         if self.serial:
             self.next_serial = i + 1
