@@ -8,11 +8,10 @@ and ``dep_pop`` before / ``dep_push`` after an op for its tokens.  ``synchronize
 kernel.
 
 The runtime's micro-op load coalescing (one LOAD UOP of the whole staging image per window
-where that is exact, ``CommandQueue.coalesce_uops``) gives the same results in fewer cycles
-(ResNet-18 -0.38%); it is opt-in (:data:`COALESCE_UOPS`, the default of :func:`emit`, set from
-the environment variable ``VTA_COALESCE_UOPS=1``) because the timed simulator's default
-model undercounts coalesced tiny kernels against the RTL by more than 3% (small_cnn's
-maxpool_5: 670 vs 706 cycles) and the depthwise schedule heuristics were not re-tuned for it.
+where that is exact, ``CommandQueue.coalesce_uops``) gives the same results in fewer cycles;
+compiled kernels use it by default (:data:`COALESCE_UOPS`, the default of :func:`emit`;
+the environment variable ``VTA_COALESCE_UOPS=0`` turns it off).  The runtime API's own
+default stays off, so its streams stay the reference runtime's.
 """
 
 from __future__ import annotations
@@ -28,7 +27,8 @@ from .program import Op
 _SIG_LIMIT = 99          # runtime signature keys must stay below 100
 
 #: whether :func:`emit` turns on the command queue's micro-op load coalescing by default
-COALESCE_UOPS = os.environ.get("VTA_COALESCE_UOPS", "0") == "1"
+#: (on unless the environment sets ``VTA_COALESCE_UOPS=0``)
+COALESCE_UOPS = os.environ.get("VTA_COALESCE_UOPS", "1") != "0"
 
 
 class KernelSites:
