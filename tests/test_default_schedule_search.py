@@ -28,6 +28,14 @@ from compiler.vta.schedule import Knobs, ScheduleError
 
 from .test_compiler_ops import CONFIGS as _BASE
 
+@pytest.fixture(autouse=True)
+def _uncoalesced(monkeypatch):
+    """The reference is the search for kernels without micro-op load coalescing (a LOAD UOP
+    per spanning tile); with coalescing, the compiler's default, that term drops out."""
+    from compiler.vta import codegen
+    monkeypatch.setattr(codegen, "COALESCE_UOPS", False)
+
+
 CONFIGS = dict(_BASE, block32=VTAConfig(LOG_BLOCK=5, LOG_INP_BUFF_SIZE=16,
                                         LOG_WGT_BUFF_SIZE=18, LOG_ACC_BUFF_SIZE=18))
 

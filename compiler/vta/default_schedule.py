@@ -28,6 +28,7 @@ from .schedule import Knobs, ScheduleError
 from .workload import GemmWorkload
 
 UOP_LOAD = 64             # cycles of the LOAD UOP of a tile's per-channel epilogue micro-op
+#                           (none with micro-op load coalescing: one LOAD UOP per kernel)
 DMA_LATENCY = 64          # cycles of fixed cost per DMA instruction (Pynq-like DRAM)
 INSN_OVERHEAD = 10        # cycles of fixed cost per GEMM/ALU instruction
 ROW_OVERHEAD = 2          # cycles per DMA row (one burst each): request gap, handshakes
@@ -105,7 +106,7 @@ class _Model:
     everything that does not depend on the knobs computed once (the search asks both of
     tens of thousands of candidates)."""
 
-    def __init__(self, wl: GemmWorkload, cfg: VTAConfig):
+    def __init__(self, wl: GemmWorkload, cfg: VTAConfig, coalesce: bool | None = None):
         self.wl, self.cfg = wl, cfg
         self.dense = wl.kind == "dense"
         self.ext = {"b": wl.nb, "co": wl.ob, "h": wl.oh, "w": wl.ow, "ci": wl.cb}
@@ -131,9 +132,11 @@ class _Model:
         self.dep = cfg.ACC_DEP_DISTANCE
         # a tile may span several one-block groups (depthwise): it reads its groups' input
         # blocks, loads them and its weights every tile, and needs a LOAD UOP per tile for
-        # each per-channel epilogue step (its channels' operand)
+        # each per-channel epilogue step (its channels' operand), unless the compiled kernels
+        # coalesce micro-op loads (then one LOAD UOP serves the kernel: issue 21)
         self.diag = spans_groups(wl)
-        self.ch_uops = sum(1 for st in eps if st.vector is not None and not st.full)
+        self.ch_uops = 0 if _coalesce(coalesce) else \
+            sum(1 for st in eps if st.vector is not None and not st.full)
 
     def geometry(self, tb, tco, th, tw, tci, ci_split=1):
         """(in_h, acc, inp, wgt, resid) tiles of one full tile's buffers, as
@@ -211,12 +214,22 @@ class _Model:
         return Estimate(cycles, dram, compute, dmas)
 
 
+def _coalesce(coalesce: bool | None) -> bool:
+    """Whether the kernels are compiled with micro-op load coalescing (``None``: the
+    compiler's default, :data:`compiler.vta.codegen.COALESCE_UOPS`)."""
+    if coalesce is None:
+        from . import codegen
+        return codegen.COALESCE_UOPS
+    return bool(coalesce)
+
+
 def _tiles(k: Knobs) -> tuple:
     return (k.tile_b, k.tile_co, k.tile_h, k.tile_w, k.tile_ci)
 
 
-def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Estimate:
-    m = _Model(wl, cfg)
+def estimate(wl: GemmWorkload, k: Knobs, cfg: VTAConfig,
+             coalesce: bool | None = None) -> Estimate:
+    m = _Model(wl, cfg, coalesce)
     t = _tiles(k)
     return m.estimate(m.geometry(*t, k.ci_split), t, m.n_tiles(t), k.vthreads,
                       k.vthread_axis, k.order)
@@ -281,10 +294,10 @@ def _candidates(wl: GemmWorkload, latency_hiding: bool, nv_ok=None, threads: int
 
 
 def _score(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool, strict: bool,
-           threads: int = 2) -> list:
+           threads: int = 2, coalesce: bool | None = None) -> list:
     """[(cycles, DRAM bytes, (tiles, order, vthreads, vthread_axis))] of every candidate
     that fits, in :func:`candidates` order."""
-    m = _Model(wl, cfg)
+    m = _Model(wl, cfg, coalesce)
     geos: dict = {}
 
     def ok(tiles, nv):
@@ -301,18 +314,20 @@ def _score(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool, strict: bool,
 
 
 def default_knobs(wl: GemmWorkload, cfg: VTAConfig, latency_hiding: bool = True,
-                  slack: float = 0.0001) -> Knobs:
+                  slack: float = 0.0001, coalesce: bool | None = None) -> Knobs:
     """The candidate with the least DRAM traffic among those within ``slack`` of the best
     estimated cycle count (compute-bound layers have many equally fast tilings; moving less
     data is the better tie-break; the default 0.01% catches estimates that differ only by
-    rounding, e.g. a split reduction that re-reads the input twice)."""
-    scored = _score(wl, cfg, latency_hiding, True)
+    rounding, e.g. a split reduction that re-reads the input twice).  ``coalesce``: whether
+    the kernel runs with micro-op load coalescing (default: as the compiler emits it)."""
+    co = _coalesce(coalesce)
+    scored = _score(wl, cfg, latency_hiding, True, coalesce=co)
     if not scored and latency_hiding and spans_groups(wl):   # odd tile counts: 3 threads
-        scored = _score(wl, cfg, True, True, threads=3)
+        scored = _score(wl, cfg, True, True, threads=3, coalesce=co)
     if not scored and latency_hiding:
-        return default_knobs(wl, cfg, latency_hiding=False, slack=slack)
+        return default_knobs(wl, cfg, latency_hiding=False, slack=slack, coalesce=co)
     if not scored:          # very few output tiles: accept scratch-padded GEMM kernels
-        scored = _score(wl, cfg, False, False)
+        scored = _score(wl, cfg, False, False, coalesce=co)
     if not scored:
         raise ScheduleError(f"no tiling of {wl.describe()} fits this configuration's buffers")
     best = min(c for c, _, _ in scored)

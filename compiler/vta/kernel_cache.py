@@ -330,7 +330,8 @@ class KernelCache:
             wl = recognise(out, self.cfg)
             if dispatch_knobs(wl, self.cfg) is not None:
                 return out, None
-            key = schedule_key(wl)
+            from .codegen import COALESCE_UOPS
+            key = (schedule_key(wl), COALESCE_UOPS)     # the default schedule depends on it
             kn = self.schedules.get(key)
             if kn is None:
                 kn = self.schedules[key] = default_knobs(wl, self.cfg)
