@@ -99,3 +99,23 @@ def test_on_an_ecp5_the_logic_products_are_carry_chains():
     assert text.count("cell \\CCU2C ") == 16 * 4 * 5
     assert "CCU2C" not in rtlil.convert(GemmPipe(TINY, lut_mults=16), name="g")
     assert "CCU2C" not in rtlil.convert(GemmPipe(TINY), name="g", platform=_Ecp5())
+
+
+def _ff_count(text):
+    return text.count("cell \\TRELLIS_FF ")
+
+
+def test_on_an_ecp5_with_logic_products_each_lane_keeps_its_own_inp_register():
+    """``lane_inp`` (default on an ECP5 with logic products): one kept copy of the 32-bit
+    INP row per output lane (4 x 32 TRELLIS_FF on a 1x4x4); none off an ECP5, without logic
+    products, or when turned off; in the ``pipelined`` core only the lanes with logic
+    products (the others' operands go straight into the MULT18X18D registers)."""
+    row = TINY.block_in * TINY.inp_width
+    assert _ff_count(rtlil.convert(GemmPipe(TINY, lut_mults=5), name="g",
+                                   platform=_Ecp5())) == 4 * row
+    assert _ff_count(rtlil.convert(GemmPipe(TINY, lut_mults=5), name="g")) == 0
+    assert _ff_count(rtlil.convert(GemmPipe(TINY), name="g", platform=_Ecp5())) == 0
+    assert _ff_count(rtlil.convert(GemmPipe(TINY, lut_mults=5, lane_inp=False), name="g",
+                                   platform=_Ecp5())) == 0
+    assert _ff_count(rtlil.convert(GemmPipe(TINY, lut_mults=5, pipelined=True), name="g",
+                                   platform=_Ecp5())) == 2 * row

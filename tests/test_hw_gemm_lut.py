@@ -21,12 +21,12 @@ def _pack(vals, width):
     return out
 
 
-def _run_gemm(cfg, lut_mults, xs, ws, pipelined=False):
+def _run_gemm(cfg, lut_mults, xs, ws, pipelined=False, lane_inp=None):
     """Feed one micro-op per cycle (INP tiles ``xs`` [n, BLOCK_IN], WGT tiles ``ws``
     [n, BLOCK_OUT, BLOCK_IN]) into a :class:`GemmPipe` with the ACC reading 0 and the
     destinations cycling over four tiles (so no micro-op's tile is one of the three results
     ahead that the GEMM forwards); returns the written ACC tiles and the latency in cycles."""
-    dut = GemmPipe(cfg, lut_mults=lut_mults, pipelined=pipelined)
+    dut = GemmPipe(cfg, lut_mults=lut_mults, pipelined=pipelined, lane_inp=lane_inp)
     n = len(xs)
     got, lat = [], []
 
@@ -73,18 +73,28 @@ def test_digit_plane_products_are_exact_on_every_int8_pair():
     assert np.array_equal(got, a * b)
 
 
+@pytest.mark.parametrize("lane_inp", [None, True])
 @pytest.mark.parametrize("pipelined", [False, True])
 @pytest.mark.parametrize("lut_mults", [0, 5, 12, 16])
-def test_random_tiles_match_numpy_with_the_latency_of_hard_multipliers(lut_mults, pipelined):
+def test_random_tiles_match_numpy_with_the_latency_of_hard_multipliers(lut_mults, pipelined,
+                                                                       lane_inp):
+    """With one shared INP register (off an ECP5 ``lane_inp=None`` is off) and with one
+    copy per output lane: same products, same latency."""
     rng = np.random.default_rng(lut_mults)
     n = 64
     xs = rng.integers(-128, 128, (n, 4))
     ws = rng.integers(-128, 128, (n, 4, 4))
     ws[0] = -128
     xs[0] = -128            # the extreme products (+16384 per term)
-    got, lat = _run_gemm(TINY, lut_mults, xs, ws, pipelined)
+    got, lat = _run_gemm(TINY, lut_mults, xs, ws, pipelined, lane_inp)
     assert np.array_equal(got, np.einsum("nk,nok->no", xs, ws))
     assert lat == 6         # the write 6 ticks after the valid cycle (its 7th cycle), as with 0
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_lane_inp_rejects_a_non_bool():
+    with pytest.raises(ValueError, match="lane_inp"):
+        GemmPipe(TINY, lane_inp=1)
 
 
 def test_adder_trees_map_to_carry_chains_not_lut_full_adders(tmp_path):

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from isa import VTAConfig
 
 from .dsp import and_add, is_ecp5, registered_product
+from .replica import replicated_register
 from .fields import uop_layout
 from .uoploop import OFF_BITS
 
@@ -99,11 +100,24 @@ class GemmPipe(wiring.Component):
     (:func:`vta_hw.blocks.dsp.registered_product`: on an ECP5 a MULT18X18D with input and
     output registers, in place of the s2 INP/WGT registers and the s2a product register);
     the same stages, cycles and results.
+
+    ``lane_inp``: each output lane registers its own copy of the INP row in s2 (instead of
+    one register whose every bit drives the BLOCK_OUT products of that input element all
+    over the die), so each copy bit drives one product and can sit beside it; on an ECP5 the
+    copies are kept flip-flops (:func:`vta_hw.blocks.replica.replicated_register`), so
+    synthesis does not merge them.  Same stage, cycles and results; costs
+    ``(BATCH x BLOCK_OUT - 1) x BLOCK_IN x INP_WIDTH`` flip-flops (1,920 on the 1x16x16).
+    ``None`` (the default): on when elaborating for an ECP5 with logic products
+    (``lut_mults > 0``, the 1x16x16 on the 85F), off otherwise.
     """
 
-    def __init__(self, cfg: VTAConfig, lut_mults: int = 0, pipelined: bool = False):
+    def __init__(self, cfg: VTAConfig, lut_mults: int = 0, pipelined: bool = False,
+                 lane_inp: bool | None = None):
         self.cfg = cfg
         self.pipelined = bool(pipelined)
+        if lane_inp is not None and not isinstance(lane_inp, bool):
+            raise ValueError(f"lane_inp must be True, False or None, not {lane_inp!r}")
+        self.lane_inp = lane_inp
         macs = cfg.batch * cfg.block_in * cfg.block_out
         if isinstance(lut_mults, bool) or not isinstance(lut_mults, int) or \
                 not 0 <= lut_mults <= macs:
@@ -143,8 +157,7 @@ class GemmPipe(wiring.Component):
         # datapath registers (addresses, tiles, products, sums) have no reset: they are only
         # read under the valid bits, which keep theirs
         d2 = Signal(D, name="d2", reset_less=True)
-        inp_r = self._inp_r = Signal.like(self.inp_rd_data, name="inp_r",
-                                             reset_less=True)
+        inp_r = Signal.like(self.inp_rd_data, name="inp_r", reset_less=True)
         wgt_r = Signal.like(self.wgt_rd_data, name="wgt_r", reset_less=True)
         m.d.sync += [v2.eq(self.valid), bad2.eq(bad), d2.eq(d), r2.eq(self.reset)]
         m.d.sync += [inp_r.eq(self.inp_rd_data), wgt_r.eq(self.wgt_rd_data)]
@@ -152,8 +165,10 @@ class GemmPipe(wiring.Component):
         # s2a: products of the INP tile with every WGT row, registered (a bad micro-op is
         # dropped here)
         Wa = cfg.acc_width
-        inp = [inp_r.word_select(i, cfg.inp_width).as_signed()
-               for i in range(cfg.batch * cfg.block_in)]
+        lane_inp = self.lane_inp
+        if lane_inp is None:
+            lane_inp = is_ecp5(platform) and self.lut_mults > 0
+        row_bits = cfg.block_in * cfg.inp_width
         wgt = [wgt_r.word_select(i, cfg.wgt_width).as_signed()
                for i in range(cfg.block_out * cfg.block_in)]
         pw = cfg.inp_width + cfg.wgt_width
@@ -163,10 +178,18 @@ class GemmPipe(wiring.Component):
         rows = []
         for b in range(cfg.batch):
             for o in range(cfg.block_out):
+                lane0 = (b * cfg.block_out + o) * cfg.block_in
+                # the INP row this lane's logic and unregistered products read in s2
+                if lane_inp and not (self.pipelined and lane0 + cfg.block_in <= first_lut):
+                    xrow = replicated_register(m, self.inp_rd_data.word_select(b, row_bits),
+                                               1, f"inp_r_{b}_{o}", platform)[0]
+                else:
+                    xrow = inp_r.word_select(b, row_bits)
                 row, lut_k = [], []
                 for k in range(cfg.block_in):
-                    x, y = inp[b * cfg.block_in + k], wgt[o * cfg.block_in + k]
-                    n = (b * cfg.block_out + o) * cfg.block_in + k
+                    x = xrow.word_select(k, cfg.inp_width).as_signed()
+                    y = wgt[o * cfg.block_in + k]
+                    n = lane0 + k
                     if n >= first_lut and planes:
                         lut_k.append(k)
                         continue
@@ -182,7 +205,8 @@ class GemmPipe(wiring.Component):
                     m.d.sync += pr.eq(lut_product(x, y, m) if n >= first_lut else x * y)
                     row.append(pr)
                 if lut_k:
-                    row += self._digit_planes(m, cfg, b, wgt, o, lut_k, is_ecp5(platform))
+                    row += self._digit_planes(m, cfg, b, xrow, wgt, o, lut_k,
+                                              is_ecp5(platform))
                 rows.append(row)
         # da: products being formed, db: products registered
         va, ra, da = Signal(), Signal(), Signal(D, name="da", reset_less=True)
@@ -232,8 +256,9 @@ class GemmPipe(wiring.Component):
                      self.busy.eq(v2 | va | vb | v3 | v4 | v5)]
         return m
 
-    def _digit_planes(self, m, cfg, b, wgt, o, ks, primitive):
-        """Logic products of output lane ``o`` over the input elements ``ks``, as radix-4
+    def _digit_planes(self, m, cfg, b, xrow, wgt, o, ks, primitive):
+        """Logic products of output lane ``o`` (INP row ``xrow`` of batch ``b``, registered)
+        over the input elements ``ks``, as radix-4
         digit planes: ``x * w = sum_j 4**j * d_j`` with ``d_j = x * w[2j] + 2x * w[2j+1]``
         for the unsigned digits and ``d_3 = x * w[6] - 2x * w[7]`` for the signed top one
         (``w`` in two's complement).  Each digit is one :func:`vta_hw.blocks.dsp.and_add`
@@ -243,7 +268,6 @@ class GemmPipe(wiring.Component):
         in groups of four and registered (s2a); returns those registered partial sums,
         shifted into place, for the lane's s2b tree."""
         pi = cfg.inp_width
-        inp_r = self._inp_r
         tag = f"{b}_{o}"
         ndig = cfg.wgt_width // 2
         dw = pi + 2
@@ -251,7 +275,7 @@ class GemmPipe(wiring.Component):
         for j in range(ndig):
             sels = []
             for k in ks:
-                x = inp_r.word_select(b * cfg.block_in + k, pi).as_signed()
+                x = xrow.word_select(k, pi).as_signed()
                 y = wgt[o * cfg.block_in + k]
                 d0, d1 = y[2 * j], y[2 * j + 1]
                 name = f"dig_{tag}_{k}_{j}"
