@@ -99,7 +99,16 @@ def test_pipelined_is_checked(bad):
         VTACore(TINY, pipelined=bad)
 
 
-def test_random_programs_same_image_and_cycles_as_the_plain_core():
+def _alu_insns(insns) -> int:
+    """ALU instructions with micro-ops to run (the pipelined ALU takes one cycle more)."""
+    from isa import AluInsn, decode_program
+    return sum(isinstance(i, AluInsn) and i.iter_out > 0 and i.iter_in > 0 and
+               i.uop_end > i.uop_bgn for i in decode_program(bytes(insns), TINY))
+
+
+def test_random_programs_same_image_and_at_most_a_cycle_more_per_alu_insn():
+    """Bit-exact with the plain core; the run is one cycle longer (registered launch) plus
+    at most one per ALU instruction (registered ACC read data)."""
     from vta_hw.runners.amaranth_sim import run_amaranth
     from vta_sim import random_program, simulate
     for seed in (11, 12):
@@ -112,7 +121,9 @@ def test_random_programs_same_image_and_cycles_as_the_plain_core():
             r = run_amaranth(insns, img, TINY, alu_stages=3, **kw)
             assert np.array_equal(img, ref), (seed, kw)
             cycles.append(r.cycles)
-        assert cycles[0] == cycles[1] > 0
+        n_alu = _alu_insns(insns)
+        assert n_alu > 0
+        assert 0 < cycles[0] + 1 <= cycles[1] <= cycles[0] + 1 + n_alu, (seed, cycles, n_alu)
 
 
 def _mult18x18d_model() -> str:

@@ -56,7 +56,8 @@ class ComputeModule(wiring.Component):
     error, err_code, err_index : the module stopped on an illegal instruction.
 
     Latency: GEMM and ALU issue one micro-op per cycle; an instruction with N micro-ops
-    takes N + 7 cycles from dequeue (N + 5 for ALU); FINISH and no-ops 2 cycles.
+    takes N + 7 cycles from dequeue (N + 5 for ALU, N + 6 with ``pipelined``); FINISH and
+    no-ops 2 cycles.
     """
 
     def __init__(self, cfg: VTAConfig, alu_stages: int = 1, lut_mults: int = 0,
