@@ -158,7 +158,7 @@ class ComputeModule(wiring.Component):
         m.d.comb += [gemm.valid.eq(v1 & ~is_alu), alu.valid.eq(v1 & is_alu),
                      gemm.wgt_off.eq(offs[2]), gemm.reset.eq(g.reset),
                      alu.op.eq(a.alu_opcode), alu.use_imm.eq(a.use_imm), alu.imm.eq(a.imm),
-                     self.inp_rd_addr.eq(s1), gemm.inp_rd_data.eq(self.inp_rd_data),
+                     gemm.inp_rd_data.eq(self._inp_read(m, s1, s_next)),
                      self.wgt_rd_addr.eq(w1), gemm.wgt_rd_data.eq(self.wgt_rd_data),
                      ]
 
@@ -198,6 +198,19 @@ class ComputeModule(wiring.Component):
 
         self._control(m, insn, index, is_alu, ld, loop, gemm, alu, v1)
         return m
+
+    def _inp_read(self, m, s1, s_next):
+        """The INP tile for the GEMM's stage 2.  Plain: read at the registered address
+        ``s1``.  ``pipelined``: read a cycle earlier at the sum itself (``s_next``) and
+        registered right after the SRAM (FPGA timing: the block RAM's clock-to-out drives
+        only that register, not the multipliers across the die).  Same cycles."""
+        if not self.pipelined:
+            m.d.comb += self.inp_rd_addr.eq(s1)
+            return self.inp_rd_data
+        inp_q = Signal.like(self.inp_rd_data, name="inp_q", reset_less=True)
+        m.d.comb += self.inp_rd_addr.eq(s_next)
+        m.d.sync += inp_q.eq(self.inp_rd_data)
+        return inp_q
 
     def _uop_read(self, m, insn, loop, uop_rp):
         """The micro-op word of the loop's current index (stage 0).  Plain: the SRAM read
