@@ -103,8 +103,9 @@ def test_golden_vector_on_the_builds_simulated_board(name, build, boards):
 def test_random_programs_on_the_1x8x8_builds_simulated_boards(boards):
     """The golden vectors are 1x16x16 tiles, so no vector fits a 1x8x8 build: random
     programs in the builds' own configuration instead, through the host driver on each 1x8x8
-    build's simulated board (plain and pipelined), byte-exact against vta_sim, and both
-    builds take the same cycles (``pipelined`` adds none)."""
+    build's simulated board (plain and pipelined), byte-exact against vta_sim; the
+    pipelined build takes one cycle more per run plus at most one per ALU instruction."""
+    from .test_hw_pipelined import pipelined_cycles_ok
     from vta_sim import random_program, simulate
     names = sorted(b for b in BUILDS if b.startswith("1x8x8-"))
     assert "1x8x8-85f-pipelined" in names and len(names) >= 2
@@ -121,4 +122,7 @@ def test_random_programs_on_the_1x8x8_builds_simulated_boards(boards):
             res = boards(build).run(insns, dram)
             assert np.array_equal(dram, want), (build, seed)
             cycles.append(res.cycles)
-        assert len(set(cycles)) == 1 and cycles[0] > 0, (seed, cycles)
+        plain = cycles[names.index("1x8x8-85f")]
+        assert all(c == plain or (b.endswith("-pipelined") and
+                                  pipelined_cycles_ok(plain, c, insns, cfg))
+                   for b, c in zip(names, cycles)), (seed, names, cycles)

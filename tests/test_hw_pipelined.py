@@ -99,7 +99,22 @@ def test_pipelined_is_checked(bad):
         VTACore(TINY, pipelined=bad)
 
 
-def test_random_programs_same_image_and_cycles_as_the_plain_core():
+def alu_insns(insns, cfg=TINY) -> int:
+    """ALU instructions with micro-ops to run (the pipelined ALU takes one cycle more)."""
+    from isa import AluInsn, decode_program
+    return sum(isinstance(i, AluInsn) and i.iter_out > 0 and i.iter_in > 0 and
+               i.uop_end > i.uop_bgn for i in decode_program(bytes(insns), cfg))
+
+
+def pipelined_cycles_ok(plain: int, piped: int, insns, cfg=TINY) -> bool:
+    """The pipelined core's run is one cycle longer (registered launch) plus at most one
+    per ALU instruction (registered ACC read data)."""
+    return 0 < plain + 1 <= piped <= plain + 1 + alu_insns(insns, cfg)
+
+
+def test_random_programs_same_image_and_at_most_a_cycle_more_per_alu_insn():
+    """Bit-exact with the plain core; the run is one cycle longer (registered launch) plus
+    at most one per ALU instruction (registered ACC read data)."""
     from vta_hw.runners.amaranth_sim import run_amaranth
     from vta_sim import random_program, simulate
     for seed in (11, 12):
@@ -112,7 +127,8 @@ def test_random_programs_same_image_and_cycles_as_the_plain_core():
             r = run_amaranth(insns, img, TINY, alu_stages=3, **kw)
             assert np.array_equal(img, ref), (seed, kw)
             cycles.append(r.cycles)
-        assert cycles[0] == cycles[1] > 0
+        assert alu_insns(insns) > 0
+        assert pipelined_cycles_ok(cycles[0], cycles[1], insns), (seed, cycles)
 
 
 def _mult18x18d_model() -> str:
@@ -190,9 +206,10 @@ BOARD_VECTORS = ["gemm_000", "alu_mul_vec_000", "alu_shr_vec_001", "alu_max_imm_
 
 
 @pytest.mark.slow   # two 1x16x16 boards in Amaranth's simulator: ~10 min on a loaded machine
-def test_golden_vectors_on_the_pipelined_simulated_board_same_bytes_and_cycles():
+def test_golden_vectors_on_the_pipelined_simulated_board_same_bytes():
     """The default 1x16x16 configuration on the simulated board (UART bridge protocol, host
-    driver, alu_stages=3) with and without ``pipelined``: byte-exact, same cycle counts."""
+    driver, alu_stages=3) with and without ``pipelined``: byte-exact, the pipelined run one
+    cycle longer plus at most one per ALU instruction."""
     import pathlib
 
     from vta_hw.board.host import BoardHost
@@ -208,7 +225,8 @@ def test_golden_vectors_on_the_pipelined_simulated_board_same_bytes_and_cycles()
             res = host.run(v["insns"].tobytes(), dram)
             assert np.array_equal(dram, v["dram_out"]), name
             cycles.append(res.cycles)
-        assert cycles[0] == cycles[1] > 0, (name, cycles)
+        assert pipelined_cycles_ok(cycles[0], cycles[1], v["insns"].tobytes(),
+                                   VTAConfig()), (name, cycles)
 
 
 def test_vta_hw_build_pipelined_reaches_the_build(tmp_path, monkeypatch):

@@ -196,11 +196,13 @@ class AluPipe(wiring.Component):
     acc_wr_valid, acc_wr_addr, acc_wr_data : ACC write (whole tile).
     busy, range_error : ``Out(1)``
 
-    ``pipelined`` (with ``stages=3``; same cycles and results): the lane is split over the
-    s3 -> s4 -> s5 registers (:func:`alu_lane_split`) instead of running whole in s3 -> s4,
-    the 16x16 multiplier pieces are :func:`vta_hw.blocks.dsp.registered_product` (on an
-    ECP5 MULT18X18D blocks with input and output registers) and the forwarding compares are
-    registered a cycle early.
+    ``pipelined`` (with ``stages=3``; same results, one cycle more per ALU instruction):
+    the ACC read data is registered as it leaves the SRAM and the operands are selected a
+    cycle later, with forwarding from the last two results written; the lane is split over
+    the s4 -> s5 -> s6 registers (:func:`alu_lane_split`) instead of running whole in
+    s3 -> s4, the 16x16 multiplier pieces are :func:`vta_hw.blocks.dsp.registered_product`
+    (on an ECP5 MULT18X18D blocks with input and output registers) and the forwarding
+    compares are registered a cycle early.
     """
 
     def __init__(self, cfg: VTAConfig, stages: int = 1, pipelined: bool = False):
@@ -244,7 +246,7 @@ class AluPipe(wiring.Component):
         # every other cycle, so the next one is in s2 while this one is written)
         wv, wd, wdata = Signal(), Signal(range(depth)), Signal(self.acc_bits)
         if self.pipelined:
-            return self._pipelined(m, v2, bad2, d2, s2, d, s, imm, wv, wd, wdata)
+            return self._pipelined(m, v2, bad2, d2, s2, imm, wv, wd, wdata)
         fwd_a = wv & (wd == d2)
         fwd_b = wv & (wd == s2)
         rd_a, rd_b = self.acc_rda_data, self.acc_rdb_data
@@ -303,25 +305,42 @@ class AluPipe(wiring.Component):
                      self.acc_wr_data.eq(wdata)]
         return m
 
-    def _pipelined(self, m, v2, bad2, d2, s2, d, s, imm, wv, wd, wdata):
-        """The ``stages=3`` datapath with the lane split over s3 -> s4 -> s5, the multiplier
-        pieces in registered products and the forwarding compares registered in s1."""
+    def _pipelined(self, m, v2, bad2, d2, s2, imm, wv, wd, wdata):
+        """The ``stages=3`` datapath with the ACC read data registered as it leaves the
+        SRAM (s3), the operands selected from those registers (s3 -> s4), the lane split
+        over s4 -> s5 -> s6, the multiplier pieces in registered products and the forwarding
+        compares registered a cycle early: one cycle more than the plain core per ALU
+        instruction, the same results.
+
+        A micro-op's operands are selected three cycles after the one before it, when that
+        one is in the write stage (s6: forwarded from ``wdata``).  The one two before wrote
+        three cycles earlier; its write lands in the SRAM (the caller registers it) in the
+        very cycle this micro-op's read is issued, so it is forwarded too, from ``hold``
+        (the last result written, kept until the next write)."""
         cfg = self.cfg
         depth = cfg.acc_buff_depth
         Wa, h = cfg.acc_width, cfg.acc_width // 2
         n = cfg.batch * cfg.block_out
-        v3, v4, v5 = Signal(), Signal(), Signal()
-        d3, d4, d5 = (Signal(range(depth), name=f"d{i}", reset_less=True) for i in (3, 4, 5))
-        # fwd_a in s2 is ``v5 & (d5 == d2)``: v5/d5 are v4/d4 one cycle earlier and d2 is d
-        dn, sn = Signal(range(depth)), Signal(range(depth))
-        m.d.comb += [dn.eq(d), sn.eq(s)]
+        v3, v4, v5, v6, v7, v8 = (Signal(name=f"v{i}") for i in range(3, 9))
+        d3, d4, d5, d6, d7, d8 = (Signal(range(depth), name=f"d{i}", reset_less=True)
+                                  for i in range(3, 9))
+        # s3: the ACC read data registered right after the SRAM (FPGA timing: the block
+        # RAM's clock-to-out drives only these registers)
+        qa = Signal(self.acc_bits, name="acc_qa", reset_less=True)
+        qb = Signal(self.acc_bits, name="acc_qb", reset_less=True)
+        m.d.sync += [qa.eq(self.acc_rda_data), qb.eq(self.acc_rdb_data)]
+        hold = Signal(self.acc_bits, name="alu_hold", reset_less=True)
+        with m.If(wv):
+            m.d.sync += hold.eq(wdata)
         # the selects over the 32-bit lanes are registers replicated per group of lanes
-        # (FPGA timing: one select fans out to every lane otherwise).  The instruction's
-        # fields (``use_imm``, ``op``) are registered a cycle late: they are set several
-        # cycles before its first micro-op reaches s2, and the compute module changes them
-        # only once the ALU is empty.
+        # (FPGA timing: one select fans out to every lane otherwise), computed in s2 against
+        # the micro-op in s5 (in the write stage a cycle later) and the one in s8 (in
+        # ``hold`` a cycle later).  The instruction's fields (``use_imm``, ``op``) are
+        # registered a cycle late: they are set several cycles before its first micro-op
+        # reaches s3, and the compute module changes them only once the ALU is empty.
         group = 4
-        fwd = replicated_register(m, Cat(v4 & (d4 == dn), v4 & (d4 == sn)), n // group,
+        fwd = replicated_register(m, Cat(v5 & (d5 == d2), v5 & (d5 == s2),
+                                         v8 & (d8 == d2), v8 & (d8 == s2)), n // group,
                                   "alu_fwd", self._platform)
         use_imm = replicated_register(m, self.use_imm, n // group, "alu_use_imm",
                                       self._platform)
@@ -338,22 +357,23 @@ class AluPipe(wiring.Component):
         for i in range(n):
             f, u = fwd[i // group], use_imm[i // group]
             sl = slice(i * Wa, (i + 1) * Wa)
-            m.d.comb += [a_in[sl].eq(Mux(f[0], wdata[sl], self.acc_rda_data[sl])),
+            m.d.comb += [a_in[sl].eq(Mux(f[0], wdata[sl], Mux(f[2], hold[sl], qa[sl]))),
                          b_in[sl].eq(Mux(u, imm_r, Mux(f[1], wdata[sl],
-                                                        self.acc_rdb_data[sl])))]
-        a3, b3 = Signal(self.acc_bits, reset_less=True), Signal(self.acc_bits, reset_less=True)
-        m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2), a3.eq(a_in), b3.eq(b_in),
-                     v4.eq(v3), d4.eq(d3), v5.eq(v4), d5.eq(d4)]
+                                                        Mux(f[3], hold[sl], qb[sl]))))]
+        a4, b4 = Signal(self.acc_bits, reset_less=True), Signal(self.acc_bits, reset_less=True)
+        m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2), a4.eq(a_in), b4.eq(b_in),
+                     v4.eq(v3), d4.eq(d3), v5.eq(v4), d5.eq(d4), v6.eq(v5), d6.eq(d5),
+                     v7.eq(v6), d7.eq(d6), v8.eq(v7), d8.eq(d7)]
         prim = is_ecp5(self._platform)
-        r5 = Signal(self.acc_bits, reset_less=True)
+        r6 = Signal(self.acc_bits, reset_less=True)
         outs = []
         for i in range(n):
-            regs, finish = alu_lane_split(m, self.op, a3.word_select(i, Wa).as_signed(),
-                                          b3.word_select(i, Wa).as_signed(), Wa, f"_{i}",
+            regs, finish = alu_lane_split(m, self.op, a4.word_select(i, Wa).as_signed(),
+                                          b4.word_select(i, Wa).as_signed(), Wa, f"_{i}",
                                           dec=(dec_pre[i], dec_fin[i]))
             m.d.sync += [r.eq(v) for r, v in regs]
             a, b = a_in.word_select(i, Wa), b_in.word_select(i, Wa)
-            # low half of the product from three 16x16 pieces, registered in s4
+            # low half of the product from three 16x16 pieces, registered in s5
             q0 = registered_product(m, a[:h], b[:h], Wa, f"mul_lo_{i}", primitive=prim,
                                     reset_less=True)
             q1 = registered_product(m, a[h:], b[:h], h, f"mul_hl_{i}", primitive=prim,
@@ -363,8 +383,9 @@ class AluPipe(wiring.Component):
             mul = Signal(Wa, name=f"mul_{i}")
             m.d.comb += mul.eq(q0 + (Cat(Const(0, h), (q1 + q2)[:h])))
             outs.append(finish(mul))
-        m.d.sync += r5.eq(Cat(*outs))
-        m.d.comb += [wv.eq(v5), wd.eq(d5), wdata.eq(r5), self.busy.eq(v2 | v3 | v4 | v5),
+        m.d.sync += r6.eq(Cat(*outs))
+        m.d.comb += [wv.eq(v6), wd.eq(d6), wdata.eq(r6),
+                     self.busy.eq(v2 | v3 | v4 | v5 | v6),
                      self.acc_wr_valid.eq(wv), self.acc_wr_addr.eq(wd),
                      self.acc_wr_data.eq(wdata)]
         return m

@@ -56,7 +56,8 @@ class ComputeModule(wiring.Component):
     error, err_code, err_index : the module stopped on an illegal instruction.
 
     Latency: GEMM and ALU issue one micro-op per cycle; an instruction with N micro-ops
-    takes N + 7 cycles from dequeue (N + 5 for ALU); FINISH and no-ops 2 cycles.
+    takes N + 7 cycles from dequeue (N + 5 for ALU, N + 6 with ``pipelined``); FINISH and
+    no-ops 2 cycles.
     """
 
     def __init__(self, cfg: VTAConfig, alu_stages: int = 1, lut_mults: int = 0,
@@ -111,7 +112,7 @@ class ComputeModule(wiring.Component):
         self._acc8_write(m, ld, ld_acc_addr, ld_acc_data, ld_acc_en)
 
         # ---------------------------------------------------------------- pipelines
-        m.submodules.loop = loop = UopLoop(cfg)
+        m.submodules.loop = loop = UopLoop(cfg, ahead=self.pipelined)
         m.submodules.gemm = gemm = GemmPipe(cfg, lut_mults=self.lut_mults,
                                                 pipelined=self.pipelined)
         m.submodules.alu = alu = AluPipe(cfg, stages=self.alu_stages,
@@ -136,14 +137,14 @@ class ComputeModule(wiring.Component):
         uop1 = Signal(32, reset_less=True)
         offs = [Signal.like(loop.dst_off, name=n, reset_less=True)
                 for n in ("dst1", "src1", "wgt1")]
-        m.d.comb += uop_rp.addr.eq(loop.u_next)
-        m.d.sync += [v1.eq(loop.valid), uop1.eq(uop_rp.data), offs[0].eq(loop.dst_off),
+        uop0 = self._uop_read(m, insn, loop, uop_rp)
+        m.d.sync += [v1.eq(loop.valid), uop1.eq(uop0), offs[0].eq(loop.dst_off),
                      offs[1].eq(loop.src_off), offs[2].eq(loop.wgt_off)]
         # the SRAM read addresses of stage 1 (the GEMM's INP/WGT reads, the ALU's ACC reads;
         # the GEMM's ACC read of s3 is one cycle ahead in ``acc_rd_addr_next``), summed here
         # and registered, so a register drives the block RAMs spread over the die
         uw = Signal(uop_layout(cfg))
-        m.d.comb += uw.eq(uop_rp.data)
+        m.d.comb += uw.eq(uop0)
         d_next = Signal(OFF_BITS + 1)
         m.d.comb += d_next.eq(uw.dst + loop.dst_off)
         s1 = Signal(OFF_BITS + 1, name="src_sum1", reset_less=True)
@@ -157,7 +158,7 @@ class ComputeModule(wiring.Component):
         m.d.comb += [gemm.valid.eq(v1 & ~is_alu), alu.valid.eq(v1 & is_alu),
                      gemm.wgt_off.eq(offs[2]), gemm.reset.eq(g.reset),
                      alu.op.eq(a.alu_opcode), alu.use_imm.eq(a.use_imm), alu.imm.eq(a.imm),
-                     self.inp_rd_addr.eq(s1), gemm.inp_rd_data.eq(self.inp_rd_data),
+                     gemm.inp_rd_data.eq(self._inp_read(m, s1, s_next)),
                      self.wgt_rd_addr.eq(w1), gemm.wgt_rd_data.eq(self.wgt_rd_data),
                      ]
 
@@ -197,6 +198,36 @@ class ComputeModule(wiring.Component):
 
         self._control(m, insn, index, is_alu, ld, loop, gemm, alu, v1)
         return m
+
+    def _inp_read(self, m, s1, s_next):
+        """The INP tile for the GEMM's stage 2.  Plain: read at the registered address
+        ``s1``.  ``pipelined``: read a cycle earlier at the sum itself (``s_next``) and
+        registered right after the SRAM (FPGA timing: the block RAM's clock-to-out drives
+        only that register, not the multipliers across the die).  Same cycles."""
+        if not self.pipelined:
+            m.d.comb += self.inp_rd_addr.eq(s1)
+            return self.inp_rd_data
+        inp_q = Signal.like(self.inp_rd_data, name="inp_q", reset_less=True)
+        m.d.comb += self.inp_rd_addr.eq(s_next)
+        m.d.sync += inp_q.eq(self.inp_rd_data)
+        return inp_q
+
+    def _uop_read(self, m, insn, loop, uop_rp):
+        """The micro-op word of the loop's current index (stage 0).  Plain: the SRAM read
+        addressed by the loop's next index.  ``pipelined``: a register after the SRAM read
+        (FPGA timing: the block RAM's clock-to-out drives only that register), addressed two
+        cycles ahead by ``loop.u_ahead``; in the cycle before ``start`` (IDLE with the
+        command queue's head, or DECODE) by the instruction's ``uop_bgn``.  Same cycles."""
+        if not self.pipelined:
+            m.d.comb += uop_rp.addr.eq(loop.u_next)
+            return uop_rp.data
+        head = Signal(insn_layout(self.cfg))
+        m.d.comb += head.eq(self.cmd_insn)
+        first = Mux(self.cmd_ready, head.gemm.uop_bgn, insn.gemm.uop_bgn)
+        m.d.comb += uop_rp.addr.eq(Mux(loop.busy | loop.start, loop.u_ahead, first))
+        uop0 = Signal(32, name="uop_q", reset_less=True)
+        m.d.sync += uop0.eq(uop_rp.data)
+        return uop0
 
     def _acc8_write(self, m, ld, addr, data, en):
         """LOAD ACC_8BIT: each DRAM byte becomes one sign-extended ACC lane."""

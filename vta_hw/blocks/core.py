@@ -54,10 +54,13 @@ class VTACore(wiring.Component):
         MULT18X18D blocks for LUTs (one multiplier for about 117 LUT4-equivalents on the
         ECP5, as radix-4 digit planes).
     pipelined : bool
-        FPGA timing, no effect on cycles or results: the GEMM's hard-multiplier products
-        and (with ``alu_stages=3``) the ALU's multiplier pieces register their operands and
-        product inside the multiplier (MULT18X18D registers on an ECP5), and the ALU lane is
-        split over its three issue cycles (:class:`vta_hw.blocks.alu.AluPipe`).
+        FPGA timing, no effect on results: the GEMM's hard-multiplier products and (with
+        ``alu_stages=3``) the ALU's multiplier pieces register their operands and product
+        inside the multiplier (MULT18X18D registers on an ECP5), the ALU lane is split over
+        its three issue cycles and its ACC read data registered after the SRAM
+        (:class:`vta_hw.blocks.alu.AluPipe`: one cycle more per ALU instruction), the UOP
+        SRAM read is registered (same cycles) and the engine's reset on launch comes from a
+        register (one cycle more per run).
 
     Members
     -------
@@ -108,9 +111,15 @@ class VTACore(wiring.Component):
                      csr.csr_we.eq(self.csr_we), self.csr_rdata.eq(csr.csr_rdata),
                      self.done.eq(csr.done)]
         e = Module()
-        m.submodules.engine = ResetInserter(csr.launch)(e)
+        launch = csr.launch
+        if self.pipelined:
+            # FPGA timing: the engine's reset comes from a register, not from the decode of
+            # the register bus (one cycle more per run)
+            launch = Signal(name="launch_q")
+            m.d.sync += launch.eq(csr.launch)
+        m.submodules.engine = ResetInserter(launch)(e)
         start = Signal()
-        m.d.sync += start.eq(csr.launch)
+        m.d.sync += start.eq(launch)
 
         e.submodules.fetch = fetch = FetchModule(cfg)
         e.submodules.load = load = LoadModule(cfg)

@@ -39,17 +39,24 @@ class UopLoop(wiring.Component):
         valid and the caller can register it (no logic after the SRAM's clock-to-out).
     dst_off, src_off, wgt_off : ``Out(OFF_BITS)``
         ``i_out*factor_out + i_in*factor_in`` for each index.
+    u_ahead : ``Out`` (with ``ahead``) the value ``u`` takes two cycles later, from the
+        cycle of ``start`` on (combinational, from registers and, in the ``start`` cycle,
+        the parameters), so a micro-op SRAM with a register after its read, addressed by
+        it, delivers the word registered in the cycle ``u`` is valid; the caller presents
+        ``uop_bgn`` in the cycle before ``start``.
     """
 
-    def __init__(self, cfg: VTAConfig):
+    def __init__(self, cfg: VTAConfig, ahead: bool = False):
         self.cfg = cfg
+        self.ahead = bool(ahead)
         U, A, I, W = cfg.log_index_bits
         S = max(A, I)
         super().__init__({
             "start": In(1), "gap": In(2), "busy": Out(1), "uop_bgn": In(U), "uop_end": In(U + 1), "iter_out": In(14),
             "iter_in": In(14), "dst_fo": In(A), "dst_fi": In(A), "src_fo": In(S),
             "src_fi": In(S), "wgt_fo": In(W), "wgt_fi": In(W),
-            "valid": Out(1), "u": Out(U + 1), "u_next": Out(U + 1), "dst_off": Out(OFF_BITS),
+            "valid": Out(1), "u": Out(U + 1), "u_next": Out(U + 1),
+            "u_ahead": Out(U + 1), "dst_off": Out(OFF_BITS),
             "src_off": Out(OFF_BITS), "wgt_off": Out(OFF_BITS)})
 
     def elaborate(self, platform):
@@ -81,6 +88,8 @@ class UopLoop(wiring.Component):
             m.d.comb += self.u_next.eq(self.uop_bgn)
             m.d.sync += [u1.eq(self.uop_bgn + 1), last.eq(self.uop_bgn + 1 == self.uop_end),
                          single.eq(self.uop_bgn + 1 == self.uop_end)]
+            m.d.comb += self.u_ahead.eq(Mux(self.uop_bgn + 1 == self.uop_end, self.uop_bgn,
+                                            self.uop_bgn + 1))
             m.d.sync += [s.eq(0) for s in bases.values()] + [o.eq(0) for o in offs.values()]
         with m.Elif(self.valid):
             with m.If(last):
@@ -102,4 +111,38 @@ class UopLoop(wiring.Component):
             with m.Else():
                 m.d.comb += self.u_next.eq(u1)
                 m.d.sync += [u1.eq(u1 + 1), last.eq(u1 + 1 == p["uop_end"])]
+        if self.ahead:
+            self._ahead(m, p, u1, last, single, running, phase, gap)
         return m
+
+    def _ahead(self, m, p, u1, last, single, running, phase, gap):
+        """``u_ahead`` outside the ``start`` cycle: ``u`` two cycles on is ``u_next`` of the
+        next cycle, from the state the next cycle has.  ``u + 2``, ``u + 2 == uop_end``,
+        ``uop_bgn + 1`` and ``uop_bgn + 2 == uop_end`` are kept in registers (no adder or
+        compare in front of the SRAM address)."""
+        u2 = Signal.like(self.u, name="u_plus2")
+        last2 = Signal(name="u_last2")
+        pb1 = Signal.like(self.u, name="bgn_plus1")
+        pb2 = Signal.like(self.u, name="bgn_plus2")
+        single2 = Signal(name="u_single2")
+        with m.If(self.start):
+            m.d.sync += [u2.eq(self.uop_bgn + 2), last2.eq(self.uop_bgn + 2 == self.uop_end),
+                         pb1.eq(self.uop_bgn + 1), pb2.eq(self.uop_bgn + 2),
+                         single2.eq(self.uop_bgn + 2 == self.uop_end)]
+        with m.Elif(self.valid):
+            with m.If(last):
+                m.d.sync += [u2.eq(pb2), last2.eq(single2)]
+            with m.Else():
+                m.d.sync += [u2.eq(u2 + 1), last2.eq(u2 + 1 == p["uop_end"])]
+        # the next cycle is an iteration (``u`` moves on after it) when the phase wraps
+        nxt_valid = running & (phase == gap)
+        bgn = p["uop_bgn"]
+        with m.If(~self.start):
+            with m.If(~nxt_valid):
+                m.d.comb += self.u_ahead.eq(self.u_next)
+            with m.Elif(self.valid & last):         # next: u = bgn, u1 = bgn + 1
+                m.d.comb += self.u_ahead.eq(Mux(single, bgn, pb1))
+            with m.Elif(self.valid):                # next: u = u1, u1 = u + 2
+                m.d.comb += self.u_ahead.eq(Mux(last2, bgn, u2))
+            with m.Else():                          # next: the same u, u1 and last
+                m.d.comb += self.u_ahead.eq(Mux(last, bgn, u1))
