@@ -43,14 +43,15 @@ _FLAG_NAMES = {"float_worst": "--float-worst", "worst_mac_cap": "--worst-mac-cap
                "sqnr_samples": "--sqnr-samples", "float_off_vta": "--float-off-vta",
                "min_layer_sqnr": "--min-layer-sqnr", "min_output_sqnr": "--min-output-sqnr",
                "float_first_last": "--float-first-last", "mode": "--mode",
-               "bias_correct": "--no-bias-correction"}
+               "bias_correct": "--no-bias-correction",
+               "output_thresholds": "--no-output-thresholds"}
 
 
 def flag_text(flags: dict) -> str:
     """The command-line spelling of ``flags`` ("-" for none)."""
     parts = []
     for k, v in flags.items():
-        if k == "bias_correct":         # a switch that is on unless turned off
+        if k in ("bias_correct", "output_thresholds"):     # on unless turned off
             parts += [] if v else [_FLAG_NAMES[k]]
             continue
         parts.append(_FLAG_NAMES[k] if v is True else f"{_FLAG_NAMES[k]} {v:g}"
