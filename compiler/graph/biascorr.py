@@ -21,7 +21,7 @@ corrected layers before it produce (the correction also removes the mean error t
 layers pass on).  Only compile-time constants change: the integer program and its
 reference semantics stay as they are (bit-exactness is untouched).  A correction is left
 out where the corrected bias would no longer provably keep the accumulator within int32
-(the bound of :func:`compiler.ops.requant.qweight_channels`), and for layers at a QDQ
+(:func:`compiler.ops.requant.acc_bound`, the bound the quantiser keeps), and for layers at a QDQ
 model's own scales (fixed-point requantisation: their scales are the model's).
 
 Example::
@@ -44,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.conv import out_hw, pad_nchw
+from ..ops.requant import acc_bound
 from .ir import Graph
 from .reference import run_node, single_threaded_blas
 
@@ -96,11 +97,9 @@ def _frac_w(q: Graph, n) -> np.ndarray:
 
 def _fits(q: Graph, n, bq: np.ndarray) -> bool:
     """Whether ``|acc + bias| * mult`` still provably fits int32 with bias ``bq``."""
-    w = q.params[n.inputs[1]]
-    s = np.abs(w.astype(np.int64)).reshape(w.shape[0], -1).sum(axis=1) * 128
-    m = np.asarray(n.attrs.get("mult") or [1] * len(bq), np.int64)
-    return bool(((s + np.abs(bq)) * m).max(initial=0) < 2 ** 31 - 1 and
-                np.abs(bq).max(initial=0) < 2 ** 31 - 1)
+    bound = acc_bound(q.params[n.inputs[1]].astype(np.int64), bq,
+                      n.attrs.get("mult") or None)
+    return bool(bound.max(initial=0) < 2 ** 31 - 1 and np.abs(bq).max(initial=0) < 2 ** 31 - 1)
 
 
 def correctable(q: Graph, n) -> bool:
