@@ -149,3 +149,23 @@ def test_the_shared_accumulator_bound_holds_and_is_tight():
 def test_cli_flag_turns_it_off():
     from compiler.cli.graph import _COMPILE_ONLY
     assert ("no_bias_correction", False) in _COMPILE_ONLY
+
+
+def test_run_nodes_calls_the_hook_before_each_node_and_frees_dead_values():
+    from compiler.graph.reference import run_nodes, use_counts
+    fg = float_pipeline().run(import_onnx(_depthwise_model(pool_dense=True)))
+    xs = _positive(2, 0)
+    envs = [{**fg.params, "x": x} for x in xs]
+    seen = []
+
+    def hook(n, es):
+        assert es is envs and all(n.output not in e for e in es)     # before it runs
+        seen.append(n.name)
+    run_nodes(fg, envs, before=hook)
+    assert seen == [n.name for n in fg.nodes]
+    inner = {n.output for n in fg.nodes} - set(fg.outputs)
+    assert inner and all(not (inner & set(e)) for e in envs)         # dead values dropped
+    for x, e in zip(xs, envs):
+        np.testing.assert_array_equal(e["y"], run_graph(fg, {"x": x})["y"])
+    uses = use_counts(fg.nodes)
+    assert uses["x"] == 1 and all(uses[n.inputs[1]] == 1 for n in fg.nodes if n.op == "conv")
