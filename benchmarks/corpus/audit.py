@@ -44,7 +44,7 @@ _FLAG_NAMES = {"float_worst": "--float-worst", "worst_mac_cap": "--worst-mac-cap
                "min_layer_sqnr": "--min-layer-sqnr", "min_output_sqnr": "--min-output-sqnr",
                "float_first_last": "--float-first-last", "mode": "--mode",
                "bias_correct": "--no-bias-correction",
-               "output_thresholds": "--no-output-thresholds"}
+               "output_thresholds": "--no-output-thresholds", "adaround": "--adaround"}
 
 
 def flag_text(flags: dict) -> str:

@@ -45,7 +45,7 @@ TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
                  float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
                  float_off_vta=False, float_worst=0, worst_mac_cap=1.0, bias_correct=True,
-                 output_thresholds=True):
+                 output_thresholds=True, adaround=False):
     """``(compiled, compile CPU seconds, kept, output SQNR before/after)``: ``model`` (a path or
     ModelProto with static input shapes) compiled int8 with these options; ``kept`` lists the
     layers that stayed float ``(node, op, dB, why...)``.  ``min_layer_sqnr``:
@@ -71,7 +71,7 @@ def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
                       min_output_sqnr=None if float_off_vta else min_output_sqnr,
                       float_worst=float_worst or None if not float_off_vta else None,
                       worst_mac_cap=worst_mac_cap, bias_correct=bias_correct,
-                      output_thresholds=output_thresholds)
+                      output_thresholds=output_thresholds, adaround=adaround)
     kept = list(c.options.get("kept_float") or [])
     kept += [(n, op, float("nan") if db is None else db, "worst")
              for n, op, db in c.options.get("kept_worst") or []]
@@ -119,7 +119,7 @@ def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
 def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
                      float_off_vta=False, float_worst=0, worst_mac_cap=1.0, bias_correct=True,
-                     output_thresholds=True):
+                     output_thresholds=True, adaround=False):
     """``predict(feeds) -> [outputs]`` of this compiler's int8 program of pretrained model
     ``name`` on the timed simulator, the compile CPU seconds and ``stats()`` (the last run's
     VTA cycles and share, steps, the layers kept float); the options as :func:`compile_with`."""
@@ -128,7 +128,7 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     c, secs, kept, out_db = compile_with(
         pretrained.pinned(name), calib_feeds, mode, min_layer_sqnr, float_first_last,
         min_output_sqnr, sqnr_samples, float_off_vta, float_worst, worst_mac_cap,
-        bias_correct, output_thresholds)
+        bias_correct, output_thresholds, adaround)
     cfg = c.cfg
     ex = c.executor(SimDevice(cfg, timed=True))
     outs = list(c.qgraph.outputs)
@@ -219,7 +219,7 @@ def vad_decisions(predict, audio: np.ndarray) -> np.ndarray:
 
 
 def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
-            min_out=None, ns=4, bc=True, thr=True) -> dict:
+            min_out=None, ns=4, bc=True, thr=True, ada=False) -> dict:
     from benchmarks.corpus import pretrained
     m = pretrained.pinned("vad")
     audio = vad_audio(n_frames, seed=0)
@@ -233,7 +233,8 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
         calib.append(f)
         st = np.asarray(ort_f(f)[1], np.float32)
     pred, secs, stats = compiled_predict("vad", calib, mode, min_sqnr, ffl, min_out, ns,
-                                         bias_correct=bc, output_thresholds=thr)
+                                         bias_correct=bc, output_thresholds=thr,
+                                         adaround=ada)
     p_ours = vad_decisions(pred, audio)
     agree = float(np.mean((p_ours > 0.5) == (p_float > 0.5)))
     return {"metric": "frame agreement with float (p > 0.5)", "float": 1.0,
@@ -247,10 +248,10 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
 
 def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
         ns: int = 4, fov: bool = False, worst: int = 0, cap: float = 1.0,
-        bc: bool = True, thr: bool = True) -> dict:
+        bc: bool = True, thr: bool = True, ada: bool = False) -> dict:
     from benchmarks.corpus import pretrained
     if name == "vad":
-        return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns, bc, thr)
+        return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns, bc, thr, ada)
     spec = pretrained.PRETRAINED[name]
     r = {"metric": spec["metric"]}
     r["float"] = round(pretrained.evaluate(name, pretrained.ort_predict(pretrained.pinned(name)),
@@ -263,7 +264,7 @@ def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
         r["ort_int8"] = f"{type(e).__name__}: {str(e)[:80]}"
     calib = pretrained.samples(name, 16, 1)[0]
     pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov,
-                                         worst, cap, bc, thr)
+                                         worst, cap, bc, thr, ada)
     t0 = time.process_time()
     r["ours"] = round(pretrained.evaluate(name, pred, n), 4)
     r["compile_cpu_s"] = round(secs, 1)
@@ -295,6 +296,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-output-thresholds", action="store_true",
                     help="keep the calibrated activation thresholds (vta compile "
                     "--no-output-thresholds)")
+    ap.add_argument("--adaround", action="store_true",
+                    help="round the int8 weights against each layer's output (vta compile "
+                    "--adaround)")
     ap.add_argument("--recorded-flags", action="store_true",
                     help="each model with its recorded options (audit.FLAGS)")
     ap.add_argument("--markdown", default=None, metavar="OUT.md", help="the table ('-': stdout)")
@@ -306,7 +310,7 @@ def main(argv=None) -> int:
         o = dict(mode=a.mode, min_sqnr=a.min_layer_sqnr, ffl=a.float_first_last,
                  min_out=a.min_output_sqnr, ns=a.sqnr_samples, fov=a.float_off_vta,
                  worst=a.float_worst, cap=a.worst_mac_cap, bc=not a.no_bias_correction,
-                 thr=not a.no_output_thresholds)
+                 thr=not a.no_output_thresholds, ada=a.adaround)
         if a.recorded_flags:
             f = FLAGS.get(name, {})
             o = dict(mode=f.get("mode", "percentile"), min_sqnr=f.get("min_layer_sqnr"),
@@ -314,7 +318,8 @@ def main(argv=None) -> int:
                      ns=f.get("sqnr_samples", 4), fov=f.get("float_off_vta", False),
                      worst=f.get("float_worst", 0), cap=f.get("worst_mac_cap", 1.0),
                      bc=f.get("bias_correct", True),
-                     thr=f.get("output_thresholds", True) and not a.no_output_thresholds)
+                     thr=f.get("output_thresholds", True) and not a.no_output_thresholds,
+                     ada=f.get("adaround", False) or a.adaround)
         try:
             rows[name] = row(name, a.n, **o)
             if a.recorded_flags:

@@ -70,6 +70,10 @@ class Compiled:
             lines.append(f"bias correction: the mean output error per channel on the "
                          f"calibration samples folded into the int32 bias of "
                          f"{self.options.get('bias_corrected', 0)} conv/dense layer(s)")
+        if self.options.get("adaround"):
+            lines.append(f"adaround: the int8 weights of {self.options.get('adarounded', 0)} "
+                         f"conv/dense layer(s) rounded against their output on the "
+                         f"calibration samples")
         if self.options.get("output_thresholds"):
             lines.append(f"activation thresholds chosen against the float output of the "
                          f"conv/dense layers reading them: "
@@ -242,7 +246,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   min_layer_sqnr: float | None = None,
                   min_output_sqnr: float | None = None, max_float_layers: int = 64,
                   float_worst: int | None = None, worst_mac_cap: float = 1.0,
-                  bias_correct: bool = True, output_thresholds: bool = True) -> Compiled:
+                  bias_correct: bool = True, output_thresholds: bool = True,
+                  adaround: bool = False) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
@@ -261,7 +266,10 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     (:func:`.biascorr.correct_biases`; the report gives the count).  With
     ``output_thresholds`` (default) the threshold of each activation that a conv / dense
     reads is chosen against those layers' float outputs on the first calibration samples
-    (:func:`.thresholds.refine_ranges`; the report gives the count)."""
+    (:func:`.thresholds.refine_ranges`; the report gives the count).  With ``adaround``
+    (opt-in: about 7 CPU s on ocr_rec) each integer conv / dense layer's int8 weights are
+    rounded up or down against its output on the first calibration samples, before bias
+    correction (:func:`.adaround.round_weights`)."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
@@ -274,7 +282,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     samples = _samples(calib, fg)
     kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0
     thr_envs: list = []
-    n_refined = 0
+    n_refined = n_rounded = 0
     fl: dict = {}
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
         convs = [n.name for n in fg.nodes if n.op == "conv"]
@@ -339,6 +347,9 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                 max_float=max_float_layers, ranges=ranges, mode=mode, percentile=percentile,
                 global_scale=global_scale, per_channel=per_channel)
             out_kept = {"kept": more, "before": before, "after": after}
+        if adaround and samples:
+            from .adaround import round_weights
+            n_rounded = len(round_weights(q, samples))
         if bias_correct and samples:
             from .biascorr import correct_biases
             n_corrected = len(correct_biases(q, samples, float_envs))
@@ -359,6 +370,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "float_worst": float_worst, "worst_mac_cap": worst_mac_cap,
                      "kept_worst": worst, "bias_correct": bias_correct,
                      "bias_corrected": n_corrected,
-                     "output_thresholds": output_thresholds, "thresholds_refined": n_refined},
+                     "output_thresholds": output_thresholds, "thresholds_refined": n_refined,
+                     "adaround": adaround, "adarounded": n_rounded},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)
