@@ -1,6 +1,6 @@
 """Activation thresholds chosen against the float output of the layers that read them
-(compiler/graph/thresholds.py, ``compile_model(output_thresholds=True)``, the default; ``vta
-compile --no-output-thresholds`` turns it off).  An input whose calibrated range lies just
+(compiler/graph/thresholds.py, opt-in: ``compile_model(output_thresholds=True)``, ``vta
+compile --output-thresholds``).  An input whose calibrated range lies just
 above a power of two (most values small, a few at 2.05) wastes half of its power-of-two int8
 grid; the finer scale, clipping those few values, lowers the conv's output error on held-out
 samples, and the program stays bit-exact.  A value that fills its grid keeps its scale."""
@@ -98,12 +98,12 @@ def test_depthwise_shortcut_matches_the_conv_reference():
                                rtol=1e-5, atol=1e-5)
 
 
-def test_compile_model_refines_by_default_and_stays_bit_exact():
+def test_compile_model_refines_on_request_and_stays_bit_exact():
     cfg = VTAConfig()
     m = _model(True)
     cal = {"x": _peaky(4, 0)}
-    plain = compile_model(m, cfg, calib=cal, output_thresholds=False)
-    c = compile_model(m, cfg, calib=cal)
+    plain = compile_model(m, cfg, calib=cal)
+    c = compile_model(m, cfg, calib=cal, output_thresholds=True)
     assert c.options["output_thresholds"] and c.options["thresholds_refined"] == 1
     assert plain.options["thresholds_refined"] == 0
     assert "activation thresholds" in c.report()
@@ -124,7 +124,6 @@ def test_compile_model_refines_by_default_and_stays_bit_exact():
 def test_cli_flag_turns_it_off():
     from compiler.cli.command import build_parser
     from compiler.cli.graph import _COMPILE_ONLY
-    assert ("no_output_thresholds", False) in _COMPILE_ONLY
+    assert ("output_thresholds", False) in _COMPILE_ONLY
     assert build_parser().parse_args(
-        ["compile", "m.onnx", "-o", "m.vtar", "--no-output-thresholds"]) \
-        .no_output_thresholds
+        ["compile", "m.onnx", "-o", "m.vtar", "--output-thresholds"]).output_thresholds

@@ -246,7 +246,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   min_layer_sqnr: float | None = None,
                   min_output_sqnr: float | None = None, max_float_layers: int = 64,
                   float_worst: int | None = None, worst_mac_cap: float = 1.0,
-                  bias_correct: bool = True, output_thresholds: bool = True,
+                  bias_correct: bool = True, output_thresholds: bool = False,
                   adaround: bool = False) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
@@ -264,7 +264,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     ``bias_correct`` (default) every integer conv / dense layer's mean output error per
     channel on the calibration samples is folded into its int32 bias, last
     (:func:`.biascorr.correct_biases`; the report gives the count).  With
-    ``output_thresholds`` (default) the threshold of each activation that a conv / dense
+    ``output_thresholds`` (opt-in) the threshold of each activation that a conv / dense
     reads is chosen against those layers' float outputs on the first calibration samples
     (:func:`.thresholds.refine_ranges`; the report gives the count).  With ``adaround``
     (opt-in: about 7 CPU s on ocr_rec) each integer conv / dense layer's int8 weights are

@@ -19,6 +19,14 @@ fraction with the smallest ``E`` (``f0`` on ties).  ``Q_f`` is the quantiser's o
 :func:`compiler.ops.requant.frac_for` maps back to ``f``).  Only scales change: the integer
 program is built and checked as for any other ranges.
 
+Opt-in (``compile_model(output_thresholds=True)``, ``vta compile --output-thresholds``): the
+criterion is local.  Rounding noise is independent from element to element and averages out
+in later layers; clipping error is coherent and passes on, so a finer scale that lowers one
+layer's output error can still lower the model's: ocr_rec's character accuracy on 96 lines
+goes 0.9653 -> 0.9711 (float 0.9783), but efficientnet_b0's output SQNR (random weights, a
+held-out image) 20.13 -> 18.68 dB, most of it from one early conv output whose own readers'
+error fell threefold.
+
 Cost: one conv / dense of each reader on ``STEPS + 2`` stacked inputs (the value and its
 errors at every candidate) per sample, on at most ``MAX_SAMPLES`` samples, in float32 (a
 depthwise conv as a sum over its taps), numpy's BLAS on one thread: 0.3 CPU s for ocr_rec's
