@@ -18,8 +18,9 @@ error of ``e_c`` from the spread of the samples' own means), so an error that di
 sample to sample (a classifier's) is corrected less than a systematic one.  Layers are
 corrected in graph order on one pass over the samples (:func:`.reference.run_nodes`, the
 correction a hook before each node), so each sees the inputs the corrected layers before
-it produce (the correction also removes the mean error those layers pass on).  Only compile-time constants change: the integer program and its
-reference semantics stay as they are (bit-exactness is untouched).  A correction is left
+it produce (the correction also removes the mean error those layers pass on).  Only
+compile-time constants change: the integer program and its reference semantics stay as
+they are (bit-exactness is untouched).  A correction is left
 out where the corrected bias would no longer provably keep the accumulator within int32
 (:func:`compiler.ops.requant.acc_bound`, the bound the quantiser keeps), and for layers at a QDQ
 model's own scales (fixed-point requantisation: their scales are the model's).
