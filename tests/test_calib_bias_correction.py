@@ -129,6 +129,43 @@ def test_a_correction_that_would_break_the_int32_bound_is_left_out():
     assert biascorr._fits(q, n, q.params[n.inputs[2]].astype(np.int64))
 
 
+def test_the_shared_accumulator_bound_holds_and_is_tight():
+    from compiler.ops.requant import acc_bound, qweight_channels
+    rng = np.random.default_rng(2)
+    w = rng.normal(0, 1, (8, 4, 3, 3)) * np.logspace(-3, 0, 8)[:, None, None, None]
+    b = rng.normal(0, 1, 8)
+    wq, fwc, mult = qweight_channels(w, b, 5)
+    bq = np.floor(b * 2.0 ** (5 + fwc) + 0.5).astype(np.int64)
+    bound = acc_bound(wq, bq, mult)
+    assert bound.max() < 2 ** 30 and (mult > 1).any()
+    flat = wq.reshape(8, -1).astype(np.int64)
+    for s in (1, -1):                   # the int8 inputs that drive each channel furthest
+        x = np.where(flat * s > 0, 127, -128)
+        acc = np.abs((flat * x).sum(axis=1) + bq) * mult
+        assert (acc <= bound).all() and (acc >= 0.99 * bound).any()
+    assert (acc_bound(wq, bq) * mult == bound).all()       # no mult: 1
+
+
 def test_cli_flag_turns_it_off():
     from compiler.cli.graph import _COMPILE_ONLY
     assert ("no_bias_correction", False) in _COMPILE_ONLY
+
+
+def test_run_nodes_calls_the_hook_before_each_node_and_frees_dead_values():
+    from compiler.graph.reference import run_nodes, use_counts
+    fg = float_pipeline().run(import_onnx(_depthwise_model(pool_dense=True)))
+    xs = _positive(2, 0)
+    envs = [{**fg.params, "x": x} for x in xs]
+    seen = []
+
+    def hook(n, es):
+        assert es is envs and all(n.output not in e for e in es)     # before it runs
+        seen.append(n.name)
+    run_nodes(fg, envs, before=hook)
+    assert seen == [n.name for n in fg.nodes]
+    inner = {n.output for n in fg.nodes} - set(fg.outputs)
+    assert inner and all(not (inner & set(e)) for e in envs)         # dead values dropped
+    for x, e in zip(xs, envs):
+        np.testing.assert_array_equal(e["y"], run_graph(fg, {"x": x})["y"])
+    uses = use_counts(fg.nodes)
+    assert uses["x"] == 1 and all(uses[n.inputs[1]] == 1 for n in fg.nodes if n.op == "conv")

@@ -81,6 +81,8 @@ def test_flag_text_is_the_command_line():
     assert audit.flag_text({"min_layer_sqnr": 25.0}) == "--min-layer-sqnr 25"
     assert audit.flag_text({"bias_correct": False}) == "--no-bias-correction"
     assert audit.flag_text({"bias_correct": True}) == "-"
+    assert audit.flag_text({"output_thresholds": True}) == "--output-thresholds"
+    assert audit.flag_text(audit.FLAGS["ocr_rec"]) == "--output-thresholds"
 
 
 def test_markdown_from_json_batches(tmp_path):

@@ -40,12 +40,15 @@ def test_a_bad_layer_stays_float_and_the_report_says_so():
     m = _mlp(outlier=40.0)
     rng = np.random.default_rng(0)
     cal = {"x": rng.normal(size=(16, 1, 32)).astype(np.float32)}
-    # --min-layer-sqnr measures the layers before bias correction (which runs last)
-    plain = compile_model(m, CFG, calib=cal, per_channel=False, bias_correct=False)
+    # --min-layer-sqnr measures the layers before bias correction (which runs last); the
+    # thresholds are the calibrated ones in both (their own test: test_calib_output_thresholds)
+    plain = compile_model(m, CFG, calib=cal, per_channel=False, bias_correct=False,
+                          output_thresholds=False)
     sq = {name: db for name, op, _, db in plain.sqnr if op == "qdense"}
     worst = min(sq, key=sq.get)
     assert sq[worst] < 15 < max(sq.values())        # one layer is ruined, another is fine
-    c = compile_model(m, CFG, calib=cal, per_channel=False, min_layer_sqnr=15.0)
+    c = compile_model(m, CFG, calib=cal, per_channel=False, min_layer_sqnr=15.0,
+                      output_thresholds=False)
     kept = c.options["kept_float"]
     # the ruined layer first; then the layer reading its (outlier-dominated) output, whose
     # int8 input quantisation alone is below the bound once it is measured on its own

@@ -44,7 +44,8 @@ TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 
 def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
                  float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
-                 float_off_vta=False, float_worst=0, worst_mac_cap=1.0, bias_correct=True):
+                 float_off_vta=False, float_worst=0, worst_mac_cap=1.0, bias_correct=True,
+                 output_thresholds=False, adaround=False):
     """``(compiled, compile CPU seconds, kept, output SQNR before/after)``: ``model`` (a path or
     ModelProto with static input shapes) compiled int8 with these options; ``kept`` lists the
     layers that stayed float ``(node, op, dB, why...)``.  ``min_layer_sqnr``:
@@ -69,7 +70,8 @@ def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
                       sqnr_samples=sqnr_samples,
                       min_output_sqnr=None if float_off_vta else min_output_sqnr,
                       float_worst=float_worst or None if not float_off_vta else None,
-                      worst_mac_cap=worst_mac_cap, bias_correct=bias_correct)
+                      worst_mac_cap=worst_mac_cap, bias_correct=bias_correct,
+                      output_thresholds=output_thresholds, adaround=adaround)
     kept = list(c.options.get("kept_float") or [])
     kept += [(n, op, float("nan") if db is None else db, "worst")
              for n, op, db in c.options.get("kept_worst") or []]
@@ -116,7 +118,8 @@ def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
 
 def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
-                     float_off_vta=False, float_worst=0, worst_mac_cap=1.0, bias_correct=True):
+                     float_off_vta=False, float_worst=0, worst_mac_cap=1.0, bias_correct=True,
+                     output_thresholds=False, adaround=False):
     """``predict(feeds) -> [outputs]`` of this compiler's int8 program of pretrained model
     ``name`` on the timed simulator, the compile CPU seconds and ``stats()`` (the last run's
     VTA cycles and share, steps, the layers kept float); the options as :func:`compile_with`."""
@@ -125,7 +128,7 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
     c, secs, kept, out_db = compile_with(
         pretrained.pinned(name), calib_feeds, mode, min_layer_sqnr, float_first_last,
         min_output_sqnr, sqnr_samples, float_off_vta, float_worst, worst_mac_cap,
-        bias_correct)
+        bias_correct, output_thresholds, adaround)
     cfg = c.cfg
     ex = c.executor(SimDevice(cfg, timed=True))
     outs = list(c.qgraph.outputs)
@@ -216,7 +219,7 @@ def vad_decisions(predict, audio: np.ndarray) -> np.ndarray:
 
 
 def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
-            min_out=None, ns=4, bc=True) -> dict:
+            min_out=None, ns=4, bc=True, thr=False, ada=False) -> dict:
     from benchmarks.corpus import pretrained
     m = pretrained.pinned("vad")
     audio = vad_audio(n_frames, seed=0)
@@ -230,7 +233,8 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
         calib.append(f)
         st = np.asarray(ort_f(f)[1], np.float32)
     pred, secs, stats = compiled_predict("vad", calib, mode, min_sqnr, ffl, min_out, ns,
-                                         bias_correct=bc)
+                                         bias_correct=bc, output_thresholds=thr,
+                                         adaround=ada)
     p_ours = vad_decisions(pred, audio)
     agree = float(np.mean((p_ours > 0.5) == (p_float > 0.5)))
     return {"metric": "frame agreement with float (p > 0.5)", "float": 1.0,
@@ -244,10 +248,10 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
 
 def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
         ns: int = 4, fov: bool = False, worst: int = 0, cap: float = 1.0,
-        bc: bool = True) -> dict:
+        bc: bool = True, thr: bool = False, ada: bool = False) -> dict:
     from benchmarks.corpus import pretrained
     if name == "vad":
-        return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns, bc)
+        return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns, bc, thr, ada)
     spec = pretrained.PRETRAINED[name]
     r = {"metric": spec["metric"]}
     r["float"] = round(pretrained.evaluate(name, pretrained.ort_predict(pretrained.pinned(name)),
@@ -260,7 +264,7 @@ def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
         r["ort_int8"] = f"{type(e).__name__}: {str(e)[:80]}"
     calib = pretrained.samples(name, 16, 1)[0]
     pred, secs, stats = compiled_predict(name, calib, mode, min_sqnr, ffl, min_out, ns, fov,
-                                         worst, cap, bc)
+                                         worst, cap, bc, thr, ada)
     t0 = time.process_time()
     r["ours"] = round(pretrained.evaluate(name, pred, n), 4)
     r["compile_cpu_s"] = round(secs, 1)
@@ -289,6 +293,12 @@ def main(argv=None) -> int:
                     help="--float-worst skips layers with more than FRAC of the MACs")
     ap.add_argument("--no-bias-correction", action="store_true",
                     help="compile without bias correction (vta compile --no-bias-correction)")
+    ap.add_argument("--output-thresholds", action="store_true",
+                    help="activation thresholds against the readers' float output (vta "
+                    "compile --output-thresholds)")
+    ap.add_argument("--adaround", action="store_true",
+                    help="round the int8 weights against each layer's output (vta compile "
+                    "--adaround)")
     ap.add_argument("--recorded-flags", action="store_true",
                     help="each model with its recorded options (audit.FLAGS)")
     ap.add_argument("--markdown", default=None, metavar="OUT.md", help="the table ('-': stdout)")
@@ -299,14 +309,17 @@ def main(argv=None) -> int:
     for name in a.models.split(","):
         o = dict(mode=a.mode, min_sqnr=a.min_layer_sqnr, ffl=a.float_first_last,
                  min_out=a.min_output_sqnr, ns=a.sqnr_samples, fov=a.float_off_vta,
-                 worst=a.float_worst, cap=a.worst_mac_cap, bc=not a.no_bias_correction)
+                 worst=a.float_worst, cap=a.worst_mac_cap, bc=not a.no_bias_correction,
+                 thr=a.output_thresholds, ada=a.adaround)
         if a.recorded_flags:
             f = FLAGS.get(name, {})
             o = dict(mode=f.get("mode", "percentile"), min_sqnr=f.get("min_layer_sqnr"),
                      ffl=f.get("float_first_last", False), min_out=f.get("min_output_sqnr"),
                      ns=f.get("sqnr_samples", 4), fov=f.get("float_off_vta", False),
                      worst=f.get("float_worst", 0), cap=f.get("worst_mac_cap", 1.0),
-                     bc=f.get("bias_correct", True))
+                     bc=f.get("bias_correct", True),
+                     thr=f.get("output_thresholds", False) or a.output_thresholds,
+                     ada=f.get("adaround", False) or a.adaround)
         try:
             rows[name] = row(name, a.n, **o)
             if a.recorded_flags:

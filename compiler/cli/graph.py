@@ -146,7 +146,9 @@ def _compile(args, model_spec):
                          max_float_layers=getattr(args, "max_float_layers", 64),
                          float_worst=getattr(args, "float_worst", None),
                          worst_mac_cap=1.0 if cap is None else cap,
-                         bias_correct=not getattr(args, "no_bias_correction", False))
+                         bias_correct=not getattr(args, "no_bias_correction", False),
+                         output_thresholds=getattr(args, "output_thresholds", False),
+                         adaround=getattr(args, "adaround", False))
 
 
 def parse_input_shapes(specs) -> dict:
@@ -239,7 +241,8 @@ _COMPILE_ONLY = (("calib", None), ("calibration", "percentile"), ("percentile", 
                  ("tuning_log", None), ("cpu_only", False), ("float_first_last", False),
                  ("per_tensor", False), ("first_conv_cpu", False), ("image", None),
                  ("min_layer_sqnr", None), ("min_output_sqnr", None), ("max_float_layers", 64),
-                 ("float_worst", None), ("worst_mac_cap", None), ("no_bias_correction", False))
+                 ("float_worst", None), ("worst_mac_cap", None), ("no_bias_correction", False),
+                 ("output_thresholds", False), ("adaround", False))
 
 
 def _check_outputs(args) -> None:
@@ -485,6 +488,14 @@ def _common(p):
     p.add_argument("--no-bias-correction", action="store_true",
                    help="do not fold each conv/dense layer's mean output error on the "
                    "calibration samples into its int32 bias (done by default)")
+    p.add_argument("--output-thresholds", action="store_true",
+                   help="make the threshold of each activation a conv/dense reads finer (a "
+                   "power of two) where that lowers the layer's float output error on the "
+                   "first calibration samples (opt-in: it can cost a model's output SQNR)")
+    p.add_argument("--adaround", action="store_true",
+                   help="round each conv/dense layer's int8 weights up or down against its "
+                   "output on the first calibration samples (AdaRound's goal, solved in "
+                   "closed form; opt-in: several CPU seconds)")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 

@@ -16,12 +16,13 @@ the float model's input; the bias becomes ``bias_c - round(k_c * e_c * 2**(fx + 
 with the James-Stein factor ``k_c = max(0, 1 - se_c**2 / e_c**2)`` (``se_c``: the standard
 error of ``e_c`` from the spread of the samples' own means), so an error that differs from
 sample to sample (a classifier's) is corrected less than a systematic one.  Layers are
-corrected in graph order on one pass over the samples, so each sees the inputs the
-corrected layers before it produce (the correction also removes the mean error those
-layers pass on).  Only compile-time constants change: the integer program and its
-reference semantics stay as they are (bit-exactness is untouched).  A correction is left
+corrected in graph order on one pass over the samples (:func:`.reference.run_nodes`, the
+correction a hook before each node), so each sees the inputs the corrected layers before
+it produce (the correction also removes the mean error those layers pass on).  Only
+compile-time constants change: the integer program and its reference semantics stay as
+they are (bit-exactness is untouched).  A correction is left
 out where the corrected bias would no longer provably keep the accumulator within int32
-(the bound of :func:`compiler.ops.requant.qweight_channels`), and for layers at a QDQ
+(:func:`compiler.ops.requant.acc_bound`, the bound the quantiser keeps), and for layers at a QDQ
 model's own scales (fixed-point requantisation: their scales are the model's).
 
 Example::
@@ -44,8 +45,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.conv import out_hw, pad_nchw
+from ..ops.requant import acc_bound
 from .ir import Graph
-from .reference import run_node, single_threaded_blas
+from .reference import run_nodes, single_threaded_blas
 
 #: the integer GEMM operators whose bias is corrected
 OPS = ("qconv", "qconv_pool", "qdense")
@@ -96,11 +98,9 @@ def _frac_w(q: Graph, n) -> np.ndarray:
 
 def _fits(q: Graph, n, bq: np.ndarray) -> bool:
     """Whether ``|acc + bias| * mult`` still provably fits int32 with bias ``bq``."""
-    w = q.params[n.inputs[1]]
-    s = np.abs(w.astype(np.int64)).reshape(w.shape[0], -1).sum(axis=1) * 128
-    m = np.asarray(n.attrs.get("mult") or [1] * len(bq), np.int64)
-    return bool(((s + np.abs(bq)) * m).max(initial=0) < 2 ** 31 - 1 and
-                np.abs(bq).max(initial=0) < 2 ** 31 - 1)
+    bound = acc_bound(q.params[n.inputs[1]].astype(np.int64), bq,
+                      n.attrs.get("mult") or None)
+    return bool(bound.max(initial=0) < 2 ** 31 - 1 and np.abs(bq).max(initial=0) < 2 ** 31 - 1)
 
 
 def correctable(q: Graph, n) -> bool:
@@ -127,36 +127,27 @@ def correct_biases(q: Graph, samples, float_envs=None) -> dict:
             if q.float_of.get(n.output) in prod and correctable(q, n)}
     envs = [{k: v for k, v in (e if e is not None else run_graph(g, s, keep=True)).items()
              if k in need} for e, s in zip(envs, samples)]
-    uses: dict[str, int] = {}
-    for n in q.nodes:
-        for i in n.inputs:
-            uses[i] = uses.get(i, 0) + 1
     qenvs = []
     for s in samples:
         e = dict(q.params)
         e.update({name: np.asarray(s[name]) for name in q.inputs})
         qenvs.append(e)
     changed: dict[str, np.ndarray] = {}
-    with single_threaded_blas():
-        for n in q.nodes:
-            fnode = prod.get(q.float_of.get(n.output))
-            if samples and fnode is not None and correctable(q, n) and \
-                    fnode.op in ("conv", "dense") and fnode.inputs[1] in g.params:
-                d = _correction(q, n, fnode, qenvs, envs)
-                if d is not None:
-                    bq = q.params[n.inputs[2]].astype(np.int64) - d
-                    if _fits(q, n, bq) and d.any():
-                        q.params[n.inputs[2]] = bq.astype(np.int32)
-                        for e in qenvs:
-                            e[n.inputs[2]] = q.params[n.inputs[2]]
-                        changed[n.inputs[2]] = -d
-            for e in qenvs:
-                e[n.output] = run_node(n, [e[i] for i in n.inputs])
-            for i in n.inputs:
-                uses[i] -= 1
-                if uses[i] == 0 and i not in q.outputs and i not in q.params:
+
+    def correct(n, qenvs):          # before node n runs on the samples: its correction
+        fnode = prod.get(q.float_of.get(n.output))
+        if samples and fnode is not None and correctable(q, n) and \
+                fnode.op in ("conv", "dense") and fnode.inputs[1] in g.params:
+            d = _correction(q, n, fnode, qenvs, envs)
+            if d is not None:
+                bq = q.params[n.inputs[2]].astype(np.int64) - d
+                if _fits(q, n, bq) and d.any():
+                    q.params[n.inputs[2]] = bq.astype(np.int32)
                     for e in qenvs:
-                        e.pop(i, None)
+                        e[n.inputs[2]] = q.params[n.inputs[2]]
+                    changed[n.inputs[2]] = -d
+    with single_threaded_blas():
+        run_nodes(q, qenvs, before=correct)
     q.bias_corrections = changed
     return changed
 

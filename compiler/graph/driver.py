@@ -70,6 +70,14 @@ class Compiled:
             lines.append(f"bias correction: the mean output error per channel on the "
                          f"calibration samples folded into the int32 bias of "
                          f"{self.options.get('bias_corrected', 0)} conv/dense layer(s)")
+        if self.options.get("adaround"):
+            lines.append(f"adaround: the int8 weights of {self.options.get('adarounded', 0)} "
+                         f"conv/dense layer(s) rounded against their output on the "
+                         f"calibration samples")
+        if self.options.get("output_thresholds"):
+            lines.append(f"activation thresholds chosen against the float output of the "
+                         f"conv/dense layers reading them: "
+                         f"{self.options.get('thresholds_refined', 0)} finer than calibrated")
         lines += _kept_lines(self.options) + _worst_lines(self.options) + \
             _output_lines(self.options) + \
             _qdq_lines(self.qgraph)
@@ -238,7 +246,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   min_layer_sqnr: float | None = None,
                   min_output_sqnr: float | None = None, max_float_layers: int = 64,
                   float_worst: int | None = None, worst_mac_cap: float = 1.0,
-                  bias_correct: bool = True) -> Compiled:
+                  bias_correct: bool = True, output_thresholds: bool = False,
+                  adaround: bool = False) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
@@ -254,7 +263,13 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     (:func:`.sensitivity.worst_layers`; listed by the report with their local SQNR).  With
     ``bias_correct`` (default) every integer conv / dense layer's mean output error per
     channel on the calibration samples is folded into its int32 bias, last
-    (:func:`.biascorr.correct_biases`; the report gives the count)."""
+    (:func:`.biascorr.correct_biases`; the report gives the count).  With
+    ``output_thresholds`` (opt-in) the threshold of each activation that a conv / dense
+    reads is chosen against those layers' float outputs on the first calibration samples
+    (:func:`.thresholds.refine_ranges`; the report gives the count).  With ``adaround``
+    (opt-in: about 7 CPU s on ocr_rec) each integer conv / dense layer's int8 weights are
+    rounded up or down against its output on the first calibration samples, before bias
+    correction (:func:`.adaround.round_weights`)."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
@@ -266,6 +281,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
     kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0
+    thr_envs: list = []
+    n_refined = n_rounded = 0
     fl: dict = {}
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
         convs = [n.name for n in fg.nodes if n.op == "conv"]
@@ -291,10 +308,18 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         n_env = max(sqnr_samples, 1) if (min_layer_sqnr, min_output_sqnr, float_worst) != \
             (None, None, None) else sqnr_samples
 
+        from .thresholds import MAX_SAMPLES, refine_ranges
+
         def keep_env(k, env):       # calibration's float runs, reused by the SQNR report
             if k < n_env:
                 float_envs.append(env)
+            if output_thresholds and k < MAX_SAMPLES and len(thr_envs) == k:
+                thr_envs.append(env)
         ranges = calibrate(fg, samples, mode, percentile, global_scale, on_env=keep_env)
+        if output_thresholds and mode != "global_scale":
+            ranges, refined = refine_ranges(fg, ranges, thr_envs)
+            n_refined = len(refined)
+        thr_envs.clear()
         if min_layer_sqnr is not None:
             q, kept = keep_float_below(
                 fg, samples[:n_env], min_layer_sqnr, float_nodes=fl, ranges=ranges,
@@ -322,6 +347,9 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                 max_float=max_float_layers, ranges=ranges, mode=mode, percentile=percentile,
                 global_scale=global_scale, per_channel=per_channel)
             out_kept = {"kept": more, "before": before, "after": after}
+        if adaround and samples:
+            from .adaround import round_weights
+            n_rounded = len(round_weights(q, samples))
         if bias_correct and samples:
             from .biascorr import correct_biases
             n_corrected = len(correct_biases(q, samples, float_envs))
@@ -341,6 +369,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "max_float_layers": max_float_layers, "kept_for_output": out_kept,
                      "float_worst": float_worst, "worst_mac_cap": worst_mac_cap,
                      "kept_worst": worst, "bias_correct": bias_correct,
-                     "bias_corrected": n_corrected},
+                     "bias_corrected": n_corrected,
+                     "output_thresholds": output_thresholds, "thresholds_refined": n_refined,
+                     "adaround": adaround, "adarounded": n_rounded},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

@@ -39,7 +39,7 @@ import numpy as np
 from ..ops import registry
 from .ir import GraphError
 from .codegen import gc_paused
-from .reference import run_node
+from .reference import run_node, use_counts
 
 
 class _DevValue:
@@ -145,10 +145,7 @@ class Executor:
                 raise GraphError(f"input {name!r}: contains NaN or infinity "
                                  f"({int((~np.isfinite(a)).sum())} values)")
             env[name] = a.astype(g.values[name].dtype)     # float32, or an integer input
-        uses: dict[str, int] = {}
-        for s in self.p.steps:
-            for i in s.node.inputs:
-                uses[i] = uses.get(i, 0) + 1
+        uses = use_counts(s.node for s in self.p.steps)
         self.records = []
         t_run = time.perf_counter()
         with gc_paused():

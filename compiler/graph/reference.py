@@ -145,15 +145,35 @@ def _run_graph(g: Graph, feeds: dict, keep: bool) -> dict:
         if name not in feeds:
             raise GraphError(f"graph {g.name}: no array for input {name!r}")
         env[name] = np.asarray(feeds[name])
+    run_nodes(g, [env], keep=keep)
+    return env if keep else {o: env[o] for o in g.outputs}
+
+
+def use_counts(nodes) -> dict[str, int]:
+    """{value name: how many inputs of ``nodes`` read it} (a value read twice by one node
+    counts twice): a runner frees a value when its count drops to 0."""
     uses: dict[str, int] = {}
-    for n in g.nodes:
+    for n in nodes:
         for i in n.inputs:
             uses[i] = uses.get(i, 0) + 1
+    return uses
+
+
+def run_nodes(g: Graph, envs: list, before=None, keep: bool = False) -> None:
+    """Interpret ``g``'s nodes in order on every env of ``envs`` ({value: array}, each holding
+    ``g``'s params and inputs), in place; ``before(n, envs)``, when given, runs before node
+    ``n`` (it may change the envs, e.g. a param ``n`` reads).  Unless ``keep``, a value that
+    no later node reads is dropped from every env (graph outputs and params stay)."""
+    uses = use_counts(g.nodes)
     for n in g.nodes:
-        env[n.output] = run_node(n, [env[i] for i in n.inputs])
-        if not keep:
-            for i in n.inputs:
-                uses[i] -= 1
-                if uses[i] == 0 and i not in g.outputs and i not in g.params:
+        if before is not None:
+            before(n, envs)
+        for env in envs:
+            env[n.output] = run_node(n, [env[i] for i in n.inputs])
+        if keep:
+            continue
+        for i in n.inputs:
+            uses[i] -= 1
+            if uses[i] == 0 and i not in g.outputs and i not in g.params:
+                for env in envs:
                     env.pop(i, None)
-    return env if keep else {o: env[o] for o in g.outputs}

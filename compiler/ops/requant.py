@@ -56,6 +56,18 @@ def qweight(w: np.ndarray):
     return q, f
 
 
+def acc_bound(wq: np.ndarray, bias: np.ndarray, mult=None) -> np.ndarray:
+    """Per output channel, a bound of ``|acc + bias| * mult`` over every int8 input (|x| <=
+    128): ``(sum |wq_c| * 128 + |bias_c|) * mult_c`` (``wq``: integer weights with the output
+    channel first, any layout after it; ``mult`` None: 1).  The quantiser keeps it below
+    2**30 with the float bias (:func:`qweight_channels`); a later change of the int32 bias
+    (bias correction) keeps it below 2**31 - 1."""
+    wq = np.asarray(wq)
+    s = np.abs(wq).reshape(wq.shape[0], -1).sum(axis=1) * 128
+    m = np.ones(wq.shape[0], np.int64) if mult is None else np.asarray(mult, np.int64)
+    return (s + np.abs(bias)) * m
+
+
 def qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
     """Per-output-channel power-of-two weight scales 2^-fw_c.  VTA has one shift per
     layer, so channel c's accumulator is brought to the finest scale by an ALU MUL with
@@ -69,8 +81,7 @@ def qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
         fwc = np.minimum(fw, top)
         q = np.clip(np.floor(wf * 2.0 ** fwc[:, None] + 0.5), -127, 127)
         mult = (1 << (top - fwc)).astype(np.int64)
-        bq = np.abs(b) * 2.0 ** (fx + fwc) + 1
-        bound = (np.abs(q).sum(axis=1) * 128 + bq) * mult
+        bound = acc_bound(q, np.abs(b) * 2.0 ** (fx + fwc) + 1, mult)
         if bound.max() < 2 ** 30 or top <= -16:
             return q.astype(np.int8).reshape(w.shape), fwc, mult
         top -= 1
