@@ -44,7 +44,7 @@ NCPU = len(os.sched_getaffinity(0))
 
 # ----------------------------------------------------------------------------- onnxruntime
 
-def _ort_session(node, inputs, inits, threads):
+def _ort_session(node, inputs, inits, threads, opset=17):
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
     tp = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.float32): TensorProto.FLOAT}
@@ -53,8 +53,8 @@ def _ort_session(node, inputs, inits, threads):
     out = helper.make_tensor_value_info("y", yt, None)
     g = helper.make_graph([node], "g", vi, [out],
                           [numpy_helper.from_array(a, n) for n, a in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset < 19 else 9
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -144,7 +144,8 @@ def cases(rng):
         out.append(("dense 512->1000", dt, y, {x: xv, wp: wpv}, np_fn,
                     lambda th, xv=xv, wT=wT, node=node: _ort_session(
                         _node(node, ["x", "w"]), [("x", xv)], [("w", wT)], th)))
-    for shape, what in (((12 * 128, 128), "softmax 12x128x128"), ((1, 1000), "softmax 1000")):
+    for shape, what in (((12 * 128, 128), "softmax 12x128x128"), ((128, 768), "softmax 128x768"),
+                        ((1, 1000), "softmax 1000")):
         x = te.placeholder(shape, "float32", "x")
         xv = (rng.standard_normal(shape) * 4).astype(np.float32)
         # built per target: the exact row sum's formulation follows the target's features
@@ -152,15 +153,34 @@ def cases(rng):
                     lambda xv=xv: _softmax_np(xv),
                     lambda th, xv=xv: _ort_session(_node("Softmax", ["x"], axis=-1),
                                                    [("x", xv)], [], th)))
-    x = te.placeholder((128, 768), "float32", "x")
-    xv = rng.standard_normal((128, 768)).astype(np.float32)
-    ones, zeros = np.ones(768, np.float32), np.zeros(768, np.float32)
-    out.append(("layernorm 128x768 (TE)", "float32", layernorm_te(x), {x: xv},
-                lambda xv=xv: _layernorm_np(xv),
-                lambda th, xv=xv: _ort_session(
-                    _node("LayerNormalization", ["x", "g", "b"], axis=-1, epsilon=1e-5),
-                    [("x", xv)], [("g", ones), ("b", zeros)], th)))
+    for tokens in (128, 197):                 # BERT-base 128 tokens, ViT-B/16 197
+        x = te.placeholder((tokens, 768), "float32", "x")
+        xv = rng.standard_normal((tokens, 768)).astype(np.float32)
+        ones, zeros = np.ones(768, np.float32), np.zeros(768, np.float32)
+        out.append((f"layernorm {tokens}x768 (TE)", "float32", layernorm_te(x), {x: xv},
+                    lambda xv=xv: _layernorm_np(xv),
+                    lambda th, xv=xv, ones=ones, zeros=zeros: _ort_session(
+                        _node("LayerNormalization", ["x", "g", "b"], axis=-1, epsilon=1e-5),
+                        [("x", xv)], [("g", ones), ("b", zeros)], th)))
+    out.append(gelu_case(rng, (197, 3072)))
     return out
+
+
+def gelu_case(rng, shape):
+    """ViT-B/16's MLP GELU (197 tokens x 3072) as the graph's float CPU kernel runs it
+    (:func:`compiler.ops.lut.float_cpu` of the registry's TE GELU, erf form), checked bit
+    for bit against its reference twin (:func:`compiler.ops.lut.float32_twin`); onnxruntime
+    runs ONNX Gelu (opset 20)."""
+    from compiler.ops.lut import float32_twin
+    from compiler.ops.unary import UNARY
+    fn = UNARY["gelu"].te_fn
+    x = te.placeholder(shape, "float32", "x")
+    xv = (rng.standard_normal(shape) * 2).astype(np.float32)
+    y = te.compute(shape, lambda *i: fn(x[i], {}), "gelu", dtype="float32")
+    twin = float32_twin(lambda v: fn(v, {}))
+    return (f"gelu {shape[0]}x{shape[1]}", "float32", y, {x: xv}, lambda xv=xv: twin(xv),
+            lambda th, xv=xv: _ort_session(_node("Gelu", ["x"]), [("x", xv)], [], th,
+                                           opset=20))
 
 
 def _softmax_np(x):
