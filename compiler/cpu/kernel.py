@@ -38,7 +38,7 @@ from ..te.loop_nest import ScheduleError, StageSchedule
 from ..te import (Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, TEError, Tensor,
                   walk)
 from .codegen import MAX_UNROLL, StageCode, StageEmitter
-from .schedules import SIGNED_ZERO_FREE
+from .schedules import SIGNED_ZERO_FREE, row_blocks
 from .indexing import check_reads
 from .errors import CpuError
 from . import batch as _batch
@@ -155,6 +155,8 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
                                s.kinds.get(first) == "parallel"))
     where = "stages " + ", ".join(t.name for t in stages)
     slots = _slots(codes)
+    blocks = row_blocks(scheds, codes) if shared is None else 1
+    key += f"\nrow_blocks:{blocks}"
 
     def gen(prefix=""):
         mod = ir.Module(name="vta_cpu")
@@ -165,7 +167,7 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
             code.buffers[1:1 + len(s.temps)] = list(s.temps)
             StageEmitter(mod, prefix + code.name, code.tensor.name, stmt, code.buffers,
                          nsz=SIGNED_ZERO_FREE in s.opts).emit()
-        _emit_run_all(mod, codes, slots, prefix)
+        _emit_run_all(mod, codes, slots, prefix, blocks)
         return str(mod)
 
     names = [c.name for c in codes] + [RUN_ALL]
@@ -202,19 +204,37 @@ def _slots(codes) -> list:
     return [[seen.setdefault(id(t), len(seen)) for t in c.buffers] for c in codes]
 
 
-def _emit_run_all(mod, codes, slots, prefix=""):
+def _emit_run_all(mod, codes, slots, prefix="", blocks=1):
     """``void @run_all(ptr, ..., i64 n0, ...)``: every stage over its whole outer loop
     ``[0, n_k)``, in order (one native call for a kernel that runs on one thread); every
     name gets ``prefix``.  The extents are arguments, so that one module serves kernels
-    that differ in them (:mod:`compiler.cpu.share`)."""
+    that differ in them (:mod:`compiler.cpu.share`).  ``blocks`` > 1 (row-local stages,
+    :func:`compiler.cpu.schedules.row_blocks`; every ``n_k`` a multiple of it): for each
+    block ``b``, every stage in order over ``[b n_k / blocks, (b + 1) n_k / blocks)``."""
     n = 1 + max((i for sl in slots for i in sl), default=-1)
     i64 = ir.IntType(64)
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * n
                                           + [i64] * len(codes)), prefix + RUN_ALL)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    if blocks > 1:
+        loop, done = fn.append_basic_block("block"), fn.append_basic_block("done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        j = b.phi(i64, "b")
+        j.add_incoming(ir.Constant(i64, 0), entry)
     for k, (c, sl) in enumerate(zip(codes, slots)):
-        b.call(mod.get_global(prefix + c.name), [fn.args[i] for i in sl]
-               + [ir.Constant(i64, 0), fn.args[n + k]])
+        if blocks > 1:
+            lo = b.mul(j, ir.Constant(i64, c.outer_extent // blocks))
+            rng = [lo, b.add(lo, ir.Constant(i64, c.outer_extent // blocks))]
+        else:
+            rng = [ir.Constant(i64, 0), fn.args[n + k]]
+        b.call(mod.get_global(prefix + c.name), [fn.args[i] for i in sl] + rng)
+    if blocks > 1:
+        nxt = b.add(j, ir.Constant(i64, 1))
+        j.add_incoming(nxt, loop)
+        b.cbranch(b.icmp_signed("<", nxt, ir.Constant(i64, blocks)), loop, done)
+        b.position_at_end(done)
     b.ret_void()
 
 

@@ -1,0 +1,78 @@
+"""Row-blocked one-call runs (compiler/cpu/schedules.py ``row_local`` / ``row_blocks``,
+compiler/cpu/kernel.py ``run_all``): a kernel whose stages all walk the same rows in order
+(the softmax) runs every stage on one block of rows before the next; the bits are those of
+the stage-by-stage run, of the multi-thread run and of the reference, and a kernel with a
+stage that is not row-local (a user's schedule) is never blocked."""
+
+import numpy as np
+import pytest
+
+from compiler import te
+from compiler.cpu import cpu_build, host_target, ops, schedules
+from compiler.cpu.kernel import stages_of
+from compiler.cpu.schedules import row_blocks, row_local
+from compiler.ops.softmax import softmax_f32
+from compiler.te.loop_nest import StageSchedule
+
+NATIVE = host_target(features="")
+AVX2 = host_target(features="-avx512f")
+
+
+def _blocks(k):
+    return row_blocks(k.scheds, k.codes)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")
+@pytest.mark.parametrize("target", [NATIVE, AVX2], ids=["native", "avx2"])
+@pytest.mark.parametrize("shape", [(128, 768), (12, 128, 128), (40, 1000), (5, 33), (7,)])
+def test_blocked_softmax_equals_the_unblocked_run_and_the_reference(monkeypatch, target,
+                                                                    shape):
+    xv = (np.random.default_rng(len(shape) + shape[-1]).standard_normal(shape) * 5
+          ).astype(np.float32)
+    xv.reshape(-1, shape[-1])[-1, 0] = np.nan                      # a NaN row stays NaN
+    want = softmax_f32(xv).view(np.uint32)
+    x = te.placeholder(shape, "float32", "x")
+    k = cpu_build(ops.softmax(x, target=target), target=target)
+    rows, nb = int(np.prod(shape[:-1])), _blocks(k)
+    if len(shape) > 1 and rows >= 16:
+        assert 1 < nb < rows
+    if len(shape) == 1:
+        assert nb == 1            # the exp's outer loop walks the row, not rows
+    for threads in (1, 2):
+        k.num_threads = threads
+        assert np.array_equal(k.run({x: xv}).view(np.uint32), want)
+    monkeypatch.setattr(schedules, "ROW_BLOCK_BYTES", 0)          # stage by stage
+    k0 = cpu_build(ops.softmax(x, target=target), target=target)
+    assert _blocks(k0) == 1
+    assert (k0.source == "compiled") == (nb > 1)           # its own cache entry
+    k0.num_threads = 1
+    assert np.array_equal(k0.run({x: xv}).view(np.uint32), want)
+
+
+def test_block_size_follows_the_coarsest_stage_and_the_byte_budget():
+    x = te.placeholder((128, 768), "float32", "x")
+    k = cpu_build(ops.softmax(x))
+    # the row max takes 8 rows per outer iteration: blocks of 8 rows (3 KiB each)
+    assert [c.outer_extent for c in k.codes][0] == 16 and _blocks(k) == 16
+    x = te.placeholder((1536, 128), "float32", "x")
+    k = cpu_build(ops.softmax(x))
+    assert _blocks(k) == 1536 * 512 // schedules.ROW_BLOCK_BYTES     # 512-byte rows
+
+
+def test_a_stage_without_the_mark_or_a_mismatched_one_is_not_blocked():
+    x = te.placeholder((64, 96), "float32", "x")
+    y = ops.softmax(x)
+    st = stages_of(y)[0]
+    k = cpu_build(y, {st[-1]: StageSchedule(st[-1])})              # the user's schedule
+    assert _blocks(k) == 1
+    xv = np.random.default_rng(0).normal(size=(64, 96)).astype(np.float32)
+    assert np.array_equal(k.run({x: xv}), softmax_f32(xv))
+    a = te.compute((64, 96), lambda i, j: x[i, j] * 2.0, "a")
+    b = te.compute((64, 96), lambda i, j: a[i, j] + 1.0, "b")
+    a.cpu_schedule = lambda target=None: row_local(StageSchedule(a), 64)
+    b.cpu_schedule = lambda target=None: row_local(StageSchedule(b), 32)
+    assert _blocks(cpu_build(b)) == 1
+    b.cpu_schedule = lambda target=None: row_local(StageSchedule(b), 64)
+    kb = cpu_build(b)
+    assert _blocks(kb) > 1
+    assert np.array_equal(kb.run({x: xv}), xv * np.float32(2) + np.float32(1))
