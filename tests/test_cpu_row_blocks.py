@@ -2,7 +2,9 @@
 compiler/cpu/kernel.py ``run_all``): a kernel whose stages all walk the same rows in order
 (the softmax) runs every stage on one block of rows before the next; the bits are those of
 the stage-by-stage run, of the multi-thread run and of the reference, and a kernel with a
-stage that is not row-local (a user's schedule) is never blocked."""
+stage that is not row-local (a user's schedule) is never blocked.  And an intermediate
+computed in the output's array (compiler/cpu/kernel.py ``in_place``): only where the
+output reads it at its own index."""
 
 import numpy as np
 import pytest
@@ -76,3 +78,43 @@ def test_a_stage_without_the_mark_or_a_mismatched_one_is_not_blocked():
     kb = cpu_build(b)
     assert _blocks(kb) > 1
     assert np.array_equal(kb.run({x: xv}), xv * np.float32(2) + np.float32(1))
+
+
+def test_the_softmax_exp_lives_in_the_output_array():
+    """``in_place``: the softmax's ``exp`` stage writes into the output's array (one array
+    less to touch), with a user's ``out=`` too, on one thread and two."""
+    from compiler.cpu.kernel import in_place
+    x = te.placeholder((64, 256), "float32", "x")
+    y = ops.softmax(x)
+    k = cpu_build(y)
+    (t, o), = in_place(k.codes).items()
+    assert t.name == "softmax.exp" and o is y
+    xv = np.random.default_rng(1).normal(size=(64, 256)).astype(np.float32) * 3
+    want = softmax_f32(xv).view(np.uint32)
+    out = np.full((64, 256), np.nan, np.float32)
+    for threads in (1, 2):
+        k.num_threads = threads
+        assert np.array_equal(k.run({x: xv}, out=out).view(np.uint32), want)
+        assert np.array_equal(k.run({x: xv}).view(np.uint32), want)
+    assert t not in k._local.bufs          # no array of its own
+
+
+def test_in_place_only_where_each_element_is_read_at_its_own_index():
+    from compiler.cpu.kernel import in_place
+    x = te.placeholder((8, 16), "float32", "x")
+    xv = np.arange(128, dtype=np.float32).reshape(8, 16)
+    a = te.compute((8, 16), lambda i, j: x[i, j] * 2.0, "a")
+    same = te.compute((8, 16), lambda i, j: a[i, j] + 1.0, "same")
+    same.cpu_in_place = a
+    k = cpu_build(same)
+    assert in_place(k.codes) == {a: same}
+    assert np.array_equal(k.run({x: xv}), xv * 2 + 1)
+    # reads a mirrored element: writing in place would clobber what a later j reads
+    flip = te.compute((8, 16), lambda i, j: a[i, 15 - j] + a[i, j], "flip")
+    flip.cpu_in_place = a
+    k = cpu_build(flip)
+    assert in_place(k.codes) == {}
+    assert np.array_equal(k.run({x: xv}), xv[:, ::-1] * 2 + xv * 2)
+    other = te.compute((8,), lambda i: a[i, 0], "other")       # another shape
+    other.cpu_in_place = a
+    assert in_place(cpu_build(other).codes) == {}

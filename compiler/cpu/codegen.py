@@ -74,7 +74,7 @@ class StageEmitter(MemoryAccess):
     """Emit the LLVM function of one lowered stage into ``module``."""
 
     def __init__(self, module: ir.Module, fname: str, stage: str, stmt, buffers: list,
-                 nsz: bool = False):
+                 nsz: bool = False, alias: dict | None = None):
         self.module, self.stage, self.buffers = module, stage, buffers
         self.nsz = ("nsz",) if nsz else ()     # min/max: either zero for (-0, +0)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(buffers) + [I64, I64])
@@ -84,6 +84,9 @@ class StageEmitter(MemoryAccess):
         self.fn.attributes.add("nounwind")
         self.fn.attributes.add("noinline")      # run_all calls it: one copy of the code
         self.ptr = {t: self.fn.args[i] for i, t in enumerate(buffers)}
+        for t, o in (alias or {}).items():    # t lives in o's memory: one pointer for both
+            if t in self.ptr and o in self.ptr:
+                self.ptr[t] = self.ptr[o]
         self.lo, self.hi = self.fn.args[-2], self.fn.args[-1]
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.env: dict = {}

@@ -95,6 +95,7 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -
     inv = te.compute(rows, lambda *i: 1.0 / (te.cast("float32", total(tuple(i))) * float(
         2.0 ** -k)), f"{name}.inv")
     out = elementwise(te.compute(x.shape, lambda *i: e[i] * inv[tuple(i[:-1]) or (0,)], name))
+    out.cpu_in_place = e      # e lives in the output's array (compiler.cpu.kernel.in_place)
     _row_local(out, int(np.prod(rows)))
     return out
 
