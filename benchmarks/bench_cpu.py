@@ -5,7 +5,8 @@ Operators: conv1 (7x7 s2 p3, 3 -> 64, 224x224; int8 -> int32 and float32), its m
 (3x3 s2 p1 on 64x112x112; int8 and float32), the global average pool (512x7x7), the
 512 -> 1000 classifier (int8 -> int32 and float32; weights prepacked, as onnxruntime
 prepacks its constant weights), softmax over the last axis (12 heads x 128 x 128 and 128 x
-768, BERT-base's attention and hidden widths, and the 1000 logits), a LayerNorm over 768
+768, BERT-base's attention and hidden widths; 12 x 197 x 197, ViT-B/16's attention; and the
+1000 logits), a LayerNorm over 768
 features (128 tokens, BERT-base; 197, ViT-B/16; a TE composition written here:
 compiler.cpu.ops has no LayerNorm operator, and compiler.graph runs LayerNormalization on
 the host in numpy) and ViT-B/16's MLP GELU (197 x 3072, the graph's float CPU kernel of
@@ -151,7 +152,7 @@ def cases(rng):
                     lambda th, xv=xv, wT=wT, node=node: _ort_session(
                         _node(node, ["x", "w"]), [("x", xv)], [("w", wT)], th)))
     for shape, what in (((12 * 128, 128), "softmax 12x128x128"), ((128, 768), "softmax 128x768"),
-                        ((1, 1000), "softmax 1000")):
+                        ((12 * 197, 197), "softmax 12x197x197"), ((1, 1000), "softmax 1000")):
         x = te.placeholder(shape, "float32", "x")
         xv = (rng.standard_normal(shape) * 4).astype(np.float32)
         # built per target: the exact row sum's formulation follows the target's features

@@ -40,7 +40,7 @@ from bench_cpu import (TARGETS, _node, _ort_session, _targets, best_of, header, 
                        load_text)
 
 SHAPES = (((12 * 128, 128), "softmax 12x128x128"), ((1, 1000), "softmax 1000"),
-          ((128, 768), "softmax 128x768"))
+          ((128, 768), "softmax 128x768"), ((12 * 197, 197), "softmax 12x197x197"))
 
 
 def _input(shape):

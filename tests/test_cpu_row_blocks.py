@@ -118,3 +118,34 @@ def test_in_place_only_where_each_element_is_read_at_its_own_index():
     other = te.compute((8,), lambda i: a[i, 0], "other")       # another shape
     other.cpu_in_place = a
     assert in_place(cpu_build(other).codes) == {}
+
+
+@pytest.mark.parametrize("target", [NATIVE, AVX2], ids=["native", "avx2"])
+@pytest.mark.parametrize("n", [1, 5, 8, 13, 197])
+def test_a_guarded_vector_runs_plain_code_when_every_lane_is_on(target, n):
+    """A vector under a tail guard (``i1.o * 8 + i1.i < n``): plain vector loads and
+    stores for the full vectors, masked ones only for the partial one (the IR holds
+    both), and the same values as numpy for every row width (also padding guards: a
+    3-wide window with 1 of padding, guards on both sides)."""
+    x = te.placeholder((3, n), "float32", "x")
+    y = te.compute((3, n), lambda i, j: x[i, j] * 3.0 - 1.0, "y")
+    s = StageSchedule(y)
+    _, ji = s.split(y.axes[1], 8)
+    s.vectorize(ji)
+    k = cpu_build(y, {y: s}, target=target)
+    ir_text = k.show("llvm-unopt")
+    assert "store <8 x float>" in ir_text
+    assert ("llvm.masked.store" in ir_text) == (n % 8 != 0)          # no guard at 8
+    xv = np.random.default_rng(n).normal(size=(3, n)).astype(np.float32)
+    assert np.array_equal(k.run({x: xv}), xv * np.float32(3) - np.float32(1))
+    r = te.reduce_axis(3, "r")
+    p = te.compute((3, n), lambda i, j: te.max(te.select(
+        (j + r - 1 >= 0) & (j + r - 1 < n), x[i, te.max(te.min(j + r - 1, n - 1), 0)],
+        -1e30), axis=r), "p")
+    sp = StageSchedule(p)
+    _, pi = sp.split(p.axes[1], 8)
+    sp.reorder(p.axes[0], sp.leaves[1], r, pi)
+    sp.vectorize(pi)
+    want = np.max([np.pad(xv, ((0, 0), (1, 1)), constant_values=-1e30)[:, d:d + n]
+                   for d in range(3)], 0)
+    assert np.array_equal(cpu_build(p, {p: sp}, target=target).run({x: xv}), want)

@@ -168,7 +168,8 @@ def wide_rows_schedule(t: Tensor, target=None, registers: int = 4) -> StageSched
 
 
 ROW_LOCAL = "cpu.row_local"
-#: bytes of the largest stage's output per row block (L1 is 32-48 KiB on current x86 cores)
+#: bytes of the largest stage's output per row block (L1 is 32-48 KiB on current x86 cores;
+#: ``$VTA_CPU_ROW_BLOCK_BYTES``, 0: no row blocks; the block count is in the cache key)
 ROW_BLOCK_BYTES = int(os.environ.get("VTA_CPU_ROW_BLOCK_BYTES", 16 << 10))
 
 
@@ -187,9 +188,10 @@ def row_local(s: StageSchedule, rows: int) -> StageSchedule:
 def row_blocks(scheds, codes) -> int:
     """How many row blocks ``run_all`` runs the stages in: 1 (each stage whole) unless
     every stage is :func:`row_local` over the same ``rows`` and each stage's outer extent
-    divides ``rows``; then blocks of ``B`` rows, ``B`` the largest multiple of every
-    stage's rows per outer iteration that divides ``rows`` and keeps the largest stage's
-    block within :data:`ROW_BLOCK_BYTES` (at least that multiple)."""
+    divides ``rows``; then blocks of ``B = g * 2**k`` rows, ``g`` the least common
+    multiple of the stages' rows per outer iteration, ``k`` the largest for which ``B``
+    divides ``rows`` and the largest stage's block fits :data:`ROW_BLOCK_BYTES` (``B = g``
+    when none does)."""
     marks = [[o[1] for o in s.opts if o[0] == ROW_LOCAL] for s in scheds]
     if len(scheds) < 2 or any(len(m) != 1 for m in marks) or len({m[0] for m in marks}) != 1:
         return 1
