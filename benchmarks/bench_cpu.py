@@ -1,21 +1,28 @@
-"""CPU backend benchmark: ResNet-18's host operators and a transformer's softmax and
-LayerNorm compiled through LLVM, side by side in one run with numpy and onnxruntime.
+"""CPU backend benchmark: ResNet-18's host operators and a transformer encoder's float
+CPU operators compiled through LLVM, side by side in one run with numpy and onnxruntime.
 
 Operators: conv1 (7x7 s2 p3, 3 -> 64, 224x224; int8 -> int32 and float32), its max-pool
 (3x3 s2 p1 on 64x112x112; int8 and float32), the global average pool (512x7x7), the
 512 -> 1000 classifier (int8 -> int32 and float32; weights prepacked, as onnxruntime
-prepacks its constant weights), softmax over the last axis (12 heads x 128 x 128, and the
-1000 logits) and a LayerNorm over 768 features (128 tokens; a TE composition written here:
-compiler.cpu.ops has no LayerNorm operator).
+prepacks its constant weights), softmax over the last axis (12 heads x 128 x 128 and 128 x
+768, BERT-base's attention and hidden widths; 12 x 197 x 197, ViT-B/16's attention; and the
+1000 logits), a LayerNorm over 768
+features (128 tokens, BERT-base; 197, ViT-B/16; a TE composition written here:
+compiler.cpu.ops has no LayerNorm operator, and compiler.graph runs LayerNormalization on
+the host in numpy) and ViT-B/16's MLP GELU (197 x 3072, the graph's float CPU kernel of
+ONNX Gelu, erf form: what runs where the quantiser keeps a GELU float; by default it is an
+int8 lookup table).
 
 Every LLVM operator is compiled twice in the same process: for this CPU with all its
 features, and for this CPU with AVX-512 turned off (``host_target(features="-avx512f")``:
 AVX2 code, 16 vector registers, as on an AVX2-only host of the same family).  The
 second column is emulated: the code runs on this CPU, onnxruntime keeps its AVX-512
 kernels, so the ratio is conservative.  Every engine's output is checked against ours
-(integers exactly, floats to rtol 1e-4) before timing.  Times are the best of
-``--repeat`` runs, the engines interleaved round by round so that they see the same
-machine load; the load average is printed before and after.
+(integers exactly, floats to rtol 1e-4; the softmax and GELU bit for bit against their
+references) before timing.  Times are the best of ``--repeat`` runs, the engines
+interleaved round by round so that they see the same machine load: the single-thread
+engines in process CPU time (preemption by other jobs is not charged), the multi-thread
+ones in wall time; the load average is printed before and after.
 
     .venv/bin/python benchmarks/bench_cpu.py [--repeat 15] [--json OUT.json]
 """
@@ -44,7 +51,7 @@ NCPU = len(os.sched_getaffinity(0))
 
 # ----------------------------------------------------------------------------- onnxruntime
 
-def _ort_session(node, inputs, inits, threads):
+def _ort_session(node, inputs, inits, threads, opset=17):
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
     tp = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.float32): TensorProto.FLOAT}
@@ -53,8 +60,8 @@ def _ort_session(node, inputs, inits, threads):
     out = helper.make_tensor_value_info("y", yt, None)
     g = helper.make_graph([node], "g", vi, [out],
                           [numpy_helper.from_array(a, n) for n, a in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8 if opset < 19 else 9
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -144,7 +151,8 @@ def cases(rng):
         out.append(("dense 512->1000", dt, y, {x: xv, wp: wpv}, np_fn,
                     lambda th, xv=xv, wT=wT, node=node: _ort_session(
                         _node(node, ["x", "w"]), [("x", xv)], [("w", wT)], th)))
-    for shape, what in (((12 * 128, 128), "softmax 12x128x128"), ((1, 1000), "softmax 1000")):
+    for shape, what in (((12 * 128, 128), "softmax 12x128x128"), ((128, 768), "softmax 128x768"),
+                        ((12 * 197, 197), "softmax 12x197x197"), ((1, 1000), "softmax 1000")):
         x = te.placeholder(shape, "float32", "x")
         xv = (rng.standard_normal(shape) * 4).astype(np.float32)
         # built per target: the exact row sum's formulation follows the target's features
@@ -152,15 +160,50 @@ def cases(rng):
                     lambda xv=xv: _softmax_np(xv),
                     lambda th, xv=xv: _ort_session(_node("Softmax", ["x"], axis=-1),
                                                    [("x", xv)], [], th)))
-    x = te.placeholder((128, 768), "float32", "x")
-    xv = rng.standard_normal((128, 768)).astype(np.float32)
-    ones, zeros = np.ones(768, np.float32), np.zeros(768, np.float32)
-    out.append(("layernorm 128x768 (TE)", "float32", layernorm_te(x), {x: xv},
-                lambda xv=xv: _layernorm_np(xv),
-                lambda th, xv=xv: _ort_session(
-                    _node("LayerNormalization", ["x", "g", "b"], axis=-1, epsilon=1e-5),
-                    [("x", xv)], [("g", ones), ("b", zeros)], th)))
+    for tokens in (128, 197):                 # BERT-base 128 tokens, ViT-B/16 197
+        x = te.placeholder((tokens, 768), "float32", "x")
+        xv = rng.standard_normal((tokens, 768)).astype(np.float32)
+        ones, zeros = np.ones(768, np.float32), np.zeros(768, np.float32)
+        out.append((f"layernorm {tokens}x768 (TE)", "float32", layernorm_te(x), {x: xv},
+                    lambda xv=xv: _layernorm_np(xv),
+                    lambda th, xv=xv, ones=ones, zeros=zeros: _ort_session(
+                        _node("LayerNormalization", ["x", "g", "b"], axis=-1, epsilon=1e-5),
+                        [("x", xv)], [("g", ones), ("b", zeros)], th)))
+    out.append(gelu_case(rng, (197, 3072)))
     return out
+
+
+def gelu_case(rng, shape):
+    """ViT-B/16's MLP GELU (197 tokens x 3072) as the graph's float CPU kernel runs it
+    (:func:`compiler.ops.lut.float_cpu` of the registry's TE GELU, erf form), checked bit
+    for bit against its reference twin (:func:`compiler.ops.lut.float32_twin`); onnxruntime
+    runs ONNX Gelu (opset 20)."""
+    from compiler.ops.lut import float32_twin
+    from compiler.ops.unary import UNARY
+    fn = UNARY["gelu"].te_fn
+    x = te.placeholder(shape, "float32", "x")
+    xv = (rng.standard_normal(shape) * 2).astype(np.float32)
+    y = te.compute(shape, lambda *i: fn(x[i], {}), "gelu", dtype="float32")
+    twin = float32_twin(lambda v: fn(v, {}))
+    return (f"gelu {shape[0]}x{shape[1]}", "float32", y, {x: xv}, lambda xv=xv: twin(xv),
+            lambda th, xv=xv: _ort_session(_node("Gelu", ["x"]), [("x", xv)], [], th,
+                                           opset=20))
+
+
+def _exact_reference(name, feeds):
+    """The bits a float32 kernel with a numpy twin must give: the softmax's
+    (``softmax_f32``) and the GELU's (its ``float32_twin``, the row's numpy function)."""
+    (xv,) = feeds.values() if len(feeds) == 1 else (None,)
+    if xv is None or xv.dtype != np.float32:
+        return None
+    if name.startswith("softmax"):
+        from compiler.ops.softmax import softmax_f32
+        return softmax_f32(xv)
+    if name.startswith("gelu"):
+        from compiler.ops.lut import float32_twin
+        from compiler.ops.unary import UNARY
+        return float32_twin(lambda v: UNARY["gelu"].te_fn(v, {}))(xv)
+    return None
 
 
 def _softmax_np(x):
@@ -271,24 +314,34 @@ def main() -> None:
             assert cached.source == "memory"
         ours = k.run(feeds)
         _check(f"{name} {dt} numpy", np_fn(), ours, dt)
+        exact = _exact_reference(name, feeds)
+        if exact is not None and not np.array_equal(ours.view(np.uint32),
+                                                    exact.view(np.uint32)):
+            raise SystemExit(f"{name}: not bit-exact with its reference")
         if dt == "int8" or name.startswith("global"):
             _check(f"{name} {dt} evaluator", te_evaluate(y, feeds), ours, dt)
-        engines = {}
+        engines, multi = {}, {}
         for col, tgt in targets:
             kk = cpu_build(y_for(tgt), target=tgt)
             kk.num_threads = 1
             _check(f"{name} {dt} {col}", kk.run(feeds), ours, dt)
+            if exact is not None and not np.array_equal(kk.run(feeds).view(np.uint32),
+                                                        exact.view(np.uint32)):
+                raise SystemExit(f"{name} {col}: not bit-exact with its reference")
             engines[f"llvm {col} 1t"] = (lambda kk=kk: kk.run(feeds))
         kn = cpu_build(y)
         kn.num_threads = NCPU
-        engines[f"llvm {NCPU}t"] = (lambda kk=kn: kk.run(feeds))
+        multi[f"llvm {NCPU}t"] = (lambda kk=kn: kk.run(feeds))
         engines["numpy"] = np_fn
         if ort_fn is not None:
             for th in (1, NCPU):
                 f = ort_fn(th)
                 _check(f"{name} {dt} onnxruntime", f(), ours, dt)
-                engines[f"ort {th}t"] = f
-        best = best_of(engines, args.repeat)
+                (engines if th == 1 else multi)[f"ort {th}t"] = f
+        # single-thread engines in process CPU time, interleaved; the NCPU-thread ones in
+        # wall time (CPU time would add up their threads)
+        best = best_of(engines, args.repeat, clock=time.process_time)
+        best.update(best_of(multi, args.repeat))
         t0 = time.perf_counter()
         te_evaluate(y, feeds)
         ev = time.perf_counter() - t0
@@ -326,15 +379,18 @@ def main() -> None:
                        "load": [load0, load1], "rows": rows}, f, indent=2)
 
 
-def best_of(engines: dict, repeat: int) -> dict:
-    """The best of ``repeat`` wall times of each callable in ``engines`` (name -> function),
-    the engines interleaved in every round so that machine noise hits them alike."""
+def best_of(engines: dict, repeat: int, clock=time.perf_counter) -> dict:
+    """The best of ``repeat`` times of each callable in ``engines`` (name -> function), the
+    engines interleaved in every round so that machine noise hits them alike.  ``clock``:
+    wall time (default) or ``time.process_time`` (this process's CPU time: a call the
+    shared machine preempts is not charged the other jobs' time; only for engines that
+    run on the calling thread, or it adds up every thread's time)."""
     best = dict.fromkeys(engines, float("inf"))
     for _ in range(repeat):
         for e, f in engines.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             f()
-            best[e] = min(best[e], time.perf_counter() - t0)
+            best[e] = min(best[e], clock() - t0)
     return best
 
 

@@ -6,11 +6,13 @@
   threshold, 0, positive, +-inf, NaN), and the softmax's exp stage uses it (no arithmetic
   shift of the two-step scaling in its assembly);
 * both forms stay within 1 ulp of float64 ``exp``;
-* the softmax's maximum relative error against float64: below ``3 * 2**-23`` against the
-  float64 softmax of the float32 differences ``fl(x - max)`` (exp < 1 ulp, the row sum
-  within 1 ulp + 2**-26, its float32 rounding and the division 1/2 ulp each); against the
-  exact softmax of ``x`` the float32 subtraction adds ``|x - max| * 2**-24`` per element
-  (and its weighted mean over the row, through the sum), as in any float32 softmax;
+* the softmax's maximum relative error against float64: below ``3.5 * 2**-23`` against
+  the float64 softmax of the float32 differences ``fl(x - max)`` (exp < 0.91 ulp, the row
+  sum within 0.91 ulp + 2**-26, its float32 rounding, the reciprocal and the product 1/2
+  ulp each: 3.45 ulp; measured 1.4-1.6; 3 before the division became a reciprocal and a
+  product); against the exact softmax of ``x`` the float32 subtraction adds ``|x - max| *
+  2**-24`` per element (and its weighted mean over the row, through the sum), as in any
+  float32 softmax;
 * the row max may return either zero for (-0, +0) (``signed_zero_free``: 3 instead of 5
   instructions per x86 vector), still propagates NaN, and is its own cache entry."""
 
@@ -104,18 +106,18 @@ def test_softmax_max_relative_error_against_float64(target, shape, scale):
     got = cpu_build(ops.softmax(x, target=target), target=target).run({x: xv})
     assert np.array_equal(got.view(np.uint32), softmax_f32(xv).view(np.uint32))
     g = got.astype(np.float64)
-    # against the float64 softmax of the float32 differences: < 3 ulp (relative)
+    # against the float64 softmax of the float32 differences: < 3.5 ulp (relative)
     d32 = (xv - xv.max(-1, keepdims=True)).astype(np.float64)
     want, _ = _softmax64(d32)
     normal = want >= 2.0 ** -126
     rel = np.abs(g - want)[normal] / want[normal]
-    assert rel.max() < 3 * U
-    assert np.all(np.abs(g - want) <= 3 * U * want + 2.0 ** -148)
+    assert rel.max() < 3.5 * U
+    assert np.all(np.abs(g - want) <= 3.5 * U * want + 2.0 ** -148)
     # against the exact softmax of x: plus the subtraction's rounding, |d| * 2**-24
     x64 = xv.astype(np.float64)
     d = x64 - x64.max(-1, keepdims=True)
     want, dbar = _softmax64(d)
-    bound = (3 + (np.abs(d) + dbar) / 2) * U * want + 2.0 ** -148
+    bound = (3.5 + (np.abs(d) + dbar) / 2) * U * want + 2.0 ** -148
     assert np.all(np.abs(g - want) <= bound)
 
 

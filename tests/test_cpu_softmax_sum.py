@@ -13,7 +13,7 @@ from compiler import te
 from compiler.cpu import CpuError, cpu_build, host_target, ops
 from compiler.cpu.kernel import stages_of
 from compiler.cpu.ops import softmax_sum_bits, sum_field_bits
-from compiler.cpu.softmax import _softmax_sum_fields, sum_fields
+from compiler.cpu.softmax import _softmax_sum_fields, sum_fields, sum_lanes
 from compiler.cpu.schedules import converts_f32_to_i64
 from compiler.ops.softmax import softmax_f32
 
@@ -35,6 +35,12 @@ def _names(y):
 def test_the_formulation_follows_the_row_length_and_the_target():
     assert not converts_f32_to_i64(AVX2)
     assert sum_fields(128) == 2 and sum_fields(129) == 3
+    # rows of 768 (BERT/ViT width): 3 fields over the row, 2 in 16 partial sums
+    assert sum_lanes(768) == 16 and sum_fields(768) == 3 and sum_fields(768, 16) == 2
+    assert sum_lanes(128) == 1 and sum_lanes(1000) == 1
+    for target in (NATIVE, AVX2):
+        names = _names(_softmax((4, 768), target=target)[1])
+        assert "softmax.fields" in names and "softmax.total" in names
     for target in (NATIVE, AVX2):           # two fields: cheaper than any conversion
         assert "softmax.fields" in _names(_softmax((4, 96), target=target)[1])
     assert "softmax.fields" in _names(_softmax((4, 1000), target=AVX2)[1])
@@ -47,6 +53,7 @@ def test_the_formulation_follows_the_row_length_and_the_target():
 
 
 @pytest.mark.parametrize("shape,scale", [((12, 128, 128), 4.0), ((1, 6625), 6.0),
+                                         ((128, 768), 4.0), ((2, 4096), 3.0),
                                          ((3, 37), 60.0), ((2, 5, 1), 6.0), ((7,), 1.0),
                                          ((5, 1000), 0.01)])
 def test_both_formulations_on_both_targets_equal_the_reference_bit_for_bit(shape, scale):
@@ -60,11 +67,14 @@ def test_both_formulations_on_both_targets_equal_the_reference_bit_for_bit(shape
             assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (sum_by, target)
 
 
-@pytest.mark.parametrize("c", [1, 3, 128, 1000, 6625])
-def test_the_fields_rebuild_the_int64_sum_exactly(c):
+@pytest.mark.parametrize("c,lanes", [(1, None), (3, None), (128, None), (1000, None),
+                                     (6625, None), (768, None), (768, 1), (128, 16),
+                                     (4096, 16), (16, 16), (1 << 16, 16)])
+def test_the_fields_rebuild_the_int64_sum_exactly(c, lanes):
     """The row sum itself, not only the softmax (float32 rounds its low bits away): the
     fields' int64 equals numpy's sum of int64(e * 2**K) on every target, for e from
-    subnormal to 1."""
+    subnormal to 1, over the whole row or in 16 partial sums (``lanes``; default
+    :func:`sum_lanes`)."""
     rng = np.random.default_rng(c)
     ev = np.exp(-rng.uniform(0, 110, (6, c))).astype(np.float32)
     ev[0] = 1.0
@@ -74,7 +84,7 @@ def test_the_fields_rebuild_the_int64_sum_exactly(c):
     k = softmax_sum_bits(c)
     want = (ev * np.float32(2.0 ** k)).astype(np.int64).sum(-1)
     e = te.placeholder(ev.shape, "float32", "e")
-    total = _softmax_sum_fields(e, (6,), lambda i: tuple(i[:1]), c, k, "t")
+    total = _softmax_sum_fields(e, (6,), lambda i: tuple(i[:1]), c, k, "t", lanes)
     s = te.compute((6,), lambda i: total((i,)), "total")
     for target in (NATIVE, AVX2):
         assert np.array_equal(cpu_build(s, target=target).run({e: ev}), want)
@@ -83,10 +93,11 @@ def test_the_fields_rebuild_the_int64_sum_exactly(c):
 def test_fields_cover_the_fixed_point_sum_exactly():
     """Every field's row sum stays below 2**24 (exact in float32) and the fields cover
     the K + 1 bits of floor(e * 2**K) for e in [0, 1]."""
-    for c in (1, 2, 3, 128, 1000, 6625, 1 << 16, 1 << 20):
-        k, w, nf = softmax_sum_bits(c), sum_field_bits(c), sum_fields(c)
-        assert c * (1 << w) <= 1 << 24
-        assert (nf - 1) * w >= k - w          # the top field floor(e * 2**(k-(nf-1)w)) <= 2**w
+    for c in (1, 2, 3, 128, 768, 1000, 6625, 1 << 16, 1 << 20):
+        for lanes in {1, sum_lanes(c)}:       # each of ``lanes`` partial sums: c / lanes terms
+            k, w, nf = softmax_sum_bits(c), sum_field_bits(c, lanes), sum_fields(c, lanes)
+            assert c // lanes * (1 << w) <= 1 << 24 and c % lanes == 0
+            assert (nf - 1) * w >= k - w      # the top field floor(e * 2**(k-(nf-1)w)) <= 2**w
 
 
 def test_rows_of_ones_and_extreme_rows():

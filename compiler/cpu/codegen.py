@@ -74,7 +74,7 @@ class StageEmitter(MemoryAccess):
     """Emit the LLVM function of one lowered stage into ``module``."""
 
     def __init__(self, module: ir.Module, fname: str, stage: str, stmt, buffers: list,
-                 nsz: bool = False):
+                 nsz: bool = False, alias: dict | None = None):
         self.module, self.stage, self.buffers = module, stage, buffers
         self.nsz = ("nsz",) if nsz else ()     # min/max: either zero for (-0, +0)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(buffers) + [I64, I64])
@@ -84,6 +84,9 @@ class StageEmitter(MemoryAccess):
         self.fn.attributes.add("nounwind")
         self.fn.attributes.add("noinline")      # run_all calls it: one copy of the code
         self.ptr = {t: self.fn.args[i] for i, t in enumerate(buffers)}
+        for t, o in (alias or {}).items():    # t lives in o's memory: one pointer for both
+            if t in self.ptr and o in self.ptr:
+                self.ptr[t] = self.ptr[o]
         self.lo, self.hi = self.fn.args[-2], self.fn.args[-1]
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.env: dict = {}
@@ -108,7 +111,9 @@ class StageEmitter(MemoryAccess):
             self.loop(s, top)
         elif isinstance(s, IfThen):
             cond = self.as_bool(s.cond)
-            if isinstance(cond.type, ir.VectorType):      # per-lane guard: a mask
+            if isinstance(cond.type, ir.VectorType) and self.mask is None:
+                self.guarded_vector(s.cond, cond, s.body)
+            elif isinstance(cond.type, ir.VectorType):    # per-lane guard: a mask
                 outer = self.mask
                 self.mask = cond if outer is None else self.b.and_(outer, cond)
                 self.stmt_(s.body)
@@ -125,6 +130,39 @@ class StageEmitter(MemoryAccess):
             self.access(s.tensor, s.indices, clamp=False, value=v)
         else:
             self.fail(s, f"cannot compile statement {type(s).__name__}")
+
+    def guarded_vector(self, e, cond, body):
+        """``body`` under the outermost per-lane guard ``e`` (``cond``: its vector of
+        lanes): plain vector code when every lane is on (a row's full vectors: only its
+        tail is partial), else masked code.  The same values either way; the branch goes
+        the same way for all but a row's last vector.  Whether every lane is on: two
+        scalar compares when ``e`` compares affine index expressions (:func:`all_lanes`),
+        else the mask's bits.  (A 197-wide softmax row on AVX2: the exp stage 0.43 ->
+        0.18 ms for 12 x 197 x 197; every vector had computed its mask from 64-bit
+        compares and used masked loads and stores.)"""
+        n = cond.type.count
+        full = self.all_lanes(e) if _affine_guard(e) else self.b.icmp_unsigned(
+            "==", self.b.bitcast(cond, ir.IntType(n)), ir.Constant(ir.IntType(n), (1 << n) - 1))
+        with self.b.if_else(full) as (then, otherwise):
+            with then:
+                self.stmt_(body)
+            with otherwise:
+                self.mask = cond
+                self.stmt_(body)
+                self.mask = None
+
+    def all_lanes(self, e):
+        """Scalar i1: guard ``e`` (comparisons of affine index expressions, each true on an
+        interval of lanes) holds on every lane, i.e. on the first and the last."""
+        v, vec_env, lanes = self.vec, self.env[self.vec], self.lanes
+        self.vec, self.lanes, ends = None, 1, []
+        try:
+            for k in (0, lanes - 1):
+                self.env[v] = ir.Constant(I64, k)
+                ends.append(self.as_bool(e))
+        finally:
+            self.vec, self.env[v], self.lanes = v, vec_env, lanes
+        return self.b.and_(*ends)
 
     def loop(self, s: For, top: bool):
         if s.kind == "vectorized" and not top and self.vec is None:
@@ -519,6 +557,27 @@ def _tyname(t):
     if isinstance(t, ir.IntType):
         return f"i{t.width}"
     raise CpuError(f"no intrinsic type name for {t}")
+
+
+def _affine_guard(e) -> bool:
+    """``e`` is a conjunction of comparisons of affine index expressions (iteration
+    variables, integer constants, +, -, * by a constant): each comparison holds on an
+    interval of any one variable's values."""
+    if isinstance(e, Binary) and e.op == "and":
+        return _affine_guard(e.a) and _affine_guard(e.b)
+    return isinstance(e, Binary) and e.op in ("lt", "le", "ge", "gt") and \
+        _affine(e.a) and _affine(e.b)
+
+
+def _affine(e) -> bool:
+    if isinstance(e, IterVar):
+        return True
+    if isinstance(e, Const):
+        return not is_float(e.dtype or "")
+    if isinstance(e, Binary) and e.op in ("add", "sub"):
+        return _affine(e.a) and _affine(e.b)
+    return isinstance(e, Binary) and e.op == "mul" and (
+        isinstance(e.a, Const) and _affine(e.b) or isinstance(e.b, Const) and _affine(e.a))
 
 
 def _nonpositive_arg(e: Call):

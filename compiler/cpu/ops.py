@@ -54,7 +54,7 @@ from .schedules import (PARALLEL_MIN, MAX_TILE_VECTORS, _outer_parallel,  # noqa
                         conv_schedule, conv_tile, pool_schedule, vector_lanes,
                         wide_rows_schedule)
 from .schedules import elementwise as _elementwise
-from .softmax import softmax, softmax_sum_bits, sum_field_bits  # noqa: F401
+from .softmax import softmax, softmax_sum_bits, sum_field_bits, sum_lanes  # noqa: F401
 
 LANES = 16          # int32/float32 lanes of a 512-bit vector (AVX-512); 2 AVX2 registers
 

@@ -13,6 +13,9 @@ Example::
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 
 from .. import te
@@ -162,3 +165,47 @@ def wide_rows_schedule(t: Tensor, target=None, registers: int = 4) -> StageSched
         _, vi = s.split(last, min(v, last.extent))
         s.vectorize(vi)
     return _outer_parallel(s, t.ndim - 1) if t.ndim > 1 else s
+
+
+ROW_LOCAL = "cpu.row_local"
+#: bytes of the largest stage's output per row block (L1 is 32-48 KiB on current x86 cores;
+#: ``$VTA_CPU_ROW_BLOCK_BYTES``, 0: no row blocks; the block count is in the cache key)
+ROW_BLOCK_BYTES = int(os.environ.get("VTA_CPU_ROW_BLOCK_BYTES", 16 << 10))
+
+
+def row_local(s: StageSchedule, rows: int) -> StageSchedule:
+    """Declare that ``s``'s outermost loop walks ``rows`` rows in order, iteration ``j`` of
+    ``n`` covering rows ``[j rows / n, (j + 1) rows / n)`` and reading of earlier stages
+    only what those rows computed (a softmax's stages: each row is independent).  When
+    every stage of a kernel says so for the same ``rows``, the one-call path (``run_all``)
+    runs all stages on one block of rows before the next (:func:`row_blocks`), so that a
+    block's intermediates stay in the L1/L2 cache.  Logged in the schedule's primitives,
+    so part of the cache key."""
+    s.opts.append((ROW_LOCAL, rows))
+    return s
+
+
+def row_blocks(scheds, codes) -> int:
+    """How many row blocks ``run_all`` runs the stages in: 1 (each stage whole) unless
+    every stage is :func:`row_local` over the same ``rows`` and each stage's outer extent
+    divides ``rows``; then blocks of ``B = g * 2**k`` rows, ``g`` the least common
+    multiple of the stages' rows per outer iteration, ``k`` the largest for which ``B``
+    divides ``rows`` and the largest stage's block fits :data:`ROW_BLOCK_BYTES` (``B = g``
+    when none does)."""
+    marks = [[o[1] for o in s.opts if o[0] == ROW_LOCAL] for s in scheds]
+    if len(scheds) < 2 or any(len(m) != 1 for m in marks) or len({m[0] for m in marks}) != 1:
+        return 1
+    rows = marks[0][0]
+    if ROW_BLOCK_BYTES <= 0:
+        return 1
+    g = 1
+    for c in codes:
+        if c.outer_extent < 1 or rows % c.outer_extent:
+            return 1
+        g = g * (rows // c.outer_extent) // math.gcd(g, rows // c.outer_extent)
+    row_bytes = max(int(np.prod(c.tensor.shape)) * te.DTYPES[c.tensor.dtype] // 8
+                    for c in codes) / rows
+    b = g
+    while rows % (2 * b) == 0 and 2 * b * row_bytes <= ROW_BLOCK_BYTES:
+        b *= 2
+    return rows // b if rows % b == 0 else 1

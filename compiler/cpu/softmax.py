@@ -1,7 +1,9 @@
 """Softmax over the last axis (float32) as tensor expressions with default CPU schedules:
 row maxima, ``exp(x - max)``, the row sums exact in int64 fixed point (so the result does
 not depend on how a reduction is vectorised: :func:`compiler.ops.softmax.softmax_f32` is
-the same arithmetic in numpy, bit for bit) and the division.
+the same arithmetic in numpy, bit for bit), its reciprocal and the products; every stage
+walks the rows in order, so a one-thread run goes block of rows by block of rows
+(:func:`compiler.cpu.schedules.row_local`).
 
 Example::
 
@@ -26,7 +28,7 @@ from ..te import Tensor, is_float
 from ..te.loop_nest import StageSchedule
 from .errors import CpuError
 from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elementwise,
-                        signed_zero_free, wide_rows_schedule)
+                        row_local, signed_zero_free, wide_rows_schedule)
 
 
 def softmax_sum_bits(c: int) -> int:
@@ -41,7 +43,8 @@ def softmax_sum_bits(c: int) -> int:
 
 
 def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -> Tensor:
-    """Softmax over the last axis (float32): ``exp(x - max) / sum(exp(x - max))``.  The sum
+    """Softmax over the last axis (float32): ``exp(x - max) * (1 / sum(exp(x - max)))``
+    (one division per row; the bound: tests/test_cpu_exp_softmax.py).  The sum
     is exact and order-free: each ``e = exp(x - max)`` (in (0, 1]) is scaled by ``2**K``
     (exact, :func:`softmax_sum_bits`) and truncated, the truncated values summed exactly
     in int64 fixed point, converted to float32 and scaled back, so the result does not
@@ -49,9 +52,10 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -
     arithmetic in numpy).  How the exact sum is computed depends on ``c`` and ``target``
     (default: the host, see :func:`compiler.cpu.jit.host_target`), never its value:
     float32 bit fields (:func:`_softmax_sum_fields`) when there are at most 2 of them
-    (``c <= 128``) or the target has no vector float32 -> int64 conversion (AVX2), else
-    one such conversion per element (AVX-512DQ; measured on Zen 4: 2 fields 5% faster
-    than the conversion on 12 x 128 x 128, 4 fields 7-13% slower on rows of 6625 and
+    (``c <= 128``, or ``c`` a multiple of 16 up to 1024 summed in 16 lanes) or the target
+    has no vector float32 -> int64 conversion (AVX2), else one such conversion per element
+    (AVX-512DQ; measured on Zen 4: 2 fields 5% faster than the conversion on 12 x 128 x
+    128 and 5% on 128 x 768 (in 16 lanes), 4 fields 7-13% slower on rows of 6625 and
     32768); ``sum_by="int64"`` or ``"fields"`` picks one whatever the target."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise CpuError(f"softmax: expected a float32 tensor, not {x!r}")
@@ -74,8 +78,8 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -
     if sum_field_bits(c) < 4:               # over 2**20 per row: 60 bits in 3-bit fields
         sum_by = "int64"
     elif sum_by is None:
-        sum_by = "fields" if (sum_fields(c) <= 2 or not converts_f32_to_i64(target)) \
-            else "int64"
+        sum_by = "fields" if (sum_fields(c, sum_lanes(c)) <= 2
+                              or not converts_f32_to_i64(target)) else "int64"
     if sum_by == "int64":
         k2 = te.reduce_axis(c, "k2")
         s = elementwise(te.compute(rows, lambda *i: te.sum(
@@ -85,8 +89,32 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -
             return s[r]
     else:
         total = _softmax_sum_fields(e, rows, row, c, k, name)
-    return elementwise(te.compute(x.shape, lambda *i: e[i] / (
-        te.cast("float32", total(tuple(i[:-1]) or (0,))) * float(2.0 ** -k)), name))
+    # one division per row (``inv``), a multiplication per element: 128 x 768, 0.0613 ->
+    # 0.0585 ms on AVX2, 0.0565 -> 0.0496 on AVX-512 (Zen 4); one more rounding, within the
+    # same bound (see softmax_f32)
+    inv = te.compute(rows, lambda *i: 1.0 / (te.cast("float32", total(tuple(i))) * float(
+        2.0 ** -k)), f"{name}.inv")
+    out = elementwise(te.compute(x.shape, lambda *i: e[i] * inv[tuple(i[:-1]) or (0,)], name))
+    out.cpu_in_place = e      # e lives in the output's array (compiler.cpu.kernel.in_place)
+    _row_local(out, int(np.prod(rows)))
+    return out
+
+
+def _row_local(out: Tensor, nrows: int) -> None:
+    """Mark every stage of ``out`` (a softmax: each stage's outer loop walks its rows) as
+    :func:`row_local` over ``nrows`` rows, so that ``run_all`` runs them block by block."""
+    todo, seen = [out], set()
+    while todo:
+        t = todo.pop()
+        if t.is_placeholder or id(t) in seen:
+            continue
+        seen.add(id(t))
+        todo.extend(t.inputs())
+        hook = getattr(t, "cpu_schedule", None)
+
+        def sched(target=None, t=t, hook=hook):
+            return row_local(StageSchedule(t) if hook is None else hook(target), nrows)
+        t.cpu_schedule = sched
 
 
 def _rows_reduce_schedule(t: Tensor, k) -> StageSchedule:
@@ -108,20 +136,30 @@ def _rows_reduce_schedule(t: Tensor, k) -> StageSchedule:
     return signed_zero_free(s)
 
 
-def sum_field_bits(c: int) -> int:
+def sum_field_bits(c: int, lanes: int = 1) -> int:
     """Width W of the bit fields :func:`_softmax_sum_fields` sums in float32 over ``c``
-    elements: ``c`` values below ``2**W`` sum to at most ``2**24``, so every partial sum
-    is an integer float32 holds exactly, in any order."""
-    return 24 - int(np.ceil(np.log2(max(c, 2))))
+    elements, each of ``lanes`` partial sums taking ``c / lanes`` of them: ``c / lanes``
+    values below ``2**W`` sum to at most ``2**24``, so every partial sum is an integer
+    float32 holds exactly, in any order."""
+    return 24 - int(np.ceil(np.log2(max(c // lanes, 2))))
 
 
-def sum_fields(c: int) -> int:
+def sum_fields(c: int, lanes: int = 1) -> int:
     """How many bit fields :func:`_softmax_sum_fields` cuts ``floor(e * 2**K)`` into
-    over ``c`` elements (K: :func:`softmax_sum_bits`)."""
-    return -(-softmax_sum_bits(c) // sum_field_bits(c))
+    over ``c`` elements in ``lanes`` partial sums (K: :func:`softmax_sum_bits`)."""
+    return -(-softmax_sum_bits(c) // sum_field_bits(c, lanes))
 
 
-def _softmax_sum_fields(e, rows, row, c, k, name):
+def sum_lanes(c: int) -> int:
+    """Partial sums per row of :func:`_softmax_sum_fields`: 16 (element ``j`` of a row goes
+    to partial sum ``j % 16``, one AVX-512 register or two AVX2 ones) when 16 divides ``c``
+    and that takes fewer fields than one sum over the row (each partial sum adds ``c / 16``
+    values, so its fields may be 4 bits wider: 768 elements in 2 fields instead of 3),
+    else 1."""
+    return 16 if c % 16 == 0 and sum_fields(c, 16) < sum_fields(c) else 1
+
+
+def _softmax_sum_fields(e, rows, row, c, k, name, lanes=None):
     """A function of a row index returning the expression ``sum(int64(e * 2**k))`` over
     the last axis of ``e`` (values in [0, 1] or NaN), computed without
     a float -> int64 conversion per element (AVX2 has none: LLVM converts one element at a
@@ -131,11 +169,16 @@ def _softmax_sum_fields(e, rows, row, c, k, name):
     underflows is below 1 and floors to 0 either way); each field's row sum is exact in
     float32 (at most ``2**24``), all ``P`` summed in one pass (stage ``<name>.fields``,
     the fields innermost and unrolled, LLVM vectorises the row); the expression is
-    ``sum_j int64(field_sum_j) << jW`` (the division stage computes it once per row: LLVM
+    ``sum_j int64(field_sum_j) << jW`` (the reciprocal stage computes it once per row: LLVM
     hoists it out of the row's loop).  NaN rows give 0, as the int64 conversion's NaN ->
-    0."""
-    w = sum_field_bits(c)
-    nf = sum_fields(c)         # fields 0..nf-1; the top one, floor(e * 2**(k-(nf-1)W)) <= 2**W
+    0.  With ``lanes`` L > 1 (default :func:`sum_lanes`; L divides ``c``) each field is
+    summed in L partial sums of ``c / L`` elements (:func:`_lane_fields`): wider fields,
+    the same int64 sum."""
+    ln = sum_lanes(c) if lanes is None else lanes
+    w = sum_field_bits(c, ln)
+    nf = sum_fields(c, ln)     # fields 0..nf-1; the top one, floor(e * 2**(k-(nf-1)W)) <= 2**W
+    if ln > 1:
+        return _lane_fields(e, rows, row, c, k, name, ln, w, nf)
     kk = te.reduce_axis(c, "kf")
 
     def body(*i):
@@ -167,4 +210,57 @@ def _softmax_sum_fields(e, rows, row, c, k, name):
             t = t << (j * w) if j else t
             acc = t if acc is None else acc + t
         return acc
+    return total
+
+
+def _field(v, j, nf, k, w):
+    """Field ``j`` of ``floor(v * 2**k)`` cut into ``nf`` fields of ``w`` bits (the top one
+    takes what is left), exact in float32 for ``v`` in [0, 1]."""
+    def scaled(j):                  # v * 2**(k - jW), one power-of-two step at a time
+        return v * float(2.0 ** k) if j == 0 else scaled(j - 1) * float(2.0 ** -w)
+    if j == nf - 1:
+        return te.floor(scaled(j))
+    return te.floor(scaled(j)) - te.floor(scaled(j + 1)) * float(2.0 ** w)
+
+
+def _lane_fields(e, rows, row, c, k, name, ln, w, nf):
+    """:func:`_softmax_sum_fields` in ``ln`` partial sums per row: stage ``<name>.fields``
+    (rows, nf, ln) sums field ``f`` of the elements ``j`` with ``j % ln == l`` (``c / ln``
+    of them: each partial sum stays below ``2**24``, exact in any order), the lanes
+    vectorised and the fields unrolled inside the row's loop; stage ``<name>.total`` adds
+    the ``nf * ln`` partial sums per row in int64 (exact, so in any order)."""
+    kk = te.reduce_axis(c // ln, "kf")
+
+    def body(*i):
+        v = e[row(i) + (kk * ln + i[-1],)]
+        f = i[-2]
+        out = _field(v, nf - 1, nf, k, w)
+        for j in range(nf - 2, -1, -1):
+            out = te.select(f < j + 1, _field(v, j, nf, k, w), out)
+        return te.sum(out, axis=kk)
+    q = te.compute(rows + (nf, ln), body, f"{name}.fields")
+
+    def sched(target=None):
+        s = StageSchedule(q)
+        *ls, f, lane = q.axes
+        s.reorder(*ls, kk, f, lane)
+        s.unroll(f)
+        s.vectorize(lane)
+        return _outer_parallel(s, len(ls)) if int(np.prod(e.shape)) >= PARALLEL_MIN else s
+    q.cpu_schedule = sched
+    kl = te.reduce_axis(ln, "kl")
+
+    def lane_total(*i):
+        acc = None
+        for j in range(nf):
+            # a partial sum is an integer below 2**24: exact in int32, whose conversion
+            # vectorises on AVX2 (int64's does not: 0.0043 -> 0.0012 ms for 128 x 768)
+            t = te.cast("int64", te.cast("int32", q[tuple(i) + (j, kl)]))
+            t = t << (j * w) if j else t
+            acc = t if acc is None else acc + t
+        return te.sum(acc, axis=kl)
+    s = te.compute(rows, lane_total, f"{name}.total")
+
+    def total(r):
+        return s[tuple(r)]
     return total

@@ -18,15 +18,17 @@ def softmax(x, axis=-1):
 def softmax_f32(x, axis=-1) -> np.ndarray:
     """What the CPU kernel (:func:`compiler.cpu.ops.softmax`) computes, bit for bit: float32
     ``e = exp(x - max)`` (its inline exp, :func:`compiler.cpu.mathfns.exp_f32`), the row sum
-    exact in int64 fixed point, ``e / sum`` in float32.  A quantisation after a softmax
-    sees the same float32 bits from the reference and the program."""
+    exact in int64 fixed point, ``e * (1 / sum)`` in float32 (one division per row).  A
+    quantisation after a softmax sees the same float32 bits from the reference and the
+    program."""
     from ..cpu.mathfns import exp_f32
     from ..cpu.ops import softmax_sum_bits
     x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
     k = softmax_sum_bits(x.shape[-1])
     e = exp_f32((x - x.max(axis=-1, keepdims=True)).astype(np.float32))
     s = (e * np.float32(2.0 ** k)).astype(np.int64).sum(axis=-1, keepdims=True)
-    y = e / (s.astype(np.float32) * np.float32(2.0 ** -k))
+    with np.errstate(divide="ignore"):         # a NaN row sums to 0: NaN * inf = NaN
+        y = e * (np.float32(1.0) / (s.astype(np.float32) * np.float32(2.0 ** -k)))
     return np.moveaxis(y.astype(np.float32), -1, axis)
 
 
