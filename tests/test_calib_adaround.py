@@ -21,6 +21,7 @@ from compiler.graph.onnx_import import import_onnx  # noqa: E402
 from compiler.graph.passes import float_pipeline  # noqa: E402
 from compiler.graph.quantize import quantize  # noqa: E402
 from compiler.graph.reference import run_graph  # noqa: E402
+from .graph_helpers import relative_output_error  # noqa: E402
 
 C = 16
 
@@ -47,13 +48,7 @@ def _correlated(n, seed):
     return (x / 3).astype(np.float32).reshape(n, 1, C, 8, 8)
 
 
-def _out_err(q, fg, xs):
-    sig = err = 0.0
-    for x in xs:
-        want = run_graph(fg, {"x": x})["y"].astype(np.float64)
-        got = run_graph(q, {"x": x})["y"].astype(np.float64)
-        sig, err = sig + float((want ** 2).sum()), err + float(((got - want) ** 2).sum())
-    return err / sig
+_out_err = relative_output_error
 
 
 def test_rounding_against_the_output_lowers_its_error_on_held_out_inputs():

@@ -20,6 +20,7 @@ from compiler.graph.onnx_import import import_onnx  # noqa: E402
 from compiler.graph.passes import float_pipeline  # noqa: E402
 from compiler.graph.quantize import calibrate, quantize  # noqa: E402
 from compiler.graph.reference import run_graph  # noqa: E402
+from .graph_helpers import relative_output_error  # noqa: E402
 from compiler.ops.conv import conv_nchw  # noqa: E402
 from compiler.ops.requant import frac_for  # noqa: E402
 
@@ -51,14 +52,7 @@ def _peaky(n, seed):
     return x
 
 
-def _out_err(q, fg, xs):
-    """Sum of squared (int8 program - float) output errors over ``xs``, relative."""
-    sig = err = 0.0
-    for x in xs:
-        want = run_graph(fg, {"x": x})["y"].astype(np.float64)
-        got = run_graph(q, {"x": x})["y"].astype(np.float64)
-        sig, err = sig + float((want ** 2).sum()), err + float(((got - want) ** 2).sum())
-    return err / sig
+_out_err = relative_output_error
 
 
 @pytest.mark.parametrize("depthwise", [True, False])
