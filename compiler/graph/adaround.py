@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.conv import out_hw, pad_nchw
+from ..ops.conv import im2col
 from ..ops.requant import acc_bound
-from .biascorr import _frac_w, correctable
+from .biascorr import _frac_w, float_layer
 from .reference import run_nodes, single_threaded_blas
 
 #: the most input patches a layer's Gram matrix is summed over (drawn with a fixed seed)
@@ -45,15 +45,8 @@ MAX_SAMPLES = 4
 def _patches(x, wshape, a, group):
     """The conv input patches of ``x`` (N, C, H, W) per group: (group, cg*kh*kw, N*oh*ow)."""
     cg, kh, kw = wshape
-    (sh, sw), (dh, dw) = a["strides"], a["dilations"]
-    oh, ow = out_hw(x.shape[2], x.shape[3], (kh, kw), (sh, sw), a["pads"], (dh, dw))
-    xp = pad_nchw(x.astype(np.float64), a["pads"], 0)
-    cols = np.empty((x.shape[0], x.shape[1], kh, kw, oh, ow))
-    for ky in range(kh):
-        for kx in range(kw):
-            cols[:, :, ky, kx] = xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
-                                    kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
-    return cols.reshape(x.shape[0], group, cg * kh * kw, oh * ow).transpose(1, 2, 0, 3) \
+    cols = im2col(x, (kh, kw), a["strides"], a["pads"], a["dilations"])
+    return cols.reshape(x.shape[0], group, cg * kh * kw, -1).transpose(1, 2, 0, 3) \
         .reshape(group, cg * kh * kw, -1)
 
 
@@ -110,9 +103,8 @@ def round_weights(q, samples, max_samples: int = MAX_SAMPLES) -> dict:
     changed: dict[str, int] = {}
 
     def hook(n, envs):
-        fnode = prod.get(q.float_of.get(n.output))
-        if fnode is None or not correctable(q, n) or fnode.op not in ("conv", "dense") or \
-                fnode.inputs[1] not in g.params:
+        fnode = float_layer(q, n, prod)
+        if fnode is None:
             return
         xs = np.concatenate([e[n.inputs[0]] for e in envs])
         new = _layer(q, n, fnode, xs, len(changed))

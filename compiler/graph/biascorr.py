@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.conv import out_hw, pad_nchw
+from ..ops.conv import out_hw, pad_nchw, tap_windows
 from ..ops.requant import acc_bound
 from .ir import Graph
 from .reference import run_nodes, single_threaded_blas
@@ -58,15 +58,12 @@ _FIXED = ("pre", "tclip", "stages", "radd", "rnd")
 def _window_sums(x, kernel, attrs):
     """Per input channel and kernel tap, the sum over the batch and every output position
     of the input element that tap reads (zero padding): (C, KH, KW) float64."""
-    (kh, kw), (sh, sw) = kernel, attrs["strides"]
-    dh, dw = attrs["dilations"]
-    oh, ow = out_hw(x.shape[2], x.shape[3], (kh, kw), (sh, sw), attrs["pads"], (dh, dw))
+    oh, ow = out_hw(x.shape[2], x.shape[3], kernel, attrs["strides"], attrs["pads"],
+                    attrs["dilations"])
     xp = pad_nchw(x.astype(np.float64), attrs["pads"], 0)
-    out = np.empty((x.shape[1], kh, kw))
-    for ky in range(kh):
-        for kx in range(kw):
-            out[:, ky, kx] = xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
-                                kx * dw:kx * dw + sw * (ow - 1) + 1:sw].sum(axis=(0, 2, 3))
+    out = np.empty((x.shape[1],) + tuple(kernel))
+    for ky, kx, win in tap_windows(xp, kernel, attrs["strides"], attrs["dilations"], oh, ow):
+        out[:, ky, kx] = win.sum(axis=(0, 2, 3))
     return out, x.shape[0] * oh * ow
 
 
@@ -111,6 +108,17 @@ def correctable(q: Graph, n) -> bool:
             n.output not in getattr(q, "scales", {}))
 
 
+def float_layer(q: Graph, n, prod: dict):
+    """The float conv / dense with constant weights that integer node ``n`` of ``q`` computes,
+    when ``n`` is :func:`correctable` (``prod``: {value: node of ``q.float_graph`` producing
+    it}), else None."""
+    fnode = prod.get(q.float_of.get(n.output))
+    if fnode is None or not correctable(q, n) or fnode.op not in ("conv", "dense") or \
+            fnode.inputs[1] not in q.float_graph.params:
+        return None
+    return fnode
+
+
 def correct_biases(q: Graph, samples, float_envs=None) -> dict:
     """Fold each integer GEMM layer's mean output error on ``samples`` (feed dicts) into its
     int32 bias, in place (see the module docstring); ``float_envs[k]`` (every value of
@@ -135,9 +143,8 @@ def correct_biases(q: Graph, samples, float_envs=None) -> dict:
     changed: dict[str, np.ndarray] = {}
 
     def correct(n, qenvs):          # before node n runs on the samples: its correction
-        fnode = prod.get(q.float_of.get(n.output))
-        if samples and fnode is not None and correctable(q, n) and \
-                fnode.op in ("conv", "dense") and fnode.inputs[1] in g.params:
+        fnode = float_layer(q, n, prod)
+        if samples and fnode is not None:
             d = _correction(q, n, fnode, qenvs, envs)
             if d is not None:
                 bq = q.params[n.inputs[2]].astype(np.int64) - d

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ops.conv import conv_nchw, out_hw, pad_nchw
+from ..ops.conv import conv_nchw, out_hw, pad_nchw, tap_windows
 from ..ops.requant import frac_for
 from .reference import single_threaded_blas
 
@@ -88,14 +88,12 @@ def _gemm(n, g):
 
 def _depthwise(x, w, a):
     """A depthwise conv (one input channel per output channel) as a sum over its taps."""
-    (kh, kw), (sh, sw), (dh, dw) = w.shape[2:], a["strides"], a["dilations"]
-    oh, ow = out_hw(x.shape[2], x.shape[3], (kh, kw), (sh, sw), a["pads"], (dh, dw))
-    xp = pad_nchw(x, a["pads"], 0)
+    kernel = w.shape[2:]
+    oh, ow = out_hw(x.shape[2], x.shape[3], kernel, a["strides"], a["pads"], a["dilations"])
     y = np.zeros((x.shape[0], w.shape[0], oh, ow), np.float32)
-    for ky in range(kh):
-        for kx in range(kw):
-            y += xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
-                    kx * dw:kx * dw + sw * (ow - 1) + 1:sw] * w[None, :, 0, ky, kx, None, None]
+    for ky, kx, win in tap_windows(pad_nchw(x, a["pads"], 0), kernel, a["strides"],
+                                   a["dilations"], oh, ow):
+        y += win * w[None, :, 0, ky, kx, None, None]
     return y
 
 

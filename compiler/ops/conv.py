@@ -34,6 +34,27 @@ def out_hw(h, w, k, s, pads, d=(1, 1)):
     return oh, ow
 
 
+def tap_windows(xp, kernel, strides, dilations, oh, ow):
+    """Yield ``(ky, kx, window)`` for every kernel tap of padded NCHW ``xp``: the
+    (N, C, oh, ow) view of the input elements tap (ky, kx) reads at each output position."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    for ky in range(kh):
+        for kx in range(kw):
+            yield ky, kx, xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
+                             kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
+
+
+def im2col(x, kernel, strides, pads, dilations=(1, 1), dtype=np.float64):
+    """The conv input patches of NCHW ``x``: (N, C, kh, kw, oh, ow) in ``dtype``."""
+    n, c, h, wd = x.shape
+    oh, ow = out_hw(h, wd, kernel, strides, pads, dilations)
+    xp = pad_nchw(x.astype(dtype), pads, 0)
+    cols = np.empty((n, c, kernel[0], kernel[1], oh, ow), dtype)
+    for ky, kx, win in tap_windows(xp, kernel, strides, dilations, oh, ow):
+        cols[:, :, ky, kx] = win
+    return cols
+
+
 def conv_nchw(x, w, strides, pads, dilations=(1, 1), group=1, acc=np.float64):
     """Grouped, dilated, strided, padded NCHW conv; ``pads`` ONNX order (t, l, b, r).
     im2col + one BLAS matmul batched over the groups; integer inputs (``acc=np.int64``) are multiplied
@@ -47,15 +68,8 @@ def conv_nchw(x, w, strides, pads, dilations=(1, 1), group=1, acc=np.float64):
         if bound >= 2.0 ** 53:
             raise GraphError(f"conv reference: sums up to {bound:.3g} are not exact in float64")
     ft = np.float64 if (exact_int or acc == np.float64) else np.float32
-    xp = pad_nchw(x.astype(ft), pads, 0)
     og = o // group
-    sh, sw = strides
-    dh, dw = dilations
-    cols = np.empty((n, c, kh, kw, oh, ow), ft)
-    for ky in range(kh):
-        for kx in range(kw):
-            cols[:, :, ky, kx] = xp[:, :, ky * dh:ky * dh + sh * (oh - 1) + 1:sh,
-                                    kx * dw:kx * dw + sw * (ow - 1) + 1:sw]
+    cols = im2col(x, (kh, kw), strides, pads, dilations, ft)
     # one batched product over the groups: (group, og, K) @ (n, group, K, P)
     wt = w.astype(ft).reshape(group, og, cg * kh * kw)
     out = np.matmul(wt, cols.reshape(n, group, cg * kh * kw, oh * ow)).reshape(n, o, oh, ow)
@@ -155,10 +169,8 @@ def max_pool_nchw(x, pool: dict):
     lo = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     xp = pad_nchw(x, pads, lo)
     y = None
-    for ky in range(kh):
-        for kx in range(kw):
-            win = xp[:, :, ky:ky + sh * (oh - 1) + 1:sh, kx:kx + sw * (ow - 1) + 1:sw]
-            y = win if y is None else np.maximum(y, win)
+    for _, _, win in tap_windows(xp, (kh, kw), (sh, sw), (1, 1), oh, ow):
+        y = win if y is None else np.maximum(y, win)
     return y
 
 
