@@ -182,17 +182,7 @@ def _softmax_sum_fields(e, rows, row, c, k, name, lanes=None):
     kk = te.reduce_axis(c, "kf")
 
     def body(*i):
-        v = e[row(i) + (kk,)]
-
-        def scaled(j):           # e * 2**(k - jW), one power-of-two step at a time
-            return v * float(2.0 ** k) if j == 0 else scaled(j - 1) * float(2.0 ** -w)
-
-        def floor_at(j):
-            return te.floor(scaled(j))
-        out = floor_at(nf - 1)
-        for j in range(nf - 2, -1, -1):
-            out = te.select(i[-1] < j + 1, floor_at(j) - floor_at(j + 1) * float(2.0 ** w), out)
-        return te.sum(out, axis=kk)
+        return te.sum(_field_of(e[row(i) + (kk,)], i[-1], nf, k, w), axis=kk)
     q = te.compute(rows + (nf,), body, f"{name}.fields")
 
     def sched(target=None):
@@ -223,6 +213,15 @@ def _field(v, j, nf, k, w):
     return te.floor(scaled(j)) - te.floor(scaled(j + 1)) * float(2.0 ** w)
 
 
+def _field_of(v, f, nf, k, w):
+    """Field ``f`` (an index expression) of ``floor(v * 2**k)`` in ``nf`` fields of ``w``
+    bits: :func:`_field` chosen by selects, the top field last."""
+    out = _field(v, nf - 1, nf, k, w)
+    for j in range(nf - 2, -1, -1):
+        out = te.select(f < j + 1, _field(v, j, nf, k, w), out)
+    return out
+
+
 def _lane_fields(e, rows, row, c, k, name, ln, w, nf):
     """:func:`_softmax_sum_fields` in ``ln`` partial sums per row: stage ``<name>.fields``
     (rows, nf, ln) sums field ``f`` of the elements ``j`` with ``j % ln == l`` (``c / ln``
@@ -232,12 +231,7 @@ def _lane_fields(e, rows, row, c, k, name, ln, w, nf):
     kk = te.reduce_axis(c // ln, "kf")
 
     def body(*i):
-        v = e[row(i) + (kk * ln + i[-1],)]
-        f = i[-2]
-        out = _field(v, nf - 1, nf, k, w)
-        for j in range(nf - 2, -1, -1):
-            out = te.select(f < j + 1, _field(v, j, nf, k, w), out)
-        return te.sum(out, axis=kk)
+        return te.sum(_field_of(e[row(i) + (kk * ln + i[-1],)], i[-2], nf, k, w), axis=kk)
     q = te.compute(rows + (nf, ln), body, f"{name}.fields")
 
     def sched(target=None):
