@@ -178,13 +178,12 @@ def gelu_case(rng, shape):
     (:func:`compiler.ops.lut.float_cpu` of the registry's TE GELU, erf form), checked bit
     for bit against its reference twin (:func:`compiler.ops.lut.float32_twin`); onnxruntime
     runs ONNX Gelu (opset 20)."""
-    from compiler.ops.lut import float32_twin
     from compiler.ops.unary import UNARY
     fn = UNARY["gelu"].te_fn
     x = te.placeholder(shape, "float32", "x")
     xv = (rng.standard_normal(shape) * 2).astype(np.float32)
     y = te.compute(shape, lambda *i: fn(x[i], {}), "gelu", dtype="float32")
-    twin = float32_twin(lambda v: fn(v, {}))
+    twin = _gelu_twin()
     return (f"gelu {shape[0]}x{shape[1]}", "float32", y, {x: xv}, lambda xv=xv: twin(xv),
             lambda th, xv=xv: _ort_session(_node("Gelu", ["x"]), [("x", xv)], [], th,
                                            opset=20))
@@ -200,10 +199,16 @@ def _exact_reference(name, feeds):
         from compiler.ops.softmax import softmax_f32
         return softmax_f32(xv)
     if name.startswith("gelu"):
-        from compiler.ops.lut import float32_twin
-        from compiler.ops.unary import UNARY
-        return float32_twin(lambda v: UNARY["gelu"].te_fn(v, {}))(xv)
+        return _gelu_twin()(xv)
     return None
+
+
+def _gelu_twin():
+    """The numpy twin of the graph's float32 GELU kernel (:func:`compiler.ops.lut.float32_twin`
+    of the registry's TE GELU)."""
+    from compiler.ops.lut import float32_twin
+    from compiler.ops.unary import UNARY
+    return float32_twin(lambda v: UNARY["gelu"].te_fn(v, {}))
 
 
 def _softmax_np(x):
