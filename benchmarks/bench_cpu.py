@@ -7,9 +7,8 @@ Operators: conv1 (7x7 s2 p3, 3 -> 64, 224x224; int8 -> int32 and float32), its m
 prepacks its constant weights), softmax over the last axis (12 heads x 128 x 128 and 128 x
 768, BERT-base's attention and hidden widths; 12 x 197 x 197, ViT-B/16's attention; and the
 1000 logits), a LayerNorm over 768
-features (128 tokens, BERT-base; 197, ViT-B/16; a TE composition written here:
-compiler.cpu.ops has no LayerNorm operator, and compiler.graph runs LayerNormalization on
-the host in numpy) and ViT-B/16's MLP GELU (197 x 3072, the graph's float CPU kernel of
+features with scale and bias (128 tokens, BERT-base; 197, ViT-B/16;
+compiler.cpu.layernorm, the kernel compiler.graph runs ONNX LayerNormalization in) and ViT-B/16's MLP GELU (197 x 3072, the graph's float CPU kernel of
 ONNX Gelu, erf form: what runs where the quantiser keeps a GELU float; by default it is an
 int8 lookup table).
 
@@ -18,8 +17,8 @@ features, and for this CPU with AVX-512 turned off (``host_target(features="-avx
 AVX2 code, 16 vector registers, as on an AVX2-only host of the same family).  The
 second column is emulated: the code runs on this CPU, onnxruntime keeps its AVX-512
 kernels, so the ratio is conservative.  Every engine's output is checked against ours
-(integers exactly, floats to rtol 1e-4; the softmax and GELU bit for bit against their
-references) before timing.  Times are the best of ``--repeat`` runs, the engines
+(integers exactly, floats to rtol 1e-4; the softmax, LayerNorm and GELU bit for bit
+against their references) before timing.  Times are the best of ``--repeat`` runs, the engines
 interleaved round by round so that they see the same machine load: the single-thread
 engines in process CPU time (preemption by other jobs is not charged), the multi-thread
 ones in wall time; the load average is printed before and after.
@@ -43,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from compiler import te  # noqa: E402
 from compiler.cpu import clear_memory_cache, cpu_build, host_target, ops  # noqa: E402
 from compiler.cpu.jit import vector_shape  # noqa: E402
+from compiler.cpu.layernorm import layer_norm, layer_norm_f32  # noqa: E402
 from compiler.te.evaluate import run as te_evaluate  # noqa: E402
 from compiler.ops import conv2d_nchw_reference  # noqa: E402
 
@@ -162,13 +162,17 @@ def cases(rng):
                                                    [("x", xv)], [], th)))
     for tokens in (128, 197):                 # BERT-base 128 tokens, ViT-B/16 197
         x = te.placeholder((tokens, 768), "float32", "x")
+        g = te.placeholder((768,), "float32", "g")
+        b = te.placeholder((768,), "float32", "b")
         xv = rng.standard_normal((tokens, 768)).astype(np.float32)
-        ones, zeros = np.ones(768, np.float32), np.zeros(768, np.float32)
-        out.append((f"layernorm {tokens}x768 (TE)", "float32", layernorm_te(x), {x: xv},
-                    lambda xv=xv: _layernorm_np(xv),
-                    lambda th, xv=xv, ones=ones, zeros=zeros: _ort_session(
+        gv = (1 + 0.1 * rng.standard_normal(768)).astype(np.float32)
+        bv = (0.1 * rng.standard_normal(768)).astype(np.float32)
+        out.append((f"layernorm {tokens}x768", "float32", layer_norm(x, g, b),
+                    {x: xv, g: gv, b: bv},
+                    lambda xv=xv, gv=gv, bv=bv: _layernorm_np(xv, gv, bv),
+                    lambda th, xv=xv, gv=gv, bv=bv: _ort_session(
                         _node("LayerNormalization", ["x", "g", "b"], axis=-1, epsilon=1e-5),
-                        [("x", xv)], [("g", ones), ("b", zeros)], th)))
+                        [("x", xv)], [("g", gv), ("b", bv)], th)))
     out.append(gelu_case(rng, (197, 3072)))
     return out
 
@@ -191,15 +195,20 @@ def gelu_case(rng, shape):
 
 def _exact_reference(name, feeds):
     """The bits a float32 kernel with a numpy twin must give: the softmax's
-    (``softmax_f32``) and the GELU's (its ``float32_twin``, the row's numpy function)."""
-    (xv,) = feeds.values() if len(feeds) == 1 else (None,)
-    if xv is None or xv.dtype != np.float32:
+    (``softmax_f32``), the LayerNorm's (``layer_norm_f32``, feeds x, scale, bias) and the
+    GELU's (its ``float32_twin``, the row's numpy function)."""
+    vals = list(feeds.values())
+    if vals[0].dtype != np.float32:
+        return None
+    if name.startswith("layernorm"):
+        return layer_norm_f32(*vals)
+    if len(vals) != 1:
         return None
     if name.startswith("softmax"):
         from compiler.ops.softmax import softmax_f32
-        return softmax_f32(xv)
+        return softmax_f32(vals[0])
     if name.startswith("gelu"):
-        return _gelu_twin()(xv)
+        return _gelu_twin()(vals[0])
     return None
 
 
@@ -216,23 +225,9 @@ def _softmax_np(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def _layernorm_np(x):
+def _layernorm_np(x, g, b):
     m = x.mean(-1, keepdims=True)
-    return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + np.float32(1e-5))
-
-
-def layernorm_te(x, eps=1e-5):
-    """LayerNorm over the last axis without scale and shift, as plain TE (mean, variance,
-    normalise: three stages with their loops as written; compiler.cpu.ops has no
-    LayerNorm operator, so this row measures the backend on a reduction it was not
-    tuned for)."""
-    n, c = x.shape
-    k1, k2 = te.reduce_axis(c, "k1"), te.reduce_axis(c, "k2")
-    mean = te.compute((n,), lambda i: te.sum(x[i, k1], axis=k1) / float(c), "ln.mean")
-    var = te.compute((n,), lambda i: te.sum((x[i, k2] - mean[i]) * (x[i, k2] - mean[i]),
-                                            axis=k2) / float(c), "ln.var")
-    return te.compute((n, c), lambda i, j: (x[i, j] - mean[i]) / te.sqrt(var[i] + eps),
-                      "ln")
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + np.float32(1e-5)) * g + b
 
 
 def _node(op, inputs, **attrs):

@@ -74,9 +74,10 @@ class StageEmitter(MemoryAccess):
     """Emit the LLVM function of one lowered stage into ``module``."""
 
     def __init__(self, module: ir.Module, fname: str, stage: str, stmt, buffers: list,
-                 nsz: bool = False, alias: dict | None = None):
+                 nsz: bool = False, alias: dict | None = None, ordered: bool = False):
         self.module, self.stage, self.buffers = module, stage, buffers
         self.nsz = ("nsz",) if nsz else ()     # min/max: either zero for (-0, +0)
+        self.ordered = ordered                 # float sums: plain fadd / fmul, in loop order
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(buffers) + [I64, I64])
         self.fn = ir.Function(module, fnty, fname)
         for a in self.fn.args[:len(buffers)]:
@@ -205,9 +206,11 @@ class StageEmitter(MemoryAccess):
         """A float32 sum-reduction update ``acc = acc + body`` with ``reassoc`` (so LLVM
         may vectorize the sum), as ``llvm.fmuladd`` when the body is a product (one FMA
         where the CPU has it); else None.  Float reductions are order-dependent anyway:
-        the tests compare them with a tolerance."""
+        the tests compare them with a tolerance.  An ``ordered`` stage
+        (:func:`compiler.cpu.schedules.ordered_sum`) gets None: its update is the plain
+        IEEE ``fadd`` (and ``fmul``) of the expression, in loop order, no contraction."""
         e = s.value
-        if not (is_float(s.tensor.dtype) and isinstance(e, Binary) and e.op == "add"
+        if self.ordered or not (is_float(s.tensor.dtype) and isinstance(e, Binary) and e.op == "add"
                 and isinstance(e.a, Load) and e.a.tensor is s.tensor and is_float(e.dtype)):
             return None
         acc = self.expr(e.a)

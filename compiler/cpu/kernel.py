@@ -38,7 +38,7 @@ from ..te.loop_nest import ScheduleError, StageSchedule
 from ..te import (Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, TEError, Tensor,
                   walk)
 from .codegen import MAX_UNROLL, StageCode, StageEmitter
-from .schedules import SIGNED_ZERO_FREE, row_blocks
+from .schedules import ORDERED_SUM, SIGNED_ZERO_FREE, row_blocks
 from .indexing import check_reads
 from .errors import CpuError
 from . import batch as _batch
@@ -167,7 +167,8 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
             # lower_host's temporaries stand in for the ones allocated for a cached build
             code.buffers[1:1 + len(s.temps)] = list(s.temps)
             StageEmitter(mod, prefix + code.name, code.tensor.name, stmt, code.buffers,
-                         nsz=SIGNED_ZERO_FREE in s.opts, alias=alias).emit()
+                         nsz=SIGNED_ZERO_FREE in s.opts, alias=alias,
+                         ordered=ORDERED_SUM in s.opts).emit()
         _emit_run_all(mod, codes, slots, prefix, blocks)
         return str(mod)
 

@@ -6,7 +6,10 @@ attention patterns and any other equation numpy takes), and Gemm of two activati
 Axes come from the attribute (opset < 18; ReduceSum from 13) or the second input; they are
 normalised to non-negative and stored on the node.  Every one stays float (it is a
 reduction across values whose scales a single int8 table cannot express); they run on the
-host as their numpy functions (float64 inside), and the partition report says so.
+host as their numpy functions (float64 inside), and the partition report says so, except
+LayerNormalization's output over the last axis: the CPU kernel
+:func:`compiler.cpu.layernorm.layer_norm` (LLVM), whose numpy twin ``layer_norm_f32`` is
+then the reference (bit for bit, on the host too).
 
 Example::
 
@@ -195,7 +198,58 @@ def import_instance_norm(ctx, node, attrs):
              attrs={"axes": list(range(2, len(xs))), "epsilon": eps})
 
 
+def _ln_on_cpu(n, xshape, xdtype, shapes) -> bool:
+    """The CPU kernel (:func:`compiler.cpu.layernorm.layer_norm`) computes node ``n`` (a
+    ``layer_norm`` of a float32 input of ``xshape``; ``shapes``: its scale's and bias's):
+    LayerNormalization's Y over the last axis alone, scale and bias broadcasting to that
+    axis.  Then the reference is the kernel's numpy twin (``layer_norm_f32``) wherever the
+    node runs, so the program and the reference agree bit for bit."""
+    c = xshape[-1] if xshape else 0
+    fits = all(len(s) <= len(xshape) and int(np.prod(s)) in (1, c)
+               and (not s or s[-1] == int(np.prod(s))) for s in shapes)
+    return (n.attrs.get("output", 0) == 0 and list(n.attrs["axes"]) == [len(xshape) - 1]
+            and np.dtype(xdtype) == np.float32 and fits)
+
+
+def place_layer_norm(n, g, cfg, opts):
+    """The CPU (LLVM) for the kernel's form (:func:`_ln_on_cpu`; a scale or bias that is
+    an activation of the normalised axis's shape) when the backend is there, else the
+    host (numpy)."""
+    xv = g.values[n.inputs[0]]
+    shapes = [g.params[i].shape if i in g.params else g.values[i].shape
+              for i in n.inputs[1:]]
+    acts = all(i in g.params or g.values[i].shape == xv.shape[-1:] for i in n.inputs[1:])
+    return "cpu" if acts and _ln_on_cpu(n, xv.shape, xv.dtype, shapes) and \
+        registry.cpu_backend() else "host"
+
+
+def layer_norm_cpu(n, g):
+    """Node ``n`` as :func:`compiler.cpu.layernorm.layer_norm` (scale and bias as
+    constants broadcast to the normalised axis, or activations of that shape)."""
+    from .. import te
+    from ..cpu.layernorm import layer_norm as ln_te
+    xv = g.values[n.inputs[0]]
+    c = xv.shape[-1]
+    x = te.placeholder(xv.shape, "float32", "data")
+    binds, sb = [(x, ("value", n.inputs[0]))], []
+    for i, what in zip(n.inputs[1:], ("scale", "bias")):
+        t = te.placeholder((c,), "float32", what)
+        src = ("param", np.ascontiguousarray(np.broadcast_to(g.params[i].reshape(-1), (c,)),
+                                             np.float32)) \
+            if i in g.params else ("value", i)
+        binds.append((t, src))
+        sb.append(t)
+    sb += [None] * (2 - len(sb))
+    return ln_te(x, sb[0], sb[1], n.attrs["epsilon"], name=n.name), binds
+
+
 def _layer_norm_ref(n, ins):
+    if _ln_on_cpu(n, ins[0].shape, ins[0].dtype, [i.shape for i in ins[1:]]):
+        from ..cpu.layernorm import layer_norm_f32
+        c = ins[0].shape[-1]
+        sb = [np.broadcast_to(i.astype(np.float32).reshape(-1), (c,)) for i in ins[1:]]
+        sb += [None, None]
+        return layer_norm_f32(ins[0], sb[0], sb[1], n.attrs["epsilon"])
     x = ins[0].astype(np.float64)
     k = n.attrs.get("output", 0)
     if k:                                          # LayerNormalization's Mean / InvStdDev
@@ -300,7 +354,8 @@ for _op, (_onnx, _fn) in REDUCE.items():
 registry.register(registry.OpDef(
     "layer_norm", reference=_layer_norm_ref, category="reduction",
     onnx={"LayerNormalization": import_layer_norm,
-          "InstanceNormalization": import_instance_norm}, float_why=_WHY))
+          "InstanceNormalization": import_instance_norm}, float_why=_WHY,
+    place=place_layer_norm, cpu=layer_norm_cpu))
 registry.register(registry.OpDef(
     "log_softmax", reference=_log_softmax_ref, category="reduction",
     onnx={"LogSoftmax": import_log_softmax}, float_why=_WHY))
