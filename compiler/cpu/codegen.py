@@ -74,10 +74,12 @@ class StageEmitter(MemoryAccess):
     """Emit the LLVM function of one lowered stage into ``module``."""
 
     def __init__(self, module: ir.Module, fname: str, stage: str, stmt, buffers: list,
-                 nsz: bool = False, alias: dict | None = None, ordered: bool = False):
+                 nsz: bool = False, alias: dict | None = None, ordered: bool = False,
+                 overlap: bool = False):
         self.module, self.stage, self.buffers = module, stage, buffers
         self.nsz = ("nsz",) if nsz else ()     # min/max: either zero for (-0, +0)
         self.ordered = ordered                 # float sums: plain fadd / fmul, in loop order
+        self.overlap = overlap                 # a row's partial vector: a full one, shifted
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(buffers) + [I64, I64])
         self.fn = ir.Function(module, fnty, fname)
         for a in self.fn.args[:len(buffers)]:
@@ -144,13 +146,38 @@ class StageEmitter(MemoryAccess):
         n = cond.type.count
         full = self.all_lanes(e) if _affine_guard(e) else self.b.icmp_unsigned(
             "==", self.b.bitcast(cond, ir.IntType(n)), ir.Constant(ir.IntType(n), (1 << n) - 1))
+        tail = self.overlap and _tail_guard(e, self.vec, n)
         with self.b.if_else(full) as (then, otherwise):
             with then:
                 self.stmt_(body)
             with otherwise:
-                self.mask = cond
-                self.stmt_(body)
-                self.mask = None
+                if tail:
+                    self.overlap_tail(e, body)
+                else:
+                    self.mask = cond
+                    self.stmt_(body)
+                    self.mask = None
+
+    def overlap_tail(self, e, body):
+        """``body`` for the partial vector of a row under the tail guard ``e`` (``a + v <
+        n``, :func:`_tail_guard`): the full vector that ends at the row's end (lanes ``n -
+        W .. n - 1``, overlapping the previous vector) instead of masked code, so the
+        lanes before the partial ones are computed again, to the same values (a stage
+        that reads what it writes must not: :func:`compiler.cpu.kernel.cpu_build` refuses
+        it).  The vector variable is shifted by ``n - W - (a + 0)``."""
+        v, vec_env, w = self.vec, self.env[self.vec], self.lanes
+        self.vec, self.lanes = None, 1
+        self.env[v] = ir.Constant(I64, 0)
+        try:
+            start = self.index(e.a)               # the first lane's index, scalar
+        finally:
+            self.vec, self.env[v], self.lanes = v, vec_env, w
+        shift = self.b.sub(ir.Constant(I64, int(e.b.value) - w), start)
+        self.env[v] = self.b.add(vec_env, self.splat(shift, w))
+        try:
+            self.stmt_(body)
+        finally:
+            self.env[v] = vec_env
 
     def all_lanes(self, e):
         """Scalar i1: guard ``e`` (comparisons of affine index expressions, each true on an
@@ -570,6 +597,24 @@ def _affine_guard(e) -> bool:
         return _affine_guard(e.a) and _affine_guard(e.b)
     return isinstance(e, Binary) and e.op in ("lt", "le", "ge", "gt") and \
         _affine(e.a) and _affine(e.b)
+
+
+def _tail_guard(e, v, lanes) -> bool:
+    """``e`` is the guard of a split's tail, ``a + v < n`` (``a`` affine, ``v`` the
+    vectorized variable itself, ``n >= lanes`` a constant, so that the full vector ending
+    at ``n`` starts inside the row)."""
+    return (isinstance(e, Binary) and e.op == "lt" and isinstance(e.b, Const)
+            and not is_float(e.b.dtype or "") and int(e.b.value) >= lanes
+            and isinstance(e.a, Binary) and e.a.op == "add" and e.a.b is v
+            and _affine(e.a.a) and v not in _vars(e.a.a))
+
+
+def _vars(e) -> set:
+    if isinstance(e, IterVar):
+        return {e}
+    if isinstance(e, Binary):
+        return _vars(e.a) | _vars(e.b)
+    return set()
 
 
 def _affine(e) -> bool:

@@ -38,7 +38,7 @@ from ..te.loop_nest import ScheduleError, StageSchedule
 from ..te import (Binary, Call, Cast, Const, IterVar, Load, Reduce, Select, TEError, Tensor,
                   walk)
 from .codegen import MAX_UNROLL, StageCode, StageEmitter
-from .schedules import ORDERED_SUM, SIGNED_ZERO_FREE, row_blocks
+from .schedules import ORDERED_SUM, OVERLAP_TAIL, SIGNED_ZERO_FREE, row_blocks
 from .indexing import check_reads
 from .errors import CpuError
 from . import batch as _batch
@@ -157,6 +157,16 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
     slots = _slots(codes)
     blocks = row_blocks(scheds, codes) if shared is None else 1
     alias = in_place(codes)
+    for t, s in zip(stages, scheds):
+        if OVERLAP_TAIL not in s.opts:
+            continue
+        if s.reduce is not None:
+            raise CpuError(f"stage {t.name}: overlap_tail on a reduction (the overlapped "
+                           f"elements would be reduced twice)")
+        if alias and t is codes[-1].tensor:
+            raise CpuError(f"stage {t.name}: overlap_tail on a stage computed in place (it "
+                           f"reads {next(iter(alias)).name} from the array it writes: the "
+                           f"overlapped elements would be read after their update)")
     key += f"\nrow_blocks:{blocks}" + "".join(f"\nin_place:{t.name}" for t in alias)
 
     def gen(prefix=""):
@@ -168,7 +178,8 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
             code.buffers[1:1 + len(s.temps)] = list(s.temps)
             StageEmitter(mod, prefix + code.name, code.tensor.name, stmt, code.buffers,
                          nsz=SIGNED_ZERO_FREE in s.opts, alias=alias,
-                         ordered=ORDERED_SUM in s.opts).emit()
+                         ordered=ORDERED_SUM in s.opts,
+                         overlap=OVERLAP_TAIL in s.opts).emit()
         _emit_run_all(mod, codes, slots, prefix, blocks)
         return str(mod)
 
