@@ -213,7 +213,7 @@ def wide_rows_schedule(t: Tensor, target=None, registers: int = 4,
 
 
 #: the work an overlapped last vector may add to a row (:func:`wide_rows_schedule`)
-OVERLAP_WASTE = float(os.environ.get("VTA_CPU_OVERLAP_WASTE", 0.15))
+OVERLAP_WASTE = float(os.environ.get("VTA_CPU_OVERLAP_WASTE", 0.05))
 
 
 ROW_LOCAL = "cpu.row_local"
