@@ -6,9 +6,9 @@ Operators: conv1 (7x7 s2 p3, 3 -> 64, 224x224; int8 -> int32 and float32), its m
 512 -> 1000 classifier (int8 -> int32 and float32; weights prepacked, as onnxruntime
 prepacks its constant weights), softmax over the last axis (12 heads x 128 x 128 and 128 x
 768, BERT-base's attention and hidden widths; 12 x 197 x 197, ViT-B/16's attention; and the
-1000 logits), a LayerNorm over 768
-features with scale and bias (128 tokens, BERT-base; 197, ViT-B/16;
-compiler.cpu.layernorm, the kernel compiler.graph runs ONNX LayerNormalization in) and ViT-B/16's MLP GELU (197 x 3072, the graph's float CPU kernel of
+1000 logits), a LayerNorm over 768 features with scale and bias (128 tokens, BERT-base;
+197, ViT-B/16; compiler.cpu.layernorm, the kernel compiler.graph runs ONNX
+LayerNormalization in) and ViT-B/16's MLP GELU (197 x 3072, the graph's float CPU kernel of
 ONNX Gelu, erf form: what runs where the quantiser keeps a GELU float; by default it is an
 int8 lookup table).
 
