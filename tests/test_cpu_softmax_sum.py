@@ -38,8 +38,8 @@ def test_the_formulation_follows_the_row_length_and_the_target():
     # rows of 768 (BERT/ViT width): 3 fields over the row, 2 in 16 partial sums
     assert sum_lanes(768) == 16 and sum_fields(768) == 3 and sum_fields(768, 16) == 2
     assert sum_lanes(128) == 1
-    # rows 16 does not divide: 16 partial sums over the first 16 floor(c / 16) elements,
-    # the rest exact in int64 (tests/test_cpu_overlap_tail.py): 1000 and ViT's 197 in 2
+    # rows 16 does not divide: 16 partial sums, the last c % 16 elements added to the top
+    # lanes' sums in the lanes' total (tests/test_cpu_overlap_tail.py): 1000 and ViT's 197 in 2
     assert sum_lanes(1000) == 16 and sum_fields(1000, 16) == 2 < sum_fields(1000) == 3
     assert sum_lanes(197) == 16 and sum_fields(197, 16) == 2
     for target in (NATIVE, AVX2):
@@ -75,7 +75,10 @@ def test_both_formulations_on_both_targets_equal_the_reference_bit_for_bit(shape
 @pytest.mark.parametrize("c,lanes", [(1, None), (3, None), (128, None), (1000, None),
                                      (1000, 1), (197, None), (47, 16), (33, 16),
                                      (6625, None), (768, None), (768, 1), (128, 16),
-                                     (4096, 16), (16, 16), (1 << 16, 16)])
+                                     (4096, 16), (16, 16), (1 << 16, 16),
+                                     # 16 floor(c / 16) a power of two plus a tail: the
+                                     # top lanes' ceil(c / 16) terms set the field width
+                                     (129, None), (143, None), (35, 16), (65, 16), (1030, 16)])
 def test_the_fields_rebuild_the_int64_sum_exactly(c, lanes):
     """The row sum itself, not only the softmax (float32 rounds its low bits away): the
     fields' int64 equals numpy's sum of int64(e * 2**K) on every target, for e from
@@ -99,10 +102,10 @@ def test_the_fields_rebuild_the_int64_sum_exactly(c, lanes):
 def test_fields_cover_the_fixed_point_sum_exactly():
     """Every field's row sum stays below 2**24 (exact in float32) and the fields cover
     the K + 1 bits of floor(e * 2**K) for e in [0, 1]."""
-    for c in (1, 2, 3, 128, 768, 1000, 6625, 1 << 16, 1 << 20):
+    for c in (1, 2, 3, 128, 129, 143, 197, 768, 1000, 6625, 1 << 16, 1 << 20):
         for lanes in {1, sum_lanes(c)}:       # each of ``lanes`` partial sums: c / lanes terms
             k, w, nf = softmax_sum_bits(c), sum_field_bits(c, lanes), sum_fields(c, lanes)
-            assert c // lanes * (1 << w) <= 1 << 24
+            assert -(-c // lanes) * (1 << w) <= 1 << 24     # the tail's lanes: one more
             assert lanes << 24 < 1 << 31      # the lanes' int32 total of a field
             assert (nf - 1) * w >= k - w      # the top field floor(e * 2**(k-(nf-1)w)) <= 2**w
 
