@@ -67,7 +67,8 @@ def test_softmax_of_every_row_length_is_bit_exact_with_its_twin(target):
 
 def test_row_sum_counts_each_element_once():
     # 197 = 12 x 16 + 5: 16 partial sums over 192 elements (2 fields of 20 bits), the last
-    # 5 added exactly; a row whose every element is the maximum sums to exactly c
+    # 5 added to the top 5 lanes in the lanes' total from the row's last 16 elements, the
+    # first 11 of them masked; a row whose every element is the maximum sums to exactly c
     assert sum_lanes(197) == 16 and sum_fields(197, 16) == 2 < sum_fields(197) == 3
     assert sum_lanes(31) == 1
     for target in (NATIVE, AVX2):
@@ -76,6 +77,12 @@ def test_row_sum_counts_each_element_once():
             got = cpu_build(ops.softmax(x, target=target), target=target).run(
                 {x: np.zeros((2, c), np.float32)})
             assert np.array_equal(got, np.full((2, c), np.float32(1) / np.float32(c))), c
+            # one maximum just before the tail (masked in the tail's vector) and one in it:
+            # the others underflow, so the sum is exactly 2
+            xv = np.full((2, c), -200.0, np.float32)
+            xv[:, c - c % 16 - 1] = xv[:, c - 1] = 0.0
+            got = cpu_build(ops.softmax(x, target=target), target=target).run({x: xv})
+            assert np.array_equal(got, softmax_f32(xv)) and got[0, c - 1] == 0.5, c
 
 
 def test_in_place_and_reductions_are_refused():
