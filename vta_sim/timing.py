@@ -69,7 +69,8 @@ from isa import Opcode, VTAConfig, decode_stream
 from .errors import InputError
 from .timing_engine import CLIENTS, Engine
 
-__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS"]
+__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS",
+           "PRESET_CORES", "preset_for_core"]
 
 #: vta_hw's read arbiter order: fetch, the compute module (micro-ops, accumulators), the
 #: load module (inputs, weights)
@@ -179,6 +180,12 @@ class TimingParams:
     #: data beat, from the first request on (vta_hw's loader), not before and after the data
     store_setup_cycles: int = 0
     store_cycles_per_tile: int = 0        #: SRAM read per OUT tile (besides its data beats)
+    pad_row_cycles: int = 0               #: with ``load_pad_overlap``: cycles the zero side
+    #: spends per padding run (``y_size + 1`` runs) of a LOAD with padding, besides its
+    #: tiles (vta_hw's zero side reloads its counter between runs; visible behind a
+    #: low-latency on-chip DRAM, hidden behind the cocotb model's 16 cycles)
+    launch_cycles: int = 0                #: cycles from the launch to the first fetch
+    #: request (vta_hw with ``pipelined=True``: the engine's reset comes from a register)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -316,6 +323,45 @@ PRESETS = {
     "tsim": "TVM's Chisel VTA under tsim (spec 5.2): 16-beat bursts, read latency 16",
     "pynq": "the Chisel design on a Pynq-like DDR: 256-beat bursts, read latency 64",
 }
+
+
+#: The core and memory system each vta_hw preset models (what :func:`preset_for_core` maps
+#: and ``benchmarks/probe_preset_cycles.py`` runs): ``dram`` "model" is the DRAM model of the
+#: Verilator/Icarus runners (vta_hw.runners.cocotb_tb.DramModel, write_latency 2), "onchip"
+#: vta_hw's OnChipDram (the Amaranth runner, the FPGA top level); ``latency`` its read
+#: latency; ``alu_stages`` / ``pipelined`` the core generator's options (vta_hw.blocks.core).
+PRESET_CORES = {
+    "vta_hw_rtl": dict(dram="model", latency=16, alu_stages=1, pipelined=False),
+    "vta_hw": dict(dram="onchip", latency=4, alu_stages=1, pipelined=False),
+    "vta_hw_fpga": dict(dram="onchip", latency=8, alu_stages=3, pipelined=False),
+    "vta_hw_fpga_pipelined": dict(dram="onchip", latency=8, alu_stages=3, pipelined=True),
+}
+
+#: simulator -> (its DRAM, its default read latency)
+_SIMULATOR_DRAM = {"verilator": ("model", 16), "icarus": ("model", 16),
+                   "amaranth": ("onchip", 4), "board": ("onchip", 8)}
+
+
+def preset_for_core(simulator: str = "verilator", latency: int | None = None, *,
+                    alu_stages: int | None = None, pipelined: bool = False) -> str | None:
+    """The timing preset that models a vta_hw core, or None when no preset does.
+
+    ``simulator``: "verilator" / "icarus" (the DRAM model, latency 16 by default), "amaranth"
+    (the on-chip DRAM, latency 4) or "board" (an FPGA build, real or simulated: the on-chip
+    DRAM of latency 8, ``alu_stages`` 3 by default); ``latency``: the DRAM read latency (default:
+    the simulator's); ``alu_stages`` / ``pipelined``: the core options (default ``alu_stages``
+    1, on a board 3).  E.g. ``RtlDevice()`` -> ``vta_hw_rtl``, the ``1x8x8-85f-pipelined`` build
+    -> ``vta_hw_fpga_pipelined``.  The presets also assume the configuration they were
+    fitted on only through the bus width and buffer sizes the model reads from the
+    program's configuration."""
+    if simulator not in _SIMULATOR_DRAM:
+        raise ValueError(f"unknown simulator {simulator!r} (known: {', '.join(_SIMULATOR_DRAM)})")
+    dram, lat = _SIMULATOR_DRAM[simulator]
+    if alu_stages is None:
+        alu_stages = 3 if simulator == "board" else 1
+    want = dict(dram=dram, latency=lat if latency is None else latency, alu_stages=alu_stages,
+                pipelined=bool(pipelined))
+    return next((n for n, core in PRESET_CORES.items() if core == want), None)
 
 
 @functools.lru_cache(maxsize=64)
