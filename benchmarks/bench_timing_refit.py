@@ -193,6 +193,7 @@ def preset_main(args) -> int:
                          "held_out": list(PRESET_HELD_OUT), "errors_before": before,
                          "errors_after": after,
                          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}}
+        new.pop("fit_seconds", None)            # the older fits' key; now in "refit"
         if "train" in old and isinstance(old["train"], dict):
             # the older fits' summary keys (tests/test_hw_calibration.py reads "errors")
             new["train"], new["held_out"] = after.get("train"), after.get("held_out")
