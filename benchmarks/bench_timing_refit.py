@@ -43,7 +43,7 @@ minutes; compiled as ``vta run`` compiles, so with micro-op load coalescing unle
 samples ``benchmarks/probe_preset_cycles.py --preset NAME`` measured on its core, from the
 default's structure (the same RTL; the on-chip DRAM's latency, the core's ALU cycles per
 micro-op and launch cycle set from the core) over :data:`PRESET_FIT_NAMES`; training set the
-golden vectors, the FPGA probes and small_cnn's layers, held out the random programs and the
+golden vectors, the probes and small_cnn's layers, held out the random programs and the
 compiled 1x8x8 convs.  ``--out`` is then the preset's calibration file
 (:data:`PRESET_FILES`), whose params ``vta_sim.timing`` must hold (tests/test_timing_presets.py):
 
@@ -88,7 +88,7 @@ PRESET_FIT_NAMES = ["read_latency", "read_burst_gap", "dispatch_cycles", "nop_cy
                     "pad_row_cycles", "store_setup_cycles", "store_cycles_per_tile",
                     "write_burst_overhead", "fetch_drain_cycles", "token_latency",
                     "store_decode_cycles", "launch_cycles"]
-PRESET_TRAIN = ("vectors", "fpga_probes", "small_cnn_8")
+PRESET_TRAIN = ("vectors", "probes", "fpga_probes", "small_cnn_8")
 PRESET_HELD_OUT = ("random", "fpga_convs")
 
 

@@ -10,6 +10,8 @@ vector's expected image):
 
 * ``vectors``: the golden vectors (default 1x16x16 configuration);
 * ``random``: random well-formed programs (vta_sim.randprog, 40 instructions);
+* ``probes``: short programs of one unit each (:func:`probe_programs`), zero-padded input
+  loads of many short rows among them (the loader's zero side);
 * ``small_cnn_8``: every VTA layer of the compiled small_cnn on 8x8 images (as ``vta run``
   compiles it);
 * FPGA presets also ``fpga_probes`` and ``fpga_convs``: benchmarks/bench_fpga_timing.py's
@@ -89,7 +91,32 @@ def _checked(tag, progs, core, cfg, samples):
           f"{time.perf_counter() - t0:.0f} s", flush=True)
 
 
-def collect(preset: str, n_random: int = 12, network: bool = True) -> list[dict]:
+def probe_programs(cfg: VTAConfig) -> list:
+    """(name, insns, dram, None): one GEMM, one ALU, one STORE and zero-padded INP loads of
+    several shapes (rows, width, stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1)."""
+    from isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode
+    from isa import encode_program
+    L = Opcode.LOAD
+    uops = MemInsn(L, MemType.UOP, 0, 0, 1, 8, 8, 0, 0, 0, 0)
+    progs = {
+        "gemm_8x4x32": [uops, GemmInsn(0, 8, 4, 32, 8, 0, 1, 0, 0, 0), FinishInsn()],
+        "alu_max_8x4x16": [uops, AluInsn(AluOp.MAX, 0, 8, 4, 16, 1, 0, 0, 1), FinishInsn()],
+        "store_4x16": [MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 4, 16, 20, 0, 0, 0, 0,
+                               push_prev=1), FinishInsn(pop_next=1)],
+    }
+    for shape in [(64, 2, 3, 1, 0, 1, 1), (64, 2, 3, 0, 0, 0, 0), (16, 2, 3, 1, 0, 1, 1),
+                  (16, 4, 4, 1, 1, 2, 2), (8, 1, 1, 0, 0, 1, 0), (4, 8, 8, 2, 2, 1, 1)]:
+        progs["load_inp_pad_" + "_".join(map(str, shape))] = [
+            MemInsn(L, MemType.INP, 0, 0, *shape, push_next=1), FinishInsn(pop_prev=1)]
+    img = np.zeros(1 << 16, np.uint8)
+    return [(k, encode_program(v, cfg), img.copy(), None) for k, v in progs.items()]
+
+
+GROUPS = ("vectors", "random", "probes", "fpga", "small_cnn_8")
+
+
+def collect(preset: str, n_random: int = 12, network: bool = True,
+            groups=GROUPS) -> list[dict]:
     from vta_sim import random_program
     from vta_sim.timing import PRESET_CORES
     if preset not in PRESET_CORES:
@@ -98,22 +125,28 @@ def collect(preset: str, n_random: int = 12, network: bool = True) -> list[dict]
     cfg = VTAConfig()
     samples: list[dict] = []
     vecs = []
-    for p in sorted((ROOT / "tests" / "data" / "vectors").glob("*.npz")):
+    paths = sorted((ROOT / "tests" / "data" / "vectors").glob("*.npz"))
+    for p in paths if "vectors" in groups else []:
         v = np.load(p, allow_pickle=False)
         vecs.append((p.stem, v["insns"].tobytes(), v["dram_in"].copy(), v["dram_out"]))
-    _checked("vectors", vecs, core, cfg, samples)
+    if vecs:
+        _checked("vectors", vecs, core, cfg, samples)
+    if "probes" in groups:
+        _checked("probes", probe_programs(cfg), core, cfg, samples)
     rnd = []
-    for k in range(n_random):
+    for k in range(n_random if "random" in groups else 0):
         insns, dram = random_program(cfg, 4000 + k, n_insns=40)
         rnd.append((f"random_{k:02d}", insns, dram, None))
-    _checked("random", rnd, core, cfg, samples)
-    if core["dram"] == "onchip" and core["alu_stages"] == 3:
-        from bench_fpga_timing import FPGA_CFG, conv_programs, probe_programs
-        _checked("fpga_probes", [(n, i, d, None) for n, _, i, d in probe_programs()], core,
+    if rnd:
+        _checked("random", rnd, core, cfg, samples)
+    if core["dram"] == "onchip" and core["alu_stages"] == 3 and "fpga" in groups:
+        from bench_fpga_timing import FPGA_CFG, conv_programs
+        from bench_fpga_timing import probe_programs as fpga_probes
+        _checked("fpga_probes", [(n, i, d, None) for n, _, i, d in fpga_probes()], core,
                  FPGA_CFG, samples)
         _checked("fpga_convs", [(n, i, d, None) for n, _, i, d in conv_programs()], core,
                  FPGA_CFG, samples)
-    if network:
+    if network and "small_cnn_8" in groups:
         from bench_rtl_network import build
         dev = device_for(core, cfg)
         rec = []
@@ -148,8 +181,22 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="samples JSON to write")
     ap.add_argument("--random", type=int, default=12, help="random programs")
     ap.add_argument("--no-network", action="store_true", help="skip small_cnn's layers")
+    ap.add_argument("--groups", default=",".join(GROUPS),
+                    help=f"comma-separated program groups to run (of {', '.join(GROUPS)}); "
+                         f"the samples of the other groups in an existing --out are kept")
     args = ap.parse_args(argv)
-    samples = collect(args.preset, args.random, not args.no_network)
+    groups = args.groups.split(",")
+    if set(groups) - set(GROUPS):
+        raise SystemExit(f"--groups: unknown {sorted(set(groups) - set(GROUPS))}")
+    samples = collect(args.preset, args.random, not args.no_network, groups)
+    out = Path(args.out)
+    if out.exists() and set(groups) != set(GROUPS):
+        old = json.loads(out.read_text())
+        if old.get("preset") != args.preset:
+            raise SystemExit(f"{out}: samples of {old.get('preset')!r}, not {args.preset!r}")
+        mine = {s["tag"] for s in samples} | set(groups) | (
+            {"fpga_probes", "fpga_convs"} if "fpga" in groups else set())
+        samples = [s for s in old["samples"] if s["tag"] not in mine] + samples
     from vta_sim.timing import PRESET_CORES
     doc = {"preset": args.preset, "core": PRESET_CORES[args.preset],
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "samples": samples}

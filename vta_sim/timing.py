@@ -111,15 +111,16 @@ _VTA_HW_RTL = dict(read_latency=16, read_burst_gap=0, read_pipelined=True,
 #: The costs ``benchmarks/bench_timing_refit.py --preset vta_hw`` fitted (2026-11-27) on the
 #: vta_hw core in Amaranth's simulator with the on-chip DRAM of latency 4
 #: (``vta_hw/calibration/timing_amaranth.json``).
-_VTA_HW_COSTS = dict(read_latency=1, write_burst_overhead=4, finish_cycles=0,
-                     load_setup_cycles=7, load_write_cycles=1, launch_cycles=5)
+_VTA_HW_COSTS = dict(read_latency=4, write_burst_overhead=4, nop_cycles=1, alu_start_cycles=3,
+                     load_setup_cycles=5, load_write_cycles=1, pad_row_cycles=1)
 #: The costs ``bench_timing_refit.py --preset vta_hw_fpga`` fitted (2026-11-27) on the FPGA
 #: core (``alu_stages=3``: 3 cycles per ALU micro-op; on-chip DRAM of latency 8;
 #: ``vta_hw/calibration/timing_fpga.json``).
-_VTA_HW_FPGA_COSTS = dict(read_latency=7, read_burst_gap=1, write_burst_overhead=4,
-                          store_decode_cycles=3, finish_cycles=3, gemm_start_cycles=9,
-                          alu_start_cycles=3, alu_cycles_per_uop_imm=3,
-                          alu_cycles_per_uop_vec=3, pad_row_cycles=1, launch_cycles=1)
+_VTA_HW_FPGA_COSTS = dict(read_latency=9, write_burst_overhead=4, fetch_drain_cycles=5,
+                          dispatch_cycles=1, store_decode_cycles=3, gemm_start_cycles=10,
+                          alu_start_cycles=5, alu_cycles_per_uop_imm=3,
+                          alu_cycles_per_uop_vec=3, load_setup_cycles=2, pad_row_cycles=1,
+                          launch_cycles=1)
 
 
 @dataclasses.dataclass(frozen=True)
