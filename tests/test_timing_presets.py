@@ -84,6 +84,10 @@ def test_devices_and_vta_bench_name_their_preset():
                      pipelined=True, capacity=1 << 20).timing_preset == "vta_hw_fpga_pipelined"
     assert RtlDevice(CFG, simulator="icarus", capacity=1 << 20).timing_preset == "vta_hw_rtl"
     assert RtlDevice(CFG, simulator="icarus", latency=9, capacity=1 << 20).timing_preset is None
+    from vta_runtime import BoardDevice
+    assert BoardDevice(simulate=True, serial=False).timing_preset == "vta_hw_fpga"
+    assert BoardDevice(simulate=True, serial=False,
+                       pipelined=True).timing_preset == "vta_hw_fpga_pipelined"
     from compiler.cli.bench_net import timing_params
     from vta_hw.board.builds import BUILDS
     assert timing_params(None) == TimingParams() and timing_params("tsim") == TimingParams.tsim()
