@@ -10,16 +10,18 @@ against vta_sim.  Programs: throughput probes of every unit at three sizes, rand
 well-formed programs (vta_sim.randprog) and compiler-made conv layers.  A third of the
 programs (every third one of each kind) is held out of the fit.
 
-Writes ``vta_hw/calibration/timing_fpga.json`` (the fit, in timing_amaranth.json's format,
-plus the configuration, the core options and every program's instructions and cycles, so
-``--from-json`` refits without the RTL) and ``vta_hw/calibration/fpga_hw.json`` (the
-configuration and fitted timing for ``vta sim --hw``), and rewrites the preset
-``TimingParams.vta_hw_fpga()`` in vta_sim/timing.py to the fit (``--no-preset``: only print
-it).  One core, under 2 minutes.
+This script's own fit (FPGA_FIT_NAMES from timing_amaranth.json's parameters, the fit
+that made the preset before issue 19's re-fit) is only printed, or written to ``--out``
+with the measurements (``--from-json`` refits those
+without the RTL).  The calibration ``vta_hw/calibration/timing_fpga.json``, ``fpga_hw.json``
+and the preset ``TimingParams.vta_hw_fpga()`` come from the default's structure fitted on
+``benchmarks/probe_preset_cycles.py --preset vta_hw_fpga``'s samples by
+``benchmarks/bench_timing_refit.py --preset vta_hw_fpga`` (issue 19); this script no longer
+overwrites them.  One core, under 2 minutes.
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_fpga_timing.py [--from-json] [--random N] [--no-preset]
+    .venv/bin/python benchmarks/bench_fpga_timing.py [--from-json] [--random N] [--out F.json]
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -47,7 +48,6 @@ FPGA_CFG = VTAConfig().replace(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_S
                                LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16)
 LATENCY, ALU_STAGES = 8, 3
 CAL_DIR = os.path.join(ROOT, "vta_hw", "calibration")
-TIMING_PY = os.path.join(ROOT, "vta_sim", "timing.py")
 PROBE_DRAM_BYTES = 1 << 16
 #: the ALU cost per micro-op is fitted too (three cycles on this core, both operand kinds)
 FPGA_FIT_NAMES = FIT_NAMES + ["alu_cycles_per_uop_imm"]
@@ -212,78 +212,18 @@ def collect(args) -> dict:
     return res
 
 
-PRESET_DOC = (
-    "The FPGA variant of this project's RTL (the core of ``vta hw build``: 1x8x8 configuration "
-    "with buffers scaled to the board, ``alu_stages={alu_stages}``: the tensor ALU issues a "
-    "micro-op per {alu_stages} cycles, on-chip DRAM of latency {latency}): the structure of "
-    ":meth:`vta_hw` plus "
-    "``load_elem_per_cycle`` (micro-op loads write one per cycle), integer costs fitted by "
-    "``benchmarks/bench_fpga_timing.py`` (``vta_hw/calibration/timing_fpga.json``, with "
-    "``fpga_hw.json`` the ``vta sim --hw`` file) on {date}: ALU {alu} cycles per micro-op; "
-    "median error {tr[median]:.1%} (max {tr[max]:.1%}) on {tr[n]} probes, random programs and "
-    "compiled convs, {ho[median]:.1%} (max {ho[max]:.1%}) on {ho[n]} held-out ones.  Use with "
-    "that 1x8x8 configuration; rerun the benchmark (it rewrites this preset) when the core's "
-    "pipeline changes.")
-
-
-def preset_source(summary: dict) -> str:
-    """The source of ``TimingParams.vta_hw_fpga()`` holding the fitted parameters."""
-    import textwrap
-
-    from vta_sim.timing import TimingParams
-    p, default = summary["params"], TimingParams().to_dict()
-    imm, vec = p["alu_cycles_per_uop_imm"], p["alu_cycles_per_uop_vec"]
-    doc = PRESET_DOC.format(alu_stages=summary["alu_stages"], latency=summary["dram_latency"],
-                            date=summary["date"][:10],
-                            alu=vec if imm == vec else f"{imm} (imm) / {vec} (vec)",
-                            tr=summary["train"], ho=summary["held_out"])
-    kw = ", ".join(f"{k}={v!r}" for k, v in p.items() if v != default[k])
-    return ("    @classmethod\n    def vta_hw_fpga(cls) -> \"TimingParams\":\n"
-            + textwrap.fill(doc + '"""', 96, initial_indent='        """',
-                            subsequent_indent="        ") + "\n"
-            + textwrap.fill(kw + ")", 96, initial_indent="        return cls(",
-                            subsequent_indent=" " * 19) + "\n\n")
-
-
-def update_preset(summary: dict, path: str = TIMING_PY) -> bool:
-    """Rewrite ``TimingParams.vta_hw_fpga()`` in vta_sim/timing.py to return the fit (the
-    method up to ``to_dict``); checked by importing it in a fresh interpreter, restored on a
-    mismatch.  Returns whether the file changed."""
-    with open(path) as f:
-        old = f.read()
-    a = old.index("    @classmethod\n    def vta_hw_fpga(")
-    b = old.index("    def to_dict(self)", a)
-    new = old[:a] + preset_source(summary) + old[b:]
-    if new == old:
-        return False
-    with open(path, "w") as f:
-        f.write(new)
-    got = subprocess.run([sys.executable, "-c", "import json; from vta_sim.timing import "
-                          "TimingParams as T; print(json.dumps(T.vta_hw_fpga().to_dict()))"],
-                         cwd=ROOT, capture_output=True, text=True)
-    if got.returncode or json.loads(got.stdout) != summary["params"]:
-        with open(path, "w") as f:
-            f.write(old)
-        raise RuntimeError(f"the rewritten preset did not load back ({got.stderr.strip()}); "
-                           f"{path} restored")
-    return True
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--random", type=int, default=24, help="random programs")
     ap.add_argument("--no-conv", action="store_true", help="skip the compiler-made convs")
     ap.add_argument("--from-json", action="store_true",
                     help="refit the cycles stored in --out instead of running the RTL")
-    ap.add_argument("--out", default=os.path.join(CAL_DIR, "timing_fpga.json"))
-    ap.add_argument("--no-preset", action="store_true",
-                    help="do not rewrite TimingParams.vta_hw_fpga() in vta_sim/timing.py")
-    ap.add_argument("--hw-out", default=os.path.join(CAL_DIR, "fpga_hw.json"),
-                    help="the 'vta sim --hw' file (configuration + fitted timing)")
+    ap.add_argument("--out", help="write the measurements and this script's fit here (not "
+                    "the calibration: bench_timing_refit.py --preset vta_hw_fpga writes that)")
     args = ap.parse_args(argv)
     from vta_sim.timing import TimingParams
     if args.from_json:
-        with open(args.out) as f:
+        with open(args.out or os.path.join(CAL_DIR, "timing_fpga.json")) as f:
             old = json.load(f)
         meas = {k: old[k] for k in ("date", "commit", "collect_seconds", "programs")}
     else:
@@ -299,21 +239,16 @@ def main(argv=None) -> int:
     fitted = fit_programs(samp, held, start, names=FPGA_FIT_NAMES, config=FPGA_CFG)
     summary = {"backend": "amaranth", "dram_latency": LATENCY, "alu_stages": ALU_STAGES,
                "config": FPGA_CFG.to_dict(), **fitted, **meas}
-    with open(args.out, "w") as f:
-        json.dump(summary, f, indent=1)
-    with open(args.hw_out, "w") as f:
-        json.dump({"config": FPGA_CFG.to_dict(), "timing": fitted["params"]}, f, indent=2)
-        f.write("\n")
-    report_fit(f"fpga (latency {LATENCY}, alu_stages {ALU_STAGES})", summary)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(summary, f, indent=1)
+        print(f"wrote {args.out}")
+    report_fit(f"fpga (latency {LATENCY}, alu_stages {ALU_STAGES}; this script's fit)", summary)
     p = fitted["params"]
     print(f"ALU cycles/uop imm {p['alu_cycles_per_uop_imm']} vec {p['alu_cycles_per_uop_vec']}"
           f", GEMM start {p['gemm_start_cycles']}, read latency {p['read_latency']}")
-    if args.no_preset:
-        print("TimingParams.vta_hw_fpga() left as it is (--no-preset); it should be:\n"
-              + preset_source(summary))
-    elif update_preset(summary):
-        print(f"rewrote TimingParams.vta_hw_fpga() in {TIMING_PY} with the fit (review, commit)")
-    print(f"wrote {args.out} and {args.hw_out}\n")
+    print("the preset vta_hw_fpga: benchmarks/probe_preset_cycles.py --preset vta_hw_fpga, "
+          "then benchmarks/bench_timing_refit.py --preset vta_hw_fpga\n")
     print("| program | held out | RTL cycles | model error |")
     print("|---|---|---|---|")
     for n, d in progs.items():

@@ -4,7 +4,12 @@ in the Amaranth simulator (on-chip DRAM, latency 4); RTL simulation speed; compa
 vta_sim timing model (TimingParams.vta_hw() for the Amaranth runs, a fit for the Icarus runs).
 
 Writes the measured cycles to ``vta_hw/calibration/rtl_cycles.json`` (``--out``) so the timing
-model can be refitted later without rerunning the RTL (``--from-json``).  Icarus and Verilator
+model can be refitted later without rerunning the RTL (``--from-json``).  Its fits (FIT_NAMES
+on these programs) are printed only: the calibration files
+``timing_icarus.json`` / ``timing_amaranth.json`` and the presets ``vta_hw_rtl`` / ``vta_hw``
+are ``benchmarks/bench_timing_refit.py``'s (``--preset vta_hw`` on
+``benchmarks/probe_preset_cycles.py``'s samples; issue 19), which this script no longer
+overwrites.  Icarus and Verilator
 give identical cycle counts (same RTL, same cocotb DRAM model); ``--simulator verilator`` is
 about 30x faster.  The FPGA variant of the core (1x8x8, ``alu_stages=3``, on-chip DRAM of
 latency 8) is calibrated by ``benchmarks/bench_fpga_timing.py`` with this file's fit.
@@ -178,10 +183,11 @@ def report_fit(label: str, summary: dict) -> None:
           f"{ho['median']:.2%} max {ho['max']:.2%}")
 
 
-def fit_backend(data: dict, backend: str, out_dir: str, start=None) -> dict:
+def fit_backend(data: dict, backend: str, start=None) -> dict:
     """Fit the integer TimingParams to one backend's cycles: train on the vectors, the
     throughput programs and the small convs; report the error on the held-out random programs
-    and large convs too."""
+    and large convs too.  Printed, not written (the calibration files are
+    bench_timing_refit.py's)."""
     from vta_sim.timing import TimingParams
     key = f"{backend}_cycles"
     names = [n for n, d in data["programs"].items() if key in d]
@@ -272,7 +278,7 @@ def main(argv=None) -> int:
         start = None
         for backend in BACKENDS:      # amaranth first; icarus continues from its fit
             if any(f"{backend}_cycles" in d for d in res["programs"].values()):
-                fits[backend] = fit_backend(res, backend, os.path.dirname(args.out), start)
+                fits[backend] = fit_backend(res, backend, start)
                 start = TimingParams.from_dict(fits[backend]["params"])
     except ImportError:
         print("vta_sim is not available: cycles recorded, no fit")

@@ -111,6 +111,21 @@ class BoardDevice(Device):
             raise DeviceError(f"board: {e}") from e
         self.transport = transport
         self.max_cycles, self.timeout = max_cycles, timeout
+        self._core_options = {k: sim_kw[k] for k in ("alu_stages", "pipelined", "latency")
+                              if k in sim_kw}
+
+    @property
+    def timing_preset(self) -> str | None:
+        """The vta_sim timing preset that models the bitstream's core (:func:`vta_sim.timing.
+        preset_for_core` of a board: the on-chip DRAM of latency 8, ``alu_stages`` 3):
+        ``vta_hw_fpga``, or ``vta_hw_fpga_pipelined`` for a ``pipelined`` build (a simulated
+        board made with ``pipelined=True``; a real board says nothing of its build, so give
+        ``pipelined=`` to the constructor of a board holding such a bitstream).  None when
+        the simulated core's options match no preset."""
+        from vta_sim.timing import preset_for_core
+        kw = self._core_options
+        return preset_for_core("board", kw.get("latency"), alu_stages=kw.get("alu_stages"),
+                               pipelined=kw.get("pipelined", False))
 
     def _regions(self) -> list[tuple[int, int]]:
         """Byte ranges of the live buffers, widened to bus words and merged."""

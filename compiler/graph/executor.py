@@ -308,7 +308,9 @@ class Executor:
         name = getattr(self.dev, "name", type(self.dev).__name__)
         if name == "sim":
             return "none (functional simulation: no cycle counts)"
-        return f"the {name} device's cycle counter"
+        preset = getattr(self.dev, "timing_preset", None)
+        return f"the {name} device's cycle counter" + (
+            f" (the timing preset modelling this core: {preset})" if preset else "")
 
     def summary(self) -> dict:
         vc = sum(r["cycles"] for r in self.records if r["where"] == "vta")
