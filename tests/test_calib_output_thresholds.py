@@ -183,9 +183,9 @@ def test_two_calibration_samples_leave_the_thresholds_and_say_why():
     cal = {"x": _peaky(2, 0)}
     c = compile_model(m, cfg, calib=cal)
     t = c.options["thresholds"]
-    assert (t["proposed"], t["kept"], t["checked"], t["validated"]) == (1, 0, False, False)
+    assert (t["proposed"], t["kept"], t["checked"], t["validated"]) == (0, 0, False, False)
     assert _frac_x(c) == 5 and "none held out" in c.report()
-    assert "only 2 calibration sample(s)" in t["why"]
+    assert "not run: only 2 calibration sample(s)" in t["why"]
     assert _frac_x(compile_model(m, cfg, calib=cal, output_thresholds="force")) == 6
     with pytest.raises(GraphError, match="output_thresholds"):
         compile_model(m, cfg, calib=cal, output_thresholds="yes")

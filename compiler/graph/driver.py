@@ -266,6 +266,12 @@ def _thresholds(fg, ranges, envs, samples, held_outs, how, **quantize_kw):
     "force", else if :func:`.thresholds.check_held_out` on the calibration samples after
     those (``held_outs``: {sample index: float outputs}) accepts them."""
     from .thresholds import MAX_SAMPLES, check_held_out, refine_ranges
+    idx = sorted(held_outs)
+    if how != "force" and not idx:        # nothing to check them on: not proposed at all
+        return ranges, _no_thresholds(
+            f"not run: only {len(samples)} calibration sample(s), none held out to check "
+            f"them on (give more than {MAX_SAMPLES}, or --output-thresholds to apply them "
+            f"unchecked)")
     new, refined = refine_ranges(fg, ranges, envs)
     t = {**_no_thresholds("" if refined else "none finer than calibrated"),
          "proposed": len(refined), "proposal_samples": min(len(samples), MAX_SAMPLES)}
@@ -275,11 +281,6 @@ def _thresholds(fg, ranges, envs, samples, held_outs, how, **quantize_kw):
         return new, {**t, "kept": len(refined),
                      "why": "output_thresholds='force' (--output-thresholds): applied "
                             "without the held-out check"}
-    idx = sorted(held_outs)
-    if not idx:
-        return ranges, {**t, "why": f"only {len(samples)} calibration sample(s), none held "
-                        f"out to check them on (give more than {MAX_SAMPLES}, or "
-                        f"--output-thresholds to apply them unchecked)"}
     ok, db0, db1 = check_held_out(fg, ranges, new, [samples[k] for k in idx],
                                   [held_outs[k] for k in idx], **quantize_kw)
     t.update(checked=True, validated=ok, held_out=len(idx), kept=len(refined) if ok else 0,
