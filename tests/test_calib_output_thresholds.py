@@ -187,6 +187,8 @@ def test_two_calibration_samples_leave_the_thresholds_and_say_why():
     assert _frac_x(c) == 5 and "none held out" in c.report()
     assert "not run: only 2 calibration sample(s)" in t["why"]
     assert _frac_x(compile_model(m, cfg, calib=cal, output_thresholds="force")) == 6
+    g = compile_model(m, cfg, calib={"x": _peaky(6, 0)}, mode="global_scale")
+    assert g.options["thresholds"]["why"] == "not run: --calibration global_scale"
     with pytest.raises(GraphError, match="output_thresholds"):
         compile_model(m, cfg, calib=cal, output_thresholds="yes")
 
