@@ -81,8 +81,10 @@ def test_flag_text_is_the_command_line():
     assert audit.flag_text({"min_layer_sqnr": 25.0}) == "--min-layer-sqnr 25"
     assert audit.flag_text({"bias_correct": False}) == "--no-bias-correction"
     assert audit.flag_text({"bias_correct": True}) == "-"
-    assert audit.flag_text({"output_thresholds": True}) == "--output-thresholds"
-    assert audit.flag_text(audit.FLAGS["ocr_rec"]) == "--output-thresholds"
+    assert audit.flag_text({"output_thresholds": True}) == "-"          # the default
+    assert audit.flag_text({"output_thresholds": False}) == "--no-output-thresholds"
+    assert audit.flag_text({"output_thresholds": "force"}) == "--output-thresholds"
+    assert "ocr_rec" not in audit.FLAGS      # the checked thresholds are the default
 
 
 def test_markdown_from_json_batches(tmp_path):

@@ -33,9 +33,6 @@ FLAGS: dict[str, dict] = {
     "magika": {"float_off_vta": True},
     # bias correction flips a third frame of 256 (0.992 -> 0.988 frame agreement)
     "vad": {"min_layer_sqnr": 25.0, "sqnr_samples": 4, "bias_correct": False},
-    # 0.9653 -> 0.9711 character accuracy on 96 lines (float 0.9783); not the default: it
-    # costs efficientnet_b0 1.45 dB (20.13 -> 18.68, below the rule)
-    "ocr_rec": {"output_thresholds": True},
 }
 
 #: the models that take minutes each: ``run_corpus.py --all`` runs them last.
@@ -48,6 +45,8 @@ _FLAG_NAMES = {"float_worst": "--float-worst", "worst_mac_cap": "--worst-mac-cap
                "float_first_last": "--float-first-last", "mode": "--mode",
                "bias_correct": "--no-bias-correction",
                "output_thresholds": "--output-thresholds", "adaround": "--adaround"}
+#: ``output_thresholds`` values and their spelling (True, the default, has none)
+_THRESHOLD_FLAGS = {False: "--no-output-thresholds", "force": "--output-thresholds"}
 
 
 def flag_text(flags: dict) -> str:
@@ -56,6 +55,9 @@ def flag_text(flags: dict) -> str:
     for k, v in flags.items():
         if k == "bias_correct":         # a switch that is on unless turned off
             parts += [] if v else [_FLAG_NAMES[k]]
+            continue
+        if k == "output_thresholds":    # on (checked) unless turned off or forced
+            parts += [_THRESHOLD_FLAGS[v]] if v is False or v == "force" else []
             continue
         parts.append(_FLAG_NAMES[k] if v is True else f"{_FLAG_NAMES[k]} {v:g}"
                      if isinstance(v, float) else f"{_FLAG_NAMES[k]} {v}")

@@ -45,7 +45,7 @@ TASKS = ("ocr_cls", "magika", "captcha", "ocr_rec", "ocr_det", "vad")
 def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
                  float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
                  float_off_vta=False, float_worst=0, worst_mac_cap=1.0, bias_correct=True,
-                 output_thresholds=False, adaround=False):
+                 output_thresholds=True, adaround=False):
     """``(compiled, compile CPU seconds, kept, output SQNR before/after)``: ``model`` (a path or
     ModelProto with static input shapes) compiled int8 with these options; ``kept`` lists the
     layers that stayed float ``(node, op, dB, why...)``.  ``min_layer_sqnr``:
@@ -119,7 +119,7 @@ def compile_with(model, calib_feeds, mode="percentile", min_layer_sqnr=None,
 def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                      float_first_last=False, min_output_sqnr=None, sqnr_samples=4,
                      float_off_vta=False, float_worst=0, worst_mac_cap=1.0, bias_correct=True,
-                     output_thresholds=False, adaround=False):
+                     output_thresholds=True, adaround=False):
     """``predict(feeds) -> [outputs]`` of this compiler's int8 program of pretrained model
     ``name`` on the timed simulator, the compile CPU seconds and ``stats()`` (the last run's
     VTA cycles and share, steps, the layers kept float); the options as :func:`compile_with`."""
@@ -142,7 +142,8 @@ def compiled_predict(name, calib_feeds, mode="percentile", min_layer_sqnr=None,
                                        for k in ("vta", "cpu", "host")],
                 "kept_float": len(kept), "kept": [(k[0], k[1], round(k[2], 1)) + tuple(k[3:])
                                                    for k in kept],
-                "output_sqnr_before_after": out_db}
+                "output_sqnr_before_after": out_db,
+                "thresholds": c.options.get("thresholds")}
     exact: list = []
 
     def pred(feeds):
@@ -219,7 +220,7 @@ def vad_decisions(predict, audio: np.ndarray) -> np.ndarray:
 
 
 def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
-            min_out=None, ns=4, bc=True, thr=False, ada=False) -> dict:
+            min_out=None, ns=4, bc=True, thr=True, ada=False) -> dict:
     from benchmarks.corpus import pretrained
     m = pretrained.pinned("vad")
     audio = vad_audio(n_frames, seed=0)
@@ -248,7 +249,7 @@ def vad_row(n_frames: int, ffl: bool = False, mode="percentile", min_sqnr=None,
 
 def row(name: str, n: int, mode: str, min_sqnr, ffl: bool = False, min_out=None,
         ns: int = 4, fov: bool = False, worst: int = 0, cap: float = 1.0,
-        bc: bool = True, thr: bool = False, ada: bool = False) -> dict:
+        bc: bool = True, thr: bool | str = True, ada: bool = False) -> dict:
     from benchmarks.corpus import pretrained
     if name == "vad":
         return vad_row(n * 8, ffl, mode, min_sqnr, min_out, ns, bc, thr, ada)
@@ -293,9 +294,14 @@ def main(argv=None) -> int:
                     help="--float-worst skips layers with more than FRAC of the MACs")
     ap.add_argument("--no-bias-correction", action="store_true",
                     help="compile without bias correction (vta compile --no-bias-correction)")
-    ap.add_argument("--output-thresholds", action="store_true",
-                    help="activation thresholds against the readers' float output (vta "
-                    "compile --output-thresholds)")
+    thr = ap.add_mutually_exclusive_group()
+    thr.add_argument("--no-output-thresholds", action="store_true",
+                     help="keep the calibrated activation thresholds (vta compile "
+                     "--no-output-thresholds; by default they are refined against the "
+                     "readers' float output and checked on held-out calibration samples)")
+    thr.add_argument("--output-thresholds", action="store_true",
+                     help="the refined thresholds without the held-out check (vta compile "
+                     "--output-thresholds)")
     ap.add_argument("--adaround", action="store_true",
                     help="round the int8 weights against each layer's output (vta compile "
                     "--adaround)")
@@ -305,12 +311,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     from benchmarks.corpus.audit import FLAGS, flag_text
+    cli_thr = False if a.no_output_thresholds else "force" if a.output_thresholds else None
     rows = {}
     for name in a.models.split(","):
         o = dict(mode=a.mode, min_sqnr=a.min_layer_sqnr, ffl=a.float_first_last,
                  min_out=a.min_output_sqnr, ns=a.sqnr_samples, fov=a.float_off_vta,
                  worst=a.float_worst, cap=a.worst_mac_cap, bc=not a.no_bias_correction,
-                 thr=a.output_thresholds, ada=a.adaround)
+                 thr=True if cli_thr is None else cli_thr, ada=a.adaround)
         if a.recorded_flags:
             f = FLAGS.get(name, {})
             o = dict(mode=f.get("mode", "percentile"), min_sqnr=f.get("min_layer_sqnr"),
@@ -318,7 +325,7 @@ def main(argv=None) -> int:
                      ns=f.get("sqnr_samples", 4), fov=f.get("float_off_vta", False),
                      worst=f.get("float_worst", 0), cap=f.get("worst_mac_cap", 1.0),
                      bc=f.get("bias_correct", True),
-                     thr=f.get("output_thresholds", False) or a.output_thresholds,
+                     thr=f.get("output_thresholds", True) if cli_thr is None else cli_thr,
                      ada=f.get("adaround", False) or a.adaround)
         try:
             rows[name] = row(name, a.n, **o)

@@ -147,8 +147,17 @@ def _compile(args, model_spec):
                          float_worst=getattr(args, "float_worst", None),
                          worst_mac_cap=1.0 if cap is None else cap,
                          bias_correct=not getattr(args, "no_bias_correction", False),
-                         output_thresholds=getattr(args, "output_thresholds", False),
+                         output_thresholds=_thresholds_option(args),
                          adaround=getattr(args, "adaround", False))
+
+
+def _thresholds_option(args):
+    """``compile_model``'s ``output_thresholds``: True (default: checked on held-out
+    calibration samples), False (``--no-output-thresholds``), "force"
+    (``--output-thresholds``: applied unchecked)."""
+    if getattr(args, "no_output_thresholds", False):
+        return False
+    return "force" if getattr(args, "output_thresholds", False) else True
 
 
 def parse_input_shapes(specs) -> dict:
@@ -242,7 +251,8 @@ _COMPILE_ONLY = (("calib", None), ("calibration", "percentile"), ("percentile", 
                  ("per_tensor", False), ("first_conv_cpu", False), ("image", None),
                  ("min_layer_sqnr", None), ("min_output_sqnr", None), ("max_float_layers", 64),
                  ("float_worst", None), ("worst_mac_cap", None), ("no_bias_correction", False),
-                 ("output_thresholds", False), ("adaround", False))
+                 ("output_thresholds", False), ("no_output_thresholds", False),
+                 ("adaround", False))
 
 
 def _check_outputs(args) -> None:
@@ -488,10 +498,15 @@ def _common(p):
     p.add_argument("--no-bias-correction", action="store_true",
                    help="do not fold each conv/dense layer's mean output error on the "
                    "calibration samples into its int32 bias (done by default)")
-    p.add_argument("--output-thresholds", action="store_true",
-                   help="make the threshold of each activation a conv/dense reads finer (a "
-                   "power of two) where that lowers the layer's float output error on the "
-                   "first calibration samples (opt-in: it can cost a model's output SQNR)")
+    thr = p.add_mutually_exclusive_group()
+    thr.add_argument("--no-output-thresholds", action="store_true",
+                     help="keep the calibrated activation thresholds (by default each "
+                     "activation a conv/dense reads gets the finer power-of-two scale where "
+                     "that lowers those layers' float output error on the first 2 calibration "
+                     "samples, kept only if the model's output SQNR on the next 4 rises)")
+    thr.add_argument("--output-thresholds", action="store_true",
+                     help="apply those finer thresholds without the held-out check (it can "
+                     "cost a model's output SQNR)")
     p.add_argument("--adaround", action="store_true",
                    help="round each conv/dense layer's int8 weights up or down against its "
                    "output on the first calibration samples (AdaRound's goal, solved in "

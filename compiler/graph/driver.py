@@ -74,10 +74,7 @@ class Compiled:
             lines.append(f"adaround: the int8 weights of {self.options.get('adarounded', 0)} "
                          f"conv/dense layer(s) rounded against their output on the "
                          f"calibration samples")
-        if self.options.get("output_thresholds"):
-            lines.append(f"activation thresholds chosen against the float output of the "
-                         f"conv/dense layers reading them: "
-                         f"{self.options.get('thresholds_refined', 0)} finer than calibrated")
+        lines += _threshold_lines(self.options)
         lines += _kept_lines(self.options) + _worst_lines(self.options) + \
             _output_lines(self.options) + \
             _qdq_lines(self.qgraph)
@@ -86,6 +83,25 @@ class Compiled:
                      f"{s.get('passes', 0):.2f} + quantise {s.get('quantize', 0):.2f} + codegen "
                      f"{s.get('codegen', 0):.2f} (excludes the SQNR report)")
         return "\n".join(lines)
+
+
+def _threshold_lines(options: dict) -> list:
+    """The report's line on the activation thresholds (:mod:`.thresholds`)."""
+    t = options.get("thresholds")
+    if not options.get("output_thresholds") or not t:
+        return []
+    head = ("activation thresholds chosen against the float output of the conv/dense "
+            "layers reading them: ")
+    if not t["proposed"]:
+        return [head + (t["why"] or "none finer than calibrated")]
+    n = f"{t['proposed']} finer than calibrated on calibration samples 1-{t['proposal_samples']}"
+    if not t["checked"]:
+        return [head + f"{n}, {'applied' if t['kept'] else 'not applied'}: {t['why']}"]
+    dbs = (f"output SQNR on held-out calibration samples {t['proposal_samples'] + 1}-"
+           f"{t['proposal_samples'] + t['held_out']}: {_dbtext(t['sqnr_without'])} without, "
+           f"{_dbtext(t['sqnr_with'])} with")
+    return [head + n + (f", kept ({dbs})" if t["validated"] else
+                        f", rejected, calibrated thresholds kept ({dbs})")]
 
 
 def _scales_kind(q) -> str:
@@ -237,6 +253,42 @@ def _samples(calib, g: Graph) -> list:
              for name in g.inputs} for k in range(n or 0)]
 
 
+def _no_thresholds(why: str) -> dict:
+    """``options["thresholds"]`` when no threshold was proposed."""
+    return {"proposed": 0, "kept": 0, "checked": False, "validated": False,
+            "sqnr_without": None, "sqnr_with": None, "proposal_samples": 0, "held_out": 0,
+            "why": why}
+
+
+def _thresholds(fg, ranges, envs, samples, held_outs, how, **quantize_kw):
+    """(ranges, ``options["thresholds"]``): :func:`.thresholds.refine_ranges` on ``envs``
+    (the float runs of the first calibration samples), the proposals kept if ``how`` is
+    "force", else if :func:`.thresholds.check_held_out` on the calibration samples after
+    those (``held_outs``: {sample index: float outputs}) accepts them."""
+    from .thresholds import MAX_SAMPLES, check_held_out, refine_ranges
+    idx = sorted(held_outs)
+    if how != "force" and not idx:        # nothing to check them on: not proposed at all
+        return ranges, _no_thresholds(
+            f"not run: only {len(samples)} calibration sample(s), none held out to check "
+            f"them on (give more than {MAX_SAMPLES}, or --output-thresholds to apply them "
+            f"unchecked)")
+    new, refined = refine_ranges(fg, ranges, envs)
+    t = {**_no_thresholds("" if refined else "none finer than calibrated"),
+         "proposed": len(refined), "proposal_samples": min(len(samples), MAX_SAMPLES)}
+    if not refined:
+        return ranges, t
+    if how == "force":
+        return new, {**t, "kept": len(refined),
+                     "why": "output_thresholds='force' (--output-thresholds): applied "
+                            "without the held-out check"}
+    ok, db0, db1 = check_held_out(fg, ranges, new, [samples[k] for k in idx],
+                                  [held_outs[k] for k in idx], **quantize_kw)
+    t.update(checked=True, validated=ok, held_out=len(idx), kept=len(refined) if ok else 0,
+             sqnr_without=_finite(db0), sqnr_with=_finite(db1),
+             why="output SQNR on the held-out samples " + ("rises" if ok else "does not rise"))
+    return (new if ok else ranges), t
+
+
 def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "percentile",
                   percentile: float = 99.99, global_scale: float = 8.0,
                   cpu_only: bool = False, first_conv_cpu: bool = False,
@@ -246,7 +298,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   min_layer_sqnr: float | None = None,
                   min_output_sqnr: float | None = None, max_float_layers: int = 64,
                   float_worst: int | None = None, worst_mac_cap: float = 1.0,
-                  bias_correct: bool = True, output_thresholds: bool = False,
+                  bias_correct: bool = True, output_thresholds: bool | str = True,
                   adaround: bool = False) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
@@ -264,9 +316,12 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     ``bias_correct`` (default) every integer conv / dense layer's mean output error per
     channel on the calibration samples is folded into its int32 bias, last
     (:func:`.biascorr.correct_biases`; the report gives the count).  With
-    ``output_thresholds`` (opt-in) the threshold of each activation that a conv / dense
+    ``output_thresholds`` (default) the threshold of each activation that a conv / dense
     reads is chosen against those layers' float outputs on the first calibration samples
-    (:func:`.thresholds.refine_ranges`; the report gives the count).  With ``adaround``
+    (:func:`.thresholds.refine_ranges`) and the choices kept only if they raise the model's
+    output SQNR on the next calibration samples (:func:`.thresholds.check_held_out`; with
+    ``output_thresholds="force"`` kept unchecked); ``options["thresholds"]`` and the report
+    say what was proposed, kept and why.  With ``adaround``
     (opt-in: about 7 CPU s on ocr_rec) each integer conv / dense layer's int8 weights are
     rounded up or down against its output on the first calibration samples, before bias
     correction (:func:`.adaround.round_weights`)."""
@@ -274,6 +329,9 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
                  float_worst, worst_mac_cap)
+    if output_thresholds not in (True, False, "force"):
+        raise GraphError(f"output_thresholds {output_thresholds!r}: expected True (checked on "
+                         f"held-out samples), False or 'force' (unchecked)")
     cfg = cfg or VTAConfig()
     t0 = time.perf_counter()
     pm = float_pipeline()
@@ -282,6 +340,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     samples = _samples(calib, fg)
     kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0
     thr_envs: list = []
+    held_outs: dict = {}
     n_refined = n_rounded = 0
     fl: dict = {}
     if float_first_last:             # TVM's recipe: first conv and last dense stay float
@@ -295,6 +354,9 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         else:
             raise GraphError("calibration samples are needed (--calib SAMPLES.npz) unless "
                              "--calibration global_scale")
+    thr = _no_thresholds("off" if not output_thresholds else "not run: no calibration "
+                         "samples" if samples is None else "not run: --calibration "
+                         "global_scale" if mode == "global_scale" else "")
     if samples is None:
         from .quantize import calibrate
         ranges = dict(fg.qdq_ranges)
@@ -308,18 +370,24 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         n_env = max(sqnr_samples, 1) if (min_layer_sqnr, min_output_sqnr, float_worst) != \
             (None, None, None) else sqnr_samples
 
-        from .thresholds import MAX_SAMPLES, refine_ranges
+        from .thresholds import HELD_OUT, MAX_SAMPLES
 
         def keep_env(k, env):       # calibration's float runs, reused by the SQNR report
             if k < n_env:
                 float_envs.append(env)
             if output_thresholds and k < MAX_SAMPLES and len(thr_envs) == k:
                 thr_envs.append(env)
+            if output_thresholds is True and MAX_SAMPLES <= k < MAX_SAMPLES + HELD_OUT:
+                held_outs[k] = {o: env[o] for o in fg.outputs if o in env}
         ranges = calibrate(fg, samples, mode, percentile, global_scale, on_env=keep_env)
         if output_thresholds and mode != "global_scale":
-            ranges, refined = refine_ranges(fg, ranges, thr_envs)
-            n_refined = len(refined)
+            ranges, thr = _thresholds(fg, ranges, thr_envs, samples, held_outs,
+                                      output_thresholds, mode=mode, percentile=percentile,
+                                      global_scale=global_scale, per_channel=per_channel,
+                                      float_nodes=fl)
+            n_refined = thr["kept"]
         thr_envs.clear()
+        held_outs.clear()
         if min_layer_sqnr is not None:
             q, kept = keep_float_below(
                 fg, samples[:n_env], min_layer_sqnr, float_nodes=fl, ranges=ranges,
@@ -371,6 +439,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "kept_worst": worst, "bias_correct": bias_correct,
                      "bias_corrected": n_corrected,
                      "output_thresholds": output_thresholds, "thresholds_refined": n_refined,
+                     "thresholds": thr,
                      "adaround": adaround, "adarounded": n_rounded},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

@@ -19,18 +19,28 @@ fraction with the smallest ``E`` (``f0`` on ties).  ``Q_f`` is the quantiser's o
 :func:`compiler.ops.requant.frac_for` maps back to ``f``).  Only scales change: the integer
 program is built and checked as for any other ranges.
 
-Opt-in (``compile_model(output_thresholds=True)``, ``vta compile --output-thresholds``): the
-criterion is local.  Rounding noise is independent from element to element and averages out
-in later layers; clipping error is coherent and passes on, so a finer scale that lowers one
-layer's output error can still lower the model's: ocr_rec's character accuracy on 96 lines
-goes 0.9653 -> 0.9711 (float 0.9783), but efficientnet_b0's output SQNR (random weights, a
-held-out image) 20.13 -> 18.68 dB, most of it from one early conv output whose own readers'
-error fell threefold.
+On by default, behind a held-out check (:func:`check_held_out`): the criterion is local.
+Rounding noise is independent from element to element and averages out in later layers;
+clipping error is coherent and passes on, so a finer scale that lowers one layer's output
+error can still raise the model's: applied unchecked, ocr_rec's character accuracy on 96
+lines goes 0.9653 -> 0.9711 (float 0.9783), but efficientnet_b0's output SQNR (random
+weights, a held-out image) 20.13 -> 18.68 dB, most of it from one early conv output whose
+own readers' error fell threefold.  So the proposals (made on the first ``MAX_SAMPLES``
+calibration samples) are kept only if the integer model's output SQNR on the next
+``HELD_OUT`` calibration samples, which the proposals did not see, rises with them (both
+graphs quantised the same way, before mixed precision and bias correction); with no sample
+beyond the first ``MAX_SAMPLES`` the calibrated thresholds stay.  ``compile_model(
+output_thresholds=False)`` / ``vta compile --no-output-thresholds`` turns it off;
+``output_thresholds="force"`` / ``--output-thresholds`` applies the proposals unchecked.
 
 Cost: one conv / dense of each reader on ``STEPS + 2`` stacked inputs (the value and its
 errors at every candidate) per sample, on at most ``MAX_SAMPLES`` samples, in float32 (a
 depthwise conv as a sum over its taps), numpy's BLAS on one thread: 0.3 CPU s for ocr_rec's
-47 layers.
+47 layers.  The held-out check quantises the graph twice and runs the quantised-graph
+reference on ``HELD_OUT`` samples for each: 3.1-3.4 CPU s on ocr_rec (16 calibration
+lines; compile 26.1, 26.5 -> 33.6, 28.8 CPU s, two runs each, on a loaded machine).  With
+``MAX_SAMPLES`` calibration samples or fewer nothing is proposed or checked, so the
+two-sample compile costs what it did.
 
 Example::
 
@@ -45,8 +55,10 @@ Example::
           .astype(np.float32)]
     envs = []
     ranges = calibrate(fg, xs, "percentile", on_env=lambda k, e: envs.append(e))
-    ranges, changed = refine_ranges(fg, ranges, envs)   # changed: {value: (f0, f)}
-    qg = quantize(fg, ranges=ranges)
+    new, changed = refine_ranges(fg, ranges, envs)      # changed: {value: (f0, f)}
+    outs = [{o: e[o] for o in fg.outputs} for e in envs[2:]]
+    keep, db0, db1 = check_held_out(fg, ranges, new, xs[2:], outs)   # output SQNR dB
+    qg = quantize(fg, ranges=new if keep else ranges)
 """
 
 from __future__ import annotations
@@ -61,6 +73,8 @@ from .reference import single_threaded_blas
 STEPS = 1
 #: the calibration samples the errors are measured on
 MAX_SAMPLES = 2
+#: the calibration samples after the first ``MAX_SAMPLES`` the proposals are checked on
+HELD_OUT = 4
 #: GEMM operators of the fused float graph whose data input is refined
 READERS = ("conv", "dense")
 
@@ -153,4 +167,23 @@ def _refine(g, ranges, envs, steps, out, changed):
             changed[v] = (f0, fs[k])
 
 
-__all__ = ["refine_ranges", "candidates", "STEPS", "MAX_SAMPLES"]
+def check_held_out(g, ranges: dict, refined: dict, held_samples, held_outs,
+                   **quantize_kw) -> tuple[bool, float, float]:
+    """(keep ``refined``?, output SQNR dB without, with): ``g`` quantised with ``ranges`` and
+    with ``refined`` (:func:`.quantize.quantize`, ``quantize_kw`` the same for both), each run
+    on ``held_samples`` (feed dicts) by the quantised-graph reference and compared with
+    ``held_outs[k]`` ({output: array}, the float model on ``held_samples[k]``), all outputs
+    and samples summed (:func:`.sensitivity.output_sqnr`).  Kept only if the SQNR rises
+    strictly; nothing is kept without held-out samples."""
+    from .quantize import quantize
+    from .sensitivity import output_sqnr
+    held_samples, held_outs = list(held_samples), list(held_outs)
+    if not held_samples or len(held_outs) != len(held_samples):
+        return False, float("nan"), float("nan")
+    db = [output_sqnr(quantize(g, ranges=r, **quantize_kw), held_samples, held_outs)
+          for r in (ranges, refined)]
+    return bool(db[1] > db[0]), db[0], db[1]
+
+
+__all__ = ["refine_ranges", "candidates", "check_held_out", "STEPS", "MAX_SAMPLES",
+           "HELD_OUT"]
