@@ -49,7 +49,7 @@ Example::
     from compiler.graph.onnx_import import import_onnx
     from compiler.graph.passes import float_pipeline
     from compiler.graph.quantize import calibrate, quantize
-    from compiler.graph.thresholds import refine_ranges
+    from compiler.graph.thresholds import check_held_out, refine_ranges
     fg = float_pipeline().run(import_onnx(small_cnn()))
     xs = [{"image": x} for x in np.random.default_rng(0).normal(size=(4, 1, 1, 8, 8))
           .astype(np.float32)]
