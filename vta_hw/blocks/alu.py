@@ -187,7 +187,11 @@ class AluPipe(wiring.Component):
     With ``stages=2`` the result is registered once more (s4 writes) and the caller issues a
     micro-op every other cycle; with ``stages=3`` the 32x32 multiplier is also split (16x16
     pieces registered, then summed) and a micro-op issues every third cycle.  Forwarding
-    always comes from the write stage into s2 of the next micro-op (FPGA timing).
+    always comes from the write stage into s2 of the next micro-op (FPGA timing).  With
+    ``stages=3`` the instruction's fields are kept copies (:func:`replicated_register`, FPGA
+    timing): ``op`` one per lane, ``use_imm``/``imm`` one per group of four lanes, registered
+    a cycle after the inputs, so they must be set by a micro-op's ``valid`` cycle and held
+    until its write (the compute module changes them only when the ALU is empty).
 
     Members
     -------
