@@ -109,7 +109,8 @@ def test_on_an_ecp5_with_logic_products_each_lane_keeps_its_own_inp_register():
     """``lane_inp`` (default on an ECP5 with logic products): one kept copy of the 32-bit
     INP row per output lane (4 x 32 TRELLIS_FF on a 1x4x4); none off an ECP5, without logic
     products, or when turned off; in the ``pipelined`` core only the lanes with logic
-    products (the others' operands go straight into the MULT18X18D registers)."""
+    products when its multiplier operands are registered in the MULT18X18D (``dsp_regs``),
+    every lane when they stay in the fabric (the default with logic products)."""
     row = TINY.block_in * TINY.inp_width
     assert _ff_count(rtlil.convert(GemmPipe(TINY, lut_mults=5), name="g",
                                    platform=_Ecp5())) == 4 * row
@@ -117,5 +118,33 @@ def test_on_an_ecp5_with_logic_products_each_lane_keeps_its_own_inp_register():
     assert _ff_count(rtlil.convert(GemmPipe(TINY), name="g", platform=_Ecp5())) == 0
     assert _ff_count(rtlil.convert(GemmPipe(TINY, lut_mults=5, lane_inp=False), name="g",
                                    platform=_Ecp5())) == 0
+    assert _ff_count(rtlil.convert(GemmPipe(TINY, lut_mults=5, pipelined=True, dsp_regs=True),
+                                   name="g", platform=_Ecp5())) == 2 * row
     assert _ff_count(rtlil.convert(GemmPipe(TINY, lut_mults=5, pipelined=True), name="g",
-                                   platform=_Ecp5())) == 2 * row
+                                   platform=_Ecp5())) == 4 * row
+
+
+def _mults(text):
+    """The MULT18X18D instances of an RTLIL text: a list of (input A clock, output clock)."""
+    import re
+    out = []
+    for cell in text.split("cell \\MULT18X18D ")[1:]:
+        body = cell.split("\n  end")[0]
+        clk = dict(re.findall(r'parameter \\(REG_INPUTA_CLK|REG_OUTPUT_CLK) "(\w+)"', body))
+        out.append((clk["REG_INPUTA_CLK"], clk["REG_OUTPUT_CLK"]))
+    return out
+
+
+def test_pipelined_multipliers_register_operands_inside_only_with_dsp_regs():
+    """The pipelined 1x4x4 with 5 logic products has 11 MULT18X18D: by default (logic
+    products, ``dsp_regs`` off) each registers only its product (input registers ``NONE``,
+    the operands are the lane copies and ``wgt_r`` in the fabric); with ``dsp_regs`` on, or
+    without logic products, the operands too."""
+    auto = _mults(rtlil.convert(GemmPipe(TINY, lut_mults=5, pipelined=True), name="g",
+                                platform=_Ecp5()))
+    assert auto == [("NONE", "CLK0")] * 11
+    on = _mults(rtlil.convert(GemmPipe(TINY, lut_mults=5, pipelined=True, dsp_regs=True),
+                              name="g", platform=_Ecp5()))
+    assert on == [("CLK0", "CLK0")] * 11
+    hard = _mults(rtlil.convert(GemmPipe(TINY, pipelined=True), name="g", platform=_Ecp5()))
+    assert hard == [("CLK0", "CLK0")] * 16

@@ -21,12 +21,13 @@ def _pack(vals, width):
     return out
 
 
-def _run_gemm(cfg, lut_mults, xs, ws, pipelined=False, lane_inp=None):
+def _run_gemm(cfg, lut_mults, xs, ws, pipelined=False, lane_inp=None, dsp_regs=None):
     """Feed one micro-op per cycle (INP tiles ``xs`` [n, BLOCK_IN], WGT tiles ``ws``
     [n, BLOCK_OUT, BLOCK_IN]) into a :class:`GemmPipe` with the ACC reading 0 and the
     destinations cycling over four tiles (so no micro-op's tile is one of the three results
     ahead that the GEMM forwards); returns the written ACC tiles and the latency in cycles."""
-    dut = GemmPipe(cfg, lut_mults=lut_mults, pipelined=pipelined, lane_inp=lane_inp)
+    dut = GemmPipe(cfg, lut_mults=lut_mults, pipelined=pipelined, lane_inp=lane_inp,
+                   dsp_regs=dsp_regs)
     n = len(xs)
     got, lat = [], []
 
@@ -91,10 +92,36 @@ def test_random_tiles_match_numpy_with_the_latency_of_hard_multipliers(lut_mults
     assert lat == 6         # the write 6 ticks after the valid cycle (its 7th cycle), as with 0
 
 
+@pytest.mark.parametrize("dsp_regs", [True, False])
+@pytest.mark.parametrize("lut_mults", [0, 5, 16])
+def test_dsp_regs_on_or_off_gives_the_same_dot_products_and_latency(lut_mults, dsp_regs):
+    """The pipelined core with its hard-multiplier operands in the multiplier or in the
+    fabric (``dsp_regs``), with and without per-lane INP copies: numpy's dot products,
+    latency 6."""
+    rng = np.random.default_rng(100 + lut_mults)
+    n = 48
+    xs = rng.integers(-128, 128, (n, 4))
+    ws = rng.integers(-128, 128, (n, 4, 4))
+    xs[0], ws[0] = -128, -128
+    want = np.einsum("nk,nok->no", xs, ws)
+    for lane_inp in (False, True):
+        got, lat = _run_gemm(TINY, lut_mults, xs, ws, True, lane_inp, dsp_regs)
+        assert np.array_equal(got, want)
+        assert lat == 6
+
+
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
-def test_lane_inp_rejects_a_non_bool():
-    with pytest.raises(ValueError, match="lane_inp"):
-        GemmPipe(TINY, lane_inp=1)
+def test_dsp_regs_defaults_to_off_only_with_logic_products():
+    assert GemmPipe(TINY, pipelined=True).dsp_regs is True
+    assert GemmPipe(TINY, lut_mults=5, pipelined=True).dsp_regs is False
+    assert GemmPipe(TINY, lut_mults=5, pipelined=True, dsp_regs=True).dsp_regs is True
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+@pytest.mark.parametrize("knob", ["lane_inp", "dsp_regs"])
+def test_knobs_reject_a_non_bool(knob):
+    with pytest.raises(ValueError, match=knob):
+        GemmPipe(TINY, **{knob: 1})
 
 
 def test_adder_trees_map_to_carry_chains_not_lut_full_adders(tmp_path):

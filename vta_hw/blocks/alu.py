@@ -187,7 +187,11 @@ class AluPipe(wiring.Component):
     With ``stages=2`` the result is registered once more (s4 writes) and the caller issues a
     micro-op every other cycle; with ``stages=3`` the 32x32 multiplier is also split (16x16
     pieces registered, then summed) and a micro-op issues every third cycle.  Forwarding
-    always comes from the write stage into s2 of the next micro-op (FPGA timing).
+    always comes from the write stage into s2 of the next micro-op (FPGA timing).  With
+    ``stages=3`` the instruction's fields are kept copies (:func:`replicated_register`, FPGA
+    timing): ``op`` one per lane, ``use_imm``/``imm`` one per group of four lanes, registered
+    a cycle after the inputs, so they must be set by a micro-op's ``valid`` cycle and held
+    until its write (the compute module changes them only when the ALU is empty).
 
     Members
     -------
@@ -247,6 +251,21 @@ class AluPipe(wiring.Component):
         wv, wd, wdata = Signal(), Signal(range(depth)), Signal(self.acc_bits)
         if self.pipelined:
             return self._pipelined(m, v2, bad2, d2, s2, imm, wv, wd, wdata)
+        n = cfg.batch * cfg.block_out
+        if self.stages == 3:
+            # the instruction's fields as kept copies (FPGA timing: one opcode register
+            # otherwise drives every lane's select logic across the die): ``op`` one per
+            # lane, ``use_imm``/``imm`` one per group of four lanes.  Registered a cycle
+            # late, so they must be set by a micro-op's ``valid`` cycle (first read in s2)
+            # and held until its write: the compute module sets them at DECODE and changes
+            # them only once the ALU is empty.
+            group = 4
+            ops = replicated_register(m, self.op, n, "alu_op", platform)
+            imm_cp = replicated_register(m, self.imm, -(-n // group), "alu_imm", platform)
+            use_imm = replicated_register(m, self.use_imm, -(-n // group), "alu_use_imm",
+                                          platform)
+            imm_x = [Signal(Wa, name=f"alu_immx_{k}") for k in range(len(imm_cp))]
+            m.d.comb += [x.eq(c.as_signed()) for x, c in zip(imm_x, imm_cp)]
         fwd_a = wv & (wd == d2)
         fwd_b = wv & (wd == s2)
         rd_a, rd_b = self.acc_rda_data, self.acc_rdb_data
@@ -262,15 +281,19 @@ class AluPipe(wiring.Component):
             for k in (1, 0):    # the older first, so the newer wins
                 rd_a = Mux(pv[k] & (pd[k] == d2), pdata[k], rd_a)
                 rd_b = Mux(pv[k] & (pd[k] == s2), pdata[k], rd_b)
-        m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2),
-                     a3.eq(Mux(fwd_a, wdata, rd_a)),
-                     b3.eq(Mux(self.use_imm, imm.replicate(cfg.batch * cfg.block_out),
-                               Mux(fwd_b, wdata, rd_b)))]
+        m.d.sync += [v3.eq(v2 & ~bad2), d3.eq(d2), a3.eq(Mux(fwd_a, wdata, rd_a))]
+        if self.stages == 3:
+            b_mem = Mux(fwd_b, wdata, rd_b)
+            m.d.sync += b3.eq(Cat(*[Mux(use_imm[i // group], imm_x[i // group],
+                                        b_mem.word_select(i, Wa)) for i in range(n)]))
+        else:
+            m.d.sync += b3.eq(Mux(self.use_imm, imm.replicate(n), Mux(fwd_b, wdata, rd_b)))
         # s3
         # with stages=3 the multiplication has its own split path below
-        lanes = [alu_lane(m, self.op, a3.word_select(i, Wa).as_signed(),
+        lane_op = ops if self.stages == 3 else [self.op] * n
+        lanes = [alu_lane(m, lane_op[i], a3.word_select(i, Wa).as_signed(),
                           b3.word_select(i, Wa).as_signed(), Wa, mul=self.stages != 3)
-                 for i in range(cfg.batch * cfg.block_out)]
+                 for i in range(n)]
         m.d.comb += result.eq(Cat(*lanes))
         if self.stages == 3:
             # low half of each product from 16x16 pieces registered in s3, summed in s4
@@ -289,8 +312,8 @@ class AluPipe(wiring.Component):
                              p1[i].eq(a[h:] * b[:h] + a[:h] * b[h:])]
             m.d.sync += [v4.eq(v3), d4.eq(d3), other4.eq(result), v5.eq(v4), d5.eq(d4)]
             r5 = Signal(self.acc_bits, reset_less=True)
-            mul = Cat(*[(p0[i] + (p1[i] << h))[:Wa] for i in range(cfg.batch * cfg.block_out)])
-            m.d.sync += r5.eq(Mux(self.op == AluOp.MUL, mul, other4))
+            m.d.sync += r5.eq(Cat(*[Mux(ops[i] == AluOp.MUL, (p0[i] + (p1[i] << h))[:Wa],
+                                        other4.word_select(i, Wa)) for i in range(n)]))
             m.d.comb += [wv.eq(v5), wd.eq(d5), wdata.eq(r5),
                          self.busy.eq(v2 | v3 | v4 | v5)]
         elif self.stages == 2:

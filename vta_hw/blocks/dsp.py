@@ -23,7 +23,8 @@ def is_ecp5(platform) -> bool:
 
 
 def registered_product(m: Module, a, b, width: int, name: str, *, primitive: bool = False,
-                       domain: str = "sync", reset_less: bool = False) -> Signal:
+                       domain: str = "sync", reset_less: bool = False,
+                       operand_regs: bool = True) -> Signal:
     """A ``width``-bit signal holding ``a * b`` (low ``width`` bits, signedness taken from
     ``a`` and ``b``, each at most 18 bits wide) two cycles after ``a``/``b``: the operands
     are registered at the first clock edge and their product at the second.
@@ -31,13 +32,21 @@ def registered_product(m: Module, a, b, width: int, name: str, *, primitive: boo
     ``primitive``: one ``MULT18X18D`` with its input A/B and output registers on ``CLK0``
     (operands sign- or zero-extended to 18 bits, ``SIGNEDA``/``SIGNEDB`` tied to their
     signedness); otherwise the same registers in logic.  ``reset_less``: the logic registers
-    have no (synchronous) reset (the primitive's registers never reset)."""
+    have no (synchronous) reset (the primitive's registers never reset).
+
+    ``operand_regs=False``: ``a`` and ``b`` are the caller's registers already, so only the
+    product is registered (one cycle after ``a``/``b``; the primitive's input registers are
+    bypassed, ``REG_INPUTA_CLK``/``REG_INPUTB_CLK`` ``NONE``).  The operand flip-flops then
+    stay in the fabric, where the placer can put each beside the logic it also feeds."""
     sa, sb = a.shape().signed, b.shape().signed
     if len(a) > 18 or len(b) > 18 or width > 36:
         raise ValueError(f"{name}: a MULT18X18D takes operands of at most 18 bits and gives "
                          f"36 (got {len(a)} x {len(b)} -> {width})")
     out = Signal(signed(width) if (sa or sb) else unsigned(width), name=name,
                  reset_less=reset_less)
+    if not primitive and not operand_regs:
+        m.d[domain] += out.eq(a * b)
+        return out
     if not primitive:
         ar = Signal(a.shape(), name=f"{name}_a", reset_less=reset_less)
         br = Signal(b.shape(), name=f"{name}_b", reset_less=reset_less)
@@ -52,10 +61,11 @@ def registered_product(m: Module, a, b, width: int, name: str, *, primitive: boo
     ports.update({f"i_B{i}": b18[i] for i in range(18)})
     ports.update({f"i_C{i}": Const(0) for i in range(18)})
     ports.update({f"o_P{i}": p[i] for i in range(36)})
+    in_clk = "CLK0" if operand_regs else "NONE"
     m.submodules[f"{name}_dsp"] = Instance(
         "MULT18X18D",
-        p_REG_INPUTA_CLK="CLK0", p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
-        p_REG_INPUTB_CLK="CLK0", p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
+        p_REG_INPUTA_CLK=in_clk, p_REG_INPUTA_CE="CE0", p_REG_INPUTA_RST="RST0",
+        p_REG_INPUTB_CLK=in_clk, p_REG_INPUTB_CE="CE0", p_REG_INPUTB_RST="RST0",
         p_REG_INPUTC_CLK="NONE", p_REG_PIPELINE_CLK="NONE",
         p_REG_OUTPUT_CLK="CLK0", p_REG_OUTPUT_CE="CE0", p_REG_OUTPUT_RST="RST0",
         p_CLK0_DIV="ENABLED", p_CLK1_DIV="ENABLED", p_CLK2_DIV="ENABLED",

@@ -109,20 +109,33 @@ class GemmPipe(wiring.Component):
     ``(BATCH x BLOCK_OUT - 1) x BLOCK_IN x INP_WIDTH`` flip-flops (1,920 on the 1x16x16).
     ``None`` (the default): on when elaborating for an ECP5 with logic products
     (``lut_mults > 0``, the 1x16x16 on the 85F), off otherwise.
+
+    ``dsp_regs`` (the ``pipelined`` core only; the plain core's operands are always fabric
+    registers): ``True`` registers the hard-multiplier products' operands inside the
+    multiplier, straight from the SRAM read data (the MULT18X18D input registers); ``False``
+    keeps them in the fabric: the products read the s2 registers (``wgt_r`` and the INP row,
+    with ``lane_inp`` each lane's own copy) and only the product is registered in the
+    multiplier (its output register), so the placer can put an operand flip-flop beside
+    the multiplier, or beside the logic products it also feeds, instead of at a fixed DSP
+    site.  Same stages, cycles and results.  ``None`` (the default): ``True`` without logic
+    products (the 1x8x8 builds), ``False`` with them (the 1x16x16 on the 85F).
     """
 
     def __init__(self, cfg: VTAConfig, lut_mults: int = 0, pipelined: bool = False,
-                 lane_inp: bool | None = None):
+                 lane_inp: bool | None = None, dsp_regs: bool | None = None):
         self.cfg = cfg
         self.pipelined = bool(pipelined)
-        if lane_inp is not None and not isinstance(lane_inp, bool):
-            raise ValueError(f"lane_inp must be True, False or None, not {lane_inp!r}")
+        for knob, val in (("lane_inp", lane_inp), ("dsp_regs", dsp_regs)):
+            if val is not None and not isinstance(val, bool):
+                raise ValueError(f"{knob} must be True, False or None, not {val!r}")
         self.lane_inp = lane_inp
         macs = cfg.batch * cfg.block_in * cfg.block_out
         if isinstance(lut_mults, bool) or not isinstance(lut_mults, int) or \
                 not 0 <= lut_mults <= macs:
             raise ValueError(f"lut_mults must be an integer in [0, {macs}], not {lut_mults!r}")
         self.lut_mults = lut_mults
+        #: resolved: the pipelined core's hard-multiplier operands in the multiplier
+        self.dsp_regs = (lut_mults == 0) if dsp_regs is None else dsp_regs
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
         self.acc_bits = cfg.batch * cfg.block_out * cfg.acc_width
@@ -180,7 +193,8 @@ class GemmPipe(wiring.Component):
             for o in range(cfg.block_out):
                 lane0 = (b * cfg.block_out + o) * cfg.block_in
                 # the INP row this lane's logic and unregistered products read in s2
-                if lane_inp and not (self.pipelined and lane0 + cfg.block_in <= first_lut):
+                dsp_in = self.pipelined and self.dsp_regs
+                if lane_inp and not (dsp_in and lane0 + cfg.block_in <= first_lut):
                     xrow = replicated_register(m, self.inp_rd_data.word_select(b, row_bits),
                                                1, f"inp_r_{b}_{o}", platform)[0]
                 else:
@@ -192,6 +206,13 @@ class GemmPipe(wiring.Component):
                     n = lane0 + k
                     if n >= first_lut and planes:
                         lut_k.append(k)
+                        continue
+                    if self.pipelined and n < first_lut and not self.dsp_regs:
+                        # operands: the s2 fabric registers; the product: the multiplier's
+                        # output register
+                        row.append(registered_product(
+                            m, x, y, pw, f"prod_{b}_{o}_{k}", primitive=is_ecp5(platform),
+                            reset_less=True, operand_regs=False))
                         continue
                     if self.pipelined and n < first_lut:
                         ix, iw = b * cfg.block_in + k, o * cfg.block_in + k

@@ -28,6 +28,13 @@ BUILDS = {
                                 LOG_WGT_BUFF_SIZE=17, LOG_ACC_BUFF_SIZE=15),
                            dict(board="ulx3s-85f", lut_mults=160, freq_mhz=50.0,
                                 router="router2", placer="static")),
+    # the same 1x16x16 on the ``pipelined`` core (registers after the UOP/INP/ACC reads, the
+    # split ALU lane); with its logic products the GEMM keeps the hard multipliers' operand
+    # registers in the fabric (``GemmPipe(dsp_regs=None)``) beside the per-lane INP copies
+    "1x16x16-85f-pipelined": (dict(LOG_UOP_BUFF_SIZE=15, LOG_INP_BUFF_SIZE=15,
+                                   LOG_WGT_BUFF_SIZE=17, LOG_ACC_BUFF_SIZE=15),
+                              dict(board="ulx3s-85f", lut_mults=160, freq_mhz=50.0,
+                                   router="router2", placer="static", pipelined=True)),
     "1x8x8-85f": (dict(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
                        LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16),
                   dict(board="ulx3s-85f", lut_mults=0, freq_mhz=50.0, router="router1")),
