@@ -97,8 +97,10 @@ def test_shared_encoder_blocks_are_the_separate_builds():
 def test_chain_compile_time_is_near_linear_and_bit_exact():
     cal = calib()
     _cpu_seconds(chain_model(30), cal)                       # imports, first builds
-    small, _ = _cpu_seconds(chain_model(1000), cal)
-    big, c = _cpu_seconds(chain_model(2000), cal)
+    # the least of two runs each: CPU seconds still swell when the other core is busy
+    small = min(_cpu_seconds(chain_model(1000), cal)[0] for _ in range(2))
+    runs = [_cpu_seconds(chain_model(2000), cal) for _ in range(2)]
+    big, c = min(runs, key=lambda r: r[0])
     assert big < 60, big                                     # ~1.6 s here, unloaded
     assert big / small < 3, (small, big)                     # linear ~2, quadratic ~4
     assert c.program.graph.kernel_cache["built"] <= 16
