@@ -41,12 +41,19 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from isa import VTAConfig  # noqa: E402
 
 
-def run_on_core(programs, core: dict, cfg: VTAConfig) -> list[int]:
-    """Cycles of ``programs`` (``(insns, dram)`` pairs; each dram updated in place) on the
-    core ``core`` (a :data:`vta_sim.timing.PRESET_CORES` entry) in configuration ``cfg``."""
+def _core_kw(core: dict) -> dict:
+    """The core generator's options (vta_hw.blocks.core) of a PRESET_CORES entry, only
+    those that differ from the default core."""
     kw = {"alu_stages": core["alu_stages"]} if core["alu_stages"] != 1 else {}
     if core["pipelined"]:
         kw["pipelined"] = True
+    return kw
+
+
+def run_on_core(programs, core: dict, cfg: VTAConfig) -> list[int]:
+    """Cycles of ``programs`` (``(insns, dram)`` pairs; each dram updated in place) on the
+    core ``core`` (a :data:`vta_sim.timing.PRESET_CORES` entry) in configuration ``cfg``."""
+    kw = _core_kw(core)
     if core["dram"] == "model":
         from vta_hw.runners.rtlsim import run_rtl_batch
         return [r.cycles for r in run_rtl_batch(programs, cfg, simulator="verilator",
@@ -59,9 +66,7 @@ def run_on_core(programs, core: dict, cfg: VTAConfig) -> list[int]:
 def device_for(core: dict, cfg: VTAConfig, capacity: int = 1 << 22):
     """An :class:`vta_runtime.RtlDevice` running ``core``."""
     from vta_runtime import RtlDevice
-    kw = {"alu_stages": core["alu_stages"]} if core["alu_stages"] != 1 else {}
-    if core["pipelined"]:
-        kw["pipelined"] = True
+    kw = _core_kw(core)
     sim = "verilator" if core["dram"] == "model" else "amaranth"
     return RtlDevice(cfg, simulator=sim, latency=core["latency"], capacity=capacity, **kw)
 
