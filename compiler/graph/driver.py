@@ -354,9 +354,15 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         else:
             raise GraphError("calibration samples are needed (--calib SAMPLES.npz) unless "
                              "--calibration global_scale")
-    thr = _no_thresholds("off" if not output_thresholds else "not run: no calibration "
-                         "samples" if samples is None else "not run: --calibration "
-                         "global_scale" if mode == "global_scale" else "")
+    if not output_thresholds:
+        why = "off"
+    elif samples is None:
+        why = "not run: no calibration samples"
+    elif mode == "global_scale":
+        why = "not run: --calibration global_scale"
+    else:
+        why = ""                    # set by _thresholds below
+    thr = _no_thresholds(why)
     if samples is None:
         from .quantize import calibrate
         ranges = dict(fg.qdq_ranges)
