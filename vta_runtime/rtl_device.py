@@ -89,6 +89,7 @@ class RtlDevice(Device):
     def __init__(self, config=None, *, simulator: str | None = None, capacity: int = 1 << 22,
                  latency: int | None = None, max_cycles: int | None = None, **core_kw):
         super().__init__(config, capacity=capacity, max_alloc=capacity // 2)
+        self._core_options = dict(core_kw)     # the core generator's options (timing_preset)
         if simulator is None:
             simulator = default_simulator()
         if simulator not in ("amaranth", "icarus", "verilator"):
@@ -114,8 +115,6 @@ class RtlDevice(Device):
         if max_cycles is None:
             max_cycles = 200_000_000 if simulator == "verilator" else 20_000_000
         self.latency, self.max_cycles, self.core_kw = latency, max_cycles, core_kw
-        self._core_options = dict(core_kw) if simulator == "amaranth" else \
-            dict(getattr(runner, "keywords", {}).get("core_kw", {}))
         #: the vta_hw calibration whose DRAM model this device simulates (its timing
         #: parameters make vta_sim's cycle counts match this device's)
         self.timing_calibration = (None if latency != (4 if simulator == "amaranth" else 16)
