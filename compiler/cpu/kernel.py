@@ -116,6 +116,9 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         raise CpuError(f"cpu_build: expected a te Tensor, not {type(out).__name__}")
     if out.is_placeholder:
         raise CpuError(f"cpu_build: {out.name} is a placeholder: nothing to compute")
+    hand = getattr(out, "cpu_kernel", None)
+    if hand is not None and not schedules:
+        return _hand_build(out, hand, host_target(target), cache_dir, t0)
     stages, inputs = stages_of(out)
     shared = None
     if share and not schedules:
@@ -183,6 +186,12 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         _emit_run_all(mod, codes, slots, prefix, blocks)
         return str(mod)
 
+    return _finish(out, inputs, codes, scheds, key, tgt, where, gen, cache_dir, t0, shared)
+
+
+def _finish(out, inputs, codes, scheds, key, tgt, where, gen, cache_dir, t0, shared=None):
+    """The :class:`CpuKernel` of ``codes`` whose module ``gen(prefix)`` writes: from the
+    caches, compiled now, or queued in the open :func:`~.batch.cpu_batch`."""
     names = [c.name for c in codes] + [RUN_ALL]
     batch = _batch.current()
     if batch is not None and not (cache_dir or os.environ.get("VTA_CPU_CACHE")):
@@ -195,6 +204,25 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
     compiled, source = compile_ir_lazy(gen, names, key, tgt, where, cache_dir)
     return CpuKernel(out, inputs, codes, scheds, compiled, source,
                      time.perf_counter() - t0, shared)
+
+
+def _hand_build(out, hand, tgt, cache_dir, t0):
+    """``out`` computed by the hand-written kernel ``hand`` (``out.cpu_kernel``, e.g.
+    :class:`compiler.cpu.softmax_kernel.SoftmaxKernel`) instead of its stages: one function
+    ``s0(out, *hand.inputs, lo, hi)`` over ``hand.rows`` rows, ``hand.emit(module, name)``
+    writes it; ``hand.key()`` is everything the code depends on (besides the target)."""
+    hand = hand.at(tgt)                     # lanes and unrolls for this target
+    inputs = list(hand.inputs)
+    codes = [StageCode("s0", out, [out] + inputs, hand.rows, hand.parallel)]
+    slots = _slots(codes)
+
+    def gen(prefix=""):
+        mod = ir.Module(name="vta_cpu")
+        hand.emit(mod, prefix + "s0")
+        _emit_run_all(mod, codes, slots, prefix)
+        return str(mod)
+    return _finish(out, inputs, codes, [], hand.key(), tgt, f"kernel {out.name}", gen,
+                   cache_dir, t0)
 
 
 RUN_ALL = "run_all"

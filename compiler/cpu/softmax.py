@@ -42,7 +42,8 @@ def softmax_sum_bits(c: int) -> int:
     return min(61 - cb, 26 + cb)
 
 
-def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -> Tensor:
+def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None,
+            kernel: bool | None = None) -> Tensor:
     """Softmax over the last axis (float32): ``exp(x - max) * (1 / sum(exp(x - max)))``
     (one division per row; the bound: tests/test_cpu_exp_softmax.py).  The sum
     is exact and order-free: each ``e = exp(x - max)`` (in (0, 1]) is scaled by ``2**K``
@@ -56,11 +57,21 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -
     has no vector float32 -> int64 conversion (AVX2), else one such conversion per element
     (AVX-512DQ; measured on Zen 4: 2 fields 5% faster than the conversion on 12 x 128 x
     128 and 5% on 128 x 768 (in 16 lanes), 4 fields 7-13% slower on rows of 6625 and
-    32768); ``sum_by="int64"`` or ``"fields"`` picks one whatever the target."""
+    32768); ``sum_by="int64"`` or ``"fields"`` picks one whatever the target.
+
+    ``kernel`` (default: True unless ``sum_by`` is given): the output carries the
+    hand-written kernel (:mod:`compiler.cpu.softmax_kernel`: three passes, the exp stored
+    and summed in one), which :func:`compiler.cpu.kernel.cpu_build` compiles instead of
+    these stages when it is given no schedules; the same bits as the stages, except on a
+    row with a NaN exponential (a NaN, a ``+inf`` or only ``-inf``), which the kernel and
+    :func:`compiler.ops.softmax.softmax_f32` write as NaN and the stages only as partly
+    NaN.  ``cpu_build(out, {...})`` with schedules, or ``kernel=False``, compiles the
+    stages."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise CpuError(f"softmax: expected a float32 tensor, not {x!r}")
     if sum_by not in (None, "int64", "fields"):
         raise CpuError(f"softmax: sum_by={sum_by!r} (None, 'int64' or 'fields')")
+    sum_by_given = sum_by
     *lead, c = x.shape
     k = softmax_sum_bits(c)
     rows = tuple(lead) or (1,)
@@ -97,6 +108,9 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None) -
     out = elementwise(te.compute(x.shape, lambda *i: e[i] * inv[tuple(i[:-1]) or (0,)], name))
     out.cpu_in_place = e      # e lives in the output's array (compiler.cpu.kernel.in_place)
     _row_local(out, int(np.prod(rows)))
+    if kernel if kernel is not None else sum_by_given is None:
+        from .softmax_kernel import SoftmaxKernel
+        out.cpu_kernel = SoftmaxKernel(x, target=target)
     return out
 
 

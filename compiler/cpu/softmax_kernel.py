@@ -1,0 +1,367 @@
+"""A hand-written LLVM kernel for the float32 softmax over the last axis: three passes per
+row instead of the tensor-expression composition's five stages, with ``exp(x - max)``
+stored and summed in ONE pass (a stage with two outputs, which a TE stage cannot be).
+
+Per row of ``C`` elements, in vectors of ``V`` lanes (the target's SIMD width,
+:func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512, 8 on AVX2, 4 on SSE/NEON; the
+largest power of two not above ``C`` for shorter rows), each loop unrolled:
+
+1. the row maximum (NaN-propagating ``llvm.maximum``, either zero for (-0, +0): the result
+   is the same for both); the partial last vector is the full vector ending at the row's
+   end (a maximum does not mind the overlap);
+2. ``e = exp(min(x - max, 0))`` (:func:`compiler.cpu.mathfns.emit_exp_nonpositive`, the
+   bits of the TE kernel's exp) stored in the output and, in the same loop, cut into
+   float32 bit fields of ``floor(e * 2**K)`` (:func:`compiler.cpu.softmax._field`) summed
+   per lane; the partial last vector again the full one ending at the row's end, its
+   already-counted lanes masked out of the sums.  Each lane adds at most ``ceil(C / (V
+   A)) + 1`` values (``A`` accumulator sets), so its fields are as wide as
+   :func:`compiler.cpu.softmax.sum_field_bits` allows; every partial sum is an integer
+   below ``2**24`` (exact in float32, in any order), the lanes are added in int32 and
+   the fields rebuilt in int64: **the exact int64 sum ``sum(int64(e * 2**K))`` of
+   :func:`compiler.ops.softmax.softmax_f32`, whatever the vector width or order**;
+3. ``inv = 1 / (float32(sum) * 2**-K)`` once per row, ``out = e * inv`` in place (the row's
+   last full vector is loaded and scaled before the loop and stored after it, so that the
+   overlap is not scaled twice).
+
+A row whose exponentials hold a NaN (a NaN in the row, a ``+inf``, or every element
+``-inf``: ``x - max`` is NaN somewhere) has a NaN field sum; the kernel writes the whole
+row as the quiet NaN ``0x7fc00000`` (:data:`NAN_BITS`), as ``softmax_f32`` does.  So the
+kernel equals :func:`compiler.ops.softmax.softmax_f32` bit for bit on every input (up to
+which NaN propagates into the maximum when a row holds NaNs of different payloads: none,
+the row is NaN either way), on every target, and its error bound is that of the TE
+kernel: ``3.5 * 2**-23`` relative against the float64 softmax of ``fl(x - max)``
+(tests/test_cpu_softmax_kernel.py).
+
+:func:`compiler.cpu.softmax.softmax` attaches a :class:`SoftmaxKernel` to its output
+(``out.cpu_kernel``); :func:`compiler.cpu.kernel.cpu_build` compiles that instead of the
+stages when no schedules are given.  The code depends only on ``C`` and the target (the
+rows are the kernel's ``[lo, hi)`` range), so softmaxes of any number of rows of one
+length share a compilation.
+
+Example::
+
+    import numpy as np
+    from compiler import te
+    from compiler.cpu import cpu_build, host_target
+    from compiler.cpu.softmax import softmax
+    from compiler.ops.softmax import softmax_f32
+    x = te.placeholder((3, 197), "float32", "x")
+    avx2 = host_target(features="-avx512f")
+    xv = np.random.default_rng(0).normal(size=(3, 197)).astype(np.float32)
+    kern = cpu_build(softmax(x, target=avx2), target=avx2)
+    assert len(kern.codes) == 1                 # one function: the hand-written kernel
+    assert np.array_equal(kern.run({x: xv}), softmax_f32(xv))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from .jit import host_target, vector_shape
+from .mathfns import emit_exp_nonpositive
+from .schedules import PARALLEL_MIN
+from .vecmem import F32, I64, PTR
+
+I1, I32 = ir.IntType(1), ir.IntType(32)
+#: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
+NAN_BITS = 0x7FC00000
+#: kernel version: part of the cache key
+VERSION = 1
+
+
+def lanes_for(c: int, target=None) -> int:
+    """``V``: the target's float32 lanes per SIMD register, or the largest power of two not
+    above ``c`` when the row is shorter."""
+    bits, _ = vector_shape(host_target(target))
+    v = max(1, bits // 32)
+    while v > 1 and v > c:
+        v //= 2
+    return v
+
+
+class SoftmaxKernel:
+    """The hand-written softmax of ``x`` (float32, rows of ``c`` = its last axis) for
+    ``target``: what :func:`compiler.cpu.kernel.cpu_build` needs to compile it as one
+    stage (:meth:`emit`, :meth:`key`, :attr:`inputs`, :attr:`rows`, :attr:`parallel`).
+
+    ``unroll``: vectors per loop step of the (max, exp, scale) passes; ``sets``: the
+    exp pass's accumulator sets (independent chains of field sums)."""
+
+    def __init__(self, x, unroll=(4, 2, 4), sets: int = 2, target=None):
+        self.x = x
+        self.inputs = [x]
+        self.c = int(x.shape[-1])
+        self.rows = int(np.prod(x.shape[:-1], dtype=np.int64)) if x.ndim > 1 else 1
+        self.parallel = int(np.prod(x.shape)) >= PARALLEL_MIN and self.rows > 1
+        self.unroll, self.sets0 = tuple(unroll), int(sets)
+        self.at(target)
+
+    def at(self, target) -> "SoftmaxKernel":
+        """This kernel planned for ``target`` (lanes, unrolls, fields): a new object, or
+        this one when it already is."""
+        from .softmax import softmax_sum_bits, sum_field_bits
+        tgt = host_target(target)
+        if getattr(self, "target", None) == tgt:
+            return self
+        k = self if getattr(self, "target", None) is None else SoftmaxKernel.__new__(
+            SoftmaxKernel)
+        if k is not self:
+            k.__dict__.update(self.__dict__)
+        k.target = tgt
+        k.v = lanes_for(k.c, tgt)
+        nv = k.c // k.v
+        u = max(1, min(k.unroll[1], nv))
+        k.sets = max(1, min(k.sets0, u))
+        k.u_exp = u // k.sets * k.sets
+        k.k = softmax_sum_bits(k.c)
+        # vector i of a loop step goes to set i % sets (u a multiple of sets): a set's lane
+        # adds at most ceil(nv / sets) values, + the overlapping last vector
+        per_lane = -(-nv // k.sets) + 1
+        k.w = sum_field_bits(per_lane)
+        k.nf = -(-k.k // k.w)
+        return k
+
+    def key(self) -> str:
+        return (f"hand:softmax v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
+                f"sets={self.sets} K={self.k} W={self.w} fields={self.nf}")
+
+    # ------------------------------------------------------------------ code
+    def emit(self, mod: ir.Module, name: str) -> ir.Function:
+        """``void @name(ptr noalias out, ptr noalias x, i64 lo, i64 hi)``: rows [lo, hi)."""
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name)
+        for a in fn.args[:2]:
+            a.add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        out, x, lo, hi = fn.args
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        head = fn.append_basic_block("row")
+        done = fn.append_basic_block("done")
+        b.cbranch(b.icmp_signed("<", lo, hi), head, done)
+        b.position_at_end(head)
+        r = b.phi(I64, "r")
+        r.add_incoming(lo, entry)
+        base = b.mul(r, ir.Constant(I64, self.c))
+        xr = b.gep(x, [base], source_etype=F32)
+        orow = b.gep(out, [base], source_etype=F32)
+        mx = self._max(b, fn, xr)
+        bad, inv = self._exp_sum(b, fn, xr, orow, mx)
+        scale = fn.append_basic_block("scale")
+        nan = fn.append_basic_block("nan_row")
+        nxt = fn.append_basic_block("next")
+        b.cbranch(bad, nan, scale)
+        b.position_at_end(nan)
+        self._fill(b, fn, orow)
+        b.branch(nxt)
+        b.position_at_end(scale)
+        self._scale(b, fn, orow, inv)
+        b.branch(nxt)
+        b.position_at_end(nxt)
+        r1 = b.add(r, ir.Constant(I64, 1))
+        r.add_incoming(r1, nxt)
+        b.cbranch(b.icmp_signed("<", r1, hi), head, done)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    @property
+    def vty(self):
+        return ir.VectorType(F32, self.v)
+
+    def _splat(self, value, ty=None):
+        ty = ty or self.vty
+        return ir.Constant(ty, [value] * ty.count)
+
+    def _load(self, b, row, off):
+        p = b.gep(row, [off if isinstance(off, ir.Value) else ir.Constant(I64, off)],
+                  source_etype=F32)
+        return b.load(p, typ=self.vty, align=4)
+
+    def _store(self, b, value, row, off):
+        p = b.gep(row, [off if isinstance(off, ir.Value) else ir.Constant(I64, off)],
+                  source_etype=F32)
+        b.store(value, p, align=4)
+
+    def _intrinsic(self, b, name, args, fastmath=()):
+        t = args[0].type
+        full = f"{name}.v{t.count}f32"
+        f = b.module.globals.get(full) or ir.Function(
+            b.module, ir.FunctionType(t, [a.type for a in args]), full)
+        return b.call(f, args, fastmath=fastmath)
+
+    def _maximum(self, b, p, q):
+        return self._intrinsic(b, "llvm.maximum", [p, q], fastmath=("nsz",))
+
+    def _loop(self, b, fn, n, carried, body, tag):
+        """``for j in range(n)`` (``n`` a Python int >= 1) with loop-carried values
+        ``carried`` (a list); ``body(b, j, values) -> new values``; returns the final
+        values (the builder positioned after the loop)."""
+        if n <= 0:
+            return carried
+        pre = b.block
+        loop = fn.append_basic_block(tag)
+        after = fn.append_basic_block(tag + "_end")
+        b.branch(loop)
+        b.position_at_end(loop)
+        j = b.phi(I64, tag + "_j")
+        j.add_incoming(ir.Constant(I64, 0), pre)
+        phis = []
+        for k, v in enumerate(carried):
+            p = b.phi(v.type, f"{tag}_a{k}")
+            p.add_incoming(v, pre)
+            phis.append(p)
+        new = body(b, j, phis)
+        j1 = b.add(j, ir.Constant(I64, 1))
+        end = b.block
+        j.add_incoming(j1, end)
+        for p, v in zip(phis, new):
+            p.add_incoming(v, end)
+        b.cbranch(b.icmp_signed("<", j1, ir.Constant(I64, n)), loop, after)
+        b.position_at_end(after)
+        return new
+
+    def _vectors(self, b, fn, u, carried, step, tag):
+        """Call ``step(b, offset, values) -> values`` for every full vector of the row
+        (offset ``i V``), ``u`` per loop iteration, then the ``nv % u`` left over."""
+        v, nv = self.v, self.c // self.v
+
+        def body(b, j, vals):
+            start = b.mul(j, ir.Constant(I64, u * v))
+            for q in range(u):
+                vals = step(b, b.add(start, ir.Constant(I64, q * v)) if q else start, vals)
+            return vals
+        vals = self._loop(b, fn, nv // u, carried, body, tag)
+        for q in range(nv // u * u, nv):
+            vals = step(b, q * v, vals)
+        return vals
+
+    def _max(self, b, fn, xr):
+        u = max(1, min(self.unroll[0], self.c // self.v))
+        first = self._load(b, xr, 0)
+        accs = [first] * u
+        k = [0]
+
+        def step(b, off, vals):
+            # vector i goes to accumulator i % u (the unrolled ones in order)
+            vals = list(vals)
+            q = k[0] % u
+            k[0] += 1
+            vals[q] = self._maximum(b, vals[q], self._load(b, xr, off))
+            return vals
+        accs = self._vectors(b, fn, u, accs, step, "max")
+        if self.c % self.v:
+            accs[0] = self._maximum(b, accs[0], self._load(b, xr, self.c - self.v))
+        m = accs[0]
+        for a in accs[1:]:
+            m = self._maximum(b, m, a)
+        return self._hreduce(b, m, self._maximum)
+
+    def _hreduce(self, b, vec, op):
+        """The lanes of ``vec`` combined by ``op`` pairwise (halves), a scalar."""
+        w = vec.type.count
+        while w > 1:
+            h = w // 2
+            lo = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, h), list(range(h))))
+            hi = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, h),
+                                                        list(range(h, w))))
+            vec = op(b, lo, hi)
+            w = h
+        return b.extract_element(vec, ir.Constant(I32, 0))
+
+    def _fields(self, b, e):
+        """The ``nf`` bit fields of ``floor(e * 2**K)`` (:func:`compiler.cpu.softmax._field`:
+        the same exact float32 values), vectors."""
+        fl = [self._intrinsic(b, "llvm.floor", [b.fmul(e, self._splat(
+            float(2.0 ** (self.k - j * self.w))))]) for j in range(self.nf)]
+        out = []
+        for j in range(self.nf):
+            if j == self.nf - 1:
+                out.append(fl[j])
+            else:
+                out.append(b.fsub(fl[j], b.fmul(fl[j + 1], self._splat(float(2.0 ** self.w)))))
+        return out
+
+    def _exp_sum(self, b, fn, xr, orow, mx):
+        v, nf, sets = self.v, self.nf, self.sets
+        u = self.u_exp
+        mv = b.insert_element(ir.Constant(self.vty, ir.Undefined), mx, ir.Constant(I32, 0))
+        mv = b.shuffle_vector(mv, mv, ir.Constant(ir.VectorType(I32, v), [0] * v))
+        zero = self._splat(0.0)
+
+        def exp_at(b, off):
+            e = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, off), mv))
+            self._store(b, e, orow, off)
+            return e
+        counter = [0]
+
+        def step(b, off, vals):
+            vals = list(vals)
+            s = counter[0] % sets
+            counter[0] += 1
+            for j, f in enumerate(self._fields(b, exp_at(b, off))):
+                vals[s * nf + j] = b.fadd(vals[s * nf + j], f)
+            return vals
+        accs = self._vectors(b, fn, u, [zero] * (sets * nf), step, "exp")
+        t = self.c % v
+        if t:           # the last full vector: its first v - t lanes were counted above
+            mask = ir.Constant(ir.VectorType(I1, v), [int(i >= v - t) for i in range(v)])
+            for j, f in enumerate(self._fields(b, exp_at(b, self.c - v))):
+                s = (self.c // v) % sets
+                accs[s * nf + j] = b.fadd(accs[s * nf + j], b.select(mask, f, zero))
+        # NaN anywhere in the sums: the row has a NaN exponential
+        bad = None
+        for a in accs:
+            n = b.fcmp_unordered("uno", a, a)
+            bad = n if bad is None else b.or_(bad, n)
+        ity = ir.VectorType(I32, v)
+        f = b.module.globals.get(f"llvm.vector.reduce.or.v{v}i1") or ir.Function(
+            b.module, ir.FunctionType(I1, [bad.type]), f"llvm.vector.reduce.or.v{v}i1")
+        bad = b.call(f, [bad])
+        radd = b.module.globals.get(f"llvm.vector.reduce.add.v{v}i32") or ir.Function(
+            b.module, ir.FunctionType(I32, [ity]), f"llvm.vector.reduce.add.v{v}i32")
+        total = None
+        for j in range(nf):
+            # each lane's partial sum is an integer below 2**24 (NaN rows: discarded)
+            lanes = None
+            for s in range(sets):
+                a = b.fptosi(b.select(b.fcmp_unordered("uno", accs[s * nf + j],
+                                                       accs[s * nf + j]), zero,
+                                      accs[s * nf + j]), ity)
+                lanes = a if lanes is None else b.add(lanes, a)
+            tj = b.sext(b.call(radd, [lanes]), I64)
+            if j:
+                tj = b.shl(tj, ir.Constant(I64, j * self.w))
+            total = tj if total is None else b.add(total, tj)
+        sf = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(2.0 ** -self.k)))
+        inv = b.fdiv(ir.Constant(F32, 1.0), sf)
+        return bad, inv
+
+    def _scale(self, b, fn, orow, inv):
+        v = self.v
+        u = max(1, min(self.unroll[2], self.c // v))
+        iv = b.insert_element(ir.Constant(self.vty, ir.Undefined), inv, ir.Constant(I32, 0))
+        iv = b.shuffle_vector(iv, iv, ir.Constant(ir.VectorType(I32, v), [0] * v))
+        last = None
+        if self.c % v:      # scaled before the loop overwrites its first lanes
+            last = b.fmul(self._load(b, orow, self.c - v), iv)
+
+        def step(b, off, vals):
+            self._store(b, b.fmul(self._load(b, orow, off), iv), orow, off)
+            return vals
+        self._vectors(b, fn, u, [], step, "scale")
+        if last is not None:
+            self._store(b, last, orow, self.c - v)
+
+    def _fill(self, b, fn, orow):
+        nanv = b.bitcast(ir.Constant(ir.VectorType(I32, self.v), [NAN_BITS] * self.v),
+                         self.vty)
+        u = max(1, min(self.unroll[2], self.c // self.v))
+
+        def step(b, off, vals):
+            self._store(b, nanv, orow, off)
+            return vals
+        self._vectors(b, fn, u, [], step, "fill")
+        if self.c % self.v:
+            self._store(b, nanv, orow, self.c - self.v)
