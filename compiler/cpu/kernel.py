@@ -118,7 +118,9 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         raise CpuError(f"cpu_build: {out.name} is a placeholder: nothing to compute")
     hand = getattr(out, "cpu_kernel", None)
     if hand is not None and not schedules:
-        return _hand_build(out, hand, host_target(target), cache_dir, t0)
+        planned = hand.at(host_target(target))       # None: not for these rows here
+        if planned is not None:
+            return _hand_build(out, planned, host_target(target), cache_dir, t0)
     stages, inputs = stages_of(out)
     shared = None
     if share and not schedules:
@@ -210,8 +212,8 @@ def _hand_build(out, hand, tgt, cache_dir, t0):
     """``out`` computed by the hand-written kernel ``hand`` (``out.cpu_kernel``, e.g.
     :class:`compiler.cpu.softmax_kernel.SoftmaxKernel`) instead of its stages: one function
     ``s0(out, *hand.inputs, lo, hi)`` over ``hand.rows`` rows, ``hand.emit(module, name)``
-    writes it; ``hand.key()`` is everything the code depends on (besides the target)."""
-    hand = hand.at(tgt)                     # lanes and unrolls for this target
+    writes it; ``hand.key()`` is everything the code depends on (besides the target);
+    ``hand.at(target)`` (None: use the stages) plans it for the build's target."""
     inputs = list(hand.inputs)
     codes = [StageCode("s0", out, [out] + inputs, hand.rows, hand.parallel)]
     slots = _slots(codes)

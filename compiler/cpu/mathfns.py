@@ -100,7 +100,7 @@ def emit_exp(b: ir.IRBuilder, x):
     return b.fmul(b.fmul(p, s1), s2)    # x clamped to +-104: inf or 0, as exp(x) rounds
 
 
-def emit_exp_nonpositive(b: ir.IRBuilder, a):
+def emit_exp_nonpositive(b: ir.IRBuilder, a, clamp_zero: bool = True):
     """``exp(min(a, 0))`` of a float32 value or vector ``a``: the bits of
     :func:`emit_exp` of ``min(a, 0)`` (NaN -> NaN), in fewer instructions, because no result
     exceeds 1: ``a`` clamped to [-104, 0], the same reduction (``t`` rounds to the same
@@ -108,12 +108,14 @@ def emit_exp_nonpositive(b: ir.IRBuilder, a):
     polynomial, but its coefficients scaled by ``2**-24`` (exact: ``p * 2**-24``) and one
     multiplication by ``2**(n + 24)`` (a normal float for every ``n`` in [-150, 0]; a
     subnormal result rounds once, there), built from ``t``'s bits with one shift.  A
-    softmax's ``exp(x - max)`` on AVX2: 20 -> 15 vector instructions per vector."""
+    softmax's ``exp(x - max)`` on AVX2: 20 -> 15 vector instructions per vector.
+    ``clamp_zero=False``: for a caller that knows ``a <= 0`` or ``-inf`` (never NaN): the
+    same bits without the clamp at 0."""
     fty, ity = a.type, _like(a, I32)
 
     def c(v):
         return _const(fty, float(np.float32(v)))
-    xc = b.select(b.fcmp_ordered("<", c(0.0), a), c(0.0), a)
+    xc = b.select(b.fcmp_ordered("<", c(0.0), a), c(0.0), a) if clamp_zero else a
     xc = b.select(b.fcmp_ordered("<", xc, c(-104.0)), c(-104.0), xc)
     t = _fma(b, xc, c(_INV_LN2), c(_SHIFT + 151))      # bits: _SHIFT_BITS + 151 + n
     n = b.fsub(t, c(_SHIFT + 151))

@@ -33,8 +33,8 @@ from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elem
 
 def softmax_sum_bits(c: int) -> int:
     """Fraction bits K of :func:`softmax`'s fixed-point row sum over ``c`` elements:
-    ``26 + ceil(log2 c)``, so that the ``c`` truncations lose less than ``c * 2**-K <=
-    2**-26`` of the sum (at least 1: the row's maximum contributes ``exp(0) = 1``), a
+    ``26 + ceil(log2 c)``, so that the ``c`` roundings to a multiple of ``2**-K`` lose
+    less than ``c * 2**-(K+1) <= 2**-27`` of the sum (at least 1: the row's maximum contributes ``exp(0) = 1``), a
     quarter of float32's own rounding of it; at most ``61 - ceil(log2 c)``, so that the
     sum (up to ``c * 2**K``) fits in int64.  (Before: always ``61 - ceil(log2 c)``; more
     bits than float32 keeps, and twice the bit fields on AVX2.)"""
@@ -47,7 +47,8 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None,
     """Softmax over the last axis (float32): ``exp(x - max) * (1 / sum(exp(x - max)))``
     (one division per row; the bound: tests/test_cpu_exp_softmax.py).  The sum
     is exact and order-free: each ``e = exp(x - max)`` (in (0, 1]) is scaled by ``2**K``
-    (exact, :func:`softmax_sum_bits`) and truncated, the truncated values summed exactly
+    (exact, :func:`softmax_sum_bits`) and rounded to the nearest integer (ties to even;
+    before: truncated), the rounded values summed exactly
     in int64 fixed point, converted to float32 and scaled back, so the result does not
     depend on how the reduction is vectorised (:func:`compiler.ops.softmax.softmax_f32` is the same
     arithmetic in numpy).  How the exact sum is computed depends on ``c`` and ``target``
@@ -94,7 +95,8 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None,
     if sum_by == "int64":
         k2 = te.reduce_axis(c, "k2")
         s = elementwise(te.compute(rows, lambda *i: te.sum(
-            te.cast("int64", e[row(i) + (k2,)] * float(2.0 ** k)), axis=k2), f"{name}.sum"))
+            te.cast("int64", te.round(e[row(i) + (k2,)] * float(2.0 ** k))), axis=k2),
+            f"{name}.sum"))
 
         def total(r):
             return s[r]
@@ -110,7 +112,7 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None,
     _row_local(out, int(np.prod(rows)))
     if kernel if kernel is not None else sum_by_given is None:
         from .softmax_kernel import SoftmaxKernel
-        out.cpu_kernel = SoftmaxKernel(x, target=target)
+        out.cpu_kernel = SoftmaxKernel(x)
     return out
 
 
@@ -179,10 +181,11 @@ def _softmax_sum_fields(e, rows, row, c, k, name, lanes=None):
     """A function of a row index returning the expression ``sum(int64(e * 2**k))`` over
     the last axis of ``e`` (values in [0, 1] or NaN), computed without
     a float -> int64 conversion per element (AVX2 has none: LLVM converts one element at a
-    time).  ``t = floor(e * 2**k)`` (< 2**(k+1)) is cut into ``P`` fields of W bits
-    (:func:`sum_field_bits`): field ``j`` = ``floor(e * 2**(k - jW)) - 2**W * floor(e *
-    2**(k - (j+1)W))``, exact in float32 (scaling by a power of two is exact; a value that
-    underflows is below 1 and floors to 0 either way); each field's row sum is exact in
+    time).  ``t = rint(e * 2**k)`` (<= 2**k) is cut into ``P`` fields of W bits
+    (:func:`sum_field_bits`): field ``j`` = ``rint(e * 2**(k - jW)) - 2**W * rint(e *
+    2**(k - (j+1)W))`` (in [-2**(W-1), 2**(W-1)]; the fields telescope to ``t``, ties to
+    even included: ``2**W rint(.)`` is even), exact in float32 (scaling by a power of two
+    is exact); each field's row sum is exact in
     float32 (at most ``2**24``), all ``P`` summed in one pass (stage ``<name>.fields``,
     the fields innermost and unrolled, LLVM vectorises the row); the expression is
     ``sum_j int64(field_sum_j) << jW`` (the reciprocal stage computes it once per row: LLVM
@@ -192,7 +195,7 @@ def _softmax_sum_fields(e, rows, row, c, k, name, lanes=None):
     the same int64 sum."""
     ln = sum_lanes(c) if lanes is None else lanes
     w = sum_field_bits(c, ln)
-    nf = sum_fields(c, ln)     # fields 0..nf-1; the top one, floor(e * 2**(k-(nf-1)W)) <= 2**W
+    nf = sum_fields(c, ln)     # fields 0..nf-1; the top one, rint(e * 2**(k-(nf-1)W)) <= 2**W
     if ln > 1:
         return _lane_fields(e, rows, row, c, k, name, ln, w, nf)
     kk = te.reduce_axis(c, "kf")
@@ -220,17 +223,17 @@ def _softmax_sum_fields(e, rows, row, c, k, name, lanes=None):
 
 
 def _field(v, j, nf, k, w):
-    """Field ``j`` of ``floor(v * 2**k)`` cut into ``nf`` fields of ``w`` bits (the top one
+    """Field ``j`` of ``rint(v * 2**k)`` cut into ``nf`` fields of ``w`` bits (the top one
     takes what is left), exact in float32 for ``v`` in [0, 1]."""
     def scaled(j):                  # v * 2**(k - jW), one power-of-two step at a time
         return v * float(2.0 ** k) if j == 0 else scaled(j - 1) * float(2.0 ** -w)
     if j == nf - 1:
-        return te.floor(scaled(j))
-    return te.floor(scaled(j)) - te.floor(scaled(j + 1)) * float(2.0 ** w)
+        return te.round(scaled(j))
+    return te.round(scaled(j)) - te.round(scaled(j + 1)) * float(2.0 ** w)
 
 
 def _field_of(v, f, nf, k, w):
-    """Field ``f`` (an index expression) of ``floor(v * 2**k)`` in ``nf`` fields of ``w``
+    """Field ``f`` (an index expression) of ``rint(v * 2**k)`` in ``nf`` fields of ``w``
     bits: :func:`_field` chosen by selects, the top field last."""
     out = _field(v, nf - 1, nf, k, w)
     for j in range(nf - 2, -1, -1):

@@ -67,7 +67,24 @@ I1, I32 = ir.IntType(1), ir.IntType(32)
 #: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
 NAN_BITS = 0x7FC00000
 #: kernel version: part of the cache key
-VERSION = 1
+VERSION = 2
+
+
+def split_bits(c: int, v: int) -> tuple[int, int] | None:
+    """``(K, S)`` for rows of ``c`` in ``v`` lanes, or None when the kernel's sum cannot
+    hold them.  ``K`` = :func:`compiler.cpu.softmax.softmax_sum_bits`; each ``e`` in [0, 1]
+    is split as ``hi = rne(e 2**S) 2**-S`` (the bits of ``e + 1.5 2**(23-S)``, ``S <=
+    21``) and ``lo = e - hi`` (exact, ``|lo| <= 2**-(S+1)``), whose ``floor(lo 2**K)`` is
+    the bits of ``lo + 1.5 2**(23-K)`` (``K <= S + 22``: one binade) less one where that
+    rounded up; ``floor(e 2**K) = hi 2**K + floor(lo 2**K)``.  A lane adds ``n = c // v +
+    1`` of each: ``n 2**S`` and ``n 2**(K-S-1)`` must stay below ``2**31``."""
+    from .softmax import softmax_sum_bits
+    k = softmax_sum_bits(c)
+    s = max(k - 22, (k - 1) // 2)
+    n = c // v + 1
+    if s > 21 or n * 2 ** s >= 2 ** 31 or n * 2 ** (k - s - 1) >= 2 ** 31:
+        return None
+    return k, s
 
 
 def lanes_for(c: int, target=None) -> int:
@@ -85,46 +102,32 @@ class SoftmaxKernel:
     ``target``: what :func:`compiler.cpu.kernel.cpu_build` needs to compile it as one
     stage (:meth:`emit`, :meth:`key`, :attr:`inputs`, :attr:`rows`, :attr:`parallel`).
 
-    ``unroll``: vectors per loop step of the (max, exp, scale) passes; ``sets``: the
-    exp pass's accumulator sets (independent chains of field sums)."""
+    ``unroll``: vectors per loop step of the (max, exp, scale) passes."""
 
-    def __init__(self, x, unroll=(4, 2, 4), sets: int = 2, target=None):
+    def __init__(self, x, unroll=(4, 2, 4)):
         self.x = x
         self.inputs = [x]
         self.c = int(x.shape[-1])
         self.rows = int(np.prod(x.shape[:-1], dtype=np.int64)) if x.ndim > 1 else 1
         self.parallel = int(np.prod(x.shape)) >= PARALLEL_MIN and self.rows > 1
-        self.unroll, self.sets0 = tuple(unroll), int(sets)
-        self.at(target)
+        self.unroll = tuple(unroll)
 
-    def at(self, target) -> "SoftmaxKernel":
-        """This kernel planned for ``target`` (lanes, unrolls, fields): a new object, or
-        this one when it already is."""
-        from .softmax import softmax_sum_bits, sum_field_bits
+    def at(self, target) -> "SoftmaxKernel | None":
+        """This kernel planned for ``target`` (lanes, sum split: a new object), or None
+        when its exact sum cannot hold the rows there (:func:`split_bits`)."""
         tgt = host_target(target)
-        if getattr(self, "target", None) == tgt:
-            return self
-        k = self if getattr(self, "target", None) is None else SoftmaxKernel.__new__(
-            SoftmaxKernel)
-        if k is not self:
-            k.__dict__.update(self.__dict__)
-        k.target = tgt
-        k.v = lanes_for(k.c, tgt)
-        nv = k.c // k.v
-        u = max(1, min(k.unroll[1], nv))
-        k.sets = max(1, min(k.sets0, u))
-        k.u_exp = u // k.sets * k.sets
-        k.k = softmax_sum_bits(k.c)
-        # vector i of a loop step goes to set i % sets (u a multiple of sets): a set's lane
-        # adds at most ceil(nv / sets) values, + the overlapping last vector
-        per_lane = -(-nv // k.sets) + 1
-        k.w = sum_field_bits(per_lane)
-        k.nf = -(-k.k // k.w)
+        v = lanes_for(self.c, tgt)
+        ks = split_bits(self.c, v)
+        if ks is None:
+            return None
+        k = type(self).__new__(type(self))
+        k.__dict__.update(self.__dict__)
+        k.target, k.v, (k.k, k.s) = tgt, v, ks
         return k
 
     def key(self) -> str:
         return (f"hand:softmax v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
-                f"sets={self.sets} K={self.k} W={self.w} fields={self.nf}")
+                f"K={self.k} S={self.s}")
 
     # ------------------------------------------------------------------ code
     def emit(self, mod: ir.Module, name: str) -> ir.Function:
@@ -147,15 +150,18 @@ class SoftmaxKernel:
         xr = b.gep(x, [base], source_etype=F32)
         orow = b.gep(out, [base], source_etype=F32)
         mx = self._max(b, fn, xr)
-        bad, inv = self._exp_sum(b, fn, xr, orow, mx)
-        scale = fn.append_basic_block("scale")
+        # a NaN, +inf or -inf maximum: x - max is NaN somewhere in the row
+        good = b.and_(b.fcmp_ordered("<", mx, ir.Constant(F32, float("inf"))),
+                      b.fcmp_ordered(">", mx, ir.Constant(F32, float("-inf"))))
+        body = fn.append_basic_block("exp")
         nan = fn.append_basic_block("nan_row")
         nxt = fn.append_basic_block("next")
-        b.cbranch(bad, nan, scale)
+        b.cbranch(good, body, nan)
         b.position_at_end(nan)
         self._fill(b, fn, orow)
         b.branch(nxt)
-        b.position_at_end(scale)
+        b.position_at_end(body)
+        inv = b.call(self._exp_function(mod, name + ".exp"), [xr, orow, mx])
         self._scale(b, fn, orow, inv)
         b.branch(nxt)
         b.position_at_end(nxt)
@@ -270,89 +276,93 @@ class SoftmaxKernel:
             w = h
         return b.extract_element(vec, ir.Constant(I32, 0))
 
-    def _fields(self, b, e):
-        """The ``nf`` bit fields of ``floor(e * 2**K)`` (:func:`compiler.cpu.softmax._field`:
-        the same exact float32 values), vectors."""
-        fl = [self._intrinsic(b, "llvm.floor", [b.fmul(e, self._splat(
-            float(2.0 ** (self.k - j * self.w))))]) for j in range(self.nf)]
-        out = []
-        for j in range(self.nf):
-            if j == self.nf - 1:
-                out.append(fl[j])
-            else:
-                out.append(b.fsub(fl[j], b.fmul(fl[j + 1], self._splat(float(2.0 ** self.w)))))
-        return out
+    def _exp_function(self, mod, name):
+        """``float @name(ptr x_row, ptr out_row, float max)``: :meth:`_exp_sum` in a function
+        of its own, so that its loop gets the registers to itself (inside the row loop,
+        with the other passes' values live, LLVM spilled its accumulators)."""
+        fn = ir.Function(mod, ir.FunctionType(F32, [PTR, PTR, F32]), name)
+        for a in fn.args[:2]:
+            a.add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        b.ret(self._exp_sum(b, fn, *fn.args))
+        return fn
 
     def _exp_sum(self, b, fn, xr, orow, mx):
-        v, nf, sets = self.v, self.nf, self.sets
-        u = self.u_exp
-        mv = b.insert_element(ir.Constant(self.vty, ir.Undefined), mx, ir.Constant(I32, 0))
-        mv = b.shuffle_vector(mv, mv, ir.Constant(ir.VectorType(I32, v), [0] * v))
-        zero = self._splat(0.0)
+        """Store ``e = exp(x - max)`` and return ``1 / (float32(T) * 2**-K)``, ``T`` the
+        exact ``sum(floor(e * 2**K))`` (:func:`split_bits`)."""
+        v, kb, sb = self.v, self.k, self.s
+        u = max(1, min(self.unroll[1], self.c // v))
+        mv = self._broadcast(b, mx)
+        ity = ir.VectorType(I32, v)
+        m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
+        c1, c2, zero = self._splat(m1), self._splat(m2), self._splat(0.0)
 
         def exp_at(b, off):
-            e = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, off), mv))
+            e = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, off), mv), clamp_zero=False)
             self._store(b, e, orow, off)
             return e
-        counter = [0]
+
+        def split(b, e, vals):
+            hi_acc, lo_acc = vals
+            t1 = b.fadd(e, c1)                  # bits: bits(m1) + rne(e 2**S)
+            lo = b.fsub(e, b.fsub(t1, c1))      # e - rne(e 2**S) 2**-S, exact
+            t2 = b.fadd(lo, c2)                 # bits: bits(m2) + rne(lo 2**K)
+            hi_acc = b.add(hi_acc, b.bitcast(t1, ity))
+            lo_acc = b.add(lo_acc, b.bitcast(t2, ity))
+            return [hi_acc, lo_acc]
 
         def step(b, off, vals):
-            vals = list(vals)
-            s = counter[0] % sets
-            counter[0] += 1
-            for j, f in enumerate(self._fields(b, exp_at(b, off))):
-                vals[s * nf + j] = b.fadd(vals[s * nf + j], f)
-            return vals
-        accs = self._vectors(b, fn, u, [zero] * (sets * nf), step, "exp")
+            return split(b, exp_at(b, off), vals)
+        izero = ir.Constant(ity, [0] * v)
+        accs = self._vectors(b, fn, u, [izero, izero], step, "exp")
+        n = self.c // v
         t = self.c % v
-        if t:           # the last full vector: its first v - t lanes were counted above
+        if t:   # the last full vector: its first v - t lanes were counted above
             mask = ir.Constant(ir.VectorType(I1, v), [int(i >= v - t) for i in range(v)])
-            for j, f in enumerate(self._fields(b, exp_at(b, self.c - v))):
-                s = (self.c // v) % sets
-                accs[s * nf + j] = b.fadd(accs[s * nf + j], b.select(mask, f, zero))
-        # NaN anywhere in the sums: the row has a NaN exponential
-        bad = None
-        for a in accs:
-            n = b.fcmp_unordered("uno", a, a)
-            bad = n if bad is None else b.or_(bad, n)
-        ity = ir.VectorType(I32, v)
-        f = b.module.globals.get(f"llvm.vector.reduce.or.v{v}i1") or ir.Function(
-            b.module, ir.FunctionType(I1, [bad.type]), f"llvm.vector.reduce.or.v{v}i1")
-        bad = b.call(f, [bad])
-        radd = b.module.globals.get(f"llvm.vector.reduce.add.v{v}i32") or ir.Function(
-            b.module, ir.FunctionType(I32, [ity]), f"llvm.vector.reduce.add.v{v}i32")
+            tail = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, self.c - v), mv),
+                                        clamp_zero=False)
+            accs = split(b, b.select(mask, tail, zero), accs)
+            n += 1
+        # every lane added n values: n bits(m) too much, subtracted (mod 2**32) per lane;
+        # each lane's sum then fits in int32 (split_bits), the lanes are added in int64
         total = None
-        for j in range(nf):
-            # each lane's partial sum is an integer below 2**24 (NaN rows: discarded)
-            lanes = None
-            for s in range(sets):
-                a = b.fptosi(b.select(b.fcmp_unordered("uno", accs[s * nf + j],
-                                                       accs[s * nf + j]), zero,
-                                      accs[s * nf + j]), ity)
-                lanes = a if lanes is None else b.add(lanes, a)
-            tj = b.sext(b.call(radd, [lanes]), I64)
-            if j:
-                tj = b.shl(tj, ir.Constant(I64, j * self.w))
-            total = tj if total is None else b.add(total, tj)
-        sf = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(2.0 ** -self.k)))
+        for acc, m, sh in ((accs[0], m1, kb - sb), (accs[1], m2, 0)):
+            bits = int(np.array(m, np.float32).view(np.uint32))
+            off = ((n * bits) & 0xFFFFFFFF) - ((n * bits) & 0x80000000) * 2
+            lanes = b.sext(b.sub(acc, ir.Constant(ity, [off] * v)), ir.VectorType(I64, v))
+            radd = b.module.globals.get(f"llvm.vector.reduce.add.v{v}i64") or ir.Function(
+                b.module, ir.FunctionType(I64, [lanes.type]), f"llvm.vector.reduce.add.v{v}i64")
+            part = b.call(radd, [lanes])
+            if sh:
+                part = b.shl(part, ir.Constant(I64, sh))
+            total = part if total is None else b.add(total, part)
+        sf = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(2.0 ** -kb)))
         inv = b.fdiv(ir.Constant(F32, 1.0), sf)
-        return bad, inv
+        if t:   # the row's last t elements, scaled here and stored one by one: the scale
+            # pass reads only whole vectors this pass stored (no store it cannot forward)
+            y = b.fmul(tail, self._broadcast(b, inv))
+            for i in range(v - t, v):
+                p = b.gep(orow, [ir.Constant(I64, self.c - v + i)], source_etype=F32)
+                b.store(b.extract_element(y, ir.Constant(I32, i)), p, align=4)
+        return inv
+
+    def _broadcast(self, b, scalar):
+        v = self.v
+        vec = b.insert_element(ir.Constant(self.vty, ir.Undefined), scalar, ir.Constant(I32, 0))
+        return b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, v), [0] * v))
 
     def _scale(self, b, fn, orow, inv):
         v = self.v
         u = max(1, min(self.unroll[2], self.c // v))
-        iv = b.insert_element(ir.Constant(self.vty, ir.Undefined), inv, ir.Constant(I32, 0))
-        iv = b.shuffle_vector(iv, iv, ir.Constant(ir.VectorType(I32, v), [0] * v))
-        last = None
-        if self.c % v:      # scaled before the loop overwrites its first lanes
-            last = b.fmul(self._load(b, orow, self.c - v), iv)
+        iv = self._broadcast(b, inv)
 
-        def step(b, off, vals):
+        def step(b, off, vals):        # the whole vectors (the exp pass did the tail)
             self._store(b, b.fmul(self._load(b, orow, off), iv), orow, off)
             return vals
         self._vectors(b, fn, u, [], step, "scale")
-        if last is not None:
-            self._store(b, last, orow, self.c - v)
 
     def _fill(self, b, fn, orow):
         nanv = b.bitcast(ir.Constant(ir.VectorType(I32, self.v), [NAN_BITS] * self.v),

@@ -18,7 +18,8 @@ def softmax(x, axis=-1):
 def softmax_f32(x, axis=-1) -> np.ndarray:
     """What the CPU kernel (:func:`compiler.cpu.ops.softmax`) computes, bit for bit: float32
     ``e = exp(x - max)`` (its inline exp, :func:`compiler.cpu.mathfns.exp_f32`), the row sum
-    exact in int64 fixed point, ``e * (1 / sum)`` in float32 (one division per row); a row
+    ``sum(rint(e * 2**K))`` exact in int64 fixed point (:func:`compiler.cpu.softmax.
+    softmax_sum_bits`), ``e * (1 / sum)`` in float32 (one division per row); a row
     with a NaN ``e`` (a NaN in it, a ``+inf``, or only ``-inf``) is all NaN (``0x7fc00000``,
     as the kernel writes it).  A quantisation after a softmax sees the same float32 bits
     from the reference and the program."""
@@ -29,7 +30,7 @@ def softmax_f32(x, axis=-1) -> np.ndarray:
     e = exp_f32((x - x.max(axis=-1, keepdims=True)).astype(np.float32))
     bad = np.isnan(e).any(axis=-1, keepdims=True)
     e = np.where(bad, np.float32(0.0), e)
-    s = (e * np.float32(2.0 ** k)).astype(np.int64).sum(axis=-1, keepdims=True)
+    s = np.rint(e * np.float32(2.0 ** k)).astype(np.int64).sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):   # an empty row: 0 * inf
         y = e * (np.float32(1.0) / (s.astype(np.float32) * np.float32(2.0 ** -k)))
     y = np.where(bad, np.float32(np.nan), y)
