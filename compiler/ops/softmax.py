@@ -27,7 +27,8 @@ def softmax_f32(x, axis=-1) -> np.ndarray:
     from ..cpu.ops import softmax_sum_bits
     x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
     k = softmax_sum_bits(x.shape[-1])
-    e = exp_f32((x - x.max(axis=-1, keepdims=True)).astype(np.float32))
+    with np.errstate(invalid="ignore"):       # inf - inf: a NaN row
+        e = exp_f32((x - x.max(axis=-1, keepdims=True)).astype(np.float32))
     bad = np.isnan(e).any(axis=-1, keepdims=True)
     e = np.where(bad, np.float32(0.0), e)
     s = np.rint(e * np.float32(2.0 ** k)).astype(np.int64).sum(axis=-1, keepdims=True)
