@@ -34,7 +34,7 @@ def test_blocked_softmax_equals_the_unblocked_run_and_the_reference(monkeypatch,
     xv.reshape(-1, shape[-1])[-1, 0] = np.nan                      # a NaN row stays NaN
     want = softmax_f32(xv).view(np.uint32)
     x = te.placeholder(shape, "float32", "x")
-    k = cpu_build(ops.softmax(x, target=target), target=target)
+    k = cpu_build(ops.softmax(x, target=target, kernel=False), target=target)
     rows, nb = int(np.prod(shape[:-1])), _blocks(k)
     if len(shape) > 1 and rows >= 16:
         assert 1 < nb < rows
@@ -44,7 +44,7 @@ def test_blocked_softmax_equals_the_unblocked_run_and_the_reference(monkeypatch,
         k.num_threads = threads
         assert np.array_equal(k.run({x: xv}).view(np.uint32), want)
     monkeypatch.setattr(schedules, "ROW_BLOCK_BYTES", 0)          # stage by stage
-    k0 = cpu_build(ops.softmax(x, target=target), target=target)
+    k0 = cpu_build(ops.softmax(x, target=target, kernel=False), target=target)
     assert _blocks(k0) == 1
     assert (k0.source == "compiled") == (nb > 1)           # its own cache entry
     k0.num_threads = 1
@@ -53,17 +53,17 @@ def test_blocked_softmax_equals_the_unblocked_run_and_the_reference(monkeypatch,
 
 def test_block_size_follows_the_coarsest_stage_and_the_byte_budget():
     x = te.placeholder((128, 768), "float32", "x")
-    k = cpu_build(ops.softmax(x))
+    k = cpu_build(ops.softmax(x, kernel=False))
     # the row max takes 8 rows per outer iteration: blocks of 8 rows (3 KiB each)
     assert [c.outer_extent for c in k.codes][0] == 16 and _blocks(k) == 16
     x = te.placeholder((1536, 128), "float32", "x")
-    k = cpu_build(ops.softmax(x))
+    k = cpu_build(ops.softmax(x, kernel=False))
     assert _blocks(k) == 1536 * 512 // schedules.ROW_BLOCK_BYTES     # 512-byte rows
 
 
 def test_a_stage_without_the_mark_or_a_mismatched_one_is_not_blocked():
     x = te.placeholder((64, 96), "float32", "x")
-    y = ops.softmax(x)
+    y = ops.softmax(x, kernel=False)
     st = stages_of(y)[0]
     k = cpu_build(y, {st[-1]: StageSchedule(st[-1])})              # the user's schedule
     assert _blocks(k) == 1
@@ -85,7 +85,7 @@ def test_the_softmax_exp_lives_in_the_output_array():
     less to touch), with a user's ``out=`` too, on one thread and two."""
     from compiler.cpu.kernel import in_place
     x = te.placeholder((64, 256), "float32", "x")
-    y = ops.softmax(x)
+    y = ops.softmax(x, kernel=False)
     k = cpu_build(y)
     (t, o), = in_place(k.codes).items()
     assert t.name == "softmax.exp" and o is y
