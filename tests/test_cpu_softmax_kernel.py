@@ -1,0 +1,145 @@
+"""The hand-written float32 softmax kernel (compiler/cpu/softmax_kernel.py): three passes
+per row, ``exp(x - max)`` stored and summed exactly in one; bit-exact with its numpy twin
+``softmax_f32`` on the native (AVX-512) and the AVX-512-less (AVX2) target for every row
+length (every tail of an 8- and a 16-lane vector), rows of one element, all-equal rows,
+signed zeros, NaN / +inf / all -inf rows (all NaN, the twin's ``0x7fc00000``), ``-inf``
+elements, huge magnitudes; the same bits on both targets and in parallel; within
+``3.5 * 2**-23`` relative of the float64 softmax of ``fl(x - max)``; one compiled function
+(not the stages), shared by softmaxes of one row length; the stages when asked for
+(``kernel=False``, explicit schedules) or when the kernel's int32 lanes cannot hold the row
+(:func:`split_bits`); and inside a ``cpu_batch`` (the graph's path)."""
+
+import numpy as np
+import pytest
+
+from compiler import te
+from compiler.cpu import cpu_build, host_target, ops
+from compiler.cpu.batch import cpu_batch
+from compiler.cpu.softmax_kernel import NAN_BITS, lanes_for, split_bits
+from compiler.ops.softmax import softmax_f32
+from compiler.te.loop_nest import StageSchedule
+
+NATIVE = host_target(features="")
+AVX2 = host_target(features="-avx512f")
+TARGETS = [pytest.param(NATIVE, id="native"), pytest.param(AVX2, id="avx2")]
+U = 2.0 ** -23
+
+
+def _run(xv, target, threads=1):
+    x = te.placeholder(xv.shape, "float32", "x")
+    k = cpu_build(ops.softmax(x, target=target), target=target)
+    assert len(k.codes) == 1 and k.codes[0].name == "s0", "expected the hand-written kernel"
+    k.num_threads = threads
+    return k.run({x: xv})
+
+
+def _bits_equal(got, want):
+    return np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_row_length_is_bit_exact_with_the_twin(target):
+    rng = np.random.default_rng(1)
+    for c in list(range(1, 41)) + [63, 64, 65, 127, 128, 129, 197, 768, 1000, 1030, 6625]:
+        xv = (rng.standard_normal((5, c)) * rng.choice([0.01, 3.0, 30.0])).astype(np.float32)
+        assert _bits_equal(_run(xv, target), softmax_f32(xv)), c
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_special_rows(target):
+    rng = np.random.default_rng(2)
+    for c in (1, 2, 7, 8, 9, 16, 17, 197):
+        xv = (rng.standard_normal((12, c)) * 4).astype(np.float32)
+        xv[0, c // 2] = np.nan                       # NaN: all NaN
+        xv[1, c - 1] = np.inf                        # +inf: inf - inf, all NaN
+        xv[2] = -np.inf                              # all -inf: all NaN
+        xv[3, 0] = -np.inf                           # one -inf: exp 0 there
+        xv[4] = 2.5                                  # all equal: 1 / c each
+        xv[5] = -0.0
+        xv[5, 0] = 0.0                               # the maximum a zero of either sign
+        xv[6, 0], xv[6, -1] = np.inf, np.nan
+        xv[7] = rng.uniform(-1e30, 1e30, c).astype(np.float32)     # exp underflows to 0
+        xv[8, ::2] = -1e30
+        xv[9] = np.float32(3.4e38)                   # all equal and huge
+        xv[10] = -np.float32(3.4e38)
+        xv[11, 0] = np.float32(2.0 ** -149)          # a subnormal
+        got, want = _run(xv, target), softmax_f32(xv)
+        assert _bits_equal(got, want), c
+        for r in (0, 1, 2, 6):
+            assert (got[r].view(np.uint32) == NAN_BITS).all()
+        assert not np.isnan(got[4:6]).any() and not np.isnan(got[7:]).any()
+        if c > 1:                                    # (a row of one -inf: NaN)
+            assert got[3, 0] == 0.0 and not np.isnan(got[3]).any()
+        np.testing.assert_allclose(got[4], 1.0 / c, rtol=4 * U)
+
+
+def test_both_targets_and_threads_give_the_same_bits():
+    xv = (np.random.default_rng(3).standard_normal((2364, 197)) * 4).astype(np.float32)
+    xv[5, 3] = np.nan
+    want = softmax_f32(xv)
+    for target in (NATIVE, AVX2):
+        for threads in (1, 2):
+            assert _bits_equal(_run(xv, target, threads), want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("shape,scale", [((1536, 128), 4.0), ((64, 1000), 6.0),
+                                         ((2, 6625), 10.0), ((256, 37), 30.0),
+                                         ((512, 16), 0.01), ((96, 197), 60.0)])
+def test_error_bound_against_float64(target, shape, scale):
+    xv = (np.random.default_rng(int(scale * 10) + shape[-1]).standard_normal(shape)
+          * scale).astype(np.float32)
+    g = _run(xv, target).astype(np.float64)
+    d = (xv - xv.max(-1, keepdims=True)).astype(np.float64)
+    e = np.exp(d)
+    want = e / e.sum(-1, keepdims=True)
+    # exp 0.91 ulp, the sum 0.91 ulp + 2**-27, its float32 rounding, the reciprocal and the
+    # product 1/2 ulp each: < 3.5 * 2**-23 relative (and 2**-148 absolute, subnormals)
+    assert np.all(np.abs(g - want) <= 3.5 * U * want + 2.0 ** -148)
+    normal = want >= 2.0 ** -126
+    assert (np.abs(g - want)[normal] / want[normal]).max() < 3.5 * U
+
+
+def test_one_function_shared_by_row_count_the_stages_when_asked():
+    x1 = te.placeholder((4, 197), "float32", "x")
+    x2 = te.placeholder((9, 197), "float32", "x")
+    k1 = cpu_build(ops.softmax(x1, target=AVX2), target=AVX2)
+    k2 = cpu_build(ops.softmax(x2, target=AVX2), target=AVX2)
+    assert len(k1.codes) == 1 and k2.source == "memory"     # the code does not depend on rows
+    xv = np.random.default_rng(4).standard_normal((9, 197)).astype(np.float32)
+    assert _bits_equal(k2.run({x2: xv}), softmax_f32(xv))
+    stages = cpu_build(ops.softmax(x2, target=AVX2, kernel=False), target=AVX2)
+    assert len(stages.codes) > 3 and _bits_equal(stages.run({x2: xv}), softmax_f32(xv))
+    y = ops.softmax(x2, target=AVX2)
+    e = next(t for t in y.inputs() if t.name == "softmax.exp")
+    with_sched = cpu_build(y, {e: StageSchedule(e)}, target=AVX2)     # schedules: the stages
+    assert len(with_sched.codes) > 3 and _bits_equal(with_sched.run({x2: xv}),
+                                                     softmax_f32(xv))
+    assert len(cpu_build(ops.softmax(x2, sum_by="fields"), target=AVX2).codes) > 3
+
+
+def test_split_bits_and_the_fallback_to_the_stages():
+    for c, v in [(1, 1), (3, 2)] + [(c, v) for c in (16, 197, 768, 1000, 6625)
+                                    for v in (8, 16)]:
+        k, s = split_bits(c, v)
+        n = c // v + 1
+        assert s <= 21 and k <= s + 22 and n * 2 ** s < 2 ** 31
+        assert n * 2 ** (k - s - 1) < 2 ** 31
+    assert lanes_for(197, AVX2) == 8 and lanes_for(5, AVX2) == 4 and lanes_for(1, NATIVE) == 1
+    big = 1 << 15                       # too many values per int32 lane on AVX2
+    assert split_bits(big, 8) is None
+    x = te.placeholder((2, big), "float32", "x")
+    k = cpu_build(ops.softmax(x, target=AVX2), target=AVX2)
+    assert len(k.codes) > 1             # the stages
+    xv = (np.random.default_rng(5).standard_normal((2, big)) * 5).astype(np.float32)
+    assert _bits_equal(k.run({x: xv}), softmax_f32(xv))
+
+
+def test_inside_a_batch_and_three_dimensional():
+    xv = (np.random.default_rng(6).standard_normal((3, 40, 37)) * 7).astype(np.float32)
+    x = te.placeholder(xv.shape, "float32", "x")
+    with cpu_batch():
+        k = cpu_build(ops.softmax(x, target=NATIVE), target=NATIVE)
+    assert len(k.codes) == 1 and _bits_equal(k.run({x: xv}), softmax_f32(xv))
+    assert _bits_equal(softmax_f32(np.moveaxis(xv, 1, 2), 1).swapaxes(1, 2),
+                       softmax_f32(xv))          # the twin on any axis
