@@ -3,20 +3,22 @@
 run with the engines interleaved round by round (columns, header and onnxruntime session:
 ``bench_cpu.py``'s).
 
-"after" is ``ops.softmax(x, target=t)`` of this tree, the exact row sum's formulation
-picked for each target (AVX-512DQ: one float32 -> int64 conversion per element; AVX2:
-float32 bit fields), checked bit for bit against ``compiler.ops.softmax.softmax_f32``.
-"before" is either ``ops.softmax(x, sum_by="int64")`` of this tree (the same kernel with
-the per-element int64 conversion on every target), or, with ``--before-tree DIR`` (a
+"after" is ``ops.softmax(x, target=t)`` of this tree (the hand-written kernel,
+:mod:`compiler.cpu.softmax_kernel`), checked bit for bit against
+``compiler.ops.softmax.softmax_f32``.  "stages" is ``ops.softmax(x, target=t,
+kernel=False)`` of this tree (the tensor-expression stages, bit-exact too); "before",
+with ``--before-tree DIR`` (a
 checkout of an older commit, e.g. ``git archive fbe0445 compiler | tar -x -C DIR``),
 that tree's ``ops.softmax(x)`` compiled for both targets in this process (its
 ``compiler`` package imported as ``compiler_before``: the package imports itself
 relatively; built per target where its ``ops.softmax`` takes one), checked against numpy
-within 1e-5.  Times are the best of ``--repeat`` rounds in process CPU time (every engine
-runs on the calling thread); the load average is printed before and after.  The AVX2 column is emulated on an
+within 1e-5.  Times are the best and the median of ``--repeat`` rounds in process CPU time
+(every engine runs on the calling thread, the engines interleaved round by round); the
+load average is printed before and after.  The AVX2 column is emulated on an
 AVX-512 CPU (onnxruntime keeps its AVX-512 kernels).
 
     python benchmarks/bench_cpu_softmax.py [--repeat 200] [--before-tree DIR] [--json OUT]
+        [--shapes 2364x197,...]
     python benchmarks/bench_cpu_softmax.py --stages [--repeat 200]
     python benchmarks/bench_cpu_softmax.py --accuracy
 """
@@ -53,6 +55,19 @@ def _numpy_softmax(xv):
     return e / e.sum(-1, keepdims=True)
 
 
+def samples(engines: dict, repeat: int, clock=time.perf_counter) -> dict:
+    """Every time of ``repeat`` rounds of each callable in ``engines`` (name -> function),
+    the engines interleaved in every round (``bench_cpu.best_of``'s rounds, all kept: the
+    minimum and the median of each)."""
+    out: dict = {e: [] for e in engines}
+    for _ in range(repeat):
+        for e, f in engines.items():
+            t0 = clock()
+            f()
+            out[e].append(clock() - t0)
+    return out
+
+
 def _before_package(tree):
     """``(te, cpu, cpu.ops)`` of the ``compiler`` package in ``tree``, imported under the
     name ``compiler_before`` (a symlink in a temporary folder)."""
@@ -76,7 +91,7 @@ def stages(targets, repeat) -> None:
         xv = _input(shape)
         kernels = {}
         for col, t in targets.items():
-            for s in stages_of(ops.softmax(x, target=t))[0]:
+            for s in stages_of(ops.softmax(x, target=t, kernel=False))[0]:
                 k = cpu_build(s, target=t)
                 k.num_threads = 1
                 kernels[(col, s.name)] = k
@@ -128,6 +143,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--before-tree", help="an older checkout to time as 'before'")
     ap.add_argument("--json", help="write the rows as JSON")
+    ap.add_argument("--shapes", help="rows x columns, comma-separated (default: the "
+                    "four rows of bench_cpu.py)")
     ap.add_argument("--stages", action="store_true",
                     help="instead: each stage's share of the time (this tree)")
     ap.add_argument("--accuracy", action="store_true",
@@ -145,7 +162,9 @@ def main() -> None:
     old = _before_package(args.before_tree) if args.before_tree else None
     load0 = header(targets.items())
     rows = []
-    for shape, what in SHAPES:
+    shapes = SHAPES if not args.shapes else [
+        (tuple(int(n) for n in a.split("x")), "softmax " + a) for a in args.shapes.split(",")]
+    for shape, what in shapes:
         x = te.placeholder(shape, "float32", "x")
         xv = _input(shape)
         want = softmax_f32(xv).view(np.uint32)
@@ -166,10 +185,8 @@ def main() -> None:
                     raise SystemExit(f"{what} before {col}: wrong result")
                 engines[f"before {col}"] = (lambda k=k, ox=ox: k.run({ox: xv}))
         for col, t in targets.items():
-            for when, y in (("before", None if old else ops.softmax(x, sum_by="int64")),
+            for when, y in (("stages", ops.softmax(x, target=t, kernel=False)),
                             ("after", ops.softmax(x, target=t))):
-                if y is None:
-                    continue
                 k = cpu_build(y, target=t)
                 k.num_threads = 1
                 if not np.array_equal(k.run({x: xv}).view(np.uint32), want):
@@ -177,23 +194,32 @@ def main() -> None:
                 engines[f"{when} {col}"] = (lambda k=k: k.run({x: xv}))
         engines["onnxruntime 1t"] = _ort_session(_node("Softmax", ["x"], axis=-1),
                                                  [("x", xv)], [], 1)
-        best = best_of(engines, args.repeat, clock=time.process_time)
-        ort = best["onnxruntime 1t"]
-        row = {"op": what, **{f"{e} ms": v * 1e3 for e, v in best.items()}}
+        times = samples(engines, args.repeat, clock=time.process_time)
+        best = {e: min(v) for e, v in times.items()}
+        med = {e: float(np.median(v)) for e, v in times.items()}
+        ort, ortm = best["onnxruntime 1t"], med["onnxruntime 1t"]
+        row = {"op": what, **{f"{e} ms": v * 1e3 for e, v in best.items()},
+               **{f"{e} median ms": v * 1e3 for e, v in med.items()}}
         rows.append(row)
-        print(f"{what:20s} " + " ".join(f"{e} {v * 1e3:.3f}" for e, v in best.items())
-              + " | / onnxruntime: " + " ".join(f"{e} {v / ort:.2f}" for e, v in best.items()
-                                                if e != "onnxruntime 1t"), flush=True)
+        print(f"{what:20s} " + " ".join(f"{e} {v * 1e3:.3f}/{med[e] * 1e3:.3f}"
+                                        for e, v in best.items())
+              + " | / onnxruntime (min, median): " + " ".join(
+                  f"{e} {v / ort:.2f}, {med[e] / ortm:.2f}" for e, v in best.items()
+                  if e != "onnxruntime 1t"), flush=True)
     load1 = os.getloadavg()
     print()
-    cols = [f"{w} {c}" for c in targets for w in ("before", "after")]
-    print("| operator | " + " | ".join(f"{c} ms" for c in cols) + " | onnxruntime 1t ms | "
-          + " | ".join(f"{c} / ORT" for c in cols) + " |")
+    whens = (("before",) if old is not None else ()) + ("stages", "after")
+    cols = [f"{w} {c}" for c in targets for w in whens]
+    print("| operator | " + " | ".join(f"{c} ms (min / median)" for c in cols)
+          + " | onnxruntime 1t ms | " + " | ".join(f"{c} / ORT (min, median)" for c in cols)
+          + " |")
     print("|---|" + "---|" * (2 * len(cols) + 1))
     for r in rows:
-        o = r["onnxruntime 1t ms"]
-        print(f"| {r['op']} | " + " | ".join(f"{r[c + ' ms']:.3f}" for c in cols)
-              + f" | {o:.3f} | " + " | ".join(f"{r[c + ' ms'] / o:.2f}" for c in cols) + " |")
+        o, om = r["onnxruntime 1t ms"], r["onnxruntime 1t median ms"]
+        print(f"| {r['op']} | " + " | ".join(
+            f"{r[c + ' ms']:.3f} / {r[c + ' median ms']:.3f}" for c in cols)
+            + f" | {o:.3f} / {om:.3f} | " + " | ".join(
+            f"{r[c + ' ms'] / o:.2f}, {r[c + ' median ms'] / om:.2f}" for c in cols) + " |")
     print(f"\nload average before {load_text(load0)}, after {load_text(load1)}")
     if args.json:
         with open(args.json, "w") as f:
