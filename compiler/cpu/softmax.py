@@ -34,8 +34,8 @@ from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elem
 def softmax_sum_bits(c: int) -> int:
     """Fraction bits K of :func:`softmax`'s fixed-point row sum over ``c`` elements:
     ``26 + ceil(log2 c)``, so that the ``c`` roundings to a multiple of ``2**-K`` lose
-    less than ``c * 2**-(K+1) <= 2**-27`` of the sum (at least 1: the row's maximum contributes ``exp(0) = 1``), a
-    quarter of float32's own rounding of it; at most ``61 - ceil(log2 c)``, so that the
+    at most ``c * 2**-(K+1) <= 2**-27`` of the sum (at least 1: the row's maximum
+    contributes ``exp(0) = 1``), an eighth of float32's own rounding of it; at most ``61 - ceil(log2 c)``, so that the
     sum (up to ``c * 2**K``) fits in int64.  (Before: always ``61 - ceil(log2 c)``; more
     bits than float32 keeps, and twice the bit fields on AVX2.)"""
     cb = int(np.ceil(np.log2(max(c, 2))))
