@@ -69,7 +69,7 @@ I1, I32 = ir.IntType(1), ir.IntType(32)
 #: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
 NAN_BITS = 0x7FC00000
 #: kernel version: part of the cache key
-VERSION = 3
+VERSION = 4
 
 
 def split_bits(c: int, v: int) -> tuple[int, int] | None:
@@ -342,14 +342,22 @@ class SoftmaxKernel:
             n += 1
         # every lane added n values: n bits(m) too much, subtracted (mod 2**32) per lane;
         # each lane's sum then fits in int32 (split_bits), the lanes are added in int64
+        # a row's hi and lo totals fit in int32 too when c 2**S and c 2**(K-S-1) do
+        wide = self.c * 2 ** max(sb, kb - sb - 1) >= 2 ** 31
         total = None
         for acc, m, sh in ((accs[0], m1, kb - sb), (accs[1], m2, 0)):
             bits = int(np.array(m, np.float32).view(np.uint32))
             off = ((n * bits) & 0xFFFFFFFF) - ((n * bits) & 0x80000000) * 2
-            lanes = b.sext(b.sub(acc, ir.Constant(ity, [off] * v)), ir.VectorType(I64, v))
-            radd = b.module.globals.get(f"llvm.vector.reduce.add.v{v}i64") or ir.Function(
-                b.module, ir.FunctionType(I64, [lanes.type]), f"llvm.vector.reduce.add.v{v}i64")
+            lanes = b.sub(acc, ir.Constant(ity, [off] * v))
+            ety = I64 if wide else I32
+            if wide:
+                lanes = b.sext(lanes, ir.VectorType(I64, v))
+            rname = f"llvm.vector.reduce.add.v{v}i{ety.width}"
+            radd = b.module.globals.get(rname) or ir.Function(
+                b.module, ir.FunctionType(ety, [lanes.type]), rname)
             part = b.call(radd, [lanes])
+            if not wide:
+                part = b.sext(part, I64)
             if sh:
                 part = b.shl(part, ir.Constant(I64, sh))
             total = part if total is None else b.add(total, part)
