@@ -57,6 +57,8 @@ Example::
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from llvmlite import ir
 
@@ -69,7 +71,9 @@ I1, I32 = ir.IntType(1), ir.IntType(32)
 #: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
 NAN_BITS = 0x7FC00000
 #: kernel version: part of the cache key
-VERSION = 4
+VERSION = 5
+#: rows per block: their maxima, then the exp pass over all of them, then the scaling
+BLOCK = int(os.environ.get("VTA_CPU_SOFTMAX_BLOCK", 8))
 
 
 def split_bits(c: int, v: int) -> tuple[int, int] | None:
@@ -135,11 +139,15 @@ class SoftmaxKernel:
 
     def key(self) -> str:
         return (f"hand:softmax v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
+                f"block={BLOCK} "
                 f"K={self.k} S={self.s}")
 
     # ------------------------------------------------------------------ code
     def emit(self, mod: ir.Module, name: str) -> ir.Function:
-        """``void @name(ptr noalias out, ptr noalias x, i64 lo, i64 hi)``: rows [lo, hi)."""
+        """``void @name(ptr noalias out, ptr noalias x, i64 lo, i64 hi)``: rows [lo, hi), in
+        blocks of :data:`BLOCK` rows: every row's maximum, then one call of the exp pass
+        over the block (its constants set up once per block), then every row scaled (or
+        filled with NaN)."""
         fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name)
         for a in fn.args[:2]:
             a.add_attribute("noalias")
@@ -148,34 +156,58 @@ class SoftmaxKernel:
         out, x, lo, hi = fn.args
         entry = fn.append_basic_block("entry")
         b = ir.IRBuilder(entry)
-        head = fn.append_basic_block("row")
+        i8 = ir.IntType(8)
+        nblk = ir.Constant(I64, BLOCK)
+        maxes = b.alloca(F32, size=nblk, name="maxes")
+        invs = b.alloca(F32, size=nblk, name="invs")
+        goods = b.alloca(i8, size=nblk, name="goods")
+        head = fn.append_basic_block("block")
         done = fn.append_basic_block("done")
         b.cbranch(b.icmp_signed("<", lo, hi), head, done)
         b.position_at_end(head)
-        r = b.phi(I64, "r")
-        r.add_incoming(lo, entry)
-        base = b.mul(r, ir.Constant(I64, self.c))
-        xr = b.gep(x, [base], source_etype=F32)
-        orow = b.gep(out, [base], source_etype=F32)
-        mx, has_nan = self._max(b, fn, xr)
-        # a NaN, or a +inf or -inf maximum: x - max is NaN somewhere in the row
-        good = b.and_(b.fcmp_ordered("<", mx, ir.Constant(F32, float("inf"))),
-                      b.fcmp_ordered(">", mx, ir.Constant(F32, float("-inf"))))
-        good = b.and_(good, b.not_(has_nan))
-        body = fn.append_basic_block("exp")
-        nan = fn.append_basic_block("nan_row")
-        nxt = fn.append_basic_block("next")
-        b.cbranch(good, body, nan)
-        b.position_at_end(nan)
-        self._fill(b, fn, orow)
-        b.branch(nxt)
-        b.position_at_end(body)
-        inv = b.call(self._exp_function(mod, name + ".exp"), [xr, orow, mx])
-        self._scale(b, fn, orow, inv)
-        b.branch(nxt)
-        b.position_at_end(nxt)
-        r1 = b.add(r, ir.Constant(I64, 1))
-        r.add_incoming(r1, nxt)
+        r0 = b.phi(I64, "r0")
+        r0.add_incoming(lo, entry)
+        left = b.sub(hi, r0)
+        nb = b.select(b.icmp_signed("<", left, nblk), left, nblk)
+        base = b.mul(r0, ir.Constant(I64, self.c))
+        xb = b.gep(x, [base], source_etype=F32)
+        ob = b.gep(out, [base], source_etype=F32)
+
+        def row(b, j, rowp):
+            return b.gep(rowp, [b.mul(j, ir.Constant(I64, self.c))], source_etype=F32)
+
+        def max_row(b, j, vals):
+            mx, has_nan = self._max(b, fn, row(b, j, xb))
+            # a NaN, or a +inf or -inf maximum: x - max is NaN somewhere in the row
+            good = b.and_(b.fcmp_ordered("<", mx, ir.Constant(F32, float("inf"))),
+                          b.fcmp_ordered(">", mx, ir.Constant(F32, float("-inf"))))
+            good = b.and_(good, b.not_(has_nan))
+            # a bad row's exp pass runs on max 0 (its values are overwritten with NaN)
+            b.store(b.select(good, mx, ir.Constant(F32, 0.0)),
+                    b.gep(maxes, [j], source_etype=F32))
+            b.store(b.zext(good, i8), b.gep(goods, [j], source_etype=i8))
+            return vals
+        self._loop(b, fn, nb, [], max_row, "rows_max")
+        b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, invs, nb])
+
+        def scale_row(b, j, vals):
+            orow = row(b, j, ob)
+            yes = fn.append_basic_block("scale_row")
+            no = fn.append_basic_block("nan_row")
+            nxt = fn.append_basic_block("row_done")
+            flag = b.load(b.gep(goods, [j], source_etype=i8), typ=i8)
+            b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(i8, 0)), yes, no)
+            b.position_at_end(no)
+            self._fill(b, fn, orow)
+            b.branch(nxt)
+            b.position_at_end(yes)
+            self._scale(b, fn, orow, b.load(b.gep(invs, [j], source_etype=F32), typ=F32))
+            b.branch(nxt)
+            b.position_at_end(nxt)
+            return vals
+        self._loop(b, fn, nb, [], scale_row, "rows_scale")
+        r1 = b.add(r0, nblk)
+        r0.add_incoming(r1, b.block)
         b.cbranch(b.icmp_signed("<", r1, hi), head, done)
         b.position_at_end(done)
         b.ret_void()
@@ -207,10 +239,10 @@ class SoftmaxKernel:
         return b.call(f, args, fastmath=fastmath)
 
     def _loop(self, b, fn, n, carried, body, tag):
-        """``for j in range(n)`` (``n`` a Python int >= 1) with loop-carried values
+        """``for j in range(n)`` (``n`` a Python int, or an i64 value >= 1) with loop-carried values
         ``carried`` (a list); ``body(b, j, values) -> new values``; returns the final
         values (the builder positioned after the loop)."""
-        if n <= 0:
+        if isinstance(n, int) and n <= 0:
             return carried
         pre = b.block
         loop = fn.append_basic_block(tag)
@@ -230,7 +262,8 @@ class SoftmaxKernel:
         j.add_incoming(j1, end)
         for p, v in zip(phis, new):
             p.add_incoming(v, end)
-        b.cbranch(b.icmp_signed("<", j1, ir.Constant(I64, n)), loop, after)
+        b.cbranch(b.icmp_signed("<", j1, n if isinstance(n, ir.Value) else
+                                ir.Constant(I64, n)), loop, after)
         b.position_at_end(after)
         return new
 
@@ -291,17 +324,30 @@ class SoftmaxKernel:
         return b.extract_element(vec, ir.Constant(I32, 0))
 
     def _exp_function(self, mod, name):
-        """``float @name(ptr x_row, ptr out_row, float max)``: :meth:`_exp_sum` in a function
-        of its own, so that its loop gets the registers to itself (inside the row loop,
-        with the other passes' values live, LLVM spilled its accumulators)."""
-        fn = ir.Function(mod, ir.FunctionType(F32, [PTR, PTR, F32]), name)
-        for a in fn.args[:2]:
+        """``void @name(ptr x, ptr out, ptr maxes, ptr invs, i64 n)``: :meth:`_exp_sum` of
+        ``n`` consecutive rows (their maxima in ``maxes``, the reciprocals written to
+        ``invs``) in a function of its own, so that its loop keeps its accumulators in
+        registers (inside the kernel's row loop, with the other passes' values live, LLVM
+        spilled them) and its constants are set up once per block of rows."""
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, PTR, I64]),
+                         name)
+        for a in fn.args[:4]:
             a.add_attribute("noalias")
         fn.attributes.add("nounwind")
         fn.attributes.add("noinline")
         fn.linkage = "internal"
+        x, out, maxes, invs, n = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        b.ret(self._exp_sum(b, fn, *fn.args))
+
+        def one(b, j, vals):
+            off = b.mul(j, ir.Constant(I64, self.c))
+            mx = b.load(b.gep(maxes, [j], source_etype=F32), typ=F32)
+            inv = self._exp_sum(b, fn, b.gep(x, [off], source_etype=F32),
+                                b.gep(out, [off], source_etype=F32), mx)
+            b.store(inv, b.gep(invs, [j], source_etype=F32))
+            return vals
+        self._loop(b, fn, n, [], one, "rows")
+        b.ret_void()
         return fn
 
     def _exp_sum(self, b, fn, xr, orow, mx):
