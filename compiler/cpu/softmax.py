@@ -35,9 +35,10 @@ def softmax_sum_bits(c: int) -> int:
     """Fraction bits K of :func:`softmax`'s fixed-point row sum over ``c`` elements:
     ``26 + ceil(log2 c)``, so that the ``c`` roundings to a multiple of ``2**-K`` lose
     at most ``c * 2**-(K+1) <= 2**-27`` of the sum (at least 1: the row's maximum
-    contributes ``exp(0) = 1``), an eighth of float32's own rounding of it; at most ``61 - ceil(log2 c)``, so that the
-    sum (up to ``c * 2**K``) fits in int64.  (Before: always ``61 - ceil(log2 c)``; more
-    bits than float32 keeps, and twice the bit fields on AVX2.)"""
+    contributes ``exp(0) = 1``), an eighth of float32's own rounding of it; at most
+    ``61 - ceil(log2 c)``, so that the sum (up to ``c * 2**K``) fits in int64.  (Before:
+    always ``61 - ceil(log2 c)``; more bits than float32 keeps, and twice the bit fields on
+    AVX2.)"""
     cb = int(np.ceil(np.log2(max(c, 2))))
     return min(61 - cb, 26 + cb)
 
@@ -110,7 +111,7 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None,
     out = elementwise(te.compute(x.shape, lambda *i: e[i] * inv[tuple(i[:-1]) or (0,)], name))
     out.cpu_in_place = e      # e lives in the output's array (compiler.cpu.kernel.in_place)
     _row_local(out, int(np.prod(rows)))
-    if kernel if kernel is not None else sum_by_given is None:
+    if kernel or (kernel is None and sum_by_given is None):
         from .softmax_kernel import SoftmaxKernel
         out.cpu_kernel = SoftmaxKernel(x)
     return out
@@ -178,8 +179,8 @@ def sum_lanes(c: int) -> int:
 
 
 def _softmax_sum_fields(e, rows, row, c, k, name, lanes=None):
-    """A function of a row index returning the expression ``sum(int64(e * 2**k))`` over
-    the last axis of ``e`` (values in [0, 1] or NaN), computed without
+    """A function of a row index returning the expression ``sum(int64(rint(e * 2**k)))``
+    over the last axis of ``e`` (values in [0, 1] or NaN), computed without
     a float -> int64 conversion per element (AVX2 has none: LLVM converts one element at a
     time).  ``t = rint(e * 2**k)`` (<= 2**k) is cut into ``P`` fields of W bits
     (:func:`sum_field_bits`): field ``j`` = ``rint(e * 2**(k - jW)) - 2**W * rint(e *

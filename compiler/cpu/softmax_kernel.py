@@ -2,9 +2,10 @@
 row instead of the tensor-expression composition's five stages, with ``exp(x - max)``
 stored and summed in ONE pass (a stage with two outputs, which a TE stage cannot be).
 
-Per row of ``C`` elements, in vectors of ``V`` lanes (the target's SIMD width,
-:func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512, 8 on AVX2, 4 on SSE/NEON; the
-largest power of two not above ``C`` for shorter rows):
+Rows go in blocks of :data:`BLOCK` (8): each pass over every row of the block before the
+next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in vectors of
+``V`` lanes (the target's SIMD width, :func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512,
+8 on AVX2, 4 on SSE/NEON; the largest power of two not above ``C`` for shorter rows):
 
 1. the row maximum as ``x > acc ? x : acc`` (x86 ``maxps``, 4 accumulators; either zero
    for (-0, +0): the result is the same for both) and a NaN flag (an OR of ``x != x``):
@@ -12,7 +13,8 @@ largest power of two not above ``C`` for shorter rows):
    row's end (a maximum does not mind the overlap).  A NaN, or an infinite maximum (a
    ``+inf`` in the row, or only ``-inf``: ``x - max`` is NaN somewhere) makes the row
    all NaN, the quiet NaN ``0x7fc00000`` (:data:`NAN_BITS`), as ``softmax_f32`` writes it;
-2. (a function of its own, so that its loop keeps its accumulators in registers)
+2. (a function of its own, called once per block: its loop keeps its accumulators in
+   registers and its constants are set up once per block)
    ``e = exp(x - max)`` (:func:`compiler.cpu.mathfns.emit_exp_nonpositive` without its
    clamp at 0, which no value of a finite row needs: the bits of the TE kernel's exp)
    stored in the output and, in the same loop, added exactly: ``e`` is split as ``hi +
