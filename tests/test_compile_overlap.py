@@ -90,3 +90,18 @@ def test_codegen_raises_the_first_error_in_node_order(monkeypatch, first):
     stop = min(v, k)
     assert not any(nodes[i].name in seen for i in vta if i > stop)
     assert not any(nodes[i].name in seen for i in cpu if i > k)
+
+
+def test_compile_model_waits_for_llvm_and_raises_its_error(monkeypatch):
+    # the SQNR report runs while LLVM compiles; compile_model returns only compiled
+    # kernels, and an LLVM failure still fails the compile
+    _, c = _compiled()
+    assert all(s.kernel.module.source != "pending" for s in c.program.steps
+               if s.kind == "cpu")
+    clear_memory_cache()
+
+    def broken(mod, target, where):
+        raise CpuError(f"LLVM code generation failed for {where}: boom")
+    monkeypatch.setattr(batch_mod, "optimise_and_jit", broken)
+    with pytest.raises(CpuError, match="boom"):
+        _compiled()

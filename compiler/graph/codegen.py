@@ -22,7 +22,7 @@ from .tuning_index import TuningIndex
 
 
 def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
-            knobs: dict | None = None, cache=None) -> list:
+            knobs: dict | None = None, cache=None, pending: list | None = None) -> list:
     """A :class:`Step` per node of the laid-out graph ``g``; ``knobs`` {node name: knob
     dict} fixes the schedules of those VTA conv/dense layers (an artifact's, as compiled).
     VTA layers with the same tensor-expression structure and schedule share one build
@@ -30,7 +30,9 @@ def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
     The CPU kernels are JIT-compiled together, as one LLVM module (:mod:`compiler.cpu.batch`):
     the CPU and host nodes are generated first, and LLVM compiles their module in a thread
     while the VTA nodes are built (the same steps, module and errors as one pass in node
-    order)."""
+    order).  With ``pending`` (a list) the compilation may still run when this returns: its
+    ``wait`` is appended there, and the caller must call it before running a CPU step (it
+    raises LLVM's error, if any)."""
     from ..cpu.batch import cpu_batch, current as cpu_batch_open
     from ..vta.kernel_cache import KernelCache
     index = TuningIndex(tuning_log) if tuning_log else None
@@ -66,7 +68,10 @@ def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
             raise
         if failed is not None:
             raise failed[1]
-        batch.wait()                    # LLVM's error, if any (CpuError)
+        if pending is None:
+            batch.wait()                # LLVM's error, if any (CpuError)
+        else:
+            pending.append(batch.wait)
     g.kernel_cache = {"built": cache.misses, "shared": cache.hits,
                       "schedules_searched": len(cache.schedules)}
     return steps
