@@ -190,10 +190,26 @@ def _fma_f32_exact(a, b, c) -> np.ndarray:
     return np.asarray(r, np.float32)
 
 
+#: :func:`exp_f32` works through a large array this many elements at a time (its float64
+#: temporaries stay in cache; element-wise, so the same bits)
+EXP_BLOCK = 1 << 15
+
+
 def exp_f32(x) -> np.ndarray:
     """What :func:`emit_exp` computes, bit for bit, on a float32 array."""
-    f = np.float32
     x = np.asarray(x, np.float32)
+    if x.size <= EXP_BLOCK:
+        return _exp_f32(x)
+    flat = x.reshape(-1)
+    out = np.empty(flat.shape, np.float32)
+    for i in range(0, flat.size, EXP_BLOCK):
+        out[i:i + EXP_BLOCK] = _exp_f32(flat[i:i + EXP_BLOCK])
+    return out.reshape(x.shape)
+
+
+def _exp_f32(x) -> np.ndarray:
+    """:func:`exp_f32` of a float32 array in one piece."""
+    f = np.float32
     with np.errstate(over="ignore", invalid="ignore"):
         xc = np.where(x > f(104.0), f(104.0), x)
         xc = np.where(xc < f(-104.0), f(-104.0), xc)
