@@ -46,9 +46,12 @@ def current():
 
 
 @contextlib.contextmanager
-def cpu_batch():
+def cpu_batch(background: bool = False):
     """Compile every kernel :func:`~.kernel.cpu_build` makes inside the block together when
-    the block ends (a nested block joins the outer one)."""
+    the block ends (a nested block joins the outer one).  With ``background`` that
+    compilation runs in a thread started when the block ends (LLVM runs outside Python's
+    GIL, so other Python work overlaps it): call the batch's :meth:`~_Batch.wait` before
+    running any of its kernels; it raises what the compilation raised."""
     if current() is not None:
         yield current()
         return
@@ -58,7 +61,10 @@ def cpu_batch():
         yield b
     finally:
         _STATE.batch = None
-    b.compile()
+    if background:
+        b.start()
+    else:
+        b.compile()
 
 
 class _Entry:
@@ -70,6 +76,28 @@ class _Entry:
 class _Batch:
     def __init__(self):
         self.entries: dict = {}
+        self._thread = None
+        self._error = None
+
+    def start(self) -> None:
+        """:meth:`compile` in a new thread (see :func:`cpu_batch`)."""
+        def run():
+            try:
+                self.compile()
+            except BaseException as e:      # re-raised by wait(), in the caller's thread
+                self._error = e
+        self._thread = threading.Thread(target=run, name="vta-cpu-batch", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Wait for a compilation :meth:`start` began (nothing to do otherwise); raises its
+        error, once."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        err, self._error = self._error, None
+        if err is not None:
+            raise err
 
     def add(self, key: str, target, where: str, gen, names: list, kernel) -> None:
         """Queue ``kernel`` (built from ``gen(prefix)``, the IR with every function name

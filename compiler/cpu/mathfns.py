@@ -138,10 +138,41 @@ def _p_scaled(j: int) -> float:
 # The same arithmetic in numpy, bit for bit (references of kernels whose float result is
 # quantised afterwards, where 1 ulp can move a rounding boundary).
 
+# float64 bits: the 29 fraction bits below float32's last place, a half of that place, the
+# magnitude, and the magnitude of float32's smallest normal (2**-126)
+_BELOW_F32, _HALF_F32 = (1 << 29) - 1, 1 << 28
+_ABS_F64, _TINY_F32_BITS = (1 << 63) - 1, (1023 - 126) << 52
+
+
 def fma_f32(a, b, c) -> np.ndarray:
     """``llvm.fma`` on float32 arrays: ``a * b + c`` rounded once to float32.  ``a * b`` is
-    exact in float64; the float64 sum rounds, which can only change the float32 result when
-    it lands exactly on a float32 midpoint: there the rounding error's sign decides."""
+    exact in float64 and the float64 sum rounds, which can only change the float32 result
+    when that sum lands exactly on a float32 midpoint.  Such sums are found from their bits
+    (the 29 fraction bits below float32's last place equal to a half of it, or a magnitude
+    below float32's smallest normal, where that place moves down), and only they take the
+    exact path (:func:`_fma_f32_exact`, where the rounding error's sign decides): the same
+    bits in a third of the passes over the arrays."""
+    a, b, c = (np.asarray(v, np.float32) for v in (a, b, c))
+    shape = np.broadcast_shapes(a.shape, b.shape, c.shape)
+    if not shape:
+        return _fma_f32_exact(a, b, c)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = np.asarray(np.multiply(a, b, dtype=np.float64))
+        s = np.add(s, c, out=s) if s.shape == shape else np.add(s, c, dtype=np.float64)
+        r = s.astype(np.float32)
+    u = s.view(np.uint64)
+    odd = (u & np.uint64(_BELOW_F32)) == np.uint64(_HALF_F32)
+    odd |= (u & np.uint64(_ABS_F64)) < np.uint64(_TINY_F32_BITS)
+    if odd.any():
+        k = np.nonzero(odd)
+        r[k] = _fma_f32_exact(*(np.broadcast_to(v, shape)[k] for v in (a, b, c)))
+    return r
+
+
+def _fma_f32_exact(a, b, c) -> np.ndarray:
+    """:func:`fma_f32` on every element: ``a * b`` is exact in float64; the float64 sum
+    rounds, which can only change the float32 result when it lands exactly on a float32
+    midpoint: there the rounding error's sign decides."""
     a, b, c = (np.asarray(v, np.float32).astype(np.float64) for v in (a, b, c))
     p = a * b
     s = p + c
@@ -161,10 +192,26 @@ def fma_f32(a, b, c) -> np.ndarray:
     return np.asarray(r, np.float32)
 
 
+#: :func:`exp_f32` works through a large array this many elements at a time (its float64
+#: temporaries stay in cache; element-wise, so the same bits)
+EXP_BLOCK = 1 << 15
+
+
 def exp_f32(x) -> np.ndarray:
     """What :func:`emit_exp` computes, bit for bit, on a float32 array."""
-    f = np.float32
     x = np.asarray(x, np.float32)
+    if x.size <= EXP_BLOCK:
+        return _exp_f32(x)
+    flat = x.reshape(-1)
+    out = np.empty(flat.shape, np.float32)
+    for i in range(0, flat.size, EXP_BLOCK):
+        out[i:i + EXP_BLOCK] = _exp_f32(flat[i:i + EXP_BLOCK])
+    return out.reshape(x.shape)
+
+
+def _exp_f32(x) -> np.ndarray:
+    """:func:`exp_f32` of a float32 array in one piece."""
+    f = np.float32
     with np.errstate(over="ignore", invalid="ignore"):
         xc = np.where(x > f(104.0), f(104.0), x)
         xc = np.where(xc < f(-104.0), f(-104.0), xc)

@@ -57,11 +57,64 @@ def check_method(method: str) -> str:
     return method
 
 
-def _activations(g, env):
+def _activations(g, env, raw: bool = False):
+    """(name, |x| as a flat float64 array) of every float activation in ``env``; with
+    ``raw`` (name, x) as it is."""
     for name in list(g.inputs) + [n.output for n in g.nodes]:
         a = np.asarray(env.get(name))
         if a.dtype.kind == "f" and a.size:
-            yield name, np.abs(a.astype(np.float64)).reshape(-1)
+            yield name, (a if raw else np.abs(a.astype(np.float64)).reshape(-1))
+
+
+#: :func:`abs_percentile` looks for the top ranks among the elements above a threshold
+#: taken from a strided sample of about this many elements
+_SAMPLE = 4096
+
+
+def abs_percentile(x, percentile: float) -> float:
+    """``float(np.percentile(np.abs(x.astype(np.float64)), percentile))`` (numpy's default
+    "linear" method), bit for bit, without sorting a float64 copy of ``x``: ``|x|`` in its
+    own float type (exact), and the two ranks the interpolation reads selected among the
+    elements at or above a threshold that a strided sample puts just below them (all of
+    ``|x|`` when the sample misses: the result does not depend on it); then numpy's
+    interpolation on those two float64 values."""
+    a = np.abs(np.asarray(x)).reshape(-1)
+    n = a.size
+    if n == 0:
+        raise ValueError("abs_percentile of an empty array")
+    top = a.max()
+    if np.isnan(top):
+        return float("nan")
+    # numpy: virtual index (n - 1) * q, q = percentile / 100 as a float64; its neighbours
+    # (both the last / first element beyond the ends), gamma = index - lower neighbour
+    q = np.float64(np.true_divide(percentile, 100))
+    vi = np.float64(n - 1) * q
+    if vi >= n - 1 or vi < 0:
+        prev = -1 if vi >= n - 1 else 0
+        va = vb = np.float64(top if vi >= n - 1 else a.min())
+        gamma = np.float64(vi - np.float64(prev))
+    else:
+        lo = int(np.floor(vi))
+        hi = lo + 1
+        gamma = np.float64(vi - np.float64(lo))
+        sub = a
+        step = n // _SAMPLE
+        if step > 1:            # a threshold below rank lo, from a strided sample
+            s = a[::step]
+            j = len(s) - 1 - min(len(s) - 1, int(np.ceil((n - lo) / step * 4)) + 8)
+            t = np.partition(s, j)[j]
+            above = a >= t
+            cnt = int(np.count_nonzero(above))
+            if cnt >= n - lo:   # every rank >= lo is at or above t
+                sub = a[above]
+                lo, hi = lo - (n - cnt), hi - (n - cnt)
+        part = np.partition(sub, [lo, hi])
+        va, vb = np.float64(part[lo]), np.float64(part[hi])
+    # numpy's _lerp: a + (b - a) * t, or b - (b - a) * (1 - t) where t >= 0.5
+    with np.errstate(all="ignore"):
+        d = vb - va
+        r = vb - d * (np.float64(1) - gamma) if gamma >= 0.5 else va + d * gamma
+    return float(r)
 
 
 def _sq_errors(hist: np.ndarray) -> np.ndarray:
@@ -159,8 +212,9 @@ def calibrate_ranges(g, samples, method: str = "minmax", percentile: float = 99.
         env = run_graph(g, feeds, keep=True)
         if on_env is not None:
             on_env(k, env)
-        for name, a in _activations(g, env):
-            r = float(np.percentile(a, percentile)) if method == "percentile" else float(a.max())
+        for name, a in _activations(g, env, raw=True):
+            r = abs_percentile(a, percentile) if method == "percentile" else \
+                float(np.abs(a).max())
             ranges[name] = max(ranges.get(name, 0.0), r)
     if method in ("kl", "mse"):
         hists = {k: np.zeros(BINS) for k, v in ranges.items() if v > 0}

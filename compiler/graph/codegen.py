@@ -22,36 +22,76 @@ from .tuning_index import TuningIndex
 
 
 def codegen(g: Graph, cfg: VTAConfig, tuning_log: str | None = None,
-            knobs: dict | None = None, cache=None) -> list:
+            knobs: dict | None = None, cache=None, pending: list | None = None) -> list:
     """A :class:`Step` per node of the laid-out graph ``g``; ``knobs`` {node name: knob
     dict} fixes the schedules of those VTA conv/dense layers (an artifact's, as compiled).
     VTA layers with the same tensor-expression structure and schedule share one build
     (``cache``, a :class:`compiler.vta.kernel_cache.KernelCache`; a new one by default).
-    The CPU kernels are JIT-compiled together, as one LLVM module, at the end
-    (:mod:`compiler.cpu.batch`)."""
-    from ..cpu.batch import cpu_batch
+    The CPU kernels are JIT-compiled together, as one LLVM module (:mod:`compiler.cpu.batch`):
+    the CPU and host nodes are generated first, and LLVM compiles their module in a thread
+    while the VTA nodes are built (the same steps, module and errors as one pass in node
+    order).  With ``pending`` (a list) the compilation may still run when this returns: its
+    ``wait`` is appended there, and the caller must call it before running a CPU step (it
+    raises LLVM's error, if any)."""
+    from ..cpu.batch import cpu_batch, current as cpu_batch_open
     from ..vta.kernel_cache import KernelCache
-    steps = []
     index = TuningIndex(tuning_log) if tuning_log else None
     cache = KernelCache(cfg) if cache is None else cache
-    with gc_paused(), cpu_batch():       # every CPU kernel in one LLVM module
-        for n in g.nodes:
-            t0 = time.perf_counter()
-            try:
-                step = _codegen_node(n, g, cfg, (knobs or {}).get(n.name), index, cache)
-            except GraphError:
-                raise
-            except Exception as e:
-                from ..te.errors import CompilerError
-                if isinstance(e, CompilerError) or type(e).__name__.endswith("Error") and \
-                        isinstance(e, ValueError):
-                    raise GraphError(f"node {n.name!r} ({n.op} on {n.target}): {e}") from e
-                raise
-            step.compile_seconds = time.perf_counter() - t0
-            steps.append(step)
+    nodes = list(g.nodes)
+    steps: list = [None] * len(nodes)
+    failed = None                       # (node index, error) of the first failing CPU node
+    own = cpu_batch_open() is None
+    with gc_paused():
+        # the CPU and host nodes first, in order (their kernels' IR, the same module);
+        # LLVM compiles it in a thread while the VTA nodes are built; the first error
+        # in node order is raised, as if the nodes were generated one by one
+        with cpu_batch(background=True) as batch:
+            for i, n in enumerate(nodes):
+                if n.target == "vta":
+                    continue
+                try:
+                    steps[i] = _timed_step(n, g, cfg, knobs, index, cache)
+                except Exception as e:
+                    failed = (i, e)
+                    if own:                 # nothing to compile: the codegen fails anyway
+                        batch.entries.clear()
+                    break
+        try:
+            for i, n in enumerate(nodes):
+                if failed is not None and i > failed[0]:
+                    break
+                if n.target == "vta":
+                    steps[i] = _timed_step(n, g, cfg, knobs, index, cache)
+        except BaseException:           # a VTA node's error comes first
+            with contextlib.suppress(Exception):
+                batch.wait()
+            raise
+        if failed is not None:
+            raise failed[1]
+        if pending is None:
+            batch.wait()                # LLVM's error, if any (CpuError)
+        else:
+            pending.append(batch.wait)
     g.kernel_cache = {"built": cache.misses, "shared": cache.hits,
                       "schedules_searched": len(cache.schedules)}
     return steps
+
+
+def _timed_step(n: Node, g: Graph, cfg: VTAConfig, knobs, index, cache) -> Step:
+    """:func:`_codegen_node` of ``n`` (errors named by node), its seconds recorded."""
+    t0 = time.perf_counter()
+    try:
+        step = _codegen_node(n, g, cfg, (knobs or {}).get(n.name), index, cache)
+    except GraphError:
+        raise
+    except Exception as e:
+        from ..te.errors import CompilerError
+        if isinstance(e, CompilerError) or type(e).__name__.endswith("Error") and \
+                isinstance(e, ValueError):
+            raise GraphError(f"node {n.name!r} ({n.op} on {n.target}): {e}") from e
+        raise
+    step.compile_seconds = time.perf_counter() - t0
+    return step
 
 
 @contextlib.contextmanager

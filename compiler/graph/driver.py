@@ -253,6 +253,28 @@ def _samples(calib, g: Graph) -> list:
              for name in g.inputs} for k in range(n or 0)]
 
 
+#: at most this many bytes of calibration's float activations are kept for bias correction
+#: (the inputs of the conv / dense layers, per sample after the SQNR report's); the samples
+#: past it are run again by :func:`.biascorr.correct_biases`
+BIAS_ENV_BYTES = 256 << 20
+
+
+def _keep_bias_env(kept: dict, k: int, env: dict, names: set) -> None:
+    """``kept[k]`` = the values ``names`` of float run ``env`` of calibration sample ``k``
+    (what :func:`.biascorr.correct_biases` reads; the same arrays, not copies), unless that
+    would take the arrays kept (``kept[None]``: their bytes) past :data:`BIAS_ENV_BYTES`."""
+    sub = {v: env[v] for v in names if v in env}
+    size = kept.get(None, 0) + sum(np.asarray(a).nbytes for a in sub.values())
+    if size <= BIAS_ENV_BYTES:
+        kept[k], kept[None] = sub, size
+
+
+def _wait_all(pending: list) -> None:
+    """Call each of ``pending`` (the waits :func:`.partition.compile_graph` left), emptied."""
+    while pending:
+        pending.pop(0)()
+
+
 def _no_thresholds(why: str) -> dict:
     """``options["thresholds"]`` when no threshold was proposed."""
     return {"proposed": 0, "kept": 0, "checked": False, "validated": False,
@@ -378,9 +400,15 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
 
         from .thresholds import HELD_OUT, MAX_SAMPLES
 
+        bias_ins = {m.inputs[0] for m in fg.nodes if m.op in ("conv", "dense")} \
+            if bias_correct else set()
+        bias_envs: dict = {}
+
         def keep_env(k, env):       # calibration's float runs, reused by the SQNR report
             if k < n_env:
                 float_envs.append(env)
+            elif bias_ins:          # and by bias correction: its layers' float inputs
+                _keep_bias_env(bias_envs, k, env, bias_ins)
             if output_thresholds and k < MAX_SAMPLES and len(thr_envs) == k:
                 thr_envs.append(env)
             if output_thresholds is True and MAX_SAMPLES <= k < MAX_SAMPLES + HELD_OUT:
@@ -426,11 +454,22 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
             n_rounded = len(round_weights(q, samples))
         if bias_correct and samples:
             from .biascorr import correct_biases
-            n_corrected = len(correct_biases(q, samples, float_envs))
+            n_corrected = len(correct_biases(
+                q, samples, [float_envs[k] if k < len(float_envs) else bias_envs.get(k)
+                             for k in range(len(samples))]))
+        bias_envs.clear()
     t2 = time.perf_counter()
-    prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log)
+    pending: list = []              # the CPU kernels' LLVM compilation, in a thread
+    prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log, pending=pending)
     t3 = time.perf_counter()
-    sq = sqnr_report(q, samples[:sqnr_samples], float_envs) if samples else []
+    try:                            # the SQNR report runs meanwhile
+        sq = sqnr_report(q, samples[:sqnr_samples], float_envs) if samples else []
+    except BaseException:
+        _wait_all(pending)          # LLVM's error first (it came first), else this one
+        raise
+    t4 = time.perf_counter()
+    _wait_all(pending)
+    t3 += time.perf_counter() - t4  # codegen's seconds include the wait for LLVM
     float_envs.clear()
     return Compiled(cfg, fg, q, prog,
                     {"mode": mode, "percentile": percentile, "global_scale": global_scale,

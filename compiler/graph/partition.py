@@ -31,8 +31,10 @@ from .tuning_index import TuningIndex  # noqa: F401 (re-exported)
 
 def compile_graph(q: Graph, cfg: VTAConfig, cpu_only: bool = False,
                   first_conv_cpu: bool = False, tuning_log: str | None = None,
-                  knobs: dict | None = None) -> Program:
-    """Place, lay out and compile the quantised graph ``q`` into a :class:`Program`."""
+                  knobs: dict | None = None, pending: list | None = None) -> Program:
+    """Place, lay out and compile the quantised graph ``q`` into a :class:`Program`; with
+    ``pending`` (a list) the CPU kernels' LLVM compilation may still be running when it
+    returns (see :func:`.codegen.codegen`: call what it appends before running a step)."""
     from .ir import verify
     t0 = time.perf_counter()
     q = q.copy() if not hasattr(q, "float_graph") else q
@@ -40,5 +42,5 @@ def compile_graph(q: Graph, cfg: VTAConfig, cpu_only: bool = False,
     q.cpu_only = cpu_only
     lg = layout(q, cfg)
     verify(lg, "layout")
-    steps = codegen(lg, cfg, tuning_log, knobs)
+    steps = codegen(lg, cfg, tuning_log, knobs, pending=pending)
     return Program(lg, cfg, steps, time.perf_counter() - t0)

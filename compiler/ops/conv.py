@@ -69,11 +69,44 @@ def conv_nchw(x, w, strides, pads, dilations=(1, 1), group=1, acc=np.float64):
             raise GraphError(f"conv reference: sums up to {bound:.3g} are not exact in float64")
     ft = np.float64 if (exact_int or acc == np.float64) else np.float32
     og = o // group
-    cols = im2col(x, (kh, kw), strides, pads, dilations, ft)
-    # one batched product over the groups: (group, og, K) @ (n, group, K, P)
     wt = w.astype(ft).reshape(group, og, cg * kh * kw)
-    out = np.matmul(wt, cols.reshape(n, group, cg * kh * kw, oh * ow)).reshape(n, o, oh, ow)
+    if group == 1:
+        cols = im2col(x, (kh, kw), strides, pads, dilations, ft)
+        out = np.matmul(wt, cols.reshape(n, 1, cg * kh * kw, oh * ow)).reshape(n, o, oh, ow)
+    else:
+        out = _grouped(x, wt, (kh, kw), strides, pads, dilations, ft, (oh, ow))
     return np.rint(out).astype(np.int64) if exact_int else out
+
+
+#: a grouped conv's im2col patches are built this many bytes at a time (a cache-sized block
+#: of groups, written and read while still in cache)
+GROUP_BLOCK_BYTES = 1 << 20
+
+
+def _grouped(x, wt, kernel, strides, pads, dilations, ft, ohw):
+    """:func:`conv_nchw`'s product (group, og, K) @ (n, group, K, P) of a grouped conv
+    (``wt`` its weights so reshaped) with the patches built a block of groups at a time in
+    one reused buffer (a depthwise conv's full im2col is kh x kw times its input, mostly
+    memory traffic): the product of each group is the same matrix product on the same
+    values as in one batched ``matmul`` (numpy's ``matmul`` multiplies a stack slice by
+    slice), so the result is the same bits."""
+    n, c = x.shape[:2]
+    group, og, k = wt.shape
+    cg = c // group
+    p = ohw[0] * ohw[1]
+    xp = pad_nchw(x.astype(ft), pads, 0)
+    per = n * cg * k * p * np.dtype(ft).itemsize
+    step = max(1, min(group, GROUP_BLOCK_BYTES // max(per, 1)))
+    buf = np.empty((n, step * cg, kernel[0], kernel[1]) + tuple(ohw), ft)
+    out = np.empty((n, group, og, p), ft)
+    for g0 in range(0, group, step):
+        g1 = min(group, g0 + step)
+        cols = buf[:, :(g1 - g0) * cg]
+        for ky, kx, win in tap_windows(xp[:, g0 * cg:g1 * cg], kernel, strides, dilations,
+                                       *ohw):
+            cols[:, :, ky, kx] = win
+        out[:, g0:g1] = np.matmul(wt[g0:g1], cols.reshape(n, g1 - g0, k, p))
+    return out.reshape(n, group * og, *ohw)
 
 
 def _pads(ctx, node, attrs, kernel, strides, dil, in_hw):

@@ -75,7 +75,7 @@ def qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
     |acc_c + b_c| * m_c provably fits int32 (|acc| <= 127 * sum |w_c| * 128)."""
     o = w.shape[0]
     wf = w.reshape(o, -1).astype(np.float64)
-    fw = np.array([frac_for(float(np.abs(r).max())) for r in wf])
+    fw = np.array([frac_for(float(m)) for m in np.abs(wf).max(axis=1)])
     top = int(fw.max())
     while True:
         fwc = np.minimum(fw, top)
