@@ -112,7 +112,8 @@ def load_model(model: str, tmp: str, n_cal: int, n_eval: int):
         cal, ev = P.samples(model, n_cal, seed=1)[0], P.samples(model, n_eval, seed=0)[0]
         metric = lambda predict, n: P.evaluate(model, predict, n)  # noqa: E731
     if not os.path.exists(qpath):
-        B.ort_qdq(fpath, qpath, "", cal)
+        print(f"{model}: onnxruntime quantize_static, weights",
+              B.ort_qdq(fpath, qpath, "", cal), flush=True)
     return fpath, qpath, cal, ev, metric
 
 

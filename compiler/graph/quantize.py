@@ -246,6 +246,13 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         q.add_node(n.op, out, ins, v.shape, v.dtype, attrs)
         fname[n.output] = out
         q.float_of[out] = n.output
+        if fixed is not None and n.output in getattr(g, "qdq_scales", {}) and \
+                n.output in scales and v.dtype == "float32" and n.output not in g.outputs:
+            # the model rounds this value to int8 at its scale (its Q/DQ pair), and so does
+            # onnxruntime between two float operators: its float readers get DQ(Q(x)), not x
+            as_int(n.output, n)
+            del fname[n.output]
+            as_float(n.output)
     if fixed is not None:
         q.qdq_notes = fixed.notes
     for o in g.outputs:
