@@ -24,9 +24,10 @@ SQNR vs onnxruntime's QDQ output, and the VTA cycles of one inference on the tim
 simulator.  ``--model resnet18`` (default) is :func:`bench_int8_vs_ort.resnet18_model`
 (torchvision ResNet-18, random seeded weights and batch-norm statistics, 8 calibration and
 ``--eval`` held-out N(0, 1) images); ``--model NAME`` of ``benchmarks/corpus/pretrained.py``
-(ocr_cls, ocr_rec, ocr_det, captcha, magika) is that real pretrained model, pinned to its
+(ocr_cls, ocr_rec, ocr_det, captcha, magika, vad) is that real pretrained model, pinned to its
 input shape, calibrated on ``--calib`` of its task samples (seed 1) and evaluated on
-``--eval`` others (seed 0), with the task metric of float (onnxruntime), onnxruntime's QDQ
+``--eval`` others (seed 0; vad: 512-sample frames of ``task_metrics.vad_audio`` with
+the float model's state carried), with the task metric of float (onnxruntime), onnxruntime's QDQ
 execution and this project's program (the quantised graph's reference, which the program
 matches bit for bit) on ``--metric-n`` samples.  The quantisation is the same in both cases
 (``bench_int8_vs_ort.ort_qdq``: QDQ, MinMax, symmetric int8 activations, per-channel int8
@@ -109,8 +110,25 @@ def load_model(model: str, tmp: str, n_cal: int, n_eval: int):
             from onnx import version_converter
             m = version_converter.convert_version(m, 13)
         onnx.save(m, fpath)
-        cal, ev = P.samples(model, n_cal, seed=1)[0], P.samples(model, n_eval, seed=0)[0]
-        metric = lambda predict, n: P.evaluate(model, predict, n)  # noqa: E731
+        if model == "vad":         # frames of synthetic vowels, the state carried (float)
+            import task_metrics as T
+            ort_f = P.ort_predict(m)
+
+            def frames(n, seed):
+                st, out = np.zeros((2, 1, 128), np.float32), []
+                for x in T.vad_feeds(T.vad_audio(n, seed=seed)):
+                    out.append({"input": x, "state": st, "sr": np.array(16000, np.int64)})
+                    st = np.asarray(ort_f(out[-1])[1], np.float32)
+                return out
+            cal, ev = frames(n_cal, 1), frames(n_eval, 0)
+
+            def metric(predict, n):   # frame agreement (p > 0.5) with float
+                audio = T.vad_audio(n, seed=0)
+                pf = T.vad_decisions(ort_f, audio)
+                return float(np.mean((T.vad_decisions(predict, audio) > 0.5) == (pf > 0.5)))
+        else:
+            cal, ev = P.samples(model, n_cal, seed=1)[0], P.samples(model, n_eval, seed=0)[0]
+            metric = lambda predict, n: P.evaluate(model, predict, n)  # noqa: E731
     if not os.path.exists(qpath):
         print(f"{model}: onnxruntime quantize_static, weights",
               B.ort_qdq(fpath, qpath, "", cal), flush=True)

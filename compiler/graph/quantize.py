@@ -247,7 +247,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         fname[n.output] = out
         q.float_of[out] = n.output
         if fixed is not None and n.output in getattr(g, "qdq_scales", {}) and \
-                n.output in scales and v.dtype == "float32" and n.output not in g.outputs:
+                n.output in scales and v.dtype == "float32" and n.output not in g.outputs \
+                and len(v.shape) > 0:           # (a 0-d value has no CPU kernel shape)
             # the model rounds this value to int8 at its scale (its Q/DQ pair), and so does
             # onnxruntime between two float operators: its float readers get DQ(Q(x)), not x
             as_int(n.output, n)

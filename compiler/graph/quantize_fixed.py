@@ -329,7 +329,8 @@ class FixedRules:
     def _in(self, v, n):
         """The int8 twin of float value ``v`` and its scale, or (None, None)."""
         c = self.ctx
-        if v in c.g.params or (v not in c.qname and v not in self.scales):
+        if v in c.g.params or (v not in c.qname and v not in self.scales) or \
+                not c.g.values[v].shape:      # a 0-d value (silero's sample rate): float
             return None, None
         x = c.as_int(v, n)
         return x, self.qscales.get(x)
@@ -355,6 +356,8 @@ class FixedRules:
         if n.inputs[1] not in g.params or len(n.inputs) > 3:
             return self._note(n, "activation weights or a fused residual")
         sy = self.scales.get(n.output)
+        if sy is None:
+            sy = self._reshaped_scale(n.output)
         if sy is None:
             return self._note(n, "output has no Q/DQ scale")
         x, sx = self._in(n.inputs[0], n)
@@ -395,6 +398,16 @@ class FixedRules:
         q.add_param(bn, bias.astype(np.int32), frac=0)
         self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
         return True
+
+    def _reshaped_scale(self, v):
+        """The Q/DQ scale of ``v``'s only reader when that is a reshape / flatten (a 1-D conv
+        imports as a 2-D conv and a reshape: the model's Q/DQ pair is on the reshape's
+        output, silero's encoder), else None."""
+        readers = self.ctx.users().get(v, [])
+        if len(readers) != 1 or readers[0].op not in ("reshape", "flatten") or \
+                v in self.ctx.g.outputs:
+            return None
+        return self.scales.get(readers[0].output)
 
     def _add(self, n):
         c = self.ctx
