@@ -372,8 +372,12 @@ class FixedRules:
         wq = np.clip(np.rint(w.reshape(o, -1) / sw[:, None]), -127, 127).astype(np.int64)
         sb = (np.float32(sx) * sw.astype(np.float32)).astype(np.float64)
         b = g.params[n.inputs[2]].astype(np.float64) if len(n.inputs) > 2 else np.zeros(o)
-        bq = np.rint(b / sb).astype(np.int64)
         M = ((np.float32(sx) * sw.astype(np.float32)) / np.float32(sy)).astype(np.float64)
+        # a channel whose output is 0 whatever the input (|acc * M| + |b / sy| < 0.5: a
+        # pruned channel at weight scale 1e-35, its bias ~1e-28 quantised to -2**31 at
+        # scale 1e-37, ocr_det) gets bias 0, and gemm_multiplier gives it m1 = 0
+        dead = 128 * np.abs(wq).sum(axis=1) * M + np.abs(b) / float(sy) < 0.499
+        bq = np.where(dead, 0, np.rint(np.where(dead, 0.0, b) / sb)).astype(np.int64)
         B = 128 * np.abs(wq).sum(axis=1) + np.abs(bq)
         fp = gemm_multiplier(np.maximum(M, 1e-30), B)
         if fp is None or (np.abs(bq) + B).max() >= I32:
