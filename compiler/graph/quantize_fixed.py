@@ -315,8 +315,9 @@ class FixedRules:
 
     PRESERVE = ("maxpool", "reshape", "flatten")
 
-    def __init__(self, ctx, scales: dict, qscales: dict):
+    def __init__(self, ctx, scales: dict, qscales: dict, float32: bool = False):
         self.ctx, self.scales, self.qscales, self.notes = ctx, scales, qscales, []
+        self.float32 = float32
 
     def __call__(self, n) -> bool:
         f = getattr(self, "_" + n.op, None)
@@ -400,6 +401,14 @@ class FixedRules:
                                                         else n.name + "_b") + "_q")
         q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
         q.add_param(bn, bias.astype(np.int32), frac=0)
+        if self.float32:          # onnxruntime's QLinearConv requantisation, on the CPU
+            wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
+            wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
+            acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
+            mn = q.fresh(n.name + "_m32")
+            q.add_param(mn, M.astype(np.float32))
+            self._emit(n, "qreq32", [acc, mn], {"lo": lo, "hi": hi}, sy)
+            return True
         self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
         return True
 
@@ -453,7 +462,7 @@ class FixedRules:
         over the tensor).  The int8 value then stands for ``n``'s output."""
         c = self.ctx
         src = next((m for m in c.q.nodes if m.output == x), None)
-        if src is None or src.op not in ("qconv", "qdense", "qaddfx") or \
+        if src is None or src.op not in ("qconv", "qdense", "qaddfx", "qreq32") or \
                 "lo" not in src.attrs or src.attrs.get("wide"):
             return False
         if self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:

@@ -81,6 +81,28 @@ def qgapfx_reference(n, ins):
     return np.clip(_rnd_shift(s * a["m"], a["shift"]), -128, 127).astype(np.int8)
 
 
+def qreq32_reference(n, ins):
+    """onnxruntime's QLinearConv / MatMul requantisation of an int32 accumulator (bias
+    added; channels on axis 1) by per-channel float32 multipliers ``ins[1]``:
+    ``clip(rint(fl32(fl32(acc) * m_c)), lo, hi)``, halves to even (MlasRequantizeOutput)."""
+    acc, m = ins[0], np.asarray(ins[1], np.float32)
+    m = m.reshape((1, -1) + (1,) * (acc.ndim - 2))
+    y = np.rint(acc.astype(np.float32) * m)
+    return np.clip(y, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+
+
+def _req32_cpu(n, g):
+    from ..te import cast, clip, compute, placeholder, round as te_round
+    xv, mv = g.values[n.inputs[0]], g.values[n.inputs[1]]
+    x = placeholder(xv.shape, "int32", "acc")
+    m = placeholder(mv.shape, "float32", "m32")
+    lo, hi = float(n.attrs["lo"]), float(n.attrs["hi"])
+    out = compute(xv.shape, lambda *i: cast("int8", clip(te_round(
+        cast("float32", x[i]) * m[i[1]]), lo, hi)), name=n.name, dtype="int8")
+    return out, [(x, ("value", n.inputs[0])),
+                 (m, ("param", np.asarray(g.params[n.inputs[1]], np.float32)))]
+
+
 def _qdq_cpu(n, g):
     from ..cpu.ops import dequantize, quantize
     from ..te import placeholder
@@ -183,3 +205,5 @@ for _name, _ref in (("qaddfx", qaddfx_reference), ("qmulfx", qmulfx_reference)):
         cpu=lambda n, g: _eltwise_te(n, g, "int32")))
 registry.register(registry.OpDef("qgapfx", reference=qgapfx_reference, place=_on_cpu,
                                  layout="agnostic", cpu=_gap_cpu))
+registry.register(registry.OpDef("qreq32", reference=qreq32_reference, place=_on_cpu,
+                                 cpu=_req32_cpu))
