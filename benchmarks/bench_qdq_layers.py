@@ -154,6 +154,9 @@ def main(argv=None) -> int:
     ap.add_argument("--metric-n", type=int, default=32)
     ap.add_argument("--workdir", default="")
     ap.add_argument("--no-ideal", action="store_true")
+    ap.add_argument("--qdq-requant", choices=("fixed", "float32"), default="fixed",
+                    help="compile_model(qdq_requant=...): fixed-point on VTA, or float32 "
+                    "on the CPU as onnxruntime")
     ap.add_argument("--ort32", action="store_true",
                     help="the ideal conv/dense requantisation in onnxruntime's float32")
     a = ap.parse_args(argv)
@@ -165,7 +168,8 @@ def main(argv=None) -> int:
     os.makedirs(tmp, exist_ok=True)
     fpath, qpath, cal, ev, metric = load_model(a.model, tmp, a.calib, a.eval)
     t0 = time.process_time()
-    c = compile_model(qpath, B.CFG, calib=cal, bias_correct=False, output_thresholds=False)
+    c = compile_model(qpath, B.CFG, calib=cal, bias_correct=False, output_thresholds=False,
+                      qdq_requant=a.qdq_requant)
     print(f"{a.model}: compile {time.process_time() - t0:.1f} s CPU", flush=True)
     q = c.qgraph
     if getattr(q, "qdq_refused", ""):
