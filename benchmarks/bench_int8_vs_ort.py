@@ -104,22 +104,36 @@ def digits_model(path: str) -> tuple:
 
 # ------------------------------------------------------------------ onnxruntime
 
-def ort_qdq(fpath: str, qpath: str, name: str, calib: np.ndarray) -> None:
+def ort_qdq(fpath: str, qpath: str, name: str, calib) -> str:
+    """onnxruntime's QDQ quantisation of ``fpath`` into ``qpath`` calibrated on ``calib``: an
+    array of samples of input ``name``, or a list of feed dicts (``name`` unused).  Weights
+    per channel, or per tensor where onnxruntime's per-channel quantisation fails on the
+    model (magika: its int32-bias weight-scale adjustment raises); returns which."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.it = iter([{name: x} for x in calib])
+            self.it = iter([x if isinstance(x, dict) else {name: x} for x in calib])
 
         def get_next(self):
             return next(self.it, None)
     pre = qpath + ".pre.onnx"
-    quant_pre_process(fpath, pre)
-    quantize_static(pre, qpath, Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    per_channel=True, extra_options={"ActivationSymmetric": True})
+    try:
+        quant_pre_process(fpath, pre)
+    except Exception:   # onnxruntime's symbolic shape inference fails on some real models
+        quant_pre_process(fpath, pre, skip_symbolic_shape=True)
+    for per_channel in (True, False):
+        try:
+            quantize_static(pre, qpath, Reader(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                            per_channel=per_channel, extra_options={"ActivationSymmetric": True})
+            return "per-channel" if per_channel else "per-tensor"
+        except ValueError:
+            if not per_channel:
+                raise
+    return ""
 
 
 def session(model_or_path, optimise: bool = True):

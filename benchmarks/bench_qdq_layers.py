@@ -1,4 +1,4 @@
-"""A QDQ ResNet-18 (onnxruntime's ``quantize_static``) compiled with its own scales, against
+"""A QDQ model (onnxruntime's ``quantize_static``) compiled with its own scales, against
 onnxruntime executing the same QDQ model, layer by layer, isolated and end to end.
 
 For every QuantizeLinear output (onnxruntime run with all of them exposed as graph outputs,
@@ -21,13 +21,22 @@ for
 
 Also: SQNR of the final output vs onnxruntime float for this project and onnxruntime int8,
 SQNR vs onnxruntime's QDQ output, and the VTA cycles of one inference on the timed
-simulator.  The model is :func:`bench_int8_vs_ort.resnet18_model` (torchvision ResNet-18,
-random seeded weights and batch-norm statistics, 8 calibration and ``--eval`` held-out
-N(0, 1) images).
+simulator.  ``--model resnet18`` (default) is :func:`bench_int8_vs_ort.resnet18_model`
+(torchvision ResNet-18, random seeded weights and batch-norm statistics, 8 calibration and
+``--eval`` held-out N(0, 1) images); ``--model NAME`` of ``benchmarks/corpus/pretrained.py``
+(ocr_cls, ocr_rec, ocr_det, captcha, magika, vad) is that real pretrained model, pinned to its
+input shape, calibrated on ``--calib`` of its task samples (seed 1) and evaluated on
+``--eval`` others (seed 0; vad: 512-sample frames of ``task_metrics.vad_audio`` with
+the float model's state carried), with the task metric of float (onnxruntime), onnxruntime's QDQ
+execution and this project's program (the quantised graph's reference, which the program
+matches bit for bit) on ``--metric-n`` samples.  The quantisation is the same in both cases
+(``bench_int8_vs_ort.ort_qdq``: QDQ, MinMax, symmetric int8 activations, per-channel int8
+weights, ``quant_pre_process`` first).
 
 Usage::
 
-    python benchmarks/bench_qdq_layers.py --eval 8 [--workdir DIR] [--no-ideal]
+    python benchmarks/bench_qdq_layers.py [--model NAME] --eval 8 [--calib 8] [--metric-n 32]
+        [--workdir DIR] [--no-ideal]
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus"))
 
 import bench_int8_vs_ort as B  # noqa: E402
 from vta_runtime import SimDevice  # noqa: E402
@@ -51,8 +61,15 @@ from compiler.graph.quantize_fixed import qdq_output_name, run_isolated  # noqa:
 from compiler.graph.reference import run_graph, run_node  # noqa: E402
 
 
+#: ``--ort32``: the "ideal" requantisation of a conv / dense is onnxruntime's own arithmetic
+#: instead of the exact one: ``rint(fl32(fl32(acc) * M))`` with M the float32 multiplier
+#: ``sx * sw / sy`` (QLinearConv's MlasRequantizeOutput), halves to even
+ORT32 = False
+
+
 def ideal_node(n, ins):
-    """``n`` with its requantisation exact (float64, half to even), else as compiled."""
+    """``n`` with its requantisation exact (float64, half to even; float32 as onnxruntime
+    with :data:`ORT32`), else as compiled."""
     a = n.attrs
     if n.op in ("qconv", "qdense") and a.get("stages") and not a.get("wide"):
         from compiler.ops.conv import conv_nchw
@@ -67,6 +84,10 @@ def ideal_node(n, ins):
         for s_i, m_i in a["stages"]:          # the multiplier the stages approximate
             M = M * np.asarray(m_i, np.float64) / 2.0 ** s_i
         M = M.reshape(sh)
+        if ORT32 and "M32" in a:
+            m32 = np.asarray(a["M32"], np.float32).reshape(sh)
+            return np.clip(np.rint(acc.astype(np.float32) * m32), a["lo"], a["hi"]
+                           ).astype(np.int8)
         return np.clip(np.rint(acc * M), a["lo"], a["hi"]).astype(np.int8)
     if n.op == "qaddfx":
         v = (ins[0].astype(np.float64) * a["ma"] * a.get("ma2", 1) +
@@ -83,26 +104,86 @@ def run_ideal(q, feeds):
     return env
 
 
+def load_model(model: str, tmp: str, n_cal: int, n_eval: int):
+    """(float path, QDQ path, calibration feeds, held-out feeds, metric(predict, n) or None)."""
+    fpath, qpath = os.path.join(tmp, f"{model}.onnx"), os.path.join(tmp, f"{model}_qdq.onnx")
+    if model == "resnet18":
+        name, data, _ = B.resnet18_model(fpath)
+        cal, ev = [{name: x} for x in data(n_cal)], [{name: x} for x in data(n_eval)]
+        metric = None
+    else:
+        import onnx
+        import pretrained as P
+        m = P.pinned(model)
+        if next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")) < 13:
+            # per-channel DequantizeLinear (axis) needs opset 13: onnxruntime's per-channel
+            # output of an opset-11/12 model is an invalid graph otherwise
+            from onnx import version_converter
+            m = version_converter.convert_version(m, 13)
+        onnx.save(m, fpath)
+        if model == "vad":         # frames of synthetic vowels, the state carried (float)
+            import task_metrics as T
+            ort_f = P.ort_predict(m)
+
+            def frames(n, seed):
+                st, out = np.zeros((2, 1, 128), np.float32), []
+                for x in T.vad_feeds(T.vad_audio(n, seed=seed)):
+                    out.append({"input": x, "state": st, "sr": np.array(16000, np.int64)})
+                    st = np.asarray(ort_f(out[-1])[1], np.float32)
+                return out
+            cal, ev = frames(n_cal, 1), frames(n_eval, 0)
+
+            def metric(predict, n):   # frame agreement (p > 0.5) with float
+                audio = T.vad_audio(n, seed=0)
+                pf = T.vad_decisions(ort_f, audio)
+                return float(np.mean((T.vad_decisions(predict, audio) > 0.5) == (pf > 0.5)))
+        else:
+            cal, ev = P.samples(model, n_cal, seed=1)[0], P.samples(model, n_eval, seed=0)[0]
+            metric = lambda predict, n: P.evaluate(model, predict, n)  # noqa: E731
+    if not os.path.exists(qpath):
+        print(f"{model}: onnxruntime quantize_static, weights",
+              B.ort_qdq(fpath, qpath, "", cal), flush=True)
+    return fpath, qpath, cal, ev, metric
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="resnet18")
     ap.add_argument("--eval", type=int, default=8)
+    ap.add_argument("--calib", type=int, default=8)
+    ap.add_argument("--metric-n", type=int, default=32)
     ap.add_argument("--workdir", default="")
     ap.add_argument("--no-ideal", action="store_true")
+    ap.add_argument("--qdq-requant", choices=("fixed", "float32"), default="fixed",
+                    help="compile_model(qdq_requant=...): fixed-point on VTA, or float32 "
+                    "on the CPU as onnxruntime")
+    ap.add_argument("--ort32", action="store_true",
+                    help="the ideal conv/dense requantisation in onnxruntime's float32")
     a = ap.parse_args(argv)
+    global ORT32
+    ORT32 = a.ort32
+    if a.ort32:
+        print("ideal = onnxruntime's float32 requantisation of convs / dense (--ort32)")
     tmp = a.workdir or tempfile.mkdtemp()
     os.makedirs(tmp, exist_ok=True)
-    fpath, qpath = os.path.join(tmp, "r18.onnx"), os.path.join(tmp, "r18_qdq.onnx")
-    name, data, _ = B.resnet18_model(fpath)
-    cal, ev = data(8), data(a.eval)
-    if not os.path.exists(qpath):
-        B.ort_qdq(fpath, qpath, name, cal)
+    fpath, qpath, cal, ev, metric = load_model(a.model, tmp, a.calib, a.eval)
     t0 = time.process_time()
-    c = compile_model(qpath, B.CFG)
-    print(f"compile {time.process_time() - t0:.1f} s CPU", flush=True)
+    c = compile_model(qpath, B.CFG, calib=cal, bias_correct=False, output_thresholds=False,
+                      qdq_requant=a.qdq_requant)
+    print(f"{a.model}: compile {time.process_time() - t0:.1f} s CPU", flush=True)
     q = c.qgraph
+    if getattr(q, "qdq_refused", ""):
+        print("  QDQ scales not kept:", q.qdq_refused)
+    for nn in getattr(q, "qdq_notes", []):
+        print("  not at the model's scales:", nn)
+    from collections import Counter
+    fl = Counter(n.op for n in q.nodes if q.values[n.output].dtype != "int8" and n.op not in
+                 ("sdequantize", "dequantize"))
+    print("  int8 nodes:", dict(Counter(n.op for n in q.nodes if q.values[n.output].dtype == "int8")))
+    print("  float nodes (CPU):", dict(fl))
     ex = c.executor(SimDevice(B.CFG, timed=True))
-    got = ex.run({name: ev[0]})
-    ref0 = run_graph(q, {name: ev[0]})
+    got = ex.run(ev[0])
+    ref0 = run_graph(q, ev[0])
     exact_sim = all(np.array_equal(got[o], ref0[o]) for o in ref0)
     print(f"timed simulator bit-exact vs the quantised graph: {exact_sim}; VTA cycles "
           f"{ex.summary()['vta_cycles']:,}", flush=True)
@@ -115,17 +196,17 @@ def main(argv=None) -> int:
     outs: dict = {m: [] for m in modes}
     fref, oref = [], []
     for x in ev:
-        res = dict(zip(names, s.run(None, {name: x})))
-        fref.append(fs.run(None, {name: x})[0])
-        oref.append(qs.run(None, {name: x})[0])
+        res = dict(zip(names, s.run(None, x)))
+        fref.append(fs.run(None, x)[0])
+        oref.append(qs.run(None, x)[0])
         envs = {}
         for m in modes:
             if m == "program":
-                env = run_graph(q, {name: x}, keep=True)
+                env = run_graph(q, x, keep=True)
             elif m == "ideal":
-                env = run_ideal(q, {name: x})
+                env = run_ideal(q, x)
             elif m.endswith("isolated"):
-                env = run_isolated(q, {name: x}, res,
+                env = run_isolated(q, x, res,
                                    None if m.startswith("program") else ideal_node)
             else:                      # our two integer pipelines against each other
                 env = envs["ideal"]
@@ -148,6 +229,9 @@ def main(argv=None) -> int:
     print(f"SQNR vs float: onnxruntime int8 {B.sqnr(fr, np.stack(oref)):.2f} dB; this "
           f"project {B.sqnr(fr, np.stack(outs['program'])):.2f} dB (vs onnxruntime's QDQ "
           f"output {B.sqnr(np.stack(oref), np.stack(outs['program'])):.2f} dB)")
+    qdq_layers = sum(1 for n in B.exposed_qdq(qpath).graph.node if n.op_type == "QuantizeLinear")
+    print(f"layers compared: {len({k[0] for k in tot})} of {qdq_layers} QuantizeLinear outputs "
+          f"of the QDQ model (the others are inside float regions or folded)")
     print("\nlayer | " + " | ".join(f"{m}: exact % | within 1 LSB % | max" for m in modes))
     layers = []
     for (on, m) in tot:
@@ -166,9 +250,18 @@ def main(argv=None) -> int:
     for m in modes:
         t = [tot[k] for k in tot if k[1] == m]
         n, diff = sum(x[0] for x in t), sum(x[0] - x[2] for x in t)
-        print(f"{m}: worst within-1-LSB {worst[m][0]:.3f}% ({worst[m][1]}); "
-              f"{diff:,} of {n:,} outputs differ ({diff / max(n, 1):.2e}), "
-              f"{sum(x[0] - x[1] for x in t):,} by more than one LSB")
+        below = sum(1 for on in layers if 100 * tot[(on, m)][1] / tot[(on, m)][0] < 99)
+        print(f"{m}: worst within-1-LSB {worst[m][0]:.3f}% ({worst[m][1]}); {below} of "
+              f"{len(layers)} layers below 99%; {diff:,} of {n:,} outputs differ "
+              f"({diff / max(n, 1):.2e}), {sum(x[0] - x[1] for x in t):,} by more than one LSB")
+    if metric is not None and a.metric_n:
+        import pretrained as P
+        sq = P.ort_predict(qpath)
+        mf = metric(P.ort_predict(fpath), a.metric_n)
+        mo = metric(sq, a.metric_n)
+        mp = metric(lambda f: [run_graph(q, f)[o] for o in q.outputs], a.metric_n)
+        print(f"task metric ({a.metric_n} samples): float {mf:.4f}; onnxruntime QDQ {mo:.4f}; "
+              f"this project's QDQ program {mp:.4f}")
     return 0
 
 

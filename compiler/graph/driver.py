@@ -321,7 +321,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   min_output_sqnr: float | None = None, max_float_layers: int = 64,
                   float_worst: int | None = None, worst_mac_cap: float = 1.0,
                   bias_correct: bool = True, output_thresholds: bool | str = True,
-                  adaround: bool = False) -> Compiled:
+                  adaround: bool = False, qdq_requant: str = "fixed") -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
@@ -346,11 +346,18 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     say what was proposed, kept and why.  With ``adaround``
     (opt-in: about 7 CPU s on ocr_rec) each integer conv / dense layer's int8 weights are
     rounded up or down against its output on the first calibration samples, before bias
-    correction (:func:`.adaround.round_weights`)."""
+    correction (:func:`.adaround.round_weights`).  ``qdq_requant`` (a symmetric-int8 QDQ
+    model kept at its own scales): ``"fixed"`` (default) requantises each conv / dense with
+    the three-stage fixed-point multiplier on VTA's ALU; ``"float32"`` keeps the int32
+    accumulator and requantises it on the CPU exactly as onnxruntime's QLinearConv does
+    (``rint(fl32(fl32(acc) * M))``), so the int8 results follow onnxruntime end to end."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
                  float_worst, worst_mac_cap)
+    if qdq_requant not in ("fixed", "float32"):
+        raise GraphError(f"qdq_requant {qdq_requant!r}: expected 'fixed' (fixed-point on "
+                         f"VTA) or 'float32' (onnxruntime's float32 requantisation on the CPU)")
     if output_thresholds not in (True, False, "force"):
         raise GraphError(f"output_thresholds {output_thresholds!r}: expected True (checked on "
                          f"held-out samples), False or 'force' (unchecked)")
@@ -358,6 +365,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     t0 = time.perf_counter()
     pm = float_pipeline()
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
+    fg.qdq_float32 = qdq_requant == "float32"      # read by quantize() (every call below)
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
     kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0
@@ -485,6 +493,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "bias_corrected": n_corrected,
                      "output_thresholds": output_thresholds, "thresholds_refined": n_refined,
                      "thresholds": thr,
-                     "adaround": adaround, "adarounded": n_rounded},
+                     "adaround": adaround, "adarounded": n_rounded,
+                     "qdq_requant": qdq_requant},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

@@ -17,8 +17,10 @@ requantises in float32 and rounds half to even) to within one LSB:
   relu / clip's [lo, hi] (:func:`output_clamp`), so it is also the output clip;
 * ``add`` -> ``qaddfx`` ``(a * ma * ma2 + (b * mb + rb) * mb2) >> k`` (each multiplier a
   product of two 16-bit immediates, the rounding constant folded into the b term,
-  :func:`add_multipliers`);
-* ``global_avgpool`` -> ``qgapfx``; ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
+  :func:`add_multipliers`), or, when both ratios are exact binary fractions (an
+  upsample-and-add at twice its inputs' scale: 0.5 and 0.5), the exact sum rounded half
+  to even as onnxruntime does (:func:`dyadic_add`);
+* ``global_avgpool`` -> ``qgapfx`` (the sum, clamped, through the same three stages); ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
   or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
   and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
   reader) joins that node's clip;
@@ -102,9 +104,18 @@ def gemm_multiplier(M: np.ndarray, B: np.ndarray, w2: int = 64, w3: int = 32):
     2**31``.  The stage shifts are chosen on a sample of channels, then searched in full."""
     M, B = np.asarray(M, np.float64), np.asarray(B, np.float64)
     L = np.ceil(129.0 / M) + 2          # beyond +-L the output saturates (|y| > 129)
-    T = np.minimum(B, L)
-    if (T >= I32).any():
+    T = np.maximum(np.minimum(B, L), 1.0)     # >= 1: an all-zero channel still bounds m1
+    # a dead channel (|acc * M| < 0.5 for every |acc| <= T: onnxruntime's rint gives 0, e.g.
+    # a pruned channel whose weight scale is 1e-35) gets m1 = 0, exactly 0 whatever the
+    # accumulator; the stages are searched on the live channels' multipliers
+    dead = M * T < 0.499
+    if (T[~dead] >= I32).any():
         return None
+    if dead.any():
+        live = np.flatnonzero(~dead)
+        ref = live[np.argmin(np.abs(M[live] - np.median(M[live])))] if live.size else None
+        M, T = M.copy(), T.copy()
+        M[dead], T[dead] = (M[ref], T[ref]) if ref is not None else (0.01, 1000.0)
     pick = np.unique(np.linspace(0, len(M) - 1, min(len(M), 16)).astype(int))
     best = None
     for s1 in range(3, 10):
@@ -118,6 +129,8 @@ def gemm_multiplier(M: np.ndarray, B: np.ndarray, w2: int = 64, w3: int = 32):
     if f is None:
         return None
     err, m1, m2, m3 = f
+    m1, err = np.where(dead, 0, m1), np.where(dead, 0.0, err)
+    T = np.where(dead, np.minimum(np.maximum(B, 1.0), I32 - 1), T)
     s1, s2, s3 = best[1], best[2], 23
     return dict(T=T.astype(np.int64), clamp=bool((B > L).any()), stages=[s1, s2], s3=s3,
                 m1=m1, m2=m2, m3=m3, r=(1 << (s3 - 1)) + ((m2 * m3) >> (s2 + 1)) + m3 // 2,
@@ -214,6 +227,22 @@ def factor_pair(n: float, limit: int = IMM) -> tuple[int, int]:
     return int(c1[j]), int(c2[j])
 
 
+def dyadic_add(ra: float, rb: float, max_shift: int = 15) -> dict | None:
+    """The ``qaddfx`` attributes of an add whose ratios are exactly ``ma / 2**k`` and
+    ``mb / 2**k`` (e.g. two inputs at one scale and the output at twice it: 0.5 and 0.5,
+    as a detection head's upsample-and-add has): the sum ``a * ma + b * mb`` is exact and
+    exact halves are frequent (a third of the outputs of such an add), so it rounds half to
+    even as onnxruntime does (``even``: :func:`compiler.ops.qfixed.qaddfx_reference`).
+    None when the ratios are not such fractions with ``|m| <= 2**15`` and ``k <= max_shift``."""
+    for k in range(max_shift + 1):
+        ma, mb = ra * 2.0 ** k, rb * 2.0 ** k
+        if ma == int(ma) and mb == int(mb):
+            if max(abs(ma), abs(mb)) > IMM:
+                return None
+            return {"ma": int(ma), "mb": int(mb), "shift": k, "even": True}
+    return None
+
+
 def add_multipliers(ra: float, rb: float) -> dict:
     """The ``qaddfx`` attributes for ``y = round(a * ra + b * rb)`` (int8 a, b):
     ``(a * ma * ma2 + (b * mb + rb) * mb2) >> k`` with ``ma * ma2 ~ ra * 2**k`` and
@@ -286,8 +315,9 @@ class FixedRules:
 
     PRESERVE = ("maxpool", "reshape", "flatten")
 
-    def __init__(self, ctx, scales: dict, qscales: dict):
+    def __init__(self, ctx, scales: dict, qscales: dict, float32: bool = False):
         self.ctx, self.scales, self.qscales, self.notes = ctx, scales, qscales, []
+        self.float32 = float32
 
     def __call__(self, n) -> bool:
         f = getattr(self, "_" + n.op, None)
@@ -300,7 +330,8 @@ class FixedRules:
     def _in(self, v, n):
         """The int8 twin of float value ``v`` and its scale, or (None, None)."""
         c = self.ctx
-        if v in c.g.params or (v not in c.qname and v not in self.scales):
+        if v in c.g.params or (v not in c.qname and v not in self.scales) or \
+                not c.g.values[v].shape:      # a 0-d value (silero's sample rate): float
             return None, None
         x = c.as_int(v, n)
         return x, self.qscales.get(x)
@@ -327,6 +358,8 @@ class FixedRules:
             return self._note(n, "activation weights or a fused residual")
         sy = self.scales.get(n.output)
         if sy is None:
+            sy = self._reshaped_scale(n.output)
+        if sy is None:
             return self._note(n, "output has no Q/DQ scale")
         x, sx = self._in(n.inputs[0], n)
         if sx is None:
@@ -340,8 +373,12 @@ class FixedRules:
         wq = np.clip(np.rint(w.reshape(o, -1) / sw[:, None]), -127, 127).astype(np.int64)
         sb = (np.float32(sx) * sw.astype(np.float32)).astype(np.float64)
         b = g.params[n.inputs[2]].astype(np.float64) if len(n.inputs) > 2 else np.zeros(o)
-        bq = np.rint(b / sb).astype(np.int64)
         M = ((np.float32(sx) * sw.astype(np.float32)) / np.float32(sy)).astype(np.float64)
+        # a channel whose output is 0 whatever the input (|acc * M| + |b / sy| < 0.5: a
+        # pruned channel at weight scale 1e-35, its bias ~1e-28 quantised to -2**31 at
+        # scale 1e-37, ocr_det) gets bias 0, and gemm_multiplier gives it m1 = 0
+        dead = 128 * np.abs(wq).sum(axis=1) * M + np.abs(b) / float(sy) < 0.499
+        bq = np.where(dead, 0, np.rint(np.where(dead, 0.0, b) / sb)).astype(np.int64)
         B = 128 * np.abs(wq).sum(axis=1) + np.abs(bq)
         fp = gemm_multiplier(np.maximum(M, 1e-30), B)
         if fp is None or (np.abs(bq) + B).max() >= I32:
@@ -354,7 +391,8 @@ class FixedRules:
         attrs.update(shift=fp["s3"], lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in fp["m1"]],
                      pre=0, stages=[[s1, [int(v) for v in fp["m2"]]],
                                     [s2, [int(v) for v in fp["m3"]]]],
-                     radd=[int(v) for v in fp["r"]], fixed_error=fp["err"])
+                     radd=[int(v) for v in fp["r"]], fixed_error=fp["err"],
+                     M32=[float(v) for v in M])
         # the clamp (always: it also keeps the epilogue off the power-of-two shift form)
         # doubles as the output clip where it can: two ALU ops fewer
         set_output_clamp(attrs, lo, hi, -fp["T"], fp["T"])
@@ -363,8 +401,26 @@ class FixedRules:
                                                         else n.name + "_b") + "_q")
         q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
         q.add_param(bn, bias.astype(np.int32), frac=0)
+        if self.float32:          # onnxruntime's QLinearConv requantisation, on the CPU
+            wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
+            wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
+            acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
+            mn = q.fresh(n.name + "_m32")
+            q.add_param(mn, M.astype(np.float32))
+            self._emit(n, "qreq32", [acc, mn], {"lo": lo, "hi": hi}, sy)
+            return True
         self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
         return True
+
+    def _reshaped_scale(self, v):
+        """The Q/DQ scale of ``v``'s only reader when that is a reshape / flatten (a 1-D conv
+        imports as a 2-D conv and a reshape: the model's Q/DQ pair is on the reshape's
+        output, silero's encoder), else None."""
+        readers = self.ctx.users().get(v, [])
+        if len(readers) != 1 or readers[0].op not in ("reshape", "flatten") or \
+                v in self.ctx.g.outputs:
+            return None
+        return self.scales.get(readers[0].output)
 
     def _add(self, n):
         c = self.ctx
@@ -376,7 +432,8 @@ class FixedRules:
             return self._note(n, "an operand or the output has no Q/DQ scale")
         ra, rb = float(sa) / float(sy), float(sb) / float(sy)
         lo, hi = _bounds(n.attrs.get("post", []), sy)
-        self._emit(n, "qaddfx", [a, b], dict(add_multipliers(ra, rb), lo=lo, hi=hi), sy)
+        mult = dyadic_add(ra, rb) or add_multipliers(ra, rb)
+        self._emit(n, "qaddfx", [a, b], dict(mult, lo=lo, hi=hi), sy)
         return True
 
     def _activation(self, n, post):
@@ -405,7 +462,7 @@ class FixedRules:
         over the tensor).  The int8 value then stands for ``n``'s output."""
         c = self.ctx
         src = next((m for m in c.q.nodes if m.output == x), None)
-        if src is None or src.op not in ("qconv", "qdense", "qaddfx") or \
+        if src is None or src.op not in ("qconv", "qdense", "qaddfx", "qreq32") or \
                 "lo" not in src.attrs or src.attrs.get("wide"):
             return False
         if self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
@@ -443,8 +500,18 @@ class FixedRules:
         shp = self.ctx.g.values[n.inputs[0]].shape
         hw = int(shp[2] * shp[3])
         r = float(np.float32(sx) / (np.float32(sy) * np.float32(hw)))
-        m, k = fixed_multiplier(r, limit=I32 // (128 * hw + 1))
-        self._emit(n, "qgapfx", [x], {"m": m, "shift": k}, sy)
+        # the three-stage multiplier of a conv (one MUL under the sum's bound 128 hw has
+        # only ~12 bits for a 48x80 map: 1e-3 of outputs one LSB off onnxruntime)
+        fp = gemm_multiplier(np.array([r]), np.array([128.0 * hw]))
+        if fp is None:
+            m, k = fixed_multiplier(r, limit=I32 // (128 * hw + 1))
+            self._emit(n, "qgapfx", [x], {"m": m, "shift": k}, sy)
+            return True
+        s1, s2 = fp["stages"]
+        self._emit(n, "qgapfx", [x], {"T": int(fp["T"][0]), "mult": [int(fp["m1"][0])],
+                                      "stages": [[s1, [int(fp["m2"][0])]],
+                                                 [s2, [int(fp["m3"][0])]]],
+                                      "radd": [int(fp["r"][0])], "shift": fp["s3"]}, sy)
         return True
 
     def _preserve(self, n):
@@ -462,7 +529,8 @@ class FixedRules:
         return True
 
 
-__all__ = ["FixedRules", "model_scales", "gemm_multiplier", "add_multipliers", "fixed_multiplier",
+__all__ = ["FixedRules", "model_scales", "gemm_multiplier", "add_multipliers", "dyadic_add",
+           "fixed_multiplier",
            "nominal_frac", "frac_for"]
 
 

@@ -91,6 +91,16 @@ def place_qdense(n, g, cfg, opts):
         n.attrs["why"] = (f"its int8 weight matrix ({wbytes} bytes packed) exceeds one DMA "
                           f"buffer (VTA_MAX_XFER = {VTA_MAX_XFER} bytes)")
         return "cpu"
+    a = n.attrs
+    if a.get("stages"):     # a QDQ model's fixed-point form: its per-channel vectors stay
+        # resident in ACC for the whole layer (quantize_fixed.gemm_multiplier)
+        nvec = 1 + 1 + len(a["stages"]) + ("radd" in a) + 2 * ("tclip" in a)
+        cob = -(-co // cfg.block_out)
+        if nvec * cob + 2 * cfg.batch > cfg.acc_buff_depth:
+            n.attrs["why"] = (f"its {nvec} per-channel requantisation vectors ({nvec} x {cob} "
+                              f"ACC tiles, fixed-point multiplier at the model's scales) do "
+                              f"not fit the ACC buffer ({cfg.acc_buff_depth} tiles)")
+            return "cpu"
     return "vta"
 
 

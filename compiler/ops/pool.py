@@ -133,7 +133,9 @@ def pool_nchw(x, kernel, strides, pads, mode, count_include_pad=False):
             win = xp[sl]
             cnt += ones[sl]
             if acc is None:
-                acc = win.astype(np.int64 if x.dtype.kind != "f" else np.float64) \
+                # a float sum in the input's precision, window row by row (onnxruntime's
+                # float32 AveragePool order: a QDQ model's halves then round as there)
+                acc = win.astype(np.int64 if x.dtype.kind != "f" else x.dtype) \
                     if mode != "max" else win.copy()
             elif mode == "max":
                 acc = np.maximum(acc, win)
@@ -208,7 +210,7 @@ def pool_float(n, ins):
     if n.op == "maxpool":
         return _pool(n, ins[0], "max")
     s, cnt = _pool(n, ins[0], "sum")
-    return (s / cnt).astype(np.float32)
+    return (s / cnt.astype(s.dtype)).astype(np.float32)     # a float32 division
 
 
 #: The most fraction bits a global average pool's output gains over its input's (issue 23):

@@ -10,10 +10,13 @@ inside int32.
 * ``qaddfx``: ``clip((a * ma * ma2 + (b * mb + rb) * mb2) >> k, lo, hi)`` (QLinearAdd;
   each multiplier a product of two 16-bit immediates, so about 23 bits, and the rounding
   constant ``rb * mb2 ~ 2**(k-1)`` folded into the b term; without ``rb``:
-  ``(a * ma + b * mb + 2**(k-1)) >> k``);
+  ``(a * ma + b * mb + 2**(k-1)) >> k``; with ``even`` (exact binary-fraction ratios):
+  ``a * ma + b * mb`` divided by ``2**k`` rounded half to even, as onnxruntime);
 * ``qmulfx``: ``clip((x * m + 2**(k-1)) >> k, lo, hi)`` (a relu / clip / identity between
   two scales);
-* ``qgapfx``: ``clip((sum_hw(x) * m + 2**(k-1)) >> k, -128, 127)`` (QLinearGlobalAveragePool).
+* ``qgapfx``: ``clip((sum_hw(x) * m + 2**(k-1)) >> k, -128, 127)`` (QLinearGlobalAveragePool),
+  or with ``stages`` the sum clamped to ``+-T`` through a conv's three-stage multiplier
+  (:func:`compiler.graph.quantize_fixed.gemm_multiplier`).
 """
 
 from __future__ import annotations
@@ -37,8 +40,22 @@ def sdequantize_reference(n, ins):
     return ins[0].astype(np.float32) * np.float32(n.attrs["scale"])
 
 
+def _even_shift(v: np.ndarray, k: int) -> np.ndarray:
+    """``v / 2**k`` rounded half to even: ``(v + 2**(k-1) - 1 + odd) >> k`` with ``odd`` the
+    parity of ``v >> k`` (``t - 2 * (t >> 1)``): ALU SHR, MUL and ADD only."""
+    v = np.asarray(v, np.int64)
+    if k == 0:
+        return v
+    t = v >> k
+    odd = t + (t >> 1) * -2
+    return (v + odd + ((1 << (k - 1)) - 1)) >> k
+
+
 def qaddfx_reference(n, ins):
     a = n.attrs
+    if a.get("even"):      # exact binary-fraction ratios: the exact sum, halves to even
+        v = ins[0].astype(np.int64) * a["ma"] + ins[1].astype(np.int64) * a["mb"]
+        return np.clip(_even_shift(v, int(a["shift"])), a["lo"], a["hi"]).astype(np.int8)
     va = ins[0].astype(np.int64) * a["ma"] * a.get("ma2", 1)
     if "rb" in a:          # the rounding constant rides in the b term: floor shifts only
         v = va + (ins[1].astype(np.int64) * a["mb"] + a["rb"]) * a["mb2"]
@@ -57,7 +74,33 @@ def qmulfx_reference(n, ins):
 def qgapfx_reference(n, ins):
     a = n.attrs
     s = ins[0].astype(np.int64).sum(axis=(2, 3), keepdims=True)
+    if "stages" in a:      # clamp, then quantize_fixed.gemm_multiplier's three stages
+        from ..graph.quantize_fixed import multiplier_apply
+        y = multiplier_apply(a, np.clip(s, -a["T"], a["T"]))
+        return np.clip(y, -128, 127).astype(np.int8)
     return np.clip(_rnd_shift(s * a["m"], a["shift"]), -128, 127).astype(np.int8)
+
+
+def qreq32_reference(n, ins):
+    """onnxruntime's QLinearConv / MatMul requantisation of an int32 accumulator (bias
+    added; channels on axis 1) by per-channel float32 multipliers ``ins[1]``:
+    ``clip(rint(fl32(fl32(acc) * m_c)), lo, hi)``, halves to even (MlasRequantizeOutput)."""
+    acc, m = ins[0], np.asarray(ins[1], np.float32)
+    m = m.reshape((1, -1) + (1,) * (acc.ndim - 2))
+    y = np.rint(acc.astype(np.float32) * m)
+    return np.clip(y, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+
+
+def _req32_cpu(n, g):
+    from ..te import cast, clip, compute, placeholder, round as te_round
+    xv, mv = g.values[n.inputs[0]], g.values[n.inputs[1]]
+    x = placeholder(xv.shape, "int32", "acc")
+    m = placeholder(mv.shape, "float32", "m32")
+    lo, hi = float(n.attrs["lo"]), float(n.attrs["hi"])
+    out = compute(xv.shape, lambda *i: cast("int8", clip(te_round(
+        cast("float32", x[i]) * m[i[1]]), lo, hi)), name=n.name, dtype="int8")
+    return out, [(x, ("value", n.inputs[0])),
+                 (m, ("param", np.asarray(g.params[n.inputs[1]], np.float32)))]
 
 
 def _qdq_cpu(n, g):
@@ -92,6 +135,18 @@ def _eltwise_te(n, g, acc_dtype: str):
     from ..te import cast, compute, placeholder
     a = n.attrs
     xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
+    if n.op == "qaddfx" and a.get("even"):       # see _even_shift
+        k = int(a["shift"])
+        t = compute(xs[0].shape, lambda *i: cast(acc_dtype, xs[0][i]) * a["ma"] +
+                    cast(acc_dtype, xs[1][i]) * a["mb"], name=n.name + "_sum", dtype=acc_dtype)
+        if k > 0:
+            f = compute(t.shape, lambda *i: t[i] >> k, name=n.name + "_floor", dtype=acc_dtype)
+            h = compute(t.shape, lambda *i: (f[i] >> 1) * -2, name=n.name + "_half",
+                        dtype=acc_dtype)
+            t = compute(t.shape, lambda *i: t[i] + (f[i] + h[i]) + ((1 << (k - 1)) - 1),
+                        name=n.name + "_odd", dtype=acc_dtype)
+        return _requant_te(t, {**a, "rb": 0}, n.name, acc_dtype), \
+            [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
     if n.op == "qaddfx":
         def ta(i):
             return cast(acc_dtype, xs[0][i]) * a["ma"] * a.get("ma2", 1)
@@ -118,8 +173,20 @@ def _gap_cpu(n, g):
     s = compute(ov.shape, lambda nn, c, y, xx, *r: te_sum(cast("int32", x[(nn, c, ry, rx) + r]),
                                                           [ry, rx]),
                 name=n.name + "_sum", dtype="int32")
-    t = compute(ov.shape, lambda *i: s[i] * n.attrs["m"], name=n.name + "_mul", dtype="int32")
-    return _requant_te(t, n.attrs, n.name, "int32"), [(x, ("value", n.inputs[0]))]
+    a = n.attrs
+    if "stages" in a:      # see qgapfx_reference: every intermediate inside int32
+        from ..te import clip
+        t = compute(ov.shape, lambda *i: clip(s[i], -a["T"], a["T"]) * a["mult"][0],
+                    name=n.name + "_mul", dtype="int32")
+        for k, (s_k, m_k) in enumerate(a["stages"]):
+            t = compute(ov.shape, lambda *i, t=t, s_k=s_k, m_k=m_k: (t[i] >> int(s_k)) *
+                        int(m_k[0]), name=f"{n.name}_st{k}", dtype="int32")
+        t = compute(ov.shape, lambda *i, t=t: t[i] + a["radd"][0], name=n.name + "_radd",
+                    dtype="int32")
+        return _requant_te(t, {"shift": a["shift"], "rb": 0}, n.name, "int32"), \
+            [(x, ("value", n.inputs[0]))]
+    t = compute(ov.shape, lambda *i: s[i] * a["m"], name=n.name + "_mul", dtype="int32")
+    return _requant_te(t, a, n.name, "int32"), [(x, ("value", n.inputs[0]))]
 
 
 def _on_cpu(n, g, cfg, opts):
@@ -138,3 +205,5 @@ for _name, _ref in (("qaddfx", qaddfx_reference), ("qmulfx", qmulfx_reference)):
         cpu=lambda n, g: _eltwise_te(n, g, "int32")))
 registry.register(registry.OpDef("qgapfx", reference=qgapfx_reference, place=_on_cpu,
                                  layout="agnostic", cpu=_gap_cpu))
+registry.register(registry.OpDef("qreq32", reference=qreq32_reference, place=_on_cpu,
+                                 cpu=_req32_cpu))
