@@ -137,7 +137,8 @@ class ComputeModule(wiring.Component):
         uop1 = Signal(32, reset_less=True)
         offs = [Signal.like(loop.dst_off, name=n, reset_less=True)
                 for n in ("dst1", "src1", "wgt1")]
-        uop0 = self._uop_read(m, insn, loop, uop_rp)
+        in_decode = Signal()
+        uop0 = self._uop_read(m, insn, loop, uop_rp, in_decode)
         m.d.sync += [v1.eq(loop.valid), uop1.eq(uop0), offs[0].eq(loop.dst_off),
                      offs[1].eq(loop.src_off), offs[2].eq(loop.wgt_off)]
         # the SRAM read addresses of stage 1 (the GEMM's INP/WGT reads, the ALU's ACC reads;
@@ -196,7 +197,7 @@ class ComputeModule(wiring.Component):
                                                for i in range(self.acc_lanes)])),
                      self.acc_write.eq(w_en != 0)]
 
-        self._control(m, insn, index, is_alu, ld, loop, gemm, alu, v1)
+        self._control(m, insn, index, is_alu, ld, loop, gemm, alu, v1, in_decode)
         return m
 
     def _inp_read(self, m, s1, s_next):
@@ -212,19 +213,41 @@ class ComputeModule(wiring.Component):
         m.d.sync += inp_q.eq(self.inp_rd_data)
         return inp_q
 
-    def _uop_read(self, m, insn, loop, uop_rp):
+    def _uop_read(self, m, insn, loop, uop_rp, in_decode):
         """The micro-op word of the loop's current index (stage 0).  Plain: the SRAM read
         addressed by the loop's next index.  ``pipelined``: a register after the SRAM read
         (FPGA timing: the block RAM's clock-to-out drives only that register), addressed two
         cycles ahead by ``loop.u_ahead``; in the cycle before ``start`` (IDLE with the
-        command queue's head, or DECODE) by the instruction's ``uop_bgn``.  Same cycles."""
+        command queue's head, or DECODE) by the instruction's ``uop_bgn``; ``in_decode``: the
+        control is in DECODE.  Same cycles."""
         if not self.pipelined:
             m.d.comb += uop_rp.addr.eq(loop.u_next)
             return uop_rp.data
-        head = Signal(insn_layout(self.cfg))
+        cfg = self.cfg
+        head = Signal(insn_layout(cfg))
         m.d.comb += head.eq(self.cmd_insn)
         first = Mux(self.cmd_ready, head.gemm.uop_bgn, insn.gemm.uop_bgn)
-        m.d.comb += uop_rp.addr.eq(Mux(loop.busy | loop.start, loop.u_ahead, first))
+        # the ``start`` cycle's look-ahead (``uop_bgn + 1``, or ``uop_bgn`` for one micro-op)
+        # and whether the instruction starts the loop at all (what DECODE checks, except the
+        # tokens) are registered with the instruction, so the address has no adder, compare
+        # or decode in front of it (FPGA timing): only the loop's registers, the tokens and
+        # the instruction's fields through a few selects
+        hg, ha, hc = head.gemm, head.alu, head.common
+        bgn1 = Signal(len(loop.u_ahead), name="uop_bgn1")
+        single = Signal(name="uop_single1")
+        runs = Signal(name="insn_runs_loop")
+        zero_trip = (hg.iter_out == 0) | (hg.iter_in == 0) | (hg.uop_end <= hg.uop_bgn)
+        with m.If(self.cmd_ready & self.cmd_valid):
+            m.d.sync += [bgn1.eq(hg.uop_bgn + 1), single.eq(hg.uop_bgn + 1 == hg.uop_end),
+                         runs.eq(((hc.opcode == Opcode.GEMM) |
+                                  ((hc.opcode == Opcode.ALU) & (ha.alu_opcode <= AluOp.MUL))) &
+                                 ~zero_trip & (hg.uop_end <= cfg.uop_buff_depth))]
+        c = insn.common
+        ready = (~c.pop_prev | self.l2g_avail) & (~c.pop_next | self.s2g_avail)
+        start = in_decode & runs & ready            # equal to ``loop.start``
+        at_start = Mux(single, insn.gemm.uop_bgn, bgn1)
+        m.d.comb += uop_rp.addr.eq(Mux(loop.busy, loop.u_ahead_run,
+                                       Mux(start, at_start, first)))
         uop0 = Signal(32, name="uop_q", reset_less=True)
         m.d.sync += uop0.eq(uop_rp.data)
         return uop0
@@ -248,7 +271,7 @@ class ComputeModule(wiring.Component):
                 else:
                     m.d.comb += [data.eq(ext), en.eq((1 << self.acc_lanes) - 1)]
 
-    def _control(self, m, insn, index, is_alu, ld, loop, gemm, alu, v1):
+    def _control(self, m, insn, index, is_alu, ld, loop, gemm, alu, v1, in_decode):
         cfg = self.cfg
         mem, g, a, c = insn.mem, insn.gemm, insn.alu, insn.common
         m.d.comb += [ld.cmd_sram.eq(mem.sram_base), ld.cmd_dram.eq(mem.dram_base),
@@ -280,7 +303,7 @@ class ComputeModule(wiring.Component):
                     m.d.sync += [insn.eq(self.cmd_insn), index.eq(self.cmd_index)]
                     m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.comb += self.busy.eq(1)
+                m.d.comb += [self.busy.eq(1), in_decode.eq(1)]
                 ok_mt = ((mem.memory_type == MemType.UOP) | (mem.memory_type == MemType.ACC) |
                          (mem.memory_type == MemType.ACC_8BIT) | (mem.x_size == 0))
                 ready = ((~c.pop_prev | self.l2g_avail) & (~c.pop_next | self.s2g_avail))

@@ -59,8 +59,10 @@ class VTACore(wiring.Component):
         inside the multiplier (MULT18X18D registers on an ECP5), the ALU lane is split over
         its three issue cycles and its ACC read data registered after the SRAM
         (:class:`vta_hw.blocks.alu.AluPipe`: one cycle more per ALU instruction), the UOP
-        SRAM read is registered (same cycles) and the engine's reset on launch comes from a
-        register (one cycle more per run).
+        SRAM read is registered and its address is formed from registers only (same
+        cycles), the WGT write data takes its zero select from one copy per bus-wide slice
+        (same cycles) and the engine's reset on launch comes from a register (one cycle
+        more per run).
 
     Members
     -------
@@ -122,7 +124,9 @@ class VTACore(wiring.Component):
         m.d.sync += start.eq(launch)
 
         e.submodules.fetch = fetch = FetchModule(cfg)
-        e.submodules.load = load = LoadModule(cfg)
+        wgt_slices = cfg.block_out * cfg.block_in * cfg.wgt_width // cfg.bus_width
+        e.submodules.load = load = LoadModule(
+            cfg, zero_copies=wgt_slices if self.pipelined and wgt_slices > 1 else 0)
         e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages,
                                                      lut_mults=self.lut_mults,
                                                      pipelined=self.pipelined)

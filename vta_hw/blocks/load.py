@@ -33,6 +33,10 @@ class LoadModule(wiring.Component):
     Parameters
     ----------
     cfg : VTAConfig
+    zero_copies : int
+        copies of the loader's zero select for the WGT write data (0: none; FPGA timing:
+        the select otherwise fans out from one register to every WGT block RAM; one copy per
+        ``zero_copies``-th of the tile's bus-wide slices).  Same cycles.
 
     Members
     -------
@@ -51,8 +55,9 @@ class LoadModule(wiring.Component):
     available; a no-op takes 2 cycles; a load costs about DRAM latency + beats per row.
     """
 
-    def __init__(self, cfg: VTAConfig):
+    def __init__(self, cfg: VTAConfig, zero_copies: int = 0):
         self.cfg = cfg
+        self.zero_copies = zero_copies
         B = cfg.bus_width
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
@@ -73,12 +78,13 @@ class LoadModule(wiring.Component):
         cfg = self.cfg
         m.submodules.loader = ld = TileLoader(
             cfg.bus_width, [cfg.inp_elem_bytes, cfg.wgt_elem_bytes],
-            [cfg.inp_buff_depth, cfg.wgt_buff_depth])
+            [cfg.inp_buff_depth, cfg.wgt_buff_depth], zero_copies=self.zero_copies)
         wiring.connect(m, wiring.flipped(self.rd), ld.rd)
         tile_write(m, ld, 0, self.inp_wr_addr, self.inp_wr_data, self.inp_wr_en,
                    self.inp_bits, cfg.bus_width)
         tile_write(m, ld, 1, self.wgt_wr_addr, self.wgt_wr_data, self.wgt_wr_en,
-                   self.wgt_bits, cfg.bus_width)
+                   self.wgt_bits, cfg.bus_width,
+                   zeros=ld.wr_zero_rep if self.zero_copies else None)
 
         insn = Signal(mem_layout(cfg))
         index = Signal(32)

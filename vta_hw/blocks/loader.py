@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .memport import ADDR_BITS, LEN_BITS, ReadSignature
+from .replica import replicated_register
 
 __all__ = ["TileLoader"]
 
@@ -35,6 +36,12 @@ class TileLoader(wiring.Component):
         DRAM bytes per element for each *kind* of load this loader handles (powers of two).
     depths : list of int
         SRAM depth (elements) of each kind, for the range check.
+    zero_copies : int
+        copies of ``wr_zero`` in ``wr_zero_rep`` (0: no such member), each a register of the
+        same value (kept flip-flops on an ECP5, ``replica.replicated_register``), so a wide
+        SRAM's write data can take its zero select from a copy beside its block RAMs
+        (``tile_write(..., zeros=loader.wr_zero_rep)``) instead of one register fanned out
+        over the die.
 
     Members
     -------
@@ -52,6 +59,7 @@ class TileLoader(wiring.Component):
         SRAM write: element ``wr_addr`` gets zero (``wr_zero``) or, for an element of ``E >=
         bus_bytes`` bytes, beat ``wr_lane`` of it (``wr_data``); for ``E < bus_bytes`` the
         whole element in the low bits of ``wr_data``.
+    wr_zero_rep : ``Out(zero_copies)`` (with ``zero_copies``)  each bit equal to ``wr_zero``.
 
     Latency: 4 cycles from command to the first request; then one beat per cycle (one
     element per cycle when ``E < bus_bytes``); the ``wr_*`` outputs are registered (a
@@ -59,8 +67,9 @@ class TileLoader(wiring.Component):
     last write.
     """
 
-    def __init__(self, bus_width: int, elem_bytes, depths):
+    def __init__(self, bus_width: int, elem_bytes, depths, zero_copies: int = 0):
         self.bus_width = bus_width
+        self.zero_copies = zero_copies
         self.bus_bytes = bus_width // 8
         self.elem_bytes = list(elem_bytes)
         self.depths = list(depths)
@@ -75,6 +84,7 @@ class TileLoader(wiring.Component):
             "wr_valid": Out(1), "wr_addr": Out(16), "wr_zero": Out(1),
             "wr_data": Out(bus_width), "wr_lane": Out(range(max(2, self.max_lanes))),
             "wr_kind": Out(range(max(2, len(elem_bytes)))),
+            **({"wr_zero_rep": Out(zero_copies)} if zero_copies else {}),
         })
 
     def elaborate(self, platform):
@@ -101,6 +111,9 @@ class TileLoader(wiring.Component):
              for n in ("valid", "addr", "zero", "data", "lane")}
         m.d.sync += [getattr(self, f"wr_{n}").eq(sig) for n, sig in w.items()]
         m.d.sync += self.wr_kind.eq(kind)
+        if self.zero_copies:
+            m.d.comb += self.wr_zero_rep.eq(Cat(*replicated_register(
+                m, w["zero"], self.zero_copies, "wr_zero_rep", platform)))
         depth = Signal(18)
         shift = Signal(4)
         with m.Switch(kind):
@@ -270,22 +283,36 @@ class TileLoader(wiring.Component):
                     m.d.comb += row_end.eq(1)
 
 
-def tile_write(m, loader: TileLoader, kind: int, addr, data, en, tile_bits: int, gran_bits: int):
+def tile_write(m, loader: TileLoader, kind: int, addr, data, en, tile_bits: int, gran_bits: int,
+               zeros=None):
     """Drive an SRAM write port (``addr``, ``data``, ``en``) from ``loader``'s writes of kind
     ``kind``, for a memory whose rows are ``tile_bits`` wide with ``gran_bits`` write
-    granularity (``gran_bits`` divides the bus width or the tile is narrower than the bus)."""
+    granularity (``gran_bits`` divides the bus width or the tile is narrower than the bus).
+
+    ``zeros`` (a tile wider than the bus): copies of ``wr_zero`` (``loader.wr_zero_rep``);
+    each bus-wide slice of the write data takes its zero select from copy ``slice * copies //
+    slices`` instead of ``wr_zero`` (the data is not looked at without an enable)."""
     bus = loader.bus_width
     n_en = len(en)
     # the address comes straight from the loader's register (only the enables say whether
     # this SRAM is written; FPGA timing: no select between the register and the block RAMs)
     m.d.comb += addr.eq(loader.wr_addr)
+    if zeros is not None:
+        if tile_bits <= bus:
+            raise ValueError("zero copies are for a tile wider than the bus")
+        slices = tile_bits // bus
+        m.d.comb += data.eq(Cat(*[Mux(zeros[k * len(zeros) // slices], 0, loader.wr_data)
+                                  for k in range(slices)]))
     with m.If(loader.wr_valid & (loader.wr_kind == kind)):
         with m.If(loader.wr_zero):
-            m.d.comb += [data.eq(0), en.eq((1 << n_en) - 1)]
+            if zeros is None:
+                m.d.comb += data.eq(0)
+            m.d.comb += en.eq((1 << n_en) - 1)
         with m.Else():
             if tile_bits > bus:
                 per_beat = bus // gran_bits
-                m.d.comb += [data.eq(loader.wr_data.replicate(tile_bits // bus)),
-                             en.eq(((1 << per_beat) - 1) << (loader.wr_lane * per_beat))]
+                if zeros is None:
+                    m.d.comb += data.eq(loader.wr_data.replicate(tile_bits // bus))
+                m.d.comb += en.eq(((1 << per_beat) - 1) << (loader.wr_lane * per_beat))
             else:
                 m.d.comb += [data.eq(loader.wr_data[:tile_bits]), en.eq((1 << n_en) - 1)]

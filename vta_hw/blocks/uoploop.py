@@ -44,6 +44,9 @@ class UopLoop(wiring.Component):
         the parameters), so a micro-op SRAM with a register after its read, addressed by
         it, delivers the word registered in the cycle ``u`` is valid; the caller presents
         ``uop_bgn`` in the cycle before ``start``.
+    u_ahead_run : ``Out`` (with ``ahead``) ``u_ahead`` outside the ``start`` cycle, from
+        registers only (no path from ``start`` or the parameters), for a caller that forms
+        the ``start`` cycle's value itself.
     """
 
     def __init__(self, cfg: VTAConfig, ahead: bool = False):
@@ -56,7 +59,7 @@ class UopLoop(wiring.Component):
             "iter_in": In(14), "dst_fo": In(A), "dst_fi": In(A), "src_fo": In(S),
             "src_fi": In(S), "wgt_fo": In(W), "wgt_fi": In(W),
             "valid": Out(1), "u": Out(U + 1), "u_next": Out(U + 1),
-            "u_ahead": Out(U + 1), "dst_off": Out(OFF_BITS),
+            "u_ahead": Out(U + 1), "u_ahead_run": Out(U + 1), "dst_off": Out(OFF_BITS),
             "src_off": Out(OFF_BITS), "wgt_off": Out(OFF_BITS)})
 
     def elaborate(self, platform):
@@ -137,12 +140,16 @@ class UopLoop(wiring.Component):
         # the next cycle is an iteration (``u`` moves on after it) when the phase wraps
         nxt_valid = running & (phase == gap)
         bgn = p["uop_bgn"]
+        # ``u_next`` outside ``start``, from registers (the ``start`` cycle is not running)
+        u_next_run = Mux(self.valid, Mux(last, bgn, u1), self.u)
+        run = self.u_ahead_run
+        with m.If(~nxt_valid):
+            m.d.comb += run.eq(u_next_run)
+        with m.Elif(self.valid & last):             # next: u = bgn, u1 = bgn + 1
+            m.d.comb += run.eq(Mux(single, bgn, pb1))
+        with m.Elif(self.valid):                    # next: u = u1, u1 = u + 2
+            m.d.comb += run.eq(Mux(last2, bgn, u2))
+        with m.Else():                              # next: the same u, u1 and last
+            m.d.comb += run.eq(Mux(last, bgn, u1))
         with m.If(~self.start):
-            with m.If(~nxt_valid):
-                m.d.comb += self.u_ahead.eq(self.u_next)
-            with m.Elif(self.valid & last):         # next: u = bgn, u1 = bgn + 1
-                m.d.comb += self.u_ahead.eq(Mux(single, bgn, pb1))
-            with m.Elif(self.valid):                # next: u = u1, u1 = u + 2
-                m.d.comb += self.u_ahead.eq(Mux(last2, bgn, u2))
-            with m.Else():                          # next: the same u, u1 and last
-                m.d.comb += self.u_ahead.eq(Mux(last, bgn, u1))
+            m.d.comb += self.u_ahead.eq(run)
