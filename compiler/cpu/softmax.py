@@ -27,20 +27,9 @@ from .. import te
 from ..te import Tensor, is_float
 from ..te.loop_nest import StageSchedule
 from .errors import CpuError
+from .softmax_kernel import SoftmaxKernel, softmax_sum_bits
 from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elementwise,
                         row_local, signed_zero_free, wide_rows_schedule)
-
-
-def softmax_sum_bits(c: int) -> int:
-    """Fraction bits K of :func:`softmax`'s fixed-point row sum over ``c`` elements:
-    ``26 + ceil(log2 c)``, so that the ``c`` roundings to a multiple of ``2**-K`` lose
-    at most ``c * 2**-(K+1) <= 2**-27`` of the sum (at least 1: the row's maximum
-    contributes ``exp(0) = 1``), an eighth of float32's own rounding of it; at most
-    ``61 - ceil(log2 c)``, so that the sum (up to ``c * 2**K``) fits in int64.  (Before:
-    always ``61 - ceil(log2 c)``; more bits than float32 keeps, and twice the bit fields on
-    AVX2.)"""
-    cb = int(np.ceil(np.log2(max(c, 2))))
-    return min(61 - cb, 26 + cb)
 
 
 def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None,
@@ -112,7 +101,6 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None,
     out.cpu_in_place = e      # e lives in the output's array (compiler.cpu.kernel.in_place)
     _row_local(out, int(np.prod(rows)))
     if kernel or (kernel is None and sum_by_given is None):
-        from .softmax_kernel import SoftmaxKernel
         out.cpu_kernel = SoftmaxKernel(x)
     return out
 

@@ -78,16 +78,27 @@ VERSION = 5
 BLOCK = int(os.environ.get("VTA_CPU_SOFTMAX_BLOCK", 8))
 
 
+def softmax_sum_bits(c: int) -> int:
+    """Fraction bits K of :func:`compiler.cpu.softmax.softmax`'s fixed-point row sum over ``c`` elements:
+    ``26 + ceil(log2 c)``, so that the ``c`` roundings to a multiple of ``2**-K`` lose
+    at most ``c * 2**-(K+1) <= 2**-27`` of the sum (at least 1: the row's maximum
+    contributes ``exp(0) = 1``), an eighth of float32's own rounding of it; at most
+    ``61 - ceil(log2 c)``, so that the sum (up to ``c * 2**K``) fits in int64.  (Before:
+    always ``61 - ceil(log2 c)``; more bits than float32 keeps, and twice the bit fields on
+    AVX2.)"""
+    cb = int(np.ceil(np.log2(max(c, 2))))
+    return min(61 - cb, 26 + cb)
+
+
 def split_bits(c: int, v: int) -> tuple[int, int] | None:
     """``(K, S)`` for rows of ``c`` in ``v`` lanes, or None when the kernel's sum cannot
-    hold them.  ``K`` = :func:`compiler.cpu.softmax.softmax_sum_bits`; each ``e`` in [0, 1]
+    hold them.  ``K`` = :func:`softmax_sum_bits`; each ``e`` in [0, 1]
     is split as ``hi = rint(e 2**S) 2**-S`` (the bits of ``e + 1.5 2**(23-S)``, ``S <=
     21``) and ``lo = e - hi`` (exact, ``|lo| <= 2**-(S+1)``), whose ``rint(lo 2**K)`` is
     the bits of ``lo + 1.5 2**(23-K)`` (``K <= S + 22``: one binade); ``rint(e 2**K) = hi
     2**K + rint(lo 2**K)`` (``hi 2**K`` is an even integer: ties go the same way).  A
     lane adds ``n = c // v + 1`` of each: ``n 2**S`` and ``n 2**(K-S-1)`` must stay below
     ``2**31`` (else None: the stages compute the softmax)."""
-    from .softmax import softmax_sum_bits
     k = softmax_sum_bits(c)
     s = max(k - 22, (k - 1) // 2)
     n = c // v + 1

@@ -46,7 +46,7 @@ import math
 import numpy as np
 
 from ..ops import registry
-from ..ops.requant import frac_for
+from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
 
 I32 = 2 ** 31 - 1
 IMM = 32767                  # the largest positive 16-bit ALU immediate
@@ -135,18 +135,6 @@ def gemm_multiplier(M: np.ndarray, B: np.ndarray, w2: int = 64, w3: int = 32):
     return dict(T=T.astype(np.int64), clamp=bool((B > L).any()), stages=[s1, s2], s3=s3,
                 m1=m1, m2=m2, m3=m3, r=(1 << (s3 - 1)) + ((m2 * m3) >> (s2 + 1)) + m3 // 2,
                 err=float(err.max()))
-
-
-def multiplier_apply(a: dict, v: np.ndarray) -> np.ndarray:
-    """The multiplier stages of a qconv / qdense's attributes ``a`` (``mult``, ``stages``,
-    ``radd``, ``shift``; :func:`gemm_multiplier`) after the clamp, on int64 ``v`` (channels
-    on axis 0, any trailing axes)."""
-    def col(x):
-        return np.asarray(x, np.int64).reshape((-1,) + (1,) * (v.ndim - 1))
-    t = v * col(a["mult"])
-    for s_i, m_i in a["stages"]:
-        t = (t >> int(s_i)) * col(m_i)
-    return (t + col(a["radd"])) >> int(a["shift"])
 
 
 def output_clamp(a: dict, lo: int, hi: int, vlo0: np.ndarray, vhi0: np.ndarray):

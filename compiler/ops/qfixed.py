@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import registry
+from .requant import multiplier_apply
 
 
 def _rnd_shift(v: np.ndarray, k: int) -> np.ndarray:
@@ -75,7 +76,6 @@ def qgapfx_reference(n, ins):
     a = n.attrs
     s = ins[0].astype(np.int64).sum(axis=(2, 3), keepdims=True)
     if "stages" in a:      # clamp, then quantize_fixed.gemm_multiplier's three stages
-        from ..graph.quantize_fixed import multiplier_apply
         y = multiplier_apply(a, np.clip(s, -a["T"], a["T"]))
         return np.clip(y, -128, 127).astype(np.int8)
     return np.clip(_rnd_shift(s * a["m"], a["shift"]), -128, 127).astype(np.int8)

@@ -350,3 +350,15 @@ def _rnd_te(t, n):
     if not r:
         return t
     return compute(t.shape, lambda *i: t[i] + r, name=n.name + "_rnd", dtype=t.dtype)
+
+
+def multiplier_apply(a: dict, v: np.ndarray) -> np.ndarray:
+    """The multiplier stages of a qconv / qdense's attributes ``a`` (``mult``, ``stages``,
+    ``radd``, ``shift``; :func:`compiler.graph.quantize_fixed.gemm_multiplier`) after the
+    clamp, on int64 ``v`` (channels on axis 0, any trailing axes)."""
+    def col(x):
+        return np.asarray(x, np.int64).reshape((-1,) + (1,) * (v.ndim - 1))
+    t = v * col(a["mult"])
+    for s_i, m_i in a["stages"]:
+        t = (t >> int(s_i)) * col(m_i)
+    return (t + col(a["radd"])) >> int(a["shift"])
