@@ -11,6 +11,24 @@ from isa import (AluInsn, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, VTACon
 CFG = VTAConfig()
 
 
+#: small VTA configurations for elaborating and simulating the hardware blocks quickly
+HW_TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
+                              LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
+HW_WIDE = VTAConfig().replace(LOG_BUS_WIDTH=6, LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=8,
+                              LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
+
+
+class Ecp5Stub:
+    """Stands in for an ECP5 platform during elaboration (only ``family`` is read)."""
+    family = "ecp5"
+
+
+def trellis_ffs(text: str, prefix: str) -> int:
+    """The TRELLIS_FF instances of RTLIL ``text`` whose name starts with ``prefix``."""
+    return sum(1 for line in text.splitlines()
+               if line.startswith("  cell \\TRELLIS_FF \\" + prefix))
+
+
 def load(mt, sram, dram, y, x, stride=None, pads=(0, 0, 0, 0), **flags):
     return MemInsn(Opcode.LOAD, mt, sram, dram, y, x, x if stride is None else stride, *pads,
                    **flags)

@@ -6,24 +6,8 @@ import numpy as np
 import pytest
 from amaranth.back import rtlil
 
-from isa import VTAConfig
 from vta_hw.blocks.alu import AluPipe
-
-TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
-                           LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
-WIDE = VTAConfig().replace(LOG_BUS_WIDTH=6, LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=8,
-                           LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
-
-
-class _Ecp5:
-    """Stands in for an ECP5 platform during elaboration (only ``family`` is read)."""
-    family = "ecp5"
-
-
-def _ffs(text, prefix):
-    """The TRELLIS_FF instances whose name starts with ``prefix``."""
-    return sum(1 for line in text.splitlines()
-               if line.startswith("  cell \\TRELLIS_FF \\" + prefix))
+from .sim_helpers import HW_TINY as TINY, HW_WIDE as WIDE, Ecp5Stub as _Ecp5, trellis_ffs as _ffs
 
 
 @pytest.mark.parametrize("cfg", [TINY, WIDE], ids=["1x4x4", "1x8x8"])

@@ -13,18 +13,9 @@ from amaranth.hdl import Module, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from isa import VTAConfig
 from vta_hw.blocks.dsp import _and_add_init, and_add
 from vta_hw.blocks.gemm import GemmPipe
-from .sim_helpers import run_icarus_testbench
-
-TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
-                           LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
-
-
-class _Ecp5:
-    """Stands in for an ECP5 platform during elaboration (only ``family`` is read)."""
-    family = "ecp5"
+from .sim_helpers import run_icarus_testbench, HW_TINY as TINY, Ecp5Stub as _Ecp5
 
 
 def _yosys_ecp5_models() -> str:

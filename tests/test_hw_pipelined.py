@@ -15,15 +15,7 @@ from vta_hw.blocks.dsp import registered_product
 from vta_hw.errors import HwConfigError
 
 from .test_hw_alu_lane import lane_cases, lane_mismatches
-from .sim_helpers import run_icarus_testbench
-
-TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
-                           LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
-
-
-class _Ecp5:
-    """Stands in for an ECP5 platform during elaboration (only ``family`` is read)."""
-    family = "ecp5"
+from .sim_helpers import run_icarus_testbench, HW_TINY as TINY, Ecp5Stub as _Ecp5
 
 
 @pytest.mark.parametrize("w", [8, 16, 32])

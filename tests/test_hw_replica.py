@@ -9,12 +9,7 @@ from amaranth.sim import Simulator
 
 from vta_hw.blocks.replica import replicated_register
 from vta_hw.blocks.sliced import sliced_sram
-
-from .sim_helpers import ecp5_cell_counts
-
-
-class _Ecp5:
-    family = "ecp5"
+from .sim_helpers import ecp5_cell_counts, Ecp5Stub as _Ecp5
 
 
 class _Rep(wiring.Component):
