@@ -65,7 +65,7 @@ import numpy as np
 from llvmlite import ir
 
 from .jit import host_target, vector_shape
-from .mathfns import emit_exp_nonpositive
+from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
 from .vecmem import F32, I64, PTR
 
@@ -230,10 +230,6 @@ class SoftmaxKernel:
     def vty(self):
         return ir.VectorType(F32, self.v)
 
-    def _splat(self, value, ty=None):
-        ty = ty or self.vty
-        return ir.Constant(ty, [value] * ty.count)
-
     def _load(self, b, row, off):
         p = b.gep(row, [off if isinstance(off, ir.Value) else ir.Constant(I64, off)],
                   source_etype=F32)
@@ -243,13 +239,6 @@ class SoftmaxKernel:
         p = b.gep(row, [off if isinstance(off, ir.Value) else ir.Constant(I64, off)],
                   source_etype=F32)
         b.store(value, p, align=4)
-
-    def _intrinsic(self, b, name, args, fastmath=()):
-        t = args[0].type
-        full = f"{name}.v{t.count}f32"
-        f = b.module.globals.get(full) or ir.Function(
-            b.module, ir.FunctionType(t, [a.type for a in args]), full)
-        return b.call(f, args, fastmath=fastmath)
 
     def _loop(self, b, fn, n, carried, body, tag):
         """``for j in range(n)`` (``n`` a Python int, or an i64 value >= 1) with loop-carried values
@@ -371,7 +360,7 @@ class SoftmaxKernel:
         mv = self._broadcast(b, mx)
         ity = ir.VectorType(I32, v)
         m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
-        c1, c2, zero = self._splat(m1), self._splat(m2), self._splat(0.0)
+        c1, c2, zero = (_const(self.vty, v) for v in (m1, m2, 0.0))
 
         def exp_at(b, off):
             e = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, off), mv), clamp_zero=False)
