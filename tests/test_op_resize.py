@@ -92,3 +92,40 @@ def test_resize_cubic_stays_float_with_reason():
     c = compile_model(m, CFG, calib={"x": samples(2)})
     row = next(r for r in c.program.partition_table().splitlines() if " resize " in r)
     assert "float: linear / cubic interpolation" in row
+
+
+def test_resize_tap_sum_same_bits():
+    """``resize`` sums linear / cubic taps one by one (no gathered temporary): bit for bit
+    the gather + ``np.sum`` over the taps it replaced, on every axis, with antialias and
+    exclude_outside, at scales up and down (the float reference calibration runs on)."""
+    from compiler.ops.resize import _src, _weights, resize
+
+    def summed(x, a):
+        r = x.ndim
+        for ax, (n_in, n_out) in enumerate(zip(x.shape, a["out"])):
+            if n_in == n_out:
+                continue
+            src = _src(np.arange(n_out), n_in, n_out, n_out / n_in, a["coord"], None)
+            idx, w = _weights(src, n_in, n_out / n_in, a)
+            g = np.take(x.astype(np.float64), idx.reshape(-1), axis=ax)
+            g = g.reshape(x.shape[:ax] + idx.shape + x.shape[ax + 1:])
+            x = np.sum(g * w.reshape((1,) * ax + w.shape + (1,) * (r - ax - 1)), axis=ax + 1)
+        return x
+
+    rng = np.random.default_rng(7)
+    taps = set()
+    for _ in range(150):
+        shp = tuple(int(v) for v in rng.integers(1, 12, size=int(rng.integers(2, 5))))
+        out = [max(1, round(s * float(rng.choice([0.3, 0.7, 1, 1.5, 2, 3.3, 8])))) for s in shp]
+        a = dict(mode=str(rng.choice(["linear", "cubic"])), nearest="round_prefer_floor",
+                 coord=str(rng.choice(["half_pixel", "align_corners", "asymmetric",
+                                       "pytorch_half_pixel"])), out=out, scales=None,
+                 cubic_a=-0.75, antialias=int(rng.integers(0, 2)),
+                 exclude_outside=int(rng.integers(0, 2)))
+        x = (rng.normal(size=shp) * float(rng.choice([1e-3, 1, 1e3]))).astype(np.float32)
+        got, want = resize(x, a), summed(x, a)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert np.array_equal(got, want), a
+        taps.update(_weights(np.array([0.5]), 4, s, a)[1].shape[1]
+                    for s in (o / i for o, i in zip(out, shp) if o != i))
+    assert {2, 4} <= taps and max(taps) >= 8          # both paths of resize were run

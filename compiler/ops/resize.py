@@ -116,9 +116,20 @@ def resize(x, a):
             x = np.take(x, idx, axis=ax)
             continue
         idx, w = _weights(src, n_in, scales[ax], a)
-        g = np.take(x.astype(np.float64), idx.reshape(-1), axis=ax)
-        g = g.reshape(x.shape[:ax] + idx.shape + x.shape[ax + 1:])
-        x = np.sum(g * w.reshape((1,) * ax + w.shape + (1,) * (r - ax - 1)), axis=ax + 1)
+        xf = x.astype(np.float64)
+        if w.shape[1] < 8:
+            # tap by tap without the (..., n_out, taps, ...) temporary, the same bits as
+            # np.sum over the taps (test_resize_tap_sum_same_bits): 3-4x faster on
+            # lraspp_mobilenet_v3_large's 28 -> 224 head, ~8% of its compile
+            col = (1,) * ax + (n_out,) + (1,) * (r - ax - 1)
+            acc = np.take(xf, idx[:, 0], axis=ax) * w[:, 0].reshape(col)
+            for k in range(1, w.shape[1]):
+                acc += np.take(xf, idx[:, k], axis=ax) * w[:, k].reshape(col)
+            x = acc
+        else:                       # antialias taps: np.sum sums 8 and more pairwise
+            g = np.take(xf, idx.reshape(-1), axis=ax)
+            g = g.reshape(x.shape[:ax] + idx.shape + x.shape[ax + 1:])
+            x = np.sum(g * w.reshape((1,) * ax + w.shape + (1,) * (r - ax - 1)), axis=ax + 1)
         if rax is not None and a["coord"] == "tf_crop_and_resize":
             out = (src < 0) | (src > n_in - 1)
             x = np.where(out.reshape((1,) * ax + (-1,) + (1,) * (r - ax - 1)),
