@@ -73,9 +73,39 @@ I1, I32 = ir.IntType(1), ir.IntType(32)
 #: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
 NAN_BITS = 0x7FC00000
 #: kernel version: part of the cache key
-VERSION = 5
+VERSION = 6
 #: rows per block: their maxima, then the exp pass over all of them, then the scaling
 BLOCK = int(os.environ.get("VTA_CPU_SOFTMAX_BLOCK", 8))
+
+
+#: ln 2 in two parts (fdlibm's): ``E * LN2_HI`` is exact for ``|E| < 2**11``
+LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+#: ``log(m) = 2 f (C0 + C1 f**2 + ...)``, ``f = (m - 1) / (m + 1)``, ``Ck = 1 / (2k + 1)``:
+#: for ``m`` in [sqrt(1/2), sqrt(2)] ``f**2 <= 0.0295``, the first term left out is below
+#: ``2**-56`` of the sum
+LOG_C = [1.0 / (2 * k + 1) for k in range(11)]
+SQRT2 = 1.4142135623730951
+
+
+def log_sum_f64(t, k):
+    """``log(t * 2**-k)`` in float64 for int64 ``t >= 1`` (numpy array): what the kernel
+    computes from a row's exact sum, the same float64 operations in the same order (no
+    fused multiply-add): ``t`` rounded to float64, split as ``m 2**E`` with ``m`` in
+    [sqrt(1/2), sqrt(2)), ``(E - k) ln2 + 2 f (C0 + f**2 (C1 + ...))``.  Relative error a
+    few float64 ulps."""
+    f64 = np.float64
+    s = np.asarray(t).astype(f64)
+    m, e = np.frexp(s)                      # s = m 2**e, m in [0.5, 1): exact
+    m, e = m * f64(2.0), e.astype(np.int64) - 1
+    big = m > f64(SQRT2)
+    m = np.where(big, m * f64(0.5), m)
+    fe = (e + big - k).astype(f64)
+    f = (m - f64(1.0)) / (m + f64(1.0))
+    z = f * f
+    q = np.full_like(z, f64(LOG_C[-1]))
+    for c in LOG_C[-2::-1]:
+        q = q * z + f64(c)
+    return fe * f64(LN2_HI) + (fe * f64(LN2_LO) + (f + f) * q)
 
 
 def softmax_sum_bits(c: int) -> int:
@@ -129,6 +159,10 @@ class SoftmaxKernel:
 
     ``unroll``: vectors per loop step of the (max, exp, scale) passes."""
 
+    #: :class:`LogSoftmaxKernel`: the exp pass only sums, the last pass writes ``x - max - L``
+    log = False
+    what = "softmax"
+
     def __init__(self, x, unroll=(4, 2, 4)):
         self.x = x
         self.inputs = [x]
@@ -151,7 +185,7 @@ class SoftmaxKernel:
         return k
 
     def key(self) -> str:
-        return (f"hand:softmax v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
+        return (f"hand:{self.what} v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
                 f"block={BLOCK} "
                 f"K={self.k} S={self.s}")
 
@@ -205,6 +239,7 @@ class SoftmaxKernel:
 
         def scale_row(b, j, vals):
             orow = row(b, j, ob)
+            inv = b.load(b.gep(invs, [j], source_etype=F32), typ=F32)
             yes = fn.append_basic_block("scale_row")
             no = fn.append_basic_block("nan_row")
             nxt = fn.append_basic_block("row_done")
@@ -214,7 +249,11 @@ class SoftmaxKernel:
             self._fill(b, fn, orow)
             b.branch(nxt)
             b.position_at_end(yes)
-            self._scale(b, fn, orow, b.load(b.gep(invs, [j], source_etype=F32), typ=F32))
+            if self.log:
+                mx = b.load(b.gep(maxes, [j], source_etype=F32), typ=F32)
+                self._log_out(b, fn, orow, row(b, j, xb), mx, inv)
+            else:
+                self._scale(b, fn, orow, inv)
             b.branch(nxt)
             b.position_at_end(nxt)
             return vals
@@ -380,7 +419,8 @@ class SoftmaxKernel:
 
         def exp_at(b, off):
             e = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, off), mv), clamp_zero=False)
-            self._store(b, e, orow, off)
+            if not self.log:        # a log-softmax only sums the exponentials
+                self._store(b, e, orow, off)
             return e
 
         def split(b, e, vals):
@@ -427,6 +467,8 @@ class SoftmaxKernel:
             if sh:
                 part = b.shl(part, ir.Constant(I64, sh))
             total = part if total is None else b.add(total, part)
+        if self.log:
+            return self._log_sum(b, total)
         sf = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(2.0 ** -kb)))
         inv = b.fdiv(ir.Constant(F32, 1.0), sf)
         if t:   # the row's last t elements, scaled here and stored one by one: the scale
@@ -436,6 +478,45 @@ class SoftmaxKernel:
                 p = b.gep(orow, [ir.Constant(I64, self.c - v + i)], source_etype=F32)
                 b.store(b.extract_element(y, ir.Constant(I32, i)), p, align=4)
         return inv
+
+    def _log_sum(self, b, total):
+        """float32 ``log(total * 2**-K)`` of the row's exact sum (int64, >= 2**K on a good
+        row: its maximum adds ``exp(0) = 1``): :func:`log_sum_f64`'s float64 operations
+        (scalar, once per row), rounded to float32."""
+        d = ir.DoubleType()
+
+        def c(v):
+            return ir.Constant(d, float(v))
+        s = b.sitofp(total, d)
+        bits = b.bitcast(s, I64)
+        e = b.sub(b.lshr(bits, ir.Constant(I64, 52)), ir.Constant(I64, 1023))
+        m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I64, (1 << 52) - 1)),
+                            ir.Constant(I64, 1023 << 52)), d)          # in [1, 2)
+        big = b.fcmp_ordered(">", m, c(SQRT2))
+        m = b.select(big, b.fmul(m, c(0.5)), m)
+        fe = b.sitofp(b.sub(b.add(e, b.zext(big, I64)), ir.Constant(I64, self.k)), d)
+        f = b.fdiv(b.fsub(m, c(1.0)), b.fadd(m, c(1.0)))
+        z = b.fmul(f, f)
+        q = c(LOG_C[-1])
+        for k in LOG_C[-2::-1]:
+            q = b.fadd(b.fmul(q, z), c(k))
+        lm = b.fmul(b.fadd(f, f), q)
+        lg = b.fadd(b.fmul(fe, c(LN2_HI)), b.fadd(b.fmul(fe, c(LN2_LO)), lm))
+        return b.fptrunc(lg, F32)
+
+    def _log_out(self, b, fn, orow, xr, mx, lg):
+        """``out = (x - max) - L`` (two float32 subtractions, as :func:`compiler.ops.softmax.
+        log_softmax_f32`), the row's last ``c % V`` elements by the full vector ending at
+        the row's end (``out`` is not ``x``: the overlap writes the same values twice)."""
+        mv, lv = self._broadcast(b, mx), self._broadcast(b, lg)
+        u = max(1, min(self.unroll[2], self.c // self.v))
+
+        def step(b, off, vals):
+            self._store(b, b.fsub(b.fsub(self._load(b, xr, off), mv), lv), orow, off)
+            return vals
+        self._vectors(b, fn, u, [], step, "logout")
+        if self.c % self.v:
+            step(b, self.c - self.v, [])
 
     def _broadcast(self, b, scalar):
         v = self.v
@@ -463,3 +544,14 @@ class SoftmaxKernel:
         self._vectors(b, fn, u, [], step, "fill")
         if self.c % self.v:
             self._store(b, nanv, orow, self.c - self.v)
+
+
+class LogSoftmaxKernel(SoftmaxKernel):
+    """The hand-written log-softmax of ``x`` over its last axis: the same maximum pass, the
+    exp pass summing ``exp(x - max)`` exactly without storing it, ``L = log(sum)`` from the
+    exact int64 sum (:func:`log_sum_f64`, float64, once per row, rounded to float32) and
+    ``out = (x - max) - L`` in float32; a row with a NaN, a ``+inf`` or only ``-inf`` is
+    all NaN.  Bit for bit :func:`compiler.ops.softmax.log_softmax_f32`."""
+
+    log = True
+    what = "log_softmax"

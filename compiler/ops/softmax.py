@@ -38,6 +38,32 @@ def softmax_f32(x, axis=-1) -> np.ndarray:
     return np.moveaxis(y.astype(np.float32), -1, axis)
 
 
+def log_softmax_f32(x, axis=-1) -> np.ndarray:
+    """What the CPU kernel (:func:`compiler.cpu.ops.log_softmax`) computes, bit for bit:
+    ``d = x - max`` (float32), the exact int64 sum ``T = sum(rint(exp(d) * 2**K))`` of
+    :func:`softmax_f32`, ``L = log(T 2**-K)`` in float64 (:func:`compiler.cpu.
+    softmax_kernel.log_sum_f64`) rounded to float32, ``y = d - L`` in float32; a row with a
+    NaN ``exp(d)`` (a NaN, a ``+inf``, or only ``-inf``) is all NaN (``0x7fc00000``).
+    Error against the float64 log-softmax of ``fl(x - max)``: at most ``2**-22 |y| +
+    2**-26`` (tests/test_cpu_log_softmax.py; the absolute part is the fixed-point sum's:
+    a float32 sum loses up to ``2**-24`` there)."""
+    from ..cpu.mathfns import exp_f32
+    from ..cpu.softmax_kernel import log_sum_f64, softmax_sum_bits
+    x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
+    k = softmax_sum_bits(x.shape[-1])
+    with np.errstate(invalid="ignore"):       # inf - inf: a NaN row
+        d = (x - x.max(axis=-1, keepdims=True)).astype(np.float32)
+    e = exp_f32(d)
+    bad = np.isnan(e).any(axis=-1, keepdims=True)
+    e = np.where(bad, np.float32(0.0), e)
+    t = np.rint(e * np.float32(2.0 ** k)).astype(np.int64).sum(axis=-1, keepdims=True)
+    lg = log_sum_f64(np.maximum(t, 1), k).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        y = (d - lg).astype(np.float32)
+    y = np.where(bad, np.float32(np.nan), y)
+    return np.moveaxis(y, -1, axis)
+
+
 def _softmax_ref(n, ins):
     ax = _axis(n)
     if isinstance(ax, tuple):       # opset < 13 over trailing axes: as one flattened axis
