@@ -1,6 +1,6 @@
-"""Softmax over any axis: import, numpy reference, and the CPU kernel (float, LLVM) when the
-axis is the last (other axes: the host, numpy); it stays float (the quantiser dequantises
-before it)."""
+"""Softmax and LogSoftmax over any axis: import, numpy references (the CPU kernels' twins,
+bit for bit), and the CPU kernels (float, LLVM) when the axis is the last (other axes: the
+host, numpy); they stay float (the quantiser dequantises before them)."""
 
 from __future__ import annotations
 
@@ -64,13 +64,19 @@ def log_softmax_f32(x, axis=-1) -> np.ndarray:
     return np.moveaxis(y, -1, axis)
 
 
-def _softmax_ref(n, ins):
-    ax = _axis(n)
-    if isinstance(ax, tuple):       # opset < 13 over trailing axes: as one flattened axis
-        x = ins[0]
-        flat = x.reshape(x.shape[:ax[0]] + (-1,))
-        return softmax_f32(flat, -1).reshape(x.shape)
-    return softmax_f32(ins[0], ax)
+def _reference(twin):
+    def ref(n, ins):
+        ax = _axis(n)
+        if isinstance(ax, tuple):       # opset < 13 over trailing axes: as one flattened axis
+            x = ins[0]
+            flat = x.reshape(x.shape[:ax[0]] + (-1,))
+            return twin(flat, -1).reshape(x.shape)
+        return twin(ins[0], ax)
+    return ref
+
+
+_softmax_ref = _reference(softmax_f32)
+_log_softmax_ref = _reference(log_softmax_f32)
 
 
 def softmax_axes(ctx, node, attrs):
@@ -93,26 +99,50 @@ def _axis(n):
     return tuple(a) if isinstance(a, (list, tuple)) else a
 
 
-def import_softmax(ctx, node, attrs):
-    xs = ctx.shape(node.input[0])
-    ctx.emit(node, "softmax", node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node,
-                                                                              attrs)})
+def _import(op):
+    def rule(ctx, node, attrs):
+        xs = ctx.shape(node.input[0])
+        ctx.emit(node, op, node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node, attrs)})
+    return rule
+
+
+import_softmax, import_log_softmax = _import("softmax"), _import("log_softmax")
 
 
 def place_softmax(n, g, cfg, opts):
-    last = _axis(n) == len(g.values[n.inputs[0]].shape) - 1
-    return "cpu" if last and registry.cpu_backend() else "host"
+    """The CPU (LLVM) for the last axis when the backend is there, else the host.  A
+    log-softmax only where its kernel holds the rows (:class:`compiler.cpu.softmax_kernel.
+    LogSoftmaxKernel` on this machine's vectors: up to about 8,000 elements per AVX2 row;
+    its stages are not bit-exact with the twin), a softmax for any row length (its stages
+    are)."""
+    shape = g.values[n.inputs[0]].shape
+    if _axis(n) != len(shape) - 1 or not registry.cpu_backend():
+        return "host"
+    if n.op == "log_softmax":
+        from ..cpu.softmax_kernel import LogSoftmaxKernel
+        from ..te import placeholder
+        if LogSoftmaxKernel(placeholder(shape, "float32", "x")).at(None) is None:
+            return "host"
+    return "cpu"
 
 
-def softmax_cpu(n, g):
-    from .. import te
-    from ..cpu import ops as cops
-    xv = g.values[n.inputs[0]]
-    x = te.placeholder(xv.shape, xv.dtype, "data")
-    return cops.softmax(x, name=n.name), [(x, ("value", n.inputs[0]))]
+def _cpu(op):
+    def lower(n, g):
+        from .. import te
+        from ..cpu import ops as cops
+        xv = g.values[n.inputs[0]]
+        x = te.placeholder(xv.shape, xv.dtype, "data")
+        return getattr(cops, op)(x, name=n.name), [(x, ("value", n.inputs[0]))]
+    return lower
 
 
+softmax_cpu = _cpu("softmax")
+_WHY = "a reduction; no int8 form yet (the CPU's LLVM kernel over the last axis, else host numpy)"
 registry.register(registry.OpDef(
     "softmax", reference=_softmax_ref,
     category="reduction", onnx={"Softmax": import_softmax}, place=place_softmax,
     cpu=softmax_cpu))
+registry.register(registry.OpDef(
+    "log_softmax", reference=_log_softmax_ref, category="reduction",
+    onnx={"LogSoftmax": import_log_softmax}, float_why=_WHY, place=place_softmax,
+    cpu=_cpu("log_softmax")))
