@@ -27,7 +27,8 @@ from .. import te
 from ..te import Tensor, is_float
 from ..te.loop_nest import StageSchedule
 from .errors import CpuError
-from .softmax_kernel import LogSoftmaxKernel, SoftmaxKernel, softmax_sum_bits
+from .softmax_kernel import (ColumnSoftmaxKernel, LogSoftmaxKernel, SoftmaxKernel,
+                             softmax_sum_bits)
 from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elementwise,
                         row_local, signed_zero_free, wide_rows_schedule)
 
@@ -134,6 +135,39 @@ def log_softmax(x: Tensor, name="log_softmax", target=None) -> Tensor:
     lg = te.compute(rows, lambda *i: te.log(s[tuple(i)]), f"{name}.log")
     out = elementwise(te.compute(x.shape, lambda *i: (x[i] - mx[r(i)]) - lg[r(i)], name))
     out.cpu_kernel = LogSoftmaxKernel(x)
+    return out
+
+
+def softmax_axis(x: Tensor, axis: int, name="softmax", log: bool = False,
+                 flatten: bool = False) -> Tensor:
+    """Softmax (or, ``log``, log-softmax) of float32 ``x`` over ``axis`` (``flatten``: over
+    all the axes from ``axis`` on as one, ONNX opset < 13), by the hand-written kernels
+    only: the last axis as :func:`softmax` / :func:`log_softmax`; trailing axes flattened,
+    or an axis followed only by 1s, by the row kernel over rows of their product; any
+    other axis by :class:`compiler.cpu.softmax_kernel.ColumnSoftmaxKernel` (one row per
+    SIMD lane, strided; no transposition).  Bit for bit
+    :func:`compiler.ops.softmax.softmax_f32` / ``log_softmax_f32`` on that axis (of the
+    flattened trailing axes).  There are no stages for the other axes: ``cpu_build``
+    raises when the kernel cannot hold the rows (:func:`compiler.cpu.softmax_kernel.
+    split_bits`) or is given schedules."""
+    if not isinstance(x, Tensor) or not is_float(x.dtype):
+        raise CpuError(f"{name}: expected a float32 tensor, not {x!r}")
+    nd = len(x.shape)
+    if not -nd <= axis < nd:
+        raise CpuError(f"{name}: axis {axis} is out of range for {x.shape}")
+    axis %= nd
+    if axis == nd - 1:
+        return (log_softmax if log else softmax)(x, name=name)
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    if flatten or inner == 1:
+        c = int(np.prod(x.shape[axis:], dtype=np.int64))
+        hand = (LogSoftmaxKernel if log else SoftmaxKernel)(x, c=c)
+    else:
+        hand = ColumnSoftmaxKernel(x, axis, log=log)
+    out = te.compute(x.shape, lambda *i: x[i], name)      # (the kernel computes it)
+    out.cpu_kernel = hand
+    out.cpu_kernel_only = (f"{'log-' if log else ''}softmax over axis {axis} of "
+                           f"{tuple(x.shape)}{' (flattened)' if flatten else ''}")
     return out
 
 

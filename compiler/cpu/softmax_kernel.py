@@ -120,18 +120,19 @@ def softmax_sum_bits(c: int) -> int:
     return min(61 - cb, 26 + cb)
 
 
-def split_bits(c: int, v: int) -> tuple[int, int] | None:
+def split_bits(c: int, v: int, n: int | None = None) -> tuple[int, int] | None:
     """``(K, S)`` for rows of ``c`` in ``v`` lanes, or None when the kernel's sum cannot
     hold them.  ``K`` = :func:`softmax_sum_bits`; each ``e`` in [0, 1]
     is split as ``hi = rint(e 2**S) 2**-S`` (the bits of ``e + 1.5 2**(23-S)``, ``S <=
     21``) and ``lo = e - hi`` (exact, ``|lo| <= 2**-(S+1)``), whose ``rint(lo 2**K)`` is
     the bits of ``lo + 1.5 2**(23-K)`` (``K <= S + 22``: one binade); ``rint(e 2**K) = hi
     2**K + rint(lo 2**K)`` (``hi 2**K`` is an even integer: ties go the same way).  A
-    lane adds ``n = c // v + 1`` of each: ``n 2**S`` and ``n 2**(K-S-1)`` must stay below
-    ``2**31`` (else None: the stages compute the softmax)."""
+    lane adds ``n = c // v + 1`` of each (``n``: the column kernel's ``c``, one row per lane):
+    ``n 2**S`` and ``n 2**(K-S-1)`` must stay below ``2**31`` (else None: the stages
+    compute the softmax)."""
     k = softmax_sum_bits(c)
     s = max(k - 22, (k - 1) // 2)
-    n = c // v + 1
+    n = c // v + 1 if n is None else n
     if s > 21 or n * 2 ** s >= 2 ** 31 or n * 2 ** (k - s - 1) >= 2 ** 31:
         return None
     return k, s
@@ -163,11 +164,11 @@ class SoftmaxKernel:
     log = False
     what = "softmax"
 
-    def __init__(self, x, unroll=(4, 2, 4)):
+    def __init__(self, x, unroll=(4, 2, 4), c: int | None = None):
         self.x = x
         self.inputs = [x]
-        self.c = int(x.shape[-1])
-        self.rows = int(np.prod(x.shape[:-1], dtype=np.int64)) if x.ndim > 1 else 1
+        self.c = int(x.shape[-1]) if c is None else int(c)    # c: rows of trailing axes
+        self.rows = int(np.prod(x.shape, dtype=np.int64)) // self.c
         self.parallel = int(np.prod(x.shape)) >= PARALLEL_MIN and self.rows > 1
         self.unroll = tuple(unroll)
 
@@ -480,21 +481,25 @@ class SoftmaxKernel:
         return inv
 
     def _log_sum(self, b, total):
-        """float32 ``log(total * 2**-K)`` of the row's exact sum (int64, >= 2**K on a good
-        row: its maximum adds ``exp(0) = 1``): :func:`log_sum_f64`'s float64 operations
-        (scalar, once per row), rounded to float32."""
-        d = ir.DoubleType()
+        """float32 ``log(total * 2**-K)`` of the exact sum ``total`` (int64, or a vector of
+        them: one per lane of the column kernel; >= 2**K on a good row: its maximum adds
+        ``exp(0) = 1``): :func:`log_sum_f64`'s float64 operations, rounded to float32."""
+        w = total.type.count if isinstance(total.type, ir.VectorType) else 0
+        d = ir.VectorType(ir.DoubleType(), w) if w else ir.DoubleType()
+        i64 = ir.VectorType(I64, w) if w else I64
 
         def c(v):
-            return ir.Constant(d, float(v))
+            return _const(d, float(v))
+
+        def ci(v):
+            return _const(i64, int(v))
         s = b.sitofp(total, d)
-        bits = b.bitcast(s, I64)
-        e = b.sub(b.lshr(bits, ir.Constant(I64, 52)), ir.Constant(I64, 1023))
-        m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I64, (1 << 52) - 1)),
-                            ir.Constant(I64, 1023 << 52)), d)          # in [1, 2)
+        bits = b.bitcast(s, i64)
+        e = b.sub(b.lshr(bits, ci(52)), ci(1023))
+        m = b.bitcast(b.or_(b.and_(bits, ci((1 << 52) - 1)), ci(1023 << 52)), d)  # [1, 2)
         big = b.fcmp_ordered(">", m, c(SQRT2))
         m = b.select(big, b.fmul(m, c(0.5)), m)
-        fe = b.sitofp(b.sub(b.add(e, b.zext(big, I64)), ir.Constant(I64, self.k)), d)
+        fe = b.sitofp(b.sub(b.add(e, b.zext(big, i64)), ci(self.k)), d)
         f = b.fdiv(b.fsub(m, c(1.0)), b.fadd(m, c(1.0)))
         z = b.fmul(f, f)
         q = c(LOG_C[-1])
@@ -502,7 +507,7 @@ class SoftmaxKernel:
             q = b.fadd(b.fmul(q, z), c(k))
         lm = b.fmul(b.fadd(f, f), q)
         lg = b.fadd(b.fmul(fe, c(LN2_HI)), b.fadd(b.fmul(fe, c(LN2_LO)), lm))
-        return b.fptrunc(lg, F32)
+        return b.fptrunc(lg, ir.VectorType(F32, w) if w else F32)
 
     def _log_out(self, b, fn, orow, xr, mx, lg):
         """``out = (x - max) - L`` (two float32 subtractions, as :func:`compiler.ops.softmax.
@@ -555,3 +560,171 @@ class LogSoftmaxKernel(SoftmaxKernel):
 
     log = True
     what = "log_softmax"
+
+
+class ColumnSoftmaxKernel(SoftmaxKernel):
+    """The softmax (``log=False``) or log-softmax of ``x`` over an axis ``axis`` that is not
+    the last and has ``inner`` > 1 elements after it (e.g. NCHW channels): the rows are
+    strided by ``inner``, so each SIMD lane holds one row (``V`` adjacent rows, contiguous
+    in memory, per vector: :func:`lanes_for` of ``inner``; the last ``inner % V`` rows of
+    each outer index one lane at a time).  Per group of rows the same three passes as
+    :class:`SoftmaxKernel` (maximum and NaN flag, ``exp(x - max)`` summed exactly in int32
+    lanes, the scaling or ``(x - max) - L``), the sum one per lane (``c`` values each:
+    :func:`split_bits` with ``n = c``), so the bits are those of the twins
+    (:func:`compiler.ops.softmax.softmax_f32` / ``log_softmax_f32`` on that axis).  The
+    work unit of the kernel's ``[lo, hi)`` range is one group."""
+
+    def __init__(self, x, axis: int, log: bool = False):
+        shape = [int(d) for d in x.shape]
+        self.x, self.inputs, self.unroll = x, [x], (1, 1, 1)
+        self.axis = axis % len(shape)
+        self.c = shape[self.axis]
+        self.outer = int(np.prod(shape[:self.axis], dtype=np.int64))
+        self.inner = int(np.prod(shape[self.axis + 1:], dtype=np.int64))
+        self.log = log
+        self.what = "log_softmax_column" if log else "softmax_column"
+        self.rows = 0                                # groups: set by at()
+        self.parallel = False
+
+    def at(self, target):
+        tgt = host_target(target)
+        v = lanes_for(self.inner, tgt)
+        ks = split_bits(self.c, v, n=self.c)
+        if ks is None:
+            return None
+        k = type(self).__new__(type(self))
+        k.__dict__.update(self.__dict__)
+        k.target, k.v, (k.k, k.s) = tgt, v, ks
+        k.groups = self.inner // v + self.inner % v          # per outer index
+        k.rows = self.outer * k.groups
+        k.parallel = int(np.prod(self.x.shape)) >= PARALLEL_MIN and k.rows > 1
+        return k
+
+    def key(self) -> str:
+        return (f"hand:{self.what} v{VERSION} c={self.c} inner={self.inner} "
+                f"lanes={self.v} K={self.k} S={self.s}")
+
+    def emit(self, mod: ir.Module, name: str) -> ir.Function:
+        """``void @name(ptr noalias out, ptr noalias x, i64 lo, i64 hi)``: groups [lo, hi)
+        (group ``u``: outer index ``u // G``, ``G`` groups per outer index: ``inner // V``
+        of ``V`` lanes, then ``inner % V`` of one)."""
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name)
+        for a in fn.args[:2]:
+            a.add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        out, x, lo, hi = fn.args
+        v, inner, nfull = self.v, self.inner, self.inner // self.v
+        wide = self._group_function(mod, name + ".v", v)
+        one = self._group_function(mod, name + ".s", 1) if inner % v else None
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        head = fn.append_basic_block("group")
+        done = fn.append_basic_block("done")
+        b.cbranch(b.icmp_signed("<", lo, hi), head, done)
+        b.position_at_end(head)
+        u = b.phi(I64, "u")
+        u.add_incoming(lo, entry)
+        g = ir.Constant(I64, self.groups)
+        o, q = b.udiv(u, g), b.urem(u, g)
+        full = b.icmp_unsigned("<", q, ir.Constant(I64, nfull))
+        i0 = b.select(full, b.mul(q, ir.Constant(I64, v)),
+                      b.add(q, ir.Constant(I64, nfull * v - nfull)))
+        base = b.add(b.mul(o, ir.Constant(I64, self.c * inner)), i0)
+        args = [b.gep(x, [base], source_etype=F32), b.gep(out, [base], source_etype=F32)]
+        if one is None:
+            b.call(wide, args)
+            nxt = b.block
+        else:
+            yes = fn.append_basic_block("wide")
+            no = fn.append_basic_block("one")
+            nxt = fn.append_basic_block("next")
+            b.cbranch(full, yes, no)
+            b.position_at_end(yes)
+            b.call(wide, args)
+            b.branch(nxt)
+            b.position_at_end(no)
+            b.call(one, args)
+            b.branch(nxt)
+            b.position_at_end(nxt)
+        u1 = b.add(u, ir.Constant(I64, 1))
+        u.add_incoming(u1, nxt)
+        b.cbranch(b.icmp_signed("<", u1, hi), head, done)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def _group_function(self, mod, name, w):
+        """``void @name(ptr x, ptr out)``: the ``w`` rows starting at ``x`` (element ``j``
+        of lane ``l`` at ``x[j inner + l]``), all three passes."""
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name)
+        for a in fn.args:
+            a.add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        fn.linkage = "internal"
+        x, out = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        vty, ity = ir.VectorType(F32, w), ir.VectorType(I32, w)
+        c, kb, sb = self.c, self.k, self.s
+        stride = ir.Constant(I64, self.inner)
+
+        def at(p, j):
+            return b.gep(p, [b.mul(j, stride)], source_etype=F32)
+
+        def load(p, j):
+            return b.load(at(p, j), typ=vty, align=4)
+        # 1: the lanes' maxima and NaN flags
+        first = load(x, ir.Constant(I64, 0))
+
+        def mx_step(b, j, vals):
+            xv = load(x, b.add(j, ir.Constant(I64, 1)))
+            return [_max_of(b, vals[0], xv),
+                    b.or_(vals[1], b.sext(b.fcmp_unordered("uno", xv, xv), ity))]
+        acc, nan = self._loop(b, fn, c - 1, [first, b.sext(
+            b.fcmp_unordered("uno", first, first), ity)], mx_step, "max")
+        good = b.and_(b.and_(b.fcmp_ordered("<", acc, _const(vty, float("inf"))),
+                             b.fcmp_ordered(">", acc, _const(vty, float("-inf")))),
+                      b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * w)))
+        mv = b.select(good, acc, _const(vty, 0.0))
+        # 2: exp, stored (softmax) and summed exactly per lane
+        m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
+        c1, c12 = _const(vty, m1), _const(vty, m1 + m2)
+
+        def exp_step(b, j, vals):
+            e = emit_exp_nonpositive(b, b.fsub(load(x, j), mv), clamp_zero=False)
+            if not self.log:
+                b.store(e, at(out, j), align=4)
+            t1 = b.fadd(e, c1)
+            t2 = b.fsub(e, b.fsub(t1, c12))
+            return [b.add(vals[0], b.bitcast(t1, ity)), b.add(vals[1], b.bitcast(t2, ity))]
+        izero = ir.Constant(ity, [0] * w)
+        his, los = self._loop(b, fn, c, [izero, izero], exp_step, "exp")
+        i64v = ir.VectorType(I64, w)
+        total = None
+        for a, m, sh in ((his, m1, kb - sb), (los, m2, 0)):
+            bits = int(np.array(m, np.float32).view(np.uint32))
+            off = ((c * bits) & 0xFFFFFFFF) - ((c * bits) & 0x80000000) * 2
+            part = b.sext(b.sub(a, ir.Constant(ity, [off] * w)), i64v)
+            if sh:
+                part = b.shl(part, ir.Constant(i64v, [sh] * w))
+            total = part if total is None else b.add(total, part)
+        nanv = b.bitcast(ir.Constant(ity, [NAN_BITS] * w), vty)
+        if self.log:
+            lg = self._log_sum(b, total)
+
+            def out_step(b, j, vals):
+                y = b.fsub(b.fsub(load(x, j), mv), lg)
+                b.store(b.select(good, y, nanv), at(out, j), align=4)
+                return vals
+        else:
+            sf = b.fmul(b.sitofp(total, vty), _const(vty, float(2.0 ** -kb)))
+            inv = b.fdiv(_const(vty, 1.0), sf)
+
+            def out_step(b, j, vals):
+                y = b.fmul(load(out, j), inv)
+                b.store(b.select(good, y, nanv), at(out, j), align=4)
+                return vals
+        self._loop(b, fn, c, [], out_step, "out")
+        b.ret_void()
+        return fn
