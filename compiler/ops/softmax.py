@@ -1,6 +1,8 @@
 """Softmax and LogSoftmax over any axis: import, numpy references (the CPU kernels' twins,
-bit for bit), and the CPU kernels (float, LLVM) when the axis is the last (other axes: the
-host, numpy); they stay float (the quantiser dequantises before them)."""
+bit for bit), and the CPU kernels (float, LLVM: :func:`compiler.cpu.softmax.softmax_axis`,
+any axis, opset < 13's flattened trailing axes too; the host, numpy, only where the
+kernel's exact sum cannot hold the rows); they stay float (the quantiser dequantises
+before them)."""
 
 from __future__ import annotations
 
@@ -109,30 +111,40 @@ def _import(op):
 import_softmax, import_log_softmax = _import("softmax"), _import("log_softmax")
 
 
+def _cpu_tensor(n, shape, dtype="float32"):
+    """``(output, placeholder)``: node ``n``'s CPU form (:func:`compiler.cpu.softmax.
+    softmax_axis`: the last axis with its stages, any other axis, or opset < 13's
+    flattened trailing axes, by the hand-written kernels alone)."""
+    from .. import te
+    from ..cpu.softmax import softmax_axis
+    x = te.placeholder(tuple(shape), dtype, "data")
+    ax = _axis(n)
+    flat = isinstance(ax, tuple)
+    return softmax_axis(x, ax[0] if flat else ax, name=n.name, log=n.op == "log_softmax",
+                        flatten=flat), x
+
+
 def place_softmax(n, g, cfg, opts):
-    """The CPU (LLVM) for the last axis when the backend is there, else the host.  A
-    log-softmax only where its kernel holds the rows (:class:`compiler.cpu.softmax_kernel.
-    LogSoftmaxKernel` on this machine's vectors: up to about 8,000 elements per AVX2 row;
-    its stages are not bit-exact with the twin), a softmax for any row length (its stages
-    are)."""
-    shape = g.values[n.inputs[0]].shape
-    if _axis(n) != len(shape) - 1 or not registry.cpu_backend():
+    """The CPU (LLVM) when the backend is there and the kernel holds the rows on this
+    machine (:func:`compiler.cpu.softmax_kernel.split_bits`: up to about 8,000 elements
+    per AVX2 row of the last axis), else the host (numpy, the same bits).  A softmax over
+    the last axis goes to the CPU for any row length (its stages are bit-exact too)."""
+    v = g.values[n.inputs[0]]
+    if not registry.cpu_backend():
         return "host"
-    if n.op == "log_softmax":
-        from ..cpu.softmax_kernel import LogSoftmaxKernel
-        from ..te import placeholder
-        if LogSoftmaxKernel(placeholder(shape, "float32", "x")).at(None) is None:
-            return "host"
-    return "cpu"
+    if n.op == "softmax" and _axis(n) == len(v.shape) - 1:
+        return "cpu"
+    if v.dtype != "float32":
+        return "host"
+    out, _ = _cpu_tensor(n, v.shape)
+    return "cpu" if out.cpu_kernel.at(None) is not None else "host"
 
 
 def _cpu(op):
     def lower(n, g):
-        from .. import te
-        from ..cpu import ops as cops
         xv = g.values[n.inputs[0]]
-        x = te.placeholder(xv.shape, xv.dtype, "data")
-        return getattr(cops, op)(x, name=n.name), [(x, ("value", n.inputs[0]))]
+        out, x = _cpu_tensor(n, xv.shape, xv.dtype)
+        return out, [(x, ("value", n.inputs[0]))]
     return lower
 
 
