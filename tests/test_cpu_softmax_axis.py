@@ -1,5 +1,5 @@
 """Softmax and LogSoftmax over any axis through the hand-written kernels
-(compiler/cpu/softmax.py ``softmax_axis``, compiler/cpu/softmax_kernel.py
+(compiler/cpu/softmax.py ``softmax_axis``, compiler/cpu/softmax_column.py
 ``ColumnSoftmaxKernel``): a non-last axis as one strided row per SIMD lane (the rows past
 the last whole vector one lane at a time), an axis followed only by 1s and opset < 13's
 flattened trailing axes by the row kernel; bit-exact with the twins on that axis on both
@@ -18,7 +18,8 @@ from compiler import te
 from compiler.cpu import cpu_build, host_target
 from compiler.cpu.errors import CpuError
 from compiler.cpu.softmax import softmax_axis
-from compiler.cpu.softmax_kernel import NAN_BITS, ColumnSoftmaxKernel, SoftmaxKernel
+from compiler.cpu.softmax_column import ColumnSoftmaxKernel
+from compiler.cpu.softmax_kernel import NAN_BITS, SoftmaxKernel
 from compiler.ops.softmax import log_softmax_f32, softmax_f32
 from compiler.te.loop_nest import StageSchedule
 

@@ -27,8 +27,8 @@ from .. import te
 from ..te import Tensor, is_float
 from ..te.loop_nest import StageSchedule
 from .errors import CpuError
-from .softmax_kernel import (ColumnSoftmaxKernel, LogSoftmaxKernel, SoftmaxKernel,
-                             softmax_sum_bits)
+from .softmax_column import ColumnSoftmaxKernel
+from .softmax_kernel import LogSoftmaxKernel, SoftmaxKernel, softmax_sum_bits
 from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elementwise,
                         row_local, signed_zero_free, wide_rows_schedule)
 
