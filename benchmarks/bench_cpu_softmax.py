@@ -145,6 +145,22 @@ def accuracy() -> None:
                         * 2.0 ** 23))
         print(f"{'x'.join(map(str, shape)):10s} x N(0, {scale:g}): vs fl(x - max) "
               f"{out[0][0]:.3f}; vs exact {out[1][0]:.3f} = {out[1][1]:.3f} of the bound")
+    # the log-softmax (log_softmax_f32: the kernel's bits) against the float64 log-softmax
+    # of fl(x - max): the largest error as a fraction of its bound 2**-22 |y| + 2**-26
+    from compiler.ops.softmax import log_softmax_f32
+    rng = np.random.default_rng(7)
+    for shape, scale in ACCURACY:
+        xv = (rng.standard_normal(shape) * scale).astype(np.float32)
+        y = log_softmax_f32(xv).astype(np.float64)
+        d = (xv - xv.max(-1, keepdims=True)).astype(np.float64)
+        want = d - np.log(np.exp(d).sum(-1, keepdims=True))
+        err = np.abs(y - want)
+        big = np.abs(want) >= 2.0 ** -3
+        print(f"{'x'.join(map(str, shape)):10s} x N(0, {scale:g}): log-softmax "
+              f"{(err / (2.0 ** -22 * np.abs(want) + 2.0 ** -26)).max():.3f} of the bound; "
+              f"relative {(err[big] / np.abs(want[big])).max() * 2.0 ** 23:.3f} x 2**-23 "
+              f"where |y| >= 1/8, absolute {err[~big].max() if (~big).any() else 0:.2e} "
+              f"below")
 
 
 LOG_SHAPES = (((12 * 197, 197), "12x197x197"), ((12 * 128, 128), "12x128x128"),

@@ -7,9 +7,10 @@ next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in v
 ``V`` lanes (the target's SIMD width, :func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512,
 8 on AVX2, 4 on SSE/NEON; the largest power of two not above ``C`` for shorter rows):
 
-1. the row maximum as ``x > acc ? x : acc`` (x86 ``maxps``, 4 accumulators; either zero
-   for (-0, +0): the result is the same for both) and a NaN flag (an OR of ``x != x``):
-   3 instructions per vector; the partial last vector is the full vector ending at the
+1. the row maximum as ``acc > x ? acc : x`` (x86 ``maxps``, 4 accumulators; either zero
+   for (-0, +0): the result is the same for both) and a NaN flag (an OR of ``x != x or
+   y != y`` over pairs of vectors, in 32-bit lanes): 2 instructions per vector; the
+   partial last vector is the full vector ending at the
    row's end (a maximum does not mind the overlap).  A NaN, or an infinite maximum (a
    ``+inf`` in the row, or only ``-inf``: ``x - max`` is NaN somewhere) makes the row
    all NaN, the quiet NaN ``0x7fc00000`` (:data:`NAN_BITS`), as ``softmax_f32`` writes it;
@@ -20,8 +21,9 @@ next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in v
    stored in the output and, in the same loop, added exactly: ``e`` is split as ``hi +
    lo`` (:func:`split_bits`: ``hi`` a multiple of ``2**-S``, ``lo`` exact), whose
    ``rint(hi 2**S)`` and ``rint(lo 2**K)`` are the bit patterns of ``e + 1.5 2**(23-S)``
-   and ``lo + 1.5 2**(23-K)`` less a constant: two float additions, two subtractions and
-   two int32 lane additions per vector (the constants are taken off once per row, the
+   and ``lo + 1.5 2**(23-K)`` less a constant: ``t1 = e + m1``, ``t2 = e - (t1 - (m1 +
+   m2))`` (one float addition, two subtractions: ``t1 - (m1 + m2) = hi - m2`` is exact)
+   and two int32 lane additions per vector (the constants are taken off once per row, the
    lanes added in int64): **the exact int64 sum ``sum(rint(e * 2**K))`` of**
    :func:`compiler.ops.softmax.softmax_f32`, **whatever the vector width or order**.  The
    row's partial last vector is the full one ending at the row's end, its already-counted
@@ -31,6 +33,11 @@ next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in v
    took 0.165 of 0.42 ms on 12 x 197 x 197 before);
 3. ``inv = 1 / (float32(sum) * 2**-K)`` once per row (pass 2), ``out = e * inv`` in place
    over the whole vectors.
+
+:class:`LogSoftmaxKernel` is the same with pass 2 storing ``x - max`` instead of ``e``
+and leaving the row's exact sum, ``L = log(sum)`` (float64, :func:`log_sum_f64`) for a
+block's rows in one vector, and pass 3 ``out - L`` in place (the partial last vector
+``(x - max) - L`` from ``x``).  Other axes: :mod:`compiler.cpu.softmax_column`.
 
 So the kernel equals :func:`compiler.ops.softmax.softmax_f32` bit for bit on every input,
 on every target, and its error bound is that of the TE stages: ``3.5 * 2**-23`` relative
