@@ -149,7 +149,8 @@ def _cpu(op):
 
 
 softmax_cpu = _cpu("softmax")
-_WHY = "a reduction; no int8 form yet (the CPU's LLVM kernel over the last axis, else host numpy)"
+_WHY = ("a reduction; no int8 form yet (the CPU's LLVM kernels, any axis; host numpy where "
+        "the rows are too long for their exact sum)")
 registry.register(registry.OpDef(
     "softmax", reference=_softmax_ref,
     category="reduction", onnx={"Softmax": import_softmax}, place=place_softmax,
