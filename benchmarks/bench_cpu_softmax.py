@@ -21,6 +21,15 @@ AVX-512 CPU (onnxruntime keeps its AVX-512 kernels).
         [--shapes 2364x197,...]
     python benchmarks/bench_cpu_softmax.py --stages [--repeat 200]
     python benchmarks/bench_cpu_softmax.py --accuracy
+    python benchmarks/bench_cpu_softmax.py --op log_softmax [--axis 1] [--shapes 8x64x196]
+
+``--op log_softmax`` and/or ``--axis`` other than -1 (the kernels of
+:func:`compiler.cpu.softmax.softmax_axis`, checked bit for bit against the twins on that
+axis) time, instead of "before" and "stages", "host numpy": what the graph ran before
+these kernels (LogSoftmax: float64 numpy ``x - logsumexp(x)``; Softmax on another axis:
+``softmax_f32`` on the host; timed in its own rounds, its float64 temporaries would evict
+the caches of the engine after it), against onnxruntime's LogSoftmax / Softmax on that
+axis.
 """
 
 from __future__ import annotations
@@ -136,6 +145,100 @@ def accuracy() -> None:
                         * 2.0 ** 23))
         print(f"{'x'.join(map(str, shape)):10s} x N(0, {scale:g}): vs fl(x - max) "
               f"{out[0][0]:.3f}; vs exact {out[1][0]:.3f} = {out[1][1]:.3f} of the bound")
+    # the log-softmax (log_softmax_f32: the kernel's bits) against the float64 log-softmax
+    # of fl(x - max): the largest error as a fraction of its bound 2**-22 |y| + 2**-26
+    from compiler.ops.softmax import log_softmax_f32
+    rng = np.random.default_rng(7)
+    for shape, scale in ACCURACY:
+        xv = (rng.standard_normal(shape) * scale).astype(np.float32)
+        y = log_softmax_f32(xv).astype(np.float64)
+        d = (xv - xv.max(-1, keepdims=True)).astype(np.float64)
+        want = d - np.log(np.exp(d).sum(-1, keepdims=True))
+        err = np.abs(y - want)
+        big = np.abs(want) >= 2.0 ** -3
+        print(f"{'x'.join(map(str, shape)):10s} x N(0, {scale:g}): log-softmax "
+              f"{(err / (2.0 ** -22 * np.abs(want) + 2.0 ** -26)).max():.3f} of the bound; "
+              f"relative {(err[big] / np.abs(want[big])).max() * 2.0 ** 23:.3f} x 2**-23 "
+              f"where |y| >= 1/8, absolute {err[~big].max() if (~big).any() else 0:.2e} "
+              f"below")
+
+
+LOG_SHAPES = (((12 * 197, 197), "12x197x197"), ((12 * 128, 128), "12x128x128"),
+              ((128, 768), "128x768"), ((1, 1000), "1000"), ((64, 1000), "64x1000"))
+AXIS_SHAPES = (((8, 64, 14, 14), "8x64x14x14"), ((1, 1000, 7, 7), "1x1000x7x7"),
+               ((12, 197, 197), "12x197x197"))
+
+
+def _host_before(op, axis):
+    """What the graph computed on the host before these kernels."""
+    from compiler.ops.softmax import softmax_f32
+    if op == "softmax":
+        return lambda xv: softmax_f32(xv, axis)
+
+    def log_softmax64(xv):
+        x = xv.astype(np.float64)
+        m = x.max(axis=axis, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        return (x - (np.log(np.exp(x - m).sum(axis=axis, keepdims=True)) + m)).astype(
+            np.float32)
+    return log_softmax64
+
+
+def other(args) -> None:
+    """LogSoftmax, or Softmax / LogSoftmax over ``args.axis``: host numpy (before), the
+    kernel on each target (after), onnxruntime single-thread, interleaved."""
+    from compiler.cpu.softmax import softmax_axis
+    from compiler.ops.softmax import log_softmax_f32, softmax_f32
+    twin = log_softmax_f32 if args.op == "log_softmax" else softmax_f32
+    targets = dict(_targets())
+    load0 = header(targets.items())
+    default = LOG_SHAPES if args.axis == -1 else AXIS_SHAPES
+    shapes = default if not args.shapes else [
+        (tuple(int(n) for n in a.split("x")), a) for a in args.shapes.split(",")]
+    onnx_op = "LogSoftmax" if args.op == "log_softmax" else "Softmax"
+    rows = []
+    for shape, what in shapes:
+        what = f"{args.op} axis {args.axis} {what}"
+        xv = _input(shape)
+        want = twin(xv, args.axis).view(np.uint32)
+        before = _host_before(args.op, args.axis)
+        engines = {}
+        x = te.placeholder(shape, "float32", "x")
+        for col, t in targets.items():
+            k = cpu_build(softmax_axis(x, args.axis, log=args.op == "log_softmax"), target=t)
+            k.num_threads = 1
+            if not np.array_equal(k.run({x: xv}).view(np.uint32), want):
+                raise SystemExit(f"{what} {col}: not bit-exact with {twin.__name__}")
+            engines[f"after {col}"] = (lambda k=k: k.run({x: xv}))
+        engines["onnxruntime 1t"] = _ort_session(_node(onnx_op, ["x"], axis=args.axis),
+                                                 [("x", xv)], [], 1)
+        times = samples(engines, args.repeat, clock=time.process_time)
+        # numpy's float64 temporaries evict the caches: timed on its own, not interleaved
+        # (the engine after it would pay for them), in a fifth of the rounds
+        times = {**samples({"host numpy": (lambda f=before: f(xv))}, max(args.repeat // 5, 5),
+                           clock=time.process_time), **times}
+        best = {e: min(v) for e, v in times.items()}
+        med = {e: float(np.median(v)) for e, v in times.items()}
+        rows.append((what, best, med))
+        ort, ortm = best["onnxruntime 1t"], med["onnxruntime 1t"]
+        print(f"{what:34s} " + " ".join(f"{e} {v * 1e3:.3f}/{med[e] * 1e3:.3f}"
+                                        for e, v in best.items())
+              + " | / onnxruntime (min, median): " + " ".join(
+                  f"{e} {v / ort:.2f}, {med[e] / ortm:.2f}" for e, v in best.items()
+                  if e != "onnxruntime 1t"), flush=True)
+    load1 = os.getloadavg()
+    cols = ["host numpy"] + [f"after {c}" for c in targets]
+    print("\n| operator | " + " | ".join(f"{c} ms (min / median)" for c in cols)
+          + " | onnxruntime 1t ms | " + " | ".join(f"{c} / ORT (min, median)" for c in cols)
+          + " |")
+    print("|---|" + "---|" * (2 * len(cols) + 1))
+    for what, best, med in rows:
+        o, om = best["onnxruntime 1t"], med["onnxruntime 1t"]
+        print(f"| {what} | " + " | ".join(f"{best[c] * 1e3:.3f} / {med[c] * 1e3:.3f}"
+                                          for c in cols)
+              + f" | {o * 1e3:.3f} / {om * 1e3:.3f} | " + " | ".join(
+                  f"{best[c] / o:.2f}, {med[c] / om:.2f}" for c in cols) + " |")
+    print(f"\nload average before {load_text(load0)}, after {load_text(load1)}")
 
 
 def main() -> None:
@@ -149,9 +252,13 @@ def main() -> None:
                     help="instead: each stage's share of the time (this tree)")
     ap.add_argument("--accuracy", action="store_true",
                     help="instead: the largest relative error against float64")
+    ap.add_argument("--op", choices=("softmax", "log_softmax"), default="softmax")
+    ap.add_argument("--axis", type=int, default=-1)
     args = ap.parse_args()
     if args.accuracy:
         return accuracy()
+    if args.op != "softmax" or args.axis != -1:
+        return other(args)
     from compiler.ops.softmax import softmax_f32
     targets = dict(_targets())
     if args.stages:

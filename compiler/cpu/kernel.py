@@ -121,6 +121,11 @@ def cpu_build(out: Tensor, schedules: dict | None = None, target=None,
         planned = hand.at(host_target(target))       # None: not for these rows here
         if planned is not None:
             return _hand_build(out, planned, host_target(target), cache_dir, t0)
+    only = getattr(out, "cpu_kernel_only", None)
+    if only:                                        # no stages to fall back on
+        raise CpuError(f"{out.name}: {only} has only the hand-written kernel, which "
+                       + ("takes no schedules" if schedules else
+                          f"cannot hold these rows on {host_target(target).cpu}"))
     stages, inputs = stages_of(out)
     shared = None
     if share and not schedules:

@@ -20,6 +20,7 @@ avg_pool2d             padding counts as zeros; integers: floor(sum / (kh * kw))
 global_avg_pool2d      (N, C, H, W) -> (N, C, 1, 1); integers: floor(sum / (H * W))
 dense                  (N, K) x (O, K) -> (N, O); ``packed=True``: weight (O/16, K, 16)
 softmax                float32, over the last axis, max-subtracted
+log_softmax            float32, over the last axis: (x - max) - log(sum(exp(x - max)))
 quantize               ONNX QuantizeLinear: saturate(rint(x / scale) + zero_point)
 dequantize             ONNX DequantizeLinear: (x - zero_point) * scale
 requantize             int32 -> int8: saturate(((x * m + 2**(s-1)) >> s) + zero_point)
@@ -54,7 +55,8 @@ from .schedules import (PARALLEL_MIN, MAX_TILE_VECTORS, _outer_parallel,  # noqa
                         conv_schedule, conv_tile, pool_schedule, vector_lanes,
                         wide_rows_schedule)
 from .schedules import elementwise as _elementwise
-from .softmax import softmax, softmax_sum_bits, sum_field_bits, sum_lanes  # noqa: F401
+from .softmax import (log_softmax, softmax, softmax_sum_bits, sum_field_bits,  # noqa: F401
+                      sum_lanes)
 
 LANES = 16          # int32/float32 lanes of a 512-bit vector (AVX-512); 2 AVX2 registers
 
@@ -469,5 +471,6 @@ def clip(x: Tensor, lo, hi, name="clip") -> Tensor:
 
 
 __all__ = ["conv2d_nchw", "dense", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
-           "softmax", "quantize", "dequantize", "requantize", "requantize_params", "add",
+           "softmax", "log_softmax", "quantize", "dequantize", "requantize",
+           "requantize_params", "add",
            "mul", "relu", "clip", "pad_nchw", "pack_nchw", "unpack_nchw", "pack_oihw"]

@@ -27,7 +27,8 @@ from .. import te
 from ..te import Tensor, is_float
 from ..te.loop_nest import StageSchedule
 from .errors import CpuError
-from .softmax_kernel import SoftmaxKernel, softmax_sum_bits
+from .softmax_column import ColumnSoftmaxKernel
+from .softmax_kernel import LogSoftmaxKernel, SoftmaxKernel, softmax_sum_bits
 from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elementwise,
                         row_local, signed_zero_free, wide_rows_schedule)
 
@@ -102,6 +103,71 @@ def softmax(x: Tensor, name="softmax", target=None, sum_by: str | None = None,
     _row_local(out, int(np.prod(rows)))
     if kernel or (kernel is None and sum_by_given is None):
         out.cpu_kernel = SoftmaxKernel(x)
+    return out
+
+
+def log_softmax(x: Tensor, name="log_softmax", target=None) -> Tensor:
+    """Log-softmax over the last axis (float32): ``(x - max) - log(sum(exp(x - max)))``.
+    The output carries the hand-written kernel (:class:`compiler.cpu.softmax_kernel.
+    LogSoftmaxKernel`: the sum exact in int64 as the softmax's, its log in float64 once per
+    row), bit for bit :func:`compiler.ops.softmax.log_softmax_f32`, which
+    :func:`compiler.cpu.kernel.cpu_build` compiles when it is given no schedules and the
+    kernel's int32 lanes hold the rows (:func:`compiler.cpu.softmax_kernel.split_bits`: up
+    to about 8,000 elements per AVX2 row).  Otherwise it compiles the stages: the same
+    formula with a float32 sum and libm's ``log``, NOT bit-exact with the twin (the graph
+    places such rows on the host, :func:`compiler.ops.softmax.place_softmax`)."""
+    if not isinstance(x, Tensor) or not is_float(x.dtype):
+        raise CpuError(f"log_softmax: expected a float32 tensor, not {x!r}")
+    *lead, c = x.shape
+    rows = tuple(lead) or (1,)
+
+    def row(i):
+        return tuple(i[:len(lead)])
+
+    def r(i):
+        return tuple(i[:-1]) or (0,)
+    k1 = te.reduce_axis(c, "k1")
+    mx = te.compute(rows, lambda *i: te.max(x[row(i) + (k1,)], axis=k1), f"{name}.max")
+    mx.cpu_schedule = lambda target=None: _rows_reduce_schedule(mx, k1)
+    k2 = te.reduce_axis(c, "k2")
+    s = te.compute(rows, lambda *i: te.sum(te.exp(te.min(x[row(i) + (k2,)] - mx[row(i) or (
+        0,)], 0.0)), axis=k2), f"{name}.sum")
+    lg = te.compute(rows, lambda *i: te.log(s[tuple(i)]), f"{name}.log")
+    out = elementwise(te.compute(x.shape, lambda *i: (x[i] - mx[r(i)]) - lg[r(i)], name))
+    out.cpu_kernel = LogSoftmaxKernel(x)
+    return out
+
+
+def softmax_axis(x: Tensor, axis: int, name="softmax", log: bool = False,
+                 flatten: bool = False) -> Tensor:
+    """Softmax (or, ``log``, log-softmax) of float32 ``x`` over ``axis`` (``flatten``: over
+    all the axes from ``axis`` on as one, ONNX opset < 13), by the hand-written kernels
+    only: the last axis as :func:`softmax` / :func:`log_softmax`; trailing axes flattened,
+    or an axis followed only by 1s, by the row kernel over rows of their product; any
+    other axis by :class:`compiler.cpu.softmax_kernel.ColumnSoftmaxKernel` (one row per
+    SIMD lane, strided; no transposition).  Bit for bit
+    :func:`compiler.ops.softmax.softmax_f32` / ``log_softmax_f32`` on that axis (of the
+    flattened trailing axes).  There are no stages for the other axes: ``cpu_build``
+    raises when the kernel cannot hold the rows (:func:`compiler.cpu.softmax_kernel.
+    split_bits`) or is given schedules."""
+    if not isinstance(x, Tensor) or not is_float(x.dtype):
+        raise CpuError(f"{name}: expected a float32 tensor, not {x!r}")
+    nd = len(x.shape)
+    if not -nd <= axis < nd:
+        raise CpuError(f"{name}: axis {axis} is out of range for {x.shape}")
+    axis %= nd
+    if axis == nd - 1:
+        return (log_softmax if log else softmax)(x, name=name)
+    inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    if flatten or inner == 1:
+        c = int(np.prod(x.shape[axis:], dtype=np.int64))
+        hand = (LogSoftmaxKernel if log else SoftmaxKernel)(x, c=c)
+    else:
+        hand = ColumnSoftmaxKernel(x, axis, log=log)
+    out = te.compute(x.shape, lambda *i: x[i], name)      # (the kernel computes it)
+    out.cpu_kernel = hand
+    out.cpu_kernel_only = (f"{'log-' if log else ''}softmax over axis {axis} of "
+                           f"{tuple(x.shape)}{' (flattened)' if flatten else ''}")
     return out
 
 

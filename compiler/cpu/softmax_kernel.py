@@ -7,9 +7,10 @@ next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in v
 ``V`` lanes (the target's SIMD width, :func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512,
 8 on AVX2, 4 on SSE/NEON; the largest power of two not above ``C`` for shorter rows):
 
-1. the row maximum as ``x > acc ? x : acc`` (x86 ``maxps``, 4 accumulators; either zero
-   for (-0, +0): the result is the same for both) and a NaN flag (an OR of ``x != x``):
-   3 instructions per vector; the partial last vector is the full vector ending at the
+1. the row maximum as ``acc > x ? acc : x`` (x86 ``maxps``, 4 accumulators; either zero
+   for (-0, +0): the result is the same for both) and a NaN flag (an OR of ``x != x or
+   y != y`` over pairs of vectors, in 32-bit lanes): 2 instructions per vector; the
+   partial last vector is the full vector ending at the
    row's end (a maximum does not mind the overlap).  A NaN, or an infinite maximum (a
    ``+inf`` in the row, or only ``-inf``: ``x - max`` is NaN somewhere) makes the row
    all NaN, the quiet NaN ``0x7fc00000`` (:data:`NAN_BITS`), as ``softmax_f32`` writes it;
@@ -20,8 +21,9 @@ next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in v
    stored in the output and, in the same loop, added exactly: ``e`` is split as ``hi +
    lo`` (:func:`split_bits`: ``hi`` a multiple of ``2**-S``, ``lo`` exact), whose
    ``rint(hi 2**S)`` and ``rint(lo 2**K)`` are the bit patterns of ``e + 1.5 2**(23-S)``
-   and ``lo + 1.5 2**(23-K)`` less a constant: two float additions, two subtractions and
-   two int32 lane additions per vector (the constants are taken off once per row, the
+   and ``lo + 1.5 2**(23-K)`` less a constant: ``t1 = e + m1``, ``t2 = e - (t1 - (m1 +
+   m2))`` (one float addition, two subtractions: ``t1 - (m1 + m2) = hi - m2`` is exact)
+   and two int32 lane additions per vector (the constants are taken off once per row, the
    lanes added in int64): **the exact int64 sum ``sum(rint(e * 2**K))`` of**
    :func:`compiler.ops.softmax.softmax_f32`, **whatever the vector width or order**.  The
    row's partial last vector is the full one ending at the row's end, its already-counted
@@ -31,6 +33,11 @@ next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in v
    took 0.165 of 0.42 ms on 12 x 197 x 197 before);
 3. ``inv = 1 / (float32(sum) * 2**-K)`` once per row (pass 2), ``out = e * inv`` in place
    over the whole vectors.
+
+:class:`LogSoftmaxKernel` is the same with pass 2 storing ``x - max`` instead of ``e``
+and leaving the row's exact sum, ``L = log(sum)`` (float64, :func:`log_sum_f64`) for a
+block's rows in one vector, and pass 3 ``out - L`` in place (the partial last vector
+``(x - max) - L`` from ``x``).  Other axes: :mod:`compiler.cpu.softmax_column`.
 
 So the kernel equals :func:`compiler.ops.softmax.softmax_f32` bit for bit on every input,
 on every target, and its error bound is that of the TE stages: ``3.5 * 2**-23`` relative
@@ -73,9 +80,39 @@ I1, I32 = ir.IntType(1), ir.IntType(32)
 #: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
 NAN_BITS = 0x7FC00000
 #: kernel version: part of the cache key
-VERSION = 5
+VERSION = 6
 #: rows per block: their maxima, then the exp pass over all of them, then the scaling
 BLOCK = int(os.environ.get("VTA_CPU_SOFTMAX_BLOCK", 8))
+
+
+#: ln 2 in two parts (fdlibm's): ``E * LN2_HI`` is exact for ``|E| < 2**11``
+LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+#: ``log(m) = 2 f (C0 + C1 f**2 + ...)``, ``f = (m - 1) / (m + 1)``, ``Ck = 1 / (2k + 1)``:
+#: for ``m`` in [sqrt(1/2), sqrt(2)] ``f**2 <= 0.0295``, the first term left out is below
+#: ``2**-56`` of the sum
+LOG_C = [1.0 / (2 * k + 1) for k in range(11)]
+SQRT2 = 1.4142135623730951
+
+
+def log_sum_f64(t, k):
+    """``log(t * 2**-k)`` in float64 for int64 ``t >= 1`` (numpy array): what the kernel
+    computes from a row's exact sum, the same float64 operations in the same order (no
+    fused multiply-add): ``t`` rounded to float64, split as ``m 2**E`` with ``m`` in
+    [sqrt(1/2), sqrt(2)), ``(E - k) ln2 + 2 f (C0 + f**2 (C1 + ...))``.  Relative error a
+    few float64 ulps."""
+    f64 = np.float64
+    s = np.asarray(t).astype(f64)
+    m, e = np.frexp(s)                      # s = m 2**e, m in [0.5, 1): exact
+    m, e = m * f64(2.0), e.astype(np.int64) - 1
+    big = m > f64(SQRT2)
+    m = np.where(big, m * f64(0.5), m)
+    fe = (e + big - k).astype(f64)
+    f = (m - f64(1.0)) / (m + f64(1.0))
+    z = f * f
+    q = np.full_like(z, f64(LOG_C[-1]))
+    for c in LOG_C[-2::-1]:
+        q = q * z + f64(c)
+    return fe * f64(LN2_HI) + (fe * f64(LN2_LO) + (f + f) * q)
 
 
 def softmax_sum_bits(c: int) -> int:
@@ -90,18 +127,19 @@ def softmax_sum_bits(c: int) -> int:
     return min(61 - cb, 26 + cb)
 
 
-def split_bits(c: int, v: int) -> tuple[int, int] | None:
+def split_bits(c: int, v: int, n: int | None = None) -> tuple[int, int] | None:
     """``(K, S)`` for rows of ``c`` in ``v`` lanes, or None when the kernel's sum cannot
     hold them.  ``K`` = :func:`softmax_sum_bits`; each ``e`` in [0, 1]
     is split as ``hi = rint(e 2**S) 2**-S`` (the bits of ``e + 1.5 2**(23-S)``, ``S <=
     21``) and ``lo = e - hi`` (exact, ``|lo| <= 2**-(S+1)``), whose ``rint(lo 2**K)`` is
     the bits of ``lo + 1.5 2**(23-K)`` (``K <= S + 22``: one binade); ``rint(e 2**K) = hi
     2**K + rint(lo 2**K)`` (``hi 2**K`` is an even integer: ties go the same way).  A
-    lane adds ``n = c // v + 1`` of each: ``n 2**S`` and ``n 2**(K-S-1)`` must stay below
-    ``2**31`` (else None: the stages compute the softmax)."""
+    lane adds ``n = c // v + 1`` of each (``n``: the column kernel's ``c``, one row per lane):
+    ``n 2**S`` and ``n 2**(K-S-1)`` must stay below ``2**31`` (else None: the stages
+    compute the softmax)."""
     k = softmax_sum_bits(c)
     s = max(k - 22, (k - 1) // 2)
-    n = c // v + 1
+    n = c // v + 1 if n is None else n
     if s > 21 or n * 2 ** s >= 2 ** 31 or n * 2 ** (k - s - 1) >= 2 ** 31:
         return None
     return k, s
@@ -129,11 +167,15 @@ class SoftmaxKernel:
 
     ``unroll``: vectors per loop step of the (max, exp, scale) passes."""
 
-    def __init__(self, x, unroll=(4, 2, 4)):
+    #: :class:`LogSoftmaxKernel`: the exp pass only sums, the last pass writes ``x - max - L``
+    log = False
+    what = "softmax"
+
+    def __init__(self, x, unroll=(4, 2, 4), c: int | None = None):
         self.x = x
         self.inputs = [x]
-        self.c = int(x.shape[-1])
-        self.rows = int(np.prod(x.shape[:-1], dtype=np.int64)) if x.ndim > 1 else 1
+        self.c = int(x.shape[-1]) if c is None else int(c)    # c: rows of trailing axes
+        self.rows = int(np.prod(x.shape, dtype=np.int64)) // self.c
         self.parallel = int(np.prod(x.shape)) >= PARALLEL_MIN and self.rows > 1
         self.unroll = tuple(unroll)
 
@@ -151,7 +193,7 @@ class SoftmaxKernel:
         return k
 
     def key(self) -> str:
-        return (f"hand:softmax v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
+        return (f"hand:{self.what} v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
                 f"block={BLOCK} "
                 f"K={self.k} S={self.s}")
 
@@ -201,10 +243,21 @@ class SoftmaxKernel:
             b.store(b.zext(good, i8), b.gep(goods, [j], source_etype=i8))
             return vals
         self._loop(b, fn, nb, [], max_row, "rows_max")
-        b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, invs, nb])
+        if self.log:    # the exp pass leaves each row's exact sum; L for the whole block
+            # in one vector (the float64 log is a latency chain: per row it cost 0.07 ->
+            # 0.06 ms of 128 x 768 on AVX2); the block's unused lanes hold 2**K
+            bty = ir.VectorType(I64, BLOCK)
+            sums = b.bitcast(b.alloca(bty, name="sums"), PTR)
+            b.store(ir.Constant(bty, [1 << self.k] * BLOCK), sums)
+            b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, sums, nb])
+            lg = self._log_sum(b, b.load(sums, typ=bty))
+            b.store(lg, b.bitcast(invs, lg.type.as_pointer()), align=4)
+        else:
+            b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, invs, nb])
 
         def scale_row(b, j, vals):
             orow = row(b, j, ob)
+            inv = b.load(b.gep(invs, [j], source_etype=F32), typ=F32)
             yes = fn.append_basic_block("scale_row")
             no = fn.append_basic_block("nan_row")
             nxt = fn.append_basic_block("row_done")
@@ -214,7 +267,11 @@ class SoftmaxKernel:
             self._fill(b, fn, orow)
             b.branch(nxt)
             b.position_at_end(yes)
-            self._scale(b, fn, orow, b.load(b.gep(invs, [j], source_etype=F32), typ=F32))
+            if self.log:
+                mx = b.load(b.gep(maxes, [j], source_etype=F32), typ=F32)
+                self._log_out(b, fn, orow, row(b, j, xb), mx, inv)
+            else:
+                self._scale(b, fn, orow, inv)
             b.branch(nxt)
             b.position_at_end(nxt)
             return vals
@@ -285,33 +342,47 @@ class SoftmaxKernel:
         return vals
 
     def _max(self, b, fn, xr):
-        """``(max, nan)``: the row's maximum over its non-NaN elements and whether it holds
-        a NaN.  The maximum is ``x > acc ? x : acc`` (x86 ``maxps``: one instruction, a NaN
-        ``x`` leaves ``acc``; either zero for (-0, +0)), the NaN flag an OR of ``x != x``:
-        3 instructions per vector instead of the NaN-propagating maximum's 5 uops."""
-        u = max(1, min(self.unroll[0], self.c // self.v))
-        first = self._load(b, xr, 0)
-        nan0 = b.fcmp_unordered("uno", first, first)
-        k = [0]
+        """``(max, nan)``: the row's maximum and whether it holds a NaN.  The maximum is
+        ``acc > x ? acc : x`` (x86 ``maxps acc, x``: one instruction, the load folded into
+        it; a NaN ``x`` replaces ``acc``, which does not matter: the row is NaN then;
+        either zero for (-0, +0)) in ``u`` accumulators, the NaN flag an OR of ``x != x
+        or y != y`` over pairs of vectors (``cmpunordps x, y``) in 32-bit lanes: 2
+        instructions per vector (before: the flag in i1 lanes, 3 per vector, LLVM packing
+        each compare to 16-bit lanes)."""
+        v, nv = self.v, self.c // self.v
+        u = max(1, min(self.unroll[0], nv))
+        ity = ir.VectorType(I32, v)
 
-        def step(b, off, vals):
-            # vector i goes to accumulator i % u (the unrolled ones in order)
+        def group(b, offs, vals):
+            xs = [self._load(b, xr, o) for o in offs]
             vals = list(vals)
-            q = k[0] % u
-            k[0] += 1
-            x = self._load(b, xr, off)
-            vals[q] = _max_of(b, x, vals[q])
-            vals[u] = b.or_(vals[u], b.fcmp_unordered("uno", x, x))
+            for q, x in enumerate(xs):
+                vals[q] = _max_of(b, vals[q], x)
+            for i in range(0, len(xs), 2):
+                y = xs[min(i + 1, len(xs) - 1)]
+                vals[u] = b.or_(vals[u], b.sext(b.fcmp_unordered("uno", xs[i], y), ity))
             return vals
-        accs = self._vectors(b, fn, u, [first] * u + [nan0], step, "max")
-        if self.c % self.v:
-            accs = step(b, self.c - self.v, accs)
+
+        def body(b, j, vals):
+            start = b.mul(j, ir.Constant(I64, u * v))
+            return group(b, [b.add(start, ir.Constant(I64, q * v)) if q else start
+                             for q in range(u)], vals)
+        first = self._load(b, xr, 0)
+        accs = self._loop(b, fn, nv // u, [first] * u + [ir.Constant(ity, [0] * v)], body,
+                          "max")
+        rest = [q * v for q in range(nv // u * u, nv)]
+        if self.c % v:
+            rest.append(self.c - v)
+        for i in range(0, len(rest), u):
+            accs = group(b, rest[i:i + u], accs)
         m = accs[0]
         for a in accs[1:u]:
             m = _max_of(b, a, m)
-        nan = b.module.globals.get(f"llvm.vector.reduce.or.v{self.v}i1") or ir.Function(
-            b.module, ir.FunctionType(I1, [accs[u].type]), f"llvm.vector.reduce.or.v{self.v}i1")
-        return self._hreduce(b, m, _max_of), b.call(nan, [accs[u]])
+        rname = f"llvm.vector.reduce.or.v{v}i32"
+        red = b.module.globals.get(rname) or ir.Function(
+            b.module, ir.FunctionType(I32, [ity]), rname)
+        nan = b.icmp_unsigned("!=", b.call(red, [accs[u]]), ir.Constant(I32, 0))
+        return self._hreduce(b, m, _max_of), nan
 
     def _hreduce(self, b, vec, op):
         """The lanes of ``vec`` combined by ``op`` pairwise (halves), a scalar."""
@@ -346,7 +417,7 @@ class SoftmaxKernel:
             mx = b.load(b.gep(maxes, [j], source_etype=F32), typ=F32)
             inv = self._exp_sum(b, fn, b.gep(x, [off], source_etype=F32),
                                 b.gep(out, [off], source_etype=F32), mx)
-            b.store(inv, b.gep(invs, [j], source_etype=F32))
+            b.store(inv, b.gep(invs, [j], source_etype=inv.type))   # (log: the sum, i64)
             return vals
         self._loop(b, fn, n, [], one, "rows")
         b.ret_void()
@@ -360,18 +431,26 @@ class SoftmaxKernel:
         mv = self._broadcast(b, mx)
         ity = ir.VectorType(I32, v)
         m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
-        c1, c2, zero = (_const(self.vty, v) for v in (m1, m2, 0.0))
+        # m1 + m2 is a float32 (m2's lowest bit 2**(22-K) >= m1's ulp 2**-S: K <= S + 22)
+        assert float(np.float32(m1 + m2)) == m1 + m2, (kb, sb)
+        c1, c12, zero = (_const(self.vty, v) for v in (m1, m1 + m2, 0.0))
 
         def exp_at(b, off):
-            e = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, off), mv), clamp_zero=False)
-            self._store(b, e, orow, off)
+            d = b.fsub(self._load(b, xr, off), mv)
+            e = emit_exp_nonpositive(b, d, clamp_zero=False)
+            # a log-softmax stores d = x - max (its last pass subtracts L in place: the
+            # output's lines come into the cache here, as the softmax's do; 128 x 768 on
+            # AVX2 0.060 -> 0.057 ms), a softmax e
+            self._store(b, d if self.log else e, orow, off)
             return e
 
         def split(b, e, vals):
             hi_acc, lo_acc = vals
             t1 = b.fadd(e, c1)                  # bits: bits(m1) + rne(e 2**S)
-            lo = b.fsub(e, b.fsub(t1, c1))      # e - rne(e 2**S) 2**-S, exact
-            t2 = b.fadd(lo, c2)                 # bits: bits(m2) + rne(lo 2**K)
+            # u = t1 - (m1 + m2) = hi - m2, exact (hi a multiple of 2**-S in [0, 1], m2's
+            # lowest bit 2**(22-K): K - 21 <= 24 bits); e - u = lo + m2 rounded once: the
+            # bits of m2 + rne(lo 2**K) in three float operations instead of four
+            t2 = b.fsub(e, b.fsub(t1, c12))
             hi_acc = b.add(hi_acc, b.bitcast(t1, ity))
             lo_acc = b.add(lo_acc, b.bitcast(t2, ity))
             return [hi_acc, lo_acc]
@@ -409,6 +488,8 @@ class SoftmaxKernel:
             if sh:
                 part = b.shl(part, ir.Constant(I64, sh))
             total = part if total is None else b.add(total, part)
+        if self.log:
+            return total
         sf = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(2.0 ** -kb)))
         inv = b.fdiv(ir.Constant(F32, 1.0), sf)
         if t:   # the row's last t elements, scaled here and stored one by one: the scale
@@ -418,6 +499,52 @@ class SoftmaxKernel:
                 p = b.gep(orow, [ir.Constant(I64, self.c - v + i)], source_etype=F32)
                 b.store(b.extract_element(y, ir.Constant(I32, i)), p, align=4)
         return inv
+
+    def _log_sum(self, b, total):
+        """float32 ``log(total * 2**-K)`` of the exact sum ``total`` (int64, or a vector of
+        them: one per lane of the column kernel; >= 2**K on a good row: its maximum adds
+        ``exp(0) = 1``): :func:`log_sum_f64`'s float64 operations, rounded to float32."""
+        w = total.type.count if isinstance(total.type, ir.VectorType) else 0
+        d = ir.VectorType(ir.DoubleType(), w) if w else ir.DoubleType()
+        i64 = ir.VectorType(I64, w) if w else I64
+
+        def c(v):
+            return _const(d, float(v))
+
+        def ci(v):
+            return _const(i64, int(v))
+        s = b.sitofp(total, d)
+        bits = b.bitcast(s, i64)
+        e = b.sub(b.lshr(bits, ci(52)), ci(1023))
+        m = b.bitcast(b.or_(b.and_(bits, ci((1 << 52) - 1)), ci(1023 << 52)), d)  # [1, 2)
+        big = b.fcmp_ordered(">", m, c(SQRT2))
+        m = b.select(big, b.fmul(m, c(0.5)), m)
+        fe = b.sitofp(b.sub(b.add(e, b.zext(big, i64)), ci(self.k)), d)
+        f = b.fdiv(b.fsub(m, c(1.0)), b.fadd(m, c(1.0)))
+        z = b.fmul(f, f)
+        q = c(LOG_C[-1])
+        for k in LOG_C[-2::-1]:
+            q = b.fadd(b.fmul(q, z), c(k))
+        lm = b.fmul(b.fadd(f, f), q)
+        lg = b.fadd(b.fmul(fe, c(LN2_HI)), b.fadd(b.fmul(fe, c(LN2_LO)), lm))
+        return b.fptrunc(lg, ir.VectorType(F32, w) if w else F32)
+
+    def _log_out(self, b, fn, orow, xr, mx, lg):
+        """``out = (x - max) - L`` (two float32 subtractions, as :func:`compiler.ops.softmax.
+        log_softmax_f32`): ``out - L`` in place over the whole vectors (the exp pass
+        stored ``x - max`` there), then the row's last ``c % V`` elements from ``x`` by
+        the full vector ending at the row's end (``out`` is not ``x``: the overlapped
+        elements get the same values again)."""
+        mv, lv = self._broadcast(b, mx), self._broadcast(b, lg)
+        u = max(1, min(self.unroll[2], self.c // self.v))
+
+        def step(b, off, vals):
+            self._store(b, b.fsub(self._load(b, orow, off), lv), orow, off)
+            return vals
+        self._vectors(b, fn, u, [], step, "logout")
+        if self.c % self.v:
+            off = self.c - self.v
+            self._store(b, b.fsub(b.fsub(self._load(b, xr, off), mv), lv), orow, off)
 
     def _broadcast(self, b, scalar):
         v = self.v
@@ -445,3 +572,14 @@ class SoftmaxKernel:
         self._vectors(b, fn, u, [], step, "fill")
         if self.c % self.v:
             self._store(b, nanv, orow, self.c - self.v)
+
+
+class LogSoftmaxKernel(SoftmaxKernel):
+    """The hand-written log-softmax of ``x`` over its last axis: the same maximum pass, the
+    exp pass summing ``exp(x - max)`` exactly without storing it, ``L = log(sum)`` from the
+    exact int64 sum (:func:`log_sum_f64`, float64, once per row, rounded to float32) and
+    ``out = (x - max) - L`` in float32; a row with a NaN, a ``+inf`` or only ``-inf`` is
+    all NaN.  Bit for bit :func:`compiler.ops.softmax.log_softmax_f32`."""
+
+    log = True
+    what = "log_softmax"

@@ -1,6 +1,6 @@
 """Reductions and normalisations over any axes: ReduceMean, ReduceSum, ReduceMax, ReduceMin,
 ReduceProd, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp,
-GlobalMaxPool, LayerNormalization, InstanceNormalization, LogSoftmax, LRN, Einsum (the
+GlobalMaxPool, LayerNormalization, InstanceNormalization, LRN, Einsum (the
 attention patterns and any other equation numpy takes), and Gemm of two activations.
 
 Axes come from the attribute (opset < 18; ReduceSum from 13) or the second input; they are
@@ -262,20 +262,6 @@ def _layer_norm_ref(n, ins):
     return layer_norm(x, n.attrs["axes"], n.attrs["epsilon"], sc, b).astype(ins[0].dtype)
 
 
-def import_log_softmax(ctx, node, attrs):
-    from .softmax import softmax_axes
-    xs = ctx.shape(node.input[0])
-    ctx.emit(node, "log_softmax", node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node,
-                                                                                  attrs)})
-
-
-def _log_softmax_ref(n, ins):
-    x = ins[0].astype(np.float64)
-    ax = n.attrs["axis"]
-    ax = tuple(ax) if isinstance(ax, (list, tuple)) else (ax,)
-    return (x - _logsumexp(x, ax, True)).astype(ins[0].dtype)
-
-
 def import_lrn(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
     a = {"size": int(ctx.take(attrs, "size")), "alpha": float(ctx.take(attrs, "alpha", 1e-4)),
@@ -358,9 +344,6 @@ registry.register(registry.OpDef(
     float_why="a reduction; no int8 form yet (the CPU's LLVM kernel over the last axis, "
               "else host numpy)",
     place=place_layer_norm, cpu=layer_norm_cpu))
-registry.register(registry.OpDef(
-    "log_softmax", reference=_log_softmax_ref, category="reduction",
-    onnx={"LogSoftmax": import_log_softmax}, float_why=_WHY))
 registry.register(registry.OpDef("lrn", reference=_lrn_ref, category="reduction",
                                  onnx={"LRN": import_lrn}, float_why=_WHY))
 registry.register(registry.OpDef("gemm2", reference=_gemm2_ref, category="opaque",

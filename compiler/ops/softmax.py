@@ -1,6 +1,8 @@
-"""Softmax over any axis: import, numpy reference, and the CPU kernel (float, LLVM) when the
-axis is the last (other axes: the host, numpy); it stays float (the quantiser dequantises
-before it)."""
+"""Softmax and LogSoftmax over any axis: import, numpy references (the CPU kernels' twins,
+bit for bit), and the CPU kernels (float, LLVM: :func:`compiler.cpu.softmax.softmax_axis`,
+any axis, opset < 13's flattened trailing axes too; the host, numpy, only where the
+kernel's exact sum cannot hold the rows); they stay float (the quantiser dequantises
+before them)."""
 
 from __future__ import annotations
 
@@ -38,13 +40,45 @@ def softmax_f32(x, axis=-1) -> np.ndarray:
     return np.moveaxis(y.astype(np.float32), -1, axis)
 
 
-def _softmax_ref(n, ins):
-    ax = _axis(n)
-    if isinstance(ax, tuple):       # opset < 13 over trailing axes: as one flattened axis
-        x = ins[0]
-        flat = x.reshape(x.shape[:ax[0]] + (-1,))
-        return softmax_f32(flat, -1).reshape(x.shape)
-    return softmax_f32(ins[0], ax)
+def log_softmax_f32(x, axis=-1) -> np.ndarray:
+    """What the CPU kernel (:func:`compiler.cpu.ops.log_softmax`) computes, bit for bit:
+    ``d = x - max`` (float32), the exact int64 sum ``T = sum(rint(exp(d) * 2**K))`` of
+    :func:`softmax_f32`, ``L = log(T 2**-K)`` in float64 (:func:`compiler.cpu.
+    softmax_kernel.log_sum_f64`) rounded to float32, ``y = d - L`` in float32; a row with a
+    NaN ``exp(d)`` (a NaN, a ``+inf``, or only ``-inf``) is all NaN (``0x7fc00000``).
+    Error against the float64 log-softmax of ``fl(x - max)``: at most ``2**-22 |y| +
+    2**-26`` (tests/test_cpu_log_softmax.py; the absolute part is the fixed-point sum's:
+    a float32 sum loses up to ``2**-24`` there)."""
+    from ..cpu.mathfns import exp_f32
+    from ..cpu.softmax_kernel import log_sum_f64, softmax_sum_bits
+    x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
+    k = softmax_sum_bits(x.shape[-1])
+    with np.errstate(invalid="ignore"):       # inf - inf: a NaN row
+        d = (x - x.max(axis=-1, keepdims=True)).astype(np.float32)
+    e = exp_f32(d)
+    bad = np.isnan(e).any(axis=-1, keepdims=True)
+    e = np.where(bad, np.float32(0.0), e)
+    t = np.rint(e * np.float32(2.0 ** k)).astype(np.int64).sum(axis=-1, keepdims=True)
+    lg = log_sum_f64(np.maximum(t, 1), k).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        y = (d - lg).astype(np.float32)
+    y = np.where(bad, np.float32(np.nan), y)
+    return np.moveaxis(y, -1, axis)
+
+
+def _reference(twin):
+    def ref(n, ins):
+        ax = _axis(n)
+        if isinstance(ax, tuple):       # opset < 13 over trailing axes: as one flattened axis
+            x = ins[0]
+            flat = x.reshape(x.shape[:ax[0]] + (-1,))
+            return twin(flat, -1).reshape(x.shape)
+        return twin(ins[0], ax)
+    return ref
+
+
+_softmax_ref = _reference(softmax_f32)
+_log_softmax_ref = _reference(log_softmax_f32)
 
 
 def softmax_axes(ctx, node, attrs):
@@ -67,26 +101,61 @@ def _axis(n):
     return tuple(a) if isinstance(a, (list, tuple)) else a
 
 
-def import_softmax(ctx, node, attrs):
-    xs = ctx.shape(node.input[0])
-    ctx.emit(node, "softmax", node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node,
-                                                                              attrs)})
+def _import(op):
+    def rule(ctx, node, attrs):
+        xs = ctx.shape(node.input[0])
+        ctx.emit(node, op, node.input[:1], xs, attrs={"axis": softmax_axes(ctx, node, attrs)})
+    return rule
+
+
+import_softmax, import_log_softmax = _import("softmax"), _import("log_softmax")
+
+
+def _cpu_tensor(n, shape, dtype="float32"):
+    """``(output, placeholder)``: node ``n``'s CPU form (:func:`compiler.cpu.softmax.
+    softmax_axis`: the last axis with its stages, any other axis, or opset < 13's
+    flattened trailing axes, by the hand-written kernels alone)."""
+    from .. import te
+    from ..cpu.softmax import softmax_axis
+    x = te.placeholder(tuple(shape), dtype, "data")
+    ax = _axis(n)
+    flat = isinstance(ax, tuple)
+    return softmax_axis(x, ax[0] if flat else ax, name=n.name, log=n.op == "log_softmax",
+                        flatten=flat), x
 
 
 def place_softmax(n, g, cfg, opts):
-    last = _axis(n) == len(g.values[n.inputs[0]].shape) - 1
-    return "cpu" if last and registry.cpu_backend() else "host"
+    """The CPU (LLVM) when the backend is there and the kernel holds the rows on this
+    machine (:func:`compiler.cpu.softmax_kernel.split_bits`: up to about 8,000 elements
+    per AVX2 row of the last axis), else the host (numpy, the same bits).  A softmax over
+    the last axis goes to the CPU for any row length (its stages are bit-exact too)."""
+    v = g.values[n.inputs[0]]
+    if not registry.cpu_backend():
+        return "host"
+    if n.op == "softmax" and _axis(n) == len(v.shape) - 1:
+        return "cpu"
+    if v.dtype != "float32":
+        return "host"
+    out, _ = _cpu_tensor(n, v.shape)
+    return "cpu" if out.cpu_kernel.at(None) is not None else "host"
 
 
-def softmax_cpu(n, g):
-    from .. import te
-    from ..cpu import ops as cops
-    xv = g.values[n.inputs[0]]
-    x = te.placeholder(xv.shape, xv.dtype, "data")
-    return cops.softmax(x, name=n.name), [(x, ("value", n.inputs[0]))]
+def _cpu(op):
+    def lower(n, g):
+        xv = g.values[n.inputs[0]]
+        out, x = _cpu_tensor(n, xv.shape, xv.dtype)
+        return out, [(x, ("value", n.inputs[0]))]
+    return lower
 
 
+softmax_cpu = _cpu("softmax")
+_WHY = ("a reduction; no int8 form yet (the CPU's LLVM kernels, any axis; host numpy where "
+        "the rows are too long for their exact sum)")
 registry.register(registry.OpDef(
     "softmax", reference=_softmax_ref,
     category="reduction", onnx={"Softmax": import_softmax}, place=place_softmax,
     cpu=softmax_cpu))
+registry.register(registry.OpDef(
+    "log_softmax", reference=_log_softmax_ref, category="reduction",
+    onnx={"LogSoftmax": import_log_softmax}, float_why=_WHY, place=place_softmax,
+    cpu=_cpu("log_softmax")))

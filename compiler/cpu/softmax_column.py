@@ -1,0 +1,196 @@
+"""Softmax and log-softmax over an axis that is not the last (e.g. NCHW channels): the
+rows are strided, so each SIMD lane holds one row (:class:`ColumnSoftmaxKernel`), with
+the passes, exact sum and log of :mod:`compiler.cpu.softmax_kernel` (the twins' bits).
+
+Example::
+
+    import numpy as np
+    from compiler import te
+    from compiler.cpu import cpu_build
+    from compiler.cpu.softmax import softmax_axis
+    from compiler.ops.softmax import softmax_f32
+    x = te.placeholder((2, 12, 7, 7), "float32", "x")
+    xv = np.random.default_rng(0).normal(size=(2, 12, 7, 7)).astype(np.float32)
+    got = cpu_build(softmax_axis(x, 1)).run({x: xv})
+    assert np.array_equal(got, softmax_f32(xv, 1))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from .jit import host_target
+from .mathfns import _const, emit_exp_nonpositive
+from .schedules import PARALLEL_MIN
+from .softmax_kernel import (I32, NAN_BITS, VERSION, SoftmaxKernel, _max_of, lanes_for,
+                             split_bits)
+from .vecmem import F32, I64, PTR
+
+
+class ColumnSoftmaxKernel(SoftmaxKernel):
+    """The softmax (``log=False``) or log-softmax of ``x`` over an axis ``axis`` that is not
+    the last and has ``inner`` > 1 elements after it (e.g. NCHW channels): the rows are
+    strided by ``inner``, so each SIMD lane holds one row (``V`` adjacent rows, contiguous
+    in memory, per vector: :func:`lanes_for` of ``inner``; the last ``inner % V`` rows of
+    each outer index one lane at a time).  Per group of rows the same three passes as
+    :class:`SoftmaxKernel` (maximum and NaN flag, ``exp(x - max)`` summed exactly in int32
+    lanes, the scaling or ``(x - max) - L``), the sum one per lane (``c`` values each:
+    :func:`split_bits` with ``n = c``), so the bits are those of the twins
+    (:func:`compiler.ops.softmax.softmax_f32` / ``log_softmax_f32`` on that axis).  The
+    work unit of the kernel's ``[lo, hi)`` range is one group."""
+
+    def __init__(self, x, axis: int, log: bool = False):
+        shape = [int(d) for d in x.shape]
+        self.x, self.inputs, self.unroll = x, [x], (1, 1, 1)
+        self.axis = axis % len(shape)
+        self.c = shape[self.axis]
+        self.outer = int(np.prod(shape[:self.axis], dtype=np.int64))
+        self.inner = int(np.prod(shape[self.axis + 1:], dtype=np.int64))
+        self.log = log
+        self.what = "log_softmax_column" if log else "softmax_column"
+        self.rows = 0                                # groups: set by at()
+        self.parallel = False
+
+    def at(self, target):
+        tgt = host_target(target)
+        v = lanes_for(self.inner, tgt)
+        ks = split_bits(self.c, v, n=self.c)
+        if ks is None:
+            return None
+        k = type(self).__new__(type(self))
+        k.__dict__.update(self.__dict__)
+        k.target, k.v, (k.k, k.s) = tgt, v, ks
+        k.groups = self.inner // v + self.inner % v          # per outer index
+        k.rows = self.outer * k.groups
+        k.parallel = int(np.prod(self.x.shape)) >= PARALLEL_MIN and k.rows > 1
+        return k
+
+    def key(self) -> str:
+        return (f"hand:{self.what} v{VERSION} c={self.c} inner={self.inner} "
+                f"lanes={self.v} K={self.k} S={self.s}")
+
+    def emit(self, mod: ir.Module, name: str) -> ir.Function:
+        """``void @name(ptr noalias out, ptr noalias x, i64 lo, i64 hi)``: groups [lo, hi)
+        (group ``u``: outer index ``u // G``, ``G`` groups per outer index: ``inner // V``
+        of ``V`` lanes, then ``inner % V`` of one)."""
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name)
+        for a in fn.args[:2]:
+            a.add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        out, x, lo, hi = fn.args
+        v, inner, nfull = self.v, self.inner, self.inner // self.v
+        wide = self._group_function(mod, name + ".v", v)
+        one = self._group_function(mod, name + ".s", 1) if inner % v else None
+        entry = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry)
+        head = fn.append_basic_block("group")
+        done = fn.append_basic_block("done")
+        b.cbranch(b.icmp_signed("<", lo, hi), head, done)
+        b.position_at_end(head)
+        u = b.phi(I64, "u")
+        u.add_incoming(lo, entry)
+        g = ir.Constant(I64, self.groups)
+        o, q = b.udiv(u, g), b.urem(u, g)
+        full = b.icmp_unsigned("<", q, ir.Constant(I64, nfull))
+        i0 = b.select(full, b.mul(q, ir.Constant(I64, v)),
+                      b.add(q, ir.Constant(I64, nfull * v - nfull)))
+        base = b.add(b.mul(o, ir.Constant(I64, self.c * inner)), i0)
+        args = [b.gep(x, [base], source_etype=F32), b.gep(out, [base], source_etype=F32)]
+        if one is None:
+            b.call(wide, args)
+            nxt = b.block
+        else:
+            yes = fn.append_basic_block("wide")
+            no = fn.append_basic_block("one")
+            nxt = fn.append_basic_block("next")
+            b.cbranch(full, yes, no)
+            b.position_at_end(yes)
+            b.call(wide, args)
+            b.branch(nxt)
+            b.position_at_end(no)
+            b.call(one, args)
+            b.branch(nxt)
+            b.position_at_end(nxt)
+        u1 = b.add(u, ir.Constant(I64, 1))
+        u.add_incoming(u1, nxt)
+        b.cbranch(b.icmp_signed("<", u1, hi), head, done)
+        b.position_at_end(done)
+        b.ret_void()
+        return fn
+
+    def _group_function(self, mod, name, w):
+        """``void @name(ptr x, ptr out)``: the ``w`` rows starting at ``x`` (element ``j``
+        of lane ``l`` at ``x[j inner + l]``), all three passes."""
+        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name)
+        for a in fn.args:
+            a.add_attribute("noalias")
+        fn.attributes.add("nounwind")
+        fn.attributes.add("noinline")
+        fn.linkage = "internal"
+        x, out = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        vty, ity = ir.VectorType(F32, w), ir.VectorType(I32, w)
+        c, kb, sb = self.c, self.k, self.s
+        stride = ir.Constant(I64, self.inner)
+
+        def at(p, j):
+            return b.gep(p, [b.mul(j, stride)], source_etype=F32)
+
+        def load(p, j):
+            return b.load(at(p, j), typ=vty, align=4)
+        # 1: the lanes' maxima and NaN flags
+        first = load(x, ir.Constant(I64, 0))
+
+        def mx_step(b, j, vals):
+            xv = load(x, b.add(j, ir.Constant(I64, 1)))
+            return [_max_of(b, vals[0], xv),
+                    b.or_(vals[1], b.sext(b.fcmp_unordered("uno", xv, xv), ity))]
+        acc, nan = self._loop(b, fn, c - 1, [first, b.sext(
+            b.fcmp_unordered("uno", first, first), ity)], mx_step, "max")
+        good = b.and_(b.and_(b.fcmp_ordered("<", acc, _const(vty, float("inf"))),
+                             b.fcmp_ordered(">", acc, _const(vty, float("-inf")))),
+                      b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * w)))
+        mv = b.select(good, acc, _const(vty, 0.0))
+        # 2: exp, stored (softmax) and summed exactly per lane
+        m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
+        c1, c12 = _const(vty, m1), _const(vty, m1 + m2)
+
+        def exp_step(b, j, vals):
+            e = emit_exp_nonpositive(b, b.fsub(load(x, j), mv), clamp_zero=False)
+            if not self.log:
+                b.store(e, at(out, j), align=4)
+            t1 = b.fadd(e, c1)
+            t2 = b.fsub(e, b.fsub(t1, c12))
+            return [b.add(vals[0], b.bitcast(t1, ity)), b.add(vals[1], b.bitcast(t2, ity))]
+        izero = ir.Constant(ity, [0] * w)
+        his, los = self._loop(b, fn, c, [izero, izero], exp_step, "exp")
+        i64v = ir.VectorType(I64, w)
+        total = None
+        for a, m, sh in ((his, m1, kb - sb), (los, m2, 0)):
+            bits = int(np.array(m, np.float32).view(np.uint32))
+            off = ((c * bits) & 0xFFFFFFFF) - ((c * bits) & 0x80000000) * 2
+            part = b.sext(b.sub(a, ir.Constant(ity, [off] * w)), i64v)
+            if sh:
+                part = b.shl(part, ir.Constant(i64v, [sh] * w))
+            total = part if total is None else b.add(total, part)
+        nanv = b.bitcast(ir.Constant(ity, [NAN_BITS] * w), vty)
+        if self.log:
+            lg = self._log_sum(b, total)
+
+            def out_step(b, j, vals):
+                y = b.fsub(b.fsub(load(x, j), mv), lg)
+                b.store(b.select(good, y, nanv), at(out, j), align=4)
+                return vals
+        else:
+            sf = b.fmul(b.sitofp(total, vty), _const(vty, float(2.0 ** -kb)))
+            inv = b.fdiv(_const(vty, 1.0), sf)
+
+            def out_step(b, j, vals):
+                y = b.fmul(load(out, j), inv)
+                b.store(b.select(good, y, nanv), at(out, j), align=4)
+                return vals
+        self._loop(b, fn, c, [], out_step, "out")
+        b.ret_void()
+        return fn
