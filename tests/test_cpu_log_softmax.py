@@ -18,26 +18,14 @@ from .onnx_ops import CFG, SimDevice, compile_model, ort, run_graph
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import te
-from compiler.cpu import cpu_build, host_target, ops
+from compiler.cpu import cpu_build, ops
 from compiler.cpu.softmax_kernel import NAN_BITS, log_sum_f64
 from compiler.ops.softmax import log_softmax_f32
 
-NATIVE = host_target(features="")
-AVX2 = host_target(features="-avx512f")
-TARGETS = [pytest.param(NATIVE, id="native"), pytest.param(AVX2, id="avx2")]
-U = 2.0 ** -23
-
+from .cpu_helpers import AVX2, NATIVE, TARGETS, U, bits_equal, run_kernel
 
 def _run(xv, target, threads=1):
-    x = te.placeholder(xv.shape, "float32", "x")
-    k = cpu_build(ops.log_softmax(x, target=target), target=target)
-    assert len(k.codes) == 1 and k.codes[0].name == "s0", "expected the hand-written kernel"
-    k.num_threads = threads
-    return k.run({x: xv})
-
-
-def _bits_equal(got, want):
-    return np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    return run_kernel(lambda x: ops.log_softmax(x, target=target), xv, target, threads, hand=True)
 
 
 def _float64(xv):
@@ -50,7 +38,7 @@ def test_every_row_length_is_bit_exact_with_the_twin(target):
     rng = np.random.default_rng(1)
     for c in list(range(1, 41)) + [63, 64, 65, 127, 128, 129, 197, 768, 1000, 1030, 6625]:
         xv = (rng.standard_normal((5, c)) * rng.choice([0.01, 3.0, 30.0])).astype(np.float32)
-        assert _bits_equal(_run(xv, target), log_softmax_f32(xv)), c
+        assert bits_equal(_run(xv, target), log_softmax_f32(xv)), c
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -72,7 +60,7 @@ def test_special_rows(target):
         xv[10] = -np.float32(3.4e38)
         xv[11, 0] = np.float32(2.0 ** -149)          # a subnormal
         got, want = _run(xv, target), log_softmax_f32(xv)
-        assert _bits_equal(got, want), c
+        assert bits_equal(got, want), c
         for r in (0, 1, 2, 6):
             assert (got[r].view(np.uint32) == NAN_BITS).all()
         assert not np.isnan(got[4:6]).any() and not np.isnan(got[7:]).any()
@@ -89,7 +77,7 @@ def test_both_targets_and_threads_give_the_same_bits():
     want = log_softmax_f32(xv)
     for target in (NATIVE, AVX2):
         for threads in (1, 2):
-            assert _bits_equal(_run(xv, target, threads), want)
+            assert bits_equal(_run(xv, target, threads), want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -155,8 +143,8 @@ def test_onnx_log_softmax_on_the_cpu_kernel_equals_onnxruntime():
     ex = c.executor(SimDevice(CFG, timed=True))
     for x in xs:
         got = ex.run({"x": x})["y"]
-        assert _bits_equal(got, log_softmax_f32(x))
-        assert _bits_equal(got, run_graph(c.qgraph, {"x": x})["y"])
+        assert bits_equal(got, log_softmax_f32(x))
+        assert bits_equal(got, run_graph(c.qgraph, {"x": x})["y"])
         np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 

@@ -15,7 +15,7 @@ from .onnx_ops import CFG, SimDevice, compile_model, conv_graph, ort, run_graph,
 from onnx import helper, numpy_helper
 
 from compiler import te
-from compiler.cpu import cpu_build, host_target
+from compiler.cpu import cpu_build
 from compiler.cpu.errors import CpuError
 from compiler.cpu.softmax import softmax_axis
 from compiler.cpu.softmax_column import ColumnSoftmaxKernel
@@ -23,21 +23,14 @@ from compiler.cpu.softmax_kernel import NAN_BITS, SoftmaxKernel
 from compiler.ops.softmax import log_softmax_f32, softmax_f32
 from compiler.te.loop_nest import StageSchedule
 
-NATIVE = host_target(features="")
-AVX2 = host_target(features="-avx512f")
-TARGETS = [pytest.param(NATIVE, id="native"), pytest.param(AVX2, id="avx2")]
+from .cpu_helpers import AVX2, NATIVE, TARGETS, bits_equal, run_kernel
+
 TWIN = {False: softmax_f32, True: log_softmax_f32}
 
 
-def _bits_equal(got, want):
-    return np.array_equal(got.view(np.uint32), want.view(np.uint32))
-
-
 def _run(xv, axis, log, target, flatten=False, threads=1):
-    x = te.placeholder(xv.shape, "float32", "x")
-    k = cpu_build(softmax_axis(x, axis, log=log, flatten=flatten), target=target)
-    k.num_threads = threads
-    return k.run({x: xv})
+    return run_kernel(lambda x: softmax_axis(x, axis, log=log, flatten=flatten), xv, target,
+                      threads)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -49,7 +42,7 @@ def test_every_axis_is_bit_exact_with_the_twin(target, log):
         for axis in range(len(shape)):
             xv = (rng.standard_normal(shape) * rng.choice([0.01, 3.0, 30.0])).astype(
                 np.float32)
-            assert _bits_equal(_run(xv, axis, log, target), TWIN[log](xv, axis)), (shape, axis)
+            assert bits_equal(_run(xv, axis, log, target), TWIN[log](xv, axis)), (shape, axis)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -65,7 +58,7 @@ def test_special_rows_on_the_channel_axis(target, log):
     xv[0, :, 4, 3] = -1e30
     xv[0, 2, 4, 3] = 1e30
     got = _run(xv, 1, log, target)
-    assert _bits_equal(got, TWIN[log](xv, 1))
+    assert bits_equal(got, TWIN[log](xv, 1))
     for r in ((0, slice(None), 0, 0), (0, slice(None), 1, 2), (1, slice(None), 4, 4)):
         assert (got[r].view(np.uint32) == NAN_BITS).all()
     assert np.isfinite(got[0, :, 0, 1]).all() and np.isfinite(got[1, 1:, 2, 2]).all()
@@ -80,7 +73,7 @@ def test_both_targets_and_threads_give_the_same_bits():
         want = TWIN[log](xv, 1)
         for target in (NATIVE, AVX2):
             for threads in (1, 2):
-                assert _bits_equal(_run(xv, 1, log, target, threads=threads), want)
+                assert bits_equal(_run(xv, 1, log, target, threads=threads), want)
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
@@ -92,7 +85,7 @@ def test_flattened_trailing_axes_and_trailing_ones_use_the_row_kernel(log):
         assert type(y.cpu_kernel) is not ColumnSoftmaxKernel and y.cpu_kernel.c == int(
             np.prod(xv.shape[axis:]))
         flat = xv.reshape(xv.shape[:axis] + (-1,))
-        assert _bits_equal(cpu_build(y, target=AVX2).run({x: xv}),
+        assert bits_equal(cpu_build(y, target=AVX2).run({x: xv}),
                            TWIN[log](flat, -1).reshape(xv.shape))
     ones = te.placeholder((3, 40, 1, 1), "float32", "x")
     y = softmax_axis(ones, 1, log=log)
@@ -143,8 +136,8 @@ def test_onnx_one_node_on_the_cpu_equals_onnxruntime(op_type, opset, axis):
             want = TWIN[log](x.reshape(x.shape[:ax % 4] + (-1,)), -1).reshape(shape)
         else:
             want = TWIN[log](x, ax)
-        assert _bits_equal(got, want)
-        assert _bits_equal(got, run_graph(c.qgraph, {"x": x})["y"])
+        assert bits_equal(got, want)
+        assert bits_equal(got, run_graph(c.qgraph, {"x": x})["y"])
         np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 

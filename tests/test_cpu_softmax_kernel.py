@@ -13,28 +13,16 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.cpu import cpu_build, host_target, ops
+from compiler.cpu import cpu_build, ops
 from compiler.cpu.batch import cpu_batch
 from compiler.cpu.softmax_kernel import NAN_BITS, lanes_for, split_bits
 from compiler.ops.softmax import softmax_f32
 from compiler.te.loop_nest import StageSchedule
 
-NATIVE = host_target(features="")
-AVX2 = host_target(features="-avx512f")
-TARGETS = [pytest.param(NATIVE, id="native"), pytest.param(AVX2, id="avx2")]
-U = 2.0 ** -23
-
+from .cpu_helpers import AVX2, NATIVE, TARGETS, U, bits_equal, run_kernel
 
 def _run(xv, target, threads=1):
-    x = te.placeholder(xv.shape, "float32", "x")
-    k = cpu_build(ops.softmax(x, target=target), target=target)
-    assert len(k.codes) == 1 and k.codes[0].name == "s0", "expected the hand-written kernel"
-    k.num_threads = threads
-    return k.run({x: xv})
-
-
-def _bits_equal(got, want):
-    return np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    return run_kernel(lambda x: ops.softmax(x, target=target), xv, target, threads, hand=True)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -42,7 +30,7 @@ def test_every_row_length_is_bit_exact_with_the_twin(target):
     rng = np.random.default_rng(1)
     for c in list(range(1, 41)) + [63, 64, 65, 127, 128, 129, 197, 768, 1000, 1030, 6625]:
         xv = (rng.standard_normal((5, c)) * rng.choice([0.01, 3.0, 30.0])).astype(np.float32)
-        assert _bits_equal(_run(xv, target), softmax_f32(xv)), c
+        assert bits_equal(_run(xv, target), softmax_f32(xv)), c
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -64,7 +52,7 @@ def test_special_rows(target):
         xv[10] = -np.float32(3.4e38)
         xv[11, 0] = np.float32(2.0 ** -149)          # a subnormal
         got, want = _run(xv, target), softmax_f32(xv)
-        assert _bits_equal(got, want), c
+        assert bits_equal(got, want), c
         for r in (0, 1, 2, 6):
             assert (got[r].view(np.uint32) == NAN_BITS).all()
         assert not np.isnan(got[4:6]).any() and not np.isnan(got[7:]).any()
@@ -79,7 +67,7 @@ def test_both_targets_and_threads_give_the_same_bits():
     want = softmax_f32(xv)
     for target in (NATIVE, AVX2):
         for threads in (1, 2):
-            assert _bits_equal(_run(xv, target, threads), want)
+            assert bits_equal(_run(xv, target, threads), want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -107,13 +95,13 @@ def test_one_function_shared_by_row_count_the_stages_when_asked():
     k2 = cpu_build(ops.softmax(x2, target=AVX2), target=AVX2)
     assert len(k1.codes) == 1 and k2.source == "memory"     # the code does not depend on rows
     xv = np.random.default_rng(4).standard_normal((9, 197)).astype(np.float32)
-    assert _bits_equal(k2.run({x2: xv}), softmax_f32(xv))
+    assert bits_equal(k2.run({x2: xv}), softmax_f32(xv))
     stages = cpu_build(ops.softmax(x2, target=AVX2, kernel=False), target=AVX2)
-    assert len(stages.codes) > 3 and _bits_equal(stages.run({x2: xv}), softmax_f32(xv))
+    assert len(stages.codes) > 3 and bits_equal(stages.run({x2: xv}), softmax_f32(xv))
     y = ops.softmax(x2, target=AVX2)
     e = next(t for t in y.inputs() if t.name == "softmax.exp")
     with_sched = cpu_build(y, {e: StageSchedule(e)}, target=AVX2)     # schedules: the stages
-    assert len(with_sched.codes) > 3 and _bits_equal(with_sched.run({x2: xv}),
+    assert len(with_sched.codes) > 3 and bits_equal(with_sched.run({x2: xv}),
                                                      softmax_f32(xv))
     assert len(cpu_build(ops.softmax(x2, sum_by="fields"), target=AVX2).codes) > 3
 
@@ -132,7 +120,7 @@ def test_split_bits_and_the_fallback_to_the_stages():
     k = cpu_build(ops.softmax(x, target=AVX2), target=AVX2)
     assert len(k.codes) > 1             # the stages
     xv = (np.random.default_rng(5).standard_normal((2, big)) * 5).astype(np.float32)
-    assert _bits_equal(k.run({x: xv}), softmax_f32(xv))
+    assert bits_equal(k.run({x: xv}), softmax_f32(xv))
 
 
 def test_inside_a_batch_and_three_dimensional():
@@ -140,6 +128,6 @@ def test_inside_a_batch_and_three_dimensional():
     x = te.placeholder(xv.shape, "float32", "x")
     with cpu_batch():
         k = cpu_build(ops.softmax(x, target=NATIVE), target=NATIVE)
-    assert len(k.codes) == 1 and _bits_equal(k.run({x: xv}), softmax_f32(xv))
-    assert _bits_equal(softmax_f32(np.moveaxis(xv, 1, 2), 1).swapaxes(1, 2),
+    assert len(k.codes) == 1 and bits_equal(k.run({x: xv}), softmax_f32(xv))
+    assert bits_equal(softmax_f32(np.moveaxis(xv, 1, 2), 1).swapaxes(1, 2),
                        softmax_f32(xv))          # the twin on any axis

@@ -24,7 +24,7 @@ from .jit import host_target
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
 from .softmax_kernel import (I32, NAN_BITS, VERSION, SoftmaxKernel, _max_of, lanes_for,
-                             split_bits)
+                             range_function, split_bits)
 from .vecmem import F32, I64, PTR
 
 
@@ -74,11 +74,7 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         """``void @name(ptr noalias out, ptr noalias x, i64 lo, i64 hi)``: groups [lo, hi)
         (group ``u``: outer index ``u // G``, ``G`` groups per outer index: ``inner // V``
         of ``V`` lanes, then ``inner % V`` of one)."""
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name)
-        for a in fn.args[:2]:
-            a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
+        fn = range_function(mod, name)
         out, x, lo, hi = fn.args
         v, inner, nfull = self.v, self.inner, self.inner // self.v
         wide = self._group_function(mod, name + ".v", v)

@@ -160,6 +160,17 @@ def _max_of(b, x, acc):
     return b.select(b.fcmp_ordered(">", x, acc), x, acc)
 
 
+
+def range_function(mod: ir.Module, name: str) -> ir.Function:
+    """A hand-written kernel's entry, ``void @name(ptr noalias out, ptr noalias x, i64 lo,
+    i64 hi)`` (``nounwind noinline``): it computes the rows (or groups) ``[lo, hi)``."""
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name)
+    for a in fn.args[:2]:
+        a.add_attribute("noalias")
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    return fn
+
 class SoftmaxKernel:
     """The hand-written softmax of ``x`` (float32, rows of ``c`` = its last axis) for
     ``target``: what :func:`compiler.cpu.kernel.cpu_build` needs to compile it as one
@@ -203,11 +214,7 @@ class SoftmaxKernel:
         blocks of :data:`BLOCK` rows: every row's maximum, then one call of the exp pass
         over the block (its constants set up once per block), then every row scaled (or
         filled with NaN)."""
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name)
-        for a in fn.args[:2]:
-            a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
+        fn = range_function(mod, name)
         out, x, lo, hi = fn.args
         entry = fn.append_basic_block("entry")
         b = ir.IRBuilder(entry)
