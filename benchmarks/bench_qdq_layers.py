@@ -61,15 +61,10 @@ from compiler.graph.quantize_fixed import qdq_output_name, run_isolated  # noqa:
 from compiler.graph.reference import run_graph, run_node  # noqa: E402
 
 
-#: ``--ort32``: the "ideal" requantisation of a conv / dense is onnxruntime's own arithmetic
-#: instead of the exact one: ``rint(fl32(fl32(acc) * M))`` with M the float32 multiplier
-#: ``sx * sw / sy`` (QLinearConv's MlasRequantizeOutput), halves to even
-ORT32 = False
-
-
 def ideal_node(n, ins):
-    """``n`` with its requantisation exact (float64, half to even; float32 as onnxruntime
-    with :data:`ORT32`), else as compiled."""
+    """``n`` with its requantisation exact (float64, half to even), else as compiled
+    (onnxruntime's float32 requantisation is the program itself with ``--qdq-requant
+    float32``: ``qreq32``)."""
     a = n.attrs
     if n.op in ("qconv", "qdense") and a.get("stages") and not a.get("wide"):
         from compiler.ops.conv import conv_nchw
@@ -84,10 +79,6 @@ def ideal_node(n, ins):
         for s_i, m_i in a["stages"]:          # the multiplier the stages approximate
             M = M * np.asarray(m_i, np.float64) / 2.0 ** s_i
         M = M.reshape(sh)
-        if ORT32 and "M32" in a:
-            m32 = np.asarray(a["M32"], np.float32).reshape(sh)
-            return np.clip(np.rint(acc.astype(np.float32) * m32), a["lo"], a["hi"]
-                           ).astype(np.int8)
         return np.clip(np.rint(acc * M), a["lo"], a["hi"]).astype(np.int8)
     if n.op == "qaddfx":
         v = (ins[0].astype(np.float64) * a["ma"] * a.get("ma2", 1) +
@@ -157,13 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--qdq-requant", choices=("fixed", "float32"), default="fixed",
                     help="compile_model(qdq_requant=...): fixed-point on VTA, or float32 "
                     "on the CPU as onnxruntime")
-    ap.add_argument("--ort32", action="store_true",
-                    help="the ideal conv/dense requantisation in onnxruntime's float32")
     a = ap.parse_args(argv)
-    global ORT32
-    ORT32 = a.ort32
-    if a.ort32:
-        print("ideal = onnxruntime's float32 requantisation of convs / dense (--ort32)")
     tmp = a.workdir or tempfile.mkdtemp()
     os.makedirs(tmp, exist_ok=True)
     fpath, qpath, cal, ev, metric = load_model(a.model, tmp, a.calib, a.eval)

@@ -379,8 +379,7 @@ class FixedRules:
         attrs.update(shift=fp["s3"], lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in fp["m1"]],
                      pre=0, stages=[[s1, [int(v) for v in fp["m2"]]],
                                     [s2, [int(v) for v in fp["m3"]]]],
-                     radd=[int(v) for v in fp["r"]], fixed_error=fp["err"],
-                     M32=[float(v) for v in M])
+                     radd=[int(v) for v in fp["r"]], fixed_error=fp["err"])
         # the clamp (always: it also keeps the epilogue off the power-of-two shift form)
         # doubles as the output clip where it can: two ALU ops fewer
         set_output_clamp(attrs, lo, hi, -fp["T"], fp["T"])

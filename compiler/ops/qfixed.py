@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import registry
-from .requant import multiplier_apply
+from .requant import stages_te, multiplier_apply
 
 
 def _rnd_shift(v: np.ndarray, k: int) -> np.ndarray:
@@ -178,11 +178,7 @@ def _gap_cpu(n, g):
         from ..te import clip
         t = compute(ov.shape, lambda *i: clip(s[i], -a["T"], a["T"]) * a["mult"][0],
                     name=n.name + "_mul", dtype="int32")
-        for k, (s_k, m_k) in enumerate(a["stages"]):
-            t = compute(ov.shape, lambda *i, t=t, s_k=s_k, m_k=m_k: (t[i] >> int(s_k)) *
-                        int(m_k[0]), name=f"{n.name}_st{k}", dtype="int32")
-        t = compute(ov.shape, lambda *i, t=t: t[i] + a["radd"][0], name=n.name + "_radd",
-                    dtype="int32")
+        t, _ = stages_te(t, n)            # one channel: the multipliers as immediates
         return _requant_te(t, {"shift": a["shift"], "rb": 0}, n.name, "int32"), \
             [(x, ("value", n.inputs[0]))]
     t = compute(ov.shape, lambda *i: s[i] * a["m"], name=n.name + "_mul", dtype="int32")
