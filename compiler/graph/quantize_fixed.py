@@ -258,6 +258,99 @@ def add_multipliers(ra: float, rb: float) -> dict:
     return out
 
 
+V8 = np.arange(-128, 128, dtype=np.int64)     # every int8 value
+
+
+def _one_value(g, n) -> bool:
+    """Whether ``n`` is an element-wise function of exactly one activation (a one-input
+    function, or add / sub / mul / div / pow with a one-element constant)."""
+    from .lut_fuse import _acts, _fusable
+    return _fusable(g, n) and len(_acts(g, n)) == 1 and \
+        g.values[_acts(g, n)[0]].shape == g.values[n.output].shape
+
+
+def _qconst(g, name):
+    """(int8 value, scale) of a one-element constant the QDQ model dequantises, or None."""
+    rec = getattr(g, "qdq_weights", {}).get(name)
+    if rec is None or np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
+        return None
+    sc = np.float32(np.asarray(rec[0]).reshape(-1)[0])
+    q = float(np.asarray(g.params[name], np.float64).reshape(-1)[0]) / float(sc)
+    if abs(q - round(q)) > 1e-3 or abs(round(q)) > 127:
+        return None
+    return int(round(q)), sc
+
+
+def ort_table(g, n, act: str, sx: float, sy: float):
+    """The 256 int8 outputs (inputs -128..127) of element-wise node ``n`` of float graph
+    ``g`` from activation ``act`` at scale ``sx`` to scale ``sy``, as onnxruntime executes
+    the QDQ node group (the kernels its QDQ transformer picks; checked against it in
+    tests/test_qdq_scales.py):
+
+    * ``x * c`` with an int8 constant: QLinearMul, ``rint(fl32(fl32(x c) * R))`` with
+      ``R = fl32(fl32(sx sc) / sy)`` (MlasQLinearMulKernel);
+    * ``x + c``: QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
+      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add);
+    * anything else (Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
+      ``Q(f(DQ(x)))`` in float32, ``f`` the node's float32 CPU kernel (its reference on
+      float32 is that kernel bit for bit), ``x / c`` as a division (``div_by``).
+
+    Halves round to even; None when the float function is not finite everywhere."""
+    sx, sy = np.float32(sx), np.float32(sy)
+    const = next((i for i in n.inputs if i in g.params), None)
+    qc = _qconst(g, const) if const is not None and n.op in ("add", "mul") and \
+        "div_by" not in n.attrs else None
+    with np.errstate(all="ignore"):
+        if qc is not None and n.op == "mul":
+            R = np.float32(np.float32(sx * qc[1]) / sy)
+            y = (V8 * qc[0]).astype(np.float32) * R
+        elif qc is not None:
+            fixed = np.float32(np.float32(qc[0]) * np.float32(qc[1] / sy))
+            y = (V8 * np.float64(np.float32(sx / sy)) + np.float64(fixed)).astype(np.float32)
+        else:
+            from .reference import run_node
+            xf = V8.astype(np.float32) * sx
+            if "div_by" in n.attrs:
+                yf = xf / np.float32(n.attrs["div_by"])
+            else:
+                yf = run_node(n, [xf if i == act else np.asarray(g.params[i], np.float32)
+                                  for i in n.inputs])
+            y = np.asarray(yf, np.float32).reshape(256) / sy
+    if not np.isfinite(y).all():
+        return None
+    return np.clip(np.rint(y), -128, 127).astype(np.int8)
+
+
+def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
+    """``qmul`` attributes ``(m, s1, r, shift)`` with ``clip((((p * m) >> s1) + r) >>
+    shift, lo, hi) == clip(rint(fl32(fl32(p) * R)), lo, hi)`` for EVERY product ``p = a b``
+    of two int8 values (QLinearMul's float32 rounding, halves to even, reproduced exactly
+    by integer MUL, SHR and ADD with 16-bit immediates: ``m`` and ``r`` < 2**15), or None.
+    Searched over the largest exponents first and the multipliers next to ``R 2**k``; the
+    feasible rounding constants ``r`` follow from the products' bounds."""
+    R = np.float32(R)
+    p = np.arange(-128 * 127, 128 * 128 + 1, dtype=np.int64)
+    want = np.clip(np.rint(p.astype(np.float32) * R), lo, hi).astype(np.int64)
+    inner = (want > lo) & (want < hi)
+    for k in range(40, -1, -1):
+        m0 = int(round(float(R) * 2.0 ** k))
+        if m0 > IMM or m0 < 1:
+            continue
+        s2 = min(k, 15)
+        s1 = k - s2
+        for m in sorted(range(max(1, m0 - 3), min(IMM, m0 + 3) + 1), key=lambda v: abs(v - m0)):
+            u = (p * m) >> s1
+            # want * 2**s2 <= u + r (where not clipped below), u + r < (want + 1) * 2**s2
+            r_lo = int(np.max(np.where(want > lo, want << s2, -2 ** 40) - u))
+            r_hi = int(np.min(np.where(want < hi, (want + 1) << s2, 2 ** 40) - u)) - 1
+            if not inner.any() or r_lo > r_hi:
+                continue
+            r = min(max(r_lo, min(1 << max(s2 - 1, 0), r_hi)), r_hi)
+            if abs(r) <= IMM:
+                return {"m": m, "s1": s1, "r": r, "shift": s2}
+    return None
+
+
 def _bounds(post, s: float) -> tuple[int, int]:
     """int8 [lo, hi] of fused relu / clip steps at scale ``s`` (a bound within 1e-4 LSB of an
     integer is that integer: Q/DQ clips sit exactly on the grid)."""
@@ -301,16 +394,22 @@ class FixedRules:
     :class:`compiler.graph.quantize.QuantContext` ``ctx``; ``scales`` {float value: scale};
     ``qscales`` {int8 value in the quantised graph: scale}; ``notes`` what was not kept."""
 
-    PRESERVE = ("maxpool", "reshape", "flatten")
+    PRESERVE = ("maxpool", "reshape", "flatten", "resize")
 
     def __init__(self, ctx, scales: dict, qscales: dict, float32: bool = False):
         self.ctx, self.scales, self.qscales, self.notes = ctx, scales, qscales, []
         self.float32 = float32
+        # int8 value -> (root int8 value, its 256 values as a function of the root's):
+        # the element-wise chains, so that a product of two functions of one value (a
+        # hard-swish's x * clip(x + 3), a swish's x * sigmoid(x)) is a table of that value
+        self.tables: dict = {}
 
     def __call__(self, n) -> bool:
         f = getattr(self, "_" + n.op, None)
         if f is None and n.op in self.PRESERVE:
             f = self._preserve
+        if f is None and _one_value(self.ctx.g, n):
+            f = self._table
         if f is None or n.name in self.ctx.float_nodes:
             return False
         return bool(f(n))
@@ -327,6 +426,12 @@ class FixedRules:
     def _emit(self, n, op, ins, attrs, s):
         out = self.ctx.emit_q(n, op, ins, attrs, nominal_frac(s))
         self.qscales[out] = s
+        if op in ("qlut", "qrequant", "qmulfx"):     # a function of one int8 value
+            from .reference import run_node
+            node = self.ctx.q.nodes[-1]
+            root, t = self.tables.get(ins[0], (ins[0], V8.astype(np.int8)))
+            self.tables[out] = (root, np.asarray(run_node(node, [t] + [
+                self.ctx.q.params[i] for i in ins[1:]]), np.int8).reshape(256))
         return out
 
     def _note(self, n, why):
@@ -399,6 +504,92 @@ class FixedRules:
         self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
         return True
 
+    def _table(self, n):
+        """An element-wise node of one activation (a one-input function, or add / sub / mul /
+        div / pow by a one-element constant) from and to Q/DQ scales -> ``qlut``: its 256
+        outputs computed as onnxruntime computes the node (:func:`ort_table`)."""
+        g = self.ctx.g
+        act = next(i for i in n.inputs if i and i not in g.params)
+        x, sx = self._in(act, n)
+        sy = self.scales.get(n.output)
+        if sx is None or sy is None:
+            return self._note(n, "input or output has no Q/DQ scale")
+        t = ort_table(g, n, act, sx, sy)
+        if t is None:
+            return self._note(n, "no 256-entry table (the float function is not finite on "
+                                 "every int8 input)")
+        tn = self.ctx.q.fresh(n.name + "_lut")
+        self.ctx.q.add_param(tn, t, frac=nominal_frac(sy))
+        self._emit(n, "qlut", [x, tn], {"why": f"{n.op} at the model's scales: a 256-entry "
+                                              f"table, as onnxruntime computes it"}, sy)
+        return True
+
+    def _mul(self, n):
+        """``x * c`` -> a table (QLinearMul); ``a * b`` of two functions of one int8 value ->
+        a table of that value; two activations (an SE gate's (N, C, H, W) * (N, C, 1, 1))
+        -> ``qmul`` with a fixed-point multiplier that gives QLinearMul's
+        ``rint(fl32(fl32(a b) * fl32(fl32(sa sb) / sy)))`` for every product (checked on all
+        of them, :func:`product_multiplier`), else ``qmul32`` (that float32 product on the
+        CPU, int8 in and out)."""
+        c, g = self.ctx, self.ctx.g
+        if _one_value(g, n):
+            return self._table(n)
+        if any(i in g.params for i in n.inputs):
+            return self._note(n, "a product with a constant of more than one element")
+        sy = self.scales.get(n.output)
+        (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
+        if sy is None or sa is None or sb is None:
+            return self._note(n, "an operand or the output has no Q/DQ scale")
+        R = np.float32(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sy))
+        lo, hi = _bounds(n.attrs.get("post", []), sy)
+        ra, ta = self.tables.get(a, (a, V8.astype(np.int8)))
+        rb, tb = self.tables.get(b, (b, V8.astype(np.int8)))
+        if ra == rb:                 # one value's function: a table of it
+            t = np.clip(np.rint((ta.astype(np.int64) * tb).astype(np.float32) * R), lo, hi)
+            tn = c.q.fresh(n.name + "_lut")
+            c.q.add_param(tn, t.astype(np.int8), frac=nominal_frac(sy))
+            self._emit(n, "qlut", [ra, tn], {"why": "a product of two functions of one value "
+                                                    "(QLinearMul): one 256-entry table"}, sy)
+            return True
+        xa, xb = (tuple(g.values[i].shape) for i in n.inputs)
+        if xb != xa and (len(xa) != len(xb) or any(m not in (1, k) for m, k in zip(xb, xa))
+                         or (len(xa) == 4 and xb[2:] != (1, 1))):
+            return self._note(n, f"a product broadcast {xb} -> {xa} (qmul broadcasts the "
+                                 f"second operand's (N, C, 1, 1))")
+        fx = product_multiplier(float(R), lo, hi)
+        if fx is None:         # QLinearMul's float32 product on the CPU, integer in and out
+            self._emit(n, "qmul32", [a, b], {"R": float(R), "lo": lo, "hi": hi}, sy)
+            return True
+        self._emit(n, "qmul", [a, b], dict(fx, lo=lo, hi=hi), sy)
+        return True
+
+    def _concat(self, n):
+        """concat -> ``qconcat`` at the output's scale; an input at another scale is first
+        requantised by a table (QLinearConcat's ``Q(DQ(x))`` lookup table)."""
+        c, g = self.ctx, self.ctx.g
+        sy = self.scales.get(n.output)
+        if sy is None:
+            return self._note(n, "output has no Q/DQ scale")
+        xs = []
+        for i in n.inputs:
+            x, sx = self._in(i, n)
+            if sx is None:
+                return self._note(n, f"input {i!r} has no Q/DQ scale")
+            if abs(sx - sy) > 1e-7 * sy:
+                t = np.clip(np.rint((V8 * np.float32(sx)).astype(np.float32) /
+                                    np.float32(sy)), -128, 127).astype(np.int8)
+                tn = c.q.fresh(i + "_rq")
+                c.q.add_param(tn, t, frac=nominal_frac(sy))
+                out = c.q.fresh(i + "_rq")
+                c.q.add_node("qlut", out, [x, tn], g.values[i].shape, "int8",
+                             {"why": "QLinearConcat: an input requantised by a table"},
+                             frac=nominal_frac(sy))
+                self.qscales[out] = sy
+                x = out
+            xs.append(x)
+        self._emit(n, "qconcat", xs, {"axis": n.attrs["axis"], "shifts": [0] * len(xs)}, sy)
+        return True
+
     def _reshaped_scale(self, v):
         """The Q/DQ scale of ``v``'s only reader when that is a reshape / flatten (a 1-D conv
         imports as a 2-D conv and a reshape: the model's Q/DQ pair is on the reshape's
@@ -411,6 +602,8 @@ class FixedRules:
 
     def _add(self, n):
         c = self.ctx
+        if _one_value(c.g, n):                  # x + c: a table (QLinearAdd)
+            return self._table(n)
         if c.g.values[n.inputs[0]].shape != c.g.values[n.inputs[1]].shape:
             return self._note(n, "broadcast add")
         sy = self.scales.get(n.output)
@@ -440,6 +633,12 @@ class FixedRules:
             return True
         m, k = fixed_multiplier(float(np.float32(sx) / np.float32(sy)))
         lo, hi = _bounds(post, sy)
+        want = ort_table(c.g, n, n.inputs[0], sx, sy)
+        if want is not None and not np.array_equal(
+                np.clip((V8 * m + (1 << (k - 1) if k else 0)) >> k, lo, hi), want):
+            # onnxruntime's float Clip between two scales rounds some input otherwise (a
+            # half to even): its table instead of the fixed-point multiplier
+            return self._table(n)
         self._emit(n, "qmulfx", [x], {"m": m, "shift": k, "lo": lo, "hi": hi}, sy)
         return True
 
