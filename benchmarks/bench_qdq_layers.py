@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     ap.add_argument("--metric-n", type=int, default=32)
     ap.add_argument("--workdir", default="")
     ap.add_argument("--no-ideal", action="store_true")
-    ap.add_argument("--qdq-requant", choices=("fixed", "float32"), default="fixed",
+    ap.add_argument("--qdq-requant", choices=("fixed", "float32", "auto"), default="fixed",
                     help="compile_model(qdq_requant=...): fixed-point on VTA, or float32 "
                     "on the CPU as onnxruntime")
     a = ap.parse_args(argv)
@@ -161,10 +161,17 @@ def main(argv=None) -> int:
         print("  QDQ scales not kept:", q.qdq_refused)
     for nn in getattr(q, "qdq_notes", []):
         print("  not at the model's scales:", nn)
+    rq = getattr(q, "qdq_requant", [])
+    if rq:
+        print(f"  qdq_requant auto: {sum(r[1] == 'fixed' for r in rq)} of {len(rq)} layers "
+              f"fixed-point (equal to float32 on every accumulator), the others float32")
     from collections import Counter
-    fl = Counter(n.op for n in q.nodes if q.values[n.output].dtype != "int8" and n.op not in
-                 ("sdequantize", "dequantize"))
+    fl = Counter(n.op for n in q.nodes if q.values[n.output].dtype.startswith("float") and
+                 n.op not in ("sdequantize", "dequantize"))
     print("  int8 nodes:", dict(Counter(n.op for n in q.nodes if q.values[n.output].dtype == "int8")))
+    wide = Counter(n.op for n in q.nodes if q.values[n.output].dtype == "int32")
+    if wide:
+        print("  int32 (wide accumulator) nodes:", dict(wide))
     print("  float nodes (CPU):", dict(fl))
     ex = c.executor(SimDevice(B.CFG, timed=True))
     got = ex.run(ev[0])
@@ -172,6 +179,23 @@ def main(argv=None) -> int:
     exact_sim = all(np.array_equal(got[o], ref0[o]) for o in ref0)
     print(f"timed simulator bit-exact vs the quantised graph: {exact_sim}; VTA cycles "
           f"{ex.summary()['vta_cycles']:,}", flush=True)
+    cpu_s: dict = {}
+    vta_c: dict = {}
+    for _ in range(3):                # the CPU nodes' seconds: the least of three runs
+        ex.run(ev[0])
+        per: dict = {}
+        for r in ex.records:
+            if r["where"] == "vta":
+                vta_c[r["op"]] = vta_c.get(r["op"], 0) + r["cycles"] / 3
+            else:
+                per[r["op"]] = per.get(r["op"], 0.0) + r["seconds"]
+        for k, v in per.items():
+            cpu_s[k] = min(cpu_s.get(k, v), v)
+    top = sorted(cpu_s.items(), key=lambda kv: -kv[1])
+    print(f"  CPU nodes {sum(cpu_s.values()) * 1e3:.1f} ms per inference (least of 3): " +
+          ", ".join(f"{k} {v * 1e3:.2f}" for k, v in top[:8]))
+    print("  VTA cycles by op: " + ", ".join(
+        f"{k} {int(v):,}" for k, v in sorted(vta_c.items(), key=lambda kv: -kv[1])))
     fs, qs = B.session(fpath), B.session(qpath)
     s = B.session(B.exposed_qdq(qpath))
     names = [o.name for o in s.get_outputs()]

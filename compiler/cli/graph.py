@@ -512,10 +512,11 @@ def _common(p):
                    help="round each conv/dense layer's int8 weights up or down against its "
                    "output on the first calibration samples (AdaRound's goal, solved in "
                    "closed form; opt-in: several CPU seconds)")
-    p.add_argument("--qdq-requant", choices=("fixed", "float32"), default="fixed",
+    p.add_argument("--qdq-requant", choices=("fixed", "float32", "auto"), default="fixed",
                    help="a QDQ model at its own scales: requantise each conv/dense with the "
                    "fixed-point multiplier on VTA (default) or, keeping the int32 accumulator, "
-                   "in float32 on the CPU as onnxruntime does (follows it end to end)")
+                   "in float32 on the CPU as onnxruntime does (follows it end to end); auto: "
+                   "per layer, fixed-point where it gives that float32 rounding exactly")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 

@@ -113,6 +113,13 @@ def _qdq_lines(q) -> list:
     """The report's lines on a QDQ model's scales (compiler/graph/quantize_fixed.py)."""
     out = [f"QDQ scales not kept: {q.qdq_refused}"] if getattr(q, "qdq_refused", "") and \
         q.qdq_refused != "not a QDQ model" else []
+    rq = getattr(q, "qdq_requant", [])
+    if rq:
+        nf = sum(1 for r in rq if r[1] == "fixed")
+        out.append(f"QDQ requantisation auto: {nf} of {len(rq)} conv / dense layers fixed-point "
+                   f"on VTA (onnxruntime's float32 rounding exactly), {len(rq) - nf} float32 on "
+                   f"the CPU")
+        out += [f"  {name}: {kind}: {why}" for name, kind, why in rq]
     return out + [f"kept float at the model's scales: {name} ({op}): {why}"
                   for name, op, why in getattr(q, "qdq_notes", [])]
 
@@ -350,14 +357,19 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     model kept at its own scales): ``"fixed"`` (default) requantises each conv / dense with
     the three-stage fixed-point multiplier on VTA's ALU; ``"float32"`` keeps the int32
     accumulator and requantises it on the CPU exactly as onnxruntime's QLinearConv does
-    (``rint(fl32(fl32(acc) * M))``), so the int8 results follow onnxruntime end to end."""
+    (``rint(fl32(fl32(acc) * M))``), so the int8 results follow onnxruntime end to end;
+    ``"auto"`` decides per layer: the fixed-point stages where they give that float32
+    rounding for every accumulator (checked on all output thresholds,
+    :func:`.quantize_fixed.float32_mismatch`), float32 elsewhere (the report says which and
+    why)."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
                  float_worst, worst_mac_cap)
-    if qdq_requant not in ("fixed", "float32"):
+    if qdq_requant not in ("fixed", "float32", "auto"):
         raise GraphError(f"qdq_requant {qdq_requant!r}: expected 'fixed' (fixed-point on "
-                         f"VTA) or 'float32' (onnxruntime's float32 requantisation on the CPU)")
+                         f"VTA), 'float32' (onnxruntime's float32 requantisation on the CPU) "
+                         f"or 'auto' (per layer: fixed where it equals float32 exactly)")
     if output_thresholds not in (True, False, "force"):
         raise GraphError(f"output_thresholds {output_thresholds!r}: expected True (checked on "
                          f"held-out samples), False or 'force' (unchecked)")
@@ -365,7 +377,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     t0 = time.perf_counter()
     pm = float_pipeline()
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
-    fg.qdq_float32 = qdq_requant == "float32"      # read by quantize() (every call below)
+    fg.qdq_requant = qdq_requant        # read by quantize() (every call below)
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
     kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0

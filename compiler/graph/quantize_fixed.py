@@ -137,6 +137,38 @@ def gemm_multiplier(M: np.ndarray, B: np.ndarray, w2: int = 64, w3: int = 32):
                 err=float(err.max()))
 
 
+def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Per output channel, at how many of its output levels the fixed-point requantisation
+    of a qconv / qdense (attributes ``a``: clamp, stages, shift, clip) and onnxruntime's
+    float32 one, ``clip(rint(fl32(fl32(acc) * M32_c)), lo, hi)`` (MlasRequantizeOutput),
+    step at different accumulators in ``[-B_c, B_c]`` (the accumulator's bound).  Both are
+    non-decreasing in the accumulator, so equal thresholds for every level mean the same
+    output for EVERY accumulator: 0 everywhere = the fixed-point form is onnxruntime's
+    arithmetic exactly.  Found by bisection, all channels and levels at once."""
+    from ..ops.requant import apply_mult
+    lo, hi = int(a["lo"]), int(a["hi"])
+    M32 = np.asarray(M32, np.float32)[:, None]
+    B = np.asarray(B, np.int64)[:, None]
+    C = len(B)
+    lev = np.arange(lo + 1, hi + 1, dtype=np.int64)[None, :]
+
+    def fx(v):
+        return np.clip(apply_mult(v, a, axis=0) >> int(a["shift"]), lo, hi)
+
+    def f32(v):
+        return np.clip(np.rint(v.astype(np.float32) * M32), lo, hi)
+
+    def thresholds(f):          # the least v in [-B, B + 1] with f(v) >= level
+        x = np.broadcast_to(-B, (C, lev.shape[1])).copy()
+        y = np.broadcast_to(B + 1, (C, lev.shape[1])).copy()
+        while (x < y).any():
+            mid = (x + y) // 2
+            ok = f(mid) >= lev
+            y, x = np.where(ok, mid, y), np.where(ok, x, mid + 1)
+        return x
+    return (thresholds(fx) != thresholds(f32)).sum(axis=1)
+
+
 def output_clamp(a: dict, lo: int, hi: int, vlo0: np.ndarray, vhi0: np.ndarray):
     """Per-channel (vlo, vhi) inside [vlo0, vhi0]: the clamp range of the accumulator whose
     outputs are exactly [lo, hi].  y(v) (:func:`multiplier_apply`) is non-decreasing and,
@@ -396,9 +428,14 @@ class FixedRules:
 
     PRESERVE = ("maxpool", "reshape", "flatten", "resize")
 
-    def __init__(self, ctx, scales: dict, qscales: dict, float32: bool = False):
+    REQUANT = ("fixed", "float32", "auto")
+
+    def __init__(self, ctx, scales: dict, qscales: dict, requant: str = "fixed"):
         self.ctx, self.scales, self.qscales, self.notes = ctx, scales, qscales, []
-        self.float32 = float32
+        if requant not in self.REQUANT:
+            raise ValueError(f"qdq requantisation {requant!r}: expected one of {self.REQUANT}")
+        self.requant = requant
+        self.requant_notes: list = []      # (node, "fixed" | "float32", why) with "auto"
         # int8 value -> (root int8 value, its 256 values as a function of the root's):
         # the element-wise chains, so that a product of two functions of one value (a
         # hard-swish's x * clip(x + 3), a swish's x * sigmoid(x)) is a table of that value
@@ -493,7 +530,20 @@ class FixedRules:
                                                         else n.name + "_b") + "_q")
         q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
         q.add_param(bn, bias.astype(np.int32), frac=0)
-        if self.float32:          # onnxruntime's QLinearConv requantisation, on the CPU
+        wide32 = self.requant == "float32"
+        if self.requant == "auto":   # fixed point where it IS onnxruntime's float32 rounding
+            mm = float32_mismatch(attrs, M, B)
+            if mm.any():
+                wide32 = True
+                self.requant_notes.append((n.name, "float32", (
+                    f"the fixed-point multiplier steps at another accumulator than onnxruntime's "
+                    f"float32 product at {int(mm.sum())} output levels of {int((mm > 0).sum())} "
+                    f"of {len(mm)} channels")))
+            else:
+                self.requant_notes.append((n.name, "fixed", (
+                    "the fixed-point multiplier gives onnxruntime's float32 rounding for every "
+                    "accumulator (all thresholds equal)")))
+        if wide32:                # onnxruntime's QLinearConv requantisation, on the CPU
             wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
             wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
             acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
