@@ -269,3 +269,48 @@ def test_product_multiplier_is_exact_or_none():
     # an exact binary fraction makes ties (p * 0.5 = k + 1/2) that float32 rounds to even:
     # no floor-based integer form gives that, so there is none (qmul32 on the CPU instead)
     assert product_multiplier(0.5) is None and product_multiplier(1 / 127) is not None
+
+
+def test_qdq_requant_auto_is_float32_exactly(tmp_path):
+    """qdq_requant="auto" keeps a conv / dense on the fixed-point stages only where they
+    step at the same accumulators as onnxruntime's float32 requantisation for every output
+    level (float32_mismatch == 0), so its integer graph computes exactly what "float32"'s
+    does (every int8 value equal on held-out inputs), with the report saying which layer got
+    which and why; a multiplier off by a little is caught."""
+    from compiler.graph.quantize_fixed import float32_mismatch, gemm_multiplier
+    xs = samples(8)
+    qp = ort_quantize(str(tmp_path), xs[:4], True)
+    ca, cf = compile_model(qp, CFG, qdq_requant="auto"), compile_model(qp, CFG,
+                                                                        qdq_requant="float32")
+    qa, qf = ca.qgraph, cf.qgraph
+    kinds = {k for _, k, _ in qa.qdq_requant}
+    assert len(qa.qdq_requant) == 4 and kinds <= {"fixed", "float32"}
+    assert "QDQ requantisation auto:" in ca.report()
+    assert ("qreq32" in {n.op for n in qa.nodes}) == ("float32" in kinds)
+    ex = ca.executor(SimDevice(CFG, timed=True))
+    for x in xs[4:]:
+        ea, ef = run_graph(qa, {"x": x}, keep=True), run_graph(qf, {"x": x}, keep=True)
+        assert np.array_equal(ex.run({"x": x})["y"], ea["y"])
+        vals = {qa.float_of[v]: ea[v] for v in qa.scales if v in qa.float_of}
+        same = [np.array_equal(vals[qf.float_of[v]], ef[v]) for v in qf.scales
+                if qf.float_of.get(v) in vals]
+        assert len(same) >= 8 and all(same)
+    # the check itself: one multiplier, its exact twin and a slightly wrong one
+    M = np.array([0.0123, 0.0071], np.float32)
+    B = np.array([9000, 15000])
+    fp = gemm_multiplier(M.astype(np.float64), B)
+    a = {"lo": -128, "hi": 127, "tclip": [[-int(t) for t in fp["T"]], [int(t) for t in fp["T"]]],
+         "mult": fp["m1"].tolist(), "stages": [[fp["stages"][0], fp["m2"].tolist()],
+                                                 [fp["stages"][1], fp["m3"].tolist()]],
+         "radd": fp["r"].tolist(), "shift": fp["s3"]}
+    acc = np.arange(-15000, 15001)
+    for c in range(2):
+        from compiler.ops.requant import apply_mult
+        fx = np.clip(apply_mult(np.clip(acc, -B[c], B[c])[None], {**a, "mult": [a["mult"][c]],
+                     "stages": [[s, [m[c]]] for s, m in a["stages"]], "radd": [a["radd"][c]],
+                     "tclip": [[a["tclip"][0][c]], [a["tclip"][1][c]]]}, axis=0)[0]
+                     >> a["shift"], -128, 127)
+        f32 = np.clip(np.rint(np.clip(acc, -B[c], B[c]).astype(np.float32) * M[c]), -128, 127)
+        assert (float32_mismatch(a, M, B)[c] == 0) == np.array_equal(fx, f32)
+    bad = {**a, "radd": [r + (1 << (fp["s3"] - 4)) for r in a["radd"]]}   # +1/16 LSB
+    assert (float32_mismatch(bad, M, B) > 0).all()
