@@ -24,9 +24,22 @@ requantises in float32 and rounds half to even) to within one LSB:
   or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
   and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
   reader) joins that node's clip;
-* ``maxpool``, ``reshape``, ``flatten`` keep their input's scale (their own rules).
+* ``maxpool``, ``reshape``, ``flatten``, nearest ``resize`` keep their input's scale (their
+  own rules);
+* an element-wise node of one int8 value (a one-input function; add / sub / mul / div /
+  pow by a one-element constant: hard-sigmoid, sigmoid, hard-swish's ``x + 3`` and ``/ 6``,
+  an affine block) -> ``qlut``, a 256-entry table of exactly what onnxruntime computes for
+  the node group (:func:`.ort_qdq.ort_table`); a product of two functions of one int8
+  value (hard-swish's ``x * clip(x + 3)``, swish, a square) -> one table of that value;
+  a product of two activations (an SE gate) -> ``qmul`` with a fixed-point multiplier
+  that is QLinearMul's float32 rounding for every product (:func:`.ort_qdq.
+  product_multiplier`), else ``qmul32`` (that float32 product, int8 in and out, CPU);
+  ``concat`` -> ``qconcat`` after QLinearConcat's requantising table per input;
+* with ``requant="float32"`` a conv / dense keeps its int32 accumulator and ``qreq32``
+  requantises it as onnxruntime does; ``"auto"`` does so only where the fixed-point
+  stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`).
 
-Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
+The multipliers are in :mod:`.fixed_point`.  Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
 QuantizeLinear, rint in float32).  Rounding: half up in fixed point here; onnxruntime
 rounds half to even in float32 (QLinearConv: ``rint(float(acc + bias) * M)``; a conv it runs
 in float - every conv once its outputs are exposed - ``rint(conv_f32(DQ(x), DQ(w)) / sy)``;
@@ -47,10 +60,9 @@ import numpy as np
 
 from ..ops import registry
 from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
-
-I32 = 2 ** 31 - 1
-IMM = 32767                  # the largest positive 16-bit ALU immediate
-
+from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
+                          gemm_multiplier, output_clamp, set_output_clamp)
+from .ort_qdq import V8, float32_mismatch, one_value, ort_table, product_multiplier
 
 def model_scales(g) -> tuple[dict | None, str]:
     """({value: scale} of every Q/DQ'd activation, "") when every one is symmetric int8,
@@ -75,312 +87,6 @@ def model_scales(g) -> tuple[dict | None, str]:
 def nominal_frac(scale: float) -> int:
     """The power-of-two exponent nearest to ``scale`` (the value's nominal ``frac``)."""
     return int(round(-math.log2(scale)))
-
-
-def fixed_multiplier(r: float, limit: int = IMM, max_shift: int = 30) -> tuple[int, int]:
-    """(m, k) with m / 2**k ~ r, m <= limit, the largest k <= max_shift (k >= 0)."""
-    k = max_shift
-    while k > 0 and round(r * 2 ** k) > limit:
-        k -= 1
-    return int(round(r * 2 ** k)), k
-
-
-def gemm_multiplier(M: np.ndarray, B: np.ndarray, w2: int = 64, w3: int = 32):
-    """The three-stage fixed-point form of per-channel multipliers ``M`` (> 0) for
-    accumulators bounded by ``|acc + bias| <= B``::
-
-        y = (((((clamp(v, +-T) * m1) >> s1) * m2) >> s2) * m3 + r) >> s3
-
-    with ``m1 * m2 * m3 / 2**(s1+s2+s3) ~ M`` per channel.  One MUL alone is limited to
-    ``2**31 / T`` (11-14 bits at ``T = 129 / M``, where the output saturates); here ``m1``
-    is as large as ``T * m1 < 2**31`` allows and (m2, m3) are searched over ``w2 x w3``
-    small values for the product nearest to ``M``, while the two floors lose at most
-    ``m2 m3 / 2**(s2+s3) + m3 / 2**s3`` (~2e-6 LSB), centred by ``r = 2**(s3-1) +
-    m2 m3 / 2**(s2+1) + m3 / 2``.  Returns a dict (T (clamp bound per channel), clamp
-    (bool), stages ``[s1, s2]``, s3, m1, m2, m3, r (int64 per channel), err: the worst
-    estimated error in output LSBs at ``|y| = 129``), or None when no form fits int32.
-    Proof obligations, checked here in float64 on the bounds: ``T * m1 < 2**31``,
-    ``(floor(T m1 / 2**s1) + 1) * m2 < 2**31`` and ``(floor(.. / 2**s2) + 1) * m3 + r <
-    2**31``.  The stage shifts are chosen on a sample of channels, then searched in full."""
-    M, B = np.asarray(M, np.float64), np.asarray(B, np.float64)
-    L = np.ceil(129.0 / M) + 2          # beyond +-L the output saturates (|y| > 129)
-    T = np.maximum(np.minimum(B, L), 1.0)     # >= 1: an all-zero channel still bounds m1
-    # a dead channel (|acc * M| < 0.5 for every |acc| <= T: onnxruntime's rint gives 0, e.g.
-    # a pruned channel whose weight scale is 1e-35) gets m1 = 0, exactly 0 whatever the
-    # accumulator; the stages are searched on the live channels' multipliers
-    dead = M * T < 0.499
-    if (T[~dead] >= I32).any():
-        return None
-    if dead.any():
-        live = np.flatnonzero(~dead)
-        ref = live[np.argmin(np.abs(M[live] - np.median(M[live])))] if live.size else None
-        M, T = M.copy(), T.copy()
-        M[dead], T[dead] = (M[ref], T[ref]) if ref is not None else (0.01, 1000.0)
-    pick = np.unique(np.linspace(0, len(M) - 1, min(len(M), 16)).astype(int))
-    best = None
-    for s1 in range(3, 10):
-        for s2 in range(3, 10):
-            f = _search3(M[pick], T[pick], s1, s2, 23, w2, w3)
-            if f is not None and (best is None or f[0].max() < best[0]):
-                best = (f[0].max(), s1, s2)
-    if best is None:
-        return None
-    f = _search3(M, T, best[1], best[2], 23, w2, w3)
-    if f is None:
-        return None
-    err, m1, m2, m3 = f
-    m1, err = np.where(dead, 0, m1), np.where(dead, 0.0, err)
-    T = np.where(dead, np.minimum(np.maximum(B, 1.0), I32 - 1), T)
-    s1, s2, s3 = best[1], best[2], 23
-    return dict(T=T.astype(np.int64), clamp=bool((B > L).any()), stages=[s1, s2], s3=s3,
-                m1=m1, m2=m2, m3=m3, r=(1 << (s3 - 1)) + ((m2 * m3) >> (s2 + 1)) + m3 // 2,
-                err=float(err.max()))
-
-
-def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Per output channel, at how many of its output levels the fixed-point requantisation
-    of a qconv / qdense (attributes ``a``: clamp, stages, shift, clip) and onnxruntime's
-    float32 one, ``clip(rint(fl32(fl32(acc) * M32_c)), lo, hi)`` (MlasRequantizeOutput),
-    step at different accumulators in ``[-B_c, B_c]`` (the accumulator's bound).  Both are
-    non-decreasing in the accumulator, so equal thresholds for every level mean the same
-    output for EVERY accumulator: 0 everywhere = the fixed-point form is onnxruntime's
-    arithmetic exactly.  Found by bisection, all channels and levels at once."""
-    from ..ops.requant import apply_mult
-    lo, hi = int(a["lo"]), int(a["hi"])
-    M32 = np.asarray(M32, np.float32)[:, None]
-    B = np.asarray(B, np.int64)[:, None]
-    C = len(B)
-    lev = np.arange(lo + 1, hi + 1, dtype=np.int64)[None, :]
-
-    def fx(v):
-        return np.clip(apply_mult(v, a, axis=0) >> int(a["shift"]), lo, hi)
-
-    def f32(v):
-        return np.clip(np.rint(v.astype(np.float32) * M32), lo, hi)
-
-    def thresholds(f):          # the least v in [-B, B + 1] with f(v) >= level
-        x = np.broadcast_to(-B, (C, lev.shape[1])).copy()
-        y = np.broadcast_to(B + 1, (C, lev.shape[1])).copy()
-        while (x < y).any():
-            mid = (x + y) // 2
-            ok = f(mid) >= lev
-            y, x = np.where(ok, mid, y), np.where(ok, x, mid + 1)
-        return x
-    return (thresholds(fx) != thresholds(f32)).sum(axis=1)
-
-
-def output_clamp(a: dict, lo: int, hi: int, vlo0: np.ndarray, vhi0: np.ndarray):
-    """Per-channel (vlo, vhi) inside [vlo0, vhi0]: the clamp range of the accumulator whose
-    outputs are exactly [lo, hi].  y(v) (:func:`multiplier_apply`) is non-decreasing and,
-    with every multiplier below 0.99, steps by at most one, so ``y(clamp(v, vlo, vhi)) ==
-    clip(y(v), lo, hi)`` for every v when ``y(vlo0) <= lo`` and ``y(vhi0) >= hi`` or the
-    range is not reached.  Found by bisection on the integer stages.  None when some
-    multiplier is too large for that argument."""
-    M = np.asarray(a["mult"], np.float64) / 2.0 ** int(a["shift"])
-    for s_i, m_i in a["stages"]:
-        M = M * np.asarray(m_i, np.float64) / 2.0 ** int(s_i)
-    if (M >= 0.99).any():
-        return None
-    vlo0, vhi0 = np.asarray(vlo0, np.int64), np.asarray(vhi0, np.int64)
-
-    def search(pred):         # the smallest v in [vlo0, vhi0 + 1] with pred(v) (monotone)
-        x, y = vlo0.copy(), vhi0 + 1
-        while (x < y).any():
-            mid = (x + y) // 2
-            ok = pred(mid)
-            y = np.where(ok, mid, y)
-            x = np.where(ok, x, mid + 1)
-        return x
-    vlo = np.minimum(search(lambda v: multiplier_apply(a, v) >= lo), vhi0)
-    vhi = np.maximum(search(lambda v: multiplier_apply(a, v) > hi) - 1, vlo0)
-    if (vlo > vhi).any():
-        return None
-    return vlo, vhi
-
-
-def set_output_clamp(a: dict, lo: int, hi: int, vlo0, vhi0) -> None:
-    """Make the accumulator clamp of ``a`` also the output clip to [lo, hi] when it can
-    (:func:`output_clamp`: ``tclip`` a pair of per-channel lists, ``clamped``), else keep
-    the clamp [vlo0, vhi0] and the clip."""
-    rng = output_clamp(a, lo, hi, vlo0, vhi0)
-    if rng is None:
-        a["tclip"] = [[int(v) for v in vlo0], [int(v) for v in vhi0]]
-        a.pop("clamped", None)
-    else:
-        a["tclip"] = [[int(v) for v in rng[0]], [int(v) for v in rng[1]]]
-        a["clamped"] = True
-
-
-def _search3(M, T, s1, s2, s3, w2, w3):
-    """(err, m1, m2, m3) per channel at fixed shifts (:func:`gemm_multiplier`), or None when
-    some channel has no form inside int32."""
-    rows = np.arange(len(M))
-    m1max = np.floor(I32 / T)
-    lo3 = np.maximum(1.0, np.floor(T * M * 2.0 ** (s2 + s3) / 2.0 ** 31 * 1.02))
-    m3 = lo3[:, None, None] + np.arange(w3)[None, None, :]
-    N = M * 2.0 ** (s1 + s2 + s3)
-    lo2 = np.maximum(1.0, np.floor(N / (m1max * (lo3 + w3))))
-    m2 = lo2[:, None, None] + np.arange(w2)[None, :, None]
-    m1 = np.rint(N[:, None, None] / (m2 * m3))
-    t1 = np.floor(T[:, None, None] * m1 / 2.0 ** s1) + 1
-    t2 = np.floor(t1 * m2 / 2.0 ** s2) + 1
-    ok = (m1 >= 1) & (m1 <= m1max[:, None, None]) & (t1 * m2 < I32) & \
-        (t2 * m3 + 2.0 ** (s3 - 1) + m3 * (m2 + 1) < I32)
-    err = T[:, None, None] * np.abs(m1 * m2 * m3 / 2.0 ** (s1 + s2 + s3) - M[:, None, None]) \
-        + (m2 * m3 / 2.0 ** (s2 + s3) + m3 / 2.0 ** s3) / 2
-    err = np.where(ok, err, np.inf).reshape(len(M), -1)
-    j = err.argmin(axis=1)
-    e = err[rows, j]
-    if not np.isfinite(e).all():
-        return None
-    j2, j3 = np.unravel_index(j, (w2, w3))
-    return (e, m1[rows, j2, j3].astype(np.int64), m2[rows, j2, 0].astype(np.int64),
-            m3[rows, 0, j3].astype(np.int64))
-
-
-def factor_pair(n: float, limit: int = IMM) -> tuple[int, int]:
-    """(c1, c2), each in [1, limit], whose product is nearest to ``n`` (two ALU MULs by
-    16-bit immediates make a ~30-bit multiplier)."""
-    c1 = np.arange(1, limit + 1, dtype=np.float64)
-    c2 = np.clip(np.rint(n / c1), 1, limit)
-    j = int(np.abs(c1 * c2 - n).argmin())
-    return int(c1[j]), int(c2[j])
-
-
-def dyadic_add(ra: float, rb: float, max_shift: int = 15) -> dict | None:
-    """The ``qaddfx`` attributes of an add whose ratios are exactly ``ma / 2**k`` and
-    ``mb / 2**k`` (e.g. two inputs at one scale and the output at twice it: 0.5 and 0.5,
-    as a detection head's upsample-and-add has): the sum ``a * ma + b * mb`` is exact and
-    exact halves are frequent (a third of the outputs of such an add), so it rounds half to
-    even as onnxruntime does (``even``: :func:`compiler.ops.qfixed.qaddfx_reference`).
-    None when the ratios are not such fractions with ``|m| <= 2**15`` and ``k <= max_shift``."""
-    for k in range(max_shift + 1):
-        ma, mb = ra * 2.0 ** k, rb * 2.0 ** k
-        if ma == int(ma) and mb == int(mb):
-            if max(abs(ma), abs(mb)) > IMM:
-                return None
-            return {"ma": int(ma), "mb": int(mb), "shift": k, "even": True}
-    return None
-
-
-def add_multipliers(ra: float, rb: float) -> dict:
-    """The ``qaddfx`` attributes for ``y = round(a * ra + b * rb)`` (int8 a, b):
-    ``(a * ma * ma2 + (b * mb + rb) * mb2) >> k`` with ``ma * ma2 ~ ra * 2**k`` and
-    ``mb * mb2 ~ rb * 2**k`` (each factor a 16-bit immediate: ~23-bit multipliers,
-    :func:`factor_pair`) at the largest k with everything inside int32, and the rounding
-    constant folded into the b term: ``rb * mb2 ~ 2**(k-1)`` (so no ADD of a constant wider
-    than an immediate; the shift is plain floors of at most 15 each).  The pair (mb, mb2) is
-    searched for the smallest error ``32 * |mb mb2 - rb 2**k| + |rb' mb2 - 2**(k-1)|``
-    (units of ``2**-k`` LSB; 32: a typical ``|b|``)."""
-    k = 30
-    while k > 1 and 128 * (ra + rb) * 2.0 ** k * (1 + 1e-6) + 2.0 ** k + 2 ** 16 >= I32:
-        k -= 1
-    ma, ma2 = factor_pair(ra * 2.0 ** k)
-    n, half = rb * 2.0 ** k, 2.0 ** (k - 1)
-    c2 = np.arange(1, IMM + 1, dtype=np.float64)
-    c1 = np.clip(np.rint(n / c2), 1, IMM)
-    r = np.clip(np.rint(half / c2), 0, IMM)
-    err = 32 * np.abs(c1 * c2 - n) + np.abs(r * c2 - half)
-    j = int(err.argmin())
-    out = {"ma": ma, "ma2": ma2, "mb": int(c1[j]), "mb2": int(c2[j]), "rb": int(r[j]),
-           "shift": k}
-    top = 128 * (ma * ma2 + out["mb"] * out["mb2"]) + out["rb"] * out["mb2"]
-    if top >= I32:
-        raise ValueError(f"qaddfx multipliers overflow int32 ({ra}, {rb}, k={k})")
-    return out
-
-
-V8 = np.arange(-128, 128, dtype=np.int64)     # every int8 value
-
-
-def _one_value(g, n) -> bool:
-    """Whether ``n`` is an element-wise function of exactly one activation (a one-input
-    function, or add / sub / mul / div / pow with a one-element constant)."""
-    from .lut_fuse import _acts, _fusable
-    return _fusable(g, n) and len(_acts(g, n)) == 1 and \
-        g.values[_acts(g, n)[0]].shape == g.values[n.output].shape
-
-
-def _qconst(g, name):
-    """(int8 value, scale) of a one-element constant the QDQ model dequantises, or None."""
-    rec = getattr(g, "qdq_weights", {}).get(name)
-    if rec is None or np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
-        return None
-    sc = np.float32(np.asarray(rec[0]).reshape(-1)[0])
-    q = float(np.asarray(g.params[name], np.float64).reshape(-1)[0]) / float(sc)
-    if abs(q - round(q)) > 1e-3 or abs(round(q)) > 127:
-        return None
-    return int(round(q)), sc
-
-
-def ort_table(g, n, act: str, sx: float, sy: float):
-    """The 256 int8 outputs (inputs -128..127) of element-wise node ``n`` of float graph
-    ``g`` from activation ``act`` at scale ``sx`` to scale ``sy``, as onnxruntime executes
-    the QDQ node group (the kernels its QDQ transformer picks; checked against it in
-    tests/test_qdq_scales.py):
-
-    * ``x * c`` with an int8 constant: QLinearMul, ``rint(fl32(fl32(x c) * R))`` with
-      ``R = fl32(fl32(sx sc) / sy)`` (MlasQLinearMulKernel);
-    * ``x + c``: QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
-      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add);
-    * anything else (Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
-      ``Q(f(DQ(x)))`` in float32, ``f`` the node's float32 CPU kernel (its reference on
-      float32 is that kernel bit for bit), ``x / c`` as a division (``div_by``).
-
-    Halves round to even; None when the float function is not finite everywhere."""
-    sx, sy = np.float32(sx), np.float32(sy)
-    const = next((i for i in n.inputs if i in g.params), None)
-    qc = _qconst(g, const) if const is not None and n.op in ("add", "mul") and \
-        "div_by" not in n.attrs else None
-    with np.errstate(all="ignore"):
-        if qc is not None and n.op == "mul":
-            R = np.float32(np.float32(sx * qc[1]) / sy)
-            y = (V8 * qc[0]).astype(np.float32) * R
-        elif qc is not None:
-            fixed = np.float32(np.float32(qc[0]) * np.float32(qc[1] / sy))
-            y = (V8 * np.float64(np.float32(sx / sy)) + np.float64(fixed)).astype(np.float32)
-        else:
-            from .reference import run_node
-            xf = V8.astype(np.float32) * sx
-            if "div_by" in n.attrs:
-                yf = xf / np.float32(n.attrs["div_by"])
-            else:
-                yf = run_node(n, [xf if i == act else np.asarray(g.params[i], np.float32)
-                                  for i in n.inputs])
-            y = np.asarray(yf, np.float32).reshape(256) / sy
-    if not np.isfinite(y).all():
-        return None
-    return np.clip(np.rint(y), -128, 127).astype(np.int8)
-
-
-def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
-    """``qmul`` attributes ``(m, s1, r, shift)`` with ``clip((((p * m) >> s1) + r) >>
-    shift, lo, hi) == clip(rint(fl32(fl32(p) * R)), lo, hi)`` for EVERY product ``p = a b``
-    of two int8 values (QLinearMul's float32 rounding, halves to even, reproduced exactly
-    by integer MUL, SHR and ADD with 16-bit immediates: ``m`` and ``r`` < 2**15), or None.
-    Searched over the largest exponents first and the multipliers next to ``R 2**k``; the
-    feasible rounding constants ``r`` follow from the products' bounds."""
-    R = np.float32(R)
-    p = np.arange(-128 * 127, 128 * 128 + 1, dtype=np.int64)
-    want = np.clip(np.rint(p.astype(np.float32) * R), lo, hi).astype(np.int64)
-    inner = (want > lo) & (want < hi)
-    for k in range(40, -1, -1):
-        m0 = int(round(float(R) * 2.0 ** k))
-        if m0 > IMM or m0 < 1:
-            continue
-        s2 = min(k, 15)
-        s1 = k - s2
-        for m in sorted(range(max(1, m0 - 3), min(IMM, m0 + 3) + 1), key=lambda v: abs(v - m0)):
-            u = (p * m) >> s1
-            # want * 2**s2 <= u + r (where not clipped below), u + r < (want + 1) * 2**s2
-            r_lo = int(np.max(np.where(want > lo, want << s2, -2 ** 40) - u))
-            r_hi = int(np.min(np.where(want < hi, (want + 1) << s2, 2 ** 40) - u)) - 1
-            if not inner.any() or r_lo > r_hi:
-                continue
-            r = min(max(r_lo, min(1 << max(s2 - 1, 0), r_hi)), r_hi)
-            if abs(r) <= IMM:
-                return {"m": m, "s1": s1, "r": r, "shift": s2}
-    return None
 
 
 def _bounds(post, s: float) -> tuple[int, int]:
@@ -445,7 +151,7 @@ class FixedRules:
         f = getattr(self, "_" + n.op, None)
         if f is None and n.op in self.PRESERVE:
             f = self._preserve
-        if f is None and _one_value(self.ctx.g, n):
+        if f is None and one_value(self.ctx.g, n):
             f = self._table
         if f is None or n.name in self.ctx.float_nodes:
             return False
@@ -582,7 +288,7 @@ class FixedRules:
         of them, :func:`product_multiplier`), else ``qmul32`` (that float32 product on the
         CPU, int8 in and out)."""
         c, g = self.ctx, self.ctx.g
-        if _one_value(g, n):
+        if one_value(g, n):
             return self._table(n)
         if any(i in g.params for i in n.inputs):
             return self._note(n, "a product with a constant of more than one element")
@@ -652,7 +358,7 @@ class FixedRules:
 
     def _add(self, n):
         c = self.ctx
-        if _one_value(c.g, n):                  # x + c: a table (QLinearAdd)
+        if one_value(c.g, n):                  # x + c: a table (QLinearAdd)
             return self._table(n)
         if c.g.values[n.inputs[0]].shape != c.g.values[n.inputs[1]].shape:
             return self._note(n, "broadcast add")
