@@ -145,9 +145,9 @@ def main(argv=None) -> int:
     ap.add_argument("--metric-n", type=int, default=32)
     ap.add_argument("--workdir", default="")
     ap.add_argument("--no-ideal", action="store_true")
-    ap.add_argument("--qdq-requant", choices=("fixed", "float32", "auto"), default="fixed",
-                    help="compile_model(qdq_requant=...): fixed-point on VTA, or float32 "
-                    "on the CPU as onnxruntime")
+    ap.add_argument("--qdq-requant", choices=("fixed", "float32", "auto"), default="auto",
+                    help="compile_model(qdq_requant=...): fixed-point on VTA, float32 on "
+                    "the CPU as onnxruntime, or auto (per layer; the default)")
     a = ap.parse_args(argv)
     tmp = a.workdir or tempfile.mkdtemp()
     os.makedirs(tmp, exist_ok=True)

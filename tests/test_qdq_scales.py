@@ -90,7 +90,7 @@ def _ort_q_outputs(qp):
 def test_qdq_model_matches_onnxruntime_per_layer(tmp_path, per_channel):
     xs = samples(10)
     qp = ort_quantize(str(tmp_path), xs[:4], per_channel)
-    c = compile_model(qp, CFG)
+    c = compile_model(qp, CFG, qdq_requant="fixed")       # the fixed-point path
     q = c.qgraph
     assert not q.qdq_refused and not q.qdq_notes, (q.qdq_refused, q.qdq_notes)
     assert "the QDQ model's own scales, fixed-point requantisation" in c.report()

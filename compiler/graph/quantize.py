@@ -113,7 +113,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     (:mod:`.quantize_fixed`): ``.scales`` then maps int8 values to their scale, and
     ``.qdq_notes`` says which layers stayed float and why (``.qdq_refused``: why the
     model's scales were not kept, if they were not); ``qdq_requant`` (default: the float
-    graph's ``qdq_requant`` attribute, which ``compile_model`` sets, else "fixed") is how
+    graph's ``qdq_requant`` attribute, which ``compile_model`` sets, else "auto") is how
     its convs / dense layers requantise: "fixed" the fixed-point stages on VTA's ALU;
     "float32" the int32 accumulator kept (``wide``) and requantised as onnxruntime's
     QLinearConv does, ``rint(fl32(fl32(acc) * M))`` on the CPU (``qreq32``); "auto" per
@@ -221,7 +221,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
                        per_channel, float_nodes)
     ctx.ranges = ranges
     if qdq_requant is None:         # compile_model(qdq_requant=...) marks the float graph
-        qdq_requant = getattr(g, "qdq_requant", "fixed")
+        qdq_requant = getattr(g, "qdq_requant", "auto")
     fixed = FixedRules(ctx, scales, q.scales, qdq_requant) if scales is not None else None
     regions: dict = {}          # first node of an element-wise region -> (root, nodes)
     if fixed is None:
@@ -265,6 +265,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             as_float(n.output)
     if fixed is not None:
         q.qdq_notes, q.qdq_requant = fixed.notes, fixed.requant_notes
+        q.qdq_mode = fixed.requant
     for o in g.outputs:
         src = as_float(o) if (o in qname and o not in fname) else fname.get(o) or as_float(o)
         if src != o:
