@@ -138,12 +138,15 @@ def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:
     def f32(v):
         return np.clip(np.rint(v.astype(np.float32) * M32), lo, hi)
 
-    def thresholds(f):          # the least v in [-B, B + 1] with f(v) >= level
-        x = np.broadcast_to(-B, (C, lev.shape[1])).copy()
-        y = np.broadcast_to(B + 1, (C, lev.shape[1])).copy()
-        while (x < y).any():
-            mid = (x + y) // 2
-            ok = f(mid) >= lev
-            y, x = np.where(ok, mid, y), np.where(ok, x, mid + 1)
-        return x
-    return (thresholds(fx) != thresholds(f32)).sum(axis=1)
+    # the least v in [-B, B + 1] with f32(v) >= level, by bisection (cheap in float32)
+    x = np.broadcast_to(-B, (C, lev.shape[1])).copy()
+    y = np.broadcast_to(B + 1, (C, lev.shape[1])).copy()
+    while (x < y).any():
+        mid = (x + y) // 2
+        ok = f32(mid) >= lev
+        y, x = np.where(ok, mid, y), np.where(ok, x, mid + 1)
+    # fx (non-decreasing) has the same threshold iff it reaches the level at x and not at
+    # x - 1 (at the domain's ends: only the side inside it)
+    same = ((x > B) | (fx(np.minimum(x, B)) >= lev)) & \
+        ((x <= -B) | (fx(np.maximum(x - 1, -B)) < lev))
+    return (~same).sum(axis=1)
