@@ -314,3 +314,58 @@ def test_qdq_requant_auto_is_float32_exactly(tmp_path):
         assert (float32_mismatch(a, M, B)[c] == 0) == np.array_equal(fx, f32)
     bad = {**a, "radd": [r + (1 << (fp["s3"] - 4)) for r in a["radd"]]}   # +1/16 LSB
     assert (float32_mismatch(bad, M, B) > 0).all()
+
+
+def test_qdq_se_product_on_vta_is_qlinearmul_exactly(tmp_path):
+    """An SE product x (N, C, H, W) * g (N, C, 1, 1) at scales whose ratio has an exact
+    fixed-point form (sx sg / sy = 0.2) runs as ``qmul`` on VTA's ALU after a VTA conv, and
+    its int8 outputs equal onnxruntime's QLinearMul (every one)."""
+    from compiler.graph.quantize_fixed import product_multiplier
+    f32 = np.float32
+    sx, sg = f32(0.05), f32(0.03)
+    sy = f32(sx * sg / f32(0.2))
+    R = f32(f32(sx * sg) / sy)
+    assert product_multiplier(float(R)) is not None
+    rng = np.random.default_rng(5)
+    C = 16
+    inits = [numpy_helper.from_array(np.array(v, f32), k) for k, v in
+             (("s_in", 0.04), ("s_w", 0.01), ("sx", sx), ("sg", sg), ("sy", sy))]
+    inits += [numpy_helper.from_array(np.array(0, np.int8), "z"),
+              numpy_helper.from_array(rng.integers(-127, 128, size=(C, C, 3, 3)).astype(
+                  np.int8), "wq")]
+    N = helper.make_node
+    nodes = [N("QuantizeLinear", ["x", "s_in", "z"], ["xq"]),
+             N("DequantizeLinear", ["xq", "s_in", "z"], ["xd"]),
+             N("DequantizeLinear", ["wq", "s_w", "z"], ["wd"]),
+             N("Conv", ["xd", "wd"], ["c"], pads=[1, 1, 1, 1]),
+             N("QuantizeLinear", ["c", "sx", "z"], ["cq"]),
+             N("DequantizeLinear", ["cq", "sx", "z"], ["cd"]),
+             N("QuantizeLinear", ["g", "sg", "z"], ["gq"]),
+             N("DequantizeLinear", ["gq", "sg", "z"], ["gd"]),
+             N("Mul", ["cd", "gd"], ["m"]),
+             N("QuantizeLinear", ["m", "sy", "z"], ["mq"]),
+             N("DequantizeLinear", ["mq", "sy", "z"], ["y"])]
+    g = helper.make_graph(nodes, "se", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, C, 8, 8)),
+        helper.make_tensor_value_info("g", TensorProto.FLOAT, (1, C, 1, 1))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, C, 8, 8))], inits)
+    qp = os.path.join(str(tmp_path), "se.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), qp)
+    c = compile_model(qp, CFG, qdq_requant="fixed")
+    q = c.qgraph
+    kinds = {s.node.op: s.kind for s in c.program.steps}
+    assert kinds.get("qmul") == "vta" and kinds.get("qconv") == "vta", kinds
+    mul = next(n for n in q.nodes if n.op == "qmul")
+    assert mul.attrs.get("m", 1) != 1
+    sess, names = _ort_q_outputs(qp)
+    ex = c.executor(SimDevice(CFG, timed=True))
+    for _ in range(3):
+        feeds = {"x": rng.normal(size=(1, C, 8, 8)).astype(f32) * f32(2),
+                 "g": rng.normal(size=(1, C, 1, 1)).astype(f32)}
+        env = run_graph(q, feeds, keep=True)
+        assert np.array_equal(ex.run(feeds)["y"], env["y"])
+        res = dict(zip(names, sess.run(None, feeds)))
+        from compiler.graph.reference import run_node
+        # the product of onnxruntime's own int8 inputs: exactly its QLinearMul output
+        np.testing.assert_array_equal(run_node(mul, [res["cq"], res["gq"]]), res["mq"])
+        assert np.abs(env[mul.output].astype(int) - res["mq"].astype(int)).max() <= 1
