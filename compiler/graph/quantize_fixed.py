@@ -201,7 +201,33 @@ class FixedRules:
         if sx is None:
             return self._note(n, "input has no Q/DQ scale")
         w = g.params[n.inputs[1]]
-        sw, exact = _weight_scales(g, n.inputs[1], w)
+        form = self._fixed_form(n, w, sx, sy)
+        if form is None:
+            return False
+        wq, bq, attrs, M, B = form
+        q = c.q
+        wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh((n.inputs[2] if len(n.inputs) > 2
+                                                        else n.name + "_b") + "_q")
+        q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
+        q.add_param(bn, bq.astype(np.int32), frac=0)
+        if self._float32(n, attrs, M, B):   # onnxruntime's QLinearConv requantisation, CPU
+            wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
+            wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
+            acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
+            mn = q.fresh(n.name + "_m32")
+            q.add_param(mn, M.astype(np.float32))
+            self._emit(n, "qreq32", [acc, mn], {"lo": attrs["lo"], "hi": attrs["hi"]}, sy)
+            return True
+        self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
+        return True
+
+    def _fixed_form(self, n, w, sx, sy):
+        """(int8 weights (O, -1), int32 bias, the fixed-point epilogue attributes, float32
+        multipliers M, accumulator bounds B) of a conv / dense (``w``: output channels
+        first) from scale ``sx`` to ``sy``; None (noted) when no form fits int32."""
+        g = self.ctx.g
+        wname = n.inputs[1]
+        sw, exact = _weight_scales(g, wname, w)
         if not exact:
             self.notes.append((n.name, n.op, "weights are not integers at any per-tensor or "
                                "per-channel scale: max|w_c|/127 used"))
@@ -218,9 +244,9 @@ class FixedRules:
         B = 128 * np.abs(wq).sum(axis=1) + np.abs(bq)
         fp = gemm_multiplier(np.maximum(M, 1e-30), B)
         if fp is None or (np.abs(bq) + B).max() >= I32:
-            return self._note(n, f"no fixed-point multiplier fits int32 (M in "
-                                 f"[{M.min():.3g}, {M.max():.3g}])")
-        bias = bq
+            self._note(n, f"no fixed-point multiplier fits int32 (M in "
+                          f"[{M.min():.3g}, {M.max():.3g}])")
+            return None
         lo, hi = _bounds(n.attrs.get("post", []), sy)
         attrs = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
         s1, s2 = fp["stages"]
@@ -231,34 +257,24 @@ class FixedRules:
         # the clamp (always: it also keeps the epilogue off the power-of-two shift form)
         # doubles as the output clip where it can: two ALU ops fewer
         set_output_clamp(attrs, lo, hi, -fp["T"], fp["T"])
-        q = c.q
-        wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh((n.inputs[2] if len(n.inputs) > 2
-                                                        else n.name + "_b") + "_q")
-        q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
-        q.add_param(bn, bias.astype(np.int32), frac=0)
-        wide32 = self.requant == "float32"
-        if self.requant == "auto":   # fixed point where it IS onnxruntime's float32 rounding
-            mm = float32_mismatch(attrs, M, B)
-            if mm.any():
-                wide32 = True
-                self.requant_notes.append((n.name, "float32", (
-                    f"the fixed-point multiplier steps at another accumulator than onnxruntime's "
-                    f"float32 product at {int(mm.sum())} output levels of {int((mm > 0).sum())} "
-                    f"of {len(mm)} channels")))
-            else:
-                self.requant_notes.append((n.name, "fixed", (
-                    "the fixed-point multiplier gives onnxruntime's float32 rounding for every "
-                    "accumulator (all thresholds equal)")))
-        if wide32:                # onnxruntime's QLinearConv requantisation, on the CPU
-            wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
-            wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
-            acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
-            mn = q.fresh(n.name + "_m32")
-            q.add_param(mn, M.astype(np.float32))
-            self._emit(n, "qreq32", [acc, mn], {"lo": lo, "hi": hi}, sy)
+        return wq, bq, attrs, M, B
+
+    def _float32(self, n, attrs, M, B) -> bool:
+        """Whether the layer requantises in float32 on the CPU (``requant``: always, never,
+        or with "auto" where the fixed-point form is not exactly that; noted)."""
+        if self.requant != "auto":
+            return self.requant == "float32"
+        mm = float32_mismatch(attrs, M, B)
+        if mm.any():
+            self.requant_notes.append((n.name, "float32", (
+                f"the fixed-point multiplier steps at another accumulator than onnxruntime's "
+                f"float32 product at {int(mm.sum())} output levels of {int((mm > 0).sum())} "
+                f"of {len(mm)} channels")))
             return True
-        self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
-        return True
+        self.requant_notes.append((n.name, "fixed", (
+            "the fixed-point multiplier gives onnxruntime's float32 rounding for every "
+            "accumulator (all thresholds equal)")))
+        return False
 
     def _table(self, n):
         """An element-wise node of one activation (a one-input function, or add / sub / mul /
