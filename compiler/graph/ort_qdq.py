@@ -55,7 +55,9 @@ def ort_table(g, n, act: str, sx: float, sy: float):
     * ``x * c`` with an int8 constant: QLinearMul, ``rint(fl32(fl32(x c) * R))`` with
       ``R = fl32(fl32(sx sc) / sy)`` (MlasQLinearMulKernel);
     * ``x + c``: QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
-      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add);
+      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add; here the
+      sum in float64 then float32, the same unless the float64 sum is inexact AND lands on
+      a float32 tie);
     * anything else (Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
       ``Q(f(DQ(x)))`` in float32, ``f`` the node's float32 CPU kernel (its reference on
       float32 is that kernel bit for bit), ``x / c`` as a division (``div_by``).
