@@ -144,9 +144,9 @@ def _qdq_elementwise_model(C=8):
     """A hand-written QDQ graph (symmetric int8, onnx.helper) with every element-wise form
     that quantize_fixed computes as onnxruntime does: x + c and x * c with int8 constants
     (QLinearAdd / QLinearMul), x / 6 (float division), Clip between two scales, HardSigmoid,
-    Sigmoid, a hard-swish product x * clip(x + 3) (two functions of one value), an SE
-    product x * g with g (1, C, 1, 1) (QLinearMul), nearest Resize and a Concat of two
-    scales (QLinearConcat).  Every node's output has its own Q/DQ pair."""
+    Sigmoid, LeakyRelu, Tanh, a hard-swish product x * clip(x + 3) and tanh * sigmoid (two
+    functions of one value), an SE product x * g with g (1, C, 1, 1) (QLinearMul), nearest
+    Resize and a Concat of three scales (QLinearConcat).  Every node's output has its own Q/DQ pair."""
     f32 = np.float32
     N = helper.make_node
     inits, nodes = [], []
@@ -189,6 +189,12 @@ def _qdq_elementwise_model(C=8):
     hg = qdq("hg", 1 / 127)
     nodes.append(N("Sigmoid", [x], ["sg"]))
     sg = qdq("sg", 0.0072)
+    nodes.append(N("LeakyRelu", [x], ["lr"], alpha=0.1))
+    lr = qdq("lr", 0.037)
+    nodes.append(N("Tanh", [lr], ["th"]))
+    th = qdq("th", 0.0079)
+    nodes.append(N("Mul", [th, sg], ["ts"]))
+    ts = qdq("ts", 0.0041)
     nodes.append(N("Mul", [x, g], ["se"]))
     se = qdq("se", 0.04)
     nodes.append(N("Mul", [hg, sg], ["pr"]))
@@ -196,13 +202,13 @@ def _qdq_elementwise_model(C=8):
     nodes.append(N("Resize", [se, "", "scales"], ["rs"], mode="nearest"))
     inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], f32), "scales"))
     rs = qdq("rs", 0.04)
-    nodes.append(N("Concat", [pr, se], ["cc"], axis=1))
+    nodes.append(N("Concat", [pr, se, ts], ["cc"], axis=1))
     cc = qdq("cc", 0.012)
     graph = helper.make_graph(
         nodes, "elementwise",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, C, 4, 8)),
          helper.make_tensor_value_info("g", TensorProto.FLOAT, (1, C, 1, 1))],
-        [helper.make_tensor_value_info(cc, TensorProto.FLOAT, (1, 2 * C, 4, 8)),
+        [helper.make_tensor_value_info(cc, TensorProto.FLOAT, (1, 3 * C, 4, 8)),
          helper.make_tensor_value_info(rs, TensorProto.FLOAT, (1, C, 8, 16))], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
@@ -246,7 +252,7 @@ def test_qdq_elementwise_integer_forms_match_onnxruntime_bit_exact(tmp_path):
                 assert np.array_equal(env[qn], res[on]), (qn, on, int(
                     (env[qn] != res[on]).sum()))
                 compared.add(on)
-    assert len(compared) >= 11, sorted(compared)
+    assert len(compared) >= 14, sorted(compared)
 
 
 def test_product_multiplier_is_exact_or_none():
