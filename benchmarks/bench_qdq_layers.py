@@ -61,15 +61,10 @@ from compiler.graph.quantize_fixed import qdq_output_name, run_isolated  # noqa:
 from compiler.graph.reference import run_graph, run_node  # noqa: E402
 
 
-#: ``--ort32``: the "ideal" requantisation of a conv / dense is onnxruntime's own arithmetic
-#: instead of the exact one: ``rint(fl32(fl32(acc) * M))`` with M the float32 multiplier
-#: ``sx * sw / sy`` (QLinearConv's MlasRequantizeOutput), halves to even
-ORT32 = False
-
-
 def ideal_node(n, ins):
-    """``n`` with its requantisation exact (float64, half to even; float32 as onnxruntime
-    with :data:`ORT32`), else as compiled."""
+    """``n`` with its requantisation exact (float64, half to even), else as compiled
+    (onnxruntime's float32 requantisation is the program itself with ``--qdq-requant
+    float32``: ``qreq32``)."""
     a = n.attrs
     if n.op in ("qconv", "qdense") and a.get("stages") and not a.get("wide"):
         from compiler.ops.conv import conv_nchw
@@ -84,10 +79,6 @@ def ideal_node(n, ins):
         for s_i, m_i in a["stages"]:          # the multiplier the stages approximate
             M = M * np.asarray(m_i, np.float64) / 2.0 ** s_i
         M = M.reshape(sh)
-        if ORT32 and "M32" in a:
-            m32 = np.asarray(a["M32"], np.float32).reshape(sh)
-            return np.clip(np.rint(acc.astype(np.float32) * m32), a["lo"], a["hi"]
-                           ).astype(np.int8)
         return np.clip(np.rint(acc * M), a["lo"], a["hi"]).astype(np.int8)
     if n.op == "qaddfx":
         v = (ins[0].astype(np.float64) * a["ma"] * a.get("ma2", 1) +
@@ -154,16 +145,10 @@ def main(argv=None) -> int:
     ap.add_argument("--metric-n", type=int, default=32)
     ap.add_argument("--workdir", default="")
     ap.add_argument("--no-ideal", action="store_true")
-    ap.add_argument("--qdq-requant", choices=("fixed", "float32"), default="fixed",
-                    help="compile_model(qdq_requant=...): fixed-point on VTA, or float32 "
-                    "on the CPU as onnxruntime")
-    ap.add_argument("--ort32", action="store_true",
-                    help="the ideal conv/dense requantisation in onnxruntime's float32")
+    ap.add_argument("--qdq-requant", choices=("fixed", "float32", "auto"), default="auto",
+                    help="compile_model(qdq_requant=...): fixed-point on VTA, float32 on "
+                    "the CPU as onnxruntime, or auto (per layer; the default)")
     a = ap.parse_args(argv)
-    global ORT32
-    ORT32 = a.ort32
-    if a.ort32:
-        print("ideal = onnxruntime's float32 requantisation of convs / dense (--ort32)")
     tmp = a.workdir or tempfile.mkdtemp()
     os.makedirs(tmp, exist_ok=True)
     fpath, qpath, cal, ev, metric = load_model(a.model, tmp, a.calib, a.eval)
@@ -176,10 +161,17 @@ def main(argv=None) -> int:
         print("  QDQ scales not kept:", q.qdq_refused)
     for nn in getattr(q, "qdq_notes", []):
         print("  not at the model's scales:", nn)
+    rq = getattr(q, "qdq_requant", [])
+    if rq:
+        print(f"  qdq_requant auto: {sum(r[1] == 'fixed' for r in rq)} of {len(rq)} layers "
+              f"fixed-point (equal to float32 on every accumulator), the others float32")
     from collections import Counter
-    fl = Counter(n.op for n in q.nodes if q.values[n.output].dtype != "int8" and n.op not in
-                 ("sdequantize", "dequantize"))
+    fl = Counter(n.op for n in q.nodes if q.values[n.output].dtype.startswith("float") and
+                 n.op not in ("sdequantize", "dequantize"))
     print("  int8 nodes:", dict(Counter(n.op for n in q.nodes if q.values[n.output].dtype == "int8")))
+    wide = Counter(n.op for n in q.nodes if q.values[n.output].dtype == "int32")
+    if wide:
+        print("  int32 (wide accumulator) nodes:", dict(wide))
     print("  float nodes (CPU):", dict(fl))
     ex = c.executor(SimDevice(B.CFG, timed=True))
     got = ex.run(ev[0])
@@ -187,6 +179,23 @@ def main(argv=None) -> int:
     exact_sim = all(np.array_equal(got[o], ref0[o]) for o in ref0)
     print(f"timed simulator bit-exact vs the quantised graph: {exact_sim}; VTA cycles "
           f"{ex.summary()['vta_cycles']:,}", flush=True)
+    cpu_s: dict = {}
+    vta_c: dict = {}
+    for _ in range(3):                # the CPU nodes' seconds: the least of three runs
+        ex.run(ev[0])
+        per: dict = {}
+        for r in ex.records:
+            if r["where"] == "vta":
+                vta_c[r["op"]] = vta_c.get(r["op"], 0) + r["cycles"] / 3
+            else:
+                per[r["op"]] = per.get(r["op"], 0.0) + r["seconds"]
+        for k, v in per.items():
+            cpu_s[k] = min(cpu_s.get(k, v), v)
+    top = sorted(cpu_s.items(), key=lambda kv: -kv[1])
+    print(f"  CPU nodes {sum(cpu_s.values()) * 1e3:.1f} ms per inference (least of 3): " +
+          ", ".join(f"{k} {v * 1e3:.2f}" for k, v in top[:8]))
+    print("  VTA cycles by op: " + ", ".join(
+        f"{k} {int(v):,}" for k, v in sorted(vta_c.items(), key=lambda kv: -kv[1])))
     fs, qs = B.session(fpath), B.session(qpath)
     s = B.session(B.exposed_qdq(qpath))
     names = [o.name for o in s.get_outputs()]

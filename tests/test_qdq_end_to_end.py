@@ -66,7 +66,7 @@ def chain_float(seed=0):
 def test_deep_qdq_chain_matches_onnxruntime_end_to_end(tmp_path):
     xs = np.random.default_rng(1).normal(size=(10, 1, 3, HW, HW)).astype(np.float32)
     qp = ort_quantize(str(tmp_path), xs[:4], per_channel=True, model=chain_float())
-    c = compile_model(qp, CFG)
+    c = compile_model(qp, CFG, qdq_requant="fixed")       # the fixed-point path
     q = c.qgraph
     assert not q.qdq_refused and not q.qdq_notes, (q.qdq_refused, q.qdq_notes)
     ops = {}

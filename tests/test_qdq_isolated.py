@@ -26,7 +26,7 @@ from .test_qdq_scales import _ort_q_outputs, ort_quantize  # noqa: E402
 def test_every_layer_isolated_within_one_lsb_of_onnxruntime(tmp_path):
     xs = np.random.default_rng(3).normal(size=(8, 1, 3, HW, HW)).astype(np.float32)
     qp = ort_quantize(str(tmp_path), xs[:4], per_channel=True, model=chain_float(seed=2))
-    q = compile_model(qp, VTAConfig()).qgraph
+    q = compile_model(qp, VTAConfig(), qdq_requant="fixed").qgraph   # fixed-point multipliers
     sess, names = _ort_q_outputs(qp)
     producer = {n.output: n for n in q.nodes}
     stats: dict = {}
@@ -58,7 +58,7 @@ def test_isolated_run_takes_the_given_tensors():
     xs = np.random.default_rng(4).normal(size=(5, 1, 3, HW, HW)).astype(np.float32)
     with tempfile.TemporaryDirectory() as d:
         qp = ort_quantize(d, xs[:4], per_channel=True, model=chain_float(seed=1))
-        q = compile_model(qp, VTAConfig()).qgraph
+        q = compile_model(qp, VTAConfig(), qdq_requant="fixed").qgraph
     own = run_graph(q, {"x": xs[4]}, keep=True)
     convs = [n for n in q.nodes if n.op == "qconv"]
     first, second = convs[0], convs[1]

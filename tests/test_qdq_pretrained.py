@@ -178,7 +178,8 @@ def test_pretrained_ocr_cls_per_layer(tmp_path):
     from compiler.graph.quantize_fixed import qdq_output_name, run_isolated
     from compiler.graph.reference import run_graph
     fpath, qpath, cal, ev, _ = L.load_model("ocr_cls", str(tmp_path), 4, 1)
-    c = compile_model(qpath, B.CFG, calib=cal, bias_correct=False, output_thresholds=False)
+    c = compile_model(qpath, B.CFG, calib=cal, bias_correct=False, output_thresholds=False,
+                      qdq_requant="fixed")
     q = c.qgraph
     x = ev[0]
     ex = c.executor(SimDevice(B.CFG, timed=True))

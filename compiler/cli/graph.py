@@ -149,7 +149,7 @@ def _compile(args, model_spec):
                          bias_correct=not getattr(args, "no_bias_correction", False),
                          output_thresholds=_thresholds_option(args),
                          adaround=getattr(args, "adaround", False),
-                         qdq_requant=getattr(args, "qdq_requant", "fixed"))
+                         qdq_requant=getattr(args, "qdq_requant", "auto"))
 
 
 def _thresholds_option(args):
@@ -253,7 +253,7 @@ _COMPILE_ONLY = (("calib", None), ("calibration", "percentile"), ("percentile", 
                  ("min_layer_sqnr", None), ("min_output_sqnr", None), ("max_float_layers", 64),
                  ("float_worst", None), ("worst_mac_cap", None), ("no_bias_correction", False),
                  ("output_thresholds", False), ("no_output_thresholds", False),
-                 ("adaround", False), ("qdq_requant", "fixed"))
+                 ("adaround", False), ("qdq_requant", "auto"))
 
 
 def _check_outputs(args) -> None:
@@ -512,10 +512,12 @@ def _common(p):
                    help="round each conv/dense layer's int8 weights up or down against its "
                    "output on the first calibration samples (AdaRound's goal, solved in "
                    "closed form; opt-in: several CPU seconds)")
-    p.add_argument("--qdq-requant", choices=("fixed", "float32"), default="fixed",
+    p.add_argument("--qdq-requant", choices=("fixed", "float32", "auto"), default="auto",
                    help="a QDQ model at its own scales: requantise each conv/dense with the "
-                   "fixed-point multiplier on VTA (default) or, keeping the int32 accumulator, "
-                   "in float32 on the CPU as onnxruntime does (follows it end to end)")
+                   "fixed-point multiplier on VTA, or, keeping the int32 accumulator, in "
+                   "float32 on the CPU as onnxruntime does (follows it end to end); auto "
+                   "(default): per layer, fixed-point where it gives that float32 rounding "
+                   "for every accumulator, else float32")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 

@@ -105,14 +105,26 @@ def _threshold_lines(options: dict) -> list:
 
 
 def _scales_kind(q) -> str:
-    return ("the QDQ model's own scales, fixed-point requantisation"
-            if getattr(q, "scales", None) else "power-of-two scales")
+    if not getattr(q, "scales", None):
+        return "power-of-two scales"
+    return "the QDQ model's own scales, " + {
+        "fixed": "fixed-point requantisation",
+        "float32": "onnxruntime's float32 requantisation (CPU)",
+        "auto": "fixed-point or onnxruntime's float32 requantisation per layer (auto)"}.get(
+            getattr(q, "qdq_mode", "fixed"), "fixed-point requantisation")
 
 
 def _qdq_lines(q) -> list:
     """The report's lines on a QDQ model's scales (compiler/graph/quantize_fixed.py)."""
     out = [f"QDQ scales not kept: {q.qdq_refused}"] if getattr(q, "qdq_refused", "") and \
         q.qdq_refused != "not a QDQ model" else []
+    rq = getattr(q, "qdq_requant", [])
+    if rq:
+        nf = sum(1 for r in rq if r[1] == "fixed")
+        out.append(f"QDQ requantisation auto: {nf} of {len(rq)} conv / dense layers fixed-point "
+                   f"on VTA (onnxruntime's float32 rounding exactly), {len(rq) - nf} float32 on "
+                   f"the CPU")
+        out += [f"  {name}: {kind}: {why}" for name, kind, why in rq]
     return out + [f"kept float at the model's scales: {name} ({op}): {why}"
                   for name, op, why in getattr(q, "qdq_notes", [])]
 
@@ -321,7 +333,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   min_output_sqnr: float | None = None, max_float_layers: int = 64,
                   float_worst: int | None = None, worst_mac_cap: float = 1.0,
                   bias_correct: bool = True, output_thresholds: bool | str = True,
-                  adaround: bool = False, qdq_requant: str = "fixed") -> Compiled:
+                  adaround: bool = False, qdq_requant: str = "auto") -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
@@ -347,17 +359,22 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     (opt-in: about 7 CPU s on ocr_rec) each integer conv / dense layer's int8 weights are
     rounded up or down against its output on the first calibration samples, before bias
     correction (:func:`.adaround.round_weights`).  ``qdq_requant`` (a symmetric-int8 QDQ
-    model kept at its own scales): ``"fixed"`` (default) requantises each conv / dense with
-    the three-stage fixed-point multiplier on VTA's ALU; ``"float32"`` keeps the int32
-    accumulator and requantises it on the CPU exactly as onnxruntime's QLinearConv does
-    (``rint(fl32(fl32(acc) * M))``), so the int8 results follow onnxruntime end to end."""
+    model kept at its own scales) says how each conv / dense requantises: ``"fixed"``
+    with the three-stage fixed-point multiplier on VTA's ALU; ``"float32"`` keeping the
+    int32 accumulator and requantising it on the CPU exactly as onnxruntime's QLinearConv
+    does (``rint(fl32(fl32(acc) * M))``), so the int8 results follow onnxruntime end to end;
+    ``"auto"`` (default) per layer: the fixed-point stages where they give that float32
+    rounding for every accumulator (all output thresholds compared,
+    :func:`.ort_qdq.float32_mismatch`), float32 elsewhere - the results are float32's bit
+    for bit, and the report says which layer got which and why."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
                  float_worst, worst_mac_cap)
-    if qdq_requant not in ("fixed", "float32"):
+    if qdq_requant not in ("fixed", "float32", "auto"):
         raise GraphError(f"qdq_requant {qdq_requant!r}: expected 'fixed' (fixed-point on "
-                         f"VTA) or 'float32' (onnxruntime's float32 requantisation on the CPU)")
+                         f"VTA), 'float32' (onnxruntime's float32 requantisation on the CPU) "
+                         f"or 'auto' (per layer: fixed where it equals float32 exactly)")
     if output_thresholds not in (True, False, "force"):
         raise GraphError(f"output_thresholds {output_thresholds!r}: expected True (checked on "
                          f"held-out samples), False or 'force' (unchecked)")
@@ -365,7 +382,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     t0 = time.perf_counter()
     pm = float_pipeline()
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
-    fg.qdq_float32 = qdq_requant == "float32"      # read by quantize() (every call below)
+    fg.qdq_requant = qdq_requant        # read by quantize() (every call below)
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
     kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0

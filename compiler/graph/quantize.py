@@ -104,7 +104,7 @@ class QuantContext:
 def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.99,
              global_scale: float = 8.0, ranges: dict | None = None,
              per_channel: bool = True, float_nodes=(), keep_qdq_scales: bool = True,
-             fuse_luts: bool = True, qdq_float32: bool | None = None) -> Graph:
+             fuse_luts: bool = True, qdq_requant: str | None = None) -> Graph:
     """The integer graph of the fused float graph ``g`` (see the module docstring);
     ``float_nodes`` (node names) stay float (TVM's recipe keeps the first conv and the last
     dense layer in float on the CPU).  The result keeps a reference to ``g`` as
@@ -112,11 +112,14 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     A symmetric-int8 QDQ model keeps its own scales with ``keep_qdq_scales``
     (:mod:`.quantize_fixed`): ``.scales`` then maps int8 values to their scale, and
     ``.qdq_notes`` says which layers stayed float and why (``.qdq_refused``: why the
-    model's scales were not kept, if they were not); with ``qdq_float32`` (default: the
-    float graph's ``qdq_float32`` attribute, which ``compile_model`` sets) its convs / dense
-    layers keep the int32 accumulator (``wide``) and requantise it as onnxruntime's
-    QLinearConv does, ``rint(fl32(fl32(acc) * M))`` on the CPU (``qreq32``), instead of
-    the fixed-point stages on VTA's ALU.  With ``fuse_luts`` (default) a chain
+    model's scales were not kept, if they were not); ``qdq_requant`` (default: the float
+    graph's ``qdq_requant`` attribute, which ``compile_model`` sets, else "auto") is how
+    its convs / dense layers requantise: "fixed" the fixed-point stages on VTA's ALU;
+    "float32" the int32 accumulator kept (``wide``) and requantised as onnxruntime's
+    QLinearConv does, ``rint(fl32(fl32(acc) * M))`` on the CPU (``qreq32``); "auto" per
+    layer the fixed-point stages where they equal that float32 rounding for every
+    accumulator, else float32 (``.qdq_requant`` says which and why).  With
+    ``fuse_luts`` (default) a chain
     of element-wise nodes of one int8 value becomes one lookup table
     (:mod:`.lut_fuse`); such a chain with a node in ``float_nodes``, or whose input is made by
     a node in ``float_nodes``, stays float as a whole (quantised node by node it would round
@@ -217,9 +220,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     ctx = QuantContext(g, q, qname, fname, fracs, f_of, as_int, as_float, emit_q,
                        per_channel, float_nodes)
     ctx.ranges = ranges
-    if qdq_float32 is None:         # compile_model(qdq_requant=...) marks the float graph
-        qdq_float32 = bool(getattr(g, "qdq_float32", False))
-    fixed = FixedRules(ctx, scales, q.scales, qdq_float32) if scales is not None else None
+    if qdq_requant is None:         # compile_model(qdq_requant=...) marks the float graph
+        qdq_requant = getattr(g, "qdq_requant", "auto")
+    fixed = FixedRules(ctx, scales, q.scales, qdq_requant) if scales is not None else None
     regions: dict = {}          # first node of an element-wise region -> (root, nodes)
     if fixed is None:
         for root, nodes in luts:
@@ -261,7 +264,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             del fname[n.output]
             as_float(n.output)
     if fixed is not None:
-        q.qdq_notes = fixed.notes
+        q.qdq_notes, q.qdq_requant = fixed.notes, fixed.requant_notes
+        q.qdq_mode = fixed.requant
     for o in g.outputs:
         src = as_float(o) if (o in qname and o not in fname) else fname.get(o) or as_float(o)
         if src != o:

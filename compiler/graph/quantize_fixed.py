@@ -24,9 +24,22 @@ requantises in float32 and rounds half to even) to within one LSB:
   or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
   and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
   reader) joins that node's clip;
-* ``maxpool``, ``reshape``, ``flatten`` keep their input's scale (their own rules).
+* ``maxpool``, ``reshape``, ``flatten``, nearest ``resize`` keep their input's scale (their
+  own rules);
+* an element-wise node of one int8 value (a one-input function; add / sub / mul / div /
+  pow by a one-element constant: hard-sigmoid, sigmoid, hard-swish's ``x + 3`` and ``/ 6``,
+  an affine block) -> ``qlut``, a 256-entry table of exactly what onnxruntime computes for
+  the node group (:func:`.ort_qdq.ort_table`); a product of two functions of one int8
+  value (hard-swish's ``x * clip(x + 3)``, swish, a square) -> one table of that value;
+  a product of two activations (an SE gate) -> ``qmul`` with a fixed-point multiplier
+  that is QLinearMul's float32 rounding for every product (:func:`.ort_qdq.
+  product_multiplier`), else ``qmul32`` (that float32 product, int8 in and out, CPU);
+  ``concat`` -> ``qconcat`` after QLinearConcat's requantising table per input;
+* with ``requant="float32"`` a conv / dense keeps its int32 accumulator and ``qreq32``
+  requantises it as onnxruntime does; ``"auto"`` does so only where the fixed-point
+  stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`).
 
-Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
+The multipliers are in :mod:`.fixed_point`.  Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
 QuantizeLinear, rint in float32).  Rounding: half up in fixed point here; onnxruntime
 rounds half to even in float32 (QLinearConv: ``rint(float(acc + bias) * M)``; a conv it runs
 in float - every conv once its outputs are exposed - ``rint(conv_f32(DQ(x), DQ(w)) / sy)``;
@@ -47,10 +60,9 @@ import numpy as np
 
 from ..ops import registry
 from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
-
-I32 = 2 ** 31 - 1
-IMM = 32767                  # the largest positive 16-bit ALU immediate
-
+from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
+                          gemm_multiplier, output_clamp, set_output_clamp)
+from .ort_qdq import V8, float32_mismatch, one_value, ort_table, product_multiplier
 
 def model_scales(g) -> tuple[dict | None, str]:
     """({value: scale} of every Q/DQ'd activation, "") when every one is symmetric int8,
@@ -75,187 +87,6 @@ def model_scales(g) -> tuple[dict | None, str]:
 def nominal_frac(scale: float) -> int:
     """The power-of-two exponent nearest to ``scale`` (the value's nominal ``frac``)."""
     return int(round(-math.log2(scale)))
-
-
-def fixed_multiplier(r: float, limit: int = IMM, max_shift: int = 30) -> tuple[int, int]:
-    """(m, k) with m / 2**k ~ r, m <= limit, the largest k <= max_shift (k >= 0)."""
-    k = max_shift
-    while k > 0 and round(r * 2 ** k) > limit:
-        k -= 1
-    return int(round(r * 2 ** k)), k
-
-
-def gemm_multiplier(M: np.ndarray, B: np.ndarray, w2: int = 64, w3: int = 32):
-    """The three-stage fixed-point form of per-channel multipliers ``M`` (> 0) for
-    accumulators bounded by ``|acc + bias| <= B``::
-
-        y = (((((clamp(v, +-T) * m1) >> s1) * m2) >> s2) * m3 + r) >> s3
-
-    with ``m1 * m2 * m3 / 2**(s1+s2+s3) ~ M`` per channel.  One MUL alone is limited to
-    ``2**31 / T`` (11-14 bits at ``T = 129 / M``, where the output saturates); here ``m1``
-    is as large as ``T * m1 < 2**31`` allows and (m2, m3) are searched over ``w2 x w3``
-    small values for the product nearest to ``M``, while the two floors lose at most
-    ``m2 m3 / 2**(s2+s3) + m3 / 2**s3`` (~2e-6 LSB), centred by ``r = 2**(s3-1) +
-    m2 m3 / 2**(s2+1) + m3 / 2``.  Returns a dict (T (clamp bound per channel), clamp
-    (bool), stages ``[s1, s2]``, s3, m1, m2, m3, r (int64 per channel), err: the worst
-    estimated error in output LSBs at ``|y| = 129``), or None when no form fits int32.
-    Proof obligations, checked here in float64 on the bounds: ``T * m1 < 2**31``,
-    ``(floor(T m1 / 2**s1) + 1) * m2 < 2**31`` and ``(floor(.. / 2**s2) + 1) * m3 + r <
-    2**31``.  The stage shifts are chosen on a sample of channels, then searched in full."""
-    M, B = np.asarray(M, np.float64), np.asarray(B, np.float64)
-    L = np.ceil(129.0 / M) + 2          # beyond +-L the output saturates (|y| > 129)
-    T = np.maximum(np.minimum(B, L), 1.0)     # >= 1: an all-zero channel still bounds m1
-    # a dead channel (|acc * M| < 0.5 for every |acc| <= T: onnxruntime's rint gives 0, e.g.
-    # a pruned channel whose weight scale is 1e-35) gets m1 = 0, exactly 0 whatever the
-    # accumulator; the stages are searched on the live channels' multipliers
-    dead = M * T < 0.499
-    if (T[~dead] >= I32).any():
-        return None
-    if dead.any():
-        live = np.flatnonzero(~dead)
-        ref = live[np.argmin(np.abs(M[live] - np.median(M[live])))] if live.size else None
-        M, T = M.copy(), T.copy()
-        M[dead], T[dead] = (M[ref], T[ref]) if ref is not None else (0.01, 1000.0)
-    pick = np.unique(np.linspace(0, len(M) - 1, min(len(M), 16)).astype(int))
-    best = None
-    for s1 in range(3, 10):
-        for s2 in range(3, 10):
-            f = _search3(M[pick], T[pick], s1, s2, 23, w2, w3)
-            if f is not None and (best is None or f[0].max() < best[0]):
-                best = (f[0].max(), s1, s2)
-    if best is None:
-        return None
-    f = _search3(M, T, best[1], best[2], 23, w2, w3)
-    if f is None:
-        return None
-    err, m1, m2, m3 = f
-    m1, err = np.where(dead, 0, m1), np.where(dead, 0.0, err)
-    T = np.where(dead, np.minimum(np.maximum(B, 1.0), I32 - 1), T)
-    s1, s2, s3 = best[1], best[2], 23
-    return dict(T=T.astype(np.int64), clamp=bool((B > L).any()), stages=[s1, s2], s3=s3,
-                m1=m1, m2=m2, m3=m3, r=(1 << (s3 - 1)) + ((m2 * m3) >> (s2 + 1)) + m3 // 2,
-                err=float(err.max()))
-
-
-def output_clamp(a: dict, lo: int, hi: int, vlo0: np.ndarray, vhi0: np.ndarray):
-    """Per-channel (vlo, vhi) inside [vlo0, vhi0]: the clamp range of the accumulator whose
-    outputs are exactly [lo, hi].  y(v) (:func:`multiplier_apply`) is non-decreasing and,
-    with every multiplier below 0.99, steps by at most one, so ``y(clamp(v, vlo, vhi)) ==
-    clip(y(v), lo, hi)`` for every v when ``y(vlo0) <= lo`` and ``y(vhi0) >= hi`` or the
-    range is not reached.  Found by bisection on the integer stages.  None when some
-    multiplier is too large for that argument."""
-    M = np.asarray(a["mult"], np.float64) / 2.0 ** int(a["shift"])
-    for s_i, m_i in a["stages"]:
-        M = M * np.asarray(m_i, np.float64) / 2.0 ** int(s_i)
-    if (M >= 0.99).any():
-        return None
-    vlo0, vhi0 = np.asarray(vlo0, np.int64), np.asarray(vhi0, np.int64)
-
-    def search(pred):         # the smallest v in [vlo0, vhi0 + 1] with pred(v) (monotone)
-        x, y = vlo0.copy(), vhi0 + 1
-        while (x < y).any():
-            mid = (x + y) // 2
-            ok = pred(mid)
-            y = np.where(ok, mid, y)
-            x = np.where(ok, x, mid + 1)
-        return x
-    vlo = np.minimum(search(lambda v: multiplier_apply(a, v) >= lo), vhi0)
-    vhi = np.maximum(search(lambda v: multiplier_apply(a, v) > hi) - 1, vlo0)
-    if (vlo > vhi).any():
-        return None
-    return vlo, vhi
-
-
-def set_output_clamp(a: dict, lo: int, hi: int, vlo0, vhi0) -> None:
-    """Make the accumulator clamp of ``a`` also the output clip to [lo, hi] when it can
-    (:func:`output_clamp`: ``tclip`` a pair of per-channel lists, ``clamped``), else keep
-    the clamp [vlo0, vhi0] and the clip."""
-    rng = output_clamp(a, lo, hi, vlo0, vhi0)
-    if rng is None:
-        a["tclip"] = [[int(v) for v in vlo0], [int(v) for v in vhi0]]
-        a.pop("clamped", None)
-    else:
-        a["tclip"] = [[int(v) for v in rng[0]], [int(v) for v in rng[1]]]
-        a["clamped"] = True
-
-
-def _search3(M, T, s1, s2, s3, w2, w3):
-    """(err, m1, m2, m3) per channel at fixed shifts (:func:`gemm_multiplier`), or None when
-    some channel has no form inside int32."""
-    rows = np.arange(len(M))
-    m1max = np.floor(I32 / T)
-    lo3 = np.maximum(1.0, np.floor(T * M * 2.0 ** (s2 + s3) / 2.0 ** 31 * 1.02))
-    m3 = lo3[:, None, None] + np.arange(w3)[None, None, :]
-    N = M * 2.0 ** (s1 + s2 + s3)
-    lo2 = np.maximum(1.0, np.floor(N / (m1max * (lo3 + w3))))
-    m2 = lo2[:, None, None] + np.arange(w2)[None, :, None]
-    m1 = np.rint(N[:, None, None] / (m2 * m3))
-    t1 = np.floor(T[:, None, None] * m1 / 2.0 ** s1) + 1
-    t2 = np.floor(t1 * m2 / 2.0 ** s2) + 1
-    ok = (m1 >= 1) & (m1 <= m1max[:, None, None]) & (t1 * m2 < I32) & \
-        (t2 * m3 + 2.0 ** (s3 - 1) + m3 * (m2 + 1) < I32)
-    err = T[:, None, None] * np.abs(m1 * m2 * m3 / 2.0 ** (s1 + s2 + s3) - M[:, None, None]) \
-        + (m2 * m3 / 2.0 ** (s2 + s3) + m3 / 2.0 ** s3) / 2
-    err = np.where(ok, err, np.inf).reshape(len(M), -1)
-    j = err.argmin(axis=1)
-    e = err[rows, j]
-    if not np.isfinite(e).all():
-        return None
-    j2, j3 = np.unravel_index(j, (w2, w3))
-    return (e, m1[rows, j2, j3].astype(np.int64), m2[rows, j2, 0].astype(np.int64),
-            m3[rows, 0, j3].astype(np.int64))
-
-
-def factor_pair(n: float, limit: int = IMM) -> tuple[int, int]:
-    """(c1, c2), each in [1, limit], whose product is nearest to ``n`` (two ALU MULs by
-    16-bit immediates make a ~30-bit multiplier)."""
-    c1 = np.arange(1, limit + 1, dtype=np.float64)
-    c2 = np.clip(np.rint(n / c1), 1, limit)
-    j = int(np.abs(c1 * c2 - n).argmin())
-    return int(c1[j]), int(c2[j])
-
-
-def dyadic_add(ra: float, rb: float, max_shift: int = 15) -> dict | None:
-    """The ``qaddfx`` attributes of an add whose ratios are exactly ``ma / 2**k`` and
-    ``mb / 2**k`` (e.g. two inputs at one scale and the output at twice it: 0.5 and 0.5,
-    as a detection head's upsample-and-add has): the sum ``a * ma + b * mb`` is exact and
-    exact halves are frequent (a third of the outputs of such an add), so it rounds half to
-    even as onnxruntime does (``even``: :func:`compiler.ops.qfixed.qaddfx_reference`).
-    None when the ratios are not such fractions with ``|m| <= 2**15`` and ``k <= max_shift``."""
-    for k in range(max_shift + 1):
-        ma, mb = ra * 2.0 ** k, rb * 2.0 ** k
-        if ma == int(ma) and mb == int(mb):
-            if max(abs(ma), abs(mb)) > IMM:
-                return None
-            return {"ma": int(ma), "mb": int(mb), "shift": k, "even": True}
-    return None
-
-
-def add_multipliers(ra: float, rb: float) -> dict:
-    """The ``qaddfx`` attributes for ``y = round(a * ra + b * rb)`` (int8 a, b):
-    ``(a * ma * ma2 + (b * mb + rb) * mb2) >> k`` with ``ma * ma2 ~ ra * 2**k`` and
-    ``mb * mb2 ~ rb * 2**k`` (each factor a 16-bit immediate: ~23-bit multipliers,
-    :func:`factor_pair`) at the largest k with everything inside int32, and the rounding
-    constant folded into the b term: ``rb * mb2 ~ 2**(k-1)`` (so no ADD of a constant wider
-    than an immediate; the shift is plain floors of at most 15 each).  The pair (mb, mb2) is
-    searched for the smallest error ``32 * |mb mb2 - rb 2**k| + |rb' mb2 - 2**(k-1)|``
-    (units of ``2**-k`` LSB; 32: a typical ``|b|``)."""
-    k = 30
-    while k > 1 and 128 * (ra + rb) * 2.0 ** k * (1 + 1e-6) + 2.0 ** k + 2 ** 16 >= I32:
-        k -= 1
-    ma, ma2 = factor_pair(ra * 2.0 ** k)
-    n, half = rb * 2.0 ** k, 2.0 ** (k - 1)
-    c2 = np.arange(1, IMM + 1, dtype=np.float64)
-    c1 = np.clip(np.rint(n / c2), 1, IMM)
-    r = np.clip(np.rint(half / c2), 0, IMM)
-    err = 32 * np.abs(c1 * c2 - n) + np.abs(r * c2 - half)
-    j = int(err.argmin())
-    out = {"ma": ma, "ma2": ma2, "mb": int(c1[j]), "mb2": int(c2[j]), "rb": int(r[j]),
-           "shift": k}
-    top = 128 * (ma * ma2 + out["mb"] * out["mb2"]) + out["rb"] * out["mb2"]
-    if top >= I32:
-        raise ValueError(f"qaddfx multipliers overflow int32 ({ra}, {rb}, k={k})")
-    return out
 
 
 def _bounds(post, s: float) -> tuple[int, int]:
@@ -301,16 +132,27 @@ class FixedRules:
     :class:`compiler.graph.quantize.QuantContext` ``ctx``; ``scales`` {float value: scale};
     ``qscales`` {int8 value in the quantised graph: scale}; ``notes`` what was not kept."""
 
-    PRESERVE = ("maxpool", "reshape", "flatten")
+    PRESERVE = ("maxpool", "reshape", "flatten", "resize")
 
-    def __init__(self, ctx, scales: dict, qscales: dict, float32: bool = False):
+    REQUANT = ("fixed", "float32", "auto")
+
+    def __init__(self, ctx, scales: dict, qscales: dict, requant: str = "fixed"):
         self.ctx, self.scales, self.qscales, self.notes = ctx, scales, qscales, []
-        self.float32 = float32
+        if requant not in self.REQUANT:
+            raise ValueError(f"qdq requantisation {requant!r}: expected one of {self.REQUANT}")
+        self.requant = requant
+        self.requant_notes: list = []      # (node, "fixed" | "float32", why) with "auto"
+        # int8 value -> (root int8 value, its 256 values as a function of the root's):
+        # the element-wise chains, so that a product of two functions of one value (a
+        # hard-swish's x * clip(x + 3), a swish's x * sigmoid(x)) is a table of that value
+        self.tables: dict = {}
 
     def __call__(self, n) -> bool:
         f = getattr(self, "_" + n.op, None)
         if f is None and n.op in self.PRESERVE:
             f = self._preserve
+        if f is None and one_value(self.ctx.g, n):
+            f = self._table
         if f is None or n.name in self.ctx.float_nodes:
             return False
         return bool(f(n))
@@ -327,6 +169,12 @@ class FixedRules:
     def _emit(self, n, op, ins, attrs, s):
         out = self.ctx.emit_q(n, op, ins, attrs, nominal_frac(s))
         self.qscales[out] = s
+        if op in ("qlut", "qrequant", "qmulfx"):     # a function of one int8 value
+            from .reference import run_node
+            node = self.ctx.q.nodes[-1]
+            root, t = self.tables.get(ins[0], (ins[0], V8.astype(np.int8)))
+            self.tables[out] = (root, np.asarray(run_node(node, [t] + [
+                self.ctx.q.params[i] for i in ins[1:]]), np.int8).reshape(256))
         return out
 
     def _note(self, n, why):
@@ -353,7 +201,33 @@ class FixedRules:
         if sx is None:
             return self._note(n, "input has no Q/DQ scale")
         w = g.params[n.inputs[1]]
-        sw, exact = _weight_scales(g, n.inputs[1], w)
+        form = self._fixed_form(n, w, sx, sy)
+        if form is None:
+            return False
+        wq, bq, attrs, M, B = form
+        q = c.q
+        wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh((n.inputs[2] if len(n.inputs) > 2
+                                                        else n.name + "_b") + "_q")
+        q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
+        q.add_param(bn, bq.astype(np.int32), frac=0)
+        if self._float32(n, attrs, M, B):   # onnxruntime's QLinearConv requantisation, CPU
+            wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
+            wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
+            acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
+            mn = q.fresh(n.name + "_m32")
+            q.add_param(mn, M.astype(np.float32))
+            self._emit(n, "qreq32", [acc, mn], {"lo": attrs["lo"], "hi": attrs["hi"]}, sy)
+            return True
+        self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
+        return True
+
+    def _fixed_form(self, n, w, sx, sy):
+        """(int8 weights (O, -1), int32 bias, the fixed-point epilogue attributes, float32
+        multipliers M, accumulator bounds B) of a conv / dense (``w``: output channels
+        first) from scale ``sx`` to ``sy``; None (noted) when no form fits int32."""
+        g = self.ctx.g
+        wname = n.inputs[1]
+        sw, exact = _weight_scales(g, wname, w)
         if not exact:
             self.notes.append((n.name, n.op, "weights are not integers at any per-tensor or "
                                "per-channel scale: max|w_c|/127 used"))
@@ -370,34 +244,122 @@ class FixedRules:
         B = 128 * np.abs(wq).sum(axis=1) + np.abs(bq)
         fp = gemm_multiplier(np.maximum(M, 1e-30), B)
         if fp is None or (np.abs(bq) + B).max() >= I32:
-            return self._note(n, f"no fixed-point multiplier fits int32 (M in "
-                                 f"[{M.min():.3g}, {M.max():.3g}])")
-        bias = bq
+            self._note(n, f"no fixed-point multiplier fits int32 (M in "
+                          f"[{M.min():.3g}, {M.max():.3g}])")
+            return None
         lo, hi = _bounds(n.attrs.get("post", []), sy)
         attrs = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
         s1, s2 = fp["stages"]
         attrs.update(shift=fp["s3"], lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in fp["m1"]],
                      pre=0, stages=[[s1, [int(v) for v in fp["m2"]]],
                                     [s2, [int(v) for v in fp["m3"]]]],
-                     radd=[int(v) for v in fp["r"]], fixed_error=fp["err"],
-                     M32=[float(v) for v in M])
+                     radd=[int(v) for v in fp["r"]], fixed_error=fp["err"])
         # the clamp (always: it also keeps the epilogue off the power-of-two shift form)
         # doubles as the output clip where it can: two ALU ops fewer
         set_output_clamp(attrs, lo, hi, -fp["T"], fp["T"])
-        q = c.q
-        wn, bn = q.fresh(n.inputs[1] + "_q"), q.fresh((n.inputs[2] if len(n.inputs) > 2
-                                                        else n.name + "_b") + "_q")
-        q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
-        q.add_param(bn, bias.astype(np.int32), frac=0)
-        if self.float32:          # onnxruntime's QLinearConv requantisation, on the CPU
-            wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
-            wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
-            acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
-            mn = q.fresh(n.name + "_m32")
-            q.add_param(mn, M.astype(np.float32))
-            self._emit(n, "qreq32", [acc, mn], {"lo": lo, "hi": hi}, sy)
+        return wq, bq, attrs, M, B
+
+    def _float32(self, n, attrs, M, B) -> bool:
+        """Whether the layer requantises in float32 on the CPU (``requant``: always, never,
+        or with "auto" where the fixed-point form is not exactly that; noted)."""
+        if self.requant != "auto":
+            return self.requant == "float32"
+        mm = float32_mismatch(attrs, M, B)
+        if mm.any():
+            self.requant_notes.append((n.name, "float32", (
+                f"the fixed-point multiplier steps at another accumulator than onnxruntime's "
+                f"float32 product at {int(mm.sum())} output levels of {int((mm > 0).sum())} "
+                f"of {len(mm)} channels")))
             return True
-        self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
+        self.requant_notes.append((n.name, "fixed", (
+            "the fixed-point multiplier gives onnxruntime's float32 rounding for every "
+            "accumulator (all thresholds equal)")))
+        return False
+
+    def _table(self, n):
+        """An element-wise node of one activation (a one-input function, or add / sub / mul /
+        div / pow by a one-element constant) from and to Q/DQ scales -> ``qlut``: its 256
+        outputs computed as onnxruntime computes the node (:func:`ort_table`)."""
+        g = self.ctx.g
+        act = next(i for i in n.inputs if i and i not in g.params)
+        x, sx = self._in(act, n)
+        sy = self.scales.get(n.output)
+        if sx is None or sy is None:
+            return self._note(n, "input or output has no Q/DQ scale")
+        t = ort_table(g, n, act, sx, sy)
+        if t is None:
+            return self._note(n, "no 256-entry table (the float function is not finite on "
+                                 "every int8 input)")
+        tn = self.ctx.q.fresh(n.name + "_lut")
+        self.ctx.q.add_param(tn, t, frac=nominal_frac(sy))
+        self._emit(n, "qlut", [x, tn], {"why": f"{n.op} at the model's scales: a 256-entry "
+                                              f"table, as onnxruntime computes it"}, sy)
+        return True
+
+    def _mul(self, n):
+        """``x * c`` -> a table (QLinearMul); ``a * b`` of two functions of one int8 value ->
+        a table of that value; two activations (an SE gate's (N, C, H, W) * (N, C, 1, 1))
+        -> ``qmul`` with a fixed-point multiplier that gives QLinearMul's
+        ``rint(fl32(fl32(a b) * fl32(fl32(sa sb) / sy)))`` for every product (checked on all
+        of them, :func:`product_multiplier`), else ``qmul32`` (that float32 product on the
+        CPU, int8 in and out)."""
+        c, g = self.ctx, self.ctx.g
+        if one_value(g, n):
+            return self._table(n)
+        if any(i in g.params for i in n.inputs):
+            return self._note(n, "a product with a constant of more than one element")
+        sy = self.scales.get(n.output)
+        (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
+        if sy is None or sa is None or sb is None:
+            return self._note(n, "an operand or the output has no Q/DQ scale")
+        R = np.float32(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sy))
+        lo, hi = _bounds(n.attrs.get("post", []), sy)
+        ra, ta = self.tables.get(a, (a, V8.astype(np.int8)))
+        rb, tb = self.tables.get(b, (b, V8.astype(np.int8)))
+        if ra == rb:                 # one value's function: a table of it
+            t = np.clip(np.rint((ta.astype(np.int64) * tb).astype(np.float32) * R), lo, hi)
+            tn = c.q.fresh(n.name + "_lut")
+            c.q.add_param(tn, t.astype(np.int8), frac=nominal_frac(sy))
+            self._emit(n, "qlut", [ra, tn], {"why": "a product of two functions of one value "
+                                                    "(QLinearMul): one 256-entry table"}, sy)
+            return True
+        xa, xb = (tuple(g.values[i].shape) for i in n.inputs)
+        if xb != xa and (len(xa) != len(xb) or any(m not in (1, k) for m, k in zip(xb, xa))
+                         or (len(xa) == 4 and xb[2:] != (1, 1))):
+            return self._note(n, f"a product broadcast {xb} -> {xa} (qmul broadcasts the "
+                                 f"second operand's (N, C, 1, 1))")
+        fx = product_multiplier(float(R), lo, hi)
+        if fx is None:         # QLinearMul's float32 product on the CPU, integer in and out
+            self._emit(n, "qmul32", [a, b], {"R": float(R), "lo": lo, "hi": hi}, sy)
+            return True
+        self._emit(n, "qmul", [a, b], dict(fx, lo=lo, hi=hi), sy)
+        return True
+
+    def _concat(self, n):
+        """concat -> ``qconcat`` at the output's scale; an input at another scale is first
+        requantised by a table (QLinearConcat's ``Q(DQ(x))`` lookup table)."""
+        c, g = self.ctx, self.ctx.g
+        sy = self.scales.get(n.output)
+        if sy is None:
+            return self._note(n, "output has no Q/DQ scale")
+        xs = []
+        for i in n.inputs:
+            x, sx = self._in(i, n)
+            if sx is None:
+                return self._note(n, f"input {i!r} has no Q/DQ scale")
+            if abs(sx - sy) > 1e-7 * sy:
+                t = np.clip(np.rint((V8 * np.float32(sx)).astype(np.float32) /
+                                    np.float32(sy)), -128, 127).astype(np.int8)
+                tn = c.q.fresh(i + "_rq")
+                c.q.add_param(tn, t, frac=nominal_frac(sy))
+                out = c.q.fresh(i + "_rq")
+                c.q.add_node("qlut", out, [x, tn], g.values[i].shape, "int8",
+                             {"why": "QLinearConcat: an input requantised by a table"},
+                             frac=nominal_frac(sy))
+                self.qscales[out] = sy
+                x = out
+            xs.append(x)
+        self._emit(n, "qconcat", xs, {"axis": n.attrs["axis"], "shifts": [0] * len(xs)}, sy)
         return True
 
     def _reshaped_scale(self, v):
@@ -412,6 +374,8 @@ class FixedRules:
 
     def _add(self, n):
         c = self.ctx
+        if one_value(c.g, n):                  # x + c: a table (QLinearAdd)
+            return self._table(n)
         if c.g.values[n.inputs[0]].shape != c.g.values[n.inputs[1]].shape:
             return self._note(n, "broadcast add")
         sy = self.scales.get(n.output)
@@ -441,6 +405,12 @@ class FixedRules:
             return True
         m, k = fixed_multiplier(float(np.float32(sx) / np.float32(sy)))
         lo, hi = _bounds(post, sy)
+        want = ort_table(c.g, n, n.inputs[0], sx, sy)
+        if want is not None and not np.array_equal(
+                np.clip((V8 * m + (1 << (k - 1) if k else 0)) >> k, lo, hi), want):
+            # onnxruntime's float Clip between two scales rounds some input otherwise (a
+            # half to even): its table instead of the fixed-point multiplier
+            return self._table(n)
         self._emit(n, "qmulfx", [x], {"m": m, "shift": k, "lo": lo, "hi": hi}, sy)
         return True
 

@@ -126,8 +126,11 @@ def _binary(ctx, node, op, a, b, out=None):
         if op == "sub" or np.all(c != 0):
             k = _const(ctx, node.name + ("_neg" if op == "sub" else "_inv"),
                        (-c if op == "sub" else 1.0 / c).astype(np.float32))
+            # (a QDQ model's x / c at its own scales is onnxruntime's float32 division:
+            # c is kept for quantize_fixed's table)
             return _emit(ctx, node, "add" if op == "sub" else "mul", [a, k], shape,
-                         "float32", out=out)
+                         "float32", {"div_by": float(c.reshape(-1)[0])}
+                         if op == "div" and c.size == 1 else None, out=out)
     return _emit(ctx, node, op, [a, b], shape, "bool" if row.out == "bool" else dt, out=out)
 
 
@@ -282,7 +285,8 @@ def quantize_mul(qc, n) -> bool:
 def _qmul_reference(n, ins):
     from ..vta.alu_act import mul_int
     a = n.attrs
-    return mul_int(ins[0], ins[1], a["shift"], a["lo"], a["hi"])
+    return mul_int(ins[0], ins[1], a["shift"], a["lo"], a["hi"], a.get("m", 1), a.get("s1", 0),
+                   a.get("r"))
 
 
 def _qmul_te(acc):
@@ -292,7 +296,7 @@ def _qmul_te(acc):
         xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
         a = n.attrs
         out = mul_te(xs[0], xs[1], a["shift"], a["lo"], a["hi"], n.name,
-                     cfg.acc_dtype if cfg else acc)
+                     cfg.acc_dtype if cfg else acc, a.get("m", 1), a.get("s1", 0), a.get("r"))
         return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
     return kernel
 

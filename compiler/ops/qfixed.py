@@ -14,6 +14,8 @@ inside int32.
   ``a * ma + b * mb`` divided by ``2**k`` rounded half to even, as onnxruntime);
 * ``qmulfx``: ``clip((x * m + 2**(k-1)) >> k, lo, hi)`` (a relu / clip / identity between
   two scales);
+* ``qmul32``: onnxruntime's QLinearMul, ``clip(rint(fl32(fl32(a * b) * R)))`` on the CPU
+  (a product of two activations whose float32 rounding no fixed-point ``qmul`` reproduces);
 * ``qgapfx``: ``clip((sum_hw(x) * m + 2**(k-1)) >> k, -128, 127)`` (QLinearGlobalAveragePool),
   or with ``stages`` the sum clamped to ``+-T`` through a conv's three-stage multiplier
   (:func:`compiler.graph.quantize_fixed.gemm_multiplier`).
@@ -24,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import registry
-from .requant import multiplier_apply
+from .requant import stages_te, multiplier_apply
 
 
 def _rnd_shift(v: np.ndarray, k: int) -> np.ndarray:
@@ -89,6 +91,29 @@ def qreq32_reference(n, ins):
     m = m.reshape((1, -1) + (1,) * (acc.ndim - 2))
     y = np.rint(acc.astype(np.float32) * m)
     return np.clip(y, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+
+
+def qmul32_reference(n, ins):
+    """onnxruntime's QLinearMul of two int8 tensors (the second broadcast):
+    ``clip(rint(fl32(fl32(a * b) * R)), lo, hi)``, ``R = fl32(fl32(sa sb) / sy)``, halves to
+    even (MlasQLinearMulKernel; the product of two int8 values is exact in float32)."""
+    p = ins[0].astype(np.int64) * ins[1].astype(np.int64)
+    y = np.rint(p.astype(np.float32) * np.float32(n.attrs["R"]))
+    return np.clip(y, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+
+
+def _mul32_cpu(n, g):
+    from ..te import cast, clip, compute, placeholder, round as te_round
+    xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
+    a, b = xs
+    r, lo, hi = float(np.float32(n.attrs["R"])), float(n.attrs["lo"]), float(n.attrs["hi"])
+
+    def body(*i):
+        bi = tuple(j if m == k else 0 for j, m, k in zip(i, b.shape, a.shape))
+        p = cast("int32", a[i]) * cast("int32", b[bi])
+        return cast("int8", clip(te_round(cast("float32", p) * r), lo, hi))
+    out = compute(a.shape, body, name=n.name, dtype="int8")
+    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
 
 
 def _req32_cpu(n, g):
@@ -178,11 +203,7 @@ def _gap_cpu(n, g):
         from ..te import clip
         t = compute(ov.shape, lambda *i: clip(s[i], -a["T"], a["T"]) * a["mult"][0],
                     name=n.name + "_mul", dtype="int32")
-        for k, (s_k, m_k) in enumerate(a["stages"]):
-            t = compute(ov.shape, lambda *i, t=t, s_k=s_k, m_k=m_k: (t[i] >> int(s_k)) *
-                        int(m_k[0]), name=f"{n.name}_st{k}", dtype="int32")
-        t = compute(ov.shape, lambda *i, t=t: t[i] + a["radd"][0], name=n.name + "_radd",
-                    dtype="int32")
+        t, _ = stages_te(t, n)            # one channel: the multipliers as immediates
         return _requant_te(t, {"shift": a["shift"], "rb": 0}, n.name, "int32"), \
             [(x, ("value", n.inputs[0]))]
     t = compute(ov.shape, lambda *i: s[i] * a["m"], name=n.name + "_mul", dtype="int32")
@@ -207,3 +228,5 @@ registry.register(registry.OpDef("qgapfx", reference=qgapfx_reference, place=_on
                                  layout="agnostic", cpu=_gap_cpu))
 registry.register(registry.OpDef("qreq32", reference=qreq32_reference, place=_on_cpu,
                                  cpu=_req32_cpu))
+registry.register(registry.OpDef("qmul32", reference=qmul32_reference, place=_on_cpu,
+                                 layout="agnostic", cpu=_mul32_cpu))

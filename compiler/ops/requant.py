@@ -282,7 +282,7 @@ def mult_vta(acc, n, co_p: int, cfg):
     binds = cb + [(mv, ("param", np.ascontiguousarray(np.broadcast_to(
         m.reshape(-1, 1, cfg.block_out), mv.shape))))]
     if n.attrs.get("stages"):
-        out, more = _stages_te(out, n, co_p, lambda nm: placeholder(
+        out, more = stages_te(out, n, co_p, lambda nm: placeholder(
             (co_p // cfg.block_out, cfg.batch, cfg.block_out), cfg.acc_dtype, nm),
             lambda v: np.ascontiguousarray(np.broadcast_to(
                 v.astype(np.int32).reshape(-1, 1, cfg.block_out),
@@ -311,36 +311,44 @@ def mult_cpu(acc, n):
     binds = cb + [(mv, ("param", np.asarray(n.attrs["mult"], np.int32)))]
     if n.attrs.get("stages"):
         c = len(n.attrs["mult"])
-        out, more = _stages_te(out, n, c, lambda nm: placeholder((c,), "int32", nm),
+        out, more = stages_te(out, n, c, lambda nm: placeholder((c,), "int32", nm),
                                lambda v: v.astype(np.int32), False)
         binds += more
     return _rnd_te(out, n), binds
 
 
-def _stages_te(t, n, co_p, ph, pack, packed: bool):
+def stages_te(t, n, co_p: int = 1, ph=None, pack=None, packed: bool = False):
     """The later stages of a multi-stage multiplier (:func:`apply_mult`): per stage ``t >> s``
     and a MUL by a per-channel vector, then ADD the per-channel ``radd`` (vectors ``ph(name)``
     bound to ``pack(values)``; ``packed``: VTA's (CO/BLOCK_OUT, BATCH, BLOCK_OUT) vectors
-    for a packed 6-D / 4-D ``t``, else plain (CO,) vectors for a 4-D / 2-D ``t``)."""
+    for a packed 6-D / 4-D ``t``, else plain (CO,) vectors for a 4-D / 2-D ``t``).  With
+    ``ph`` None one multiplier for every element (``qgapfx``: the stages' single values as
+    immediates, no vectors bound)."""
     from ..te import compute
     a = n.attrs
 
     def vec(name, vals, fill):
+        if ph is None:
+            return int(vals[0]), None
         v = np.full(co_p, fill, np.int64)
         v[:len(vals)] = vals
         return ph(name), pack(v)
-    def ix(i):
-        return (i[1], i[-2], i[-1]) if packed else (i[1],)
+
+    def at(mv, i):
+        if ph is None:
+            return mv
+        return mv[(i[1], i[-2], i[-1]) if packed else (i[1],)]
     binds = []
     for k, (s_k, m_k) in enumerate(a["stages"]):
         t = shr_te(t, int(s_k), f"{n.name}_s{k}")
         mv, mp = vec(f"mult{k + 2}", m_k, 1)
-        t = compute(t.shape, lambda *i, t=t, mv=mv: t[i] * mv[ix(i)], name=f"{n.name}_m{k + 2}",
-                    dtype=t.dtype)
-        binds.append((mv, ("param", mp)))
+        t = compute(t.shape, lambda *i, t=t, mv=mv: t[i] * at(mv, i),
+                    name=f"{n.name}_m{k + 2}", dtype=t.dtype)
+        if mp is not None:
+            binds.append((mv, ("param", mp)))
     rv, rp = vec("radd", a["radd"], 0)
-    t = compute(t.shape, lambda *i: t[i] + rv[ix(i)], name=n.name + "_radd", dtype=t.dtype)
-    return t, binds + [(rv, ("param", rp))]
+    t = compute(t.shape, lambda *i: t[i] + at(rv, i), name=n.name + "_radd", dtype=t.dtype)
+    return t, binds + ([(rv, ("param", rp))] if rp is not None else [])
 
 
 def _rnd_te(t, n):

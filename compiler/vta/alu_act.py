@@ -160,27 +160,41 @@ def form_te(f: dict, x, name: str, acc: str = "int32"):
     return compute(x.shape, body, name=name, dtype="int8")
 
 
-def mul_int(a, b, shift: int, lo: int, hi: int) -> np.ndarray:
+def mul_int(a, b, shift: int, lo: int, hi: int, m: int = 1, s1: int = 0,
+            r: int | None = None) -> np.ndarray:
     """``clip(round(a * b / 2**shift), lo, hi)`` of two int8 arrays (``b`` broadcast), int8
-    (rounding half up: ``(a * b + 2**(shift - 1)) >> shift``)."""
+    (rounding half up: ``(a * b + 2**(shift - 1)) >> shift``); with a fixed-point multiplier
+    (a QDQ model's scales) ``((((a * b * m) >> s1) + r) >> shift``."""
     p = np.asarray(a, np.int64) * np.asarray(b, np.int64)
-    if shift > 0:
-        p = (p + (1 << (shift - 1))) >> shift
+    if m != 1 or s1:
+        p = (p * m) >> s1
+    if r is None:
+        r = 1 << (shift - 1) if shift > 0 else 0
+    p = (p + r) >> shift
     return np.clip(p, lo, hi).astype(np.int8)
 
 
-def mul_te(a, b, shift: int, lo: int, hi: int, name: str, acc: str = "int32"):
+def mul_te(a, b, shift: int, lo: int, hi: int, name: str, acc: str = "int32", m: int = 1,
+           s1: int = 0, r: int | None = None):
     """:func:`mul_int` as a tensor expression: ``b`` has ``a``'s rank, with extent 1 where it
     is broadcast (an SE block's ``(N, C, 1, 1)`` scale, or its packed
     ``(N/B, C/BO, 1, 1, B, BO)``)."""
     from ..te import cast, compute, maximum, minimum, shift_right
-    if b.ndim != a.ndim or any(m not in (1, n) for m, n in zip(b.shape, a.shape)):
+    if b.ndim != a.ndim or any(m_ not in (1, n) for m_, n in zip(b.shape, a.shape)):
         raise ValueError(f"{name}: operand {b.shape} does not broadcast against {a.shape}")
+    if r is None:
+        r = 1 << (shift - 1) if shift > 0 else 0
 
     def body(*i):
-        bi = tuple(j if m == n else 0 for j, m, n in zip(i, b.shape, a.shape))
+        bi = tuple(j if m_ == n else 0 for j, m_, n in zip(i, b.shape, a.shape))
         p = cast(acc, a[i]) * cast(acc, b[bi])
+        if m != 1:
+            p = p * m
+        if s1:
+            p = shift_right(p, s1)
+        if r:
+            p = p + r
         if shift > 0:
-            p = shift_right(p + (1 << (shift - 1)), shift)
+            p = shift_right(p, shift)
         return cast("int8", minimum(maximum(p, lo), hi))
     return compute(a.shape, body, name=name, dtype="int8")

@@ -256,8 +256,17 @@ def rows_from_blockdiag(out, binds: list, w: np.ndarray, pads: tuple, data_user,
     host = tuple(h for h in rwl.host if h.dram is not rwl.data) + (
         HostInput(data_user, rwl.data, PackedToRows(c, kw, (pl, pr), lanes)),)
     user_out = Tensor(t.name, (1, c // lanes, wl.oh, ow, 1, lanes), "int8")
-    return _replace(rwl, host=host, unpack=RowsToPacked(ow, kw, lanes),
-                    user_out=user_out), new_binds
+    res = _replace(rwl, host=host, unpack=RowsToPacked(ow, kw, lanes), user_out=user_out)
+    if len(vecs) * c > cfg.acc_buff_depth // 4:
+        # each per-channel vector takes c ACC tiles here (c / BLOCK block-diagonally): a
+        # QDQ model's seven fixed-point vectors of 480 channels leave no tiling (ocr_rec)
+        from ..te.loop_nest import ScheduleError
+        from .default_schedule import default_knobs
+        try:
+            default_knobs(res, cfg)
+        except ScheduleError:
+            return None
+    return res, new_binds
 
 
 def _stage(t, fn, name, tag):

@@ -1,0 +1,154 @@
+"""What onnxruntime computes for the node groups of a QDQ model (symmetric int8, zero
+points 0), as integer forms that reproduce it exactly (:mod:`.quantize_fixed` uses them):
+
+* :func:`ort_table`: an element-wise node of one int8 value as the 256 outputs onnxruntime
+  gives (QLinearAdd / QLinearMul with a constant, its float32 kernel between DQ and Q
+  otherwise), for a ``qlut``;
+* :func:`product_multiplier`: the fixed-point form of QLinearMul's float32 product
+  rounding, checked on every product of two int8 values (else None);
+* :func:`float32_mismatch`: where a conv / dense layer's fixed-point requantisation and
+  onnxruntime's float32 one (MlasRequantizeOutput) step at different accumulators
+  (``qdq_requant="auto"``).
+
+Each formula is the onnxruntime kernel's arithmetic on x86 (AVX2; MLAS's
+``MlasQLinearAddKernelAvx2Helper``, ``MlasQLinearMulKernel``, ``MlasRequantizeOutput``,
+``QlinearBuildLookupTable``), checked against onnxruntime itself in
+``tests/test_qdq_scales.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .fixed_point import IMM
+
+
+V8 = np.arange(-128, 128, dtype=np.int64)     # every int8 value
+
+
+def one_value(g, n) -> bool:
+    """Whether ``n`` is an element-wise function of exactly one activation (a one-input
+    function, or add / sub / mul / div / pow with a one-element constant)."""
+    from .lut_fuse import _acts, _fusable
+    return _fusable(g, n) and len(_acts(g, n)) == 1 and \
+        g.values[_acts(g, n)[0]].shape == g.values[n.output].shape
+
+
+def qconst(g, name):
+    """(int8 value, scale) of a one-element constant the QDQ model dequantises, or None."""
+    rec = getattr(g, "qdq_weights", {}).get(name)
+    if rec is None or np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
+        return None
+    sc = np.float32(np.asarray(rec[0]).reshape(-1)[0])
+    q = float(np.asarray(g.params[name], np.float64).reshape(-1)[0]) / float(sc)
+    if abs(q - round(q)) > 1e-3 or abs(round(q)) > 127:
+        return None
+    return int(round(q)), sc
+
+
+def ort_table(g, n, act: str, sx: float, sy: float):
+    """The 256 int8 outputs (inputs -128..127) of element-wise node ``n`` of float graph
+    ``g`` from activation ``act`` at scale ``sx`` to scale ``sy``, as onnxruntime executes
+    the QDQ node group (the kernels its QDQ transformer picks; checked against it in
+    tests/test_qdq_scales.py):
+
+    * ``x * c`` with an int8 constant: QLinearMul, ``rint(fl32(fl32(x c) * R))`` with
+      ``R = fl32(fl32(sx sc) / sy)`` (MlasQLinearMulKernel);
+    * ``x + c``: QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
+      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add; here the
+      sum in float64 then float32, the same unless the float64 sum is inexact AND lands on
+      a float32 tie);
+    * anything else (Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
+      ``Q(f(DQ(x)))`` in float32, ``f`` the node's float32 CPU kernel (its reference on
+      float32 is that kernel bit for bit), ``x / c`` as a division (``div_by``).
+
+    Halves round to even; None when the float function is not finite everywhere."""
+    sx, sy = np.float32(sx), np.float32(sy)
+    const = next((i for i in n.inputs if i in g.params), None)
+    qc = qconst(g, const) if const is not None and n.op in ("add", "mul") and \
+        "div_by" not in n.attrs else None
+    with np.errstate(all="ignore"):
+        if qc is not None and n.op == "mul":
+            R = np.float32(np.float32(sx * qc[1]) / sy)
+            y = (V8 * qc[0]).astype(np.float32) * R
+        elif qc is not None:
+            fixed = np.float32(np.float32(qc[0]) * np.float32(qc[1] / sy))
+            y = (V8 * np.float64(np.float32(sx / sy)) + np.float64(fixed)).astype(np.float32)
+        else:
+            from .reference import run_node
+            xf = V8.astype(np.float32) * sx
+            if "div_by" in n.attrs:
+                yf = xf / np.float32(n.attrs["div_by"])
+            else:
+                yf = run_node(n, [xf if i == act else np.asarray(g.params[i], np.float32)
+                                  for i in n.inputs])
+            y = np.asarray(yf, np.float32).reshape(256) / sy
+    if not np.isfinite(y).all():
+        return None
+    return np.clip(np.rint(y), -128, 127).astype(np.int8)
+
+
+def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
+    """``qmul`` attributes ``(m, s1, r, shift)`` with ``clip((((p * m) >> s1) + r) >>
+    shift, lo, hi) == clip(rint(fl32(fl32(p) * R)), lo, hi)`` for EVERY product ``p = a b``
+    of two int8 values (QLinearMul's float32 rounding, halves to even, reproduced exactly
+    by integer MUL, SHR and ADD with 16-bit immediates: ``m`` and ``r`` < 2**15), or None.
+    Searched over the largest exponents first and the multipliers next to ``R 2**k``; the
+    feasible rounding constants ``r`` follow from the products' bounds."""
+    R = np.float32(R)
+    p = np.arange(-128 * 127, 128 * 128 + 1, dtype=np.int64)
+    want = np.clip(np.rint(p.astype(np.float32) * R), lo, hi).astype(np.int64)
+    inner = (want > lo) & (want < hi)
+    for k in range(40, -1, -1):
+        m0 = int(round(float(R) * 2.0 ** k))
+        if m0 > IMM or m0 < 1:
+            continue
+        s2 = min(k, 15)
+        s1 = k - s2
+        for m in sorted(range(max(1, m0 - 3), min(IMM, m0 + 3) + 1), key=lambda v: abs(v - m0)):
+            u = (p * m) >> s1
+            # want * 2**s2 <= u + r (where not clipped below), u + r < (want + 1) * 2**s2
+            r_lo = int(np.max(np.where(want > lo, want << s2, -2 ** 40) - u))
+            r_hi = int(np.min(np.where(want < hi, (want + 1) << s2, 2 ** 40) - u)) - 1
+            if not inner.any() or r_lo > r_hi:
+                continue
+            r = min(max(r_lo, min(1 << max(s2 - 1, 0), r_hi)), r_hi)
+            if abs(r) <= IMM:
+                return {"m": m, "s1": s1, "r": r, "shift": s2}
+    return None
+
+
+
+def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Per output channel, at how many of its output levels the fixed-point requantisation
+    of a qconv / qdense (attributes ``a``: clamp, stages, shift, clip) and onnxruntime's
+    float32 one, ``clip(rint(fl32(fl32(acc) * M32_c)), lo, hi)`` (MlasRequantizeOutput),
+    step at different accumulators in ``[-B_c, B_c]`` (the accumulator's bound).  Both are
+    non-decreasing in the accumulator, so equal thresholds for every level mean the same
+    output for EVERY accumulator: 0 everywhere = the fixed-point form is onnxruntime's
+    arithmetic exactly.  Found by bisection, all channels and levels at once."""
+    from ..ops.requant import apply_mult
+    lo, hi = int(a["lo"]), int(a["hi"])
+    M32 = np.asarray(M32, np.float32)[:, None]
+    B = np.asarray(B, np.int64)[:, None]
+    C = len(B)
+    lev = np.arange(lo + 1, hi + 1, dtype=np.int64)[None, :]
+
+    def fx(v):
+        return np.clip(apply_mult(v, a, axis=0) >> int(a["shift"]), lo, hi)
+
+    def f32(v):
+        return np.clip(np.rint(v.astype(np.float32) * M32), lo, hi)
+
+    # the least v in [-B, B + 1] with f32(v) >= level, by bisection (cheap in float32)
+    x = np.broadcast_to(-B, (C, lev.shape[1])).copy()
+    y = np.broadcast_to(B + 1, (C, lev.shape[1])).copy()
+    while (x < y).any():
+        mid = (x + y) // 2
+        ok = f32(mid) >= lev
+        y, x = np.where(ok, mid, y), np.where(ok, x, mid + 1)
+    # fx (non-decreasing) has the same threshold iff it reaches the level at x and not at
+    # x - 1 (at the domain's ends: only the side inside it)
+    same = ((x > B) | (fx(np.minimum(x, B)) >= lev)) & \
+        ((x <= -B) | (fx(np.maximum(x - 1, -B)) < lev))
+    return (~same).sum(axis=1)
