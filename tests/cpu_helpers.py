@@ -28,3 +28,35 @@ def run_kernel(build, xv, target, threads=1, hand=False):
         assert len(k.codes) == 1 and k.codes[0].name == "s0", "expected the hand-written kernel"
     k.num_threads = threads
     return k.run({x: xv})
+
+
+#: Row lengths the row kernels are checked at: every length to 40 (each tail of a vector and
+#: of an unrolled step), vector edges, and the ViT/BERT/ImageNet widths.
+ROW_LENGTHS = list(range(1, 41)) + [63, 64, 65, 127, 128, 129, 197, 768, 1000, 1030, 6625]
+
+
+def random_rows(rng, c, rows=5):
+    """``rows`` float32 rows of ``c`` standard normals at one of three scales."""
+    return (rng.standard_normal((rows, c)) * rng.choice([0.01, 3.0, 30.0])).astype(np.float32)
+
+
+def special_rows(rng, c):
+    """12 rows of length ``c``: 0 a NaN, 1 a ``+inf``, 2 all ``-inf``, 6 ``+inf`` and NaN
+    (each all NaN out of a softmax), 3 one ``-inf``, 4 all equal, 5 zeros of both signs,
+    7 huge values (exp underflows), 8 every other -1e30, 9/10 all +-3.4e38, 11 a
+    subnormal."""
+    xv = (rng.standard_normal((12, c)) * 4).astype(np.float32)
+    xv[0, c // 2] = np.nan
+    xv[1, c - 1] = np.inf
+    xv[2] = -np.inf
+    xv[3, 0] = -np.inf
+    xv[4] = 2.5
+    xv[5] = -0.0
+    xv[5, 0] = 0.0
+    xv[6, 0], xv[6, -1] = np.inf, np.nan
+    xv[7] = rng.uniform(-1e30, 1e30, c).astype(np.float32)
+    xv[8, ::2] = -1e30
+    xv[9] = np.float32(3.4e38)
+    xv[10] = -np.float32(3.4e38)
+    xv[11, 0] = np.float32(2.0 ** -149)
+    return xv

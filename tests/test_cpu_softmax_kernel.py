@@ -19,7 +19,9 @@ from compiler.cpu.softmax_kernel import NAN_BITS, lanes_for, split_bits
 from compiler.ops.softmax import softmax_f32
 from compiler.te.loop_nest import StageSchedule
 
-from .cpu_helpers import AVX2, NATIVE, TARGETS, U, bits_equal, run_kernel
+from .cpu_helpers import (AVX2, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal, random_rows,
+                          run_kernel, special_rows)
+
 
 def _run(xv, target, threads=1):
     return run_kernel(lambda x: ops.softmax(x, target=target), xv, target, threads, hand=True)
@@ -28,8 +30,8 @@ def _run(xv, target, threads=1):
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_row_length_is_bit_exact_with_the_twin(target):
     rng = np.random.default_rng(1)
-    for c in list(range(1, 41)) + [63, 64, 65, 127, 128, 129, 197, 768, 1000, 1030, 6625]:
-        xv = (rng.standard_normal((5, c)) * rng.choice([0.01, 3.0, 30.0])).astype(np.float32)
+    for c in ROW_LENGTHS:
+        xv = random_rows(rng, c)
         assert bits_equal(_run(xv, target), softmax_f32(xv)), c
 
 
@@ -37,20 +39,7 @@ def test_every_row_length_is_bit_exact_with_the_twin(target):
 def test_special_rows(target):
     rng = np.random.default_rng(2)
     for c in (1, 2, 7, 8, 9, 16, 17, 197):
-        xv = (rng.standard_normal((12, c)) * 4).astype(np.float32)
-        xv[0, c // 2] = np.nan                       # NaN: all NaN
-        xv[1, c - 1] = np.inf                        # +inf: inf - inf, all NaN
-        xv[2] = -np.inf                              # all -inf: all NaN
-        xv[3, 0] = -np.inf                           # one -inf: exp 0 there
-        xv[4] = 2.5                                  # all equal: 1 / c each
-        xv[5] = -0.0
-        xv[5, 0] = 0.0                               # the maximum a zero of either sign
-        xv[6, 0], xv[6, -1] = np.inf, np.nan
-        xv[7] = rng.uniform(-1e30, 1e30, c).astype(np.float32)     # exp underflows to 0
-        xv[8, ::2] = -1e30
-        xv[9] = np.float32(3.4e38)                   # all equal and huge
-        xv[10] = -np.float32(3.4e38)
-        xv[11, 0] = np.float32(2.0 ** -149)          # a subnormal
+        xv = special_rows(rng, c)
         got, want = _run(xv, target), softmax_f32(xv)
         assert bits_equal(got, want), c
         for r in (0, 1, 2, 6):
