@@ -64,7 +64,8 @@ class VTACore(wiring.Component):
         SRAM read is registered and its address is formed from registers only (same
         cycles), the WGT write data takes its zero select from one copy per bus-wide slice
         (same cycles) and the engine's reset on launch comes from a register (one cycle
-        more per run).
+        more per run): the engine runs in its own clock domain, reset by that register
+        alone, through a ``DCCA`` (global network) on an ECP5.
 
     Members
     -------
