@@ -269,10 +269,12 @@ class ComputeModule(wiring.Component):
         loop_op = (c.opcode == Opcode.GEMM) | (c.opcode == Opcode.ALU)
         zero_trip = (g.iter_out == 0) | (g.iter_in == 0) | (g.uop_end <= g.uop_bgn)
         bad_alu = (c.opcode == Opcode.ALU) & (insn.alu.alu_opcode > AluOp.MUL)
+        legal_op = (c.opcode == Opcode.GEMM) | ((c.opcode == Opcode.ALU) &
+                                                (insn.alu.alu_opcode <= AluOp.MUL))
         in_range = g.uop_end <= self.cfg.uop_buff_depth
         return _LoopChecks(zero_trip=zero_trip, bad_alu=bad_alu,
                            out_of_range=loop_op & ~zero_trip & ~in_range,
-                           runs_loop=loop_op & ~bad_alu & ~zero_trip & in_range)
+                           runs_loop=legal_op & ~zero_trip & in_range)
 
     def _tokens_ready(self, insn):
         """The tokens ``insn`` pops are there (DECODE waits for this)."""
