@@ -1,5 +1,6 @@
 """Small program builders shared by the simulator tests."""
 
+import json
 import re
 import subprocess
 
@@ -80,17 +81,29 @@ def run_icarus_testbench(work, files=("tb.v", "pair.v", "model.v")):
     assert "ERRORS 0" in out, out
 
 
-def ecp5_cell_counts(work, tag, rtlil_text, script=""):
-    """Synthesize ``rtlil_text`` (top module ``top``) with yosys' ``synth_ecp5``, ``script``
-    run after reading it; the cell counts of its ``stat`` (cell type -> count).  Needs the
-    FPGA extra (YoWASP yosys)."""
+def _synth_ecp5(work, tag, rtlil_text, script, synth_args=""):
     from vta_hw.board.fpga import _tool_env
     env = _tool_env()
     (work / f"{tag}.il").write_text(rtlil_text)
     (work / f"{tag}.ys").write_text(f"read_rtlil {tag}.il\n{script}\n"
-                                    f"synth_ecp5 -top top\ntee -o {tag}.txt stat\n")
+                                    f"synth_ecp5 -top top {synth_args}\n"
+                                    f"tee -o {tag}.txt stat\n")
     r = subprocess.run([env["YOSYS"], "-q", f"{tag}.ys"], cwd=work, env=env,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def ecp5_cell_counts(work, tag, rtlil_text, script=""):
+    """Synthesize ``rtlil_text`` (top module ``top``) with yosys' ``synth_ecp5``, ``script``
+    run after reading it; the cell counts of its ``stat`` (cell type -> count).  Needs the
+    FPGA extra (YoWASP yosys)."""
+    _synth_ecp5(work, tag, rtlil_text, script)
     stat = (work / f"{tag}.txt").read_text()
     return {k: int(n) for n, k in re.findall(r"^\s+(\d+)\s+(\w+)\s*$", stat, re.M)}
+
+
+def ecp5_netlist(work, tag, rtlil_text, script=""):
+    """As :func:`ecp5_cell_counts`, but the synthesized top module itself (yosys' JSON:
+    ``cells``, ``netnames``)."""
+    _synth_ecp5(work, tag, rtlil_text, script, synth_args=f"-json {tag}.json")
+    return json.loads((work / f"{tag}.json").read_text())["modules"]["top"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
@@ -21,6 +23,15 @@ from .uoploop import OFF_BITS, UopLoop
 __all__ = ["ComputeModule"]
 
 _UOP, _ACC, _ACC8 = 0, 1, 2
+
+
+class _LoopChecks(NamedTuple):
+    """What DECODE checks of a GEMM/ALU instruction, as expressions (see
+    :meth:`ComputeModule._loop_checks`)."""
+    zero_trip: object      # the loop runs no micro-op (a zero trip count or an empty range)
+    bad_alu: object        # an ALU instruction with an opcode above MUL (ILLEGAL_ALU_OP)
+    out_of_range: object   # a GEMM/ALU loop that runs, past the UOP buffer (SRAM_RANGE)
+    runs_loop: object      # DECODE starts the micro-op loop once the tokens are ready
 
 #: yosys commands (after reading the design, before ``synth_ecp5``) that let the reads of the
 #: core's SRAMs (ACC slices, INP, WGT, OUT, UOP) return anything when they collide with a
@@ -228,29 +239,47 @@ class ComputeModule(wiring.Component):
         m.d.comb += head.eq(self.cmd_insn)
         first = Mux(self.cmd_ready, head.gemm.uop_bgn, insn.gemm.uop_bgn)
         # the ``start`` cycle's look-ahead (``uop_bgn + 1``, or ``uop_bgn`` for one micro-op)
-        # and whether the instruction starts the loop at all (what DECODE checks, except the
-        # tokens) are registered with the instruction, so the address has no adder, compare
-        # or decode in front of it (FPGA timing): only the loop's registers, the tokens and
-        # the instruction's fields through a few selects
-        hg, ha, hc = head.gemm, head.alu, head.common
+        # and whether the instruction starts the loop at all (DECODE's own checks,
+        # ``_loop_checks``, except the tokens) are registered with the instruction, so the
+        # address has no adder, compare or decode in front of it (FPGA timing): only the
+        # loop's registers, the tokens and the instruction's fields through a few selects
+        hg = head.gemm
         bgn1 = Signal(len(loop.u_ahead), name="uop_bgn1")
         single = Signal(name="uop_single1")
         runs = Signal(name="insn_runs_loop")
-        zero_trip = (hg.iter_out == 0) | (hg.iter_in == 0) | (hg.uop_end <= hg.uop_bgn)
         with m.If(self.cmd_ready & self.cmd_valid):
             m.d.sync += [bgn1.eq(hg.uop_bgn + 1), single.eq(hg.uop_bgn + 1 == hg.uop_end),
-                         runs.eq(((hc.opcode == Opcode.GEMM) |
-                                  ((hc.opcode == Opcode.ALU) & (ha.alu_opcode <= AluOp.MUL))) &
-                                 ~zero_trip & (hg.uop_end <= cfg.uop_buff_depth))]
-        c = insn.common
-        ready = (~c.pop_prev | self.l2g_avail) & (~c.pop_next | self.s2g_avail)
-        start = in_decode & runs & ready            # equal to ``loop.start``
+                         runs.eq(self._loop_checks(head).runs_loop)]
+        start = in_decode & runs & self._tokens_ready(insn)     # equal to ``loop.start``
         at_start = Mux(single, insn.gemm.uop_bgn, bgn1)
         m.d.comb += uop_rp.addr.eq(Mux(loop.busy, loop.u_ahead_run,
                                        Mux(start, at_start, first)))
         uop0 = Signal(32, name="uop_q", reset_less=True)
         m.d.sync += uop0.eq(uop_rp.data)
         return uop0
+
+    def _loop_checks(self, insn) -> _LoopChecks:
+        """DECODE's checks of the GEMM/ALU instruction ``insn`` (a view of ``insn_layout``:
+        the decoded instruction, or the command queue's head for the ``pipelined`` UOP
+        look-ahead, which registers ``runs_loop`` a cycle early), in one place so the two
+        cannot drift apart.  ``runs_loop`` is true exactly when DECODE, with the tokens
+        ready (:meth:`_tokens_ready`), starts the micro-op loop: GEMM or a legal ALU op,
+        a non-zero trip, ``uop_end`` within the UOP buffer."""
+        g, c = insn.gemm, insn.common
+        loop_op = (c.opcode == Opcode.GEMM) | (c.opcode == Opcode.ALU)
+        zero_trip = (g.iter_out == 0) | (g.iter_in == 0) | (g.uop_end <= g.uop_bgn)
+        bad_alu = (c.opcode == Opcode.ALU) & (insn.alu.alu_opcode > AluOp.MUL)
+        legal_op = (c.opcode == Opcode.GEMM) | ((c.opcode == Opcode.ALU) &
+                                                (insn.alu.alu_opcode <= AluOp.MUL))
+        in_range = g.uop_end <= self.cfg.uop_buff_depth
+        return _LoopChecks(zero_trip=zero_trip, bad_alu=bad_alu,
+                           out_of_range=loop_op & ~zero_trip & ~in_range,
+                           runs_loop=legal_op & ~zero_trip & in_range)
+
+    def _tokens_ready(self, insn):
+        """The tokens ``insn`` pops are there (DECODE waits for this)."""
+        c = insn.common
+        return (~c.pop_prev | self.l2g_avail) & (~c.pop_next | self.s2g_avail)
 
     def _acc8_write(self, m, ld, addr, data, en):
         """LOAD ACC_8BIT: each DRAM byte becomes one sign-extended ACC lane."""
@@ -272,8 +301,7 @@ class ComputeModule(wiring.Component):
                     m.d.comb += [data.eq(ext), en.eq((1 << self.acc_lanes) - 1)]
 
     def _control(self, m, insn, index, is_alu, ld, loop, gemm, alu, v1, in_decode):
-        cfg = self.cfg
-        mem, g, a, c = insn.mem, insn.gemm, insn.alu, insn.common
+        mem, c = insn.mem, insn.common
         m.d.comb += [ld.cmd_sram.eq(mem.sram_base), ld.cmd_dram.eq(mem.dram_base),
                      ld.cmd_y.eq(mem.y_size), ld.cmd_x.eq(mem.x_size),
                      ld.cmd_stride.eq(mem.x_stride), ld.cmd_ypad0.eq(mem.y_pad_0),
@@ -286,7 +314,7 @@ class ComputeModule(wiring.Component):
                 m.d.comb += ld.cmd_kind.eq(_ACC8)
             with m.Default():
                 m.d.comb += ld.cmd_kind.eq(_UOP)
-        zero_trip = (g.iter_out == 0) | (g.iter_in == 0) | (g.uop_end <= g.uop_bgn)
+        chk = self._loop_checks(insn)
 
         def fail(code):
             m.d.sync += [self.err_code.eq(code), self.err_index.eq(index)]
@@ -306,18 +334,16 @@ class ComputeModule(wiring.Component):
                 m.d.comb += [self.busy.eq(1), in_decode.eq(1)]
                 ok_mt = ((mem.memory_type == MemType.UOP) | (mem.memory_type == MemType.ACC) |
                          (mem.memory_type == MemType.ACC_8BIT) | (mem.x_size == 0))
-                ready = ((~c.pop_prev | self.l2g_avail) & (~c.pop_next | self.s2g_avail))
                 with m.If((c.opcode == Opcode.LOAD) & ~ok_mt):
                     fail(ErrorCode.ILLEGAL_MEM_TYPE)
-                with m.Elif((c.opcode == Opcode.ALU) & (a.alu_opcode > AluOp.MUL)):
+                with m.Elif(chk.bad_alu):
                     fail(ErrorCode.ILLEGAL_ALU_OP)
                 with m.Elif((c.opcode != Opcode.LOAD) & (c.opcode != Opcode.GEMM) &
                             (c.opcode != Opcode.ALU) & (c.opcode != Opcode.FINISH)):
                     fail(ErrorCode.ILLEGAL_OPCODE)
-                with m.Elif(((c.opcode == Opcode.GEMM) | (c.opcode == Opcode.ALU)) &
-                            ~zero_trip & (g.uop_end > cfg.uop_buff_depth)):
+                with m.Elif(chk.out_of_range):
                     fail(ErrorCode.SRAM_RANGE)
-                with m.Elif(ready):
+                with m.Elif(self._tokens_ready(insn)):
                     m.d.comb += [self.l2g_pop.eq(c.pop_prev), self.s2g_pop.eq(c.pop_next)]
                     with m.Switch(c.opcode):
                         with m.Case(Opcode.LOAD):
@@ -328,7 +354,7 @@ class ComputeModule(wiring.Component):
                                 m.next = "LOAD"
                         with m.Case(Opcode.GEMM, Opcode.ALU):
                             m.d.sync += is_alu.eq(c.opcode == Opcode.ALU)
-                            with m.If(zero_trip):
+                            with m.If(chk.zero_trip):
                                 complete()
                             with m.Else():
                                 m.d.comb += loop.start.eq(1)

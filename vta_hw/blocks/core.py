@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, ResetInserter, Signal, unsigned
+from amaranth.hdl import (Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Instance, Module,
+                          ResetInserter, ResetSignal, Signal, unsigned)
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,6 +11,7 @@ from isa import VTAConfig
 
 from .compute import ComputeModule
 from .csr import CSR_ADDR_BITS, ControlStatus
+from .dsp import is_ecp5
 from ..errors import ErrorCode, HwConfigError
 from .fetch import FetchModule
 from .fields import INSN_BITS
@@ -62,7 +64,8 @@ class VTACore(wiring.Component):
         SRAM read is registered and its address is formed from registers only (same
         cycles), the WGT write data takes its zero select from one copy per bus-wide slice
         (same cycles) and the engine's reset on launch comes from a register (one cycle
-        more per run).
+        more per run): the engine runs in its own clock domain, reset by that register
+        alone, through a ``DCCA`` (global network) on an ECP5.
 
     Members
     -------
@@ -116,10 +119,13 @@ class VTACore(wiring.Component):
         launch = csr.launch
         if self.pipelined:
             # FPGA timing: the engine's reset comes from a register, not from the decode of
-            # the register bus (one cycle more per run)
+            # the register bus (one cycle more per run), and is that register alone
             launch = Signal(name="launch_q")
             m.d.sync += launch.eq(csr.launch)
-        m.submodules.engine = ResetInserter(launch)(e)
+            m.submodules.engine = DomainRenamer("engine")(e)
+            self._engine_domain(m, platform, csr.launch)
+        else:
+            m.submodules.engine = ResetInserter(launch)(e)
         start = Signal()
         m.d.sync += start.eq(launch)
 
@@ -218,3 +224,24 @@ class VTACore(wiring.Component):
             m.d.comb += [csr.error.eq(1), csr.err_code.eq(ErrorCode.TOKEN_OVERFLOW),
                          csr.err_index.eq(0xFFFFFFFF)]
         return m
+
+    @staticmethod
+    def _engine_domain(m: Module, platform, launch) -> None:
+        """The ``pipelined`` engine's clock domain ``engine``: the ``sync`` clock, reset by
+        one register, ``engine_rst``, which the ``sync`` reset sets and which holds
+        ``launch`` a cycle later (so it equals ``launch_q`` except for one cycle more of reset
+        after the board's reset).  With ``ResetInserter`` the engine's reset was ``rst |
+        launch_q``, a LUT whose output fed the LSR of every resettable engine flip-flop,
+        routed in the fabric across the die.  On an ECP5 the register drives a ``DCCA``, so
+        nextpnr-ecp5 routes the reset on a global network (its ``route_globals`` routes every
+        user of a DCCA output from the global wires); elsewhere the register is the reset."""
+        m.domains.engine = ClockDomain("engine", local=True)
+        eng_rst = Signal(init=1, name="engine_rst")
+        m.d.sync += eng_rst.eq(launch)
+        rst = eng_rst
+        if is_ecp5(platform):
+            rst = Signal(name="engine_rst_glb")
+            m.submodules.engine_rst_dcca = Instance("DCCA", i_CLKI=eng_rst, i_CE=Const(1),
+                                                    o_CLKO=rst)
+        m.d.comb += [ClockSignal("engine").eq(ClockSignal("sync")),
+                     ResetSignal("engine").eq(rst)]

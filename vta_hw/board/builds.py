@@ -33,7 +33,9 @@ BUILDS = {
     # registers in the fabric (``GemmPipe(dsp_regs=None)``) beside the per-lane INP copies;
     # the UOP SRAM address comes from registers only and the WGT write data takes its zero
     # select from 32 copies (one per bus slice), for the two paths that failed 50 MHz in the
-    # eighth session (compute insn -> UOP address, loader wr_zero -> WGT data)
+    # eighth session (compute insn -> UOP address, loader wr_zero -> WGT data); the engine's
+    # reset is one register on a global network (a DCCA), for the ninth session's path
+    # (board rst | launch_q -> every engine flip-flop's LSR)
     "1x16x16-85f-pipelined": (dict(LOG_UOP_BUFF_SIZE=15, LOG_INP_BUFF_SIZE=15,
                                    LOG_WGT_BUFF_SIZE=17, LOG_ACC_BUFF_SIZE=15),
                               dict(board="ulx3s-85f", lut_mults=160, freq_mhz=50.0,
