@@ -23,8 +23,8 @@ from llvmlite import ir
 from .jit import host_target
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
-from .softmax_kernel import (I32, NAN_BITS, VERSION, SoftmaxKernel, _max_of, lanes_for,
-                             range_function, split_bits)
+from .softmax_kernel import (I32, NAN_BITS, VERSION, SoftmaxKernel, _max_of, lane_chunk,
+                             lanes_for, range_function, split_bits)
 from .vecmem import F32, I64, PTR
 
 
@@ -35,8 +35,8 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
     in memory, per vector: :func:`lanes_for` of ``inner``; the last ``inner % V`` rows of
     each outer index one lane at a time).  Per group of rows the same three passes as
     :class:`SoftmaxKernel` (maximum and NaN flag, ``exp(x - max)`` summed exactly in int32
-    lanes, the scaling or ``(x - max) - L``), the sum one per lane (``c`` values each:
-    :func:`split_bits` with ``n = c``), so the bits are those of the twins
+    lanes, the scaling or ``(x - max) - L``), the sum one per lane (``c`` values each, in
+    chunks of :func:`lane_chunk` taken into int64 lanes), so the bits are those of the twins
     (:func:`compiler.ops.softmax.softmax_f32` / ``log_softmax_f32`` on that axis).  The
     work unit of the kernel's ``[lo, hi)`` range is one group."""
 
@@ -55,12 +55,9 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
     def at(self, target):
         tgt = host_target(target)
         v = lanes_for(self.inner, tgt)
-        ks = split_bits(self.c, v, n=self.c)
-        if ks is None:
-            return None
         k = type(self).__new__(type(self))
         k.__dict__.update(self.__dict__)
-        k.target, k.v, (k.k, k.s) = tgt, v, ks
+        k.target, k.v, (k.k, k.s) = tgt, v, split_bits(self.c)
         k.groups = self.inner // v + self.inner % v          # per outer index
         k.rows = self.outer * k.groups
         k.parallel = int(np.prod(self.x.shape)) >= PARALLEL_MIN and k.rows > 1
@@ -161,16 +158,23 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
             t2 = b.fsub(e, b.fsub(t1, c12))
             return [b.add(vals[0], b.bitcast(t1, ity)), b.add(vals[1], b.bitcast(t2, ity))]
         izero = ir.Constant(ity, [0] * w)
-        his, los = self._loop(b, fn, c, [izero, izero], exp_step, "exp")
-        i64v = ir.VectorType(I64, w)
-        total = None
-        for a, m, sh in ((his, m1, kb - sb), (los, m2, 0)):
-            bits = int(np.array(m, np.float32).view(np.uint32))
-            off = ((c * bits) & 0xFFFFFFFF) - ((c * bits) & 0x80000000) * 2
-            part = b.sext(b.sub(a, ir.Constant(ity, [off] * w)), i64v)
-            if sh:
-                part = b.shl(part, ir.Constant(i64v, [sh] * w))
-            total = part if total is None else b.add(total, part)
+        m = lane_chunk(kb, sb)
+        if c > m:       # a long axis: chunks of m values per lane, each taken into int64
+            def chunk(b, q, vals):
+                j0 = b.mul(q, ir.Constant(I64, m))
+                accs = self._loop(b, fn, m, [izero, izero],
+                                  lambda b, j, v: exp_step(b, b.add(j0, j), v), "exp")
+                return [b.add(vals[0], self._lanes64(b, accs, m))]
+            (total,) = self._loop(b, fn, c // m, [ir.Constant(ir.VectorType(I64, w), [0] * w)],
+                                  chunk, "chunk")
+            if c % m:
+                j0 = ir.Constant(I64, c // m * m)
+                accs = self._loop(b, fn, c % m, [izero, izero],
+                                  lambda b, j, v: exp_step(b, b.add(j0, j), v), "exp_rest")
+                total = b.add(total, self._lanes64(b, accs, c % m))
+        else:
+            accs = self._loop(b, fn, c, [izero, izero], exp_step, "exp")
+            total = self._lanes64(b, accs, c)
         nanv = b.bitcast(ir.Constant(ity, [NAN_BITS] * w), vty)
         if self.log:
             lg = self._log_sum(b, total)

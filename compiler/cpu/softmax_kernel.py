@@ -80,7 +80,7 @@ I1, I32 = ir.IntType(1), ir.IntType(32)
 #: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
 NAN_BITS = 0x7FC00000
 #: kernel version: part of the cache key
-VERSION = 6
+VERSION = 7
 #: rows per block: their maxima, then the exp pass over all of them, then the scaling
 BLOCK = int(os.environ.get("VTA_CPU_SOFTMAX_BLOCK", 8))
 
@@ -127,22 +127,28 @@ def softmax_sum_bits(c: int) -> int:
     return min(61 - cb, 26 + cb)
 
 
-def split_bits(c: int, v: int, n: int | None = None) -> tuple[int, int] | None:
-    """``(K, S)`` for rows of ``c`` in ``v`` lanes, or None when the kernel's sum cannot
-    hold them.  ``K`` = :func:`softmax_sum_bits`; each ``e`` in [0, 1]
+def split_bits(c: int) -> tuple[int, int]:
+    """``(K, S)`` for rows of ``c``.  ``K`` = :func:`softmax_sum_bits`; each ``e`` in [0, 1]
     is split as ``hi = rint(e 2**S) 2**-S`` (the bits of ``e + 1.5 2**(23-S)``, ``S <=
-    21``) and ``lo = e - hi`` (exact, ``|lo| <= 2**-(S+1)``), whose ``rint(lo 2**K)`` is
-    the bits of ``lo + 1.5 2**(23-K)`` (``K <= S + 22``: one binade); ``rint(e 2**K) = hi
-    2**K + rint(lo 2**K)`` (``hi 2**K`` is an even integer: ties go the same way).  A
-    lane adds ``n = c // v + 1`` of each (``n``: the column kernel's ``c``, one row per lane):
-    ``n 2**S`` and ``n 2**(K-S-1)`` must stay below ``2**31`` (else None: the stages
-    compute the softmax)."""
+    21``: ``K <= 43``) and ``lo = e - hi`` (exact, ``|lo| <= 2**-(S+1)``), whose ``rint(lo
+    2**K)`` is the bits of ``lo + 1.5 2**(23-K)`` (``K <= S + 22``: one binade); ``rint(e
+    2**K) = hi 2**K + rint(lo 2**K)`` (``hi 2**K`` is an even integer: ties go the same
+    way).  An int32 lane adds at most :func:`lane_chunk` of each before it is taken into
+    int64 (before: rows whose lanes added more, about 8,000 elements per AVX2 row, were
+    left to the stages or the host)."""
     k = softmax_sum_bits(c)
     s = max(k - 22, (k - 1) // 2)
-    n = c // v + 1 if n is None else n
-    if s > 21 or n * 2 ** s >= 2 ** 31 or n * 2 ** (k - s - 1) >= 2 ** 31:
-        return None
+    assert s <= 21 and k <= s + 22, (c, k, s)
     return k, s
+
+
+def lane_chunk(k: int, s: int) -> int:
+    """How many split values an int32 lane of the exact sum adds before the kernels take
+    it into an int64 lane (``m 2**S`` and ``m 2**(K-S-1)`` below ``2**31``: the lane's
+    ``rint(hi 2**S)`` sum and ``|rint(lo 2**K)|`` sum fit in int32; 1023 for ``K = 43``,
+    rows of 2**17-2**18).  A row (or column) whose lanes add more is summed in chunks of
+    that many per lane, each chunk's lanes added to int64 lanes: the same exact sum."""
+    return (2 ** 31 - 1) >> max(s, k - s - 1)
 
 
 def lanes_for(c: int, target=None) -> int:
@@ -190,17 +196,13 @@ class SoftmaxKernel:
         self.parallel = int(np.prod(x.shape)) >= PARALLEL_MIN and self.rows > 1
         self.unroll = tuple(unroll)
 
-    def at(self, target) -> "SoftmaxKernel | None":
-        """This kernel planned for ``target`` (lanes, sum split: a new object), or None
-        when its exact sum cannot hold the rows there (:func:`split_bits`)."""
+    def at(self, target) -> "SoftmaxKernel":
+        """This kernel planned for ``target`` (lanes, sum split: a new object; any row
+        length: :func:`lane_chunk`)."""
         tgt = host_target(target)
-        v = lanes_for(self.c, tgt)
-        ks = split_bits(self.c, v)
-        if ks is None:
-            return None
         k = type(self).__new__(type(self))
         k.__dict__.update(self.__dict__)
-        k.target, k.v, (k.k, k.s) = tgt, v, ks
+        k.target, k.v, (k.k, k.s) = tgt, lanes_for(self.c, tgt), split_bits(self.c)
         return k
 
     def key(self) -> str:
@@ -333,19 +335,27 @@ class SoftmaxKernel:
         b.position_at_end(after)
         return new
 
-    def _vectors(self, b, fn, u, carried, step, tag):
+    def _vectors(self, b, fn, u, carried, step, tag, first=None, nv=None):
         """Call ``step(b, offset, values) -> values`` for every full vector of the row
-        (offset ``i V``), ``u`` per loop iteration, then the ``nv % u`` left over."""
-        v, nv = self.v, self.c // self.v
+        (offset ``i V``), ``u`` per loop iteration, then the ``nv % u`` left over; ``first``
+        (an i64 value, vectors) and ``nv``: only the vectors ``[first, first + nv)``."""
+        v, nv = self.v, self.c // self.v if nv is None else nv
+        f0 = None if first is None else b.mul(first, ir.Constant(I64, v))
+
+        def at(b, o):                   # o: an i64 value or an int
+            if f0 is None:
+                return o
+            return b.add(f0, o if isinstance(o, ir.Value) else ir.Constant(I64, o))
 
         def body(b, j, vals):
             start = b.mul(j, ir.Constant(I64, u * v))
             for q in range(u):
-                vals = step(b, b.add(start, ir.Constant(I64, q * v)) if q else start, vals)
+                vals = step(b, at(b, b.add(start, ir.Constant(I64, q * v)) if q else start),
+                            vals)
             return vals
         vals = self._loop(b, fn, nv // u, carried, body, tag)
         for q in range(nv // u * u, nv):
-            vals = step(b, q * v, vals)
+            vals = step(b, at(b, q * v), vals)
         return vals
 
     def _max(self, b, fn, xr):
@@ -465,36 +475,34 @@ class SoftmaxKernel:
         def step(b, off, vals):
             return split(b, exp_at(b, off), vals)
         izero = ir.Constant(ity, [0] * v)
-        accs = self._vectors(b, fn, u, [izero, izero], step, "exp")
-        n = self.c // v
-        t = self.c % v
+        nv, t = self.c // v, self.c % v
+        n = nv + (1 if t else 0)                # values per lane
+        chunk = lane_chunk(kb, sb) // u * u     # vectors per int32 chunk (long rows)
+        if n > lane_chunk(kb, sb):      # chunks of `chunk` vectors, each taken into int64
+            def one_chunk(b, j, vals):
+                accs = self._vectors(b, fn, u, [izero, izero], step, "exp",
+                                     first=b.mul(j, ir.Constant(I64, chunk)), nv=chunk)
+                return [b.add(vals[0], self._lanes64(b, accs, chunk))]
+            (wide64,) = self._loop(b, fn, nv // chunk,
+                                   [ir.Constant(ir.VectorType(I64, v), [0] * v)],
+                                   one_chunk, "chunk")
+            first = nv // chunk * chunk
+            accs = self._vectors(b, fn, u, [izero, izero], step, "exp_rest",
+                                 first=ir.Constant(I64, first), nv=nv - first)
+            n -= first
+        else:
+            wide64 = None
+            accs = self._vectors(b, fn, u, [izero, izero], step, "exp")
         if t:   # the last full vector: its first v - t lanes were counted above
             mask = ir.Constant(ir.VectorType(I1, v), [int(i >= v - t) for i in range(v)])
             tail = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, self.c - v), mv),
                                         clamp_zero=False)
             accs = split(b, b.select(mask, tail, zero), accs)
-            n += 1
-        # every lane added n values: n bits(m) too much, subtracted (mod 2**32) per lane;
-        # each lane's sum then fits in int32 (split_bits), the lanes are added in int64
-        # a row's hi and lo totals fit in int32 too when c 2**S and c 2**(K-S-1) do
-        wide = self.c * 2 ** max(sb, kb - sb - 1) >= 2 ** 31
-        total = None
-        for acc, m, sh in ((accs[0], m1, kb - sb), (accs[1], m2, 0)):
-            bits = int(np.array(m, np.float32).view(np.uint32))
-            off = ((n * bits) & 0xFFFFFFFF) - ((n * bits) & 0x80000000) * 2
-            lanes = b.sub(acc, ir.Constant(ity, [off] * v))
-            ety = I64 if wide else I32
-            if wide:
-                lanes = b.sext(lanes, ir.VectorType(I64, v))
-            rname = f"llvm.vector.reduce.add.v{v}i{ety.width}"
-            radd = b.module.globals.get(rname) or ir.Function(
-                b.module, ir.FunctionType(ety, [lanes.type]), rname)
-            part = b.call(radd, [lanes])
-            if not wide:
-                part = b.sext(part, I64)
-            if sh:
-                part = b.shl(part, ir.Constant(I64, sh))
-            total = part if total is None else b.add(total, part)
+        if wide64 is not None:
+            wide64 = b.add(wide64, self._lanes64(b, accs, n))
+            total = self._reduce_add(b, wide64)
+        else:
+            total = self._lane_total(b, accs, n)
         if self.log:
             return total
         sf = b.fmul(b.sitofp(total, F32), ir.Constant(F32, float(2.0 ** -kb)))
@@ -506,6 +514,58 @@ class SoftmaxKernel:
                 p = b.gep(orow, [ir.Constant(I64, self.c - v + i)], source_etype=F32)
                 b.store(b.extract_element(y, ir.Constant(I32, i)), p, align=4)
         return inv
+
+    def _lane_offsets(self, n):
+        """``[(shift, m, offset)]`` for the hi and lo accumulators: each lane added ``n``
+        values, ``n bits(m)`` too much (``offset``, mod ``2**32`` as an int32)."""
+        kb, sb = self.k, self.s
+        out = []
+        for m, sh in ((1.5 * 2.0 ** (23 - sb), kb - sb), (1.5 * 2.0 ** (23 - kb), 0)):
+            bits = int(np.array(m, np.float32).view(np.uint32))
+            out.append((sh, ((n * bits) & 0xFFFFFFFF) - ((n * bits) & 0x80000000) * 2))
+        return out
+
+    def _lanes64(self, b, accs, n):
+        """The int64 lanes ``(hi << (K - S)) + lo`` of the int32 accumulators ``accs`` (hi,
+        lo: each lane added ``n <=`` :func:`lane_chunk` values, its sums fit in int32)."""
+        w = accs[0].type.count
+        i64v = ir.VectorType(I64, w)
+        total = None
+        for acc, (sh, off) in zip(accs, self._lane_offsets(n)):
+            part = b.sext(b.sub(acc, ir.Constant(acc.type, [off] * w)), i64v)
+            if sh:
+                part = b.shl(part, ir.Constant(i64v, [sh] * w))
+            total = part if total is None else b.add(total, part)
+        return total
+
+    @staticmethod
+    def _reduce_add(b, lanes):
+        """The lanes of an integer vector added (``llvm.vector.reduce.add``)."""
+        w, ety = lanes.type.count, lanes.type.element
+        rname = f"llvm.vector.reduce.add.v{w}i{ety.width}"
+        radd = b.module.globals.get(rname) or ir.Function(
+            b.module, ir.FunctionType(ety, [lanes.type]), rname)
+        return b.call(radd, [lanes])
+
+    def _lane_total(self, b, accs, n):
+        """The row's exact int64 sum from its int32 accumulators (hi, lo), every lane having
+        added ``n <=`` :func:`lane_chunk` values: the offsets taken off per lane (each
+        lane's sum then fits in int32), the lanes added in int32 when a row's hi and lo
+        totals fit (``c 2**S`` and ``c 2**(K-S-1)`` below ``2**31``), else in int64."""
+        kb, sb, v = self.k, self.s, self.v
+        wide = self.c * 2 ** max(sb, kb - sb - 1) >= 2 ** 31
+        total = None
+        for acc, (sh, off) in zip(accs, self._lane_offsets(n)):
+            lanes = b.sub(acc, ir.Constant(acc.type, [off] * v))
+            if wide:
+                lanes = b.sext(lanes, ir.VectorType(I64, v))
+            part = self._reduce_add(b, lanes)
+            if not wide:
+                part = b.sext(part, I64)
+            if sh:
+                part = b.shl(part, ir.Constant(I64, sh))
+            total = part if total is None else b.add(total, part)
+        return total
 
     def _log_sum(self, b, total):
         """float32 ``log(total * 2**-K)`` of the exact sum ``total`` (int64, or a vector of
