@@ -34,6 +34,13 @@ def run_kernel(build, xv, target, threads=1, hand=False):
 #: of an unrolled step), vector edges, and the ViT/BERT/ImageNet widths.
 ROW_LENGTHS = list(range(1, 41)) + [63, 64, 65, 127, 128, 129, 197, 768, 1000, 1030, 6625]
 
+#: Long rows (LM vocabularies), where an int32 lane of the exact sum takes more values than it
+#: holds (``lane_chunk``: 2047 for rows of 8,193-32,768, 1023 from 32,769 to 262,144) and the
+#: row kernels sum in chunks: the last row summed in one go on AVX2 (16376 = 8 x 2047) and
+#: AVX-512 (32752), the first in chunks (16377, 32753), whole chunks without a rest or a tail
+#: (32736 on AVX2), the GPT-2, Llama-3 and 2**18 vocabularies.
+LONG_ROW_LENGTHS = [16376, 16377, 32736, 32752, 32753, 50257, 128256, 1 << 18]
+
 
 def random_rows(rng, c, rows=5):
     """``rows`` float32 rows of ``c`` standard normals at one of three scales."""

@@ -6,8 +6,9 @@ signed zeros, NaN / +inf / all -inf rows (all NaN, the twin's ``0x7fc00000``), `
 elements, huge magnitudes; the same bits on both targets and in parallel; within
 ``3.5 * 2**-23`` relative of the float64 softmax of ``fl(x - max)``; one compiled function
 (not the stages), shared by softmaxes of one row length; the stages when asked for
-(``kernel=False``, explicit schedules) or when the kernel's int32 lanes cannot hold the row
-(:func:`split_bits`); and inside a ``cpu_batch`` (the graph's path)."""
+(``kernel=False``, explicit schedules); rows longer than the kernel's int32 lanes hold
+(:func:`lane_chunk`: LM vocabularies, 16,377-262,144) on the kernel, summed in chunks,
+bit-exact and within the bound; and inside a ``cpu_batch`` (the graph's path)."""
 
 import numpy as np
 import pytest
@@ -15,12 +16,13 @@ import pytest
 from compiler import te
 from compiler.cpu import cpu_build, ops
 from compiler.cpu.batch import cpu_batch
-from compiler.cpu.softmax_kernel import NAN_BITS, lanes_for, split_bits
+from compiler.cpu.softmax_kernel import (NAN_BITS, block_rows, lane_chunk, lanes_for,
+                                         softmax_sum_bits, split_bits)
 from compiler.ops.softmax import softmax_f32
 from compiler.te.loop_nest import StageSchedule
 
-from .cpu_helpers import (AVX2, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal, random_rows,
-                          run_kernel, special_rows)
+from .cpu_helpers import (AVX2, LONG_ROW_LENGTHS, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal,
+                          random_rows, run_kernel, special_rows)
 
 
 def _run(xv, target, threads=1):
@@ -62,7 +64,8 @@ def test_both_targets_and_threads_give_the_same_bits():
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("shape,scale", [((1536, 128), 4.0), ((64, 1000), 6.0),
                                          ((2, 6625), 10.0), ((256, 37), 30.0),
-                                         ((512, 16), 0.01), ((96, 197), 60.0)])
+                                         ((512, 16), 0.01), ((96, 197), 60.0),
+                                         ((2, 50257), 10.0), ((1, 128256), 4.0)])
 def test_error_bound_against_float64(target, shape, scale):
     xv = (np.random.default_rng(int(scale * 10) + shape[-1]).standard_normal(shape)
           * scale).astype(np.float32)
@@ -95,21 +98,39 @@ def test_one_function_shared_by_row_count_the_stages_when_asked():
     assert len(cpu_build(ops.softmax(x2, sum_by="fields"), target=AVX2).codes) > 3
 
 
-def test_split_bits_and_the_fallback_to_the_stages():
-    for c, v in [(1, 1), (3, 2)] + [(c, v) for c in (16, 197, 768, 1000, 6625)
-                                    for v in (8, 16)]:
-        k, s = split_bits(c, v)
-        n = c // v + 1
-        assert s <= 21 and k <= s + 22 and n * 2 ** s < 2 ** 31
-        assert n * 2 ** (k - s - 1) < 2 ** 31
+def test_split_bits_and_lane_chunk():
+    for c in [1, 3, 16, 197, 768, 1000, 6625, 8193] + LONG_ROW_LENGTHS + [(1 << 18) + 1]:
+        k, s = split_bits(c)
+        m = lane_chunk(k, s)
+        assert k == softmax_sum_bits(c) and s <= 21 and k <= s + 22
+        # m values per int32 lane: the hi and |lo| sums fit; m + 1 could overflow
+        assert m * 2 ** s < 2 ** 31 and m * 2 ** (k - s - 1) < 2 ** 31
+        assert (m + 1) * 2 ** max(s, k - s - 1) >= 2 ** 31
     assert lanes_for(197, AVX2) == 8 and lanes_for(5, AVX2) == 4 and lanes_for(1, NATIVE) == 1
-    big = 1 << 15                       # too many values per int32 lane on AVX2
-    assert split_bits(big, 8) is None
-    x = te.placeholder((2, big), "float32", "x")
-    k = cpu_build(ops.softmax(x, target=AVX2), target=AVX2)
-    assert len(k.codes) > 1             # the stages
-    xv = (np.random.default_rng(5).standard_normal((2, big)) * 5).astype(np.float32)
-    assert bits_equal(k.run({x: xv}), softmax_f32(xv))
+    assert block_rows(768) == 8 and block_rows(2048) == 8 and block_rows(32000) == 1
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_long_rows_on_the_kernel(target):
+    """Rows whose int32 lanes take more values than they hold (:func:`lane_chunk`; before:
+    the stages on AVX2 from 16,376 elements, on AVX-512 from 32,753): the kernel, summing
+    in chunks, bit for bit the twin; all-equal rows (every ``e = 1``: the largest lane sums)
+    and the special rows too."""
+    rng = np.random.default_rng(5)
+    for c in LONG_ROW_LENGTHS:
+        xv = random_rows(rng, c, rows=2)
+        assert bits_equal(_run(xv, target), softmax_f32(xv)), c
+    for c in (32753, 128256):
+        xv = special_rows(rng, c)
+        got = _run(xv, target)
+        assert bits_equal(got, softmax_f32(xv)), c
+        for r in (0, 1, 2, 6):
+            assert (got[r].view(np.uint32) == NAN_BITS).all()
+        np.testing.assert_allclose(got[4], 1.0 / c, rtol=4 * U)
+    x = te.placeholder((2, 1 << 15), "float32", "x")     # the stages, when asked: same bits
+    k = cpu_build(ops.softmax(x, target=target, kernel=False), target=target)
+    xv = random_rows(rng, 1 << 15, rows=2)
+    assert len(k.codes) > 1 and bits_equal(k.run({x: xv}), softmax_f32(xv))
 
 
 def test_inside_a_batch_and_three_dimensional():

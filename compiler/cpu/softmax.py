@@ -111,11 +111,10 @@ def log_softmax(x: Tensor, name="log_softmax", target=None) -> Tensor:
     The output carries the hand-written kernel (:class:`compiler.cpu.softmax_kernel.
     LogSoftmaxKernel`: the sum exact in int64 as the softmax's, its log in float64 once per
     row), bit for bit :func:`compiler.ops.softmax.log_softmax_f32`, which
-    :func:`compiler.cpu.kernel.cpu_build` compiles when it is given no schedules and the
-    kernel's int32 lanes hold the rows (:func:`compiler.cpu.softmax_kernel.split_bits`: up
-    to about 8,000 elements per AVX2 row).  Otherwise it compiles the stages: the same
-    formula with a float32 sum and libm's ``log``, NOT bit-exact with the twin (the graph
-    places such rows on the host, :func:`compiler.ops.softmax.place_softmax`)."""
+    :func:`compiler.cpu.kernel.cpu_build` compiles, for rows of any length, when it is
+    given no schedules (long rows: the exact sum in chunks, :func:`compiler.cpu.
+    softmax_kernel.lane_chunk`).  With schedules it compiles the stages: the same formula
+    with a float32 sum and libm's ``log``, NOT bit-exact with the twin."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise CpuError(f"log_softmax: expected a float32 tensor, not {x!r}")
     *lead, c = x.shape
@@ -147,9 +146,8 @@ def softmax_axis(x: Tensor, axis: int, name="softmax", log: bool = False,
     other axis by :class:`compiler.cpu.softmax_kernel.ColumnSoftmaxKernel` (one row per
     SIMD lane, strided; no transposition).  Bit for bit
     :func:`compiler.ops.softmax.softmax_f32` / ``log_softmax_f32`` on that axis (of the
-    flattened trailing axes).  There are no stages for the other axes: ``cpu_build``
-    raises when the kernel cannot hold the rows (:func:`compiler.cpu.softmax_kernel.
-    split_bits`) or is given schedules."""
+    flattened trailing axes), for rows of any length.  There are no stages for the other
+    axes: ``cpu_build`` raises when it is given schedules."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise CpuError(f"{name}: expected a float32 tensor, not {x!r}")
     nd = len(x.shape)

@@ -2,9 +2,9 @@
 row instead of the tensor-expression composition's five stages, with ``exp(x - max)``
 stored and summed in ONE pass (a stage with two outputs, which a TE stage cannot be).
 
-Rows go in blocks of :data:`BLOCK` (8): each pass over every row of the block before the
-next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in vectors of
-``V`` lanes (the target's SIMD width, :func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512,
+Rows go in blocks of :func:`block_rows` (8, fewer for rows over 2048): each pass over
+every row of the block before the next pass (a block's 8 rows of 197 stay in L1).  Per
+row of ``C`` elements, in vectors of ``V`` lanes (the target's SIMD width, :func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512,
 8 on AVX2, 4 on SSE/NEON; the largest power of two not above ``C`` for shorter rows):
 
 1. the row maximum as ``acc > x ? acc : x`` (x86 ``maxps``, 4 accumulators; either zero
@@ -24,7 +24,9 @@ next pass (a block's 8 rows of 197 stay in L1).  Per row of ``C`` elements, in v
    and ``lo + 1.5 2**(23-K)`` less a constant: ``t1 = e + m1``, ``t2 = e - (t1 - (m1 +
    m2))`` (one float addition, two subtractions: ``t1 - (m1 + m2) = hi - m2`` is exact)
    and two int32 lane additions per vector (the constants are taken off once per row, the
-   lanes added in int64): **the exact int64 sum ``sum(rint(e * 2**K))`` of**
+   lanes added in int64; a row whose lanes add more than :func:`lane_chunk` values each,
+   over about 16,000 elements on AVX2, in chunks of that many vectors, each chunk's lanes
+   taken into int64 lanes): **the exact int64 sum ``sum(rint(e * 2**K))`` of**
    :func:`compiler.ops.softmax.softmax_f32`, **whatever the vector width or order**.  The
    row's partial last vector is the full one ending at the row's end, its already-counted
    lanes zeroed before the split; it is not stored but scaled in registers and its new
@@ -83,6 +85,17 @@ NAN_BITS = 0x7FC00000
 VERSION = 7
 #: rows per block: their maxima, then the exp pass over all of them, then the scaling
 BLOCK = int(os.environ.get("VTA_CPU_SOFTMAX_BLOCK", 8))
+#: a block's input at most this many bytes (:func:`block_rows`; rows of 2048 and fewer
+#: elements go 8 to a block as before)
+BLOCK_BYTES = 1 << 16
+
+
+def block_rows(c: int) -> int:
+    """Rows per block for rows of ``c``: :data:`BLOCK`, fewer for long rows (a block's input
+    at most :data:`BLOCK_BYTES`, at least one row): each pass streams the block's rows
+    from L2, and the next pass finds them there (4 x 128256 on AVX-512: 0.38 -> 0.32 ms,
+    blocks of 8 against 1)."""
+    return max(1, min(BLOCK, BLOCK_BYTES // (4 * max(c, 1))))
 
 
 #: ln 2 in two parts (fdlibm's): ``E * LN2_HI`` is exact for ``|E| < 2**11``
@@ -120,7 +133,10 @@ def softmax_sum_bits(c: int) -> int:
     ``26 + ceil(log2 c)``, so that the ``c`` roundings to a multiple of ``2**-K`` lose
     at most ``c * 2**-(K+1) <= 2**-27`` of the sum (at least 1: the row's maximum
     contributes ``exp(0) = 1``), an eighth of float32's own rounding of it; at most
-    ``61 - ceil(log2 c)``, so that the sum (up to ``c * 2**K``) fits in int64.  (Before:
+    ``61 - ceil(log2 c)``, so that the sum (up to ``c * 2**K``) fits in int64: that cap
+    is below ``26 + ceil(log2 c)`` for rows over ``2**17`` (K = 43 up to ``2**18``, then
+    one bit less per doubling), whose roundings lose at most ``2**(2 ceil(log2 c) - 62)``
+    (``2**-26`` for rows to ``2**18``, a quarter of float32's rounding).  (Before:
     always ``61 - ceil(log2 c)``; more bits than float32 keeps, and twice the bit fields on
     AVX2.)"""
     cb = int(np.ceil(np.log2(max(c, 2))))
@@ -207,13 +223,13 @@ class SoftmaxKernel:
 
     def key(self) -> str:
         return (f"hand:{self.what} v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
-                f"block={BLOCK} "
+                f"block={block_rows(self.c)} "
                 f"K={self.k} S={self.s}")
 
     # ------------------------------------------------------------------ code
     def emit(self, mod: ir.Module, name: str) -> ir.Function:
         """``void @name(ptr noalias out, ptr noalias x, i64 lo, i64 hi)``: rows [lo, hi), in
-        blocks of :data:`BLOCK` rows: every row's maximum, then one call of the exp pass
+        blocks of :func:`block_rows` rows: every row's maximum, then one call of the exp pass
         over the block (its constants set up once per block), then every row scaled (or
         filled with NaN)."""
         fn = range_function(mod, name)
@@ -221,7 +237,8 @@ class SoftmaxKernel:
         entry = fn.append_basic_block("entry")
         b = ir.IRBuilder(entry)
         i8 = ir.IntType(8)
-        nblk = ir.Constant(I64, BLOCK)
+        blk = block_rows(self.c)
+        nblk = ir.Constant(I64, blk)
         maxes = b.alloca(F32, size=nblk, name="maxes")
         invs = b.alloca(F32, size=nblk, name="invs")
         goods = b.alloca(i8, size=nblk, name="goods")
@@ -255,9 +272,9 @@ class SoftmaxKernel:
         if self.log:    # the exp pass leaves each row's exact sum; L for the whole block
             # in one vector (the float64 log is a latency chain: per row it cost 0.07 ->
             # 0.06 ms of 128 x 768 on AVX2); the block's unused lanes hold 2**K
-            bty = ir.VectorType(I64, BLOCK)
+            bty = ir.VectorType(I64, blk)
             sums = b.bitcast(b.alloca(bty, name="sums"), PTR)
-            b.store(ir.Constant(bty, [1 << self.k] * BLOCK), sums)
+            b.store(ir.Constant(bty, [1 << self.k] * blk), sums)
             b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, sums, nb])
             lg = self._log_sum(b, b.load(sums, typ=bty))
             b.store(lg, b.bitcast(invs, lg.type.as_pointer()), align=4)

@@ -1,8 +1,8 @@
 """Softmax and LogSoftmax over any axis: import, numpy references (the CPU kernels' twins,
 bit for bit), and the CPU kernels (float, LLVM: :func:`compiler.cpu.softmax.softmax_axis`,
-any axis, opset < 13's flattened trailing axes too; the host, numpy, only where the
-kernel's exact sum cannot hold the rows); they stay float (the quantiser dequantises
-before them)."""
+any axis, opset < 13's flattened trailing axes too, rows of any length; the host, numpy,
+only without the LLVM backend or for a float64 input); they stay float (the quantiser
+dequantises before them)."""
 
 from __future__ import annotations
 
@@ -125,19 +125,17 @@ def _cpu_tensor(n, shape, dtype="float32"):
 
 
 def place_softmax(n, g, cfg, opts):
-    """The CPU (LLVM) when the backend is there and the kernel holds the rows on this
-    machine (:func:`compiler.cpu.softmax_kernel.split_bits`: up to about 8,000 elements
-    per AVX2 row of the last axis), else the host (numpy, the same bits).  A softmax over
-    the last axis goes to the CPU for any row length (its stages are bit-exact too)."""
+    """The CPU (LLVM) when the backend is there: the hand-written kernels, any axis, rows
+    of any length (before, LogSoftmax and non-last-axis rows longer than the kernels'
+    int32 lanes held, about 16,000 elements per AVX2 row and 4,000 per column, stayed on
+    the host; :func:`compiler.cpu.softmax_kernel.lane_chunk`); else, or for a float64
+    input (no float64 kernel), the host (numpy, the twins' bits)."""
     v = g.values[n.inputs[0]]
     if not registry.cpu_backend():
         return "host"
     if n.op == "softmax" and _axis(n) == len(v.shape) - 1:
         return "cpu"
-    if v.dtype != "float32":
-        return "host"
-    out, _ = _cpu_tensor(n, v.shape)
-    return "cpu" if out.cpu_kernel.at(None) is not None else "host"
+    return "cpu" if v.dtype == "float32" else "host"
 
 
 def _cpu(op):
@@ -149,8 +147,8 @@ def _cpu(op):
 
 
 softmax_cpu = _cpu("softmax")
-_WHY = ("a reduction; no int8 form yet (the CPU's LLVM kernels, any axis; host numpy where "
-        "the rows are too long for their exact sum)")
+_WHY = ("a reduction; no int8 form yet (the CPU's LLVM kernels, any axis and row length; "
+        "host numpy without the LLVM backend)")
 registry.register(registry.OpDef(
     "softmax", reference=_softmax_ref,
     category="reduction", onnx={"Softmax": import_softmax}, place=place_softmax,
