@@ -2,11 +2,13 @@
 ``LogSoftmaxKernel``): the softmax kernel's maximum and exact int64 sum of ``exp(x - max)``
 (not stored), ``L = log(sum)`` in float64 once per row, ``(x - max) - L`` in float32.
 Bit-exact with its numpy twin ``log_softmax_f32`` on the native (AVX-512) and the
-AVX-512-less (AVX2) target for every row length 1-40 and the ViT/BERT widths; NaN / +inf /
+AVX-512-less (AVX2) target for every row length 1-40, the ViT/BERT widths and LM
+vocabularies (16,377-262,144 elements: the exact sum in chunks); NaN / +inf /
 all -inf rows all NaN as the softmax's, ``-inf`` elements ``-inf``; the same bits on both
 targets and in parallel; within ``2**-22 |y| + 2**-26`` of the float64 log-softmax of
 ``fl(x - max)``; the float64 log of the sum against an exact one; the graph: ONNX
-LogSoftmax over the last axis placed on the CPU kernel, equal to onnxruntime, and a
+LogSoftmax over the last axis placed on the CPU kernel (a GPT-2 vocabulary too, before on
+the host), equal to onnxruntime, and a
 quantised conv after it bit-exact with the reference."""
 
 import math
@@ -22,8 +24,8 @@ from compiler.cpu import cpu_build, ops
 from compiler.cpu.softmax_kernel import NAN_BITS, log_sum_f64
 from compiler.ops.softmax import log_softmax_f32
 
-from .cpu_helpers import (AVX2, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal, random_rows,
-                          run_kernel, special_rows)
+from .cpu_helpers import (AVX2, LONG_ROW_LENGTHS, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal,
+                          random_rows, run_kernel, special_rows)
 
 
 def _run(xv, target, threads=1):
@@ -60,6 +62,25 @@ def test_special_rows(target):
         np.testing.assert_allclose(got[9], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_long_rows_on_the_kernel(target):
+    """LM vocabulary rows (16,377-262,144: the int32 lanes summed in chunks; before, the
+    float32 stages, not bit-exact, and the graph's host numpy): bit for bit the twin,
+    all-equal rows (the largest lane sums) and the special rows too."""
+    rng = np.random.default_rng(6)
+    for c in LONG_ROW_LENGTHS:
+        xv = random_rows(rng, c, rows=2)
+        assert bits_equal(_run(xv, target), log_softmax_f32(xv)), c
+    for c in (32753, 128256):
+        xv = special_rows(rng, c)
+        got = _run(xv, target)
+        assert bits_equal(got, log_softmax_f32(xv)), c
+        for r in (0, 1, 2, 6):
+            assert (got[r].view(np.uint32) == NAN_BITS).all()
+        assert got[3, 0] == -np.inf and np.isfinite(got[3, 1:]).all()
+        np.testing.assert_allclose(got[4], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
+
+
 def test_both_targets_and_threads_give_the_same_bits():
     xv = (np.random.default_rng(3).standard_normal((2364, 197)) * 4).astype(np.float32)
     xv[5, 3] = np.nan
@@ -73,7 +94,8 @@ def test_both_targets_and_threads_give_the_same_bits():
 @pytest.mark.parametrize("shape,scale", [((1536, 128), 4.0), ((64, 1000), 6.0),
                                          ((2, 6625), 10.0), ((256, 37), 30.0),
                                          ((512, 16), 0.01), ((96, 197), 60.0),
-                                         ((128, 768), 1e-4)])
+                                         ((128, 768), 1e-4), ((2, 50257), 10.0),
+                                         ((1, 128256), 4.0), ((1, 128256), 1e-3)])
 def test_error_bound_against_float64(target, shape, scale):
     xv = (np.random.default_rng(int(scale * 10) + shape[-1]).standard_normal(shape)
           * scale).astype(np.float32)
@@ -122,10 +144,11 @@ def _model(nodes, xshape, inits=(), opset=17):
         opset_imports=[helper.make_opsetid("", opset)])
 
 
-def test_onnx_log_softmax_on_the_cpu_kernel_equals_onnxruntime():
+@pytest.mark.parametrize("shape", [(2, 12, 197), (1, 2, 50257)], ids=["vit", "gpt2_vocab"])
+def test_onnx_log_softmax_on_the_cpu_kernel_equals_onnxruntime(shape):
     rng = np.random.default_rng(5)
-    m = _model([helper.make_node("LogSoftmax", ["x"], ["y"], axis=-1)], (2, 12, 197))
-    xs = (rng.standard_normal((4, 2, 12, 197)) * 5).astype(np.float32)
+    m = _model([helper.make_node("LogSoftmax", ["x"], ["y"], axis=-1)], shape)
+    xs = (rng.standard_normal((4,) + shape) * 5).astype(np.float32)
     c = compile_model(m, CFG, calib={"x": xs[:2]})
     assert {s.node.op: s.kind for s in c.program.steps}["log_softmax"] == "cpu"
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
