@@ -3,8 +3,8 @@
 ``ColumnSoftmaxKernel``): a non-last axis as one strided row per SIMD lane (the rows past
 the last whole vector one lane at a time), an axis followed only by 1s and opset < 13's
 flattened trailing axes by the row kernel; bit-exact with the twins on that axis on both
-targets, special rows included; no stages (schedules, or rows the exact sum cannot hold,
-raise); the graph: opset 13's single axis and opset 11's coercion to 2-D at ``axis``
+targets, special rows included, long axes too (the exact sum in chunks); no stages
+(schedules raise); the graph: opset 13's single axis and opset 11's coercion to 2-D at ``axis``
 placed on the CPU, equal to onnxruntime, bit-exact with the reference, a quantised conv
 after a channel softmax bit-exact."""
 
@@ -98,12 +98,38 @@ def test_no_stages_for_the_other_axes():
     y = softmax_axis(x, 1)
     with pytest.raises(CpuError, match="only the hand-written kernel.*takes no schedules"):
         cpu_build(y, {y: StageSchedule(y)}, target=AVX2)
-    big = te.placeholder((2, 1 << 16, 3), "float32", "x")  # too many values per int32 lane
-    assert ColumnSoftmaxKernel(big, 1).at(AVX2) is None
-    with pytest.raises(CpuError, match="cannot hold these rows"):
-        cpu_build(softmax_axis(big, 1), target=AVX2)
     with pytest.raises(CpuError, match="axis 3 is out of range"):
         softmax_axis(x, 3)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_long_axes_on_the_kernels(target, log):
+    """Columns longer than an int32 lane of the exact sum holds (``lane_chunk``: 4095 values
+    for axes of 2,049-8,192, 1023 from 32,769; before, a CpuError and the graph's host
+    numpy): the column kernel sums in chunks, bit for bit the twin (the last column summed
+    in one go, one chunk and a rest, two whole chunks, a 2**16 and a GPT-2 vocabulary
+    axis, both lane widths); the special columns; a long axis followed by 1s and opset <
+    13's flattened axes on the row kernel."""
+    rng = np.random.default_rng(8)
+    for shape in [(1, 4095, 3), (1, 4096, 3), (2, 8190, 2), (1, 1 << 16, 3), (1, 50257, 2)]:
+        xv = (rng.standard_normal(shape) * rng.choice([0.01, 3.0, 30.0])).astype(np.float32)
+        assert bits_equal(_run(xv, 1, log, target), TWIN[log](xv, 1)), shape
+    xv = (rng.standard_normal((1, 128256, 5)) * 4).astype(np.float32)    # lanes 4 + 1
+    xv[0, 777, 0] = np.nan
+    xv[0, -1, 1] = np.inf
+    xv[0, :, 2] = -np.inf
+    xv[0, :, 3] = 2.5                                 # every e = 1: the largest lane sums
+    xv[0, 0, 4] = -np.inf
+    got = _run(xv, 1, log, target)
+    assert bits_equal(got, TWIN[log](xv, 1))
+    assert (got[0, :, :3].view(np.uint32) == NAN_BITS).all()
+    assert np.isfinite(got[0, :, 3]).all() and got[0, 0, 4] == (-np.inf if log else 0.0)
+    xv = (rng.standard_normal((2, 50257, 1, 1)) * 5).astype(np.float32)
+    assert bits_equal(_run(xv, 1, log, target), TWIN[log](xv, 1))
+    xv = (rng.standard_normal((2, 3, 20000)) * 5).astype(np.float32)
+    assert bits_equal(_run(xv, 1, log, target, flatten=True),
+                       TWIN[log](xv.reshape(2, -1), -1).reshape(xv.shape))
 
 
 @pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
@@ -139,6 +165,36 @@ def test_onnx_one_node_on_the_cpu_equals_onnxruntime(op_type, opset, axis):
         assert bits_equal(got, want)
         assert bits_equal(got, run_graph(c.qgraph, {"x": x})["y"])
         np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op_type", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset,shape,axis", [(11, (1, 4, 12000), 1), (13, (1, 5000, 3), 1),
+                                              (17, (2, 32000), None)])
+def test_onnx_long_rows_on_the_cpu_equal_onnxruntime(op_type, opset, shape, axis):
+    """LM-sized rows through the graph (before: LogSoftmax and non-last axes on the host):
+    opset 11's flattened 48,000, a 5,000-long channel axis, a 32,000 vocabulary; placed on
+    the CPU, bit for bit the twin, within float rounding of onnxruntime."""
+    from onnx import TensorProto
+    kw = {} if axis is None else {"axis": axis}
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node(op_type, ["x"], ["y"], **kw)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+        opset_imports=[helper.make_opsetid("", opset)])
+    xs = (np.random.default_rng(6).standard_normal((3,) + shape) * 4).astype(np.float32)
+    c = compile_model(m, CFG, calib={"x": xs[:2]})
+    log = op_type == "LogSoftmax"
+    steps = [s for s in c.program.steps if s.node.op == ("log_softmax" if log else "softmax")]
+    assert len(steps) == 1 and steps[0].kind == "cpu"
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = xs[2]
+    got = c.executor(SimDevice(CFG, timed=True)).run({"x": x})["y"]
+    if opset < 13:
+        want = TWIN[log](x.reshape(x.shape[:axis] + (-1,)), -1).reshape(shape)
+    else:
+        want = TWIN[log](x, -1 if axis is None else axis)
+    assert bits_equal(got, want)
+    np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
 
 
 def test_channel_softmax_then_quantised_conv_is_bit_exact():
