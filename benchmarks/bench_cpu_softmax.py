@@ -18,10 +18,12 @@ load average is printed before and after.  The AVX2 column is emulated on an
 AVX-512 CPU (onnxruntime keeps its AVX-512 kernels).
 
     python benchmarks/bench_cpu_softmax.py [--repeat 200] [--before-tree DIR] [--json OUT]
-        [--shapes 2364x197,...]
+        [--shapes 2364x197,... | --shapes vocab]
     python benchmarks/bench_cpu_softmax.py --stages [--repeat 200]
     python benchmarks/bench_cpu_softmax.py --accuracy
     python benchmarks/bench_cpu_softmax.py --op log_softmax [--axis 1] [--shapes 8x64x196]
+    python benchmarks/bench_cpu_softmax.py --op log_softmax --shapes vocab
+    python benchmarks/bench_cpu_softmax.py --axis 1 --shapes vocab_axis
 
 ``--op log_softmax`` and/or ``--axis`` other than -1 (the kernels of
 :func:`compiler.cpu.softmax.softmax_axis`, checked bit for bit against the twins on that
@@ -167,6 +169,18 @@ LOG_SHAPES = (((12 * 197, 197), "12x197x197"), ((12 * 128, 128), "12x128x128"),
               ((128, 768), "128x768"), ((1, 1000), "1000"), ((64, 1000), "64x1000"))
 AXIS_SHAPES = (((8, 64, 14, 14), "8x64x14x14"), ((1, 1000, 7, 7), "1x1000x7x7"),
                ((12, 197, 197), "12x197x197"))
+#: ``--shapes vocab``: LM vocabulary heads (Llama-2 32000 x 8 tokens, GPT-2 50257, Llama-3
+#: 128256 x 4), rows longer than an int32 lane of the exact sum holds; ``--shapes
+#: vocab_axis`` (with ``--axis 1``): the vocabulary as a non-last axis (tokens after it)
+SHAPE_SETS = {"vocab": "8x32000,1x50257,4x128256",
+              "vocab_axis": "1x32000x16,1x50257x4,1x128256x2,2x8192x64"}
+
+
+def _shapes(arg):
+    """``--shapes``: rows x columns (or any shape), comma-separated, or a name of
+    :data:`SHAPE_SETS`."""
+    arg = SHAPE_SETS.get(arg, arg)
+    return [(tuple(int(n) for n in a.split("x")), a) for a in arg.split(",")]
 
 
 def _host_before(op, axis):
@@ -193,8 +207,7 @@ def other(args) -> None:
     targets = dict(_targets())
     load0 = header(targets.items())
     default = LOG_SHAPES if args.axis == -1 else AXIS_SHAPES
-    shapes = default if not args.shapes else [
-        (tuple(int(n) for n in a.split("x")), a) for a in args.shapes.split(",")]
+    shapes = default if not args.shapes else _shapes(args.shapes)
     onnx_op = "LogSoftmax" if args.op == "log_softmax" else "Softmax"
     rows = []
     for shape, what in shapes:
@@ -247,7 +260,7 @@ def main() -> None:
     ap.add_argument("--before-tree", help="an older checkout to time as 'before'")
     ap.add_argument("--json", help="write the rows as JSON")
     ap.add_argument("--shapes", help="rows x columns, comma-separated (default: the "
-                    "four rows of bench_cpu.py)")
+                    "four rows of bench_cpu.py), or 'vocab' / 'vocab_axis' (SHAPE_SETS)")
     ap.add_argument("--stages", action="store_true",
                     help="instead: each stage's share of the time (this tree)")
     ap.add_argument("--accuracy", action="store_true",
@@ -270,7 +283,7 @@ def main() -> None:
     load0 = header(targets.items())
     rows = []
     shapes = SHAPES if not args.shapes else [
-        (tuple(int(n) for n in a.split("x")), "softmax " + a) for a in args.shapes.split(",")]
+        (shape, "softmax " + a) for shape, a in _shapes(args.shapes)]
     for shape, what in shapes:
         x = te.placeholder(shape, "float32", "x")
         xv = _input(shape)
