@@ -1,7 +1,8 @@
 """Softmax and LogSoftmax over any axis through the hand-written kernels
 (compiler/cpu/softmax.py ``softmax_axis``, compiler/cpu/softmax_column.py
 ``ColumnSoftmaxKernel``): a non-last axis as one strided row per SIMD lane (the rows past
-the last whole vector one lane at a time), an axis followed only by 1s and opset < 13's
+the last whole vector one lane at a time; 2, 4 or 8 rows below the vector width
+interleaved in full vectors), an axis followed only by 1s and opset < 13's
 flattened trailing axes by the row kernel; bit-exact with the twins on that axis on both
 targets, special rows included, long axes too (the exact sum in chunks); no stages
 (schedules raise); the graph: opset 13's single axis and opset 11's coercion to 2-D at ``axis``
@@ -115,16 +116,25 @@ def test_long_axes_on_the_kernels(target, log):
     for shape in [(1, 4095, 3), (1, 4096, 3), (2, 8190, 2), (1, 1 << 16, 3), (1, 50257, 2)]:
         xv = (rng.standard_normal(shape) * rng.choice([0.01, 3.0, 30.0])).astype(np.float32)
         assert bits_equal(_run(xv, 1, log, target), TWIN[log](xv, 1)), shape
-    xv = (rng.standard_normal((1, 128256, 5)) * 4).astype(np.float32)    # lanes 4 + 1
-    xv[0, 777, 0] = np.nan
-    xv[0, -1, 1] = np.inf
-    xv[0, :, 2] = -np.inf
-    xv[0, :, 3] = 2.5                                 # every e = 1: the largest lane sums
-    xv[0, 0, 4] = -np.inf
-    got = _run(xv, 1, log, target)
-    assert bits_equal(got, TWIN[log](xv, 1))
-    assert (got[0, :, :3].view(np.uint32) == NAN_BITS).all()
-    assert np.isfinite(got[0, :, 3]).all() and got[0, 0, 4] == (-np.inf if log else 0.0)
+    # special columns: a NaN, all -inf, all equal (every e = 1: the largest lane sums), one
+    # -inf, a +inf; inner 5 (lanes 4 + 1), 4 (the interleaved rows: lane l of a full
+    # vector is row l % 4, the last vector overlapping; a short axis too)
+    for shape in [(1, 128256, 5), (1, 128256, 4), (2, 9, 4)]:
+        xv = (rng.standard_normal(shape) * 4).astype(np.float32)
+        xv[:, 7, 0] = np.nan
+        xv[:, :, 1] = -np.inf
+        xv[:, :, 2] = 2.5
+        xv[:, 0, 3] = -np.inf
+        if shape[2] > 4:
+            xv[:, -1, 4] = np.inf
+        hand = ColumnSoftmaxKernel(te.placeholder(shape, "float32", "x"), 1, log).at(target)
+        assert hand.interleaved == (shape[2] == 4)
+        got = _run(xv, 1, log, target)
+        assert bits_equal(got, TWIN[log](xv, 1)), shape
+        nan_cols = [0, 1] + [4] * (shape[2] > 4)
+        assert (got[:, :, nan_cols].view(np.uint32) == NAN_BITS).all()
+        assert np.isfinite(got[:, :, 2]).all() and np.isfinite(got[:, 1:, 3]).all()
+        assert (got[:, 0, 3] == (-np.inf if log else 0.0)).all()
     xv = (rng.standard_normal((2, 50257, 1, 1)) * 5).astype(np.float32)
     assert bits_equal(_run(xv, 1, log, target), TWIN[log](xv, 1))
     xv = (rng.standard_normal((2, 3, 20000)) * 5).astype(np.float32)

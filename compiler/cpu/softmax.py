@@ -143,8 +143,8 @@ def softmax_axis(x: Tensor, axis: int, name="softmax", log: bool = False,
     all the axes from ``axis`` on as one, ONNX opset < 13), by the hand-written kernels
     only: the last axis as :func:`softmax` / :func:`log_softmax`; trailing axes flattened,
     or an axis followed only by 1s, by the row kernel over rows of their product; any
-    other axis by :class:`compiler.cpu.softmax_kernel.ColumnSoftmaxKernel` (one row per
-    SIMD lane, strided; no transposition).  Bit for bit
+    other axis by :class:`compiler.cpu.softmax_column.ColumnSoftmaxKernel` (one row per
+    SIMD lane, strided, or 2-8 rows interleaved in full vectors; no transposition).  Bit for bit
     :func:`compiler.ops.softmax.softmax_f32` / ``log_softmax_f32`` on that axis (of the
     flattened trailing axes), for rows of any length.  There are no stages for the other
     axes: ``cpu_build`` raises when it is given schedules."""
