@@ -24,6 +24,7 @@ AVX-512 CPU (onnxruntime keeps its AVX-512 kernels).
     python benchmarks/bench_cpu_softmax.py --op log_softmax [--axis 1] [--shapes 8x64x196]
     python benchmarks/bench_cpu_softmax.py --op log_softmax --shapes vocab
     python benchmarks/bench_cpu_softmax.py --axis 1 --shapes vocab_axis
+    python benchmarks/bench_cpu_softmax.py --onnx [--repeat 100]
 
 ``--op log_softmax`` and/or ``--axis`` other than -1 (the kernels of
 :func:`compiler.cpu.softmax.softmax_axis`, checked bit for bit against the twins on that
@@ -254,6 +255,86 @@ def other(args) -> None:
     print(f"\nload average before {load_text(load0)}, after {load_text(load1)}")
 
 
+#: ``--onnx``: one-node models (op, opset, shape, axis: None = the opset's default) of LM
+#: vocabulary sizes; opset 11 coerces to 2-D at ``axis`` (the trailing axes as one row)
+ONNX_CASES = (("LogSoftmax", 11, (8, 32000), None), ("LogSoftmax", 13, (8, 32000), None),
+              ("LogSoftmax", 17, (8, 32000), None), ("LogSoftmax", 17, (1, 50257), -1),
+              ("LogSoftmax", 17, (4, 128256), -1), ("Softmax", 11, (1, 4, 12000), 1),
+              ("Softmax", 13, (1, 50257), -1), ("Softmax", 17, (4, 128256), -1),
+              ("LogSoftmax", 13, (1, 32000, 16), 1), ("Softmax", 17, (1, 128256, 2), 1))
+
+
+def onnx_models(args) -> None:
+    """One-node Softmax / LogSoftmax models (:data:`ONNX_CASES`) through the compiler's ONNX
+    path, host CPU only: ``compile_model`` (placement, the CPU kernel) and its executor,
+    Python per call included ("compiled": the executor checks and copies the input, as
+    for any model input), its CPU step's kernel alone ("kernel"), against onnxruntime
+    single-thread on the same model, interleaved, all on one thread; checked bit for bit
+    against the twin.  "ONNX backend" is
+    :class:`compiler.graph.onnx_backend.VtaBackend` on the same model (the float graph in
+    the numpy interpreter: the twins on the host), timed in rounds of its own."""
+    from onnx import TensorProto, helper
+    from compiler.graph.driver import compile_model
+    from compiler.graph.onnx_backend import VtaBackend
+    from compiler.ops.softmax import log_softmax_f32, softmax_f32
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    cfg = VTAConfig()
+    load0 = header(list(_targets())[:1])
+    rows = []
+    for op_type, opset, shape, axis in ONNX_CASES:
+        kw = {} if axis is None else {"axis": axis}
+        node = _node(op_type, ["x"], **kw)
+        m = helper.make_model(helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+            opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8 if opset < 19 else 9
+        xv = _input(shape)
+        c = compile_model(m, cfg, calib={"x": np.stack([xv, xv])})
+        kinds = [st.kind for st in c.program.steps if st.node.op in ("softmax", "log_softmax")]
+        for st in c.program.steps:         # one thread, as onnxruntime's
+            if st.kind == "cpu":
+                st.kernel.module.num_threads = 1
+        ex = c.executor(SimDevice(cfg, timed=True))
+        got = ex.run({"x": xv})["y"]
+        cpu_step = next(st for st in c.program.steps if st.kind == "cpu")
+        ax = (1 if opset < 13 else -1) if axis is None else axis
+        twin = log_softmax_f32 if op_type == "LogSoftmax" else softmax_f32
+        flat = xv.reshape(xv.shape[:ax % len(shape)] + (-1,)) if opset < 13 else xv
+        want = twin(flat, -1 if opset < 13 else ax).reshape(shape)
+        if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+            raise SystemExit(f"{op_type} opset {opset} {shape}: not bit-exact with the twin")
+        ort_fn = _ort_session(node, [("x", xv)], [], 1, opset=opset)
+        np.testing.assert_allclose(got, ort_fn(), rtol=1e-5, atol=1e-5)
+        times = samples({"compiled": lambda: ex.run({"x": xv}), "onnxruntime 1t": ort_fn,
+                         "kernel": lambda: cpu_step.kernel.module.run({
+                             cpu_step.binds[0][0]: xv})},
+                        args.repeat, clock=time.process_time)
+        rep_ = VtaBackend.prepare(m)
+        times["ONNX backend"] = samples({"b": lambda: rep_.run([xv])}, max(args.repeat // 10, 3),
+                                        clock=time.process_time)["b"]
+        best = {e: min(v) for e, v in times.items()}
+        med = {e: float(np.median(v)) for e, v in times.items()}
+        what = (f"{op_type} opset {opset} {'x'.join(map(str, shape))} axis "
+                f"{'default' if axis is None else axis} ({kinds[0]})")
+        rows.append((what, best, med))
+        print(what, " ".join(f"{e} {best[e] * 1e3:.3f}/{med[e] * 1e3:.3f}" for e in best),
+              flush=True)
+    cols = ["compiled", "kernel", "ONNX backend"]
+    print("\n| model | " + " | ".join(f"{c} ms (min / median)" for c in cols)
+          + " | onnxruntime 1t ms | " + " | ".join(f"{c} / ORT (min, median)" for c in cols)
+          + " |")
+    print("|---|" + "---|" * (2 * len(cols) + 1))
+    for what, best, med in rows:
+        o, om = best["onnxruntime 1t"], med["onnxruntime 1t"]
+        print(f"| {what} | " + " | ".join(f"{best[c] * 1e3:.3f} / {med[c] * 1e3:.3f}"
+                                          for c in cols)
+              + f" | {o * 1e3:.3f} / {om * 1e3:.3f} | " + " | ".join(
+                  f"{best[c] / o:.2f}, {med[c] / om:.2f}" for c in cols) + " |")
+    print(f"\nload average before {load_text(load0)}, after {load_text(os.getloadavg())}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=200)
@@ -265,11 +346,16 @@ def main() -> None:
                     help="instead: each stage's share of the time (this tree)")
     ap.add_argument("--accuracy", action="store_true",
                     help="instead: the largest relative error against float64")
+    ap.add_argument("--onnx", action="store_true",
+                    help="instead: one-node ONNX models of vocabulary sizes at opsets "
+                    "11/13/17, compiled (this host's CPU), against onnxruntime")
     ap.add_argument("--op", choices=("softmax", "log_softmax"), default="softmax")
     ap.add_argument("--axis", type=int, default=-1)
     args = ap.parse_args()
     if args.accuracy:
         return accuracy()
+    if args.onnx:
+        return onnx_models(args)
     if args.op != "softmax" or args.axis != -1:
         return other(args)
     from compiler.ops.softmax import softmax_f32
