@@ -68,13 +68,15 @@ def test_special_rows_on_the_channel_axis(target, log):
 
 
 def test_both_targets_and_threads_give_the_same_bits():
-    xv = (np.random.default_rng(3).standard_normal((4, 96, 14, 14)) * 4).astype(np.float32)
-    xv[1, 5, 3, 3] = np.nan
-    for log in (False, True):
-        want = TWIN[log](xv, 1)
-        for target in (NATIVE, AVX2):
-            for threads in (1, 2):
-                assert bits_equal(_run(xv, 1, log, target, threads=threads), want)
+    rng = np.random.default_rng(3)
+    for shape in [(4, 96, 14, 14), (16, 3000, 4)]:      # (the second interleaved)
+        xv = (rng.standard_normal(shape) * 4).astype(np.float32)
+        xv[(1, 5) + (3,) * (len(shape) - 2)] = np.nan
+        for log in (False, True):
+            want = TWIN[log](xv, 1)
+            for target in (NATIVE, AVX2):
+                for threads in (1, 2):
+                    assert bits_equal(_run(xv, 1, log, target, threads=threads), want)
 
 
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
