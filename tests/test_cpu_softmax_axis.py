@@ -120,8 +120,9 @@ def test_long_axes_on_the_kernels(target, log):
         assert bits_equal(_run(xv, 1, log, target), TWIN[log](xv, 1)), shape
     # special columns: a NaN, all -inf, all equal (every e = 1: the largest lane sums), one
     # -inf, a +inf; inner 5 (lanes 4 + 1), 4 (the interleaved rows: lane l of a full
-    # vector is row l % 4, the last vector overlapping; a short axis too)
-    for shape in [(1, 128256, 5), (1, 128256, 4), (2, 9, 4)]:
+    # vector is row l % 4, the last vector overlapping; a short axis too), 37 (a group of
+    # 4 or 2 vectors, then 5 rows one lane at a time)
+    for shape in [(1, 128256, 5), (1, 128256, 4), (2, 9, 4), (1, 33000, 37)]:
         xv = (rng.standard_normal(shape) * 4).astype(np.float32)
         xv[:, 7, 0] = np.nan
         xv[:, :, 1] = -np.inf
