@@ -150,8 +150,8 @@ def split_bits(c: int) -> tuple[int, int]:
     2**K)`` is the bits of ``lo + 1.5 2**(23-K)`` (``K <= S + 22``: one binade); ``rint(e
     2**K) = hi 2**K + rint(lo 2**K)`` (``hi 2**K`` is an even integer: ties go the same
     way).  An int32 lane adds at most :func:`lane_chunk` of each before it is taken into
-    int64 (before: rows whose lanes added more, about 8,000 elements per AVX2 row, were
-    left to the stages or the host)."""
+    int64 (before: rows whose lanes added more, past 16,375 elements per AVX2 row, 32,751
+    per AVX-512 row and 4,095 per column, were left to the stages or the host)."""
     k = softmax_sum_bits(c)
     s = max(k - 22, (k - 1) // 2)
     assert s <= 21 and k <= s + 22, (c, k, s)
