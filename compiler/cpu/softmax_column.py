@@ -101,7 +101,7 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         at a time)."""
         fn = range_function(mod, name)
         out, x, lo, hi = fn.args
-        v, inner, nfull = self.v, self.inner, self.inner // self.v
+        inner = self.inner
         if self.interleaved:
             return self._emit_interleaved(mod, name, fn)
         entry = fn.append_basic_block("entry")

@@ -4,8 +4,9 @@ stored and summed in ONE pass (a stage with two outputs, which a TE stage cannot
 
 Rows go in blocks of :func:`block_rows` (8, fewer for rows over 2048): each pass over
 every row of the block before the next pass (a block's 8 rows of 197 stay in L1).  Per
-row of ``C`` elements, in vectors of ``V`` lanes (the target's SIMD width, :func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512,
-8 on AVX2, 4 on SSE/NEON; the largest power of two not above ``C`` for shorter rows):
+row of ``C`` elements, in vectors of ``V`` lanes (the target's SIMD width,
+:func:`compiler.cpu.jit.vector_shape`: 16 on AVX-512, 8 on AVX2, 4 on SSE/NEON; the
+largest power of two not above ``C`` for shorter rows):
 
 1. the row maximum as ``acc > x ? acc : x`` (x86 ``maxps``, 4 accumulators; either zero
    for (-0, +0): the result is the same for both) and a NaN flag (an OR of ``x != x or
