@@ -162,8 +162,8 @@ def split_bits(c: int) -> tuple[int, int]:
 def lane_chunk(k: int, s: int) -> int:
     """How many split values an int32 lane of the exact sum adds before the kernels take
     it into an int64 lane (``m 2**S`` and ``m 2**(K-S-1)`` below ``2**31``: the lane's
-    ``rint(hi 2**S)`` sum and ``|rint(lo 2**K)|`` sum fit in int32; 1023 for ``K = 43``,
-    rows of 2**17-2**18).  A row (or column) whose lanes add more is summed in chunks of
+    ``rint(hi 2**S)`` sum and ``|rint(lo 2**K)|`` sum fit in int32: 2047 for rows of
+    8,193-32,768, 1023 for longer ones).  A row (or column) whose lanes add more is summed in chunks of
     that many per lane, each chunk's lanes added to int64 lanes: the same exact sum."""
     return (2 ** 31 - 1) >> max(s, k - s - 1)
 
