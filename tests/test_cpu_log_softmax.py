@@ -21,7 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler import te
 from compiler.cpu import cpu_build, ops
-from compiler.cpu.softmax_kernel import NAN_BITS, log_sum_f64
+from compiler.cpu.softmax_kernel import NAN_BITS
+from compiler.cpu.softmax_sum import log_sum_f64
 from compiler.ops.softmax import log_softmax_f32
 
 from .cpu_helpers import (AVX2, LONG_ROW_LENGTHS, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal,

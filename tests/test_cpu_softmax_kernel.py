@@ -16,8 +16,8 @@ import pytest
 from compiler import te
 from compiler.cpu import cpu_build, ops
 from compiler.cpu.batch import cpu_batch
-from compiler.cpu.softmax_kernel import (NAN_BITS, block_rows, lane_chunk, lanes_for,
-                                         softmax_sum_bits, split_bits)
+from compiler.cpu.softmax_kernel import NAN_BITS, block_rows, lanes_for
+from compiler.cpu.softmax_sum import lane_chunk, softmax_sum_bits, split_bits
 from compiler.ops.softmax import softmax_f32
 from compiler.te.loop_nest import StageSchedule
 

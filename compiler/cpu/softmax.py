@@ -28,7 +28,8 @@ from ..te import Tensor, is_float
 from ..te.loop_nest import StageSchedule
 from .errors import CpuError
 from .softmax_column import ColumnSoftmaxKernel
-from .softmax_kernel import LogSoftmaxKernel, SoftmaxKernel, softmax_sum_bits
+from .softmax_kernel import LogSoftmaxKernel, SoftmaxKernel
+from .softmax_sum import softmax_sum_bits
 from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elementwise,
                         row_local, signed_zero_free, wide_rows_schedule)
 
@@ -113,7 +114,7 @@ def log_softmax(x: Tensor, name="log_softmax", target=None) -> Tensor:
     row), bit for bit :func:`compiler.ops.softmax.log_softmax_f32`, which
     :func:`compiler.cpu.kernel.cpu_build` compiles, for rows of any length, when it is
     given no schedules (long rows: the exact sum in chunks, :func:`compiler.cpu.
-    softmax_kernel.lane_chunk`).  With schedules it compiles the stages: the same formula
+    softmax_sum.lane_chunk`).  With schedules it compiles the stages: the same formula
     with a float32 sum and libm's ``log``, NOT bit-exact with the twin."""
     if not isinstance(x, Tensor) or not is_float(x.dtype):
         raise CpuError(f"log_softmax: expected a float32 tensor, not {x!r}")

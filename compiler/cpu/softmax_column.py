@@ -25,8 +25,8 @@ from llvmlite import ir
 from .jit import host_target
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
-from .softmax_kernel import (I32, NAN_BITS, VERSION, SoftmaxKernel, _max_of, lane_chunk,
-                             lanes_for, range_function, split_bits)
+from .softmax_kernel import I32, NAN_BITS, VERSION, SoftmaxKernel, _max_of, lanes_for, range_function
+from .softmax_sum import lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
 
 

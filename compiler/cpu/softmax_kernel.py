@@ -40,7 +40,8 @@ largest power of two not above ``C`` for shorter rows):
 :class:`LogSoftmaxKernel` is the same with pass 2 storing ``x - max`` instead of ``e``
 and leaving the row's exact sum, ``L = log(sum)`` (float64, :func:`log_sum_f64`) for a
 block's rows in one vector, and pass 3 ``out - L`` in place (the partial last vector
-``(x - max) - L`` from ``x``).  Other axes: :mod:`compiler.cpu.softmax_column`.
+``(x - max) - L`` from ``x``).  Other axes: :mod:`compiler.cpu.softmax_column`; the exact
+sum's arithmetic: :mod:`compiler.cpu.softmax_sum`.
 
 So the kernel equals :func:`compiler.ops.softmax.softmax_f32` bit for bit on every input,
 on every target, and its error bound is that of the TE stages: ``3.5 * 2**-23`` relative
@@ -77,6 +78,7 @@ from llvmlite import ir
 from .jit import host_target, vector_shape
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
+from .softmax_sum import LN2_HI, LN2_LO, LOG_C, SQRT2, lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
 
 I1, I32 = ir.IntType(1), ir.IntType(32)
@@ -86,8 +88,7 @@ NAN_BITS = 0x7FC00000
 VERSION = 7
 #: rows per block: their maxima, then the exp pass over all of them, then the scaling
 BLOCK = int(os.environ.get("VTA_CPU_SOFTMAX_BLOCK", 8))
-#: a block's input at most this many bytes (:func:`block_rows`; rows of 2048 and fewer
-#: elements go 8 to a block as before)
+#: a block's input at most this many bytes (:func:`block_rows`: rows to 2048 go 8 a block)
 BLOCK_BYTES = 1 << 16
 
 
@@ -97,75 +98,6 @@ def block_rows(c: int) -> int:
     from L2, and the next pass finds them there (4 x 128256 on AVX-512: 0.38 -> 0.32 ms,
     blocks of 8 against 1)."""
     return max(1, min(BLOCK, BLOCK_BYTES // (4 * max(c, 1))))
-
-
-#: ln 2 in two parts (fdlibm's): ``E * LN2_HI`` is exact for ``|E| < 2**11``
-LN2_HI, LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
-#: ``log(m) = 2 f (C0 + C1 f**2 + ...)``, ``f = (m - 1) / (m + 1)``, ``Ck = 1 / (2k + 1)``:
-#: for ``m`` in [sqrt(1/2), sqrt(2)] ``f**2 <= 0.0295``, the first term left out is below
-#: ``2**-56`` of the sum
-LOG_C = [1.0 / (2 * k + 1) for k in range(11)]
-SQRT2 = 1.4142135623730951
-
-
-def log_sum_f64(t, k):
-    """``log(t * 2**-k)`` in float64 for int64 ``t >= 1`` (numpy array): what the kernel
-    computes from a row's exact sum, the same float64 operations in the same order (no
-    fused multiply-add): ``t`` rounded to float64, split as ``m 2**E`` with ``m`` in
-    [sqrt(1/2), sqrt(2)), ``(E - k) ln2 + 2 f (C0 + f**2 (C1 + ...))``.  Relative error a
-    few float64 ulps."""
-    f64 = np.float64
-    s = np.asarray(t).astype(f64)
-    m, e = np.frexp(s)                      # s = m 2**e, m in [0.5, 1): exact
-    m, e = m * f64(2.0), e.astype(np.int64) - 1
-    big = m > f64(SQRT2)
-    m = np.where(big, m * f64(0.5), m)
-    fe = (e + big - k).astype(f64)
-    f = (m - f64(1.0)) / (m + f64(1.0))
-    z = f * f
-    q = np.full_like(z, f64(LOG_C[-1]))
-    for c in LOG_C[-2::-1]:
-        q = q * z + f64(c)
-    return fe * f64(LN2_HI) + (fe * f64(LN2_LO) + (f + f) * q)
-
-
-def softmax_sum_bits(c: int) -> int:
-    """Fraction bits K of :func:`compiler.cpu.softmax.softmax`'s fixed-point row sum over ``c`` elements:
-    ``26 + ceil(log2 c)``, so that the ``c`` roundings to a multiple of ``2**-K`` lose
-    at most ``c * 2**-(K+1) <= 2**-27`` of the sum (at least 1: the row's maximum
-    contributes ``exp(0) = 1``), an eighth of float32's own rounding of it; at most
-    ``61 - ceil(log2 c)``, so that the sum (up to ``c * 2**K``) fits in int64: that cap
-    is below ``26 + ceil(log2 c)`` for rows over ``2**17`` (K = 43 up to ``2**18``, then
-    one bit less per doubling), whose roundings lose at most ``2**(2 ceil(log2 c) - 62)``
-    (``2**-26`` for rows to ``2**18``, a quarter of float32's rounding).  (Before:
-    always ``61 - ceil(log2 c)``; more bits than float32 keeps, and twice the bit fields on
-    AVX2.)"""
-    cb = int(np.ceil(np.log2(max(c, 2))))
-    return min(61 - cb, 26 + cb)
-
-
-def split_bits(c: int) -> tuple[int, int]:
-    """``(K, S)`` for rows of ``c``.  ``K`` = :func:`softmax_sum_bits`; each ``e`` in [0, 1]
-    is split as ``hi = rint(e 2**S) 2**-S`` (the bits of ``e + 1.5 2**(23-S)``, ``S <=
-    21``: ``K <= 43``) and ``lo = e - hi`` (exact, ``|lo| <= 2**-(S+1)``), whose ``rint(lo
-    2**K)`` is the bits of ``lo + 1.5 2**(23-K)`` (``K <= S + 22``: one binade); ``rint(e
-    2**K) = hi 2**K + rint(lo 2**K)`` (``hi 2**K`` is an even integer: ties go the same
-    way).  An int32 lane adds at most :func:`lane_chunk` of each before it is taken into
-    int64 (before: rows whose lanes added more, past 16,375 elements per AVX2 row, 32,751
-    per AVX-512 row and 4,095 per column, were left to the stages or the host)."""
-    k = softmax_sum_bits(c)
-    s = max(k - 22, (k - 1) // 2)
-    assert s <= 21 and k <= s + 22, (c, k, s)
-    return k, s
-
-
-def lane_chunk(k: int, s: int) -> int:
-    """How many split values an int32 lane of the exact sum adds before the kernels take
-    it into an int64 lane (``m 2**S`` and ``m 2**(K-S-1)`` below ``2**31``: the lane's
-    ``rint(hi 2**S)`` sum and ``|rint(lo 2**K)|`` sum fit in int32: 2047 for rows of
-    8,193-32,768, 1023 for longer ones).  A row (or column) whose lanes add more is summed in chunks of
-    that many per lane, each chunk's lanes added to int64 lanes: the same exact sum."""
-    return (2 ** 31 - 1) >> max(s, k - s - 1)
 
 
 def lanes_for(c: int, target=None) -> int:
@@ -183,7 +115,6 @@ def _max_of(b, x, acc):
     return b.select(b.fcmp_ordered(">", x, acc), x, acc)
 
 
-
 def range_function(mod: ir.Module, name: str) -> ir.Function:
     """A hand-written kernel's entry, ``void @name(ptr noalias out, ptr noalias x, i64 lo,
     i64 hi)`` (``nounwind noinline``): it computes the rows (or groups) ``[lo, hi)``."""
@@ -193,6 +124,7 @@ def range_function(mod: ir.Module, name: str) -> ir.Function:
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")
     return fn
+
 
 class SoftmaxKernel:
     """The hand-written softmax of ``x`` (float32, rows of ``c`` = its last axis) for
@@ -224,8 +156,7 @@ class SoftmaxKernel:
 
     def key(self) -> str:
         return (f"hand:{self.what} v{VERSION} c={self.c} lanes={self.v} unroll={self.unroll} "
-                f"block={block_rows(self.c)} "
-                f"K={self.k} S={self.s}")
+                f"block={block_rows(self.c)} K={self.k} S={self.s}")
 
     # ------------------------------------------------------------------ code
     def emit(self, mod: ir.Module, name: str) -> ir.Function:
@@ -382,8 +313,7 @@ class SoftmaxKernel:
         it; a NaN ``x`` replaces ``acc``, which does not matter: the row is NaN then;
         either zero for (-0, +0)) in ``u`` accumulators, the NaN flag an OR of ``x != x
         or y != y`` over pairs of vectors (``cmpunordps x, y``) in 32-bit lanes: 2
-        instructions per vector (before: the flag in i1 lanes, 3 per vector, LLVM packing
-        each compare to 16-bit lanes)."""
+        instructions per vector (i1 lanes took 3: LLVM packed each compare to 16 bits)."""
         v, nv = self.v, self.c // self.v
         u = max(1, min(self.unroll[0], nv))
         ity = ir.VectorType(I32, v)

@@ -44,13 +44,13 @@ def log_softmax_f32(x, axis=-1) -> np.ndarray:
     """What the CPU kernel (:func:`compiler.cpu.ops.log_softmax`) computes, bit for bit:
     ``d = x - max`` (float32), the exact int64 sum ``T = sum(rint(exp(d) * 2**K))`` of
     :func:`softmax_f32`, ``L = log(T 2**-K)`` in float64 (:func:`compiler.cpu.
-    softmax_kernel.log_sum_f64`) rounded to float32, ``y = d - L`` in float32; a row with a
+    softmax_sum.log_sum_f64`) rounded to float32, ``y = d - L`` in float32; a row with a
     NaN ``exp(d)`` (a NaN, a ``+inf``, or only ``-inf``) is all NaN (``0x7fc00000``).
     Error against the float64 log-softmax of ``fl(x - max)``: at most ``2**-22 |y| +
     2**-26`` (tests/test_cpu_log_softmax.py; the absolute part is the fixed-point sum's:
     a float32 sum loses up to ``2**-24`` there)."""
     from ..cpu.mathfns import exp_f32
-    from ..cpu.softmax_kernel import log_sum_f64, softmax_sum_bits
+    from ..cpu.softmax_sum import log_sum_f64, softmax_sum_bits
     x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
     k = softmax_sum_bits(x.shape[-1])
     with np.errstate(invalid="ignore"):       # inf - inf: a NaN row
@@ -128,7 +128,7 @@ def place_softmax(n, g, cfg, opts):
     """The CPU (LLVM) when the backend is there: the hand-written kernels, any axis, rows
     of any length (before, LogSoftmax and non-last-axis rows longer than the kernels'
     int32 lanes held, about 16,000 elements per AVX2 row and 4,000 per column, stayed on
-    the host; :func:`compiler.cpu.softmax_kernel.lane_chunk`); else, or for a float64
+    the host; :func:`compiler.cpu.softmax_sum.lane_chunk`); else, or for a float64
     input (no float64 kernel), the host (numpy, the twins' bits)."""
     v = g.values[n.inputs[0]]
     if not registry.cpu_backend():
