@@ -97,8 +97,9 @@ def _checked(tag, progs, core, cfg, samples):
 
 
 def probe_programs(cfg: VTAConfig) -> list:
-    """(name, insns, dram, None): one GEMM, one ALU, one STORE and zero-padded INP loads of
-    several shapes (rows, width, stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1)."""
+    """(name, insns, dram, None): one GEMM, one ALU, one STORE (of tiles an ALU zeroed) and
+    zero-padded INP loads of several shapes (rows, width, stride, y_pad_0, y_pad_1, x_pad_0,
+    x_pad_1)."""
     from isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode
     from isa import encode_program
     L = Opcode.LOAD
@@ -106,8 +107,12 @@ def probe_programs(cfg: VTAConfig) -> list:
     progs = {
         "gemm_8x4x32": [uops, GemmInsn(0, 8, 4, 32, 8, 0, 1, 0, 0, 0), FinishInsn()],
         "alu_max_8x4x16": [uops, AluInsn(AluOp.MAX, 0, 8, 4, 16, 1, 0, 0, 1), FinishInsn()],
-        "store_4x16": [MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 4, 16, 20, 0, 0, 0, 0,
-                               push_prev=1), FinishInsn(pop_next=1)],
+        # the 64 OUT tiles zeroed first (acc * 0): a STORE of tiles no instruction wrote
+        # reads what the previous program left (the fast path's model persists)
+        "store_4x16_zeroed": [
+            uops, AluInsn(AluOp.MUL, 0, 1, 64, 1, 1, 0, 1, 0, 1, 0, push_next=1),
+            MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 4, 16, 20, 0, 0, 0, 0, pop_prev=1,
+                    push_prev=1), FinishInsn(pop_next=1)],
     }
     for shape in [(64, 2, 3, 1, 0, 1, 1), (64, 2, 3, 0, 0, 0, 0), (16, 2, 3, 1, 0, 1, 1),
                   (16, 4, 4, 1, 1, 2, 2), (8, 1, 1, 0, 0, 1, 0), (4, 8, 8, 2, 2, 1, 1)]:
