@@ -59,8 +59,8 @@ HELD_OUT = ("0_3_12_15_15_16_6_2", "1_2_12_13_14_15_6_3", "0_3_11_13_17_15_6_3",
             "0_3_12_14_15_16_5_3", "0_3_13_14_16_16_5_1", "0_2_12_13_14_15_4_3",
             "1_2_11_13_14_15_6_2", "0_3_13_12_16_14_6_3", "0_4_12_14_16_16_6_2",
             "1_3_12_13_15_15_6_1", "0_3_12_14_16_15_6_3", "0_4_12_13_15_16_7_1",
-            # pipelined cores (issue 19): one of the four, its plain twin held out too
-            "0_2_11_13_14_15_5_1_pipe")
+            # pipelined cores (issue 19): two of the five, the 1x16x16 among them
+            "0_2_11_13_14_15_5_1_pipe", "0_4_12_13_16_15_6_1_pipe")
 
 #: Capacities of the named parts.  ECP5 (Lattice LFE5U family datasheet; LUT4 counts as
 #: nextpnr reports them): ``board`` true means ``vta hw build`` targets it on a ULX3S, so the
