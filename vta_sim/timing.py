@@ -30,18 +30,22 @@ its own (:func:`simulate_timing`, :func:`cycles`):
     burst boundaries), completing when the last burst has arrived plus
     ``load_write_cycles``.  Zero padding (``pad_cycles_per_tile`` per tile) is written with
     ``load_pad_overlap`` (vta_hw) in the cycles without a data beat, so the load lasts at
-    least setup + pad + data cycles; otherwise the ``y_pad_0`` rows before the requests and
-    the rest after the data.  With ``load_elem_per_cycle`` a burst of elements narrower
-    than the bus (micro-ops on a 64-bit bus) holds the read channel one cycle per element;
+    least setup + pad + data cycles (with ``pad_zero_side``, vta_hw's loader: the zero side
+    run against the load's own data bursts, a padding tile per cycle without a data beat, a
+    counter reload of ``pad_row_cycles`` per data row in any cycle); otherwise the
+    ``y_pad_0`` rows before the requests and the rest after the data.  With
+    ``load_elem_per_cycle`` a burst of elements narrower than the bus (micro-ops on a 64-bit
+    bus) holds the read channel one cycle per element;
   - STORE: ``store_setup_cycles`` + per burst ``write_burst_overhead`` + data beats +
     ``store_cycles_per_tile`` per tile (one write channel, one burst at a time).
 * **DRAM read channel**, one data bus of ``bus_bytes`` per cycle, two disciplines:
 
   - ``read_in_order`` (vta_hw's ReadArbiter and DRAM): a request is accepted into one
     in-order queue, one per cycle, while fewer than ``max_outstanding_reads`` accepted
-    bursts have not delivered their data (the earliest in ``read_priority`` among the
-    clients waiting wins; vta_hw: fetch, then the compute module's uop/acc, then the load
-    module's inp/wgt); its data starts ``read_latency`` cycles after the acceptance or
+    bursts have not delivered their data (a slot frees ``read_free_cycles`` after its
+    burst's last beat; the earliest in ``read_priority`` among the clients waiting wins;
+    vta_hw: fetch, then the compute module's uop/acc, then the load module's inp/wgt); its
+    data starts ``read_latency`` cycles after the acceptance or
     after the previous burst's data (plus ``read_burst_gap``), whichever is later.  A
     request therefore waits behind every burst accepted before it, e.g. a one-micro-op LOAD
     UOP behind a whole weight row;

@@ -9,8 +9,9 @@ the GEMM core's int8 products are built in logic instead of DSP multipliers:
 more LUTs; a point keeps the key only when N > 0, so points without it are unchanged) and
 ``pipelined`` (``VTACore(pipelined=True)``, the ``*-pipelined`` FPGA builds: registers after
 the UOP/INP/ACC reads and a split ALU lane for a higher clock, more FFs and LUTs, a cycle more
-per ALU instruction and per launch; given as true/false or 1/0, kept only when true).  ``SPACE.json`` gives a list of
-candidate values per key (or one value); the space is their cartesian product, less the
+per ALU instruction and per launch; given as true/false or 1/0, kept only when true).
+``SPACE.json`` gives a list of candidate values per key (or one value); the space is their
+cartesian product, less the
 points the ISA cannot encode or the RTL generator cannot build, which are counted with their
 reasons.  Buffers may be given as depths instead of bytes: ``LOG_INP_DEPTH: [11]`` means 2048
 INP tiles whatever the tile size (``LOG_INP_BUFF_SIZE`` is then derived per point).
