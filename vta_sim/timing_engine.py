@@ -30,12 +30,12 @@ def _zero_side_end(t0: int, lead: int, gap: int, tail: int, rows: int, reload: i
     (the ``y_pad_0`` rows and the first row's ``x_pad_0``), then per data row a counter
     reload of ``reload`` cycles and the run after the row (``gap`` = ``x_pad_1 + x_pad_0``
     tiles, after the last row ``tail`` = ``x_pad_1`` plus the ``y_pad_1`` rows; without data
-    rows ``lead + tail`` tiles), ``per_tile``
-    cycles a tile.  A tile is written only in a cycle without a data beat of this load (the
-    SRAM's one write port; ``spans``: the load's bursts' ``(start, end)`` data cycles, in
-    order); a reload takes any cycle, so a data burst holds the zero side up unless it is
-    reloading (vta_hw.blocks.loader: ``zcnt`` counts down only without ``data_wr``, reloads
-    at ``zcnt == 0``).  Work per burst, not per cycle."""
+    rows ``lead + tail`` tiles), ``per_tile`` cycles a tile.  A tile is written only in a
+    cycle without a data beat of this load (the SRAM's one write port; ``spans``: the load's
+    bursts' ``(start, end)`` data cycles, in order); a reload takes any cycle, so a data
+    burst holds the zero side up unless it is reloading (vta_hw.blocks.loader: ``zcnt``
+    counts down only without ``data_wr``, reloads at ``zcnt == 0``).  Work per burst, not
+    per cycle."""
     gap, lead, tail = gap * per_tile, lead * per_tile, tail * per_tile
     period = reload + gap              # one row's reload and the run after it
     n = lead + rows * period - gap + tail if rows else lead + tail
