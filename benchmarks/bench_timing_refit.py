@@ -18,6 +18,11 @@ costs the RTL has (issue 19; the RTL's load/store/compute/fetch modules, vta_hw/
   and one narrow element (a micro-op) per cycle (``load_elem_per_cycle``), starting its
   requests 4 cycles after the decode;
 * one write burst per row (``burst_per_row``; store 6 cycles per row besides its beats);
+* (2026-11-27, the padded-load probes) a read slot frees the cycle after its burst's last
+  beat (``read_free_cycles`` 1: rows of 1-2 INP tiles are bound by the 4-burst round trip),
+  and the loader's zero side is run against the load's data bursts (``pad_zero_side``: a
+  padding tile per cycle without a data beat, a counter reload of ``pad_row_cycles`` 1 per
+  data row in any cycle), FINISH 3 cycles (every short program was 2 cycles short);
 * issue 21 (``benchmarks/probe_alu_back_to_back.py``): a GEMM/ALU takes N + 8 / N + 4
   cycles from its decode to the cycle it completes (the micro-op SRAM stage, the GEMM's 6 or
   the ALU's 2 pipeline stages, the completing cycle), a NOP completes in its decode cycle,
@@ -33,10 +38,14 @@ ResNet-18 32x32), with ResNet-18 64x64 and 224x224 held out.  Samples are every 
 instruction stream and its RTL cycle count, collected once into ``--samples`` (a few
 minutes; compiled as ``vta run`` compiles, so with micro-op load coalescing unless
 ``VTA_COALESCE_UOPS=0``); ``--also FILE`` reports the errors on a second sample file too
-(e.g. the uncoalesced streams).
+(e.g. the uncoalesced streams); ``--probes FILE`` the errors on
+``benchmarks/probe_preset_cycles.py --preset vta_hw_rtl``'s samples (golden vectors,
+zero-padded load probes, random programs, small_cnn; recorded in the calibration file).
 
+    .venv/bin/python benchmarks/probe_preset_cycles.py --preset vta_hw_rtl --out /tmp/p.json
     .venv/bin/python benchmarks/bench_timing_refit.py --samples /tmp/rtl_samples.json \
-        --also /tmp/rtl_samples_plain.json --out vta_hw/calibration/timing_icarus.json
+        --also /tmp/rtl_samples_plain.json --probes /tmp/p.json \
+        --out vta_hw/calibration/timing_icarus.json
 
 ``--preset NAME`` fits one of the other vta_hw presets (:data:`vta_sim.timing.PRESET_CORES`:
 ``vta_hw``, ``vta_hw_fpga``; ``vta_hw_fpga_pipelined`` is derived, not fitted) on the
@@ -74,8 +83,9 @@ STRUCTURE = {"read_in_order": True, "read_latency": 16, "read_burst_gap": 0,
              "fetch_overlap": True, "load_pad_overlap": True, "load_elem_per_cycle": True,
              "load_setup_cycles": 4, "nop_cycles": 0, "burst_per_row": True,
              "max_burst_beats": 1 << 24, "write_burst_overhead": 6,
-             "alu_start_cycles": 4, "gemm_start_cycles": 8, "store_decode_cycles": 1}
-AFTER_FIT: dict = {"finish_cycles": 2}
+             "alu_start_cycles": 4, "gemm_start_cycles": 8, "store_decode_cycles": 1,
+             "read_free_cycles": 1, "pad_zero_side": True, "pad_row_cycles": 1}
+AFTER_FIT: dict = {"finish_cycles": 3}
 
 #: preset -> its calibration file in vta_hw/calibration
 PRESET_FILES = {"vta_hw_rtl": "timing_icarus.json", "vta_hw": "timing_amaranth.json",
@@ -220,6 +230,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", default="rtl_timing_samples.json")
     ap.add_argument("--also", help="a second sample file to report the errors on")
+    ap.add_argument("--probes", help="probe_preset_cycles.py --preset vta_hw_rtl samples to "
+                    "report the errors on (recorded in --out)")
     ap.add_argument("--rounds", type=int, default=0)
     ap.add_argument("--out", help="write the calibration JSON here")
     ap.add_argument("--preset", help="fit this vta_hw preset (vta_hw, vta_hw_fpga, "
@@ -237,6 +249,8 @@ def main(argv=None) -> int:
     # a calibration written before these fields existed meant the older structure
     base = TimingParams.from_dict({"read_in_order": False, "load_pad_overlap": False,
                                    "dispatch_before_pop": False, "store_decode_cycles": 0,
+                                   "pad_row_cycles": 0, "launch_cycles": 0,
+                                   "read_free_cycles": 0, "pad_zero_side": False,
                                    **old["params"]})
     before = summary(samples, base)
     print("before:", json.dumps(before))
@@ -255,6 +269,16 @@ def main(argv=None) -> int:
         also = {"samples": Path(args.also).name, "errors_before": summary(extra, base),
                 "errors_after": summary(extra, params)}
         print(f"{args.also}:", json.dumps(also))
+    probes = None
+    if args.probes:
+        doc = json.loads(Path(args.probes).read_text())
+        if doc.get("preset") != "vta_hw_rtl":
+            raise SystemExit(f"{args.probes}: samples of {doc.get('preset')!r}, not "
+                             f"'vta_hw_rtl'")
+        probes = {"samples": Path(args.probes).name, "date": doc.get("date"),
+                  "errors_before": preset_errors(doc["samples"], base),
+                  "errors_after": preset_errors(doc["samples"], params)}
+        print(f"{args.probes}:", json.dumps(probes))
     if args.out:
         doc = {"backend": "icarus", "dram_latency": old.get("dram_latency", 16),
                "note": "params: the RTL's structure and costs (benchmarks/"
@@ -273,6 +297,7 @@ def main(argv=None) -> int:
                          "after_fit": AFTER_FIT,
                          "errors_before": before, "errors_after": after,
                          **({"also": also} if also else {}),
+                         **({"probes": probes} if probes else {}),
                          "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
                "previous": {k: v for k, v in old.items() if k != "previous"}}
         tmp = Path(args.out).with_suffix(".tmp")

@@ -18,7 +18,8 @@ against the larger of the GEMM and DRAM bounds).
 
 Steps: (1) ``--retime``: every candidate of the shipped tuning history
 (``benchmarks/results/tuner_resnet18_history.jsonl.gz``, 224 per layer, measured under the
-old Pynq-like model) measured again under the default model, into a log; (2) ``--trials N``:
+old Pynq-like model) and every record of the shipped log (``--retime-also``) measured again
+under the default model, into a log; (2) ``--trials N``:
 ``vta tune resnet18`` on that log (XGBoost, resuming: N in total per layer, so N above 224
 adds N - 224 new candidates); (3) the table, with per layer what bounds the best schedule
 (the compute module's busy cycles split into GEMM and the rest, load, store, stalls).
@@ -58,13 +59,14 @@ from isa import VTAConfig  # noqa: E402
 HISTORY = ROOT / "benchmarks" / "results" / "tuner_resnet18_history.jsonl.gz"
 
 
-def retime(log: str, workers: int | None, names=None) -> int:
-    """Measure every history candidate (of the layers ``names``, default all) under the
-    default timing model into ``log`` (records already there, same knobs and model, are
-    skipped)."""
+def retime(log: str, workers: int | None, names=None, also=()) -> int:
+    """Measure every history candidate (of the layers ``names``, default all) and every
+    record of the logs ``also`` (the shipped log: its best schedules came from later tuning
+    than the history, which a re-time must not lose) under the default timing model into
+    ``log`` (records already there, same knobs and model, are skipped)."""
     from compiler.tuner.executor import make_executor, run_tasks
     from compiler.tuner.measure import measure_item, timing_id
-    from compiler.tuner.records import LogWriter, Record, load
+    from compiler.tuner.records import LogWriter, Record, config_key, load
     from compiler.tuner.space import task_from_spec
     cfg = VTAConfig()
     tid = timing_id()
@@ -72,21 +74,32 @@ def retime(log: str, workers: int | None, names=None) -> int:
     if os.path.exists(log):
         have = {(r.workload, r.knobs_key()) for r in load(log) if r.timing == tid}
     items, seen = [], set()
-    with gzip.open(HISTORY, "rt") as f:
-        for line in f:
-            d = json.loads(line)
-            if d.get("cycles") is None or (names and d["task"].get("name") not in names):
-                continue
-            k = (d["workload"], json.dumps(d["knobs"], sort_keys=True))
-            if k in have or k in seen:
-                continue
-            seen.add(k)
-            items.append((d["task"], cfg.to_dict(), d["knobs"], "sim", False, len(items)))
+    sources = [gzip.open(HISTORY, "rt")] + [open(p) for p in also]
+    for f in sources:
+        with f:
+            for line in f:
+                if not line.strip():
+                    continue
+                d = json.loads(line)
+                if d.get("cycles") is None or (names and d["task"].get("name") not in names):
+                    continue
+                if d.get("config") and config_key(d["config"]) != config_key(cfg):
+                    continue
+                k = (d["workload"], json.dumps(d["knobs"], sort_keys=True))
+                if k in have or k in seen:
+                    continue
+                seen.add(k)
+                items.append((d["task"], cfg.to_dict(), d["knobs"], "sim", False, len(items)))
     w = LogWriter(log)
     n = 0
     try:
         with make_executor(workers, None) as ex:
-            for item, out in run_tasks(ex, measure_item, items, timeout=300):
+            # at most two candidates a worker in flight: run_tasks' time limit counts from
+            # the submission, so a queue of thousands times out its tail on a loaded machine
+            # (the first re-time of 2026-11-27 lost 736 candidates so, the shipped C10 best
+            # among them)
+            for item, out in run_tasks(ex, measure_item, items, timeout=300,
+                                       max_pending=2 * (workers or os.cpu_count() or 1)):
                 task = task_from_spec(item[0])
                 if out.ok:
                     rec = Record.make(task, cfg, item[2], out.value["cycles"], device="sim",
@@ -195,6 +208,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--log", required=True)
     ap.add_argument("--retime", action="store_true")
+    ap.add_argument("--retime-also", action="append", default=None, metavar="LOG",
+                    help="--retime also these logs' records (default: the shipped log, "
+                         "whose best schedules may not be in the history)")
     ap.add_argument("--trials", type=int, default=0)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--ship", action="store_true")
@@ -210,8 +226,11 @@ def main(argv=None) -> int:
     t0 = time.time()
     c0 = time.process_time()
     if args.retime:
-        n = retime(args.log, args.workers, args.layers.split(",") if args.layers else None)
-        print(f"re-timed {n} history candidates in {time.time() - t0:.0f} s", flush=True)
+        also = args.retime_also if args.retime_also is not None else [TUNED_LOG]
+        n = retime(args.log, args.workers, args.layers.split(",") if args.layers else None,
+                   also)
+        print(f"re-timed {n} candidates (history and {', '.join(also) or 'no log'}) in "
+              f"{time.time() - t0:.0f} s", flush=True)
     if args.trials:
         from compiler.cli import main as vta
         rc = vta(["tune", "resnet18", "--trials", str(args.trials), "--log", args.log,

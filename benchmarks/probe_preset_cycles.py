@@ -14,6 +14,8 @@ vector's expected image):
   loads of many short rows among them (the loader's zero side);
 * ``small_cnn_8``: every VTA layer of the compiled small_cnn on 8x8 images (as ``vta run``
   compiles it);
+* ``pad_sweep`` (only with ``--groups ...,pad_sweep``): 288 INP loads, padded and not
+  (:func:`pad_sweep_programs`);
 * FPGA presets also ``fpga_probes`` and ``fpga_convs``: benchmarks/bench_fpga_timing.py's
   throughput probes and compiler-made convs in the board's 1x8x8 configuration.
 
@@ -97,8 +99,9 @@ def _checked(tag, progs, core, cfg, samples):
 
 
 def probe_programs(cfg: VTAConfig) -> list:
-    """(name, insns, dram, None): one GEMM, one ALU, one STORE and zero-padded INP loads of
-    several shapes (rows, width, stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1)."""
+    """(name, insns, dram, None): one GEMM, one ALU, one STORE (of tiles an ALU zeroed) and
+    zero-padded INP loads of several shapes (rows, width, stride, y_pad_0, y_pad_1, x_pad_0,
+    x_pad_1)."""
     from isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Opcode
     from isa import encode_program
     L = Opcode.LOAD
@@ -106,8 +109,12 @@ def probe_programs(cfg: VTAConfig) -> list:
     progs = {
         "gemm_8x4x32": [uops, GemmInsn(0, 8, 4, 32, 8, 0, 1, 0, 0, 0), FinishInsn()],
         "alu_max_8x4x16": [uops, AluInsn(AluOp.MAX, 0, 8, 4, 16, 1, 0, 0, 1), FinishInsn()],
-        "store_4x16": [MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 4, 16, 20, 0, 0, 0, 0,
-                               push_prev=1), FinishInsn(pop_next=1)],
+        # the 64 OUT tiles zeroed first (acc * 0): a STORE of tiles no instruction wrote
+        # reads what the previous program left (the fast path's model persists)
+        "store_4x16_zeroed": [
+            uops, AluInsn(AluOp.MUL, 0, 1, 64, 1, 1, 0, 1, 0, 1, 0, push_next=1),
+            MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 4, 16, 20, 0, 0, 0, 0, pop_prev=1,
+                    push_prev=1), FinishInsn(pop_next=1)],
     }
     for shape in [(64, 2, 3, 1, 0, 1, 1), (64, 2, 3, 0, 0, 0, 0), (16, 2, 3, 1, 0, 1, 1),
                   (16, 4, 4, 1, 1, 2, 2), (8, 1, 1, 0, 0, 1, 0), (4, 8, 8, 2, 2, 1, 1)]:
@@ -117,7 +124,29 @@ def probe_programs(cfg: VTAConfig) -> list:
     return [(k, encode_program(v, cfg), img.copy(), None) for k, v in progs.items()]
 
 
+def pad_sweep_programs(cfg: VTAConfig) -> list:
+    """(name, insns, dram, None): one INP load of each of 288 shapes, rows 1-64, 1-8 tiles
+    a row, contiguous or strided, unpadded and five paddings (the zero side against the data
+    bursts; opt-in group ``pad_sweep``, seconds on the fast path)."""
+    from isa import FinishInsn, MemInsn, MemType, Opcode, encode_program
+    img = np.zeros(1 << 16, np.uint8)
+    out = []
+    for y in (1, 2, 4, 8, 16, 64):
+        for x in (1, 2, 4, 8):
+            for stride in (x, x + 1):
+                for pad in ((0, 0, 0, 0), (1, 1, 1, 1), (1, 0, 1, 1), (0, 0, 1, 0),
+                            (2, 2, 2, 2), (0, 0, 3, 3)):
+                    shape = (y, x, stride, *pad)
+                    insns = encode_program([MemInsn(Opcode.LOAD, MemType.INP, 0, 0, *shape,
+                                                    push_next=1), FinishInsn(pop_prev=1)], cfg)
+                    out.append(("pad_sweep_" + "_".join(map(str, shape)), insns, img.copy(),
+                                None))
+    return out
+
+
 GROUPS = ("vectors", "random", "probes", "fpga", "small_cnn_8")
+#: groups run only when named in ``--groups``
+OPTIONAL_GROUPS = ("pad_sweep",)
 
 
 def collect(preset: str, n_random: int = 12, network: bool = True,
@@ -138,6 +167,8 @@ def collect(preset: str, n_random: int = 12, network: bool = True,
         _checked("vectors", vecs, core, cfg, samples)
     if "probes" in groups:
         _checked("probes", probe_programs(cfg), core, cfg, samples)
+    if "pad_sweep" in groups:
+        _checked("pad_sweep", pad_sweep_programs(cfg), core, cfg, samples)
     rnd = []
     for k in range(n_random if "random" in groups else 0):
         insns, dram = random_program(cfg, 4000 + k, n_insns=40)
@@ -187,12 +218,14 @@ def main(argv=None) -> int:
     ap.add_argument("--random", type=int, default=12, help="random programs")
     ap.add_argument("--no-network", action="store_true", help="skip small_cnn's layers")
     ap.add_argument("--groups", default=",".join(GROUPS),
-                    help=f"comma-separated program groups to run (of {', '.join(GROUPS)}); "
+                    help=f"comma-separated program groups to run (of "
+                         f"{', '.join(GROUPS + OPTIONAL_GROUPS)}; the last only when named); "
                          f"the samples of the other groups in an existing --out are kept")
     args = ap.parse_args(argv)
     groups = args.groups.split(",")
-    if set(groups) - set(GROUPS):
-        raise SystemExit(f"--groups: unknown {sorted(set(groups) - set(GROUPS))}")
+    unknown = set(groups) - set(GROUPS + OPTIONAL_GROUPS)
+    if unknown:
+        raise SystemExit(f"--groups: unknown {sorted(unknown)}")
     samples = collect(args.preset, args.random, not args.no_network, groups)
     out = Path(args.out)
     if out.exists() and set(groups) != set(GROUPS):

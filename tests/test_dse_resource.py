@@ -12,14 +12,15 @@ from compiler.dse.space import DseError, enumerate_space, parse_space
 
 SPACE = {"LOG_BATCH": [0, 1], "LOG_BLOCK": [2, 3, 4], "LOG_UOP_DEPTH": [10, 11],
          "LOG_INP_DEPTH": [10, 11], "LOG_WGT_DEPTH": [8, 9], "LOG_ACC_DEPTH": [10, 11],
-         "LOG_BUS_WIDTH": [5, 6], "alu_stages": [1, 2, 3]}
+         "LOG_BUS_WIDTH": [5, 6], "alu_stages": [1, 2, 3], "pipelined": [False, True]}
 
 
 def _law(p):
     """A made-up ground truth in the model's own terms (arbitrary positive coefficients)."""
     f = features(p)
     k = {"one": 3000, "macs": 60, "lanes": 90, "lanes_alu1": 40, "lanes_alu2": 55,
-         "lanes_alu3": 70, "bus": 20, "addr_bits": 35, "sram_brams": 1.1}
+         "lanes_alu3": 70, "bus": 20, "addr_bits": 35, "sram_brams": 1.1, "pipe": 300,
+         "pipe_lanes": 25, "pipe_lanes_alu1": 15}
     return {r: sum(k[t] * f[t] * (1 + i / 10) for t in terms) + (r == "multipliers")
             for i, (r, terms) in enumerate(resource._TERMS.items())}
 
@@ -53,7 +54,7 @@ def test_held_out_samples_do_not_change_the_fit():
 def test_failed_samples_are_ignored_and_too_few_is_an_error():
     pts, _ = enumerate_space(parse_space(SPACE), budget=12, seed=5)
     samples = [{"point": p, "error": "yosys failed"} for p in pts]
-    with pytest.raises(DseError, match="needs at least 5 synthesis samples, has 0"):
+    with pytest.raises(DseError, match="needs at least 7 synthesis samples, has 0"):
         ResourceModel.fit(samples, held_out=(), fmax={})
 
 

@@ -22,6 +22,48 @@ _MODULES = ("load", "compute", "store")
 _QSHORT = ("l2g", "g2l", "s2g", "g2s")
 
 
+def _zero_side_end(t0: int, lead: int, gap: int, tail: int, rows: int, reload: int,
+                   per_tile: int, spans: list) -> int:
+    """The cycle vta_hw's loader has written the zero padding of a LOAD (``pad_zero_side``).
+
+    From ``t0`` (the first read request) the zero side works through ``lead`` padding tiles
+    (the ``y_pad_0`` rows and the first row's ``x_pad_0``), then per data row a counter
+    reload of ``reload`` cycles and the run after the row (``gap`` = ``x_pad_1 + x_pad_0``
+    tiles, after the last row ``tail`` = ``x_pad_1`` plus the ``y_pad_1`` rows; without data
+    rows ``lead + tail`` tiles), ``per_tile`` cycles a tile.  A tile is written only in a
+    cycle without a data beat of this load (the SRAM's one write port; ``spans``: the load's
+    bursts' ``(start, end)`` data cycles, in order); a reload takes any cycle, so a data
+    burst holds the zero side up unless it is reloading (vta_hw.blocks.loader: ``zcnt``
+    counts down only without ``data_wr``, reloads at ``zcnt == 0``).  Work per burst, not
+    per cycle."""
+    gap, lead, tail = gap * per_tile, lead * per_tile, tail * per_tile
+    period = reload + gap              # one row's reload and the run after it
+    n = lead + rows * period - gap + tail if rows else lead + tail
+    k, c = 0, t0                       # events done, cycle
+    for s, e in spans:
+        if e <= c:
+            continue
+        if s > c:                      # free cycles: any event
+            if n - k <= s - c:
+                return c + n - k
+            k += s - c
+            c = s
+        m = e - c                      # data cycles: only reloads
+        while m and lead <= k < n:
+            j = k - lead
+            y, off = divmod(j, period) if period else (rows, 0)
+            if y >= rows or off >= reload:
+                break                  # a padding tile: wait for the burst's end
+            run = (reload - off) if gap or y == rows - 1 else (rows - 1 - y) * period + \
+                reload - off
+            d = min(m, run)
+            k, m, c = k + d, m - d, c + d
+        if k >= n:
+            return c
+        c = e
+    return c + n - k
+
+
 def _bursts(addr: int, nbytes: int, max_bytes: int, boundary: int) -> list[int]:
     """Sizes of the bursts a contiguous transfer splits into."""
     out = []
@@ -108,7 +150,8 @@ class Engine:
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
             if p.read_pipelined and p.max_outstanding_reads else None
         self.in_order = p.read_in_order
-        self.accepted = deque()             # in-order DRAM: data end of each accepted burst
+        self.accepted = deque()             # in-order DRAM: when each accepted burst's slot
+        #                                     frees (its data end + read_free_cycles)
         self.accept_next = 0                # in-order DRAM: one acceptance per cycle
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
@@ -130,14 +173,16 @@ class Engine:
             self.deadlock()
 
     # -------------------------------------------------------------------------- DRAM
-    def dram_request(self, client, nbytes, cb, beats=None, count=1, on_accept=None):
+    def dram_request(self, client, nbytes, cb, beats=None, count=1, on_accept=None,
+                     spans=None):
         """Queue ``count`` read bursts of ``nbytes`` each; ``cb`` runs when the last one has
         delivered its data; ``on_accept(start)`` (in-order DRAM only) when the last one is
-        accepted, with the cycle its data starts."""
+        accepted, with the cycle its data starts; ``spans`` (in-order DRAM only): a list
+        each burst's ``(start, end)`` data cycles are appended to."""
         lat = self.p.read_latency if self.p.read_pipelined and not self.in_order else 0
         self.req[client].append([self.now + lat, count, nbytes,
                                  beats if beats is not None else -(-nbytes // self.bus), cb,
-                                 on_accept])
+                                 on_accept, spans])
         if not self.arb_pending:
             self.arb_pending = True
             self.at(max(self.now, self.accept_next if self.in_order else self.bus_free),
@@ -152,7 +197,8 @@ class Engine:
     def arbitrate_in_order(self):
         """Accept read requests into the in-order DRAM queue (``read_in_order``): one per
         cycle, the highest-priority client with a request waiting, while fewer than
-        ``max_outstanding_reads`` accepted bursts have not delivered their data; a burst's
+        ``max_outstanding_reads`` accepted bursts have not delivered their data (a burst's
+        slot frees ``read_free_cycles`` after its last beat); a burst's
         data follows ``read_latency`` after its acceptance or the previous burst's data
         (plus ``read_burst_gap``), whichever is later.  Acceptances are made inline while no
         other event comes first (as :meth:`arbitrate_bus`)."""
@@ -162,6 +208,7 @@ class Engine:
         acc = self.accepted
         k_max = p.max_outstanding_reads or (1 << 62)
         lat, gap, log, read = p.read_latency, p.read_burst_gap, self.bursts, self.dram_read
+        free = p.read_free_cycles
         while True:
             while acc and acc[0] <= t:
                 acc.popleft()
@@ -182,7 +229,7 @@ class Engine:
             client = next(k for k in live if req[k][0][0] <= t)
             q = req[client]
             e = q[0]
-            _, count, nbytes, beats, cb, on_accept = e
+            _, count, nbytes, beats, cb, on_accept, spans = e
             if count > 1:
                 e[1] = count - 1
                 cb = on_accept = None
@@ -193,7 +240,9 @@ class Engine:
                 on_accept(start)
             end = start + beats
             log.append((client, start, end, nbytes))
-            acc.append(end)
+            if spans is not None:
+                spans.append((start, end))
+            acc.append(end + free)
             read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
             self.bus_free = end + gap
             if cb is not None:
@@ -486,12 +535,22 @@ class Engine:
         post = (c["y_pad_1"][i] * cols + Y * (cols - X)) * p.pad_cycles_per_tile
         floor = 0
         t_req = t + p.load_setup_cycles
-        if p.load_pad_overlap:
+        padded = c["y_pad_0"][i] or c["y_pad_1"][i] or cols != X
+        zero = None
+        if p.load_pad_overlap and p.pad_zero_side and self.in_order and padded:
+            # the zero side run against this load's data beats (:func:`_zero_side_end`)
+            xp0, xp1 = c["x_pad_0"][i], c["x_pad_1"][i]
+            zero = (t_req, c["y_pad_0"][i] * cols + xp0, xp0 + xp1,
+                    xp1 + c["y_pad_1"][i] * cols, Y, p.pad_row_cycles,
+                    p.pad_cycles_per_tile, []) if Y else \
+                (t_req, (c["y_pad_0"][i] + c["y_pad_1"][i]) * cols, 0, 0, 0, 0,
+                 p.pad_cycles_per_tile, [])
+            pre = post = 0
+        elif p.load_pad_overlap:
             # the zero side writes the padding in the cycles without a data beat, from the
             # first request on: the load ends when the data has arrived and the write port
             # has been busy for every pad and data cycle since then (plus pad_row_cycles
             # per padding run: the zero side's reload between runs)
-            padded = c["y_pad_0"][i] or c["y_pad_1"][i] or cols != X
             runs = (Y + 1) * p.pad_row_cycles if padded else 0
             floor, pre, post = t_req + pre + post + runs, 0, 0
         client = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}.get(mt, "acc")
@@ -501,7 +560,7 @@ class Engine:
             per = E if p.load_elem_per_cycle and E < self.bus else self.bus
             beats = -(-r[1] // per)
             self.at(t_req + pre, self.load_train, i, m, client, (r[0], r[1], beats), tail,
-                    floor + r[0] * beats if floor else 0)
+                    floor + r[0] * beats if floor else 0, zero)
             return
         rows = [(D * E, X * Y * E)] if self.one_block(P, X, Y) else \
             [((D + y * P) * E, X * E) for y in range(Y)]
@@ -510,25 +569,37 @@ class Engine:
         sizes = [b for addr, nb in rows for b in _bursts(addr, nb, self.max_bytes,
                                                           self.boundary)]
         if not sizes:
+            if zero is not None:
+                floor = _zero_side_end(*zero)
             self.at(max(t_req + pre + post, floor) + p.load_write_cycles, self.complete, i, m)
             return
         per = E if p.load_elem_per_cycle and E < self.bus else 0   # bytes per bus cycle
         if floor:
             floor += sum(-(-b // (per or self.bus)) for b in sizes)
-        self.at(t_req + pre, self.load_issue, i, m, client, sizes, tail, per, floor)
+        self.at(t_req + pre, self.load_issue, i, m, client, sizes, tail, per, floor, zero)
 
-    def load_train(self, i, m, client, rows, tail, floor=0):
+    def load_done(self, i, m, tail, floor, zero):
+        """The last burst of load ``i`` has delivered its data: complete once the zero side
+        has written its padding too (``floor``, or run against the data with ``zero``)."""
+        if zero is not None:
+            floor = _zero_side_end(*zero)
+        self.at(max(self.now, floor) + tail, self.complete, i, m)
+
+    def load_train(self, i, m, client, rows, tail, floor=0, zero=None):
         def done():      # the last burst (a client's bursts are served in order)
-            self.at(max(self.now, floor) + tail, self.complete, i, m)
+            self.load_done(i, m, tail, floor, zero)
         count, nbytes, beats = rows
-        self.dram_request(client, nbytes, done, beats, count)
+        self.dram_request(client, nbytes, done, beats, count,
+                          spans=zero[-1] if zero else None)
 
-    def load_issue(self, i, m, client, sizes, tail, per=0, floor=0):
+    def load_issue(self, i, m, client, sizes, tail, per=0, floor=0, zero=None):
         def done():      # the last burst (a client's bursts are served in order)
-            self.at(max(self.now, floor) + tail, self.complete, i, m)
+            self.load_done(i, m, tail, floor, zero)
+        spans = zero[-1] if zero else None
         for b in sizes[:-1]:
-            self.dram_request(client, b, None, -(-b // per) if per else None)
-        self.dram_request(client, sizes[-1], done, -(-sizes[-1] // per) if per else None)
+            self.dram_request(client, b, None, -(-b // per) if per else None, spans=spans)
+        self.dram_request(client, sizes[-1], done, -(-sizes[-1] // per) if per else None,
+                          spans=spans)
 
     def complete(self, i, m):
         self.end[i] = self.now

@@ -61,7 +61,8 @@ def register(sub):
                    help="candidate values per key: VTAConfig keys (LOG_BLOCK, LOG_BATCH, "
                         "LOG_*_BUFF_SIZE or LOG_*_DEPTH, LOG_BUS_WIDTH, ...), alu_stages "
                         "(1/2/3), dram (vta_hw, vta_hw_fpga, ddr), lut_mults (GEMM products "
-                        "built in LUTs instead of DSP multipliers, e.g. [0, 160])")
+                        "built in LUTs instead of DSP multipliers, e.g. [0, 160]), "
+                        "pipelined (the pipelined core: [false, true])")
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (resumable)")
     p.add_argument("--workers", type=nonnegative_int, default=None,
                    help="local worker processes (default: the CPU count; 0: in this process)")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .space import DseError, config_of, lut_mults_of
+from .space import DseError, config_of, lut_mults_of, pipelined_of
 
 __all__ = ["RESOURCES", "PARTS", "HELD_OUT", "ResourceModel", "bram_blocks", "feasibility",
            "board_overhead"]
@@ -50,14 +50,17 @@ DATA = Path(__file__).parent / "data"
 RESOURCES = ("luts", "ffs", "multipliers", "brams")
 
 #: Samples left out of the fit to measure the model's error (``point`` names as in
-#: :func:`sample_name`): five of the first batch, and every sample of the second batch
-#: (synthesised after the sweep had used the model, so they test it as it was used).
+#: :func:`sample_name`): five of the first batch, every sample of the second batch
+#: (synthesised after the sweep had used the model, so they test it as it was used) and one
+#: pipelined core.
 HELD_OUT = ("0_3_12_15_15_16_6_2", "1_2_12_13_14_15_6_3", "0_3_11_13_17_15_6_3",
             "0_2_11_13_14_15_5_1", "0_4_13_14_16_16_7_3",
             # second batch
             "0_3_12_14_15_16_5_3", "0_3_13_14_16_16_5_1", "0_2_12_13_14_15_4_3",
             "1_2_11_13_14_15_6_2", "0_3_13_12_16_14_6_3", "0_4_12_14_16_16_6_2",
-            "1_3_12_13_15_15_6_1", "0_3_12_14_16_15_6_3", "0_4_12_13_15_16_7_1")
+            "1_3_12_13_15_15_6_1", "0_3_12_14_16_15_6_3", "0_4_12_13_15_16_7_1",
+            # pipelined cores (issue 19): two of the five, the 1x16x16 among them
+            "0_2_11_13_14_15_5_1_pipe", "0_4_12_13_16_15_6_1_pipe")
 
 #: Capacities of the named parts.  ECP5 (Lattice LFE5U family datasheet; LUT4 counts as
 #: nextpnr reports them): ``board`` true means ``vta hw build`` targets it on a ULX3S, so the
@@ -91,7 +94,7 @@ def bram_blocks(width: int, depth: int) -> int:
 def sample_name(point: dict) -> str:
     keys = ("LOG_BATCH", "LOG_BLOCK", "LOG_UOP_BUFF_SIZE", "LOG_INP_BUFF_SIZE",
             "LOG_WGT_BUFF_SIZE", "LOG_ACC_BUFF_SIZE", "LOG_BUS_WIDTH", "alu_stages")
-    return "_".join(str(point[k]) for k in keys)
+    return "_".join(str(point[k]) for k in keys) + ("_pipe" if pipelined_of(point) else "")
 
 
 def features(point: dict) -> dict[str, float]:
@@ -106,10 +109,14 @@ def features(point: dict) -> dict[str, float]:
             (lanes * c.out_width, c.acc_buff_depth)]          # ACC has two read ports
     sram = sum(bram_blocks(w, d) for w, d in mems)
     addr = sum(math.log2(d) for _, d in mems)
+    pipe = float(pipelined_of(point))
     return {"one": 1.0, "macs": macs, "lanes": lanes, "lanes_alu1": lanes * (s == 1),
             "lanes_alu2": lanes * (s == 2), "lanes_alu3": lanes * (s == 3),
             "bus": c.bus_width, "sram_brams": sram, "addr_bits": addr,
-            "acc_lane_bits": lanes * c.acc_width}
+            "acc_lane_bits": lanes * c.acc_width,
+            # the pipelined core (registers after the SRAM reads, a split ALU lane): a fixed
+            # part and a part per ALU lane, the 1-cycle ALU's lanes apart (its split differs)
+            "pipe": pipe, "pipe_lanes": pipe * lanes, "pipe_lanes_alu1": pipe * lanes * (s == 1)}
 
 
 #: Features of each resource's linear model, chosen by leave-one-out error on the training
@@ -117,8 +124,9 @@ def features(point: dict) -> dict[str, float]:
 #: option gave 3.1% worst-case LOO error, one term for the 1-cycle ALU 2.4%; for FFs the
 #: buffers' address bits (counters, address registers) beat the bus width (6.7% vs 10.6%).
 _TERMS = {
-    "luts": ("one", "macs", "lanes", "lanes_alu1", "bus"),
-    "ffs": ("one", "macs", "lanes_alu1", "lanes_alu2", "lanes_alu3", "addr_bits"),
+    "luts": ("one", "macs", "lanes", "lanes_alu1", "bus", "pipe_lanes", "pipe_lanes_alu1"),
+    "ffs": ("one", "macs", "lanes_alu1", "lanes_alu2", "lanes_alu3", "addr_bits",
+            "pipe_lanes", "pipe_lanes_alu1"),
     "multipliers": ("one", "macs", "lanes"),
     "brams": ("one", "sram_brams"),
 }

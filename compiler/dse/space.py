@@ -6,8 +6,12 @@ option: 1, 2 or 3 cycles per micro-op; ``vta hw build`` builds 3), ``dram`` (the
 system of the timed simulator, a key of :data:`DRAM_MODELS`) and ``lut_mults`` (how many of
 the GEMM core's int8 products are built in logic instead of DSP multipliers:
 ``VTACore(lut_mults=N)`` / ``vta hw build --lut-mults N``; same cycles, fewer multipliers,
-more LUTs; a point keeps the key only when N > 0, so points without it are unchanged).  ``SPACE.json`` gives a list of
-candidate values per key (or one value); the space is their cartesian product, less the
+more LUTs; a point keeps the key only when N > 0, so points without it are unchanged) and
+``pipelined`` (``VTACore(pipelined=True)``, the ``*-pipelined`` FPGA builds: registers after
+the UOP/INP/ACC reads and a split ALU lane for a higher clock, more FFs and LUTs, a cycle more
+per ALU instruction and per launch; given as true/false or 1/0, kept only when true).
+``SPACE.json`` gives a list of candidate values per key (or one value); the space is their
+cartesian product, less the
 points the ISA cannot encode or the RTL generator cannot build, which are counted with their
 reasons.  Buffers may be given as depths instead of bytes: ``LOG_INP_DEPTH: [11]`` means 2048
 INP tiles whatever the tile size (``LOG_INP_BUFF_SIZE`` is then derived per point).
@@ -34,7 +38,8 @@ import numpy as np
 from isa import ConfigError, VTAConfig
 
 __all__ = ["DseError", "DRAM_MODELS", "parse_space", "enumerate_space", "config_of",
-           "timing_of", "point_key", "point_name", "lut_mults_of", "measurement_point"]
+           "timing_of", "point_key", "point_name", "lut_mults_of", "pipelined_of",
+           "measurement_point"]
 
 
 class DseError(ValueError):
@@ -63,7 +68,7 @@ _CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(VTAConfig)
                      if f.name not in ("TARGET", "HW_VER"))
 _BUFFERS = ("UOP", "INP", "WGT", "ACC")
 _DEPTH_KEYS = tuple(f"LOG_{b}_DEPTH" for b in _BUFFERS)
-_EXTRA_KEYS = ("alu_stages", "dram", "lut_mults")
+_EXTRA_KEYS = ("alu_stages", "dram", "lut_mults", "pipelined")
 KNOWN_KEYS = _CONFIG_KEYS + _DEPTH_KEYS + _EXTRA_KEYS
 #: Largest cartesian product :func:`enumerate_space` walks (about 20 s of checking).
 MAX_COMBINATIONS = 200_000
@@ -95,6 +100,10 @@ def parse_space(doc, where: str = "SPACE.json") -> dict[str, list]:
                 if v not in DRAM_MODELS:
                     raise DseError(f"{where}: dram model {v!r} is not one of "
                                    f"{', '.join(DRAM_MODELS)}")
+            elif key == "pipelined":
+                if v not in (0, 1) or not isinstance(v, (bool, int)):
+                    raise DseError(f"{where}: pipelined values must be true/false (or 1/0), "
+                                   f"not {v!r}")
             elif not isinstance(v, int) or isinstance(v, bool):
                 raise DseError(f"{where}: {key} values must be integers, not {v!r}")
             elif key == "alu_stages" and v not in (1, 2, 3):
@@ -102,6 +111,8 @@ def parse_space(doc, where: str = "SPACE.json") -> dict[str, list]:
             elif key == "lut_mults" and v < 0:
                 raise DseError(f"{where}: lut_mults must be 0 or more (int8 products built "
                                f"in logic), not {v}")
+        if key == "pipelined":
+            vals = [bool(v) for v in vals]
         if len(set(map(str, vals))) != len(vals):
             raise DseError(f"{where}: {key} lists a value twice")
         out[key] = vals
@@ -130,12 +141,19 @@ def _normalise(raw: dict) -> dict:
     p["dram"] = raw["dram"]
     if raw.get("lut_mults", 0):
         p["lut_mults"] = raw["lut_mults"]
+    if raw.get("pipelined", False):
+        p["pipelined"] = True
     return p
 
 
 def lut_mults_of(point: dict) -> int:
     """How many of the point's int8 GEMM products are built in logic (0 when not given)."""
     return int(point.get("lut_mults", 0))
+
+
+def pipelined_of(point: dict) -> bool:
+    """Whether the point's core is the pipelined one (False when not given)."""
+    return bool(point.get("pipelined", False))
 
 
 def measurement_point(point: dict) -> dict:
@@ -151,10 +169,16 @@ def config_of(point: dict) -> VTAConfig:
 
 def timing_of(point: dict):
     """The timed simulator's parameters for a point: its DRAM model with the ALU's cycles per
-    micro-op set to the point's ``alu_stages``."""
+    micro-op set to the point's ``alu_stages``, and with ``pipelined`` the cycles the
+    pipelined core adds (one per ALU instruction and per launch, as
+    ``TimingParams.vta_hw_fpga_pipelined`` adds them to ``vta_hw_fpga``)."""
     tp = _dram_models()[point["dram"]]
     s = point["alu_stages"]
-    return tp.replace(alu_cycles_per_uop_imm=s, alu_cycles_per_uop_vec=s)
+    tp = tp.replace(alu_cycles_per_uop_imm=s, alu_cycles_per_uop_vec=s)
+    if pipelined_of(point):
+        tp = tp.replace(alu_start_cycles=tp.alu_start_cycles + 1,
+                        launch_cycles=tp.launch_cycles + 1)
+    return tp
 
 
 def point_key(point: dict) -> str:
@@ -166,6 +190,7 @@ def point_name(point: dict) -> str:
     """A short readable name, e.g. ``1x8x8_u13i14w16a16_b64_alu3_vta_hw_fpga``."""
     c = config_of(point)
     lut = f"_lut{lut_mults_of(point)}" if lut_mults_of(point) else ""
+    lut += "_pipe" if pipelined_of(point) else ""
     return (f"{c.batch}x{c.block_in}x{c.block_out}_u{c.LOG_UOP_BUFF_SIZE}i{c.LOG_INP_BUFF_SIZE}"
             f"w{c.LOG_WGT_BUFF_SIZE}a{c.LOG_ACC_BUFF_SIZE}_b{c.bus_width}_alu"
             f"{point['alu_stages']}{lut}_{point['dram']}")

@@ -7,7 +7,8 @@ Example (about 1-4 minutes of one core per configuration)::
 
     .venv/bin/python -m compiler.dse.synth_samples --out compiler/dse/data/synth_samples.json
 
-Each record: ``point`` (the DSE point: VTAConfig keys plus ``alu_stages``), the yosys cell
+Each record: ``point`` (the DSE point: VTAConfig keys plus ``alu_stages``, and
+``pipelined`` for the pipelined core), the yosys cell
 counts (``luts`` = LUT4 + 2 * CCU2C, ``ffs``, ``multipliers``, ``brams``, ...), the wall time,
 the date and the git commit.  A failed synthesis is recorded with its error.
 """
@@ -53,6 +54,13 @@ SAMPLES = [
     (1, 3, 12, 13, 15, 15, 6, 1),
     (0, 3, 12, 14, 16, 15, 6, 3),
     (0, 4, 12, 13, 15, 16, 7, 1),
+    # the pipelined core (``pipelined=True``, the ``*-pipelined`` FPGA builds): points of the
+    # first batch again, so each has its plain twin (a ninth element: pipelined)
+    (0, 3, 13, 14, 16, 16, 6, 3, True),
+    (0, 2, 12, 13, 14, 15, 5, 3, True),
+    (0, 3, 13, 14, 16, 16, 6, 1, True),
+    (0, 2, 11, 13, 14, 15, 5, 1, True),
+    (0, 4, 12, 13, 16, 15, 6, 1, True),
 ]
 
 KEYS = ("LOG_BATCH", "LOG_BLOCK", "LOG_UOP_BUFF_SIZE", "LOG_INP_BUFF_SIZE",
@@ -60,7 +68,10 @@ KEYS = ("LOG_BATCH", "LOG_BLOCK", "LOG_UOP_BUFF_SIZE", "LOG_INP_BUFF_SIZE",
 
 
 def point_of(t) -> dict:
-    return {**dict(zip(KEYS, t[:7])), "alu_stages": t[7]}
+    p = {**dict(zip(KEYS, t[:7])), "alu_stages": t[7]}
+    if len(t) > 8 and t[8]:
+        p["pipelined"] = True
+    return p
 
 
 def _commit() -> str:
@@ -77,7 +88,8 @@ def synthesize_point(point: dict, work_dir) -> dict:
     from vta_hw.board.fpga import synthesize_core
     cfg = VTAConfig(**{k: point[k] for k in KEYS})
     t0 = time.time()
-    rep = synthesize_core(cfg, work_dir, alu_stages=point["alu_stages"])
+    kw = {"pipelined": True} if point.get("pipelined") else {}
+    rep = synthesize_core(cfg, work_dir, alu_stages=point["alu_stages"], **kw)
     rep.pop("config", None)
     rep["wall_seconds"] = round(time.time() - t0, 1)
     return rep
