@@ -98,7 +98,8 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
     R = np.float32(R)
     p = np.arange(-128 * 127, 128 * 128 + 1, dtype=np.int64)
     want = np.clip(np.rint(p.astype(np.float32) * R), lo, hi).astype(np.int64)
-    inner = (want > lo) & (want < hi)
+    if not ((want > lo) & (want < hi)).any():   # every product clipped: no rounding to fit
+        return None
     for k in range(40, -1, -1):
         m0 = int(round(float(R) * 2.0 ** k))
         if m0 > IMM or m0 < 1:
@@ -110,13 +111,12 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
             # want * 2**s2 <= u + r (where not clipped below), u + r < (want + 1) * 2**s2
             r_lo = int(np.max(np.where(want > lo, want << s2, -2 ** 40) - u))
             r_hi = int(np.min(np.where(want < hi, (want + 1) << s2, 2 ** 40) - u)) - 1
-            if not inner.any() or r_lo > r_hi:
+            if r_lo > r_hi:
                 continue
             r = min(max(r_lo, min(1 << max(s2 - 1, 0), r_hi)), r_hi)
             if abs(r) <= IMM:
                 return {"m": m, "s1": s1, "r": r, "shift": s2}
     return None
-
 
 
 def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:
