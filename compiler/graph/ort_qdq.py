@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops.qfixed import fl32_requant
 from .fixed_point import IMM
 
 
@@ -97,7 +98,7 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
     feasible rounding constants ``r`` follow from the products' bounds."""
     R = np.float32(R)
     p = np.arange(-128 * 127, 128 * 128 + 1, dtype=np.int64)
-    want = np.clip(np.rint(p.astype(np.float32) * R), lo, hi).astype(np.int64)
+    want = fl32_requant(p, R, lo, hi)
     if not ((want > lo) & (want < hi)).any():   # every product clipped: no rounding to fit
         return None
     for k in range(40, -1, -1):
@@ -138,7 +139,7 @@ def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:
         return np.clip(apply_mult(v, a, axis=0) >> int(a["shift"]), lo, hi)
 
     def f32(v):
-        return np.clip(np.rint(v.astype(np.float32) * M32), lo, hi)
+        return fl32_requant(v, M32, lo, hi)
 
     # the least v in [-B, B + 1] with f32(v) >= level, by bisection (cheap in float32)
     x = np.broadcast_to(-B, (C, lev.shape[1])).copy()

@@ -59,6 +59,7 @@ import math
 import numpy as np
 
 from ..ops import registry
+from ..ops.qfixed import fl32_requant
 from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
 from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
                           gemm_multiplier, output_clamp, set_output_clamp)
@@ -317,7 +318,7 @@ class FixedRules:
         ra, ta = self.tables.get(a, (a, V8.astype(np.int8)))
         rb, tb = self.tables.get(b, (b, V8.astype(np.int8)))
         if ra == rb:                 # one value's function: a table of it
-            t = np.clip(np.rint((ta.astype(np.int64) * tb).astype(np.float32) * R), lo, hi)
+            t = fl32_requant(ta.astype(np.int64) * tb, R, lo, hi)
             tn = c.q.fresh(n.name + "_lut")
             c.q.add_param(tn, t.astype(np.int8), frac=nominal_frac(sy))
             self._emit(n, "qlut", [ra, tn], {"why": "a product of two functions of one value "

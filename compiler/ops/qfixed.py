@@ -83,14 +83,28 @@ def qgapfx_reference(n, ins):
     return np.clip(_rnd_shift(s * a["m"], a["shift"]), -128, 127).astype(np.int8)
 
 
+def fl32_requant(v, m, lo: int, hi: int) -> np.ndarray:
+    """onnxruntime's requantisation of integers ``v`` by float32 multipliers ``m``
+    (broadcast): ``clip(rint(fl32(fl32(v) * m)), lo, hi)``, one float32 rounding of the
+    product, halves to even (MlasRequantizeOutput, MlasQLinearMulKernel); int64."""
+    y = np.rint(np.asarray(v).astype(np.float32) * np.asarray(m, np.float32))
+    return np.clip(y, lo, hi).astype(np.int64)
+
+
+def fl32_requant_te(v, m, lo: int, hi: int):
+    """:func:`fl32_requant` of one TE element (``v`` an integer expression, ``m`` a float32
+    expression or a Python float), as int8; ``round`` is LLVM's half-to-even ``rint``."""
+    from ..te import cast, clip, round as te_round
+    return cast("int8", clip(te_round(cast("float32", v) * m), float(lo), float(hi)))
+
+
 def qreq32_reference(n, ins):
     """onnxruntime's QLinearConv / MatMul requantisation of an int32 accumulator (bias
     added; channels on axis 1) by per-channel float32 multipliers ``ins[1]``:
     ``clip(rint(fl32(fl32(acc) * m_c)), lo, hi)``, halves to even (MlasRequantizeOutput)."""
     acc, m = ins[0], np.asarray(ins[1], np.float32)
     m = m.reshape((1, -1) + (1,) * (acc.ndim - 2))
-    y = np.rint(acc.astype(np.float32) * m)
-    return np.clip(y, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+    return fl32_requant(acc, m, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
 
 
 def qmul32_reference(n, ins):
@@ -98,32 +112,30 @@ def qmul32_reference(n, ins):
     ``clip(rint(fl32(fl32(a * b) * R)), lo, hi)``, ``R = fl32(fl32(sa sb) / sy)``, halves to
     even (MlasQLinearMulKernel; the product of two int8 values is exact in float32)."""
     p = ins[0].astype(np.int64) * ins[1].astype(np.int64)
-    y = np.rint(p.astype(np.float32) * np.float32(n.attrs["R"]))
-    return np.clip(y, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+    return fl32_requant(p, n.attrs["R"], n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
 
 
 def _mul32_cpu(n, g):
-    from ..te import cast, clip, compute, placeholder, round as te_round
+    from ..te import cast, compute, placeholder
     xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
     a, b = xs
-    r, lo, hi = float(np.float32(n.attrs["R"])), float(n.attrs["lo"]), float(n.attrs["hi"])
+    r = float(np.float32(n.attrs["R"]))
 
     def body(*i):
         bi = tuple(j if m == k else 0 for j, m, k in zip(i, b.shape, a.shape))
         p = cast("int32", a[i]) * cast("int32", b[bi])
-        return cast("int8", clip(te_round(cast("float32", p) * r), lo, hi))
+        return fl32_requant_te(p, r, n.attrs["lo"], n.attrs["hi"])
     out = compute(a.shape, body, name=n.name, dtype="int8")
     return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
 
 
 def _req32_cpu(n, g):
-    from ..te import cast, clip, compute, placeholder, round as te_round
+    from ..te import compute, placeholder
     xv, mv = g.values[n.inputs[0]], g.values[n.inputs[1]]
     x = placeholder(xv.shape, "int32", "acc")
     m = placeholder(mv.shape, "float32", "m32")
-    lo, hi = float(n.attrs["lo"]), float(n.attrs["hi"])
-    out = compute(xv.shape, lambda *i: cast("int8", clip(te_round(
-        cast("float32", x[i]) * m[i[1]]), lo, hi)), name=n.name, dtype="int8")
+    out = compute(xv.shape, lambda *i: fl32_requant_te(x[i], m[i[1]], n.attrs["lo"],
+                                                        n.attrs["hi"]), name=n.name, dtype="int8")
     return out, [(x, ("value", n.inputs[0])),
                  (m, ("param", np.asarray(g.params[n.inputs[1]], np.float32)))]
 
