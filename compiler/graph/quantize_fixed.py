@@ -59,7 +59,7 @@ import math
 import numpy as np
 
 from ..ops import registry
-from ..ops.qfixed import fl32_requant
+from ..ops.qfixed import fl32_requant, softmax_table
 from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
 from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
                           gemm_multiplier, output_clamp, set_output_clamp)
@@ -387,6 +387,26 @@ class FixedRules:
         lo, hi = _bounds(n.attrs.get("post", []), sy)
         mult = dyadic_add(ra, rb) or add_multipliers(ra, rb)
         self._emit(n, "qaddfx", [a, b], dict(mult, lo=lo, hi=hi), sy)
+        return True
+
+    def _softmax(self, n):
+        """softmax -> ``qsoftmax``, onnxruntime's QLinearSoftmax (its QDQ transformer's form
+        of DequantizeLinear -> Softmax -> QuantizeLinear): the table of exponentials at the
+        input's scale, the kernel's float32 sum and rounding (:mod:`compiler.ops.qfixed`)."""
+        ax = n.attrs["axis"]
+        if isinstance(ax, (list, tuple)):
+            return self._note(n, "softmax over flattened trailing axes (opset < 13)")
+        x, sx = self._in(n.inputs[0], n)
+        sy = self.scales.get(n.output)
+        if sx is None or sy is None:
+            return self._note(n, "input or output has no Q/DQ scale")
+        shape = self.ctx.g.values[n.inputs[0]].shape
+        ax %= len(shape)
+        tn = self.ctx.q.fresh(n.name + "_exp")
+        self.ctx.q.add_param(tn, softmax_table(sx, shape[ax]))
+        ys = float(np.floor(np.float32(1.0) / np.float32(sy)))
+        self._emit(n, "qsoftmax", [x, tn], {"axis": ax, "ys": ys, "why": (
+            "QLinearSoftmax at the model's scales: a table and a float32 row sum (CPU)")}, sy)
         return True
 
     def _activation(self, n, post):
