@@ -35,9 +35,11 @@ requantises in float32 and rounds half to even) to within one LSB:
   that is QLinearMul's float32 rounding for every product (:func:`.ort_qdq.
   product_multiplier`), else ``qmul32`` (that float32 product, int8 in and out, CPU);
   ``concat`` -> ``qconcat`` after QLinearConcat's requantising table per input;
+  ``softmax`` -> ``qsoftmax`` (QLinearSoftmax, bit for bit);
 * with ``requant="float32"`` a conv / dense keeps its int32 accumulator and ``qreq32``
   requantises it as onnxruntime does; ``"auto"`` does so only where the fixed-point
-  stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`).
+  stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`),
+  or where no fixed-point multiplier fits int32 but the accumulator does.
 
 The multipliers are in :mod:`.fixed_point`.  Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
 QuantizeLinear, rint in float32).  Rounding: half up in fixed point here; onnxruntime
