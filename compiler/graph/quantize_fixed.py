@@ -38,8 +38,7 @@ requantises in float32 and rounds half to even) to within one LSB:
   ``softmax`` -> ``qsoftmax`` (QLinearSoftmax, bit for bit);
 * with ``requant="float32"`` a conv / dense keeps its int32 accumulator and ``qreq32``
   requantises it as onnxruntime does; ``"auto"`` does so only where the fixed-point
-  stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`),
-  or where no fixed-point multiplier fits int32 but the accumulator does.
+  stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`).
 
 The multipliers are in :mod:`.fixed_point`.  Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
 QuantizeLinear, rint in float32).  Rounding: half up in fixed point here; onnxruntime
@@ -213,8 +212,7 @@ class FixedRules:
                                                         else n.name + "_b") + "_q")
         q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
         q.add_param(bn, bq.astype(np.int32), frac=0)
-        if "stages" not in attrs or self._float32(n, attrs, M, B):
-            # onnxruntime's QLinearConv requantisation, CPU
+        if self._float32(n, attrs, M, B):   # onnxruntime's QLinearConv requantisation, CPU
             wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
             wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
             acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
@@ -247,19 +245,12 @@ class FixedRules:
         bq = np.where(dead, 0, np.rint(np.where(dead, 0.0, b) / sb)).astype(np.int64)
         B = 128 * np.abs(wq).sum(axis=1) + np.abs(bq)
         fp = gemm_multiplier(np.maximum(M, 1e-30), B)
-        lo, hi = _bounds(n.attrs.get("post", []), sy)
-        attrs = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
-        if (np.abs(bq) + B).max() < I32 and fp is None and self.requant != "fixed":
-            # the int32 accumulator fits but no fixed-point multiplier does (a channel's
-            # M ~ 1e-9, ocr_rec): onnxruntime's float32 requantisation of it alone
-            self.requant_notes.append((n.name, "float32", (
-                f"no fixed-point multiplier fits int32 (M in [{M.min():.3g}, "
-                f"{M.max():.3g}]); the int32 accumulator does")))
-            return wq, bq, dict(attrs, lo=lo, hi=hi), M, B
         if fp is None or (np.abs(bq) + B).max() >= I32:
             self._note(n, f"no fixed-point multiplier fits int32 (M in "
                           f"[{M.min():.3g}, {M.max():.3g}])")
             return None
+        lo, hi = _bounds(n.attrs.get("post", []), sy)
+        attrs = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
         s1, s2 = fp["stages"]
         attrs.update(shift=fp["s3"], lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in fp["m1"]],
                      pre=0, stages=[[s1, [int(v) for v in fp["m2"]]],
