@@ -6,6 +6,7 @@ points 0), as integer forms that reproduce it exactly (:mod:`.quantize_fixed` us
   otherwise), for a ``qlut``;
 * :func:`product_multiplier`: the fixed-point form of QLinearMul's float32 product
   rounding, checked on every product of two int8 values (else None);
+* :func:`add_table`: QLinearAdd of two int8 activations, its 65,536 outputs;
 * :func:`float32_mismatch`: where a conv / dense layer's fixed-point requantisation and
   onnxruntime's float32 one (MlasRequantizeOutput) step at different accumulators
   (``qdq_requant="auto"``).
@@ -118,6 +119,21 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
             if abs(r) <= IMM:
                 return {"m": m, "s1": s1, "r": r, "shift": s2}
     return None
+
+
+def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127) -> np.ndarray:
+    """QLinearAdd of two int8 activations ``a`` (scale ``sa``) and ``b`` (``sb``) to scale
+    ``sy``, zero points 0, as the 65,536 int8 outputs, entry ``(a + 128) * 256 + b + 128``:
+    ``clip(rint(fma(a, fl32(sa / sy), fl32(b * fl32(sb / sy)))))`` (MLAS's AVX2 QLinearAdd:
+    the second operand's product rounded to float32, the first one's added by a fused
+    multiply-add; here the exact sum in float64, then float32; checked against onnxruntime
+    on every pair in tests/test_qdq_softmax.py); halves to even."""
+    rA = np.float32(np.float32(sa) / np.float32(sy))
+    rB = np.float32(np.float32(sb) / np.float32(sy))
+    a = np.repeat(V8, 256).astype(np.float64)
+    fb = (np.tile(V8, 256).astype(np.float32) * rB).astype(np.float64)
+    y = (a * np.float64(rA) + fb).astype(np.float32)
+    return np.clip(np.rint(y), lo, hi).astype(np.int8)
 
 
 def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:

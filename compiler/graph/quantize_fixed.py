@@ -60,11 +60,13 @@ import math
 import numpy as np
 
 from ..ops import registry
-from ..ops.qfixed import fl32_requant, softmax_table
+from ..ops.qfixed import fl32_requant, qaddfx_reference, softmax_table
 from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
 from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
                           gemm_multiplier, output_clamp, set_output_clamp)
-from .ort_qdq import V8, float32_mismatch, one_value, ort_table, product_multiplier
+from .ir import Node
+from .ort_qdq import (V8, add_table, float32_mismatch, one_value, ort_table,
+                      product_multiplier)
 
 def model_scales(g) -> tuple[dict | None, str]:
     """({value: scale} of every Q/DQ'd activation, "") when every one is symmetric int8,
@@ -387,6 +389,20 @@ class FixedRules:
         ra, rb = float(sa) / float(sy), float(sb) / float(sy)
         lo, hi = _bounds(n.attrs.get("post", []), sy)
         mult = dyadic_add(ra, rb) or add_multipliers(ra, rb)
+        want = add_table(sa, sb, sy, lo, hi)
+        got = qaddfx_reference(Node("qaddfx", n.name, [a, b], "", dict(mult, lo=lo, hi=hi)),
+                               [np.repeat(V8, 256).astype(np.int8),
+                                np.tile(V8, 256).astype(np.int8)])
+        if not np.array_equal(got, want):
+            # the fixed-point sum rounds some pairs otherwise than QLinearAdd's float32 one:
+            # its 65,536 outputs as a table (CPU)
+            tn = c.q.fresh(n.name + "_lut2")
+            c.q.add_param(tn, want, frac=nominal_frac(sy))
+            self._emit(n, "qlut2", [a, b, tn], {"why": (
+                f"QLinearAdd of two activations: the fixed-point sum rounds "
+                f"{int((got != want).sum())} of the 65,536 int8 pairs otherwise, so its "
+                f"table (CPU)")}, sy)
+            return True
         self._emit(n, "qaddfx", [a, b], dict(mult, lo=lo, hi=hi), sy)
         return True
 

@@ -16,6 +16,8 @@ inside int32.
   two scales);
 * ``qmul32``: onnxruntime's QLinearMul, ``clip(rint(fl32(fl32(a * b) * R)))`` on the CPU
   (a product of two activations whose float32 rounding no fixed-point ``qmul`` reproduces);
+* ``qlut2``: a 65,536-entry table of two int8 values (QLinearAdd of two activations where
+  the fixed-point ``qaddfx`` rounds some pair otherwise); CPU;
 * ``qsoftmax``: onnxruntime's QLinearSoftmax (com.microsoft; what its QDQ transformer makes
   of DequantizeLinear -> Softmax -> QuantizeLinear): a 256-entry float32 table of
   exponentials by distance below the row's maximum (:func:`softmax_table`), their float32
@@ -254,6 +256,26 @@ def _softmax_cpu(n, g):
                  (tab, ("param", np.asarray(g.params[n.inputs[1]], np.float32)))]
 
 
+def qlut2_reference(n, ins):
+    """A two-input table: ``ins[2][(a + 128) * 256 + b + 128]`` (QLinearAdd of two int8
+    activations, :func:`compiler.graph.ort_qdq.add_table`)."""
+    k = (ins[0].astype(np.int64) + 128) * 256 + ins[1].astype(np.int64) + 128
+    return np.asarray(ins[2])[k]
+
+
+def _lut2_cpu(n, g):
+    from ..te import all_of, cast, compute, placeholder, select
+    xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs[:2])]
+    t = placeholder((65536,), "int8", "table")
+
+    def body(*i):
+        k = (cast("int32", xs[0][i]) + 128) * 256 + cast("int32", xs[1][i]) + 128
+        return select(all_of(k >= 0, k < 65536), t[k], 0)
+    out = compute(tuple(g.values[n.output].shape), body, name=n.name, dtype="int8")
+    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)] + \
+        [(t, ("param", g.params[n.inputs[2]]))]
+
+
 def _qdq_cpu(n, g):
     from ..cpu.ops import dequantize, quantize
     from ..te import placeholder
@@ -356,5 +378,7 @@ registry.register(registry.OpDef("qreq32", reference=qreq32_reference, place=_on
                                  cpu=_req32_cpu))
 registry.register(registry.OpDef("qmul32", reference=qmul32_reference, place=_on_cpu,
                                  layout="agnostic", cpu=_mul32_cpu))
+registry.register(registry.OpDef("qlut2", reference=qlut2_reference, place=_on_cpu,
+                                 layout="agnostic", cpu=_lut2_cpu))
 registry.register(registry.OpDef("qsoftmax", reference=qsoftmax_reference, place=_on_cpu,
                                  cpu=_softmax_cpu))

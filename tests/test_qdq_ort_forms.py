@@ -1,7 +1,10 @@
-"""A QDQ model's DequantizeLinear -> Softmax -> QuantizeLinear at its own scales is
-``qsoftmax``: onnxruntime's QLinearSoftmax (what its QDQ transformer runs for that group),
-bit-exact against onnxruntime on every output, and the LLVM kernel bit-exact against the
-numpy reference (compiler/ops/qfixed.py)."""
+"""Node groups of a QDQ model at its own scales that onnxruntime runs as integer kernels,
+reproduced bit for bit (compiler/ops/qfixed.py, compiler/graph/ort_qdq.py), each checked
+against onnxruntime's kernel and the compiled program against the numpy reference:
+
+* DequantizeLinear -> Softmax -> QuantizeLinear -> ``qsoftmax`` (QLinearSoftmax);
+* an Add of two activations -> ``qlut2`` (QLinearAdd's 65,536 outputs) where the
+  fixed-point ``qaddfx`` rounds some pair otherwise."""
 
 import os
 
@@ -17,6 +20,7 @@ from vta_runtime import SimDevice  # noqa: E402
 
 from compiler.graph.driver import compile_model  # noqa: E402
 from compiler.graph.reference import run_graph  # noqa: E402
+from compiler.graph.ort_qdq import add_table  # noqa: E402
 from compiler.ops.qfixed import softmax_row_sum  # noqa: E402
 
 CFG = VTAConfig()
@@ -113,3 +117,85 @@ def test_qdq_softmax_is_qlinearsoftmax_bit_exact(tmp_path, shape, sx):
             assert np.array_equal(env[n.inputs[0]], xq)
             y, w = env[n.output], s.run(None, {"x": xq})[0]
             assert np.array_equal(y, w), int((y != w).sum())
+
+
+def _qlinear_add(sa, sb, sy, n):
+    """onnxruntime's com.microsoft QLinearAdd of two int8 vectors of ``n`` elements."""
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k)
+             for k, v in (("sa", sa), ("sb", sb), ("sy", sy))]
+    inits.append(numpy_helper.from_array(np.array(0, np.int8), "zp"))
+    graph = helper.make_graph(
+        [helper.make_node("QLinearAdd", ["a", "sa", "zp", "b", "sb", "zp", "sy", "zp"], ["y"],
+                          domain="com.microsoft")], "g",
+        [helper.make_tensor_value_info(k, TensorProto.INT8, [n]) for k in "ab"],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [n])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                helper.make_opsetid("com.microsoft", 1)])
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+PAIRS = (np.repeat(np.arange(-128, 128), 256).astype(np.int8),
+         np.tile(np.arange(-128, 128), 256).astype(np.int8))
+# a random-weight ResNet-18's residual adds (onnxruntime quantize_static) whose fixed-point
+# qaddfx rounds 1-4 of the 65,536 pairs otherwise than QLinearAdd
+ADD_SCALES = [(0.017676176503300667, 0.020672697573900223, 0.02197207883000374),
+              (0.009555669501423836, 0.01211940310895443, 0.014500985853374004)]
+
+
+def test_add_table_is_qlinearadd_on_every_pair():
+    rng = np.random.default_rng(3)
+    scales = ADD_SCALES + [tuple(rng.uniform(0.002, 0.2, 3)) for _ in range(6)] + \
+        [(0.05, 0.05, 0.1), (0.04, 0.01, 0.02)]          # exact binary ratios: ties to even
+    for sa, sb, sy in scales:
+        want = _qlinear_add(sa, sb, sy, 65536).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
+        assert np.array_equal(add_table(sa, sb, sy), want), (sa, sb, sy)
+
+
+def _add_model(shape, sa, sb, sy):
+    N = helper.make_node
+    inits = [numpy_helper.from_array(np.array(0, np.int8), "zp")] + [
+        numpy_helper.from_array(np.array(v, np.float32), k)
+        for k, v in (("sa", sa), ("sb", sb), ("sy", sy))]
+    nodes = [N("QuantizeLinear", ["a", "sa", "zp"], ["a_Q"]),
+             N("DequantizeLinear", ["a_Q", "sa", "zp"], ["a_D"]),
+             N("QuantizeLinear", ["b", "sb", "zp"], ["b_Q"]),
+             N("DequantizeLinear", ["b_Q", "sb", "zp"], ["b_D"]),
+             N("Add", ["a_D", "b_D"], ["y"]),
+             N("QuantizeLinear", ["y", "sy", "zp"], ["y_Q"]),
+             N("DequantizeLinear", ["y_Q", "sy", "zp"], ["y_D"])]
+    graph = helper.make_graph(
+        nodes, "add", [helper.make_tensor_value_info(k, TensorProto.FLOAT, shape) for k in "ab"],
+        [helper.make_tensor_value_info("y_D", TensorProto.FLOAT, shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("scales", ADD_SCALES)
+def test_qdq_add_of_two_activations_is_qlinearadd_bit_exact(tmp_path, scales):
+    """Where qaddfx would round a pair otherwise, the add is a ``qlut2`` (CPU) whose every
+    output is int8 QLinearAdd's (all 65,536 pairs through the compiled program).  onnxruntime
+    runs this QDQ group as QLinearAdd, here on uint8 (its S8 -> U8 transform: zero points
+    128, a float32 offset in the sum) which rounds one pair otherwise; with its Q outputs
+    exposed (the per-layer benchmark) it stays int8, the kernel reproduced here."""
+    sa, sb, sy = scales
+    shape = (1, 16, 64, 64)                   # 65,536 elements: every int8 pair once
+    qp = os.path.join(str(tmp_path), "add.onnx")
+    onnx.save(_add_model(shape, sa, sb, sy), qp)
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = os.path.join(str(tmp_path), "add_opt.onnx")
+    sess = ort.InferenceSession(qp, so, providers=["CPUExecutionProvider"])
+    fused = [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
+    assert "QLinearAdd" in fused and "Add" not in fused, fused
+    c = compile_model(qp, CFG)
+    q = c.qgraph
+    lut2 = [n for n in q.nodes if n.op == "qlut2"]
+    assert len(lut2) == 1 and "qaddfx" not in [n.op for n in q.nodes]
+    assert "rounds" in lut2[0].attrs["why"]
+    feeds = {"a": PAIRS[0].reshape(shape).astype(np.float32) * np.float32(sa),
+             "b": PAIRS[1].reshape(shape).astype(np.float32) * np.float32(sb)}
+    env = run_graph(q, feeds, keep=True)
+    got = c.executor(SimDevice(CFG, timed=True)).run(feeds)
+    assert all(np.array_equal(got[o], env[o]) for o in q.outputs)
+    want = _qlinear_add(sa, sb, sy, 65536).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
+    assert np.array_equal(env[lut2[0].output].reshape(-1), want)
+    u8 = np.rint(sess.run(None, feeds)[0] / np.float32(sy)).reshape(-1)
+    assert int((u8 != want).sum()) <= 2 and np.abs(u8 - want).max() <= 1
