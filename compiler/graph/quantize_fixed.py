@@ -456,14 +456,20 @@ class FixedRules:
 
     def _fold_clip(self, n, x, lo, hi) -> bool:
         """A relu / clip at its input's scale whose input is read by nothing else and comes
-        out of a qconv / qdense / qaddfx: its bounds join that node's clip (no extra pass
-        over the tensor).  The int8 value then stands for ``n``'s output."""
+        out of a qconv / qdense / qaddfx / qreq32 (or a qlut2, whose table it clips): its
+        bounds join that node's clip (no extra pass over the tensor).  The int8 value then stands for ``n``'s output."""
         c = self.ctx
         src = next((m for m in c.q.nodes if m.output == x), None)
-        if src is None or src.op not in ("qconv", "qdense", "qaddfx", "qreq32") or \
-                "lo" not in src.attrs or src.attrs.get("wide"):
+        if src is None or self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
             return False
-        if self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
+        if src.op == "qlut2":                 # QLinearAdd's table: clip its entries
+            t = c.q.params[src.inputs[2]]
+            c.q.params[src.inputs[2]] = np.clip(t, lo, max(lo, hi)).astype(np.int8)
+            c.qname[n.output] = x
+            c.q.float_of[x] = n.output
+            return True
+        if src.op not in ("qconv", "qdense", "qaddfx", "qreq32") or \
+                "lo" not in src.attrs or src.attrs.get("wide"):
             return False
         src.attrs["lo"], src.attrs["hi"] = max(src.attrs["lo"], lo), min(src.attrs["hi"], hi)
         src.attrs["hi"] = max(src.attrs["hi"], src.attrs["lo"])
