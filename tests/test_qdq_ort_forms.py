@@ -199,3 +199,51 @@ def test_qdq_add_of_two_activations_is_qlinearadd_bit_exact(tmp_path, scales):
     assert np.array_equal(env[lut2[0].output].reshape(-1), want)
     u8 = np.rint(sess.run(None, feeds)[0] / np.float32(sy)).reshape(-1)
     assert int((u8 != want).sum()) <= 2 and np.abs(u8 - want).max() <= 1
+
+
+def test_qdq_add_of_a_broadcast_constant_is_qlinearadd_bit_exact(tmp_path):
+    """``x + c`` with ``c`` a per-channel int8 constant (a bias after a float ConvTranspose,
+    ocr_det) is ``qlut2b``: every output equal to com.microsoft QLinearAdd broadcasting the
+    same int8 constant, for all 256 inputs in every channel; the program bit-exact."""
+    N = helper.make_node
+    shape, cshape = (1, 4, 16, 16), (1, 4, 1, 1)
+    sx, sc, sy = 0.0213, 0.0071, 0.0187
+    cq = np.array([-120, -3, 57, 127], np.int8).reshape(cshape)
+    inits = [numpy_helper.from_array(np.array(0, np.int8), "zp"),
+             numpy_helper.from_array(cq, "c_q")] + [
+        numpy_helper.from_array(np.array(v, np.float32), k)
+        for k, v in (("sx", sx), ("sc", sc), ("sy", sy))]
+    nodes = [N("QuantizeLinear", ["x", "sx", "zp"], ["x_Q"]),
+             N("DequantizeLinear", ["x_Q", "sx", "zp"], ["x_D"]),
+             N("DequantizeLinear", ["c_q", "sc", "zp"], ["c_D"]),
+             N("Add", ["x_D", "c_D"], ["y"]),
+             N("QuantizeLinear", ["y", "sy", "zp"], ["y_Q"]),
+             N("DequantizeLinear", ["y_Q", "sy", "zp"], ["y_D"])]
+    graph = helper.make_graph(
+        nodes, "addc", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y_D", TensorProto.FLOAT, shape)], inits)
+    qp = os.path.join(str(tmp_path), "addc.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), qp)
+    c = compile_model(qp, CFG)
+    q = c.qgraph
+    lut = [n for n in q.nodes if n.op == "qlut2b"]
+    assert len(lut) == 1 and not q.qdq_notes, (q.qdq_notes, [n.op for n in q.nodes])
+    xq = np.tile(np.arange(-128, 128, dtype=np.int8).reshape(16, 16), (1, 4, 1, 1))
+    feeds = {"x": xq.astype(np.float32) * np.float32(sx)}
+    env = run_graph(q, feeds, keep=True)
+    got = c.executor(SimDevice(CFG, timed=True)).run(feeds)
+    assert all(np.array_equal(got[o], env[o]) for o in q.outputs)
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k)
+             for k, v in (("sa", sx), ("sb", sc), ("sy", sy))]
+    inits += [numpy_helper.from_array(np.array(0, np.int8), "zp"),
+              numpy_helper.from_array(cq, "b")]
+    kg = helper.make_graph(
+        [helper.make_node("QLinearAdd", ["a", "sa", "zp", "b", "sb", "zp", "sy", "zp"], ["y"],
+                          domain="com.microsoft")], "g",
+        [helper.make_tensor_value_info("a", TensorProto.INT8, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, shape)], inits)
+    km = helper.make_model(kg, opset_imports=[helper.make_opsetid("", 13),
+                                              helper.make_opsetid("com.microsoft", 1)])
+    want = ort.InferenceSession(km.SerializeToString(), providers=["CPUExecutionProvider"]
+                                ).run(None, {"a": xq})[0]
+    assert np.array_equal(env[lut[0].output], want), int((env[lut[0].output] != want).sum())

@@ -383,7 +383,7 @@ class FixedRules:
         if one_value(c.g, n):                  # x + c: a table (QLinearAdd)
             return self._table(n)
         if c.g.values[n.inputs[0]].shape != c.g.values[n.inputs[1]].shape:
-            return self._note(n, "broadcast add")
+            return self._add_constant(n)
         sy = self.scales.get(n.output)
         (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
         if sy is None or sa is None or sb is None:
@@ -428,6 +428,39 @@ class FixedRules:
             "QLinearSoftmax at the model's scales: a table and a float32 row sum (CPU)")}, sy)
         return True
 
+    def _add_constant(self, n):
+        """``x + c`` with ``c`` an int8 constant of several elements that broadcasts (a
+        per-channel bias after a float ConvTranspose, ocr_det) -> ``qlut2`` of ``x`` and
+        ``c`` (``qlut2b``): QLinearAdd, whose broadcast loop takes ``c`` as its scalar
+        operand per span (:func:`add_table`; CPU)."""
+        c, g = self.ctx, self.ctx.g
+        x, k = n.inputs
+        rec = getattr(g, "qdq_weights", {}).get(k)
+        if self.requant == "fixed" or x in g.params or rec is None or \
+                np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
+            return self._note(n, "broadcast add (not an activation plus a per-tensor int8 "
+                                 "constant)")
+        xs, cs = g.values[x].shape, np.shape(g.params[k])
+        if len(cs) > len(xs) or any(m not in (1, d) for m, d in zip(cs[::-1], xs[::-1])):
+            return self._note(n, f"broadcast add {cs} -> {xs}")
+        sc = np.float32(np.asarray(rec[0]).reshape(-1)[0])
+        cq = np.asarray(g.params[k], np.float64) / float(sc)
+        if np.abs(cq - np.rint(cq)).max() > 1e-3 or np.abs(np.rint(cq)).max() > 127:
+            return self._note(n, "broadcast add: the constant is not int8 at its scale")
+        xi, sx = self._in(x, n)
+        sy = self.scales.get(n.output)
+        if sx is None or sy is None:
+            return self._note(n, "input or output has no Q/DQ scale")
+        lo, hi = _bounds(n.attrs.get("post", []), sy)
+        cn, tn = c.q.fresh(k + "_q"), c.q.fresh(n.name + "_lut2")
+        c.q.add_param(cn, np.rint(cq).astype(np.int8).reshape((1,) * (len(xs) - len(cs)) + cs),
+                      frac=0)
+        c.q.add_param(tn, add_table(sx, sc, sy, lo, hi), frac=nominal_frac(sy))
+        self._emit(n, "qlut2b", [xi, cn, tn], {"why": (
+            "QLinearAdd of an activation and a broadcast int8 constant: its 65,536 outputs "
+            "(CPU)")}, sy)
+        return True
+
     def _activation(self, n, post):
         c = self.ctx
         x, sx = self._in(n.inputs[0], n)
@@ -462,7 +495,7 @@ class FixedRules:
         src = next((m for m in c.q.nodes if m.output == x), None)
         if src is None or self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
             return False
-        if src.op == "qlut2":                 # QLinearAdd's table: clip its entries
+        if src.op in ("qlut2", "qlut2b"):     # QLinearAdd's table: clip its entries
             t = c.q.params[src.inputs[2]]
             c.q.params[src.inputs[2]] = np.clip(t, lo, max(lo, hi)).astype(np.int8)
             c.qname[n.output] = x

@@ -17,7 +17,8 @@ inside int32.
 * ``qmul32``: onnxruntime's QLinearMul, ``clip(rint(fl32(fl32(a * b) * R)))`` on the CPU
   (a product of two activations whose float32 rounding no fixed-point ``qmul`` reproduces);
 * ``qlut2``: a 65,536-entry table of two int8 values (QLinearAdd of two activations where
-  the fixed-point ``qaddfx`` rounds some pair otherwise); CPU;
+  the fixed-point ``qaddfx`` rounds some pair otherwise); ``qlut2b`` the same with the
+  second operand broadcast (an activation plus a per-channel int8 constant); CPU;
 * ``qsoftmax``: onnxruntime's QLinearSoftmax (com.microsoft; what its QDQ transformer makes
   of DequantizeLinear -> Softmax -> QuantizeLinear): a 256-entry float32 table of
   exponentials by distance below the row's maximum (:func:`softmax_table`), their float32
@@ -257,23 +258,26 @@ def _softmax_cpu(n, g):
 
 
 def qlut2_reference(n, ins):
-    """A two-input table: ``ins[2][(a + 128) * 256 + b + 128]`` (QLinearAdd of two int8
-    activations, :func:`compiler.graph.ort_qdq.add_table`)."""
+    """A two-input table: ``ins[2][(a + 128) * 256 + b + 128]``, ``b`` broadcast to ``a``
+    (QLinearAdd of two int8 values, :func:`compiler.graph.ort_qdq.add_table`)."""
     k = (ins[0].astype(np.int64) + 128) * 256 + ins[1].astype(np.int64) + 128
     return np.asarray(ins[2])[k]
 
 
 def _lut2_cpu(n, g):
     from ..te import all_of, cast, compute, placeholder, select
-    xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs[:2])]
+    a = placeholder(g.values[n.inputs[0]].shape, "int8", "in0")
+    b = placeholder(g.values[n.inputs[1]].shape, "int8", "in1")   # broadcast to a
     t = placeholder((65536,), "int8", "table")
 
     def body(*i):
-        k = (cast("int32", xs[0][i]) + 128) * 256 + cast("int32", xs[1][i]) + 128
+        bi = tuple(j if m == d else 0 for j, m, d in zip(i, b.shape, a.shape))
+        k = (cast("int32", a[i]) + 128) * 256 + cast("int32", b[bi]) + 128
         return select(all_of(k >= 0, k < 65536), t[k], 0)
     out = compute(tuple(g.values[n.output].shape), body, name=n.name, dtype="int8")
-    return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)] + \
-        [(t, ("param", g.params[n.inputs[2]]))]
+    bb = ("param", g.params[n.inputs[1]]) if n.inputs[1] in g.params else \
+        ("value", n.inputs[1])
+    return out, [(a, ("value", n.inputs[0])), (b, bb), (t, ("param", g.params[n.inputs[2]]))]
 
 
 def _qdq_cpu(n, g):
@@ -380,5 +384,8 @@ registry.register(registry.OpDef("qmul32", reference=qmul32_reference, place=_on
                                  layout="agnostic", cpu=_mul32_cpu))
 registry.register(registry.OpDef("qlut2", reference=qlut2_reference, place=_on_cpu,
                                  layout="agnostic", cpu=_lut2_cpu))
+# the same with the second operand broadcast (plain layout: its index is the data's)
+registry.register(registry.OpDef("qlut2b", reference=qlut2_reference, place=_on_cpu,
+                                 cpu=_lut2_cpu))
 registry.register(registry.OpDef("qsoftmax", reference=qsoftmax_reference, place=_on_cpu,
                                  cpu=_softmax_cpu))
