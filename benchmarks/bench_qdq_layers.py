@@ -98,9 +98,12 @@ def run_ideal(q, feeds):
 def plain_visible(qpath: str, tmp: str):
     """onnxruntime's execution of the plain QDQ model (its own fusions: QLinearConv, QGemm,
     QLinearSoftmax, float Add / Mul ...; exposing a QuantizeLinear output as a graph output
-    changes them) with the QuantizeLinear outputs it still has made visible: the graph it
-    optimises is saved, those outputs added, and it runs again unoptimised.  (session,
-    their names)."""
+    changes them) with the values of the model's QuantizeLinear outputs that it still
+    computes made visible: the graph it optimises is saved, and the node that now produces
+    each one - a QuantizeLinear (renamed when duplicated) or a QLinearConv (NHWC when
+    ``channels_last``) - is found by its output scale's initializer, made a graph output,
+    and the graph runs again unoptimised.  (session, {Q output: (name, NHWC)}); a uint8
+    value (onnxruntime's S8 -> U8 transform, zero point 128) is compared minus 128."""
     import onnx
     import onnxruntime as ort
     so = ort.SessionOptions()
@@ -108,12 +111,36 @@ def plain_visible(qpath: str, tmp: str):
     so.optimized_model_filepath = os.path.join(tmp, "plain_optimised.onnx")
     ort.InferenceSession(qpath, so, providers=["CPUExecutionProvider"])
     m = onnx.load(so.optimized_model_filepath)
-    qnames = {n.output[0] for n in onnx.load(qpath).graph.node if n.op_type == "QuantizeLinear"}
+    by_scale: dict = {}
+    for n in onnx.load(qpath).graph.node:
+        if n.op_type == "QuantizeLinear":
+            by_scale.setdefault(n.input[1], []).append(n.output[0])
+    seen, where = set(), {}
+    for n in m.graph.node:          # output scale: QuantizeLinear input 1, QLinearConv 6
+        k = {"QuantizeLinear": 1, "QLinearConv": 6}.get(n.op_type)
+        qs = by_scale.get(n.input[k], []) if k is not None and len(n.input) > k else []
+        if len(qs) != 1:
+            continue
+        if qs[0] in seen:           # two producers of one value (a duplicated Q): neither
+            where.pop(qs[0], None)
+            continue
+        seen.add(qs[0])
+        nhwc = any(a.name == "channels_last" and a.i for a in n.attribute)
+        where[qs[0]] = (n.output[0], nhwc)
     have = {o.name for o in m.graph.output}
-    kept = sorted({o for n in m.graph.node for o in n.output if o in qnames} - have)
-    for o in kept:
-        m.graph.output.append(onnx.helper.make_empty_tensor_value_info(o))
-    return B.session(m, optimise=False), kept
+    for o, _ in where.values():
+        if o not in have:
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(o))
+            have.add(o)
+    return B.session(m, optimise=False), where
+
+
+def plain_value(pv: dict, name_nhwc) -> np.ndarray:
+    """A value of :func:`plain_visible`'s run as this project's int8 in NCHW."""
+    name, nhwc = name_nhwc
+    v = pv[name]
+    v = v.astype(np.int64) - 128 if v.dtype == np.uint8 else v.astype(np.int64)
+    return v.transpose(0, 3, 1, 2) if nhwc and v.ndim == 4 else v
 
 
 def load_model(model: str, tmp: str, n_cal: int, n_eval: int):
@@ -244,8 +271,8 @@ def main(argv=None) -> int:
             t = ptot.setdefault(key, [0, 0, 0])
             t[0], t[1], t[2] = t[0] + d.size, t[1] + int((d <= 1).sum()), t[2] + int((d == 0).sum())
         for on in pkept if a.vs_plain else []:   # onnxruntime's two executions
-            if on in res and res[on].shape == pv[on].shape:
-                count(("exposed", on), res[on], pv[on])
+            if on in res and res[on].shape == plain_value(pv, pkept[on]).shape:
+                count(("exposed", on), res[on], plain_value(pv, pkept[on]))
         envs = {}
         for m in modes:
             if m == "program":
@@ -264,8 +291,9 @@ def main(argv=None) -> int:
                 if on not in res:
                     continue
                 other = envs["program"][qn] if m == "program vs ideal" else res.get(on)
-                if m == "program" and on in pv and pv[on].shape == env[qn].shape:
-                    count(("program", on), env[qn], pv[on])
+                if m == "program" and on in pkept and \
+                        plain_value(pv, pkept[on]).shape == env[qn].shape:
+                    count(("program", on), env[qn], plain_value(pv, pkept[on]))
                 if other is None or env[qn].shape != other.shape:
                     continue
                 d = np.abs(env[qn].astype(np.int64) - other.astype(np.int64))
