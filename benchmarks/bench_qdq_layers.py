@@ -115,12 +115,13 @@ def plain_visible(qpath: str, tmp: str):
     for n in onnx.load(qpath).graph.node:
         if n.op_type == "QuantizeLinear":
             by_scale.setdefault(n.input[1], []).append(n.output[0])
+    qnames = {q for qs in by_scale.values() for q in qs}
     seen, where = set(), {}
     for n in m.graph.node:          # output scale: QuantizeLinear input 1, QLinearConv 6
         k = {"QuantizeLinear": 1, "QLinearConv": 6}.get(n.op_type)
         qs = by_scale.get(n.input[k], []) if k is not None and len(n.input) > k else []
-        if len(qs) != 1:
-            continue
+        if len(qs) != 1 or (n.output[0] in qnames and n.output[0] != qs[0]):
+            continue                # (another Q's value at this scale: a Relu removed)
         if qs[0] in seen:           # two producers of one value (a duplicated Q): neither
             where.pop(qs[0], None)
             continue
