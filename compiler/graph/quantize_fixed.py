@@ -33,11 +33,10 @@ requantises in float32 and rounds half to even) to within one LSB:
   value (hard-swish's ``x * clip(x + 3)``, swish, a square) -> one table of that value;
   a product of two activations (an SE gate) -> ``qmul`` with a fixed-point multiplier
   that is QLinearMul's float32 rounding for every product (:func:`.ort_qdq.
-  product_multiplier`), else ``qmul32`` (that float32 product, int8 in and out, CPU);
-  an add of two activations whose ``qaddfx`` rounds any int8 pair otherwise than
-  QLinearAdd -> ``qlut2``, QLinearAdd's 65,536 outputs (CPU; not with ``requant="fixed"``);
-  ``concat`` -> ``qconcat`` after QLinearConcat's requantising table per input;
-  ``softmax`` -> ``qsoftmax`` (QLinearSoftmax, bit for bit);
+  product_multiplier`), else ``qmul32`` (that float32 product, int8 in and out, CPU); an add
+  whose ``qaddfx`` rounds an int8 pair otherwise than QLinearAdd -> ``qlut2`` (its 65,536
+  outputs, CPU; not with ``requant="fixed"``); ``concat`` -> ``qconcat`` after
+  QLinearConcat's table per input; ``softmax`` -> ``qsoftmax`` (QLinearSoftmax exactly);
 * with ``requant="float32"`` a conv / dense keeps its int32 accumulator and ``qreq32``
   requantises it as onnxruntime does; ``"auto"`` does so only where the fixed-point
   stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`).
@@ -396,8 +395,7 @@ class FixedRules:
                                [np.repeat(V8, 256).astype(np.int8),
                                 np.tile(V8, 256).astype(np.int8)])
         if self.requant != "fixed" and not np.array_equal(got, want):
-            # the fixed-point sum rounds some pairs otherwise than QLinearAdd's float32 one:
-            # its 65,536 outputs as a table (CPU; "fixed" keeps qaddfx on VTA)
+            # qaddfx rounds some pair otherwise than QLinearAdd: its table (CPU)
             tn = c.q.fresh(n.name + "_lut2")
             c.q.add_param(tn, want, frac=nominal_frac(sy))
             self._emit(n, "qlut2", [a, b, tn], {"why": (
