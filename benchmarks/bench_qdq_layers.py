@@ -36,7 +36,7 @@ weights, ``quant_pre_process`` first).
 Usage::
 
     python benchmarks/bench_qdq_layers.py [--model NAME] --eval 8 [--calib 8] [--metric-n 32]
-        [--workdir DIR] [--no-ideal]
+        [--workdir DIR] [--no-ideal] [--vs-plain]
 """
 
 from __future__ import annotations
@@ -95,6 +95,55 @@ def run_ideal(q, feeds):
     return env
 
 
+def plain_visible(qpath: str, tmp: str):
+    """onnxruntime's execution of the plain QDQ model (its own fusions: QLinearConv, QGemm,
+    QLinearSoftmax, float Add / Mul ...; exposing a QuantizeLinear output as a graph output
+    changes them) with the values of the model's QuantizeLinear outputs that it still
+    computes made visible: the graph it optimises is saved, and the node that now produces
+    each one - a QuantizeLinear (renamed when duplicated) or a QLinearConv (NHWC when
+    ``channels_last``) - is found by its output scale's initializer, made a graph output,
+    and the graph runs again unoptimised.  (session, {Q output: (name, NHWC)}); a uint8
+    value (onnxruntime's S8 -> U8 transform, zero point 128) is compared minus 128."""
+    import onnx
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.optimized_model_filepath = os.path.join(tmp, "plain_optimised.onnx")
+    ort.InferenceSession(qpath, so, providers=["CPUExecutionProvider"])
+    m = onnx.load(so.optimized_model_filepath)
+    by_scale: dict = {}
+    for n in onnx.load(qpath).graph.node:
+        if n.op_type == "QuantizeLinear":
+            by_scale.setdefault(n.input[1], []).append(n.output[0])
+    qnames = {q for qs in by_scale.values() for q in qs}
+    seen, where = set(), {}
+    for n in m.graph.node:          # output scale: QuantizeLinear input 1, QLinearConv 6
+        k = {"QuantizeLinear": 1, "QLinearConv": 6}.get(n.op_type)
+        qs = by_scale.get(n.input[k], []) if k is not None and len(n.input) > k else []
+        if len(qs) != 1 or (n.output[0] in qnames and n.output[0] != qs[0]):
+            continue                # (another Q's value at this scale: a Relu removed)
+        if qs[0] in seen:           # two producers of one value (a duplicated Q): neither
+            where.pop(qs[0], None)
+            continue
+        seen.add(qs[0])
+        nhwc = any(a.name == "channels_last" and a.i for a in n.attribute)
+        where[qs[0]] = (n.output[0], nhwc)
+    have = {o.name for o in m.graph.output}
+    for o, _ in where.values():
+        if o not in have:
+            m.graph.output.append(onnx.helper.make_empty_tensor_value_info(o))
+            have.add(o)
+    return B.session(m, optimise=False), where
+
+
+def plain_value(pv: dict, name_nhwc) -> np.ndarray:
+    """A value of :func:`plain_visible`'s run as this project's int8 in NCHW."""
+    name, nhwc = name_nhwc
+    v = pv[name]
+    v = v.astype(np.int64) - 128 if v.dtype == np.uint8 else v.astype(np.int64)
+    return v.transpose(0, 3, 1, 2) if nhwc and v.ndim == 4 else v
+
+
 def load_model(model: str, tmp: str, n_cal: int, n_eval: int):
     """(float path, QDQ path, calibration feeds, held-out feeds, metric(predict, n) or None)."""
     fpath, qpath = os.path.join(tmp, f"{model}.onnx"), os.path.join(tmp, f"{model}_qdq.onnx")
@@ -145,6 +194,9 @@ def main(argv=None) -> int:
     ap.add_argument("--metric-n", type=int, default=32)
     ap.add_argument("--workdir", default="")
     ap.add_argument("--no-ideal", action="store_true")
+    ap.add_argument("--vs-plain", action="store_true",
+                    help="also compare onnxruntime's plain execution with the exposed one at "
+                    "the QuantizeLinear outputs the plain one keeps (plain_visible)")
     ap.add_argument("--qdq-requant", choices=("fixed", "float32", "auto"), default="auto",
                     help="compile_model(qdq_requant=...): fixed-point on VTA, float32 on "
                     "the CPU as onnxruntime, or auto (per layer; the default)")
@@ -202,12 +254,26 @@ def main(argv=None) -> int:
     modes = ["program"] + ([] if a.no_ideal else ["ideal"])
     modes += [m + " isolated" for m in modes] + ([] if a.no_ideal else ["program vs ideal"])
     tot: dict = {}
+    ptot: dict = {}
+    if a.vs_plain:
+        ps, pkept = plain_visible(qpath, tmp)
     outs: dict = {m: [] for m in modes}
-    fref, oref = [], []
+    fref, oref, eref = [], [], []
     for x in ev:
         res = dict(zip(names, s.run(None, x)))
         fref.append(fs.run(None, x)[0])
         oref.append(qs.run(None, x)[0])
+        eref.append(res[qs.get_outputs()[0].name])
+        pv = dict(zip([o.name for o in ps.get_outputs()], ps.run(None, x))) if a.vs_plain \
+            else {}
+
+        def count(key, got, want):
+            d = np.abs(got.astype(np.int64) - want.astype(np.int64))
+            t = ptot.setdefault(key, [0, 0, 0])
+            t[0], t[1], t[2] = t[0] + d.size, t[1] + int((d <= 1).sum()), t[2] + int((d == 0).sum())
+        for on in pkept if a.vs_plain else []:   # onnxruntime's two executions
+            if on in res and res[on].shape == plain_value(pv, pkept[on]).shape:
+                count(("exposed", on), res[on], plain_value(pv, pkept[on]))
         envs = {}
         for m in modes:
             if m == "program":
@@ -226,6 +292,9 @@ def main(argv=None) -> int:
                 if on not in res:
                     continue
                 other = envs["program"][qn] if m == "program vs ideal" else res.get(on)
+                if m == "program" and on in pkept and \
+                        plain_value(pv, pkept[on]).shape == env[qn].shape:
+                    count(("program", on), env[qn], plain_value(pv, pkept[on]))
                 if other is None or env[qn].shape != other.shape:
                     continue
                 d = np.abs(env[qn].astype(np.int64) - other.astype(np.int64))
@@ -238,6 +307,20 @@ def main(argv=None) -> int:
     print(f"SQNR vs float: onnxruntime int8 {B.sqnr(fr, np.stack(oref)):.2f} dB; this "
           f"project {B.sqnr(fr, np.stack(outs['program'])):.2f} dB (vs onnxruntime's QDQ "
           f"output {B.sqnr(np.stack(oref), np.stack(outs['program'])):.2f} dB)")
+    od = np.stack(oref) != np.stack(eref)
+    print(f"onnxruntime against itself, the plain QDQ model vs the same with every "
+          f"QuantizeLinear output exposed (other fusions): output SQNR "
+          f"{B.sqnr(np.stack(oref), np.stack(eref)):.2f} dB, {int(od.sum()):,} of {od.size:,} "
+          f"outputs differ")
+    for who in ("exposed", "program") if a.vs_plain else ():
+        pt = {k[1]: t for k, t in ptot.items() if k[0] == who}
+        low = [k for k, t in pt.items() if t[1] < 0.99 * t[0]]
+        print(f"{'onnxruntime exposed' if who == 'exposed' else 'this project'} vs onnxruntime "
+              f"plain at the {len(pt)} QuantizeLinear outputs the plain execution keeps: "
+              f"{len(low)} below 99% within 1 LSB; {sum(t[0] - t[2] for t in pt.values()):,} "
+              f"of {sum(t[0] for t in pt.values()):,} differ" + "".join(
+                  f"\n  {k}: {100 * pt[k][2] / pt[k][0]:.3f}% exact, "
+                  f"{100 * pt[k][1] / pt[k][0]:.3f}% within 1 LSB" for k in low))
     qdq_layers = sum(1 for n in B.exposed_qdq(qpath).graph.node if n.op_type == "QuantizeLinear")
     print(f"layers compared: {len({k[0] for k in tot})} of {qdq_layers} QuantizeLinear outputs "
           f"of the QDQ model (the others are inside float regions or folded)")

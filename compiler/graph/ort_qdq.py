@@ -6,6 +6,7 @@ points 0), as integer forms that reproduce it exactly (:mod:`.quantize_fixed` us
   otherwise), for a ``qlut``;
 * :func:`product_multiplier`: the fixed-point form of QLinearMul's float32 product
   rounding, checked on every product of two int8 values (else None);
+* :func:`add_table`: QLinearAdd of two int8 activations, its 65,536 outputs;
 * :func:`float32_mismatch`: where a conv / dense layer's fixed-point requantisation and
   onnxruntime's float32 one (MlasRequantizeOutput) step at different accumulators
   (``qdq_requant="auto"``).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops.qfixed import fl32_requant
 from .fixed_point import IMM
 
 
@@ -97,8 +99,9 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
     feasible rounding constants ``r`` follow from the products' bounds."""
     R = np.float32(R)
     p = np.arange(-128 * 127, 128 * 128 + 1, dtype=np.int64)
-    want = np.clip(np.rint(p.astype(np.float32) * R), lo, hi).astype(np.int64)
-    inner = (want > lo) & (want < hi)
+    want = fl32_requant(p, R, lo, hi)
+    if not ((want > lo) & (want < hi)).any():   # every product clipped: no rounding to fit
+        return None
     for k in range(40, -1, -1):
         m0 = int(round(float(R) * 2.0 ** k))
         if m0 > IMM or m0 < 1:
@@ -110,13 +113,27 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
             # want * 2**s2 <= u + r (where not clipped below), u + r < (want + 1) * 2**s2
             r_lo = int(np.max(np.where(want > lo, want << s2, -2 ** 40) - u))
             r_hi = int(np.min(np.where(want < hi, (want + 1) << s2, 2 ** 40) - u)) - 1
-            if not inner.any() or r_lo > r_hi:
+            if r_lo > r_hi:
                 continue
             r = min(max(r_lo, min(1 << max(s2 - 1, 0), r_hi)), r_hi)
             if abs(r) <= IMM:
                 return {"m": m, "s1": s1, "r": r, "shift": s2}
     return None
 
+
+def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127) -> np.ndarray:
+    """QLinearAdd of two int8 activations ``a`` (scale ``sa``) and ``b`` (``sb``) to scale
+    ``sy``, zero points 0, as the 65,536 int8 outputs, entry ``(a + 128) * 256 + b + 128``:
+    ``clip(rint(fma(a, fl32(sa / sy), fl32(b * fl32(sb / sy)))))`` (MLAS's AVX2 QLinearAdd:
+    the second operand's product rounded to float32, the first one's added by a fused
+    multiply-add; here the exact sum in float64, then float32; checked against onnxruntime
+    on every pair in tests/test_qdq_softmax.py); halves to even."""
+    rA = np.float32(np.float32(sa) / np.float32(sy))
+    rB = np.float32(np.float32(sb) / np.float32(sy))
+    a = np.repeat(V8, 256).astype(np.float64)
+    fb = (np.tile(V8, 256).astype(np.float32) * rB).astype(np.float64)
+    y = (a * np.float64(rA) + fb).astype(np.float32)
+    return np.clip(np.rint(y), lo, hi).astype(np.int8)
 
 
 def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:
@@ -138,7 +155,7 @@ def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:
         return np.clip(apply_mult(v, a, axis=0) >> int(a["shift"]), lo, hi)
 
     def f32(v):
-        return np.clip(np.rint(v.astype(np.float32) * M32), lo, hi)
+        return fl32_requant(v, M32, lo, hi)
 
     # the least v in [-B, B + 1] with f32(v) >= level, by bisection (cheap in float32)
     x = np.broadcast_to(-B, (C, lev.shape[1])).copy()

@@ -33,8 +33,10 @@ requantises in float32 and rounds half to even) to within one LSB:
   value (hard-swish's ``x * clip(x + 3)``, swish, a square) -> one table of that value;
   a product of two activations (an SE gate) -> ``qmul`` with a fixed-point multiplier
   that is QLinearMul's float32 rounding for every product (:func:`.ort_qdq.
-  product_multiplier`), else ``qmul32`` (that float32 product, int8 in and out, CPU);
-  ``concat`` -> ``qconcat`` after QLinearConcat's requantising table per input;
+  product_multiplier`), else ``qmul32`` (that float32 product, int8 in and out, CPU); an add
+  whose ``qaddfx`` rounds an int8 pair otherwise than QLinearAdd -> ``qlut2`` (its 65,536
+  outputs, CPU; not with ``requant="fixed"``); ``concat`` -> ``qconcat`` after
+  QLinearConcat's table per input; ``softmax`` -> ``qsoftmax`` (QLinearSoftmax exactly);
 * with ``requant="float32"`` a conv / dense keeps its int32 accumulator and ``qreq32``
   requantises it as onnxruntime does; ``"auto"`` does so only where the fixed-point
   stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`).
@@ -59,10 +61,13 @@ import math
 import numpy as np
 
 from ..ops import registry
+from ..ops.qfixed import fl32_requant, qaddfx_reference, softmax_table
 from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
 from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
                           gemm_multiplier, output_clamp, set_output_clamp)
-from .ort_qdq import V8, float32_mismatch, one_value, ort_table, product_multiplier
+from .ir import Node
+from .ort_qdq import (V8, add_table, float32_mismatch, one_value, ort_table,
+                      product_multiplier)
 
 def model_scales(g) -> tuple[dict | None, str]:
     """({value: scale} of every Q/DQ'd activation, "") when every one is symmetric int8,
@@ -317,7 +322,7 @@ class FixedRules:
         ra, ta = self.tables.get(a, (a, V8.astype(np.int8)))
         rb, tb = self.tables.get(b, (b, V8.astype(np.int8)))
         if ra == rb:                 # one value's function: a table of it
-            t = np.clip(np.rint((ta.astype(np.int64) * tb).astype(np.float32) * R), lo, hi)
+            t = fl32_requant(ta.astype(np.int64) * tb, R, lo, hi)
             tn = c.q.fresh(n.name + "_lut")
             c.q.add_param(tn, t.astype(np.int8), frac=nominal_frac(sy))
             self._emit(n, "qlut", [ra, tn], {"why": "a product of two functions of one value "
@@ -377,7 +382,7 @@ class FixedRules:
         if one_value(c.g, n):                  # x + c: a table (QLinearAdd)
             return self._table(n)
         if c.g.values[n.inputs[0]].shape != c.g.values[n.inputs[1]].shape:
-            return self._note(n, "broadcast add")
+            return self._add_constant(n)
         sy = self.scales.get(n.output)
         (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
         if sy is None or sa is None or sb is None:
@@ -385,7 +390,73 @@ class FixedRules:
         ra, rb = float(sa) / float(sy), float(sb) / float(sy)
         lo, hi = _bounds(n.attrs.get("post", []), sy)
         mult = dyadic_add(ra, rb) or add_multipliers(ra, rb)
+        want = add_table(sa, sb, sy, lo, hi)
+        got = qaddfx_reference(Node("qaddfx", n.name, [a, b], "", dict(mult, lo=lo, hi=hi)),
+                               [np.repeat(V8, 256).astype(np.int8),
+                                np.tile(V8, 256).astype(np.int8)])
+        if self.requant != "fixed" and not np.array_equal(got, want):
+            # qaddfx rounds some pair otherwise than QLinearAdd: its table (CPU)
+            tn = c.q.fresh(n.name + "_lut2")
+            c.q.add_param(tn, want, frac=nominal_frac(sy))
+            self._emit(n, "qlut2", [a, b, tn], {"why": (
+                f"QLinearAdd of two activations: the fixed-point sum rounds "
+                f"{int((got != want).sum())} of the 65,536 int8 pairs otherwise, so its "
+                f"table (CPU)")}, sy)
+            return True
         self._emit(n, "qaddfx", [a, b], dict(mult, lo=lo, hi=hi), sy)
+        return True
+
+    def _softmax(self, n):
+        """softmax -> ``qsoftmax``, onnxruntime's QLinearSoftmax (its QDQ transformer's form
+        of DequantizeLinear -> Softmax -> QuantizeLinear): the table of exponentials at the
+        input's scale, the kernel's float32 sum and rounding (:mod:`compiler.ops.qfixed`)."""
+        ax = n.attrs["axis"]
+        if isinstance(ax, (list, tuple)):
+            return self._note(n, "softmax over flattened trailing axes (opset < 13)")
+        x, sx = self._in(n.inputs[0], n)
+        sy = self.scales.get(n.output)
+        if sx is None or sy is None:
+            return self._note(n, "input or output has no Q/DQ scale")
+        shape = self.ctx.g.values[n.inputs[0]].shape
+        ax %= len(shape)
+        tn = self.ctx.q.fresh(n.name + "_exp")
+        self.ctx.q.add_param(tn, softmax_table(sx, shape[ax]))
+        ys = float(np.floor(np.float32(1.0) / np.float32(sy)))
+        self._emit(n, "qsoftmax", [x, tn], {"axis": ax, "ys": ys, "why": (
+            "QLinearSoftmax at the model's scales: a table and a float32 row sum (CPU)")}, sy)
+        return True
+
+    def _add_constant(self, n):
+        """``x + c`` with ``c`` an int8 constant of several elements that broadcasts (a
+        per-channel bias after a float ConvTranspose, ocr_det) -> ``qlut2`` of ``x`` and
+        ``c`` (``qlut2b``): QLinearAdd, whose broadcast loop takes ``c`` as its scalar
+        operand per span (:func:`add_table`; CPU)."""
+        c, g = self.ctx, self.ctx.g
+        x, k = n.inputs
+        rec = getattr(g, "qdq_weights", {}).get(k)
+        if self.requant == "fixed" or x in g.params or rec is None or \
+                np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
+            return self._note(n, "broadcast add (not an activation plus a per-tensor int8 "
+                                 "constant)")
+        xs, cs = g.values[x].shape, np.shape(g.params[k])
+        if len(cs) > len(xs) or any(m not in (1, d) for m, d in zip(cs[::-1], xs[::-1])):
+            return self._note(n, f"broadcast add {cs} -> {xs}")
+        sc = np.float32(np.asarray(rec[0]).reshape(-1)[0])
+        cq = np.asarray(g.params[k], np.float64) / float(sc)
+        if np.abs(cq - np.rint(cq)).max() > 1e-3 or np.abs(np.rint(cq)).max() > 127:
+            return self._note(n, "broadcast add: the constant is not int8 at its scale")
+        xi, sx = self._in(x, n)
+        sy = self.scales.get(n.output)
+        if sx is None or sy is None:
+            return self._note(n, "input or output has no Q/DQ scale")
+        lo, hi = _bounds(n.attrs.get("post", []), sy)
+        cn, tn = c.q.fresh(k + "_q"), c.q.fresh(n.name + "_lut2")
+        c.q.add_param(cn, np.rint(cq).astype(np.int8).reshape((1,) * (len(xs) - len(cs)) + cs),
+                      frac=0)
+        c.q.add_param(tn, add_table(sx, sc, sy, lo, hi), frac=nominal_frac(sy))
+        self._emit(n, "qlut2b", [xi, cn, tn], {"why": (
+            "QLinearAdd of an activation and a broadcast int8 constant: its 65,536 outputs "
+            "(CPU)")}, sy)
         return True
 
     def _activation(self, n, post):
@@ -416,14 +487,20 @@ class FixedRules:
 
     def _fold_clip(self, n, x, lo, hi) -> bool:
         """A relu / clip at its input's scale whose input is read by nothing else and comes
-        out of a qconv / qdense / qaddfx: its bounds join that node's clip (no extra pass
-        over the tensor).  The int8 value then stands for ``n``'s output."""
+        out of a qconv / qdense / qaddfx / qreq32 (or a qlut2, whose table it clips): its
+        bounds join that node's clip (no extra pass over the tensor).  The int8 value then stands for ``n``'s output."""
         c = self.ctx
         src = next((m for m in c.q.nodes if m.output == x), None)
-        if src is None or src.op not in ("qconv", "qdense", "qaddfx", "qreq32") or \
-                "lo" not in src.attrs or src.attrs.get("wide"):
+        if src is None or self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
             return False
-        if self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
+        if src.op in ("qlut2", "qlut2b"):     # QLinearAdd's table: clip its entries
+            t = c.q.params[src.inputs[2]]
+            c.q.params[src.inputs[2]] = np.clip(t, lo, max(lo, hi)).astype(np.int8)
+            c.qname[n.output] = x
+            c.q.float_of[x] = n.output
+            return True
+        if src.op not in ("qconv", "qdense", "qaddfx", "qreq32") or \
+                "lo" not in src.attrs or src.attrs.get("wide"):
             return False
         src.attrs["lo"], src.attrs["hi"] = max(src.attrs["lo"], lo), min(src.attrs["hi"], hi)
         src.attrs["hi"] = max(src.attrs["hi"], src.attrs["lo"])

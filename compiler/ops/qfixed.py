@@ -16,12 +16,22 @@ inside int32.
   two scales);
 * ``qmul32``: onnxruntime's QLinearMul, ``clip(rint(fl32(fl32(a * b) * R)))`` on the CPU
   (a product of two activations whose float32 rounding no fixed-point ``qmul`` reproduces);
+* ``qlut2``: a 65,536-entry table of two int8 values (QLinearAdd of two activations where
+  the fixed-point ``qaddfx`` rounds some pair otherwise); ``qlut2b`` the same with the
+  second operand broadcast (an activation plus a per-channel int8 constant); CPU;
+* ``qsoftmax``: onnxruntime's QLinearSoftmax (com.microsoft; what its QDQ transformer makes
+  of DequantizeLinear -> Softmax -> QuantizeLinear): a 256-entry float32 table of
+  exponentials by distance below the row's maximum (:func:`softmax_table`), their float32
+  sum in MLAS's AVX-512 kernel's order (:func:`softmax_row_sum`), then
+  ``clip(rint(fl32(t * fl32(fl32(1 / sum) * floor(1 / sy)))))``; CPU;
 * ``qgapfx``: ``clip((sum_hw(x) * m + 2**(k-1)) >> k, -128, 127)`` (QLinearGlobalAveragePool),
   or with ``stages`` the sum clamped to ``+-T`` through a conv's three-stage multiplier
   (:func:`compiler.graph.quantize_fixed.gemm_multiplier`).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -83,14 +93,28 @@ def qgapfx_reference(n, ins):
     return np.clip(_rnd_shift(s * a["m"], a["shift"]), -128, 127).astype(np.int8)
 
 
+def fl32_requant(v, m, lo: int, hi: int) -> np.ndarray:
+    """onnxruntime's requantisation of integers ``v`` by float32 multipliers ``m``
+    (broadcast): ``clip(rint(fl32(fl32(v) * m)), lo, hi)``, one float32 rounding of the
+    product, halves to even (MlasRequantizeOutput, MlasQLinearMulKernel); int64."""
+    y = np.rint(np.asarray(v).astype(np.float32) * np.asarray(m, np.float32))
+    return np.clip(y, lo, hi).astype(np.int64)
+
+
+def fl32_requant_te(v, m, lo: int, hi: int):
+    """:func:`fl32_requant` of one TE element (``v`` an integer expression, ``m`` a float32
+    expression or a Python float), as int8; ``round`` is LLVM's half-to-even ``rint``."""
+    from ..te import cast, clip, round as te_round
+    return cast("int8", clip(te_round(cast("float32", v) * m), float(lo), float(hi)))
+
+
 def qreq32_reference(n, ins):
     """onnxruntime's QLinearConv / MatMul requantisation of an int32 accumulator (bias
     added; channels on axis 1) by per-channel float32 multipliers ``ins[1]``:
     ``clip(rint(fl32(fl32(acc) * m_c)), lo, hi)``, halves to even (MlasRequantizeOutput)."""
     acc, m = ins[0], np.asarray(ins[1], np.float32)
     m = m.reshape((1, -1) + (1,) * (acc.ndim - 2))
-    y = np.rint(acc.astype(np.float32) * m)
-    return np.clip(y, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+    return fl32_requant(acc, m, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
 
 
 def qmul32_reference(n, ins):
@@ -98,34 +122,162 @@ def qmul32_reference(n, ins):
     ``clip(rint(fl32(fl32(a * b) * R)), lo, hi)``, ``R = fl32(fl32(sa sb) / sy)``, halves to
     even (MlasQLinearMulKernel; the product of two int8 values is exact in float32)."""
     p = ins[0].astype(np.int64) * ins[1].astype(np.int64)
-    y = np.rint(p.astype(np.float32) * np.float32(n.attrs["R"]))
-    return np.clip(y, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+    return fl32_requant(p, n.attrs["R"], n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
 
 
 def _mul32_cpu(n, g):
-    from ..te import cast, clip, compute, placeholder, round as te_round
+    from ..te import cast, compute, placeholder
     xs = [placeholder(g.values[i].shape, "int8", f"in{k}") for k, i in enumerate(n.inputs)]
     a, b = xs
-    r, lo, hi = float(np.float32(n.attrs["R"])), float(n.attrs["lo"]), float(n.attrs["hi"])
+    r = float(np.float32(n.attrs["R"]))
 
     def body(*i):
         bi = tuple(j if m == k else 0 for j, m, k in zip(i, b.shape, a.shape))
         p = cast("int32", a[i]) * cast("int32", b[bi])
-        return cast("int8", clip(te_round(cast("float32", p) * r), lo, hi))
+        return fl32_requant_te(p, r, n.attrs["lo"], n.attrs["hi"])
     out = compute(a.shape, body, name=n.name, dtype="int8")
     return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
 
 
 def _req32_cpu(n, g):
-    from ..te import cast, clip, compute, placeholder, round as te_round
+    from ..te import compute, placeholder
     xv, mv = g.values[n.inputs[0]], g.values[n.inputs[1]]
     x = placeholder(xv.shape, "int32", "acc")
     m = placeholder(mv.shape, "float32", "m32")
-    lo, hi = float(n.attrs["lo"]), float(n.attrs["hi"])
-    out = compute(xv.shape, lambda *i: cast("int8", clip(te_round(
-        cast("float32", x[i]) * m[i[1]]), lo, hi)), name=n.name, dtype="int8")
+    out = compute(xv.shape, lambda *i: fl32_requant_te(x[i], m[i[1]], n.attrs["lo"],
+                                                        n.attrs["hi"]), name=n.name, dtype="int8")
     return out, [(x, ("value", n.inputs[0])),
                  (m, ("param", np.asarray(g.params[n.inputs[1]], np.float32)))]
+
+
+#: MLAS's QLinearSoftmax kernel on AVX-512 (MlasQuantizeSoftmaxI8KernelAvx512): 16 float32
+#: lanes, 32 elements per step
+SOFTMAX_LANES = 16
+
+
+def softmax_table(sx: float, d: int) -> np.ndarray:
+    """QLinearSoftmax's exponentials for rows of ``d`` elements at input scale ``sx``
+    (onnxruntime's ``QlinearBuildLookupTableUint32``): entry ``k`` = ``fl32(exp((shift - k)
+    * sx))`` for an element ``k`` below its row's maximum, in float64 with ``shift =
+    max(0, log(fl32(FLT_MAX / d)) - 5) / sx`` (so that the row's sum stays finite)."""
+    sx = float(np.float32(sx))
+    q = np.float32(np.finfo(np.float32).max) / np.float32(d)
+    shift = max(0.0, math.log(float(q)) - 5.0) / sx
+    return np.array([math.exp((shift - k) * sx) for k in range(256)]).astype(np.float32)
+
+
+def softmax_row_sum(t: np.ndarray) -> np.ndarray:
+    """The float32 sum over the last axis of ``t`` in MLAS's AVX-512 order: lane ``l`` of 16
+    adds elements ``l, l + 16, ...`` of the whole 32-element steps in order, the lanes
+    meet as ``((l0 + l4) + (l8 + l12))`` per quarter and those pairwise, then the rest of
+    the row is added one by one."""
+    t = np.asarray(t, np.float32)
+    d, L = t.shape[-1], SOFTMAX_LANES
+    full = d // (2 * L) * 2 * L
+    acc = np.zeros(t.shape[:-1] + (L,), np.float32)
+    for k in range(0, full, L):
+        acc = acc + t[..., k:k + L]
+    f = (acc[..., 0:4] + acc[..., 4:8]) + (acc[..., 8:12] + acc[..., 12:16])
+    tot = (f[..., 0] + f[..., 1]) + (f[..., 2] + f[..., 3])
+    for k in range(full, d):
+        tot = tot + t[..., k]
+    return tot
+
+
+def qsoftmax_reference(n, ins):
+    """onnxruntime's QLinearSoftmax over ``axis`` of int8 ``ins[0]`` (``ins[1]``:
+    :func:`softmax_table`, attribute ``ys`` = ``floor(fl32(1 / sy))``, zero points 0); the
+    output saturates to int8 (what MLAS's vector loop does; an output of 128 needs
+    ``sy < 1/128``)."""
+    ax = n.attrs["axis"]
+    x = np.moveaxis(ins[0].astype(np.int64), ax, -1)
+    t = np.asarray(ins[1], np.float32)[x.max(axis=-1, keepdims=True) - x]
+    sc = (np.float32(1.0) / softmax_row_sum(t)) * np.float32(n.attrs["ys"])
+    return np.moveaxis(fl32_requant(t, sc[..., None], -128, 127).astype(np.int8), -1, ax)
+
+
+def _softmax_cpu(n, g):
+    """:func:`qsoftmax_reference` in LLVM: the row maximum, the table read, 16 ordered lane
+    sums (:func:`compiler.cpu.schedules.ordered_sum`: plain IEEE adds in the kernel's order),
+    the lanes and the rest of the row added as MLAS adds them, and the float32 product."""
+    from .. import te
+    from ..cpu.schedules import _outer_parallel, ordered_sum
+    from ..te.loop_nest import StageSchedule
+    xv = g.values[n.inputs[0]]
+    shape, ax = tuple(xv.shape), n.attrs["axis"]
+    d, L = shape[ax], SOFTMAX_LANES
+    rows = shape[:ax] + shape[ax + 1:] or (1,)
+    x = te.placeholder(shape, "int8", "data")
+    tab = te.placeholder((256,), "float32", "table")
+
+    def full(r, j):                  # x's index of element j of row r
+        r = tuple(r)[:len(shape) - 1]
+        return r[:ax] + (j,) + r[ax:]
+
+    def row(i):                      # the row of x's index i
+        return (tuple(i[:ax]) + tuple(i[ax + 1:])) or (0,)
+    kd = te.reduce_axis(d, "kd")
+    mx = te.compute(rows, lambda *r: te.max(te.cast("int32", x[full(r, kd)]), axis=kd),
+                    name=n.name + "_max", dtype="int32")
+
+    def exp_of(i):
+        k = mx[row(i)] - te.cast("int32", x[i])
+        return te.select(te.all_of(k >= 0, k < 256), tab[k], 0.0)
+    t = te.compute(shape, lambda *i: exp_of(i), name=n.name + "_exp")
+    steps = d // (2 * L) * 2
+    parts = []
+    if steps:
+        kk = te.reduce_axis(steps, "k")
+        p = te.compute(rows + (L,), lambda *i: te.sum(t[full(i[:-1], kk * L + i[-1])],
+                                                       axis=kk), name=n.name + "_lanes")
+
+        def sched(target=None, p=p, kk=kk):
+            s = StageSchedule(p)
+            *ls, lane = p.axes
+            s.reorder(*ls, kk, lane)
+            s.vectorize(lane)
+            return ordered_sum(_outer_parallel(s, len(rows), True))
+        p.cpu_schedule = sched
+        parts.append(p)
+
+    def total(*r):
+        tot = None
+        if parts:
+            a = [parts[0][tuple(r) + (l,)] for l in range(L)]
+            f = [(a[j] + a[4 + j]) + (a[8 + j] + a[12 + j]) for j in range(4)]
+            tot = (f[0] + f[1]) + (f[2] + f[3])
+        for j in range(steps * L, d):
+            v = t[full(r, j)]
+            tot = v if tot is None else tot + v
+        return 1.0 / tot * float(np.float32(n.attrs["ys"]))
+    sc = te.compute(rows, total, name=n.name + "_scale")
+    out = te.compute(shape, lambda *i: fl32_requant_te(t[i], sc[row(i)], -128, 127),
+                     name=n.name, dtype="int8")
+    return out, [(x, ("value", n.inputs[0])),
+                 (tab, ("param", np.asarray(g.params[n.inputs[1]], np.float32)))]
+
+
+def qlut2_reference(n, ins):
+    """A two-input table: ``ins[2][(a + 128) * 256 + b + 128]``, ``b`` broadcast to ``a``
+    (QLinearAdd of two int8 values, :func:`compiler.graph.ort_qdq.add_table`)."""
+    k = (ins[0].astype(np.int64) + 128) * 256 + ins[1].astype(np.int64) + 128
+    return np.asarray(ins[2])[k]
+
+
+def _lut2_cpu(n, g):
+    from ..te import all_of, cast, compute, placeholder, select
+    a = placeholder(g.values[n.inputs[0]].shape, "int8", "in0")
+    b = placeholder(g.values[n.inputs[1]].shape, "int8", "in1")   # broadcast to a
+    t = placeholder((65536,), "int8", "table")
+
+    def body(*i):
+        bi = tuple(j if m == d else 0 for j, m, d in zip(i, b.shape, a.shape))
+        k = (cast("int32", a[i]) + 128) * 256 + cast("int32", b[bi]) + 128
+        return select(all_of(k >= 0, k < 65536), t[k], 0)
+    out = compute(tuple(g.values[n.output].shape), body, name=n.name, dtype="int8")
+    bb = ("param", g.params[n.inputs[1]]) if n.inputs[1] in g.params else \
+        ("value", n.inputs[1])
+    return out, [(a, ("value", n.inputs[0])), (b, bb), (t, ("param", g.params[n.inputs[2]]))]
 
 
 def _qdq_cpu(n, g):
@@ -230,3 +382,10 @@ registry.register(registry.OpDef("qreq32", reference=qreq32_reference, place=_on
                                  cpu=_req32_cpu))
 registry.register(registry.OpDef("qmul32", reference=qmul32_reference, place=_on_cpu,
                                  layout="agnostic", cpu=_mul32_cpu))
+registry.register(registry.OpDef("qlut2", reference=qlut2_reference, place=_on_cpu,
+                                 layout="agnostic", cpu=_lut2_cpu))
+# the same with the second operand broadcast (plain layout: its index is the data's)
+registry.register(registry.OpDef("qlut2b", reference=qlut2_reference, place=_on_cpu,
+                                 cpu=_lut2_cpu))
+registry.register(registry.OpDef("qsoftmax", reference=qsoftmax_reference, place=_on_cpu,
+                                 cpu=_softmax_cpu))
