@@ -242,8 +242,14 @@ def other(args) -> None:
                   f"{e} {v / ort:.2f}, {med[e] / ortm:.2f}" for e, v in best.items()
                   if e != "onnxruntime 1t"), flush=True)
     load1 = os.getloadavg()
-    cols = ["host numpy"] + [f"after {c}" for c in targets]
-    print("\n| operator | " + " | ".join(f"{c} ms (min / median)" for c in cols)
+    print_ratio_table("operator", ["host numpy"] + [f"after {c}" for c in targets], rows)
+    print(f"\nload average before {load_text(load0)}, after {load_text(load1)}")
+
+
+def print_ratio_table(first: str, cols: list, rows: list) -> None:
+    """The markdown table of ``rows`` ((what, {column: min s}, {column: median s})): each
+    column's min / median in ms and its ratios to the ``onnxruntime 1t`` column."""
+    print(f"\n| {first} | " + " | ".join(f"{c} ms (min / median)" for c in cols)
           + " | onnxruntime 1t ms | " + " | ".join(f"{c} / ORT (min, median)" for c in cols)
           + " |")
     print("|---|" + "---|" * (2 * len(cols) + 1))
@@ -253,7 +259,6 @@ def other(args) -> None:
                                           for c in cols)
               + f" | {o * 1e3:.3f} / {om * 1e3:.3f} | " + " | ".join(
                   f"{best[c] / o:.2f}, {med[c] / om:.2f}" for c in cols) + " |")
-    print(f"\nload average before {load_text(load0)}, after {load_text(load1)}")
 
 
 #: ``--onnx``: one-node models (op, opset, shape, axis: None = the opset's default) of LM
@@ -322,17 +327,7 @@ def onnx_models(args) -> None:
         rows.append((what, best, med))
         print(what, " ".join(f"{e} {best[e] * 1e3:.3f}/{med[e] * 1e3:.3f}" for e in best),
               flush=True)
-    cols = ["compiled", "kernel", "ONNX backend"]
-    print("\n| model | " + " | ".join(f"{c} ms (min / median)" for c in cols)
-          + " | onnxruntime 1t ms | " + " | ".join(f"{c} / ORT (min, median)" for c in cols)
-          + " |")
-    print("|---|" + "---|" * (2 * len(cols) + 1))
-    for what, best, med in rows:
-        o, om = best["onnxruntime 1t"], med["onnxruntime 1t"]
-        print(f"| {what} | " + " | ".join(f"{best[c] * 1e3:.3f} / {med[c] * 1e3:.3f}"
-                                          for c in cols)
-              + f" | {o * 1e3:.3f} / {om * 1e3:.3f} | " + " | ".join(
-                  f"{best[c] / o:.2f}, {med[c] / om:.2f}" for c in cols) + " |")
+    print_ratio_table("model", ["compiled", "kernel", "ONNX backend"], rows)
     print(f"\nload average before {load_text(load0)}, after {load_text(os.getloadavg())}")
 
 
