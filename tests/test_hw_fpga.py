@@ -279,9 +279,9 @@ def test_critical_path_summary_of_a_nextpnr_report():
 def test_the_1x16x16_pipelined_build_is_routed_by_router1_with_the_static_placer(tmp_path,
                                                                                 monkeypatch):
     """The named build's router and placer (router2 diverged on four placements of five,
-    router1 routed one of them at 69.8 MHz: BENCHMARKS.md, eleventh session) reach nextpnr's
-    command line: the build script of ``build_bitstream`` with those options (on the tiny
-    core: the same code path, without elaborating the 1x16x16)."""
+    router1 routed two of them at 69.8 and 69.2 MHz: BENCHMARKS.md, eleventh session) reach
+    nextpnr's command line: the build script of ``build_bitstream`` with those options (on
+    the tiny core: the same code path, without elaborating the 1x16x16)."""
     pytest.importorskip("amaranth_boards")
     import subprocess
 

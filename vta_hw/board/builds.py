@@ -37,8 +37,8 @@ BUILDS = {
     # reset is one register on a global network (a DCCA), for the ninth session's path
     # (board rst | launch_q -> every engine flip-flop's LSR).  Routed by router1: router2's
     # overuse fell to a few hundred wires and then diverged on four seeds of five (it routed
-    # one, at 56.0 MHz); router1 routes seed 1's placement, on which router2 diverged, at
-    # 69.8 MHz (BENCHMARKS.md, eleventh session)
+    # one, at 56.0 MHz); router1 routes seeds 1 and 3, on which router2 diverged, at 69.8
+    # and 69.2 MHz (BENCHMARKS.md, eleventh session)
     "1x16x16-85f-pipelined": (dict(LOG_UOP_BUFF_SIZE=15, LOG_INP_BUFF_SIZE=15,
                                    LOG_WGT_BUFF_SIZE=17, LOG_ACC_BUFF_SIZE=15),
                               dict(board="ulx3s-85f", lut_mults=160, freq_mhz=50.0,
