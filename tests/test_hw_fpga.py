@@ -274,3 +274,32 @@ def test_critical_path_summary_of_a_nextpnr_report():
     assert critical_path(pnr) == {"from": "ram", "to": "ff", "delay_ns": 6.75, "logic_ns": 1.75,
                                   "routing_ns": 5.0, "logic_levels": 1}
     assert critical_path({}) is None
+
+
+def test_the_1x16x16_pipelined_build_is_routed_by_router1_with_the_static_placer(tmp_path,
+                                                                                monkeypatch):
+    """The named build's router and placer (router2 diverged on four placements of five,
+    router1 routed two of them at 69.8 and 69.2 MHz: BENCHMARKS.md, eleventh session) reach
+    nextpnr's command line: the build script of ``build_bitstream`` with those options (on
+    the tiny core: the same code path, without elaborating the 1x16x16)."""
+    pytest.importorskip("amaranth_boards")
+    import subprocess
+
+    import vta_hw.board.fpga as fpga
+    from vta_hw.board.builds import build_config
+    cfg, opts = build_config("1x16x16-85f-pipelined")
+    assert (opts["router"], opts["placer"], opts["pipelined"]) == ("router1", "static", True)
+    scripts = []
+    run = subprocess.run
+
+    def no_tools(cmd, *a, **kw):        # record the build script instead of running it
+        if cmd[:1] != ["sh"]:
+            return run(cmd, *a, **kw)
+        scripts.append((Path(kw["cwd"]) / cmd[1]).read_text())
+        return subprocess.CompletedProcess(cmd, 1, "", "")
+    monkeypatch.setattr(fpga, "_check_tools", lambda env, names=(): None)
+    monkeypatch.setattr(subprocess, "run", no_tools)
+    with pytest.raises(HwError, match="the FPGA build failed"):
+        fpga.build_bitstream(TINY, out_dir=tmp_path, router=opts["router"],
+                             placer=opts["placer"])
+    assert "--router router1 --placer static" in scripts[0]

@@ -35,11 +35,14 @@ BUILDS = {
     # select from 32 copies (one per bus slice), for the two paths that failed 50 MHz in the
     # eighth session (compute insn -> UOP address, loader wr_zero -> WGT data); the engine's
     # reset is one register on a global network (a DCCA), for the ninth session's path
-    # (board rst | launch_q -> every engine flip-flop's LSR)
+    # (board rst | launch_q -> every engine flip-flop's LSR).  Routed by router1: router2's
+    # overuse fell to a few hundred wires and then diverged on four seeds of five (it routed
+    # one, at 56.0 MHz); router1 routes seeds 1 and 3, on which router2 diverged, at 69.8
+    # and 69.2 MHz (BENCHMARKS.md, eleventh session)
     "1x16x16-85f-pipelined": (dict(LOG_UOP_BUFF_SIZE=15, LOG_INP_BUFF_SIZE=15,
                                    LOG_WGT_BUFF_SIZE=17, LOG_ACC_BUFF_SIZE=15),
                               dict(board="ulx3s-85f", lut_mults=160, freq_mhz=50.0,
-                                   router="router2", placer="static", pipelined=True)),
+                                   router="router1", placer="static", pipelined=True)),
     "1x8x8-85f": (dict(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
                        LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16),
                   dict(board="ulx3s-85f", lut_mults=0, freq_mhz=50.0, router="router1")),
