@@ -169,6 +169,25 @@ def test_identity_from_an_input_to_an_output_and_two_outputs_of_one_value():
                           .run({"x": xs[4]})["y0"], xs[4])      # passed on exactly
 
 
+def test_executor_reads_its_feed_in_place_and_never_returns_it():
+    """The executor reads a float32 feed without copying it (a one-node model on a long
+    row: the copy cost as much as the kernel); an output that is a view of the feed (a
+    Reshape of the input) is copied, so writing to it leaves the caller's array alone."""
+    s = numpy_helper.from_array(np.array([1, -1], np.int64), "s")
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"]),
+             helper.make_node("Softmax", ["x"], ["z"], axis=-1)]
+    m = _model(nodes, [helper.make_tensor_value_info("x", F, (1, 8, 6))], [("y", F), ("z", F)],
+               [s])
+    xs = np.random.default_rng(7).normal(size=(3, 1, 8, 6)).astype(np.float32)
+    c = compile_model(m, CFG, calib={"x": xs})
+    feed = xs[0].copy()
+    out = c.executor(SimDevice(CFG)).run({"x": feed})
+    assert np.array_equal(out["y"], xs[0].reshape(1, -1))
+    assert not any(np.may_share_memory(v, feed) for v in out.values())
+    out["y"][...] = 0
+    assert np.array_equal(feed, xs[0])
+
+
 # ------------------------------------------------------------------ element types
 
 def test_uint8_image_input_cast_and_int16_initializer():

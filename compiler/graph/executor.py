@@ -144,7 +144,9 @@ class Executor:
             if a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise GraphError(f"input {name!r}: contains NaN or infinity "
                                  f"({int((~np.isfinite(a)).sum())} values)")
-            env[name] = a.astype(g.values[name].dtype)     # float32, or an integer input
+            # float32, or an integer input: no copy when it already is one, contiguous (the
+            # steps only read their inputs; an output that is a view of a feed is copied below)
+            env[name] = np.ascontiguousarray(a, dtype=g.values[name].dtype)
         uses = use_counts(s.node for s in self.p.steps)
         self.records = []
         t_run = time.perf_counter()
@@ -186,6 +188,8 @@ class Executor:
         out = {}
         for o in g.outputs:
             out[o] = self._host(env, o, {})
+            if any(np.may_share_memory(out[o], a) for a in feeds.values()):
+                out[o] = out[o].copy()      # never hand back (a view of) the caller's input
         freed = set()
         for v in env.values():
             if isinstance(v, _DevValue) and id(v.buf) not in freed:
