@@ -144,9 +144,10 @@ class Executor:
             if a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise GraphError(f"input {name!r}: contains NaN or infinity "
                                  f"({int((~np.isfinite(a)).sum())} values)")
-            # float32, or an integer input: no copy when it already is one, contiguous (the
-            # steps only read their inputs; an output that is a view of a feed is copied below)
-            env[name] = np.ascontiguousarray(a, dtype=g.values[name].dtype)
+            # float32, or an integer input: no copy when it already is one, C-contiguous and
+            # aligned (a feed unpickled from a buffer may not be; the steps only read their
+            # inputs; an output that is a view of a feed is copied below)
+            env[name] = np.require(a, g.values[name].dtype, ["C_CONTIGUOUS", "ALIGNED"])
         uses = use_counts(s.node for s in self.p.steps)
         self.records = []
         t_run = time.perf_counter()
