@@ -146,7 +146,7 @@ def _zero_side_reference(t0, lead, gap, tail, rows, reload, per_tile, spans):
 
 
 def test_zero_side_matches_a_cycle_by_cycle_reference():
-    from vta_sim.timing_engine import _zero_side_end
+    from vta_sim.timing_dram import zero_side_end as _zero_side_end
     rng = np.random.default_rng(19)
     for _ in range(2000):
         rows = int(rng.integers(0, 9))
