@@ -66,8 +66,7 @@ from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
 from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
                           gemm_multiplier, output_clamp, set_output_clamp)
 from .ir import Node
-from .ort_qdq import (V8, add_table, float32_mismatch, one_value, ort_table,
-                      product_multiplier)
+from .ort_qdq import V8, add_table, float32_mismatch, one_value, ort_table, product_multiplier
 
 def model_scales(g) -> tuple[dict | None, str]:
     """({value: scale} of every Q/DQ'd activation, "") when every one is symmetric int8,
@@ -390,10 +389,11 @@ class FixedRules:
         ra, rb = float(sa) / float(sy), float(sb) / float(sy)
         lo, hi = _bounds(n.attrs.get("post", []), sy)
         mult = dyadic_add(ra, rb) or add_multipliers(ra, rb)
-        want = add_table(sa, sb, sy, lo, hi)
-        got = qaddfx_reference(Node("qaddfx", n.name, [a, b], "", dict(mult, lo=lo, hi=hi)),
-                               [np.repeat(V8, 256).astype(np.int8),
-                                np.tile(V8, 256).astype(np.int8)])
+        if self.requant != "fixed":      # the tables only where qlut2 may replace qaddfx
+            want = add_table(sa, sb, sy, lo, hi)
+            got = qaddfx_reference(Node("qaddfx", n.name, [a, b], "", dict(mult, lo=lo, hi=hi)),
+                                   [np.repeat(V8, 256).astype(np.int8),
+                                    np.tile(V8, 256).astype(np.int8)])
         if self.requant != "fixed" and not np.array_equal(got, want):
             # qaddfx rounds some pair otherwise than QLinearAdd: its table (CPU)
             tn = c.q.fresh(n.name + "_lut2")
@@ -488,7 +488,7 @@ class FixedRules:
     def _fold_clip(self, n, x, lo, hi) -> bool:
         """A relu / clip at its input's scale whose input is read by nothing else and comes
         out of a qconv / qdense / qaddfx / qreq32 (or a qlut2, whose table it clips): its
-        bounds join that node's clip (no extra pass over the tensor).  The int8 value then stands for ``n``'s output."""
+        bounds join that node's clip (no extra pass).  The int8 value stands for ``n``'s."""
         c = self.ctx
         src = next((m for m in c.q.nodes if m.output == x), None)
         if src is None or self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
