@@ -127,7 +127,7 @@ def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127) ->
     ``clip(rint(fma(a, fl32(sa / sy), fl32(b * fl32(sb / sy)))))`` (MLAS's AVX2 QLinearAdd:
     the second operand's product rounded to float32, the first one's added by a fused
     multiply-add; here the exact sum in float64, then float32; checked against onnxruntime
-    on every pair in tests/test_qdq_softmax.py); halves to even."""
+    on every pair in tests/test_qdq_ort_forms.py); halves to even."""
     rA = np.float32(np.float32(sa) / np.float32(sy))
     rB = np.float32(np.float32(sb) / np.float32(sy))
     a = np.repeat(V8, 256).astype(np.float64)
