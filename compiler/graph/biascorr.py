@@ -119,12 +119,15 @@ def float_layer(q: Graph, n, prod: dict):
     return fnode
 
 
-def correct_biases(q: Graph, samples, float_envs=None) -> dict:
+def correct_biases(q: Graph, samples, float_envs=None, first_env: list | None = None) -> dict:
     """Fold each integer GEMM layer's mean output error on ``samples`` (feed dicts) into its
     int32 bias, in place (see the module docstring); ``float_envs[k]`` (every value of
     ``run_graph(q.float_graph, samples[k], keep=True)``) is used when given.  Returns
     {bias param: the per-channel change in accumulator LSB} of the layers changed, also
-    kept as ``q.bias_corrections``."""
+    kept as ``q.bias_corrections``.  With ``first_env`` (a list) the corrected graph's run on
+    ``samples[0]`` with every value is appended there: each layer ran with its corrected
+    bias, so it is ``run_graph(q, samples[0], keep=True)`` of the returned ``q`` (the SQNR
+    report's, :func:`.quantize.sqnr_report`, which then does not run it again)."""
     from .reference import run_graph
     samples = list(samples)
     g = q.float_graph
@@ -154,7 +157,9 @@ def correct_biases(q: Graph, samples, float_envs=None) -> dict:
                         e[n.inputs[2]] = q.params[n.inputs[2]]
                     changed[n.inputs[2]] = -d
     with single_threaded_blas():
-        run_nodes(q, qenvs, before=correct)
+        run_nodes(q, qenvs, before=correct, keep_first=first_env is not None)
+    if first_env is not None and qenvs:
+        first_env.append(qenvs[0])
     q.bias_corrections = changed
     return changed
 

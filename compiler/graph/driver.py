@@ -386,6 +386,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
     kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0
+    q_envs: list = []               # bias correction's quantised run of sample 0 (SQNR report)
     thr_envs: list = []
     held_outs: dict = {}
     n_refined = n_rounded = 0
@@ -481,14 +482,15 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
             from .biascorr import correct_biases
             n_corrected = len(correct_biases(
                 q, samples, [float_envs[k] if k < len(float_envs) else bias_envs.get(k)
-                             for k in range(len(samples))]))
+                             for k in range(len(samples))],
+                first_env=q_envs if sqnr_samples >= 1 else None))
         bias_envs.clear()
     t2 = time.perf_counter()
     pending: list = []              # the CPU kernels' LLVM compilation, in a thread
     prog = compile_graph(q, cfg, cpu_only, first_conv_cpu, tuning_log, pending=pending)
     t3 = time.perf_counter()
     try:                            # the SQNR report runs meanwhile
-        sq = sqnr_report(q, samples[:sqnr_samples], float_envs) if samples else []
+        sq = sqnr_report(q, samples[:sqnr_samples], float_envs, q_envs) if samples else []
     except BaseException:
         _wait_all(pending)          # LLVM's error first (it came first), else this one
         raise
@@ -496,6 +498,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     _wait_all(pending)
     t3 += time.perf_counter() - t4  # codegen's seconds include the wait for LLVM
     float_envs.clear()
+    q_envs.clear()
     return Compiled(cfg, fg, q, prog,
                     {"mode": mode, "percentile": percentile, "global_scale": global_scale,
                      "cpu_only": cpu_only, "first_conv_cpu": first_conv_cpu,

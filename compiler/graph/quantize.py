@@ -315,11 +315,12 @@ def _rename(q: Graph, old: str, new: str) -> None:
         q.float_of[new] = q.float_of.pop(old)
 
 
-def sqnr_report(q: Graph, feeds_list, float_envs=None) -> list[tuple]:
+def sqnr_report(q: Graph, feeds_list, float_envs=None, q_envs=None) -> list[tuple]:
     """Per quantised value: (value, op, frac, SQNR dB vs the float model) over
     ``feeds_list``; ``float_envs[k]``, when given and not None, is the float graph's run on
     ``feeds_list[k]`` with every value (``run_graph(q.float_graph, feeds, keep=True)``, e.g.
-    kept from calibration), used instead of running it again."""
+    kept from calibration), used instead of running it again; ``q_envs[k]`` likewise the
+    quantised graph's (``run_graph(q, feeds, keep=True)``, e.g. kept by bias correction)."""
     g = q.float_graph
     sig: dict[str, float] = {}
     err: dict[str, float] = {}
@@ -327,7 +328,9 @@ def sqnr_report(q: Graph, feeds_list, float_envs=None) -> list[tuple]:
         fe = float_envs[k] if float_envs is not None and k < len(float_envs) else None
         if fe is None:
             fe = run_graph(g, feeds, keep=True)
-        qe = run_graph(q, feeds, keep=True)
+        qe = q_envs[k] if q_envs is not None and k < len(q_envs) else None
+        if qe is None:
+            qe = run_graph(q, feeds, keep=True)
         for n in q.nodes:
             src = q.float_of.get(n.output)
             if src is None or n.op in ("quantize", "squantize"):

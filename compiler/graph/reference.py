@@ -159,12 +159,15 @@ def use_counts(nodes) -> dict[str, int]:
     return uses
 
 
-def run_nodes(g: Graph, envs: list, before=None, keep: bool = False) -> None:
+def run_nodes(g: Graph, envs: list, before=None, keep: bool = False,
+              keep_first: bool = False) -> None:
     """Interpret ``g``'s nodes in order on every env of ``envs`` ({value: array}, each holding
     ``g``'s params and inputs), in place; ``before(n, envs)``, when given, runs before node
     ``n`` (it may change the envs, e.g. a param ``n`` reads).  Unless ``keep``, a value that
-    no later node reads is dropped from every env (graph outputs and params stay)."""
+    no later node reads is dropped from every env (graph outputs and params stay); with
+    ``keep_first`` the first env keeps every value (what ``run_graph(keep=True)`` returns)."""
     uses = use_counts(g.nodes)
+    drop = envs[1:] if keep_first else envs
     for n in g.nodes:
         if before is not None:
             before(n, envs)
@@ -175,5 +178,5 @@ def run_nodes(g: Graph, envs: list, before=None, keep: bool = False) -> None:
         for i in n.inputs:
             uses[i] -= 1
             if uses[i] == 0 and i not in g.outputs and i not in g.params:
-                for env in envs:
+                for env in drop:
                     env.pop(i, None)

@@ -263,12 +263,18 @@ def _on_cpu(n, g, cfg, opts):
     return "cpu"
 
 
+def _binary_reference(f):
+    """The reference of a binary element-wise op: ``f(a, b)`` in numpy's result type
+    (no second copy when it already is: these run on every activation at compile time)."""
+    return lambda n, ins: f(ins[0], ins[1]).astype(np.result_type(ins[0], ins[1]), copy=False)
+
+
 registry.register(registry.OpDef(
-    "add", reference=lambda n, ins: (ins[0] + ins[1]).astype(np.result_type(ins[0], ins[1])),
+    "add", reference=_binary_reference(np.add),
     category="injective", onnx={"Add": lambda ctx, node, attrs: _import_binary(ctx, node, "add")},
     quantize=quantize_add))
 registry.register(registry.OpDef(
-    "mul", reference=lambda n, ins: (ins[0] * ins[1]).astype(np.result_type(ins[0], ins[1])),
+    "mul", reference=_binary_reference(np.multiply),
     category="injective", onnx={"Mul": lambda ctx, node, attrs: _import_binary(ctx, node, "mul")},
     quantize=lambda qc, n: _binary_quantize_mul(qc, n)))
 registry.register(registry.OpDef(
