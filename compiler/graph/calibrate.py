@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.errors import QuantizeError
-from .reference import run_graph
+from .reference import map_ordered, ref_threads, run_graph
 
 METHODS = ("minmax", "max", "percentile", "kl", "mse", "global_scale")
 BINS = 2048
@@ -208,14 +208,17 @@ def calibrate_ranges(g, samples, method: str = "minmax", percentile: float = 99.
     samples = list(samples)
     if not samples:
         raise QuantizeError("calibration needs at least one sample")
-    for k, feeds in enumerate(samples):
+    def one(feeds):                 # a sample's float run and its ranges
         env = run_graph(g, feeds, keep=True)
-        if on_env is not None:
-            on_env(k, env)
-        for name, a in _activations(g, env, raw=True):
-            r = abs_percentile(a, percentile) if method == "percentile" else \
-                float(np.abs(a).max())
-            ranges[name] = max(ranges.get(name, 0.0), r)
+        return env, [(name, abs_percentile(a, percentile) if method == "percentile" else
+                      float(np.abs(a).max())) for name, a in _activations(g, env, raw=True)]
+    step = ref_threads()            # that many samples at a time, side by side
+    for k0 in range(0, len(samples), step):
+        for k, (env, rs) in enumerate(map_ordered(one, samples[k0:k0 + step], step), k0):
+            if on_env is not None:
+                on_env(k, env)
+            for name, r in rs:
+                ranges[name] = max(ranges.get(name, 0.0), r)
     if method in ("kl", "mse"):
         hists = {k: np.zeros(BINS) for k, v in ranges.items() if v > 0}
         for feeds in samples:

@@ -71,35 +71,39 @@ def run_node(n, ins):
 
 
 _BLAS_LOCK = threading.Lock()
+_BLAS_INIT = threading.Lock()
 _BLAS = {"depth": 0, "saved": None, "fns": None}
 
 
 def _openblas():
     """(get, set) of the thread count of the OpenBLAS that numpy loaded, or None (not
     Linux, another BLAS, or the symbols are not there)."""
-    if _BLAS["fns"] is None:
-        _BLAS["fns"] = ()
-        try:
-            if sys.platform.startswith("linux"):
-                with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-                    maps = f.read(1 << 24)
-                libs = sorted({ln.split()[-1] for ln in maps.splitlines()
-                               if "openblas" in ln.rsplit("/", 1)[-1] and "/" in ln})
-                for path in libs:
-                    lib = ctypes.CDLL(path)
-                    for get, set_ in (("scipy_openblas_get_num_threads64_",
-                                       "scipy_openblas_set_num_threads64_"),
-                                      ("openblas_get_num_threads64_",
-                                       "openblas_set_num_threads64_"),
-                                      ("openblas_get_num_threads", "openblas_set_num_threads")):
-                        if hasattr(lib, get) and hasattr(lib, set_):
-                            _BLAS["fns"] = (getattr(lib, get), getattr(lib, set_))
-                            break
-                    if _BLAS["fns"]:
-                        break
-        except (OSError, ValueError):
-            _BLAS["fns"] = ()
+    with _BLAS_INIT:                # once, and never half-done in another thread
+        if _BLAS["fns"] is None:
+            _BLAS["fns"] = _find_openblas()
     return _BLAS["fns"] or None
+
+
+def _find_openblas() -> tuple:
+    """(get, set) of :func:`_openblas`, or ()."""
+    try:
+        if sys.platform.startswith("linux"):
+            with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+                maps = f.read(1 << 24)
+            libs = sorted({ln.split()[-1] for ln in maps.splitlines()
+                           if "openblas" in ln.rsplit("/", 1)[-1] and "/" in ln})
+            for path in libs:
+                lib = ctypes.CDLL(path)
+                for get, set_ in (("scipy_openblas_get_num_threads64_",
+                                   "scipy_openblas_set_num_threads64_"),
+                                  ("openblas_get_num_threads64_",
+                                   "openblas_set_num_threads64_"),
+                                  ("openblas_get_num_threads", "openblas_set_num_threads")):
+                    if hasattr(lib, get) and hasattr(lib, set_):
+                        return getattr(lib, get), getattr(lib, set_)
+    except (OSError, ValueError):
+        pass
+    return ()
 
 
 @contextlib.contextmanager
@@ -129,6 +133,75 @@ def single_threaded_blas():
             _BLAS["depth"] -= 1
             if _BLAS["depth"] == 0 and _BLAS["saved"] not in (None, 1):
                 fns[1](_BLAS["saved"])
+
+
+def ref_threads() -> int:
+    """How many threads the reference runs independent samples on: ``$VTA_REF_THREADS``,
+    else 2 on a machine with at least 2 cores (else 1).  Each sample's values are computed
+    by the same numpy calls either way (BLAS on one thread, :func:`single_threaded_blas`),
+    so the results are the same bits; numpy releases the GIL in its array loops, so two
+    samples' layers overlap on two cores."""
+    v = os.environ.get("VTA_REF_THREADS", "").strip()
+    if v:
+        try:
+            return max(1, int(v))
+        except ValueError:
+            raise GraphError(f"VTA_REF_THREADS={v!r}: expected a whole number of threads "
+                             f"(1: one sample at a time)") from None
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+_POOL_LOCK = threading.Lock()
+_POOL: dict = {"pool": None, "workers": 0}
+
+
+def _pool(workers: int):
+    from concurrent.futures import ThreadPoolExecutor
+    with _POOL_LOCK:
+        if _POOL["workers"] < workers:
+            if _POOL["pool"] is not None:
+                _POOL["pool"].shutdown(wait=False)
+            _POOL["pool"] = ThreadPoolExecutor(workers, thread_name_prefix="vta-ref")
+            _POOL["workers"] = workers
+        return _POOL["pool"]
+
+
+_IN_POOL = threading.local()
+
+
+def _pooled(fn, x):
+    _IN_POOL.on = True
+    try:
+        return fn(x)
+    finally:
+        _IN_POOL.on = False
+
+
+def map_ordered(fn, items, threads: int | None = None) -> list:
+    """``[fn(x) for x in items]``, the items spread over ``threads`` (default
+    :func:`ref_threads`): the first in the calling thread, the others in a shared pool,
+    each in a copy of the caller's context (numpy's ``errstate`` included).  Results in
+    item order; the first error in item order is raised (the items after it are cancelled
+    where they have not started)."""
+    items = list(items)
+    threads = ref_threads() if threads is None else threads
+    if threads <= 1 or len(items) <= 1 or getattr(_IN_POOL, "on", False):
+        return [fn(x) for x in items]     # (inside a pool thread: no nested waits on it)
+    import contextvars
+    pool = _pool(threads - 1)
+    futs = [pool.submit(contextvars.copy_context().run, _pooled, fn, x) for x in items[1:]]
+    try:
+        out = [fn(items[0])]
+        out += [f.result() for f in futs]
+    except BaseException:
+        for f in futs:
+            f.cancel()
+        for f in futs:              # none left running on the caller's arrays
+            if not f.cancelled():
+                with contextlib.suppress(BaseException):
+                    f.result()
+        raise
+    return out
 
 
 def run_graph(g: Graph, feeds: dict, keep: bool = False) -> dict:
@@ -165,14 +238,24 @@ def run_nodes(g: Graph, envs: list, before=None, keep: bool = False,
     ``g``'s params and inputs), in place; ``before(n, envs)``, when given, runs before node
     ``n`` (it may change the envs, e.g. a param ``n`` reads).  Unless ``keep``, a value that
     no later node reads is dropped from every env (graph outputs and params stay); with
-    ``keep_first`` the first env keeps every value (what ``run_graph(keep=True)`` returns)."""
+    ``keep_first`` the first env keeps every value (what ``run_graph(keep=True)`` returns).
+    Several envs run each node side by side on :func:`ref_threads` threads (``before``
+    still runs alone, between nodes)."""
     uses = use_counts(g.nodes)
     drop = envs[1:] if keep_first else envs
+    threads = min(ref_threads(), len(envs))
     for n in g.nodes:
         if before is not None:
             before(n, envs)
-        for env in envs:
-            env[n.output] = run_node(n, [env[i] for i in n.inputs])
+        if threads > 1:             # the envs' runs of this node side by side, in
+            def part(envs_k, n=n):  # ``threads`` contiguous parts
+                for env in envs_k:
+                    env[n.output] = run_node(n, [env[i] for i in n.inputs])
+            k = -(-len(envs) // threads)
+            map_ordered(part, [envs[j:j + k] for j in range(0, len(envs), k)], threads)
+        else:
+            for env in envs:
+                env[n.output] = run_node(n, [env[i] for i in n.inputs])
         if keep:
             continue
         for i in n.inputs:
