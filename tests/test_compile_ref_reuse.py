@@ -122,3 +122,19 @@ def test_openblas_lookup_is_done_once_under_threads(monkeypatch):
     monkeypatch.setattr(reference, "_find_openblas", slow)
     got = map_ordered(lambda _: reference._openblas(), range(4), 4)
     assert len(calls) == 1 and all(g == got[0] for g in got)
+
+
+@pytest.mark.parametrize("rows", [1, 8, 40])
+def test_int_matmul_through_float64_is_int64s(rows):
+    from compiler.ops.gemm import int_matmul_t
+    rng = np.random.default_rng(rows)
+    cases = [(rng.integers(-128, 128, (rows, 96)).astype(np.int8),
+              rng.integers(-127, 128, (50, 96)).astype(np.int8)),
+             (rng.integers(0, 256, (2, rows, 33)).astype(np.uint8),
+              rng.integers(-127, 128, (7, 33)).astype(np.int8)),
+             # sums past 2**53: the float64 path would round, so int64 is used
+             (np.full((rows, 4), 2 ** 40 + 1, np.int64), np.full((3, 4), 2 ** 20 + 1, np.int64))]
+    for x, w in cases:
+        got = int_matmul_t(x, w)
+        want = x.astype(np.int64) @ w.astype(np.int64).T
+        assert got.dtype == np.int64 and np.array_equal(got, want)
