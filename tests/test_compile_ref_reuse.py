@@ -138,3 +138,27 @@ def test_int_matmul_through_float64_is_int64s(rows):
         got = int_matmul_t(x, w)
         want = x.astype(np.int64) @ w.astype(np.int64).T
         assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_dma_window_counts_match_the_positions():
+    """vta/program._window counts a window's zero padding by division (steps > 0): the same
+    counts as walking the positions one by one."""
+    from compiler.vta import program
+
+    class Copy:
+        pad, direction = True, "load"
+
+        def __init__(self, st):
+            self.st = st
+
+        def step_of(self, dim):
+            return self.st
+    for st in (1, 2, 3, 5):
+        for size in (1, 4, 7):
+            for o in range(-12, 14):
+                for n in range(0, 9):
+                    (p0, p1), inside, first = program._window(Copy(st), 0, n, [o], [size])
+                    pos = [o + i * st for i in range(n)]
+                    assert p0 == sum(p < 0 for p in pos), (st, size, o, n)
+                    assert p1 == sum(p >= size for p in pos), (st, size, o, n)
+                    assert inside == n - p0 - p1 and first == o + p0 * st

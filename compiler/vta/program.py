@@ -28,9 +28,8 @@ DmaError
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from isa import MemType
 
@@ -74,6 +73,7 @@ class _Eval:
 
     def __init__(self):
         self.fns: dict = {}
+        self.static: dict = {}          # per DMA statement / micro-kernel: its fixed facts
 
     def __call__(self, e, env) -> int:
         got = self.fns.get(id(e))
@@ -136,21 +136,24 @@ def _dma_ops(d: DmaInsn, env, ev) -> list[Op]:
     with trailing zero padding on INP loads when the 4-bit pad field allows, otherwise the
     copy is issued one row per DMA."""
     c = d.copy
-    nd = len(c.box)
-    shape = c.tensor.shape[:nd]
-    pitch = [_prod(shape[i + 1:]) for i in range(nd)]
-    lay = c.sram_box
-    lpitch = [_prod(lay[i + 1:]) for i in range(nd)]
+    got = ev.static.get(id(d))
+    if got is None:                 # what does not depend on the loop indices, once
+        nd = len(c.box)
+        shape = c.tensor.shape[:nd]
+        lay = c.sram_box
+        x = d.cols_dim
+        inner = _prod(c.box[x + 1:])             # merged full dims
+        got = ev.static[id(d)] = (d, shape, [_prod(shape[i + 1:]) for i in range(nd)],
+                                  [_prod(lay[i + 1:]) for i in range(nd)], inner,
+                                  c.box[x] * inner, lay[x] * inner, _mem_type(c),
+                                  c.buffer.scope, [dd for dd, _ in d.outer],
+                                  [range(e) for _, e in d.outer])
+    _, shape, pitch, lpitch, inner, run, row_pitch, mem, scope, outer_dims, outer_ranges = got
     origin = [ev(o, env) for o in c.origin]
     base = ev(c.offset, env)
     r, x = d.rows_dim, d.cols_dim
-    inner = _prod(c.box[x + 1:])                 # merged full dims
-    run = c.box[x] * inner
-    row_pitch = lay[x] * inner                   # SRAM tiles from one row to the next
-    rows = c.box[r] if r >= 0 else 1
-    mem = _mem_type(c)
-    scope = c.buffer.scope
-    out = []
+    rows = c.box[r] if r >= 0 else 1             # (run: the row's data; row_pitch: SRAM
+    out = []                                     # tiles from one row to the next)
 
     def emit(sram, off, y, xs, pads, nrows):
         stride = pitch[r] * c.step_of(r) if r >= 0 and y else xs
@@ -172,8 +175,7 @@ def _dma_ops(d: DmaInsn, env, ev) -> list[Op]:
             m = min(PAD_MAX, n - k)
             emit(sram + k * row_pitch, off, 0, row_pitch, (m, 0, 0, 0), m)
 
-    outer_dims = [dd for dd, _ in d.outer]
-    for idx in np.ndindex(*[e for _, e in d.outer]) if d.outer else [()]:
+    for idx in itertools.product(*outer_ranges):      # row-major, as np.ndindex
         off = 0
         sram = base
         for dd, i in zip(outer_dims, idx):
@@ -228,8 +230,12 @@ def _window(c, dim, n, origin, shape):
     """Zero padding before/after, the in-range count and the first in-range index of ``n``
     positions along ``dim`` (checks that only loads that may pad leave the tensor)."""
     o, st = origin[dim], c.step_of(dim)
-    p1 = sum(1 for i in range(n) if o + i * st >= shape[dim])
-    p0 = sum(1 for i in range(n) if o + i * st < 0)
+    if st > 0:                      # the positions o + i * st, i < n, rise: count by division
+        p1 = max(0, n - max(0, -((o - shape[dim]) // st)))     # i >= ceil((size - o) / st)
+        p0 = min(n, max(0, -(o // st)))                        # i < ceil(-o / st)
+    else:
+        p1 = sum(1 for i in range(n) if o + i * st >= shape[dim])
+        p0 = sum(1 for i in range(n) if o + i * st < 0)
     if (p0 or p1) and not (c.pad and c.direction == "load"):
         raise DmaError(f"{c.tensor.name}: dimension {dim} window [{o}, {o + n * st}) leaves "
                        f"[0, {shape[dim]}) and this copy may not pad")
@@ -248,18 +254,18 @@ def _kernel_op(k: UopKernel, env, sites, ev) -> Op:
     n = k.nest
     base = (ev(n.dst, env), ev(n.src, env), ev(n.wgt, env))
     site = sites.setdefault(id(k), len(sites))
-    d0, d1 = _extent(k, 0)
+    ext = ev.static.get(id(k))
+    if ext is None:                 # the kernel's index extents, once per kernel
+        ext = ev.static[id(k)] = (k, _extent(k, 0), _extent(k, 1), _extent(k, 2))
+    _, (d0, d1), (s0, s1), (w0, w1) = ext
     writes = (("acc", base[0] + d0, base[0] + d1),)
     reads = []
     if n.mode == "gemm" and not n.reset:
-        s0, s1 = _extent(k, 1)
-        w0, w1 = _extent(k, 2)
         reads = [("inp", base[1] + s0, base[1] + s1), ("wgt", base[2] + w0, base[2] + w1),
                  writes[0]]
     elif n.mode == "alu":
         reads = [writes[0]]
         if not n.use_imm:
-            s0, s1 = _extent(k, 1)
             reads.append(("acc", base[1] + s0, base[1] + s1))
     return Op(2, n.mode, dict(kernel=k, base=base, site=site, uop_key=k), tuple(reads), writes)
 
