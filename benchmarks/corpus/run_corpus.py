@@ -2,9 +2,9 @@
 ``--calib`` samples), one inference on the timed simulator, the integer result checked
 bit-exact against the quantised graph's reference interpreter, and SQNR of the output
 against onnxruntime running the float model on the same input; ``compile_s`` (import,
-inputs, ``compile_model``) also in CPU seconds, the process's and the main thread's.  Inputs: the pretrained
-models' own samples (``pretrained.samples``) where they exist, else standard-normal images.
-Each model runs in its own subprocess with a timeout.
+inputs, ``compile_model``) also in CPU seconds, the process's and the main thread's.
+Inputs: the pretrained models' own samples (``pretrained.samples``) where they exist, else
+standard-normal images.  Each model runs in its own subprocess with a timeout.
 
 ``--audit`` (or ``--all``, ``--ort-int8``, ``--markdown``) measures issue #23's "Done means"
 instead (``audit.py``: the models' recorded flags, task data for the pretrained models, CPU
