@@ -25,7 +25,8 @@ from llvmlite import ir
 from .jit import host_target
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
-from .softmax_kernel import I32, NAN_BITS, VERSION, SoftmaxKernel, _max_of, lanes_for, range_function
+from .softmax_emit import I32, _max_of, finite_rows, range_function, split_add
+from .softmax_kernel import NAN_BITS, VERSION, SoftmaxKernel, lanes_for
 from .softmax_sum import lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
 
@@ -226,18 +227,8 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
             acc, nan = _max_of(b, acc, xv), b.or_(nan, nan_of(b, xv))
         acc = fold(b, acc, _max_of)
         nan = fold(b, nan, lambda b, p, q: b.or_(p, q))
-        good = b.and_(b.and_(b.fcmp_ordered("<", acc, _const(vty, float("inf"))),
-                             b.fcmp_ordered(">", acc, _const(vty, float("-inf")))),
-                      b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * v)))
-        mv = b.select(good, acc, _const(vty, 0.0))
+        good, mv = finite_rows(b, acc, b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * v)))
         # 2: exp (stored by a softmax) and the exact split sums per lane
-        m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
-        c1, c12 = _const(vty, m1), _const(vty, m1 + m2)
-
-        def split(b, e, vals):
-            t1 = b.fadd(e, c1)
-            t2 = b.fsub(e, b.fsub(t1, c12))
-            return [b.add(vals[0], b.bitcast(t1, ity)), b.add(vals[1], b.bitcast(t2, ity))]
 
         def exp_of(b, o):
             return emit_exp_nonpositive(b, b.fsub(load(b, x, o), mv), clamp_zero=False)
@@ -247,7 +238,7 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
             e = exp_of(b, o)
             if not self.log:
                 store(b, e, out, o)
-            return split(b, e, vals)
+            return split_add(b, e, vals, kb, sb)
         izero = ir.Constant(ity, [0] * v)
         zero64 = ir.Constant(ir.VectorType(I64, v), [0] * v)
         n = nv + (1 if t else 0)                # values per lane
@@ -268,7 +259,8 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         if t:           # the last vector: its first v - t lanes were counted above
             mask = ir.Constant(ir.VectorType(ir.IntType(1), v),
                                [int(lane >= v - t) for lane in range(v)])
-            accs = split(b, b.select(mask, exp_of(b, tail_off), _const(vty, 0.0)), accs)
+            accs = split_add(b, b.select(mask, exp_of(b, tail_off), _const(vty, 0.0)), accs,
+                             kb, sb)
         total = b.add(total, self._lanes64(b, accs, n - first_rest))
         total = fold(b, total, lambda b, p, q: b.add(p, q))
         nanv = b.bitcast(ir.Constant(ity, [NAN_BITS] * v), vty)
@@ -325,21 +317,14 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
                     b.or_(vals[1], b.sext(b.fcmp_unordered("uno", xv, xv), ity))]
         acc, nan = self._loop(b, fn, c - 1, [first, b.sext(
             b.fcmp_unordered("uno", first, first), ity)], mx_step, "max")
-        good = b.and_(b.and_(b.fcmp_ordered("<", acc, _const(vty, float("inf"))),
-                             b.fcmp_ordered(">", acc, _const(vty, float("-inf")))),
-                      b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * w)))
-        mv = b.select(good, acc, _const(vty, 0.0))
+        good, mv = finite_rows(b, acc, b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * w)))
         # 2: exp, stored (softmax) and summed exactly per lane
-        m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
-        c1, c12 = _const(vty, m1), _const(vty, m1 + m2)
 
         def exp_step(b, j, vals):
             e = emit_exp_nonpositive(b, b.fsub(load(x, j), mv), clamp_zero=False)
             if not self.log:
                 b.store(e, at(out, j), align=4)
-            t1 = b.fadd(e, c1)
-            t2 = b.fsub(e, b.fsub(t1, c12))
-            return [b.add(vals[0], b.bitcast(t1, ity)), b.add(vals[1], b.bitcast(t2, ity))]
+            return split_add(b, e, vals, kb, sb)
         izero = ir.Constant(ity, [0] * w)
         m = lane_chunk(kb, sb)
         if c > m:       # a long axis: chunks of m values per lane, each taken into int64
