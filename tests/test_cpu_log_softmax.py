@@ -3,7 +3,8 @@
 (not stored), ``L = log(sum)`` in float64 once per row, ``(x - max) - L`` in float32.
 Bit-exact with its numpy twin ``log_softmax_f32`` on the native (AVX-512) and the
 AVX-512-less (AVX2) target for every row length 1-40, the ViT/BERT widths and LM
-vocabularies (16,377-262,144 elements: the exact sum in chunks); NaN / +inf /
+vocabularies (16,377-262,144 elements: the exact sum in chunks; in
+test_cpu_softmax_kernel.py, parametrised with the softmax); NaN / +inf /
 all -inf rows all NaN as the softmax's, ``-inf`` elements ``-inf``; the same bits on both
 targets and in parallel; within ``2**-22 |y| + 2**-26`` of the float64 log-softmax of
 ``fl(x - max)``; the float64 log of the sum against an exact one; the graph: ONNX
@@ -25,8 +26,8 @@ from compiler.cpu.softmax_kernel import NAN_BITS
 from compiler.cpu.softmax_sum import log_sum_f64
 from compiler.ops.softmax import log_softmax_f32
 
-from .cpu_helpers import (AVX2, LONG_ROW_LENGTHS, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal,
-                          random_rows, run_kernel, special_rows)
+from .cpu_helpers import (AVX2, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal, random_rows,
+                          run_kernel, special_rows)
 
 
 def _run(xv, target, threads=1):
@@ -61,25 +62,6 @@ def test_special_rows(target):
         np.testing.assert_allclose(got[4], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
         assert got[7].max() == 0.0                   # a lone maximum: log(1) = 0
         np.testing.assert_allclose(got[9], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
-
-
-@pytest.mark.parametrize("target", TARGETS)
-def test_long_rows_on_the_kernel(target):
-    """LM vocabulary rows (16,377-262,144: the int32 lanes summed in chunks; before, the
-    float32 stages, not bit-exact, and the graph's host numpy): bit for bit the twin,
-    all-equal rows (the largest lane sums) and the special rows too."""
-    rng = np.random.default_rng(6)
-    for c in LONG_ROW_LENGTHS:
-        xv = random_rows(rng, c, rows=2)
-        assert bits_equal(_run(xv, target), log_softmax_f32(xv)), c
-    for c in (32753, 128256):
-        xv = special_rows(rng, c)
-        got = _run(xv, target)
-        assert bits_equal(got, log_softmax_f32(xv)), c
-        for r in (0, 1, 2, 6):
-            assert (got[r].view(np.uint32) == NAN_BITS).all()
-        assert got[3, 0] == -np.inf and np.isfinite(got[3, 1:]).all()
-        np.testing.assert_allclose(got[4], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
 
 
 def test_both_targets_and_threads_give_the_same_bits():

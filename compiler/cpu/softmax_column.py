@@ -25,7 +25,8 @@ from llvmlite import ir
 from .jit import host_target
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
-from .softmax_emit import I32, _max_of, finite_rows, range_function, split_add
+from .softmax_emit import (I32, _max_of, bad_row_value, finite_rows, internal_function,
+                           max_plus_log, range_function, split_add)
 from .softmax_kernel import NAN_BITS, VERSION, SoftmaxKernel, lanes_for
 from .softmax_sum import lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
@@ -62,15 +63,18 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
     index go interleaved in full vectors instead (``interleaved``, one group per outer
     index: :meth:`_interleaved_function`)."""
 
-    def __init__(self, x, axis: int, log: bool = False):
+    def __init__(self, x, axis: int, log: bool = False, reduce: bool = False,
+                 last: int | None = None):
         shape = [int(d) for d in x.shape]
         self.x, self.inputs, self.unroll = x, [x], (1, 1, 1)
         self.axis = axis % len(shape)
-        self.c = shape[self.axis]
+        last = self.axis if last is None else last % len(shape)     # axes [axis, last]
+        self.c = int(np.prod(shape[self.axis:last + 1], dtype=np.int64))
         self.outer = int(np.prod(shape[:self.axis], dtype=np.int64))
-        self.inner = int(np.prod(shape[self.axis + 1:], dtype=np.int64))
-        self.log = log
-        self.what = "log_softmax_column" if log else "softmax_column"
+        self.inner = int(np.prod(shape[last + 1:], dtype=np.int64))
+        self.log, self.reduce = log or reduce, reduce
+        self.what = ("log_sum_exp_column" if reduce else
+                     "log_softmax_column" if log else "softmax_column")
         self.rows = 0                                # groups: set by at()
         self.parallel = False
 
@@ -120,9 +124,11 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         q0 = i0 = 0
         for j, (n, w) in enumerate(self.segments):     # groups [q0, q0 + n): w lanes each
             grp = self._group_function(mod, f"{name}.w{w}", w)
-            base = b.add(obase, b.add(ir.Constant(I64, i0 - q0 * w),
-                                      b.mul(q, ir.Constant(I64, w))))
-            args = [b.gep(x, [base], source_etype=F32), b.gep(out, [base], source_etype=F32)]
+            lane0 = b.add(ir.Constant(I64, i0 - q0 * w), b.mul(q, ir.Constant(I64, w)))
+            base = b.add(obase, lane0)
+            # a ReduceLogSumExp writes one value a row: out[o inner + lane]
+            ob = b.add(b.mul(o, ir.Constant(I64, inner)), lane0) if self.reduce else base
+            args = [b.gep(x, [base], source_etype=F32), b.gep(out, [ob], source_etype=F32)]
             if j == len(self.segments) - 1:
                 b.call(grp, args)
                 b.branch(nxt)
@@ -153,8 +159,9 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
 
         def one(b, j, vals):
             base = b.mul(b.add(lo, j), ir.Constant(I64, self.c * self.inner))
+            ob = b.mul(b.add(lo, j), ir.Constant(I64, self.inner)) if self.reduce else base
             b.call(grp, [b.gep(x, [base], source_etype=F32),
-                         b.gep(out, [base], source_etype=F32)])
+                         b.gep(out, [ob], source_etype=F32)])
             return vals
         body = fn.append_basic_block("groups")
         done = fn.append_basic_block("done")
@@ -176,12 +183,7 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         a row are folded (maxima, flags, int64 sums: exact in any order) and broadcast
         back, so each row gets the twins' bits.  Before: vectors of ``i`` lanes, one row
         per lane (1 x 128256 x 2 on AVX2: 1.6x onnxruntime's time)."""
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name)
-        for a in fn.args:
-            a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
-        fn.linkage = "internal"
+        fn = internal_function(mod, name, [PTR, PTR], 2)
         x, out = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         v, i, kb, sb = self.v, self.inner, self.k, self.s
@@ -264,6 +266,11 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         total = b.add(total, self._lanes64(b, accs, n - first_rest))
         total = fold(b, total, lambda b, p, q: b.add(p, q))
         nanv = b.bitcast(ir.Constant(ity, [NAN_BITS] * v), vty)
+        if self.reduce:         # one value a row: lane l of the first i lanes is row l
+            y = self._reduce_value(b, good, mv, acc, nan, total)
+            b.store(shuffle(b, y, list(range(i))), out, align=4)
+            b.ret_void()
+            return fn
         # 3: the scaling (in place over the stored e) or (x - max) - L
         if self.log:
             lg = self._log_sum(b, total)
@@ -288,15 +295,18 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         b.ret_void()
         return fn
 
+    def _reduce_value(self, b, good, mv, acc, nan, total):
+        """A ReduceLogSumExp's lanes: ``max + L`` on a good row (``good``; ``mv``: its
+        maximum or 0), else the bad row's value from the maximum ``acc`` and the NaN flags
+        ``nan`` (int32 lanes)."""
+        dirty = b.icmp_unsigned("!=", nan, ir.Constant(nan.type, [0] * nan.type.count))
+        return b.select(good, max_plus_log(b, mv, self._log_sum(b, total, f64=True)),
+                        bad_row_value(b, acc, dirty))
+
     def _group_function(self, mod, name, w):
         """``void @name(ptr x, ptr out)``: the ``w`` rows starting at ``x`` (element ``j``
         of lane ``l`` at ``x[j inner + l]``), all three passes."""
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name)
-        for a in fn.args:
-            a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
-        fn.linkage = "internal"
+        fn = internal_function(mod, name, [PTR, PTR], 2)
         x, out = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         vty, ity = ir.VectorType(F32, w), ir.VectorType(I32, w)
@@ -344,6 +354,11 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
             accs = self._loop(b, fn, c, [izero, izero], exp_step, "exp")
             total = self._lanes64(b, accs, c)
         nanv = b.bitcast(ir.Constant(ity, [NAN_BITS] * w), vty)
+        if self.reduce:         # one value a row (lane)
+            y = self._reduce_value(b, good, mv, acc, nan, total)
+            b.store(y, out, align=4)
+            b.ret_void()
+            return fn
         if self.log:
             lg = self._log_sum(b, total)
 

@@ -14,6 +14,8 @@ from .softmax_sum import LN2_HI, LN2_LO, LOG_C, SQRT2
 from .vecmem import F32, I64, PTR
 
 I1, I32 = ir.IntType(1), ir.IntType(32)
+#: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
+NAN_BITS = 0x7FC00000
 
 
 def _max_of(b, x, acc):
@@ -32,6 +34,19 @@ def range_function(mod: ir.Module, name: str) -> ir.Function:
     return fn
 
 
+def internal_function(mod: ir.Module, name: str, args: list, noalias: int) -> ir.Function:
+    """A kernel's helper ``void @name(args)`` (internal, ``nounwind noinline``: a function
+    of its own, so that its loop keeps its accumulators in registers), its first
+    ``noalias`` pointer arguments ``noalias``."""
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), args), name)
+    for a in fn.args[:noalias]:
+        a.add_attribute("noalias")
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")
+    fn.linkage = "internal"
+    return fn
+
+
 def finite_rows(b, mx, clean):
     """``(good, max or 0)`` for rows of maximum ``mx`` (a float32 or a vector of them, one
     row per lane) with no NaN where ``clean`` (i1, or i1 lanes): a row is good when it has
@@ -41,6 +56,24 @@ def finite_rows(b, mx, clean):
     good = b.and_(b.and_(b.fcmp_ordered("<", mx, _const(ty, float("inf"))),
                          b.fcmp_ordered(">", mx, _const(ty, float("-inf")))), clean)
     return good, b.select(good, mx, _const(ty, 0.0))
+
+
+def max_plus_log(b, safe, lg):
+    """A ReduceLogSumExp's value on a good row: ``float32(float64(max) + L)`` (``L`` the
+    float64 log of the exact sum, :meth:`KernelEmitter._log_sum`; one rounding), in lanes
+    or scalar as ``safe``."""
+    w = safe.type.count if isinstance(safe.type, ir.VectorType) else 0
+    f64 = ir.VectorType(ir.DoubleType(), w) if w else ir.DoubleType()
+    return b.fptrunc(b.fadd(b.fpext(safe, f64), lg), safe.type)
+
+
+def bad_row_value(b, mx, nan):
+    """A ReduceLogSumExp's value on a row that is not good (:func:`finite_rows`), as
+    onnxruntime's: NaN (the quiet ``0x7fc00000``) where the row holds a NaN (``nan``, i1),
+    else its maximum: ``+inf``, or ``-inf`` for a row of only ``-inf`` (``log 0``)."""
+    nanc = b.bitcast(_const(ir.VectorType(I32, mx.type.count) if isinstance(
+        mx.type, ir.VectorType) else I32, NAN_BITS), mx.type)
+    return b.select(nan, nanc, mx)
 
 
 def split_add(b, e, accs, k, s):

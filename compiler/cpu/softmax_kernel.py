@@ -78,13 +78,12 @@ from llvmlite import ir
 from .jit import host_target, vector_shape
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
-from .softmax_emit import (I1, I32, KernelEmitter, _max_of, finite_rows, range_function,
+from .softmax_emit import (I1, I32, NAN_BITS, KernelEmitter, _max_of, bad_row_value,
+                           finite_rows, internal_function, max_plus_log, range_function,
                            split_add)
 from .softmax_sum import lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
 
-#: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
-NAN_BITS = 0x7FC00000
 #: kernel version: part of the cache key
 VERSION = 7
 #: rows per block: their maxima, then the exp pass over all of them, then the scaling
@@ -120,6 +119,8 @@ class SoftmaxKernel(KernelEmitter):
 
     #: :class:`LogSoftmaxKernel`: the exp pass only sums, the last pass writes ``x - max - L``
     log = False
+    #: :class:`LogSumExpKernel`: one value a row, ``max + L``
+    reduce = False
     what = "softmax"
 
     def __init__(self, x, unroll=(4, 2, 4), c: int | None = None):
@@ -159,6 +160,7 @@ class SoftmaxKernel(KernelEmitter):
         maxes = b.alloca(F32, size=nblk, name="maxes")
         invs = b.alloca(F32, size=nblk, name="invs")
         goods = b.alloca(i8, size=nblk, name="goods")
+        raws = b.alloca(F32, size=nblk, name="raws") if self.reduce else None
         head = fn.append_basic_block("block")
         done = fn.append_basic_block("done")
         b.cbranch(b.icmp_signed("<", lo, hi), head, done)
@@ -169,7 +171,7 @@ class SoftmaxKernel(KernelEmitter):
         nb = b.select(b.icmp_signed("<", left, nblk), left, nblk)
         base = b.mul(r0, ir.Constant(I64, self.c))
         xb = b.gep(x, [base], source_etype=F32)
-        ob = b.gep(out, [base], source_etype=F32)
+        ob = b.gep(out, [r0 if self.reduce else base], source_etype=F32)
 
         def row(b, j, rowp):
             return b.gep(rowp, [b.mul(j, ir.Constant(I64, self.c))], source_etype=F32)
@@ -179,6 +181,8 @@ class SoftmaxKernel(KernelEmitter):
             good, safe = finite_rows(b, mx, b.not_(has_nan))
             b.store(safe, b.gep(maxes, [j], source_etype=F32))
             b.store(b.zext(good, i8), b.gep(goods, [j], source_etype=i8))
+            if self.reduce:
+                b.store(bad_row_value(b, mx, has_nan), b.gep(raws, [j], source_etype=F32))
             return vals
         self._loop(b, fn, nb, [], max_row, "rows_max")
         if self.log:    # the exp pass leaves each row's exact sum; L for the whole block
@@ -188,7 +192,10 @@ class SoftmaxKernel(KernelEmitter):
             sums = b.bitcast(b.alloca(bty, name="sums"), PTR)
             b.store(ir.Constant(bty, [1 << self.k] * blk), sums)
             b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, sums, nb])
-            lg = self._log_sum(b, b.load(sums, typ=bty))
+            lg = self._log_sum(b, b.load(sums, typ=bty), f64=self.reduce)
+            if self.reduce:     # max + L, one rounding (a block's maxima in one vector)
+                lg = max_plus_log(b, b.load(b.bitcast(maxes, PTR), typ=ir.VectorType(
+                    F32, blk), align=4), lg)
             b.store(lg, b.bitcast(invs, lg.type.as_pointer()), align=4)
         else:
             b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, invs, nb])
@@ -213,7 +220,15 @@ class SoftmaxKernel(KernelEmitter):
             b.branch(nxt)
             b.position_at_end(nxt)
             return vals
-        self._loop(b, fn, nb, [], scale_row, "rows_scale")
+
+        def reduce_row(b, j, vals):     # one value: max + L, or the bad row's value
+            flag = b.load(b.gep(goods, [j], source_etype=i8), typ=i8)
+            y = b.select(b.icmp_unsigned("!=", flag, ir.Constant(i8, 0)),
+                         b.load(b.gep(invs, [j], source_etype=F32), typ=F32),
+                         b.load(b.gep(raws, [j], source_etype=F32), typ=F32))
+            b.store(y, b.gep(ob, [j], source_etype=F32))
+            return vals
+        self._loop(b, fn, nb, [], reduce_row if self.reduce else scale_row, "rows_out")
         r1 = b.add(r0, nblk)
         r0.add_incoming(r1, b.block)
         b.cbranch(b.icmp_signed("<", r1, hi), head, done)
@@ -269,13 +284,7 @@ class SoftmaxKernel(KernelEmitter):
         ``invs``) in a function of its own, so that its loop keeps its accumulators in
         registers (inside the kernel's row loop, with the other passes' values live, LLVM
         spilled them) and its constants are set up once per block of rows."""
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, PTR, I64]),
-                         name)
-        for a in fn.args[:4]:
-            a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
-        fn.linkage = "internal"
+        fn = internal_function(mod, name, [PTR, PTR, PTR, PTR, I64], 4)
         x, out, maxes, invs, n = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
 
@@ -305,7 +314,8 @@ class SoftmaxKernel(KernelEmitter):
             # a log-softmax stores d = x - max (its last pass subtracts L in place: the
             # output's lines come into the cache here, as the softmax's do; 128 x 768 on
             # AVX2 0.060 -> 0.057 ms), a softmax e
-            self._store(b, d if self.log else e, orow, off)
+            if not self.reduce:
+                self._store(b, d if self.log else e, orow, off)
             return e
 
         def step(b, off, vals):
@@ -400,3 +410,15 @@ class LogSoftmaxKernel(SoftmaxKernel):
 
     log = True
     what = "log_softmax"
+
+
+class LogSumExpKernel(LogSoftmaxKernel):
+    """ReduceLogSumExp over rows of ``c`` (the last axis, or the trailing axes flattened):
+    the log-softmax's maximum and exact sum (not storing ``x - max``), then one value a
+    row, ``float32(float64(max) + L)`` (:func:`compiler.cpu.softmax_emit.max_plus_log`: one
+    rounding); a row with a NaN gives NaN, one with a ``+inf`` ``+inf``, one of only
+    ``-inf`` ``-inf`` (onnxruntime's values).  Bit for bit :func:`compiler.ops.softmax.
+    log_sum_exp_f32`."""
+
+    reduce = True
+    what = "log_sum_exp"
