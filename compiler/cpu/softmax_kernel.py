@@ -119,6 +119,9 @@ class SoftmaxKernel(KernelEmitter):
 
     #: :class:`LogSoftmaxKernel`: the exp pass only sums, the last pass writes ``x - max - L``
     log = False
+    #: every input has its defined output (a NaN row NaN, ...): the graph executor need not
+    #: refuse a non-finite feed that only these kernels read
+    nonfinite_ok = True
     #: :class:`LogSumExpKernel`: one value a row, ``max + L``
     reduce = False
     what = "softmax"
