@@ -111,13 +111,16 @@ class Executor:
         self.clock_mhz = clock_mhz
         self._params: dict = {}
         self.records: list[dict] = []
-        self._plan()
+        if program is not None:         # (None: only the device paths, e.g. _run_vta)
+            self._plan()
 
     def _plan(self) -> None:
         """What :meth:`run` needs per run, worked out once per program: each graph input's
         shape, dtype and whether a non-finite value must be refused (:func:`_finite_free`),
         each step's kind (a host step that is a view of device data), and the values
-        whose last reader it is (freed after it)."""
+        whose last reader it is (freed after it unless they are graph outputs).  Before,
+        every run counted the uses, looked each host op up and checked each feed in full:
+        0.025 ms of fixed cost a run (BENCHMARKS.md, issue 21)."""
         g, steps = self.p.graph, self.p.steps
         self._inputs = [(name, tuple(g.values[name].shape), np.dtype(g.values[name].dtype),
                          not _finite_free(name, steps)) for name in g.inputs]
@@ -125,11 +128,9 @@ class Executor:
         for k, s in enumerate(steps):
             for i in s.node.inputs:
                 last[i] = k
-        outs = set(g.outputs)
         frees = [[] for _ in steps]
         for i, k in last.items():
-            if i not in outs:
-                frees[k].append(i)
+            frees[k].append(i)
         self._steps = []
         for s, fr in zip(steps, frees):
             kind = s.kind
@@ -192,6 +193,7 @@ class Executor:
             env[name] = a if a.dtype == dtype and a.flags.c_contiguous and \
                 a.flags.aligned else np.require(a, dtype, ["C_CONTIGUOUS", "ALIGNED"])
         self.records = records = []
+        outs = set(g.outputs)                   # (a caller may ask for more outputs)
         t_run = time.perf_counter()
         with gc_paused():
             for s, n, kind, frees in self._steps:
@@ -216,6 +218,8 @@ class Executor:
                     rec["seconds"] = rec["wall"]
                 records.append(rec)
                 for i in frees:                 # values this step reads last
+                    if i in outs:
+                        continue
                     v = env.pop(i, None)
                     if isinstance(v, _DevValue) and not any(
                             isinstance(o, _DevValue) and o.buf is v.buf for o in env.values()):
