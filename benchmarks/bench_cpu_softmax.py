@@ -337,7 +337,8 @@ def onnx_models(args) -> None:
         if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
             raise SystemExit(f"{op_type} opset {opset} {shape}: not bit-exact with the twin")
         ort_fn = _ort_session(node, [("x", xv)], [], 1, opset=opset)
-        np.testing.assert_allclose(got, ort_fn(), rtol=1e-5, atol=1e-5)
+        # (onnxruntime's ReduceLogSumExp sums in float32: 1.2e-5 off over 128,256)
+        np.testing.assert_allclose(got, ort_fn(), rtol=1e-4 if lse else 1e-5, atol=1e-5)
         engines = {"compiled": lambda: ex.run({"x": xv}), "onnxruntime 1t": ort_fn,
                    "kernel": lambda: cpu_step.kernel.module.run({cpu_step.binds[0][0]: xv})}
         if old_executor is not None:    # the older tree's executor on the same program
