@@ -201,7 +201,7 @@ def log_sum_exp(x: Tensor, axes, keepdims: bool = True, name="log_sum_exp") -> T
     else:
         hand = ColumnSoftmaxKernel(x, a0, reduce=True, last=a1)
     oshape = tuple(1 if k in axes else d for k, d in enumerate(shape)
-                   if keepdims or k not in axes) or (1,)
+                   if keepdims or k not in axes)          # () for all axes without keepdims
     out = te.compute(oshape, lambda *i: x[(0,) * nd], name)    # (the kernel computes it)
     out.cpu_kernel = hand
     out.cpu_kernel_only = f"ReduceLogSumExp over axes {axes} of {tuple(shape)}"

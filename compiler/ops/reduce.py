@@ -114,11 +114,10 @@ def _reduce_ref(op):
 
 def _lse_on_cpu(n, shape, dtype) -> bool:
     """The CPU kernel (:func:`compiler.cpu.softmax.log_sum_exp`) computes ReduceLogSumExp
-    node ``n``: a float32 input, consecutive axes, not a 0-d output; then its numpy twin is
-    the reference wherever the node runs."""
+    node ``n``: a float32 input, consecutive axes; then its numpy twin is the reference
+    wherever the node runs."""
     from ..cpu.softmax import lse_axes_fit
-    return (np.dtype(dtype) == np.float32 and lse_axes_fit(shape, n.attrs["axes"])
-            and (n.attrs["keepdims"] or len(n.attrs["axes"]) < len(shape)))
+    return np.dtype(dtype) == np.float32 and lse_axes_fit(shape, n.attrs["axes"])
 
 
 def place_log_sum_exp(n, g, cfg, opts):
