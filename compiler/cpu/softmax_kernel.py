@@ -40,8 +40,11 @@ largest power of two not above ``C`` for shorter rows):
 :class:`LogSoftmaxKernel` is the same with pass 2 storing ``x - max`` instead of ``e``
 and leaving the row's exact sum, ``L = log(sum)`` (float64, :func:`log_sum_f64`) for a
 block's rows in one vector, and pass 3 ``out - L`` in place (the partial last vector
-``(x - max) - L`` from ``x``).  Other axes: :mod:`compiler.cpu.softmax_column`; the exact
-sum's arithmetic: :mod:`compiler.cpu.softmax_sum`.
+``(x - max) - L`` from ``x``); :class:`LogSumExpKernel` (ReduceLogSumExp) stores nothing in
+pass 2 and one value a row, ``float32(float64(max) + L)``.  Other axes:
+:mod:`compiler.cpu.softmax_column`; the exact sum's arithmetic: :mod:`compiler.cpu.
+softmax_sum`; the LLVM building blocks shared with the column kernel:
+:mod:`compiler.cpu.softmax_emit`.
 
 So the kernel equals :func:`compiler.ops.softmax.softmax_f32` bit for bit on every input,
 on every target, and its error bound is that of the TE stages: ``3.5 * 2**-23`` relative
