@@ -24,7 +24,8 @@ AVX-512 CPU (onnxruntime keeps its AVX-512 kernels).
     python benchmarks/bench_cpu_softmax.py --op log_softmax [--axis 1] [--shapes 8x64x196]
     python benchmarks/bench_cpu_softmax.py --op log_softmax --shapes vocab
     python benchmarks/bench_cpu_softmax.py --axis 1 --shapes vocab_axis
-    python benchmarks/bench_cpu_softmax.py --onnx [--repeat 100]
+    python benchmarks/bench_cpu_softmax.py --onnx [--repeat 100] [--before-tree DIR]
+    python benchmarks/bench_cpu_softmax.py --op reduce_log_sum_exp [--axis 1] --shapes vocab
 
 ``--op log_softmax`` and/or ``--axis`` other than -1 (the kernels of
 :func:`compiler.cpu.softmax.softmax_axis`, checked bit for bit against the twins on that
@@ -32,7 +33,9 @@ axis) time, instead of "before" and "stages", "host numpy": what the graph ran b
 these kernels (LogSoftmax: float64 numpy ``x - logsumexp(x)``; Softmax on another axis:
 ``softmax_f32`` on the host; timed in its own rounds, its float64 temporaries would evict
 the caches of the engine after it), against onnxruntime's LogSoftmax / Softmax on that
-axis.
+axis.  ``--op reduce_log_sum_exp``: ReduceLogSumExp over ``--axis`` (the kernels of
+:func:`compiler.cpu.softmax.log_sum_exp`, bit for bit ``log_sum_exp_f32``; opset 17's
+``axes`` attribute for onnxruntime), "host numpy" the graph's float64 numpy before.
 """
 
 from __future__ import annotations
@@ -167,6 +170,25 @@ def accuracy() -> None:
               f"below")
 
 
+    # ReduceLogSumExp (log_sum_exp_f32: the kernels' bits) against the float64 max +
+    # log(sum(exp(fl(x - max)))): the largest error as a fraction of its bound 2**-24 |y| +
+    # 2**-22 L, and relative to the exact logsumexp of x
+    from compiler.ops.softmax import log_sum_exp_f32
+    rng = np.random.default_rng(7)
+    for shape, scale in ACCURACY:
+        xv = (rng.standard_normal(shape) * scale).astype(np.float32)
+        y = log_sum_exp_f32(xv, [1]).astype(np.float64)
+        m = xv.max(-1, keepdims=True)
+        lg = np.log(np.exp((xv - m).astype(np.float64)).sum(-1, keepdims=True))
+        x64 = xv.astype(np.float64)
+        m64 = x64.max(-1, keepdims=True)
+        exact = m64 + np.log(np.exp(x64 - m64).sum(-1, keepdims=True))
+        frac = (np.abs(y - (m + lg)) / (2.0 ** -24 * np.abs(m + lg) + 2.0 ** -22 * lg)).max()
+        rel = (np.abs(y - exact) / np.abs(exact)).max() * 2.0 ** 23
+        print(f"{'x'.join(map(str, shape)):10s} x N(0, {scale:g}): ReduceLogSumExp "
+              f"{frac:.3f} of the bound; relative to the exact {rel:.3f} x 2**-23")
+
+
 LOG_SHAPES = (((12 * 197, 197), "12x197x197"), ((12 * 128, 128), "12x128x128"),
               ((128, 768), "128x768"), ((1, 1000), "1000"), ((64, 1000), "64x1000"))
 AXIS_SHAPES = (((8, 64, 14, 14), "8x64x14x14"), ((1, 1000, 7, 7), "1x1000x7x7"),
@@ -190,6 +212,10 @@ def _host_before(op, axis):
     from compiler.ops.softmax import softmax_f32
     if op == "softmax":
         return lambda xv: softmax_f32(xv, axis)
+    if op == "reduce_log_sum_exp":          # compiler/ops/reduce.py's float64 numpy
+        from compiler.ops.reduce import REDUCE
+        return lambda xv: REDUCE[op][1](xv.astype(np.float64), (axis % xv.ndim,), True).astype(
+            np.float32)
 
     def log_softmax64(xv):
         x = xv.astype(np.float64)
@@ -203,14 +229,17 @@ def _host_before(op, axis):
 def other(args) -> None:
     """LogSoftmax, or Softmax / LogSoftmax over ``args.axis``: host numpy (before), the
     kernel on each target (after), onnxruntime single-thread, interleaved."""
-    from compiler.cpu.softmax import softmax_axis
-    from compiler.ops.softmax import log_softmax_f32, softmax_f32
-    twin = log_softmax_f32 if args.op == "log_softmax" else softmax_f32
+    from compiler.cpu.softmax import log_sum_exp, softmax_axis
+    from compiler.ops.softmax import log_softmax_f32, log_sum_exp_f32, softmax_f32
+    lse = args.op == "reduce_log_sum_exp"
+    twin = {"log_softmax": log_softmax_f32, "softmax": softmax_f32,
+            "reduce_log_sum_exp": lambda xv, a: log_sum_exp_f32(xv, [a])}[args.op]
     targets = dict(_targets())
     load0 = header(targets.items())
     default = LOG_SHAPES if args.axis == -1 else AXIS_SHAPES
     shapes = default if not args.shapes else _shapes(args.shapes)
-    onnx_op = "LogSoftmax" if args.op == "log_softmax" else "Softmax"
+    onnx_op = {"log_softmax": "LogSoftmax", "softmax": "Softmax",
+               "reduce_log_sum_exp": "ReduceLogSumExp"}[args.op]
     rows = []
     for shape, what in shapes:
         what = f"{args.op} axis {args.axis} {what}"
@@ -220,13 +249,15 @@ def other(args) -> None:
         engines = {}
         x = te.placeholder(shape, "float32", "x")
         for col, t in targets.items():
-            k = cpu_build(softmax_axis(x, args.axis, log=args.op == "log_softmax"), target=t)
+            k = cpu_build(log_sum_exp(x, [args.axis]) if lse else
+                          softmax_axis(x, args.axis, log=args.op == "log_softmax"), target=t)
             k.num_threads = 1
             if not np.array_equal(k.run({x: xv}).view(np.uint32), want):
                 raise SystemExit(f"{what} {col}: not bit-exact with {twin.__name__}")
             engines[f"after {col}"] = (lambda k=k: k.run({x: xv}))
-        engines["onnxruntime 1t"] = _ort_session(_node(onnx_op, ["x"], axis=args.axis),
-                                                 [("x", xv)], [], 1)
+        engines["onnxruntime 1t"] = _ort_session(
+            _node(onnx_op, ["x"], axes=[args.axis]) if lse else
+            _node(onnx_op, ["x"], axis=args.axis), [("x", xv)], [], 1)
         times = samples(engines, args.repeat, clock=time.process_time)
         # numpy's float64 temporaries evict the caches: timed on its own, not interleaved
         # (the engine after it would pay for them), in a fifth of the rounds
@@ -262,12 +293,15 @@ def print_ratio_table(first: str, cols: list, rows: list) -> None:
 
 
 #: ``--onnx``: one-node models (op, opset, shape, axis: None = the opset's default) of LM
-#: vocabulary sizes; opset 11 coerces to 2-D at ``axis`` (the trailing axes as one row)
+#: vocabulary sizes; opset 11 coerces to 2-D at ``axis`` (the trailing axes as one row);
+#: ReduceLogSumExp over ``axis`` (keepdims)
 ONNX_CASES = (("LogSoftmax", 11, (8, 32000), None), ("LogSoftmax", 13, (8, 32000), None),
               ("LogSoftmax", 17, (8, 32000), None), ("LogSoftmax", 17, (1, 50257), -1),
               ("LogSoftmax", 17, (4, 128256), -1), ("Softmax", 11, (1, 4, 12000), 1),
               ("Softmax", 13, (1, 50257), -1), ("Softmax", 17, (4, 128256), -1),
-              ("LogSoftmax", 13, (1, 32000, 16), 1), ("Softmax", 17, (1, 128256, 2), 1))
+              ("LogSoftmax", 13, (1, 32000, 16), 1), ("Softmax", 17, (1, 128256, 2), 1),
+              ("ReduceLogSumExp", 17, (8, 32000), -1), ("ReduceLogSumExp", 17, (1, 50257), -1),
+              ("ReduceLogSumExp", 17, (4, 128256), -1), ("ReduceLogSumExp", 17, (1, 32000, 16), 1))
 
 
 def onnx_models(args) -> None:
@@ -278,18 +312,26 @@ def onnx_models(args) -> None:
     single-thread on the same model, interleaved, all on one thread; checked bit for bit
     against the twin.  "ONNX backend" is
     :class:`compiler.graph.onnx_backend.VtaBackend` on the same model (the float graph in
-    the numpy interpreter: the twins on the host), timed in rounds of its own."""
+    the numpy interpreter: the twins on the host), timed in rounds of its own.  With
+    ``--before-tree DIR``, "compiled before" is that tree's ``Executor`` running the same
+    compiled program (its fixed cost per run before this tree's), interleaved too."""
     from onnx import TensorProto, helper
     from compiler.graph.driver import compile_model
     from compiler.graph.onnx_backend import VtaBackend
-    from compiler.ops.softmax import log_softmax_f32, softmax_f32
+    from compiler.ops.softmax import log_softmax_f32, log_sum_exp_f32, softmax_f32
     from isa import VTAConfig
     from vta_runtime import SimDevice
     cfg = VTAConfig()
+    old_executor = None
+    if args.before_tree:
+        import importlib
+        _before_package(args.before_tree)
+        old_executor = importlib.import_module("compiler_before.graph.executor").Executor
     load0 = header(list(_targets())[:1])
     rows = []
     for op_type, opset, shape, axis in ONNX_CASES:
-        kw = {} if axis is None else {"axis": axis}
+        lse = op_type == "ReduceLogSumExp"
+        kw = {} if axis is None else {"axes": [axis]} if lse else {"axis": axis}
         node = _node(op_type, ["x"], **kw)
         m = helper.make_model(helper.make_graph(
             [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
@@ -298,7 +340,8 @@ def onnx_models(args) -> None:
         m.ir_version = 8 if opset < 19 else 9
         xv = _input(shape)
         c = compile_model(m, cfg, calib={"x": np.stack([xv, xv])})
-        kinds = [st.kind for st in c.program.steps if st.node.op in ("softmax", "log_softmax")]
+        kinds = [st.kind for st in c.program.steps
+                 if st.node.op in ("softmax", "log_softmax", "reduce_log_sum_exp")]
         for st in c.program.steps:         # one thread, as onnxruntime's
             if st.kind == "cpu":
                 st.kernel.module.num_threads = 1
@@ -308,15 +351,22 @@ def onnx_models(args) -> None:
         ax = (1 if opset < 13 else -1) if axis is None else axis
         twin = log_softmax_f32 if op_type == "LogSoftmax" else softmax_f32
         flat = xv.reshape(xv.shape[:ax % len(shape)] + (-1,)) if opset < 13 else xv
-        want = twin(flat, -1 if opset < 13 else ax).reshape(shape)
+        want = log_sum_exp_f32(xv, [ax]) if lse else \
+            twin(flat, -1 if opset < 13 else ax).reshape(shape)
         if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
             raise SystemExit(f"{op_type} opset {opset} {shape}: not bit-exact with the twin")
         ort_fn = _ort_session(node, [("x", xv)], [], 1, opset=opset)
-        np.testing.assert_allclose(got, ort_fn(), rtol=1e-5, atol=1e-5)
-        times = samples({"compiled": lambda: ex.run({"x": xv}), "onnxruntime 1t": ort_fn,
-                         "kernel": lambda: cpu_step.kernel.module.run({
-                             cpu_step.binds[0][0]: xv})},
-                        args.repeat, clock=time.process_time)
+        # (onnxruntime's ReduceLogSumExp sums in float32: 1.2e-5 off over 128,256)
+        np.testing.assert_allclose(got, ort_fn(), rtol=1e-4 if lse else 1e-5, atol=1e-5)
+        engines = {"compiled": lambda: ex.run({"x": xv}), "onnxruntime 1t": ort_fn,
+                   "kernel": lambda: cpu_step.kernel.module.run({cpu_step.binds[0][0]: xv})}
+        if old_executor is not None:    # the older tree's executor on the same program
+            ex0 = old_executor(c.program, SimDevice(cfg, timed=True))
+            if not np.array_equal(ex0.run({"x": xv})["y"].view(np.uint32),
+                                  got.view(np.uint32)):
+                raise SystemExit(f"{op_type} opset {opset} {shape}: the executors differ")
+            engines["compiled before"] = lambda: ex0.run({"x": xv})
+        times = samples(engines, args.repeat, clock=time.process_time)
         rep_ = VtaBackend.prepare(m)
         times["ONNX backend"] = samples({"b": lambda: rep_.run([xv])}, max(args.repeat // 10, 3),
                                         clock=time.process_time)["b"]
@@ -327,7 +377,8 @@ def onnx_models(args) -> None:
         rows.append((what, best, med))
         print(what, " ".join(f"{e} {best[e] * 1e3:.3f}/{med[e] * 1e3:.3f}" for e in best),
               flush=True)
-    print_ratio_table("model", ["compiled", "kernel", "ONNX backend"], rows)
+    print_ratio_table("model", ["compiled"] + ["compiled before"] * bool(old_executor) +
+                      ["kernel", "ONNX backend"], rows)
     print(f"\nload average before {load_text(load0)}, after {load_text(os.getloadavg())}")
 
 
@@ -345,7 +396,8 @@ def main() -> None:
     ap.add_argument("--onnx", action="store_true",
                     help="instead: one-node ONNX models of vocabulary sizes at opsets "
                     "11/13/17, compiled (this host's CPU), against onnxruntime")
-    ap.add_argument("--op", choices=("softmax", "log_softmax"), default="softmax")
+    ap.add_argument("--op", choices=("softmax", "log_softmax", "reduce_log_sum_exp"),
+                    default="softmax")
     ap.add_argument("--axis", type=int, default=-1)
     args = ap.parse_args()
     if args.accuracy:

@@ -3,15 +3,14 @@
 (not stored), ``L = log(sum)`` in float64 once per row, ``(x - max) - L`` in float32.
 Bit-exact with its numpy twin ``log_softmax_f32`` on the native (AVX-512) and the
 AVX-512-less (AVX2) target for every row length 1-40, the ViT/BERT widths and LM
-vocabularies (16,377-262,144 elements: the exact sum in chunks); NaN / +inf /
-all -inf rows all NaN as the softmax's, ``-inf`` elements ``-inf``; the same bits on both
+vocabularies (16,377-262,144 elements: the exact sum in chunks), NaN / +inf /
+all -inf rows all NaN as the softmax's, ``-inf`` elements ``-inf`` (these three in
+test_cpu_softmax_kernel.py, parametrised with the softmax); the same bits on both
 targets and in parallel; within ``2**-22 |y| + 2**-26`` of the float64 log-softmax of
 ``fl(x - max)``; the float64 log of the sum against an exact one; the graph: ONNX
 LogSoftmax over the last axis placed on the CPU kernel (a GPT-2 vocabulary too, before on
 the host), equal to onnxruntime, and a
 quantised conv after it bit-exact with the reference."""
-
-import math
 
 import numpy as np
 import pytest
@@ -21,12 +20,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler import te
 from compiler.cpu import cpu_build, ops
-from compiler.cpu.softmax_kernel import NAN_BITS
 from compiler.cpu.softmax_sum import log_sum_f64
 from compiler.ops.softmax import log_softmax_f32
 
-from .cpu_helpers import (AVX2, LONG_ROW_LENGTHS, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal,
-                          random_rows, run_kernel, special_rows)
+from .cpu_helpers import AVX2, NATIVE, TARGETS, U, bits_equal, run_kernel
 
 
 def _run(xv, target, threads=1):
@@ -36,50 +33,6 @@ def _run(xv, target, threads=1):
 def _float64(xv):
     d = (xv - xv.max(-1, keepdims=True)).astype(np.float64)
     return d - np.log(np.exp(d).sum(-1, keepdims=True))
-
-
-@pytest.mark.parametrize("target", TARGETS)
-def test_every_row_length_is_bit_exact_with_the_twin(target):
-    rng = np.random.default_rng(1)
-    for c in ROW_LENGTHS:
-        xv = random_rows(rng, c)
-        assert bits_equal(_run(xv, target), log_softmax_f32(xv)), c
-
-
-@pytest.mark.parametrize("target", TARGETS)
-def test_special_rows(target):
-    rng = np.random.default_rng(2)
-    for c in (1, 2, 7, 8, 9, 16, 17, 197):
-        xv = special_rows(rng, c)
-        got, want = _run(xv, target), log_softmax_f32(xv)
-        assert bits_equal(got, want), c
-        for r in (0, 1, 2, 6):
-            assert (got[r].view(np.uint32) == NAN_BITS).all()
-        assert not np.isnan(got[4:6]).any() and not np.isnan(got[7:]).any()
-        if c > 1:                                    # (a row of one -inf: NaN)
-            assert got[3, 0] == -np.inf and np.isfinite(got[3, 1:]).all()
-        np.testing.assert_allclose(got[4], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
-        assert got[7].max() == 0.0                   # a lone maximum: log(1) = 0
-        np.testing.assert_allclose(got[9], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
-
-
-@pytest.mark.parametrize("target", TARGETS)
-def test_long_rows_on_the_kernel(target):
-    """LM vocabulary rows (16,377-262,144: the int32 lanes summed in chunks; before, the
-    float32 stages, not bit-exact, and the graph's host numpy): bit for bit the twin,
-    all-equal rows (the largest lane sums) and the special rows too."""
-    rng = np.random.default_rng(6)
-    for c in LONG_ROW_LENGTHS:
-        xv = random_rows(rng, c, rows=2)
-        assert bits_equal(_run(xv, target), log_softmax_f32(xv)), c
-    for c in (32753, 128256):
-        xv = special_rows(rng, c)
-        got = _run(xv, target)
-        assert bits_equal(got, log_softmax_f32(xv)), c
-        for r in (0, 1, 2, 6):
-            assert (got[r].view(np.uint32) == NAN_BITS).all()
-        assert got[3, 0] == -np.inf and np.isfinite(got[3, 1:]).all()
-        np.testing.assert_allclose(got[4], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
 
 
 def test_both_targets_and_threads_give_the_same_bits():

@@ -8,7 +8,10 @@ elements, huge magnitudes; the same bits on both targets and in parallel; within
 (not the stages), shared by softmaxes of one row length; the stages when asked for
 (``kernel=False``, explicit schedules); rows longer than the kernel's int32 lanes hold
 (:func:`lane_chunk`: LM vocabularies, 16,377-262,144) on the kernel, summed in chunks,
-bit-exact and within the bound; and inside a ``cpu_batch`` (the graph's path)."""
+bit-exact and within the bound (the log-softmax's too); and inside a ``cpu_batch``
+(the graph's path)."""
+
+import math
 
 import numpy as np
 import pytest
@@ -18,7 +21,7 @@ from compiler.cpu import cpu_build, ops
 from compiler.cpu.batch import cpu_batch
 from compiler.cpu.softmax_kernel import NAN_BITS, block_rows, lanes_for
 from compiler.cpu.softmax_sum import lane_chunk, softmax_sum_bits, split_bits
-from compiler.ops.softmax import softmax_f32
+from compiler.ops.softmax import log_softmax_f32, softmax_f32
 from compiler.te.loop_nest import StageSchedule
 
 from .cpu_helpers import (AVX2, LONG_ROW_LENGTHS, NATIVE, ROW_LENGTHS, TARGETS, U, bits_equal,
@@ -29,27 +32,47 @@ def _run(xv, target, threads=1):
     return run_kernel(lambda x: ops.softmax(x, target=target), xv, target, threads, hand=True)
 
 
+#: the softmax's and the log-softmax's kernels and twins (``log``)
+KERNEL = {False: (ops.softmax, softmax_f32), True: (ops.log_softmax, log_softmax_f32)}
+LOG = pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+
+
+def _run_op(xv, target, log):
+    return run_kernel(lambda x: KERNEL[log][0](x, target=target), xv, target, hand=True)
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_every_row_length_is_bit_exact_with_the_twin(target):
+@LOG
+def test_every_row_length_is_bit_exact_with_the_twin(target, log):
     rng = np.random.default_rng(1)
     for c in ROW_LENGTHS:
         xv = random_rows(rng, c)
-        assert bits_equal(_run(xv, target), softmax_f32(xv)), c
+        assert bits_equal(_run_op(xv, target, log), KERNEL[log][1](xv)), c
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_special_rows(target):
+@LOG
+def test_special_rows(target, log):
+    """NaN / +inf / all -inf rows all NaN; a lone ``-inf`` 0 (log-softmax: ``-inf``); equal
+    rows ``1 / c`` (``-log(c)``); a lone maximum's log-softmax 0."""
     rng = np.random.default_rng(2)
     for c in (1, 2, 7, 8, 9, 16, 17, 197):
         xv = special_rows(rng, c)
-        got, want = _run(xv, target), softmax_f32(xv)
+        got, want = _run_op(xv, target, log), KERNEL[log][1](xv)
         assert bits_equal(got, want), c
         for r in (0, 1, 2, 6):
             assert (got[r].view(np.uint32) == NAN_BITS).all()
         assert not np.isnan(got[4:6]).any() and not np.isnan(got[7:]).any()
-        if c > 1:                                    # (a row of one -inf: NaN)
-            assert got[3, 0] == 0.0 and not np.isnan(got[3]).any()
-        np.testing.assert_allclose(got[4], 1.0 / c, rtol=4 * U)
+        if log:
+            if c > 1:                                # (a row of one -inf: NaN)
+                assert got[3, 0] == -np.inf and np.isfinite(got[3, 1:]).all()
+            np.testing.assert_allclose(got[4], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
+            assert got[7].max() == 0.0               # a lone maximum: log(1) = 0
+            np.testing.assert_allclose(got[9], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
+        else:
+            if c > 1:
+                assert got[3, 0] == 0.0 and not np.isnan(got[3]).any()
+            np.testing.assert_allclose(got[4], 1.0 / c, rtol=4 * U)
 
 
 def test_both_targets_and_threads_give_the_same_bits():
@@ -111,26 +134,37 @@ def test_split_bits_and_lane_chunk():
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_long_rows_on_the_kernel(target):
+@LOG
+def test_long_rows_on_the_kernel(target, log):
     """Rows whose int32 lanes take more values than they hold (:func:`lane_chunk`; before:
-    the stages on AVX2 from 16,376 elements, on AVX-512 from 32,753): the kernel, summing
-    in chunks, bit for bit the twin; all-equal rows (every ``e = 1``: the largest lane sums)
-    and the special rows too."""
+    the softmax's stages on AVX2 from 16,376 elements, on AVX-512 from 32,753, the
+    log-softmax's float32 stages, not bit-exact): the kernel, summing in chunks, bit for
+    bit the twin; all-equal rows (every ``e = 1``: the largest lane sums) and the special
+    rows too (a log-softmax's lone ``-inf`` stays ``-inf``)."""
     rng = np.random.default_rng(5)
+    twin = KERNEL[log][1]
+
+    def run(xv):
+        return _run_op(xv, target, log)
     for c in LONG_ROW_LENGTHS:
         xv = random_rows(rng, c, rows=2)
-        assert bits_equal(_run(xv, target), softmax_f32(xv)), c
+        assert bits_equal(run(xv), twin(xv)), c
     for c in (32753, 128256):
         xv = special_rows(rng, c)
-        got = _run(xv, target)
-        assert bits_equal(got, softmax_f32(xv)), c
+        got = run(xv)
+        assert bits_equal(got, twin(xv)), c
         for r in (0, 1, 2, 6):
             assert (got[r].view(np.uint32) == NAN_BITS).all()
-        np.testing.assert_allclose(got[4], 1.0 / c, rtol=4 * U)
-    x = te.placeholder((2, 1 << 15), "float32", "x")     # the stages, when asked: same bits
-    k = cpu_build(ops.softmax(x, target=target, kernel=False), target=target)
-    xv = random_rows(rng, 1 << 15, rows=2)
-    assert len(k.codes) > 1 and bits_equal(k.run({x: xv}), softmax_f32(xv))
+        if log:
+            assert got[3, 0] == -np.inf and np.isfinite(got[3, 1:]).all()
+            np.testing.assert_allclose(got[4], -math.log(c), rtol=2 * U, atol=2.0 ** -26)
+        else:
+            np.testing.assert_allclose(got[4], 1.0 / c, rtol=4 * U)
+    if not log:     # the softmax's stages, when asked: the same bits
+        x = te.placeholder((2, 1 << 15), "float32", "x")
+        k = cpu_build(ops.softmax(x, target=target, kernel=False), target=target)
+        xv = random_rows(rng, 1 << 15, rows=2)
+        assert len(k.codes) > 1 and bits_equal(k.run({x: xv}), softmax_f32(xv))
 
 
 def test_inside_a_batch_and_three_dimensional():

@@ -28,7 +28,7 @@ from ..te import Tensor, is_float
 from ..te.loop_nest import StageSchedule
 from .errors import CpuError
 from .softmax_column import ColumnSoftmaxKernel
-from .softmax_kernel import LogSoftmaxKernel, SoftmaxKernel
+from .softmax_kernel import LogSoftmaxKernel, LogSumExpKernel, SoftmaxKernel
 from .softmax_sum import softmax_sum_bits
 from .schedules import (PARALLEL_MIN, _outer_parallel, converts_f32_to_i64, elementwise,
                         row_local, signed_zero_free, wide_rows_schedule)
@@ -167,6 +167,44 @@ def softmax_axis(x: Tensor, axis: int, name="softmax", log: bool = False,
     out.cpu_kernel = hand
     out.cpu_kernel_only = (f"{'log-' if log else ''}softmax over axis {axis} of "
                            f"{tuple(x.shape)}{' (flattened)' if flatten else ''}")
+    return out
+
+
+def lse_axes_fit(shape, axes) -> bool:
+    """Whether :func:`log_sum_exp` takes ReduceLogSumExp over ``axes`` of ``shape``:
+    consecutive axes (one row each, strided or not) of a non-empty input."""
+    axes = sorted(a % len(shape) for a in axes)
+    return (bool(axes) and axes == list(range(axes[0], axes[-1] + 1))
+            and all(int(d) > 0 for d in shape))
+
+
+def log_sum_exp(x: Tensor, axes, keepdims: bool = True, name="log_sum_exp") -> Tensor:
+    """ReduceLogSumExp of float32 ``x`` over the consecutive ``axes`` (:func:`lse_axes_fit`)
+    by the hand-written kernels: the log-softmax's maximum and exact sum, one value a row
+    ``float32(float64(max) + L)``; trailing axes (or axes followed only by 1s) as rows of
+    :class:`compiler.cpu.softmax_kernel.LogSumExpKernel`, others strided by :class:`compiler.
+    cpu.softmax_column.ColumnSoftmaxKernel` (``reduce``).  Bit for bit :func:`compiler.ops.
+    softmax.log_sum_exp_f32`; no stages (``cpu_build`` raises when given schedules)."""
+    if not isinstance(x, Tensor) or not is_float(x.dtype):
+        raise CpuError(f"{name}: expected a float32 tensor, not {x!r}")
+    shape = [int(d) for d in x.shape]
+    nd = len(shape)
+    if any(not -nd <= a < nd for a in axes):
+        raise CpuError(f"{name}: axes {list(axes)} out of range for {tuple(shape)}")
+    if not lse_axes_fit(shape, axes):
+        raise CpuError(f"{name}: axes {list(axes)} of {tuple(shape)} are not consecutive "
+                       f"axes of a non-empty tensor (the kernels take one row per output)")
+    axes = sorted(a % nd for a in axes)
+    a0, a1 = axes[0], axes[-1]
+    if int(np.prod(shape[a1 + 1:], dtype=np.int64)) == 1:
+        hand = LogSumExpKernel(x, c=int(np.prod(shape[a0:], dtype=np.int64)))
+    else:
+        hand = ColumnSoftmaxKernel(x, a0, reduce=True, last=a1)
+    oshape = tuple(1 if k in axes else d for k, d in enumerate(shape)
+                   if keepdims or k not in axes)          # () for all axes without keepdims
+    out = te.compute(oshape, lambda *i: x[(0,) * nd], name)    # (the kernel computes it)
+    out.cpu_kernel = hand
+    out.cpu_kernel_only = f"ReduceLogSumExp over axes {axes} of {tuple(shape)}"
     return out
 
 

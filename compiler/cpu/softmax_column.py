@@ -25,7 +25,9 @@ from llvmlite import ir
 from .jit import host_target
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
-from .softmax_kernel import I32, NAN_BITS, VERSION, SoftmaxKernel, _max_of, lanes_for, range_function
+from .softmax_emit import (I32, _max_of, bad_row_value, finite_rows, internal_function,
+                           max_plus_log, range_function, split_add)
+from .softmax_kernel import NAN_BITS, VERSION, SoftmaxKernel, lanes_for
 from .softmax_sum import lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
 
@@ -61,15 +63,18 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
     index go interleaved in full vectors instead (``interleaved``, one group per outer
     index: :meth:`_interleaved_function`)."""
 
-    def __init__(self, x, axis: int, log: bool = False):
+    def __init__(self, x, axis: int, log: bool = False, reduce: bool = False,
+                 last: int | None = None):
         shape = [int(d) for d in x.shape]
         self.x, self.inputs, self.unroll = x, [x], (1, 1, 1)
         self.axis = axis % len(shape)
-        self.c = shape[self.axis]
+        last = self.axis if last is None else last % len(shape)     # axes [axis, last]
+        self.c = int(np.prod(shape[self.axis:last + 1], dtype=np.int64))
         self.outer = int(np.prod(shape[:self.axis], dtype=np.int64))
-        self.inner = int(np.prod(shape[self.axis + 1:], dtype=np.int64))
-        self.log = log
-        self.what = "log_softmax_column" if log else "softmax_column"
+        self.inner = int(np.prod(shape[last + 1:], dtype=np.int64))
+        self.log, self.reduce = log or reduce, reduce
+        self.what = ("log_sum_exp_column" if reduce else
+                     "log_softmax_column" if log else "softmax_column")
         self.rows = 0                                # groups: set by at()
         self.parallel = False
 
@@ -119,9 +124,11 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         q0 = i0 = 0
         for j, (n, w) in enumerate(self.segments):     # groups [q0, q0 + n): w lanes each
             grp = self._group_function(mod, f"{name}.w{w}", w)
-            base = b.add(obase, b.add(ir.Constant(I64, i0 - q0 * w),
-                                      b.mul(q, ir.Constant(I64, w))))
-            args = [b.gep(x, [base], source_etype=F32), b.gep(out, [base], source_etype=F32)]
+            lane0 = b.add(ir.Constant(I64, i0 - q0 * w), b.mul(q, ir.Constant(I64, w)))
+            base = b.add(obase, lane0)
+            # a ReduceLogSumExp writes one value a row: out[o inner + lane]
+            ob = b.add(b.mul(o, ir.Constant(I64, inner)), lane0) if self.reduce else base
+            args = [b.gep(x, [base], source_etype=F32), b.gep(out, [ob], source_etype=F32)]
             if j == len(self.segments) - 1:
                 b.call(grp, args)
                 b.branch(nxt)
@@ -152,8 +159,9 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
 
         def one(b, j, vals):
             base = b.mul(b.add(lo, j), ir.Constant(I64, self.c * self.inner))
+            ob = b.mul(b.add(lo, j), ir.Constant(I64, self.inner)) if self.reduce else base
             b.call(grp, [b.gep(x, [base], source_etype=F32),
-                         b.gep(out, [base], source_etype=F32)])
+                         b.gep(out, [ob], source_etype=F32)])
             return vals
         body = fn.append_basic_block("groups")
         done = fn.append_basic_block("done")
@@ -175,12 +183,7 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         a row are folded (maxima, flags, int64 sums: exact in any order) and broadcast
         back, so each row gets the twins' bits.  Before: vectors of ``i`` lanes, one row
         per lane (1 x 128256 x 2 on AVX2: 1.6x onnxruntime's time)."""
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name)
-        for a in fn.args:
-            a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
-        fn.linkage = "internal"
+        fn = internal_function(mod, name, [PTR, PTR], 2)
         x, out = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         v, i, kb, sb = self.v, self.inner, self.k, self.s
@@ -226,18 +229,8 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
             acc, nan = _max_of(b, acc, xv), b.or_(nan, nan_of(b, xv))
         acc = fold(b, acc, _max_of)
         nan = fold(b, nan, lambda b, p, q: b.or_(p, q))
-        good = b.and_(b.and_(b.fcmp_ordered("<", acc, _const(vty, float("inf"))),
-                             b.fcmp_ordered(">", acc, _const(vty, float("-inf")))),
-                      b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * v)))
-        mv = b.select(good, acc, _const(vty, 0.0))
+        good, mv = finite_rows(b, acc, b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * v)))
         # 2: exp (stored by a softmax) and the exact split sums per lane
-        m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
-        c1, c12 = _const(vty, m1), _const(vty, m1 + m2)
-
-        def split(b, e, vals):
-            t1 = b.fadd(e, c1)
-            t2 = b.fsub(e, b.fsub(t1, c12))
-            return [b.add(vals[0], b.bitcast(t1, ity)), b.add(vals[1], b.bitcast(t2, ity))]
 
         def exp_of(b, o):
             return emit_exp_nonpositive(b, b.fsub(load(b, x, o), mv), clamp_zero=False)
@@ -247,7 +240,7 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
             e = exp_of(b, o)
             if not self.log:
                 store(b, e, out, o)
-            return split(b, e, vals)
+            return split_add(b, e, vals, kb, sb)
         izero = ir.Constant(ity, [0] * v)
         zero64 = ir.Constant(ir.VectorType(I64, v), [0] * v)
         n = nv + (1 if t else 0)                # values per lane
@@ -268,10 +261,16 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         if t:           # the last vector: its first v - t lanes were counted above
             mask = ir.Constant(ir.VectorType(ir.IntType(1), v),
                                [int(lane >= v - t) for lane in range(v)])
-            accs = split(b, b.select(mask, exp_of(b, tail_off), _const(vty, 0.0)), accs)
+            accs = split_add(b, b.select(mask, exp_of(b, tail_off), _const(vty, 0.0)), accs,
+                             kb, sb)
         total = b.add(total, self._lanes64(b, accs, n - first_rest))
         total = fold(b, total, lambda b, p, q: b.add(p, q))
         nanv = b.bitcast(ir.Constant(ity, [NAN_BITS] * v), vty)
+        if self.reduce:         # one value a row: lane l of the first i lanes is row l
+            y = self._reduce_value(b, good, mv, acc, nan, total)
+            b.store(shuffle(b, y, list(range(i))), out, align=4)
+            b.ret_void()
+            return fn
         # 3: the scaling (in place over the stored e) or (x - max) - L
         if self.log:
             lg = self._log_sum(b, total)
@@ -296,15 +295,18 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         b.ret_void()
         return fn
 
+    def _reduce_value(self, b, good, mv, acc, nan, total):
+        """A ReduceLogSumExp's lanes: ``max + L`` on a good row (``good``; ``mv``: its
+        maximum or 0), else the bad row's value from the maximum ``acc`` and the NaN flags
+        ``nan`` (int32 lanes)."""
+        dirty = b.icmp_unsigned("!=", nan, ir.Constant(nan.type, [0] * nan.type.count))
+        return b.select(good, max_plus_log(b, mv, self._log_sum(b, total, f64=True)),
+                        bad_row_value(b, acc, dirty))
+
     def _group_function(self, mod, name, w):
         """``void @name(ptr x, ptr out)``: the ``w`` rows starting at ``x`` (element ``j``
         of lane ``l`` at ``x[j inner + l]``), all three passes."""
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR]), name)
-        for a in fn.args:
-            a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
-        fn.linkage = "internal"
+        fn = internal_function(mod, name, [PTR, PTR], 2)
         x, out = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         vty, ity = ir.VectorType(F32, w), ir.VectorType(I32, w)
@@ -325,21 +327,14 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
                     b.or_(vals[1], b.sext(b.fcmp_unordered("uno", xv, xv), ity))]
         acc, nan = self._loop(b, fn, c - 1, [first, b.sext(
             b.fcmp_unordered("uno", first, first), ity)], mx_step, "max")
-        good = b.and_(b.and_(b.fcmp_ordered("<", acc, _const(vty, float("inf"))),
-                             b.fcmp_ordered(">", acc, _const(vty, float("-inf")))),
-                      b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * w)))
-        mv = b.select(good, acc, _const(vty, 0.0))
+        good, mv = finite_rows(b, acc, b.icmp_unsigned("==", nan, ir.Constant(ity, [0] * w)))
         # 2: exp, stored (softmax) and summed exactly per lane
-        m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
-        c1, c12 = _const(vty, m1), _const(vty, m1 + m2)
 
         def exp_step(b, j, vals):
             e = emit_exp_nonpositive(b, b.fsub(load(x, j), mv), clamp_zero=False)
             if not self.log:
                 b.store(e, at(out, j), align=4)
-            t1 = b.fadd(e, c1)
-            t2 = b.fsub(e, b.fsub(t1, c12))
-            return [b.add(vals[0], b.bitcast(t1, ity)), b.add(vals[1], b.bitcast(t2, ity))]
+            return split_add(b, e, vals, kb, sb)
         izero = ir.Constant(ity, [0] * w)
         m = lane_chunk(kb, sb)
         if c > m:       # a long axis: chunks of m values per lane, each taken into int64
@@ -359,6 +354,11 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
             accs = self._loop(b, fn, c, [izero, izero], exp_step, "exp")
             total = self._lanes64(b, accs, c)
         nanv = b.bitcast(ir.Constant(ity, [NAN_BITS] * w), vty)
+        if self.reduce:         # one value a row (lane)
+            y = self._reduce_value(b, good, mv, acc, nan, total)
+            b.store(y, out, align=4)
+            b.ret_void()
+            return fn
         if self.log:
             lg = self._log_sum(b, total)
 

@@ -40,8 +40,11 @@ largest power of two not above ``C`` for shorter rows):
 :class:`LogSoftmaxKernel` is the same with pass 2 storing ``x - max`` instead of ``e``
 and leaving the row's exact sum, ``L = log(sum)`` (float64, :func:`log_sum_f64`) for a
 block's rows in one vector, and pass 3 ``out - L`` in place (the partial last vector
-``(x - max) - L`` from ``x``).  Other axes: :mod:`compiler.cpu.softmax_column`; the exact
-sum's arithmetic: :mod:`compiler.cpu.softmax_sum`.
+``(x - max) - L`` from ``x``); :class:`LogSumExpKernel` (ReduceLogSumExp) stores nothing in
+pass 2 and one value a row, ``float32(float64(max) + L)``.  Other axes:
+:mod:`compiler.cpu.softmax_column`; the exact sum's arithmetic: :mod:`compiler.cpu.
+softmax_sum`; the LLVM building blocks shared with the column kernel:
+:mod:`compiler.cpu.softmax_emit`.
 
 So the kernel equals :func:`compiler.ops.softmax.softmax_f32` bit for bit on every input,
 on every target, and its error bound is that of the TE stages: ``3.5 * 2**-23`` relative
@@ -78,12 +81,12 @@ from llvmlite import ir
 from .jit import host_target, vector_shape
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
-from .softmax_sum import LN2_HI, LN2_LO, LOG_C, SQRT2, lane_chunk, split_bits
+from .softmax_emit import (I1, I32, NAN_BITS, KernelEmitter, _max_of, bad_row_value,
+                           finite_rows, internal_function, max_plus_log, range_function,
+                           split_add)
+from .softmax_sum import lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
 
-I1, I32 = ir.IntType(1), ir.IntType(32)
-#: the quiet NaN a row with a NaN exponential is written as (numpy's ``np.float32(np.nan)``)
-NAN_BITS = 0x7FC00000
 #: kernel version: part of the cache key
 VERSION = 7
 #: rows per block: their maxima, then the exp pass over all of them, then the scaling
@@ -110,23 +113,7 @@ def lanes_for(c: int, target=None) -> int:
     return v
 
 
-def _max_of(b, x, acc):
-    """``x > acc ? x : acc`` (x86 ``maxps x, acc``)."""
-    return b.select(b.fcmp_ordered(">", x, acc), x, acc)
-
-
-def range_function(mod: ir.Module, name: str) -> ir.Function:
-    """A hand-written kernel's entry, ``void @name(ptr noalias out, ptr noalias x, i64 lo,
-    i64 hi)`` (``nounwind noinline``): it computes the rows (or groups) ``[lo, hi)``."""
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name)
-    for a in fn.args[:2]:
-        a.add_attribute("noalias")
-    fn.attributes.add("nounwind")
-    fn.attributes.add("noinline")
-    return fn
-
-
-class SoftmaxKernel:
+class SoftmaxKernel(KernelEmitter):
     """The hand-written softmax of ``x`` (float32, rows of ``c`` = its last axis) for
     ``target``: what :func:`compiler.cpu.kernel.cpu_build` needs to compile it as one
     stage (:meth:`emit`, :meth:`key`, :attr:`inputs`, :attr:`rows`, :attr:`parallel`).
@@ -135,6 +122,11 @@ class SoftmaxKernel:
 
     #: :class:`LogSoftmaxKernel`: the exp pass only sums, the last pass writes ``x - max - L``
     log = False
+    #: every input has its defined output (a NaN row NaN, ...): the graph executor need not
+    #: refuse a non-finite feed that only these kernels read
+    nonfinite_ok = True
+    #: :class:`LogSumExpKernel`: one value a row, ``max + L``
+    reduce = False
     what = "softmax"
 
     def __init__(self, x, unroll=(4, 2, 4), c: int | None = None):
@@ -174,6 +166,7 @@ class SoftmaxKernel:
         maxes = b.alloca(F32, size=nblk, name="maxes")
         invs = b.alloca(F32, size=nblk, name="invs")
         goods = b.alloca(i8, size=nblk, name="goods")
+        raws = b.alloca(F32, size=nblk, name="raws") if self.reduce else None
         head = fn.append_basic_block("block")
         done = fn.append_basic_block("done")
         b.cbranch(b.icmp_signed("<", lo, hi), head, done)
@@ -184,21 +177,18 @@ class SoftmaxKernel:
         nb = b.select(b.icmp_signed("<", left, nblk), left, nblk)
         base = b.mul(r0, ir.Constant(I64, self.c))
         xb = b.gep(x, [base], source_etype=F32)
-        ob = b.gep(out, [base], source_etype=F32)
+        ob = b.gep(out, [r0 if self.reduce else base], source_etype=F32)
 
         def row(b, j, rowp):
             return b.gep(rowp, [b.mul(j, ir.Constant(I64, self.c))], source_etype=F32)
 
         def max_row(b, j, vals):
             mx, has_nan = self._max(b, fn, row(b, j, xb))
-            # a NaN, or a +inf or -inf maximum: x - max is NaN somewhere in the row
-            good = b.and_(b.fcmp_ordered("<", mx, ir.Constant(F32, float("inf"))),
-                          b.fcmp_ordered(">", mx, ir.Constant(F32, float("-inf"))))
-            good = b.and_(good, b.not_(has_nan))
-            # a bad row's exp pass runs on max 0 (its values are overwritten with NaN)
-            b.store(b.select(good, mx, ir.Constant(F32, 0.0)),
-                    b.gep(maxes, [j], source_etype=F32))
+            good, safe = finite_rows(b, mx, b.not_(has_nan))
+            b.store(safe, b.gep(maxes, [j], source_etype=F32))
             b.store(b.zext(good, i8), b.gep(goods, [j], source_etype=i8))
+            if self.reduce:
+                b.store(bad_row_value(b, mx, has_nan), b.gep(raws, [j], source_etype=F32))
             return vals
         self._loop(b, fn, nb, [], max_row, "rows_max")
         if self.log:    # the exp pass leaves each row's exact sum; L for the whole block
@@ -208,7 +198,10 @@ class SoftmaxKernel:
             sums = b.bitcast(b.alloca(bty, name="sums"), PTR)
             b.store(ir.Constant(bty, [1 << self.k] * blk), sums)
             b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, sums, nb])
-            lg = self._log_sum(b, b.load(sums, typ=bty))
+            lg = self._log_sum(b, b.load(sums, typ=bty), f64=self.reduce)
+            if self.reduce:     # max + L, one rounding (a block's maxima in one vector)
+                lg = max_plus_log(b, b.load(b.bitcast(maxes, PTR), typ=ir.VectorType(
+                    F32, blk), align=4), lg)
             b.store(lg, b.bitcast(invs, lg.type.as_pointer()), align=4)
         else:
             b.call(self._exp_function(mod, name + ".exp"), [xb, ob, maxes, invs, nb])
@@ -233,79 +226,21 @@ class SoftmaxKernel:
             b.branch(nxt)
             b.position_at_end(nxt)
             return vals
-        self._loop(b, fn, nb, [], scale_row, "rows_scale")
+
+        def reduce_row(b, j, vals):     # one value: max + L, or the bad row's value
+            flag = b.load(b.gep(goods, [j], source_etype=i8), typ=i8)
+            y = b.select(b.icmp_unsigned("!=", flag, ir.Constant(i8, 0)),
+                         b.load(b.gep(invs, [j], source_etype=F32), typ=F32),
+                         b.load(b.gep(raws, [j], source_etype=F32), typ=F32))
+            b.store(y, b.gep(ob, [j], source_etype=F32))
+            return vals
+        self._loop(b, fn, nb, [], reduce_row if self.reduce else scale_row, "rows_out")
         r1 = b.add(r0, nblk)
         r0.add_incoming(r1, b.block)
         b.cbranch(b.icmp_signed("<", r1, hi), head, done)
         b.position_at_end(done)
         b.ret_void()
         return fn
-
-    @property
-    def vty(self):
-        return ir.VectorType(F32, self.v)
-
-    def _load(self, b, row, off):
-        p = b.gep(row, [off if isinstance(off, ir.Value) else ir.Constant(I64, off)],
-                  source_etype=F32)
-        return b.load(p, typ=self.vty, align=4)
-
-    def _store(self, b, value, row, off):
-        p = b.gep(row, [off if isinstance(off, ir.Value) else ir.Constant(I64, off)],
-                  source_etype=F32)
-        b.store(value, p, align=4)
-
-    def _loop(self, b, fn, n, carried, body, tag):
-        """``for j in range(n)`` (``n`` a Python int, or an i64 value >= 1) with loop-carried values
-        ``carried`` (a list); ``body(b, j, values) -> new values``; returns the final
-        values (the builder positioned after the loop)."""
-        if isinstance(n, int) and n <= 0:
-            return carried
-        pre = b.block
-        loop = fn.append_basic_block(tag)
-        after = fn.append_basic_block(tag + "_end")
-        b.branch(loop)
-        b.position_at_end(loop)
-        j = b.phi(I64, tag + "_j")
-        j.add_incoming(ir.Constant(I64, 0), pre)
-        phis = []
-        for k, v in enumerate(carried):
-            p = b.phi(v.type, f"{tag}_a{k}")
-            p.add_incoming(v, pre)
-            phis.append(p)
-        new = body(b, j, phis)
-        j1 = b.add(j, ir.Constant(I64, 1))
-        end = b.block
-        j.add_incoming(j1, end)
-        for p, v in zip(phis, new):
-            p.add_incoming(v, end)
-        b.cbranch(b.icmp_signed("<", j1, n if isinstance(n, ir.Value) else
-                                ir.Constant(I64, n)), loop, after)
-        b.position_at_end(after)
-        return new
-
-    def _vectors(self, b, fn, u, carried, step, tag, first=None, nv=None):
-        """Call ``step(b, offset, values) -> values`` for every full vector of the row
-        (offset ``i V``), ``u`` per loop iteration, then the ``nv % u`` left over; ``first``
-        (an i64 value, vectors) and ``nv``: only the vectors ``[first, first + nv)``."""
-        v, nv = self.v, self.c // self.v if nv is None else nv
-        f0 = None if first is None else b.mul(first, ir.Constant(I64, v))
-
-        def at(b, o):                   # o: an i64 value or an int
-            if f0 is None:
-                return o
-            return b.add(f0, o if isinstance(o, ir.Value) else ir.Constant(I64, o))
-
-        def body(b, j, vals):
-            start = b.mul(j, ir.Constant(I64, u * v))
-            for q in range(u):
-                vals = step(b, at(b, b.add(start, ir.Constant(I64, q * v)) if q else start),
-                            vals)
-            return vals
-        vals = self._loop(b, fn, nv // u, carried, body, tag)
-        for q in range(nv // u * u, nv):
-            vals = step(b, at(b, q * v), vals)
-        return vals
 
     def _max(self, b, fn, xr):
         """``(max, nan)``: the row's maximum and whether it holds a NaN.  The maximum is
@@ -349,31 +284,13 @@ class SoftmaxKernel:
         nan = b.icmp_unsigned("!=", b.call(red, [accs[u]]), ir.Constant(I32, 0))
         return self._hreduce(b, m, _max_of), nan
 
-    def _hreduce(self, b, vec, op):
-        """The lanes of ``vec`` combined by ``op`` pairwise (halves), a scalar."""
-        w = vec.type.count
-        while w > 1:
-            h = w // 2
-            lo = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, h), list(range(h))))
-            hi = b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, h),
-                                                        list(range(h, w))))
-            vec = op(b, lo, hi)
-            w = h
-        return b.extract_element(vec, ir.Constant(I32, 0))
-
     def _exp_function(self, mod, name):
         """``void @name(ptr x, ptr out, ptr maxes, ptr invs, i64 n)``: :meth:`_exp_sum` of
         ``n`` consecutive rows (their maxima in ``maxes``, the reciprocals written to
         ``invs``) in a function of its own, so that its loop keeps its accumulators in
         registers (inside the kernel's row loop, with the other passes' values live, LLVM
         spilled them) and its constants are set up once per block of rows."""
-        fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, PTR, I64]),
-                         name)
-        for a in fn.args[:4]:
-            a.add_attribute("noalias")
-        fn.attributes.add("nounwind")
-        fn.attributes.add("noinline")
-        fn.linkage = "internal"
+        fn = internal_function(mod, name, [PTR, PTR, PTR, PTR, I64], 4)
         x, out, maxes, invs, n = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
 
@@ -395,10 +312,7 @@ class SoftmaxKernel:
         u = max(1, min(self.unroll[1], self.c // v))
         mv = self._broadcast(b, mx)
         ity = ir.VectorType(I32, v)
-        m1, m2 = 1.5 * 2.0 ** (23 - sb), 1.5 * 2.0 ** (23 - kb)
-        # m1 + m2 is a float32 (m2's lowest bit 2**(22-K) >= m1's ulp 2**-S: K <= S + 22)
-        assert float(np.float32(m1 + m2)) == m1 + m2, (kb, sb)
-        c1, c12, zero = (_const(self.vty, v) for v in (m1, m1 + m2, 0.0))
+        zero = _const(self.vty, 0.0)
 
         def exp_at(b, off):
             d = b.fsub(self._load(b, xr, off), mv)
@@ -406,22 +320,12 @@ class SoftmaxKernel:
             # a log-softmax stores d = x - max (its last pass subtracts L in place: the
             # output's lines come into the cache here, as the softmax's do; 128 x 768 on
             # AVX2 0.060 -> 0.057 ms), a softmax e
-            self._store(b, d if self.log else e, orow, off)
+            if not self.reduce:
+                self._store(b, d if self.log else e, orow, off)
             return e
 
-        def split(b, e, vals):
-            hi_acc, lo_acc = vals
-            t1 = b.fadd(e, c1)                  # bits: bits(m1) + rne(e 2**S)
-            # u = t1 - (m1 + m2) = hi - m2, exact (hi a multiple of 2**-S in [0, 1], m2's
-            # lowest bit 2**(22-K): K - 21 <= 24 bits); e - u = lo + m2 rounded once: the
-            # bits of m2 + rne(lo 2**K) in three float operations instead of four
-            t2 = b.fsub(e, b.fsub(t1, c12))
-            hi_acc = b.add(hi_acc, b.bitcast(t1, ity))
-            lo_acc = b.add(lo_acc, b.bitcast(t2, ity))
-            return [hi_acc, lo_acc]
-
         def step(b, off, vals):
-            return split(b, exp_at(b, off), vals)
+            return split_add(b, exp_at(b, off), vals, kb, sb)
         izero = ir.Constant(ity, [0] * v)
         nv, t = self.c // v, self.c % v
         n = nv + (1 if t else 0)                # values per lane
@@ -445,7 +349,7 @@ class SoftmaxKernel:
             mask = ir.Constant(ir.VectorType(I1, v), [int(i >= v - t) for i in range(v)])
             tail = emit_exp_nonpositive(b, b.fsub(self._load(b, xr, self.c - v), mv),
                                         clamp_zero=False)
-            accs = split(b, b.select(mask, tail, zero), accs)
+            accs = split_add(b, b.select(mask, tail, zero), accs, kb, sb)
         if wide64 is not None:
             wide64 = b.add(wide64, self._lanes64(b, accs, n))
             total = self._reduce_add(b, wide64)
@@ -463,87 +367,6 @@ class SoftmaxKernel:
                 b.store(b.extract_element(y, ir.Constant(I32, i)), p, align=4)
         return inv
 
-    def _lane_offsets(self, n):
-        """``[(shift, m, offset)]`` for the hi and lo accumulators: each lane added ``n``
-        values, ``n bits(m)`` too much (``offset``, mod ``2**32`` as an int32)."""
-        kb, sb = self.k, self.s
-        out = []
-        for m, sh in ((1.5 * 2.0 ** (23 - sb), kb - sb), (1.5 * 2.0 ** (23 - kb), 0)):
-            bits = int(np.array(m, np.float32).view(np.uint32))
-            out.append((sh, ((n * bits) & 0xFFFFFFFF) - ((n * bits) & 0x80000000) * 2))
-        return out
-
-    def _lanes64(self, b, accs, n):
-        """The int64 lanes ``(hi << (K - S)) + lo`` of the int32 accumulators ``accs`` (hi,
-        lo: each lane added ``n <=`` :func:`lane_chunk` values, its sums fit in int32)."""
-        w = accs[0].type.count
-        i64v = ir.VectorType(I64, w)
-        total = None
-        for acc, (sh, off) in zip(accs, self._lane_offsets(n)):
-            part = b.sext(b.sub(acc, ir.Constant(acc.type, [off] * w)), i64v)
-            if sh:
-                part = b.shl(part, ir.Constant(i64v, [sh] * w))
-            total = part if total is None else b.add(total, part)
-        return total
-
-    @staticmethod
-    def _reduce_add(b, lanes):
-        """The lanes of an integer vector added (``llvm.vector.reduce.add``)."""
-        w, ety = lanes.type.count, lanes.type.element
-        rname = f"llvm.vector.reduce.add.v{w}i{ety.width}"
-        radd = b.module.globals.get(rname) or ir.Function(
-            b.module, ir.FunctionType(ety, [lanes.type]), rname)
-        return b.call(radd, [lanes])
-
-    def _lane_total(self, b, accs, n):
-        """The row's exact int64 sum from its int32 accumulators (hi, lo), every lane having
-        added ``n <=`` :func:`lane_chunk` values: the offsets taken off per lane (each
-        lane's sum then fits in int32), the lanes added in int32 when a row's hi and lo
-        totals fit (``c 2**S`` and ``c 2**(K-S-1)`` below ``2**31``), else in int64."""
-        kb, sb, v = self.k, self.s, self.v
-        wide = self.c * 2 ** max(sb, kb - sb - 1) >= 2 ** 31
-        total = None
-        for acc, (sh, off) in zip(accs, self._lane_offsets(n)):
-            lanes = b.sub(acc, ir.Constant(acc.type, [off] * v))
-            if wide:
-                lanes = b.sext(lanes, ir.VectorType(I64, v))
-            part = self._reduce_add(b, lanes)
-            if not wide:
-                part = b.sext(part, I64)
-            if sh:
-                part = b.shl(part, ir.Constant(I64, sh))
-            total = part if total is None else b.add(total, part)
-        return total
-
-    def _log_sum(self, b, total):
-        """float32 ``log(total * 2**-K)`` of the exact sum ``total`` (int64, or a vector of
-        them: one per lane of the column kernel; >= 2**K on a good row: its maximum adds
-        ``exp(0) = 1``): :func:`log_sum_f64`'s float64 operations, rounded to float32."""
-        w = total.type.count if isinstance(total.type, ir.VectorType) else 0
-        d = ir.VectorType(ir.DoubleType(), w) if w else ir.DoubleType()
-        i64 = ir.VectorType(I64, w) if w else I64
-
-        def c(v):
-            return _const(d, float(v))
-
-        def ci(v):
-            return _const(i64, int(v))
-        s = b.sitofp(total, d)
-        bits = b.bitcast(s, i64)
-        e = b.sub(b.lshr(bits, ci(52)), ci(1023))
-        m = b.bitcast(b.or_(b.and_(bits, ci((1 << 52) - 1)), ci(1023 << 52)), d)  # [1, 2)
-        big = b.fcmp_ordered(">", m, c(SQRT2))
-        m = b.select(big, b.fmul(m, c(0.5)), m)
-        fe = b.sitofp(b.sub(b.add(e, b.zext(big, i64)), ci(self.k)), d)
-        f = b.fdiv(b.fsub(m, c(1.0)), b.fadd(m, c(1.0)))
-        z = b.fmul(f, f)
-        q = c(LOG_C[-1])
-        for k in LOG_C[-2::-1]:
-            q = b.fadd(b.fmul(q, z), c(k))
-        lm = b.fmul(b.fadd(f, f), q)
-        lg = b.fadd(b.fmul(fe, c(LN2_HI)), b.fadd(b.fmul(fe, c(LN2_LO)), lm))
-        return b.fptrunc(lg, ir.VectorType(F32, w) if w else F32)
-
     def _log_out(self, b, fn, orow, xr, mx, lg):
         """``out = (x - max) - L`` (two float32 subtractions, as :func:`compiler.ops.softmax.
         log_softmax_f32`): ``out - L`` in place over the whole vectors (the exp pass
@@ -560,11 +383,6 @@ class SoftmaxKernel:
         if self.c % self.v:
             off = self.c - self.v
             self._store(b, b.fsub(b.fsub(self._load(b, xr, off), mv), lv), orow, off)
-
-    def _broadcast(self, b, scalar):
-        v = self.v
-        vec = b.insert_element(ir.Constant(self.vty, ir.Undefined), scalar, ir.Constant(I32, 0))
-        return b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, v), [0] * v))
 
     def _scale(self, b, fn, orow, inv):
         v = self.v
@@ -598,3 +416,15 @@ class LogSoftmaxKernel(SoftmaxKernel):
 
     log = True
     what = "log_softmax"
+
+
+class LogSumExpKernel(LogSoftmaxKernel):
+    """ReduceLogSumExp over rows of ``c`` (the last axis, or the trailing axes flattened):
+    the log-softmax's maximum and exact sum (not storing ``x - max``), then one value a
+    row, ``float32(float64(max) + L)`` (:func:`compiler.cpu.softmax_emit.max_plus_log`: one
+    rounding); a row with a NaN gives NaN, one with a ``+inf`` ``+inf``, one of only
+    ``-inf`` ``-inf`` (onnxruntime's values).  Bit for bit :func:`compiler.ops.softmax.
+    log_sum_exp_f32`."""
+
+    reduce = True
+    what = "log_sum_exp"

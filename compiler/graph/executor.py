@@ -31,6 +31,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -39,7 +40,7 @@ import numpy as np
 from ..ops import registry
 from .ir import GraphError
 from .codegen import gc_paused
-from .reference import run_node, use_counts
+from .reference import run_node
 
 
 class _DevValue:
@@ -90,6 +91,18 @@ def check_feeds(g, specs: dict, where: str = "", *, samples: bool = False) -> No
                              f"numeric")
 
 
+def _finite_free(name, steps) -> bool:
+    """Whether graph input ``name`` is read only by CPU steps whose hand-written kernel
+    gives every input its defined value (``nonfinite_ok``: the softmax kernels, a NaN row
+    NaN, as onnxruntime), so that a NaN or an infinity in it needs no refusal (it is
+    refused before a VTA or host operator: quantised, NaN has no int8 value)."""
+    readers = [s for s in steps if name in s.node.inputs]
+    return bool(readers) and all(
+        s.kind == "cpu" and getattr(s.kernel, "module", None) is not None and getattr(
+            getattr(s.kernel.out, "cpu_kernel", None), "nonfinite_ok", False)
+        for s in readers)
+
+
 class Executor:
     """Runs ``program`` on ``device`` (SimDevice, RtlDevice, BoardDevice)."""
 
@@ -99,6 +112,32 @@ class Executor:
         self.clock_mhz = clock_mhz
         self._params: dict = {}
         self.records: list[dict] = []
+        if program is not None:         # (None: only the device paths, e.g. _run_vta)
+            self._plan()
+
+    def _plan(self) -> None:
+        """What :meth:`run` needs per run, worked out once per program: each graph input's
+        shape, dtype and whether a non-finite value must be refused (:func:`_finite_free`),
+        each step's kind (a host step that is a view of device data), and the values
+        whose last reader it is (freed after it unless they are graph outputs).  Before,
+        every run counted the uses, looked each host op up and checked each feed in full:
+        0.025 ms of fixed cost a run (BENCHMARKS.md, issue 21)."""
+        g, steps = self.p.graph, self.p.steps
+        self._inputs = [(name, tuple(g.values[name].shape), np.dtype(g.values[name].dtype),
+                         not _finite_free(name, steps)) for name in g.inputs]
+        last = {}
+        for k, s in enumerate(steps):
+            for i in s.node.inputs:
+                last[i] = k
+        frees = [[] for _ in steps]
+        for i, k in last.items():
+            frees[k].append(i)
+        self._steps = []
+        for s, fr in zip(steps, frees):
+            kind = s.kind
+            if kind not in ("vta", "cpu"):
+                kind = "view" if getattr(registry.get(s.node.op), "view", False) else "host"
+            self._steps.append((s, s.node, kind, fr))
 
     # ------------------------------------------------------------------ helpers
     def _param_buf(self, key, arr: np.ndarray):
@@ -134,38 +173,42 @@ class Executor:
     # ------------------------------------------------------------------ run
     def run(self, feeds: dict) -> dict:
         """Run the network on ``feeds`` ({graph input name: float array}); returns
-        {graph output name: array} and fills :attr:`records` (one dict per step)."""
+        {graph output name: array} and fills :attr:`records` (one dict per step).  A feed
+        with a NaN or an infinity is refused (:class:`GraphError`) unless only kernels that
+        define their output for every value read it (:func:`_finite_free`)."""
         g = self.p.graph
         env: dict = {}
         feeds = {k: np.asarray(v) for k, v in feeds.items()}
-        check_feeds(g, feeds)
-        for name in g.inputs:
+        if len(feeds) != len(self._inputs) or any(
+                name not in feeds or feeds[name].shape != shape or
+                feeds[name].dtype.kind not in "fiub" for name, shape, _, _ in self._inputs):
+            check_feeds(g, feeds)           # the typed error saying what is wrong
+        for name, _, dtype, finite in self._inputs:
             a = feeds[name]
-            if a.dtype.kind == "f" and not np.isfinite(a).all():
+            if finite and a.dtype.kind == "f" and not np.isfinite(a).all():
                 raise GraphError(f"input {name!r}: contains NaN or infinity "
                                  f"({int((~np.isfinite(a)).sum())} values)")
             # float32, or an integer input: no copy when it already is one, C-contiguous and
             # aligned (a feed unpickled from a buffer may not be; the steps only read their
             # inputs; an output that is a view of a feed is copied below)
-            env[name] = np.require(a, g.values[name].dtype, ["C_CONTIGUOUS", "ALIGNED"])
-        uses = use_counts(s.node for s in self.p.steps)
-        self.records = []
+            env[name] = a if a.dtype == dtype and a.flags.c_contiguous and \
+                a.flags.aligned else np.require(a, dtype, ["C_CONTIGUOUS", "ALIGNED"])
+        self.records = records = []
+        outs = set(g.outputs)                   # (a caller may ask for more outputs)
         t_run = time.perf_counter()
-        with gc_paused():
-            for s in self.p.steps:
-                n = s.node
+        # the collector paused over the steps of a network (a single step: no gain, 2 us)
+        with gc_paused() if len(self._steps) > 1 else contextlib.nullcontext():
+            for s, n, kind, frees in self._steps:
                 rec = {"node": n.name, "op": n.op, "where": s.kind, "seconds": 0.0, "cycles": 0,
                        "dram_bytes": 0}
                 t0 = time.perf_counter()
-                if s.kind == "vta":
+                if kind == "cpu":
+                    env[n.output] = s.kernel.run({
+                        ph: src if k == "param" else self._host(env, src, rec)
+                        for ph, (k, src) in s.binds})
+                elif kind == "vta":
                     env[n.output] = self._run_vta(s, env, rec)
-                elif s.kind == "cpu":
-                    feeds_ = {}
-                    for ph, (kind, src) in s.binds:
-                        feeds_[ph] = src if kind == "param" else self._host(env, src, rec)
-                    env[n.output] = s.kernel.run(feeds_)
-                elif getattr(registry.get(n.op), "view", False) and \
-                        isinstance(env.get(n.inputs[0]), _DevValue):
+                elif kind == "view" and isinstance(env.get(n.inputs[0]), _DevValue):
                     v = env[n.inputs[0]]               # a reshape of device data is a view
                     env[n.output] = _DevValue(v.buf, tuple(g.values[n.output].shape), v.dtype)
                 else:
@@ -173,18 +216,16 @@ class Executor:
                            for i in n.inputs]
                     env[n.output] = run_node(n, ins)
                 rec["wall"] = time.perf_counter() - t0
-                if s.kind != "vta":
+                if kind != "vta":
                     rec["seconds"] = rec["wall"]
-                self.records.append(rec)
-                for i in n.inputs:
-                    if i in uses:
-                        uses[i] -= 1
-                        if uses[i] == 0 and i not in g.outputs and i in env:
-                            v = env.pop(i)
-                            if isinstance(v, _DevValue) and not any(
-                                    isinstance(o, _DevValue) and o.buf is v.buf
-                                    for o in env.values()):
-                                self._free(v)
+                records.append(rec)
+                for i in frees:                 # values this step reads last
+                    if i in outs:
+                        continue
+                    v = env.pop(i, None)
+                    if isinstance(v, _DevValue) and not any(
+                            isinstance(o, _DevValue) and o.buf is v.buf for o in env.values()):
+                        self._free(v)
         self.wall_seconds = time.perf_counter() - t_run
         out = {}
         for o in g.outputs:

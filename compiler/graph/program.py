@@ -98,10 +98,22 @@ class CpuKernel:
         return run_cpu(self, feeds)
 
 
+#: numpy dtype of each TE dtype :func:`run_cpu` has seen
+_NP_DTYPES: dict = {}
+
+
 def run_cpu(kernel: CpuKernel, feeds: dict) -> np.ndarray:
-    """THE one entry for CPU operators: ``feeds`` {placeholder: array}."""
-    from ..te.evaluate import evaluate, to_numpy_dtype
+    """THE one entry for CPU operators: ``feeds`` {placeholder: array} (an array of the
+    placeholder's dtype, C-contiguous, as it is; others converted)."""
     if kernel.module is not None:
-        feeds = {t: np.ascontiguousarray(a, to_numpy_dtype(t.dtype)) for t, a in feeds.items()}
-        return np.asarray(kernel.module.run(feeds))
+        conv = {}
+        for t, a in feeds.items():
+            dt = _NP_DTYPES.get(t.dtype)
+            if dt is None:
+                from ..te.evaluate import to_numpy_dtype
+                dt = _NP_DTYPES[t.dtype] = to_numpy_dtype(t.dtype)
+            conv[t] = a if a.dtype == dt and a.flags.c_contiguous else \
+                np.ascontiguousarray(a, dt)
+        return np.asarray(kernel.module.run(conv))
+    from ..te.evaluate import evaluate
     return evaluate(kernel.out, feeds)

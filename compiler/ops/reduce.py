@@ -9,7 +9,9 @@ reduction across values whose scales a single int8 table cannot express); they r
 host as their numpy functions (float64 inside), and the partition report says so, except
 LayerNormalization's output over the last axis: the CPU kernel
 :func:`compiler.cpu.layernorm.layer_norm` (LLVM), whose numpy twin ``layer_norm_f32`` is
-then the reference (bit for bit, on the host too).
+then the reference (bit for bit, on the host too), and float32 ReduceLogSumExp over
+consecutive axes: the CPU kernel :func:`compiler.cpu.softmax.log_sum_exp`, twin
+:func:`compiler.ops.softmax.log_sum_exp_f32`.
 
 Example::
 
@@ -101,10 +103,37 @@ def _import_reduce(op):
 def _reduce_ref(op):
     def ref(n, ins):
         x = ins[0]
+        if op == "reduce_log_sum_exp" and _lse_on_cpu(n, x.shape, x.dtype):
+            from .softmax import log_sum_exp_f32        # the CPU kernel's twin, bit for bit
+            return log_sum_exp_f32(x, n.attrs["axes"], n.attrs["keepdims"])
         with np.errstate(all="ignore"):
             y = REDUCE[op][1](x.astype(np.float64), tuple(n.attrs["axes"]), n.attrs["keepdims"])
         return np.asarray(y).astype(x.dtype)
     return ref
+
+
+def _lse_on_cpu(n, shape, dtype) -> bool:
+    """The CPU kernel (:func:`compiler.cpu.softmax.log_sum_exp`) computes ReduceLogSumExp
+    node ``n``: a float32 input, consecutive axes; then its numpy twin is the reference
+    wherever the node runs."""
+    from ..cpu.softmax import lse_axes_fit
+    return np.dtype(dtype) == np.float32 and lse_axes_fit(shape, n.attrs["axes"])
+
+
+def place_log_sum_exp(n, g, cfg, opts):
+    """The CPU (LLVM) for the kernel's form (:func:`_lse_on_cpu`) when the backend is
+    there, else the host (numpy: the twin for float32, bit for bit)."""
+    v = g.values[n.inputs[0]]
+    return "cpu" if registry.cpu_backend() and _lse_on_cpu(n, v.shape, v.dtype) else "host"
+
+
+def log_sum_exp_cpu(n, g):
+    from .. import te
+    from ..cpu.softmax import log_sum_exp
+    xv = g.values[n.inputs[0]]
+    x = te.placeholder(tuple(xv.shape), "float32", "data")
+    return (log_sum_exp(x, n.attrs["axes"], n.attrs["keepdims"], name=n.name),
+            [(x, ("value", n.inputs[0]))])
 
 
 def import_global_maxpool(ctx, node, attrs):
@@ -335,8 +364,12 @@ for _op, (_onnx, _fn) in REDUCE.items():
     rules = {_onnx: _import_reduce(_op)}
     if _op == "reduce_max":
         rules["GlobalMaxPool"] = import_global_maxpool
-    registry.register(registry.OpDef(_op, reference=_reduce_ref(_op), category="reduction",
-                                     onnx=rules, float_why=_WHY))
+    lse = _op == "reduce_log_sum_exp"     # the CPU's kernel (consecutive axes, float32)
+    registry.register(registry.OpDef(
+        _op, reference=_reduce_ref(_op), category="reduction", onnx=rules,
+        float_why=_WHY.replace("host numpy", "the CPU's LLVM kernel over consecutive axes, "
+                               "else host numpy") if lse else _WHY,
+        place=place_log_sum_exp if lse else None, cpu=log_sum_exp_cpu if lse else None))
 registry.register(registry.OpDef(
     "layer_norm", reference=_layer_norm_ref, category="reduction",
     onnx={"LayerNormalization": import_layer_norm,

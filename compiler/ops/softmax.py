@@ -49,9 +49,20 @@ def log_softmax_f32(x, axis=-1) -> np.ndarray:
     Error against the float64 log-softmax of ``fl(x - max)``: at most ``2**-22 |y| +
     2**-26`` (tests/test_cpu_log_softmax.py; the absolute part is the fixed-point sum's:
     a float32 sum loses up to ``2**-24`` there)."""
+    x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
+    d, bad, lg = _exact_log_sum(x)
+    with np.errstate(invalid="ignore"):
+        y = (d - lg.astype(np.float32)).astype(np.float32)
+    y = np.where(bad, np.float32(np.nan), y)
+    return np.moveaxis(y, -1, axis)
+
+
+def _exact_log_sum(x):
+    """``(d, bad, L)`` for the rows of float32 ``x`` (its last axis): ``d = x - max``
+    (float32), whether the row has a NaN ``exp(d)`` (keepdims) and the float64 log of its
+    exact sum (:func:`compiler.cpu.softmax_sum.log_sum_f64`; 0 on a bad row)."""
     from ..cpu.mathfns import exp_f32
     from ..cpu.softmax_sum import log_sum_f64, softmax_sum_bits
-    x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
     k = softmax_sum_bits(x.shape[-1])
     with np.errstate(invalid="ignore"):       # inf - inf: a NaN row
         d = (x - x.max(axis=-1, keepdims=True)).astype(np.float32)
@@ -59,11 +70,28 @@ def log_softmax_f32(x, axis=-1) -> np.ndarray:
     bad = np.isnan(e).any(axis=-1, keepdims=True)
     e = np.where(bad, np.float32(0.0), e)
     t = np.rint(e * np.float32(2.0 ** k)).astype(np.int64).sum(axis=-1, keepdims=True)
-    lg = log_sum_f64(np.maximum(t, 1), k).astype(np.float32)
-    with np.errstate(invalid="ignore"):
-        y = (d - lg).astype(np.float32)
-    y = np.where(bad, np.float32(np.nan), y)
-    return np.moveaxis(y, -1, axis)
+    return d, bad, log_sum_f64(np.maximum(t, 1), k)
+
+
+def log_sum_exp_f32(x, axes, keepdims=True) -> np.ndarray:
+    """ReduceLogSumExp of float32 ``x`` over ``axes`` as the CPU kernel computes it
+    (:class:`compiler.cpu.softmax_kernel.LogSumExpKernel`), bit for bit: the axes moved to
+    the end as one row, :func:`log_softmax_f32`'s maximum and ``L`` (float64, from the
+    exact sum), ``float32(float64(max) + L)`` (one rounding); a row with a NaN is NaN
+    (``0x7fc00000``), else one with a ``+inf`` ``+inf`` and one of only ``-inf`` ``-inf``,
+    onnxruntime's values.  Error against the float64 ``max + log(sum(exp(fl(x - max))))``:
+    at most ``2**-24 |y| + 2**-22 L`` (tests/test_cpu_log_sum_exp.py)."""
+    x = np.asarray(x, np.float32)
+    axes = tuple(sorted(a % x.ndim for a in axes))
+    keep = [a for a in range(x.ndim) if a not in axes]
+    rows = np.transpose(x, keep + list(axes)).reshape([x.shape[a] for a in keep] + [-1])
+    mx = rows.max(axis=-1, keepdims=True)
+    _, bad, lg = _exact_log_sum(rows)
+    y = (mx.astype(np.float64) + lg).astype(np.float32)
+    y = np.where(bad, np.where(np.isnan(mx), np.float32(np.nan), mx), y)[..., 0]
+    if keepdims:
+        y = y.reshape([1 if a in axes else s for a, s in enumerate(x.shape)])
+    return y
 
 
 def _reference(twin):
