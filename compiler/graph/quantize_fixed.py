@@ -60,6 +60,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import registry
+from ..ops.qmatmul import qlinear_matmul_acc, qlinear_matmul_multiplier
 from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
 from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
                           gemm_multiplier, output_clamp, set_output_clamp)
@@ -255,6 +256,28 @@ class FixedRules(EltwiseRules):
             "the fixed-point multiplier gives onnxruntime's float32 rounding for every "
             "accumulator (all thresholds equal)")))
         return False
+
+    def _matmul(self, n):
+        """A MatMul of two activations (attention's Q Kᵀ, P V; batched) -> onnxruntime's
+        QLinearMatMul: the int32 accumulator on VTA's GEMM core (wide ``qmm``), then
+        ``qreq32`` by ``fl32(fl32(sa sb) / sy)`` (:mod:`compiler.ops.qmatmul`)."""
+        g = self.ctx.g
+        if any(i in g.params for i in n.inputs):
+            return self._note(n, "a MatMul with a constant operand (not two activations)")
+        sy = self.scales.get(n.output)
+        (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
+        if sy is None or sa is None or sb is None:
+            return self._note(n, "an operand or the output has no Q/DQ scale")
+        R = qlinear_matmul_multiplier(sa, sb, sy)
+        ins = qlinear_matmul_acc(self.ctx, n, a, b, R)
+        if ins is None:
+            return self._note(n, "QLinearMatMul: an operand of rank < 2 or K too large for "
+                                 "an int32 accumulator")
+        lo, hi = post_bounds(n.attrs.get("post", []), sy)
+        self._emit(n, "qreq32", ins, {"lo": lo, "hi": hi, "why": (
+            "QLinearMatMul at the model's scales: onnxruntime's float32 requantisation of "
+            "the int32 accumulator (CPU)")}, sy)
+        return True
 
     def _reshaped_scale(self, v):
         """The Q/DQ scale of ``v``'s only reader when that is a reshape / flatten (a 1-D conv
