@@ -95,13 +95,20 @@ def run_ideal(q, feeds):
     return env
 
 
+#: the input of each of onnxruntime's fused quantised kernels that is its output scale
+PLAIN_SCALE_INPUT = {"QuantizeLinear": 1, "QLinearConv": 6, "QLinearMatMul": 6,
+                     "QLinearAdd": 6, "QLinearMul": 6, "QLinearSoftmax": 3,
+                     "QLinearSigmoid": 3, "QGemm": 7}
+
+
 def plain_visible(qpath: str, tmp: str):
     """onnxruntime's execution of the plain QDQ model (its own fusions: QLinearConv, QGemm,
     QLinearSoftmax, float Add / Mul ...; exposing a QuantizeLinear output as a graph output
     changes them) with the values of the model's QuantizeLinear outputs that it still
     computes made visible: the graph it optimises is saved, and the node that now produces
-    each one - a QuantizeLinear (renamed when duplicated) or a QLinearConv (NHWC when
-    ``channels_last``) - is found by its output scale's initializer, made a graph output,
+    each one - a QuantizeLinear (renamed when duplicated), a QLinearConv (NHWC when
+    ``channels_last``), QLinearMatMul, QLinearAdd / QLinearMul, QLinearSoftmax,
+    QLinearSigmoid or QGemm - is found by its output scale's initializer, made a graph output,
     and the graph runs again unoptimised.  (session, {Q output: (name, NHWC)}); a uint8
     value (onnxruntime's S8 -> U8 transform, zero point 128) is compared minus 128."""
     import onnx
@@ -116,9 +123,9 @@ def plain_visible(qpath: str, tmp: str):
         if n.op_type == "QuantizeLinear":
             by_scale.setdefault(n.input[1], []).append(n.output[0])
     qnames = {q for qs in by_scale.values() for q in qs}
-    seen, where = set(), {}
-    for n in m.graph.node:          # output scale: QuantizeLinear input 1, QLinearConv 6
-        k = {"QuantizeLinear": 1, "QLinearConv": 6}.get(n.op_type)
+    seen, where, kinds = set(), {}, {}
+    for n in m.graph.node:          # the input that is the output scale
+        k = PLAIN_SCALE_INPUT.get(n.op_type)
         qs = by_scale.get(n.input[k], []) if k is not None and len(n.input) > k else []
         if len(qs) != 1 or (n.output[0] in qnames and n.output[0] != qs[0]):
             continue                # (another Q's value at this scale: a Relu removed)
@@ -128,6 +135,9 @@ def plain_visible(qpath: str, tmp: str):
         seen.add(qs[0])
         nhwc = any(a.name == "channels_last" and a.i for a in n.attribute)
         where[qs[0]] = (n.output[0], nhwc)
+        kinds[qs[0]] = n.op_type
+    print("plain execution: the QuantizeLinear outputs it keeps, by producer:", ", ".join(
+        f"{k} {list(kinds.values()).count(k)}" for k in sorted(set(kinds.values()))), flush=True)
     have = {o.name for o in m.graph.output}
     for o, _ in where.values():
         if o not in have:

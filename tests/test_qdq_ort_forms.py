@@ -4,7 +4,8 @@ against onnxruntime's kernel and the compiled program against the numpy referenc
 
 * DequantizeLinear -> Softmax -> QuantizeLinear -> ``qsoftmax`` (QLinearSoftmax);
 * an Add of two activations -> ``qlut2`` (QLinearAdd's 65,536 outputs) where the
-  fixed-point ``qaddfx`` rounds some pair otherwise."""
+  fixed-point ``qaddfx`` rounds some pair otherwise; its fused multiply-add's one rounding
+  (``fl32_sum``) where a float64 sum would round twice."""
 
 import os
 
@@ -247,3 +248,63 @@ def test_qdq_add_of_a_broadcast_constant_is_qlinearadd_bit_exact(tmp_path):
     want = ort.InferenceSession(km.SerializeToString(), providers=["CPUExecutionProvider"]
                                 ).run(None, {"a": xq})[0]
     assert np.array_equal(env[lut[0].output], want), int((env[lut[0].output] != want).sum())
+
+
+def _midpoint_scales(n):
+    """(a, sa, sb, sy) where ``a * fl32(sa / sy)`` is exactly a float32 midpoint next to a
+    half-integer and ``sb / sy`` is tiny: QLinearAdd's fused multiply-add rounds the exact
+    sum to one side, a float64 sum then float32 ties to even (a double rounding)."""
+    out = []
+    for k in range(1, 120):
+        u = float(np.spacing(np.float32(k + 0.5)))
+        for sgn in (1, -1):
+            m = k + 0.5 + sgn * u / 2
+            a = next((a for a in range(3, 128, 2) if float(np.float32(m / a)) == m / a
+                      and (m / a) * a == m), None)
+            if a is not None:
+                out.append((a, float(np.float32(m / a)), 1e-30, 1.0))
+            if len(out) == n:
+                return out
+    return out
+
+
+def test_fl32_sum_is_the_exact_sum_rounded_once():
+    """``fl32_sum`` is the float32 nearest to the exact sum (Fractions), halves to even, on
+    float32 midpoints with a tiny second term of either sign (where float64-then-float32
+    rounds twice and differs) and on random sums."""
+    from fractions import Fraction
+    from compiler.graph.ort_qdq import fl32_sum
+
+    def exact(p, q):
+        x = Fraction(p) + Fraction(q)
+        f = np.float32(float(x))                      # within one float32 ulp of x
+        cands = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+        return min(cands, key=lambda c: (abs(Fraction(float(c)) - x),
+                                         int(np.array(c).view(np.int32)) & 1))
+    rng = np.random.default_rng(4)
+    ps, qs = [], []
+    for a, r, _, _ in _midpoint_scales(20):
+        for q in (1e-30, -1e-30, 0.0, 3e-9, -3e-9):
+            ps.append(a * r)
+            qs.append(q)
+    ps += list(rng.integers(-128, 128, 500) * rng.uniform(0, 2, 500).astype(np.float32))
+    qs += list(rng.normal(size=500).astype(np.float32) *
+               np.float32(10.0) ** rng.integers(-12, 2, 500))
+    got = fl32_sum(np.array(ps), np.array(qs))
+    want = np.array([exact(p, q) for p, q in zip(ps, qs)], np.float32)
+    assert np.array_equal(got, want)
+    assert not np.array_equal((np.array(ps) + np.array(qs)).astype(np.float32), want)
+
+
+def test_add_table_is_qlinearadd_where_float64_rounds_twice():
+    """At scales whose products land on float32 midpoints (``_midpoint_scales``) the table
+    is still QLinearAdd on all 65,536 pairs; a float64 sum then float32 is not."""
+    twice = 0
+    for _, sa, sb, sy in _midpoint_scales(6):
+        want = _qlinear_add(sa, sb, sy, 65536).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
+        assert np.array_equal(add_table(sa, sb, sy), want), (sa, sb, sy)
+        rA, rB = (np.float32(np.float32(s) / np.float32(sy)) for s in (sa, sb))
+        y = (PAIRS[0].astype(np.float64) * np.float64(rA) +
+             (PAIRS[1].astype(np.float32) * rB).astype(np.float64)).astype(np.float32)
+        twice += int((np.clip(np.rint(y), -128, 127) != want).sum())
+    assert twice > 0

@@ -28,6 +28,26 @@ from .fixed_point import IMM
 V8 = np.arange(-128, 128, dtype=np.int64)     # every int8 value
 
 
+def fl32_sum(p, q) -> np.ndarray:
+    """The float32 rounding of the EXACT sum of float64 values ``p`` and ``q`` (a fused
+    multiply-add's single rounding when ``p`` is an exact product, ``q`` a float32),
+    halves to even.  ``fl32(p + q)`` rounds twice (to float64, then float32) and differs
+    exactly where the float64 sum ``s`` lands on a float32 midpoint while the exact sum is
+    not there (its error ``e = p + q - s``, TwoSum, is non-zero): between consecutive
+    float32 midpoints (all representable in float64) the exact sum and ``s`` round alike,
+    so that is the one case to correct, toward the side of ``e``."""
+    p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+    s = p + q
+    bb = s - p
+    e = (p - (s - bb)) + (q - bb)                 # TwoSum: p + q == s + e exactly
+    f = s.astype(np.float32)
+    d = s - f.astype(np.float64)
+    nb = np.where(d > 0, np.nextafter(f, np.float32(np.inf)),
+                  np.nextafter(f, np.float32(-np.inf)))
+    mid = (d != 0) & (s == (f.astype(np.float64) + nb.astype(np.float64)) / 2)
+    return np.where(mid & (e != 0) & ((e > 0) == (d > 0)), nb, f)
+
+
 def one_value(g, n) -> bool:
     """Whether ``n`` is an element-wise function of exactly one activation (a one-input
     function, or add / sub / mul / div / pow with a one-element constant)."""
@@ -57,9 +77,8 @@ def ort_table(g, n, act: str, sx: float, sy: float):
     * ``x * c`` with an int8 constant: QLinearMul, ``rint(fl32(fl32(x c) * R))`` with
       ``R = fl32(fl32(sx sc) / sy)`` (MlasQLinearMulKernel);
     * ``x + c``: QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
-      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add; here the
-      sum in float64 then float32, the same unless the float64 sum is inexact AND lands on
-      a float32 tie);
+      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add,
+      :func:`fl32_sum`);
     * anything else (Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
       ``Q(f(DQ(x)))`` in float32, ``f`` the node's float32 CPU kernel (its reference on
       float32 is that kernel bit for bit), ``x / c`` as a division (``div_by``).
@@ -75,7 +94,7 @@ def ort_table(g, n, act: str, sx: float, sy: float):
             y = (V8 * qc[0]).astype(np.float32) * R
         elif qc is not None:
             fixed = np.float32(np.float32(qc[0]) * np.float32(qc[1] / sy))
-            y = (V8 * np.float64(np.float32(sx / sy)) + np.float64(fixed)).astype(np.float32)
+            y = fl32_sum(V8 * np.float64(np.float32(sx / sy)), np.float64(fixed))
         else:
             from .reference import run_node
             xf = V8.astype(np.float32) * sx
@@ -126,13 +145,13 @@ def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127) ->
     ``sy``, zero points 0, as the 65,536 int8 outputs, entry ``(a + 128) * 256 + b + 128``:
     ``clip(rint(fma(a, fl32(sa / sy), fl32(b * fl32(sb / sy)))))`` (MLAS's AVX2 QLinearAdd:
     the second operand's product rounded to float32, the first one's added by a fused
-    multiply-add; here the exact sum in float64, then float32; checked against onnxruntime
-    on every pair in tests/test_qdq_ort_forms.py); halves to even."""
+    multiply-add, one rounding: :func:`fl32_sum`; checked against onnxruntime on every
+    pair in tests/test_qdq_ort_forms.py); halves to even."""
     rA = np.float32(np.float32(sa) / np.float32(sy))
     rB = np.float32(np.float32(sb) / np.float32(sy))
     a = np.repeat(V8, 256).astype(np.float64)
     fb = (np.tile(V8, 256).astype(np.float32) * rB).astype(np.float64)
-    y = (a * np.float64(rA) + fb).astype(np.float32)
+    y = fl32_sum(a * np.float64(rA), fb)
     return np.clip(np.rint(y), lo, hi).astype(np.int8)
 
 

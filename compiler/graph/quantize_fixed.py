@@ -20,7 +20,8 @@ requantises in float32 and rounds half to even) to within one LSB:
   :func:`add_multipliers`), or, when both ratios are exact binary fractions (an
   upsample-and-add at twice its inputs' scale: 0.5 and 0.5), the exact sum rounded half
   to even as onnxruntime does (:func:`dyadic_add`);
-* ``global_avgpool`` -> ``qgapfx`` (the sum, clamped, through the same three stages); ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
+* ``global_avgpool`` -> ``qgapfx`` (the sum, clamped, through the same three stages);
+  ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
   or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
   and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
   reader) joins that node's clip;
