@@ -7,6 +7,8 @@ points 0), as integer forms that reproduce it exactly (:mod:`.quantize_fixed` us
 * :func:`product_multiplier`: the fixed-point form of QLinearMul's float32 product
   rounding, checked on every product of two int8 values (else None);
 * :func:`add_table`: QLinearAdd of two int8 activations, its 65,536 outputs;
+* :func:`batchnorm_table`: a BatchNormalization between Q/DQ pairs, 256 outputs per
+  channel;
 * :func:`float32_mismatch`: where a conv / dense layer's fixed-point requantisation and
   onnxruntime's float32 one (MlasRequantizeOutput) step at different accumulators
   (``qdq_requant="auto"``).
@@ -153,6 +155,30 @@ def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127) ->
     fb = (np.tile(V8, 256).astype(np.float32) * rB).astype(np.float64)
     y = fl32_sum(a * np.float64(rA), fb)
     return np.clip(np.rint(y), lo, hi).astype(np.int8)
+
+
+def batchnorm_table(g, n, sx: float, sy: float, lo: int = -128, hi: int = 127):
+    """A BatchNormalization ``n`` between Q/DQ pairs (input scale ``sx``, output ``sy``) as
+    one 256-entry table per channel, entry ``c * 256 + x + 128``, as onnxruntime computes
+    DequantizeLinear -> BatchNormalization -> QuantizeLinear (its float kernel, Eigen:
+    ``inv = fl32(1 / fl32(sqrt(fl32(var + eps))))``, ``k = fl32(inv * scale)``,
+    ``b' = fl32(B - fl32(mean * k))``, ``y = fl32(fl32(fl32(x sx) * k) + b')``; then
+    ``rint(fl32(y / sy))``, halves to even, clipped to [lo, hi]; checked against onnxruntime
+    in tests/test_qdq_batchnorm.py); None when a parameter is not a constant or the result
+    is not finite."""
+    if any(i not in g.params for i in n.inputs[1:5]):
+        return None
+    f = np.float32
+    scale, B, mean, var = (np.asarray(g.params[i], f).reshape(-1) for i in n.inputs[1:5])
+    with np.errstate(all="ignore"):
+        inv = f(1.0) / np.sqrt(var + f(n.attrs["epsilon"]))
+        k = inv * scale
+        b = B - mean * k
+        x = V8.astype(f) * f(sx)
+        y = (x[None, :] * k[:, None] + b[:, None]) / f(sy)
+    if not np.isfinite(y).all():
+        return None
+    return np.clip(np.rint(y), lo, hi).astype(np.int8).reshape(-1)
 
 
 def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:

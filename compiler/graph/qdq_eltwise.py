@@ -2,7 +2,8 @@
 :class:`~.quantize_fixed.FixedRules` mixes them in): an element-wise node of one int8 value
 -> ``qlut`` (onnxruntime's computation of the node group, :func:`.ort_qdq.ort_table`); a
 product of two activations -> ``qmul`` / ``qmul32`` (QLinearMul); an add of two activations
--> ``qaddfx`` or ``qlut2`` / ``qlut2b`` (QLinearAdd); ``concat`` -> ``qconcat``
+-> ``qaddfx`` or ``qlut2`` / ``qlut2b`` (QLinearAdd); a BatchNormalization -> ``qlutc`` (a
+table per channel); ``concat`` -> ``qconcat``
 (QLinearConcat); ``softmax`` -> ``qsoftmax`` (QLinearSoftmax); relu / clip -> no node, a
 clip joined to its producer, ``qrequant`` or ``qmulfx``.  The mixin's methods use the
 :class:`~.quantize_fixed.FixedRules` state (``ctx``, ``scales``, ``qscales``, ``tables``,
@@ -18,7 +19,7 @@ import numpy as np
 from ..ops.qfixed import fl32_requant, qaddfx_reference, softmax_table
 from .fixed_point import add_multipliers, dyadic_add, fixed_multiplier, set_output_clamp
 from .ir import Node
-from .ort_qdq import V8, add_table, one_value, ort_table, product_multiplier
+from .ort_qdq import V8, add_table, batchnorm_table, one_value, ort_table, product_multiplier
 
 
 def nominal_frac(scale: float) -> int:
@@ -215,6 +216,25 @@ class EltwiseRules:
             "(CPU)")}, sy)
         return True
 
+    def _batchnorm(self, n):
+        """A BatchNormalization between Q/DQ pairs (ocr_det's, after a ConvTranspose and
+        its bias add, where no conv takes it in) -> ``qlutc``: one table per channel of
+        what onnxruntime's float kernel gives (:func:`batchnorm_table`; CPU)."""
+        x, sx = self._in(n.inputs[0], n)
+        sy = self.scales.get(n.output)
+        if sx is None or sy is None or len(self.ctx.g.values[n.inputs[0]].shape) < 2:
+            return self._note(n, "input or output has no Q/DQ scale")
+        lo, hi = post_bounds(n.attrs.get("post", []), sy)
+        t = batchnorm_table(self.ctx.g, n, sx, sy, lo, hi)
+        if t is None:
+            return self._note(n, "BatchNormalization: parameters not constant or not finite")
+        tn = self.ctx.q.fresh(n.name + "_lutc")
+        self.ctx.q.add_param(tn, t, frac=nominal_frac(sy))
+        self._emit(n, "qlutc", [x, tn], {"why": (
+            "BatchNormalization at the model's scales: a 256-entry table per channel, as "
+            "onnxruntime's float kernel computes it (CPU)")}, sy)
+        return True
+
     def _activation(self, n, post):
         c = self.ctx
         x, sx = self._in(n.inputs[0], n)
@@ -249,9 +269,9 @@ class EltwiseRules:
         src = next((m for m in c.q.nodes if m.output == x), None)
         if src is None or self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
             return False
-        if src.op in ("qlut2", "qlut2b"):     # QLinearAdd's table: clip its entries
-            t = c.q.params[src.inputs[2]]
-            c.q.params[src.inputs[2]] = np.clip(t, lo, max(lo, hi)).astype(np.int8)
+        if src.op in ("qlut2", "qlut2b", "qlutc"):     # a table: clip its entries
+            t = c.q.params[src.inputs[-1]]
+            c.q.params[src.inputs[-1]] = np.clip(t, lo, max(lo, hi)).astype(np.int8)
             c.qname[n.output] = x
             c.q.float_of[x] = n.output
             return True
