@@ -153,7 +153,7 @@ def plain_visible(qpath: str, tmp: str):
     print("plain execution: the QuantizeLinear outputs it keeps, by producer:", ", ".join(
         f"{k} {list(kinds.values()).count(k)}" for k in sorted(set(kinds.values()))), flush=True)
     have = {o.name for o in m.graph.output}
-    for o, _ in where.values():
+    for o, *_ in where.values():
         if o not in have:
             m.graph.output.append(onnx.helper.make_empty_tensor_value_info(o))
             have.add(o)
