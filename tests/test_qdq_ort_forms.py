@@ -308,3 +308,72 @@ def test_add_table_is_qlinearadd_where_float64_rounds_twice():
              (PAIRS[1].astype(np.float32) * rB).astype(np.float64)).astype(np.float32)
         twice += int((np.clip(np.rint(y), -128, 127) != want).sum())
     assert twice > 0
+
+
+def _qlinear_add_u8(sa, sb, sy, sha, shb):
+    """onnxruntime's com.microsoft QLinearAdd of two uint8 tensors, zero points 128."""
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k)
+             for k, v in (("sa", sa), ("sb", sb), ("sy", sy))]
+    inits.append(numpy_helper.from_array(np.array(128, np.uint8), "zp"))
+    graph = helper.make_graph(
+        [helper.make_node("QLinearAdd", ["a", "sa", "zp", "b", "sb", "zp", "sy", "zp"], ["y"],
+                          domain="com.microsoft")], "g",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, list(sha)),
+         helper.make_tensor_value_info("b", TensorProto.UINT8, list(shb))],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, list(sha))], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                helper.make_opsetid("com.microsoft", 1)])
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_add_table_uint8_is_the_uint8_kernel_on_every_pair():
+    """The uint8 variant (zero points 128: the kernel's float32 fixed part) equals the uint8
+    QLinearAdd on all 65,536 pairs, two tensors and a broadcast scalar operand per span,
+    for random scales; the int8 table differs from it somewhere (what the variant is for)."""
+    rng = np.random.default_rng(8)
+    u = (PAIRS[0].astype(np.int64) + 128).astype(np.uint8), \
+        (PAIRS[1].astype(np.int64) + 128).astype(np.uint8)
+    int8_differs = 0
+    for sa, sb, sy in ADD_SCALES + [tuple(rng.uniform(0.002, 0.2, 3)) for _ in range(12)]:
+        want = _qlinear_add_u8(sa, sb, sy, [65536], [65536]).run(
+            None, {"a": u[0], "b": u[1]})[0].astype(np.int64) - 128
+        assert np.array_equal(add_table(sa, sb, sy, zero_point=128), want), (sa, sb, sy)
+        int8_differs += int((add_table(sa, sb, sy) != want).sum())
+        # b one scalar per span of 256 a's: (256, 256) + (256, 1)
+        a2 = np.tile(np.arange(256, dtype=np.uint8), (256, 1))
+        b2 = np.arange(256, dtype=np.uint8).reshape(256, 1)
+        want2 = _qlinear_add_u8(sa, sb, sy, [256, 256], [256, 1]).run(
+            None, {"a": a2, "b": b2})[0].astype(np.int64).T.reshape(-1) - 128
+        assert np.array_equal(add_table(sa, sb, sy, zero_point=128, scalar_b=True), want2)
+    assert int8_differs > 0
+
+
+def test_qdq_uint8_add_keeps_its_scales_and_is_the_uint8_kernel(tmp_path):
+    """A QDQ model at uint8 zero point 128 keeps its scales (the same integers plus 128);
+    its Add of two activations is the uint8 QLinearAdd's table, every pair through the
+    compiled program equal to onnxruntime's session of the model; the program bit-exact.
+    At these scales the int8 kernel is the fixed-point ``qaddfx`` on every pair (an int8
+    model's add stays on VTA) and the uint8 kernel rounds one pair otherwise."""
+    sa, sb, sy = 0.09683515876531601, 0.0497877262532711, 0.05291476100683212
+    shape = (1, 16, 64, 64)
+    m = _add_model(shape, sa, sb, sy)
+    for init in m.graph.initializer:
+        if init.name == "zp":
+            init.CopyFrom(numpy_helper.from_array(np.array(128, np.uint8), "zp"))
+    qp = os.path.join(str(tmp_path), "add_u8.onnx")
+    onnx.save(m, qp)
+    c = compile_model(qp, CFG)
+    q = c.qgraph
+    assert not q.qdq_refused and not q.qdq_notes, (q.qdq_refused, q.qdq_notes)
+    lut2 = [n for n in q.nodes if n.op == "qlut2"]
+    assert len(lut2) == 1
+    feeds = {"a": PAIRS[0].reshape(shape).astype(np.float32) * np.float32(sa),
+             "b": PAIRS[1].reshape(shape).astype(np.float32) * np.float32(sb)}
+    env = run_graph(q, feeds, keep=True)
+    got = c.executor(SimDevice(CFG, timed=True)).run(feeds)
+    assert all(np.array_equal(got[o], env[o]) for o in q.outputs)
+    want = np.rint(ort.InferenceSession(qp, providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0] / np.float32(sy)).reshape(-1)
+    assert np.array_equal(env[lut2[0].output].reshape(-1), want)
+    assert int((add_table(sa, sb, sy).reshape(-1) != want).sum()) == 1
+    assert "1 of the 65,536" in lut2[0].attrs["why"]

@@ -59,15 +59,17 @@ def one_value(g, n) -> bool:
 
 
 def qconst(g, name):
-    """(int8 value, scale) of a one-element constant the QDQ model dequantises, or None."""
+    """(int8 value, scale, zero point) of a one-element constant the QDQ model dequantises
+    (zero point 0, or 128: a uint8 constant, its value minus 128), or None."""
     rec = getattr(g, "qdq_weights", {}).get(name)
-    if rec is None or np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
+    if rec is None or np.size(rec[0]) != 1 or np.size(rec[1]) != 1 or \
+            float(np.asarray(rec[1]).reshape(-1)[0]) not in (0.0, 128.0):
         return None
     sc = np.float32(np.asarray(rec[0]).reshape(-1)[0])
     q = float(np.asarray(g.params[name], np.float64).reshape(-1)[0]) / float(sc)
-    if abs(q - round(q)) > 1e-3 or abs(round(q)) > 127:
+    if abs(q - round(q)) > 1e-3 or not -128 <= round(q) <= 127:
         return None
-    return int(round(q)), sc
+    return int(round(q)), sc, int(np.asarray(rec[1]).reshape(-1)[0])
 
 
 def ort_table(g, n, act: str, sx: float, sy: float):
@@ -80,7 +82,7 @@ def ort_table(g, n, act: str, sx: float, sy: float):
       ``R = fl32(fl32(sx sc) / sy)`` (MlasQLinearMulKernel);
     * ``x + c``: QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
       (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add,
-      :func:`fl32_sum`);
+      :func:`fl32_sum`; its uint8 variant for a uint8 constant, :func:`qlinear_add`);
     * anything else (Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
       ``Q(f(DQ(x)))`` in float32, ``f`` the node's float32 CPU kernel (its reference on
       float32 is that kernel bit for bit), ``x / c`` as a division (``div_by``).
@@ -94,9 +96,8 @@ def ort_table(g, n, act: str, sx: float, sy: float):
         if qc is not None and n.op == "mul":
             R = np.float32(np.float32(sx * qc[1]) / sy)
             y = (V8 * qc[0]).astype(np.float32) * R
-        elif qc is not None:
-            fixed = np.float32(np.float32(qc[0]) * np.float32(qc[1] / sy))
-            y = fl32_sum(V8 * np.float64(np.float32(sx / sy)), np.float64(fixed))
+        elif qc is not None:          # the constant is the kernel's scalar operand
+            y = qlinear_add(V8, qc[0], sx, qc[1], sy, qc[2], scalar_b=True)
         else:
             from .reference import run_node
             xf = V8.astype(np.float32) * sx
@@ -142,19 +143,46 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
     return None
 
 
-def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127) -> np.ndarray:
+def qlinear_add(a, b, sa: float, sb: float, sy: float, zero_point: int = 0,
+                scalar_b: bool = False) -> np.ndarray:
+    """MLAS's QLinearAdd (``MlasQLinearAddKernelAvx2Helper``) of int8 values ``a`` (scale
+    ``sa``) and ``b`` (``sb``) to ``sy``, the model's zero points all 0 (int8) or all 128
+    (uint8: ``a``, ``b`` and the result are the stored values minus 128); int64.  With
+    ``rA = fl32(sa / sy)``, ``rB = fl32(sb / sy)``, the stored values ``a' = a + z``,
+    ``b' = b + z`` and ``F = fl32(z - fl32(rA z + rB z))`` (the kernel's fixed part; its
+    products are exact for ``z`` = 0 or 128): ``y = fma(a', rA, fma(b', rB, F))``, or, when
+    ``b`` is one scalar per span (a broadcast operand), ``fma(a', rA, fl32(F + fl32(b' rB)))``;
+    then ``rint``, saturated to the stored type, minus ``z``.  For ``z`` = 0 both are
+    ``fma(a, rA, fl32(b rB))``; for 128 the fixed part's rounding makes the uint8 kernel
+    differ from the int8 one on a few pairs.  Each fused multiply-add rounds once
+    (:func:`fl32_sum`)."""
+    f = np.float32
+    rA, rB = f(f(sa) / f(sy)), f(f(sb) / f(sy))
+    z = int(zero_point)
+    if z not in (0, 128):
+        raise ValueError(f"QLinearAdd zero point {z}: 0 (int8) or 128 (uint8) expected")
+    a64 = np.asarray(a, np.float64) + z
+    b64 = np.asarray(b, np.float64) + z
+    fixed = f(f(z) - f(float(rA) * z + float(rB) * z))
+    if scalar_b:
+        part = (fixed + (b64 * np.float64(rB)).astype(f)).astype(f)
+    else:
+        part = fl32_sum(b64 * np.float64(rB), np.float64(fixed))
+    y = np.rint(fl32_sum(a64 * np.float64(rA), np.asarray(part, np.float64)))
+    lo, hi = (-128, 127) if z == 0 else (0, 255)
+    return np.clip(y, lo, hi).astype(np.int64) - z
+
+
+def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127,
+              zero_point: int = 0, scalar_b: bool = False) -> np.ndarray:
     """QLinearAdd of two int8 activations ``a`` (scale ``sa``) and ``b`` (``sb``) to scale
-    ``sy``, zero points 0, as the 65,536 int8 outputs, entry ``(a + 128) * 256 + b + 128``:
-    ``clip(rint(fma(a, fl32(sa / sy), fl32(b * fl32(sb / sy)))))`` (MLAS's AVX2 QLinearAdd:
-    the second operand's product rounded to float32, the first one's added by a fused
-    multiply-add, one rounding: :func:`fl32_sum`; checked against onnxruntime on every
-    pair in tests/test_qdq_ort_forms.py); halves to even."""
-    rA = np.float32(np.float32(sa) / np.float32(sy))
-    rB = np.float32(np.float32(sb) / np.float32(sy))
-    a = np.repeat(V8, 256).astype(np.float64)
-    fb = (np.tile(V8, 256).astype(np.float32) * rB).astype(np.float64)
-    y = fl32_sum(a * np.float64(rA), fb)
-    return np.clip(np.rint(y), lo, hi).astype(np.int8)
+    ``sy`` as the 65,536 int8 outputs, entry ``(a + 128) * 256 + b + 128``
+    (:func:`qlinear_add`: ``clip(rint(fma(a, fl32(sa / sy), fl32(b * fl32(sb / sy)))))``
+    for an int8 model, MLAS's AVX2 kernel; its uint8 variant for a model at zero point 128,
+    ``scalar_b`` for a broadcast second operand; checked against onnxruntime on every pair
+    in tests/test_qdq_ort_forms.py); halves to even, clipped to [lo, hi]."""
+    y = qlinear_add(np.repeat(V8, 256), np.tile(V8, 256), sa, sb, sy, zero_point, scalar_b)
+    return np.clip(y, lo, hi).astype(np.int8)
 
 
 def batchnorm_table(g, n, sx: float, sy: float, lo: int = -128, hi: int = 127):

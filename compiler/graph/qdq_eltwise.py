@@ -147,7 +147,7 @@ class EltwiseRules:
         lo, hi = post_bounds(n.attrs.get("post", []), sy)
         mult = dyadic_add(ra, rb) or add_multipliers(ra, rb)
         if self.requant != "fixed":      # the tables only where qlut2 may replace qaddfx
-            want = add_table(sa, sb, sy, lo, hi)
+            want = add_table(sa, sb, sy, lo, hi, self._zero_point(n.output))
             got = qaddfx_reference(Node("qaddfx", n.name, [a, b], "", dict(mult, lo=lo, hi=hi)),
                                    [np.repeat(V8, 256).astype(np.int8),
                                     np.tile(V8, 256).astype(np.int8)])
@@ -162,6 +162,12 @@ class EltwiseRules:
             return True
         self._emit(n, "qaddfx", [a, b], dict(mult, lo=lo, hi=hi), sy)
         return True
+
+    def _zero_point(self, v) -> int:
+        """The model's zero point of value ``v``: 128 for a uint8 value (onnxruntime then
+        runs its uint8 kernels, :func:`.ort_qdq.qlinear_add`), else 0."""
+        rec = getattr(self.ctx.g, "qdq_scales", {}).get(v)
+        return 128 if rec is not None and np.asarray(rec[1]).dtype == np.uint8 else 0
 
     def _softmax(self, n):
         """softmax -> ``qsoftmax``, onnxruntime's QLinearSoftmax (its QDQ transformer's form
@@ -192,7 +198,7 @@ class EltwiseRules:
         x, k = n.inputs
         rec = getattr(g, "qdq_weights", {}).get(k)
         if self.requant == "fixed" or x in g.params or rec is None or \
-                np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
+                np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != self._zero_point(n.output)):
             return self._note(n, "broadcast add (not an activation plus a per-tensor int8 "
                                  "constant)")
         xs, cs = g.values[x].shape, np.shape(g.params[k])
@@ -210,7 +216,8 @@ class EltwiseRules:
         cn, tn = c.q.fresh(k + "_q"), c.q.fresh(n.name + "_lut2")
         c.q.add_param(cn, np.rint(cq).astype(np.int8).reshape((1,) * (len(xs) - len(cs)) + cs),
                       frac=0)
-        c.q.add_param(tn, add_table(sx, sc, sy, lo, hi), frac=nominal_frac(sy))
+        c.q.add_param(tn, add_table(sx, sc, sy, lo, hi, self._zero_point(n.output),
+                                    scalar_b=True), frac=nominal_frac(sy))
         self._emit(n, "qlut2b", [xi, cn, tn], {"why": (
             "QLinearAdd of an activation and a broadcast int8 constant: its 65,536 outputs "
             "(CPU)")}, sy)

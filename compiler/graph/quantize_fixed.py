@@ -51,9 +51,10 @@ QLinearAdd ``rint(a * sa/sy + b * sb/sy)``).  They differ by one LSB when the ex
 within the fixed-point error (above) or onnxruntime's float32 error (about 1e-5 LSB) of a
 half; exact halves practically never occur (the multipliers are not dyadic).
 
-Asymmetric activations (a non-zero zero point, uint8) are refused (:func:`model_scales`
-says why): VTA's int8 GEMM pads convolutions with 0 and has no zero-point correction; such
-models quantise at power-of-two scales as before.
+A uint8 model at zero point 128 is the same integers plus 128 (its QLinearAdd is the
+uint8 kernel's, :func:`.ort_qdq.qlinear_add`).  Other asymmetric activations are refused
+(:func:`model_scales` says why): VTA's int8 GEMM pads convolutions with 0 and has no
+zero-point correction; such models quantise at power-of-two scales as before.
 """
 
 from __future__ import annotations
@@ -77,11 +78,13 @@ def model_scales(g) -> tuple[dict | None, str]:
     out = {}
     for v, (s, zp) in rec.items():
         s, zp = np.asarray(s), np.asarray(zp)
-        if s.size != 1 or zp.dtype != np.int8 or int(zp.reshape(-1)[0]) != 0:
-            return None, (f"value {v!r} is quantised with zero point {zp.reshape(-1)[0]} "
+        z = int(zp.reshape(-1)[0])
+        if s.size != 1 or (zp.dtype, z) not in ((np.int8, 0), (np.uint8, 128)):
+            return None, (f"value {v!r} is quantised with zero point {z} "
                           f"({zp.dtype}, {s.size} scale(s)): only symmetric int8 activations "
-                          f"(zero point 0) keep their scales (VTA's int8 GEMM pads with 0 and "
-                          f"has no zero-point correction); power-of-two scales instead")
+                          f"(zero point 0, or uint8 at 128) keep their scales (VTA's "
+                          f"int8 GEMM pads with 0 and has no zero-point correction); "
+                          f"power-of-two scales instead")
         out[v] = float(np.float32(s.reshape(-1)[0]))
     for v, r in getattr(g, "qdq_ranges", {}).items():     # e.g. a renamed graph output
         out.setdefault(v, float(np.float32(r / 128.0)))
