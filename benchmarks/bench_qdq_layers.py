@@ -161,13 +161,15 @@ def plain_visible(qpath: str, tmp: str):
 
 
 def plain_value(pv: dict, name_nhwc, shape=None) -> np.ndarray:
-    """A value of :func:`plain_visible`'s run as this project's int8 in NCHW (reshaped to
-    ``shape`` when it has as many elements: a fused kernel's flattened rows)."""
-    name, nhwc = name_nhwc[:2]
+    """A value of :func:`plain_visible`'s run as this project's int8 in NCHW (a fused
+    kernel's value reshaped to ``shape`` when it has as many elements: QLinearSoftmax's
+    flattened rows)."""
+    name, nhwc, kind = name_nhwc
     v = pv[name]
     v = v.astype(np.int64) - 128 if v.dtype == np.uint8 else v.astype(np.int64)
     v = v.transpose(0, 3, 1, 2) if nhwc and v.ndim == 4 else v
-    return v.reshape(shape) if shape is not None and v.size == np.prod(shape) else v
+    fused = kind not in ("QuantizeLinear", "QLinearConv")
+    return v.reshape(shape) if fused and shape is not None and v.size == np.prod(shape) else v
 
 
 def load_model(model: str, tmp: str, n_cal: int, n_eval: int):
