@@ -132,8 +132,8 @@ def test_qdq_matmul_is_qlinearmatmul_bit_exact(tmp_path, shapes):
     """onnxruntime fuses both Q/DQ'd MatMuls to QLinearMatMul; the compiled program (the
     int32 accumulators as wide ``qmm`` on VTA, ``qreq32`` on the CPU) is bit-exact against
     its quantised graph, and that graph's int8 outputs of both products equal onnxruntime's
-    session of the same QDQ model (its QLinearMatMul) on every element, on samples scaled
-    so that both products' outputs saturate at the extremes and reach every level."""
+    session of the same QDQ model (its QLinearMatMul) on every element (outputs spread over the int8 levels); with
+    ``cpu_only`` the same graph runs without VTA, equal too."""
     shq, shk, shv = shapes
     k1, k2 = shq[-1], shv[-2]
     sq, sk, sv = 0.031, 0.027, 0.043          # outputs spread over the int8 levels
@@ -156,6 +156,9 @@ def test_qdq_matmul_is_qlinearmatmul_bit_exact(tmp_path, shapes):
         where.setdefault(st.node.op, set()).add(st.kind)
     assert where["qmm"] == {"vta"} and where["qreq32"] == {"cpu"}, where
     ex = c.executor(SimDevice(CFG, timed=True))
+    cc = compile_model(qp, CFG, cpu_only=True)            # no VTA: qmm on the host
+    assert not any(st.kind == "vta" for st in cc.program.steps)
+    exc = cc.executor(SimDevice(CFG))
     rng = np.random.default_rng(2)
     for k in range(3):
         feeds = {x: (rng.integers(-128, 128, s) * np.float32(sc)).astype(np.float32)
@@ -163,6 +166,7 @@ def test_qdq_matmul_is_qlinearmatmul_bit_exact(tmp_path, shapes):
         env = run_graph(q, feeds, keep=True)
         got = ex.run(feeds)
         assert all(np.array_equal(got[x], env[x]) for x in q.outputs)
+        assert np.array_equal(exc.run(feeds)["o_D"], env["o_D"])
         want = np.rint(sess.run(None, feeds)[0] / np.float32(so))
         assert np.array_equal(np.rint(got["o_D"] / np.float32(so)), want)
         assert len(np.unique(want)) > 40 and np.mean(np.abs(want) >= 127) < 0.05
