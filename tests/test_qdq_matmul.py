@@ -175,3 +175,39 @@ def test_qdq_matmul_is_qlinearmatmul_bit_exact(tmp_path, shapes):
         p = qlinear_matmul_reference(qq, kq, sq, sk, sp)
         assert np.array_equal(env[req[0].output], p)
         assert len(np.unique(p)) > 40 and np.mean(np.abs(p) >= 127) < 0.05
+
+
+def test_qdq_transpose_and_slice_stay_int8(tmp_path):
+    """Transpose and Slice between Q/DQ pairs at one scale (attention's head split) keep
+    their input's int8 values and scale: no float node, every output equal to onnxruntime's
+    session of the QDQ model; the program bit-exact."""
+    N = helper.make_node
+    s = 0.037
+    inits = [numpy_helper.from_array(np.array(0, np.int8), "zp"),
+             numpy_helper.from_array(np.array(s, np.float32), "s")] + [
+        numpy_helper.from_array(np.array(v, np.int64), k)
+        for k, v in (("st", [1]), ("en", [5]), ("ax", [1]))]
+    nodes = [N("QuantizeLinear", ["x", "s", "zp"], ["x_Q"]),
+             N("DequantizeLinear", ["x_Q", "s", "zp"], ["x_D"]),
+             N("Transpose", ["x_D"], ["t"], perm=[0, 2, 1, 3]),
+             N("QuantizeLinear", ["t", "s", "zp"], ["t_Q"]),
+             N("DequantizeLinear", ["t_Q", "s", "zp"], ["t_D"]),
+             N("Slice", ["t_D", "st", "en", "ax"], ["y"]),
+             N("QuantizeLinear", ["y", "s", "zp"], ["y_Q"]),
+             N("DequantizeLinear", ["y_Q", "s", "zp"], ["y_D"])]
+    graph = helper.make_graph(
+        nodes, "ts", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 8, 15])],
+        [helper.make_tensor_value_info("y_D", TensorProto.FLOAT, None)], inits)
+    qp = os.path.join(str(tmp_path), "ts.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), qp)
+    c = compile_model(qp, CFG)
+    q = c.qgraph
+    ops = [n.op for n in q.nodes]
+    assert "qtranspose" in ops and "qslice" in ops, ops
+    assert not {"transpose", "slice"} & set(ops), ops
+    feeds = {"x": (np.random.default_rng(0).integers(-128, 128, (1, 6, 8, 15)) *
+                   np.float32(s)).astype(np.float32)}
+    got = c.executor(SimDevice(CFG)).run(feeds)["y_D"]
+    assert np.array_equal(got, run_graph(q, feeds)["y_D"])
+    want = ort.InferenceSession(qp, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.array_equal(got, want)

@@ -25,8 +25,8 @@ requantises in float32 and rounds half to even) to within one LSB:
   or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
   and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
   reader) joins that node's clip;
-* ``maxpool``, ``reshape``, ``flatten``, nearest ``resize`` keep their input's scale (their
-  own rules);
+* ``maxpool``, ``reshape``, ``flatten``, nearest ``resize``, ``transpose``, ``slice`` keep
+  their input's scale (their own rules);
 * an element-wise node of one int8 value (a one-input function; add / sub / mul / div /
   pow by a one-element constant: hard-sigmoid, sigmoid, hard-swish's ``x + 3`` and ``/ 6``,
   an affine block) -> ``qlut``, a 256-entry table of exactly what onnxruntime computes for
@@ -117,7 +117,7 @@ class FixedRules(EltwiseRules):
     :class:`compiler.graph.quantize.QuantContext` ``ctx``; ``scales`` {float value: scale};
     ``qscales`` {int8 value in the quantised graph: scale}; ``notes`` what was not kept."""
 
-    PRESERVE = ("maxpool", "reshape", "flatten", "resize")
+    PRESERVE = ("maxpool", "reshape", "flatten", "resize", "transpose", "slice")
 
     REQUANT = ("fixed", "float32", "auto")
 
