@@ -95,14 +95,25 @@ def run_ideal(q, feeds):
     return env
 
 
+#: the input of each of onnxruntime's fused quantised kernels that is its output scale, and
+#: the float operator of the QDQ model it replaces (None: matched by the scale alone)
+PLAIN_SCALE_INPUT = {"QuantizeLinear": (1, None), "QLinearConv": (6, None),
+                     "QLinearMatMul": (6, "MatMul"), "QLinearAdd": (6, "Add"),
+                     "QLinearMul": (6, "Mul"), "QLinearSoftmax": (3, "Softmax"),
+                     "QLinearSigmoid": (3, "Sigmoid")}
+
+
 def plain_visible(qpath: str, tmp: str):
     """onnxruntime's execution of the plain QDQ model (its own fusions: QLinearConv, QGemm,
     QLinearSoftmax, float Add / Mul ...; exposing a QuantizeLinear output as a graph output
     changes them) with the values of the model's QuantizeLinear outputs that it still
     computes made visible: the graph it optimises is saved, and the node that now produces
-    each one - a QuantizeLinear (renamed when duplicated) or a QLinearConv (NHWC when
-    ``channels_last``) - is found by its output scale's initializer, made a graph output,
-    and the graph runs again unoptimised.  (session, {Q output: (name, NHWC)}); a uint8
+    each one - a QuantizeLinear (renamed when duplicated), a QLinearConv (NHWC when
+    ``channels_last``) by its output scale's initializer; a QLinearMatMul, QLinearAdd /
+    QLinearMul, QLinearSoftmax or QLinearSigmoid as the next QuantizeLinear, in graph
+    order, of its float operator's output at its output scale - is made a graph output,
+    and the graph runs again unoptimised.  (session, {Q output: (name, NHWC, producer's op
+    type)}); a uint8
     value (onnxruntime's S8 -> U8 transform, zero point 128) is compared minus 128."""
     import onnx
     import onnxruntime as ort
@@ -112,13 +123,23 @@ def plain_visible(qpath: str, tmp: str):
     ort.InferenceSession(qpath, so, providers=["CPUExecutionProvider"])
     m = onnx.load(so.optimized_model_filepath)
     by_scale: dict = {}
-    for n in onnx.load(qpath).graph.node:
+    by_op: dict = {}                # (float op, scale): its Q outputs in graph order
+    src = onnx.load(qpath).graph.node
+    made = {o: n.op_type for n in src for o in n.output}
+    for n in src:
         if n.op_type == "QuantizeLinear":
             by_scale.setdefault(n.input[1], []).append(n.output[0])
+            by_op.setdefault((made.get(n.input[0]), n.input[1]), []).append(n.output[0])
     qnames = {q for qs in by_scale.values() for q in qs}
-    seen, where = set(), {}
-    for n in m.graph.node:          # output scale: QuantizeLinear input 1, QLinearConv 6
-        k = {"QuantizeLinear": 1, "QLinearConv": 6}.get(n.op_type)
+    seen, where, kinds = set(), {}, {}
+    for n in m.graph.node:          # the input that is the output scale
+        k, op = PLAIN_SCALE_INPUT.get(n.op_type, (None, None))
+        if op is not None and len(n.input) > k:   # a fused kernel: the next Q (in graph
+            qs = by_op.get((op, n.input[k]), [])  # order) of its float operator's output
+            if qs:
+                where[qs[0]] = (n.output[0], False, n.op_type)
+                kinds[qs.pop(0)] = n.op_type
+            continue
         qs = by_scale.get(n.input[k], []) if k is not None and len(n.input) > k else []
         if len(qs) != 1 or (n.output[0] in qnames and n.output[0] != qs[0]):
             continue                # (another Q's value at this scale: a Relu removed)
@@ -127,21 +148,28 @@ def plain_visible(qpath: str, tmp: str):
             continue
         seen.add(qs[0])
         nhwc = any(a.name == "channels_last" and a.i for a in n.attribute)
-        where[qs[0]] = (n.output[0], nhwc)
+        where[qs[0]] = (n.output[0], nhwc, n.op_type)
+        kinds[qs[0]] = n.op_type
+    print("plain execution: the QuantizeLinear outputs it keeps, by producer:", ", ".join(
+        f"{k} {list(kinds.values()).count(k)}" for k in sorted(set(kinds.values()))), flush=True)
     have = {o.name for o in m.graph.output}
-    for o, _ in where.values():
+    for o, *_ in where.values():
         if o not in have:
             m.graph.output.append(onnx.helper.make_empty_tensor_value_info(o))
             have.add(o)
     return B.session(m, optimise=False), where
 
 
-def plain_value(pv: dict, name_nhwc) -> np.ndarray:
-    """A value of :func:`plain_visible`'s run as this project's int8 in NCHW."""
-    name, nhwc = name_nhwc
+def plain_value(pv: dict, name_nhwc, shape=None) -> np.ndarray:
+    """A value of :func:`plain_visible`'s run as this project's int8 in NCHW (a fused
+    kernel's value reshaped to ``shape`` when it has as many elements: QLinearSoftmax's
+    flattened rows)."""
+    name, nhwc, kind = name_nhwc
     v = pv[name]
     v = v.astype(np.int64) - 128 if v.dtype == np.uint8 else v.astype(np.int64)
-    return v.transpose(0, 3, 1, 2) if nhwc and v.ndim == 4 else v
+    v = v.transpose(0, 3, 1, 2) if nhwc and v.ndim == 4 else v
+    fused = kind not in ("QuantizeLinear", "QLinearConv")
+    return v.reshape(shape) if fused and shape is not None and v.size == np.prod(shape) else v
 
 
 def load_model(model: str, tmp: str, n_cal: int, n_eval: int):
@@ -272,8 +300,8 @@ def main(argv=None) -> int:
             t = ptot.setdefault(key, [0, 0, 0])
             t[0], t[1], t[2] = t[0] + d.size, t[1] + int((d <= 1).sum()), t[2] + int((d == 0).sum())
         for on in pkept if a.vs_plain else []:   # onnxruntime's two executions
-            if on in res and res[on].shape == plain_value(pv, pkept[on]).shape:
-                count(("exposed", on), res[on], plain_value(pv, pkept[on]))
+            if on in res and res[on].shape == plain_value(pv, pkept[on], res[on].shape).shape:
+                count(("exposed", on), res[on], plain_value(pv, pkept[on], res[on].shape))
         envs = {}
         for m in modes:
             if m == "program":
@@ -293,8 +321,8 @@ def main(argv=None) -> int:
                     continue
                 other = envs["program"][qn] if m == "program vs ideal" else res.get(on)
                 if m == "program" and on in pkept and \
-                        plain_value(pv, pkept[on]).shape == env[qn].shape:
-                    count(("program", on), env[qn], plain_value(pv, pkept[on]))
+                        plain_value(pv, pkept[on], env[qn].shape).shape == env[qn].shape:
+                    count(("program", on), env[qn], plain_value(pv, pkept[on], env[qn].shape))
                 if other is None or env[qn].shape != other.shape:
                     continue
                 d = np.abs(env[qn].astype(np.int64) - other.astype(np.int64))
@@ -321,6 +349,11 @@ def main(argv=None) -> int:
               f"of {sum(t[0] for t in pt.values()):,} differ" + "".join(
                   f"\n  {k}: {100 * pt[k][2] / pt[k][0]:.3f}% exact, "
                   f"{100 * pt[k][1] / pt[k][0]:.3f}% within 1 LSB" for k in low))
+        fused = [k for k in pt if pkept[k][2] not in ("QuantizeLinear", "QLinearConv")]
+        if fused:
+            print("  at the fused kernels' outputs: " + "; ".join(
+                f"{pkept[k][2]} {k.replace('_QuantizeLinear_Output', '')} "
+                f"{100 * pt[k][2] / pt[k][0]:.3f}% exact" for k in fused))
     qdq_layers = sum(1 for n in B.exposed_qdq(qpath).graph.node if n.op_type == "QuantizeLinear")
     print(f"layers compared: {len({k[0] for k in tot})} of {qdq_layers} QuantizeLinear outputs "
           f"of the QDQ model (the others are inside float regions or folded)")

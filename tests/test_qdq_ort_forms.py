@@ -4,7 +4,8 @@ against onnxruntime's kernel and the compiled program against the numpy referenc
 
 * DequantizeLinear -> Softmax -> QuantizeLinear -> ``qsoftmax`` (QLinearSoftmax);
 * an Add of two activations -> ``qlut2`` (QLinearAdd's 65,536 outputs) where the
-  fixed-point ``qaddfx`` rounds some pair otherwise."""
+  fixed-point ``qaddfx`` rounds some pair otherwise; its fused multiply-add's one rounding
+  (``fl32_sum``) where a float64 sum would round twice."""
 
 import os
 
@@ -247,3 +248,132 @@ def test_qdq_add_of_a_broadcast_constant_is_qlinearadd_bit_exact(tmp_path):
     want = ort.InferenceSession(km.SerializeToString(), providers=["CPUExecutionProvider"]
                                 ).run(None, {"a": xq})[0]
     assert np.array_equal(env[lut[0].output], want), int((env[lut[0].output] != want).sum())
+
+
+def _midpoint_scales(n):
+    """(a, sa, sb, sy) where ``a * fl32(sa / sy)`` is exactly a float32 midpoint next to a
+    half-integer and ``sb / sy`` is tiny: QLinearAdd's fused multiply-add rounds the exact
+    sum to one side, a float64 sum then float32 ties to even (a double rounding)."""
+    out = []
+    for k in range(1, 120):
+        u = float(np.spacing(np.float32(k + 0.5)))
+        for sgn in (1, -1):
+            m = k + 0.5 + sgn * u / 2
+            a = next((a for a in range(3, 128, 2) if float(np.float32(m / a)) == m / a
+                      and (m / a) * a == m), None)
+            if a is not None:
+                out.append((a, float(np.float32(m / a)), 1e-30, 1.0))
+            if len(out) == n:
+                return out
+    return out
+
+
+def test_fl32_sum_is_the_exact_sum_rounded_once():
+    """``fl32_sum`` is the float32 nearest to the exact sum (Fractions), halves to even, on
+    float32 midpoints with a tiny second term of either sign (where float64-then-float32
+    rounds twice and differs) and on random sums."""
+    from fractions import Fraction
+    from compiler.graph.ort_qdq import fl32_sum
+
+    def exact(p, q):
+        x = Fraction(p) + Fraction(q)
+        f = np.float32(float(x))                      # within one float32 ulp of x
+        cands = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+        return min(cands, key=lambda c: (abs(Fraction(float(c)) - x),
+                                         int(np.array(c).view(np.int32)) & 1))
+    rng = np.random.default_rng(4)
+    ps, qs = [], []
+    for a, r, _, _ in _midpoint_scales(20):
+        for q in (1e-30, -1e-30, 0.0, 3e-9, -3e-9):
+            ps.append(a * r)
+            qs.append(q)
+    ps += list(rng.integers(-128, 128, 500) * rng.uniform(0, 2, 500).astype(np.float32))
+    qs += list(rng.normal(size=500).astype(np.float32) *
+               np.float32(10.0) ** rng.integers(-12, 2, 500))
+    got = fl32_sum(np.array(ps), np.array(qs))
+    want = np.array([exact(p, q) for p, q in zip(ps, qs)], np.float32)
+    assert np.array_equal(got, want)
+    assert not np.array_equal((np.array(ps) + np.array(qs)).astype(np.float32), want)
+
+
+def test_add_table_is_qlinearadd_where_float64_rounds_twice():
+    """At scales whose products land on float32 midpoints (``_midpoint_scales``) the table
+    is still QLinearAdd on all 65,536 pairs; a float64 sum then float32 is not."""
+    twice = 0
+    for _, sa, sb, sy in _midpoint_scales(6):
+        want = _qlinear_add(sa, sb, sy, 65536).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
+        assert np.array_equal(add_table(sa, sb, sy), want), (sa, sb, sy)
+        rA, rB = (np.float32(np.float32(s) / np.float32(sy)) for s in (sa, sb))
+        y = (PAIRS[0].astype(np.float64) * np.float64(rA) +
+             (PAIRS[1].astype(np.float32) * rB).astype(np.float64)).astype(np.float32)
+        twice += int((np.clip(np.rint(y), -128, 127) != want).sum())
+    assert twice > 0
+
+
+def _qlinear_add_u8(sa, sb, sy, sha, shb):
+    """onnxruntime's com.microsoft QLinearAdd of two uint8 tensors, zero points 128."""
+    inits = [numpy_helper.from_array(np.array(v, np.float32), k)
+             for k, v in (("sa", sa), ("sb", sb), ("sy", sy))]
+    inits.append(numpy_helper.from_array(np.array(128, np.uint8), "zp"))
+    graph = helper.make_graph(
+        [helper.make_node("QLinearAdd", ["a", "sa", "zp", "b", "sb", "zp", "sy", "zp"], ["y"],
+                          domain="com.microsoft")], "g",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, list(sha)),
+         helper.make_tensor_value_info("b", TensorProto.UINT8, list(shb))],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, list(sha))], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                helper.make_opsetid("com.microsoft", 1)])
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_add_table_uint8_is_the_uint8_kernel_on_every_pair():
+    """The uint8 variant (zero points 128: the kernel's float32 fixed part) equals the uint8
+    QLinearAdd on all 65,536 pairs, two tensors and a broadcast scalar operand per span,
+    for random scales; the int8 table differs from it somewhere (what the variant is for)."""
+    rng = np.random.default_rng(8)
+    u = (PAIRS[0].astype(np.int64) + 128).astype(np.uint8), \
+        (PAIRS[1].astype(np.int64) + 128).astype(np.uint8)
+    int8_differs = 0
+    for sa, sb, sy in ADD_SCALES + [tuple(rng.uniform(0.002, 0.2, 3)) for _ in range(12)]:
+        want = _qlinear_add_u8(sa, sb, sy, [65536], [65536]).run(
+            None, {"a": u[0], "b": u[1]})[0].astype(np.int64) - 128
+        assert np.array_equal(add_table(sa, sb, sy, zero_point=128), want), (sa, sb, sy)
+        int8_differs += int((add_table(sa, sb, sy) != want).sum())
+        # b one scalar per span of 256 a's: (256, 256) + (256, 1)
+        a2 = np.tile(np.arange(256, dtype=np.uint8), (256, 1))
+        b2 = np.arange(256, dtype=np.uint8).reshape(256, 1)
+        want2 = _qlinear_add_u8(sa, sb, sy, [256, 256], [256, 1]).run(
+            None, {"a": a2, "b": b2})[0].astype(np.int64).T.reshape(-1) - 128
+        assert np.array_equal(add_table(sa, sb, sy, zero_point=128, scalar_b=True), want2)
+    assert int8_differs > 0
+
+
+def test_qdq_uint8_add_keeps_its_scales_and_is_the_uint8_kernel(tmp_path):
+    """A QDQ model at uint8 zero point 128 keeps its scales (the same integers plus 128);
+    its Add of two activations is the uint8 QLinearAdd's table, every pair through the
+    compiled program equal to onnxruntime's session of the model; the program bit-exact.
+    At these scales the int8 kernel is the fixed-point ``qaddfx`` on every pair (an int8
+    model's add stays on VTA) and the uint8 kernel rounds one pair otherwise."""
+    sa, sb, sy = 0.09683515876531601, 0.0497877262532711, 0.05291476100683212
+    shape = (1, 16, 64, 64)
+    m = _add_model(shape, sa, sb, sy)
+    for init in m.graph.initializer:
+        if init.name == "zp":
+            init.CopyFrom(numpy_helper.from_array(np.array(128, np.uint8), "zp"))
+    qp = os.path.join(str(tmp_path), "add_u8.onnx")
+    onnx.save(m, qp)
+    c = compile_model(qp, CFG)
+    q = c.qgraph
+    assert not q.qdq_refused and not q.qdq_notes, (q.qdq_refused, q.qdq_notes)
+    lut2 = [n for n in q.nodes if n.op == "qlut2"]
+    assert len(lut2) == 1
+    feeds = {"a": PAIRS[0].reshape(shape).astype(np.float32) * np.float32(sa),
+             "b": PAIRS[1].reshape(shape).astype(np.float32) * np.float32(sb)}
+    env = run_graph(q, feeds, keep=True)
+    got = c.executor(SimDevice(CFG, timed=True)).run(feeds)
+    assert all(np.array_equal(got[o], env[o]) for o in q.outputs)
+    want = np.rint(ort.InferenceSession(qp, providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0] / np.float32(sy)).reshape(-1)
+    assert np.array_equal(env[lut2[0].output].reshape(-1), want)
+    assert int((add_table(sa, sb, sy).reshape(-1) != want).sum()) == 1
+    assert "1 of the 65,536" in lut2[0].attrs["why"]

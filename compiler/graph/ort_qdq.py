@@ -7,6 +7,8 @@ points 0), as integer forms that reproduce it exactly (:mod:`.quantize_fixed` us
 * :func:`product_multiplier`: the fixed-point form of QLinearMul's float32 product
   rounding, checked on every product of two int8 values (else None);
 * :func:`add_table`: QLinearAdd of two int8 activations, its 65,536 outputs;
+* :func:`batchnorm_table`: a BatchNormalization between Q/DQ pairs, 256 outputs per
+  channel;
 * :func:`float32_mismatch`: where a conv / dense layer's fixed-point requantisation and
   onnxruntime's float32 one (MlasRequantizeOutput) step at different accumulators
   (``qdq_requant="auto"``).
@@ -28,6 +30,26 @@ from .fixed_point import IMM
 V8 = np.arange(-128, 128, dtype=np.int64)     # every int8 value
 
 
+def fl32_sum(p, q) -> np.ndarray:
+    """The float32 rounding of the EXACT sum of float64 values ``p`` and ``q`` (a fused
+    multiply-add's single rounding when ``p`` is an exact product, ``q`` a float32),
+    halves to even.  ``fl32(p + q)`` rounds twice (to float64, then float32) and differs
+    exactly where the float64 sum ``s`` lands on a float32 midpoint while the exact sum is
+    not there (its error ``e = p + q - s``, TwoSum, is non-zero): between consecutive
+    float32 midpoints (all representable in float64) the exact sum and ``s`` round alike,
+    so that is the one case to correct, toward the side of ``e``."""
+    p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+    s = p + q
+    bb = s - p
+    e = (p - (s - bb)) + (q - bb)                 # TwoSum: p + q == s + e exactly
+    f = s.astype(np.float32)
+    d = s - f.astype(np.float64)
+    nb = np.where(d > 0, np.nextafter(f, np.float32(np.inf)),
+                  np.nextafter(f, np.float32(-np.inf)))
+    mid = (d != 0) & (s == (f.astype(np.float64) + nb.astype(np.float64)) / 2)
+    return np.where(mid & (e != 0) & ((e > 0) == (d > 0)), nb, f)
+
+
 def one_value(g, n) -> bool:
     """Whether ``n`` is an element-wise function of exactly one activation (a one-input
     function, or add / sub / mul / div / pow with a one-element constant)."""
@@ -37,15 +59,17 @@ def one_value(g, n) -> bool:
 
 
 def qconst(g, name):
-    """(int8 value, scale) of a one-element constant the QDQ model dequantises, or None."""
+    """(int8 value, scale, zero point) of a one-element constant the QDQ model dequantises
+    (zero point 0, or 128: a uint8 constant, its value minus 128), or None."""
     rec = getattr(g, "qdq_weights", {}).get(name)
-    if rec is None or np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
+    if rec is None or np.size(rec[0]) != 1 or np.size(rec[1]) != 1 or \
+            float(np.asarray(rec[1]).reshape(-1)[0]) not in (0.0, 128.0):
         return None
     sc = np.float32(np.asarray(rec[0]).reshape(-1)[0])
     q = float(np.asarray(g.params[name], np.float64).reshape(-1)[0]) / float(sc)
-    if abs(q - round(q)) > 1e-3 or abs(round(q)) > 127:
+    if abs(q - round(q)) > 1e-3 or not -128 <= round(q) <= 127:
         return None
-    return int(round(q)), sc
+    return int(round(q)), sc, int(np.asarray(rec[1]).reshape(-1)[0])
 
 
 def ort_table(g, n, act: str, sx: float, sy: float):
@@ -57,9 +81,8 @@ def ort_table(g, n, act: str, sx: float, sy: float):
     * ``x * c`` with an int8 constant: QLinearMul, ``rint(fl32(fl32(x c) * R))`` with
       ``R = fl32(fl32(sx sc) / sy)`` (MlasQLinearMulKernel);
     * ``x + c``: QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
-      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add; here the
-      sum in float64 then float32, the same unless the float64 sum is inexact AND lands on
-      a float32 tie);
+      (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add,
+      :func:`fl32_sum`; its uint8 variant for a uint8 constant, :func:`qlinear_add`);
     * anything else (Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
       ``Q(f(DQ(x)))`` in float32, ``f`` the node's float32 CPU kernel (its reference on
       float32 is that kernel bit for bit), ``x / c`` as a division (``div_by``).
@@ -73,9 +96,8 @@ def ort_table(g, n, act: str, sx: float, sy: float):
         if qc is not None and n.op == "mul":
             R = np.float32(np.float32(sx * qc[1]) / sy)
             y = (V8 * qc[0]).astype(np.float32) * R
-        elif qc is not None:
-            fixed = np.float32(np.float32(qc[0]) * np.float32(qc[1] / sy))
-            y = (V8 * np.float64(np.float32(sx / sy)) + np.float64(fixed)).astype(np.float32)
+        elif qc is not None:          # the constant is the kernel's scalar operand
+            y = qlinear_add(V8, qc[0], sx, qc[1], sy, qc[2], scalar_b=True)
         else:
             from .reference import run_node
             xf = V8.astype(np.float32) * sx
@@ -121,19 +143,70 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
     return None
 
 
-def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127) -> np.ndarray:
+def qlinear_add(a, b, sa: float, sb: float, sy: float, zero_point: int = 0,
+                scalar_b: bool = False) -> np.ndarray:
+    """MLAS's QLinearAdd (``MlasQLinearAddKernelAvx2Helper``) of int8 values ``a`` (scale
+    ``sa``) and ``b`` (``sb``) to ``sy``, the model's zero points all 0 (int8) or all 128
+    (uint8: ``a``, ``b`` and the result are the stored values minus 128); int64.  With
+    ``rA = fl32(sa / sy)``, ``rB = fl32(sb / sy)``, the stored values ``a' = a + z``,
+    ``b' = b + z`` and ``F = fl32(z - fl32(rA z + rB z))`` (the kernel's fixed part; its
+    products are exact for ``z`` = 0 or 128): ``y = fma(a', rA, fma(b', rB, F))``, or, when
+    ``b`` is one scalar per span (a broadcast operand), ``fma(a', rA, fl32(F + fl32(b' rB)))``;
+    then ``rint``, saturated to the stored type, minus ``z``.  For ``z`` = 0 both are
+    ``fma(a, rA, fl32(b rB))``; for 128 the fixed part's rounding makes the uint8 kernel
+    differ from the int8 one on a few pairs.  Each fused multiply-add rounds once
+    (:func:`fl32_sum`)."""
+    f = np.float32
+    rA, rB = f(f(sa) / f(sy)), f(f(sb) / f(sy))
+    z = int(zero_point)
+    if z not in (0, 128):
+        raise ValueError(f"QLinearAdd zero point {z}: 0 (int8) or 128 (uint8) expected")
+    a64 = np.asarray(a, np.float64) + z
+    b64 = np.asarray(b, np.float64) + z
+    fixed = f(f(z) - f(float(rA) * z + float(rB) * z))
+    if scalar_b:
+        part = (fixed + (b64 * np.float64(rB)).astype(f)).astype(f)
+    else:
+        part = fl32_sum(b64 * np.float64(rB), np.float64(fixed))
+    y = np.rint(fl32_sum(a64 * np.float64(rA), np.asarray(part, np.float64)))
+    lo, hi = (-128, 127) if z == 0 else (0, 255)
+    return np.clip(y, lo, hi).astype(np.int64) - z
+
+
+def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127,
+              zero_point: int = 0, scalar_b: bool = False) -> np.ndarray:
     """QLinearAdd of two int8 activations ``a`` (scale ``sa``) and ``b`` (``sb``) to scale
-    ``sy``, zero points 0, as the 65,536 int8 outputs, entry ``(a + 128) * 256 + b + 128``:
-    ``clip(rint(fma(a, fl32(sa / sy), fl32(b * fl32(sb / sy)))))`` (MLAS's AVX2 QLinearAdd:
-    the second operand's product rounded to float32, the first one's added by a fused
-    multiply-add; here the exact sum in float64, then float32; checked against onnxruntime
-    on every pair in tests/test_qdq_ort_forms.py); halves to even."""
-    rA = np.float32(np.float32(sa) / np.float32(sy))
-    rB = np.float32(np.float32(sb) / np.float32(sy))
-    a = np.repeat(V8, 256).astype(np.float64)
-    fb = (np.tile(V8, 256).astype(np.float32) * rB).astype(np.float64)
-    y = (a * np.float64(rA) + fb).astype(np.float32)
-    return np.clip(np.rint(y), lo, hi).astype(np.int8)
+    ``sy`` as the 65,536 int8 outputs, entry ``(a + 128) * 256 + b + 128``
+    (:func:`qlinear_add`: ``clip(rint(fma(a, fl32(sa / sy), fl32(b * fl32(sb / sy)))))``
+    for an int8 model, MLAS's AVX2 kernel; its uint8 variant for a model at zero point 128,
+    ``scalar_b`` for a broadcast second operand; checked against onnxruntime on every pair
+    in tests/test_qdq_ort_forms.py); halves to even, clipped to [lo, hi]."""
+    y = qlinear_add(np.repeat(V8, 256), np.tile(V8, 256), sa, sb, sy, zero_point, scalar_b)
+    return np.clip(y, lo, hi).astype(np.int8)
+
+
+def batchnorm_table(g, n, sx: float, sy: float, lo: int = -128, hi: int = 127):
+    """A BatchNormalization ``n`` between Q/DQ pairs (input scale ``sx``, output ``sy``) as
+    one 256-entry table per channel, entry ``c * 256 + x + 128``, as onnxruntime computes
+    DequantizeLinear -> BatchNormalization -> QuantizeLinear (its float kernel, Eigen:
+    ``inv = fl32(1 / fl32(sqrt(fl32(var + eps))))``, ``k = fl32(inv * scale)``,
+    ``b' = fl32(B - fl32(mean * k))``, ``y = fl32(fl32(fl32(x sx) * k) + b')``; then
+    ``rint(fl32(y / sy))``, halves to even, clipped to [lo, hi]; checked against onnxruntime
+    in tests/test_qdq_batchnorm.py); None when a parameter is not a constant or the result
+    is not finite."""
+    if any(i not in g.params for i in n.inputs[1:5]):
+        return None
+    f = np.float32
+    scale, B, mean, var = (np.asarray(g.params[i], f).reshape(-1) for i in n.inputs[1:5])
+    with np.errstate(all="ignore"):
+        inv = f(1.0) / np.sqrt(var + f(n.attrs["epsilon"]))
+        k = inv * scale
+        b = B - mean * k
+        x = V8.astype(f) * f(sx)
+        y = (x[None, :] * k[:, None] + b[:, None]) / f(sy)
+    if not np.isfinite(y).all():
+        return None
+    return np.clip(np.rint(y), lo, hi).astype(np.int8).reshape(-1)
 
 
 def float32_mismatch(a: dict, M32: np.ndarray, B: np.ndarray) -> np.ndarray:

@@ -20,12 +20,13 @@ requantises in float32 and rounds half to even) to within one LSB:
   :func:`add_multipliers`), or, when both ratios are exact binary fractions (an
   upsample-and-add at twice its inputs' scale: 0.5 and 0.5), the exact sum rounded half
   to even as onnxruntime does (:func:`dyadic_add`);
-* ``global_avgpool`` -> ``qgapfx`` (the sum, clamped, through the same three stages); ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
+* ``global_avgpool`` -> ``qgapfx`` (the sum, clamped, through the same three stages);
+  ``relu`` / ``clip`` -> ``qrequant`` at the same scale,
   or ``qmulfx`` between two scales; a Q/DQ clip that spans the whole int8 range is no node,
   and a relu / clip at the same scale right after a qconv / qdense / qaddfx (its only
   reader) joins that node's clip;
-* ``maxpool``, ``reshape``, ``flatten``, nearest ``resize`` keep their input's scale (their
-  own rules);
+* ``maxpool``, ``reshape``, ``flatten``, nearest ``resize``, ``transpose``, ``slice`` keep
+  their input's scale (their own rules);
 * an element-wise node of one int8 value (a one-input function; add / sub / mul / div /
   pow by a one-element constant: hard-sigmoid, sigmoid, hard-swish's ``x + 3`` and ``/ 6``,
   an affine block) -> ``qlut``, a 256-entry table of exactly what onnxruntime computes for
@@ -41,7 +42,8 @@ requantises in float32 and rounds half to even) to within one LSB:
   requantises it as onnxruntime does; ``"auto"`` does so only where the fixed-point
   stages do not step at exactly the same accumulators (:func:`.ort_qdq.float32_mismatch`).
 
-The multipliers are in :mod:`.fixed_point`.  Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
+The multipliers are in :mod:`.fixed_point`, the element-wise rules in :mod:`.qdq_eltwise`.
+Everything else stays float (``sdequantize`` before, ``squantize`` after: ONNX
 QuantizeLinear, rint in float32).  Rounding: half up in fixed point here; onnxruntime
 rounds half to even in float32 (QLinearConv: ``rint(float(acc + bias) * M)``; a conv it runs
 in float - every conv once its outputs are exposed - ``rint(conv_f32(DQ(x), DQ(w)) / sy)``;
@@ -49,24 +51,23 @@ QLinearAdd ``rint(a * sa/sy + b * sb/sy)``).  They differ by one LSB when the ex
 within the fixed-point error (above) or onnxruntime's float32 error (about 1e-5 LSB) of a
 half; exact halves practically never occur (the multipliers are not dyadic).
 
-Asymmetric activations (a non-zero zero point, uint8) are refused (:func:`model_scales`
-says why): VTA's int8 GEMM pads convolutions with 0 and has no zero-point correction; such
-models quantise at power-of-two scales as before.
+A uint8 model at zero point 128 is the same integers plus 128 (its QLinearAdd is the
+uint8 kernel's, :func:`.ort_qdq.qlinear_add`).  Other asymmetric activations are refused
+(:func:`model_scales` says why): VTA's int8 GEMM pads convolutions with 0 and has no
+zero-point correction; such models quantise at power-of-two scales as before.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..ops import registry
-from ..ops.qfixed import fl32_requant, qaddfx_reference, softmax_table
+from ..ops.qmatmul import qlinear_matmul_acc, qlinear_matmul_multiplier
 from ..ops.requant import frac_for, multiplier_apply  # noqa: F401 (re-exported)
 from .fixed_point import (I32, IMM, add_multipliers, dyadic_add, fixed_multiplier,  # noqa: F401
                           gemm_multiplier, output_clamp, set_output_clamp)
-from .ir import Node
-from .ort_qdq import V8, add_table, float32_mismatch, one_value, ort_table, product_multiplier
+from .ort_qdq import V8, float32_mismatch, one_value, product_multiplier  # noqa: F401
+from .qdq_eltwise import EltwiseRules, nominal_frac, post_bounds
 
 def model_scales(g) -> tuple[dict | None, str]:
     """({value: scale} of every Q/DQ'd activation, "") when every one is symmetric int8,
@@ -77,37 +78,17 @@ def model_scales(g) -> tuple[dict | None, str]:
     out = {}
     for v, (s, zp) in rec.items():
         s, zp = np.asarray(s), np.asarray(zp)
-        if s.size != 1 or zp.dtype != np.int8 or int(zp.reshape(-1)[0]) != 0:
-            return None, (f"value {v!r} is quantised with zero point {zp.reshape(-1)[0]} "
+        z = int(zp.reshape(-1)[0])
+        if s.size != 1 or (zp.dtype, z) not in ((np.int8, 0), (np.uint8, 128)):
+            return None, (f"value {v!r} is quantised with zero point {z} "
                           f"({zp.dtype}, {s.size} scale(s)): only symmetric int8 activations "
-                          f"(zero point 0) keep their scales (VTA's int8 GEMM pads with 0 and "
-                          f"has no zero-point correction); power-of-two scales instead")
+                          f"(zero point 0, or uint8 at 128) keep their scales (VTA's "
+                          f"int8 GEMM pads with 0 and has no zero-point correction); "
+                          f"power-of-two scales instead")
         out[v] = float(np.float32(s.reshape(-1)[0]))
     for v, r in getattr(g, "qdq_ranges", {}).items():     # e.g. a renamed graph output
         out.setdefault(v, float(np.float32(r / 128.0)))
     return out, ""
-
-
-def nominal_frac(scale: float) -> int:
-    """The power-of-two exponent nearest to ``scale`` (the value's nominal ``frac``)."""
-    return int(round(-math.log2(scale)))
-
-
-def _bounds(post, s: float) -> tuple[int, int]:
-    """int8 [lo, hi] of fused relu / clip steps at scale ``s`` (a bound within 1e-4 LSB of an
-    integer is that integer: Q/DQ clips sit exactly on the grid)."""
-    lo, hi = -128, 127
-    for st in post:
-        if st[0] == "relu":
-            lo = max(lo, 0)
-        elif st[0] == "clip":
-            if np.isfinite(st[1]):
-                v = st[1] / s
-                lo = max(lo, int(round(v)) if abs(v - round(v)) < 1e-4 else math.ceil(v))
-            if np.isfinite(st[2]):
-                v = st[2] / s
-                hi = min(hi, int(round(v)) if abs(v - round(v)) < 1e-4 else math.floor(v))
-    return lo, max(lo, hi)
 
 
 def _weight_scales(g, wname: str, w: np.ndarray):
@@ -131,12 +112,12 @@ def _weight_scales(g, wname: str, w: np.ndarray):
     return cands[-1], False
 
 
-class FixedRules:
+class FixedRules(EltwiseRules):
     """The scale-keeping quantisation rules (see the module docstring) over a
     :class:`compiler.graph.quantize.QuantContext` ``ctx``; ``scales`` {float value: scale};
     ``qscales`` {int8 value in the quantised graph: scale}; ``notes`` what was not kept."""
 
-    PRESERVE = ("maxpool", "reshape", "flatten", "resize")
+    PRESERVE = ("maxpool", "reshape", "flatten", "resize", "transpose", "slice")
 
     REQUANT = ("fixed", "float32", "auto")
 
@@ -251,7 +232,7 @@ class FixedRules:
             self._note(n, f"no fixed-point multiplier fits int32 (M in "
                           f"[{M.min():.3g}, {M.max():.3g}])")
             return None
-        lo, hi = _bounds(n.attrs.get("post", []), sy)
+        lo, hi = post_bounds(n.attrs.get("post", []), sy)
         attrs = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
         s1, s2 = fp["stages"]
         attrs.update(shift=fp["s3"], lo=lo, hi=hi, frac_w=0, mult=[int(v) for v in fp["m1"]],
@@ -280,90 +261,26 @@ class FixedRules:
             "accumulator (all thresholds equal)")))
         return False
 
-    def _table(self, n):
-        """An element-wise node of one activation (a one-input function, or add / sub / mul /
-        div / pow by a one-element constant) from and to Q/DQ scales -> ``qlut``: its 256
-        outputs computed as onnxruntime computes the node (:func:`ort_table`)."""
+    def _matmul(self, n):
+        """A MatMul of two activations (attention's Q Kᵀ, P V; batched) -> onnxruntime's
+        QLinearMatMul: the int32 accumulator on VTA's GEMM core (wide ``qmm``), then
+        ``qreq32`` by ``fl32(fl32(sa sb) / sy)`` (:mod:`compiler.ops.qmatmul`)."""
         g = self.ctx.g
-        act = next(i for i in n.inputs if i and i not in g.params)
-        x, sx = self._in(act, n)
-        sy = self.scales.get(n.output)
-        if sx is None or sy is None:
-            return self._note(n, "input or output has no Q/DQ scale")
-        t = ort_table(g, n, act, sx, sy)
-        if t is None:
-            return self._note(n, "no 256-entry table (the float function is not finite on "
-                                 "every int8 input)")
-        tn = self.ctx.q.fresh(n.name + "_lut")
-        self.ctx.q.add_param(tn, t, frac=nominal_frac(sy))
-        self._emit(n, "qlut", [x, tn], {"why": f"{n.op} at the model's scales: a 256-entry "
-                                              f"table, as onnxruntime computes it"}, sy)
-        return True
-
-    def _mul(self, n):
-        """``x * c`` -> a table (QLinearMul); ``a * b`` of two functions of one int8 value ->
-        a table of that value; two activations (an SE gate's (N, C, H, W) * (N, C, 1, 1))
-        -> ``qmul`` with a fixed-point multiplier that gives QLinearMul's
-        ``rint(fl32(fl32(a b) * fl32(fl32(sa sb) / sy)))`` for every product (checked on all
-        of them, :func:`product_multiplier`), else ``qmul32`` (that float32 product on the
-        CPU, int8 in and out)."""
-        c, g = self.ctx, self.ctx.g
-        if one_value(g, n):
-            return self._table(n)
         if any(i in g.params for i in n.inputs):
-            return self._note(n, "a product with a constant of more than one element")
+            return self._note(n, "a MatMul with a constant operand (not two activations)")
         sy = self.scales.get(n.output)
         (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
         if sy is None or sa is None or sb is None:
             return self._note(n, "an operand or the output has no Q/DQ scale")
-        R = np.float32(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(sy))
-        lo, hi = _bounds(n.attrs.get("post", []), sy)
-        ra, ta = self.tables.get(a, (a, V8.astype(np.int8)))
-        rb, tb = self.tables.get(b, (b, V8.astype(np.int8)))
-        if ra == rb:                 # one value's function: a table of it
-            t = fl32_requant(ta.astype(np.int64) * tb, R, lo, hi)
-            tn = c.q.fresh(n.name + "_lut")
-            c.q.add_param(tn, t.astype(np.int8), frac=nominal_frac(sy))
-            self._emit(n, "qlut", [ra, tn], {"why": "a product of two functions of one value "
-                                                    "(QLinearMul): one 256-entry table"}, sy)
-            return True
-        xa, xb = (tuple(g.values[i].shape) for i in n.inputs)
-        if xb != xa and (len(xa) != len(xb) or any(m not in (1, k) for m, k in zip(xb, xa))
-                         or (len(xa) == 4 and xb[2:] != (1, 1))):
-            return self._note(n, f"a product broadcast {xb} -> {xa} (qmul broadcasts the "
-                                 f"second operand's (N, C, 1, 1))")
-        fx = product_multiplier(float(R), lo, hi)
-        if fx is None:         # QLinearMul's float32 product on the CPU, integer in and out
-            self._emit(n, "qmul32", [a, b], {"R": float(R), "lo": lo, "hi": hi}, sy)
-            return True
-        self._emit(n, "qmul", [a, b], dict(fx, lo=lo, hi=hi), sy)
-        return True
-
-    def _concat(self, n):
-        """concat -> ``qconcat`` at the output's scale; an input at another scale is first
-        requantised by a table (QLinearConcat's ``Q(DQ(x))`` lookup table)."""
-        c, g = self.ctx, self.ctx.g
-        sy = self.scales.get(n.output)
-        if sy is None:
-            return self._note(n, "output has no Q/DQ scale")
-        xs = []
-        for i in n.inputs:
-            x, sx = self._in(i, n)
-            if sx is None:
-                return self._note(n, f"input {i!r} has no Q/DQ scale")
-            if abs(sx - sy) > 1e-7 * sy:
-                t = np.clip(np.rint((V8 * np.float32(sx)).astype(np.float32) /
-                                    np.float32(sy)), -128, 127).astype(np.int8)
-                tn = c.q.fresh(i + "_rq")
-                c.q.add_param(tn, t, frac=nominal_frac(sy))
-                out = c.q.fresh(i + "_rq")
-                c.q.add_node("qlut", out, [x, tn], g.values[i].shape, "int8",
-                             {"why": "QLinearConcat: an input requantised by a table"},
-                             frac=nominal_frac(sy))
-                self.qscales[out] = sy
-                x = out
-            xs.append(x)
-        self._emit(n, "qconcat", xs, {"axis": n.attrs["axis"], "shifts": [0] * len(xs)}, sy)
+        R = qlinear_matmul_multiplier(sa, sb, sy)
+        ins = qlinear_matmul_acc(self.ctx, n, a, b, R)
+        if ins is None:
+            return self._note(n, "QLinearMatMul: an operand of rank < 2 or K too large for "
+                                 "an int32 accumulator")
+        lo, hi = post_bounds(n.attrs.get("post", []), sy)
+        self._emit(n, "qreq32", ins, {"lo": lo, "hi": hi, "why": (
+            "QLinearMatMul at the model's scales: onnxruntime's float32 requantisation of "
+            "the int32 accumulator (CPU)")}, sy)
         return True
 
     def _reshaped_scale(self, v):
@@ -375,157 +292,6 @@ class FixedRules:
                 v in self.ctx.g.outputs:
             return None
         return self.scales.get(readers[0].output)
-
-    def _add(self, n):
-        c = self.ctx
-        if one_value(c.g, n):                  # x + c: a table (QLinearAdd)
-            return self._table(n)
-        if c.g.values[n.inputs[0]].shape != c.g.values[n.inputs[1]].shape:
-            return self._add_constant(n)
-        sy = self.scales.get(n.output)
-        (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
-        if sy is None or sa is None or sb is None:
-            return self._note(n, "an operand or the output has no Q/DQ scale")
-        ra, rb = float(sa) / float(sy), float(sb) / float(sy)
-        lo, hi = _bounds(n.attrs.get("post", []), sy)
-        mult = dyadic_add(ra, rb) or add_multipliers(ra, rb)
-        if self.requant != "fixed":      # the tables only where qlut2 may replace qaddfx
-            want = add_table(sa, sb, sy, lo, hi)
-            got = qaddfx_reference(Node("qaddfx", n.name, [a, b], "", dict(mult, lo=lo, hi=hi)),
-                                   [np.repeat(V8, 256).astype(np.int8),
-                                    np.tile(V8, 256).astype(np.int8)])
-        if self.requant != "fixed" and not np.array_equal(got, want):
-            # qaddfx rounds some pair otherwise than QLinearAdd: its table (CPU)
-            tn = c.q.fresh(n.name + "_lut2")
-            c.q.add_param(tn, want, frac=nominal_frac(sy))
-            self._emit(n, "qlut2", [a, b, tn], {"why": (
-                f"QLinearAdd of two activations: the fixed-point sum rounds "
-                f"{int((got != want).sum())} of the 65,536 int8 pairs otherwise, so its "
-                f"table (CPU)")}, sy)
-            return True
-        self._emit(n, "qaddfx", [a, b], dict(mult, lo=lo, hi=hi), sy)
-        return True
-
-    def _softmax(self, n):
-        """softmax -> ``qsoftmax``, onnxruntime's QLinearSoftmax (its QDQ transformer's form
-        of DequantizeLinear -> Softmax -> QuantizeLinear): the table of exponentials at the
-        input's scale, the kernel's float32 sum and rounding (:mod:`compiler.ops.qfixed`)."""
-        ax = n.attrs["axis"]
-        if isinstance(ax, (list, tuple)):
-            return self._note(n, "softmax over flattened trailing axes (opset < 13)")
-        x, sx = self._in(n.inputs[0], n)
-        sy = self.scales.get(n.output)
-        if sx is None or sy is None:
-            return self._note(n, "input or output has no Q/DQ scale")
-        shape = self.ctx.g.values[n.inputs[0]].shape
-        ax %= len(shape)
-        tn = self.ctx.q.fresh(n.name + "_exp")
-        self.ctx.q.add_param(tn, softmax_table(sx, shape[ax]))
-        ys = float(np.floor(np.float32(1.0) / np.float32(sy)))
-        self._emit(n, "qsoftmax", [x, tn], {"axis": ax, "ys": ys, "why": (
-            "QLinearSoftmax at the model's scales: a table and a float32 row sum (CPU)")}, sy)
-        return True
-
-    def _add_constant(self, n):
-        """``x + c`` with ``c`` an int8 constant of several elements that broadcasts (a
-        per-channel bias after a float ConvTranspose, ocr_det) -> ``qlut2`` of ``x`` and
-        ``c`` (``qlut2b``): QLinearAdd, whose broadcast loop takes ``c`` as its scalar
-        operand per span (:func:`add_table`; CPU)."""
-        c, g = self.ctx, self.ctx.g
-        x, k = n.inputs
-        rec = getattr(g, "qdq_weights", {}).get(k)
-        if self.requant == "fixed" or x in g.params or rec is None or \
-                np.size(rec[0]) != 1 or np.any(np.asarray(rec[1]) != 0):
-            return self._note(n, "broadcast add (not an activation plus a per-tensor int8 "
-                                 "constant)")
-        xs, cs = g.values[x].shape, np.shape(g.params[k])
-        if len(cs) > len(xs) or any(m not in (1, d) for m, d in zip(cs[::-1], xs[::-1])):
-            return self._note(n, f"broadcast add {cs} -> {xs}")
-        sc = np.float32(np.asarray(rec[0]).reshape(-1)[0])
-        cq = np.asarray(g.params[k], np.float64) / float(sc)
-        if np.abs(cq - np.rint(cq)).max() > 1e-3 or np.abs(np.rint(cq)).max() > 127:
-            return self._note(n, "broadcast add: the constant is not int8 at its scale")
-        xi, sx = self._in(x, n)
-        sy = self.scales.get(n.output)
-        if sx is None or sy is None:
-            return self._note(n, "input or output has no Q/DQ scale")
-        lo, hi = _bounds(n.attrs.get("post", []), sy)
-        cn, tn = c.q.fresh(k + "_q"), c.q.fresh(n.name + "_lut2")
-        c.q.add_param(cn, np.rint(cq).astype(np.int8).reshape((1,) * (len(xs) - len(cs)) + cs),
-                      frac=0)
-        c.q.add_param(tn, add_table(sx, sc, sy, lo, hi), frac=nominal_frac(sy))
-        self._emit(n, "qlut2b", [xi, cn, tn], {"why": (
-            "QLinearAdd of an activation and a broadcast int8 constant: its 65,536 outputs "
-            "(CPU)")}, sy)
-        return True
-
-    def _activation(self, n, post):
-        c = self.ctx
-        x, sx = self._in(n.inputs[0], n)
-        if sx is None:
-            return self._note(n, "input has no Q/DQ scale")
-        sy = self.scales.get(n.output, sx)
-        if abs(sy - sx) <= 1e-7 * sx:
-            lo, hi = _bounds(post, sx)
-            if (lo, hi) == (-128, 127):          # a Q/DQ pair at the same scale: no node
-                c.qname[n.output] = x
-                return True
-            if self._fold_clip(n, x, lo, hi):
-                return True
-            self._emit(n, "qrequant", [x], {"shift": 0, "lo": lo, "hi": hi}, sx)
-            return True
-        m, k = fixed_multiplier(float(np.float32(sx) / np.float32(sy)))
-        lo, hi = _bounds(post, sy)
-        want = ort_table(c.g, n, n.inputs[0], sx, sy)
-        if want is not None and not np.array_equal(
-                np.clip((V8 * m + (1 << (k - 1) if k else 0)) >> k, lo, hi), want):
-            # onnxruntime's float Clip between two scales rounds some input otherwise (a
-            # half to even): its table instead of the fixed-point multiplier
-            return self._table(n)
-        self._emit(n, "qmulfx", [x], {"m": m, "shift": k, "lo": lo, "hi": hi}, sy)
-        return True
-
-    def _fold_clip(self, n, x, lo, hi) -> bool:
-        """A relu / clip at its input's scale whose input is read by nothing else and comes
-        out of a qconv / qdense / qaddfx / qreq32 (or a qlut2, whose table it clips): its
-        bounds join that node's clip (no extra pass).  The int8 value stands for ``n``'s."""
-        c = self.ctx
-        src = next((m for m in c.q.nodes if m.output == x), None)
-        if src is None or self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
-            return False
-        if src.op in ("qlut2", "qlut2b"):     # QLinearAdd's table: clip its entries
-            t = c.q.params[src.inputs[2]]
-            c.q.params[src.inputs[2]] = np.clip(t, lo, max(lo, hi)).astype(np.int8)
-            c.qname[n.output] = x
-            c.q.float_of[x] = n.output
-            return True
-        if src.op not in ("qconv", "qdense", "qaddfx", "qreq32") or \
-                "lo" not in src.attrs or src.attrs.get("wide"):
-            return False
-        src.attrs["lo"], src.attrs["hi"] = max(src.attrs["lo"], lo), min(src.attrs["hi"], hi)
-        src.attrs["hi"] = max(src.attrs["hi"], src.attrs["lo"])
-        if src.attrs.get("clamped"):          # narrow the clamp that does the clip
-            vlo0, vhi0 = np.asarray(src.attrs["tclip"], np.int64)
-            set_output_clamp(src.attrs, src.attrs["lo"], src.attrs["hi"], vlo0, vhi0)
-        c.qname[n.output] = x
-        c.q.float_of[x] = n.output
-        return True
-
-    @property
-    def _uses(self) -> dict:
-        if not hasattr(self, "_uses_cache"):
-            u: dict = {}
-            for m in self.ctx.g.nodes:
-                for i in m.inputs:
-                    u[i] = u.get(i, 0) + 1
-            self._uses_cache = u
-        return self._uses_cache
-
-    def _relu(self, n):
-        return self._activation(n, [["relu"]])
-
-    def _clip(self, n):
-        return self._activation(n, [["clip", n.attrs["min"], n.attrs["max"]]])
 
     def _global_avgpool(self, n):
         x, sx = self._in(n.inputs[0], n)
@@ -565,8 +331,8 @@ class FixedRules:
 
 
 __all__ = ["FixedRules", "model_scales", "gemm_multiplier", "add_multipliers", "dyadic_add",
-           "fixed_multiplier",
-           "nominal_frac", "frac_for"]
+           "fixed_multiplier", "nominal_frac", "frac_for", "multiplier_apply", "IMM",
+           "output_clamp", "product_multiplier"]
 
 
 def qdq_output_name(q, v: str) -> str:

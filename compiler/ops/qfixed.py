@@ -19,6 +19,8 @@ inside int32.
 * ``qlut2``: a 65,536-entry table of two int8 values (QLinearAdd of two activations where
   the fixed-point ``qaddfx`` rounds some pair otherwise); ``qlut2b`` the same with the
   second operand broadcast (an activation plus a per-channel int8 constant); CPU;
+* ``qlutc``: a 256-entry table per channel (axis 1; a BatchNormalization between Q/DQ
+  pairs, as onnxruntime's float kernel computes it); CPU;
 * ``qsoftmax``: onnxruntime's QLinearSoftmax (com.microsoft; what its QDQ transformer makes
   of DequantizeLinear -> Softmax -> QuantizeLinear): a 256-entry float32 table of
   exponentials by distance below the row's maximum (:func:`softmax_table`), their float32
@@ -280,6 +282,29 @@ def _lut2_cpu(n, g):
     return out, [(a, ("value", n.inputs[0])), (b, bb), (t, ("param", g.params[n.inputs[2]]))]
 
 
+def qlutc_reference(n, ins):
+    """A 256-entry table per channel (axis 1): ``ins[1][c * 256 + x + 128]`` (a per-channel
+    function of one int8 value: BatchNormalization between Q/DQ pairs,
+    :func:`compiler.graph.ort_qdq.batchnorm_table`)."""
+    x = ins[0].astype(np.int64)
+    c = np.arange(x.shape[1]).reshape((1, -1) + (1,) * (x.ndim - 2))
+    return np.asarray(ins[1])[c * 256 + x + 128]
+
+
+def _lutc_cpu(n, g):
+    from ..te import all_of, cast, compute, placeholder, select
+    shape = tuple(g.values[n.inputs[0]].shape)
+    x = placeholder(shape, "int8", "data")
+    size = shape[1] * 256
+    t = placeholder((size,), "int8", "table")
+
+    def body(*i):
+        k = cast("int32", i[1]) * 256 + cast("int32", x[i]) + 128
+        return select(all_of(k >= 0, k < size), t[k], 0)
+    out = compute(shape, body, name=n.name, dtype="int8")
+    return out, [(x, ("value", n.inputs[0])), (t, ("param", g.params[n.inputs[1]]))]
+
+
 def _qdq_cpu(n, g):
     from ..cpu.ops import dequantize, quantize
     from ..te import placeholder
@@ -387,5 +412,7 @@ registry.register(registry.OpDef("qlut2", reference=qlut2_reference, place=_on_c
 # the same with the second operand broadcast (plain layout: its index is the data's)
 registry.register(registry.OpDef("qlut2b", reference=qlut2_reference, place=_on_cpu,
                                  cpu=_lut2_cpu))
+registry.register(registry.OpDef("qlutc", reference=qlutc_reference, place=_on_cpu,
+                                 cpu=_lutc_cpu))
 registry.register(registry.OpDef("qsoftmax", reference=qsoftmax_reference, place=_on_cpu,
                                  cpu=_softmax_cpu))
