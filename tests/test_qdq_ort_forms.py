@@ -120,16 +120,20 @@ def test_qdq_softmax_is_qlinearsoftmax_bit_exact(tmp_path, shape, sx):
             assert np.array_equal(y, w), int((y != w).sum())
 
 
-def _qlinear_add(sa, sb, sy, n):
-    """onnxruntime's com.microsoft QLinearAdd of two int8 vectors of ``n`` elements."""
+def _qlinear_add(sa, sb, sy, sha, shb=None, zero_point=0):
+    """onnxruntime's com.microsoft QLinearAdd of two int8 tensors (zero points 0), or of two
+    uint8 tensors with ``zero_point=128``; shapes ``sha`` and ``shb`` (default ``sha``)."""
+    t, dt = (TensorProto.UINT8, np.uint8) if zero_point else (TensorProto.INT8, np.int8)
+    shb = sha if shb is None else shb
     inits = [numpy_helper.from_array(np.array(v, np.float32), k)
              for k, v in (("sa", sa), ("sb", sb), ("sy", sy))]
-    inits.append(numpy_helper.from_array(np.array(0, np.int8), "zp"))
+    inits.append(numpy_helper.from_array(np.array(zero_point, dt), "zp"))
     graph = helper.make_graph(
         [helper.make_node("QLinearAdd", ["a", "sa", "zp", "b", "sb", "zp", "sy", "zp"], ["y"],
                           domain="com.microsoft")], "g",
-        [helper.make_tensor_value_info(k, TensorProto.INT8, [n]) for k in "ab"],
-        [helper.make_tensor_value_info("y", TensorProto.INT8, [n])], inits)
+        [helper.make_tensor_value_info("a", t, list(sha)),
+         helper.make_tensor_value_info("b", t, list(shb))],
+        [helper.make_tensor_value_info("y", t, list(sha))], inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
                                                 helper.make_opsetid("com.microsoft", 1)])
     return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -148,7 +152,7 @@ def test_add_table_is_qlinearadd_on_every_pair():
     scales = ADD_SCALES + [tuple(rng.uniform(0.002, 0.2, 3)) for _ in range(6)] + \
         [(0.05, 0.05, 0.1), (0.04, 0.01, 0.02)]          # exact binary ratios: ties to even
     for sa, sb, sy in scales:
-        want = _qlinear_add(sa, sb, sy, 65536).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
+        want = _qlinear_add(sa, sb, sy, [65536]).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
         assert np.array_equal(add_table(sa, sb, sy), want), (sa, sb, sy)
 
 
@@ -196,7 +200,7 @@ def test_qdq_add_of_two_activations_is_qlinearadd_bit_exact(tmp_path, scales):
     env = run_graph(q, feeds, keep=True)
     got = c.executor(SimDevice(CFG, timed=True)).run(feeds)
     assert all(np.array_equal(got[o], env[o]) for o in q.outputs)
-    want = _qlinear_add(sa, sb, sy, 65536).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
+    want = _qlinear_add(sa, sb, sy, [65536]).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
     assert np.array_equal(env[lut2[0].output].reshape(-1), want)
     u8 = np.rint(sess.run(None, feeds)[0] / np.float32(sy)).reshape(-1)
     assert int((u8 != want).sum()) <= 2 and np.abs(u8 - want).max() <= 1
@@ -301,29 +305,13 @@ def test_add_table_is_qlinearadd_where_float64_rounds_twice():
     is still QLinearAdd on all 65,536 pairs; a float64 sum then float32 is not."""
     twice = 0
     for _, sa, sb, sy in _midpoint_scales(6):
-        want = _qlinear_add(sa, sb, sy, 65536).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
+        want = _qlinear_add(sa, sb, sy, [65536]).run(None, {"a": PAIRS[0], "b": PAIRS[1]})[0]
         assert np.array_equal(add_table(sa, sb, sy), want), (sa, sb, sy)
         rA, rB = (np.float32(np.float32(s) / np.float32(sy)) for s in (sa, sb))
         y = (PAIRS[0].astype(np.float64) * np.float64(rA) +
              (PAIRS[1].astype(np.float32) * rB).astype(np.float64)).astype(np.float32)
         twice += int((np.clip(np.rint(y), -128, 127) != want).sum())
     assert twice > 0
-
-
-def _qlinear_add_u8(sa, sb, sy, sha, shb):
-    """onnxruntime's com.microsoft QLinearAdd of two uint8 tensors, zero points 128."""
-    inits = [numpy_helper.from_array(np.array(v, np.float32), k)
-             for k, v in (("sa", sa), ("sb", sb), ("sy", sy))]
-    inits.append(numpy_helper.from_array(np.array(128, np.uint8), "zp"))
-    graph = helper.make_graph(
-        [helper.make_node("QLinearAdd", ["a", "sa", "zp", "b", "sb", "zp", "sy", "zp"], ["y"],
-                          domain="com.microsoft")], "g",
-        [helper.make_tensor_value_info("a", TensorProto.UINT8, list(sha)),
-         helper.make_tensor_value_info("b", TensorProto.UINT8, list(shb))],
-        [helper.make_tensor_value_info("y", TensorProto.UINT8, list(sha))], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
-                                                helper.make_opsetid("com.microsoft", 1)])
-    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
 def test_add_table_uint8_is_the_uint8_kernel_on_every_pair():
@@ -335,14 +323,14 @@ def test_add_table_uint8_is_the_uint8_kernel_on_every_pair():
         (PAIRS[1].astype(np.int64) + 128).astype(np.uint8)
     int8_differs = 0
     for sa, sb, sy in ADD_SCALES + [tuple(rng.uniform(0.002, 0.2, 3)) for _ in range(12)]:
-        want = _qlinear_add_u8(sa, sb, sy, [65536], [65536]).run(
+        want = _qlinear_add(sa, sb, sy, [65536], zero_point=128).run(
             None, {"a": u[0], "b": u[1]})[0].astype(np.int64) - 128
         assert np.array_equal(add_table(sa, sb, sy, zero_point=128), want), (sa, sb, sy)
         int8_differs += int((add_table(sa, sb, sy) != want).sum())
         # b one scalar per span of 256 a's: (256, 256) + (256, 1)
         a2 = np.tile(np.arange(256, dtype=np.uint8), (256, 1))
         b2 = np.arange(256, dtype=np.uint8).reshape(256, 1)
-        want2 = _qlinear_add_u8(sa, sb, sy, [256, 256], [256, 1]).run(
+        want2 = _qlinear_add(sa, sb, sy, [256, 256], [256, 1], 128).run(
             None, {"a": a2, "b": b2})[0].astype(np.int64).T.reshape(-1) - 128
         assert np.array_equal(add_table(sa, sb, sy, zero_point=128, scalar_b=True), want2)
     assert int8_differs > 0
