@@ -276,18 +276,20 @@ def test_critical_path_summary_of_a_nextpnr_report():
     assert critical_path({}) is None
 
 
-def test_the_1x16x16_pipelined_build_is_routed_by_router1_with_the_static_placer(tmp_path,
-                                                                                monkeypatch):
-    """The named build's router and placer (router2 diverged on four placements of five,
-    router1 routed two of them at 69.8 and 69.2 MHz: BENCHMARKS.md, eleventh session) reach
-    nextpnr's command line: the build script of ``build_bitstream`` with those options (on
-    the tiny core: the same code path, without elaborating the 1x16x16)."""
+@pytest.mark.parametrize("name", ["1x16x16-85f-pipelined", "1x8x8-85f-pipelined"])
+def test_the_pipelined_builds_are_routed_by_router1_with_the_static_placer(name, tmp_path,
+                                                                           monkeypatch):
+    """The named builds' router and placer reach nextpnr's command line: the build script
+    of ``build_bitstream`` with those options (on the tiny core: the same code path, without
+    elaborating the named core).  1x16x16: router2 diverged on four placements of five,
+    router1 routed two of them at 69.8 and 69.2 MHz (BENCHMARKS.md, eleventh session).
+    1x8x8: on one placement router1 reached 75.7 MHz, router2 59.5 (twelfth session)."""
     pytest.importorskip("amaranth_boards")
     import subprocess
 
     import vta_hw.board.fpga as fpga
     from vta_hw.board.builds import build_config
-    cfg, opts = build_config("1x16x16-85f-pipelined")
+    cfg, opts = build_config(name)
     assert (opts["router"], opts["placer"], opts["pipelined"]) == ("router1", "static", True)
     scripts = []
     run = subprocess.run

@@ -5,7 +5,7 @@ Used by the Amaranth-simulator runs (:mod:`vta_hw.runners.amaranth_sim`) and by 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -84,27 +84,40 @@ class OnChipDram(wiring.Component):
         m.d.comb += [p.rd_data_valid.eq(rdq.r_rdy), p.rd_data.eq(rdq.r_data),
                      rdq.r_en.eq(p.rd_data_ready), rdq.w_data.eq(rp.data),
                      rdq.w_en.eq(inflight)]
+        # the read port is always enabled (FPGA timing: no enable net from the issue logic
+        # to the CE pins of every block RAM): a read whose data is not wanted is simply not
+        # put into ``rdq``, and the host port's data is the word at its address of the
+        # cycle before, as with an enable
         with m.If(self.ext_en):
-            m.d.comb += [rp.addr.eq(self.ext_addr), rp.en.eq(1)]
+            m.d.comb += rp.addr.eq(self.ext_addr)
         with m.Else():
             m.d.comb += rp.addr.eq(raddr)
-        due = Signal()
-        m.d.comb += due.eq((now - start)[15] == 0)      # now >= start (modulo 2**16)
+        # ``due`` (now >= start, modulo 2**16) and ``rleft != 0`` are registers, computed a
+        # cycle ahead from the next ``now``, ``start`` and ``rleft`` (FPGA timing: no
+        # subtractor or wide compare in front of the issue logic)
+        due = Signal(init=1)
+        rleft_nz = Signal()
         issue = Signal()
-        m.d.comb += issue.eq(rbusy & due & (rleft != 0) & (rdq.level + inflight < 3) &
+        m.d.comb += issue.eq(rbusy & due & rleft_nz & (rdq.level + inflight < 3) &
                              ~self.ext_en)
-        with m.If(~self.ext_en):
-            m.d.comb += rp.en.eq(issue)
         m.d.sync += inflight.eq(issue)
+        pop = Signal()
+        m.d.comb += pop.eq(rq.r_rdy & (~rbusy | (issue & (rleft == 1))))
+        start_next = Mux(pop, rq.r_data[56:72], start)
+        rleft_next = Signal(24)
+        m.d.comb += rleft_next.eq(rleft)
         with m.If(issue):
-            m.d.sync += [raddr.eq(raddr + 1), rleft.eq(rleft - 1)]
+            m.d.comb += rleft_next.eq(rleft - 1)
+            m.d.sync += raddr.eq(raddr + 1)
             with m.If(rleft == 1):
                 m.d.sync += rbusy.eq(0)
         # the next burst starts in the cycle after the last beat of this one is issued
-        with m.If(rq.r_rdy & (~rbusy | (issue & (rleft == 1)))):
-            m.d.comb += rq.r_en.eq(1)
+        with m.If(pop):
+            m.d.comb += [rq.r_en.eq(1), rleft_next.eq(rq.r_data[32:56])]
             m.d.sync += [rbusy.eq(1), raddr.eq(rq.r_data[:32] >> lg),
-                         rleft.eq(rq.r_data[32:56]), start.eq(rq.r_data[56:72])]
+                         start.eq(rq.r_data[56:72])]
+        m.d.sync += [rleft.eq(rleft_next), rleft_nz.eq(rleft_next != 0),
+                     due.eq(((now + 1)[:16] - start_next)[15] == 0)]
 
         # ---- write channel
         waddr = Signal(range(self.depth))

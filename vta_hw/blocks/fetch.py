@@ -63,7 +63,10 @@ class FetchModule(wiring.Component):
         addr = Signal(32)
         to_req = Signal(32)       # instructions not yet requested
         to_disp = Signal(32)      # instructions not yet dispatched
-        pending = Signal(range(depth + 1))   # requested, not yet in the buffer
+        # instructions requested and not yet dispatched (in flight or in the buffer): the
+        # buffer's level plus those still to arrive, kept as one register (FPGA timing: no
+        # adder between the counters and the request)
+        occ = Signal(range(depth + 1))
         in_burst = Signal()
         beats_left = Signal(24)
         beat = Signal(range(max(2, bpi)))
@@ -75,11 +78,12 @@ class FetchModule(wiring.Component):
         # computed when ``to_req`` changes (FPGA timing: no 32-bit compare in front of the
         # read request and the arbiter)
         n = Signal(range(self.burst + 1))
+        lim = Signal(range(depth + 1))       # depth - n: a burst fits while occ <= lim
         req_nz = Signal()
 
         def set_to_req(v):
-            m.d.sync += [to_req.eq(v), req_nz.eq(v != 0),
-                         n.eq(Mux(v < self.burst, v, self.burst))]
+            nv = Mux(v < self.burst, v, self.burst)
+            m.d.sync += [to_req.eq(v), req_nz.eq(v != 0), n.eq(nv), lim.eq(depth - nv)]
 
         busy_nz = Signal()
         m.d.comb += self.busy.eq(busy_nz & ~failed)
@@ -89,7 +93,7 @@ class FetchModule(wiring.Component):
             set_to_req(self.insn_count)
 
         # ---- requests
-        room = (buf.level + pending + n) <= depth
+        room = occ <= lim
         with m.If(~in_burst & req_nz & room & ~failed & ~self.start):
             m.d.comb += [self.rd.rd_req_valid.eq(1), self.rd.rd_req_addr.eq(addr),
                          self.rd.rd_req_len.eq(n * bpi)]
@@ -112,14 +116,6 @@ class FetchModule(wiring.Component):
                     m.d.sync += beat.eq(0)
         complete = got & (beat == bpi - 1) if bpi > 1 else got
         m.d.comb += [buf.w_data.eq(new_asm), buf.w_en.eq(complete)]
-        inc = Signal()
-        m.d.comb += inc.eq(self.rd.rd_req_valid & self.rd.rd_req_ready)
-        with m.If(inc & complete):
-            m.d.sync += pending.eq(pending + n - 1)
-        with m.Elif(inc):
-            m.d.sync += pending.eq(pending + n)
-        with m.Elif(complete):
-            m.d.sync += pending.eq(pending - 1)
 
         # ---- dispatch
         head = buf.r_data
@@ -142,6 +138,14 @@ class FetchModule(wiring.Component):
             with m.Else():
                 m.d.comb += [self.cp_valid.eq(1), ready.eq(self.cp_ready)]
         m.d.comb += [buf.r_en.eq(ready), self.error.eq(failed)]
+        inc = Signal()
+        m.d.comb += inc.eq(self.rd.rd_req_valid & self.rd.rd_req_ready)
+        with m.If(inc & ready):
+            m.d.sync += occ.eq(occ + n - 1)
+        with m.Elif(inc):
+            m.d.sync += occ.eq(occ + n)
+        with m.Elif(ready):
+            m.d.sync += occ.eq(occ - 1)
         with m.If(ready):
             m.d.sync += [index.eq(index + 1), to_disp.eq(to_disp - 1),
                          busy_nz.eq(to_disp != 1)]

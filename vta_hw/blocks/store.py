@@ -60,7 +60,10 @@ class StoreModule(wiring.Component):
         lg = (cfg.out_elem_bytes).bit_length() - 1
         insn = Signal(mem_layout(cfg))
         index = Signal(32)
-        end = Signal(33)           # sram_base + y_size * x_size (registered in SIZE)
+        # y_size * x_size, registered in SIZE; DEP adds sram_base to it (FPGA timing: the
+        # product and the sum are not in one cycle)
+        tiles = Signal(32)
+        end = Signal(33)           # sram_base + tiles, in DEP
         y = Signal(16)
         rowaddr = Signal(40)
         sram = Signal(17)          # next OUT entry to read
@@ -101,10 +104,10 @@ class StoreModule(wiring.Component):
                     m.next = "SIZE"
             with m.State("SIZE"):
                 m.d.comb += self.busy.eq(1)
-                m.d.sync += end.eq(insn.sram_base + insn.y_size * insn.x_size)
+                m.d.sync += tiles.eq(insn.y_size * insn.x_size)
                 m.next = "DEP"
             with m.State("DEP"):
-                m.d.comb += self.busy.eq(1)
+                m.d.comb += [self.busy.eq(1), end.eq(insn.sram_base + tiles)]
                 pads = insn.y_pad_0 | insn.y_pad_1 | insn.x_pad_0 | insn.x_pad_1
                 with m.If(insn.pop_next | insn.push_next):
                     m.d.sync += [self.err_code.eq(ErrorCode.BAD_DEP_FLAGS),

@@ -48,11 +48,13 @@ BUILDS = {
                   dict(board="ulx3s-85f", lut_mults=0, freq_mhz=50.0, router="router1")),
     # the same core with registered MULT18X18D blocks and the split ALU lane, aimed at 100 MHz;
     # nextpnr's heap placer packs its logic into a corner that router2 cannot route (over
-    # 5,000 wires stay overused), the static placer spreads it and it routes in minutes
+    # 5,000 wires stay overused), the static placer spreads it.  Routed by router1: on the
+    # same placement it reached 75.7 MHz where router2 reached 59.5 (BENCHMARKS.md, twelfth
+    # session)
     "1x8x8-85f-pipelined": (dict(LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=13, LOG_INP_BUFF_SIZE=14,
                                  LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16),
                             dict(board="ulx3s-85f", lut_mults=0, freq_mhz=100.0,
-                                 router="router2", placer="static", pipelined=True)),
+                                 router="router1", placer="static", pipelined=True)),
 }
 
 
