@@ -6,7 +6,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .memport import ADDR_BITS, LEN_BITS, ReadSignature
+from .memport import ADDR_BITS, ReadSignature
 from .replica import replicated_register
 
 __all__ = ["TileLoader"]
