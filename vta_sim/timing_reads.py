@@ -1,0 +1,155 @@
+"""The shared DRAM read channel of the timing model's event loop
+(:class:`vta_sim.timing_engine.Engine`): clients queue read bursts
+(:meth:`DramReads.dram_request`) and an arbiter grants them, either on a bus that is free or
+busy (:meth:`DramReads.arbitrate_bus`) or into an in-order DRAM queue with a bounded number
+of outstanding reads (:meth:`DramReads.arbitrate_in_order`, the RTL's memory port)."""
+
+from __future__ import annotations
+
+__all__ = ["DramReads"]
+
+_INF = float("inf")
+
+
+class DramReads:
+    """The engine's DRAM read methods (a mixin of :class:`~vta_sim.timing_engine.Engine`,
+    whose state they use: ``req``, ``heap``, ``now``, ``p``, ``bus``, ``bus_free``, ...)."""
+
+    def dram_request(self, client, nbytes, cb, beats=None, count=1, on_accept=None,
+                     spans=None):
+        """Queue ``count`` read bursts of ``nbytes`` each; ``cb`` runs when the last one has
+        delivered its data; ``on_accept(start)`` (in-order DRAM only) when the last one is
+        accepted, with the cycle its data starts; ``spans`` (in-order DRAM only): a list
+        each burst's ``(start, end)`` data cycles are appended to."""
+        lat = self.p.read_latency if self.p.read_pipelined and not self.in_order else 0
+        self.req[client].append([self.now + lat, count, nbytes,
+                                 beats if beats is not None else -(-nbytes // self.bus), cb,
+                                 on_accept, spans])
+        if not self.arb_pending:
+            self.arb_pending = True
+            self.at(max(self.now, self.accept_next if self.in_order else self.bus_free),
+                    self.arbitrate)
+
+    def arbitrate(self):
+        if self.in_order:
+            self.arbitrate_in_order()
+        else:
+            self.arbitrate_bus()
+
+    def arbitrate_in_order(self):
+        """Accept read requests into the in-order DRAM queue (``read_in_order``): one per
+        cycle, the highest-priority client with a request waiting, while fewer than
+        ``max_outstanding_reads`` accepted bursts have not delivered their data (a burst's
+        slot frees ``read_free_cycles`` after its last beat); a burst's
+        data follows ``read_latency`` after its acceptance or the previous burst's data
+        (plus ``read_burst_gap``), whichever is later.  Acceptances are made inline while no
+        other event comes first (as :meth:`arbitrate_bus`)."""
+        t = max(self.now, self.accept_next)
+        req, p, heap = self.req, self.p, self.heap
+        order = p.read_priority
+        acc = self.accepted
+        k_max = p.max_outstanding_reads or (1 << 62)
+        lat, gap, log, read = p.read_latency, p.read_burst_gap, self.bursts, self.dram_read
+        free = p.read_free_cycles
+        while True:
+            while acc and acc[0] <= t:
+                acc.popleft()
+            live = [k for k in order if req[k]]
+            if not live:
+                self.arb_pending = False
+                return
+            t0 = max(t, min(req[k][0][0] for k in live))
+            if len(acc) >= k_max:
+                t0 = max(t0, acc[0])
+            if t0 > t or (heap and heap[0][0] <= t):
+                # wait (or let the events of this cycle run first: they may add requests)
+                if heap and heap[0][0] <= t0:
+                    self.at(t0, self.arbitrate_in_order)
+                    return
+                t = t0
+                continue
+            client = next(k for k in live if req[k][0][0] <= t)
+            q = req[client]
+            e = q[0]
+            _, count, nbytes, beats, cb, on_accept, spans = e
+            if count > 1:
+                e[1] = count - 1
+                cb = on_accept = None
+            else:
+                q.popleft()
+            start = max(t + lat, self.bus_free)
+            if on_accept is not None:
+                on_accept(start)
+            end = start + beats
+            log.append((client, start, end, nbytes))
+            if spans is not None:
+                spans.append((start, end))
+            acc.append(end + free)
+            read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
+            self.bus_free = end + gap
+            if cb is not None:
+                self.at(end, cb)
+            t += 1
+            self.accept_next = t
+
+    def arbitrate_bus(self):
+        """Grant read bursts while the bus is free.  Consecutive grants are made inline (no
+        event per burst) as long as no other event can happen before the next grant time,
+        which is exactly equivalent to one event per grant."""
+        t = self.now
+        req, p, heap = self.req, self.p, self.heap
+        order = p.read_priority
+        lat = 0 if p.read_pipelined else p.read_latency
+        gap, log, read = p.read_burst_gap, self.bursts, self.dram_read
+        ends = self.inflight_ends       # data end times of the last K bursts (K outstanding)
+        limited = ends is not None
+        while True:
+            live = [k for k in order if req[k]]
+            if not live:
+                self.arb_pending = False
+                return
+            t0 = max(t, min(req[k][0][0] for k in live))
+            if limited and len(ends) == ends.maxlen:
+                # a burst is accepted only once the one K bursts earlier has finished
+                t0 = max(t0, ends[0] + p.read_latency)
+            nxt = heap[0][0] if heap else _INF
+            if t0 > t:
+                if t0 >= nxt:
+                    self.at(t0, self.arbitrate_bus)
+                    return
+                t = t0
+            client = next(k for k in live if req[k][0][0] <= t0)
+            q = req[client]
+            # grant this client's bursts back to back until a higher-priority client is
+            # ready, its own next burst is not, or an event comes first (nothing else can
+            # change the other clients' queues meanwhile)
+            pc = self.prio[client]
+            higher = min([req[k][0][0] for k in live if self.prio[k] < pc], default=_INF)
+            while q:
+                e = q[0]
+                if e[0] > t or (limited and len(ends) == ends.maxlen
+                                and ends[0] + p.read_latency > t):
+                    break
+                _, count, nbytes, beats, cb = e[:5]
+                if count > 1:
+                    e[1] = count - 1
+                    cb = None
+                else:
+                    q.popleft()
+                start = t + lat
+                end = start + beats
+                log.append((client, start, end, nbytes))
+                if limited:
+                    ends.append(end)
+                read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
+                self.bus_free = t = end + gap
+                if cb is not None:
+                    self.at(end, cb)
+                    nxt = heap[0][0]
+                if t >= nxt:
+                    self.at(t, self.arbitrate_bus)
+                    return
+                if higher <= t:
+                    break
+            # re-arbitrate at time t (bus free, no event before it)
+
