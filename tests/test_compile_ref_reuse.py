@@ -134,6 +134,10 @@ def test_int_matmul_through_float64_is_int64s(rows):
               rng.integers(-127, 128, (7, 33)).astype(np.int8)),
              # sums past 2**53: the float64 path would round, so int64 is used
              (np.full((rows, 4), 2 ** 40 + 1, np.int64), np.full((3, 4), 2 ** 20 + 1, np.int64))]
+    # the dtype's minimum (np.abs wraps it: abs(int32 min) < 0) makes the sums large too
+    x = np.full((rows, 4), 3, np.int32)
+    x[0, 0] = np.iinfo(np.int32).min
+    cases.append((x, np.full((2, 4), 2 ** 30 + 1, np.int32)))
     for x, w in cases:
         got = int_matmul_t(x, w)
         want = x.astype(np.int64) @ w.astype(np.int64).T

@@ -76,6 +76,12 @@ def dense_float(n, ins):
 BLAS_ROWS = 8
 
 
+def _abs_max(a) -> int:
+    """max |a| of an integer array as a Python int (``np.abs`` wraps the dtype's minimum:
+    ``abs(int8(-128))`` is -128)."""
+    return max(-int(a.min()), int(a.max()), 0) if a.size else 0
+
+
 def int_matmul_t(x, w) -> np.ndarray:
     """``x @ w.T`` of integer arrays in int64.  With at least :data:`BLAS_ROWS` rows,
     through float64 (BLAS) when every sum provably stays below 2**53 (``max|x| * max|w| *
@@ -85,7 +91,7 @@ def int_matmul_t(x, w) -> np.ndarray:
     if x.dtype.kind not in "iu" or w.dtype.kind not in "iu" or \
             x.size < BLAS_ROWS * x.shape[-1]:
         return x.astype(np.int64) @ w.astype(np.int64).T
-    bound = float(np.abs(x).max(initial=0)) * float(np.abs(w).max(initial=0)) * x.shape[-1]
+    bound = float(_abs_max(x)) * float(_abs_max(w)) * x.shape[-1]
     if bound < 2.0 ** 53:
         return np.rint(x.astype(np.float64) @ w.astype(np.float64).T).astype(np.int64)
     return x.astype(np.int64) @ w.astype(np.int64).T
