@@ -304,6 +304,12 @@ def _softmax_sum_fields(e, rows, row, c, k, name, lanes=None):
         return _outer_parallel(s, len(ls)) if int(np.prod(e.shape)) >= PARALLEL_MIN else s
     q.cpu_schedule = sched
 
+    return _fields_total(q, nf, w)
+
+
+def _fields_total(q, nf, w):
+    """The int64 row sum rebuilt from stage ``q``'s ``nf`` field totals of ``w`` bits
+    (field ``j`` weighs ``2**(j w)``), as a function of the row index."""
     def total(r):
         acc = None
         for j in range(nf):
@@ -374,11 +380,4 @@ def _lane_fields(e, rows, row, c, k, name, ln, w, nf):
         return te.sum(te.cast("int32", v), axis=kl)
     s = te.compute(rows + (nf,), tot, f"{name}.total")
 
-    def total(r):
-        acc = None
-        for j in range(nf):
-            t = te.cast("int64", s[tuple(r) + (j,)])
-            t = t << (j * w) if j else t
-            acc = t if acc is None else acc + t
-        return acc
-    return total
+    return _fields_total(s, nf, w)
