@@ -26,7 +26,7 @@ from .jit import host_target
 from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
 from .softmax_emit import (I32, _max_of, bad_row_value, finite_rows, internal_function,
-                           max_plus_log, range_function, split_add)
+                           max_plus_log, range_function, range_loop, split_add)
 from .softmax_kernel import NAN_BITS, VERSION, SoftmaxKernel, lanes_for
 from .softmax_sum import lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
@@ -109,14 +109,8 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
         inner = self.inner
         if self.interleaved:
             return self._emit_interleaved(mod, name, fn)
-        entry = fn.append_basic_block("entry")
-        b = ir.IRBuilder(entry)
-        head = fn.append_basic_block("group")
-        done = fn.append_basic_block("done")
-        b.cbranch(b.icmp_signed("<", lo, hi), head, done)
-        b.position_at_end(head)
-        u = b.phi(I64, "u")
-        u.add_incoming(lo, entry)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        u, close = range_loop(fn, b, lo, hi, "group", "u")
         g = ir.Constant(I64, self.groups)
         o, q = b.udiv(u, g), b.urem(u, g)
         obase = b.mul(o, ir.Constant(I64, self.c * inner))
@@ -142,11 +136,7 @@ class ColumnSoftmaxKernel(SoftmaxKernel):
                 b.position_at_end(no)
             q0, i0 = q0 + n, i0 + n * w
         b.position_at_end(nxt)
-        u1 = b.add(u, ir.Constant(I64, 1))
-        u.add_incoming(u1, nxt)
-        b.cbranch(b.icmp_signed("<", u1, hi), head, done)
-        b.position_at_end(done)
-        b.ret_void()
+        close(b, ir.Constant(I64, 1))
         return fn
 
     def _emit_interleaved(self, mod, name, fn):

@@ -34,6 +34,28 @@ def range_function(mod: ir.Module, name: str) -> ir.Function:
     return fn
 
 
+def range_loop(fn: ir.Function, b: ir.IRBuilder, lo, hi, label: str, var: str):
+    """Open a kernel's loop over ``[lo, hi)`` from the entry block ``b`` stands in: a
+    block ``label`` entered when ``lo < hi``, its ``i64`` induction variable ``var``
+    (starting at ``lo``).  Returns the variable and ``close(b, step)``, which steps it by
+    ``step`` at ``b``'s block, loops while it is below ``hi`` and returns."""
+    entry = b.block
+    head = fn.append_basic_block(label)
+    done = fn.append_basic_block("done")
+    b.cbranch(b.icmp_signed("<", lo, hi), head, done)
+    b.position_at_end(head)
+    v = b.phi(I64, var)
+    v.add_incoming(lo, entry)
+
+    def close(b, step):
+        v1 = b.add(v, step)
+        v.add_incoming(v1, b.block)
+        b.cbranch(b.icmp_signed("<", v1, hi), head, done)
+        b.position_at_end(done)
+        b.ret_void()
+    return v, close
+
+
 def internal_function(mod: ir.Module, name: str, args: list, noalias: int) -> ir.Function:
     """A kernel's helper ``void @name(args)`` (internal, ``nounwind noinline``: a function
     of its own, so that its loop keeps its accumulators in registers), its first

@@ -83,7 +83,7 @@ from .mathfns import _const, emit_exp_nonpositive
 from .schedules import PARALLEL_MIN
 from .softmax_emit import (I1, I32, NAN_BITS, KernelEmitter, _max_of, bad_row_value,
                            finite_rows, internal_function, max_plus_log, range_function,
-                           split_add)
+                           range_loop, split_add)
 from .softmax_sum import lane_chunk, split_bits
 from .vecmem import F32, I64, PTR
 
@@ -158,8 +158,7 @@ class SoftmaxKernel(KernelEmitter):
         filled with NaN)."""
         fn = range_function(mod, name)
         out, x, lo, hi = fn.args
-        entry = fn.append_basic_block("entry")
-        b = ir.IRBuilder(entry)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
         i8 = ir.IntType(8)
         blk = block_rows(self.c)
         nblk = ir.Constant(I64, blk)
@@ -167,12 +166,7 @@ class SoftmaxKernel(KernelEmitter):
         invs = b.alloca(F32, size=nblk, name="invs")
         goods = b.alloca(i8, size=nblk, name="goods")
         raws = b.alloca(F32, size=nblk, name="raws") if self.reduce else None
-        head = fn.append_basic_block("block")
-        done = fn.append_basic_block("done")
-        b.cbranch(b.icmp_signed("<", lo, hi), head, done)
-        b.position_at_end(head)
-        r0 = b.phi(I64, "r0")
-        r0.add_incoming(lo, entry)
+        r0, close = range_loop(fn, b, lo, hi, "block", "r0")
         left = b.sub(hi, r0)
         nb = b.select(b.icmp_signed("<", left, nblk), left, nblk)
         base = b.mul(r0, ir.Constant(I64, self.c))
@@ -235,11 +229,7 @@ class SoftmaxKernel(KernelEmitter):
             b.store(y, b.gep(ob, [j], source_etype=F32))
             return vals
         self._loop(b, fn, nb, [], reduce_row if self.reduce else scale_row, "rows_out")
-        r1 = b.add(r0, nblk)
-        r0.add_incoming(r1, b.block)
-        b.cbranch(b.icmp_signed("<", r1, hi), head, done)
-        b.position_at_end(done)
-        b.ret_void()
+        close(b, nblk)
         return fn
 
     def _max(self, b, fn, xr):
