@@ -242,7 +242,7 @@ class Executor:
     def _run_vta(self, s, env, rec):
         from vta_runtime import CommandQueue
 
-        from compiler.vta.codegen import emit
+        from compiler.vta.codegen import run_stream
         from compiler.te.evaluate import to_numpy_dtype
         k = s.kernel
         if getattr(k.workload, "unpack", None) is not None:
@@ -280,8 +280,7 @@ class Executor:
         bufs[out] = ob
         cq = CommandQueue(self.dev)
         try:
-            emit(k.ops, cq, bufs, k.sites)
-            run = cq.synchronize()
+            run = run_stream(k.ops, cq, bufs, k.sites)
         finally:
             cq.close()
             for b in temp:
