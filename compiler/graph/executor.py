@@ -251,10 +251,13 @@ class Executor:
         bufs, temp = {}, []
         for user, dram, prep in _feeds_of(k):
             kind, src = bind[user]
-            if kind == "param":
-                arr = src if prep is None else prep(src)
-                bufs[dram] = self._param_buf((s.node.name, user.name), np.asarray(
-                    arr, to_numpy_dtype(dram.dtype)))
+            if kind == "param":         # packed (and uploaded) on the first run only
+                key = (s.node.name, user.name)
+                b = self._params.get(key)
+                if b is None:
+                    arr = src if prep is None else prep(src)
+                    b = self._param_buf(key, np.asarray(arr, to_numpy_dtype(dram.dtype)))
+                bufs[dram] = b
                 continue
             v = env[src]
             if prep is None and isinstance(v, _DevValue):

@@ -1,0 +1,196 @@
+"""The stream cache: a captured window replayed on other buffers is the run its calls would
+give (vta_runtime.capture), and the executor replays each kernel's window instead of
+emitting it again (compiler.vta.codegen.run_stream) - bit-exact, cycle-identical and never
+stale (other inputs, other buffers, kernels shared between layers, another queue setting)."""
+
+import numpy as np
+import pytest
+
+from isa import AluOp, MemType, VTAConfig
+from vta_runtime import (CommandQueue, DeviceMemoryError, KernelHandle, QueueError,
+                         SimDevice)
+
+import compiler.vta.codegen as codegen
+from compiler.graph.driver import compile_model
+from compiler.graph.models import resnet18, sample_images
+from compiler.graph.reference import run_graph
+
+CFG = VTAConfig()
+
+
+# ---------------------------------------------------------------- runtime: capture / replay
+def _shr_calls(cq, x, y, n, shift, handle):
+    """The runtime README's program: y = x >> shift over n ACC tiles."""
+    cq.load_buffer_2d(x, 0, n, 1, n, 0, 0, 0, 0, 0, MemType.ACC)
+
+    def finit(cq, sig):
+        cq.uop_loop_begin(n, 1, 1, 0)
+        cq.uop_push(1, 0, 0, 0, 0, AluOp.SHR, 1, shift)
+        cq.uop_loop_end()
+    cq.push_alu_op(handle, finit)
+    cq.dep_push(2, 3)
+    cq.dep_pop(2, 3)
+    cq.store_buffer_2d(0, MemType.OUT, y, 0, n, 1, n)
+
+
+def _pair(dev, n, seed):
+    x = dev.alloc(n * 64)
+    host = np.random.default_rng(seed).integers(-1 << 20, 1 << 20, n * 16).astype(np.int32)
+    x.copy_from(host)
+    return x, dev.alloc(n * 16), host
+
+
+def test_replay_is_the_run_the_calls_give_on_other_buffers():
+    dev = SimDevice(CFG, timed=True)
+    cq = CommandQueue(dev, coalesce_uops=True)
+    h = KernelHandle("shr")
+    x0, y0, _ = _pair(dev, 36, 0)
+    cq.capture()
+    _shr_calls(cq, x0, y0, 36, 2, h)
+    first = cq.synchronize()
+    w = cq.captured
+    assert w is not None and w.calls == 2
+    x1, y1, host1 = _pair(dev, 36, 1)          # other buffers (other addresses), other data
+    assert x1.phys != x0.phys
+    got = cq.replay(w, [x1, y1])
+    assert np.array_equal(y1.copy_to(np.int8), (host1 >> 2).astype(np.int8))
+    y1.copy_from(np.zeros(36 * 16, np.int8))
+    _shr_calls(cq, x1, y1, 36, 2, h)            # the calls, on the same queue and buffers
+    want = cq.synchronize()
+    assert got.insns == want.insns != first.insns  # dram_base follows the buffers
+    assert got.uop_image == want.uop_image and got.uop_loads == want.uop_loads
+    assert got.token_balance == want.token_balance
+    assert got.mem_refs == want.mem_refs
+    assert got.stats["cycles"] == want.stats["cycles"]
+    assert cq.token_balance == [0, 0, 0, 0]
+
+
+def test_replay_refuses_what_the_calls_would_not_do():
+    dev = SimDevice(CFG)
+    cq = CommandQueue(dev)
+    x, y, _ = _pair(dev, 36, 0)
+    cq.capture()
+    _shr_calls(cq, x, y, 36, 2, KernelHandle("shr"))
+    cq.synchronize()
+    w = cq.captured
+    with pytest.raises(QueueError, match="2 LOAD/STORE calls"):
+        cq.replay(w, [x])
+    small = dev.alloc(16 * 64)
+    with pytest.raises(QueueError, match="smaller"):
+        cq.replay(w, [small, y])
+    gone = dev.alloc(36 * 64)
+    dev.free(gone)
+    with pytest.raises(DeviceMemoryError):
+        cq.replay(w, [gone, y])
+    other = CommandQueue(dev, coalesce_uops=True)      # another queue setting
+    with pytest.raises(QueueError, match="settings"):
+        other.replay(w, [x, y])
+    dev8 = SimDevice(VTAConfig.from_dict({**CFG.to_dict(), "LOG_BLOCK": 3,
+                                          "LOG_WGT_BUFF_SIZE": 16, "LOG_INP_BUFF_SIZE": 14,
+                                          "LOG_ACC_BUFF_SIZE": 16}))
+    x8, y8, _ = _pair(dev8, 36, 0)
+    with pytest.raises(QueueError, match="configuration"):
+        CommandQueue(dev8).replay(w, [x8, y8])
+    cq.load_buffer_2d(x, 0, 1, 1, 1, 0, 0, 0, 0, 0, MemType.ACC)
+    with pytest.raises(QueueError, match="not empty"):
+        cq.replay(w, [x, y])
+
+
+def test_a_window_cut_by_an_automatic_synchronisation_is_not_captured():
+    dev = SimDevice(CFG)
+    cq = CommandQueue(dev, max_xfer=16 * 16)       # the smallest instruction buffer
+    x, y, _ = _pair(dev, 4, 0)
+    cq.capture()
+    h = KernelHandle("shr")
+    for _ in range(4):
+        _shr_calls(cq, x, y, 4, 1, h)
+    cq.synchronize()
+    assert cq.num_runs > 1 and cq.captured is None
+
+
+# ---------------------------------------------------------------- compiler: the executor
+@pytest.fixture(scope="module")
+def r18():
+    m = resnet18(image=32, width=16, classes=10)
+    xs = sample_images(6, 32, seed=21)
+    return xs, compile_model(m, CFG, calib={"input": xs[:3]})
+
+
+def _run(c, feeds_list, cache: bool, monkeypatch):
+    """Outputs and, per run, each VTA step's (cycles, instruction bytes, uop image)."""
+    monkeypatch.setattr(codegen, "STREAM_CACHE", cache)
+    ex = c.executor(SimDevice(CFG, timed=True))
+    outs, streams = [], []
+    for f in feeds_list:
+        outs.append(ex.run(f))
+        streams.append([(r["cycles"], s.kernel.last_run.insns, s.kernel.last_run.uop_image)
+                        for s, r in zip(c.program.steps, ex.records) if s.kind == "vta"])
+    return outs, streams
+
+
+def test_executor_replays_bit_exact_and_cycle_identical(r18, monkeypatch):
+    xs, c = r18
+    feeds = [{"input": x[None]} for x in xs[3:6]]
+    vta = [s for s in c.program.steps if s.kind == "vta"]
+    for s in vta:
+        s.kernel.sites.streams.clear()
+    # layers that share one build (rebound copies) share one captured window
+    assert len({id(s.kernel.sites.streams) for s in vta}) < len(vta)
+    off_out, off_streams = _run(c, feeds, False, monkeypatch)
+    assert all(not s.kernel.sites.streams for s in vta)
+    on_out, on_streams = _run(c, feeds, True, monkeypatch)
+    assert all(s.kernel.sites.streams for s in vta)
+    assert on_streams == off_streams                  # the same bytes run, the same cycles
+    for f, got, ref in zip(feeds, on_out, off_out):   # other inputs: never a stale answer
+        assert np.array_equal(got["logits"], ref["logits"])
+        assert np.array_equal(got["logits"], run_graph(c.qgraph, f)["logits"])
+    assert not np.array_equal(on_out[0]["logits"], on_out[1]["logits"])
+
+
+def test_second_run_does_not_emit(r18, monkeypatch):
+    xs, c = r18
+    monkeypatch.setattr(codegen, "STREAM_CACHE", True)
+    calls = []
+    real = codegen.emit
+    monkeypatch.setattr(codegen, "emit", lambda *a, **k: (calls.append(1), real(*a, **k)))
+    vta = [s for s in c.program.steps if s.kind == "vta"]
+    for s in vta:
+        s.kernel.sites.streams.clear()
+    ex = c.executor(SimDevice(CFG, timed=True))
+    ex.run({"input": xs[3][None]})
+    # one emission per distinct window: layers sharing a build do not emit again
+    assert 0 < len(calls) == len({id(s.kernel.sites.streams) for s in vta})
+    calls.clear()
+    before = [s.kernel.last_run.insns for s in vta]
+    hog = ex.dev.alloc(5 << 12)         # the next run's buffers land at other addresses
+    out = ex.run({"input": xs[4][None]})
+    assert calls == []
+    assert any(s.kernel.last_run.insns != b for s, b in zip(vta, before))
+    ex.dev.free(hog)
+    assert np.array_equal(out["logits"], run_graph(c.qgraph, {"input": xs[4][None]})["logits"])
+    # a second executor (another device, other buffers) replays the same windows too
+    ex2 = c.executor(SimDevice(CFG, timed=True))
+    out2 = ex2.run({"input": xs[4][None]})
+    assert calls == [] and np.array_equal(out2["logits"], out["logits"])
+
+
+def test_another_queue_setting_is_another_window(r18, monkeypatch):
+    """A kernel run on a queue with other settings emits again (a new key), not the stream
+    captured for the first."""
+    from compiler.vta.codegen import run_stream
+    xs, c = r18
+    monkeypatch.setattr(codegen, "STREAM_CACHE", True)
+    s = next(s for s in c.program.steps if s.kind == "vta")
+    k = s.kernel
+    k.sites.streams.clear()
+    dev = SimDevice(CFG, timed=True)
+    bufs = {t: dev.alloc(1 << 20) for t in {op.args["tensor"] for op in k.ops
+                                            if "tensor" in op.args}}
+    recs, emits = [], k.sites.emits
+    for max_xfer in (1 << 25, 1 << 24, 1 << 25):
+        cq = CommandQueue(dev, max_xfer=max_xfer)
+        recs.append(run_stream(k.ops, cq, bufs, k.sites))
+        cq.close()
+    assert len(k.sites.streams) == 2 and k.sites.emits == emits + 2   # the third: replayed
+    assert recs[0].insns == recs[2].insns
+    assert recs[0].stats["cycles"] == recs[1].stats["cycles"] == recs[2].stats["cycles"]
