@@ -194,3 +194,33 @@ def test_another_queue_setting_is_another_window(r18, monkeypatch):
     assert len(k.sites.streams) == 2 and k.sites.emits == emits + 2   # the third: replayed
     assert recs[0].insns == recs[2].insns
     assert recs[0].stats["cycles"] == recs[1].stats["cycles"] == recs[2].stats["cycles"]
+
+
+def test_schedules_and_shared_builds_keep_their_own_streams(monkeypatch):
+    """Two layers of one signature share a build (a rebound copy) and its window; another
+    schedule of the same layer is another build with its own; each run of each is bit-exact
+    with the reference on its own data, and each window is emitted once."""
+    from compiler import ops
+    from compiler.vta.kernel_cache import KernelCache
+    from compiler.vta.schedule import Knobs
+
+    from .test_compiler_ops import conv_case
+    monkeypatch.setattr(codegen, "STREAM_CACHE", True)
+    cache = KernelCache(CFG)
+    layers = [conv_case(CFG, 1, 48, 7, 9, 80, 3, 1, 1, np.random.default_rng(s))
+              for s in (0, 1)]
+    dev = SimDevice(CFG, timed=True)
+    streams = []
+    for knobs in (Knobs(tile_co=2, tile_h=3, tile_w=4, vthreads=1),
+                  Knobs(tile_co=1, tile_h=3, tile_w=9, vthreads=3, vthread_axis="co")):
+        ks = [cache.build(out, knobs) for out, _, _ in layers]
+        assert ks[1] is not ks[0] and ks[1].sites.streams is ks[0].sites.streams
+        for _ in range(2):
+            for k, (_, feeds, ref) in zip(ks, layers):
+                got, _ = k.run(dev, feeds)
+                assert np.array_equal(ops.unpack_nchw(got), ref)
+        assert ks[0].sites.emits + ks[1].sites.emits == 1
+        streams.append(ks[0].sites.streams)
+    assert streams[0] is not streams[1]
+    (w0,), (w1,) = streams[0].values(), streams[1].values()
+    assert w0.table.shape != w1.table.shape or not np.array_equal(w0.table, w1.table)
