@@ -108,6 +108,22 @@ def test_a_window_cut_by_an_automatic_synchronisation_is_not_captured():
     assert cq.num_runs > 1 and cq.captured is None
 
 
+def test_a_failed_window_leaves_no_capture_behind():
+    dev = SimDevice(CFG)
+    cq = CommandQueue(dev)
+    x, y, host = _pair(dev, 36, 0)
+    gone = dev.alloc(36 * 64)
+    cq.capture()
+    _shr_calls(cq, gone, y, 36, 2, KernelHandle("shr"))
+    dev.free(gone)
+    with pytest.raises(QueueError, match="freed"):
+        cq.synchronize()
+    _shr_calls(cq, x, y, 36, 2, KernelHandle("shr2"))     # the next window runs, uncaptured
+    cq.synchronize()
+    assert cq.captured is None
+    assert np.array_equal(y.copy_to(np.int8), (host >> 2).astype(np.int8))
+
+
 # ---------------------------------------------------------------- compiler: the executor
 @pytest.fixture(scope="module")
 def r18():

@@ -515,7 +515,7 @@ class CommandQueue:
             q.reset()
             self._ring.reset()
             self._uop_loads = []
-            self._mem_refs = {}
+            self._mem_refs, self._capture = {}, None
 
     def _check_live(self) -> None:
         """Every buffer a queued LOAD/STORE names must still be allocated: a buffer freed
