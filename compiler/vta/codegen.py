@@ -156,23 +156,34 @@ def run_stream(ops: list[Op], cq, buffers: dict, sites: KernelSites,
     the stream cache in ``sites`` (module docstring): on a hit the captured window is
     replayed with this run's ``buffers``.  A queue with instructions or pops pending or
     debug flags, or a window cut by an automatic synchronisation, makes the calls, uncached."""
+    return run_streams([(ops, buffers, sites)], cq, sites.streams, wait_cycles)
+
+
+def run_streams(parts: list, cq, streams: dict, wait_cycles: int = 1 << 31):
+    """:func:`run_stream` of several op programs in one window: ``parts`` [(ops, buffers,
+    sites)] emitted in order, then one ``synchronize``; the window cached in ``streams``
+    (the caller's, kept with the programs: e.g. a phase-split kernel's phases)."""
     if COALESCE_UOPS:
         cq.coalesce_uops = True         # as emit would, before the key is read
+
+    def calls():
+        for ops, buffers, sites in parts:
+            emit(ops, cq, buffers, sites)
+            sites.emits += 1
     if not STREAM_CACHE or cq.debug_flags or not cq.idle:
-        emit(ops, cq, buffers, sites)
-        sites.emits += 1
+        calls()
         return cq.synchronize(wait_cycles)
-    tensors = _call_tensors(ops, sites)
-    key = (cq.window_key(), len(ops), len(tensors))
-    window = sites.streams.get(key)
+    tensors = [_call_tensors(ops, sites) for ops, _, sites in parts]
+    key = (cq.window_key(), tuple((len(ops), len(t)) for (ops, _, _), t in zip(parts, tensors)))
+    window = streams.get(key)
     if window is not None:
-        return cq.replay(window, [buffers[t] for t in tensors], wait_cycles)
+        return cq.replay(window, [buffers[t] for (_, buffers, _), ts in zip(parts, tensors)
+                                  for t in ts], wait_cycles)
     cq.capture()
-    emit(ops, cq, buffers, sites)
-    sites.emits += 1
+    calls()
     rec = cq.synchronize(wait_cycles)
-    if cq.captured is not None and cq.captured.calls == len(tensors):
-        sites.streams[key] = cq.captured
+    if cq.captured is not None and cq.captured.calls == sum(map(len, tensors)):
+        streams[key] = cq.captured
     return rec
 
 
