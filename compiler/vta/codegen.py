@@ -19,7 +19,9 @@ its window (:mod:`vta_runtime.capture`) and later runs replay it on their buffer
 the calls (they depend only on the ops, the configuration and the queue's settings, which
 key the cache; the buffers of each run are bound to the LOAD/STORE calls by tensor).  Copies
 of a kernel for another layer (:func:`~compiler.vta.kernel_cache.rebind`) share their
-original's cache.  ``VTA_STREAM_CACHE=0`` turns it off (every run makes the calls).
+original's cache.  :func:`run_streams` does the same for several op programs in one window
+(the phases of a conv2d_transpose).  ``VTA_STREAM_CACHE=0`` turns it off (every run makes
+the calls).
 """
 
 from __future__ import annotations
