@@ -22,6 +22,7 @@ import numpy as np
 
 from isa import INSN_BYTES, UOP_BYTES, MemType, Opcode, VTAConfig
 
+from .capture import capture_window, rebind_window
 from .debug import (DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL, format_insn_dump,
                     token_balance_rows)
 from .errors import DependencyError, DeviceMemoryError, KernelError, QueueError
@@ -152,6 +153,8 @@ class CommandQueue:
         self._uop_loads: list[tuple[int, int, int, int]] = []
         self._mem_refs: dict[int, tuple[Buffer, int]] = {}
         self._recording: UopKernel | None = None
+        self._capture: list | None = None    # (row, buffer, E) per LOAD/STORE call
+        self.captured = None                 # the last captured Window (vta_runtime.capture)
         self.debug_flags = 0
         self.debug_stream = debug_stream
         self.keep_history = keep_history
@@ -175,6 +178,11 @@ class CommandQueue:
     def pending_count(self) -> int:
         """Instructions queued in the current window."""
         return len(self._q)
+
+    @property
+    def idle(self) -> bool:
+        """No instructions and no pops pending (a window can be captured or replayed)."""
+        return not self._q.rows and not self._q.has_pending_pop()
 
     @property
     def pending_rows(self) -> list:
@@ -244,6 +252,8 @@ class CommandQueue:
         row[C.y_pad_0], row[C.y_pad_1], row[C.x_pad_0], row[C.x_pad_1] = pads
         if x:
             self._mem_refs[len(q.rows) - 1] = (buf, E)
+        if self._capture is not None:
+            self._capture.append((row, buf, E))
         if len(q.rows) > self._flush_at:
             self._auto_sync()
 
@@ -292,6 +302,8 @@ class CommandQueue:
         row[C.y_size], row[C.x_size], row[C.x_stride] = y, x, stride
         if x:
             self._mem_refs[len(q.rows) - 1] = (buf, E)
+        if self._capture is not None:
+            self._capture.append((row, buf, E))
         if len(q.rows) > self._flush_at:
             self._auto_sync()
 
@@ -424,7 +436,26 @@ class CommandQueue:
 
     # ------------------------------------------------------------------ synchronisation
     def _auto_sync(self) -> None:
+        self._capture = None            # a window cut in two is not captured
         self.synchronize(1 << 31)
+
+    # ------------------------------------------------------------------ captured windows
+    def window_key(self) -> tuple:
+        """What a window's stream depends on besides the calls (:mod:`.capture`)."""
+        return (self.config, self.max_xfer, self._ring.staging, self._ring.depth,
+                self.dep_distance, self.coalesce_uops)
+
+    def capture(self) -> None:
+        """Capture the window the next calls build (:mod:`.capture`): its :meth:`synchronize`
+        sets :attr:`captured` (a :class:`~.capture.Window`; None if cut or debugged)."""
+        if not self.idle:
+            raise QueueError("capture: instructions or pops are pending")
+        self._capture, self.captured = [], None
+
+    def replay(self, window, buffers, wait_cycles: int = 1 << 31) -> RunRecord:
+        """Run captured ``window`` with ``buffers`` (one per LOAD/STORE call, in call order)
+        instead of its calls and :meth:`synchronize`: the same run (:mod:`.capture`)."""
+        return self._launch(*rebind_window(self, window, buffers), wait_cycles)
 
     def _ensure_buffer(self, attr: str, nbytes: int) -> Buffer:
         buf = getattr(self, attr)
@@ -484,7 +515,7 @@ class CommandQueue:
             q.reset()
             self._ring.reset()
             self._uop_loads = []
-            self._mem_refs = {}
+            self._mem_refs, self._capture = {}, None
 
     def _check_live(self) -> None:
         """Every buffer a queued LOAD/STORE names must still be allocated: a buffer freed
@@ -502,40 +533,48 @@ class CommandQueue:
                                  f"buffer only after synchronize") from None
 
     def _run(self, wait_cycles: int) -> RunRecord:
-        cfg = self.config
         self._check_live()
         if self.coalesce_uops:
             q = self._q
             q.rows, self._uop_loads, self._mem_refs = coalesce_uop_loads(
                 q.rows, self._uop_loads, self._mem_refs, self._ring.staging_uops)
         table = self._q.to_table()
+        image = self._ring.image()
+        balance = token_balance_rows(self._q.rows)
+        if self._capture is not None:
+            self.captured = capture_window(self, self._capture, table, image, balance)
+            self._capture = None
+        return self._launch(table, image, list(self._uop_loads), dict(self._mem_refs), balance,
+                            wait_cycles)
+
+    def _launch(self, table, image, uop_loads: list, mem_refs: dict, balance,
+                wait_cycles: int) -> RunRecord:
+        """Run the window's rows ``table`` (LOAD UOPs staging-relative) and uop ``image``."""
+        cfg = self.config
         n = len(table)
         if n * INSN_BYTES > self.max_xfer:
             raise QueueError(f"synchronize: {n} instructions exceed the instruction buffer "
                              f"({self.max_xfer} bytes)")
-        image = self._ring.image()
         if image.nbytes > self.max_xfer:
             raise QueueError(f"synchronize: the uop staging image ({image.nbytes} bytes) exceeds "
                              f"the staging buffer ({self.max_xfer} bytes)")
         uop_phys = 0
-        if self._uop_loads:
+        if uop_loads:
             ubuf = self._ensure_buffer("_uop_buf", max(image.nbytes, UOP_BYTES))
             self.device.copy_from_host(ubuf, image)
             uop_phys = ubuf.phys
-            idx = np.fromiter((t[0] for t in self._uop_loads), dtype=np.int64,
-                              count=len(self._uop_loads))
+            idx = np.fromiter((t[0] for t in uop_loads), dtype=np.int64,
+                              count=len(uop_loads))
             table[idx, C.dram_base] += uop_phys // UOP_BYTES
         data = encode_table(table, cfg)
         arr = table_array(table, cfg)
         ibuf = self._ensure_buffer("_insn_buf", len(data))
         self.device.copy_from_host(ibuf, data)
-        balance = token_balance_rows(self._q.rows)
         if self.debug_flags & DEBUG_DUMP_INSN:
             self._write_debug(format_insn_dump(arr))
         assert arr.opcode[-1] == _FINISH
         record = RunRecord(self.num_runs, data, ibuf.phys, n, int(wait_cycles), image.tobytes(),
-                           uop_phys, list(self._uop_loads), dict(self._mem_refs), balance,
-                           {}, cfg)
+                           uop_phys, uop_loads, mem_refs, balance, {}, cfg)
         self.num_runs += 1
         for i in range(4):
             self.token_balance[i] += balance[i]

@@ -12,6 +12,16 @@ where that is exact, ``CommandQueue.coalesce_uops``) gives the same results in f
 compiled kernels use it by default (:data:`COALESCE_UOPS`, the default of :func:`emit`;
 the environment variable ``VTA_COALESCE_UOPS=0`` turns it off).  The runtime API's own
 default stays off, so its streams stay the reference runtime's.
+
+:func:`run_stream` (what the executor and :meth:`~compiler.vta.kernel.KernelBase.run` call)
+is :func:`emit` and ``synchronize`` with a stream cache: the first run of a kernel captures
+its window (:mod:`vta_runtime.capture`) and later runs replay it on their buffers, without
+the calls (they depend only on the ops, the configuration and the queue's settings, which
+key the cache; the buffers of each run are bound to the LOAD/STORE calls by tensor).  Copies
+of a kernel for another layer (:func:`~compiler.vta.kernel_cache.rebind`) share their
+original's cache.  :func:`run_streams` does the same for several op programs in one window
+(the phases of a conv2d_transpose).  ``VTA_STREAM_CACHE=0`` turns it off (every run makes
+the calls).
 """
 
 from __future__ import annotations
@@ -30,13 +40,21 @@ _SIG_LIMIT = 99          # runtime signature keys must stay below 100
 #: (on unless the environment sets ``VTA_COALESCE_UOPS=0``)
 COALESCE_UOPS = os.environ.get("VTA_COALESCE_UOPS", "1") != "0"
 
+#: whether :func:`run_stream` replays captured windows (on unless ``VTA_STREAM_CACHE=0``)
+STREAM_CACHE = os.environ.get("VTA_STREAM_CACHE", "1") != "0"
+
 
 class KernelSites:
-    """Per-call-site kernel handles, kept across calls (the JIT cache)."""
+    """Per-call-site kernel handles, kept across calls (the JIT cache), and the captured
+    windows of :func:`run_stream` by :meth:`~vta_runtime.CommandQueue.window_key`
+    (``streams``: shared with the kernel copies made for other layers)."""
 
-    def __init__(self):
+    def __init__(self, streams: dict | None = None):
         self.handles: dict = {}
         self.bases: dict = {}
+        self.streams: dict = {} if streams is None else streams
+        self.emits = 0                  # how many times run_stream made the calls
+        self._calls = (None, 0, None)   # (ops, len(ops), the tensor of each LOAD/STORE call)
 
     def get(self, site: int, base: tuple):
         from vta_runtime import KernelHandle
@@ -123,6 +141,52 @@ def emit(ops: list[Op], cq, buffers: dict, sites: KernelSites,
                 cq.push_alu_op(handle, finit, sig)
         for f, t in op.pushes:
             cq.dep_push(f, t)
+
+
+def _call_tensors(ops: list[Op], sites: KernelSites) -> list:
+    """The tensor of each LOAD/STORE op of ``ops``, in order (the runtime's calls)."""
+    got, n, tensors = sites._calls
+    if got is not ops or n != len(ops):
+        tensors = [op.args["tensor"] for op in ops if op.kind in ("load", "store")]
+        sites._calls = (ops, len(ops), tensors)
+    return tensors
+
+
+def run_stream(ops: list[Op], cq, buffers: dict, sites: KernelSites,
+               wait_cycles: int = 1 << 31):
+    """:func:`emit` ``ops`` on ``cq`` and ``synchronize`` (returns its RunRecord), through
+    the stream cache in ``sites`` (module docstring): on a hit the captured window is
+    replayed with this run's ``buffers``.  A queue with instructions or pops pending or
+    debug flags, or a window cut by an automatic synchronisation, makes the calls, uncached."""
+    return run_streams([(ops, buffers, sites)], cq, sites.streams, wait_cycles)
+
+
+def run_streams(parts: list, cq, streams: dict, wait_cycles: int = 1 << 31):
+    """:func:`run_stream` of several op programs in one window: ``parts`` [(ops, buffers,
+    sites)] emitted in order, then one ``synchronize``; the window cached in ``streams``
+    (the caller's, kept with the programs: e.g. a phase-split kernel's phases)."""
+    if COALESCE_UOPS:
+        cq.coalesce_uops = True         # as emit would, before the key is read
+
+    def calls():
+        for ops, buffers, sites in parts:
+            emit(ops, cq, buffers, sites)
+            sites.emits += 1
+    if not STREAM_CACHE or cq.debug_flags or not cq.idle:
+        calls()
+        return cq.synchronize(wait_cycles)
+    tensors = [_call_tensors(ops, sites) for ops, _, sites in parts]
+    key = (cq.window_key(), tuple((len(ops), len(t)) for (ops, _, _), t in zip(parts, tensors)))
+    window = streams.get(key)
+    if window is not None:
+        return cq.replay(window, [buffers[t] for (_, buffers, _), ts in zip(parts, tensors)
+                                  for t in ts], wait_cycles)
+    cq.capture()
+    calls()
+    rec = cq.synchronize(wait_cycles)
+    if cq.captured is not None and cq.captured.calls == sum(map(len, tensors)):
+        streams[key] = cq.captured
+    return rec
 
 
 def join_planes(planes: np.ndarray, dtype: str) -> np.ndarray:

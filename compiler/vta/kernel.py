@@ -16,7 +16,7 @@ import numpy as np
 
 from isa import VTAConfig
 
-from .codegen import KernelSites, check_fields, emit, join_planes
+from .codegen import KernelSites, check_fields, join_planes, run_stream
 from .program import eliminate_redundant_loads, insert_dependencies, listing
 from ..te import TEError
 
@@ -83,8 +83,7 @@ class KernelBase:
             bufs, ob = self.upload(dev, inputs, allocated)
             own = cq is None
             cq = cq or CommandQueue(dev)
-            emit(self.ops, cq, bufs, self.sites)
-            rec = cq.synchronize()
+            rec = run_stream(self.ops, cq, bufs, self.sites)
             self.last_run = rec
             result = self.download(ob)
             if own:

@@ -244,7 +244,7 @@ def rebind(kernel, old: list, new: list, spine: set | None = None):
                 op.args = {**op.args, "tensor": t2}
         ops.append(op)
     k.ops = ops
-    k.sites = KernelSites()
+    k.sites = KernelSites(streams=kernel.sites.streams)    # the same stream, other buffers
     k.last_run = None
     k.compile_seconds = time.perf_counter() - t0
     return k
