@@ -176,7 +176,8 @@ class EltwiseRules:
         QLinearAdd: none converted - also every pair whose Q output is a graph output, as
         in the per-layer benchmark's exposed session) or "float" (some converted: the
         group's types differ, it is not fused, DequantizeLinear -> float Add ->
-        QuantizeLinear)."""
+        QuantizeLinear).  A value the importer has no record for counts as not converted
+        (a graph built without ONNX: 0, the int8 kernel)."""
         z = self._zero_point(n.output)
         conv = getattr(self.ctx.g, "qdq_s8u8", {})
         if z or not conv:
