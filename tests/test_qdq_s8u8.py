@@ -118,3 +118,20 @@ def test_int8_add_follows_onnxruntimes_s8_to_u8_conversion(tmp_path, variant):
     for k, v in outs.items():
         if v.dtype == np.float32:
             assert np.array_equal(np.asarray(env[k]), v), (k, int((env[k] != v).sum()))
+
+
+def test_the_session_entry_qdqisint8allowed_keeps_int8(tmp_path):
+    """With ``session.qdqisint8allowed = 1`` no pair converts: the same graph runs as int8
+    QLinearAdd (the program follows the default session, so it differs there)."""
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.qdqisint8allowed", "1")
+    so.optimized_model_filepath = os.path.join(str(tmp_path), "opt.onnx")
+    sess = ort.InferenceSession(_model("plain").SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    opt = onnx.load(so.optimized_model_filepath).graph
+    assert "QLinearAdd" in [n.op_type for n in opt.node]
+    assert not [i for i in opt.initializer if i.data_type == TensorProto.UINT8]
+    feeds = {"a": PAIRS[0].reshape(SHAPE).astype(np.float32) * np.float32(SA),
+             "b": PAIRS[1].reshape(SHAPE).astype(np.float32) * np.float32(SB)}
+    got = np.rint(sess.run(None, feeds)[0] / np.float32(SY)).reshape(-1)
+    assert np.array_equal(got, add_table(SA, SB, SY).astype(np.int64))
