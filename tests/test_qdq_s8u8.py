@@ -135,3 +135,22 @@ def test_the_session_entry_qdqisint8allowed_keeps_int8(tmp_path):
              "b": PAIRS[1].reshape(SHAPE).astype(np.float32) * np.float32(SB)}
     got = np.rint(sess.run(None, feeds)[0] / np.float32(SY)).reshape(-1)
     assert np.array_equal(got, add_table(SA, SB, SY).astype(np.int64))
+
+
+@pytest.mark.parametrize("level,table", [
+    ("ORT_DISABLE_ALL", lambda: float_add_table(SA, SB, SY)),
+    ("ORT_ENABLE_BASIC", lambda: float_add_table(SA, SB, SY)),
+    ("ORT_ENABLE_EXTENDED", lambda: add_table(SA, SB, SY, zero_point=128))])
+def test_optimisation_levels(level, table):
+    """Below ORT_ENABLE_EXTENDED nothing fuses (the QDQ transformers are level 2): the add
+    is DequantizeLinear -> float Add -> QuantizeLinear, ``float_add_table``; from
+    ORT_ENABLE_EXTENDED on the S8 -> U8 form (the program follows the default,
+    ORT_ENABLE_ALL)."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    sess = ort.InferenceSession(_model("plain").SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    feeds = {"a": PAIRS[0].reshape(SHAPE).astype(np.float32) * np.float32(SA),
+             "b": PAIRS[1].reshape(SHAPE).astype(np.float32) * np.float32(SB)}
+    got = np.rint(sess.run(None, feeds)[0] / np.float32(SY)).reshape(-1)
+    assert np.array_equal(got, table().astype(np.int64))
