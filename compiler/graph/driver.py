@@ -333,7 +333,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   min_output_sqnr: float | None = None, max_float_layers: int = 64,
                   float_worst: int | None = None, worst_mac_cap: float = 1.0,
                   bias_correct: bool = True, output_thresholds: bool | str = True,
-                  adaround: bool = False, qdq_requant: str = "auto") -> Compiled:
+                  adaround: bool = False, qdq_requant: str = "auto",
+                  float_nodes: dict | None = None) -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
@@ -366,7 +367,9 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     ``"auto"`` (default) per layer: the fixed-point stages where they give that float32
     rounding for every accumulator (all output thresholds compared,
     :func:`.ort_qdq.float32_mismatch`), float32 elsewhere - the results are float32's bit
-    for bit, and the report says which layer got which and why."""
+    for bit, and the report says which layer got which and why.  ``float_nodes``
+    ({node name: why}) stay float from the start, as with ``float_first_last``: every
+    step above (thresholds, the SQNR bounds, bias correction) runs with them float."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
@@ -396,6 +399,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         denses = [n.name for n in fg.nodes if n.op == "dense"]
         fl = {name: "--float-first-last (TVM's recipe: the first conv and the last dense "
               "stay float)" for name in convs[:1] + denses[-1:]}
+    fl.update(float_nodes or {})
     if not samples and mode != "global_scale":
         if getattr(fg, "qdq_ranges", None):
             samples = None
@@ -503,6 +507,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                     {"mode": mode, "percentile": percentile, "global_scale": global_scale,
                      "cpu_only": cpu_only, "first_conv_cpu": first_conv_cpu,
                      "per_channel": per_channel, "float_first_last": float_first_last,
+                     "float_nodes": dict(float_nodes or {}),
                      "sqnr_samples": min(sqnr_samples, len(samples or [])),
                      "calib_samples": len(samples or []),
                      "tuning_log": tuning_log, "min_layer_sqnr": min_layer_sqnr,

@@ -263,6 +263,11 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         raise OnnxImportError(f"{g.name}: the model has no outputs")
     imp = ImportContext(g, consts, alias)
     imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+    imp.readers = {}                  # how many node inputs read each name (QDQ S8 -> U8 rule)
+    for node in og.node:
+        for i in node.input:
+            imp.readers[i] = imp.readers.get(i, 0) + 1
+    imp.graph_outputs = {vo.name for vo in og.output}
     for i, node in enumerate(og.node):
         imp.node(node, i)
     for vo in og.output:

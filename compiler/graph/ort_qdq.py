@@ -6,7 +6,8 @@ points 0), as integer forms that reproduce it exactly (:mod:`.quantize_fixed` us
   otherwise), for a ``qlut``;
 * :func:`product_multiplier`: the fixed-point form of QLinearMul's float32 product
   rounding, checked on every product of two int8 values (else None);
-* :func:`add_table`: QLinearAdd of two int8 activations, its 65,536 outputs;
+* :func:`add_table`: QLinearAdd of two int8 activations, its 65,536 outputs
+  (:func:`float_add_table`: the float Add onnxruntime runs where it does not fuse);
 * :func:`batchnorm_table`: a BatchNormalization between Q/DQ pairs, 256 outputs per
   channel;
 * :func:`float32_mismatch`: where a conv / dense layer's fixed-point requantisation and
@@ -183,6 +184,18 @@ def add_table(sa: float, sb: float, sy: float, lo: int = -128, hi: int = 127,
     in tests/test_qdq_ort_forms.py); halves to even, clipped to [lo, hi]."""
     y = qlinear_add(np.repeat(V8, 256), np.tile(V8, 256), sa, sb, sy, zero_point, scalar_b)
     return np.clip(y, lo, hi).astype(np.int8)
+
+
+def float_add_table(sa: float, sb: float, sy: float, lo: int = -128,
+                    hi: int = 127) -> np.ndarray:
+    """DequantizeLinear -> float Add -> QuantizeLinear of two int8 activations (onnxruntime
+    when its S8 -> U8 transform converts some of the group's Q/DQ pairs only, so nothing
+    fuses): ``clip(rint(fl32(fl32(a sa) + fl32(b sb)) / sy))``, QuantizeLinear dividing
+    (multiplying by ``fl32(1 / sy)`` rounds some sums otherwise), entry ``(a + 128) * 256 +
+    b + 128`` like :func:`add_table`; checked against onnxruntime in tests/test_qdq_s8u8.py."""
+    f = np.float32
+    s = (np.repeat(V8, 256).astype(f) * f(sa)) + (np.tile(V8, 256).astype(f) * f(sb))
+    return np.clip(np.rint(s / f(sy)), lo, hi).astype(np.int8)
 
 
 def batchnorm_table(g, n, sx: float, sy: float, lo: int = -128, hi: int = 127):

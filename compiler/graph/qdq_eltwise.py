@@ -19,7 +19,8 @@ import numpy as np
 from ..ops.qfixed import fl32_requant, qaddfx_reference, softmax_table
 from .fixed_point import add_multipliers, dyadic_add, fixed_multiplier, set_output_clamp
 from .ir import Node
-from .ort_qdq import V8, add_table, batchnorm_table, one_value, ort_table, product_multiplier
+from .ort_qdq import (V8, add_table, batchnorm_table, float_add_table, one_value, ort_table,
+                      product_multiplier)
 
 
 def nominal_frac(scale: float) -> int:
@@ -147,7 +148,9 @@ class EltwiseRules:
         lo, hi = post_bounds(n.attrs.get("post", []), sy)
         mult = dyadic_add(ra, rb) or add_multipliers(ra, rb)
         if self.requant != "fixed":      # the tables only where qlut2 may replace qaddfx
-            want = add_table(sa, sb, sy, lo, hi, self._zero_point(n.output))
+            form = self._add_form(n)
+            want = float_add_table(sa, sb, sy, lo, hi) if form == "float" else \
+                add_table(sa, sb, sy, lo, hi, form)
             got = qaddfx_reference(Node("qaddfx", n.name, [a, b], "", dict(mult, lo=lo, hi=hi)),
                                    [np.repeat(V8, 256).astype(np.int8),
                                     np.tile(V8, 256).astype(np.int8)])
@@ -155,13 +158,32 @@ class EltwiseRules:
             # qaddfx rounds some pair otherwise than QLinearAdd: its table (CPU)
             tn = c.q.fresh(n.name + "_lut2")
             c.q.add_param(tn, want, frac=nominal_frac(sy))
+            kind = {0: "QLinearAdd", 128: "uint8 QLinearAdd (onnxruntime's S8 -> U8)",
+                    "float": "a float Add between the Q/DQ pairs (onnxruntime's S8 -> U8 "
+                             "converts some of them only, so nothing fuses)"}[form]
             self._emit(n, "qlut2", [a, b, tn], {"why": (
-                f"QLinearAdd of two activations: the fixed-point sum rounds "
+                f"{kind} of two activations: the fixed-point sum rounds "
                 f"{int((got != want).sum())} of the 65,536 int8 pairs otherwise, so its "
                 f"table (CPU)")}, sy)
             return True
         self._emit(n, "qaddfx", [a, b], dict(mult, lo=lo, hi=hi), sy)
         return True
+
+    def _add_form(self, n):
+        """What onnxruntime's session of the model runs for Add ``n`` of two activations:
+        128 (uint8 QLinearAdd: a uint8 model, or an int8 one whose three Q/DQ pairs its
+        S8 -> U8 transform all converts, :func:`compiler.ops.qdq._ort_s8_to_u8`), 0 (int8
+        QLinearAdd: none converted - also every pair whose Q output is a graph output, as
+        in the per-layer benchmark's exposed session) or "float" (some converted: the
+        group's types differ, it is not fused, DequantizeLinear -> float Add ->
+        QuantizeLinear).  A value the importer has no record for counts as not converted
+        (a graph built without ONNX: 0, the int8 kernel)."""
+        z = self._zero_point(n.output)
+        conv = getattr(self.ctx.g, "qdq_s8u8", {})
+        if z or not conv:
+            return z
+        flags = [bool(conv.get(v)) for v in (n.inputs[0], n.inputs[1], n.output)]
+        return 128 if all(flags) else "float" if any(flags) else 0
 
     def _zero_point(self, v) -> int:
         """The model's zero point of value ``v``: 128 for a uint8 value (onnxruntime then
@@ -274,7 +296,7 @@ class EltwiseRules:
         bounds join that node's clip (no extra pass).  The int8 value stands for ``n``'s."""
         c = self.ctx
         src = next((m for m in c.q.nodes if m.output == x), None)
-        if src is None or self._uses.get(n.inputs[0], 0) != 1 or n.inputs[0] in c.g.outputs:
+        if src is None or not self._sole_reader(n.inputs[0]):
             return False
         if src.op in ("qlut2", "qlut2b", "qlutc"):     # a table: clip its entries
             t = c.q.params[src.inputs[-1]]
@@ -293,6 +315,22 @@ class EltwiseRules:
         c.qname[n.output] = x
         c.q.float_of[x] = n.output
         return True
+
+    def _sole_reader(self, v) -> bool:
+        """Whether float value ``v`` and each value it stands for (through Q/DQ pairs at one
+        scale: the same int8 value) have one reader and are no graph output - so a clip may
+        change that int8 value (a Q read by two DequantizeLinears, one into a Relu, keeps
+        the other's values unclipped)."""
+        c = self.ctx
+        prod = {m.output: m for m in c.g.nodes}
+        while True:
+            if self._uses.get(v, 0) != 1 or v in c.g.outputs:
+                return False
+            p = prod.get(v)
+            if p is None or p.op != "clip" or c.qname.get(p.output) is None or \
+                    c.qname.get(p.output) != c.qname.get(p.inputs[0]):
+                return True
+            v = p.inputs[0]
 
     @property
     def _uses(self) -> dict:

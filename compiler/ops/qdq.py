@@ -63,6 +63,7 @@ def import_dequantize_linear(ctx, node, attrs):
         ctx.g.qdq_ranges[node.output[0]] = max(abs(lo), abs(hi))
         ctx.g.qdq_ranges.setdefault(src, max(abs(lo), abs(hi)))
         _record(ctx.g, "qdq_scales", [node.output[0], src], (s, zp))
+        _record(ctx.g, "qdq_s8u8", [node.output[0], src], _ort_s8_to_u8(ctx, node, zp))
         return
     q = ctx.const(inp, node, "x").astype(np.float64)
     zp = (ctx.const(node.input[2], node, "x_zero_point").astype(np.float64)
@@ -73,6 +74,29 @@ def import_dequantize_linear(ctx, node, attrs):
         sh[axis] = -1
         scale, zp = scale.reshape(sh), (zp.reshape(sh) if zp.size > 1 else zp)
     ctx.fold(node, ((q - zp) * scale).astype(np.float32))
+
+
+def _ort_s8_to_u8(ctx, dq, q_zp) -> bool:
+    """Whether onnxruntime's QDQS8ToU8Transformer (x86 CPU: ``QDQIsInt8Allowed()`` is false
+    there; ORT_ENABLE_EXTENDED and above) turns this int8 activation pair Q -> ``dq`` into
+    uint8 (zero point + 128): the Q's output read by this DequantizeLinear only and not a
+    graph output (``CheckOutputEdges(q, 1)``), the DequantizeLinear's output read by at most
+    one node or else a graph output (a shared one is duplicated per reader first,
+    ``EnsureUniqueDQForNodeUnit``, giving the Q several edges), both zero points one int8
+    value and equal.  The QDQ
+    fusions then need one type per node group: an Add whose three pairs all convert runs
+    as uint8 QLinearAdd, none as int8 QLinearAdd, a mix as a float Add between them
+    (:meth:`compiler.graph.qdq_eltwise.EltwiseRules._add_form`; measured in
+    tests/test_qdq_s8u8.py)."""
+    q_out, out = dq.input[0], dq.output[0]
+    dz = ctx.consts.get(ctx.src(dq.input[2])) if len(dq.input) > 2 and dq.input[2] else None
+    if dz is None or np.asarray(q_zp).dtype != np.int8 or np.size(q_zp) != 1 or \
+            np.asarray(dz).dtype != np.int8 or np.size(dz) != 1 or \
+            int(np.asarray(dz).reshape(-1)[0]) != int(np.asarray(q_zp).reshape(-1)[0]):
+        return False
+    readers, outs = getattr(ctx, "readers", {}), getattr(ctx, "graph_outputs", set())
+    return readers.get(q_out, 0) == 1 and q_out not in outs and \
+        readers.get(out, 0) + (out in outs) <= 1
 
 
 def _record(g, what, names, info):
