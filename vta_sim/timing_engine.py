@@ -250,7 +250,8 @@ class Engine(DramReads):
             if now < ready:
                 if self.wake_at[m] != ready:
                     self.wake_at[m] = ready
-                    self.at(ready, self.try_start, m)
+                    self.seq += 1
+                    heappush(self.heap, (ready, self.seq, self.try_start, (m,)))
                 return
         pops = self.pops[i]
         tokens = self.tokens
@@ -280,7 +281,8 @@ class Engine(DramReads):
         self.start[i] = now - (self.disp[m] - da)
         k = self.kind[i]
         if k == 0:                      # GEMM, ALU, FINISH, NOP: a fixed time (_costs)
-            self.at(now + da + self.dur[i], self.complete, i, m)
+            self.seq += 1
+            heappush(self.heap, (now + da + self.dur[i], self.seq, self.complete, (i, m)))
         elif k == 1:
             self.at(now + da + self.store_cycles(i), self.complete, i, m)
         else:
@@ -446,6 +448,7 @@ class Engine(DramReads):
         if bp is None:
             return
         i, pending = bp
+        lat = self.p.token_latency
         while pending:
             t = pending[0]
             if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
@@ -454,11 +457,13 @@ class Engine(DramReads):
             pending.pop(0)
             self.inflight[t] += 1
             self.push_log[t].append(i)
-            if self.p.token_latency:
-                self.at(self.now + self.p.token_latency, self.deliver, t)
+            if lat:
+                self.seq += 1
+                heappush(self.heap, (self.now + lat, self.seq, self.deliver, (t,)))
             else:
                 self.deliver(t)
-        self.close_wait(m)
+        if self.wait[m] is not None:
+            self.close_wait(m)
         self.blocked_push[m] = None
         self.try_start(m)
 
