@@ -39,7 +39,8 @@ def _compile(name: str):
         calib = sample_images(2, 224, seed=11)[:, None]
         c = compile_model(resnet18(image=224), cfg, calib={"input": calib}, sqnr_samples=0)
         return c, {"input": sample_images(1, 224, seed=2024)[0][None]}
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))          # benchmarks.corpus; after PYTHONPATH's tree
     from benchmarks.corpus import inventory, pretrained, run_corpus
     from compiler.graph.onnx_import import import_onnx
     rows = {m[0]: m for m in inventory.models([name])}
@@ -97,6 +98,8 @@ def main(argv=None) -> int:
         row[m] = per_inference(m, a.repeat)
     row["vectors"] = vectors(a.repeat)
     row["load_end"] = round(os.getloadavg()[0], 2)
+    import vta_sim
+    row["vta_sim"] = str(Path(vta_sim.__file__).parent)
     print(json.dumps(row))
     return 0
 
