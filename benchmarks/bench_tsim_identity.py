@@ -12,6 +12,8 @@ Three steps, each run with ``PYTHONPATH`` at the tree it exercises::
     PYTHONPATH=AFTER  python benchmarks/bench_tsim_identity.py digest R18.pkl,EFF.pkl B.pkl
     # 3. compare
     python benchmarks/bench_tsim_identity.py compare A.pkl B.pkl
+    # the timing model alone on the captures: CPU s, best of 3 (record=False, as Simulator)
+    PYTHONPATH=TREE python benchmarks/bench_tsim_identity.py time R18.pkl,EFF.pkl
 
 ``digest`` also prints the total cycles of each capture under each timing model.
 """
@@ -143,12 +145,32 @@ def compare(a: str, b: str) -> int:
     return 1 if bad else 0
 
 
+def time_alone(caps: list[str], repeat: int = 3) -> None:
+    import time
+    from isa import VTAConfig, decode_stream
+    from vta_sim.timing import TimingParams, simulate_timing
+    p = TimingParams()
+    for cap in caps:
+        with open(cap, "rb") as f:
+            rec = pickle.load(f)
+        arrs = [(decode_stream(ins, VTAConfig(), strict=False), tok) for ins, tok, _ in rec]
+        cpu = []
+        for _ in range(repeat):
+            p0 = time.process_time()
+            for a, tok in arrs:
+                simulate_timing(a, p, initial_tokens=tok, record=False)
+            cpu.append(time.process_time() - p0)
+        print(f"{Path(cap).name}: timing model alone {min(cpu):.3f} s CPU (best of {repeat})")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) == 3 and argv[0] == "capture":
         capture(argv[1], argv[2])
     elif len(argv) == 3 and argv[0] == "digest":
         digest(argv[1].split(","), argv[2])
+    elif len(argv) == 2 and argv[0] == "time":
+        time_alone(argv[1].split(","))
     elif len(argv) == 3 and argv[0] == "compare":
         return compare(argv[1], argv[2])
     else:
