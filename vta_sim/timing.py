@@ -500,14 +500,14 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
     params = params or TimingParams()
     s = Engine(arr, params, serial, initial_tokens, record, lists, tokens)
     s.run()
-    ends = s.end
+    start, ends, issue = s.results()
     last = int(np.argmax(ends)) if s.n else -1
     op = arr.cols["opcode"]
     fin = np.flatnonzero(op == Opcode.FINISH)
     total = int(ends.max()) if s.n else 0
     names = _LazyNames(arr)
-    return TimingResult(insns=arr, module=s.modarr, names=names, start=s.start, end=s.end,
-                        issue=s.issue, cycles=total, busy=s.busy,
+    return TimingResult(insns=arr, module=s.modarr, names=names, start=start, end=ends,
+                        issue=issue, cycles=total, busy=s.busy,
                         stalls={k: v for k, v in s.stalls.items()}, dram_read=s.dram_read,
                         dram_written=s.dram_written, gemm_ops=s.gemm_ops, bus_bytes=s.bus,
                         last_insn=last if not fin.size or ends[fin[-1]] < total

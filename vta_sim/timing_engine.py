@@ -4,8 +4,9 @@ channel, at the granularity of instructions and DRAM bursts."""
 
 from __future__ import annotations
 
-import heapq
+from array import array
 from collections import deque
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -61,9 +62,12 @@ class Engine(DramReads):
         self.pop_count = [0, 0, 0, 0]
         self.initial = list(self.tokens)
         self.flows = log()
-        self.start = np.full(n, -1, np.int64)
-        self.end = np.full(n, -1, np.int64)
-        self.issue = np.full(n, -1, np.int64)
+        # per instruction (8-byte machine ints: cheap to index, viewed as int64 arrays)
+        self.start = array("q", [-1]) * n
+        self.end = array("q", [-1]) * n
+        self.issue = array("q", [-1]) * n
+        self.kind, self.dur, self.gemm_ops = _costs(arr.cols, p)
+        self.elem = {mt: cfg.elem_bytes(mt) for mt in MemType}
         self.heap = []
         self.seq = 0
         self.now = 0
@@ -76,9 +80,14 @@ class Engine(DramReads):
         self.disp = [p.dispatch_cycles, p.dispatch_cycles,
                      p.dispatch_cycles + p.store_decode_cycles]
         self.dispatch_after = 0 if p.dispatch_before_pop else p.dispatch_cycles
+        self.drain_cycles = p.fetch_drain_cycles
+        self._drain = self.fetch_drain          # bound once: one event per instruction
+        self._arbitrate = self.arbitrate_in_order if p.read_in_order else self.arbitrate_bus
+        self.before_pop = p.dispatch_before_pop
         self.busy = {m: 0 for m in _MODULES}
         self.stalls = {m: {} for m in _MODULES + ("fetch",)}
         self.wait = [None, None, None]              # (reason, since)
+        self.untouched = {0, 1, 2}                  # modules try_start has not run for yet
         self.blocked_push = [None, None, None]      # (insn, pending pushes)
         self.done_count = 0
         self.next_serial = 0
@@ -98,27 +107,33 @@ class Engine(DramReads):
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
             if p.read_pipelined and p.max_outstanding_reads else None
         self.in_order = p.read_in_order
-        self.accepted = deque()             # in-order DRAM: when each accepted burst's slot
-        #                                     frees (its data end + read_free_cycles)
+        # in-order DRAM: when the last max_outstanding_reads accepted bursts' slots free (data
+        # end + read_free_cycles; increasing, as bursts are served in order)
+        self.accepted = deque(maxlen=p.max_outstanding_reads or 1)
         self.accept_next = 0                # in-order DRAM: one acceptance per cycle
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
         self.bursts = log()
-        self.gemm_ops = 0
 
     # ----------------------------------------------------------------- event plumbing
     def at(self, t, fn, *args):
         self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, fn, args))
+        heappush(self.heap, (t, self.seq, fn, args))
 
     def run(self):
         self.at(self.p.launch_cycles, self.fetch_issue)
-        while self.heap:
-            t, _, fn, args = heapq.heappop(self.heap)
+        heap = self.heap
+        while heap:
+            t, _, fn, args = heappop(heap)
             self.now = t
             fn(*args)
         if self.done_count < self.n:
             self.deadlock()
+
+    def results(self):
+        """``(start, end, issue)`` of every instruction as int64 arrays."""
+        return tuple(np.frombuffer(a, np.int64) if len(a) else np.zeros(0, np.int64)
+                     for a in (self.start, self.end, self.issue))
 
     # ------------------------------------------------------------------------- fetch
     def fetch_issue(self):
@@ -165,9 +180,11 @@ class Engine(DramReads):
             self.fetch_issue()
             return
         i = self.fetch_buf[0]
-        if self.fetch_at[i] > self.now:         # still streaming in
+        ta = self.fetch_at[i]
+        if ta > self.now:                       # still streaming in
             self.fetch_draining = True
-            self.at(self.fetch_at[i], self.fetch_drain)
+            self.seq += 1
+            heappush(self.heap, (ta, self.seq, self._drain, ()))
             return
         m = self.mod[i]
         if len(self.queue[m]) >= self.p.cmd_queue_depth:
@@ -182,12 +199,14 @@ class Engine(DramReads):
         self.fetch_buf.popleft()
         self.queue[m].append(i)
         self.delivered[m] += 1
-        self.issue[i] = self.now
+        now = self.issue[i] = self.now
         self.fetch_draining = True
-        self.at(self.now + self.p.fetch_drain_cycles, self.fetch_drain)
-        if self.p.fetch_overlap:
+        self.seq += 1
+        heappush(self.heap, (now + self.drain_cycles, self.seq, self._drain, ()))
+        if self.p.fetch_overlap and not self.fetch_inflight and self.fetch_next < self.n:
             self.fetch_issue()
-        self.try_start(m)
+        if not self.busy_flag[m] and self.blocked_push[m] is None:
+            self.try_start(m)
 
     # ----------------------------------------------------------------------- modules
     def set_wait(self, m, reason):
@@ -205,6 +224,8 @@ class Engine(DramReads):
             self.wait[m] = None
 
     def try_start(self, m):
+        if self.untouched:
+            self.untouched.discard(m)
         if self.busy_flag[m] or self.blocked_push[m] is not None:
             return
         q = self.queue[m]
@@ -218,62 +239,54 @@ class Engine(DramReads):
         if self.serial and i != self.next_serial:
             self.set_wait(m, "serial order")
             return
-        if self.p.dispatch_before_pop:
+        now = self.now
+        if self.before_pop:
             # the module takes the instruction from its queue and decodes it before it
             # looks at the tokens (vta_hw: IDLE -> DEP/DECODE)
-            ready = max(self.ready_at[m], int(self.issue[i]) + self.disp[m])
-            if self.now < ready:
+            ready = self.issue[i] + self.disp[m]
+            r = self.ready_at[m]
+            if r > ready:
+                ready = r
+            if now < ready:
                 if self.wake_at[m] != ready:
                     self.wake_at[m] = ready
-                    self.at(ready, self.try_start, m)
+                    self.seq += 1
+                    heappush(self.heap, (ready, self.seq, self.try_start, (m,)))
                 return
-        for t in self.pops[i]:
-            if self.tokens[t] == 0:
+        pops = self.pops[i]
+        tokens = self.tokens
+        for t in pops:
+            if tokens[t] == 0:
                 self.set_wait(m, _QSHORT[t])
                 return
-        self.close_wait(m)
-        for t in self.pops[i]:
-            self.tokens[t] -= 1
+        if self.wait[m] is not None:
+            self.close_wait(m)
+        for t in pops:
+            tokens[t] -= 1
             k = self.pop_count[t]
-            self.pop_count[t] += 1
+            self.pop_count[t] = k + 1
             k -= self.initial[t]
             if k >= 0 and self.record:
                 self.flows.append((t, self.push_log[t][k], i))
-            if self.blocked_push[MODULE_OF_PRODUCER[t]] is not None:
-                self.at(self.now, self.retry_push, MODULE_OF_PRODUCER[t])
+            pm = MODULE_OF_PRODUCER[t]
+            if self.blocked_push[pm] is not None:
+                self.at(now, self.retry_push, pm)
         q.popleft()
         if self.fetch_blocked is not None and self.fetch_blocked[0] == m:
-            self.at(self.now, self.fetch_drain)
+            self.at(now, self.fetch_drain)
         self.busy_flag[m] = True
         # the instruction's time starts with its decode (with dispatch_before_pop that was
         # before the pops: a wait for tokens is reported before it, as the same stall)
-        self.start[i] = self.now - (self.disp[m] - self.dispatch_after)
-        self.execute(i, m)
-
-    def execute(self, i, m):
-        c, p = self.c, self.p
-        op = c["opcode"][i]
-        t = self.now + self.dispatch_after
-        if op in (Opcode.LOAD, Opcode.STORE):
-            if c["x_size"][i] == 0:
-                self.at(t + p.nop_cycles, self.complete, i, m)
-            elif op == Opcode.STORE:
-                self.at(t + self.store_cycles(i), self.complete, i, m)
-            else:
-                self.load(i, m, t)
-        elif op == Opcode.FINISH:
-            self.at(t + p.finish_cycles, self.complete, i, m)
+        da = self.dispatch_after
+        self.start[i] = now - (self.disp[m] - da)
+        k = self.kind[i]
+        if k == 0:                      # GEMM, ALU, FINISH, NOP: a fixed time (_costs)
+            self.seq += 1
+            heappush(self.heap, (now + da + self.dur[i], self.seq, self.complete, (i, m)))
+        elif k == 1:
+            self.at(now + da + self.store_cycles(i), self.complete, i, m)
         else:
-            n_uop = max(0, c["uop_end"][i] - c["uop_bgn"][i]) * c["iter_out"][i] * \
-                c["iter_in"][i]
-            if op == Opcode.GEMM:
-                if not c["reset"][i]:
-                    self.gemm_ops += n_uop
-                d = p.gemm_start_cycles + n_uop * p.gemm_cycles_per_uop
-            else:
-                d = p.alu_start_cycles + n_uop * (p.alu_cycles_per_uop_imm if c["use_imm"][i]
-                                                  else p.alu_cycles_per_uop_vec)
-            self.at(t + d, self.complete, i, m)
+            self.load(i, m, now + da)
 
     def one_block(self, P, X, Y) -> bool:
         """Whether a 2-D transfer moves as one contiguous block: one row, or contiguous rows
@@ -337,7 +350,7 @@ class Engine(DramReads):
     def load(self, i, m, t):
         c, p = self.c, self.p
         mt = c["memory_type"][i]
-        E = self.cfg.elem_bytes(mt)
+        E = self.elem[mt]
         X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
         cols = c["x_pad_0"][i] + X + c["x_pad_1"][i]
         pre = c["y_pad_0"][i] * cols * p.pad_cycles_per_tile
@@ -362,7 +375,7 @@ class Engine(DramReads):
             # per padding run: the zero side's reload between runs)
             runs = (Y + 1) * p.pad_row_cycles if padded else 0
             floor, pre, post = t_req + pre + post + runs, 0, 0
-        client = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}.get(mt, "acc")
+        client = _CLIENT_OF.get(mt, "acc")
         tail = post + p.load_write_cycles
         r = self.equal_rows(i, E) if Y else None
         if r is not None:               # equal bursts: one train of requests
@@ -411,15 +424,21 @@ class Engine(DramReads):
                           spans=spans)
 
     def complete(self, i, m):
-        self.end[i] = self.now
-        self.busy[_MODULES[m]] += self.now - self.start[i]
+        now = self.end[i] = self.now
+        self.busy[_MODULES[m]] += now - self.start[i]
         self.busy_flag[m] = False
-        self.ready_at[m] = self.now + self.disp[m]
+        self.ready_at[m] = now + self.disp[m]
         self.done_count += 1
         if self.serial:
             self.next_serial = i + 1
-        self.blocked_push[m] = (i, list(self.pushes[i]))
-        self.retry_push(m)
+        pushes = self.pushes[i]
+        if pushes:
+            self.blocked_push[m] = (i, list(pushes))
+            self.retry_push(m)
+        else:                           # nothing to push: retry_push's end, at once
+            if self.wait[m] is not None:
+                self.close_wait(m)
+            self.try_start(m)
         if self.serial:
             for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
                 self.try_start(mm)
@@ -429,6 +448,7 @@ class Engine(DramReads):
         if bp is None:
             return
         i, pending = bp
+        lat = self.p.token_latency
         while pending:
             t = pending[0]
             if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
@@ -437,19 +457,37 @@ class Engine(DramReads):
             pending.pop(0)
             self.inflight[t] += 1
             self.push_log[t].append(i)
-            if self.p.token_latency:
-                self.at(self.now + self.p.token_latency, self.deliver, t)
+            if lat:
+                self.seq += 1
+                heappush(self.heap, (self.now + lat, self.seq, self.deliver, (t,)))
             else:
                 self.deliver(t)
-        self.close_wait(m)
+        if self.wait[m] is not None:
+            self.close_wait(m)
         self.blocked_push[m] = None
         self.try_start(m)
 
     def deliver(self, t):
         self.inflight[t] -= 1
         self.tokens[t] += 1
-        for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
-            self.try_start(mm)
+        # the queue's consumer may start on it; any other module's try_start does nothing
+        # here (every other input of it - its queue, busy or blocked state, serial turn,
+        # ready cycle - is followed by a try_start of that module where it changes) unless
+        # no try_start has run for it yet (its first one, with an empty queue, starts its
+        # "instruction fetch" stall) or its wake-up event at this very cycle has not run yet
+        # (with dispatch_before_pop; an earlier event of the cycle starts it first); with
+        # serial, complete() moves the serial turn before its pushes deliver: every module
+        c = CONSUMER_OF_QUEUE[t]
+        now, wake, untouched = self.now, self.wake_at, self.untouched
+        if self.serial:
+            for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
+                self.try_start(mm)
+        elif untouched or now in wake:
+            for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
+                if mm == c or mm in untouched or wake[mm] == now:
+                    self.try_start(mm)
+        else:
+            self.try_start(c)
 
     def deadlock(self):
         parts = []
@@ -466,3 +504,26 @@ class Engine(DramReads):
 
 
 MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}
+CONSUMER_OF_QUEUE = (MODULE_COMPUTE, MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE)
+_CLIENT_OF = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}
+
+
+def _costs(cols, p):
+    """Per instruction, from the program's columns at once: ``kind`` (bytes: 0 = a fixed
+    time, 1 = a STORE with data, 2 = a LOAD with data), ``dur`` (the fixed time of GEMM,
+    ALU, FINISH and NOP instructions) and the GEMM operations of the non-reset GEMMs."""
+    op = cols["opcode"]
+    n_uop = np.maximum(cols["uop_end"] - cols["uop_bgn"], 0) * cols["iter_out"] * \
+        cols["iter_in"]
+    mem = (op == Opcode.LOAD) | (op == Opcode.STORE)
+    gemm = op == Opcode.GEMM
+    dur = np.where(gemm, p.gemm_start_cycles + n_uop * p.gemm_cycles_per_uop,
+                   p.alu_start_cycles + n_uop * np.where(cols["use_imm"] != 0,
+                                                         p.alu_cycles_per_uop_imm,
+                                                         p.alu_cycles_per_uop_vec))
+    dur[op == Opcode.FINISH] = p.finish_cycles
+    dur[mem] = p.nop_cycles
+    kind = np.where(mem & (cols["x_size"] != 0), np.where(op == Opcode.STORE, 1, 2), 0)
+    gemm_ops = int(n_uop[gemm & (cols["reset"] == 0)].sum())
+    return (kind.astype(np.uint8).tobytes(), array("q", dur.astype(np.int64).tobytes()),
+            gemm_ops)

@@ -28,13 +28,7 @@ class DramReads:
         if not self.arb_pending:
             self.arb_pending = True
             self.at(max(self.now, self.accept_next if self.in_order else self.bus_free),
-                    self.arbitrate)
-
-    def arbitrate(self):
-        if self.in_order:
-            self.arbitrate_in_order()
-        else:
-            self.arbitrate_bus()
+                    self._arbitrate)
 
     def arbitrate_in_order(self):
         """Accept read requests into the in-order DRAM queue (``read_in_order``): one per
@@ -43,50 +37,79 @@ class DramReads:
         slot frees ``read_free_cycles`` after its last beat); a burst's
         data follows ``read_latency`` after its acceptance or the previous burst's data
         (plus ``read_burst_gap``), whichever is later.  Acceptances are made inline while no
-        other event comes first (as :meth:`arbitrate_bus`)."""
-        t = max(self.now, self.accept_next)
-        req, p, heap = self.req, self.p, self.heap
+        other event comes first (as :meth:`arbitrate_bus`).
+
+        A request is queued at the cycle it is made (no latency before the in-order queue),
+        so every waiting request is ready at the arbiter's cycle ``t``: the winner is the
+        first client in ``read_priority`` with a request, and it stays the winner until its
+        queue is empty or an event runs (only events and ``on_accept`` add requests), so its
+        bursts are accepted in one tight loop.  Bursts are served in order, so their slots
+        free in order: ``accepted`` keeps the last ``max_outstanding_reads`` slot-free cycles
+        and a burst waits for the oldest of them when it is full."""
+        req, p, heap, acc = self.req, self.p, self.heap, self.accepted
         order = p.read_priority
-        acc = self.accepted
-        k_max = p.max_outstanding_reads or (1 << 62)
-        lat, gap, log, read = p.read_latency, p.read_burst_gap, self.bursts, self.dram_read
-        free = p.read_free_cycles
+        k_max = p.max_outstanding_reads or -1     # -1: no limit
+        lat, gap, free = p.read_latency, p.read_burst_gap, p.read_free_cycles
+        log = self.bursts if self.record else None
+        t = self.now if self.now > self.accept_next else self.accept_next
+        bus_free = self.bus_free
         while True:
-            while acc and acc[0] <= t:
-                acc.popleft()
-            live = [k for k in order if req[k]]
-            if not live:
+            for client in order:
+                q = req[client]
+                if q:
+                    break
+            else:
                 self.arb_pending = False
                 return
-            t0 = max(t, min(req[k][0][0] for k in live))
-            if len(acc) >= k_max:
-                t0 = max(t0, acc[0])
-            if t0 > t or (heap and heap[0][0] <= t):
-                # wait (or let the events of this cycle run first: they may add requests)
-                if heap and heap[0][0] <= t0:
-                    self.at(t0, self.arbitrate_in_order)
-                    return
-                t = t0
-                continue
-            client = next(k for k in live if req[k][0][0] <= t)
-            q = req[client]
+            nxt = heap[0][0] if heap else _INF
             e = q[0]
             _, count, nbytes, beats, cb, on_accept, spans = e
-            if count > 1:
-                e[1] = count - 1
-                cb = on_accept = None
-            else:
-                q.popleft()
-            start = max(t + lat, self.bus_free)
+            whole = -(-nbytes // self.bus) * self.bus      # whole beats, as the RTL counts
+            n0 = count
+            wait = -1
+            while True:
+                if len(acc) == k_max and acc[0] > t:
+                    if nxt <= acc[0]:
+                        wait = acc[0]
+                        break
+                    t = acc[0]
+                elif nxt <= t:
+                    wait = t
+                    break
+                start = t + lat
+                if start < bus_free:
+                    start = bus_free
+                end = start + beats
+                if count == 1:
+                    break
+                count -= 1
+                if log is not None:
+                    log.append((client, start, end, nbytes))
+                if spans is not None:
+                    spans.append((start, end))
+                acc.append(end + free)
+                bus_free = end + gap
+                t += 1
+            if count != n0:
+                self.dram_read[client] += (n0 - count) * whole
+                self.bus_free = bus_free
+                self.accept_next = t
+            if wait >= 0:
+                # wait (or let the events of this cycle run first: they may add requests)
+                e[1] = count
+                self.at(wait, self.arbitrate_in_order)
+                return
+            # the entry's last burst, with its callbacks (in the order of one burst at a time)
+            q.popleft()
             if on_accept is not None:
                 on_accept(start)
-            end = start + beats
-            log.append((client, start, end, nbytes))
+            if log is not None:
+                log.append((client, start, end, nbytes))
             if spans is not None:
                 spans.append((start, end))
             acc.append(end + free)
-            read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
-            self.bus_free = end + gap
+            self.dram_read[client] += whole
+            bus_free = self.bus_free = end + gap
             if cb is not None:
                 self.at(end, cb)
             t += 1

@@ -1,0 +1,108 @@
+"""CPU seconds per inference on the timed simulator, for comparing two trees of vta_sim.
+
+One process per tree (run it with ``PYTHONPATH`` at the tree; ``--tag`` names the row), the
+same work each: ResNet-18 (224x224, ``compiler.graph.models``) and the corpus models asked
+for (``benchmarks/corpus``, as ``run_corpus.py`` compiles them) compiled once, one warm-up
+inference through the executor on ``SimDevice(timed=True)``, then ``--repeat`` inferences
+timed in CPU seconds (``time.process_time``; the whole inference: runtime, CPU operators and
+the simulator); then every golden vector (``tests/data/vectors``) run on a timed
+:class:`vta_sim.Simulator`, as simulated cycles per CPU second.  Prints one JSON line with
+the VTA cycles of every model, so two trees' rows show the cycles are the same.
+
+Run, interleaving the trees (the machine is shared, so alternate them)::
+
+    for r in 1 2; do for T in BEFORE AFTER; do
+      PYTHONPATH=$T python benchmarks/bench_tsim_speed.py --tag $T --models resnet18,efficientnet_b0,ocr_rec
+    done; done
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _compile(name: str):
+    from compiler.graph.driver import compile_model
+    from isa import VTAConfig
+    cfg = VTAConfig()
+    if name == "resnet18":
+        from compiler.graph.models import resnet18, sample_images
+        calib = sample_images(2, 224, seed=11)[:, None]
+        c = compile_model(resnet18(image=224), cfg, calib={"input": calib}, sqnr_samples=0)
+        return c, {"input": sample_images(1, 224, seed=2024)[0][None]}
+    if str(ROOT) not in sys.path:
+        sys.path.append(str(ROOT))          # benchmarks.corpus; after PYTHONPATH's tree
+    from benchmarks.corpus import inventory, pretrained, run_corpus
+    from compiler.graph.onnx_import import import_onnx
+    rows = {m[0]: m for m in inventory.models([name])}
+    if name not in rows:
+        raise SystemExit(f"{name}: not in the corpus cache (benchmarks/corpus/build_corpus.py)")
+    _, _, path, pin = rows[name]
+    model = pretrained.pinned(pin) if pin else path
+    cal = run_corpus._inputs(name, import_onnx(model), 3, 0)
+    return compile_model(model, cfg, calib=cal[:2]), cal[2]
+
+
+def per_inference(name: str, repeat: int) -> dict:
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    c, feeds = _compile(name)
+    ex = c.executor(SimDevice(VTAConfig(), timed=True))
+    ex.run(feeds)                                   # warm-up: JIT, resident weights, plans
+    cpu = []
+    for _ in range(repeat):
+        p0 = time.process_time()
+        ex.run(feeds)
+        cpu.append(time.process_time() - p0)
+    return {"cpu_best": round(min(cpu), 3), "cpu_median": round(float(np.median(cpu)), 3),
+            "cycles": int(ex.summary()["vta_cycles"])}
+
+
+def vectors(repeat: int) -> dict:
+    from vta_sim import Simulator
+    vs = [np.load(p, allow_pickle=False) for p in sorted((ROOT / "tests" / "data" /
+                                                          "vectors").glob("*.npz"))]
+    best, cycles = None, 0
+    for _ in range(repeat):
+        cycles, cpu = 0, 0.0
+        for v in vs:
+            image = v["dram_in"].copy()
+            sim = Simulator(timing=True)
+            p0 = time.process_time()
+            st = sim.run(v["insns"].tobytes(), image)
+            cpu += time.process_time() - p0
+            cycles += st.timing["cycles"]
+        best = cpu if best is None else min(best, cpu)
+    return {"n": len(vs), "cycles": int(cycles), "cpu_s": round(best, 4),
+            "cycles_per_s": int(cycles / best)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--models", default="resnet18,efficientnet_b0,ocr_rec")
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args(argv)
+    row = {"tag": a.tag, "load_start": round(os.getloadavg()[0], 2),
+           "utc": time.strftime("%H:%M", time.gmtime())}
+    for m in filter(None, a.models.split(",")):
+        row[m] = per_inference(m, a.repeat)
+    row["vectors"] = vectors(a.repeat)
+    row["load_end"] = round(os.getloadavg()[0], 2)
+    import vta_sim
+    row["vta_sim"] = str(Path(vta_sim.__file__).parent)
+    print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
