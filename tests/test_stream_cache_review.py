@@ -138,3 +138,29 @@ def test_phase_split_dependencies_failing_once_leave_no_stale_ops(monkeypatch):
             runs[name, i] = (out.tobytes(), st["cycles"], cq.last_run.insns)
             cq.close()
     assert runs["k", 0] == runs["ref", 0] and runs["k", 1] == runs["ref", 1]
+
+
+def test_replay_on_another_queue_relocates_the_uop_load():
+    """The LOAD UOP's dram_base follows the replaying queue's staging buffer, not the
+    capturing queue's: another queue (its staging buffer elsewhere) replays what its own
+    calls give, and the device computes the same bytes."""
+    dev = SimDevice(CFG, timed=True)
+    n = 5
+    x, y = dev.alloc(2 * n * 64), dev.alloc(3 * (n + 2) * 16)
+    x.copy_from(np.random.default_rng(9).integers(-1 << 20, 1 << 20, 2 * n * 16, np.int32))
+    cq = CommandQueue(dev, coalesce_uops=True)
+    cq.capture()
+    _calls(cq, x, y, n, KernelHandle("k"))
+    first = cq.synchronize()
+    want_y = y.copy_to(np.uint8)
+    hog = dev.alloc(5 * 4096)
+    other = CommandQueue(dev, coalesce_uops=True)
+    y.copy_from(np.zeros(y.nbytes, np.uint8))
+    got = other.replay(cq.captured, [x, x, y])
+    assert np.array_equal(y.copy_to(np.uint8), want_y)
+    assert got.uop_phys != first.uop_phys and got.insns != first.insns
+    _calls(other, x, y, n, KernelHandle("k2"))
+    want = other.synchronize()
+    assert want.uop_phys == got.uop_phys
+    assert got.insns == want.insns and got.stats["cycles"] == want.stats["cycles"]
+    dev.free(hog)
