@@ -164,3 +164,31 @@ def test_replay_on_another_queue_relocates_the_uop_load():
     assert want.uop_phys == got.uop_phys
     assert got.insns == want.insns and got.stats["cycles"] == want.stats["cycles"]
     dev.free(hog)
+
+
+def test_kernel_sites_give_two_threads_two_signatures():
+    """Executors on threads (the dataset runner's Dask threads) share a compiled kernel:
+    two bases of one call site recorded at the same time must get two signatures (one
+    signature for both would run the second base with the first's micro-ops, and the
+    stream cache would keep that window).  Before the fix: a thread switch between
+    ``len(sigs)`` and ``setdefault`` gave both the same number."""
+    import threading
+    import time
+
+    class Slow(dict):
+        def __len__(self):
+            n = super().__len__()
+            time.sleep(0.02)            # a thread switch here, as the interpreter may make
+            return n
+    sites = codegen.KernelSites()
+    sites.bases[0] = Slow()
+    got = {}
+
+    def get(base):
+        got[base] = sites.get(0, base)[1]
+    ts = [threading.Thread(target=get, args=((b, 0, 0),)) for b in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert sorted(got.values()) == [0, 1]
