@@ -192,3 +192,44 @@ def test_kernel_sites_give_two_threads_two_signatures():
     for t in ts:
         t.join()
     assert sorted(got.values()) == [0, 1]
+
+
+def test_queue_settings_cut_windows_and_debug_runs_match_the_calls(monkeypatch):
+    """One conv kernel run on queues of other settings, alternating (an instruction buffer
+    small enough to cut the window, reference staging, a small uop ring, DUMP_INSN): with the
+    cache each run gives the output, instruction bytes and cycles of the calls, and only
+    whole, undebugged windows are kept."""
+    import io
+    from compiler import ops
+    from compiler.te import placeholder
+    from compiler.vta.pipeline import build
+    D, K = placeholder((1, 32, 8, 8), "int8", "x"), placeholder((32, 32, 3, 3), "int8", "w")
+    expr = ops.cast_int8(ops.shr(ops.conv2d_nchw(D, K, 1, 1), 8))
+    rng = np.random.default_rng(11)
+    feeds = [{D: rng.integers(-128, 128, (1, 32, 8, 8), dtype=np.int8),
+              K: rng.integers(-128, 128, (32, 32, 3, 3), dtype=np.int8)} for _ in range(2)]
+    settings = [{}, {"max_xfer": 16 * 16}, {"staging": "reference"}, {"uop_depth": 64},
+                {"debug": 2}, {}]
+    runs = {}
+    for cache in (True, False):
+        monkeypatch.setattr(codegen, "STREAM_CACHE", cache)
+        k = build(expr, CFG)
+        dev = SimDevice(CFG, timed=True)
+        for rep in range(2):
+            for i, s in enumerate(settings):
+                s = dict(s)
+                debug = s.pop("debug", 0)
+                cq = CommandQueue(dev, keep_history=True, debug_stream=io.StringIO(), **s)
+                cq.set_debug_mode(debug)
+                out, st = k.run(dev, feeds[(i + rep) % 2], cq=cq)
+                runs[cache, rep, i] = (out.tobytes(), st["cycles"], cq.num_runs,
+                                       [r.insns for r in cq.runs])
+                cq.close()
+        if cache:
+            keys = sorted(key[1:3] for key, _ in k.sites.streams)
+            assert keys == [(1 << 25, "append"), (1 << 25, "append"),
+                            (1 << 25, "reference")], keys      # not the cut one
+    for key, v in runs.items():
+        if key[0]:
+            assert v == runs[(False,) + key[1:]], key
+    assert runs[True, 0, 1][2] > 1                     # the cut window ran in pieces
