@@ -14,8 +14,8 @@ these buffers, and the device runs the same bytes.
 A window is captured only when it is whole: no automatic synchronisation inside it (an
 instruction or staging buffer overflow) and no debug flags; it can be replayed only on a
 queue with the same configuration and settings (:meth:`CommandQueue.window_key`), with an
-empty window and no pending pops, and each buffer at least as large as the one it replaces
-(the calls' range checks passed for that size).
+empty window and no pending pops, and each buffer large enough for the tiles its call moves
+(the calls' own range check: the last tile may end in the buffer's last partial tile).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Window:
     uop_loads: tuple           # (row, sram_base, staging_offset, count) per LOAD UOP
     ref_rows: np.ndarray       # row of each buffer LOAD/STORE call, in call order
     ref_elem: np.ndarray       # the DRAM tile bytes of each call's memory type
-    ref_bytes: np.ndarray      # the size of each call's buffer at capture
+    ref_end: np.ndarray        # the byte each call's tiles end at (0: moves nothing)
     ref_live: tuple            # whether each call moves data (x_size > 0: a RunRecord mem_ref)
     balance: tuple             # token balance of the window
 
@@ -64,24 +64,25 @@ def capture_window(cq, refs: list, table: np.ndarray, image: np.ndarray,
     t = table.copy()
     t[rows, C.dram_base] -= base
     t.flags.writeable = False
-    live = tuple(bool(x) for x in t[rows, C.x_size])
+    x, y = t[rows, C.x_size], t[rows, C.y_size]
+    end = np.where((x > 0) & (y > 0),       # as CommandQueue._check_dram
+                   (t[rows, C.dram_base] + (y - 1) * t[rows, C.x_stride] + x) * elem, 0)
     return Window(cq.window_key(), t, image.copy(), tuple(tuple(u) for u in cq._uop_loads),
-                  rows, elem, np.fromiter((b.nbytes for _, b, _ in refs), np.int64, len(refs)),
-                  live, tuple(balance))
+                  rows, elem, end, tuple(bool(v) for v in x), tuple(balance))
 
 
 def rebind_window(cq, window: Window, buffers) -> tuple:
     """What ``CommandQueue._launch`` runs for ``window`` with its LOAD/STORE calls on
     ``buffers``: (rows, uop image, uop loads, mem_refs, token balance), checked as
-    the calls would be: each buffer live on this device, at least as large as at capture,
-    and every ``dram_base`` within its field.
+    the calls would be: each buffer live on this device, large enough for the tiles its call
+    moves, and every ``dram_base`` within its field.
 
     Raises
     ------
     QueueError
         The window was captured on another configuration or queue settings, the queue is
-        not empty, the number of buffers differs, a buffer is smaller, or a ``dram_base``
-        does not fit.
+        not empty, the number of buffers differs, a buffer is smaller than its call's
+        tiles, or a ``dram_base`` does not fit.
     DeviceMemoryError
         A buffer was freed or belongs to another device.
     """
@@ -105,9 +106,11 @@ def rebind_window(cq, window: Window, buffers) -> tuple:
         if id(b) not in seen:
             seen.add(id(b))
             cq.device.check(b)
-        if b.nbytes < window.ref_bytes[i]:
+        e = int(window.ref_elem[i])
+        if -(-b.nbytes // e) * e < window.ref_end[i]:
             raise QueueError(f"replay: buffer {b!r} of LOAD/STORE call {i} is smaller than "
-                             f"the {int(window.ref_bytes[i])} bytes it was captured with")
+                             f"its tiles (up to byte {int(window.ref_end[i])}): they would run "
+                             f"past the end")
     t = window.table.copy()
     if window.calls:
         phys = np.fromiter((b.phys for b in buffers), np.int64, len(buffers))

@@ -27,6 +27,7 @@ the calls).
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from isa import MemType
 from .program import Op
 
 _SIG_LIMIT = 99          # runtime signature keys must stay below 100
+_SIG_LOCK = threading.Lock()    # a new signature number: two threads never take the same
 
 #: whether :func:`emit` turns on the command queue's micro-op load coalescing by default
 #: (on unless the environment sets ``VTA_COALESCE_UOPS=0``)
@@ -59,7 +61,10 @@ class KernelSites:
     def get(self, site: int, base: tuple):
         from vta_runtime import KernelHandle
         sigs = self.bases.setdefault(site, {})
-        sig = sigs.setdefault(base, len(sigs))
+        sig = sigs.get(base)
+        if sig is None:                 # (executors on threads share the kernels)
+            with _SIG_LOCK:
+                sig = sigs.setdefault(base, len(sigs))
         chunk, key = divmod(sig, _SIG_LIMIT)
         h = self.handles.get((site, chunk))
         if h is None:

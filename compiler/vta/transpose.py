@@ -207,10 +207,11 @@ class PhaseSplitKernel:
                     feeds[Tp] = sl(src)
                 bufs, ob = ck.upload(dev, feeds, allocated, shared)
                 parts.append((ph, ck, bufs, ob))
-            if self._ops is None:       # the same for every run: worked out once
-                self._ops = [[Op(o.stage, o.kind, o.args, o.reads, o.writes) for o in ck.ops]
-                             for _, ck, _, _ in self.kernels]
-                insert_dependencies([o for ops in self._ops for o in ops])
+            if self._ops is None:       # the same for every run: worked out once, and
+                ops = [[Op(o.stage, o.kind, o.args, o.reads, o.writes) for o in ck.ops]
+                       for _, ck, _, _ in self.kernels]    # kept only with their tokens
+                insert_dependencies([o for p in ops for o in p])
+                self._ops = ops
             cq = cq or CommandQueue(dev)
             rec = run_streams([(ops, bufs, ck.sites) for ops, (_, ck, bufs, _) in
                                zip(self._ops, parts)], cq, self.streams)
