@@ -53,3 +53,21 @@ def test_resource_model_costs_the_pipelined_core_from_its_samples():
         # the same multipliers and block RAMs; registers and logic differ
         assert (a["multipliers"], a["brams"]) == (b["multipliers"], b["brams"])
         assert (a["luts"], a["ffs"]) != (b["luts"], b["ffs"])
+
+
+def test_a_pipelined_point_takes_the_pipelined_builds_fmax():
+    """The pipelined core's Fmax comes from its routed builds (``fmax_mhz_pipelined``), not
+    the plain core's figure; with LUT products at most the pipelined LUT-product build's."""
+    m = ResourceModel.default()
+    plain = point_of(SAMPLES[0])
+    piped = dict(plain, pipelined=True)
+    assert str(plain["alu_stages"]) in m.fmax_pipelined
+    assert m.fmax_of(piped) == m.fmax_pipelined[str(plain["alu_stages"])]
+    assert m.fmax_of(piped) > m.fmax_of(plain)
+    lp = dict(piped, lut_mults=160)
+    assert m.fmax_of(lp) == min(m.fmax_of(piped), m.lut_products["fmax_mhz_pipelined"])
+    assert m.fmax_of(dict(plain, lut_mults=160)) == min(m.fmax_of(plain),
+                                                        m.lut_products["fmax_mhz"])
+    # an ALU option with no routed pipelined build falls back to the plain figure
+    other = dict(piped, alu_stages=1)
+    assert m.fmax_of(other) == m.fmax_of(dict(plain, alu_stages=1))

@@ -151,11 +151,13 @@ class ResourceModel:
     :meth:`default`."""
 
     def __init__(self, coef: dict, samples: list[dict], held_out: tuple[str, ...],
-                 fmax: dict, lut_products: dict | None = None):
+                 fmax: dict, lut_products: dict | None = None,
+                 fmax_pipelined: dict | None = None):
         self.coef = coef
         self.samples = samples
         self.held_out = held_out
         self.fmax = fmax
+        self.fmax_pipelined = fmax_pipelined or {}
         self.lut_products = lut_products
 
     def luts_per_product(self) -> float:
@@ -187,7 +189,7 @@ class ResourceModel:
             coef[r] = dict(zip(terms, sol.tolist()))
         builds = _load("board_builds.json")
         return cls(coef, good, tuple(held_out), fmax or builds["fmax_mhz"],
-                   builds.get("lut_products"))
+                   builds.get("lut_products"), builds.get("fmax_mhz_pipelined"))
 
     @classmethod
     def default(cls) -> "ResourceModel":
@@ -213,10 +215,16 @@ class ResourceModel:
     def fmax_of(self, point: dict) -> float:
         """The Fmax estimate: the measured figure for the point's ALU option (see
         ``board_builds.json``: a handful of builds of one array size); with LUT products, at
-        most the figure of the build with them."""
-        f = float(self.fmax[str(point["alu_stages"])])
+        most the figure of the build with them.  A pipelined core takes the routed figures
+        of the pipelined builds where there are some (``fmax_mhz_pipelined``), else the
+        plain ones (a lower bound)."""
+        alu = str(point["alu_stages"])
+        piped = pipelined_of(point) and alu in self.fmax_pipelined
+        f = float((self.fmax_pipelined if piped else self.fmax)[alu])
         if lut_mults_of(point) and self.lut_products:
-            f = min(f, float(self.lut_products["fmax_mhz"]))
+            lp = self.lut_products
+            f = min(f, float(lp.get("fmax_mhz_pipelined", lp["fmax_mhz"]) if piped
+                             else lp["fmax_mhz"]))
         return f
 
     def held_out_errors(self) -> dict:
