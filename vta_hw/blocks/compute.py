@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import memory, wiring
+from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import AluOp, MemType, Opcode, VTAConfig
@@ -20,7 +20,7 @@ from .memport import ReadSignature
 from .sliced import sliced_sram
 from .uoploop import OFF_BITS, UopLoop
 
-__all__ = ["ComputeModule"]
+__all__ = ["ComputeModule", "pre_layout"]
 
 _UOP, _ACC, _ACC8 = 0, 1, 2
 
@@ -32,6 +32,18 @@ class _LoopChecks(NamedTuple):
     bad_alu: object        # an ALU instruction with an opcode above MUL (ILLEGAL_ALU_OP)
     out_of_range: object   # a GEMM/ALU loop that runs, past the UOP buffer (SRAM_RANGE)
     runs_loop: object      # DECODE starts the micro-op loop once the tokens are ready
+
+def pre_layout(cfg: VTAConfig) -> data.StructLayout:
+    """What the ``pipelined`` compute module's command queue carries beside each instruction
+    (:meth:`ComputeModule.predecode`, computed where fetch pushes it): the ``start`` cycle's
+    UOP look-ahead ``uop_bgn + 1`` (``bgn1``), ``uop_bgn + 1 == uop_end`` (``single``) and
+    DECODE's ``runs_loop`` (``runs``), so nothing but a register and a select follows the
+    queue's block RAM (FPGA timing).  16 bits for the default configuration: they fit in the
+    spare bits of the queue's 36-bit-wide block RAMs."""
+    U = cfg.log_index_bits[0]
+    return data.StructLayout({"bgn1": unsigned(U + 1), "single": unsigned(1),
+                              "runs": unsigned(1)})
+
 
 #: yosys commands (after reading the design, before ``synth_ecp5``) that let the reads of the
 #: core's SRAMs (ACC slices, INP, WGT, OUT, UOP) return anything when they collide with a
@@ -57,6 +69,8 @@ class ComputeModule(wiring.Component):
     Members
     -------
     cmd_valid, cmd_ready, cmd_insn, cmd_index : the command queue.
+    cmd_pre : ``In(pre_layout(cfg))`` (``pipelined`` only) :meth:`predecode` of ``cmd_insn``,
+        carried in the queue with it.
     l2g_avail, l2g_pop, s2g_avail, s2g_pop : tokens popped (``pop_prev``, ``pop_next``).
     g2l_push, g2s_push : tokens pushed (``push_prev``, ``push_next``).
     rd : ``Out(ReadSignature)``  (LOAD UOP/ACC/ACC_8BIT).
@@ -82,9 +96,10 @@ class ComputeModule(wiring.Component):
         self.acc_lanes = cfg.batch * cfg.block_out
         self.acc_bits = self.acc_lanes * cfg.acc_width
         self.out_bits = self.acc_lanes * cfg.out_width
+        pre = {"cmd_pre": In(pre_layout(cfg))} if pipelined else {}
         super().__init__({
             "cmd_valid": In(1), "cmd_ready": Out(1), "cmd_insn": In(INSN_BITS),
-            "cmd_index": In(32),
+            "cmd_index": In(32), **pre,
             "l2g_avail": In(1), "l2g_pop": Out(1), "s2g_avail": In(1), "s2g_pop": Out(1),
             "g2l_push": Out(1), "g2s_push": Out(1),
             "rd": Out(ReadSignature(cfg.bus_width)),
@@ -234,29 +249,38 @@ class ComputeModule(wiring.Component):
         if not self.pipelined:
             m.d.comb += uop_rp.addr.eq(loop.u_next)
             return uop_rp.data
-        cfg = self.cfg
-        head = Signal(insn_layout(cfg))
-        m.d.comb += head.eq(self.cmd_insn)
-        first = Mux(self.cmd_ready, head.gemm.uop_bgn, insn.gemm.uop_bgn)
         # the ``start`` cycle's look-ahead (``uop_bgn + 1``, or ``uop_bgn`` for one micro-op)
         # and whether the instruction starts the loop at all (DECODE's own checks,
-        # ``_loop_checks``, except the tokens) are registered with the instruction, so the
-        # address has no adder, compare or decode in front of it (FPGA timing): only the
-        # loop's registers, the tokens and the instruction's fields through a few selects
-        hg = head.gemm
+        # ``_loop_checks``, except the tokens) come with the instruction from the queue
+        # (``cmd_pre``, computed where fetch pushes it) and are registered with it, so neither
+        # the address nor those registers have an adder, compare or decode behind the queue's
+        # block RAM (FPGA timing): only the loop's registers, the tokens and the
+        # instruction's fields through a few selects
+        head = Signal(insn_layout(self.cfg))
+        m.d.comb += head.eq(self.cmd_insn)
         bgn1 = Signal(len(loop.u_ahead), name="uop_bgn1")
         single = Signal(name="uop_single1")
         runs = Signal(name="insn_runs_loop")
         with m.If(self.cmd_ready & self.cmd_valid):
-            m.d.sync += [bgn1.eq(hg.uop_bgn + 1), single.eq(hg.uop_bgn + 1 == hg.uop_end),
-                         runs.eq(self._loop_checks(head).runs_loop)]
+            m.d.sync += [bgn1.eq(self.cmd_pre.bgn1), single.eq(self.cmd_pre.single),
+                         runs.eq(self.cmd_pre.runs)]
         start = in_decode & runs & self._tokens_ready(insn)     # equal to ``loop.start``
         at_start = Mux(single, insn.gemm.uop_bgn, bgn1)
-        m.d.comb += uop_rp.addr.eq(Mux(loop.busy, loop.u_ahead_run,
-                                       Mux(start, at_start, first)))
+        # in IDLE (``cmd_ready``) the loop is idle and DECODE's ``start`` is low: the head's
+        # ``uop_bgn`` is selected last, so it passes one select on its way to the SRAM
+        m.d.comb += uop_rp.addr.eq(Mux(self.cmd_ready, head.gemm.uop_bgn,
+                                       Mux(loop.busy, loop.u_ahead_run,
+                                           Mux(start, at_start, insn.gemm.uop_bgn))))
         uop0 = Signal(32, name="uop_q", reset_less=True)
         m.d.sync += uop0.eq(uop_rp.data)
         return uop0
+
+    def predecode(self, insn):
+        """The ``cmd_pre`` word (:func:`pre_layout`) of the 128-bit instruction ``insn``, as
+        an expression: what the command queue's writer stores beside it."""
+        v = data.View(insn_layout(self.cfg), insn)
+        g = v.gemm
+        return Cat(g.uop_bgn + 1, g.uop_bgn + 1 == g.uop_end, self._loop_checks(v).runs_loop)
 
     def _loop_checks(self, insn) -> _LoopChecks:
         """DECODE's checks of the GEMM/ALU instruction ``insn`` (a view of ``insn_layout``:
