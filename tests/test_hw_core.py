@@ -160,14 +160,47 @@ def test_alu_reads_of_the_tile_written_two_micro_ops_earlier(alu_stages):
 
 # ----------------------------------------------------------------------------- errors
 
-def _run_error(prog, cfg=SMALL):
+#: the plain core, and the ``pipelined`` one (DECODE's checks come with the instruction from
+#: its command queue, computed where fetch pushes it)
+_CORES = pytest.mark.parametrize("core_kw", [{}, {"pipelined": True, "alu_stages": 3}],
+                                 ids=["plain", "pipelined"])
+
+
+def _run_error(prog, cfg=SMALL, **core_kw):
     """The hardware's own error flag: the runner's static checks (which refuse these
     programs first, with the simulator's messages) are switched off."""
     image = np.zeros(8192, np.uint8)
     with pytest.raises(RtlRunError) as ei:
         run_amaranth(encode_program(prog, cfg) if isinstance(prog, list) else prog, image, cfg,
-                     max_cycles=20000, validate=False)
+                     max_cycles=20000, validate=False, **core_kw)
     return ei.value
+
+
+@_CORES
+def test_compute_decode_errors_and_their_order(core_kw):
+    """Compute's DECODE: an illegal memory type, ALU opcode or a micro-op range past the UOP
+    buffer stops the run with that code and the instruction's index; an ALU opcode above MUL
+    wins over a range error in the same instruction; empty loops and empty loads complete."""
+    d = SMALL.uop_buff_depth
+    empty = [GemmInsn(3, 3, 1, 1), AluInsn(AluOp.ADD, 4, 4, 1, 1, 0, 0, 0, 0),
+             GemmInsn(0, 2, 0, 1), MemInsn(Opcode.LOAD, MemType.OUT, 0, 0, 1, 0, 0, 0, 0, 0, 0)]
+    image = np.zeros(8192, np.uint8)
+    run_amaranth(encode_program(empty + [FinishInsn()], SMALL), image, SMALL, max_cycles=20000,
+                 validate=False, **core_kw)
+    e = _run_error(empty + [MemInsn(Opcode.LOAD, MemType.OUT, 0, 0, 1, 1, 1, 0, 0, 0, 0),
+                            FinishInsn()], **core_kw)
+    assert (e.code, e.index) == (ErrorCode.ILLEGAL_MEM_TYPE, 4)
+    raw = bytearray(encode_program([AluInsn(AluOp.MUL, d - 2, d + 1, 1, 1, 0, 0, 0, 0)], SMALL))
+    lsb, _ = SMALL.alu_layout["alu_opcode"]
+    word = int.from_bytes(raw, "little") | 7 << lsb
+    e = _run_error(encode_program(empty, SMALL) + word.to_bytes(16, "little")
+                   + encode_program([FinishInsn()], SMALL), **core_kw)
+    assert (e.code, e.index) == (ErrorCode.ILLEGAL_ALU_OP, 4)
+    e = _run_error(empty + [AluInsn(AluOp.ADD, d - 2, d + 1, 1, 1, 0, 0, 0, 0), FinishInsn()],
+                   **core_kw)
+    assert (e.code, e.index) == (ErrorCode.SRAM_RANGE, 4)
+    e = _run_error(empty + [GemmInsn(d - 1, d + 1, 1, 1), FinishInsn()], **core_kw)
+    assert (e.code, e.index) == (ErrorCode.SRAM_RANGE, 4)
 
 
 def test_illegal_opcode_stops_with_index():

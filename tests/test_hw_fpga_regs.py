@@ -50,3 +50,58 @@ def test_store_size_product_is_registered_before_the_sram_base_sum():
     regs = _registers(rtlil.convert(StoreModule(VTAConfig())))
     assert "tiles" in regs
     assert "end" not in regs
+
+
+def _cmd_insn_users(text: str) -> set[str]:
+    """Types of the cells of the top module that take a slice of ``cmd_insn`` as an input."""
+    top = text.split("\nmodule ")[1]
+    cells = re.findall(r"cell (\$\w+) \S+\n(.*?)\n  end", top, re.S)
+    return {typ for typ, body in cells if re.search(r"connect \\[ABS] .*\\cmd_insn \[", body)}
+
+
+def test_pipelined_compute_has_only_selects_behind_its_command_queue():
+    """The ``pipelined`` compute module takes ``uop_bgn + 1``, ``uop_bgn + 1 == uop_end`` and
+    DECODE's ``runs_loop`` from the queue (``cmd_pre``, computed where fetch pushes the
+    instruction), so the queue's block RAM output feeds selects and registers only: no adder
+    or compare (the thirteenth session's critical path on all three seeds: the queue's
+    block RAM -> ``uop_bgn + 1 == uop_end`` -> ``uop_single1``)."""
+    from vta_hw.blocks.compute import ComputeModule
+    cfg = VTAConfig()
+    assert _cmd_insn_users(rtlil.convert(ComputeModule(cfg, alu_stages=3,
+                                                       pipelined=True))) == {"$mux"}
+
+
+def test_pipelined_compute_queue_carries_the_predecode_in_the_block_rams_spare_bits():
+    """The compute queue of the ``pipelined`` core is ``predecode`` wider than the others,
+    and for the FPGA builds' configurations that fits the spare bits of the 36-bit-wide
+    block RAMs the 160-bit entries take anyway (no block RAM more)."""
+    from vta_hw.blocks.compute import pre_layout
+    from vta_hw.blocks.core import VTACore
+    from vta_hw.board.builds import build_config
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=True))
+    widths = {q: int(re.search(rf"module \\top\.engine\.{q}_queue\n(?:.*\n)*?\s*"
+                               rf"memory width (\d+)", text).group(1))
+              for q in ("ld", "cp", "st")}
+    extra = pre_layout(VTAConfig()).size
+    assert widths == {"ld": 160, "st": 160, "cp": 160 + extra}
+    for name in ("1x8x8-85f-pipelined", "1x16x16-85f-pipelined"):
+        cfg, _ = build_config(name)
+        assert -(-(160 + pre_layout(cfg).size) // 36) == -(-160 // 36), name
+
+
+def test_pipelined_compute_decodes_from_registers():
+    """DECODE's checks (illegal memory type or ALU opcode, the micro-op range, an empty loop
+    or load) come from the queue too and are registered with the instruction (``insn_pre``),
+    so the ``pipelined`` compute module has no magnitude compare at all (router2's path of
+    the thirteenth session: the instruction register -> DECODE's checks -> a token counter);
+    the plain one computes them in DECODE."""
+    from vta_hw.blocks.compute import ComputeModule
+
+    def top_cells(text):
+        return set(re.findall(r"cell (\$\w+) ", text.split("\nmodule ")[1]))
+    cfg = VTAConfig()
+    plain = rtlil.convert(ComputeModule(cfg))
+    assert {"$le", "$gt"} <= top_cells(plain)
+    piped = rtlil.convert(ComputeModule(cfg, alu_stages=3, pipelined=True))
+    assert not top_cells(piped) & {"$le", "$lt", "$ge", "$gt", "$sub"}
+    assert "insn_pre" in _registers(piped)

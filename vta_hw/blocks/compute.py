@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import memory, wiring
+from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import AluOp, MemType, Opcode, VTAConfig
@@ -20,7 +20,7 @@ from .memport import ReadSignature
 from .sliced import sliced_sram
 from .uoploop import OFF_BITS, UopLoop
 
-__all__ = ["ComputeModule"]
+__all__ = ["ComputeModule", "pre_layout"]
 
 _UOP, _ACC, _ACC8 = 0, 1, 2
 
@@ -32,6 +32,34 @@ class _LoopChecks(NamedTuple):
     bad_alu: object        # an ALU instruction with an opcode above MUL (ILLEGAL_ALU_OP)
     out_of_range: object   # a GEMM/ALU loop that runs, past the UOP buffer (SRAM_RANGE)
     runs_loop: object      # DECODE starts the micro-op loop once the tokens are ready
+
+def pre_layout(cfg: VTAConfig) -> data.StructLayout:
+    """What the ``pipelined`` compute module's command queue carries beside each instruction
+    (:meth:`ComputeModule.predecode`, computed where fetch pushes it): the ``start`` cycle's
+    UOP look-ahead ``uop_bgn + 1`` (``bgn1``), ``uop_bgn + 1 == uop_end`` (``single``),
+    DECODE's ``runs_loop`` (``runs``) and DECODE's checks (:meth:`ComputeModule._decode`:
+    ``fail``, ``code``, ``done``), so nothing but a register and a select follows the
+    queue's block RAM, and DECODE decides from registers (FPGA timing).  18 bits for the
+    1x8x8 build, 20 for the 1x16x16: they fit in the spare bits of the queue's 36-bit-wide
+    block RAMs."""
+    U = cfg.log_index_bits[0]
+    return data.StructLayout({"bgn1": unsigned(U + 1), "single": unsigned(1),
+                              "runs": unsigned(1), "fail": unsigned(1), "code": unsigned(2),
+                              "done": unsigned(1)})
+
+
+class _Decode(NamedTuple):
+    """DECODE's decision on an instruction, before the tokens (:meth:`ComputeModule._decode`)."""
+    fail: object           # it stops with an error ...
+    code: object           # ... ``_FAIL_CODES[code]``
+    done: object           # a LOAD with x_size 0 or a GEMM/ALU with no micro-op: completes
+
+
+#: DECODE's error codes, by the 2-bit ``code`` of :class:`_Decode` (contiguous: code + 1)
+_FAIL_CODES = (ErrorCode.ILLEGAL_OPCODE, ErrorCode.ILLEGAL_MEM_TYPE, ErrorCode.ILLEGAL_ALU_OP,
+               ErrorCode.SRAM_RANGE)
+assert [int(c) for c in _FAIL_CODES] == list(range(_FAIL_CODES[0], _FAIL_CODES[0] + 4))
+
 
 #: yosys commands (after reading the design, before ``synth_ecp5``) that let the reads of the
 #: core's SRAMs (ACC slices, INP, WGT, OUT, UOP) return anything when they collide with a
@@ -57,6 +85,8 @@ class ComputeModule(wiring.Component):
     Members
     -------
     cmd_valid, cmd_ready, cmd_insn, cmd_index : the command queue.
+    cmd_pre : ``In(pre_layout(cfg))`` (``pipelined`` only) :meth:`predecode` of ``cmd_insn``,
+        carried in the queue with it.
     l2g_avail, l2g_pop, s2g_avail, s2g_pop : tokens popped (``pop_prev``, ``pop_next``).
     g2l_push, g2s_push : tokens pushed (``push_prev``, ``push_next``).
     rd : ``Out(ReadSignature)``  (LOAD UOP/ACC/ACC_8BIT).
@@ -82,9 +112,10 @@ class ComputeModule(wiring.Component):
         self.acc_lanes = cfg.batch * cfg.block_out
         self.acc_bits = self.acc_lanes * cfg.acc_width
         self.out_bits = self.acc_lanes * cfg.out_width
+        pre = {"cmd_pre": In(pre_layout(cfg))} if pipelined else {}
         super().__init__({
             "cmd_valid": In(1), "cmd_ready": Out(1), "cmd_insn": In(INSN_BITS),
-            "cmd_index": In(32),
+            "cmd_index": In(32), **pre,
             "l2g_avail": In(1), "l2g_pop": Out(1), "s2g_avail": In(1), "s2g_pop": Out(1),
             "g2l_push": Out(1), "g2s_push": Out(1),
             "rd": Out(ReadSignature(cfg.bus_width)),
@@ -130,6 +161,8 @@ class ComputeModule(wiring.Component):
                                              pipelined=self.pipelined)
         insn = Signal(insn_layout(cfg))
         index = Signal(32)
+        # ``pipelined``: the instruction's ``predecode``, registered with it
+        pre = Signal(pre_layout(cfg), name="insn_pre") if self.pipelined else None
         g, a = insn.gemm, insn.alu
         is_alu = Signal()
         m.d.comb += [loop.uop_bgn.eq(g.uop_bgn), loop.uop_end.eq(g.uop_end),
@@ -149,7 +182,7 @@ class ComputeModule(wiring.Component):
         offs = [Signal.like(loop.dst_off, name=n, reset_less=True)
                 for n in ("dst1", "src1", "wgt1")]
         in_decode = Signal()
-        uop0 = self._uop_read(m, insn, loop, uop_rp, in_decode)
+        uop0 = self._uop_read(m, insn, pre, loop, uop_rp, in_decode)
         m.d.sync += [v1.eq(loop.valid), uop1.eq(uop0), offs[0].eq(loop.dst_off),
                      offs[1].eq(loop.src_off), offs[2].eq(loop.wgt_off)]
         # the SRAM read addresses of stage 1 (the GEMM's INP/WGT reads, the ALU's ACC reads;
@@ -208,7 +241,7 @@ class ComputeModule(wiring.Component):
                                                for i in range(self.acc_lanes)])),
                      self.acc_write.eq(w_en != 0)]
 
-        self._control(m, insn, index, is_alu, ld, loop, gemm, alu, v1, in_decode)
+        self._control(m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode)
         return m
 
     def _inp_read(self, m, s1, s_next):
@@ -224,7 +257,7 @@ class ComputeModule(wiring.Component):
         m.d.sync += inp_q.eq(self.inp_rd_data)
         return inp_q
 
-    def _uop_read(self, m, insn, loop, uop_rp, in_decode):
+    def _uop_read(self, m, insn, pre, loop, uop_rp, in_decode):
         """The micro-op word of the loop's current index (stage 0).  Plain: the SRAM read
         addressed by the loop's next index.  ``pipelined``: a register after the SRAM read
         (FPGA timing: the block RAM's clock-to-out drives only that register), addressed two
@@ -234,29 +267,52 @@ class ComputeModule(wiring.Component):
         if not self.pipelined:
             m.d.comb += uop_rp.addr.eq(loop.u_next)
             return uop_rp.data
-        cfg = self.cfg
-        head = Signal(insn_layout(cfg))
-        m.d.comb += head.eq(self.cmd_insn)
-        first = Mux(self.cmd_ready, head.gemm.uop_bgn, insn.gemm.uop_bgn)
         # the ``start`` cycle's look-ahead (``uop_bgn + 1``, or ``uop_bgn`` for one micro-op)
         # and whether the instruction starts the loop at all (DECODE's own checks,
-        # ``_loop_checks``, except the tokens) are registered with the instruction, so the
-        # address has no adder, compare or decode in front of it (FPGA timing): only the
-        # loop's registers, the tokens and the instruction's fields through a few selects
-        hg = head.gemm
-        bgn1 = Signal(len(loop.u_ahead), name="uop_bgn1")
-        single = Signal(name="uop_single1")
-        runs = Signal(name="insn_runs_loop")
-        with m.If(self.cmd_ready & self.cmd_valid):
-            m.d.sync += [bgn1.eq(hg.uop_bgn + 1), single.eq(hg.uop_bgn + 1 == hg.uop_end),
-                         runs.eq(self._loop_checks(head).runs_loop)]
-        start = in_decode & runs & self._tokens_ready(insn)     # equal to ``loop.start``
-        at_start = Mux(single, insn.gemm.uop_bgn, bgn1)
-        m.d.comb += uop_rp.addr.eq(Mux(loop.busy, loop.u_ahead_run,
-                                       Mux(start, at_start, first)))
+        # ``_loop_checks``, except the tokens) come with the instruction from the queue
+        # (``cmd_pre``, computed where fetch pushes it) and are registered with it (``pre``),
+        # so neither the address nor those registers have an adder, compare or decode behind
+        # the queue's block RAM (FPGA timing): only the loop's registers, the tokens and the
+        # instruction's fields through a few selects
+        head = Signal(insn_layout(self.cfg))
+        m.d.comb += head.eq(self.cmd_insn)
+        start = in_decode & pre.runs & self._tokens_ready(insn)     # equal to ``loop.start``
+        at_start = Mux(pre.single, insn.gemm.uop_bgn, pre.bgn1)
+        # in IDLE (``cmd_ready``) the loop is idle and DECODE's ``start`` is low: the head's
+        # ``uop_bgn`` is selected last, so it passes one select on its way to the SRAM
+        m.d.comb += uop_rp.addr.eq(Mux(self.cmd_ready, head.gemm.uop_bgn,
+                                       Mux(loop.busy, loop.u_ahead_run,
+                                           Mux(start, at_start, insn.gemm.uop_bgn))))
         uop0 = Signal(32, name="uop_q", reset_less=True)
         m.d.sync += uop0.eq(uop_rp.data)
         return uop0
+
+    def predecode(self, insn):
+        """The ``cmd_pre`` word (:func:`pre_layout`) of the 128-bit instruction ``insn``, as
+        an expression: what the command queue's writer stores beside it."""
+        v = data.View(insn_layout(self.cfg), insn)
+        g = v.gemm
+        dec = self._decode(v)
+        return Cat(g.uop_bgn + 1, g.uop_bgn + 1 == g.uop_end, self._loop_checks(v).runs_loop,
+                   dec.fail, dec.code, dec.done)
+
+    def _decode(self, insn) -> _Decode:
+        """DECODE's checks of ``insn`` (a view of ``insn_layout``), in DECODE's order: the
+        first that fails names the error.  The plain core computes them from the decoded
+        instruction in DECODE, the ``pipelined`` one where fetch pushes it (``predecode``)."""
+        mem, c = insn.mem, insn.common
+        chk = self._loop_checks(insn)
+        ok_mt = ((mem.memory_type == MemType.UOP) | (mem.memory_type == MemType.ACC) |
+                 (mem.memory_type == MemType.ACC_8BIT) | (mem.x_size == 0))
+        bad_mt = (c.opcode == Opcode.LOAD) & ~ok_mt
+        bad_op = ((c.opcode != Opcode.LOAD) & (c.opcode != Opcode.GEMM) &
+                  (c.opcode != Opcode.ALU) & (c.opcode != Opcode.FINISH))
+        code = Mux(bad_mt, ErrorCode.ILLEGAL_MEM_TYPE,
+                   Mux(chk.bad_alu, ErrorCode.ILLEGAL_ALU_OP,
+                       Mux(bad_op, ErrorCode.ILLEGAL_OPCODE, ErrorCode.SRAM_RANGE)))
+        return _Decode(fail=bad_mt | chk.bad_alu | bad_op | chk.out_of_range,
+                       code=(code - _FAIL_CODES[0])[:2],
+                       done=Mux(c.opcode == Opcode.LOAD, mem.x_size == 0, chk.zero_trip))
 
     def _loop_checks(self, insn) -> _LoopChecks:
         """DECODE's checks of the GEMM/ALU instruction ``insn`` (a view of ``insn_layout``:
@@ -300,7 +356,7 @@ class ComputeModule(wiring.Component):
                 else:
                     m.d.comb += [data.eq(ext), en.eq((1 << self.acc_lanes) - 1)]
 
-    def _control(self, m, insn, index, is_alu, ld, loop, gemm, alu, v1, in_decode):
+    def _control(self, m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode):
         mem, c = insn.mem, insn.common
         m.d.comb += [ld.cmd_sram.eq(mem.sram_base), ld.cmd_dram.eq(mem.dram_base),
                      ld.cmd_y.eq(mem.y_size), ld.cmd_x.eq(mem.x_size),
@@ -314,7 +370,7 @@ class ComputeModule(wiring.Component):
                 m.d.comb += ld.cmd_kind.eq(_ACC8)
             with m.Default():
                 m.d.comb += ld.cmd_kind.eq(_UOP)
-        chk = self._loop_checks(insn)
+        dec = self._decode(insn) if pre is None else pre
 
         def fail(code):
             m.d.sync += [self.err_code.eq(code), self.err_index.eq(index)]
@@ -329,32 +385,25 @@ class ComputeModule(wiring.Component):
                 m.d.comb += self.cmd_ready.eq(1)
                 with m.If(self.cmd_valid):
                     m.d.sync += [insn.eq(self.cmd_insn), index.eq(self.cmd_index)]
+                    if pre is not None:
+                        m.d.sync += pre.eq(self.cmd_pre)
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.comb += [self.busy.eq(1), in_decode.eq(1)]
-                ok_mt = ((mem.memory_type == MemType.UOP) | (mem.memory_type == MemType.ACC) |
-                         (mem.memory_type == MemType.ACC_8BIT) | (mem.x_size == 0))
-                with m.If((c.opcode == Opcode.LOAD) & ~ok_mt):
-                    fail(ErrorCode.ILLEGAL_MEM_TYPE)
-                with m.Elif(chk.bad_alu):
-                    fail(ErrorCode.ILLEGAL_ALU_OP)
-                with m.Elif((c.opcode != Opcode.LOAD) & (c.opcode != Opcode.GEMM) &
-                            (c.opcode != Opcode.ALU) & (c.opcode != Opcode.FINISH)):
-                    fail(ErrorCode.ILLEGAL_OPCODE)
-                with m.Elif(chk.out_of_range):
-                    fail(ErrorCode.SRAM_RANGE)
+                with m.If(dec.fail):
+                    fail(dec.code + _FAIL_CODES[0])
                 with m.Elif(self._tokens_ready(insn)):
                     m.d.comb += [self.l2g_pop.eq(c.pop_prev), self.s2g_pop.eq(c.pop_next)]
                     with m.Switch(c.opcode):
                         with m.Case(Opcode.LOAD):
-                            with m.If(mem.x_size == 0):
+                            with m.If(dec.done):
                                 complete()
                             with m.Else():
                                 m.d.comb += ld.cmd_valid.eq(1)
                                 m.next = "LOAD"
                         with m.Case(Opcode.GEMM, Opcode.ALU):
                             m.d.sync += is_alu.eq(c.opcode == Opcode.ALU)
-                            with m.If(chk.zero_trip):
+                            with m.If(dec.done):
                                 complete()
                             with m.Else():
                                 m.d.comb += loop.start.eq(1)

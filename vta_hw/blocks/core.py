@@ -141,11 +141,16 @@ class VTACore(wiring.Component):
                      fetch.insn_count.eq(csr.insn_count)]
 
         # command queues
+        # (``pipelined``: compute's entries also carry ``predecode`` of the instruction, in the
+        # block RAMs' spare bits, so compute has no logic between the queue and its registers)
         for q, mod in (("ld", load), ("cp", comp), ("st", store)):
-            f = fifo.SyncFIFOBuffered(width=INSN_BITS + 32, depth=self.queue_depth)
+            insn = getattr(fetch, f"{q}_insn")
+            pre = comp.predecode(insn) if q == "cp" and self.pipelined else Cat()
+            f = fifo.SyncFIFOBuffered(width=INSN_BITS + 32 + len(pre), depth=self.queue_depth)
             e.submodules[f"{q}_queue"] = f
-            e.d.comb += [f.w_data.eq(Cat(getattr(fetch, f"{q}_insn"),
-                                         getattr(fetch, f"{q}_index"))),
+            if len(pre):
+                e.d.comb += comp.cmd_pre.eq(f.r_data[INSN_BITS + 32:])
+            e.d.comb += [f.w_data.eq(Cat(insn, getattr(fetch, f"{q}_index"), pre)),
                          f.w_en.eq(getattr(fetch, f"{q}_valid")),
                          getattr(fetch, f"{q}_ready").eq(f.w_rdy),
                          mod.cmd_valid.eq(f.r_rdy), f.r_en.eq(mod.cmd_ready & f.r_rdy),
