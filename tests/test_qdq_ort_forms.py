@@ -157,7 +157,9 @@ def test_add_table_is_qlinearadd_on_every_pair():
         assert np.array_equal(add_table(sa, sb, sy), want), (sa, sb, sy)
 
 
-def _add_model(shape, sa, sb, sy):
+def add_nodes(sa, sb, sy):
+    """The initializers and nodes of ``a, b -> int8 Q/DQ -> Add -> Q/DQ -> y_D`` (zero
+    point 0, scales ``sa``, ``sb``, ``sy``)."""
     N = helper.make_node
     inits = [numpy_helper.from_array(np.array(0, np.int8), "zp")] + [
         numpy_helper.from_array(np.array(v, np.float32), k)
@@ -169,6 +171,11 @@ def _add_model(shape, sa, sb, sy):
              N("Add", ["a_D", "b_D"], ["y"]),
              N("QuantizeLinear", ["y", "sy", "zp"], ["y_Q"]),
              N("DequantizeLinear", ["y_Q", "sy", "zp"], ["y_D"])]
+    return inits, nodes
+
+
+def _add_model(shape, sa, sb, sy):
+    inits, nodes = add_nodes(sa, sb, sy)
     graph = helper.make_graph(
         nodes, "add", [helper.make_tensor_value_info(k, TensorProto.FLOAT, shape) for k in "ab"],
         [helper.make_tensor_value_info("y_D", TensorProto.FLOAT, shape)], inits)

@@ -22,7 +22,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
 from isa import VTAConfig  # noqa: E402
 from vta_runtime import SimDevice  # noqa: E402
@@ -31,6 +31,8 @@ from compiler.graph.driver import compile_model  # noqa: E402
 from compiler.graph.onnx_import import import_onnx  # noqa: E402
 from compiler.graph.ort_qdq import add_table, float_add_table  # noqa: E402
 from compiler.graph.reference import run_graph  # noqa: E402
+
+from .test_qdq_ort_forms import add_nodes  # noqa: E402
 
 CFG = VTAConfig()
 SA, SB, SY = 0.07511868860669516, 0.01880916488876267, 0.04031846113017186
@@ -43,15 +45,7 @@ def _model(variant):
     ("a_two_dq", "y_two_dq"), of a's DequantizeLinear ("a_dq_two_readers") or exposes a's
     Q output ("aq_output")."""
     N = helper.make_node
-    inits = [numpy_helper.from_array(np.array(0, np.int8), "zp")] + [
-        numpy_helper.from_array(np.array(v, np.float32), k)
-        for k, v in (("sa", SA), ("sb", SB), ("sy", SY))]
-    nodes = [N("QuantizeLinear", ["a", "sa", "zp"], ["a_Q"]),
-             N("DequantizeLinear", ["a_Q", "sa", "zp"], ["a_D"]),
-             N("QuantizeLinear", ["b", "sb", "zp"], ["b_Q"]),
-             N("DequantizeLinear", ["b_Q", "sb", "zp"], ["b_D"]),
-             N("Add", ["a_D", "b_D"], ["y"]), N("QuantizeLinear", ["y", "sy", "zp"], ["y_Q"]),
-             N("DequantizeLinear", ["y_Q", "sy", "zp"], ["y_D"])]
+    inits, nodes = add_nodes(SA, SB, SY)
     outs = [("y_D", TensorProto.FLOAT)]
     if variant == "a_two_dq":
         nodes += [N("DequantizeLinear", ["a_Q", "sa", "zp"], ["a_D2"]), N("Relu", ["a_D2"], ["r"])]
