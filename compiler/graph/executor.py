@@ -140,9 +140,12 @@ class Executor:
             self._steps.append((s, s.node, kind, fr))
 
     # ------------------------------------------------------------------ helpers
-    def _param_buf(self, key, arr: np.ndarray):
+    def _param_buf(self, key, make):
+        """The device buffer of param ``key``: ``make()`` (its host array, packed) is
+        called and uploaded on the first use only."""
         b = self._params.get(key)
         if b is None:
+            arr = make()
             b = self.dev.alloc(max(arr.nbytes, 1), name=str(key))
             b.copy_from(np.ascontiguousarray(arr))
             self._params[key] = b
@@ -252,12 +255,8 @@ class Executor:
         for user, dram, prep in _feeds_of(k):
             kind, src = bind[user]
             if kind == "param":         # packed (and uploaded) on the first run only
-                key = (s.node.name, user.name)
-                b = self._params.get(key)
-                if b is None:
-                    arr = src if prep is None else prep(src)
-                    b = self._param_buf(key, np.asarray(arr, to_numpy_dtype(dram.dtype)))
-                bufs[dram] = b
+                bufs[dram] = self._param_buf((s.node.name, user.name), lambda: np.asarray(
+                    src if prep is None else prep(src), to_numpy_dtype(dram.dtype)))
                 continue
             v = env[src]
             if prep is None and isinstance(v, _DevValue):
@@ -276,7 +275,7 @@ class Executor:
             bufs[dram] = b
         for t, arr in getattr(k, "constants", {}).items():   # e.g. a GEMM-core add's identity
             bufs[t] = self._param_buf((s.node.name, t.name),
-                                      np.asarray(arr, to_numpy_dtype(t.dtype)))
+                                      lambda: np.asarray(arr, to_numpy_dtype(t.dtype)))
         out = k.out_tensor
         ndt = to_numpy_dtype(out.dtype)
         ob = self.dev.alloc(int(np.prod(out.shape)) * ndt.itemsize, name=s.node.output)
