@@ -321,8 +321,7 @@ class EltwiseRules:
         scale: the same int8 value) have one reader and are no graph output - so a clip may
         change that int8 value (a Q read by two DequantizeLinears, one into a Relu, keeps
         the other's values unclipped)."""
-        c = self.ctx
-        prod = {m.output: m for m in c.g.nodes}
+        c, prod = self.ctx, self._producer
         while True:
             if self._uses.get(v, 0) != 1 or v in c.g.outputs:
                 return False
@@ -341,6 +340,13 @@ class EltwiseRules:
                     u[i] = u.get(i, 0) + 1
             self._uses_cache = u
         return self._uses_cache
+
+    @property
+    def _producer(self) -> dict:
+        """The float graph's node of each value (worked out once, as :attr:`_uses`)."""
+        if not hasattr(self, "_producer_cache"):
+            self._producer_cache = {m.output: m for m in self.ctx.g.nodes}
+        return self._producer_cache
 
     def _relu(self, n):
         return self._activation(n, [["relu"]])
