@@ -33,6 +33,7 @@ class _LoopChecks(NamedTuple):
     out_of_range: object   # a GEMM/ALU loop that runs, past the UOP buffer (SRAM_RANGE)
     runs_loop: object      # DECODE starts the micro-op loop once the tokens are ready
 
+
 def pre_layout(cfg: VTAConfig) -> data.StructLayout:
     """What the ``pipelined`` compute module's command queue carries beside each instruction
     (:meth:`ComputeModule.predecode`, computed where fetch pushes it): the ``start`` cycle's
