@@ -326,7 +326,7 @@ def main(argv=None) -> int:
 
 #: the hardest task, within 2 points of float: silero-vad, whose static per-tensor scales
 #: serve frames whose loudness differs by orders of magnitude (no per-frame scales; its
-#: encoder's third conv is its worst int8 layer; BENCHMARKS.md, fourteenth session).  Every
+#: encoder's third conv is its worst int8 layer; BENCHMARKS.md, thirteenth session).  Every
 #: other pretrained model is within 1 point (ocr_rec, the hardest before, -0.7 to -0.9).
 HARDEST = "vad"
 
