@@ -32,7 +32,8 @@ Typical use (runnable as it stands; ``tests/test_docs.py`` runs it)::
 - :mod:`.kernel`: :class:`UopKernel` recording and :class:`KernelHandle` caches.
 - :mod:`.uop_cache`: uop SRAM residency ring and append-only staging.
 - :mod:`.insn_queue`: instruction rows, dependency tokens, NOPs, force-serial.
-- :mod:`.command_queue`: :class:`CommandQueue`, the public API.
+- :mod:`.command_queue`: :class:`CommandQueue`, the public API; :mod:`.launch`: one device run
+  of a finished window and its :class:`RunRecord`.
 - :mod:`.capture`: a captured window replayed on other buffers (``capture`` / ``replay``).
 - :mod:`.debug`: instruction dump and token balances.
 - :mod:`.layout`: NCHW/OIHW <-> tiled layouts.

@@ -16,20 +16,18 @@ append-only by default (see :mod:`vta_runtime.uop_cache`).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from isa import INSN_BYTES, UOP_BYTES, MemType, Opcode, VTAConfig
 
 from .capture import capture_window, rebind_window
-from .debug import (DEBUG_DUMP_INSN, DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL, format_insn_dump,
-                    token_balance_rows)
+from .debug import DEBUG_DUMP_UOP, DEBUG_FORCE_SERIAL, token_balance_rows
 from .errors import DependencyError, DeviceMemoryError, KernelError, QueueError
-from .insn_queue import (COMPUTE_STAGE, LOAD_STAGE, STORE_STAGE, C, InsnQueue, encode_table,
-                         mem_stage, table_array)
+from .insn_queue import COMPUTE_STAGE, LOAD_STAGE, STORE_STAGE, C, InsnQueue, mem_stage
 from .kernel import ALU_MODE, GEMM_MODE, KernelHandle, UopKernel, signature_key
-from .memory import PAGE_BYTES, VTA_MAX_XFER, Buffer
+from .launch import RunRecord, launch
+from .memory import VTA_MAX_XFER, Buffer
 from .uop_cache import UopRing, coalesce_uop_loads
 
 __all__ = ["CommandQueue", "RunRecord"]
@@ -37,33 +35,6 @@ __all__ = ["CommandQueue", "RunRecord"]
 _LOAD, _STORE, _FINISH = int(Opcode.LOAD), int(Opcode.STORE), int(Opcode.FINISH)
 _UOP, _OUT = int(MemType.UOP), int(MemType.OUT)
 _PP, _PN, _BGN, _END = C.pop_prev, C.pop_next, C.uop_bgn, C.uop_end
-
-
-@dataclass
-class RunRecord:
-    """What one device run was given, for inspection, replay and tests.
-
-    ``insns`` are the exact bytes run (absolute ``dram_base``); ``uop_loads`` lists
-    ``(insn_index, sram_base, staging_offset, count)`` per LOAD UOP the uop cache emitted;
-    ``mem_refs`` maps instruction index -> (buffer, elem_bytes) for every LOAD/STORE with
-    x_size > 0 issued through ``load_buffer_2d`` / ``store_buffer_2d``.
-    """
-    index: int
-    insns: bytes
-    insn_phys: int
-    insn_count: int
-    wait_cycles: int
-    uop_image: bytes
-    uop_phys: int
-    uop_loads: list
-    mem_refs: dict
-    token_balance: tuple
-    stats: dict = field(default_factory=dict)
-    config: VTAConfig | None = None
-
-    def array(self):
-        from isa import decode_stream
-        return decode_stream(self.insns, self.config)
 
 
 def _u(v, bits: int, name: str, what: str) -> int:
@@ -457,20 +428,6 @@ class CommandQueue:
         instead of its calls and :meth:`synchronize`: the same run (:mod:`.capture`)."""
         return self._launch(*rebind_window(self, window, buffers), wait_cycles)
 
-    def _ensure_buffer(self, attr: str, nbytes: int) -> Buffer:
-        buf = getattr(self, attr)
-        if buf is not None and buf.alive and buf.nbytes >= nbytes:
-            return buf
-        if buf is not None and buf.alive:
-            self.device.free(buf)
-        size = PAGE_BYTES
-        while size < nbytes:
-            size *= 2
-        buf = self.device.alloc(min(max(size, nbytes), max(self.max_xfer, nbytes)),
-                                name=attr.strip("_"))
-        setattr(self, attr, buf)
-        return buf
-
     def synchronize(self, wait_cycles: int = 1 << 31) -> RunRecord:
         """``VTASynchronize``: finish the window, run it, wait, and reset (spec §4.7).
 
@@ -549,45 +506,9 @@ class CommandQueue:
 
     def _launch(self, table, image, uop_loads: list, mem_refs: dict, balance,
                 wait_cycles: int) -> RunRecord:
-        """Run the window's rows ``table`` (LOAD UOPs staging-relative) and uop ``image``."""
-        cfg = self.config
-        n = len(table)
-        if n * INSN_BYTES > self.max_xfer:
-            raise QueueError(f"synchronize: {n} instructions exceed the instruction buffer "
-                             f"({self.max_xfer} bytes)")
-        if image.nbytes > self.max_xfer:
-            raise QueueError(f"synchronize: the uop staging image ({image.nbytes} bytes) exceeds "
-                             f"the staging buffer ({self.max_xfer} bytes)")
-        uop_phys = 0
-        if uop_loads:
-            ubuf = self._ensure_buffer("_uop_buf", max(image.nbytes, UOP_BYTES))
-            self.device.copy_from_host(ubuf, image)
-            uop_phys = ubuf.phys
-            idx = np.fromiter((t[0] for t in uop_loads), dtype=np.int64,
-                              count=len(uop_loads))
-            table[idx, C.dram_base] += uop_phys // UOP_BYTES
-        data = encode_table(table, cfg)
-        arr = table_array(table, cfg)
-        ibuf = self._ensure_buffer("_insn_buf", len(data))
-        self.device.copy_from_host(ibuf, data)
-        if self.debug_flags & DEBUG_DUMP_INSN:
-            self._write_debug(format_insn_dump(arr))
-        assert arr.opcode[-1] == _FINISH
-        record = RunRecord(self.num_runs, data, ibuf.phys, n, int(wait_cycles), image.tobytes(),
-                           uop_phys, uop_loads, mem_refs, balance, {}, cfg)
-        self.num_runs += 1
-        for i in range(4):
-            self.token_balance[i] += balance[i]
-        self.last_run = record
-        if self.keep_history:
-            self.runs.append(record)
-        record.stats = self.device.run(ibuf.phys, n, int(wait_cycles))
-        if self.check_tokens and any(self.token_balance):
-            l2g, g2l, s2g, g2s = self.token_balance
-            raise DependencyError(f"synchronize: run {record.index} leaves the token balance "
-                                  f"l2g={l2g}, g2l={g2l}, s2g={s2g}, g2s={g2s} (every push "
-                                  f"needs one pop)")
-        return record
+        """Run the window's rows ``table`` (LOAD UOPs staging-relative) and uop ``image``
+        (:func:`.launch.launch`)."""
+        return launch(self, table, image, uop_loads, mem_refs, balance, wait_cycles)
 
     def close(self) -> None:
         """Free the instruction and uop staging buffers."""
