@@ -36,6 +36,7 @@ TensorizeError
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,22 +168,54 @@ class PhaseSplitKernel:
     inputs: list = field(default_factory=list)
     streams: dict = field(default_factory=dict)     # codegen.run_streams' windows
     _ops: list | None = None            # each phase's ops, dependencies over the whole stream
+    #: (the weights array, {(phase kernel, prep): device buffer}): the last weights given,
+    #: packed per phase and uploaded, kept on their device for the next run (:meth:`run`)
+    _weights: tuple | None = field(default=None, repr=False, compare=False)
+    _lock: object = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def gemm_uops(self) -> int:
         return sum(ck.workload.gemm_uops for _, ck, _, _ in self.kernels)
 
+    def __getstate__(self):             # device buffers and the lock stay in this process
+        return {**self.__dict__, "_weights": None, "_lock": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _lock=threading.Lock())
+
+    def _cached_weights(self, dev, wv: np.ndarray) -> dict | None:
+        """The phase weights' device buffers of the last run, if they hold ``wv`` (the same
+        dtype and values) on ``dev`` and are still allocated; else None."""
+        if self._weights is None:
+            return None
+        w, bufs = self._weights
+        if w.dtype != wv.dtype or not np.array_equal(w, wv) or \
+                not all(b.device is dev and b.alive for b in bufs.values()):
+            return None
+        return bufs
+
+    def close(self) -> None:
+        """Free the phase weights kept on the device (the next run uploads them again)."""
+        with self._lock:
+            self._drop_weights()
+
+    def _drop_weights(self) -> None:
+        if self._weights is not None:
+            for b in self._weights[1].values():
+                if b.alive:
+                    b.device.free(b)
+            self._weights = None
+
     def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
         """All phases in one instruction stream (one synchronisation): their programs are
         concatenated and the dependency tokens inserted over the whole stream, so one
-        phase's loads overlap the previous phase's compute; the input is uploaded once."""
-        from vta_runtime import CommandQueue
+        phase's loads overlap the previous phase's compute; the input is uploaded once.
 
-        from .codegen import run_streams
-        from ..te.evaluate import to_numpy_dtype
-        from .program import Op, insert_dependencies
-        s = self.stride
-        res = np.zeros(self.out.shape, to_numpy_dtype(self.out.dtype))
+        The weights are packed per phase and uploaded on the first run only: the next runs
+        with the same weights (dtype and values) on the same device reuse the buffers
+        (other weights, or another device, are packed and uploaded again; :meth:`close`
+        frees them), as the graph executor keeps a parameter (``Executor._param_buf``).
+        Runs of one kernel are serialised (they share those buffers)."""
         wv = inputs.get(self.kernel, inputs.get(self.kernel.name))
         if wv is None:
             raise TensorizeError(f"run: no array for input {self.kernel.name}")
@@ -190,12 +223,28 @@ class PhaseSplitKernel:
         if wv.shape != self.kernel.shape:
             raise TensorizeError(f"run: input {self.kernel.name} has shape {wv.shape}, "
                                  f"expected {self.kernel.shape}")
-        allocated, shared, parts = [], {}, []
+        with self._lock:
+            return self._run(dev, inputs, wv, cq)
+
+    def _run(self, dev, inputs: dict, wv: np.ndarray, cq) -> tuple[np.ndarray, dict]:
+        from vta_runtime import CommandQueue
+
+        from .codegen import run_streams
+        from ..te.evaluate import to_numpy_dtype
+        from .program import Op, insert_dependencies
+        s = self.stride
+        res = np.zeros(self.out.shape, to_numpy_dtype(self.out.dtype))
+        cached = self._cached_weights(dev, wv)
+        if cached is None:              # freed first: the new ones go where the old ones were
+            self._drop_weights()
+        allocated, parts = [], []
+        shared = dict(cached or {})     # (tensor, prep) -> buffer: upload skips these
         own = cq is None
         try:
             for ph, ck, kp, slices in self.kernels:
                 feeds = dict(inputs)
-                feeds[kp] = PhaseKernelPrep(ph.ky, ph.kx)(wv)
+                if cached is None:
+                    feeds[kp] = PhaseKernelPrep(ph.ky, ph.kx)(wv)
                 for Tp, (T, sl) in slices.items():      # operands read along the image
                     src = inputs.get(T, inputs.get(T.name))
                     if src is None:
@@ -207,6 +256,12 @@ class PhaseSplitKernel:
                     feeds[Tp] = sl(src)
                 bufs, ob = ck.upload(dev, feeds, allocated, shared)
                 parts.append((ph, ck, bufs, ob))
+            if cached is None:          # kept for the next run, not freed below
+                kps = {kp for _, _, kp, _ in self.kernels}
+                cached = {key: b for key, b in shared.items() if key[0] in kps}
+                keep = {id(b) for b in cached.values()}
+                allocated[:] = [b for b in allocated if id(b) not in keep]
+                self._weights = (wv.copy(), cached)
             if self._ops is None:       # the same for every run: worked out once, and
                 ops = [[Op(o.stage, o.kind, o.args, o.reads, o.writes) for o in ck.ops]
                        for _, ck, _, _ in self.kernels]    # kept only with their tokens
