@@ -217,3 +217,28 @@ def test_packed_tvm_form_keeps_its_weights_too(monkeypatch):
         assert np.array_equal(out, want)
         assert count.take()[0] == (len(k.inner.kernels) if i == 0 else 0)
     k.inner.close()
+
+
+def test_graph_conv_transpose_phase_weights_uploaded_on_the_first_run_only():
+    """An ONNX ConvTranspose compiles to one stride-1 qconv per phase whose weights are graph
+    params (compiler/ops/conv_transpose.py): the executor packs and uploads them on its first
+    run only (``Executor._param_buf``); later runs upload the activations only, bit-exact."""
+    from compiler.graph.driver import compile_model
+    from compiler.graph.reference import run_graph
+    from .test_op_conv_transpose_vta import _xs, ct_model
+    xs = _xs()
+    c = compile_model(ct_model(), CFG, calib={"x": xs[:2]})
+    phase_w = {str((st.node.name, "kernel")) for st in c.program.steps
+               if st.node.op == "qconv" and "_w_p" in st.node.inputs[1]}
+    assert len(phase_w) == 4            # the buffer names Executor._param_buf gives
+    dev = SimDevice(CFG, timed=True)
+    ex = c.executor(dev)
+    names = []
+    real = dev.alloc
+    dev.alloc = lambda nbytes, name=None: (names.append(str(name)), real(nbytes, name))[1]
+    for i, x in enumerate(xs[2:5]):
+        names.clear()
+        got = ex.run({"x": x})["y"]
+        assert np.array_equal(got, run_graph(c.qgraph, {"x": x})["y"])
+        assert len(phase_w & set(names)) == (4 if i == 0 else 0)
+    ex.close()
