@@ -216,7 +216,7 @@ def test_packed_tvm_form_keeps_its_weights_too(monkeypatch):
         out, _ = k.run(dev, feeds)
         assert np.array_equal(out, want)
         assert count.take()[0] == (len(k.inner.kernels) if i == 0 else 0)
-    k.inner.close()
+    k.close()
 
 
 def test_graph_conv_transpose_phase_weights_uploaded_on_the_first_run_only():

@@ -37,6 +37,7 @@ TensorizeError
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -168,8 +169,9 @@ class PhaseSplitKernel:
     inputs: list = field(default_factory=list)
     streams: dict = field(default_factory=dict)     # codegen.run_streams' windows
     _ops: list | None = None            # each phase's ops, dependencies over the whole stream
-    #: (the weights array, {(phase kernel, prep): device buffer}): the last weights given,
-    #: packed per phase and uploaded, kept on their device for the next run (:meth:`run`)
+    #: (the weights array, {(phase kernel, prep): device buffer}, their finaliser): the last
+    #: weights given, packed per phase and uploaded, kept on their device for the next run
+    #: (:meth:`run`) and freed by :meth:`close` or when the kernel is collected
     _weights: tuple | None = field(default=None, repr=False, compare=False)
     _lock: object = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -188,7 +190,7 @@ class PhaseSplitKernel:
         dtype and values) on ``dev`` and are still allocated; else None."""
         if self._weights is None:
             return None
-        w, bufs = self._weights
+        w, bufs, _ = self._weights
         if w.dtype != wv.dtype or not np.array_equal(w, wv) or \
                 not all(b.device is dev and b.alive for b in bufs.values()):
             return None
@@ -201,9 +203,7 @@ class PhaseSplitKernel:
 
     def _drop_weights(self) -> None:
         if self._weights is not None:
-            for b in self._weights[1].values():
-                if b.alive:
-                    b.device.free(b)
+            self._weights[2]()          # the finaliser frees them (once)
             self._weights = None
 
     def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
@@ -214,7 +214,8 @@ class PhaseSplitKernel:
         The weights are packed per phase and uploaded on the first run only: the next runs
         with the same weights (dtype and values) on the same device reuse the buffers
         (other weights, or another device, are packed and uploaded again; :meth:`close`
-        frees them), as the graph executor keeps a parameter (``Executor._param_buf``).
+        frees them, as does the kernel's collection), as the graph executor keeps a
+        parameter (``Executor._param_buf``).
         Runs of one kernel are serialised (they share those buffers)."""
         wv = inputs.get(self.kernel, inputs.get(self.kernel.name))
         if wv is None:
@@ -261,7 +262,9 @@ class PhaseSplitKernel:
                 cached = {key: b for key, b in shared.items() if key[0] in kps}
                 keep = {id(b) for b in cached.values()}
                 allocated[:] = [b for b in allocated if id(b) not in keep]
-                self._weights = (wv.copy(), cached)
+                fin = weakref.finalize(self, _free_live, list(cached.values()))
+                fin.atexit = False
+                self._weights = (wv.copy(), cached, fin)
             if self._ops is None:       # the same for every run: worked out once, and
                 ops = [[Op(o.stage, o.kind, o.args, o.reads, o.writes) for o in ck.ops]
                        for _, ck, _, _ in self.kernels]    # kept only with their tokens
@@ -274,15 +277,22 @@ class PhaseSplitKernel:
                 sy, sx = ph.skip
                 got = ck.download(ob)
                 res[:, :, ph.py::s, ph.px::s] = got[:, :, sy:sy + ph.qh, sx:sx + ph.qw]
-            if own:
-                cq.close()
         finally:
+            if own and cq is not None:  # a failed run too
+                cq.close()
             for b in allocated:
                 dev.free(b)
         stats = dict(rec.stats)
         stats["launches"] = 1
         stats["phases"] = len(self.kernels)
         return res, stats
+
+
+def _free_live(bufs: list) -> None:
+    """Free the buffers of ``bufs`` still allocated (a kernel's kept phase weights)."""
+    for b in bufs:
+        if b.alive:
+            b.device.free(b)
 
 
 def _rebuild(e, tmap: dict, amap: dict):

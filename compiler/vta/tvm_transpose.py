@@ -262,6 +262,11 @@ class PackedTransposeKernel:
                                  f"{t.shape}")
         return v
 
+    def close(self) -> None:
+        """Free the phase weights the inner kernel keeps on the device
+        (:meth:`.transpose.PhaseSplitKernel.close`)."""
+        self.inner.close()
+
     def run(self, dev, inputs: dict, cq=None) -> tuple[np.ndarray, dict]:
         xv, kv = self._get(inputs, self.data), self._get(inputs, self.kernel)
         nb, cb, h, w, bn, bi = xv.shape
