@@ -111,3 +111,27 @@ def test_threads_with_other_weights_on_one_kernel():
     assert not errors
     k.close()
     assert dev.memory.live_allocations == 0
+
+
+def test_weights_changed_while_the_first_run_packs_them(monkeypatch):
+    """The caller's array changing while the phases are packed (another thread writing it):
+    the kept weights are one snapshot, so the next run with the changed array repacks
+    instead of reusing phases packed from the old values."""
+    from compiler.vta import transpose
+    k = _kernel()
+    dev = SimDevice(CFG)
+    x, wt = _data(32)
+    real = transpose.PhaseKernelPrep.__call__
+    calls = []
+
+    def prep(s, a):
+        out = real(s, a)
+        if not calls:
+            wt[...] ^= 0x40                 # the writer, after the first phase is packed
+        calls.append(1)
+        return out
+    monkeypatch.setattr(transpose.PhaseKernelPrep, "__call__", prep)
+    k.run(dev, {D: x, K: wt})
+    out, _ = k.run(dev, {D: x, K: wt})
+    assert np.array_equal(out, _want(x, wt))
+    k.close()

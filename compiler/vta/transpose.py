@@ -238,6 +238,8 @@ class PhaseSplitKernel:
         cached = self._cached_weights(dev, wv)
         if cached is None:              # freed first: the new ones go where the old ones were
             self._drop_weights()
+            wv = wv.copy()              # packed and kept as they are now (the caller's array
+            # may change meanwhile: every phase and the comparison must see the same values)
         allocated, parts = [], []
         shared = dict(cached or {})     # (tensor, prep) -> buffer: upload skips these
         own = cq is None
@@ -264,7 +266,7 @@ class PhaseSplitKernel:
                 allocated[:] = [b for b in allocated if id(b) not in keep]
                 fin = weakref.finalize(self, _free_live, list(cached.values()))
                 fin.atexit = False
-                self._weights = (wv.copy(), cached, fin)
+                self._weights = (wv, cached, fin)
             if self._ops is None:       # the same for every run: worked out once, and
                 ops = [[Op(o.stage, o.kind, o.args, o.reads, o.writes) for o in ck.ops]
                        for _, ck, _, _ in self.kernels]    # kept only with their tokens
