@@ -135,3 +135,21 @@ def test_weights_changed_while_the_first_run_packs_them(monkeypatch):
     out, _ = k.run(dev, {D: x, K: wt})
     assert np.array_equal(out, _want(x, wt))
     k.close()
+
+
+def test_a_replaced_kernel_shares_neither_weights_nor_lock():
+    """``dataclasses.replace`` makes a kernel of its own: the kept weights and the lock are
+    not constructor fields, so closing the copy leaves the original's weights live."""
+    import dataclasses
+    k = _kernel()
+    dev = SimDevice(CFG)
+    x, wt = _data(31)
+    k.run(dev, {D: x, K: wt})
+    r = dataclasses.replace(k)
+    assert r._weights is None and r._lock is not k._lock
+    r.close()
+    assert dev.memory.live_allocations == 4
+    out, _ = k.run(dev, {D: x, K: wt})
+    assert np.array_equal(out, _want(x, wt))
+    k.close()
+    assert dev.memory.live_allocations == 0

@@ -172,8 +172,8 @@ class PhaseSplitKernel:
     #: (the weights array, {(phase kernel, prep): device buffer}, their finaliser): the last
     #: weights given, packed per phase and uploaded, kept on their device for the next run
     #: (:meth:`run`) and freed by :meth:`close` or when the kernel is collected
-    _weights: tuple | None = field(default=None, repr=False, compare=False)
-    _lock: object = field(default_factory=threading.Lock, repr=False, compare=False)
+    _weights: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    _lock: object = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @property
     def gemm_uops(self) -> int:
