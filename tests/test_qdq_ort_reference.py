@@ -1,0 +1,178 @@
+"""``compile_model(..., ort_reference=)`` / ``vta compile --ort-reference``: a QDQ model's
+integers follow the onnxruntime session the user compares against
+(compiler/graph/ort_qdq.py ``ORT_REFERENCES``):
+
+* ``default``: ORT_ENABLE_EXTENDED and above; the S8 -> U8 conversion of every Q/DQ pair
+  read once, then the QLinear fusions of node groups of one type (a group of two types,
+  e.g. an activation converted to uint8 plus an int8 constant, runs float between DQ and
+  Q);
+* ``int8-allowed``: the same session with ``session.qdqisint8allowed=1`` (no conversion,
+  every group fuses into its int8 kernel);
+* ``basic``: ORT_ENABLE_BASIC (no QDQ fusion: every node float between DQ and Q).
+
+Each small graph is compiled under each option and run through the compiled program;
+every float output equals the matching session's on every element, and where two
+sessions differ the program compiled for the other option differs from it (so each
+check fails under the wrong option).  onnxruntime is test-only here."""
+
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from isa import VTAConfig  # noqa: E402
+from vta_runtime import SimDevice  # noqa: E402
+
+from compiler.graph.driver import compile_model  # noqa: E402
+from compiler.graph.ir import GraphError  # noqa: E402
+from compiler.graph.ort_qdq import ORT_REFERENCES  # noqa: E402
+
+CFG = VTAConfig()
+REFS = tuple(ORT_REFERENCES)
+N = helper.make_node
+PAIRS = (np.repeat(np.arange(-128, 128), 256), np.tile(np.arange(-128, 128), 256))
+SA, SB, SY = 0.07511868860669516, 0.01880916488876267, 0.04031846113017186
+
+
+def session(path, ref):
+    """onnxruntime's CPU session of ``path`` with the options ``ref`` names."""
+    so = ort.SessionOptions()
+    if ref == "int8-allowed":
+        so.add_session_config_entry("session.qdqisint8allowed", "1")
+    elif ref == "basic":
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    else:
+        assert ref == "default"
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def _c(name, v, dt):
+    return numpy_helper.from_array(np.array(v, dt), name)
+
+
+def _qdq(x, s, out=None):
+    """x -> QuantizeLinear -> DequantizeLinear at scale initializer ``s`` (zero point 0)."""
+    out = out or x + "_D"
+    return [N("QuantizeLinear", [x, s, "zp"], [x + "_Q"]),
+            N("DequantizeLinear", [x + "_Q", s, "zp"], [out])]
+
+
+def _model(ins, nodes, inits, shape, out_shape=None):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, shape)
+                                       for k in ins],
+                          [helper.make_tensor_value_info("y_D", TensorProto.FLOAT,
+                                                         out_shape or shape)],
+                          [_c("zp", 0, np.int8)] + inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def binary(op, sa, sb, sy):
+    """a, b -> Q/DQ -> ``op`` -> Q/DQ, every int8 pair once."""
+    shape = (1, 16, 64, 64)
+    inits = [_c("sa", sa, np.float32), _c("sb", sb, np.float32), _c("sy", sy, np.float32)]
+    nodes = _qdq("a", "sa") + _qdq("b", "sb") + [N(op, ["a_D", "b_D"], ["y"])] + \
+        _qdq("y", "sy")
+    feeds = {"a": PAIRS[0].reshape(shape).astype(np.float32) * np.float32(sa),
+             "b": PAIRS[1].reshape(shape).astype(np.float32) * np.float32(sb)}
+    return _model("ab", nodes, inits, shape), feeds
+
+
+def with_constant(op, sx, c, sc, sy):
+    """x -> Q/DQ -> ``op`` with a one-element int8 constant ``c`` at ``sc`` -> Q/DQ."""
+    shape = (1, 1, 16, 16)
+    inits = [_c("sx", sx, np.float32), _c("sy", sy, np.float32), _c("sc", sc, np.float32),
+             _c("cq", [c], np.int8)]
+    nodes = _qdq("x", "sx") + [N("DequantizeLinear", ["cq", "sc", "zp"], ["c_D"]),
+                               N(op, ["x_D", "c_D"], ["y"])] + _qdq("y", "sy")
+    feeds = {"x": np.arange(-128, 128).reshape(shape).astype(np.float32) * np.float32(sx)}
+    return _model("x", nodes, inits, shape), feeds
+
+
+def unary(op, sx, sy, shape=(1, 1, 16, 16), feeds=None, **attrs):
+    inits = [_c("sx", sx, np.float32), _c("sy", sy, np.float32)]
+    nodes = _qdq("x", "sx") + [N(op, ["x_D"], ["y"], **attrs)] + _qdq("y", "sy")
+    if feeds is None:
+        feeds = {"x": np.arange(-128, 128).reshape(shape).astype(np.float32) * np.float32(sx)}
+    return _model("x", nodes, inits, shape), feeds
+
+
+def conv_relu(sy):
+    """x (2 channels, every int8 pair) -> Q/DQ at 2**-4 -> 1x1 Conv (int8 weights at 2**-6,
+    int32 bias) -> Q/DQ at ``sy`` -> Relu -> Q/DQ: every accumulator of -8,320..8,255 per
+    channel; the float conv of ORT_ENABLE_BASIC is exact here (power-of-two input and
+    weight scales), so each session's rounding is the whole difference."""
+    sx, sw = 2.0 ** -4, 2.0 ** -6
+    shape, oshape = (1, 2, 256, 256), (1, 2, 256, 256)
+    inits = [_c("sx", sx, np.float32), _c("sy", sy, np.float32), _c("sw", sw, np.float32),
+             _c("sb", sx * sw, np.float32),
+             _c("wq", np.array([[1, 64], [64, -1]], np.int8).reshape(2, 2, 1, 1), np.int8),
+             _c("bq", [3, -700], np.int32)]
+    nodes = _qdq("x", "sx") + [
+        N("DequantizeLinear", ["wq", "sw", "zp"], ["w_D"]),
+        N("DequantizeLinear", ["bq", "sb"], ["b_D"]),
+        N("Conv", ["x_D", "w_D", "b_D"], ["y0"])] + _qdq("y0", "sy") + \
+        [N("Relu", ["y0_D"], ["y"])] + _qdq("y", "sy")
+    x = np.stack([PAIRS[0], PAIRS[1]]).reshape(shape).astype(np.float32) * np.float32(sx)
+    return _model("x", nodes, inits, shape, oshape), {"x": x}
+
+
+def softmax():
+    rng = np.random.default_rng(5)
+    shape = (1, 4, 8, 40)
+    x = rng.integers(-128, 128, shape).astype(np.float32) * np.float32(0.0731)
+    return unary("Softmax", 0.0731, 1 / 231.5, shape=shape, feeds={"x": x}, axis=-1)
+
+
+#: scale triples where the kernels differ (searched with the formulas of ort_qdq.py)
+MUL_SCALES = (0.08571051806211472, 0.045106709003448486, 0.09772235155105591)
+MULC = (0.07387133687734604, 36, 0.011961611919105053, 0.05688435211777687)
+ALL = {"default/int8-allowed", "default/basic", "int8-allowed/basic"}
+GRAPHS = {   # name: (builder, the pairs of sessions whose integers differ on it)
+    "add": (lambda: binary("Add", SA, SB, SY), ALL),
+    # uint8 QLinearMul (default: both pairs converted) adds 128 before rounding
+    "mul": (lambda: binary("Mul", *MUL_SCALES), ALL),
+    # default: float Add (the activation's pairs uint8, the constant int8); int8-allowed:
+    # QLinearAdd - equal here, as on every value of test_add_constant_sweep
+    "add_constant": (lambda: with_constant("Add", 0.0617, 93, 0.0211, 0.0533), set()),
+    "mul_constant": (lambda: with_constant("Mul", *MULC),
+                     {"default/int8-allowed", "int8-allowed/basic"}),
+    "conv_relu": (lambda: conv_relu(0.08404356241226196), {"default/basic", "int8-allowed/basic"}),
+    # QLinearSigmoid is the table of the float function: every session alike
+    "sigmoid": (lambda: unary("Sigmoid", 0.0625, 1 / 256), set()),
+    "softmax": (softmax, {"default/basic", "int8-allowed/basic"}),
+}
+
+
+def _ints(v, sy):
+    return np.rint(np.asarray(v, np.float32) / np.float32(sy)).astype(np.int64)
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+def test_each_option_follows_its_session(tmp_path, name):
+    build, differ = GRAPHS[name]
+    m, feeds = build()
+    path = os.path.join(str(tmp_path), name + ".onnx")
+    onnx.save(m, path)
+    want = {r: session(path, r).run(None, feeds)[0] for r in REFS}
+    pairs = {f"{r}/{s}" for i, r in enumerate(REFS) for s in REFS[i + 1:]
+             if not np.array_equal(want[r], want[s])}
+    assert pairs == differ, pairs
+    for r in REFS:
+        c = compile_model(path, CFG, ort_reference=r)
+        assert c.options["ort_reference"] == r
+        assert f"--ort-reference {r}" in c.report()
+        got = c.executor(SimDevice(CFG)).run(feeds)["y_D"]
+        for s in REFS:       # equal to its session; unequal to every session that differs
+            same = np.array_equal(got, want[s])
+            assert same is (s == r or np.array_equal(want[r], want[s])), (
+                name, r, s, int((got != want[s]).sum()))
+
+
+def test_an_unknown_reference_is_refused():
+    m, _ = unary("Sigmoid", 0.0625, 1 / 256)
+    with pytest.raises(GraphError, match="ort_reference 'all'.*default, int8-allowed, basic"):
+        compile_model(m, CFG, ort_reference="all")
