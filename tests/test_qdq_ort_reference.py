@@ -176,3 +176,99 @@ def test_an_unknown_reference_is_refused():
     m, _ = unary("Sigmoid", 0.0625, 1 / 256)
     with pytest.raises(GraphError, match="ort_reference 'all'.*default, int8-allowed, basic"):
         compile_model(m, CFG, ort_reference="all")
+
+
+def _constant_sweep(k_branches, seed):
+    """``k_branches`` x 2 branches, each x_k -> Q/DQ -> Add / Mul with a one-element
+    constant -> Q/DQ: random scales (log-uniform 1e-3..1), constants, and int8 (zero point
+    0) or uint8 (128) types; every branch's input covers all 256 values."""
+    rng = np.random.default_rng(seed)
+    shape = (1, 1, 16, 16)
+    inits = [_c("zp8", 128, np.uint8)]
+    nodes, ins, outs, feeds = [], [], [], {}
+    for k in range(k_branches):
+        for op in ("Add", "Mul"):
+            nm = f"{op}{k}"
+            sx, sc, sy = np.exp(rng.uniform(np.log(1e-3), 0.0, 3)).astype(np.float32)
+            u8 = k % 4 == 3
+            z, zt = ("zp8", np.uint8) if u8 else ("zp", np.int8)
+            c = int(rng.integers(-128, 128))
+            inits += [_c(nm + "sx", sx, np.float32), _c(nm + "sc", sc, np.float32),
+                      _c(nm + "sy", sy, np.float32), _c(nm + "cq", [c + 128 * u8], zt)]
+            nodes += [N("QuantizeLinear", [nm, nm + "sx", z], [nm + "xq"]),
+                      N("DequantizeLinear", [nm + "xq", nm + "sx", z], [nm + "xd"]),
+                      N("DequantizeLinear", [nm + "cq", nm + "sc", z], [nm + "cd"]),
+                      N(op, [nm + "xd", nm + "cd"], [nm + "y"]),
+                      N("QuantizeLinear", [nm + "y", nm + "sy", z], [nm + "yq"]),
+                      N("DequantizeLinear", [nm + "yq", nm + "sy", z], [nm + "out"])]
+            ins.append(helper.make_tensor_value_info(nm, TensorProto.FLOAT, shape))
+            outs.append(helper.make_tensor_value_info(nm + "out", TensorProto.FLOAT, shape))
+            feeds[nm] = np.arange(-128, 128).reshape(shape).astype(np.float32) * sx
+    g = helper.make_graph(nodes, "sweep", ins, outs, [_c("zp", 0, np.int8)] + inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), feeds
+
+
+@pytest.mark.parametrize("ref", REFS)
+def test_add_constant_sweep(tmp_path, ref):
+    """``x + c`` / ``x * c`` with a one-element constant, all 256 inputs of 64 random
+    (scale, constant, type) branches each: the program compiled for each session equals
+    that session's outputs on every value.  The default session runs an int8 model's
+    group float (its activation pairs convert to uint8, the constant stays int8: two
+    types), int8-allowed fuses QLinearAdd / QLinearMul, a uint8 branch fuses the uint8
+    kernel in both; basic runs every one float."""
+    m, feeds = _constant_sweep(32, 11)
+    path = os.path.join(str(tmp_path), "sweep.onnx")
+    onnx.save(m, path)
+    want = dict(zip([o.name for o in m.graph.output], session(path, ref).run(None, feeds)))
+    c = compile_model(path, CFG, ort_reference=ref)
+    got = c.executor(SimDevice(CFG)).run(feeds)
+    bad = {k: int((got[k] != v).sum()) for k, v in want.items() if not np.array_equal(got[k], v)}
+    assert not bad, bad
+    assert sum(v.size for v in want.values()) == 64 * 256
+
+
+def test_conv_transpose_stays_float_and_says_why(tmp_path):
+    """A QDQ ConvTranspose: every session runs it float between DQ and Q (no QLinear
+    fusion), and its float32 sum is not the exact integer sum - here the exact
+    requantisation of the integer sum differs from each session on about 1 output in 15 -
+    so the program keeps it float and the partition and quantisation reports give that
+    reason."""
+    rng = np.random.default_rng(0)
+    # sy = 4 sx sw: the exact output acc / 4 is a half at every acc = 2 mod 4, so where the
+    # float sum of the rounded fl32(x sx) lands (either side of it) decides the integer
+    sx, sw = 0.0513, 2.0 ** -7
+    sy = float(np.float32(sx) * np.float32(sw) * 4)
+    inits = [_c("sx", sx, np.float32), _c("sy", sy, np.float32), _c("sw", sw, np.float32),
+             _c("wq", rng.integers(-1, 2, (8, 3, 3, 3)), np.int8)]
+    nodes = _qdq("x", "sx") + [N("DequantizeLinear", ["wq", "sw", "zp"], ["w_D"]),
+                               N("ConvTranspose", ["x_D", "w_D"], ["y"], strides=[2, 2])] + \
+        _qdq("y", "sy")
+    m = _model("x", nodes, inits, (1, 8, 12, 12), (1, 3, 25, 25))
+    path = os.path.join(str(tmp_path), "ct.onnx")
+    onnx.save(m, path)
+    xq = rng.integers(-128, 128, (1, 8, 12, 12))
+    feeds = {"x": xq.astype(np.float32) * np.float32(sx)}
+    wq = np.asarray(numpy_helper.to_array(inits[-1]), np.int64)
+    acc = np.zeros((1, 3, 25, 25), np.int64)        # the exact integer sum
+    for i in range(3):
+        for j in range(3):
+            acc[:, :, i:i + 23:2, j:j + 23:2] += np.einsum("nchw,co->nohw", xq, wq[:, :, i, j])
+    exact = np.clip(np.rint(acc / 4), -128, 127)
+    for r in REFS:
+        so = ort.SessionOptions()
+        so.optimized_model_filepath = os.path.join(str(tmp_path), f"opt_{r}.onnx")
+        if r == "int8-allowed":
+            so.add_session_config_entry("session.qdqisint8allowed", "1")
+        elif r == "basic":
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        y = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(
+            None, feeds)[0]
+        assert "ConvTranspose" in [n.op_type for n in onnx.load(so.optimized_model_filepath)
+                                   .graph.node]
+        assert (_ints(y, sy) != exact).any()         # the float sum is not the exact one
+        c = compile_model(path, CFG, ort_reference=r)
+        ct = [n for n in c.qgraph.nodes if n.op == "conv_transpose"]
+        assert len(ct) == 1 and "fuses no QDQ ConvTranspose" in ct[0].attrs["why"]
+        assert "not the exact integer sum" in c.program.partition_table()
+        assert any("kept float at the model's scales" in ln and "ConvTranspose" in ln
+                   for ln in c.report().splitlines())

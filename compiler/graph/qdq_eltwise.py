@@ -394,6 +394,20 @@ class EltwiseRules:
             self._producer_cache = {m.output: m for m in self.ctx.g.nodes}
         return self._producer_cache
 
+    #: Why a ConvTranspose of a QDQ model stays float (the partition report and the
+    #: quantisation report say it; measured: tests/test_qdq_ort_reference.py)
+    CONV_TRANSPOSE_WHY = (
+        "ConvTranspose at the model's scales: onnxruntime fuses no QDQ ConvTranspose (every "
+        "session, default, int8-allowed or basic, runs DequantizeLinear -> float "
+        "ConvTranspose -> QuantizeLinear), and that float32 sum of the rounded products "
+        "fl32(x sx) fl32(w sw), in its GEMM and col2im order, is not the exact integer sum: "
+        "no integer form gives its int8 outputs for every input, so it stays float here too "
+        "(then QuantizeLinear at the model's scale)")
+
+    def _conv_transpose(self, n):
+        self.ctx.why[n.name] = self.CONV_TRANSPOSE_WHY
+        return self._note(n, self.CONV_TRANSPOSE_WHY)
+
     def _relu(self, n):
         return self._activation(n, [["relu"]])
 
