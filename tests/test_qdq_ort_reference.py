@@ -272,3 +272,27 @@ def test_conv_transpose_stays_float_and_says_why(tmp_path):
         assert "not the exact integer sum" in c.program.partition_table()
         assert any("kept float at the model's scales" in ln and "ConvTranspose" in ln
                    for ln in c.report().splitlines())
+
+
+def test_vta_compile_records_the_option_in_the_artifact(tmp_path, capsys):
+    """``vta compile --ort-reference basic``: the artifact records it and its program gives
+    the ORT_ENABLE_BASIC session's outputs (here they differ from the default session's);
+    it is a compile-only option (``vta run`` of an artifact refuses it)."""
+    from compiler.cli import main
+    from compiler.cli.command import build_parser
+    from compiler.cli.graph import _COMPILE_ONLY
+    from compiler.graph import artifact
+    assert ("ort_reference", "default") in _COMPILE_ONLY
+    m, feeds = binary("Mul", *MUL_SCALES)
+    path, out = os.path.join(str(tmp_path), "mul.onnx"), os.path.join(str(tmp_path), "m.vtar")
+    onnx.save(m, path)
+    assert build_parser().parse_args(["compile", path, "-o", out]).ort_reference == "default"
+    assert main(["compile", path, "-o", out, "--ort-reference", "basic"]) == 0
+    assert "--ort-reference basic: ORT_ENABLE_BASIC" in capsys.readouterr().out
+    c = artifact.load(out)
+    assert c.options["ort_reference"] == "basic"
+    got = c.executor(SimDevice(CFG)).run(feeds)["y_D"]
+    want = {r: session(path, r).run(None, feeds)[0] for r in ("basic", "default")}
+    assert np.array_equal(got, want["basic"]) and not np.array_equal(got, want["default"])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["compile", path, "-o", out, "--ort-reference", "all"])

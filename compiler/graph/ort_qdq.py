@@ -147,8 +147,9 @@ def product_multiplier(R: float, lo: int = -128, hi: int = 127,
     of two int8 values (QLinearMul's float32 rounding, halves to even, reproduced exactly
     by integer MUL, SHR and ADD with 16-bit immediates: ``m`` and ``r`` < 2**15), or None.
     With ``zero_point`` 128 the uint8 kernel's rounding (:func:`fl32_requant`: 128 added
-    in float32 before it).  Searched over the largest exponents first and the multipliers next to ``R 2**k``; the
-    feasible rounding constants ``r`` follow from the products' bounds."""
+    in float32 before it).  Searched over the largest exponents first and the multipliers
+    next to ``R 2**k``; the feasible rounding constants ``r`` follow from the products'
+    bounds."""
     R = np.float32(R)
     p = np.arange(-128 * 127, 128 * 128 + 1, dtype=np.int64)
     want = fl32_requant(p, R, lo, hi, zero_point)
