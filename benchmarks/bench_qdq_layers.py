@@ -185,6 +185,9 @@ def plain_value(pv: dict, name_nhwc, shape=None) -> np.ndarray:
     v = pv[name]
     v = v.astype(np.int64) - 128 if v.dtype == np.uint8 else v.astype(np.int64)
     v = v.transpose(0, 3, 1, 2) if nhwc and v.ndim == 4 else v
+    if shape is not None and len(shape) == 4 and v.ndim == 4 and tuple(v.shape) != \
+            tuple(shape) and tuple(v.shape) == (shape[0], shape[2], shape[3], shape[1]):
+        v = v.transpose(0, 3, 1, 2)     # a kernel inside an NHWC region (int8-allowed)
     fused = kind not in ("QuantizeLinear", "QLinearConv")
     return v.reshape(shape) if fused and shape is not None and v.size == np.prod(shape) else v
 
