@@ -81,6 +81,27 @@ def binary(op, sa, sb, sy):
     return _model("ab", nodes, inits, shape), feeds
 
 
+def se_mul(sa, sb, sy):
+    """An SE gate: a (1, 256, 16, 16) * g (1, 256, 1, 1), every int8 pair once (channel c's
+    gate is c - 128), a's Q also read by a second DequantizeLinear (a graph output's Relu):
+    in the default session a's pair stays int8 and g's and y's convert, so the Mul runs
+    float."""
+    shape, gshape = (1, 256, 16, 16), (1, 256, 1, 1)
+    inits = [_c("sa", sa, np.float32), _c("sb", sb, np.float32), _c("sy", sy, np.float32)]
+    nodes = _qdq("a", "sa") + _qdq("g", "sb") + [
+        N("Mul", ["a_D", "g_D"], ["y"]), N("DequantizeLinear", ["a_Q", "sa", "zp"], ["a_D2"]),
+        N("Relu", ["a_D2"], ["r"])] + _qdq("r", "sa") + _qdq("y", "sy")
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(nodes, "se", [vi("a", TensorProto.FLOAT, shape),
+                                        vi("g", TensorProto.FLOAT, gshape)],
+                          [vi(k, TensorProto.FLOAT, shape)
+                           for k in ("y_D", "r_D")], [_c("zp", 0, np.int8)] + inits)
+    feeds = {"a": np.tile(np.arange(-128, 128), 256).reshape(shape).astype(np.float32) *
+             np.float32(sa),
+             "g": np.arange(-128, 128).reshape(gshape).astype(np.float32) * np.float32(sb)}
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), feeds
+
+
 def with_constant(op, sx, c, sc, sy):
     """x -> Q/DQ -> ``op`` with a one-element int8 constant ``c`` at ``sc`` -> Q/DQ."""
     shape = (1, 1, 16, 16)
@@ -135,6 +156,7 @@ GRAPHS = {   # name: (builder, the pairs of sessions whose integers differ on it
     "add": (lambda: binary("Add", SA, SB, SY), ALL),
     # uint8 QLinearMul (default: both pairs converted) adds 128 before rounding
     "mul": (lambda: binary("Mul", *MUL_SCALES), ALL),
+    "se_mul": (lambda: se_mul(*MUL_SCALES), {"default/int8-allowed", "int8-allowed/basic"}),
     # default: float Add (the activation's pairs uint8, the constant int8); int8-allowed:
     # QLinearAdd - equal here, as on every value of test_add_constant_sweep
     "add_constant": (lambda: with_constant("Add", 0.0617, 93, 0.0211, 0.0533), set()),

@@ -102,13 +102,17 @@ class EltwiseRules:
             return True
         xa, xb = (tuple(g.values[i].shape) for i in n.inputs)
         if flt:           # the session's float Mul between the Q/DQ pairs: its table
-            if xa != xb:
-                return self._note(n, f"a float Mul of two activations broadcast {xb} -> "
-                                     f"{xa} ({self._session_why()})")
+            def bcast(u, v):        # u broadcasts to v (same rank)
+                return len(u) == len(v) and all(m in (1, k) for m, k in zip(u, v))
+            if xa != xb and not bcast(xb, xa):
+                if not bcast(xa, xb):
+                    return self._note(n, f"a float Mul of two activations broadcast {xb} "
+                                         f"-> {xa} ({self._session_why()})")
+                (a, sa), (b, sb) = (b, sb), (a, sa)    # the float product commutes
             tn = c.q.fresh(n.name + "_lut2")
             c.q.add_param(tn, float_mul_table(np.repeat(V8, 256), np.tile(V8, 256), sa, sb,
                                               sy, lo, hi), frac=nominal_frac(sy))
-            self._emit(n, "qlut2", [a, b, tn], {"why": (
+            self._emit(n, "qlut2" if xa == xb else "qlut2b", [a, b, tn], {"why": (
                 f"a float Mul between the Q/DQ pairs ({self._session_why()}): its 65,536 "
                 f"outputs (CPU)")}, sy)
             return True
