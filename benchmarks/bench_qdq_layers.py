@@ -39,8 +39,8 @@ Usage::
         [--workdir DIR] [--no-ideal] [--vs-plain] [--ort-reference {default,int8-allowed,basic}]
 
 ``--ort-reference`` compiles for that onnxruntime session (``compile_model(ort_reference=)``)
-and runs the plain session and the QDQ output's with its options (``--vs-plain`` then
-compares the program with the session it follows).
+and runs every onnxruntime session of the QDQ model (exposed, plain, the QDQ output's) with
+its options (``--vs-plain`` then compares the program with the session it follows).
 """
 
 from __future__ import annotations
@@ -304,7 +304,8 @@ def main(argv=None) -> int:
     fs = B.session(fpath)
     qs = ort.InferenceSession(qpath, ort_options(a.ort_reference),
                               providers=["CPUExecutionProvider"])
-    s = B.session(B.exposed_qdq(qpath))
+    s = ort.InferenceSession(B.exposed_qdq(qpath).SerializeToString(),
+                             ort_options(a.ort_reference), providers=["CPUExecutionProvider"])
     names = [o.name for o in s.get_outputs()]
     modes = ["program"] + ([] if a.no_ideal else ["ideal"])
     modes += [m + " isolated" for m in modes] + ([] if a.no_ideal else ["program vs ideal"])
