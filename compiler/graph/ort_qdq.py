@@ -7,7 +7,8 @@ points 0), as integer forms that reproduce it exactly (:mod:`.quantize_fixed` us
 * :func:`product_multiplier`: the fixed-point form of QLinearMul's float32 product
   rounding, checked on every product of two int8 values (else None);
 * :func:`add_table`: QLinearAdd of two int8 activations, its 65,536 outputs
-  (:func:`float_add_table`: the float Add onnxruntime runs where it does not fuse);
+  (:func:`float_add_table`, :func:`float_mul_table`: the float Add / Mul onnxruntime runs
+  where it does not fuse - which session fuses what: :data:`ORT_REFERENCES`);
 * :func:`batchnorm_table`: a BatchNormalization between Q/DQ pairs, 256 outputs per
   channel;
 * :func:`float32_mismatch`: where a conv / dense layer's fixed-point requantisation and
