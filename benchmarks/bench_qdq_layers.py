@@ -36,7 +36,11 @@ weights, ``quant_pre_process`` first).
 Usage::
 
     python benchmarks/bench_qdq_layers.py [--model NAME] --eval 8 [--calib 8] [--metric-n 32]
-        [--workdir DIR] [--no-ideal] [--vs-plain]
+        [--workdir DIR] [--no-ideal] [--vs-plain] [--ort-reference {default,int8-allowed,basic}]
+
+``--ort-reference`` compiles for that onnxruntime session (``compile_model(ort_reference=)``)
+and runs every onnxruntime session of the QDQ model (exposed, plain, the QDQ output's) with
+its options (``--vs-plain`` then compares the program with the session it follows).
 """
 
 from __future__ import annotations
@@ -103,7 +107,20 @@ PLAIN_SCALE_INPUT = {"QuantizeLinear": (1, None), "QLinearConv": (6, None),
                      "QLinearSigmoid": (3, "Sigmoid")}
 
 
-def plain_visible(qpath: str, tmp: str):
+def ort_options(ref: str = "default"):
+    """onnxruntime session options of ``compile_model(ort_reference=ref)``'s session
+    (compiler/graph/ort_qdq.py ``ORT_REFERENCES``), one thread."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    if ref == "int8-allowed":
+        so.add_session_config_entry("session.qdqisint8allowed", "1")
+    elif ref == "basic":
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    return so
+
+
+def plain_visible(qpath: str, tmp: str, ref: str = "default"):
     """onnxruntime's execution of the plain QDQ model (its own fusions: QLinearConv, QGemm,
     QLinearSoftmax, float Add / Mul ...; exposing a QuantizeLinear output as a graph output
     changes them) with the values of the model's QuantizeLinear outputs that it still
@@ -114,11 +131,11 @@ def plain_visible(qpath: str, tmp: str):
     order, of its float operator's output at its output scale - is made a graph output,
     and the graph runs again unoptimised.  (session, {Q output: (name, NHWC, producer's op
     type)}); a uint8
-    value (onnxruntime's S8 -> U8 transform, zero point 128) is compared minus 128."""
+    value (onnxruntime's S8 -> U8 transform, zero point 128) is compared minus 128.  ``ref``:
+    the session's options (:func:`ort_options`)."""
     import onnx
     import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so = ort_options(ref)
     so.optimized_model_filepath = os.path.join(tmp, "plain_optimised.onnx")
     ort.InferenceSession(qpath, so, providers=["CPUExecutionProvider"])
     m = onnx.load(so.optimized_model_filepath)
@@ -168,6 +185,9 @@ def plain_value(pv: dict, name_nhwc, shape=None) -> np.ndarray:
     v = pv[name]
     v = v.astype(np.int64) - 128 if v.dtype == np.uint8 else v.astype(np.int64)
     v = v.transpose(0, 3, 1, 2) if nhwc and v.ndim == 4 else v
+    if shape is not None and len(shape) == 4 and v.ndim == 4 and tuple(v.shape) != \
+            tuple(shape) and tuple(v.shape) == (shape[0], shape[2], shape[3], shape[1]):
+        v = v.transpose(0, 3, 1, 2)     # a kernel inside an NHWC region (int8-allowed)
     fused = kind not in ("QuantizeLinear", "QLinearConv")
     return v.reshape(shape) if fused and shape is not None and v.size == np.prod(shape) else v
 
@@ -228,13 +248,17 @@ def main(argv=None) -> int:
     ap.add_argument("--qdq-requant", choices=("fixed", "float32", "auto"), default="auto",
                     help="compile_model(qdq_requant=...): fixed-point on VTA, float32 on "
                     "the CPU as onnxruntime, or auto (per layer; the default)")
+    ap.add_argument("--ort-reference", choices=("default", "int8-allowed", "basic"),
+                    default="default",
+                    help="compile_model(ort_reference=...), and the plain session (and the "
+                    "QDQ output's) with the same options")
     a = ap.parse_args(argv)
     tmp = a.workdir or tempfile.mkdtemp()
     os.makedirs(tmp, exist_ok=True)
     fpath, qpath, cal, ev, metric = load_model(a.model, tmp, a.calib, a.eval)
     t0 = time.process_time()
     c = compile_model(qpath, B.CFG, calib=cal, bias_correct=False, output_thresholds=False,
-                      qdq_requant=a.qdq_requant)
+                      qdq_requant=a.qdq_requant, ort_reference=a.ort_reference)
     print(f"{a.model}: compile {time.process_time() - t0:.1f} s CPU", flush=True)
     q = c.qgraph
     if getattr(q, "qdq_refused", ""):
@@ -276,15 +300,19 @@ def main(argv=None) -> int:
           ", ".join(f"{k} {v * 1e3:.2f}" for k, v in top[:8]))
     print("  VTA cycles by op: " + ", ".join(
         f"{k} {int(v):,}" for k, v in sorted(vta_c.items(), key=lambda kv: -kv[1])))
-    fs, qs = B.session(fpath), B.session(qpath)
-    s = B.session(B.exposed_qdq(qpath))
+    import onnxruntime as ort
+    fs = B.session(fpath)
+    qs = ort.InferenceSession(qpath, ort_options(a.ort_reference),
+                              providers=["CPUExecutionProvider"])
+    s = ort.InferenceSession(B.exposed_qdq(qpath).SerializeToString(),
+                             ort_options(a.ort_reference), providers=["CPUExecutionProvider"])
     names = [o.name for o in s.get_outputs()]
     modes = ["program"] + ([] if a.no_ideal else ["ideal"])
     modes += [m + " isolated" for m in modes] + ([] if a.no_ideal else ["program vs ideal"])
     tot: dict = {}
     ptot: dict = {}
     if a.vs_plain:
-        ps, pkept = plain_visible(qpath, tmp)
+        ps, pkept = plain_visible(qpath, tmp, a.ort_reference)
     outs: dict = {m: [] for m in modes}
     fref, oref, eref = [], [], []
     for x in ev:

@@ -218,11 +218,14 @@ def test_qdq_elementwise_integer_forms_match_onnxruntime_bit_exact(tmp_path):
     256-entry table, qmul / qmul32, qresize, qconcat; no float operator and no
     sdequantize/squantize inside), and every one of its int8 outputs equals onnxruntime's
     QDQ execution of the model EXACTLY, on all 256 int8 inputs; the compiled program is
-    bit-exact against the quantised graph."""
+    bit-exact against the quantised graph.  (onnxruntime runs the model with every
+    QuantizeLinear output exposed, so no Q/DQ pair converts to uint8: the kernels of the
+    int8-allowed session, which the program follows here; the default session would run
+    the SE product float, tests/test_qdq_ort_reference.py.)"""
     m = _qdq_elementwise_model()
     qp = os.path.join(str(tmp_path), "ew.onnx")
     onnx.save(m, qp)
-    c = compile_model(qp, CFG)
+    c = compile_model(qp, CFG, ort_reference="int8-allowed")
     q = c.qgraph
     assert not q.qdq_refused and not q.qdq_notes, (q.qdq_refused, q.qdq_notes)
     ops = [n.op for n in q.nodes]

@@ -149,7 +149,8 @@ def _compile(args, model_spec):
                          bias_correct=not getattr(args, "no_bias_correction", False),
                          output_thresholds=_thresholds_option(args),
                          adaround=getattr(args, "adaround", False),
-                         qdq_requant=getattr(args, "qdq_requant", "auto"))
+                         qdq_requant=getattr(args, "qdq_requant", "auto"),
+                         ort_reference=getattr(args, "ort_reference", "default"))
 
 
 def _thresholds_option(args):
@@ -253,7 +254,7 @@ _COMPILE_ONLY = (("calib", None), ("calibration", "percentile"), ("percentile", 
                  ("min_layer_sqnr", None), ("min_output_sqnr", None), ("max_float_layers", 64),
                  ("float_worst", None), ("worst_mac_cap", None), ("no_bias_correction", False),
                  ("output_thresholds", False), ("no_output_thresholds", False),
-                 ("adaround", False), ("qdq_requant", "auto"))
+                 ("adaround", False), ("qdq_requant", "auto"), ("ort_reference", "default"))
 
 
 def _check_outputs(args) -> None:
@@ -518,6 +519,14 @@ def _common(p):
                    "float32 on the CPU as onnxruntime does (follows it end to end); auto "
                    "(default): per layer, fixed-point where it gives that float32 rounding "
                    "for every accumulator, else float32")
+    p.add_argument("--ort-reference", choices=("default", "int8-allowed", "basic"),
+                   default="default",
+                   help="a QDQ model at its own scales: the onnxruntime session whose "
+                   "integers to follow - default (ORT_ENABLE_EXTENDED and above: QLinear "
+                   "kernels after its S8 -> U8 conversion), int8-allowed (the same with "
+                   "session.qdqisint8allowed=1: int8 kernels everywhere) or basic "
+                   "(ORT_ENABLE_BASIC: every node float between DequantizeLinear and "
+                   "QuantizeLinear); recorded in the artifact")
     p.add_argument("--image", type=positive_int, help="input size of builtin:resnet18 "
                    "(default 224)")
 

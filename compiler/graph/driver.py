@@ -29,6 +29,7 @@ from isa import VTAConfig
 
 from .ir import Graph, GraphError
 from .onnx_import import import_onnx
+from .ort_qdq import ORT_REFERENCES
 from .partition import Program, compile_graph
 from .passes import float_pipeline
 from .quantize import quantize, sqnr_report
@@ -77,7 +78,7 @@ class Compiled:
         lines += _threshold_lines(self.options)
         lines += _kept_lines(self.options) + _worst_lines(self.options) + \
             _output_lines(self.options) + \
-            _qdq_lines(self.qgraph)
+            _qdq_lines(self.qgraph, self.options.get("ort_reference", "default"))
         s = self.seconds
         lines.append(f"compile_model: {s.get('total', 0):.2f} s = import+passes "
                      f"{s.get('passes', 0):.2f} + quantise {s.get('quantize', 0):.2f} + codegen "
@@ -114,10 +115,13 @@ def _scales_kind(q) -> str:
             getattr(q, "qdq_mode", "fixed"), "fixed-point requantisation")
 
 
-def _qdq_lines(q) -> list:
+def _qdq_lines(q, ort_reference: str = "default") -> list:
     """The report's lines on a QDQ model's scales (compiler/graph/quantize_fixed.py)."""
     out = [f"QDQ scales not kept: {q.qdq_refused}"] if getattr(q, "qdq_refused", "") and \
         q.qdq_refused != "not a QDQ model" else []
+    if getattr(q, "scales", None):
+        out.append(f"QDQ integers follow onnxruntime's session --ort-reference "
+                   f"{ort_reference}: {ORT_REFERENCES[ort_reference]}")
     rq = getattr(q, "qdq_requant", [])
     if rq:
         nf = sum(1 for r in rq if r[1] == "fixed")
@@ -334,7 +338,8 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                   float_worst: int | None = None, worst_mac_cap: float = 1.0,
                   bias_correct: bool = True, output_thresholds: bool | str = True,
                   adaround: bool = False, qdq_requant: str = "auto",
-                  float_nodes: dict | None = None) -> Compiled:
+                  float_nodes: dict | None = None,
+                  ort_reference: str = "default") -> Compiled:
     """Compile an ONNX model (path or ModelProto) for ``cfg``; ``calib`` the calibration
     samples ({input: (S, ...) array} or a list of feed dicts; required unless
     ``mode="global_scale"`` or the model is QDQ-quantised everywhere); ``input_shapes``
@@ -369,7 +374,12 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     :func:`.ort_qdq.float32_mismatch`), float32 elsewhere - the results are float32's bit
     for bit, and the report says which layer got which and why.  ``float_nodes``
     ({node name: why}) stay float from the start, as with ``float_first_last``: every
-    step above (thresholds, the SQNR bounds, bias correction) runs with them float."""
+    step above (thresholds, the SQNR bounds, bias correction) runs with them float.
+    ``ort_reference`` (a QDQ model at its own scales) names the onnxruntime session whose
+    integers the program follows (:data:`.ort_qdq.ORT_REFERENCES`): ``"default"``
+    (ORT_ENABLE_EXTENDED and above, its S8 -> U8 conversion), ``"int8-allowed"`` (the same
+    with ``session.qdqisint8allowed=1``) or ``"basic"`` (ORT_ENABLE_BASIC: every node float
+    between DequantizeLinear and QuantizeLinear)."""
     from .calibrate import check_method
     check_method(mode)               # a bad calibration method fails before any work
     check_bounds(calib, min_layer_sqnr, min_output_sqnr, max_float_layers, sqnr_samples,
@@ -378,6 +388,10 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         raise GraphError(f"qdq_requant {qdq_requant!r}: expected 'fixed' (fixed-point on "
                          f"VTA), 'float32' (onnxruntime's float32 requantisation on the CPU) "
                          f"or 'auto' (per layer: fixed where it equals float32 exactly)")
+    if ort_reference not in ORT_REFERENCES:
+        raise GraphError(f"ort_reference {ort_reference!r}: expected one of "
+                         f"{', '.join(ORT_REFERENCES)} (the onnxruntime session whose QDQ "
+                         f"integers to follow)")
     if output_thresholds not in (True, False, "force"):
         raise GraphError(f"output_thresholds {output_thresholds!r}: expected True (checked on "
                          f"held-out samples), False or 'force' (unchecked)")
@@ -386,6 +400,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     pm = float_pipeline()
     fg = pm.run(import_onnx(model, input_shapes=input_shapes))
     fg.qdq_requant = qdq_requant        # read by quantize() (every call below)
+    fg.ort_reference = ort_reference    # read by its QDQ rules (qdq_eltwise)
     t1 = time.perf_counter()
     samples = _samples(calib, fg)
     kept, float_envs, out_kept, worst, n_corrected = [], [], None, [], 0
@@ -519,6 +534,6 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
                      "output_thresholds": output_thresholds, "thresholds_refined": n_refined,
                      "thresholds": thr,
                      "adaround": adaround, "adarounded": n_rounded,
-                     "qdq_requant": qdq_requant},
+                     "qdq_requant": qdq_requant, "ort_reference": ort_reference},
                     sq, {"passes": t1 - t0, "quantize": t2 - t1, "codegen": t3 - t2,
                          "total": t3 - t0}, pm)

@@ -7,7 +7,8 @@ points 0), as integer forms that reproduce it exactly (:mod:`.quantize_fixed` us
 * :func:`product_multiplier`: the fixed-point form of QLinearMul's float32 product
   rounding, checked on every product of two int8 values (else None);
 * :func:`add_table`: QLinearAdd of two int8 activations, its 65,536 outputs
-  (:func:`float_add_table`: the float Add onnxruntime runs where it does not fuse);
+  (:func:`float_add_table`, :func:`float_mul_table`: the float Add / Mul onnxruntime runs
+  where it does not fuse - which session fuses what: :data:`ORT_REFERENCES`);
 * :func:`batchnorm_table`: a BatchNormalization between Q/DQ pairs, 256 outputs per
   channel;
 * :func:`float32_mismatch`: where a conv / dense layer's fixed-point requantisation and
@@ -29,6 +30,29 @@ from .fixed_point import IMM
 
 
 V8 = np.arange(-128, 128, dtype=np.int64)     # every int8 value
+
+#: The onnxruntime sessions a QDQ model's integers can follow (``compile_model(...,
+#: ort_reference=)``, ``vta compile --ort-reference``): what each runs for a node group
+#: (measured on onnxruntime 1.32, x86 CPU; tests/test_qdq_ort_reference.py).
+ORT_REFERENCES = {
+    "default": "ORT_ENABLE_EXTENDED / ORT_ENABLE_ALL (the default session): the QDQ groups "
+               "fuse into QLinear kernels after the S8 -> U8 conversion of each Q/DQ pair "
+               "read once; a group whose pairs then differ in type runs float between DQ "
+               "and Q",
+    "int8-allowed": "ORT_ENABLE_EXTENDED / ORT_ENABLE_ALL with the session config entry "
+                    "session.qdqisint8allowed=1: no S8 -> U8 conversion, every QDQ group "
+                    "fuses into its int8 QLinear kernel",
+    "basic": "ORT_ENABLE_BASIC or ORT_DISABLE_ALL: no QDQ fusion, every node runs float "
+             "between DequantizeLinear and QuantizeLinear",
+}
+
+
+def check_ort_reference(ref: str) -> str:
+    """``ref`` if it names an :data:`ORT_REFERENCES` session, else ValueError saying which."""
+    if ref not in ORT_REFERENCES:
+        raise ValueError(f"ort_reference {ref!r}: expected one of "
+                         f"{', '.join(ORT_REFERENCES)}")
+    return ref
 
 
 def fl32_sum(p, q) -> np.ndarray:
@@ -73,30 +97,34 @@ def qconst(g, name):
     return int(round(q)), sc, int(np.asarray(rec[1]).reshape(-1)[0])
 
 
-def ort_table(g, n, act: str, sx: float, sy: float):
+def ort_table(g, n, act: str, sx: float, sy: float, fused: bool = True):
     """The 256 int8 outputs (inputs -128..127) of element-wise node ``n`` of float graph
     ``g`` from activation ``act`` at scale ``sx`` to scale ``sy``, as onnxruntime executes
     the QDQ node group (the kernels its QDQ transformer picks; checked against it in
     tests/test_qdq_scales.py):
 
-    * ``x * c`` with an int8 constant: QLinearMul, ``rint(fl32(fl32(x c) * R))`` with
+    * ``x * c`` with an int8 constant, where the session fuses the group (``fused``):
+      QLinearMul, ``rint(fl32(fl32(x c) * R))`` with
       ``R = fl32(fl32(sx sc) / sy)`` (MlasQLinearMulKernel);
-    * ``x + c``: QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
+    * ``x + c`` (``fused``): QLinearAdd, ``rint(fma(x, fl32(sx / sy), fl32(c * fl32(sc / sy))))``
       (MlasQLinearAddKernelAvx2Helper: one rounding of the fused multiply-add,
       :func:`fl32_sum`; its uint8 variant for a uint8 constant, :func:`qlinear_add`);
-    * anything else (Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
+    * anything else (an unfused ``x + c`` / ``x * c``: the default session's S8 -> U8
+      conversion leaves the constant int8 and the activation's pairs uint8, or
+      ORT_ENABLE_BASIC; Sigmoid's QLinearSigmoid table, HardSigmoid, Div, Clip ...):
       ``Q(f(DQ(x)))`` in float32, ``f`` the node's float32 CPU kernel (its reference on
       float32 is that kernel bit for bit), ``x / c`` as a division (``div_by``).
 
     Halves round to even; None when the float function is not finite everywhere."""
     sx, sy = np.float32(sx), np.float32(sy)
     const = next((i for i in n.inputs if i in g.params), None)
-    qc = qconst(g, const) if const is not None and n.op in ("add", "mul") and \
+    qc = qconst(g, const) if fused and const is not None and n.op in ("add", "mul") and \
         "div_by" not in n.attrs else None
     with np.errstate(all="ignore"):
-        if qc is not None and n.op == "mul":
+        if qc is not None and n.op == "mul":     # (uint8: 128 added before rounding)
             R = np.float32(np.float32(sx * qc[1]) / sy)
             y = (V8 * qc[0]).astype(np.float32) * R
+            y = y + np.float32(qc[2]) - qc[2] if qc[2] else y
         elif qc is not None:          # the constant is the kernel's scalar operand
             y = qlinear_add(V8, qc[0], sx, qc[1], sy, qc[2], scalar_b=True)
         else:
@@ -113,16 +141,19 @@ def ort_table(g, n, act: str, sx: float, sy: float):
     return np.clip(np.rint(y), -128, 127).astype(np.int8)
 
 
-def product_multiplier(R: float, lo: int = -128, hi: int = 127) -> dict | None:
+def product_multiplier(R: float, lo: int = -128, hi: int = 127,
+                       zero_point: int = 0) -> dict | None:
     """``qmul`` attributes ``(m, s1, r, shift)`` with ``clip((((p * m) >> s1) + r) >>
     shift, lo, hi) == clip(rint(fl32(fl32(p) * R)), lo, hi)`` for EVERY product ``p = a b``
     of two int8 values (QLinearMul's float32 rounding, halves to even, reproduced exactly
     by integer MUL, SHR and ADD with 16-bit immediates: ``m`` and ``r`` < 2**15), or None.
-    Searched over the largest exponents first and the multipliers next to ``R 2**k``; the
-    feasible rounding constants ``r`` follow from the products' bounds."""
+    With ``zero_point`` 128 the uint8 kernel's rounding (:func:`fl32_requant`: 128 added
+    in float32 before it).  Searched over the largest exponents first and the multipliers
+    next to ``R 2**k``; the feasible rounding constants ``r`` follow from the products'
+    bounds."""
     R = np.float32(R)
     p = np.arange(-128 * 127, 128 * 128 + 1, dtype=np.int64)
-    want = fl32_requant(p, R, lo, hi)
+    want = fl32_requant(p, R, lo, hi, zero_point)
     if not ((want > lo) & (want < hi)).any():   # every product clipped: no rounding to fit
         return None
     for k in range(40, -1, -1):
@@ -151,12 +182,14 @@ def qlinear_add(a, b, sa: float, sb: float, sy: float, zero_point: int = 0,
     (uint8: ``a``, ``b`` and the result are the stored values minus 128); int64.  With
     ``rA = fl32(sa / sy)``, ``rB = fl32(sb / sy)``, the stored values ``a' = a + z``,
     ``b' = b + z`` and ``F = fl32(z - fl32(rA z + rB z))`` (the kernel's fixed part; its
-    products are exact for ``z`` = 0 or 128): ``y = fma(a', rA, fma(b', rB, F))``, or, when
-    ``b`` is one scalar per span (a broadcast operand), ``fma(a', rA, fl32(F + fl32(b' rB)))``;
-    then ``rint``, saturated to the stored type, minus ``z``.  For ``z`` = 0 both are
-    ``fma(a, rA, fl32(b rB))``; for 128 the fixed part's rounding makes the uint8 kernel
-    differ from the int8 one on a few pairs.  Each fused multiply-add rounds once
-    (:func:`fl32_sum`)."""
+    products are exact for ``z`` = 0 or 128): ``y = fma(a', rA, fma(b', rB, F))``, also
+    when ``b`` is one scalar per span (``scalar_b``, a broadcast operand: the kernel's
+    ``F + b' rB`` is one fused multiply-add too, the compiler contracting its intrinsics;
+    measured in tests/test_qdq_ort_reference.py - two roundings there differ from
+    onnxruntime on 21 of 19.7 M uint8 pairs); then ``rint``, saturated to the stored type,
+    minus ``z``.  For ``z`` = 0 that is ``fma(a, rA, fl32(b rB))``; for 128 the fixed
+    part's rounding makes the uint8 kernel differ from the int8 one on a few pairs.  Each
+    fused multiply-add rounds once (:func:`fl32_sum`)."""
     f = np.float32
     rA, rB = f(f(sa) / f(sy)), f(f(sb) / f(sy))
     z = int(zero_point)
@@ -165,10 +198,7 @@ def qlinear_add(a, b, sa: float, sb: float, sy: float, zero_point: int = 0,
     a64 = np.asarray(a, np.float64) + z
     b64 = np.asarray(b, np.float64) + z
     fixed = f(f(z) - f(float(rA) * z + float(rB) * z))
-    if scalar_b:
-        part = (fixed + (b64 * np.float64(rB)).astype(f)).astype(f)
-    else:
-        part = fl32_sum(b64 * np.float64(rB), np.float64(fixed))
+    part = fl32_sum(b64 * np.float64(rB), np.float64(fixed))     # scalar_b alike
     y = np.rint(fl32_sum(a64 * np.float64(rA), np.asarray(part, np.float64)))
     lo, hi = (-128, 127) if z == 0 else (0, 255)
     return np.clip(y, lo, hi).astype(np.int64) - z
@@ -196,6 +226,19 @@ def float_add_table(sa: float, sb: float, sy: float, lo: int = -128,
     f = np.float32
     s = (np.repeat(V8, 256).astype(f) * f(sa)) + (np.tile(V8, 256).astype(f) * f(sb))
     return np.clip(np.rint(s / f(sy)), lo, hi).astype(np.int8)
+
+
+def float_mul_table(ta, tb, sa: float, sb: float, sy: float, lo: int = -128,
+                    hi: int = 127) -> np.ndarray:
+    """DequantizeLinear -> float Mul -> QuantizeLinear of int8 values ``ta`` (scale ``sa``)
+    and ``tb`` (``sb``), element by element (``ta``, ``tb`` broadcast; every pair:
+    ``np.repeat(V8, 256)``, ``np.tile(V8, 256)``): ``clip(rint(fl32(fl32(a sa) fl32(b sb))
+    / sy))``, QuantizeLinear dividing, halves to even (what a session runs where it does not
+    fuse QLinearMul; checked against onnxruntime in tests/test_qdq_ort_reference.py)."""
+    f = np.float32
+    p = (np.asarray(ta).astype(f) * f(sa)) * (np.asarray(tb).astype(f) * f(sb))
+    with np.errstate(all="ignore"):
+        return np.clip(np.rint(p / f(sy)), lo, hi).astype(np.int8)
 
 
 def batchnorm_table(g, n, sx: float, sy: float, lo: int = -128, hi: int = 127):

@@ -19,8 +19,8 @@ import numpy as np
 from ..ops.qfixed import fl32_requant, qaddfx_reference, softmax_table
 from .fixed_point import add_multipliers, dyadic_add, fixed_multiplier, set_output_clamp
 from .ir import Node
-from .ort_qdq import (V8, add_table, batchnorm_table, float_add_table, one_value, ort_table,
-                      product_multiplier)
+from .ort_qdq import (V8, add_table, batchnorm_table, float_add_table, float_mul_table,
+                      one_value, ort_table, product_multiplier)
 
 
 def nominal_frac(scale: float) -> int:
@@ -58,7 +58,8 @@ class EltwiseRules:
         sy = self.scales.get(n.output)
         if sx is None or sy is None:
             return self._note(n, "input or output has no Q/DQ scale")
-        t = ort_table(g, n, act, sx, sy)
+        t = ort_table(g, n, act, sx, sy, fused=self._group_form(n, [act, n.output], True)
+                      != "float")
         if t is None:
             return self._note(n, "no 256-entry table (the float function is not finite on "
                                  "every int8 input)")
@@ -73,8 +74,9 @@ class EltwiseRules:
         a table of that value; two activations (an SE gate's (N, C, H, W) * (N, C, 1, 1))
         -> ``qmul`` with a fixed-point multiplier that gives QLinearMul's
         ``rint(fl32(fl32(a b) * fl32(fl32(sa sb) / sy)))`` for every product (checked on all
-        of them, :func:`product_multiplier`), else ``qmul32`` (that float32 product on the
-        CPU, int8 in and out)."""
+        of them, :func:`product_multiplier`; the uint8 kernel adds 128 before rounding), else
+        ``qmul32`` (that float32 product on the CPU, int8 in and out).  Where the session
+        does not fuse QLinearMul (:meth:`_group_form` "float"): its float Mul's table."""
         c, g = self.ctx, self.ctx.g
         if one_value(g, n):
             return self._table(n)
@@ -88,21 +90,40 @@ class EltwiseRules:
         lo, hi = post_bounds(n.attrs.get("post", []), sy)
         ra, ta = self.tables.get(a, (a, V8.astype(np.int8)))
         rb, tb = self.tables.get(b, (b, V8.astype(np.int8)))
+        form = self._group_form(n, [n.inputs[0], n.inputs[1], n.output])
+        flt, z = form == "float", 0 if form == "float" else form
         if ra == rb:                 # one value's function: a table of it
-            t = fl32_requant(ta.astype(np.int64) * tb, R, lo, hi)
+            t = float_mul_table(ta, tb, sa, sb, sy, lo, hi) if flt else \
+                fl32_requant(ta.astype(np.int64) * tb, R, lo, hi, z)
             tn = c.q.fresh(n.name + "_lut")
             c.q.add_param(tn, t.astype(np.int8), frac=nominal_frac(sy))
             self._emit(n, "qlut", [ra, tn], {"why": "a product of two functions of one value "
                                                     "(QLinearMul): one 256-entry table"}, sy)
             return True
         xa, xb = (tuple(g.values[i].shape) for i in n.inputs)
+        if flt:           # the session's float Mul between the Q/DQ pairs: its table
+            def bcast(u, v):        # u broadcasts to v (same rank)
+                return len(u) == len(v) and all(m in (1, k) for m, k in zip(u, v))
+            if xa != xb and not bcast(xb, xa):
+                if not bcast(xa, xb):
+                    return self._note(n, f"a float Mul of two activations broadcast {xb} "
+                                         f"-> {xa} ({self._session_why()})")
+                (a, sa), (b, sb) = (b, sb), (a, sa)    # the float product commutes
+            tn = c.q.fresh(n.name + "_lut2")
+            c.q.add_param(tn, float_mul_table(np.repeat(V8, 256), np.tile(V8, 256), sa, sb,
+                                              sy, lo, hi), frac=nominal_frac(sy))
+            self._emit(n, "qlut2" if xa == xb else "qlut2b", [a, b, tn], {"why": (
+                f"a float Mul between the Q/DQ pairs ({self._session_why()}): its 65,536 "
+                f"outputs (CPU)")}, sy)
+            return True
         if xb != xa and (len(xa) != len(xb) or any(m not in (1, k) for m, k in zip(xb, xa))
                          or (len(xa) == 4 and xb[2:] != (1, 1))):
             return self._note(n, f"a product broadcast {xb} -> {xa} (qmul broadcasts the "
                                  f"second operand's (N, C, 1, 1))")
-        fx = product_multiplier(float(R), lo, hi)
+        fx = product_multiplier(float(R), lo, hi, z)
         if fx is None:         # QLinearMul's float32 product on the CPU, integer in and out
-            self._emit(n, "qmul32", [a, b], {"R": float(R), "lo": lo, "hi": hi}, sy)
+            self._emit(n, "qmul32", [a, b], dict({"R": float(R), "lo": lo, "hi": hi},
+                                                 **({"zp": z} if z else {})), sy)
             return True
         self._emit(n, "qmul", [a, b], dict(fx, lo=lo, hi=hi), sy)
         return True
@@ -159,8 +180,8 @@ class EltwiseRules:
             tn = c.q.fresh(n.name + "_lut2")
             c.q.add_param(tn, want, frac=nominal_frac(sy))
             kind = {0: "QLinearAdd", 128: "uint8 QLinearAdd (onnxruntime's S8 -> U8)",
-                    "float": "a float Add between the Q/DQ pairs (onnxruntime's S8 -> U8 "
-                             "converts some of them only, so nothing fuses)"}[form]
+                    "float": f"a float Add between the Q/DQ pairs ({self._session_why()})"
+                    }[form]
             self._emit(n, "qlut2", [a, b, tn], {"why": (
                 f"{kind} of two activations: the fixed-point sum rounds "
                 f"{int((got != want).sum())} of the 65,536 int8 pairs otherwise, so its "
@@ -170,20 +191,40 @@ class EltwiseRules:
         return True
 
     def _add_form(self, n):
-        """What onnxruntime's session of the model runs for Add ``n`` of two activations:
-        128 (uint8 QLinearAdd: a uint8 model, or an int8 one whose three Q/DQ pairs its
-        S8 -> U8 transform all converts, :func:`compiler.ops.qdq._ort_s8_to_u8`), 0 (int8
-        QLinearAdd: none converted - also every pair whose Q output is a graph output, as
-        in the per-layer benchmark's exposed session) or "float" (some converted: the
-        group's types differ, it is not fused, DequantizeLinear -> float Add ->
-        QuantizeLinear).  A value the importer has no record for counts as not converted
-        (a graph built without ONNX: 0, the int8 kernel)."""
+        """What the session runs for Add ``n`` of two activations (:meth:`_group_form`)."""
+        return self._group_form(n, [n.inputs[0], n.inputs[1], n.output])
+
+    @property
+    def _session(self) -> str:
+        """The onnxruntime session the integers follow (``compile_model(ort_reference=)``,
+        :data:`.ort_qdq.ORT_REFERENCES`; the float graph's attribute, else "default")."""
+        return getattr(self.ctx.g, "ort_reference", "default")
+
+    def _session_why(self) -> str:
+        return {"default": "onnxruntime's S8 -> U8 conversion leaves the group's Q/DQ pairs "
+                           "of two types, so nothing fuses",
+                "basic": "--ort-reference basic: ORT_ENABLE_BASIC fuses no QDQ group",
+                "int8-allowed": "session.qdqisint8allowed=1"}[self._session]
+
+    def _group_form(self, n, values, const: bool = False):
+        """What the session runs for node ``n`` whose Q/DQ'd activations are ``values``
+        (with ``const``: and an int8 constant, which no S8 -> U8 conversion touches): 128
+        (the uint8 QLinear kernel: a uint8 model, or an int8 one whose pairs the default
+        session's S8 -> U8 transform all converts, :func:`compiler.ops.qdq._ort_s8_to_u8`;
+        never with an int8 constant), 0 (the int8 kernel: none converted - also every pair
+        whose Q output is a graph output, as in the per-layer benchmark's exposed session -
+        or ``session.qdqisint8allowed=1``) or "float" (the group's types differ, so it is
+        not fused: DequantizeLinear -> float op -> QuantizeLinear; always at
+        ORT_ENABLE_BASIC).  A value the importer has no record for counts as not
+        converted (a graph built without ONNX: 0, the int8 kernel)."""
+        if self._session == "basic":
+            return "float"
         z = self._zero_point(n.output)
         conv = getattr(self.ctx.g, "qdq_s8u8", {})
-        if z or not conv:
+        if z or not conv or self._session == "int8-allowed":
             return z
-        flags = [bool(conv.get(v)) for v in (n.inputs[0], n.inputs[1], n.output)]
-        return 128 if all(flags) else "float" if any(flags) else 0
+        flags = [bool(conv.get(v)) for v in values]
+        return 128 if all(flags) and not const else "float" if any(flags) else 0
 
     def _zero_point(self, v) -> int:
         """The model's zero point of value ``v``: 128 for a uint8 value (onnxruntime then
@@ -198,6 +239,10 @@ class EltwiseRules:
         ax = n.attrs["axis"]
         if isinstance(ax, (list, tuple)):
             return self._note(n, "softmax over flattened trailing axes (opset < 13)")
+        if self._group_form(n, [n.inputs[0], n.output]) == "float":
+            return self._note(n, f"a float Softmax between the Q/DQ pairs "
+                                 f"({self._session_why()}): this project's float softmax, "
+                                 f"not QLinearSoftmax")
         x, sx = self._in(n.inputs[0], n)
         sy = self.scales.get(n.output)
         if sx is None or sy is None:
@@ -238,11 +283,16 @@ class EltwiseRules:
         cn, tn = c.q.fresh(k + "_q"), c.q.fresh(n.name + "_lut2")
         c.q.add_param(cn, np.rint(cq).astype(np.int8).reshape((1,) * (len(xs) - len(cs)) + cs),
                       frac=0)
-        c.q.add_param(tn, add_table(sx, sc, sy, lo, hi, self._zero_point(n.output),
-                                    scalar_b=True), frac=nominal_frac(sy))
+        if self._group_form(n, [x, n.output], True) == "float":
+            t, kind = float_add_table(sx, sc, sy, lo, hi), \
+                f"a float Add between the Q/DQ pairs ({self._session_why()})"
+        else:
+            t, kind = add_table(sx, sc, sy, lo, hi, self._zero_point(n.output),
+                                scalar_b=True), "QLinearAdd"
+        c.q.add_param(tn, t, frac=nominal_frac(sy))
         self._emit(n, "qlut2b", [xi, cn, tn], {"why": (
-            "QLinearAdd of an activation and a broadcast int8 constant: its 65,536 outputs "
-            "(CPU)")}, sy)
+            f"{kind} of an activation and a broadcast int8 constant: its 65,536 outputs "
+            f"(CPU)")}, sy)
         return True
 
     def _batchnorm(self, n):
@@ -347,6 +397,20 @@ class EltwiseRules:
         if not hasattr(self, "_producer_cache"):
             self._producer_cache = {m.output: m for m in self.ctx.g.nodes}
         return self._producer_cache
+
+    #: Why a ConvTranspose of a QDQ model stays float (the partition report and the
+    #: quantisation report say it; measured: tests/test_qdq_ort_reference.py)
+    CONV_TRANSPOSE_WHY = (
+        "ConvTranspose at the model's scales: onnxruntime fuses no QDQ ConvTranspose (every "
+        "session, default, int8-allowed or basic, runs DequantizeLinear -> float "
+        "ConvTranspose -> QuantizeLinear), and that float32 sum of the rounded products "
+        "fl32(x sx) fl32(w sw), in its GEMM and col2im order, is not the exact integer sum: "
+        "no integer form gives its int8 outputs for every input, so it stays float here too "
+        "(then QuantizeLinear at the model's scale)")
+
+    def _conv_transpose(self, n):
+        self.ctx.why[n.name] = self.CONV_TRANSPOSE_WHY
+        return self._note(n, self.CONV_TRANSPOSE_WHY)
 
     def _relu(self, n):
         return self._activation(n, [["relu"]])

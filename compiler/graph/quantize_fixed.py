@@ -195,16 +195,29 @@ class FixedRules(EltwiseRules):
                                                         else n.name + "_b") + "_q")
         q.add_param(wn, wq.reshape(w.shape).astype(np.int8), frac=0)
         q.add_param(bn, bq.astype(np.int32), frac=0)
-        if self._float32(n, attrs, M, B):   # onnxruntime's QLinearConv requantisation, CPU
+        flt = self.requant != "fixed" and \
+            self._group_form(n, [n.inputs[0], n.output]) == "float"
+        if flt:     # a float conv between DQ and Q: its sum exact, divided by sy (CPU)
+            M = (np.float32(sx) * self._wscale(n, w).astype(np.float32)).astype(np.float64)
+            self.requant_notes.append((n.name, "float32", (
+                f"a float {n.op} between the Q/DQ pairs ({self._session_why()}): "
+                f"rint(fl32(fl32(acc sx sw) / sy)), its float sum where that is exact")))
+        if flt or self._float32(n, attrs, M, B):    # onnxruntime's float32 rounding, CPU
             wide = {k_: v for k_, v in n.attrs.items() if k_ != "post"}
             wide.update(shift=0, lo=-2 ** 31, hi=2 ** 31 - 1, frac_w=0, wide=True)
             acc = c.emit_q(n, "q" + n.op, [x, wn, bn], wide, 0, "int32")
             mn = q.fresh(n.name + "_m32")
             q.add_param(mn, M.astype(np.float32))
-            self._emit(n, "qreq32", [acc, mn], {"lo": attrs["lo"], "hi": attrs["hi"]}, sy)
+            self._emit(n, "qreq32", [acc, mn], dict(
+                lo=attrs["lo"], hi=attrs["hi"], **({"div": float(np.float32(sy))} if flt
+                                                    else {})), sy)
             return True
         self._emit(n, "q" + n.op, [x, wn, bn], attrs, sy)
         return True
+
+    def _wscale(self, n, w) -> np.ndarray:
+        """The per-output-channel weight scales of conv / dense ``n`` (:func:`_weight_scales`)."""
+        return _weight_scales(self.ctx.g, n.inputs[1], w)[0]
 
     def _fixed_form(self, n, w, sx, sy):
         """(int8 weights (O, -1), int32 bias, the fixed-point epilogue attributes, float32
@@ -272,15 +285,23 @@ class FixedRules(EltwiseRules):
         (a, sa), (b, sb) = self._in(n.inputs[0], n), self._in(n.inputs[1], n)
         if sy is None or sa is None or sb is None:
             return self._note(n, "an operand or the output has no Q/DQ scale")
-        R = qlinear_matmul_multiplier(sa, sb, sy)
+        flt = self._group_form(n, [n.inputs[0], n.inputs[1], n.output]) == "float"
+        # a float MatMul between DQ and Q: fl32(acc sa sb) / sy (exact where its sum is)
+        R = np.float32(np.float32(sa) * np.float32(sb)) if flt else \
+            qlinear_matmul_multiplier(sa, sb, sy)
         ins = qlinear_matmul_acc(self.ctx, n, a, b, R)
         if ins is None:
             return self._note(n, "QLinearMatMul: an operand of rank < 2 or K too large for "
                                  "an int32 accumulator")
         lo, hi = post_bounds(n.attrs.get("post", []), sy)
-        self._emit(n, "qreq32", ins, {"lo": lo, "hi": hi, "why": (
+        attrs = {"lo": lo, "hi": hi, "why": (
             "QLinearMatMul at the model's scales: onnxruntime's float32 requantisation of "
-            "the int32 accumulator (CPU)")}, sy)
+            "the int32 accumulator (CPU)")}
+        if flt:
+            attrs.update(div=float(np.float32(sy)), why=(
+                f"a float MatMul between the Q/DQ pairs ({self._session_why()}): the int32 "
+                f"accumulator times sa sb, divided by sy in float32 (CPU)"))
+        self._emit(n, "qreq32", ins, attrs, sy)
         return True
 
     def _reshaped_scale(self, v):

@@ -15,7 +15,8 @@ inside int32.
 * ``qmulfx``: ``clip((x * m + 2**(k-1)) >> k, lo, hi)`` (a relu / clip / identity between
   two scales);
 * ``qmul32``: onnxruntime's QLinearMul, ``clip(rint(fl32(fl32(a * b) * R)))`` on the CPU
-  (a product of two activations whose float32 rounding no fixed-point ``qmul`` reproduces);
+  (a product of two activations whose float32 rounding no fixed-point ``qmul`` reproduces;
+  with ``zp`` 128 the uint8 kernel's, which adds 128 before rounding, :func:`fl32_requant`);
 * ``qlut2``: a 65,536-entry table of two int8 values (QLinearAdd of two activations where
   the fixed-point ``qaddfx`` rounds some pair otherwise); ``qlut2b`` the same with the
   second operand broadcast (an activation plus a per-channel int8 constant); CPU;
@@ -95,27 +96,40 @@ def qgapfx_reference(n, ins):
     return np.clip(_rnd_shift(s * a["m"], a["shift"]), -128, 127).astype(np.int8)
 
 
-def fl32_requant(v, m, lo: int, hi: int) -> np.ndarray:
+def fl32_requant(v, m, lo: int, hi: int, zero_point: int = 0) -> np.ndarray:
     """onnxruntime's requantisation of integers ``v`` by float32 multipliers ``m``
     (broadcast): ``clip(rint(fl32(fl32(v) * m)), lo, hi)``, one float32 rounding of the
-    product, halves to even (MlasRequantizeOutput, MlasQLinearMulKernel); int64."""
-    y = np.rint(np.asarray(v).astype(np.float32) * np.asarray(m, np.float32))
+    product, halves to even (MlasRequantizeOutput, MlasQLinearMulKernel); int64.  With
+    ``zero_point`` (128: uint8 QLinearMul, whose kernel adds the output zero point in
+    float32 BEFORE rounding) ``rint(fl32(fl32(fl32(v) * m) + zero_point)) - zero_point``."""
+    y = np.asarray(v).astype(np.float32) * np.asarray(m, np.float32)
+    y = np.rint(y + np.float32(zero_point)) - zero_point if zero_point else np.rint(y)
     return np.clip(y, lo, hi).astype(np.int64)
 
 
-def fl32_requant_te(v, m, lo: int, hi: int):
+def fl32_requant_te(v, m, lo: int, hi: int, zero_point: int = 0):
     """:func:`fl32_requant` of one TE element (``v`` an integer expression, ``m`` a float32
     expression or a Python float), as int8; ``round`` is LLVM's half-to-even ``rint``."""
     from ..te import cast, clip, round as te_round
-    return cast("int8", clip(te_round(cast("float32", v) * m), float(lo), float(hi)))
+    y = cast("float32", v) * m
+    if zero_point:
+        y = te_round(y + float(zero_point)) - float(zero_point)
+    else:
+        y = te_round(y)
+    return cast("int8", clip(y, float(lo), float(hi)))
 
 
 def qreq32_reference(n, ins):
     """onnxruntime's QLinearConv / MatMul requantisation of an int32 accumulator (bias
     added; channels on axis 1) by per-channel float32 multipliers ``ins[1]``:
-    ``clip(rint(fl32(fl32(acc) * m_c)), lo, hi)``, halves to even (MlasRequantizeOutput)."""
+    ``clip(rint(fl32(fl32(acc) * m_c)), lo, hi)``, halves to even (MlasRequantizeOutput);
+    with ``div`` (a float conv between DequantizeLinear and QuantizeLinear, ``m_c`` then
+    ``sx sw_c``): ``clip(rint(fl32(fl32(fl32(acc) * m_c) / div)), lo, hi)``."""
     acc, m = ins[0], np.asarray(ins[1], np.float32)
     m = m.reshape((1, -1) + (1,) * (acc.ndim - 2))
+    if "div" in n.attrs:
+        y = (np.asarray(acc).astype(np.float32) * m) / np.float32(n.attrs["div"])
+        return np.clip(np.rint(y), n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
     return fl32_requant(acc, m, n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
 
 
@@ -124,7 +138,8 @@ def qmul32_reference(n, ins):
     ``clip(rint(fl32(fl32(a * b) * R)), lo, hi)``, ``R = fl32(fl32(sa sb) / sy)``, halves to
     even (MlasQLinearMulKernel; the product of two int8 values is exact in float32)."""
     p = ins[0].astype(np.int64) * ins[1].astype(np.int64)
-    return fl32_requant(p, n.attrs["R"], n.attrs["lo"], n.attrs["hi"]).astype(np.int8)
+    return fl32_requant(p, n.attrs["R"], n.attrs["lo"], n.attrs["hi"],
+                        n.attrs.get("zp", 0)).astype(np.int8)
 
 
 def _mul32_cpu(n, g):
@@ -136,7 +151,7 @@ def _mul32_cpu(n, g):
     def body(*i):
         bi = tuple(j if m == k else 0 for j, m, k in zip(i, b.shape, a.shape))
         p = cast("int32", a[i]) * cast("int32", b[bi])
-        return fl32_requant_te(p, r, n.attrs["lo"], n.attrs["hi"])
+        return fl32_requant_te(p, r, n.attrs["lo"], n.attrs["hi"], n.attrs.get("zp", 0))
     out = compute(a.shape, body, name=n.name, dtype="int8")
     return out, [(x, ("value", i)) for x, i in zip(xs, n.inputs)]
 
@@ -146,8 +161,16 @@ def _req32_cpu(n, g):
     xv, mv = g.values[n.inputs[0]], g.values[n.inputs[1]]
     x = placeholder(xv.shape, "int32", "acc")
     m = placeholder(mv.shape, "float32", "m32")
-    out = compute(xv.shape, lambda *i: fl32_requant_te(x[i], m[i[1]], n.attrs["lo"],
-                                                        n.attrs["hi"]), name=n.name, dtype="int8")
+    if "div" in n.attrs:            # see qreq32_reference
+        from ..te import cast, clip, round as te_round
+        d = float(np.float32(n.attrs["div"]))
+        out = compute(xv.shape, lambda *i: cast("int8", clip(te_round(
+            (cast("float32", x[i]) * m[i[1]]) / d), float(n.attrs["lo"]),
+            float(n.attrs["hi"]))), name=n.name, dtype="int8")
+    else:
+        out = compute(xv.shape, lambda *i: fl32_requant_te(x[i], m[i[1]], n.attrs["lo"],
+                                                            n.attrs["hi"]), name=n.name,
+                      dtype="int8")
     return out, [(x, ("value", n.inputs[0])),
                  (m, ("param", np.asarray(g.params[n.inputs[1]], np.float32)))]
 
