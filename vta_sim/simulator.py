@@ -22,6 +22,7 @@ from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramErro
                      TokenError, UninitializedReadError, WorkLimitError)
 from .sram import Sram
 from .stats import Stats
+from .timing_cache import TimingCache
 
 __all__ = ["Simulator", "simulate", "DEFAULT_MAX_WORK"]
 
@@ -97,6 +98,11 @@ class Simulator:
         (what a Chrome trace or a timeline draws).  False keeps only the per-instruction
         cycles (about 80 bytes per instruction on top of the functional run); the statistics
         are the same.
+    timing_cache : bool
+        Keep the timed result of each stream (:mod:`vta_sim.timing_cache`): a run of the same
+        stream bytes from the same tokens under the same parameters gets a copy of it instead
+        of running the timing model again (its cycles depend on no data; the functional run
+        still executes).  False runs the timing model on every run.
 
     Attributes
     ----------
@@ -118,7 +124,7 @@ class Simulator:
     def __init__(self, config: VTAConfig | None = None, *, serial: bool = False,
                  strict: bool = False, max_work: int | None = DEFAULT_MAX_WORK,
                  leftover_tokens: str = "error", timing=None, out_buffer: bool = False,
-                 record_timing: bool = True):
+                 record_timing: bool = True, timing_cache: bool = True):
         if config is None:
             config = default_config()
         if not isinstance(config, VTAConfig):
@@ -147,6 +153,7 @@ class Simulator:
         self.leftover_tokens = leftover_tokens
         self.timing = timing
         self.record_timing = bool(record_timing)
+        self.timing_cache = TimingCache() if timing_cache else None
         self.out_buffer = bool(out_buffer)
         self.sram = Sram(config, self.out_buffer)
         self.tokens = [0, 0, 0, 0]
@@ -217,12 +224,20 @@ class Simulator:
                 ", ".join(f"{t} on {q}" for q, t in leftover) +
                 " (every push must be popped; use leftover_tokens='keep' to carry them over)")
         if self.timing is not None:
-            from .timing import simulate_timing
-            self.last_timing = simulate_timing(arr, self.timing, serial=self.serial,
-                                               initial_tokens=tokens_before,
-                                               record=self.record_timing, lists=self._c,
-                                               tokens=(prog.modarr, pops, pushes))
-            stats.timing = self.last_timing.summary()
+            cache, res = self.timing_cache, None
+            if cache is not None:
+                key = cache.key(data, tokens_before, self.timing, self.serial,
+                                self.record_timing)
+                res = cache.get(key, arr)
+            if res is None:
+                from .timing import simulate_timing
+                res = simulate_timing(arr, self.timing, serial=self.serial,
+                                      initial_tokens=tokens_before, record=self.record_timing,
+                                      lists=self._c, tokens=(prog.modarr, pops, pushes))
+                if cache is not None:
+                    cache.put(key, res)
+            self.last_timing = res
+            stats.timing = res.summary()
         return stats
 
     def _prepare(self, data: bytes, dram_bytes: int) -> "_Program":
