@@ -82,13 +82,24 @@ def test_dram_base_tokens_and_parameters_are_part_of_the_key():
 
 
 def test_the_cache_keeps_at_most_its_limit():
-    c = TimingCache(limit=20)
+    """Instructions and logged bursts, flows and fetches count; the oldest go first; a run
+    bigger than the limit by itself is not kept."""
+    progs = [random_program(None, seed, 6) for seed in range(5)]
+    big = random_program(None, 9, 60)
+
+    def size(insns, dram):
+        sim = Simulator(timing=True, timing_cache=False)
+        sim.run(insns, dram.copy())
+        r = sim.last_timing
+        return len(r.start) + len(r.bursts) + len(r.flows) + len(r.fetch)
+    sizes = [size(*p) for p in progs]
+    c = TimingCache(limit=2 * max(sizes))
+    assert size(*big) > c.limit and sum(sizes) > c.limit
     sim = Simulator(timing=True)
     sim.timing_cache = c
-    progs = [random_program(None, seed, 6) for seed in range(5)]
-    for insns, dram in progs:
+    for k, (insns, dram) in enumerate(progs):
         sim.run(insns, dram.copy())
-        assert c._insns <= 20 and c._insns == sum(len(k[0]) // 16 for k in c._runs)
-    big = random_program(None, 9, 40)
-    sim.run(big[0], big[1].copy())             # over the limit by itself: not kept
-    assert all(k[0] != big[0] for k in c._runs)
+        assert c.size <= c.limit and c.size == sum(n for _, n in c._runs.values())
+        assert sorted(n for _, n in c._runs.values()) == sorted(sizes[k + 1 - len(c._runs):k + 1])
+    sim.run(big[0], big[1].copy())
+    assert all(key[0] != big[0] for key in c._runs)

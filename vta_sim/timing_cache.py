@@ -15,19 +15,20 @@ import dataclasses
 
 __all__ = ["TimingCache", "TIMING_CACHE_INSNS"]
 
-#: Instructions of the timed runs a Simulator keeps (about 24 bytes each, plus the logs of a
-#: recorded run).
-TIMING_CACHE_INSNS = 200_000
+#: Entries of the timed runs a Simulator keeps: one per instruction (its start, end and issue
+#: cycles) and one per DRAM burst, token flow and fetch of a recorded run (about 100 bytes
+#: each at most).
+TIMING_CACHE_INSNS = 400_000
 
 
 class TimingCache:
     """Least recently used timed runs, keyed by ``(stream bytes, initial tokens, params,
-    serial, record)``, at most :data:`TIMING_CACHE_INSNS` instructions in all."""
+    serial, record)``, at most ``limit`` entries in all (:func:`_size`)."""
 
     def __init__(self, limit: int = TIMING_CACHE_INSNS):
         self.limit = limit
-        self._runs: dict = {}            # least recently used first
-        self._insns = 0
+        self._runs: dict = {}            # (result, size), least recently used first
+        self.size = 0
         self.hits = 0
         self.misses = 0
 
@@ -38,24 +39,27 @@ class TimingCache:
     def get(self, key, arr):
         """A copy of the cached result of ``key`` (its instructions ``arr``: the same fields
         as the cached run's), or None."""
-        res = self._runs.pop(key, None)
-        if res is None:
+        got = self._runs.pop(key, None)
+        if got is None:
             self.misses += 1
             return None
-        self._runs[key] = res                               # most recently used last
+        self._runs[key] = got                               # most recently used last
         self.hits += 1
-        return _copy(res, arr)
+        return _copy(got[0], arr)
 
     def put(self, key, res) -> None:
-        n = len(key[0]) // 16
+        n = _size(res)
         if n > self.limit:
             return                          # too big to keep
-        self._runs[key] = _copy(res, res.insns)
-        self._insns += n
-        while self._insns > self.limit:
-            old = next(iter(self._runs))
-            del self._runs[old]
-            self._insns -= len(old[0]) // 16
+        self._runs[key] = (_copy(res, res.insns), n)
+        self.size += n
+        while self.size > self.limit:
+            self.size -= self._runs.pop(next(iter(self._runs)))[1]
+
+
+def _size(res) -> int:
+    """Entries of a timed run: its instructions and its logged bursts, flows and fetches."""
+    return len(res.start) + len(res.bursts) + len(res.flows) + len(res.fetch)
 
 
 def _copy(res, arr):
