@@ -7,7 +7,11 @@ inference through the executor on ``SimDevice(timed=True)``, then ``--repeat`` i
 timed in CPU seconds (``time.process_time``; the whole inference: runtime, CPU operators and
 the simulator); then every golden vector (``tests/data/vectors``) run on a timed
 :class:`vta_sim.Simulator`, as simulated cycles per CPU second.  Prints one JSON line with
-the VTA cycles of every model, so two trees' rows show the cycles are the same.
+the VTA cycles of every model and a digest of one more inference's outputs and of every
+stream's statistics (timing summary included), so two trees' rows show the results and cycles
+are the same.  ``--modes timed,nocache,untimed`` adds the same inference with the
+Simulator's kept timed runs off (:mod:`vta_sim.timing_cache`: the timing model runs on every
+stream) and on ``SimDevice(timed=False)`` (the functional simulator alone).
 
 Run, interleaving the trees (the machine is shared, so alternate them)::
 
@@ -19,6 +23,7 @@ Run, interleaving the trees (the machine is shared, so alternate them)::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -52,19 +57,53 @@ def _compile(name: str):
     return compile_model(model, cfg, calib=cal[:2]), cal[2]
 
 
-def per_inference(name: str, repeat: int) -> dict:
+def _digest(out: dict, stats: list) -> str:
+    h = hashlib.sha256()
+    for k in sorted(out):
+        a = np.ascontiguousarray(out[k])
+        h.update(f"{k}{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    h.update(json.dumps(stats, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def per_inference(name: str, repeat: int, modes=("timed",)) -> dict:
+    """Per mode: ``timed`` (SimDevice(timed=True), as the tree ships it), ``nocache`` (the
+    same with the Simulator's kept timed runs off, when the tree has them: the timing model
+    runs on every stream), ``untimed`` (SimDevice(timed=False): the functional simulator)."""
     from isa import VTAConfig
     from vta_runtime import SimDevice
     c, feeds = _compile(name)
-    ex = c.executor(SimDevice(VTAConfig(), timed=True))
-    ex.run(feeds)                                   # warm-up: JIT, resident weights, plans
-    cpu = []
-    for _ in range(repeat):
-        p0 = time.process_time()
-        ex.run(feeds)
-        cpu.append(time.process_time() - p0)
-    return {"cpu_best": round(min(cpu), 3), "cpu_median": round(float(np.median(cpu)), 3),
-            "cycles": int(ex.summary()["vta_cycles"])}
+    row = {}
+    for mode in modes:
+        dev = SimDevice(VTAConfig(), timed=mode != "untimed")
+        if mode == "nocache":
+            dev.sim.timing_cache = None
+        ex = c.executor(dev)
+        ex.run(feeds)                               # warm-up: JIT, resident weights, plans
+        cpu = []
+        for _ in range(repeat):
+            p0 = time.process_time()
+            ex.run(feeds)
+            cpu.append(time.process_time() - p0)
+        # the outputs and every stream's statistics (timing summary included) of one more run
+        stats, real = [], dev.sim.run
+
+        def rec(insns, dram):
+            st = real(insns, dram)
+            stats.append(st.as_dict())
+            return st
+        dev.sim.run = rec
+        try:
+            out = ex.run(feeds)
+        finally:
+            dev.sim.run = real
+        r = {"cpu_best": round(min(cpu), 3), "cpu_median": round(float(np.median(cpu)), 3),
+             "digest": _digest(out, stats)}
+        if mode != "untimed":
+            r["cycles"] = int(ex.summary()["vta_cycles"])
+        row[mode] = r
+    return row
 
 
 def vectors(repeat: int) -> dict:
@@ -91,11 +130,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tag", default="")
     ap.add_argument("--models", default="resnet18,efficientnet_b0,ocr_rec")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--modes", default="timed",
+                    help="comma-separated: timed, nocache, untimed (see per_inference)")
     a = ap.parse_args(argv)
     row = {"tag": a.tag, "load_start": round(os.getloadavg()[0], 2),
            "utc": time.strftime("%H:%M", time.gmtime())}
     for m in filter(None, a.models.split(",")):
-        row[m] = per_inference(m, a.repeat)
+        row[m] = per_inference(m, a.repeat, a.modes.split(","))
     row["vectors"] = vectors(a.repeat)
     row["load_end"] = round(os.getloadavg()[0], 2)
     import vta_sim

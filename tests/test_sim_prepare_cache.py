@@ -133,3 +133,76 @@ def test_streams_that_differ_in_other_fields_are_prepared_apart():
     assert sim.run(other, a).as_dict() == Simulator(cfg).run(other, b).as_dict()
     assert np.array_equal(a, b)
     assert len(sim._programs) == 2
+
+
+def _kept_run(sim, insns, dram, tokens):
+    sim.tokens[:] = tokens
+    d = dram.copy()
+    try:
+        st = sim.run(insns, d)
+    except SimError as e:
+        return type(e).__name__, str(e), d.tobytes(), list(sim.tokens)
+    return st.as_dict(), list(sim.last_order), d.tobytes(), list(sim.tokens)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_stream_run_again_executes_its_kept_order(seed, monkeypatch):
+    """A prepared stream keeps its concurrent schedule per set of initial tokens: run again
+    (from the same tokens, or from others, or on a stream that fails in the middle), it gives
+    what a Simulator that keeps no schedule gives - DRAM image, order, statistics, tokens."""
+    from vta_sim import simulator
+    insns, dram = random_program(None, seed, 60)
+    kept = Simulator(timing=True, leftover_tokens="keep")
+    runs = [(insns, dram, (0, 0, 0, 0))] * 3 + [(insns, dram, (1, 0, 1, 0))] * 2
+    got = [_kept_run(kept, *r) for r in runs]
+    prog = next(iter(kept._programs.values()))
+    assert (0, 0, 0, 0) in prog.orders   # (from 1, 0, 1, 0 some programs fail: not kept)
+    assert isinstance(got[3][0], str) == ((1, 0, 1, 0) not in prog.orders)
+    calls = []
+    real = Simulator._run_concurrent
+    monkeypatch.setattr(Simulator, "_run_concurrent",
+                        lambda self, *a: calls.append(1) or real(self, *a))
+    got.append(_kept_run(kept, insns, dram, (0, 0, 0, 0)))
+    assert not calls                   # the kept order ran
+    monkeypatch.setattr(simulator, "_ORDERS_KEPT", 0)
+    fresh = Simulator(timing=True, leftover_tokens="keep")
+    want = [_kept_run(fresh, *r) for r in runs + [(insns, dram, (0, 0, 0, 0))]]
+    assert got == want
+
+
+def test_a_kept_order_that_fails_midway_restores_the_tokens():
+    """The kept order's run of a stream whose micro-ops were overwritten in DRAM fails at the
+    same GEMM as a fresh run, with the same error and the tokens as before the run."""
+    cfg = VTAConfig()
+    for seed in range(40):
+        insns, dram = random_program(cfg, seed, 40)
+        arr = decode_stream(insns, cfg, strict=False)
+        c = arr.cols
+        uop = np.flatnonzero((c["opcode"] == Opcode.LOAD) & (c["memory_type"] == MemType.UOP)
+                             & (c["x_size"] > 0))
+        if uop.size and (c["opcode"] == Opcode.GEMM).any():
+            break
+    bad = dram.copy()
+    i = int(uop[0])
+    e = cfg.elem_bytes(MemType.UOP)
+    lo = int(c["dram_base"][i]) * e
+    bad[lo:lo + int(c["x_size"][i]) * e] = 0xFF          # every micro-op field at its top
+    sim = Simulator(timing=True)
+    ok = _kept_run(sim, insns, dram, (0, 0, 0, 0))
+    err = _kept_run(sim, insns, bad, (0, 0, 0, 0))
+    assert isinstance(ok[0], dict) and isinstance(err[0], str)
+    assert err[3] == [0, 0, 0, 0]
+    assert err[:2] == _kept_run(Simulator(timing=True), insns, bad, (0, 0, 0, 0))[:2]
+    assert _kept_run(sim, insns, dram, (0, 0, 0, 0)) == ok
+
+
+def test_a_kept_order_leaves_the_tokens_its_first_run_left():
+    """Two tokens on l2g before a compute-only stream that pops both: none after, every run."""
+    from .sim_helpers import FinishInsn, GemmInsn, program
+    insns = program([GemmInsn(0, 1, 1, 1, 0, 0, 0, 0, 0, 0, pop_prev=1),
+                     FinishInsn(pop_prev=1)])
+    sim = Simulator(timing=True, leftover_tokens="keep")
+    dram = np.zeros(4096, np.uint8)
+    for _ in range(3):
+        assert _kept_run(sim, insns, dram, (2, 0, 0, 0))[3] == [0, 0, 0, 0]
+    assert list(next(iter(sim._programs.values())).orders) == [(2, 0, 0, 0)]

@@ -1,10 +1,11 @@
 """The timing engine's shortcuts against the straightforward scheduler they replace.
 
 :class:`vta_sim.timing_engine.Engine` tries only a token queue's consumer when a token
-arrives and accepts an in-order DRAM client's bursts in one tight loop.  ``Reference`` below
-is the plain form of both: every module is tried on every token (the consumer and the
-others, in module order) and the in-order arbiter re-evaluates every client's queue before
-each single acceptance.  Every observable of a timed run - per-instruction start/end/issue
+arrives, accepts an in-order DRAM client's bursts in one tight loop and runs the fetch
+drain's next step inline when it would be the next event.  ``Reference`` below is the plain
+form of all three: every module is tried on every token (the consumer and the others, in
+module order), the in-order arbiter re-evaluates every client's queue before each single
+acceptance, and every drain step is an event.  Every observable of a timed run - per-instruction start/end/issue
 cycles, stall and busy statistics, DRAM bursts, token flows, the fetch log - must be equal on
 random programs under every timing preset, concurrent and serial."""
 
@@ -27,6 +28,40 @@ class Reference(Engine):
         self.inflight[t] -= 1
         self.tokens[t] += 1
         for m in _MODULES:
+            self.try_start(m)
+
+    def fetch_drain(self, event=False):
+        # one event per step (the engine runs a step inline when it would be the next event)
+        self.fetch_draining = False
+        if not self.fetch_buf:
+            if not self.p.fetch_overlap:
+                self.fetch_log.append((self.fetch_t0, self.now))
+            self.fetch_issue()
+            return
+        i = self.fetch_buf[0]
+        if self.fetch_at[i] > self.now:
+            self.fetch_draining = True
+            self.at(self.fetch_at[i], self.fetch_drain)
+            return
+        m = self.mod[i]
+        if len(self.queue[m]) >= self.p.cmd_queue_depth:
+            if self.fetch_blocked is None:
+                self.fetch_blocked = (m, self.now)
+            return
+        if self.fetch_blocked is not None:
+            bm, since = self.fetch_blocked
+            key = f"full {('load', 'compute', 'store')[bm]} queue"
+            self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
+            self.fetch_blocked = None
+        self.fetch_buf.popleft()
+        self.queue[m].append(i)
+        self.delivered[m] += 1
+        self.issue[i] = self.now
+        self.fetch_draining = True
+        self.at(self.now + self.drain_cycles, self.fetch_drain)
+        if self.p.fetch_overlap and not self.fetch_inflight and self.fetch_next < self.n:
+            self.fetch_issue()
+        if not self.busy_flag[m] and self.blocked_push[m] is None:
             self.try_start(m)
 
     def arbitrate_in_order(self):

@@ -22,11 +22,14 @@ from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramErro
                      TokenError, UninitializedReadError, WorkLimitError)
 from .sram import Sram
 from .stats import Stats
+from .timing_cache import TimingCache
 
 __all__ = ["Simulator", "simulate", "DEFAULT_MAX_WORK"]
 
 #: Instructions of the prepared streams a Simulator keeps (about 1 KB each).
 _PROGRAM_CACHE_INSNS = 200_000
+#: Concurrent schedules kept per prepared stream (one per distinct set of initial tokens).
+_ORDERS_KEPT = 4
 #: Default cap on simulated work per run, in MAC-equivalents (about 5-10 s of simulation).
 DEFAULT_MAX_WORK = 10_000_000_000
 
@@ -97,6 +100,11 @@ class Simulator:
         (what a Chrome trace or a timeline draws).  False keeps only the per-instruction
         cycles (about 80 bytes per instruction on top of the functional run); the statistics
         are the same.
+    timing_cache : bool
+        Keep the timed result of each stream (:mod:`vta_sim.timing_cache`): a run of the same
+        stream bytes from the same tokens under the same parameters gets a copy of it instead
+        of running the timing model again (its cycles depend on no data; the functional run
+        still executes).  False runs the timing model on every run.
 
     Attributes
     ----------
@@ -118,7 +126,7 @@ class Simulator:
     def __init__(self, config: VTAConfig | None = None, *, serial: bool = False,
                  strict: bool = False, max_work: int | None = DEFAULT_MAX_WORK,
                  leftover_tokens: str = "error", timing=None, out_buffer: bool = False,
-                 record_timing: bool = True):
+                 record_timing: bool = True, timing_cache: bool = True):
         if config is None:
             config = default_config()
         if not isinstance(config, VTAConfig):
@@ -147,6 +155,7 @@ class Simulator:
         self.leftover_tokens = leftover_tokens
         self.timing = timing
         self.record_timing = bool(record_timing)
+        self.timing_cache = TimingCache() if timing_cache else None
         self.out_buffer = bool(out_buffer)
         self.sram = Sram(config, self.out_buffer)
         self.tokens = [0, 0, 0, 0]
@@ -201,7 +210,7 @@ class Simulator:
         try:
             with single_threaded():
                 order = self._run_serial(n, pops, pushes) if self.serial else \
-                    self._run_concurrent(n, prog.mod, pops, pushes)
+                    self._run_kept(prog, tokens_before)
         except SimError:
             self.tokens[:] = tokens_before   # the SRAMs keep what the partial run wrote
             raise
@@ -217,12 +226,20 @@ class Simulator:
                 ", ".join(f"{t} on {q}" for q, t in leftover) +
                 " (every push must be popped; use leftover_tokens='keep' to carry them over)")
         if self.timing is not None:
-            from .timing import simulate_timing
-            self.last_timing = simulate_timing(arr, self.timing, serial=self.serial,
-                                               initial_tokens=tokens_before,
-                                               record=self.record_timing, lists=self._c,
-                                               tokens=(prog.modarr, pops, pushes))
-            stats.timing = self.last_timing.summary()
+            cache, res = self.timing_cache, None
+            if cache is not None:
+                key = cache.key(data, tokens_before, self.timing, self.serial,
+                                self.record_timing)
+                res = cache.get(key, arr)
+            if res is None:
+                from .timing import simulate_timing
+                res = simulate_timing(arr, self.timing, serial=self.serial,
+                                      initial_tokens=tokens_before, record=self.record_timing,
+                                      lists=self._c, tokens=(prog.modarr, pops, pushes))
+                if cache is not None:
+                    cache.put(key, res)
+            self.last_timing = res
+            stats.timing = res.summary()
         return stats
 
     def _prepare(self, data: bytes, dram_bytes: int) -> "_Program":
@@ -282,7 +299,7 @@ class Simulator:
         prog = _Program(arr, n, {k: v.tolist() for k, v in c.items()}, kind.tolist(),
                         work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
                         _counts(c, kind, cfg, n), db, ext_rows,
-                        np.searchsorted(rows, ext_rows), ext_off, ext_eb)
+                        np.searchsorted(rows, ext_rows), ext_off, ext_eb, {})
         if n > _PROGRAM_CACHE_INSNS:
             return prog                      # too big to keep after the run
         self._programs[key] = prog
@@ -307,6 +324,25 @@ class Simulator:
             for q in pushes[i]:
                 tok[q] += 1
         return range(n)
+
+    def _run_kept(self, prog, tokens_before):
+        """The concurrent schedule of ``prog``: the order the modules execute in and the
+        tokens after it depend only on the program's pops and pushes and the tokens before
+        it, so a program run again from the same tokens executes the order of its first run
+        (:meth:`_run_concurrent`, which also found it free of deadlocks and FINISH races)."""
+        key = tuple(tokens_before)
+        kept = prog.orders.get(key)
+        if kept is None:
+            order = self._run_concurrent(prog.n, prog.mod, prog.pops, prog.pushes)
+            if len(prog.orders) < _ORDERS_KEPT:
+                prog.orders[key] = (order, tuple(self.tokens))
+            return list(order)
+        order, after = kept
+        execute = self._execute
+        for i in order:
+            execute(i)
+        self.tokens[:] = after
+        return list(order)
 
     def _run_concurrent(self, n, mod, pops, pushes):
         queues = [[], [], []]
@@ -435,6 +471,7 @@ class _Program(NamedTuple):
     ext_pos: np.ndarray     # their positions among the LOAD/STORE rows
     ext_off: np.ndarray     # tiles from dram_base to the end of their last row
     ext_eb: np.ndarray      # bytes per tile
+    orders: dict            # concurrent schedules by initial tokens (Simulator._run_kept)
 
 
 def _template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
+from functools import lru_cache
 from heapq import heappop, heappush
 
 import numpy as np
@@ -172,41 +173,57 @@ class Engine(DramReads):
             self.dram_request("fetch", b, None)
         self.dram_request("fetch", sizes[-1], arrived, on_accept=accepted if stream else None)
 
-    def fetch_drain(self):
-        self.fetch_draining = False
-        if not self.fetch_buf:
-            if not self.p.fetch_overlap:
-                self.fetch_log.append((self.fetch_t0, self.now))
-            self.fetch_issue()
-            return
-        i = self.fetch_buf[0]
-        ta = self.fetch_at[i]
-        if ta > self.now:                       # still streaming in
+    def fetch_drain(self, event=False):
+        """Move the next fetched instruction into its module's queue, one every
+        ``fetch_drain_cycles``.  The next step is an event at ``now + fetch_drain_cycles``
+        with the sequence number taken here (so it runs before any event pushed later for
+        that cycle).  When this call is that event (``event``: nothing of another event is
+        left to run at ``now``) and the heap holds nothing that would run before the next
+        step, the step runs inline instead, exactly as the event loop would run it next."""
+        heap = self.heap
+        while True:
+            self.fetch_draining = False
+            if not self.fetch_buf:
+                if not self.p.fetch_overlap:
+                    self.fetch_log.append((self.fetch_t0, self.now))
+                self.fetch_issue()
+                return
+            i = self.fetch_buf[0]
+            ta = self.fetch_at[i]
+            if ta > self.now:                       # still streaming in
+                self.fetch_draining = True
+                self.seq += 1
+                if not event or heap and heap[0][0] <= ta:
+                    heappush(heap, (ta, self.seq, self._drain, (True,)))
+                    return
+                self.now = ta                       # the next event: run it here
+                continue
+            m = self.mod[i]
+            if len(self.queue[m]) >= self.p.cmd_queue_depth:
+                if self.fetch_blocked is None:
+                    self.fetch_blocked = (m, self.now)
+                return
+            if self.fetch_blocked is not None:
+                bm, since = self.fetch_blocked
+                key = f"full {_MODULES[bm]} queue"
+                self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
+                self.fetch_blocked = None
+            self.fetch_buf.popleft()
+            self.queue[m].append(i)
+            self.delivered[m] += 1
+            now = self.issue[i] = self.now
             self.fetch_draining = True
             self.seq += 1
-            heappush(self.heap, (ta, self.seq, self._drain, ()))
-            return
-        m = self.mod[i]
-        if len(self.queue[m]) >= self.p.cmd_queue_depth:
-            if self.fetch_blocked is None:
-                self.fetch_blocked = (m, self.now)
-            return
-        if self.fetch_blocked is not None:
-            bm, since = self.fetch_blocked
-            key = f"full {_MODULES[bm]} queue"
-            self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
-            self.fetch_blocked = None
-        self.fetch_buf.popleft()
-        self.queue[m].append(i)
-        self.delivered[m] += 1
-        now = self.issue[i] = self.now
-        self.fetch_draining = True
-        self.seq += 1
-        heappush(self.heap, (now + self.drain_cycles, self.seq, self._drain, ()))
-        if self.p.fetch_overlap and not self.fetch_inflight and self.fetch_next < self.n:
-            self.fetch_issue()
-        if not self.busy_flag[m] and self.blocked_push[m] is None:
-            self.try_start(m)
+            seq, nxt = self.seq, now + self.drain_cycles
+            if self.p.fetch_overlap and not self.fetch_inflight and self.fetch_next < self.n:
+                self.fetch_issue()
+            if not self.busy_flag[m] and self.blocked_push[m] is None:
+                self.try_start(m)
+            if not event or heap and (heap[0][0] < nxt or heap[0][0] == nxt and
+                                      heap[0][1] < seq):
+                heappush(heap, (nxt, seq, self._drain, (True,)))
+                return
+            self.now = nxt                          # the next event: run it here
 
     # ----------------------------------------------------------------------- modules
     def set_wait(self, m, reason):
@@ -273,7 +290,7 @@ class Engine(DramReads):
                 self.at(now, self.retry_push, pm)
         q.popleft()
         if self.fetch_blocked is not None and self.fetch_blocked[0] == m:
-            self.at(now, self.fetch_drain)
+            self.at(now, self.fetch_drain, True)
         self.busy_flag[m] = True
         # the instruction's time starts with its decode (with dispatch_before_pop that was
         # before the pops: a wait for tokens is reported before it, as the same stall)
@@ -311,11 +328,7 @@ class Engine(DramReads):
         a = D * E
         if step % B == 0:
             return (Y, nb) if a % B + nb <= B else None
-        lim = B - nb
-        for y in range(Y):
-            if (a + y * step) % B > lim:
-                return None
-        return Y, nb
+        return (Y, nb) if _rows_fit(a % B, step % B, Y, B, B - nb) else None
 
     def store_cycles(self, i):
         c, p = self.c, self.p
@@ -506,6 +519,17 @@ class Engine(DramReads):
 MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}
 CONSUMER_OF_QUEUE = (MODULE_COMPUTE, MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE)
 _CLIENT_OF = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}
+
+
+@lru_cache(maxsize=1 << 16)
+def _rows_fit(a, step, Y, B, lim) -> bool:
+    """Whether none of the ``Y`` rows at byte ``a + y * step`` starts past ``lim`` within its
+    ``B``-byte burst boundary (a pure function of the remainders: kept, as a network's
+    LOADs repeat their shapes and offsets run after run)."""
+    for y in range(Y):
+        if (a + y * step) % B > lim:
+            return False
+    return True
 
 
 def _costs(cols, p):
