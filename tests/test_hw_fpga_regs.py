@@ -52,26 +52,23 @@ def test_store_size_product_is_registered_before_the_sram_base_sum():
     assert "end" not in regs
 
 
-def _users(text: str, wire: str) -> set[str]:
-    """Types of the cells of the top module that take a slice of ``wire`` as an input."""
+def _cmd_insn_users(text: str) -> set[str]:
+    """Types of the cells of the top module that take a slice of ``cmd_insn`` as an input."""
     top = text.split("\nmodule ")[1]
     cells = re.findall(r"cell (\$\w+) \S+\n(.*?)\n  end", top, re.S)
-    return {typ for typ, body in cells if re.search(rf"connect \\[ABS] .*\\{wire} \[", body)}
+    return {typ for typ, body in cells if re.search(r"connect \\[ABS] .*\\cmd_insn \[", body)}
 
 
-def test_pipelined_compute_has_only_registers_behind_its_command_queue():
+def test_pipelined_compute_has_only_selects_behind_its_command_queue():
     """The ``pipelined`` compute module takes ``uop_bgn + 1``, ``uop_bgn + 1 == uop_end`` and
     DECODE's ``runs_loop`` from the queue (``cmd_pre``, computed where fetch pushes the
-    instruction; the thirteenth session's critical path on all three seeds: the queue's
-    block RAM -> ``uop_bgn + 1 == uop_end`` -> ``uop_single1``), and the head's ``uop_bgn``
-    for the UOP SRAM address from a register beside the queue (``cmd_uop_bgn``; the
-    thirteenth session's seed 2: the queue's block RAM -> two selects -> the UOP SRAM
-    address), so the queue's block RAM output feeds registers only."""
+    instruction), so the queue's block RAM output feeds selects and registers only: no adder
+    or compare (the thirteenth session's critical path on all three seeds: the queue's
+    block RAM -> ``uop_bgn + 1 == uop_end`` -> ``uop_single1``)."""
     from vta_hw.blocks.compute import ComputeModule
     cfg = VTAConfig()
-    text = rtlil.convert(ComputeModule(cfg, alu_stages=3, pipelined=True))
-    assert _users(text, "cmd_insn") == set()
-    assert _users(text, "cmd_uop_bgn") == {"$mux"}
+    assert _cmd_insn_users(rtlil.convert(ComputeModule(cfg, alu_stages=3,
+                                                       pipelined=True))) == {"$mux"}
 
 
 def test_pipelined_compute_queue_carries_the_predecode_in_the_block_rams_spare_bits():

@@ -12,7 +12,7 @@ from isa import AluOp, MemType, Opcode, VTAConfig
 
 from .alu import AluPipe
 from ..errors import ErrorCode
-from .fields import INSN_BITS, gemm_layout, insn_layout, uop_layout
+from .fields import INSN_BITS, insn_layout, uop_layout
 from .gemm import GemmPipe
 from .load import granules
 from .loader import TileLoader, tile_write
@@ -88,8 +88,6 @@ class ComputeModule(wiring.Component):
     cmd_valid, cmd_ready, cmd_insn, cmd_index : the command queue.
     cmd_pre : ``In(pre_layout(cfg))`` (``pipelined`` only) :meth:`predecode` of ``cmd_insn``,
         carried in the queue with it.
-    cmd_uop_bgn : (``pipelined`` only) ``cmd_insn``'s ``uop_bgn``, from a register (the queue's
-        :class:`~vta_hw.blocks.queue.ShadowedFIFO`): it addresses the UOP SRAM in IDLE.
     l2g_avail, l2g_pop, s2g_avail, s2g_pop : tokens popped (``pop_prev``, ``pop_next``).
     g2l_push, g2s_push : tokens pushed (``push_prev``, ``push_next``).
     rd : ``Out(ReadSignature)``  (LOAD UOP/ACC/ACC_8BIT).
@@ -115,8 +113,7 @@ class ComputeModule(wiring.Component):
         self.acc_lanes = cfg.batch * cfg.block_out
         self.acc_bits = self.acc_lanes * cfg.acc_width
         self.out_bits = self.acc_lanes * cfg.out_width
-        pre = {"cmd_pre": In(pre_layout(cfg)),
-               "cmd_uop_bgn": In(gemm_layout(cfg)["uop_bgn"].shape)} if pipelined else {}
+        pre = {"cmd_pre": In(pre_layout(cfg))} if pipelined else {}
         super().__init__({
             "cmd_valid": In(1), "cmd_ready": Out(1), "cmd_insn": In(INSN_BITS),
             "cmd_index": In(32), **pre,
@@ -277,13 +274,14 @@ class ComputeModule(wiring.Component):
         # (``cmd_pre``, computed where fetch pushes it) and are registered with it (``pre``),
         # so neither the address nor those registers have an adder, compare or decode behind
         # the queue's block RAM (FPGA timing): only the loop's registers, the tokens and the
-        # instruction's fields through a few selects; the head's ``uop_bgn`` comes from a
-        # register beside the queue (``cmd_uop_bgn``), not from its block RAM
+        # instruction's fields through a few selects
+        head = Signal(insn_layout(self.cfg))
+        m.d.comb += head.eq(self.cmd_insn)
         start = in_decode & pre.runs & self._tokens_ready(insn)     # equal to ``loop.start``
         at_start = Mux(pre.single, insn.gemm.uop_bgn, pre.bgn1)
         # in IDLE (``cmd_ready``) the loop is idle and DECODE's ``start`` is low: the head's
         # ``uop_bgn`` is selected last, so it passes one select on its way to the SRAM
-        m.d.comb += uop_rp.addr.eq(Mux(self.cmd_ready, self.cmd_uop_bgn,
+        m.d.comb += uop_rp.addr.eq(Mux(self.cmd_ready, head.gemm.uop_bgn,
                                        Mux(loop.busy, loop.u_ahead_run,
                                            Mux(start, at_start, insn.gemm.uop_bgn))))
         uop0 = Signal(32, name="uop_q", reset_less=True)

@@ -14,10 +14,9 @@ from .csr import CSR_ADDR_BITS, ControlStatus
 from .dsp import is_ecp5
 from ..errors import ErrorCode, HwConfigError
 from .fetch import FetchModule
-from .fields import INSN_BITS, gemm_layout
+from .fields import INSN_BITS
 from .load import LoadModule, granules
 from .memport import MemPortSignature, ReadArbiter
-from .queue import ShadowedFIFO
 from .store import StoreModule
 from .tokens import TokenQueue
 
@@ -147,17 +146,10 @@ class VTACore(wiring.Component):
         for q, mod in (("ld", load), ("cp", comp), ("st", store)):
             insn = getattr(fetch, f"{q}_insn")
             pre = comp.predecode(insn) if q == "cp" and self.pipelined else Cat()
-            width = INSN_BITS + 32 + len(pre)
-            if len(pre):
-                # and the head's ``uop_bgn`` (the UOP SRAM address in IDLE) from a register
-                bgn = gemm_layout(cfg)["uop_bgn"]
-                f = ShadowedFIFO(width=width, depth=self.queue_depth,
-                                 shadow=slice(bgn.offset, bgn.offset + bgn.width))
-                e.d.comb += [comp.cmd_pre.eq(f.r_data[INSN_BITS + 32:]),
-                             comp.cmd_uop_bgn.eq(f.r_shadow)]
-            else:
-                f = fifo.SyncFIFOBuffered(width=width, depth=self.queue_depth)
+            f = fifo.SyncFIFOBuffered(width=INSN_BITS + 32 + len(pre), depth=self.queue_depth)
             e.submodules[f"{q}_queue"] = f
+            if len(pre):
+                e.d.comb += comp.cmd_pre.eq(f.r_data[INSN_BITS + 32:])
             e.d.comb += [f.w_data.eq(Cat(insn, getattr(fetch, f"{q}_index"), pre)),
                          f.w_en.eq(getattr(fetch, f"{q}_valid")),
                          getattr(fetch, f"{q}_ready").eq(f.w_rdy),
