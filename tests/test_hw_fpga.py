@@ -13,7 +13,7 @@ from vta_hw import HwError
 from vta_hw.blocks.csr import Reg
 from vta_hw.blocks.system import CoreWithDram
 from vta_hw.board.uart import ACK, CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG, \
-    HostBridge, UartRx, UartTx
+    RX_FIFO_DEPTH, HostBridge, UartRx, UartTx
 
 TINY = VTAConfig().replace(LOG_BUS_WIDTH=5, LOG_BLOCK=2, LOG_UOP_BUFF_SIZE=8,
                            LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
@@ -129,6 +129,48 @@ def test_host_bridge_takes_pipelined_commands_while_answering():
     sim.add_testbench(bench)
     sim.run()
     assert got == expect
+
+
+def test_host_bridge_holds_exactly_its_fifo_depth_while_an_answer_waits():
+    """With the answers stalled (the link takes no byte), the bridge holds RX_FIFO_DEPTH
+    request bytes beyond the commands it has taken (its FIFO plus the register stage after
+    it) without loss; the next byte is dropped and sets ``overflow``.  Drained, every held
+    command is answered in order and the dropped byte answers nothing."""
+    m, br = _bridged_core()
+    value = [0x11, 0x22, 0x33, 0x44]
+    got, flags = [], []
+
+    async def send(ctx, data):
+        for b in data:
+            ctx.set(br.rx_data, b)
+            ctx.set(br.rx_valid, 1)
+            await ctx.tick()
+        ctx.set(br.rx_valid, 0)
+        await ctx.tick().repeat(10)
+
+    async def bench(ctx):
+        ctx.set(br.tx_ready, 1)
+        await send(ctx, [CMD_WRITE_REG, Reg.INSN_ADDR, *value])
+        assert ctx.get(br.tx_valid) == 0                 # the ACK has gone out
+        ctx.set(br.tx_ready, 0)
+        read = [CMD_READ_REG, Reg.INSN_ADDR]
+        await send(ctx, read * 2)       # taken: one answer waits, the next command for it
+        await send(ctx, read * (RX_FIFO_DEPTH // 2))
+        flags.append(ctx.get(br.overflow))
+        await send(ctx, read[:1])
+        flags.append(ctx.get(br.overflow))
+        ctx.set(br.tx_ready, 1)
+        for _ in range(4 * RX_FIFO_DEPTH):
+            if ctx.get(br.tx_valid):
+                got.append(ctx.get(br.tx_data))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert flags == [0, 1]
+    assert got == value * (2 + RX_FIFO_DEPTH // 2)
 
 
 def _have_yosys():

@@ -105,3 +105,16 @@ def test_pipelined_compute_decodes_from_registers():
     piped = rtlil.convert(ComputeModule(cfg, alu_stages=3, pipelined=True))
     assert not top_cells(piped) & {"$le", "$lt", "$ge", "$gt", "$sub"}
     assert "insn_pre" in _registers(piped)
+
+
+def test_the_bridge_registers_its_fifo_read_data_before_using_it():
+    """The UART bridge's receive FIFO reads from a block RAM without an output register, so
+    its read data drives one register (``rx_byte``) and nothing else: no command decode or
+    byte shift behind the block RAM (the thirteenth session's critical path on seeds 1
+    and 3: ``rx_fifo``'s DP16KD -> the shift into the bridge's write data)."""
+    from vta_hw.board.uart import HostBridge
+    top = rtlil.convert(HostBridge(64, 8192, mem_latency=2)).split("\nmodule ")[1]
+    uses = re.findall(r"assign (\$\d+) \[7:0\] \\r_data \[7:0\]", top)
+    assert len(uses) == 1 and len(re.findall(r"\\r_data \[", top)) == 2   # its port + the one
+    d = re.search(r"connect \\D (\S+) .*\n.*\n\s*connect \\Q \\rx_byte\n", top).group(1)
+    assert d == uses[0]

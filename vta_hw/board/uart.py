@@ -132,11 +132,22 @@ class HostBridge(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         bb = self.bus_bytes
-        m.submodules.rx_fifo = fifo = SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH)
+        # the FIFO's read data comes straight from its block RAM (a DP16KD's clock-to-out is
+        # about 5.6 ns), so a one-byte register stage (``rx_data``/``rx_valid``, refilled in the
+        # cycle its byte is taken) stands between it and the command decode and data shifts
+        # (FPGA timing); the FIFO is one byte shorter, so together they hold RX_FIFO_DEPTH
+        m.submodules.rx_fifo = fifo = SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH - 1)
         m.d.comb += [fifo.w_data.eq(self.rx_data), fifo.w_en.eq(self.rx_valid)]
         with m.If(self.rx_valid & ~fifo.w_rdy):
             m.d.sync += self.overflow.eq(1)
-        rx_data, rx_valid = fifo.r_data, fifo.r_rdy
+        rx_data = Signal(8, name="rx_byte", reset_less=True)
+        rx_valid = Signal(name="rx_byte_valid")
+        take = Signal()                 # the FSM takes ``rx_data`` when ``rx_valid``
+        m.d.comb += fifo.r_en.eq(~rx_valid | take)
+        with m.If(fifo.r_rdy & fifo.r_en):
+            m.d.sync += [rx_data.eq(fifo.r_data), rx_valid.eq(1)]
+        with m.Elif(take):
+            m.d.sync += rx_valid.eq(0)
         cmd = Signal(8)
         arg = Signal(32)
         data = Signal(8 * max(4, bb))
@@ -161,7 +172,7 @@ class HostBridge(wiring.Component):
                 m.d.comb += arg_len.eq(4)
         with m.FSM():
             with m.State("CMD"):
-                m.d.comb += fifo.r_en.eq(1)
+                m.d.comb += take.eq(1)
                 with m.If(rx_valid):
                     m.d.sync += [cmd.eq(rx_data), n.eq(0), arg.eq(0), data.eq(0)]
                     m.next = "ARG"
@@ -169,7 +180,7 @@ class HostBridge(wiring.Component):
                 with m.If(n == arg_len + dat_len):
                     m.next = "EXEC"
                 with m.Else():
-                    m.d.comb += fifo.r_en.eq(1)
+                    m.d.comb += take.eq(1)
                     with m.If(rx_valid):
                         m.d.sync += n.eq(n + 1)
                         with m.If(n < arg_len):
