@@ -47,14 +47,6 @@ ORT_REFERENCES = {
 }
 
 
-def check_ort_reference(ref: str) -> str:
-    """``ref`` if it names an :data:`ORT_REFERENCES` session, else ValueError saying which."""
-    if ref not in ORT_REFERENCES:
-        raise ValueError(f"ort_reference {ref!r}: expected one of "
-                         f"{', '.join(ORT_REFERENCES)}")
-    return ref
-
-
 def fl32_sum(p, q) -> np.ndarray:
     """The float32 rounding of the EXACT sum of float64 values ``p`` and ``q`` (a fused
     multiply-add's single rounding when ``p`` is an exact product, ``q`` a float32),

@@ -23,6 +23,11 @@ from .ort_qdq import (V8, add_table, batchnorm_table, float_add_table, float_mul
                       one_value, ort_table, product_multiplier)
 
 
+def _broadcasts(u, v) -> bool:
+    """Shape ``u`` broadcasts to shape ``v`` of the same rank (each dimension 1 or equal)."""
+    return len(u) == len(v) and all(m in (1, k) for m, k in zip(u, v))
+
+
 def nominal_frac(scale: float) -> int:
     """The power-of-two exponent nearest to ``scale`` (the value's nominal ``frac``)."""
     return int(round(-math.log2(scale)))
@@ -102,10 +107,8 @@ class EltwiseRules:
             return True
         xa, xb = (tuple(g.values[i].shape) for i in n.inputs)
         if flt:           # the session's float Mul between the Q/DQ pairs: its table
-            def bcast(u, v):        # u broadcasts to v (same rank)
-                return len(u) == len(v) and all(m in (1, k) for m, k in zip(u, v))
-            if xa != xb and not bcast(xb, xa):
-                if not bcast(xa, xb):
+            if xa != xb and not _broadcasts(xb, xa):
+                if not _broadcasts(xa, xb):
                     return self._note(n, f"a float Mul of two activations broadcast {xb} "
                                          f"-> {xa} ({self._session_why()})")
                 (a, sa), (b, sb) = (b, sb), (a, sa)    # the float product commutes
@@ -116,8 +119,7 @@ class EltwiseRules:
                 f"a float Mul between the Q/DQ pairs ({self._session_why()}): its 65,536 "
                 f"outputs (CPU)")}, sy)
             return True
-        if xb != xa and (len(xa) != len(xb) or any(m not in (1, k) for m, k in zip(xb, xa))
-                         or (len(xa) == 4 and xb[2:] != (1, 1))):
+        if xb != xa and (not _broadcasts(xb, xa) or (len(xa) == 4 and xb[2:] != (1, 1))):
             return self._note(n, f"a product broadcast {xb} -> {xa} (qmul broadcasts the "
                                  f"second operand's (N, C, 1, 1))")
         fx = product_multiplier(float(R), lo, hi, z)
