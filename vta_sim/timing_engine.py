@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from functools import lru_cache
 from heapq import heappop, heappush
 
 import numpy as np
 
-from isa import MemType, Opcode
+from isa import MemType
 
 from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token_lists
 from .errors import DeadlockError
 from .timing_dram import bursts as _bursts, zero_side_end as _zero_side_end
+from .timing_plan import costs as _costs, mem_plans, rows_fit as _rows_fit
 from .timing_reads import DramReads
 
 __all__ = ["Engine", "CLIENTS"]
@@ -68,6 +68,9 @@ class Engine(DramReads):
         self.end = array("q", [-1]) * n
         self.issue = array("q", [-1]) * n
         self.kind, self.dur, self.gemm_ops = _costs(arr.cols, p)
+        # LOADs and STOREs of equal bursts: their trains and cycles (vta_sim.timing_plan)
+        self.mplan = mem_plans(arr.cols, p, cfg, self.bus, self.max_bytes, self.boundary,
+                               p.read_in_order, self.kind)
         self.elem = {mt: cfg.elem_bytes(mt) for mt in MemType}
         self.heap = []
         self.seq = 0
@@ -331,6 +334,15 @@ class Engine(DramReads):
         return (Y, nb) if _rows_fit(a % B, step % B, Y, B, B - nb) else None
 
     def store_cycles(self, i):
+        sp = self.mplan[i]
+        if sp is not None:              # equal bursts (timing_plan.mem_plans)
+            count, nb, d, total, written = sp
+            if self.record and count:
+                t = self.now + self.dispatch_after + self.p.store_setup_cycles
+                self.bursts.extend([("store", t + k * d, t + (k + 1) * d, nb)
+                                    for k in range(count)])
+            self.dram_written += written
+            return total
         c, p = self.c, self.p
         E = self.cfg.out_elem_bytes
         X, Y, P, D = c["x_size"][i], c["y_size"][i], c["x_stride"][i], c["dram_base"][i]
@@ -361,6 +373,21 @@ class Engine(DramReads):
         return total
 
     def load(self, i, m, t):
+        lp = self.mplan[i]
+        if lp is not None:              # equal bursts (timing_plan.mem_plans)
+            pre, client, count, nb, beats, tail, floor, zero, lead, gap, ztail, Y = lp
+            p = self.p
+            t_req = t + p.load_setup_cycles
+            if floor is not None:
+                floor += t_req
+                if floor:
+                    floor += count * beats
+            else:
+                floor = 0
+            self.at(t_req + pre, self.load_train, i, m, client, (count, nb, beats), tail,
+                    floor, (t_req, lead, gap, ztail, Y, p.pad_row_cycles,
+                            p.pad_cycles_per_tile, []) if zero else None)
+            return
         c, p = self.c, self.p
         mt = c["memory_type"][i]
         E = self.elem[mt]
@@ -519,35 +546,3 @@ class Engine(DramReads):
 MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}
 CONSUMER_OF_QUEUE = (MODULE_COMPUTE, MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE)
 _CLIENT_OF = {MemType.UOP: "uop", MemType.INP: "inp", MemType.WGT: "wgt"}
-
-
-@lru_cache(maxsize=1 << 16)
-def _rows_fit(a, step, Y, B, lim) -> bool:
-    """Whether none of the ``Y`` rows at byte ``a + y * step`` starts past ``lim`` within its
-    ``B``-byte burst boundary (a pure function of the remainders: kept, as a network's
-    LOADs repeat their shapes and offsets run after run)."""
-    for y in range(Y):
-        if (a + y * step) % B > lim:
-            return False
-    return True
-
-
-def _costs(cols, p):
-    """Per instruction, from the program's columns at once: ``kind`` (bytes: 0 = a fixed
-    time, 1 = a STORE with data, 2 = a LOAD with data), ``dur`` (the fixed time of GEMM,
-    ALU, FINISH and NOP instructions) and the GEMM operations of the non-reset GEMMs."""
-    op = cols["opcode"]
-    n_uop = np.maximum(cols["uop_end"] - cols["uop_bgn"], 0) * cols["iter_out"] * \
-        cols["iter_in"]
-    mem = (op == Opcode.LOAD) | (op == Opcode.STORE)
-    gemm = op == Opcode.GEMM
-    dur = np.where(gemm, p.gemm_start_cycles + n_uop * p.gemm_cycles_per_uop,
-                   p.alu_start_cycles + n_uop * np.where(cols["use_imm"] != 0,
-                                                         p.alu_cycles_per_uop_imm,
-                                                         p.alu_cycles_per_uop_vec))
-    dur[op == Opcode.FINISH] = p.finish_cycles
-    dur[mem] = p.nop_cycles
-    kind = np.where(mem & (cols["x_size"] != 0), np.where(op == Opcode.STORE, 1, 2), 0)
-    gemm_ops = int(n_uop[gemm & (cols["reset"] == 0)].sum())
-    return (kind.astype(np.uint8).tobytes(), array("q", dur.astype(np.int64).tobytes()),
-            gemm_ops)
