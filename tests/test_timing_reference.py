@@ -86,7 +86,7 @@ class Reference(Engine):
                 continue
             client = next(k for k in live if req[k][0][0] <= t)
             e = req[client][0]
-            _, count, nbytes, beats, cb, on_accept, spans = e
+            _, count, nbytes, beats, cb, on_accept, spans, args = e[:8]
             if count > 1:
                 e[1] = count - 1
                 cb = on_accept = None
@@ -103,7 +103,7 @@ class Reference(Engine):
             self.dram_read[client] += -(-nbytes // self.bus) * self.bus
             self.bus_free = end + p.read_burst_gap
             if cb is not None:
-                self.at(end, cb)
+                self.at(end, cb, *args)
             t += 1
             self.accept_next = t
 

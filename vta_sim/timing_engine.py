@@ -106,6 +106,9 @@ class Engine(DramReads):
         self.fetch_at = [0] * n                     # in-order DRAM: instruction arrival
         # dram
         self.req = {k: deque() for k in CLIENTS}
+        # the in-order arbiter's constants and the clients' queues in read_priority
+        self._in_order = (p.max_outstanding_reads or -1, p.read_latency, p.read_burst_gap,
+                          p.read_free_cycles, [(k, self.req[k]) for k in p.read_priority])
         self.bus_free = 0
         self.arb_pending = False
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
@@ -448,20 +451,19 @@ class Engine(DramReads):
         self.at(max(self.now, floor) + tail, self.complete, i, m)
 
     def load_train(self, i, m, client, rows, tail, floor=0, zero=None):
-        def done():      # the last burst (a client's bursts are served in order)
-            self.load_done(i, m, tail, floor, zero)
         count, nbytes, beats = rows
-        self.dram_request(client, nbytes, done, beats, count,
-                          spans=zero[-1] if zero else None)
+        # the last burst (a client's bursts are served in order) completes the load
+        self.dram_request(client, nbytes, self.load_done, beats, count,
+                          spans=zero[-1] if zero else None, args=(i, m, tail, floor, zero))
 
     def load_issue(self, i, m, client, sizes, tail, per=0, floor=0, zero=None):
-        def done():      # the last burst (a client's bursts are served in order)
-            self.load_done(i, m, tail, floor, zero)
         spans = zero[-1] if zero else None
         for b in sizes[:-1]:
             self.dram_request(client, b, None, -(-b // per) if per else None, spans=spans)
-        self.dram_request(client, sizes[-1], done, -(-sizes[-1] // per) if per else None,
-                          spans=spans)
+        # the last burst (a client's bursts are served in order) completes the load
+        self.dram_request(client, sizes[-1], self.load_done,
+                          -(-sizes[-1] // per) if per else None, spans=spans,
+                          args=(i, m, tail, floor, zero))
 
     def complete(self, i, m):
         now = self.end[i] = self.now

@@ -6,6 +6,8 @@ of outstanding reads (:meth:`DramReads.arbitrate_in_order`, the RTL's memory por
 
 from __future__ import annotations
 
+from heapq import heappush
+
 __all__ = ["DramReads"]
 
 _INF = float("inf")
@@ -16,15 +18,16 @@ class DramReads:
     whose state they use: ``req``, ``heap``, ``now``, ``p``, ``bus``, ``bus_free``, ...)."""
 
     def dram_request(self, client, nbytes, cb, beats=None, count=1, on_accept=None,
-                     spans=None):
-        """Queue ``count`` read bursts of ``nbytes`` each; ``cb`` runs when the last one has
-        delivered its data; ``on_accept(start)`` (in-order DRAM only) when the last one is
-        accepted, with the cycle its data starts; ``spans`` (in-order DRAM only): a list
-        each burst's ``(start, end)`` data cycles are appended to."""
+                     spans=None, args=()):
+        """Queue ``count`` read bursts of ``nbytes`` each; ``cb(*args)`` runs when the last
+        one has delivered its data; ``on_accept(start)`` (in-order DRAM only) when the last
+        one is accepted, with the cycle its data starts; ``spans`` (in-order DRAM only): a
+        list each burst's ``(start, end)`` data cycles are appended to."""
         lat = self.p.read_latency if self.p.read_pipelined and not self.in_order else 0
+        bus = self.bus
         self.req[client].append([self.now + lat, count, nbytes,
-                                 beats if beats is not None else -(-nbytes // self.bus), cb,
-                                 on_accept, spans])
+                                 beats if beats is not None else -(-nbytes // bus), cb,
+                                 on_accept, spans, args, -(-nbytes // bus) * bus])
         if not self.arb_pending:
             self.arb_pending = True
             self.at(max(self.now, self.accept_next if self.in_order else self.bus_free),
@@ -45,17 +48,16 @@ class DramReads:
         queue is empty or an event runs (only events and ``on_accept`` add requests), so its
         bursts are accepted in one tight loop.  Bursts are served in order, so their slots
         free in order: ``accepted`` keeps the last ``max_outstanding_reads`` slot-free cycles
-        and a burst waits for the oldest of them when it is full."""
-        req, p, heap, acc = self.req, self.p, self.heap, self.accepted
-        order = p.read_priority
-        k_max = p.max_outstanding_reads or -1     # -1: no limit
-        lat, gap, free = p.read_latency, p.read_burst_gap, p.read_free_cycles
+        and a burst waits for the oldest of them when it is full (it stays full: a deque
+        with that many entries at most, only appended to)."""
+        heap, acc = self.heap, self.accepted
+        k_max, lat, gap, free, queues = self._in_order
         log = self.bursts if self.record else None
         t = self.now if self.now > self.accept_next else self.accept_next
         bus_free = self.bus_free
+        full = len(acc) == k_max
         while True:
-            for client in order:
-                q = req[client]
+            for client, q in queues:            # read_priority
                 if q:
                     break
             else:
@@ -63,12 +65,11 @@ class DramReads:
                 return
             nxt = heap[0][0] if heap else _INF
             e = q[0]
-            _, count, nbytes, beats, cb, on_accept, spans = e
-            whole = -(-nbytes // self.bus) * self.bus      # whole beats, as the RTL counts
+            _, count, nbytes, beats, cb, on_accept, spans, args, whole = e
             n0 = count
             wait = -1
             while True:
-                if len(acc) == k_max and acc[0] > t:
+                if full and acc[0] > t:
                     if nxt <= acc[0]:
                         wait = acc[0]
                         break
@@ -88,6 +89,8 @@ class DramReads:
                 if spans is not None:
                     spans.append((start, end))
                 acc.append(end + free)
+                if not full:
+                    full = len(acc) == k_max
                 bus_free = end + gap
                 t += 1
             if count != n0:
@@ -97,7 +100,8 @@ class DramReads:
             if wait >= 0:
                 # wait (or let the events of this cycle run first: they may add requests)
                 e[1] = count
-                self.at(wait, self.arbitrate_in_order)
+                self.seq += 1
+                heappush(heap, (wait, self.seq, self._arbitrate, ()))
                 return
             # the entry's last burst, with its callbacks (in the order of one burst at a time)
             q.popleft()
@@ -108,10 +112,13 @@ class DramReads:
             if spans is not None:
                 spans.append((start, end))
             acc.append(end + free)
+            if not full:
+                full = len(acc) == k_max
             self.dram_read[client] += whole
             bus_free = self.bus_free = end + gap
             if cb is not None:
-                self.at(end, cb)
+                self.seq += 1
+                heappush(heap, (end, self.seq, cb, args))
             t += 1
             self.accept_next = t
 
@@ -153,7 +160,7 @@ class DramReads:
                 if e[0] > t or (limited and len(ends) == ends.maxlen
                                 and ends[0] + p.read_latency > t):
                     break
-                _, count, nbytes, beats, cb = e[:5]
+                _, count, nbytes, beats, cb, _, _, args = e[:8]
                 if count > 1:
                     e[1] = count - 1
                     cb = None
@@ -167,7 +174,7 @@ class DramReads:
                 read[client] += -(-nbytes // self.bus) * self.bus    # whole beats, as the RTL
                 self.bus_free = t = end + gap
                 if cb is not None:
-                    self.at(end, cb)
+                    self.at(end, cb, *args)
                     nxt = heap[0][0]
                 if t >= nxt:
                     self.at(t, self.arbitrate_bus)
