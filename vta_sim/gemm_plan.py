@@ -74,7 +74,7 @@ class GemmPlan:
     """Index arrays of one GEMM instruction's matrix product (see the module docstring)."""
 
     __slots__ = ("xrows", "wrows", "dst", "uniq", "order", "starts", "kchunks", "bsteps",
-                 "touched")
+                 "touched", "grid")
 
     def __init__(self, xrows, wrows, dst, kchunks, bsteps):
         self.xrows = xrows          # [B, R*b, K] INP row indices (times BLOCK_IN columns)
@@ -92,10 +92,28 @@ class GemmPlan:
         else:
             self.uniq, self.order, self.starts = False, order, np.flatnonzero(new)
             self.touched = fs[self.starts]
+        self.grid = _grid(dst) if self.uniq and len(bsteps) == 1 else None
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.xrows, self.wrows, self.dst, self.order,
                                       self.starts, self.touched) if a is not None)
+
+
+def _grid(dst):
+    """``(first, row step, column step)`` when the ``[1, R, Q]`` destinations are the affine
+    grid ``first + r * row step + q * column step`` (non-negative steps), else None: then
+    the accumulator tiles they name are one strided view."""
+    if dst.shape[0] != 1:
+        return None
+    d = dst[0]
+    R, Q = d.shape
+    first = int(d[0, 0])
+    sr = int(d[1, 0]) - first if R > 1 else 0
+    sq = int(d[0, 1]) - first if Q > 1 else 0
+    if sr < 0 or sq < 0:
+        return None
+    want = first + np.arange(R, dtype=np.int64)[:, None] * sr + np.arange(Q, dtype=np.int64) * sq
+    return (first, sr, sq) if np.array_equal(d, want) else None
 
 
 def _group(ud):
@@ -292,7 +310,14 @@ def run_plan(sram, plan: GemmPlan, to_int) -> None:
         y = y.reshape(b1 - b0, R, nb, Q, nbo)
         y = y.reshape(-1, 1, nbo) if nb == 1 else \
             y.transpose(0, 1, 3, 2, 4).reshape(-1, nb, nbo)
-        if plan.uniq:
+        if plan.grid is not None:
+            # the destinations are a strided view of ACC: add in place (wraps)
+            first, sr, sq = plan.grid
+            tb, s1, s2 = acc.strides
+            view = np.ndarray((R, Q, nb, nbo), acc.dtype, acc, first * tb,
+                              (sr * tb, sq * tb, s1, s2))
+            view += y.reshape(R, Q, nb, nbo).astype(acc.dtype, copy=False)
+        elif plan.uniq:
             d = plan.touched if len(plan.bsteps) == 1 else plan.dst[b0:b1].reshape(-1)
             t = np.take(acc, d, axis=0)
             t += y.astype(acc.dtype, copy=False)

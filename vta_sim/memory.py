@@ -30,11 +30,17 @@ def _read(dram: np.ndarray, E: int, D: int, Y: int, X: int, P: int) -> np.ndarra
     if P == X or Y == 1:  # one contiguous block
         return dram[D * E:(D + Y * X) * E].reshape(Y, X, E) if P == X else \
             dram[D * E:(D + X) * E].reshape(1, X, E)
-    # rows P tiles apart (possibly overlapping): a read-only strided view, no index arrays
-    # (the static checks keep the last row inside the image)
-    return np.lib.stride_tricks.as_strided(dram[D * E:(D + (Y - 1) * P + X) * E],
-                                           shape=(Y, X, E), strides=(P * E, E, 1),
-                                           writeable=False)
+    # rows P tiles apart (possibly overlapping): a strided view, no index arrays (the static
+    # checks keep the last row inside the image; the view is only read)
+    return np.ndarray((Y, X, E), np.uint8, dram, D * E, (P * E, E, 1))
+
+
+def _tiles(dram: np.ndarray, dtype, E: int, D: int, Y: int, X: int, P: int, shape):
+    """The DRAM tiles of a 2-D transfer as a read-only view of ``dtype`` elements, shape
+    ``[Y, X] + shape`` (``E`` bytes a tile): a strided view, no copy."""
+    isz = dtype.itemsize
+    strides = (P * E if Y > 1 else X * E, E, shape[1] * isz, isz)
+    return np.ndarray((Y, X) + shape, dtype, dram, D * E, strides)
 
 
 def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: int,
@@ -43,8 +49,8 @@ def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: 
     cfg = s.cfg
     E = s.elem_bytes[mt]
     rows, cols = yp0 + Y + yp1, xp0 + X + xp1
-    raw = _read(dram, E, D, Y, X, P) if Y else np.zeros((0, X, E), np.uint8)
     if mt == MT_UOP:
+        raw = _read(dram, E, D, Y, X, P) if Y else np.zeros((0, X, E), np.uint8)
         w = np.ascontiguousarray(raw).view("<u4").reshape(Y, X).astype(np.int64)
         fields = [(w >> lsb) & ((1 << width) - 1) for _, lsb, width in cfg.uop_layout.fields]
         for dest, val in zip((s.uop_dst, s.uop_src, s.uop_wgt), fields):
@@ -52,30 +58,30 @@ def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: 
         s.uop_written[S:S + rows * cols] = True
         return
     if mt == MT_INP:
-        val = np.ascontiguousarray(raw).view(s.inp_dtype).reshape(Y, X, cfg.batch, cfg.block_in)
-        _place(s.inp, S, rows, cols, yp0, xp0, val)
-        s.inp_written[S:S + rows * cols] = True
+        dest, written, dtype, shape = s.inp, s.inp_written, s.inp_dtype, (cfg.batch,
+                                                                          cfg.block_in)
     elif mt == MT_WGT:
-        val = np.ascontiguousarray(raw).view(s.wgt_dtype).reshape(Y, X, cfg.block_out,
-                                                                   cfg.block_in)
-        _place(s.wgt, S, rows, cols, yp0, xp0, val)
-        s.wgt_written[S:S + rows * cols] = True
+        dest, written, dtype, shape = s.wgt, s.wgt_written, s.wgt_dtype, (cfg.block_out,
+                                                                          cfg.block_in)
     else:  # ACC or ACC_8BIT
-        src_dtype = np.dtype(f"<i{cfg.acc_width // 8}") if mt == MT_ACC else np.dtype("i1")
-        val = np.ascontiguousarray(raw).view(src_dtype).reshape(Y, X, cfg.batch, cfg.block_out)
-        _place(s.acc, S, rows, cols, yp0, xp0, val)
-        s.acc_written[S:S + rows * cols] = True
+        dest, written, shape = s.acc, s.acc_written, (cfg.batch, cfg.block_out)
+        dtype = s.acc_src_dtype if mt == MT_ACC else np.dtype("i1")
+    # the tiles read as their element type straight from the image, cast (sign-extended)
+    # to the SRAM's element type as they are written
+    val = _tiles(dram, dtype, E, D, Y, X, P, shape) if Y else np.zeros((0, X) + shape, dtype)
+    _place(dest, S, rows, cols, yp0, xp0, val)
+    written[S:S + rows * cols] = True
 
 
 def _place(dest: np.ndarray, S: int, rows: int, cols: int, yp0: int, xp0: int,
            val: np.ndarray) -> None:
-    """Write ``val`` ``[Y, X, ...]`` into the padded ``rows x cols`` block at ``dest[S:]``."""
+    """Write ``val`` ``[Y, X, ...]`` into the padded ``rows x cols`` block at ``dest[S:]``
+    (cast, sign-extending, to the SRAM's dtype)."""
     Y, X = val.shape[:2]
-    block = dest[S:S + rows * cols]
+    block = dest[S:S + rows * cols].reshape((rows, cols) + dest.shape[1:])
     if rows == Y and cols == X:
-        block[...] = val.reshape(block.shape)  # casts (sign-extends) to the SRAM dtype
+        block[...] = val
         return
-    block = block.reshape((rows, cols) + dest.shape[1:])
     block[...] = 0
     block[yp0:yp0 + Y, xp0:xp0 + X] = val
 

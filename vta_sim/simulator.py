@@ -161,6 +161,9 @@ class Simulator:
         self.tokens = [0, 0, 0, 0]
         self.last_timing = None
         self._programs: dict = {}        # prepared streams, least recently used first
+        # GEMM/ALU plans by micro-op range and loop fields, while the micro-ops stay the same
+        # (emptied by every LOAD UOP and reset; compute.gemm's ``fast``)
+        self._fast: dict = {}
         self._db_field = config.mem_layout.word_field("dram_base")
         self._program_insns = 0
 
@@ -170,6 +173,7 @@ class Simulator:
         plans = self.sram.plans
         self.sram = Sram(self.config, self.out_buffer)
         self.sram.plans = plans
+        self._fast = {}
         self.tokens = [0, 0, 0, 0]
 
     # ------------------------------------------------------------------------------ run
@@ -201,6 +205,7 @@ class Simulator:
         pops, pushes = prog.pops, prog.pushes
         self._c = prog.c
         self._kind = prog.kind
+        self._ops = prog.ops
         self._dram = dram
         stats = Stats()
         self._stats = stats
@@ -299,7 +304,7 @@ class Simulator:
         prog = _Program(arr, n, {k: v.tolist() for k, v in c.items()}, kind.tolist(),
                         work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
                         _counts(c, kind, cfg, n), db, ext_rows,
-                        np.searchsorted(rows, ext_rows), ext_off, ext_eb, {})
+                        np.searchsorted(rows, ext_rows), ext_off, ext_eb, {}, _ops(c, kind))
         if n > _PROGRAM_CACHE_INSNS:
             return prog                      # too big to keep after the run
         self._programs[key] = prog
@@ -422,28 +427,23 @@ class Simulator:
         k = self._kind[i]
         if k == _NOP or k == _FINISH:
             return
-        c, s = self._c, self.sram
+        s = self.sram
         if k == _GEMM:
-            compute.gemm(s, i, c["reset"][i], c["uop_bgn"][i], c["uop_end"][i],
-                         c["iter_out"][i], c["iter_in"][i], c["dst_factor_out"][i],
-                         c["dst_factor_in"][i], c["src_factor_out"][i], c["src_factor_in"][i],
-                         c["wgt_factor_out"][i], c["wgt_factor_in"][i], self.strict)
+            compute.gemm(s, i, *self._ops[i], self.strict, self._fast)
         elif k == _ALU:
             max_waves = None if self.max_work is None else \
                 (self.max_work - self._work) // compute.WAVE_WORK + 1
-            waves = compute.alu(s, i, c["alu_opcode"][i], c["uop_bgn"][i], c["uop_end"][i],
-                                c["iter_out"][i], c["iter_in"][i], c["dst_factor_out"][i],
-                                c["dst_factor_in"][i], c["src_factor_out"][i],
-                                c["src_factor_in"][i], c["use_imm"][i], c["imm"][i],
-                                self.strict, max_waves)
+            waves = compute.alu(s, i, *self._ops[i], self.strict, max_waves, self._fast)
             if waves > 1:
                 self._work += (waves - 1) * compute.WAVE_WORK
         elif k == _LOAD:
-            memory.load(s, self._dram, c["memory_type"][i], c["sram_base"][i],
-                        c["dram_base"][i], c["y_size"][i], c["x_size"][i], c["x_stride"][i],
-                        c["y_pad_0"][i], c["y_pad_1"][i], c["x_pad_0"][i], c["x_pad_1"][i])
+            mt, S, Y, X, P, yp0, yp1, xp0, xp1 = self._ops[i]
+            if mt == MT_UOP:
+                self._fast.clear()           # the plans by micro-op range are stale
+            memory.load(s, self._dram, mt, S, self._c["dram_base"][i], Y, X, P, yp0, yp1,
+                        xp0, xp1)
         else:  # _STORE
-            S, Y, X = c["sram_base"][i], c["y_size"][i], c["x_size"][i]
+            S, Y, X, P = self._ops[i]
             if Y == 0:
                 return
             written = s.acc_written if s.out is None else s.out_written
@@ -452,7 +452,7 @@ class Simulator:
                 buf = "ACC" if s.out is None else "OUT"
                 raise UninitializedReadError(f"STORE reads {buf} element {t}, which was never "
                                              f"written (strict mode)", i, "sram_base")
-            memory.store(s, self._dram, S, c["dram_base"][i], Y, X, c["x_stride"][i])
+            memory.store(s, self._dram, S, self._c["dram_base"][i], Y, X, P)
 
 class _Program(NamedTuple):
     """A prepared instruction stream (see :meth:`Simulator._prepare`)."""
@@ -472,6 +472,7 @@ class _Program(NamedTuple):
     ext_off: np.ndarray     # tiles from dram_base to the end of their last row
     ext_eb: np.ndarray      # bytes per tile
     orders: dict            # concurrent schedules by initial tokens (Simulator._run_kept)
+    ops: list               # per instruction: its kernel's arguments (_ops)
 
 
 def _template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -496,6 +497,32 @@ def _with_dram_base(prog: "_Program", rows: np.ndarray, db: np.ndarray):
     full[rows] = db
     cols["dram_base"] = full
     return InsnArray(cols, prog.arr.config)
+
+
+#: the fields each kind of instruction hands its kernel (LOAD and STORE without dram_base,
+#: which a prepared stream's runs may change)
+_OP_FIELDS = {
+    _GEMM: ("reset", "uop_bgn", "uop_end", "iter_out", "iter_in", "dst_factor_out",
+            "dst_factor_in", "src_factor_out", "src_factor_in", "wgt_factor_out",
+            "wgt_factor_in"),
+    _ALU: ("alu_opcode", "uop_bgn", "uop_end", "iter_out", "iter_in", "dst_factor_out",
+           "dst_factor_in", "src_factor_out", "src_factor_in", "use_imm", "imm"),
+    _LOAD: ("memory_type", "sram_base", "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1",
+            "x_pad_0", "x_pad_1"),
+    _STORE: ("sram_base", "y_size", "x_size", "x_stride"),
+}
+
+
+def _ops(c, kind) -> list:
+    """Per instruction, the arguments :meth:`Simulator._execute` hands its kernel (None for
+    NOP and FINISH), as Python ints."""
+    ops = [None] * kind.shape[0]
+    for k, fields in _OP_FIELDS.items():
+        rows = np.flatnonzero(kind == k)
+        if rows.size:
+            for i, a in zip(rows.tolist(), zip(*(c[f][rows].tolist() for f in fields))):
+                ops[i] = a
+    return ops
 
 
 def _counts(c, kind, cfg, n) -> dict:

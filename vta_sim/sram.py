@@ -44,6 +44,8 @@ class Sram:
         self.inp_dtype = np.dtype(f"<i{cfg.inp_width // 8}")
         self.wgt_dtype = np.dtype(f"<i{cfg.wgt_width // 8}")
         self.out_dtype = np.dtype(f"<i{cfg.out_width // 8}")
+        #: the ACC tiles' element type in DRAM (a LOAD ACC's source)
+        self.acc_src_dtype = np.dtype(f"<i{cfg.acc_width // 8}")
         b, bi, bo = cfg.batch, cfg.block_in, cfg.block_out
         self.uop_dst = np.zeros(cfg.uop_buff_depth, np.int64)
         self.uop_src = np.zeros(cfg.uop_buff_depth, np.int64)
