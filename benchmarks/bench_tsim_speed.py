@@ -18,11 +18,21 @@ Run, interleaving the trees (the machine is shared, so alternate them)::
     for r in 1 2; do for T in BEFORE AFTER; do
       PYTHONPATH=$T python benchmarks/bench_tsim_speed.py --tag $T --models resnet18,efficientnet_b0,ocr_rec
     done; done
+
+or in one process (``--ab BEFORE``: the other tree's ``vta_sim`` imported as the package
+``vta_sim_before``; the compiler, runtime and executor are this tree's, one compiled model, a
+SimDevice per tree whose simulator is that tree's; the two trees' inferences alternate, ABBA,
+so both see the same load; a full collection before each timed inference, so neither tree's
+garbage is collected on the other's time; the rest of the row as above, for each tree)::
+
+    PYTHONPATH=AFTER python benchmarks/bench_tsim_speed.py --ab BEFORE --repeat 10 \
+        --models resnet18 --modes timed,nocache,untimed
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -106,6 +116,74 @@ def per_inference(name: str, repeat: int, modes=("timed",)) -> dict:
     return row
 
 
+def _before_pkg(tree: str):
+    """The ``vta_sim`` package of another tree, imported as ``vta_sim_before``."""
+    import importlib.util
+    if "vta_sim_before" in sys.modules:
+        return sys.modules["vta_sim_before"]
+    path = Path(tree).resolve() / "vta_sim"
+    spec = importlib.util.spec_from_file_location("vta_sim_before", path / "__init__.py",
+                                                  submodule_search_locations=[str(path)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["vta_sim_before"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def ab_inference(name: str, before: str, repeat: int, modes=("timed",)) -> dict:
+    """:func:`per_inference` for this tree (``after``) and the tree ``before`` in one process,
+    their inferences alternating (ABBA): CPU s per inference, best / median, the digest and
+    cycles of each."""
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    old = _before_pkg(before)
+    import vta_sim_before.timing as old_timing
+    c, feeds = _compile(name)
+    row = {}
+    for mode in modes:
+        devs = {}
+        for tree in ("before", "after"):
+            dev = SimDevice(VTAConfig(), timed=mode != "untimed")
+            if tree == "before":
+                dev.sim = old.Simulator(VTAConfig(), leftover_tokens="keep",
+                                        timing=old_timing.TimingParams()
+                                        if mode != "untimed" else None)
+            if mode == "nocache":
+                dev.sim.timing_cache = None
+            devs[tree] = (dev, c.executor(dev))
+            devs[tree][1].run(feeds)                # warm-up
+        cpu = {"before": [], "after": []}
+        for r in range(repeat):
+            for tree in (("before", "after") if r % 2 == 0 else ("after", "before")):
+                ex = devs[tree][1]
+                gc.collect()        # the other tree's garbage is not collected on this one's time
+                p0 = time.process_time()
+                ex.run(feeds)
+                cpu[tree].append(time.process_time() - p0)
+        for tree, (dev, ex) in devs.items():
+            stats, real = [], dev.sim.run
+
+            def rec(insns, dram, real=real, stats=stats):
+                st = real(insns, dram)
+                stats.append(st.as_dict())
+                return st
+            dev.sim.run = rec
+            try:
+                out = ex.run(feeds)
+            finally:
+                dev.sim.run = real
+            r = {"cpu_best": round(min(cpu[tree]), 3),
+                 "cpu_median": round(float(np.median(cpu[tree])), 3),
+                 "digest": _digest(out, stats)}
+            if mode != "untimed":
+                r["cycles"] = int(ex.summary()["vta_cycles"])
+            row.setdefault(mode, {})[tree] = r
+        b, a = row[mode]["before"], row[mode]["after"]
+        row[mode]["after/before"] = {"best": round(a["cpu_best"] / b["cpu_best"], 3),
+                                     "median": round(a["cpu_median"] / b["cpu_median"], 3)}
+    return row
+
+
 def vectors(repeat: int) -> dict:
     from vta_sim import Simulator
     vs = [np.load(p, allow_pickle=False) for p in sorted((ROOT / "tests" / "data" /
@@ -132,12 +210,16 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--modes", default="timed",
                     help="comma-separated: timed, nocache, untimed (see per_inference)")
+    ap.add_argument("--ab", default="", metavar="BEFORE",
+                    help="another tree: its vta_sim and this one alternate in this process")
     a = ap.parse_args(argv)
     row = {"tag": a.tag, "load_start": round(os.getloadavg()[0], 2),
            "utc": time.strftime("%H:%M", time.gmtime())}
     for m in filter(None, a.models.split(",")):
-        row[m] = per_inference(m, a.repeat, a.modes.split(","))
-    row["vectors"] = vectors(a.repeat)
+        row[m] = ab_inference(m, a.ab, a.repeat, a.modes.split(",")) if a.ab else \
+            per_inference(m, a.repeat, a.modes.split(","))
+    if not a.ab:
+        row["vectors"] = vectors(a.repeat)
     row["load_end"] = round(os.getloadavg()[0], 2)
     import vta_sim
     row["vta_sim"] = str(Path(vta_sim.__file__).parent)

@@ -130,12 +130,22 @@ class Engine(DramReads):
     def run(self):
         self.at(self.p.launch_cycles, self.fetch_issue)
         heap = self.heap
-        while heap:
-            t, _, fn, args = heappop(heap)
-            self.now = t
-            fn(*args)
-        if self.done_count < self.n:
-            self.deadlock()
+        try:
+            while heap:
+                t, _, fn, args = heappop(heap)
+                self.now = t
+                fn(*args)
+            if self.done_count < self.n:
+                self.deadlock()
+        finally:
+            # no reference cycles left (the bound methods kept on the engine, the callbacks
+            # of requests a deadlock left queued): reference counting frees the engine and
+            # its logs as soon as its results are dropped, instead of the cyclic collector
+            # having to walk them (tens of thousands of tuples per network inference)
+            self._drain = self._arbitrate = None
+            self.heap.clear()
+            for q in self.req.values():
+                q.clear()
 
     def results(self):
         """``(start, end, issue)`` of every instruction as int64 arrays."""
