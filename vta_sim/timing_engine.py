@@ -7,6 +7,7 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from heapq import heappop, heappush
+from itertools import repeat
 
 import numpy as np
 
@@ -114,6 +115,8 @@ class Engine(DramReads):
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
             if p.read_pipelined and p.max_outstanding_reads else None
         self.in_order = p.read_in_order
+        # a request's latency before it can be granted (the bus arbiter's pipelined reads)
+        self.req_latency = p.read_latency if p.read_pipelined and not p.read_in_order else 0
         # in-order DRAM: when the last max_outstanding_reads accepted bursts' slots free (data
         # end + read_free_cycles; increasing, as bursts are served in order)
         self.accepted = deque(maxlen=p.max_outstanding_reads or 1)
@@ -352,8 +355,8 @@ class Engine(DramReads):
             count, nb, d, total, written = sp
             if self.record and count:
                 t = self.now + self.dispatch_after + self.p.store_setup_cycles
-                self.bursts.extend([("store", t + k * d, t + (k + 1) * d, nb)
-                                    for k in range(count)])
+                self.bursts.extend(zip(repeat("store"), range(t, t + count * d, d),
+                                       range(t + d, t + (count + 1) * d, d), repeat(nb)))
             self.dram_written += written
             return total
         c, p = self.c, self.p
@@ -397,9 +400,11 @@ class Engine(DramReads):
                     floor += count * beats
             else:
                 floor = 0
-            self.at(t_req + pre, self.load_train, i, m, client, (count, nb, beats), tail,
-                    floor, (t_req, lead, gap, ztail, Y, p.pad_row_cycles,
-                            p.pad_cycles_per_tile, []) if zero else None)
+            self.seq += 1
+            heappush(self.heap, (t_req + pre, self.seq, self.load_train,
+                                 (i, m, client, (count, nb, beats), tail, floor,
+                                  (t_req, lead, gap, ztail, Y, p.pad_row_cycles,
+                                   p.pad_cycles_per_tile, []) if zero else None)))
             return
         c, p = self.c, self.p
         mt = c["memory_type"][i]
@@ -458,7 +463,14 @@ class Engine(DramReads):
         has written its padding too (``floor``, or run against the data with ``zero``)."""
         if zero is not None:
             floor = _zero_side_end(*zero)
-        self.at(max(self.now, floor) + tail, self.complete, i, m)
+        t = (self.now if self.now > floor else floor) + tail
+        self.seq += 1
+        heap = self.heap
+        if heap and heap[0][0] <= t:
+            heappush(heap, (t, self.seq, self.complete, (i, m)))
+        else:                           # the next event anyway: run it here
+            self.now = t
+            self.complete(i, m)
 
     def load_train(self, i, m, client, rows, tail, floor=0, zero=None):
         count, nbytes, beats = rows

@@ -23,15 +23,15 @@ class DramReads:
         one has delivered its data; ``on_accept(start)`` (in-order DRAM only) when the last
         one is accepted, with the cycle its data starts; ``spans`` (in-order DRAM only): a
         list each burst's ``(start, end)`` data cycles are appended to."""
-        lat = self.p.read_latency if self.p.read_pipelined and not self.in_order else 0
-        bus = self.bus
-        self.req[client].append([self.now + lat, count, nbytes,
+        bus, now = self.bus, self.now
+        self.req[client].append([now + self.req_latency, count, nbytes,
                                  beats if beats is not None else -(-nbytes // bus), cb,
                                  on_accept, spans, args, -(-nbytes // bus) * bus])
         if not self.arb_pending:
             self.arb_pending = True
-            self.at(max(self.now, self.accept_next if self.in_order else self.bus_free),
-                    self._arbitrate)
+            t = self.accept_next if self.in_order else self.bus_free
+            self.seq += 1
+            heappush(self.heap, (now if now > t else t, self.seq, self._arbitrate, ()))
 
     def arbitrate_in_order(self):
         """Accept read requests into the in-order DRAM queue (``read_in_order``): one per
