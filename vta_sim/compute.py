@@ -374,7 +374,8 @@ def _run_alu_plan(s: Sram, plan, op: int, imm: int) -> bool:
     vector SHR amount is out of range, so the general kernel raises the error."""
     acc = s.acc
     dst = plan.dst
-    a = acc[dst] if isinstance(dst, slice) else np.take(acc, dst, axis=0)
+    inplace = isinstance(dst, slice)
+    a = acc[dst] if inplace else np.take(acc, dst, axis=0)
     if plan.src is None:
         b = acc.dtype.type(imm)
     else:
@@ -383,9 +384,18 @@ def _run_alu_plan(s: Sram, plan, op: int, imm: int) -> bool:
             w = s.cfg.acc_width - 1
             if b.min() < -w or b.max() > w:
                 return False
-    acc[dst] = _apply(op, a, b, s.cfg.acc_width)
+    if inplace and op in _IN_PLACE:
+        # the destination is a view: written in place (numpy reads an overlapping source
+        # as it was before the operation, as the read-all-then-write-all plan needs)
+        _IN_PLACE[op](a, b, out=a)
+    else:
+        acc[dst] = _apply(op, a, b, s.cfg.acc_width)
     _mirror_out(s, plan.touched)
     return True
+
+
+#: the ALU operations a planned instruction may apply in place (wrapping like _apply)
+_IN_PLACE = {ALU_MIN: np.minimum, ALU_MAX: np.maximum, ALU_ADD: np.add, ALU_MUL: np.multiply}
 
 
 def _check_src_written(s: Sram, index: int, d: np.ndarray, src: np.ndarray) -> None:

@@ -20,11 +20,6 @@ def dram_tiles(dram: np.ndarray, elem_bytes: int) -> np.ndarray:
     return dram[:n * elem_bytes].reshape(n, elem_bytes)
 
 
-def _tile_index(D: int, Y: int, X: int, P: int) -> np.ndarray:
-    """DRAM tile indices ``D + y*P + x`` as a ``[Y, X]`` array."""
-    return (D + P * np.arange(Y, dtype=np.int64))[:, None] + np.arange(X, dtype=np.int64)
-
-
 def _read(dram: np.ndarray, E: int, D: int, Y: int, X: int, P: int) -> np.ndarray:
     """Bytes of the DRAM tiles of a 2-D transfer, shape ``[Y, X, E]``."""
     if P == X or Y == 1:  # one contiguous block
@@ -100,8 +95,9 @@ def store(s: Sram, dram: np.ndarray, S: int, D: int, Y: int, X: int, P: int) -> 
     if P == X or Y == 1:
         dram[D * E:(D + Y * X) * E] = data.reshape(-1)
         return
-    if P > X:
-        dram_tiles(dram, E)[_tile_index(D, Y, X, P).reshape(-1)] = data
+    if P > X:       # rows apart: a strided view of the image, written in place
+        np.ndarray((Y, X, E), np.uint8, dram, D * E, (P * E, E, 1))[...] = \
+            data.reshape(Y, X, E)
         return
     # overlapping rows (P < X, or P == 0): DRAM tile D + o ends up holding the value of the
     # last row y that covers it, y = min(o // P, Y - 1), at column o - y*P
