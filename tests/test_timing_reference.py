@@ -2,10 +2,11 @@
 
 :class:`vta_sim.timing_engine.Engine` tries only a token queue's consumer when a token
 arrives, accepts an in-order DRAM client's bursts in one tight loop and runs the fetch
-drain's next step inline when it would be the next event.  ``Reference`` below is the plain
-form of all three: every module is tried on every token (the consumer and the others, in
-module order), the in-order arbiter re-evaluates every client's queue before each single
-acceptance, and every drain step is an event.  Every observable of a timed run - per-instruction start/end/issue
+drain's next step, a load's completion and a module's wake-up after a completion inline when
+it would be the next event.  ``Reference`` below is the plain form of all of them: every
+module is tried on every token (the consumer and the others, in module order), the in-order
+arbiter re-evaluates every client's queue before each single acceptance, and every drain
+step, load completion and wake-up is an event.  Every observable of a timed run - per-instruction start/end/issue
 cycles, stall and busy statistics, DRAM bursts, token flows, the fetch log - must be equal on
 random programs under every timing preset, concurrent and serial."""
 
@@ -16,6 +17,7 @@ from isa import MemType, decode_stream
 from vta_sim import timing
 from vta_sim.randprog import random_program
 from vta_sim.timing import PRESETS, TimingParams, simulate_timing
+from vta_sim.timing_dram import zero_side_end
 from vta_sim.timing_engine import Engine
 
 from .sim_helpers import FinishInsn, GemmInsn, load, program, store
@@ -24,6 +26,16 @@ _MODULES = (0, 1, 2)
 
 
 class Reference(Engine):
+    def try_start(self, m, tail=False):
+        # every wake-up is an event (the engine runs one inline when it would be next)
+        Engine.try_start(self, m)
+
+    def load_done(self, i, m, tail, floor, zero):
+        # the load's completion is an event (the engine runs it inline when it would be next)
+        if zero is not None:
+            floor = zero_side_end(*zero)
+        self.at(max(self.now, floor) + tail, self.complete, i, m)
+
     def deliver(self, t):
         self.inflight[t] -= 1
         self.tokens[t] += 1

@@ -259,7 +259,10 @@ class Engine(DramReads):
             d[w[0]] = d.get(w[0], 0) + self.now - w[1]
             self.wait[m] = None
 
-    def try_start(self, m):
+    def try_start(self, m, tail=False):
+        """Start module ``m``'s next instruction if it can.  ``tail``: the caller is an event
+        that ends with this call, so a wake-up event that would be the next event anyway
+        runs here instead (as :meth:`fetch_drain`'s steps)."""
         if self.untouched:
             self.untouched.discard(m)
         if self.busy_flag[m] or self.blocked_push[m] is not None:
@@ -287,7 +290,12 @@ class Engine(DramReads):
                 if self.wake_at[m] != ready:
                     self.wake_at[m] = ready
                     self.seq += 1
-                    heappush(self.heap, (ready, self.seq, self.try_start, (m,)))
+                    heap = self.heap
+                    if not tail or heap and heap[0][0] <= ready:
+                        heappush(heap, (ready, self.seq, self.try_start, (m,)))
+                        return
+                    self.now = ready            # the next event: run it here
+                    return self.try_start(m)
                 return
         pops = self.pops[i]
         tokens = self.tokens
@@ -502,7 +510,7 @@ class Engine(DramReads):
         else:                           # nothing to push: retry_push's end, at once
             if self.wait[m] is not None:
                 self.close_wait(m)
-            self.try_start(m)
+            self.try_start(m, not self.serial)      # the event's last step unless serial
         if self.serial:
             for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
                 self.try_start(mm)
