@@ -89,6 +89,7 @@ def mem_plans(cols, p, cfg, bus, max_bytes, B, in_order, kind):
     * a STORE: ``(count, nbytes, cycles per burst, total cycles, bytes written)``.
     """
     out = [None] * len(kind)
+    seen: dict = {}         # one tuple per distinct plan (a program repeats its transfers)
     k = np.frombuffer(kind, np.uint8)
     loads = np.flatnonzero(k == 2)
     stores = np.flatnonzero(k == 1)
@@ -126,7 +127,7 @@ def mem_plans(cols, p, cfg, bus, max_bytes, B, in_order, kind):
                 (post + p.load_write_cycles).tolist(), floor, zero.tolist(),
                 (yp0 * ncol + xp0).tolist(), (xp0 + xp1).tolist(),
                 (xp1 + yp1 * ncol).tolist(), Y.tolist())):
-            out[i] = plan
+            out[i] = seen.setdefault(plan, plan)
     if stores.size:
         E = cfg.out_elem_bytes
         ok, count, nb = _equal_rows(c, stores, np.full(stores.size, E, np.int64), p,
@@ -141,6 +142,6 @@ def mem_plans(cols, p, cfg, bus, max_bytes, B, in_order, kind):
         for i, good, plan in zip(stores.tolist(), ok.tolist(), zip(
                 count.tolist(), nb.tolist(), d.tolist(), total.tolist(), written.tolist())):
             if good:
-                out[i] = plan
+                out[i] = seen.setdefault(plan, plan)
     return out
 
