@@ -6,9 +6,10 @@ drain's next step, a load's completion and a module's wake-up after a completion
 it would be the next event.  ``Reference`` below is the plain form of all of them: every
 module is tried on every token (the consumer and the others, in module order), the in-order
 arbiter re-evaluates every client's queue before each single acceptance, and every drain
-step, load completion and wake-up is an event.  Every observable of a timed run - per-instruction start/end/issue
-cycles, stall and busy statistics, DRAM bursts, token flows, the fetch log - must be equal on
-random programs under every timing preset, concurrent and serial."""
+step, load completion and wake-up is an event.  Every observable of a timed run -
+per-instruction start/end/issue cycles, stall and busy statistics, DRAM bursts, token flows,
+the fetch log - must be equal on random programs under every timing preset, concurrent and
+serial."""
 
 import numpy as np
 import pytest

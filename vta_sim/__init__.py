@@ -9,8 +9,9 @@ a cycle-approximate timing model with statistics and traces.
   planned once per shape and cached; :mod:`vta_sim.memory`: LOAD/STORE.
 - :mod:`vta_sim.randprog`: random well-formed programs (for differential testing).
 - :mod:`vta_sim.timing`: cycle-approximate timing (:class:`TimingParams`, default: this
-  project's RTL; named presets), its event loop in :mod:`vta_sim.timing_engine` (DRAM read arbitration in
-  :mod:`vta_sim.timing_reads`);
+  project's RTL; named presets), its event loop in :mod:`vta_sim.timing_engine` (DRAM read
+  arbitration in :mod:`vta_sim.timing_reads`, the per-instruction costs and LOAD/STORE burst
+  trains of a whole program at once in :mod:`vta_sim.timing_plan`);
   :mod:`vta_sim.trace`: Chrome trace / Gantt PNG; :mod:`vta_sim.calibrate`: fitting the
   timing parameters to measured cycle counts.
 """
