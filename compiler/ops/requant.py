@@ -141,7 +141,7 @@ def quantize_gemm(ctx, n) -> bool:
         bq = bq + ((1 << (shift_ - 1)) // m)
     if np.abs(bq).max(initial=0) >= 2 ** 31:
         raise QuantizeError(f"node {n.name!r}: bias does not fit int32 at scale "
-                            f"2^-{acc_f}")
+                            f"2^{-acc_f}")
     lo, hi = clip_bounds(post, fo) if not wide else (-2 ** 31, 2 ** 31 - 1)
     attrs.update(shift=int(shift_), lo=lo, hi=hi, frac_w=fw)
     if wide:
