@@ -143,3 +143,21 @@ def test_asm_still_reads_hex_and_every_form():
     assert (insn.sram_base, insn.dram_base, insn.x_pad_1) == (16, 256, 1)
     assert parse_line("LOAD-NOP(UOP) dep[pp pn Pp Pn]=1000") is not None
     assert copy.copy(parse_line("FINISH dep=0000   # done")) is not None
+
+
+@pytest.mark.parametrize("arr,msg", [
+    (lambda a: a.astype(np.int64), r"holds int64 .* the graph declares int32"),
+    (lambda a: a[:1], r"holds int32 \(1,\), the graph declares int32 \(\d+,\)"),
+])
+def test_a_parameter_that_is_not_what_the_graph_declares_is_refused(vtar, arr, msg):
+    """An int64 bias (values past int32) in place of the declared int32 one ran, cast."""
+    d, blobs = vtar
+    doc = json.loads(blobs["graph.json"])
+    name = next(p for p, v in doc["values"].items() if p in doc["params"] and
+                v["dtype"] == "int32")
+    f = doc["params"][name]
+    bio = io.BytesIO()
+    np.save(bio, arr(np.lib.format.read_array(io.BytesIO(blobs[f]))))
+    p = _resigned(d, {**blobs, f: bio.getvalue()}, lambda doc: None, f"p{abs(hash(msg))}")
+    with pytest.raises(ArtifactError, match=msg):
+        load(p)

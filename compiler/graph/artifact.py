@@ -373,7 +373,11 @@ def _graph_from_json(blobs: dict, path: str = "artifact"):
         if f not in blobs:
             raise ArtifactError(f"parameter {p!r}: {f!r} is not listed in manifest.json")
         arr = np.lib.format.read_array(io.BytesIO(blobs[f]), allow_pickle=False)
-        q.add_param(p, arr, doc["values"][p]["frac"])
+        v = doc["values"][p]
+        if str(arr.dtype) != v["dtype"] or list(arr.shape) != list(v["shape"]):
+            raise ArtifactError(f"parameter {p!r}: {f} holds {arr.dtype} {arr.shape}, the "
+                                f"graph declares {v['dtype']} {tuple(v['shape'])}")
+        q.add_param(p, arr, v["frac"])
     for i in doc["inputs"]:
         v = doc["values"][i]
         q.add_input(i, v["shape"], v["dtype"])
@@ -406,9 +410,9 @@ def _graph_from_json(blobs: dict, path: str = "artifact"):
 _INT_ATTRS = {"shift": (-255, 255), "shift2": (-255, 255), "frac": (-255, 255),
               "frac_w": (-255, 255), "lo": (-2 ** 31, 2 ** 31 - 1),
               "hi": (-2 ** 31, 2 ** 31 - 1), "group": (1, 2 ** 31 - 1)}
-#: integer-list attributes and their bounds
-_INT_LISTS = {"strides": (1, 2 ** 16), "dilations": (1, 2 ** 16), "pads": (0, 2 ** 16),
-              "mult": (1, 2 ** 31 - 1)}
+#: integer-list attributes and their bounds (a Pad crops with negative pads; a conv refuses them)
+_INT_LISTS = {"strides": (1, 2 ** 16), "dilations": (1, 2 ** 16), "pads": (-2 ** 16, 2 ** 16),
+              "mult": (0, 2 ** 31 - 1)}
 
 
 def _is_int(v) -> bool:
