@@ -161,3 +161,21 @@ def test_a_parameter_that_is_not_what_the_graph_declares_is_refused(vtar, arr, m
     p = _resigned(d, {**blobs, f: bio.getvalue()}, lambda doc: None, f"p{abs(hash(msg))}")
     with pytest.raises(ArtifactError, match=msg):
         load(p)
+
+
+@pytest.mark.parametrize("value", [2 ** 63, -2 ** 40, 1e308])
+def test_replay_expected_outputs_out_of_their_dtype_are_one_line(tmp_path, capsys, value):
+    """An expected output value past its buffer's dtype raised numpy's OverflowError."""
+    import pathlib
+    src = pathlib.Path(__file__).parent / "data" / "runtime_cases" / "padded_load_all.json"
+    case = json.loads(src.read_text())
+    name = next(iter(case["outputs"]))
+    a = case["outputs"][name]
+    while isinstance(a[0], list):
+        a = a[0]
+    a[0] = value
+    p = tmp_path / "case.json"
+    p.write_text(json.dumps(case))
+    assert main(["replay", str(p), "--device", "sim"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"outputs: {name!r}" in err
