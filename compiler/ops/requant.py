@@ -61,8 +61,8 @@ def check_range(rng: float, what: str) -> None:
     big = 127 * 2.0 ** -FRAC_FLOOR
     if np.isfinite(rng) and rng > big:
         raise QuantizeError(f"{what} reaches {rng:.3g}, more than int8 holds at the "
-                            f"coarsest power-of-two scale ({big:.3g}): the model's scale is "
-                            f"broken (or keep that layer float)")
+                            f"coarsest power-of-two scale ({big:.3g}): rescale the model or "
+                            f"its inputs (or keep that layer float)")
 
 
 def qweight(w: np.ndarray):
