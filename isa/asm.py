@@ -79,13 +79,32 @@ def describe(insn: Insn, exact: bool = False) -> str:
     raise TypeError(f"not an instruction: {insn!r}")
 
 
-_INT = r"-?(?:0x[0-9a-fA-F]+|\d+)"
+_INT = r"-?(?:0x[0-9a-fA-F]+|[0-9]+)"          # ASCII digits only (int() takes others)
 _TOKEN = re.compile(r"dep(?:\[pp pn Pp Pn\])?=([01]{4})(?!\w)"
-                    r"|(\w+)=(\(|\[)?\s*(" + _INT + r"(?:\s*,\s*" + _INT + r")*)\s*[)\]]?")
+                    r"|(\w+)=(\(|\[)?\s*(" + _INT + r"(?:\s*,\s*" + _INT + r")*)\s*[)\]]?",
+                    re.ASCII)
 
 
 def _ints(text: str) -> list[int]:
     return [int(t, 0) for t in re.split(r"\s*,\s*", text.strip())]
+
+
+def _unparsed_word(tail: str) -> str | None:
+    """The whitespace-delimited word around the first text no token of :data:`_TOKEN`
+    covers (``imm=1.5``, not just ``.5``), or None when the tokens cover ``tail``."""
+    pos, gaps = 0, []
+    for tok in _TOKEN.finditer(tail):
+        gaps.append((pos, tok.start()))
+        pos = tok.end()
+    gaps.append((pos, len(tail)))
+    for a, b in gaps:
+        i = next((k for k in range(a, b) if not tail[k].isspace()), None)
+        if i is not None:
+            left = max(tail.rfind(" ", 0, i), tail.rfind("\t", 0, i)) + 1
+            right = min((k for k in (tail.find(" ", i), tail.find("\t", i)) if k >= 0),
+                        default=len(tail))
+            return tail[left:right]
+    return None
 
 
 def parse_line(line: str, path: str = "<text>", lineno: int | None = None) -> Insn | None:
@@ -121,9 +140,10 @@ def parse_line(line: str, path: str = "<text>", lineno: int | None = None) -> In
             words[key] = _ints(tok.group(4))
         except ValueError:
             raise err(f"bad number in {tok.group(0)!r}") from None
-    leftover = _TOKEN.sub("", tail).strip()
-    if leftover:
-        raise err(f"cannot parse {leftover!r} (dep takes four 0/1 digits)")
+    bad = _unparsed_word(tail)
+    if bad is not None:
+        raise err(f"cannot parse {bad!r}: fields are key=integer (decimal or 0x hex), "
+                  f"pad=(a,b,c,d), uop=[begin,end), dep= four 0/1 digits")
     dep = dict(zip(DEP_FLAGS, words.pop("dep", [0, 0, 0, 0])))
 
     def take(key, n=1, default=None):

@@ -205,13 +205,23 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _unique_keys(pairs):
+    d = dict(pairs)
+    if len(d) != len(pairs):          # {"LOG_BLOCK": 4, "LOG_BLOCK": 5}: which one was meant?
+        seen = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"key {dup!r} appears twice in one object")
+    return d
+
+
 def parse_json(text: str, where: str, *, allow_nan: bool = False):
     """``json.loads(text)`` with every failure a one-line :class:`InputFileError` naming
     ``where`` (and the line): syntax errors, nesting deep enough to exhaust the recursion
-    limit, integers too long to convert, and ``NaN``/``Infinity`` (refused unless
-    ``allow_nan``)."""
+    limit, integers too long to convert, a key repeated in one object (json.loads keeps
+    the last silently) and ``NaN``/``Infinity`` (refused unless ``allow_nan``)."""
     try:
-        return json.loads(text, parse_constant=None if allow_nan else _no_constants)
+        return json.loads(text, parse_constant=None if allow_nan else _no_constants,
+                          object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         raise InputFileError(f"{where}:{e.lineno}: invalid JSON: {e.msg}") from None
     except RecursionError:

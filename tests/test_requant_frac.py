@@ -15,7 +15,7 @@ def test_a_tiny_range_keeps_its_int8_values():
 
 
 def test_frac_for_is_capped_both_ways():
-    assert frac_for(1e300) == -16
+    assert frac_for(1e300) == -48                  # FRAC_FLOOR (check_range refuses beyond)
     assert frac_for(1e-300) == 48
 
 

@@ -335,8 +335,14 @@ def compare_case(case, result: ReplayResult, *, check_outputs: bool = True) -> l
         if buggy:
             want.update(case.get("intended", {}))
         for name, data in want.items():
-            spec = case["buffers"][name]
-            exp = np.asarray(data, dtype=spec["dtype"])
+            spec = case["buffers"].get(name)
+            if spec is None:
+                raise CaseError(f"outputs: {name!r} is not a buffer of the case")
+            try:
+                exp = np.asarray(data, dtype=spec["dtype"])
+            except (TypeError, ValueError, OverflowError) as e:
+                raise CaseError(f"outputs: {name!r}: the expected data is not "
+                                f"{spec['dtype']} numbers ({e})") from None
             got = result.outputs[name]
             if got.shape != exp.shape or not np.array_equal(got, exp):
                 bad = int(np.sum(got != exp)) if got.shape == exp.shape else -1

@@ -71,7 +71,8 @@ def _load_npz(path: str, what: str, graph=None) -> dict:
     from isa.files import is_npz
     from isa.safe_archive import inspect_npz, load_npz
     if not os.path.isfile(path):
-        raise GraphError(f"{what} {path}: no such file")
+        raise GraphError(f"{what} {path}: " + ("a directory, not a file" if os.path.isdir(path)
+                                               else "no such file"))
     with open(path, "rb") as f:
         head = f.read(4)
     if not is_npz(head):
@@ -340,8 +341,9 @@ def _run_samples(args, c, samples) -> int:
         raise GraphError("--trace/--profile show one inference: give --inputs arrays of the "
                          "model's input shape (these have a leading sample axis)")
     r = _dataset(args, c, samples)
-    np.savez(args.output, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
-                             for k, v in r.outputs.items()})
+    with atomic_write(args.output, what="--output") as f:     # exactly this name
+        np.savez(f, **{k: (v.astype(np.float32) if v.dtype.kind == "f" else v)
+                       for k, v in r.outputs.items()})
     print(f"ran {args.model} on {len(samples)} samples ({args.device}): VTA "
           f"{int(r.vta_cycles.mean())} cycles per sample, wall {r.seconds:.2f} s; "
           f"wrote {args.output}")
@@ -351,7 +353,7 @@ def _run_samples(args, c, samples) -> int:
 def cmd_eval(args) -> int:
     """``vta eval``: top-1 accuracy on a labelled dataset (and the float model's)."""
     from ..graph.artifact import load
-    from ..graph.dataset import split_samples, top1
+    from ..graph.dataset import class_ids, split_samples, top1
     c = load(args.model)
     g = c.program.graph
     feeds = _load_npz(args.inputs, "--inputs")
@@ -362,16 +364,18 @@ def cmd_eval(args) -> int:
     if key is None and len(labs) != 1:
         raise GraphError(f"--labels {args.labels}: expected one array (or one named "
                          f"'labels'), found {', '.join(labs) or 'nothing'}")
-    labels = labs[key or next(iter(labs))]
+    labels = class_ids(labs[key or next(iter(labs))], f"--labels {args.labels}")
     if labels.size != len(samples):
+        hint = (" (one class id per sample, not one-hot rows)"
+                if labels.size % len(samples) == 0 else "")
         raise GraphError(f"--labels {args.labels}: {labels.size} labels for "
-                         f"{len(samples)} samples")
+                         f"{len(samples)} samples{hint}")
     out = args.output_name or g.outputs[0]
     if out not in g.outputs:
         raise GraphError(f"--output-name {out!r}: the model's outputs are "
                          f"{', '.join(g.outputs)}")
     r = _dataset(args, c, samples)
-    acc = top1(r.outputs[out], labels)
+    acc = top1(r.outputs[out], labels, f"--labels {args.labels}")
     line = f"top-1 {acc:.2%} on {len(samples)} samples (int8, VTA + CPU, output {out!r})"
     if args.onnx:
         fl = _float_top1(args.onnx, g, samples, out, labels)
@@ -388,15 +392,29 @@ def _float_top1(path, g, samples, out, labels):
         import onnxruntime as ort
     except ImportError:
         return None
+    from ..graph.onnx_import import load_model
     if not os.path.isfile(path):
         raise GraphError(f"--onnx {path}: no such file")
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    load_model(path)                  # bounded read and the importer's checks: typed errors
+    try:
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as e:            # noqa: BLE001 - onnxruntime's own exception types
+        raise GraphError(f"--onnx {path}: onnxruntime cannot load it "
+                         f"({' '.join(str(e).split())[:200]})") from None
     names = [o.name for o in sess.get_outputs()]
     if out not in names:
         raise GraphError(f"--onnx {path}: has no output {out!r} (it has {', '.join(names)})")
-    ref = [sess.run([out], {n: np.asarray(s[n], np.float32).reshape(g.values[n].shape)
-                            for n in g.inputs})[0] for s in samples]
-    return top1(np.stack(ref), labels)
+    ins = {i.name for i in sess.get_inputs()}
+    if ins != set(g.inputs):
+        raise GraphError(f"--onnx {path}: its inputs ({', '.join(sorted(ins))}) are not the "
+                         f"compiled model's ({', '.join(g.inputs)})")
+    try:
+        ref = [sess.run([out], {n: np.asarray(s[n], np.float32).reshape(g.values[n].shape)
+                                for n in g.inputs})[0] for s in samples]
+    except Exception as e:            # noqa: BLE001 - onnxruntime's own exception types
+        raise GraphError(f"--onnx {path}: onnxruntime cannot run it on --inputs "
+                         f"({' '.join(str(e).split())[:200]})") from None
+    return top1(np.stack(ref), labels, "--labels")
 
 
 def _dataset_flags(p):

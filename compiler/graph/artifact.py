@@ -351,8 +351,18 @@ def load(path: str, cfg: VTAConfig | None = None):
             raise ArtifactError(f"{path}: graph.json: {e}") from None
         raise ArtifactError(f"{path}: graph.json is malformed ({type(e).__name__}: {e})") \
             from None
-    prog = compile_graph(q, stored, opts.get("cpu_only", False),
-                         opts.get("first_conv_cpu", False), knobs=opts.get("_knobs"))
+    try:
+        prog = compile_graph(q, stored, opts.get("cpu_only", False),
+                             opts.get("first_conv_cpu", False), knobs=opts.get("_knobs"))
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+            ZeroDivisionError) as e:
+        from ..te.errors import CompilerError
+        if isinstance(e, (GraphError, *CompilerError)):
+            raise
+        # the hashes match, yet the graph is not one the compiler wrote (shapes that do not
+        # fit their operators): untrusted input, so a one-line error, never a traceback
+        raise ArtifactError(f"{path}: graph.json does not build ({type(e).__name__}: "
+                            f"{' '.join(str(e).split())[:200]})") from None
     return Compiled(stored, None, q, prog, opts)
 
 
@@ -363,7 +373,11 @@ def _graph_from_json(blobs: dict, path: str = "artifact"):
         if f not in blobs:
             raise ArtifactError(f"parameter {p!r}: {f!r} is not listed in manifest.json")
         arr = np.lib.format.read_array(io.BytesIO(blobs[f]), allow_pickle=False)
-        q.add_param(p, arr, doc["values"][p]["frac"])
+        v = doc["values"][p]
+        if str(arr.dtype) != v["dtype"] or list(arr.shape) != list(v["shape"]):
+            raise ArtifactError(f"parameter {p!r}: {f} holds {arr.dtype} {arr.shape}, the "
+                                f"graph declares {v['dtype']} {tuple(v['shape'])}")
+        q.add_param(p, arr, v["frac"])
     for i in doc["inputs"]:
         v = doc["values"][i]
         q.add_input(i, v["shape"], v["dtype"])
@@ -375,10 +389,92 @@ def _graph_from_json(blobs: dict, path: str = "artifact"):
                           frac=v["frac"])
         node.name = n["name"]
     q.outputs = list(doc["outputs"])
+    if not q.outputs:
+        raise ArtifactError("the graph has no outputs")
     from .ir import verify
     verify(q, "load")
-    return q, {**doc.get("options", {}), "_knobs": doc.get("knobs") or {}}
+    for n in q.nodes:
+        _check_attrs(q, n)
+    options, knobs = doc.get("options", {}), doc.get("knobs") or {}
+    if not isinstance(options, dict) or not all(
+            isinstance(options.get(k, False), bool) for k in ("cpu_only", "first_conv_cpu")):
+        raise ArtifactError("'options' must be an object with true/false cpu_only and "
+                            "first_conv_cpu")
+    if not isinstance(knobs, dict) or not all(isinstance(v, dict) for v in knobs.values()):
+        raise ArtifactError("'knobs' must be an object of {node: {knob: value}}")
+    return q, {**options, "_knobs": knobs}
+
+
+#: integer attributes of the quantised operators and their bounds: a shift or a scale past
+#: 255 bits is no model's (a tampered shift of 10**9 built 7e7 shift stages: a hang)
+_INT_ATTRS = {"shift": (-255, 255), "shift2": (-255, 255), "frac": (-255, 255),
+              "frac_w": (-255, 255), "lo": (-2 ** 31, 2 ** 31 - 1),
+              "hi": (-2 ** 31, 2 ** 31 - 1), "group": (1, 2 ** 31 - 1)}
+#: integer-list attributes and their bounds (a Pad crops with negative pads; a conv refuses them)
+_INT_LISTS = {"strides": (1, 2 ** 16), "dilations": (1, 2 ** 16), "pads": (-2 ** 16, 2 ** 16),
+              "mult": (0, 2 ** 31 - 1)}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _check_attrs(q: Graph, n) -> None:
+    """The attributes of a loaded node have the types and ranges the compiler writes
+    (:data:`_INT_ATTRS`, :data:`_INT_LISTS`, ``lo <= hi``, a reshape keeps the element
+    count); a :class:`GraphError` names the node, the attribute and the value."""
+    import math
+    a = n.attrs
+
+    def bad(key, why):
+        raise GraphError(f"node {n.name!r} ({n.op}): attribute {key!r} = {a[key]!r}: {why}")
+    for key, (lo, hi) in _INT_ATTRS.items():
+        if key in a and a[key] is not None and not (_is_int(a[key]) and lo <= a[key] <= hi):
+            bad(key, f"must be an integer in [{lo}, {hi}]")
+    for key, (lo, hi) in _INT_LISTS.items():
+        if key in a and not (isinstance(a[key], (list, tuple)) and all(
+                _is_int(v) and lo <= v <= hi for v in a[key])):
+            bad(key, f"must be a list of integers in [{lo}, {hi}]")
+    if _is_int(a.get("lo")) and _is_int(a.get("hi")) and a["lo"] > a["hi"]:
+        bad("lo", f"is above 'hi' = {a['hi']}")
+    f = q.values[n.output].frac
+    if f is not None and not (_is_int(f) and -255 <= f <= 255):
+        raise GraphError(f"value {n.output!r}: frac {f!r} must be an integer in [-255, 255]")
+    if n.op in ("qconv", "qdense") and len(n.inputs) > 1 and n.inputs[1] in q.params:
+        want = _gemm_shape(q, n)
+        o = q.params[n.inputs[1]].shape[0]
+        if "mult" in a and len(a["mult"]) != o:
+            bad("mult", f"needs one value per output channel ({o})")
+        xs, ws = q.values[n.inputs[0]].shape, q.params[n.inputs[1]].shape
+        if n.op == "qconv" and len(xs) == 4 and len(ws) == 4 and not a.get("im2col") and \
+                xs[1] != ws[1] * a.get("group", 1):
+            raise GraphError(f"node {n.name!r} (qconv): {xs[1]} input channels, weight "
+                             f"{tuple(ws)} with group {a.get('group', 1)}")
+        if want is not None and want != tuple(q.values[n.output].shape):
+            raise GraphError(f"node {n.name!r} ({n.op}): output shape "
+                             f"{tuple(q.values[n.output].shape)}, its input and weight give "
+                             f"{want}")
+    if n.op in ("reshape", "qreshape") and "shape" in a:
+        shape, out = tuple(a["shape"]), tuple(q.values[n.output].shape)
+        src = q.values[n.inputs[0]].shape if n.inputs else ()
+        if shape != out or math.prod(out) != math.prod(src):
+            bad("shape", f"reshapes {tuple(src)} to {out}")
 
 
 def _describe(cfg: VTAConfig) -> str:
     return f"{cfg.batch}x{cfg.block_in}x{cfg.block_out}"
+
+
+def _gemm_shape(q: Graph, n):
+    """The output shape a qconv (NCHW, OIHW weight) or a qdense ((N, K) by (O, K)) gives
+    its input, or None when the node is not of that plain form."""
+    x, w = tuple(q.values[n.inputs[0]].shape), q.params[n.inputs[1]].shape
+    if n.op == "qdense":
+        return (x[0], w[0]) if len(x) == 2 and len(w) == 2 else None
+    a = n.attrs
+    if len(x) != 4 or len(w) != 4 or a.get("im2col"):
+        return None
+    from ..ops.conv import out_hw
+    oh, ow = out_hw(x[2], x[3], w[2:], a.get("strides", (1, 1)), a.get("pads", (0, 0, 0, 0)),
+                    a.get("dilations", (1, 1)))
+    return (x[0], w[0], oh, ow)

@@ -214,13 +214,39 @@ def _bar(total: int, enabled: bool):
     return tqdm(total=total, unit="sample", leave=False)
 
 
-def top1(scores: np.ndarray, labels: np.ndarray) -> float:
+def class_ids(labels, what: str = "labels") -> np.ndarray:
+    """``labels`` as int64 class ids, one per sample: integers (or booleans, or floats that
+    hold whole numbers: 3.0); a fraction, a NaN, a string or a complex label is a
+    :class:`GraphError` naming ``what``, the index and the value."""
+    a = np.asarray(labels)
+    if a.dtype.kind not in "biuf":
+        raise GraphError(f"{what}: dtype {a.dtype} is not class ids (integers)")
+    a = a.reshape(-1)
+    if a.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(a) | (a != np.round(a)) | (np.abs(a) > 2.0 ** 62))
+        if bad.size:
+            raise GraphError(f"{what}: label {int(bad[0])} is {float(a[bad[0]])!r}, not a "
+                             f"class id (a whole number)")
+    elif a.dtype.kind == "u" and a.size and int(a.max()) >= 2 ** 63:
+        i = int(a.argmax())
+        raise GraphError(f"{what}: label {i} is {int(a[i])}, not a class id")
+    return a.astype(np.int64)
+
+
+def top1(scores: np.ndarray, labels: np.ndarray, what: str = "labels") -> float:
     """Top-1 accuracy of ``scores`` ``(S, ..., classes)`` (argmax of each sample's scores)
-    or class ids ``(S, ...)`` (one per sample) against ``labels`` ``(S,)``."""
-    labels = np.asarray(labels).reshape(-1)
+    or class ids ``(S, ...)`` (one per sample) against ``labels`` ``(S,)`` (class ids,
+    :func:`class_ids`; with scores, each in ``[0, classes)``: else a :class:`GraphError`
+    naming ``what``, the index and the value)."""
+    labels = class_ids(labels, what)
     scores = np.asarray(scores)
     if len(scores) != len(labels) or labels.size == 0:
-        raise GraphError(f"{len(labels)} labels for {len(scores)} samples")
+        raise GraphError(f"{what}: {len(labels)} labels for {len(scores)} samples")
     s = scores.reshape(len(labels), -1)
+    if s.shape[1] > 1:
+        bad = np.flatnonzero((labels < 0) | (labels >= s.shape[1]))
+        if bad.size:
+            raise GraphError(f"{what}: label {int(bad[0])} is {int(labels[bad[0]])}, outside "
+                             f"the model's {s.shape[1]} classes (0 to {s.shape[1] - 1})")
     pred = s.argmax(axis=1) if s.shape[1] > 1 else s[:, 0]
-    return float((pred.astype(np.int64) == labels.astype(np.int64)).mean())
+    return float((pred.astype(np.int64) == labels).mean())

@@ -232,7 +232,9 @@ class Executor:
         self.wall_seconds = time.perf_counter() - t_run
         out = {}
         for o in g.outputs:
-            out[o] = self._host(env, o, {})
+            # an output no step computes is a constant of the model (a folded Shape, an
+            # initializer listed as an output): a copy of the param
+            out[o] = self._host(env, o, {}) if o in env else np.array(g.params[o])
             if any(np.may_share_memory(out[o], a) for a in feeds.values()):
                 out[o] = out[o].copy()      # never hand back (a view of) the caller's input
         freed = set()

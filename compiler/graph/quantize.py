@@ -57,7 +57,7 @@ import numpy as np
 
 from ..ops import registry
 from ..ops.errors import QuantizeError
-from ..ops.requant import frac_for  # noqa: F401 (re-exported)
+from ..ops.requant import check_range, frac_for  # noqa: F401 (frac_for re-exported)
 from .ir import Graph
 from .calibrate import METHODS, calibrate_ranges, saturating_ranges
 from .quantize_fixed import FixedRules, model_scales, nominal_frac
@@ -165,6 +165,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     q.scales, q.qdq_notes = {}, []
 
     def f_of(v):
+        check_range(ranges.get(v, 0.0), f"value {v!r} (calibrated range)")
         return frac_for(ranges.get(v, 0.0))
 
     for name in g.inputs:

@@ -18,6 +18,13 @@ def import_batchnorm(ctx, node, attrs):
                               f"'training_mode' = 1 is not supported")
     for k, what in zip(range(1, 5), ("scale", "B", "mean", "var")):
         ctx.const(node.input[k], node, what)
+    var = ctx.const(node.input[4], node, "var").astype(np.float64)
+    bad = np.flatnonzero(~(var.reshape(-1) + eps > 0))
+    if bad.size:                     # 1 / sqrt(var + eps): an infinity or a NaN
+        c = int(bad[0])
+        raise OnnxImportError(f"node {node.name!r} (BatchNormalization): input var "
+                              f"({node.input[4]!r}) channel {c} is {float(var.reshape(-1)[c])!r}, "
+                              f"epsilon {eps!r}: var + epsilon must be positive")
     ctx.emit(node, "batchnorm", node.input[:5], ctx.shape(node.input[0]),
              attrs={"epsilon": eps})
 

@@ -46,9 +46,12 @@ def import_gemm(ctx, node, attrs):
 
 def import_matmul(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
-    if ctx.is_const(node.input[1]) and len(xs) == 2:
+    wnd = ctx.consts[ctx.src(node.input[1])].ndim if ctx.is_const(node.input[1]) else 0
+    if wnd == 1 and len(xs) == 2 and ctx.shape(node.input[1])[0] == xs[1]:
+        return _matmul_vector(ctx, node)
+    if wnd == 2 and len(xs) == 2:
         w = ctx.const(node.input[1], node, "B")
-        if w.ndim != 2 or w.shape[0] != xs[1]:
+        if w.shape[0] != xs[1]:
             raise OnnxImportError(f"node {node.name!r} (MatMul): {xs} x {w.shape} do not "
                                   f"match")
         name = ctx.g.fresh(node.input[1] + "_dense_w")
@@ -63,6 +66,19 @@ def import_matmul(ctx, node, attrs):
         raise OnnxImportError(f"node {node.name!r} (MatMul): shapes {xs} and {ys} do not "
                               f"multiply")
     ctx.emit(node, "matmul", node.input[:2], shape)
+
+
+def _matmul_vector(ctx, node):
+    """``(M, K) @ (K,)`` (numpy's rule: the vector is a column, the result ``(M,)``): a
+    dense layer with one output feature, then a reshape to ``(M,)``."""
+    xs = ctx.shape(node.input[0])
+    w = ctx.const(node.input[1], node, "B")
+    name = ctx.g.fresh(node.input[1] + "_dense_w")
+    ctx.consts[name] = np.ascontiguousarray(w.reshape(1, -1).astype(np.float32))
+    mid = ctx.g.fresh(node.output[0] + "/col")
+    ctx.g.add_node("dense", mid, [ctx.value(node.input[0]), ctx.value(name)], (xs[0], 1),
+                   "float32")
+    ctx.emit(node, "reshape", [mid], (xs[0],), attrs={"shape": (xs[0],)})
 
 
 def dense_float(n, ins):

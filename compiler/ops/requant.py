@@ -40,13 +40,29 @@ def epilogue(n, y, ins, first_extra):
 
 # ------------------------------------------------------------------ quantisation
 
+#: the coarsest power-of-two scale is 2^48 (fraction bits down to -48): int8 holds up to
+#: 127 * 2^48 (3.6e16); a range beyond it is refused (:func:`check_range`), not clipped
+FRAC_FLOOR = -48
+
+
 def frac_for(rng: float, bits: int = 8, cap: int = 48) -> int:
     """Fraction bits so that ``rng`` fits in a signed ``bits`` integer (power-of-two scale),
-    in [-16, ``cap``]."""
+    in [:data:`FRAC_FLOOR`, ``cap``]."""
     top = (1 << (bits - 1)) - 1
     if not np.isfinite(rng) or rng <= 0:
         return bits - 1
-    return int(max(-16, min(cap, math.floor(math.log2(top / rng)))))
+    return int(max(FRAC_FLOOR, min(cap, math.floor(math.log2(top / rng)))))
+
+
+def check_range(rng: float, what: str) -> None:
+    """:class:`QuantizeError` when ``rng`` (a value's or a weight's max magnitude) is more
+    than int8 holds at the coarsest scale: quantised it would be clipped to a fraction of
+    itself (a silently wrong layer)."""
+    big = 127 * 2.0 ** -FRAC_FLOOR
+    if np.isfinite(rng) and rng > big:
+        raise QuantizeError(f"{what} reaches {rng:.3g}, more than int8 holds at the "
+                            f"coarsest power-of-two scale ({big:.3g}): rescale the model or "
+                            f"its inputs (or keep that layer float)")
 
 
 def qweight(w: np.ndarray):
@@ -82,7 +98,7 @@ def qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
         q = np.clip(np.floor(wf * 2.0 ** fwc[:, None] + 0.5), -127, 127)
         mult = (1 << (top - fwc)).astype(np.int64)
         bound = acc_bound(q, np.abs(b) * 2.0 ** (fx + fwc) + 1, mult)
-        if bound.max() < 2 ** 30 or top <= -16:
+        if bound.max() < 2 ** 30 or top <= FRAC_FLOOR:
             return q.astype(np.int8).reshape(w.shape), fwc, mult
         top -= 1
 
@@ -113,6 +129,8 @@ def quantize_gemm(ctx, n) -> bool:
     fx = ctx.fracs[x]
     w = g.params[n.inputs[1]]
     b = g.params[n.inputs[2]].astype(np.float64)
+    check_range(float(np.abs(w).max(initial=0)), f"node {n.name!r} ({n.op}): weight "
+                f"{n.inputs[1]!r}")
     if ctx.per_channel:
         wq, fwc, mult = qweight_channels(w, b, fx)
         fw = int(fwc.max())
@@ -141,7 +159,7 @@ def quantize_gemm(ctx, n) -> bool:
         bq = bq + ((1 << (shift_ - 1)) // m)
     if np.abs(bq).max(initial=0) >= 2 ** 31:
         raise QuantizeError(f"node {n.name!r}: bias does not fit int32 at scale "
-                            f"2^-{acc_f}")
+                            f"2^{-acc_f}")
     lo, hi = clip_bounds(post, fo) if not wide else (-2 ** 31, 2 ** 31 - 1)
     attrs.update(shift=int(shift_), lo=lo, hi=hi, frac_w=fw)
     if wide:
