@@ -25,7 +25,9 @@ def test_resnet18_bit_exact_and_meets_targets(both_modes):
     assert min(speedups) > 1.0, speedups                  # helps every layer
     assert geomean(speedups) >= 1.25, speedups
     assert max(r["gemm_utilization"] for r in on["layers"]) >= 0.88
-    assert on["compile_seconds"] < 5.0
+    # a wall-clock figure: the < 5 s target is measured in BENCHMARKS.md on a quiet machine
+    # (the developer guide: no timed tests); here only a pathological regression fails
+    assert 0.0 < on["compile_seconds"] < 60.0
     for r in on["layers"]:
         assert r["dram_bytes"] <= 3.2 * r["_min_bytes"], r["name"]
         assert r["dram_bytes"] >= r["_min_bytes"]
