@@ -162,8 +162,11 @@ class Simulator:
         self.last_timing = None
         self._programs: dict = {}        # prepared streams, least recently used first
         # GEMM/ALU plans by micro-op range and loop fields, while the micro-ops stay the same
-        # (emptied by every LOAD UOP and reset; compute.gemm's ``fast``)
+        # (emptied by every LOAD UOP and reset; compute.gemm's ``fast``), and whenever the
+        # bounded plan cache has dropped plans (``_fast_evictions``: its count when last
+        # checked), so that it keeps none alive past the cache's bound
         self._fast: dict = {}
+        self._fast_evictions = self.sram.plans.evictions
         self._db_field = config.mem_layout.word_field("dram_base")
         self._program_insns = 0
 
@@ -428,6 +431,9 @@ class Simulator:
         if k == _NOP or k == _FINISH:
             return
         s = self.sram
+        if (k == _GEMM or k == _ALU) and s.plans.evictions != self._fast_evictions:
+            self._fast.clear()               # it may hold plans the cache has dropped
+            self._fast_evictions = s.plans.evictions
         if k == _GEMM:
             compute.gemm(s, i, *self._ops[i], self.strict, self._fast)
         elif k == _ALU:
