@@ -2,6 +2,9 @@
 (``Simulator._fast``) must not keep alive plans the bounded plan cache (``Sram.plans``,
 ``PlanCache.max_bytes``) has dropped.
 
+Nor may they outlive the Sram whose micro-ops they were planned for (``Simulator.sram`` is
+a public attribute a caller may replace).
+
 Before the fix a stream that loads its micro-ops once and then runs many GEMMs with other
 loop fields kept every plan in ``_fast`` until the next LOAD UOP: memory grew without bound
 (80 such GEMMs of the reference configuration held 356 MB of index arrays against the cache's
@@ -10,7 +13,7 @@ loop fields kept every plan in ``_fast`` until the next LOAD UOP: memory grew wi
 
 import numpy as np
 
-from isa import GemmInsn, MemType
+from isa import GemmInsn, MemType, encode_uops
 from vta_sim import Simulator
 
 from .sim_helpers import CFG, FinishInsn, load, program, store
@@ -69,3 +72,22 @@ def test_results_unchanged_with_a_small_plan_cache():
         small.run(_stream(40), a)
         ref.run(_stream(40), b)
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_replaced_sram_gets_no_plans_of_the_old_micro_ops():
+    """``Simulator.sram`` is a public attribute: a new Sram (zero micro-ops) must not run the
+    GEMMs planned for the micro-ops of the one it replaced."""
+    from vta_sim.sram import Sram
+    uops = [(1, 2, 3)]
+    dram = _image()
+    dram[:4] = encode_uops(*zip(*uops), CFG).view(np.uint8)
+    body = [load(MemType.INP, 0, 0, 1, 512), load(MemType.WGT, 0, 0, 1, 256),
+            GemmInsn(0, 1, 1, 1, 0, 0, 0, 0, 0, 0, reset=1),
+            GemmInsn(0, 1, 4, 4, 0, 0, 1, 2, 1, 2), store(0, _OUT_AT, 1, 4), FinishInsn()]
+    sim = Simulator(CFG, serial=True)
+    sim.run(program([load(MemType.UOP, 0, 0, 1, 1)] + body), dram.copy())
+    sim.sram = Sram(CFG)                     # zero micro-ops: dst 0, src 0, wgt 0
+    got, want = dram.copy(), dram.copy()
+    sim.run(program(body), got)              # the same GEMM, no LOAD UOP
+    Simulator(CFG, serial=True).run(program(body), want)
+    np.testing.assert_array_equal(got, want)
