@@ -109,7 +109,9 @@ class Simulator:
     Attributes
     ----------
     sram : Sram
-        The on-chip buffers (kept across runs).
+        The on-chip buffers (kept across runs).  It may be replaced by another Sram, but its
+        micro-ops must change only through LOAD UOP (the planned GEMM/ALU instructions are
+        looked up by micro-op range until the next LOAD UOP).
     tokens : list of int
         Token counts ``[l2g, g2l, s2g, g2s]`` (kept across runs).
     last_timing : TimingResult or None
