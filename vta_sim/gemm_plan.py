@@ -43,10 +43,13 @@ _MAX_ELEMS = 1 << 21
 
 class PlanCache:
     """Planned instructions by key, at most ``max_bytes`` of index arrays (oldest dropped
-    first).  A cached None means "planned: use the general kernels"."""
+    first).  A cached None means "planned: use the general kernels".  ``evictions`` counts
+    the plans dropped: a holder of plans looked up here (the simulator's plans by micro-op
+    range) forgets them when it changes, so it keeps no plan alive past this bound."""
 
     def __init__(self, max_bytes: int = 64 << 20):
         self.max_bytes, self.nbytes = max_bytes, 0
+        self.evictions = 0
         self._d: dict = {}
 
     def __len__(self):
@@ -66,6 +69,7 @@ class PlanCache:
         while self._d and self.nbytes + n > self.max_bytes:
             _, m = self._d.pop(next(iter(self._d)))
             self.nbytes -= m
+            self.evictions += 1
         self._d[key] = (plan, n)
         self.nbytes += n
 

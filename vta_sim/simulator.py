@@ -109,7 +109,9 @@ class Simulator:
     Attributes
     ----------
     sram : Sram
-        The on-chip buffers (kept across runs).
+        The on-chip buffers (kept across runs).  It may be replaced by another Sram, but its
+        micro-ops must change only through LOAD UOP (the planned GEMM/ALU instructions are
+        looked up by micro-op range until the next LOAD UOP).
     tokens : list of int
         Token counts ``[l2g, g2l, s2g, g2s]`` (kept across runs).
     last_timing : TimingResult or None
@@ -162,8 +164,12 @@ class Simulator:
         self.last_timing = None
         self._programs: dict = {}        # prepared streams, least recently used first
         # GEMM/ALU plans by micro-op range and loop fields, while the micro-ops stay the same
-        # (emptied by every LOAD UOP and reset; compute.gemm's ``fast``)
+        # (emptied by every LOAD UOP and reset; compute.gemm's ``fast``), and whenever the
+        # bounded plan cache has dropped plans or ``sram`` is another Sram (``_fast_of``:
+        # the Sram and the cache's evictions when last checked), so that it keeps no plan
+        # alive past the cache's bound and never runs on other micro-ops
         self._fast: dict = {}
+        self._fast_of = (self.sram, self.sram.plans.evictions)
         self._db_field = config.mem_layout.word_field("dram_base")
         self._program_insns = 0
 
@@ -428,6 +434,10 @@ class Simulator:
         if k == _NOP or k == _FINISH:
             return
         s = self.sram
+        if (k == _GEMM or k == _ALU) and (s is not self._fast_of[0] or
+                                           s.plans.evictions != self._fast_of[1]):
+            self._fast.clear()               # plans the cache dropped, or of other micro-ops
+            self._fast_of = (s, s.plans.evictions)
         if k == _GEMM:
             compute.gemm(s, i, *self._ops[i], self.strict, self._fast)
         elif k == _ALU:
