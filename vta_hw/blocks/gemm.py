@@ -58,8 +58,9 @@ class GemmPipe(wiring.Component):
     - s1: index sums ``d/s/w``, INP and WGT SRAM reads issued;
     - s2: range check and the INP/WGT tiles registered (``range_error`` pulses);
     - s2a: the BATCH x BLOCK_OUT x BLOCK_IN products registered (a bad micro-op dropped);
-    - s2b: balanced adder trees, registered;
-    - s3: ACC read of tile ``d`` issued;
+    - s2b: balanced adder trees, registered (``pipelined``: their first level, the pairwise
+      sums, registered);
+    - s3: ACC read of tile ``d`` issued (``pipelined``: the rest of the adder trees);
     - s4: the ACC tile registered, or the result of micro-op ``n-1``, ``n-2`` or ``n-3``
       (the newest) when it wrote the same tile (forwarding, with the address compares
       registered in s3);
@@ -233,20 +234,27 @@ class GemmPipe(wiring.Component):
         va, ra, da = Signal(), Signal(), Signal(D, name="da", reset_less=True)
         vb, rb, db = Signal(), Signal(), Signal(D, name="db", reset_less=True)
         m.d.sync += [va.eq(v2 & ~bad2), da.eq(d2), ra.eq(r2), vb.eq(va), db.eq(da), rb.eq(ra)]
-        # s2b: adder trees, registered
+        # s2b: adder trees, registered (``pipelined``: only their first level, the pairwise
+        # sums of the products, which s3 sums while the ACC read is issued: the ACC read's
+        # cycles absorb the stage)
+        if self.pipelined:
+            rows = [self._first_level(m, i, row) for i, row in enumerate(rows)]
         lanes = []
         for i, row in enumerate(rows):
             lane = Signal(Wa, name=f"dot_{i}")
             m.d.comb += lane.eq(tree_sum(row, m))   # sign-extends (or wraps) to Wa bits
             lanes.append(lane)
         v3, r3, d3 = Signal(), Signal(), Signal(D, name="d3", reset_less=True)
-        dot3 = Signal(self.acc_bits, reset_less=True)
-        m.d.sync += [v3.eq(vb), d3.eq(db), r3.eq(rb), dot3.eq(Cat(*lanes))]
+        m.d.sync += [v3.eq(vb), d3.eq(db), r3.eq(rb)]
+        if not self.pipelined:
+            dot3 = Signal(self.acc_bits, reset_less=True)
+            m.d.sync += dot3.eq(Cat(*lanes))
         # s3: ACC read issued
         v4, r4, d4 = Signal(), Signal(), Signal(D, name="d4", reset_less=True)
         dot4 = Signal(self.acc_bits, reset_less=True)
         m.d.comb += [self.acc_rd_addr.eq(d3), self.acc_rd_addr_next.eq(db)]
-        m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(r3), dot4.eq(dot3)]
+        m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(r3),
+                     dot4.eq(Cat(*lanes) if self.pipelined else dot3)]
         # s4: ACC data registered.  The caller registers the ACC write (it lands in the SRAM
         # a cycle after s5) and the read ports are not transparent (a block RAM has no
         # cross-port write-through), so the results of the three micro-ops ahead are
@@ -276,6 +284,19 @@ class GemmPipe(wiring.Component):
                      self.acc_wr_addr.eq(d5), self.acc_wr_data.eq(wdata),
                      self.busy.eq(v2 | va | vb | v3 | v4 | v5)]
         return m
+
+    @staticmethod
+    def _first_level(m, i, row):
+        """The ``pipelined`` s2b: lane ``i``'s terms summed in pairs (an odd last one alone)
+        and registered (``pair_<lane>_<n>``, exact), so a product's register drives one
+        adder and a register, wherever the multiplier sits on the die (FPGA timing)."""
+        out = []
+        for j in range(0, len(row), 2):
+            t = row[j] + row[j + 1] if j + 1 < len(row) else row[j]
+            r = Signal(t.shape(), name=f"pair_{i}_{j // 2}", reset_less=True)
+            m.d.sync += r.eq(t)
+            out.append(r)
+        return out
 
     def _digit_planes(self, m, cfg, b, xrow, wgt, o, ks, primitive):
         """Logic products of output lane ``o`` (INP row ``xrow`` of batch ``b``, registered)
