@@ -157,3 +157,17 @@ def test_pipelined_gemm_registers_the_first_level_of_its_adder_trees():
     assert "dot3" not in piped and "dot4" in piped
     plain = _registers(rtlil.convert(GemmPipe(cfg)))
     assert "dot3" in plain and not [r for r in plain if r.startswith("pair_")]
+
+
+def test_pipelined_core_token_queues_give_avail_from_a_register():
+    """The ``pipelined`` core's token queues drive ``avail`` from a flip-flop,
+    not from their counter's OR-reduction (the fifteenth session's seed-3 path: the ``l2g``
+    count -> compute's token check -> the UOP SRAM address); the plain core's do not."""
+    from vta_hw.blocks.core import VTACore
+    for piped in (True, False):
+        text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3,
+                                     pipelined=piped))
+        mods = {q: text.split(f"module \\top.engine.{q}\n")[1].split("\nend\n")[0]
+                for q in ("l2g", "g2l", "g2s", "s2g")}
+        for q, body in mods.items():
+            assert ("avail" in _registers(body)) == piped, (q, piped)
