@@ -145,16 +145,19 @@ def test_the_bridge_registers_the_dram_read_data_before_its_answer_select():
 
 def test_pipelined_gemm_registers_the_first_level_of_its_adder_trees():
     """The ``pipelined`` GEMM registers each lane's pairwise product sums (``pair_*``) and
-    sums the rest in s3, while the ACC read is issued (``dot3`` is gone, ``dot4`` is the
-    dot product as before), so a multiplier's output register drives one adder and a
-    register (the fourteenth session's seed-1 path: a product -> three adds -> ``dot3``);
-    the plain core keeps its s2b tree."""
+    sums the rest a stage later (``dot3`` and ``dot4`` are gone: the products come a stage
+    later too, after the INP/WGT read data's fabric registers ``inp_f``/``wgt_f``), so a
+    multiplier's output register drives one adder and a register (the fourteenth session's
+    seed-1 path: a product -> three adds -> ``dot3``) and a block RAM's output drives one
+    register (the fifteenth session's seed-2 path: the WGT SRAM -> a MULT18X18D's input
+    register); the plain core keeps its s2b tree."""
     from vta_hw.blocks.gemm import GemmPipe
     cfg = VTAConfig()
     piped = _registers(rtlil.convert(GemmPipe(cfg, pipelined=True)))
     n = cfg.batch * cfg.block_out
     assert {f"pair_{i}_{j}" for i in range(n) for j in range(cfg.block_in // 2)} <= piped
-    assert "dot3" not in piped and "dot4" in piped
+    assert "dot3" not in piped and "dot4" not in piped and "dot5" in piped
+    assert {"inp_f", "wgt_f"} <= piped     # the read data registered before the multipliers
     plain = _registers(rtlil.convert(GemmPipe(cfg)))
     assert "dot3" in plain and not [r for r in plain if r.startswith("pair_")]
 
