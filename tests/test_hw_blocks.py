@@ -53,6 +53,35 @@ def test_token_queue_counts_push_pop_and_overflow():
     assert log == [1, 1, 1, 1, 1, 0]
 
 
+def test_token_queue_registered_avail_equals_the_counts_in_every_cycle():
+    """``registered_avail`` (the ``pipelined`` core) makes ``avail`` a flip-flop; over random
+    pushes and pops (pops only with a token there, as the modules do; pushes into a full
+    counter too) it equals the plain queue's ``count != 0`` in every cycle, and so does
+    ``overflow``."""
+    import random
+    from amaranth.hdl import Module
+    m = Module()
+    m.submodules.a = a = TokenQueue(width=2)
+    m.submodules.b = b = TokenQueue(width=2, registered_avail=True)
+    rng = random.Random(7)
+    seen = []
+
+    async def bench(ctx):
+        for _ in range(3000):
+            push = rng.random() < 0.5
+            pop = ctx.get(a.avail) and rng.random() < 0.5
+            for q in (a, b):
+                ctx.set(q.push, push)
+                ctx.set(q.pop, pop)
+            assert (ctx.get(b.avail), ctx.get(b.overflow)) == (ctx.get(a.avail),
+                                                                ctx.get(a.overflow))
+            seen.append((ctx.get(a.avail), push, pop))
+            await ctx.tick()
+
+    _run(m, bench)
+    assert {(1, True, True), (1, False, True), (0, True, False)} <= set(seen)
+
+
 # ----------------------------------------------------------------------------- ReadArbiter
 
 def test_read_arbiter_priority_and_routing():

@@ -52,6 +52,18 @@ def test_store_size_product_is_registered_before_the_sram_base_sum():
     assert "end" not in regs
 
 
+def test_store_dep_decides_from_registered_checks_and_one_compare():
+    """SIZE registers DEP's checks but the range one (``pre_fail``/``pre_code``) and
+    ``depth - sram_base`` (``room``), so DEP's range check is ``tiles`` against ``room``:
+    no adder takes ``tiles`` (the fourteenth session's seed-2 path: store's ``insn`` ->
+    ``sram_base + tiles`` -> the range compare -> the error priority -> ``err_code``)."""
+    from vta_hw.blocks.store import StoreModule
+    text = rtlil.convert(StoreModule(VTAConfig()))
+    assert {"room", "base_over", "pre_fail", "pre_code", "empty"} <= _registers(text)
+    adds = re.findall(r"cell \$add \S+\n(.*?)\n  end", text, re.S)
+    assert adds and not [a for a in adds if "\\tiles" in a]
+
+
 def _cmd_insn_users(text: str) -> set[str]:
     """Types of the cells of the top module that take a slice of ``cmd_insn`` as an input."""
     top = text.split("\nmodule ")[1]
@@ -118,3 +130,47 @@ def test_the_bridge_registers_its_fifo_read_data_before_using_it():
     assert len(uses) == 1 and len(re.findall(r"\\r_data \[", top)) == 2   # its port + the one
     d = re.search(r"connect \\D (\S+) .*\n.*\n\s*connect \\Q \\rx_byte\n", top).group(1)
     assert d == uses[0]
+
+
+def test_the_bridge_registers_the_dram_read_data_before_its_answer_select():
+    """The on-chip DRAM's block RAM read data (``mem_rdata``) drives one register
+    (``mem_rdata_q``) and nothing else in the bridge (the fourteenth session's seed-3 path:
+    the DRAM's DP16KD -> the answer select -> ``out``)."""
+    from vta_hw.board.uart import HostBridge
+    top = rtlil.convert(HostBridge(64, 8192, mem_latency=2)).split("\nmodule ")[1]
+    assert re.findall(r"connect \\D (\S+).*\n.*\n\s*connect \\Q \\mem_rdata_q\n", top) \
+        == ["\\mem_rdata"]
+    assert len(re.findall(r"\\mem_rdata\b(?!_q)", top)) == 2    # its port + the register
+
+
+def test_pipelined_gemm_registers_the_first_level_of_its_adder_trees():
+    """The ``pipelined`` GEMM registers each lane's pairwise product sums (``pair_*``) and
+    sums the rest a stage later (``dot3`` and ``dot4`` are gone: the products come a stage
+    later too, after the INP/WGT read data's fabric registers ``inp_f``/``wgt_f``), so a
+    multiplier's output register drives one adder and a register (the fourteenth session's
+    seed-1 path: a product -> three adds -> ``dot3``) and a block RAM's output drives one
+    register (the fifteenth session's seed-2 path: the WGT SRAM -> a MULT18X18D's input
+    register); the plain core keeps its s2b tree."""
+    from vta_hw.blocks.gemm import GemmPipe
+    cfg = VTAConfig()
+    piped = _registers(rtlil.convert(GemmPipe(cfg, pipelined=True)))
+    n = cfg.batch * cfg.block_out
+    assert {f"pair_{i}_{j}" for i in range(n) for j in range(cfg.block_in // 2)} <= piped
+    assert "dot3" not in piped and "dot4" not in piped and "dot5" in piped
+    assert {"inp_f", "wgt_f"} <= piped     # the read data registered before the multipliers
+    plain = _registers(rtlil.convert(GemmPipe(cfg)))
+    assert "dot3" in plain and not [r for r in plain if r.startswith("pair_")]
+
+
+def test_pipelined_core_token_queues_give_avail_from_a_register():
+    """The ``pipelined`` core's token queues drive ``avail`` from a flip-flop,
+    not from their counter's OR-reduction (the fifteenth session's seed-3 path: the ``l2g``
+    count -> compute's token check -> the UOP SRAM address); the plain core's do not."""
+    from vta_hw.blocks.core import VTACore
+    for piped in (True, False):
+        text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3,
+                                     pipelined=piped))
+        mods = {q: text.split(f"module \\top.engine.{q}\n")[1].split("\nend\n")[0]
+                for q in ("l2g", "g2l", "g2s", "s2g")}
+        for q, body in mods.items():
+            assert ("avail" in _registers(body)) == piped, (q, piped)

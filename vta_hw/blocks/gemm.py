@@ -58,8 +58,9 @@ class GemmPipe(wiring.Component):
     - s1: index sums ``d/s/w``, INP and WGT SRAM reads issued;
     - s2: range check and the INP/WGT tiles registered (``range_error`` pulses);
     - s2a: the BATCH x BLOCK_OUT x BLOCK_IN products registered (a bad micro-op dropped);
-    - s2b: balanced adder trees, registered;
-    - s3: ACC read of tile ``d`` issued;
+    - s2b: balanced adder trees, registered (``pipelined``: their first level, the pairwise
+      sums, registered);
+    - s3: ACC read of tile ``d`` issued (``pipelined``: the rest of the adder trees);
     - s4: the ACC tile registered, or the result of micro-op ``n-1``, ``n-2`` or ``n-3``
       (the newest) when it wrote the same tile (forwarding, with the address compares
       registered in s3);
@@ -99,7 +100,10 @@ class GemmPipe(wiring.Component):
     ``pipelined``: the hard-multiplier products register their operands inside the multiplier
     (:func:`vta_hw.blocks.dsp.registered_product`: on an ECP5 a MULT18X18D with input and
     output registers, in place of the s2 INP/WGT registers and the s2a product register);
-    the same stages, cycles and results.
+    the same stages, cycles and results.  With every product in such a multiplier
+    (``dsp_regs``, no ``lut_mults``) the read data is registered once more in the fabric
+    first (``inp_f``/``wgt_f``) and the products, the pairwise sums and the rest of the
+    trees land one stage later, into ``dot5`` (there is no ``dot4``): same cycles.
 
     ``lane_inp``: each output lane registers its own copy of the INP row in s2 (instead of
     one register whose every bit drives the BLOCK_OUT products of that input element all
@@ -182,6 +186,17 @@ class GemmPipe(wiring.Component):
         if lane_inp is None:
             lane_inp = is_ecp5(platform) and self.lut_mults > 0
         row_bits = cfg.block_in * cfg.inp_width
+        # ``pipelined`` with every product in a multiplier that registers its operands: the
+        # INP/WGT read data registered once more in the fabric before the multipliers (FPGA
+        # timing: a block RAM's clock-to-out and the route across the die to a MULT18X18D's
+        # input register are not in one cycle); the s4 ``dot4`` stage, a plain delay, is
+        # left out instead, so results land in the same cycle
+        fab = self.pipelined and self.dsp_regs and self.lut_mults == 0
+        inp_src, wgt_src = self.inp_rd_data, self.wgt_rd_data
+        if fab:
+            inp_src = Signal.like(self.inp_rd_data, name="inp_f", reset_less=True)
+            wgt_src = Signal.like(self.wgt_rd_data, name="wgt_f", reset_less=True)
+            m.d.sync += [inp_src.eq(self.inp_rd_data), wgt_src.eq(self.wgt_rd_data)]
         wgt = [wgt_r.word_select(i, cfg.wgt_width).as_signed()
                for i in range(cfg.block_out * cfg.block_in)]
         pw = cfg.inp_width + cfg.wgt_width
@@ -217,8 +232,8 @@ class GemmPipe(wiring.Component):
                     if self.pipelined and n < first_lut:
                         ix, iw = b * cfg.block_in + k, o * cfg.block_in + k
                         row.append(registered_product(
-                            m, self.inp_rd_data.word_select(ix, cfg.inp_width).as_signed(),
-                            self.wgt_rd_data.word_select(iw, cfg.wgt_width).as_signed(), pw,
+                            m, inp_src.word_select(ix, cfg.inp_width).as_signed(),
+                            wgt_src.word_select(iw, cfg.wgt_width).as_signed(), pw,
                             f"prod_{b}_{o}_{k}", primitive=is_ecp5(platform),
                             reset_less=True))
                         continue
@@ -233,20 +248,28 @@ class GemmPipe(wiring.Component):
         va, ra, da = Signal(), Signal(), Signal(D, name="da", reset_less=True)
         vb, rb, db = Signal(), Signal(), Signal(D, name="db", reset_less=True)
         m.d.sync += [va.eq(v2 & ~bad2), da.eq(d2), ra.eq(r2), vb.eq(va), db.eq(da), rb.eq(ra)]
-        # s2b: adder trees, registered
+        # s2b: adder trees, registered (``pipelined``: only their first level, the pairwise
+        # sums of the products, which s3 sums while the ACC read is issued: the ACC read's
+        # cycles absorb the stage)
+        if self.pipelined:
+            rows = [self._first_level(m, i, row) for i, row in enumerate(rows)]
         lanes = []
         for i, row in enumerate(rows):
             lane = Signal(Wa, name=f"dot_{i}")
             m.d.comb += lane.eq(tree_sum(row, m))   # sign-extends (or wraps) to Wa bits
             lanes.append(lane)
         v3, r3, d3 = Signal(), Signal(), Signal(D, name="d3", reset_less=True)
-        dot3 = Signal(self.acc_bits, reset_less=True)
-        m.d.sync += [v3.eq(vb), d3.eq(db), r3.eq(rb), dot3.eq(Cat(*lanes))]
+        m.d.sync += [v3.eq(vb), d3.eq(db), r3.eq(rb)]
+        if not self.pipelined:
+            dot3 = Signal(self.acc_bits, reset_less=True)
+            m.d.sync += dot3.eq(Cat(*lanes))
         # s3: ACC read issued
         v4, r4, d4 = Signal(), Signal(), Signal(D, name="d4", reset_less=True)
-        dot4 = Signal(self.acc_bits, reset_less=True)
         m.d.comb += [self.acc_rd_addr.eq(d3), self.acc_rd_addr_next.eq(db)]
-        m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(r3), dot4.eq(dot3)]
+        m.d.sync += [v4.eq(v3), d4.eq(d3), r4.eq(r3)]
+        if not fab:
+            dot4 = Signal(self.acc_bits, reset_less=True)
+            m.d.sync += dot4.eq(Cat(*lanes) if self.pipelined else dot3)
         # s4: ACC data registered.  The caller registers the ACC write (it lands in the SRAM
         # a cycle after s5) and the read ports are not transparent (a block RAM has no
         # cross-port write-through), so the results of the three micro-ops ahead are
@@ -265,7 +288,7 @@ class GemmPipe(wiring.Component):
         fwd = [Signal(name=f"fwd{i}") for i in (1, 2, 3)]
         m.d.sync += [fwd[0].eq(v4 & (d4 == d3)), fwd[1].eq(v5 & (d5 == d3)),
                      fwd[2].eq(v6 & (d6 == d3))]
-        m.d.sync += [v5.eq(v4), d5.eq(d4), r5.eq(r4), dot5.eq(dot4),
+        m.d.sync += [v5.eq(v4), d5.eq(d4), r5.eq(r4), dot5.eq(Cat(*lanes) if fab else dot4),
                      old5.eq(Mux(fwd[0], wdata, Mux(fwd[1], wdata6,
                                                     Mux(fwd[2], wdata7, self.acc_rd_data)))),
                      v6.eq(v5), d6.eq(d5), wdata6.eq(wdata), v7.eq(v6), wdata7.eq(wdata6)]
@@ -276,6 +299,19 @@ class GemmPipe(wiring.Component):
                      self.acc_wr_addr.eq(d5), self.acc_wr_data.eq(wdata),
                      self.busy.eq(v2 | va | vb | v3 | v4 | v5)]
         return m
+
+    @staticmethod
+    def _first_level(m, i, row):
+        """The ``pipelined`` s2b: lane ``i``'s terms summed in pairs (an odd last one alone)
+        and registered (``pair_<lane>_<n>``, exact), so a product's register drives one
+        adder and a register, wherever the multiplier sits on the die (FPGA timing)."""
+        out = []
+        for j in range(0, len(row), 2):
+            t = row[j] + row[j + 1] if j + 1 < len(row) else row[j]
+            r = Signal(t.shape(), name=f"pair_{i}_{j // 2}", reset_less=True)
+            m.d.sync += r.eq(t)
+            out.append(r)
+        return out
 
     def _digit_planes(self, m, cfg, b, xrow, wgt, o, ks, primitive):
         """Logic products of output lane ``o`` (INP row ``xrow`` of batch ``b``, registered)

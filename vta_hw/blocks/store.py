@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -60,10 +60,20 @@ class StoreModule(wiring.Component):
         lg = (cfg.out_elem_bytes).bit_length() - 1
         insn = Signal(mem_layout(cfg))
         index = Signal(32)
-        # y_size * x_size, registered in SIZE; DEP adds sram_base to it (FPGA timing: the
-        # product and the sum are not in one cycle)
+        # y_size * x_size, registered in SIZE; DEP compares it with ``room`` (FPGA timing:
+        # the product and the compare are not in one cycle)
         tiles = Signal(32)
-        end = Signal(33)           # sram_base + tiles, in DEP
+        # DEP's checks but the range one, registered in SIZE with the product (FPGA timing:
+        # DEP decides from registers and one short compare, not from the instruction
+        # through an adder, a 33-bit compare and the error priority):
+        # ``sram_base + tiles > depth`` is ``over | (tiles > room)``
+        depth = cfg.acc_buff_depth
+        room = Signal(range(depth + 1), name="room")    # depth - sram_base (when not over)
+        over = Signal(name="base_over")                 # sram_base > depth
+        xnz = Signal(name="x_nonzero")
+        empty = Signal(name="empty")                    # x_size == 0 or y_size == 0
+        pre_fail = Signal(name="pre_fail")              # a check before the range one fails
+        pre_code = Signal(4, name="pre_code")           # ... the first one's error code
         y = Signal(16)
         rowaddr = Signal(40)
         sram = Signal(17)          # next OUT entry to read
@@ -105,31 +115,32 @@ class StoreModule(wiring.Component):
             with m.State("SIZE"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += tiles.eq(insn.y_size * insn.x_size)
+                # the checks in DEP's order: the first that fails names the error
+                pads = insn.y_pad_0 | insn.y_pad_1 | insn.x_pad_0 | insn.x_pad_1
+                x_nz = insn.x_size != 0
+                bad_dep = insn.pop_next | insn.push_next
+                bad_mt = x_nz & (insn.memory_type != MemType.OUT)
+                bad_pad = x_nz & (pads != 0)
+                m.d.sync += [pre_fail.eq(bad_dep | bad_mt | bad_pad),
+                             pre_code.eq(Mux(bad_dep, ErrorCode.BAD_DEP_FLAGS,
+                                             Mux(bad_mt, ErrorCode.ILLEGAL_MEM_TYPE,
+                                                 ErrorCode.STORE_PADDING))),
+                             over.eq(insn.sram_base > depth), room.eq(depth - insn.sram_base),
+                             xnz.eq(x_nz), empty.eq(~x_nz | (insn.y_size == 0))]
                 m.next = "DEP"
             with m.State("DEP"):
-                m.d.comb += [self.busy.eq(1), end.eq(insn.sram_base + tiles)]
-                pads = insn.y_pad_0 | insn.y_pad_1 | insn.x_pad_0 | insn.x_pad_1
-                with m.If(insn.pop_next | insn.push_next):
-                    m.d.sync += [self.err_code.eq(ErrorCode.BAD_DEP_FLAGS),
-                                 self.err_index.eq(index)]
-                    m.next = "ERROR"
-                with m.Elif((insn.x_size != 0) & (insn.memory_type != MemType.OUT)):
-                    m.d.sync += [self.err_code.eq(ErrorCode.ILLEGAL_MEM_TYPE),
-                                 self.err_index.eq(index)]
-                    m.next = "ERROR"
-                with m.Elif((insn.x_size != 0) & (pads != 0)):
-                    m.d.sync += [self.err_code.eq(ErrorCode.STORE_PADDING),
-                                 self.err_index.eq(index)]
-                    m.next = "ERROR"
-                with m.Elif((insn.x_size != 0) & (end > cfg.acc_buff_depth)):
-                    m.d.sync += [self.err_code.eq(ErrorCode.SRAM_RANGE),
+                m.d.comb += self.busy.eq(1)
+                rb = len(room)
+                bad_range = xnz & (over | (tiles[rb:] != 0) | (tiles[:rb] > room))
+                with m.If(pre_fail | bad_range):
+                    m.d.sync += [self.err_code.eq(Mux(pre_fail, pre_code, ErrorCode.SRAM_RANGE)),
                                  self.err_index.eq(index)]
                     m.next = "ERROR"
                 with m.Elif(~insn.pop_prev | self.g2s_avail):
                     m.d.comb += self.g2s_pop.eq(insn.pop_prev)
                     m.d.sync += [y.eq(0), sram.eq(insn.sram_base),
                                  rowaddr.eq(insn.dram_base << lg)]
-                    with m.If((insn.x_size == 0) | (insn.y_size == 0)):
+                    with m.If(empty):
                         m.d.comb += self.s2g_push.eq(insn.push_prev)
                         m.next = "IDLE"
                     with m.Else():

@@ -27,6 +27,11 @@ class TokenQueue(wiring.Component):
         is available in cycle t+1).
     overflow : ``Out(1)``
         sticky: a push found the counter full (the token was lost).
+
+    ``registered_avail`` (the ``pipelined`` core): ``avail`` is a flip-flop (``avail_q``)
+    kept equal to ``count != 0`` in every cycle, so the consumer's token check starts at a
+    register, not at the counter's OR-reduction (FPGA timing: the fourteenth session's path
+    ``l2g`` count -> compute's token check -> the UOP SRAM address).  Same cycles.
     """
 
     push: In(1)
@@ -34,20 +39,23 @@ class TokenQueue(wiring.Component):
     avail: Out(1)
     overflow: Out(1)
 
-    def __init__(self, width: int = 16):
+    def __init__(self, width: int = 16, registered_avail: bool = False):
         self.width = width
+        self.registered_avail = registered_avail
         super().__init__()
 
     def elaborate(self, platform):
         m = Module()
         count = Signal(self.width)
-        m.d.comb += self.avail.eq(count != 0)
+        reg = self.registered_avail
+        nz = Signal(name="avail_q")
+        m.d.comb += self.avail.eq(nz if reg else count != 0)
         full = count == (1 << self.width) - 1
         with m.If(self.push & ~self.pop):
             with m.If(full):
                 m.d.sync += self.overflow.eq(1)
             with m.Else():
-                m.d.sync += count.eq(count + 1)
+                m.d.sync += [count.eq(count + 1)] + ([nz.eq(1)] if reg else [])
         with m.Elif(self.pop & ~self.push):
-            m.d.sync += count.eq(count - 1)
+            m.d.sync += [count.eq(count - 1)] + ([nz.eq(count != 1)] if reg else [])
         return m

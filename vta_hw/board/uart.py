@@ -115,7 +115,10 @@ class HostBridge(wiring.Component):
     tx_data, tx_valid, tx_ready : bytes to the host.
     csr_addr, csr_wdata, csr_we, csr_rdata : the core's register bus.
     mem_en, mem_addr, mem_wdata, mem_we, mem_rdata : DRAM host port (``mem_en`` while a memory
-        command executes; read data ``mem_latency`` cycles after the address).
+        command executes; read data ``mem_latency`` cycles after the address).  The bridge
+        registers ``mem_rdata`` (``mem_rdata_q``) before its answer select, so a memory read
+        answers ``mem_latency + 1`` cycles after the address (FPGA timing: a block RAM's
+        clock-to-out then drives one register, not the select into ``out``).
     """
 
     def __init__(self, bus_width: int, mem_depth: int, mem_latency: int = 1):
@@ -148,6 +151,8 @@ class HostBridge(wiring.Component):
             m.d.sync += [rx_data.eq(fifo.r_data), rx_valid.eq(1)]
         with m.Elif(take):
             m.d.sync += rx_valid.eq(0)
+        rdata = Signal(8 * bb, name="mem_rdata_q", reset_less=True)
+        m.d.sync += rdata.eq(self.mem_rdata)
         cmd = Signal(8)
         arg = Signal(32)
         data = Signal(8 * max(4, bb))
@@ -203,15 +208,18 @@ class HostBridge(wiring.Component):
                             m.d.comb += self.mem_we.eq(1)
                             m.d.sync += [out.eq(ACK), out_n.eq(1)]
                     with m.If(cmd == CMD_READ_MEM):
-                        m.next = "MEMRD" if self.mem_latency == 1 else "MEMWAIT"
+                        m.next = "MEMWAIT1"
                     with m.Else():
                         m.next = "CMD"
-            with m.State("MEMWAIT"):
-                m.d.comb += self.mem_en.eq(1)
-                m.next = "MEMRD"
+            # the read data arrives ``mem_latency`` cycles after EXEC, in the last MEMWAIT
+            # state, and ``rdata`` holds it in MEMRD
+            for i in range(1, self.mem_latency + 1):
+                with m.State(f"MEMWAIT{i}"):
+                    m.d.comb += self.mem_en.eq(1)
+                    m.next = "MEMRD" if i == self.mem_latency else f"MEMWAIT{i + 1}"
             with m.State("MEMRD"):
                 m.d.comb += self.mem_en.eq(1)
-                m.d.sync += [out.eq(self.mem_rdata), out_n.eq(bb)]
+                m.d.sync += [out.eq(rdata), out_n.eq(bb)]
                 m.next = "CMD"
         return m
 
