@@ -77,6 +77,27 @@ def _digest(out: dict, stats: list) -> str:
     return h.hexdigest()[:16]
 
 
+def _recorded(dev, ex, feeds, cpu, mode):
+    """The row of one tree and mode: the CPU seconds ``cpu`` (best, median) and the outputs and
+    every stream's statistics (timing summary included) of one more run, as a digest."""
+    stats, real = [], dev.sim.run
+
+    def rec(insns, dram):
+        st = real(insns, dram)
+        stats.append(st.as_dict())
+        return st
+    dev.sim.run = rec
+    try:
+        out = ex.run(feeds)
+    finally:
+        dev.sim.run = real
+    r = {"cpu_best": round(min(cpu), 3), "cpu_median": round(float(np.median(cpu)), 3),
+         "digest": _digest(out, stats)}
+    if mode != "untimed":
+        r["cycles"] = int(ex.summary()["vta_cycles"])
+    return r
+
+
 def per_inference(name: str, repeat: int, modes=("timed",)) -> dict:
     """Per mode: ``timed`` (SimDevice(timed=True), as the tree ships it), ``nocache`` (the
     same with the Simulator's kept timed runs off, when the tree has them: the timing model
@@ -96,23 +117,7 @@ def per_inference(name: str, repeat: int, modes=("timed",)) -> dict:
             p0 = time.process_time()
             ex.run(feeds)
             cpu.append(time.process_time() - p0)
-        # the outputs and every stream's statistics (timing summary included) of one more run
-        stats, real = [], dev.sim.run
-
-        def rec(insns, dram):
-            st = real(insns, dram)
-            stats.append(st.as_dict())
-            return st
-        dev.sim.run = rec
-        try:
-            out = ex.run(feeds)
-        finally:
-            dev.sim.run = real
-        r = {"cpu_best": round(min(cpu), 3), "cpu_median": round(float(np.median(cpu)), 3),
-             "digest": _digest(out, stats)}
-        if mode != "untimed":
-            r["cycles"] = int(ex.summary()["vta_cycles"])
-        row[mode] = r
+        row[mode] = _recorded(dev, ex, feeds, cpu, mode)
     return row
 
 
@@ -161,23 +166,7 @@ def ab_inference(name: str, before: str, repeat: int, modes=("timed",)) -> dict:
                 ex.run(feeds)
                 cpu[tree].append(time.process_time() - p0)
         for tree, (dev, ex) in devs.items():
-            stats, real = [], dev.sim.run
-
-            def rec(insns, dram, real=real, stats=stats):
-                st = real(insns, dram)
-                stats.append(st.as_dict())
-                return st
-            dev.sim.run = rec
-            try:
-                out = ex.run(feeds)
-            finally:
-                dev.sim.run = real
-            r = {"cpu_best": round(min(cpu[tree]), 3),
-                 "cpu_median": round(float(np.median(cpu[tree])), 3),
-                 "digest": _digest(out, stats)}
-            if mode != "untimed":
-                r["cycles"] = int(ex.summary()["vta_cycles"])
-            row.setdefault(mode, {})[tree] = r
+            row.setdefault(mode, {})[tree] = _recorded(dev, ex, feeds, cpu[tree], mode)
         b, a = row[mode]["before"], row[mode]["after"]
         row[mode]["after/before"] = {"best": round(a["cpu_best"] / b["cpu_best"], 3),
                                      "median": round(a["cpu_median"] / b["cpu_median"], 3)}
