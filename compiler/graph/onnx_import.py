@@ -261,6 +261,12 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         _add_input(g, alias, vi.name, tuple(dims), dtype)
     if not og.output:
         raise OnnxImportError(f"{g.name}: the model has no outputs")
+    seen = {}
+    for k, vo in enumerate(og.output):
+        if vo.name in seen:
+            raise OnnxImportError(f"{g.name}: graph output {vo.name!r} is listed twice (outputs "
+                                  f"{seen[vo.name]} and {k}); list each output once")
+        seen[vo.name] = k
     imp = ImportContext(g, consts, alias)
     imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     imp.readers = {}                  # how many node inputs read each name (QDQ S8 -> U8 rule)
