@@ -392,12 +392,14 @@ def _float_top1(path, g, samples, out, labels):
         import onnxruntime as ort
     except ImportError:
         return None
-    from ..graph.onnx_import import load_model
+    from ..graph.onnx_import import read_model
     if not os.path.isfile(path):
         raise GraphError(f"--onnx {path}: no such file")
-    load_model(path)                  # bounded read and the importer's checks: typed errors
+    # one bounded read and the importer's checks (typed errors); onnxruntime runs exactly
+    # the checked bytes (external data already read from the model's folder), never the path
+    _, data = read_model(path)
     try:
-        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     except Exception as e:            # noqa: BLE001 - onnxruntime's own exception types
         raise GraphError(f"--onnx {path}: onnxruntime cannot load it "
                          f"({' '.join(str(e).split())[:200]})") from None

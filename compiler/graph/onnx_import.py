@@ -82,30 +82,121 @@ class NeedsConstantError(OnnxImportError):
         self.input = input
 
 
-def load_model(path_or_model, check: bool = True):
+def read_model(path, check: bool = True):
+    """``(model, data)``: the ONNX file ``path`` read bounded and checked (see
+    :func:`load_model`), and the serialised bytes of exactly that checked model, for a
+    second consumer (onnxruntime) that must run what was checked instead of reading the
+    path again: the file's own bytes, or - for a model whose tensors live in external data
+    files - the model with that data (read from the model's folder, see
+    :func:`resolve_external_data`) embedded."""
     import onnx
+    from isa.files import InputFileError
+    from isa.safe_io import read_bytes_capped
+    path = os.fspath(path)
+    if not os.path.lexists(path):
+        raise OnnxImportError(f"{path}: no such model file")
+    try:
+        data = read_bytes_capped(path, MAX_MODEL_BYTES, "ONNX model")
+    except InputFileError as e:
+        raise OnnxImportError(str(e)) from None
+    if not data:
+        raise OnnxImportError(f"{path}: empty file, not an ONNX model")
+    try:
+        m = onnx.load_model_from_string(data)
+    except Exception as e:  # protobuf DecodeError and friends
+        raise OnnxImportError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
+    if resolve_external_data(m, os.path.dirname(os.path.abspath(path)), path):
+        try:
+            data = m.SerializeToString()
+        except ValueError as e:       # protobuf's 2 GiB message limit
+            raise OnnxImportError(f"{path}: the model with its external data is too large "
+                                  f"to hand on in one piece ({e})") from None
+    if check:
+        check_model(m, path)
+    return m, data
+
+
+def load_model(path_or_model, check: bool = True):
     if isinstance(path_or_model, (str, os.PathLike)):
-        from isa.files import InputFileError
-        from isa.safe_io import read_bytes_capped
-        path = os.fspath(path_or_model)
-        if not os.path.lexists(path):
-            raise OnnxImportError(f"{path}: no such model file")
-        try:
-            data = read_bytes_capped(path, MAX_MODEL_BYTES, "ONNX model")
-        except InputFileError as e:
-            raise OnnxImportError(str(e)) from None
-        if not data:
-            raise OnnxImportError(f"{path}: empty file, not an ONNX model")
-        try:
-            m = onnx.load_model_from_string(data)
-        except Exception as e:  # protobuf DecodeError and friends
-            raise OnnxImportError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
-        if check:
-            check_model(m, path)
-        return m
+        return read_model(path_or_model, check)[0]
+    ext = next(_external_tensors(path_or_model), None)
+    if ext is not None:
+        raise OnnxImportError(f"{getattr(path_or_model.graph, 'name', '') or 'model'}: "
+                              f"tensor {ext.name!r} keeps its data in an external file; give "
+                              f"the model's path (its data is read from the model's folder) "
+                              f"or load it with onnx.load")
     if check:
         check_model(path_or_model, getattr(path_or_model.graph, "name", "") or "model")
     return path_or_model
+
+
+def _external_tensors(m):
+    """Every TensorProto of ``m`` (initializers, tensor attributes, subgraphs) whose data
+    lives in an external file."""
+    from onnx import AttributeProto, TensorProto
+
+    def graph(g):
+        for t in g.initializer:
+            yield t
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == AttributeProto.TENSOR:
+                    yield a.t
+                elif a.type == AttributeProto.TENSORS:
+                    yield from a.tensors
+                elif a.type == AttributeProto.GRAPH:
+                    yield from graph(a.g)
+                elif a.type == AttributeProto.GRAPHS:
+                    for sub in a.graphs:
+                        yield from graph(sub)
+    for t in graph(m.graph):
+        if t.data_location == TensorProto.EXTERNAL:
+            yield t
+
+
+def resolve_external_data(m, folder: str, where: str) -> bool:
+    """Read every external tensor of ``m`` into the model (``raw_data``), from files inside
+    ``folder`` (the model file's folder): a location must be a plain relative path, and no
+    component of it may be a symlink (:func:`isa.safe_io.open_in_folder`), so a model never
+    reads outside its folder; offset and length must lie inside the file, and all external
+    data together is bounded by :data:`MAX_MODEL_BYTES`.  True when there was any."""
+    from isa.files import InputFileError
+    from isa.safe_io import open_in_folder
+    from onnx import TensorProto
+    total, found = 0, False
+    for t in list(_external_tensors(m)):
+        found = True
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        shown = f"{where}: tensor {t.name!r} (external data {loc!r})"
+        try:
+            offset = int(info.get("offset") or 0)
+            length = int(info["length"]) if info.get("length") else None
+        except ValueError:
+            raise OnnxImportError(f"{shown}: offset/length are not integers") from None
+        if offset < 0 or (length is not None and length < 0):
+            raise OnnxImportError(f"{shown}: negative offset or length")
+        try:
+            with open_in_folder(folder, loc, "data file") as f:
+                size = os.fstat(f.fileno()).st_size
+                if offset > size or (length is not None and offset + length > size):
+                    raise OnnxImportError(f"{shown}: offset {offset} and length {length} "
+                                          f"lie outside the {size:,}-byte file")
+                n = size - offset if length is None else length
+                total += n
+                if total > MAX_MODEL_BYTES:
+                    raise OnnxImportError(f"{shown}: the external data is more than "
+                                          f"{MAX_MODEL_BYTES:,} bytes")
+                f.seek(offset)
+                raw = f.read(n)
+        except InputFileError as e:
+            raise OnnxImportError(f"{shown}: {e}") from None
+        if len(raw) != n:
+            raise OnnxImportError(f"{shown}: the file ended early")
+        t.raw_data = raw
+        t.data_location = TensorProto.DEFAULT
+        del t.external_data[:]
+    return found
 
 
 def freeze_inputs(model, constants: dict):

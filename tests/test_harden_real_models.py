@@ -1,0 +1,161 @@
+"""Leftovers of the sixteenth session's real-model audit (issue 23), each test failing before
+its fix: ``vta eval --onnx`` ran onnxruntime on a second read of the path (not the bytes the
+importer checked), and external data was read relative to the working directory."""
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from compiler.cli import main
+from compiler.graph.onnx_import import import_onnx, read_model
+from compiler.ops.errors import OnnxImportError
+
+R = np.random.default_rng(23)
+
+
+def _gemm(w, b):
+    g = helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["f"]),
+         helper.make_node("Gemm", ["f", "w", "b"], ["y"], transB=1)], "g",
+        [helper.make_tensor_value_info("x", TP.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, 10])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+W = (R.normal(size=(10, 16)) * 0.3).astype(np.float32)
+B = (R.normal(size=10) * 0.1).astype(np.float32)
+
+
+def _save_external(m, folder, location="w.bin"):
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "m.onnx")
+    onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location=location, size_threshold=0)
+    return path
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    d = tmp_path_factory.mktemp("real")
+    onnx.save(_gemm(W, B), d / "m.onnx")
+    np.savez(d / "xs.npz", x=R.normal(size=(5, 1, 16)).astype(np.float32))
+    assert main(["compile", str(d / "m.onnx"), "-o", str(d / "m.vtar"), "--calib",
+                 str(d / "xs.npz")]) == 0
+    np.savez(d / "labels.npz", labels=np.arange(5))
+    return d
+
+
+def _spy(monkeypatch):
+    ort = pytest.importorskip("onnxruntime")
+    seen = []
+    real = ort.InferenceSession
+
+    def session(model, *a, **k):
+        seen.append(model)
+        return real(model, *a, **k)
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    return seen
+
+
+def test_eval_runs_onnxruntime_on_the_checked_bytes_not_the_path(compiled, monkeypatch, capsys):
+    d = compiled
+    seen = _spy(monkeypatch)
+    assert main(["eval", str(d / "m.vtar"), "--inputs", str(d / "xs.npz"), "--labels",
+                 str(d / "labels.npz"), "--onnx", str(d / "m.onnx")]) == 0
+    assert "float (onnxruntime)" in capsys.readouterr().out
+    assert seen == [(d / "m.onnx").read_bytes()]      # before: the path, read a second time
+
+
+def test_eval_with_external_data_from_another_directory(compiled, tmp_path, monkeypatch, capsys):
+    """The external data is read from the model's folder (before: from the working
+    directory, where a file of the same name gave other weights or none)."""
+    d = compiled
+    path = _save_external(_gemm(W, B), str(tmp_path / "model"))
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    _save_external(_gemm(-W, -B), str(work))            # a decoy w.bin in the cwd
+    monkeypatch.chdir(work)
+    seen = _spy(monkeypatch)
+    assert main(["eval", str(d / "m.vtar"), "--inputs", str(d / "xs.npz"), "--labels",
+                 str(d / "labels.npz"), "--onnx", path]) == 0
+    out = capsys.readouterr().out
+    assert len(seen) == 1 and isinstance(seen[0], bytes)
+    ran = onnx.load_model_from_string(seen[0])
+    got = {t.name: numpy_helper.to_array(t) for t in ran.graph.initializer}
+    assert np.array_equal(got["w"], W) and np.array_equal(got["b"], B)
+    # the float accuracy is the embedded model's
+    ref = main(["eval", str(d / "m.vtar"), "--inputs", str(d / "xs.npz"), "--labels",
+                str(d / "labels.npz"), "--onnx", str(d / "m.onnx")])
+    assert ref == 0
+    want = capsys.readouterr().out
+    assert out.split("float (onnxruntime)")[1].split()[0] == \
+        want.split("float (onnxruntime)")[1].split()[0]
+
+
+def test_import_reads_external_data_from_the_models_folder(tmp_path, monkeypatch):
+    path = _save_external(_gemm(W, B), str(tmp_path / "model"))
+    work = tmp_path / "elsewhere"
+    _save_external(_gemm(-W, -B), str(work))
+    monkeypatch.chdir(work)
+    g = import_onnx(path)                 # before: the decoy's weights, from the cwd
+    assert any(np.array_equal(v, W) for v in g.params.values())
+    assert not any(np.array_equal(v, -W) for v in g.params.values())
+    m, data = read_model(path)
+    w = numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == "w"))
+    assert np.array_equal(w, W)
+    assert onnx.load_model_from_string(data).graph.initializer[0].data_location == 0
+
+
+def test_external_data_through_a_symlink_out_of_the_folder_is_refused(tmp_path, monkeypatch):
+    outside = tmp_path / "outside"
+    _save_external(_gemm(W, B), str(outside))
+    folder = tmp_path / "model"
+    path = _save_external(_gemm(W, B), str(folder))
+    os.remove(folder / "w.bin")
+    os.symlink(outside / "w.bin", folder / "w.bin")
+    monkeypatch.chdir(folder)
+    with pytest.raises(OnnxImportError, match=r"tensor 'w' \(external data 'w\.bin'\).*symbolic link"):
+        import_onnx(path)
+
+
+@pytest.mark.parametrize("loc,msg", [("../outside/w.bin", r"not a plain relative path"),
+                                     ("/etc/passwd", r"not a plain relative path")])
+def test_external_data_outside_the_folder_is_refused(tmp_path, monkeypatch, loc, msg):
+    folder = tmp_path / "model"
+    path = _save_external(_gemm(W, B), str(folder))
+    m = onnx.load(path, load_external_data=False)
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = loc
+    onnx.save(m, path)
+    _save_external(_gemm(W, B), str(tmp_path / "outside"))
+    monkeypatch.chdir(folder)
+    with pytest.raises(OnnxImportError, match=msg):
+        import_onnx(path)
+
+
+def test_external_data_past_the_end_of_its_file_is_refused(tmp_path):
+    folder = tmp_path / "model"
+    path = _save_external(_gemm(W, B), str(folder))
+    m = onnx.load(path, load_external_data=False)
+    for e in m.graph.initializer[0].external_data:
+        if e.key == "offset":
+            e.value = "100000"
+    onnx.save(m, path)
+    with pytest.raises(OnnxImportError, match=r"outside the \d+-byte file"):
+        import_onnx(path)
+
+
+def test_a_model_proto_with_unread_external_data_is_refused(tmp_path, monkeypatch):
+    path = _save_external(_gemm(W, B), str(tmp_path / "model"))
+    m = onnx.load(path, load_external_data=False)
+    monkeypatch.chdir(tmp_path / "model")       # before: read from the cwd, silently
+    with pytest.raises(OnnxImportError, match=r"tensor 'w' keeps its data in an external "
+                                              r"file; give the model's path"):
+        import_onnx(m)
