@@ -159,3 +159,93 @@ def test_a_model_proto_with_unread_external_data_is_refused(tmp_path, monkeypatc
     with pytest.raises(OnnxImportError, match=r"tensor 'w' keeps its data in an external "
                                               r"file; give the model's path"):
         import_onnx(m)
+
+
+# ---------------------------------------------------------------- weights below the finest scale
+
+def _conv_chain(scale, op="Conv", bias=True):
+    """conv -> relu -> OP (weights of magnitude ``scale``) -> conv."""
+    r = np.random.default_rng(5)
+    w1 = (r.normal(size=(16, 3, 3, 3)) * 0.3).astype(np.float32)
+    shape2 = (16, 16, 3, 3)
+    w2 = (r.normal(size=shape2) * scale).astype(np.float32)
+    b2 = (r.normal(size=16) * 0.5).astype(np.float32)
+    w3 = (r.normal(size=(16, 16, 3, 3)) * 0.3).astype(np.float32)
+    mid = [helper.make_node(op, ["ar", "w2"] + (["b2"] if bias else []), ["b"], pads=[1] * 4,
+                            name="tiny")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1] * 4, name="c1"),
+             helper.make_node("Relu", ["a"], ["ar"], name="r1")] + mid + [
+             helper.make_node("Conv", ["b", "w3"], ["y"], pads=[1] * 4, name="c3")]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, 16, 8, 8])],
+        [numpy_helper.from_array(a, n) for n, a in
+         (("w1", w1), ("w2", w2), ("b2", b2), ("w3", w3))])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _compile(m):
+    from compiler.graph.driver import compile_model
+    from isa import VTAConfig
+    xs = np.random.default_rng(6).normal(size=(4, 1, 3, 8, 8)).astype(np.float32)
+    return compile_model(m, VTAConfig(), calib={"x": xs}), xs
+
+
+def _op_of(c, float_value):
+    q = c.qgraph
+    return next(n.op for n in q.nodes if q.float_of.get(n.output) == float_value)
+
+
+@pytest.mark.parametrize("scale,fate", [(1e-14, r"the largest rounds to \d+ of 127: \d bits"),
+                                        (1e-17, r"every weight rounds to 0")])
+def test_a_conv_whose_weights_are_below_the_finest_scale_stays_float(scale, fate):
+    """Before: quantised to a few bits (or all zeros) silently; only the SQNR table showed it.
+    Now it stays float on the CPU, as a divisor chain does, and the report says why."""
+    from compiler.graph.reference import run_graph
+    from vta_runtime import SimDevice
+    c, xs = _compile(_conv_chain(scale))
+    assert _op_of(c, "b") == "conv"                       # before: qconv
+    rep = c.report()
+    line = next(ln for ln in rep.splitlines() if ln.startswith("kept float on the CPU"))
+    assert "b (conv): weight 'w2' is at most" in line and "below the finest power-of-two " \
+        "scale 2^-48" in line
+    assert __import__("re").search(fate, line), line
+    assert "float: weight 'w2'" in rep                   # the partition table's why
+    x = xs[0]
+    got = c.executor(SimDevice(c.cfg)).run({"x": x})["y"]
+    assert np.array_equal(got, run_graph(c.qgraph, {"x": x})["y"])   # bit-exact
+
+
+def test_weights_just_above_the_threshold_are_still_quantised():
+    c, _ = _compile(_conv_chain(2e-12))     # max |w| ~ 6e-12 > 127 * 2^-49
+    assert _op_of(c, "b") == "qconv"
+    assert "kept float on the CPU" not in c.report()
+    c, _ = _compile(_conv_chain(1e-14))
+    assert _op_of(c, "b") == "conv"
+
+
+def test_tiny_weight_reason_names_the_exact_threshold():
+    from compiler.ops.requant import tiny_weights_why
+    edge = 127 * 2.0 ** -49
+    assert tiny_weights_why(np.array([edge], np.float64), "w") == ""
+    assert "2^-48" in tiny_weights_why(np.array([edge * 0.999]), "w")
+    assert tiny_weights_why(np.zeros(4), "w") == ""       # all zero: exact in int8
+    c, _ = _compile(_conv_chain(1e-14))
+    assert c.qgraph.declined["b"][0] == "conv"
+
+
+def test_a_conv_transpose_with_tiny_weights_stays_float():
+    r = np.random.default_rng(7)
+    w = (r.normal(size=(16, 16, 2, 2)) * 1e-14).astype(np.float32)
+    w1 = (r.normal(size=(16, 3, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1] * 4, name="c1"),
+             helper.make_node("ConvTranspose", ["a", "w", "bt"], ["y"], strides=[2, 2],
+                              name="ct")]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, 16, 16, 16])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(w1, "w1"),
+         numpy_helper.from_array((r.normal(size=16) * 0.5).astype(np.float32), "bt")])
+    c, _ = _compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert _op_of(c, "y") == "conv_transpose"
+    assert "y (conv_transpose): weight 'w' is at most" in c.report()

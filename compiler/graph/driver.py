@@ -76,6 +76,7 @@ class Compiled:
                          f"conv/dense layer(s) rounded against their output on the "
                          f"calibration samples")
         lines += _threshold_lines(self.options)
+        lines += _declined_lines(self.qgraph)
         lines += _kept_lines(self.options) + _worst_lines(self.options) + \
             _output_lines(self.options) + \
             _qdq_lines(self.qgraph, self.options.get("ort_reference", "default"))
@@ -131,6 +132,16 @@ def _qdq_lines(q, ort_reference: str = "default") -> list:
         out += [f"  {name}: {kind}: {why}" for name, kind, why in rq]
     return out + [f"kept float at the model's scales: {name} ({op}): {why}"
                   for name, op, why in getattr(q, "qdq_notes", [])]
+
+
+def _declined_lines(q) -> list:
+    """The report's lines on the layers their own int8 rule kept float on the CPU (weights
+    below the finest power-of-two scale, a divisor whose table gives 0); a QDQ model's are
+    in :func:`_qdq_lines`."""
+    if getattr(q, "scales", None):
+        return []
+    return [f"kept float on the CPU (its int8 form would lose it): {name} ({op}): {why}"
+            for name, (op, why) in getattr(q, "declined", {}).items()]
 
 
 def _kept_lines(options: dict) -> list:

@@ -264,6 +264,9 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             as_int(n.output, n)
             del fname[n.output]
             as_float(n.output)
+    # {node: why} of the nodes whose own int8 rule kept them float (a divisor chain, weights
+    # below the finest scale): the compile report lists them
+    q.declined = {name: (g.node(name).op, why) for name, why in ctx.why.items()}
     if fixed is not None:
         q.qdq_notes, q.qdq_requant = fixed.notes, fixed.requant_notes
         q.qdq_mode = fixed.requant

@@ -127,9 +127,16 @@ def quantize_conv_transpose(qc, n) -> bool:
     shift, then ``qinterleave`` placing each phase's rows and columns.  Not splittable
     (:func:`vta_form`): stays float."""
     from ..vta.transpose import PhaseKernelPrep, phases
-    from .requant import clip_bounds, qweight_channels
+    from .requant import check_range, clip_bounds, qweight_channels, tiny_weights_why
     g, q = qc.g, qc.q
     if vta_form(n, g) is not None or n.name in qc.float_nodes:
+        return False
+    w = g.params[n.inputs[1]]
+    check_range(float(np.abs(w).max(initial=0)), f"node {n.name!r} ({n.op}): weight "
+                f"{n.inputs[1]!r}")
+    why = tiny_weights_why(w, f"weight {n.inputs[1]!r}")
+    if why:                            # stays float on the CPU; the report says why
+        qc.why[n.name] = why
         return False
     a = n.attrs
     wt = g.params[n.inputs[1]].astype(np.float64)                   # (C, O, KH, KW)

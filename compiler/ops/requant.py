@@ -65,6 +65,29 @@ def check_range(rng: float, what: str) -> None:
                             f"its inputs (or keep that layer float)")
 
 
+#: the finest power-of-two weight scale is 2^-48 (``frac_for``'s cap): a weight tensor whose
+#: largest magnitude is below ``127 * 2^-49`` (2.3e-13) needs a finer one; at 2^-48 it keeps
+#: fewer than 7 bits, and below ``2^-49`` (1.8e-15) every weight rounds to 0
+WEIGHT_CAP = 48
+
+
+def tiny_weights_why(w: np.ndarray, what: str) -> str:
+    """Why a layer whose weights ``w`` (not all zero) are all below what the finest
+    power-of-two scale represents at int8 resolution must stay float, or "" when they fit
+    (the small-end twin of :func:`check_range`, which refuses the large end)."""
+    m = float(np.abs(w).max(initial=0))
+    if not np.isfinite(m) or m == 0:
+        return ""
+    kept = int(np.floor(m * 2.0 ** WEIGHT_CAP + 0.5))     # the largest, at the finest scale
+    if kept >= 64:                     # 7 magnitude bits: as fine as int8 gets
+        return ""
+    fate = ("every weight rounds to 0" if kept == 0 else
+            f"the largest rounds to {kept} of 127: {int(kept).bit_length()} bits, not 7")
+    return (f"{what} is at most {m:.3g}, below the finest power-of-two scale 2^-"
+            f"{WEIGHT_CAP} (int8 resolution needs >= 127 * 2^-{WEIGHT_CAP + 1} = "
+            f"{127 * 2.0 ** -(WEIGHT_CAP + 1):.3g}): quantised, {fate}")
+
+
 def qweight(w: np.ndarray):
     m = float(np.abs(w).max())
     f = frac_for(m)
@@ -131,6 +154,10 @@ def quantize_gemm(ctx, n) -> bool:
     b = g.params[n.inputs[2]].astype(np.float64)
     check_range(float(np.abs(w).max(initial=0)), f"node {n.name!r} ({n.op}): weight "
                 f"{n.inputs[1]!r}")
+    why = tiny_weights_why(w, f"weight {n.inputs[1]!r}")
+    if why:                            # stays float on the CPU; the report says why
+        ctx.why[n.name] = why
+        return False
     if ctx.per_channel:
         wq, fwc, mult = qweight_channels(w, b, fx)
         fw = int(fwc.max())
