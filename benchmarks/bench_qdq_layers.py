@@ -120,6 +120,38 @@ def ort_options(ref: str = "default"):
     return so
 
 
+def u8s8_probe(ref: str = "default", channels: int = 64):
+    """(onnxruntime's int8 output, the exact one) of a 1x1 QDQ conv whose every input is 127
+    and every weight 127 (acc = 127 * 127 * ``channels``), in the session of ``ref``.  The
+    default session converts the activation to uint8 (zero point 128) and runs QLinearConv
+    U8S8; on an x86 CPU without AVX-VNNI, MLAS's AVX2 kernel sums each pair of products
+    with VPMADDUBSW, which saturates at 32,767 (255 * 127 * 2 = 64,770), so the result is
+    not the integer conv (onnxruntime's documented U8S8 saturation); with VNNI, or int8
+    allowed, or unfused (basic), it is exact."""
+    import onnxruntime as ort
+    from onnx import TensorProto as TP, helper, numpy_helper
+    sx, sw, sy = np.float32(0.02), np.float32(0.01), np.float32(2.0)
+    zero = np.array(0, np.int8)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "z"], ["wd"]),
+             helper.make_node("Conv", ["xd", "wd"], ["y"]),
+             helper.make_node("QuantizeLinear", ["y", "sy", "z"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["out"])]
+    inits = [numpy_helper.from_array(v, k) for k, v in (
+        ("sx", np.array(sx)), ("sw", np.array(sw)), ("sy", np.array(sy)), ("z", zero),
+        ("wq", np.full((1, channels, 1, 1), 127, np.int8)))]
+    g = helper.make_graph(nodes, "u8s8", [helper.make_tensor_value_info(
+        "x", TP.FLOAT, [1, channels, 1, 1])], [helper.make_tensor_value_info(
+            "out", TP.FLOAT, [1, 1, 1, 1])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    s = ort.InferenceSession(m.SerializeToString(), ort_options(ref),
+                             providers=["CPUExecutionProvider"])
+    got = s.run(None, {"x": np.full((1, channels, 1, 1), 127 * sx, np.float32)})[0]
+    exact = np.clip(np.rint(127 * 127 * channels * float(sx) * float(sw) / float(sy)), -128, 127)
+    return int(np.rint(float(got.reshape(-1)[0]) / sy)), int(exact)
+
+
 def plain_visible(qpath: str, tmp: str, ref: str = "default"):
     """onnxruntime's execution of the plain QDQ model (its own fusions: QLinearConv, QGemm,
     QLinearSoftmax, float Add / Mul ...; exposing a QuantizeLinear output as a graph output
@@ -260,6 +292,12 @@ def main(argv=None) -> int:
     c = compile_model(qpath, B.CFG, calib=cal, bias_correct=False, output_thresholds=False,
                       qdq_requant=a.qdq_requant, ort_reference=a.ort_reference)
     print(f"{a.model}: compile {time.process_time() - t0:.1f} s CPU", flush=True)
+    got, exact = u8s8_probe(a.ort_reference)
+    print(f"onnxruntime's QLinearConv on this CPU ({a.ort_reference} session), 1x1 conv of 64 "
+          f"products 127 x 127: {got} (exact {exact}): " +
+          ("exact" if got == exact else "NOT the integer conv: U8S8 pair sums saturate "
+           "(VPMADDUBSW, x86 without AVX-VNNI); the plain session's QLinearConv outputs "
+           "are not a reference here"), flush=True)
     q = c.qgraph
     if getattr(q, "qdq_refused", ""):
         print("  QDQ scales not kept:", q.qdq_refused)

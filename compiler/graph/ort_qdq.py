@@ -38,7 +38,9 @@ ORT_REFERENCES = {
     "default": "ORT_ENABLE_EXTENDED / ORT_ENABLE_ALL (the default session): the QDQ groups "
                "fuse into QLinear kernels after the S8 -> U8 conversion of each Q/DQ pair "
                "read once; a group whose pairs then differ in type runs float between DQ "
-               "and Q",
+               "and Q (the program computes QLinearConv's exact integer sums: on an x86 CPU "
+               "without AVX-VNNI onnxruntime's U8S8 kernel saturates pairs of products at "
+               "32,767 and does not)",
     "int8-allowed": "ORT_ENABLE_EXTENDED / ORT_ENABLE_ALL with the session config entry "
                     "session.qdqisint8allowed=1: no S8 -> U8 conversion, every QDQ group "
                     "fuses into its int8 QLinear kernel",
