@@ -233,7 +233,10 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
     for n in g.nodes:
         if n.name in fused:
             continue
-        if n.name in regions and regions[n.name][0] in qname:     # its root is int8
+        tiny = _tiny_value_why(g, n, ranges) if fixed is None else ""
+        if tiny:                        # a value below the finest scale: stays float
+            ctx.why[n.name] = tiny
+        if n.name in regions and regions[n.name][0] in qname and not tiny:  # root int8
             from .lut_fuse import emit_region
             emit_region(ctx, *regions[n.name])
             fused.update(m.name for m in regions[n.name][1])
@@ -243,7 +246,7 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
             if fixed(n):
                 continue
         elif op is not None and op.quantize is not None and n.name not in float_nodes and \
-                op.quantize(ctx, n):
+                not tiny and op.quantize(ctx, n):
             continue
         # no integer form (or not applicable here): stays float (on the CPU)
         ins = [as_float(i) for i in n.inputs]
@@ -283,6 +286,19 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
 WHY_FLOAT_ROOT = ("the element-wise table of {0}'s output, which stays float: quantised node "
                   "by node it would round once per node (e.g. x*clip(x+3) of a hard-swish at "
                   "2**-1)")
+
+
+def _tiny_value_why(g: Graph, n, ranges: dict) -> str:
+    """Why node ``n`` stays float because an activation it reads or writes has a calibrated
+    range below the finest power-of-two scale (quantised it would round to 0 or to a few
+    bits, silently), or ""."""
+    from ..ops.requant import tiny_range_why
+    for v in [i for i in n.inputs if i and i not in g.params] + [n.output]:
+        if g.values[v].dtype.startswith("float"):
+            why = tiny_range_why(ranges.get(v, 0.0), f"value {v!r} (calibrated range)")
+            if why:
+                return why
+    return ""
 
 
 def _reasons(float_nodes) -> dict:

@@ -65,27 +65,35 @@ def check_range(rng: float, what: str) -> None:
                             f"its inputs (or keep that layer float)")
 
 
-#: the finest power-of-two weight scale is 2^-48 (``frac_for``'s cap): a weight tensor whose
-#: largest magnitude is below ``127 * 2^-49`` (2.3e-13) needs a finer one; at 2^-48 it keeps
-#: fewer than 7 bits, and below ``2^-49`` (1.8e-15) every weight rounds to 0
+#: the finest power-of-two scale is 2^-48 (``frac_for``'s cap, weights and values alike): a
+#: weight tensor or a value whose largest magnitude is below ``127 * 2^-49`` (2.3e-13) needs
+#: a finer one; at 2^-48 it keeps fewer than 7 bits, and below ``2^-49`` (1.8e-15) rounds to 0
 WEIGHT_CAP = 48
+
+
+def _below_finest(m: float, what: str, unit: str) -> str:
+    if not np.isfinite(m) or m <= 0:
+        return ""
+    kept = int(np.floor(m * 2.0 ** WEIGHT_CAP + 0.5))     # the largest, at the finest scale
+    if kept >= 64:                     # 7 magnitude bits: as fine as int8 gets
+        return ""
+    fate = (f"every {unit} rounds to 0" if kept == 0 else
+            f"the largest rounds to {kept} of 127: {int(kept).bit_length()} bits, not 7")
+    return (f"{what} is at most {m:.3g}, below the finest power-of-two scale 2^-"
+            f"{WEIGHT_CAP} (int8 resolution needs >= 127 * 2^-{WEIGHT_CAP + 1} = "
+            f"{127 * 2.0 ** -(WEIGHT_CAP + 1):.3g}): quantised, {fate}")
 
 
 def tiny_weights_why(w: np.ndarray, what: str) -> str:
     """Why a layer whose weights ``w`` (not all zero) are all below what the finest
     power-of-two scale represents at int8 resolution must stay float, or "" when they fit
     (the small-end twin of :func:`check_range`, which refuses the large end)."""
-    m = float(np.abs(w).max(initial=0))
-    if not np.isfinite(m) or m == 0:
-        return ""
-    kept = int(np.floor(m * 2.0 ** WEIGHT_CAP + 0.5))     # the largest, at the finest scale
-    if kept >= 64:                     # 7 magnitude bits: as fine as int8 gets
-        return ""
-    fate = ("every weight rounds to 0" if kept == 0 else
-            f"the largest rounds to {kept} of 127: {int(kept).bit_length()} bits, not 7")
-    return (f"{what} is at most {m:.3g}, below the finest power-of-two scale 2^-"
-            f"{WEIGHT_CAP} (int8 resolution needs >= 127 * 2^-{WEIGHT_CAP + 1} = "
-            f"{127 * 2.0 ** -(WEIGHT_CAP + 1):.3g}): quantised, {fate}")
+    return _below_finest(float(np.abs(w).max(initial=0)), what, "weight")
+
+
+def tiny_range_why(rng: float, what: str) -> str:
+    """The same for a value of calibrated range ``rng`` (0: an all-zero value, exact)."""
+    return _below_finest(float(rng), what, "value")
 
 
 def qweight(w: np.ndarray):
