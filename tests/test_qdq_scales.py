@@ -86,6 +86,21 @@ def _ort_q_outputs(qp):
     return s, [o.name for o in s.get_outputs()]
 
 
+def _plain_session(qp):
+    """onnxruntime's default session of ``qp``; where its U8S8 QLinearConv is not the integer
+    conv (x86 without AVX-VNNI: pairs of products saturate at 32,767,
+    ``bench_qdq_layers.u8s8_probe``) the int8-allowed session, whose S8S8 kernel is."""
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in ("benchmarks", os.path.join("benchmarks", "corpus")):
+        if os.path.join(here, "..", d) not in sys.path:
+            sys.path.insert(0, os.path.join(here, "..", d))
+    from bench_qdq_layers import ort_options, u8s8_probe
+    got, exact = u8s8_probe("default")
+    return ort.InferenceSession(qp, ort_options("default" if got == exact else "int8-allowed"),
+                                providers=["CPUExecutionProvider"])
+
+
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_qdq_model_matches_onnxruntime_per_layer(tmp_path, per_channel):
     xs = samples(10)
@@ -100,7 +115,7 @@ def test_qdq_model_matches_onnxruntime_per_layer(tmp_path, per_channel):
     convs = [n for n in q.nodes if n.op == "qconv"]
     assert all(any(m & (m - 1) for m in n.attrs["mult"]) for n in convs)   # not powers of 2
     sess, names = _ort_q_outputs(qp)
-    plain = ort.InferenceSession(qp, providers=["CPUExecutionProvider"])
+    plain = _plain_session(qp)
     ex = c.executor(SimDevice(CFG, timed=True))
     stats = {}
     for x in xs[4:]:
