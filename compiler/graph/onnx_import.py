@@ -12,7 +12,8 @@ Shapes are static: a dynamic leading (batch) dimension of a graph input is bound
 ``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.
 
 A model is untrusted input.  Before any node is imported: the file is read bounded (a
-regular file of at most :data:`MAX_MODEL_BYTES`), ``onnx.checker`` runs with strict shape
+regular file of at most :data:`MAX_MODEL_BYTES`; external data only from inside the
+model's folder, :func:`resolve_external_data`), ``onnx.checker`` runs with strict shape
 inference (arity, attribute ranges such as stride 0 or an axis out of range, types and
 shapes, a newer IR version), then our own checks: an opset newer than this onnx knows, no
 outputs, NaN/Inf in an initializer, and a tensor of more than :data:`MAX_ELEMENTS` elements
