@@ -317,3 +317,23 @@ def _u8s8_model():
         "x", TP.FLOAT, [1, 64, 1, 1])], [helper.make_tensor_value_info(
             "out", TP.FLOAT, [1, 1, 1, 1])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_element_wise_table_ending_below_the_finest_scale_is_not_fused():
+    """sigmoid -> x 1e-15: one int8 table from the conv's output to a value of at most 1e-15
+    (2 bits at 2^-48) before; now the product stays float (the sigmoid keeps its table)."""
+    r = np.random.default_rng(8)
+    w1 = (r.normal(size=(16, 3, 3, 3)) * 0.3).astype(np.float32)
+    w3 = (r.normal(size=(16, 16, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1] * 4),
+             helper.make_node("Sigmoid", ["a"], ["s"]),
+             helper.make_node("Mul", ["s", "c"], ["m"]),
+             helper.make_node("Conv", ["m", "w3"], ["y"], pads=[1] * 4)]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [1, 16, 8, 8])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w3, "w3"),
+         numpy_helper.from_array(np.array(1e-15, np.float32), "c")])
+    c, _ = _compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    assert _op_of(c, "m") == "mul" and _op_of(c, "y") == "conv"     # before: qlut, qconv
+    assert "m (mul): value 'm' (calibrated range) is at most" in c.report()

@@ -236,7 +236,8 @@ def quantize(g: Graph, samples=None, mode: str = "max", percentile: float = 99.9
         tiny = _tiny_value_why(g, n, ranges) if fixed is None else ""
         if tiny:                        # a value below the finest scale: stays float
             ctx.why[n.name] = tiny
-        if n.name in regions and regions[n.name][0] in qname and not tiny:  # root int8
+        if n.name in regions and regions[n.name][0] in qname and not tiny and \
+                not _tiny_value_why(g, regions[n.name][1][-1], ranges):    # root int8
             from .lut_fuse import emit_region
             emit_region(ctx, *regions[n.name])
             fused.update(m.name for m in regions[n.name][1])
