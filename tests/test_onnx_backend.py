@@ -269,11 +269,17 @@ KNOWN_CRASHES = {
     "dequantizelinear_blocked": ValueError,   # blocked (block_size) scales broadcast wrongly
 }
 
-#: node tests that pass since 1-D windows, If, and the integer/float16 element types landed
-#: (kept apart from PASSING so parallel edits merge)
+#: node tests that pass since 1-D windows, If, the integer/float16 element types and (s17_conf)
+#: pool dilations and further attribute forms landed (kept apart from PASSING so parallel
+#: edits merge)
 PASSING_FORMS = {
     "Add": "add_int16 add_uint16 add_uint32 add_uint64 add_uint8",
-    "AveragePool": "averagepool_1d_default averagepool_3d_default",
+    "AveragePool": "averagepool_1d_default averagepool_3d_default averagepool_2d_dilations "
+                   "averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False "
+                   "averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True "
+                   "averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_False "
+                   "averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True "
+                   "averagepool_3d_dilations_small",
     "Cast": "cast_UINT2_to_UINT8 cast_UINT4_to_UINT8 castlike_BFLOAT16_to_FLOAT_expanded "
             "castlike_DOUBLE_to_FLOAT_expanded castlike_FLOAT16_to_FLOAT_expanded "
             "castlike_FLOAT4E2M1_to_FLOAT_expanded castlike_FLOAT8E4M3FNUZ_to_FLOAT_expanded "
@@ -286,7 +292,9 @@ PASSING_FORMS = {
     "Div": "div_int16 div_uint16 div_uint32 div_uint64 div_uint8",
     "If": "if",
     "Max": "max_int16 max_one_input max_uint16 max_uint32 max_uint64 max_uint8",
-    "MaxPool": "maxpool_1d_default maxpool_2d_uint8 maxpool_3d_default",
+    "MaxPool": "maxpool_1d_default maxpool_2d_uint8 maxpool_3d_default maxpool_2d_dilations "
+               "maxpool_3d_dilations maxpool_3d_dilations_use_ref_impl "
+               "maxpool_3d_dilations_use_ref_impl_large",
     "Min": "min_int16 min_one_input min_uint16 min_uint32 min_uint64 min_uint8",
     "Mul": "mul_int16 mul_uint16 mul_uint32 mul_uint64 mul_uint8",
     "Pow": "pow_types_float32_uint32 pow_types_float32_uint64",

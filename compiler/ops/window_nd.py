@@ -8,7 +8,7 @@ dilation), imports the 2-D node with the 2-D rule of :mod:`compiler.ops.conv` /
 :mod:`compiler.ops.pool`, and reshapes its output back to ``(N, C', L')``.  The graph
 then holds ordinary ``reshape`` / ``conv`` / ``maxpool`` / ``avgpool`` nodes: float passes,
 quantisation (bit-exact integer forms), placement on VTA or the CPU all apply unchanged.
-A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable).
+A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable, dilated or not).
 The 2-D rules stay the ONNX rules for 4-D tensors; this module wraps them (registered after
 them in :data:`compiler.ops.registry.FAMILIES`).
 
@@ -125,11 +125,10 @@ def _pool_3d(ctx, node, base, attrs):
     if len(k3) != 3 or len(s3) != 3 or len(p6) != 6 or len(dil) != 3:
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): kernel_shape {k3}, "
                               f"strides {s3}, pads {p6} do not describe a 3-D window")
-    if dil != [1, 1, 1]:
-        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'dilations' = "
-                              f"{dil} is not supported")
-    hw = dict(a, kernel_shape=k3[1:], strides=s3[1:], pads=[p6[1], p6[2], p6[4], p6[5]])
-    dd = dict(a, kernel_shape=[k3[0], 1], strides=[s3[0], 1], pads=[p6[0], 0, p6[3], 0])
+    hw = dict(a, kernel_shape=k3[1:], strides=s3[1:], pads=[p6[1], p6[2], p6[4], p6[5]],
+              dilations=dil[1:])
+    dd = dict(a, kernel_shape=[k3[0], 1], strides=[s3[0], 1], pads=[p6[0], 0, p6[3], 0],
+              dilations=[dil[0], 1])
     out = node.output[0]
     x = _reshape(ctx, ctx.value(node.input[0]), f"{out}/hw_in", (n, c * d, h, w))
     base(ctx, _sub(node, [x], f"{out}/hw"), hw)
