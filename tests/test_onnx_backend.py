@@ -274,6 +274,13 @@ KNOWN_CRASHES = {
 #: edits merge)
 PASSING_FORMS = {
     "Add": "add_int16 add_uint16 add_uint32 add_uint64 add_uint8",
+    "ArgMax": "argmax_default_axis_example_select_last_index "
+              "argmax_default_axis_random_select_last_index "
+              "argmax_keepdims_example_select_last_index argmax_keepdims_random_select_last_index "
+              "argmax_negative_axis_keepdims_example_select_last_index "
+              "argmax_negative_axis_keepdims_random_select_last_index "
+              "argmax_no_keepdims_example_select_last_index "
+              "argmax_no_keepdims_random_select_last_index",
     "AveragePool": "averagepool_1d_default averagepool_3d_default averagepool_2d_dilations "
                    "averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False "
                    "averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True "
@@ -302,6 +309,8 @@ PASSING_FORMS = {
             "castlike_INT2_to_FLOAT16_expanded castlike_INT4_to_FLOAT16_expanded "
             "castlike_UINT2_to_FLOAT16_expanded castlike_UINT4_to_FLOAT16_expanded",
     "Div": "div_int16 div_uint16 div_uint32 div_uint64 div_uint8",
+    "Dropout": "dropout_default dropout_default_mask dropout_default_mask_ratio "
+               "dropout_default_old dropout_default_ratio dropout_random_old",
     "Einsum": "einsum_batch_diagonal einsum_batch_matmul einsum_inner_prod einsum_scalar "
               "einsum_sum einsum_transpose",
     "If": "if",
@@ -316,6 +325,7 @@ PASSING_FORMS = {
     "Pow": "pow_types_float32_uint32 pow_types_float32_uint64",
     "ReduceSum": "reduce_sum_empty_axes_input_noop reduce_sum_empty_axes_input_noop_example",
     "Sub": "sub_int16 sub_uint16 sub_uint32 sub_uint64 sub_uint8",
+    "Pad": "wrap_pad",
 }
 for _op, _names in PASSING_FORMS.items():
     PASSING[_op] = (PASSING.get(_op, "") + " " + _names).strip()
