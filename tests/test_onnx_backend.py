@@ -308,6 +308,7 @@ PASSING_FORMS = {
             "castlike_FLOAT_to_DOUBLE_expanded castlike_FLOAT_to_FLOAT16_expanded "
             "castlike_INT2_to_FLOAT16_expanded castlike_INT4_to_FLOAT16_expanded "
             "castlike_UINT2_to_FLOAT16_expanded castlike_UINT4_to_FLOAT16_expanded",
+    "ConvTranspose": "convtranspose_1d",
     "Div": "div_int16 div_uint16 div_uint32 div_uint64 div_uint8",
     "Dropout": "dropout_default dropout_default_mask dropout_default_mask_ratio "
                "dropout_default_old dropout_default_ratio dropout_random_old",

@@ -1,4 +1,5 @@
-"""1-D Conv, 1-D and 3-D MaxPool / AveragePool / GlobalAveragePool, lowered to 2-D forms.
+"""1-D Conv and ConvTranspose, 1-D and 3-D MaxPool / AveragePool / GlobalAveragePool,
+lowered to 2-D forms.
 
 A 1-D window operator over ``(N, C, L)`` is the 2-D one over ``(N, C, 1, L)``: the import
 rule reshapes the input to height 1, gives the weight a height-1 kernel (a folded constant),
@@ -106,6 +107,36 @@ def _wrap_conv(base):
     return rule
 
 
+def _wrap_conv_transpose(base):
+    """1-D ConvTranspose (N, C, L) with a constant (C, C'/group, K) weight: the 2-D rule over
+    height 1 (``output_padding`` gets a height 0, ``output_shape`` a height 1)."""
+    def rule(ctx, node, attrs):
+        if len(node.input) > 1 and ctx.is_const(node.input[1]) and \
+                ctx.const(node.input[1], node, "W").ndim == 3:
+            if len(ctx.shape(node.input[0])) != 3:
+                raise OnnxImportError(f"node {node.name!r} (ConvTranspose): 3-D weight with "
+                                      f"a {len(ctx.shape(node.input[0]))}-D input")
+            extra = {}
+            for k, h in (("output_padding", 0), ("output_shape", 1)):
+                if k in attrs:
+                    v = list(ctx.take(attrs, k))
+                    if len(v) != 1:
+                        raise OnnxImportError(f"node {node.name!r} (ConvTranspose): attribute "
+                                              f"{k!r} = {v} has {len(v)} values for a 1-D "
+                                              f"input")
+                    extra[k] = [h] + v
+            a2 = _as_2d_attrs(ctx, node, {k: v for k, v in attrs.items() if k not in extra})
+            a2.update(extra)
+            auto = a2.get("auto_pad", b"NOTSET")
+            if (auto.decode() if isinstance(auto, bytes) else auto).startswith("SAME"):
+                a2["strides"] = [1] + list(a2.get("strides", [1]))[1:]   # SAME: height 1 * 1
+            ins = [_lift(ctx, node, node.input[0]), _lift(ctx, node, node.input[1])]
+            ins += [i for i in node.input[2:3] if i]
+            return _lower(ctx, node, base, ins, a2)
+        return base(ctx, node, attrs)
+    return rule
+
+
 def _reshape(ctx, src: str, out: str, shape) -> str:
     ctx.g.add_node("reshape", out, [src], tuple(shape), ctx.g.values[src].dtype,
                    {"shape": tuple(shape)})
@@ -164,7 +195,8 @@ def _wrap_pool(base):
 def _install() -> None:
     for op, onnx_type, wrap in (("conv", "Conv", _wrap_conv), ("maxpool", "MaxPool", _wrap_pool),
                                 ("avgpool", "AveragePool", _wrap_pool),
-                                ("global_avgpool", "GlobalAveragePool", _wrap_pool)):
+                                ("global_avgpool", "GlobalAveragePool", _wrap_pool),
+                                ("conv_transpose", "ConvTranspose", _wrap_conv_transpose)):
         d = registry.get(op)
         if d is None or onnx_type not in d.onnx:
             raise RuntimeError(f"window_nd: {op} ({onnx_type}) must be registered first")
