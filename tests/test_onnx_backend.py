@@ -309,6 +309,7 @@ PASSING_FORMS = {
             "castlike_INT2_to_FLOAT16_expanded castlike_INT4_to_FLOAT16_expanded "
             "castlike_UINT2_to_FLOAT16_expanded castlike_UINT4_to_FLOAT16_expanded",
     "ConvTranspose": "convtranspose_1d",
+    "DequantizeLinear": "dequantizelinear_e4m3fn_float16",
     "Div": "div_int16 div_uint16 div_uint32 div_uint64 div_uint8",
     "Dropout": "dropout_default dropout_default_mask dropout_default_mask_ratio "
                "dropout_default_old dropout_default_ratio dropout_random_old",
@@ -324,6 +325,7 @@ PASSING_FORMS = {
            "min_float64",
     "Mul": "mul_int16 mul_uint16 mul_uint32 mul_uint64 mul_uint8",
     "Pow": "pow_types_float32_uint32 pow_types_float32_uint64",
+    "Range": "range_float16_type_positive_delta",
     "ReduceSum": "reduce_sum_empty_axes_input_noop reduce_sum_empty_axes_input_noop_example",
     "Sub": "sub_int16 sub_uint16 sub_uint32 sub_uint64 sub_uint8",
     "Pad": "wrap_pad",
@@ -520,3 +522,21 @@ def test_outputs_come_back_in_the_declared_type_and_rank():
     for g_, w in zip(got, want):
         assert g_.dtype == w.dtype and g_.shape == w.shape
         np.testing.assert_array_equal(g_, w)
+
+
+def test_a_float16_input_the_importer_needs_as_a_constant_is_bound():
+    """Range over float16 graph inputs: bound at run like any other constant input (a float16
+    input is read through its float32 widening), the output in float16 as onnx's reference
+    evaluator gives it (onnxruntime has no float16 Range)."""
+    from onnx.reference import ReferenceEvaluator
+    H = TensorProto.FLOAT16
+    m = _model([helper.make_node("Range", ["s", "l", "d"], ["y"])],
+               [_vi("s", [], H), _vi("l", [], H), _vi("d", [], H)], [_vi("y", None, H)],
+               opset=onnx.defs.onnx_opset_version())     # float16 Range: a recent opset
+    feeds = [np.array(v, np.float16) for v in (1.0, 5.5, 1.5)]
+    (want,) = ReferenceEvaluator(m).run(None, dict(zip("sld", feeds)))
+    rep = VtaBackend.prepare(m)
+    (got,) = rep.run(feeds)
+    assert rep.bound == ["s", "l", "d"]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
