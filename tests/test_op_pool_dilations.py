@@ -87,3 +87,14 @@ def test_dilated_same_upper_follows_the_onnx_reference():
     got = run_graph(g, {"x": x})["y"]
     assert got.shape == want.shape == (1, 16, 6, 6)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_dilated_average_window_of_padding_only_is_a_clear_error():
+    """Both taps of output (0, 0) land in the padding (rows -1 and 2 of a height-2 input):
+    refused at import naming the node, never a division by zero in the int8 kernel."""
+    from compiler.graph.onnx_import import OnnxImportError
+    m = _nd("AveragePool", (1, 2, 2, 5), kernel_shape=[2, 1], dilations=[3, 1],
+            pads=[1, 0, 1, 0], name="ap")
+    with pytest.raises(OnnxImportError, match=r"'ap' \(AveragePool\): output \(0, 0\) "
+                                              r"averages a window with no element"):
+        import_onnx(m)

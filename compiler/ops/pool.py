@@ -178,6 +178,14 @@ def _import_pool(ctx, node, attrs, op):
         if pads != a["pads"] and a.get("count_include_pad"):
             a["count_pads"] = a["pads"]     # ceil_mode's extra padding is never counted
         a["pads"] = pads
+    if op == "avgpool" and "dilations" in a:      # dilated taps may all land in padding
+        cnt = pool_nchw(np.zeros((1, 1) + tuple(xs[2:]), np.int8), k, strides, a["pads"],
+                        "sum", a["count_include_pad"], tuple(dil), a.get("count_pads"))[1]
+        if not cnt.all():
+            y, x = (int(v[0]) for v in np.nonzero(cnt[0, 0] == 0))
+            raise OnnxImportError(f"node {node.name!r} ({node.op_type}): output ({y}, {x}) "
+                                  f"averages a window with no element (dilations "
+                                  f"{list(dil)}, pads {list(a['pads'])})")
     ctx.emit(node, op, node.input[:1], (xs[0], xs[1], oh, ow), attrs=a)
 
 
