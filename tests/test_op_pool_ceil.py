@@ -7,8 +7,6 @@ import pytest
 from .onnx_ops import against_ort, check_bit_exact, conv_graph
 from onnx import helper
 
-from compiler.graph.onnx_import import OnnxImportError, import_onnx
-
 
 def _model(op, **attrs):
     return conv_graph([helper.make_node(op, ["c"], ["y"], **attrs)])
@@ -29,11 +27,11 @@ def test_ceil_mode_matches_onnxruntime(op, attrs):
     against_ort(_model(op, **attrs), "maxpool" if op == "MaxPool" else "avgpool")
 
 
-def test_ceil_mode_with_count_include_pad_over_a_partial_window_is_refused():
-    m = _model("AveragePool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1,
-               count_include_pad=1, name="ap")
-    with pytest.raises(OnnxImportError, match="'ap'.*ceil_mode"):
-        import_onnx(m)
+def test_ceil_mode_with_count_include_pad_over_a_partial_window_counts_explicit_pads():
+    """The partial last window counts the explicit pads, never ceil_mode's (onnxruntime);
+    with dilations too: tests/test_op_pool_dilations.py."""
+    against_ort(_model("AveragePool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1,
+                       count_include_pad=1, pads=[0, 1, 0, 1]), "avgpool")
 
 
 def test_ceil_mode_max_pool_quantised_on_vta_is_bit_exact():

@@ -31,6 +31,8 @@ def fusable(conv, pool, g: Graph) -> bool:
     one = (kh, kw) == (1, 1) and tuple(a["strides"]) == (1, 1) and not any(a["pads"])
     if not (stem or one):
         return False
+    if tuple(p.get("dilations", (1, 1))) != (1, 1):
+        return False                # the fused kernel's windows are contiguous
     (ph, pw), (sy, sx), (pt, pl, pb, pr) = p["kernel"], p["strides"], p["pads"]
     h, wd = g.values[conv.output].shape[2:4]
     oh, ow = g.values[pool.output].shape[2:4]

@@ -33,6 +33,9 @@ bind=False)`` turns this off).  The importer names such an input in its
 :class:`~compiler.graph.onnx_import.NeedsConstantError` (``.input``), and takes the values
 through ``import_onnx(..., constants={name: array})``.
 
+Outputs come back as the model declares them: a float16 or float64 output (the graph
+computes both in float32) in its declared type, a declared scalar with rank 0.
+
 Errors: an unsupported operator, attribute or input type raises the importer's
 :class:`~compiler.graph.onnx_import.OnnxImportError` from ``prepare`` (from ``run`` when the
 model has bound inputs: it is imported there); a missing or wrongly shaped input raises
@@ -49,6 +52,10 @@ from .ir import Graph, GraphError
 from .onnx_import import NeedsConstantError, import_onnx
 from .passes import float_pipeline
 from .reference import run_graph
+
+
+#: ONNX element types the graph computes in float32 (TensorProto FLOAT16, DOUBLE)
+_WIDE = {10: np.float16, 11: np.float64}
 
 
 class VtaBackendRep(BackendRep):
@@ -125,7 +132,19 @@ class VtaBackendRep(BackendRep):
             run_feeds[name] = a
         out = run_graph(g, run_feeds)
         return namedtupledict("Outputs", self.output_names)(
-            *[np.asarray(out[n]) for n in g.outputs])
+            *[self._declared(k, np.asarray(out[n])) for k, n in enumerate(g.outputs)])
+
+    def _declared(self, k: int, y: np.ndarray) -> np.ndarray:
+        """Output ``k`` as the model declares it: a float16 or float64 output (computed in
+        float32, float16 values already float16-rounded: compiler.ops.typecast) in its own
+        type, a declared scalar (rank 0; the graph keeps it as one element) as a scalar."""
+        tt = self.model.graph.output[k].type.tensor_type
+        want = _WIDE.get(tt.elem_type)
+        if want is not None and y.dtype == np.float32:
+            y = y.astype(want)
+        if tt.HasField("shape") and len(tt.shape.dim) == 0 and y.size == 1 and y.ndim:
+            y = y.reshape(())
+        return y
 
 
 class VtaBackend(Backend):

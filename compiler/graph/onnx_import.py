@@ -446,6 +446,8 @@ class ImportContext:
                    f"a constant")
             if s in self.g.inputs:
                 raise NeedsConstantError(msg, s)
+            if name in self.g.inputs:        # a float16 input (read through its widening cast)
+                raise NeedsConstantError(msg, name)
             raise OnnxImportError(msg)
         return self.consts[s]
 

@@ -14,12 +14,26 @@ def import_argmax(ctx, node, attrs):
     axis = int(ctx.take(attrs, "axis", 0))
     axis = axis + len(xs) if axis < 0 else axis
     keep = int(ctx.take(attrs, "keepdims", 1))
-    if ctx.take(attrs, "select_last_index", 0):
+    last = ctx.take(attrs, "select_last_index", 0)
+    if last not in (0, 1):
         raise OnnxImportError(f"node {node.name!r} (ArgMax): attribute 'select_last_index' "
-                              f"= 1 is not supported")
+                              f"= {last!r}: 0 or 1")
     shape = tuple(1 if k == axis else s for k, s in enumerate(xs)) if keep else \
         tuple(s for k, s in enumerate(xs) if k != axis)
-    ctx.emit(node, "argmax", node.input[:1], shape, "int64", {"axis": axis, "shape": shape})
+    a = {"axis": axis, "shape": shape}
+    if last:
+        a["last"] = True              # ties: the last index (absent: the first)
+    ctx.emit(node, "argmax", node.input[:1], shape, "int64", a)
+
+
+def argmax_reference(n, ins):
+    """The first (or with ``last``, the last) index of the maximum along ``axis``."""
+    ax = n.attrs["axis"]
+    if n.attrs.get("last"):
+        i = ins[0].shape[ax] - 1 - np.argmax(np.flip(ins[0], axis=ax), axis=ax)
+    else:
+        i = np.argmax(ins[0], axis=ax)
+    return i.astype(np.int64).reshape(n.attrs["shape"])
 
 
 def import_array_feature_extractor(ctx, node, attrs):
@@ -33,8 +47,7 @@ def import_array_feature_extractor(ctx, node, attrs):
 
 
 registry.register(registry.OpDef(
-    "argmax", reference=lambda n, ins: np.argmax(ins[0], axis=n.attrs["axis"]).astype(
-        np.int64).reshape(n.attrs["shape"]), category="reduction",
+    "argmax", reference=argmax_reference, category="reduction",
     onnx={"ArgMax": import_argmax}))
 registry.register(registry.OpDef(
     "gather_last", reference=lambda n, ins: np.take(ins[0], ins[1], axis=-1),

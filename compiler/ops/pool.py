@@ -115,21 +115,31 @@ def global_avg_pool2d(data: Tensor, name: str = "global_avg_pool") -> Tensor:
 # on int8 keep the input scale; average = round-half-up integer division), placement (the
 # CPU in any layout; max pooling on VTA when its data is packed) and kernels.
 
-def pool_nchw(x, kernel, strides, pads, mode, count_include_pad=False):
-    """max / sum pooling (and the window element count for average)."""
+def pool_nchw(x, kernel, strides, pads, mode, count_include_pad=False, dilations=(1, 1),
+              count_pads=None):
+    """max / sum pooling (and the window element count for average).  ``dilations``: the
+    taps' spacing; ``count_pads``: with ``count_include_pad``, the padding that counts (the
+    explicit pads; ``pads`` may add ceil_mode's bottom/right padding, which never counts)."""
     n, c, h, w = x.shape
-    oh, ow = out_hw(h, w, kernel, strides, pads)
+    oh, ow = out_hw(h, w, kernel, strides, pads, dilations)
     fill = -np.inf if mode == "max" and x.dtype.kind == "f" else (
         np.iinfo(x.dtype).min if mode == "max" else 0)
     xp = pad_nchw(x, pads, fill)
-    ones = pad_nchw(np.ones((1, 1, h, w), np.int64), pads, 0)
+    ones = np.ones((1, 1, h, w), np.int64)
+    if count_include_pad:               # the input and the padding that counts
+        cp = tuple(count_pads) if count_pads is not None else tuple(pads)
+        ones = pad_nchw(ones, cp, 1)
+        ones = pad_nchw(ones, tuple(p - q for p, q in zip(pads, cp)), 0)
+    else:
+        ones = pad_nchw(ones, pads, 0)
     acc = None
     cnt = np.zeros((1, 1, oh, ow), np.int64)
     sh, sw = strides
+    dh, dw = dilations
     for ky in range(kernel[0]):
         for kx in range(kernel[1]):
-            sl = (slice(None), slice(None), slice(ky, ky + sh * (oh - 1) + 1, sh),
-                  slice(kx, kx + sw * (ow - 1) + 1, sw))
+            sl = (slice(None), slice(None), slice(ky * dh, ky * dh + sh * (oh - 1) + 1, sh),
+                  slice(kx * dw, kx * dw + sw * (ow - 1) + 1, sw))
             win = xp[sl]
             cnt += ones[sl]
             if acc is None:
@@ -141,8 +151,6 @@ def pool_nchw(x, kernel, strides, pads, mode, count_include_pad=False):
                 acc = np.maximum(acc, win)
             else:
                 acc = acc + win
-    if count_include_pad:
-        cnt = np.full_like(cnt, kernel[0] * kernel[1])
     return acc, cnt
 
 
@@ -157,30 +165,40 @@ def _import_pool(ctx, node, attrs, op):
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
                               f"'storage_order' = 1 is not supported")
     strides, dil, pads, (oh, ow) = spatial(ctx, node, attrs, k, xs)
-    if dil != (1, 1):
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dil):
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
-                              f"'dilations' = {list(dil)} is not supported")
+                              f"'dilations' = {list(dil)} must be positive integers")
     a = {"kernel": k, "strides": strides, "pads": pads}
+    if dil != (1, 1):
+        a["dilations"] = tuple(dil)            # absent when 1: undilated graphs unchanged
     if op == "avgpool":
         a["count_include_pad"] = bool(ctx.take(attrs, "count_include_pad", 0))
     if ceil:
-        pads, (oh, ow) = ceil_pads(xs, k, strides, pads)
+        pads, (oh, ow) = ceil_pads(xs, k, strides, pads, dil)
         if pads != a["pads"] and a.get("count_include_pad"):
-            raise OnnxImportError(f"node {node.name!r} ({node.op_type}): 'ceil_mode' = 1 "
-                                  f"with 'count_include_pad' = 1 adds a partial window; "
-                                  f"supported: either one alone")
+            a["count_pads"] = a["pads"]     # ceil_mode's extra padding is never counted
         a["pads"] = pads
+    if op == "avgpool" and "dilations" in a:      # dilated taps may all land in padding
+        cnt = pool_nchw(np.zeros((1, 1) + tuple(xs[2:]), np.int8), k, strides, a["pads"],
+                        "sum", a["count_include_pad"], tuple(dil), a.get("count_pads"))[1]
+        if not cnt.all():
+            y, x = (int(v[0]) for v in np.nonzero(cnt[0, 0] == 0))
+            raise OnnxImportError(f"node {node.name!r} ({node.op_type}): output ({y}, {x}) "
+                                  f"averages a window with no element (dilations "
+                                  f"{list(dil)}, pads {list(a['pads'])})")
     ctx.emit(node, op, node.input[:1], (xs[0], xs[1], oh, ow), attrs=a)
 
 
-def ceil_pads(xs, k, strides, pads):
+def ceil_pads(xs, k, strides, pads, dil=(1, 1)):
     """ceil_mode as extra bottom/right padding (never counted: max pads with the minimum,
-    average without count_include_pad counts only input elements): the ceil output size,
-    less a last window that would start in the bottom/right padding (PyTorch, onnxruntime)."""
+    average counts only input elements and the explicit pads, ``count_pads``): the ceil
+    output size, less a last window that would start in the bottom/right padding (PyTorch,
+    onnxruntime).  ``dil``: the dilations (a window spans ``(k - 1) * d + 1``)."""
     pt, pl, pb, pr = pads
     out, extra = [], []
-    for n, kk, s, lo, hi in ((xs[2], k[0], strides[0], pt, pb), (xs[3], k[1], strides[1], pl,
-                                                                     pr)):
+    for n, k0, s, lo, hi, d in ((xs[2], k[0], strides[0], pt, pb, dil[0]),
+                                (xs[3], k[1], strides[1], pl, pr, dil[1])):
+        kk = (k0 - 1) * d + 1
         o = -(-(n + lo + hi - kk) // s) + 1
         if (o - 1) * s >= n + lo:
             o -= 1
@@ -200,10 +218,11 @@ def import_global_avgpool(ctx, node, attrs):
 def _pool(n, x, kind):
     """``pool_nchw`` with the node's window: the max, or the (sum, count) of an average."""
     a = n.attrs
+    dil = tuple(a.get("dilations", (1, 1)))
     if kind == "max":
-        return pool_nchw(x, a["kernel"], a["strides"], a["pads"], "max")[0]
+        return pool_nchw(x, a["kernel"], a["strides"], a["pads"], "max", dilations=dil)[0]
     return pool_nchw(x, a["kernel"], a["strides"], a["pads"], "sum",
-                     a.get("count_include_pad", False))
+                     a.get("count_include_pad", False), dil, a.get("count_pads"))
 
 
 def pool_float(n, ins):
@@ -275,6 +294,8 @@ def vta_pool_ok(n) -> bool:
     """VTA's max pooling (:func:`max_pool2d`) pads with the dtype minimum, as ours, and
     needs every window to hold at least one input element."""
     (kh, kw), (pt, pl, pb, pr) = n.attrs["kernel"], n.attrs["pads"]
+    if tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
+        return False            # VTA's max_pool2d reads contiguous windows: dilated on the CPU
     return max(pt, pb) < kh and max(pl, pr) < kw
 
 
@@ -309,10 +330,11 @@ def qpool_cpu(n, g):
                 name=n.name, dtype="int8")
         return out, binds
     a = n.attrs
-    (kh, kw), (sh, sw), (pt, pl, pb, pr) = a["kernel"], a["strides"], a["pads"]
+    (kh, kw), (sh, sw), (pt, pl, _, _) = a["kernel"], a["strides"], a["pads"]
+    dh, dw = a.get("dilations", (1, 1))
 
     def tap(nn, c, y, xx, r, ky, kx, fill):
-        iy, ix = y * sh + ky - pt, xx * sw + kx - pl
+        iy, ix = y * sh + ky * dh - pt, xx * sw + kx * dw - pl
         return select(all_of(iy >= 0, iy < H, ix >= 0, ix < W), x[(nn, c, iy, ix) + r], fill)
 
     if n.op == "qmaxpool":
@@ -333,9 +355,18 @@ def qpool_cpu(n, g):
                 acc = t if acc is None else acc + t
         return acc
     s = compute(ov.shape, sbody, name=n.name + "_sum", dtype="int32")
+    table = None
+    if (dh, dw) != (1, 1) or a.get("count_pads") is not None:
+        # each window's element count, a constant (OH, OW) table: dilated windows, or
+        # ceil_mode's uncounted padding with count_include_pad
+        cnt_np = _pool(n, np.zeros((1, 1, H, W), np.int8), "sum")[1][0, 0].astype(np.int32)
+        table = placeholder(cnt_np.shape, "int32", "count")
+        binds.append((table, ("param", cnt_np)))
 
     def avg(nn, c, y, xx, *r):
-        if a.get("count_include_pad"):
+        if table is not None:
+            cnt = table[y, xx]
+        elif a.get("count_include_pad"):
             cnt = kh * kw
         else:
             y0, x0 = y * sh - pt, xx * sw - pl

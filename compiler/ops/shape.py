@@ -97,7 +97,8 @@ def import_identity(ctx, node, attrs):
 
 
 def import_dropout(ctx, node, attrs):
-    """Inference: the identity (its ratio does not matter; training mode is refused)."""
+    """Inference: the identity (its ratio does not matter; training mode is refused); its
+    optional mask output is all true."""
     ctx.take(attrs, "seed")
     ctx.take(attrs, "ratio")
     if len(node.input) > 2 and node.input[2] and bool(
@@ -105,6 +106,8 @@ def import_dropout(ctx, node, attrs):
         raise OnnxImportError(f"node {node.name!r} (Dropout): training_mode = true is not "
                               f"supported (inference only)")
     ctx.alias[node.output[0]] = ctx.src(node.input[0])
+    if len(node.output) > 1 and node.output[1]:      # the mask: nothing dropped, a constant
+        ctx.consts[node.output[1]] = np.ones(ctx.shape(node.input[0]), bool)
 
 
 _CONST_KINDS = {"value_float": np.float32, "value_floats": np.float32,

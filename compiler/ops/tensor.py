@@ -176,8 +176,8 @@ def import_pad(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
     mode = ctx.take(attrs, "mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode not in ("constant", "reflect", "edge"):
-        raise _err(node, f"attribute 'mode' = {mode!r}: constant, reflect or edge")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise _err(node, f"attribute 'mode' = {mode!r}: constant, reflect, edge or wrap")
     pads = ctx.take(attrs, "pads", None)
     value = ctx.take(attrs, "value", 0.0)
     if pads is None:

@@ -1,4 +1,5 @@
-"""1-D Conv, 1-D and 3-D MaxPool / AveragePool / GlobalAveragePool, lowered to 2-D forms.
+"""1-D Conv and ConvTranspose, 1-D and 3-D MaxPool / AveragePool / GlobalAveragePool,
+lowered to 2-D forms.
 
 A 1-D window operator over ``(N, C, L)`` is the 2-D one over ``(N, C, 1, L)``: the import
 rule reshapes the input to height 1, gives the weight a height-1 kernel (a folded constant),
@@ -8,7 +9,7 @@ dilation), imports the 2-D node with the 2-D rule of :mod:`compiler.ops.conv` /
 :mod:`compiler.ops.pool`, and reshapes its output back to ``(N, C', L')``.  The graph
 then holds ordinary ``reshape`` / ``conv`` / ``maxpool`` / ``avgpool`` nodes: float passes,
 quantisation (bit-exact integer forms), placement on VTA or the CPU all apply unchanged.
-A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable).
+A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable, dilated or not).
 The 2-D rules stay the ONNX rules for 4-D tensors; this module wraps them (registered after
 them in :data:`compiler.ops.registry.FAMILIES`).
 
@@ -106,6 +107,36 @@ def _wrap_conv(base):
     return rule
 
 
+def _wrap_conv_transpose(base):
+    """1-D ConvTranspose (N, C, L) with a constant (C, C'/group, K) weight: the 2-D rule over
+    height 1 (``output_padding`` gets a height 0, ``output_shape`` a height 1)."""
+    def rule(ctx, node, attrs):
+        if len(node.input) > 1 and ctx.is_const(node.input[1]) and \
+                ctx.const(node.input[1], node, "W").ndim == 3:
+            if len(ctx.shape(node.input[0])) != 3:
+                raise OnnxImportError(f"node {node.name!r} (ConvTranspose): 3-D weight with "
+                                      f"a {len(ctx.shape(node.input[0]))}-D input")
+            extra = {}
+            for k, h in (("output_padding", 0), ("output_shape", 1)):
+                if k in attrs:
+                    v = list(ctx.take(attrs, k))
+                    if len(v) != 1:
+                        raise OnnxImportError(f"node {node.name!r} (ConvTranspose): attribute "
+                                              f"{k!r} = {v} has {len(v)} values for a 1-D "
+                                              f"input")
+                    extra[k] = [h] + v
+            a2 = _as_2d_attrs(ctx, node, {k: v for k, v in attrs.items() if k not in extra})
+            a2.update(extra)
+            auto = a2.get("auto_pad", b"NOTSET")
+            if (auto.decode() if isinstance(auto, bytes) else auto).startswith("SAME"):
+                a2["strides"] = [1] + list(a2.get("strides", [1]))[1:]   # SAME: height 1 * 1
+            ins = [_lift(ctx, node, node.input[0]), _lift(ctx, node, node.input[1])]
+            ins += [i for i in node.input[2:3] if i]
+            return _lower(ctx, node, base, ins, a2)
+        return base(ctx, node, attrs)
+    return rule
+
+
 def _reshape(ctx, src: str, out: str, shape) -> str:
     ctx.g.add_node("reshape", out, [src], tuple(shape), ctx.g.values[src].dtype,
                    {"shape": tuple(shape)})
@@ -125,11 +156,10 @@ def _pool_3d(ctx, node, base, attrs):
     if len(k3) != 3 or len(s3) != 3 or len(p6) != 6 or len(dil) != 3:
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): kernel_shape {k3}, "
                               f"strides {s3}, pads {p6} do not describe a 3-D window")
-    if dil != [1, 1, 1]:
-        raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'dilations' = "
-                              f"{dil} is not supported")
-    hw = dict(a, kernel_shape=k3[1:], strides=s3[1:], pads=[p6[1], p6[2], p6[4], p6[5]])
-    dd = dict(a, kernel_shape=[k3[0], 1], strides=[s3[0], 1], pads=[p6[0], 0, p6[3], 0])
+    hw = dict(a, kernel_shape=k3[1:], strides=s3[1:], pads=[p6[1], p6[2], p6[4], p6[5]],
+              dilations=dil[1:])
+    dd = dict(a, kernel_shape=[k3[0], 1], strides=[s3[0], 1], pads=[p6[0], 0, p6[3], 0],
+              dilations=[dil[0], 1])
     out = node.output[0]
     x = _reshape(ctx, ctx.value(node.input[0]), f"{out}/hw_in", (n, c * d, h, w))
     base(ctx, _sub(node, [x], f"{out}/hw"), hw)
@@ -165,7 +195,8 @@ def _wrap_pool(base):
 def _install() -> None:
     for op, onnx_type, wrap in (("conv", "Conv", _wrap_conv), ("maxpool", "MaxPool", _wrap_pool),
                                 ("avgpool", "AveragePool", _wrap_pool),
-                                ("global_avgpool", "GlobalAveragePool", _wrap_pool)):
+                                ("global_avgpool", "GlobalAveragePool", _wrap_pool),
+                                ("conv_transpose", "ConvTranspose", _wrap_conv_transpose)):
         d = registry.get(op)
         if d is None or onnx_type not in d.onnx:
             raise RuntimeError(f"window_nd: {op} ({onnx_type}) must be registered first")
