@@ -325,17 +325,20 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
     depth = cfg.acc_buff_depth
     fields = (iter_out, iter_in, dfo, dfi, sfo, sfi, use_imm)
     if not strict:
+        plan = None
         if fast is not None:
             fkey = ("alu", bgn, end, fields)
             plan = fast.get(fkey)
-            if plan is not None and _run_alu_plan(s, plan, op, imm):
-                return 1
-        hit, plan, key = cached_alu_plan(s, bgn, end, fields)
-        if hit and plan is not None:
-            if fast is not None:
+        if plan is not None:
+            hit = True                       # planned (and range-checked) before
+        else:
+            hit, plan, key = cached_alu_plan(s, bgn, end, fields)
+            if plan is not None and fast is not None:
                 fast[fkey] = plan
-            if _run_alu_plan(s, plan, op, imm):
-                return 1
+        # tried once: a plan that writes nothing (a vector SHR amount out of range) leaves
+        # the instruction to the general kernel below, which raises the error
+        if plan is not None and _run_alu_plan(s, plan, op, imm):
+            return 1
     if strict:
         _check_written(index, s.uop_written, np.arange(bgn, end), "UOP", "uop_bgn")
     ud, us = s.uop_dst[bgn:end], s.uop_src[bgn:end]

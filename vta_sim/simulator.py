@@ -164,10 +164,11 @@ class Simulator:
         self.last_timing = None
         self._programs: dict = {}        # prepared streams, least recently used first
         # GEMM/ALU plans by micro-op range and loop fields, while the micro-ops stay the same
-        # (emptied by every LOAD UOP and reset; compute.gemm's ``fast``), and whenever the
-        # bounded plan cache has dropped plans or ``sram`` is another Sram (``_fast_of``:
-        # the Sram and the cache's evictions when last checked), so that it keeps no plan
-        # alive past the cache's bound and never runs on other micro-ops
+        # (compute.gemm's ``fast``): emptied by every LOAD UOP, and whenever the bounded plan
+        # cache has dropped plans or ``sram`` is another Sram (``_fast_of``: the Sram and the
+        # cache's evictions when last checked; reset() and a caller's new Sram alike), so
+        # that it keeps no plan alive past the cache's bound and never runs on other
+        # micro-ops
         self._fast: dict = {}
         self._fast_of = (self.sram, self.sram.plans.evictions)
         self._db_field = config.mem_layout.word_field("dram_base")
@@ -179,7 +180,8 @@ class Simulator:
         plans = self.sram.plans
         self.sram = Sram(self.config, self.out_buffer)
         self.sram.plans = plans
-        self._fast = {}
+        # the plans by micro-op range are emptied before the next GEMM/ALU runs: ``sram``
+        # is not the Sram they were kept for (_execute's check of ``_fast_of``)
         self.tokens = [0, 0, 0, 0]
 
     # ------------------------------------------------------------------------------ run
