@@ -173,6 +173,9 @@ class Simulator:
         self._fast_of = (self.sram, self.sram.plans.evictions)
         self._db_field = config.mem_layout.word_field("dram_base")
         self._program_insns = 0
+        # the image and Sram the prepared streams' kept LOAD views (_Program.views) read and
+        # write; another image or Sram (buffers included) empties them (_check_views)
+        self._views_of = None
 
     def reset(self) -> None:
         """Forget all SRAM contents and tokens (a fresh device).  The planned GEMM/ALU
@@ -215,6 +218,8 @@ class Simulator:
         self._kind = prog.kind
         self._ops = prog.ops
         self._dram = dram
+        self._check_views(dram)
+        self._views = prog.views
         stats = Stats()
         self._stats = stats
         self._work = 0
@@ -254,6 +259,19 @@ class Simulator:
             self.last_timing = res
             stats.timing = res.summary()
         return stats
+
+    def _check_views(self, dram: np.ndarray) -> None:
+        """Empty every prepared stream's kept LOAD views unless they were made for this
+        image and this Sram with these buffers (a view keeps its array alive and writes only
+        the buffer it was made of)."""
+        s = self.sram
+        now = (dram, s, s.inp, s.wgt, s.acc, s.inp_written, s.wgt_written, s.acc_written)
+        was = self._views_of
+        if was is not None and all(a is b for a, b in zip(now, was)):
+            return
+        for prog in self._programs.values():
+            prog.views[:] = [None] * prog.n
+        self._views_of = now
 
     def _prepare(self, data: bytes, dram_bytes: int) -> "_Program":
         """The decoded, statically checked program with everything the run needs that does
@@ -312,7 +330,8 @@ class Simulator:
         prog = _Program(arr, n, {k: v.tolist() for k, v in c.items()}, kind.tolist(),
                         work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
                         _counts(c, kind, cfg, n), db, ext_rows,
-                        np.searchsorted(rows, ext_rows), ext_off, ext_eb, {}, _ops(c, kind))
+                        np.searchsorted(rows, ext_rows), ext_off, ext_eb, {}, _ops(c, kind),
+                        [None] * n)
         if n > _PROGRAM_CACHE_INSNS:
             return prog                      # too big to keep after the run
         self._programs[key] = prog
@@ -450,10 +469,16 @@ class Simulator:
                 self._work += (waves - 1) * compute.WAVE_WORK
         elif k == _LOAD:
             mt, S, Y, X, P, yp0, yp1, xp0, xp1 = self._ops[i]
+            D = self._c["dram_base"][i]
             if mt == MT_UOP:
                 self._fast.clear()           # the plans by micro-op range are stale
-            memory.load(s, self._dram, mt, S, self._c["dram_base"][i], Y, X, P, yp0, yp1,
-                        xp0, xp1)
+                memory.load(s, self._dram, mt, S, D, Y, X, P, yp0, yp1, xp0, xp1)
+                return
+            v = self._views[i]
+            if v is None or v[0] != D:       # the same image and Sram (_check_views)
+                v = self._views[i] = (D, memory.load_views(s, self._dram, mt, S, D, Y, X, P,
+                                                           yp0, yp1, xp0, xp1))
+            memory.run_views(v[1])
         else:  # _STORE
             S, Y, X, P = self._ops[i]
             if Y == 0:
@@ -485,6 +510,8 @@ class _Program(NamedTuple):
     ext_eb: np.ndarray      # bytes per tile
     orders: dict            # concurrent schedules by initial tokens (Simulator._run_kept)
     ops: list               # per instruction: its kernel's arguments (_ops)
+    views: list             # per LOAD (not UOP): (dram_base, memory.load_views) kept while
+    #                         the image and the Sram stay the same (Simulator._check_views)
 
 
 def _template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:
