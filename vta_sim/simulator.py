@@ -253,7 +253,8 @@ class Simulator:
                 from .timing import simulate_timing
                 res = simulate_timing(arr, self.timing, serial=self.serial,
                                       initial_tokens=tokens_before, record=self.record_timing,
-                                      lists=self._c, tokens=(prog.modarr, pops, pushes))
+                                      lists=self._c, tokens=(prog.modarr, pops, pushes),
+                                      prepared=prog.timing)
                 if cache is not None:
                     cache.put(key, res)
             self.last_timing = res
@@ -300,7 +301,12 @@ class Simulator:
         arr = _with_dram_base(prog, rows, db)
         c = dict(prog.c)
         c["dram_base"] = arr.cols["dram_base"].tolist()
-        return prog._replace(arr=arr, c=c, db=db)
+        # kept in place of the stream's other buffers (a runtime runs a kernel on the same
+        # buffers again and again), sharing the schedules and LOAD views (keyed by
+        # dram_base), not the timing model's tables (they read dram_base)
+        prog = prog._replace(arr=arr, c=c, db=db, timing={})
+        self._programs[key] = prog
+        return prog
 
     def _prepare_new(self, data, key, rows, db, dram_bytes) -> "_Program":
         """Decode and check a stream whose template ``key`` is not cached, and cache it."""
@@ -331,7 +337,7 @@ class Simulator:
                         work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
                         _counts(c, kind, cfg, n), db, ext_rows,
                         np.searchsorted(rows, ext_rows), ext_off, ext_eb, {}, _ops(c, kind),
-                        [None] * n)
+                        [None] * n, {})
         if n > _PROGRAM_CACHE_INSNS:
             return prog                      # too big to keep after the run
         self._programs[key] = prog
@@ -512,6 +518,8 @@ class _Program(NamedTuple):
     ops: list               # per instruction: its kernel's arguments (_ops)
     views: list             # per LOAD (not UOP): (dram_base, memory.load_views) kept while
     #                         the image and the Sram stay the same (Simulator._check_views)
+    timing: dict            # the timing model's tables of this program by parameters
+    #                         (simulate_timing's ``prepared``)
 
 
 def _template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:
