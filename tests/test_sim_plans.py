@@ -257,3 +257,31 @@ def test_two_level_destination_grid_adds_in_place(name, A, L, Q, steps):
             assert plan.grid == (5, (A, L, Q), (sa, sl, sq))
         else:
             assert plan.grid is not None and plan.grid[0] == 5
+
+
+@pytest.mark.parametrize("name", ["default", "acc16"])
+@pytest.mark.parametrize("use_imm,imm,amounts", [(0, 0, (0, 1)), (0, 0, (-3, 3)), (0, 0, (5, 6)),
+                                                  (1, 0, None), (1, 7, None), (1, 40, None),
+                                                  (1, -4, None)])
+def test_planned_shr_in_place_matches_reference_loop(name, use_imm, imm, amounts):
+    """SHR on a contiguous destination (sixteenth session: with no amount below zero, one
+    right shift in place), its source the next tiles (overlapping: each iteration reads the
+    tile the next one writes, as it was before the instruction), immediates beyond the
+    width; negative amounts keep the general form."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(5 + imm)
+    s = Sram(cfg)
+    hi = 1 << (cfg.acc_width - 1)
+    s.acc[:] = rng.integers(-hi, hi, s.acc.shape)
+    if amounts is not None:
+        lo, top = amounts
+        s.acc[:40] = rng.integers(lo, top + 1, s.acc[:40].shape)
+    uops = [(3, 4)]
+    f = (1, 0, 1, 0)
+    s.uop_dst[:1], s.uop_src[:1] = [3], [4]
+    want = alu_reference(cfg, s.acc, uops, 3, 20, 1, f, use_imm, imm)
+    compute.alu(s, 0, 3, 0, 1, 20, 1, *f, use_imm, imm, strict=False)
+    plan = next(iter(s.plans.values()))
+    assert plan is not None and plan.dst == slice(3, 23)
+    assert use_imm or plan.src == slice(4, 24)
+    assert np.array_equal(s.acc, want)
