@@ -117,3 +117,32 @@ def test_load_views_follow_image_contents_sram_and_dram_base(pads):
     _in_place(sim, _inp_program(40, pads), other)
     out = other[900 * 16:920 * 16]
     assert out.any()                             # the GEMM does read the loaded tiles
+
+
+@pytest.mark.parametrize("out_buffer", [False, True])
+def test_store_views_follow_image_and_sram(out_buffer):
+    """The STORE of _inp_program through kept views: the same array twice, another array,
+    another Sram; the bytes the STORE writes must be the fresh Simulator's."""
+    def fresh(insns, dram):
+        Simulator(serial=True, out_buffer=out_buffer).run(insns, dram)
+
+    sim = Simulator(serial=True, out_buffer=out_buffer)
+    img = _image(4)
+    for base in (40, 40, 41):
+        want = img.copy()
+        fresh(_inp_program(base), want)
+        sim.run(_inp_program(base), img)
+        np.testing.assert_array_equal(img, want)
+        img[900 * 16:920 * 16] = 0               # what the STORE writes, cleared in place
+    other = img.copy()
+    other[40 * 16:70 * 16] ^= 0x21
+    want = other.copy()
+    fresh(_inp_program(41), want)
+    sim.run(_inp_program(41), other)
+    np.testing.assert_array_equal(other, want)
+    sim.sram = Sram(sim.config, out_buffer)
+    other[900 * 16:920 * 16] = 0
+    want = other.copy()
+    fresh(_inp_program(41), want)
+    sim.run(_inp_program(41), other)
+    np.testing.assert_array_equal(other, want)

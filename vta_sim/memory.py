@@ -11,7 +11,8 @@ import numpy as np
 from .checks import MT_ACC, MT_INP, MT_UOP, MT_WGT
 from .sram import Sram
 
-__all__ = ["load", "load_views", "run_views", "store", "dram_tiles"]
+__all__ = ["load", "load_views", "run_views", "store", "store_views", "run_store_views",
+           "dram_tiles"]
 
 
 def dram_tiles(dram: np.ndarray, elem_bytes: int) -> np.ndarray:
@@ -105,6 +106,30 @@ def _place(dest: np.ndarray, S: int, rows: int, cols: int, yp0: int, xp0: int,
         return
     block[...] = 0
     block[yp0:yp0 + Y, xp0:xp0 + X] = val
+
+
+def store_views(s: Sram, dram: np.ndarray, S: int, D: int, Y: int, X: int, P: int):
+    """The views one STORE writes through (``Y > 0``; rows that do not overlap, ``P >= X``
+    or one row): ``(dest, src)``, the image's tiles as a view in the OUT element type and
+    the ACC (OUT) tiles they take, for :func:`run_store_views` (the assignment casts as
+    :func:`store`'s ``astype``: truncation to the low bits); None for overlapping rows.
+    Views, not copies (kept as :func:`load_views`)."""
+    if Y > 1 and P < X:
+        return None
+    cfg = s.cfg
+    E = cfg.out_elem_bytes
+    src = s.acc if s.out is None else s.out
+    tile = src.shape[1:]
+    isz = s.out_dtype.itemsize
+    dest = np.ndarray((Y, X) + tile, s.out_dtype, dram, D * E,
+                      (P * E if Y > 1 else X * E, E, tile[1] * isz, isz))
+    return dest, src[S:S + Y * X].reshape((Y, X) + tile)
+
+
+def run_store_views(views) -> None:
+    """Execute a STORE through its :func:`store_views`."""
+    dest, src = views
+    dest[...] = src
 
 
 def store(s: Sram, dram: np.ndarray, S: int, D: int, Y: int, X: int, P: int) -> None:

@@ -173,8 +173,9 @@ class Simulator:
         self._fast_of = (self.sram, self.sram.plans.evictions)
         self._db_field = config.mem_layout.word_field("dram_base")
         self._program_insns = 0
-        # the image and Sram the prepared streams' kept LOAD views (_Program.views) read and
-        # write; another image or Sram (buffers included) empties them (_check_views)
+        # the image and Sram the prepared streams' kept LOAD/STORE views (_Program.views)
+        # read and write; another image or Sram (buffers included) empties them
+        # (_check_views)
         self._views_of = None
 
     def reset(self) -> None:
@@ -262,11 +263,12 @@ class Simulator:
         return stats
 
     def _check_views(self, dram: np.ndarray) -> None:
-        """Empty every prepared stream's kept LOAD views unless they were made for this
+        """Empty every prepared stream's kept LOAD/STORE views unless they were made for this
         image and this Sram with these buffers (a view keeps its array alive and writes only
         the buffer it was made of)."""
         s = self.sram
-        now = (dram, s, s.inp, s.wgt, s.acc, s.inp_written, s.wgt_written, s.acc_written)
+        now = (dram, s, s.inp, s.wgt, s.acc, s.out, s.inp_written, s.wgt_written,
+               s.acc_written)
         was = self._views_of
         if was is not None and all(a is b for a, b in zip(now, was)):
             return
@@ -495,7 +497,14 @@ class Simulator:
                 buf = "ACC" if s.out is None else "OUT"
                 raise UninitializedReadError(f"STORE reads {buf} element {t}, which was never "
                                              f"written (strict mode)", i, "sram_base")
-            memory.store(s, self._dram, S, self._c["dram_base"][i], Y, X, P)
+            D = self._c["dram_base"][i]
+            v = self._views[i]
+            if v is None or v[0] != D:       # the same image and Sram (_check_views)
+                v = self._views[i] = (D, memory.store_views(s, self._dram, S, D, Y, X, P))
+            if v[1] is None:                 # overlapping rows
+                memory.store(s, self._dram, S, D, Y, X, P)
+            else:
+                memory.run_store_views(v[1])
 
 class _Program(NamedTuple):
     """A prepared instruction stream (see :meth:`Simulator._prepare`)."""
@@ -516,8 +525,9 @@ class _Program(NamedTuple):
     ext_eb: np.ndarray      # bytes per tile
     orders: dict            # concurrent schedules by initial tokens (Simulator._run_kept)
     ops: list               # per instruction: its kernel's arguments (_ops)
-    views: list             # per LOAD (not UOP): (dram_base, memory.load_views) kept while
-    #                         the image and the Sram stay the same (Simulator._check_views)
+    views: list             # per LOAD (not UOP) and STORE: (dram_base, memory.load_views
+    #                         or store_views) kept while the image and the Sram stay the same
+    #                         (Simulator._check_views)
     timing: dict            # the timing model's tables of this program by parameters
     #                         (simulate_timing's ``prepared``)
 
