@@ -418,10 +418,12 @@ class Engine(DramReads):
             else:
                 floor = 0
             self.seq += 1
-            heappush(self.heap, (t_req + pre, self.seq, self.load_train,
-                                 (i, m, client, (count, nb, beats), tail, floor,
-                                  (t_req, lead, gap, ztail, Y, p.pad_row_cycles,
-                                   p.pad_cycles_per_tile, []) if zero else None)))
+            zero = (t_req, lead, gap, ztail, Y, p.pad_row_cycles, p.pad_cycles_per_tile,
+                    []) if zero else None
+            # the request train as load_train makes it, the event calling dram_request itself
+            heappush(self.heap, (t_req + pre, self.seq, self.dram_request,
+                                 (client, nb, self.load_done, beats, count, None,
+                                  zero[-1] if zero else None, (i, m, tail, floor, zero))))
             return
         c, p = self.c, self.p
         mt = c["memory_type"][i]
