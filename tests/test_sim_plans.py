@@ -217,3 +217,71 @@ def test_prepared_streams_are_reused_and_still_checked_against_the_dram_size():
     with pytest.raises(RangeError):
         sim.run(insns, np.zeros(1024, np.uint8))      # ACC tiles 16..19 end at byte 1280
     assert len(sim._programs) == 1
+
+
+@pytest.mark.parametrize("name", ["default", "2x16x16", "acc16"])
+@pytest.mark.parametrize("A,L,Q,steps", [(7, 7, 4, (1, 7, 49)), (2, 5, 3, (40, 1, 5)),
+                                          (3, 4, 1, (1, 3, 0)), (4, 1, 2, (1, 0, 4))])
+def test_two_level_destination_grid_adds_in_place(name, A, L, Q, steps):
+    """``A`` input groups x ``Q`` weight groups, in a loop of ``L`` iterations that moves the
+    destination and the input: the destinations ``5 + a*sa + l*sl + q*sq`` are the rows of
+    a convolution's output block in runs (sixteenth session), one strided view of ACC added
+    in place; equal to the reference loop, also where they form no grid (one moved)."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(A * 100 + L * 10 + Q)
+    sa, sl, sq = steps
+    f = (sl, 0, 64, 0, 0, 0)
+    for broken in (False, True):
+        s = Sram(cfg)
+        s.inp[:-1] = rng.integers(-128, 128, s.inp[:-1].shape)
+        s.wgt[:-1] = rng.integers(-128, 128, s.wgt[:-1].shape)
+        hi_a = 1 << (cfg.acc_width - 1)
+        s.acc[:] = rng.integers(-hi_a, hi_a, s.acc.shape)
+        C = 3
+        src = rng.permutation(60)[:A * C].reshape(A, C)
+        wts = rng.integers(0, 60, (Q, C))
+        dst = 5 + np.arange(A)[:, None] * sa + np.arange(Q) * sq
+        if broken:
+            dst[-1, -1] = dst.max() + L * sl + 3
+        uops = [(int(dst[a, b]), int(src[a, c]), int(wts[b, c]))
+                for a in range(A) for b in range(Q) for c in range(C)]
+        n = len(uops)
+        s.uop_dst[:n], s.uop_src[:n], s.uop_wgt[:n] = (np.array(c) for c in zip(*uops))
+        want = reference(cfg, s.acc, s.inp, s.wgt, uops, L, 1, f)
+        compute.gemm(s, 0, 0, 0, n, L, 1, *f, strict=False)
+        assert np.array_equal(s.acc, want)
+        plan = next(iter(s.plans.values()))
+        if broken:
+            assert plan.grid is None
+        elif L > 1 and A > 1:
+            assert plan.grid == (5, (A, L, Q), (sa, sl, sq))
+        else:
+            assert plan.grid is not None and plan.grid[0] == 5
+
+
+@pytest.mark.parametrize("name", ["default", "acc16"])
+@pytest.mark.parametrize("use_imm,imm,amounts", [(0, 0, (0, 1)), (0, 0, (-3, 3)), (0, 0, (5, 6)),
+                                                  (1, 0, None), (1, 7, None), (1, 40, None),
+                                                  (1, -4, None)])
+def test_planned_shr_in_place_matches_reference_loop(name, use_imm, imm, amounts):
+    """SHR on a contiguous destination (sixteenth session: with no amount below zero, one
+    right shift in place), its source the next tiles (overlapping: each iteration reads the
+    tile the next one writes, as it was before the instruction), immediates beyond the
+    width; negative amounts keep the general form."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(5 + imm)
+    s = Sram(cfg)
+    hi = 1 << (cfg.acc_width - 1)
+    s.acc[:] = rng.integers(-hi, hi, s.acc.shape)
+    if amounts is not None:
+        lo, top = amounts
+        s.acc[:40] = rng.integers(lo, top + 1, s.acc[:40].shape)
+    uops = [(3, 4)]
+    f = (1, 0, 1, 0)
+    s.uop_dst[:1], s.uop_src[:1] = [3], [4]
+    want = alu_reference(cfg, s.acc, uops, 3, 20, 1, f, use_imm, imm)
+    compute.alu(s, 0, 3, 0, 1, 20, 1, *f, use_imm, imm, strict=False)
+    plan = next(iter(s.plans.values()))
+    assert plan is not None and plan.dst == slice(3, 23)
+    assert use_imm or plan.src == slice(4, 24)
+    assert np.array_equal(s.acc, want)

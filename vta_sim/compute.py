@@ -325,17 +325,20 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
     depth = cfg.acc_buff_depth
     fields = (iter_out, iter_in, dfo, dfi, sfo, sfi, use_imm)
     if not strict:
+        plan = None
         if fast is not None:
             fkey = ("alu", bgn, end, fields)
             plan = fast.get(fkey)
-            if plan is not None and _run_alu_plan(s, plan, op, imm):
-                return 1
-        hit, plan, key = cached_alu_plan(s, bgn, end, fields)
-        if hit and plan is not None:
-            if fast is not None:
+        if plan is not None:
+            hit = True                       # planned (and range-checked) before
+        else:
+            hit, plan, key = cached_alu_plan(s, bgn, end, fields)
+            if plan is not None and fast is not None:
                 fast[fkey] = plan
-            if _run_alu_plan(s, plan, op, imm):
-                return 1
+        # tried once: a plan that writes nothing (a vector SHR amount out of range) leaves
+        # the instruction to the general kernel below, which raises the error
+        if plan is not None and _run_alu_plan(s, plan, op, imm):
+            return 1
     if strict:
         _check_written(index, s.uop_written, np.arange(bgn, end), "UOP", "uop_bgn")
     ud, us = s.uop_dst[bgn:end], s.uop_src[bgn:end]
@@ -376,15 +379,23 @@ def _run_alu_plan(s: Sram, plan, op: int, imm: int) -> bool:
     dst = plan.dst
     inplace = isinstance(dst, slice)
     a = acc[dst] if inplace else np.take(acc, dst, axis=0)
+    right = False                   # SHR: every amount non-negative (a right shift only)
     if plan.src is None:
         b = acc.dtype.type(imm)
+        right = imm >= 0
     else:
         b = acc[plan.src] if isinstance(plan.src, slice) else np.take(acc, plan.src, axis=0)
         if op == ALU_SHR:
             w = s.cfg.acc_width - 1
-            if b.min() < -w or b.max() > w:
+            lo = b.min()
+            if lo < -w or b.max() > w:
                 return False
-    if inplace and op in _IN_PLACE:
+            right = lo >= 0
+    if inplace and op == ALU_SHR and right:
+        # _apply's shift with no amount below zero: the right shift alone, in place (an
+        # overlapping source is read as before the operation, as for _IN_PLACE)
+        np.right_shift(a, b, out=a)
+    elif inplace and op in _IN_PLACE:
         # the destination is a view: written in place (numpy reads an overlapping source
         # as it was before the operation, as the read-all-then-write-all plan needs)
         _IN_PLACE[op](a, b, out=a)

@@ -104,20 +104,33 @@ class GemmPlan:
 
 
 def _grid(dst):
-    """``(first, row step, column step)`` when the ``[1, R, Q]`` destinations are the affine
-    grid ``first + r * row step + q * column step`` (non-negative steps), else None: then
-    the accumulator tiles they name are one strided view."""
+    """``(first, sizes, steps)`` when the ``[1, R, Q]`` destinations are the affine grid
+    ``first + r1 * steps[0] + r2 * steps[1] + q * steps[2]`` over ``sizes = (R1, R2, Q)``
+    (``r = r1 * R2 + r2``: the rows of a convolution's output block, a run of ``R2`` rows of
+    one step repeated ``R1`` times at another; non-negative steps), else None: then the
+    accumulator tiles they name are one strided view."""
     if dst.shape[0] != 1:
         return None
     d = dst[0]
     R, Q = d.shape
     first = int(d[0, 0])
-    sr = int(d[1, 0]) - first if R > 1 else 0
     sq = int(d[0, 1]) - first if Q > 1 else 0
-    if sr < 0 or sq < 0:
+    col = d[:, 0]
+    R1, R2, s1, s2 = 1, R, 0, 0
+    if R > 1:
+        s2 = int(col[1]) - first
+        brk = np.flatnonzero(np.diff(col) != s2)
+        if brk.size:                       # the first run of rows ends: runs of R2 rows
+            R2 = int(brk[0]) + 1
+            if R % R2:
+                return None
+            R1, s1 = R // R2, int(col[R2]) - first
+    if s1 < 0 or s2 < 0 or sq < 0:
         return None
-    want = first + np.arange(R, dtype=np.int64)[:, None] * sr + np.arange(Q, dtype=np.int64) * sq
-    return (first, sr, sq) if np.array_equal(d, want) else None
+    want = first + (np.arange(R1, dtype=np.int64)[:, None, None] * s1
+                    + np.arange(R2, dtype=np.int64)[:, None] * s2
+                    + np.arange(Q, dtype=np.int64) * sq).reshape(R, Q)
+    return (first, (R1, R2, Q), (s1, s2, sq)) if np.array_equal(d, want) else None
 
 
 def _group(ud):
@@ -316,11 +329,11 @@ def run_plan(sram, plan: GemmPlan, to_int) -> None:
             y.transpose(0, 1, 3, 2, 4).reshape(-1, nb, nbo)
         if plan.grid is not None:
             # the destinations are a strided view of ACC: add in place (wraps)
-            first, sr, sq = plan.grid
+            first, sizes, steps = plan.grid
             tb, s1, s2 = acc.strides
-            view = np.ndarray((R, Q, nb, nbo), acc.dtype, acc, first * tb,
-                              (sr * tb, sq * tb, s1, s2))
-            view += y.reshape(R, Q, nb, nbo).astype(acc.dtype, copy=False)
+            view = np.ndarray(sizes + (nb, nbo), acc.dtype, acc, first * tb,
+                              tuple(k * tb for k in steps) + (s1, s2))
+            view += y.reshape(sizes + (nb, nbo)).astype(acc.dtype, copy=False)
         elif plan.uniq:
             d = plan.touched if len(plan.bsteps) == 1 else plan.dst[b0:b1].reshape(-1)
             t = np.take(acc, d, axis=0)

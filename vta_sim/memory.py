@@ -11,7 +11,8 @@ import numpy as np
 from .checks import MT_ACC, MT_INP, MT_UOP, MT_WGT
 from .sram import Sram
 
-__all__ = ["load", "store", "dram_tiles"]
+__all__ = ["load", "load_views", "run_views", "store", "store_views", "run_store_views",
+           "dram_tiles"]
 
 
 def dram_tiles(dram: np.ndarray, elem_bytes: int) -> np.ndarray:
@@ -42,9 +43,9 @@ def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: 
          yp0: int, yp1: int, xp0: int, xp1: int) -> None:
     """Execute one LOAD of memory type ``mt`` (UOP, WGT, INP, ACC or ACC_8BIT)."""
     cfg = s.cfg
-    E = s.elem_bytes[mt]
-    rows, cols = yp0 + Y + yp1, xp0 + X + xp1
     if mt == MT_UOP:
+        E = s.elem_bytes[mt]
+        rows, cols = yp0 + Y + yp1, xp0 + X + xp1
         raw = _read(dram, E, D, Y, X, P) if Y else np.zeros((0, X, E), np.uint8)
         w = np.ascontiguousarray(raw).view("<u4").reshape(Y, X).astype(np.int64)
         fields = [(w >> lsb) & ((1 << width) - 1) for _, lsb, width in cfg.uop_layout.fields]
@@ -52,6 +53,21 @@ def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: 
             _place(dest, S, rows, cols, yp0, xp0, val)
         s.uop_written[S:S + rows * cols] = True
         return
+    run_views(load_views(s, dram, mt, S, D, Y, X, P, yp0, yp1, xp0, xp1))
+
+
+def load_views(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: int,
+               yp0: int, yp1: int, xp0: int, xp1: int) -> tuple:
+    """The views one LOAD of memory type ``mt`` (WGT, INP, ACC or ACC_8BIT, not UOP) writes
+    through, for :func:`run_views`: ``(zero, dest, src, written)``: the padded block to
+    clear first (None without padding), the data's place in it, the data's tiles in the
+    image (a read-only view in their element type: the cast, sign-extending, happens in the
+    write) and the range of the buffer's written mask.  Views, not copies: they stay valid
+    for this image and this Sram's buffers, whatever their contents (a caller may keep
+    them for a LOAD with the same fields and ``dram_base``)."""
+    cfg = s.cfg
+    E = s.elem_bytes[mt]
+    rows, cols = yp0 + Y + yp1, xp0 + X + xp1
     if mt == MT_INP:
         dest, written, dtype, shape = s.inp, s.inp_written, s.inp_dtype, (cfg.batch,
                                                                           cfg.block_in)
@@ -64,8 +80,19 @@ def load(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: int, P: 
     # the tiles read as their element type straight from the image, cast (sign-extended)
     # to the SRAM's element type as they are written
     val = _tiles(dram, dtype, E, D, Y, X, P, shape) if Y else np.zeros((0, X) + shape, dtype)
-    _place(dest, S, rows, cols, yp0, xp0, val)
-    written[S:S + rows * cols] = True
+    block = dest[S:S + rows * cols].reshape((rows, cols) + dest.shape[1:])
+    if rows == Y and cols == X:
+        return None, block, val, written[S:S + rows * cols]
+    return block, block[yp0:yp0 + Y, xp0:xp0 + X], val, written[S:S + rows * cols]
+
+
+def run_views(views: tuple) -> None:
+    """Execute a LOAD through its :func:`load_views`."""
+    zero, dest, src, written = views
+    if zero is not None:
+        zero[...] = 0
+    dest[...] = src
+    written[...] = True
 
 
 def _place(dest: np.ndarray, S: int, rows: int, cols: int, yp0: int, xp0: int,
@@ -79,6 +106,30 @@ def _place(dest: np.ndarray, S: int, rows: int, cols: int, yp0: int, xp0: int,
         return
     block[...] = 0
     block[yp0:yp0 + Y, xp0:xp0 + X] = val
+
+
+def store_views(s: Sram, dram: np.ndarray, S: int, D: int, Y: int, X: int, P: int):
+    """The views one STORE writes through (``Y > 0``; rows that do not overlap, ``P >= X``
+    or one row): ``(dest, src)``, the image's tiles as a view in the OUT element type and
+    the ACC (OUT) tiles they take, for :func:`run_store_views` (the assignment casts as
+    :func:`store`'s ``astype``: truncation to the low bits); None for overlapping rows.
+    Views, not copies (kept as :func:`load_views`)."""
+    if Y > 1 and P < X:
+        return None
+    cfg = s.cfg
+    E = cfg.out_elem_bytes
+    src = s.acc if s.out is None else s.out
+    tile = src.shape[1:]
+    isz = s.out_dtype.itemsize
+    dest = np.ndarray((Y, X) + tile, s.out_dtype, dram, D * E,
+                      (P * E if Y > 1 else X * E, E, tile[1] * isz, isz))
+    return dest, src[S:S + Y * X].reshape((Y, X) + tile)
+
+
+def run_store_views(views) -> None:
+    """Execute a STORE through its :func:`store_views`."""
+    dest, src = views
+    dest[...] = src
 
 
 def store(s: Sram, dram: np.ndarray, S: int, D: int, Y: int, X: int, P: int) -> None:

@@ -164,14 +164,19 @@ class Simulator:
         self.last_timing = None
         self._programs: dict = {}        # prepared streams, least recently used first
         # GEMM/ALU plans by micro-op range and loop fields, while the micro-ops stay the same
-        # (emptied by every LOAD UOP and reset; compute.gemm's ``fast``), and whenever the
-        # bounded plan cache has dropped plans or ``sram`` is another Sram (``_fast_of``:
-        # the Sram and the cache's evictions when last checked), so that it keeps no plan
-        # alive past the cache's bound and never runs on other micro-ops
+        # (compute.gemm's ``fast``): emptied by every LOAD UOP, and whenever the bounded plan
+        # cache has dropped plans or ``sram`` is another Sram (``_fast_of``: the Sram and the
+        # cache's evictions when last checked; reset() and a caller's new Sram alike), so
+        # that it keeps no plan alive past the cache's bound and never runs on other
+        # micro-ops
         self._fast: dict = {}
         self._fast_of = (self.sram, self.sram.plans.evictions)
         self._db_field = config.mem_layout.word_field("dram_base")
         self._program_insns = 0
+        # the image and Sram the prepared streams' kept LOAD/STORE views (_Program.views)
+        # read and write; another image or Sram (buffers included) empties them
+        # (_check_views)
+        self._views_of = None
 
     def reset(self) -> None:
         """Forget all SRAM contents and tokens (a fresh device).  The planned GEMM/ALU
@@ -179,7 +184,8 @@ class Simulator:
         plans = self.sram.plans
         self.sram = Sram(self.config, self.out_buffer)
         self.sram.plans = plans
-        self._fast = {}
+        # the plans by micro-op range are emptied before the next GEMM/ALU runs: ``sram``
+        # is not the Sram they were kept for (_execute's check of ``_fast_of``)
         self.tokens = [0, 0, 0, 0]
 
     # ------------------------------------------------------------------------------ run
@@ -213,6 +219,8 @@ class Simulator:
         self._kind = prog.kind
         self._ops = prog.ops
         self._dram = dram
+        self._check_views(dram)
+        self._views = prog.views
         stats = Stats()
         self._stats = stats
         self._work = 0
@@ -246,12 +254,27 @@ class Simulator:
                 from .timing import simulate_timing
                 res = simulate_timing(arr, self.timing, serial=self.serial,
                                       initial_tokens=tokens_before, record=self.record_timing,
-                                      lists=self._c, tokens=(prog.modarr, pops, pushes))
+                                      lists=self._c, tokens=(prog.modarr, pops, pushes),
+                                      prepared=prog.timing)
                 if cache is not None:
                     cache.put(key, res)
             self.last_timing = res
             stats.timing = res.summary()
         return stats
+
+    def _check_views(self, dram: np.ndarray) -> None:
+        """Empty every prepared stream's kept LOAD/STORE views unless they were made for this
+        image and this Sram with these buffers (a view keeps its array alive and writes only
+        the buffer it was made of)."""
+        s = self.sram
+        now = (dram, s, s.inp, s.wgt, s.acc, s.out, s.inp_written, s.wgt_written,
+               s.acc_written)
+        was = self._views_of
+        if was is not None and all(a is b for a, b in zip(now, was)):
+            return
+        for prog in self._programs.values():
+            prog.views[:] = [None] * prog.n
+        self._views_of = now
 
     def _prepare(self, data: bytes, dram_bytes: int) -> "_Program":
         """The decoded, statically checked program with everything the run needs that does
@@ -280,7 +303,12 @@ class Simulator:
         arr = _with_dram_base(prog, rows, db)
         c = dict(prog.c)
         c["dram_base"] = arr.cols["dram_base"].tolist()
-        return prog._replace(arr=arr, c=c, db=db)
+        # kept in place of the stream's other buffers (a runtime runs a kernel on the same
+        # buffers again and again), sharing the schedules and LOAD views (keyed by
+        # dram_base), not the timing model's tables (they read dram_base)
+        prog = prog._replace(arr=arr, c=c, db=db, timing={})
+        self._programs[key] = prog
+        return prog
 
     def _prepare_new(self, data, key, rows, db, dram_bytes) -> "_Program":
         """Decode and check a stream whose template ``key`` is not cached, and cache it."""
@@ -310,7 +338,8 @@ class Simulator:
         prog = _Program(arr, n, {k: v.tolist() for k, v in c.items()}, kind.tolist(),
                         work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
                         _counts(c, kind, cfg, n), db, ext_rows,
-                        np.searchsorted(rows, ext_rows), ext_off, ext_eb, {}, _ops(c, kind))
+                        np.searchsorted(rows, ext_rows), ext_off, ext_eb, {}, _ops(c, kind),
+                        [None] * n, {})
         if n > _PROGRAM_CACHE_INSNS:
             return prog                      # too big to keep after the run
         self._programs[key] = prog
@@ -448,10 +477,16 @@ class Simulator:
                 self._work += (waves - 1) * compute.WAVE_WORK
         elif k == _LOAD:
             mt, S, Y, X, P, yp0, yp1, xp0, xp1 = self._ops[i]
+            D = self._c["dram_base"][i]
             if mt == MT_UOP:
                 self._fast.clear()           # the plans by micro-op range are stale
-            memory.load(s, self._dram, mt, S, self._c["dram_base"][i], Y, X, P, yp0, yp1,
-                        xp0, xp1)
+                memory.load(s, self._dram, mt, S, D, Y, X, P, yp0, yp1, xp0, xp1)
+                return
+            v = self._views[i]
+            if v is None or v[0] != D:       # the same image and Sram (_check_views)
+                v = self._views[i] = (D, memory.load_views(s, self._dram, mt, S, D, Y, X, P,
+                                                           yp0, yp1, xp0, xp1))
+            memory.run_views(v[1])
         else:  # _STORE
             S, Y, X, P = self._ops[i]
             if Y == 0:
@@ -462,7 +497,14 @@ class Simulator:
                 buf = "ACC" if s.out is None else "OUT"
                 raise UninitializedReadError(f"STORE reads {buf} element {t}, which was never "
                                              f"written (strict mode)", i, "sram_base")
-            memory.store(s, self._dram, S, self._c["dram_base"][i], Y, X, P)
+            D = self._c["dram_base"][i]
+            v = self._views[i]
+            if v is None or v[0] != D:       # the same image and Sram (_check_views)
+                v = self._views[i] = (D, memory.store_views(s, self._dram, S, D, Y, X, P))
+            if v[1] is None:                 # overlapping rows
+                memory.store(s, self._dram, S, D, Y, X, P)
+            else:
+                memory.run_store_views(v[1])
 
 class _Program(NamedTuple):
     """A prepared instruction stream (see :meth:`Simulator._prepare`)."""
@@ -483,6 +525,11 @@ class _Program(NamedTuple):
     ext_eb: np.ndarray      # bytes per tile
     orders: dict            # concurrent schedules by initial tokens (Simulator._run_kept)
     ops: list               # per instruction: its kernel's arguments (_ops)
+    views: list             # per LOAD (not UOP) and STORE: (dram_base, memory.load_views
+    #                         or store_views) kept while the image and the Sram stay the same
+    #                         (Simulator._check_views)
+    timing: dict            # the timing model's tables of this program by parameters
+    #                         (simulate_timing's ``prepared``)
 
 
 def _template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:

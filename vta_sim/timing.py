@@ -481,7 +481,8 @@ def cycles(insns, params: TimingParams | None = None, config: VTAConfig | None =
 
 def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = False,
                     initial_tokens=None, record: bool = True,
-                    lists: dict | None = None, tokens=None) -> TimingResult:
+                    lists: dict | None = None, tokens=None,
+                    prepared: dict | None = None) -> TimingResult:
     """Time a decoded, already-validated program (an :class:`isa.InsnArray`).
 
     ``record=False`` keeps no DRAM bursts, token flows or fetch log (the Chrome trace and the
@@ -489,7 +490,12 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
     itself is a few integers per instruction (start, end, issue cycles).  ``lists``: the
     program's columns as Python lists, when the caller has them already (the simulator's
     functional run), so they are not built twice; ``tokens``: likewise its (modules array,
-    pops, pushes) (:func:`vta_sim.checks.modules_of`, :func:`vta_sim.checks.token_lists`).
+    pops, pushes) (:func:`vta_sim.checks.modules_of`, :func:`vta_sim.checks.token_lists`);
+    ``prepared``: a dict the caller keeps for this program (all its columns, ``dram_base``
+    included; the simulator's prepared stream), where the event loop keeps, per parameters,
+    what depends on the program and the parameters only (the instructions' fixed times and
+    LOAD/STORE burst trains), so a later run of the same program does not compute it again;
+    the event loop itself runs every time.
 
     Raises
     ------
@@ -498,7 +504,7 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
         unbounded queues, may still accept it).
     """
     params = params or TimingParams()
-    s = Engine(arr, params, serial, initial_tokens, record, lists, tokens)
+    s = Engine(arr, params, serial, initial_tokens, record, lists, tokens, prepared)
     s.run()
     start, ends, issue = s.results()
     last = int(np.argmax(ends)) if s.n else -1

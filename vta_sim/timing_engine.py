@@ -37,7 +37,8 @@ class Engine(DramReads):
     """One timed run of a decoded program (see :func:`vta_sim.timing.simulate_timing`)."""
 
     def __init__(self, arr, params, serial: bool, initial_tokens,
-                 record: bool = True, lists: dict | None = None, tokens=None):
+                 record: bool = True, lists: dict | None = None, tokens=None,
+                 prepared: dict | None = None):
         cfg = arr.config
         p = params
         self.p, self.cfg, self.serial = p, cfg, serial
@@ -50,9 +51,7 @@ class Engine(DramReads):
         self.c = c
         self.n = n = len(arr)
         mod = modules_of(arr.cols) if tokens is None else tokens[0]
-        self.mod = mod.tolist()
         self.modarr = mod
-        self.total = np.bincount(mod, minlength=3).tolist()
         self.delivered = [0, 0, 0]
         self.prio = {name: k for k, name in enumerate(p.read_priority)}
         # tokens: pops/pushes per instruction
@@ -68,10 +67,20 @@ class Engine(DramReads):
         self.start = array("q", [-1]) * n
         self.end = array("q", [-1]) * n
         self.issue = array("q", [-1]) * n
-        self.kind, self.dur, self.gemm_ops = _costs(arr.cols, p)
-        # LOADs and STOREs of equal bursts: their trains and cycles (vta_sim.timing_plan)
-        self.mplan = mem_plans(arr.cols, p, cfg, self.bus, self.max_bytes, self.boundary,
-                               p.read_in_order, self.kind)
+        # what depends only on the program (and the configuration) and the parameters: the
+        # modules' instruction counts, the fixed times (timing_plan.costs) and the trains and
+        # cycles of the LOADs and STOREs of equal bursts (timing_plan.mem_plans); kept in
+        # ``prepared`` (the caller's dict for this program, every column dram_base included)
+        # by parameters, only read by the runs
+        static = prepared.get(p) if prepared is not None else None
+        if static is None:
+            kind, dur, gemm_ops = _costs(arr.cols, p)
+            static = (mod.tolist(), np.bincount(mod, minlength=3).tolist(), kind, dur,
+                      gemm_ops, mem_plans(arr.cols, p, cfg, self.bus, self.max_bytes,
+                                          self.boundary, p.read_in_order, kind))
+            if prepared is not None:
+                prepared[p] = static
+        self.mod, self.total, self.kind, self.dur, self.gemm_ops, self.mplan = static
         self.elem = {mt: cfg.elem_bytes(mt) for mt in MemType}
         self.heap = []
         self.seq = 0
@@ -409,10 +418,12 @@ class Engine(DramReads):
             else:
                 floor = 0
             self.seq += 1
-            heappush(self.heap, (t_req + pre, self.seq, self.load_train,
-                                 (i, m, client, (count, nb, beats), tail, floor,
-                                  (t_req, lead, gap, ztail, Y, p.pad_row_cycles,
-                                   p.pad_cycles_per_tile, []) if zero else None)))
+            zero = (t_req, lead, gap, ztail, Y, p.pad_row_cycles, p.pad_cycles_per_tile,
+                    []) if zero else None
+            # the request train as load_train makes it, the event calling dram_request itself
+            heappush(self.heap, (t_req + pre, self.seq, self.dram_request,
+                                 (client, nb, self.load_done, beats, count, None,
+                                  zero[-1] if zero else None, (i, m, tail, floor, zero))))
             return
         c, p = self.c, self.p
         mt = c["memory_type"][i]
