@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from compiler import te
-from compiler.cpu import cpu_build, host_target, ops, schedules
+from compiler.cpu import clear_memory_cache, cpu_build, host_target, ops, schedules
 from compiler.cpu.kernel import stages_of
 from compiler.cpu.schedules import row_blocks, row_local
 from compiler.ops.softmax import softmax_f32
@@ -34,6 +34,8 @@ def test_blocked_softmax_equals_the_unblocked_run_and_the_reference(monkeypatch,
     xv.reshape(-1, shape[-1])[-1, 0] = np.nan                      # a NaN row stays NaN
     want = softmax_f32(xv).view(np.uint32)
     x = te.placeholder(shape, "float32", "x")
+    # on a host without AVX-512 the two targets are one: the other case's build is no entry
+    clear_memory_cache()
     k = cpu_build(ops.softmax(x, target=target, kernel=False), target=target)
     rows, nb = int(np.prod(shape[:-1])), _blocks(k)
     if len(shape) > 1 and rows >= 16:

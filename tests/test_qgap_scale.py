@@ -61,15 +61,21 @@ def test_pool_output_scale_finer_and_bit_exact_on_timed_sim():
     assert new_db >= old_db + 6.0, (new_db, old_db)
 
 
-def test_tiny_means_pass_the_frac_cap_of_48():
-    """Activations near 1e-13 (random-weight corpus models): the pool's own scale goes past
-    the common cap of 48 fraction bits (:func:`compiler.ops.requant.frac_for`)."""
+def test_tiny_means_below_the_finest_scale_stay_float_and_the_rest_quantise():
+    """Activations near 1e-13 (random-weight corpus models): a pooled mean whose range is
+    below the finest power-of-two scale (127 * 2^-49) stays float on the host, saying why,
+    and the model stays accurate; a mean just above it is quantised, its scale at most the
+    cap of 48 fraction bits (:func:`compiler.ops.requant.frac_for`)."""
     xs = (np.random.default_rng(2).normal(size=(5, 1, 16, 8, 8)) * 1e-13).astype(np.float32)
-    c = compile_and_check(_wide_small_mean_model(), xs, "qglobal_avgpool", "cpu",
+    c = compile_and_check(_wide_small_mean_model(), xs, "global_avgpool", "host",
+                          min_sqnr_db=25.0, out="p")
+    assert "below the finest power-of-two scale" in c.program.partition_table()
+    assert not any(n.op == "qglobal_avgpool" for n in c.qgraph.nodes)
+    c = compile_and_check(_wide_small_mean_model(), xs * 3, "qglobal_avgpool", "cpu",
                           min_sqnr_db=25.0, out="p")
     node = next(n for n in c.qgraph.nodes if n.op == "qglobal_avgpool")
     fi, fo = c.qgraph.values[node.inputs[0]].frac, c.qgraph.values[node.output].frac
-    assert fo == fi + node.attrs["shift"] > 48
+    assert fo == fi + node.attrs["shift"] == 48
 
 
 def _gap_graph(shape, shift):
