@@ -24,6 +24,10 @@ __all__ = ["Engine", "CLIENTS"]
 CLIENTS = ("fetch", "uop", "inp", "wgt", "acc")
 _MODULES = ("load", "compute", "store")
 _QSHORT = ("l2g", "g2l", "s2g", "g2s")
+#: Timing parameter sets whose tables (``prepared``) are kept per program, the most recently
+#: used ones: a tuner or a design-space exploration timing one program under many parameters
+#: would otherwise keep every set's tables for as long as the program is kept.
+PREPARED_PARAMS = 4
 
 
 class _Drop(list):
@@ -71,15 +75,17 @@ class Engine(DramReads):
         # modules' instruction counts, the fixed times (timing_plan.costs) and the trains and
         # cycles of the LOADs and STOREs of equal bursts (timing_plan.mem_plans); kept in
         # ``prepared`` (the caller's dict for this program, every column dram_base included)
-        # by parameters, only read by the runs
-        static = prepared.get(p) if prepared is not None else None
+        # by parameters, only read by the runs; the PREPARED_PARAMS most recently used kept
+        static = prepared.pop(p, None) if prepared is not None else None
         if static is None:
             kind, dur, gemm_ops = _costs(arr.cols, p)
             static = (mod.tolist(), np.bincount(mod, minlength=3).tolist(), kind, dur,
                       gemm_ops, mem_plans(arr.cols, p, cfg, self.bus, self.max_bytes,
                                           self.boundary, p.read_in_order, kind))
-            if prepared is not None:
-                prepared[p] = static
+        if prepared is not None:
+            prepared[p] = static                    # the most recently used last
+            while len(prepared) > PREPARED_PARAMS:
+                del prepared[next(iter(prepared))]
         self.mod, self.total, self.kind, self.dur, self.gemm_ops, self.mplan = static
         self.elem = {mt: cfg.elem_bytes(mt) for mt in MemType}
         self.heap = []
