@@ -123,8 +123,9 @@ class Engine(DramReads):
         # dram
         self.req = {k: deque() for k in CLIENTS}
         # the in-order arbiter's constants and the clients' queues in read_priority
-        self._in_order = (p.max_outstanding_reads or -1, p.read_latency, p.read_burst_gap,
-                          p.read_free_cycles, [(k, self.req[k]) for k in p.read_priority])
+        self._in_order = (p.read_latency, p.read_burst_gap,
+                          p.read_free_cycles if p.max_outstanding_reads else -(1 << 62),
+                          [(k, self.req[k]) for k in p.read_priority])
         self.bus_free = 0
         self.arb_pending = False
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
@@ -134,7 +135,9 @@ class Engine(DramReads):
         self.req_latency = p.read_latency if p.read_pipelined and not p.read_in_order else 0
         # in-order DRAM: when the last max_outstanding_reads accepted bursts' slots free (data
         # end + read_free_cycles; increasing, as bursts are served in order)
-        self.accepted = deque(maxlen=p.max_outstanding_reads or 1)
+        # (-1 until that many have been accepted: a slot free before any cycle)
+        self.accepted = deque([-1] * (p.max_outstanding_reads or 1),
+                              maxlen=p.max_outstanding_reads or 1)
         self.accept_next = 0                # in-order DRAM: one acceptance per cycle
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
