@@ -78,7 +78,7 @@ class GemmPlan:
     """Index arrays of one GEMM instruction's matrix product (see the module docstring)."""
 
     __slots__ = ("xrows", "wrows", "dst", "uniq", "order", "starts", "kchunks", "bsteps",
-                 "touched", "grid")
+                 "touched", "grid", "gperm")
 
     def __init__(self, xrows, wrows, dst, kchunks, bsteps):
         self.xrows = xrows          # [B, R*b, K] INP row indices (times BLOCK_IN columns)
@@ -97,6 +97,10 @@ class GemmPlan:
             self.uniq, self.order, self.starts = False, order, np.flatnonzero(new)
             self.touched = fs[self.starts]
         self.grid = _grid(dst) if self.uniq and len(bsteps) == 1 else None
+        # the grid's axes by decreasing ACC step, then (batch, block_out): the addition
+        # walks ACC in memory order (runs of adjacent tiles, not one tile at a time)
+        self.gperm = None if self.grid is None else \
+            sorted(range(3), key=lambda a: -self.grid[2][a]) + [3, 4]
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.xrows, self.wrows, self.dst, self.order,
@@ -333,7 +337,9 @@ def run_plan(sram, plan: GemmPlan, to_int) -> None:
             tb, s1, s2 = acc.strides
             view = np.ndarray(sizes + (nb, nbo), acc.dtype, acc, first * tb,
                               tuple(k * tb for k in steps) + (s1, s2))
-            view += y.reshape(sizes + (nb, nbo)).astype(acc.dtype, copy=False)
+            src = y.reshape(sizes + (nb, nbo)).astype(acc.dtype, copy=False)
+            view = view.transpose(plan.gperm)
+            np.add(view, src.transpose(plan.gperm), out=view)
         elif plan.uniq:
             d = plan.touched if len(plan.bsteps) == 1 else plan.dst[b0:b1].reshape(-1)
             t = np.take(acc, d, axis=0)
