@@ -191,8 +191,7 @@ class Engine(DramReads):
             # in-order DRAM: the burst's instructions stream in, one per 16 bytes of beats
             # (vta_hw's fetch buffer takes each instruction as its last beat arrives)
             per = -(-16 // self.bus)
-            for j in range(k):
-                self.fetch_at[first + j] = start + (j + 1) * per
+            self.fetch_at[first:first + k] = range(start + per, start + (k + 1) * per, per)
             self.fetch_buf.extend(range(first, first + k))
             if not self.fetch_draining:
                 self.fetch_drain()
@@ -316,25 +315,30 @@ class Engine(DramReads):
                     return self.try_start(m)
                 return
         pops = self.pops[i]
-        tokens = self.tokens
-        for t in pops:
-            if tokens[t] == 0:
-                self.set_wait(m, _QSHORT[t])
-                return
-        if self.wait[m] is not None:
+        if pops:
+            tokens = self.tokens
+            for t in pops:
+                if tokens[t] == 0:
+                    self.set_wait(m, _QSHORT[t])
+                    return
+            if self.wait[m] is not None:
+                self.close_wait(m)
+            pop_count, blocked = self.pop_count, self.blocked_push
+            for t in pops:
+                tokens[t] -= 1
+                k = pop_count[t]
+                pop_count[t] = k + 1
+                k -= self.initial[t]
+                if k >= 0 and self.record:
+                    self.flows.append((t, self.push_log[t][k], i))
+                pm = MODULE_OF_PRODUCER[t]
+                if blocked[pm] is not None:
+                    self.at(now, self.retry_push, pm)
+        elif self.wait[m] is not None:
             self.close_wait(m)
-        for t in pops:
-            tokens[t] -= 1
-            k = self.pop_count[t]
-            self.pop_count[t] = k + 1
-            k -= self.initial[t]
-            if k >= 0 and self.record:
-                self.flows.append((t, self.push_log[t][k], i))
-            pm = MODULE_OF_PRODUCER[t]
-            if self.blocked_push[pm] is not None:
-                self.at(now, self.retry_push, pm)
         q.popleft()
-        if self.fetch_blocked is not None and self.fetch_blocked[0] == m:
+        fb = self.fetch_blocked
+        if fb is not None and fb[0] == m:
             self.at(now, self.fetch_drain, True)
         self.busy_flag[m] = True
         # the instruction's time starts with its decode (with dispatch_before_pop that was
