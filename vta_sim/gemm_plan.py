@@ -317,11 +317,18 @@ def run_plan(sram, plan: GemmPlan, to_int) -> None:
     B, Rb, K = plan.xrows.shape
     Qbo = plan.wrows.shape[1]
     R, Q = Rb // nb, Qbo // nbo
+    # one float32 product added into an int32 grid: the float -> int32 conversion (exact:
+    # |r| < 2^24, as _to_int) made by the addition itself, not by a copy before it
+    fused = plan.grid is not None and len(plan.kchunks) == 1 and \
+        sram.fdtype == np.float32 and sram.acc_dtype == np.int32
     for b0, b1 in plan.bsteps:
         x = np.take(inp, plan.xrows[b0:b1], axis=0).reshape(b1 - b0, Rb, K * bi)
         w = np.take(wgt, plan.wrows[b0:b1], axis=0).reshape(b1 - b0, Qbo, K * bi)
         y = None
         for k0, k1 in plan.kchunks:
+            if fused:
+                y = np.matmul(x, w.transpose(0, 2, 1))
+                break
             if k0 == 0 and k1 == K:
                 part = to_int(sram, np.matmul(x, w.transpose(0, 2, 1)))
             else:
@@ -337,9 +344,12 @@ def run_plan(sram, plan: GemmPlan, to_int) -> None:
             tb, s1, s2 = acc.strides
             view = np.ndarray(sizes + (nb, nbo), acc.dtype, acc, first * tb,
                               tuple(k * tb for k in steps) + (s1, s2))
-            src = y.reshape(sizes + (nb, nbo)).astype(acc.dtype, copy=False)
             view = view.transpose(plan.gperm)
-            np.add(view, src.transpose(plan.gperm), out=view)
+            src = y.reshape(sizes + (nb, nbo)).transpose(plan.gperm)
+            if fused:
+                np.add(view, src, out=view, dtype=acc.dtype, casting="unsafe")
+            else:
+                np.add(view, src.astype(acc.dtype, copy=False), out=view)
         elif plan.uniq:
             d = plan.touched if len(plan.bsteps) == 1 else plan.dst[b0:b1].reshape(-1)
             t = np.take(acc, d, axis=0)
