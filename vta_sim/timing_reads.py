@@ -57,10 +57,18 @@ class DramReads:
         lapp = log.append if log is not None else [].append
         t = self.now if self.now > self.accept_next else self.accept_next
         bus_free = self.bus_free
+        (c0, q0), (c1, q1), (c2, q2), (c3, q3), (c4, q4) = queues     # read_priority
         while True:
-            for client, q in queues:            # read_priority
-                if q:
-                    break
+            if q0:
+                client, q = c0, q0
+            elif q1:
+                client, q = c1, q1
+            elif q2:
+                client, q = c2, q2
+            elif q3:
+                client, q = c3, q3
+            elif q4:
+                client, q = c4, q4
             else:
                 self.arb_pending = False
                 return
