@@ -16,6 +16,7 @@ from vta_sim import Simulator
 from vta_sim.randprog import random_program
 from vta_sim.sram import Sram
 from vta_sim.timing import PRESETS, TimingParams
+from vta_sim.timing_engine import PREPARED_PARAMS
 
 from .sim_helpers import CFG, FinishInsn, GemmInsn, load, program, store
 from .test_timing_reference import _observables
@@ -56,6 +57,31 @@ def test_timing_tables_follow_dram_base_and_parameters():
     for params in (TimingParams(), _SMALL, TimingParams.preset("tsim"), _SMALL):
         sim.timing = params
         _same(sim, _loads(2), dram, timing=params)
+
+
+def test_timing_tables_bounded_per_stream():
+    """A tuner timing one program under many parameter sets: each stream keeps the tables of
+    the PREPARED_PARAMS most recently used sets only, and every run (a kept set, a new one,
+    one dropped earlier and computed again) gives the fresh Simulator's results."""
+    sim = Simulator(timing=_SMALL, timing_cache=False)
+    dram = np.random.default_rng(0).integers(0, 256, 1 << 16, dtype=np.uint8)
+    sets = [_SMALL.replace(read_latency=_SMALL.read_latency + k)
+            for k in range(3 * PREPARED_PARAMS)]
+    cycles = []
+    for params in sets + sets[:2] + [sets[-1]] * 3:
+        sim.timing = params
+        cycles.append(_same(sim, _loads(2), dram, timing=params).timing["cycles"])
+        for prog in sim._programs.values():
+            assert len(prog.timing) <= PREPARED_PARAMS
+            assert next(reversed(prog.timing)) == params        # the most recent kept
+    assert len(set(cycles[:len(sets)])) > 1                     # the sets time differently
+    assert cycles[len(sets):len(sets) + 2] == cycles[:2]        # dropped, computed again
+    # least recently used dropped first: a set used again is kept over older ones
+    (prog,) = sim._programs.values()
+    for params in sets[:PREPARED_PARAMS] + [sets[0], sets[PREPARED_PARAMS]]:
+        sim.timing = params
+        sim.run(_loads(2), dram.copy())
+    assert list(prog.timing) == [sets[2], sets[3], sets[0], sets[PREPARED_PARAMS]]
 
 
 @pytest.mark.parametrize("serial", [False, True])

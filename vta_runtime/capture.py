@@ -101,16 +101,19 @@ def rebind_window(cq, window: Window, buffers) -> tuple:
     if len(buffers) != window.calls:
         raise QueueError(f"replay: {len(buffers)} buffers for a window of {window.calls} "
                          f"LOAD/STORE calls")
-    seen = set()
-    for i, b in enumerate(buffers):
-        if id(b) not in seen:
-            seen.add(id(b))
-            cq.device.check(b)
-        e = int(window.ref_elem[i])
-        if -(-b.nbytes // e) * e < window.ref_end[i]:
-            raise QueueError(f"replay: buffer {b!r} of LOAD/STORE call {i} is smaller than "
-                             f"its tiles (up to byte {int(window.ref_end[i])}): they would run "
-                             f"past the end")
+    # each buffer checked at its first call, in call order, up to the first call whose
+    # buffer is smaller than its tiles (the first error in call order is raised)
+    e = window.ref_elem
+    size = np.fromiter((getattr(b, "nbytes", 0) for b in buffers), np.int64, len(buffers))
+    short = np.flatnonzero(-(-size // e) * e < window.ref_end)
+    upto = int(short[0]) + 1 if short.size else len(buffers)
+    for b in {id(b): b for b in buffers[:upto]}.values():
+        cq.device.check(b)
+    if short.size:
+        i = int(short[0])
+        raise QueueError(f"replay: buffer {buffers[i]!r} of LOAD/STORE call {i} is smaller "
+                         f"than its tiles (up to byte {int(window.ref_end[i])}): they would "
+                         f"run past the end")
     t = window.table.copy()
     if window.calls:
         phys = np.fromiter((b.phys for b in buffers), np.int64, len(buffers))
@@ -119,6 +122,6 @@ def rebind_window(cq, window: Window, buffers) -> tuple:
         top = int(t[window.ref_rows, C.dram_base].max())
         if top >= 1 << bits:
             raise QueueError(f"replay: dram_base {top} does not fit in {bits} bits")
-    refs = {int(r): (b, int(e)) for r, b, e, live in zip(
-        window.ref_rows, buffers, window.ref_elem, window.ref_live) if live}
+    refs = {r: (b, e) for r, b, e, live in zip(
+        window.ref_rows.tolist(), buffers, window.ref_elem.tolist(), window.ref_live) if live}
     return t, window.image, list(window.uop_loads), refs, window.balance

@@ -78,7 +78,7 @@ class GemmPlan:
     """Index arrays of one GEMM instruction's matrix product (see the module docstring)."""
 
     __slots__ = ("xrows", "wrows", "dst", "uniq", "order", "starts", "kchunks", "bsteps",
-                 "touched", "grid")
+                 "touched", "grid", "gperm")
 
     def __init__(self, xrows, wrows, dst, kchunks, bsteps):
         self.xrows = xrows          # [B, R*b, K] INP row indices (times BLOCK_IN columns)
@@ -97,6 +97,10 @@ class GemmPlan:
             self.uniq, self.order, self.starts = False, order, np.flatnonzero(new)
             self.touched = fs[self.starts]
         self.grid = _grid(dst) if self.uniq and len(bsteps) == 1 else None
+        # the grid's axes by decreasing ACC step, then (batch, block_out): the addition
+        # walks ACC in memory order (runs of adjacent tiles, not one tile at a time)
+        self.gperm = None if self.grid is None else \
+            sorted(range(3), key=lambda a: -self.grid[2][a]) + [3, 4]
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.xrows, self.wrows, self.dst, self.order,
@@ -313,11 +317,18 @@ def run_plan(sram, plan: GemmPlan, to_int) -> None:
     B, Rb, K = plan.xrows.shape
     Qbo = plan.wrows.shape[1]
     R, Q = Rb // nb, Qbo // nbo
+    # one float32 product added into an int32 grid: the float -> int32 conversion (exact:
+    # |r| < 2^24, as _to_int) made by the addition itself, not by a copy before it
+    fused = plan.grid is not None and len(plan.kchunks) == 1 and \
+        sram.fdtype == np.float32 and sram.acc_dtype == np.int32
     for b0, b1 in plan.bsteps:
         x = np.take(inp, plan.xrows[b0:b1], axis=0).reshape(b1 - b0, Rb, K * bi)
         w = np.take(wgt, plan.wrows[b0:b1], axis=0).reshape(b1 - b0, Qbo, K * bi)
         y = None
         for k0, k1 in plan.kchunks:
+            if fused:
+                y = np.matmul(x, w.transpose(0, 2, 1))
+                break
             if k0 == 0 and k1 == K:
                 part = to_int(sram, np.matmul(x, w.transpose(0, 2, 1)))
             else:
@@ -333,7 +344,12 @@ def run_plan(sram, plan: GemmPlan, to_int) -> None:
             tb, s1, s2 = acc.strides
             view = np.ndarray(sizes + (nb, nbo), acc.dtype, acc, first * tb,
                               tuple(k * tb for k in steps) + (s1, s2))
-            view += y.reshape(sizes + (nb, nbo)).astype(acc.dtype, copy=False)
+            view = view.transpose(plan.gperm)
+            src = y.reshape(sizes + (nb, nbo)).transpose(plan.gperm)
+            if fused:
+                np.add(view, src, out=view, dtype=acc.dtype, casting="unsafe")
+            else:
+                np.add(view, src.astype(acc.dtype, copy=False), out=view)
         elif plan.uniq:
             d = plan.touched if len(plan.bsteps) == 1 else plan.dst[b0:b1].reshape(-1)
             t = np.take(acc, d, axis=0)

@@ -494,8 +494,9 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
     ``prepared``: a dict the caller keeps for this program (all its columns, ``dram_base``
     included; the simulator's prepared stream), where the event loop keeps, per parameters,
     what depends on the program and the parameters only (the instructions' fixed times and
-    LOAD/STORE burst trains), so a later run of the same program does not compute it again;
-    the event loop itself runs every time.
+    LOAD/STORE burst trains), so a later run of the same program does not compute it again
+    (the tables of the ``timing_engine.PREPARED_PARAMS`` most recently used parameter sets
+    are kept); the event loop itself runs every time.
 
     Raises
     ------

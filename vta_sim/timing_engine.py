@@ -24,6 +24,10 @@ __all__ = ["Engine", "CLIENTS"]
 CLIENTS = ("fetch", "uop", "inp", "wgt", "acc")
 _MODULES = ("load", "compute", "store")
 _QSHORT = ("l2g", "g2l", "s2g", "g2s")
+#: Timing parameter sets whose tables (``prepared``) are kept per program, the most recently
+#: used ones: a tuner or a design-space exploration timing one program under many parameters
+#: would otherwise keep every set's tables for as long as the program is kept.
+PREPARED_PARAMS = 4
 
 
 class _Drop(list):
@@ -71,15 +75,17 @@ class Engine(DramReads):
         # modules' instruction counts, the fixed times (timing_plan.costs) and the trains and
         # cycles of the LOADs and STOREs of equal bursts (timing_plan.mem_plans); kept in
         # ``prepared`` (the caller's dict for this program, every column dram_base included)
-        # by parameters, only read by the runs
-        static = prepared.get(p) if prepared is not None else None
+        # by parameters, only read by the runs; the PREPARED_PARAMS most recently used kept
+        static = prepared.pop(p, None) if prepared is not None else None
         if static is None:
             kind, dur, gemm_ops = _costs(arr.cols, p)
             static = (mod.tolist(), np.bincount(mod, minlength=3).tolist(), kind, dur,
                       gemm_ops, mem_plans(arr.cols, p, cfg, self.bus, self.max_bytes,
                                           self.boundary, p.read_in_order, kind))
-            if prepared is not None:
-                prepared[p] = static
+        if prepared is not None:
+            prepared[p] = static                    # the most recently used last
+            while len(prepared) > PREPARED_PARAMS:
+                del prepared[next(iter(prepared))]
         self.mod, self.total, self.kind, self.dur, self.gemm_ops, self.mplan = static
         self.elem = {mt: cfg.elem_bytes(mt) for mt in MemType}
         self.heap = []
@@ -117,8 +123,9 @@ class Engine(DramReads):
         # dram
         self.req = {k: deque() for k in CLIENTS}
         # the in-order arbiter's constants and the clients' queues in read_priority
-        self._in_order = (p.max_outstanding_reads or -1, p.read_latency, p.read_burst_gap,
-                          p.read_free_cycles, [(k, self.req[k]) for k in p.read_priority])
+        self._in_order = (p.read_latency, p.read_burst_gap,
+                          p.read_free_cycles if p.max_outstanding_reads else -(1 << 62),
+                          [(k, self.req[k]) for k in p.read_priority])
         self.bus_free = 0
         self.arb_pending = False
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
@@ -128,7 +135,9 @@ class Engine(DramReads):
         self.req_latency = p.read_latency if p.read_pipelined and not p.read_in_order else 0
         # in-order DRAM: when the last max_outstanding_reads accepted bursts' slots free (data
         # end + read_free_cycles; increasing, as bursts are served in order)
-        self.accepted = deque(maxlen=p.max_outstanding_reads or 1)
+        # (-1 until that many have been accepted: a slot free before any cycle)
+        self.accepted = deque([-1] * (p.max_outstanding_reads or 1),
+                              maxlen=p.max_outstanding_reads or 1)
         self.accept_next = 0                # in-order DRAM: one acceptance per cycle
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
@@ -182,8 +191,7 @@ class Engine(DramReads):
             # in-order DRAM: the burst's instructions stream in, one per 16 bytes of beats
             # (vta_hw's fetch buffer takes each instruction as its last beat arrives)
             per = -(-16 // self.bus)
-            for j in range(k):
-                self.fetch_at[first + j] = start + (j + 1) * per
+            self.fetch_at[first:first + k] = range(start + per, start + (k + 1) * per, per)
             self.fetch_buf.extend(range(first, first + k))
             if not self.fetch_draining:
                 self.fetch_drain()
@@ -307,25 +315,30 @@ class Engine(DramReads):
                     return self.try_start(m)
                 return
         pops = self.pops[i]
-        tokens = self.tokens
-        for t in pops:
-            if tokens[t] == 0:
-                self.set_wait(m, _QSHORT[t])
-                return
-        if self.wait[m] is not None:
+        if pops:
+            tokens = self.tokens
+            for t in pops:
+                if tokens[t] == 0:
+                    self.set_wait(m, _QSHORT[t])
+                    return
+            if self.wait[m] is not None:
+                self.close_wait(m)
+            pop_count, blocked = self.pop_count, self.blocked_push
+            for t in pops:
+                tokens[t] -= 1
+                k = pop_count[t]
+                pop_count[t] = k + 1
+                k -= self.initial[t]
+                if k >= 0 and self.record:
+                    self.flows.append((t, self.push_log[t][k], i))
+                pm = MODULE_OF_PRODUCER[t]
+                if blocked[pm] is not None:
+                    self.at(now, self.retry_push, pm)
+        elif self.wait[m] is not None:
             self.close_wait(m)
-        for t in pops:
-            tokens[t] -= 1
-            k = self.pop_count[t]
-            self.pop_count[t] = k + 1
-            k -= self.initial[t]
-            if k >= 0 and self.record:
-                self.flows.append((t, self.push_log[t][k], i))
-            pm = MODULE_OF_PRODUCER[t]
-            if self.blocked_push[pm] is not None:
-                self.at(now, self.retry_push, pm)
         q.popleft()
-        if self.fetch_blocked is not None and self.fetch_blocked[0] == m:
+        fb = self.fetch_blocked
+        if fb is not None and fb[0] == m:
             self.at(now, self.fetch_drain, True)
         self.busy_flag[m] = True
         # the instruction's time starts with its decode (with dispatch_before_pop that was

@@ -48,79 +48,81 @@ class DramReads:
         queue is empty or an event runs (only events and ``on_accept`` add requests), so its
         bursts are accepted in one tight loop.  Bursts are served in order, so their slots
         free in order: ``accepted`` keeps the last ``max_outstanding_reads`` slot-free cycles
-        and a burst waits for the oldest of them when it is full (it stays full: a deque
-        with that many entries at most, only appended to)."""
+        and a burst waits for the oldest of them (a deque of exactly that many entries, -1
+        for the slots never taken, only appended to)."""
         heap, acc = self.heap, self.accepted
-        k_max, lat, gap, free, queues = self._in_order
+        app = acc.append
+        lat, gap, free, queues = self._in_order
         log = self.bursts if self.record else None
+        lapp = log.append if log is not None else [].append
         t = self.now if self.now > self.accept_next else self.accept_next
         bus_free = self.bus_free
-        full = len(acc) == k_max
+        (c0, q0), (c1, q1), (c2, q2), (c3, q3), (c4, q4) = queues     # read_priority
         while True:
-            for client, q in queues:            # read_priority
-                if q:
-                    break
+            if q0:
+                client, q = c0, q0
+            elif q1:
+                client, q = c1, q1
+            elif q2:
+                client, q = c2, q2
+            elif q3:
+                client, q = c3, q3
+            elif q4:
+                client, q = c4, q4
             else:
                 self.arb_pending = False
                 return
             nxt = heap[0][0] if heap else _INF
             e = q[0]
             _, count, nbytes, beats, cb, on_accept, spans, args, whole = e
-            n0 = count
-            wait = -1
-            while True:
-                if full and acc[0] > t:
-                    if nxt <= acc[0]:
-                        wait = acc[0]
+            # accept the entry's bursts, one per cycle, until an event comes first; ``acc``
+            # holds the last max_outstanding_reads slot-free cycles (-1 for a slot never
+            # taken; always -1 without a limit: ``free`` is then far below zero)
+            for k in range(count):
+                a = acc[0]
+                if a > t:                       # every slot taken until cycle a
+                    if nxt <= a:
                         break
-                    t = acc[0]
+                    t = a
                 elif nxt <= t:
-                    wait = t
                     break
                 start = t + lat
                 if start < bus_free:
                     start = bus_free
                 end = start + beats
-                if count == 1:
-                    break
-                count -= 1
-                if log is not None:
-                    log.append((client, start, end, nbytes))
+                lapp((client, start, end, nbytes))
                 if spans is not None:
                     spans.append((start, end))
-                acc.append(end + free)
-                if not full:
-                    full = len(acc) == k_max
+                app(end + free)
                 bus_free = end + gap
                 t += 1
-            if count != n0:
-                self.dram_read[client] += (n0 - count) * whole
+            else:
+                k = count
+            if k:
+                self.dram_read[client] += k * whole
                 self.bus_free = bus_free
                 self.accept_next = t
-            if wait >= 0:
+            if k < count:
                 # wait (or let the events of this cycle run first: they may add requests)
-                e[1] = count
+                e[1] = count - k
+                a = acc[0]
                 self.seq += 1
-                heappush(heap, (wait, self.seq, self._arbitrate, ()))
+                heappush(heap, (a if a > t else t, self.seq, self._arbitrate, ()))
                 return
-            # the entry's last burst, with its callbacks (in the order of one burst at a time)
+            # the entry's last burst has been accepted: its callbacks
             q.popleft()
             if on_accept is not None:
+                # logged after what on_accept does (as when bursts were accepted one at a time)
+                last = log.pop() if log is not None else None
+                sp = spans.pop() if spans is not None else None
                 on_accept(start)
-            if log is not None:
-                log.append((client, start, end, nbytes))
-            if spans is not None:
-                spans.append((start, end))
-            acc.append(end + free)
-            if not full:
-                full = len(acc) == k_max
-            self.dram_read[client] += whole
-            bus_free = self.bus_free = end + gap
+                if last is not None:
+                    log.append(last)
+                if sp is not None:
+                    spans.append(sp)
             if cb is not None:
                 self.seq += 1
                 heappush(heap, (end, self.seq, cb, args))
-            t += 1
-            self.accept_next = t
 
     def arbitrate_bus(self):
         """Grant read bursts while the bus is free.  Consecutive grants are made inline (no
