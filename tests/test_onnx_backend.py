@@ -308,6 +308,23 @@ PASSING_FORMS = {
             "castlike_FLOAT_to_DOUBLE_expanded castlike_FLOAT_to_FLOAT16_expanded "
             "castlike_INT2_to_FLOAT16_expanded castlike_INT4_to_FLOAT16_expanded "
             "castlike_UINT2_to_FLOAT16_expanded castlike_UINT4_to_FLOAT16_expanded",
+    "CastLike": "castlike_FLOAT16_to_DOUBLE castlike_FLOAT16_to_FLOAT4E2M1 "
+               "castlike_FLOAT16_to_FLOAT8E4M3FN castlike_FLOAT16_to_FLOAT8E4M3FNUZ "
+               "castlike_FLOAT16_to_FLOAT8E5M2 castlike_FLOAT16_to_FLOAT8E5M2FNUZ "
+               "castlike_FLOAT16_to_INT2 castlike_FLOAT16_to_INT4 castlike_FLOAT16_to_UINT2 "
+               "castlike_FLOAT16_to_UINT4 castlike_FLOAT_to_BFLOAT16 castlike_FLOAT_to_DOUBLE "
+               "castlike_FLOAT_to_FLOAT4E2M1 castlike_FLOAT_to_FLOAT8E4M3FN "
+               "castlike_FLOAT_to_FLOAT8E4M3FNUZ castlike_FLOAT_to_FLOAT8E5M2 "
+               "castlike_FLOAT_to_FLOAT8E5M2FNUZ castlike_FLOAT_to_INT2 castlike_FLOAT_to_INT4 "
+               "castlike_FLOAT_to_UINT2 castlike_FLOAT_to_UINT4 "
+               "castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FN "
+               "castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ "
+               "castlike_no_saturate_FLOAT16_to_FLOAT8E5M2 "
+               "castlike_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ "
+               "castlike_no_saturate_FLOAT_to_FLOAT8E4M3FN "
+               "castlike_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ "
+               "castlike_no_saturate_FLOAT_to_FLOAT8E5M2 "
+               "castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ",
     "ConvTranspose": "convtranspose_1d",
     "DequantizeLinear": "dequantizelinear_e4m3fn_float16",
     "Div": "div_int16 div_uint16 div_uint32 div_uint64 div_uint8",
@@ -330,6 +347,44 @@ PASSING_FORMS = {
     "Sub": "sub_int16 sub_uint16 sub_uint32 sub_uint64 sub_uint8",
     "Pad": "wrap_pad",
 }
+#: node tests that pass since the narrow element types (bfloat16, float8, float4, int4, int2,
+#: float8e8m0) landed (s18_conf)
+PASSING_NARROW = {
+    "Cast": "cast_FLOAT16_to_FLOAT4E2M1 cast_FLOAT16_to_FLOAT8E4M3FN "
+           "cast_FLOAT16_to_FLOAT8E4M3FNUZ cast_FLOAT16_to_FLOAT8E5M2 "
+           "cast_FLOAT16_to_FLOAT8E5M2FNUZ cast_FLOAT16_to_INT2 cast_FLOAT16_to_INT4 "
+           "cast_FLOAT16_to_UINT2 cast_FLOAT16_to_UINT4 cast_FLOAT_to_BFLOAT16 "
+           "cast_FLOAT_to_FLOAT4E2M1 cast_FLOAT_to_FLOAT8E4M3FN cast_FLOAT_to_FLOAT8E4M3FNUZ "
+           "cast_FLOAT_to_FLOAT8E5M2 cast_FLOAT_to_FLOAT8E5M2FNUZ cast_FLOAT_to_INT2 "
+           "cast_FLOAT_to_INT4 cast_FLOAT_to_UINT2 cast_FLOAT_to_UINT4 "
+           "cast_e8m0_FLOAT16_to_FLOAT8E8M0 cast_e8m0_FLOAT_to_FLOAT8E8M0 "
+           "cast_no_saturate_FLOAT16_to_FLOAT8E4M3FN "
+           "cast_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ cast_no_saturate_FLOAT16_to_FLOAT8E5M2 "
+           "cast_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ cast_no_saturate_FLOAT_to_FLOAT8E4M3FN "
+           "cast_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ cast_no_saturate_FLOAT_to_FLOAT8E5M2 "
+           "cast_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ castlike_FLOAT16_to_FLOAT4E2M1_expanded "
+           "castlike_FLOAT16_to_FLOAT8E4M3FNUZ_expanded "
+           "castlike_FLOAT16_to_FLOAT8E4M3FN_expanded "
+           "castlike_FLOAT16_to_FLOAT8E5M2FNUZ_expanded "
+           "castlike_FLOAT16_to_FLOAT8E5M2_expanded castlike_FLOAT16_to_INT2_expanded "
+           "castlike_FLOAT16_to_INT4_expanded castlike_FLOAT16_to_UINT2_expanded "
+           "castlike_FLOAT16_to_UINT4_expanded castlike_FLOAT_to_BFLOAT16_expanded "
+           "castlike_FLOAT_to_FLOAT4E2M1_expanded castlike_FLOAT_to_FLOAT8E4M3FNUZ_expanded "
+           "castlike_FLOAT_to_FLOAT8E4M3FN_expanded castlike_FLOAT_to_FLOAT8E5M2FNUZ_expanded "
+           "castlike_FLOAT_to_FLOAT8E5M2_expanded castlike_FLOAT_to_INT2_expanded "
+           "castlike_FLOAT_to_INT4_expanded castlike_FLOAT_to_UINT2_expanded "
+           "castlike_FLOAT_to_UINT4_expanded "
+           "castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ_expanded "
+           "castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FN_expanded "
+           "castlike_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ_expanded "
+           "castlike_no_saturate_FLOAT16_to_FLOAT8E5M2_expanded "
+           "castlike_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ_expanded "
+           "castlike_no_saturate_FLOAT_to_FLOAT8E4M3FN_expanded "
+           "castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_expanded "
+           "castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded",
+}
+for _op, _names in PASSING_NARROW.items():
+    PASSING_FORMS[_op] = (PASSING_FORMS.get(_op, "") + " " + _names).strip()
 for _op, _names in PASSING_FORMS.items():
     PASSING[_op] = (PASSING.get(_op, "") + " " + _names).strip()
 
