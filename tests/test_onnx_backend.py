@@ -342,6 +342,10 @@ PASSING_FORMS = {
            "min_float64",
     "Mul": "mul_int16 mul_uint16 mul_uint32 mul_uint64 mul_uint8",
     "Pow": "pow_types_float32_uint32 pow_types_float32_uint64",
+    "QuantizeLinear": "quantizelinear quantizelinear_axis quantizelinear_e4m3fn "
+                      "quantizelinear_e5m2 quantizelinear_float4e2m1 quantizelinear_int16 "
+                      "quantizelinear_int2 quantizelinear_int4 quantizelinear_uint16 "
+                      "quantizelinear_uint2 quantizelinear_uint4",
     "Range": "range_float16_type_positive_delta",
     "ReduceSum": "reduce_sum_empty_axes_input_noop reduce_sum_empty_axes_input_noop_example",
     "Sub": "sub_int16 sub_uint16 sub_uint32 sub_uint64 sub_uint8",

@@ -6,7 +6,10 @@ constant, and a Q -> DQ pair on an activation becomes a ``clip`` to the range it
 represent (so a Relu that onnxruntime folded into the zero point survives), recorded in
 ``graph.qdq_ranges`` for the quantiser; the scales and zero points themselves are kept in
 ``graph.qdq_scales`` (activations) and ``graph.qdq_weights`` (constants) so the quantiser
-can keep the model's own scales (:mod:`compiler.graph.quantize_fixed`)."""
+can keep the model's own scales (:mod:`compiler.graph.quantize_fixed`).  A QuantizeLinear
+whose output is a graph output read by no node is computed instead (``affine_quantize``:
+its integer or float8 / float4 values, as ``onnx.reference`` computes them), carried in
+the graph's dtypes (:mod:`.typecast`) and returned by the ONNX backend in the declared type."""
 
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ def _check_scale(node, scale, what):
 
 
 def import_quantize_linear(ctx, node, attrs):
-    ctx.take(attrs, "axis")
-    ctx.take(attrs, "saturate")
+    axis = int(ctx.take(attrs, "axis", 1))
+    saturate = bool(ctx.take(attrs, "saturate", 1))
     scale = ctx.const(node.input[1], node, "y_scale")
     _check_scale(node, scale, "y_scale")
     zp = (ctx.const(node.input[2], node, "y_zero_point") if len(node.input) > 2
@@ -41,10 +44,50 @@ def import_quantize_linear(ctx, node, attrs):
         z = zp.reshape(sh) if sh else zp
         info_q = np.clip(np.round(x / s) + z, np.iinfo(zp.dtype).min, np.iinfo(zp.dtype).max)
         return ctx.fold(node, info_q.astype(zp.dtype))
+    out = node.output[0]
+    if out in getattr(ctx, "graph_outputs", ()) and not getattr(ctx, "readers", {}).get(out):
+        return _emit_quantize_linear(ctx, node, scale, zp, axis, saturate)
     # an activation: the pair Q -> DQ is an identity carrying the model's range
     ctx.alias[node.output[0]] = src
     ctx.qdq_info = getattr(ctx, "qdq_info", {})
     ctx.qdq_info[node.output[0]] = info
+
+
+def _emit_quantize_linear(ctx, node, scale, zp, axis, saturate):
+    """A QuantizeLinear that is a model output: its values, in the graph's carrier dtype."""
+    from .typecast import CARRIER
+    to = str(np.asarray(zp).dtype)
+    carrier = CARRIER.get(to, to)
+    shape = ctx.shape(node.input[0])
+    axis = axis + len(shape) if axis < 0 else axis
+    ctx.emit(node, "affine_quantize", node.input[:1], shape, carrier,
+             {"to": to, "axis": axis, "saturate": saturate,
+              "scale": np.asarray(scale, np.float32).reshape(-1).tolist(),
+              "zero_point": np.asarray(zp).astype(np.float64).reshape(-1).tolist()})
+
+
+def affine_quantize_reference(n, ins):
+    """ONNX QuantizeLinear (onnx.reference's arithmetic): x / scale in float32; integers:
+    round half to even, + zero point, saturate; float8: the cast (saturating or not), the
+    zero point ignored; float4: + zero point, then the cast."""
+    import ml_dtypes
+    from .typecast import CARRIER, round_to
+    x = np.asarray(ins[0])
+    a = n.attrs
+    sh = [1] * x.ndim
+    if len(a["scale"]) > 1:
+        sh[a["axis"]] = -1
+    scale = np.asarray(a["scale"], np.float32).reshape(sh if len(a["scale"]) > 1 else ())
+    zp = np.asarray(a["zero_point"]).reshape(sh if len(a["zero_point"]) > 1 else ())
+    y = x / scale
+    to = a["to"]
+    if to.startswith("float8"):
+        return round_to(y, to, a["saturate"])
+    if to.startswith("float"):
+        return round_to(y + zp.astype(np.float32), to)
+    info = ml_dtypes.iinfo(getattr(ml_dtypes, to) if to in CARRIER else to)
+    yi = np.rint(y).astype(np.int32) + zp.astype(np.int32)
+    return np.clip(yi, info.min, info.max).astype(CARRIER.get(to, to))
 
 
 def import_dequantize_linear(ctx, node, attrs):
@@ -139,6 +182,8 @@ def _on_cpu(n, g, cfg, opts):
 registry.register(registry.OpDef(
     "quantize", reference=quantize_reference, place=_on_cpu, cpu=_cpu,
     onnx={"QuantizeLinear": import_quantize_linear}))
+registry.register(registry.OpDef(
+    "affine_quantize", reference=affine_quantize_reference, category="injective"))
 registry.register(registry.OpDef(
     "dequantize", reference=lambda n, ins: (ins[0].astype(np.float64) * 2.0 ** -n.attrs["frac"]
                                             ).astype(np.float32),
