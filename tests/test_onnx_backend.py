@@ -337,7 +337,8 @@ PASSING_FORMS = {
            "max_float64",
     "MaxPool": "maxpool_1d_default maxpool_2d_uint8 maxpool_3d_default maxpool_2d_dilations "
                "maxpool_3d_dilations maxpool_3d_dilations_use_ref_impl "
-               "maxpool_3d_dilations_use_ref_impl_large",
+               "maxpool_3d_dilations_use_ref_impl_large maxpool_with_argmax_2d_precomputed_pads "
+               "maxpool_with_argmax_2d_precomputed_strides",
     "Min": "min_int16 min_one_input min_uint16 min_uint32 min_uint64 min_uint8 min_float16 "
            "min_float64",
     "Mul": "mul_int16 mul_uint16 mul_uint32 mul_uint64 mul_uint8",
