@@ -325,7 +325,7 @@ PASSING_FORMS = {
                "castlike_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ "
                "castlike_no_saturate_FLOAT_to_FLOAT8E5M2 "
                "castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ",
-    "ConvTranspose": "convtranspose_1d",
+    "ConvTranspose": "convtranspose_1d convtranspose_3d",
     "DequantizeLinear": "dequantizelinear_e4m3fn_float16",
     "Div": "div_int16 div_uint16 div_uint32 div_uint64 div_uint8",
     "Dropout": "dropout_default dropout_default_mask dropout_default_mask_ratio "
