@@ -308,15 +308,26 @@ PASSING_FORMS = {
             "castlike_FLOAT_to_DOUBLE_expanded castlike_FLOAT_to_FLOAT16_expanded "
             "castlike_INT2_to_FLOAT16_expanded castlike_INT4_to_FLOAT16_expanded "
             "castlike_UINT2_to_FLOAT16_expanded castlike_UINT4_to_FLOAT16_expanded",
-    "CastLike": "castlike_FLOAT16_to_DOUBLE castlike_FLOAT16_to_FLOAT4E2M1 "
-               "castlike_FLOAT16_to_FLOAT8E4M3FN castlike_FLOAT16_to_FLOAT8E4M3FNUZ "
-               "castlike_FLOAT16_to_FLOAT8E5M2 castlike_FLOAT16_to_FLOAT8E5M2FNUZ "
-               "castlike_FLOAT16_to_INT2 castlike_FLOAT16_to_INT4 castlike_FLOAT16_to_UINT2 "
-               "castlike_FLOAT16_to_UINT4 castlike_FLOAT_to_BFLOAT16 castlike_FLOAT_to_DOUBLE "
+    "CastLike": "castlike_BFLOAT16_to_FLOAT castlike_DOUBLE_to_FLOAT castlike_DOUBLE_to_FLOAT16 "
+               "castlike_FLOAT16_to_DOUBLE castlike_FLOAT16_to_FLOAT "
+               "castlike_FLOAT16_to_FLOAT4E2M1 castlike_FLOAT16_to_FLOAT8E4M3FN "
+               "castlike_FLOAT16_to_FLOAT8E4M3FNUZ castlike_FLOAT16_to_FLOAT8E5M2 "
+               "castlike_FLOAT16_to_FLOAT8E5M2FNUZ castlike_FLOAT16_to_INT2 "
+               "castlike_FLOAT16_to_INT4 castlike_FLOAT16_to_UINT2 castlike_FLOAT16_to_UINT4 "
+               "castlike_FLOAT4E2M1_to_FLOAT castlike_FLOAT4E2M1_to_FLOAT16 "
+               "castlike_FLOAT8E4M3FNUZ_to_FLOAT castlike_FLOAT8E4M3FNUZ_to_FLOAT16 "
+               "castlike_FLOAT8E4M3FN_to_FLOAT castlike_FLOAT8E4M3FN_to_FLOAT16 "
+               "castlike_FLOAT8E5M2FNUZ_to_FLOAT castlike_FLOAT8E5M2FNUZ_to_FLOAT16 "
+               "castlike_FLOAT8E5M2_to_FLOAT castlike_FLOAT8E5M2_to_FLOAT16 "
+               "castlike_FLOAT_to_BFLOAT16 castlike_FLOAT_to_DOUBLE castlike_FLOAT_to_FLOAT16 "
                "castlike_FLOAT_to_FLOAT4E2M1 castlike_FLOAT_to_FLOAT8E4M3FN "
                "castlike_FLOAT_to_FLOAT8E4M3FNUZ castlike_FLOAT_to_FLOAT8E5M2 "
                "castlike_FLOAT_to_FLOAT8E5M2FNUZ castlike_FLOAT_to_INT2 castlike_FLOAT_to_INT4 "
-               "castlike_FLOAT_to_UINT2 castlike_FLOAT_to_UINT4 "
+               "castlike_FLOAT_to_UINT2 castlike_FLOAT_to_UINT4 castlike_INT2_to_FLOAT "
+               "castlike_INT2_to_FLOAT16 castlike_INT2_to_INT8 castlike_INT4_to_FLOAT "
+               "castlike_INT4_to_FLOAT16 castlike_INT4_to_INT8 castlike_UINT2_to_FLOAT "
+               "castlike_UINT2_to_FLOAT16 castlike_UINT2_to_UINT8 castlike_UINT4_to_FLOAT "
+               "castlike_UINT4_to_FLOAT16 castlike_UINT4_to_UINT8 "
                "castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FN "
                "castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ "
                "castlike_no_saturate_FLOAT16_to_FLOAT8E5M2 "
@@ -353,7 +364,8 @@ PASSING_FORMS = {
     "Pad": "wrap_pad",
 }
 #: node tests that pass since the narrow element types (bfloat16, float8, float4, int4, int2,
-#: float8e8m0) landed (s18_conf)
+#: float8e8m0) landed (s18_conf; PASSING_FORMS' CastLike also lists the CastLike cases that
+#: passed before, unchecked until CastLike had an entry)
 PASSING_NARROW = {
     "Cast": "cast_FLOAT16_to_FLOAT4E2M1 cast_FLOAT16_to_FLOAT8E4M3FN "
            "cast_FLOAT16_to_FLOAT8E4M3FNUZ cast_FLOAT16_to_FLOAT8E5M2 "
@@ -462,7 +474,7 @@ def test_unsupported_cases_fail_cleanly():
         seen.add(name)
     assert not seen, f"now passing, add to PASSING: {sorted(seen)}"
     assert crashes == KNOWN_CRASHES
-    assert typed > 50            # the loop really ran over the failing cases
+    assert typed > 10            # the loop really ran over the failing cases (20 at s18_conf)
 
 
 # ---------------------------------------------------------------- the backend itself
