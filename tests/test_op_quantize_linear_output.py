@@ -81,3 +81,47 @@ def test_quantize_linear_read_by_dequantize_stays_the_qdq_clip():
     g = import_onnx(_model(np.int8(0), np.float32(0.5), [4], dq=True))
     assert [n.op for n in g.nodes] == ["clip"]
     assert g.values[g.outputs[0]].dtype == "float32"
+
+
+def _blocked(op, x, scale, zp, block, axis, out_type):
+    ins = [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype),
+                                         x.shape)]
+    return helper.make_model(helper.make_graph(
+        [helper.make_node(op, ["x", "s", "z"], ["y"], name="b0", axis=axis, block_size=block)],
+        "g", ins, [helper.make_tensor_value_info("y", out_type, x.shape)],
+        [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")]),
+        opset_imports=[helper.make_opsetid("", 23)])
+
+
+def test_blocked_quantize_output_and_dequantize_constant_match_reference():
+    rng = np.random.default_rng(4)
+    x = (rng.normal(size=(3, 7)) * 20).astype(np.float32)       # 7 = 3 + 3 + 1: short block
+    scale = rng.uniform(0.1, 1.0, size=(3, 3)).astype(np.float32)
+    zp = rng.integers(-5, 5, size=(3, 3)).astype(np.int8)
+    m = _blocked("QuantizeLinear", x, scale, zp, 3, 1, TensorProto.INT8)
+    (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    (got,) = VtaBackend.run_model(m, [x])
+    np.testing.assert_array_equal(got, want)
+    q = want
+    d = _blocked("DequantizeLinear", q, scale, zp, 3, 1, TensorProto.FLOAT)
+    (want,) = ReferenceEvaluator(d).run(None, {"x": q})
+    (got,) = VtaBackend.run_model(d, [q])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_blocked_quantize_in_a_qdq_pair_is_a_typed_error():
+    from compiler.graph.onnx_import import OnnxImportError
+    scale = np.full((2, 2), 0.5, np.float32)
+    zp = np.zeros((2, 2), np.int8)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q0", axis=1,
+                          block_size=2),
+         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=2)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")]),
+        opset_imports=[helper.make_opsetid("", 23)])
+    with pytest.raises(OnnxImportError, match=r"^node 'q0' \(QuantizeLinear\): attribute "
+                                              r"'block_size' = 2 is supported on a model "
+                                              r"output only"):
+        import_onnx(m)
