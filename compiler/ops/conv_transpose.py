@@ -1,6 +1,7 @@
-"""ConvTranspose (2-D and, float only, 3-D; any stride, padding, dilation, group, output_padding, output_shape,
-auto_pad): import with attribute checks, shape rule, and its numpy reference (float64: one
-matrix product per kernel tap, scattered at the strided positions, then cropped).  Its
+"""ConvTranspose (2-D and, float only, 3-D; any stride, padding, dilation, group,
+output_padding, output_shape, auto_pad): import with attribute checks, shape rule, and its
+numpy reference (float64: one matrix product per kernel tap, scattered at the strided
+positions, then cropped).  Its
 integer form is the phase split of :mod:`compiler.vta.transpose`: one stride-1 ``qconv`` per
 output phase (on VTA's GEMM core like any conv) and a ``qinterleave`` placing the phases'
 rows and columns (on VTA as strided ALU copies and STOREs, :mod:`compiler.vta.interleave`,
