@@ -128,7 +128,7 @@ def test_unknown_op_is_typed_error_naming_node():
 
 def test_unsupported_attribute_names_node_and_attribute():
     m = _model([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2],
-                                 storage_order=1)], [("x", [1, 1, 4, 4])], [("y", [1, 1, 3, 3])])
+                                 storage_order=2)], [("x", [1, 1, 4, 4])], [("y", [1, 1, 3, 3])])
     with pytest.raises(OnnxImportError, match=r"node 'mp' \(MaxPool\): attribute "
                                               r"'storage_order'"):
         import_onnx(m)

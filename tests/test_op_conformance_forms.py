@@ -1,5 +1,6 @@
 """Attribute forms the ONNX node tests exercise (s17_conf): ArgMax ``select_last_index``,
 Pad ``mode = wrap`` (float and quantised, bit-exact), Dropout's mask output in inference;
+(s18_conf) MaxPool's Indices output with either ``storage_order``, 3-D ConvTranspose;
 each against onnxruntime."""
 
 import numpy as np
@@ -116,3 +117,55 @@ def test_1d_conv_transpose_quantised_bit_exact(attrs):
     ex = c.executor(SimDevice(cfg, timed=True))
     for x in xs[3:]:
         assert np.array_equal(ex.run({"x": x})["y"], run_graph(c.qgraph, {"x": x})["y"])
+
+
+@pytest.mark.parametrize("order,pads,strides,dil", [(0, [1, 1, 1, 1], [2, 2], [1, 1]),
+                                                   (1, [0, 1, 1, 0], [1, 2], [1, 1]),
+                                                   (0, [1, 0, 0, 1], [1, 1], [2, 2])])
+def test_maxpool_indices_output_matches_reference_and_onnxruntime(order, pads, strides, dil):
+    # integer-valued data: many ties inside a window (the first, row by row, is taken)
+    x = np.random.default_rng(1).integers(-3, 3, size=(2, 3, 7, 6)).astype(np.float32)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], pads=pads,
+                          strides=strides, dilations=dil, storage_order=order)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)]),
+        opset_imports=[helper.make_opsetid("", 12)])
+    from onnx.reference import ReferenceEvaluator
+    want_y, want_i = ReferenceEvaluator(m).run(None, {"x": x})
+    got_y, got_i = VtaBackend.run_model(m, [x])
+    np.testing.assert_array_equal(got_y, want_y)
+    assert got_i.dtype == np.int64
+    np.testing.assert_array_equal(got_i, want_i)
+    np.testing.assert_array_equal(got_i, _run_ort(m, {"x": x})[1])
+
+
+@pytest.mark.parametrize("kw", [{}, {"strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1]},
+                                {"strides": [2, 2, 1], "dilations": [1, 2, 1], "group": 2,
+                                 "output_padding": [1, 1, 0]},
+                                {"strides": [2, 2, 2], "output_shape": [6, 7, 6]}])
+def test_conv_transpose_3d_matches_onnxruntime(kw):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 4, 3, 4, 3)).astype(np.float32)
+    w = rng.normal(size=(4, 3, 3, 2, 3)).astype(np.float32)
+    b = rng.normal(size=(3 * kw.get("group", 1),)).astype(np.float32)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **kw)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    (want,) = _run_ort(m, {"x": x})
+    (got,) = VtaBackend.run_model(m, [x])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_transpose_nd_agrees_with_the_2d_reference():
+    from compiler.ops.conv_transpose import conv_transpose, conv_transpose_nd
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(size=(1, 4, 5, 6)), rng.normal(size=(4, 2, 3, 2))
+    args = ((2, 3), (1, 0, -1, 2), (2, 1), 2, (1, 0))
+    np.testing.assert_allclose(conv_transpose_nd(x, w, None, *args),
+                               conv_transpose(x, w, None, *args), rtol=1e-12, atol=1e-12)

@@ -34,7 +34,9 @@ bind=False)`` turns this off).  The importer names such an input in its
 through ``import_onnx(..., constants={name: array})``.
 
 Outputs come back as the model declares them: a float16 or float64 output (the graph
-computes both in float32) in its declared type, a declared scalar with rank 0.
+computes both in float32) in its declared type, as is a bfloat16 / float8 / float4 / int4 /
+int2 output (carried in float32, int8 or uint8 holding values of that type), a declared
+scalar with rank 0.
 
 Errors: an unsupported operator, attribute or input type raises the importer's
 :class:`~compiler.graph.onnx_import.OnnxImportError` from ``prepare`` (from ``run`` when the
@@ -44,10 +46,12 @@ model has bound inputs: it is imported there); a missing or wrongly shaped input
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from onnx import ModelProto, NodeProto, helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
+from ..ops.typecast import NARROW
 from .ir import Graph, GraphError
 from .onnx_import import NeedsConstantError, import_onnx
 from .passes import float_pipeline
@@ -56,6 +60,9 @@ from .reference import run_graph
 
 #: ONNX element types the graph computes in float32 (TensorProto FLOAT16, DOUBLE)
 _WIDE = {10: np.float16, 11: np.float64}
+#: narrow element types (bfloat16, float8, float4, int4, int2: compiler.ops.typecast), carried
+#: in float32 / int8 / uint8 holding values the type represents
+_WIDE.update({code: getattr(ml_dtypes, name) for code, (name, _) in NARROW.items()})
 
 
 class VtaBackendRep(BackendRep):
@@ -140,7 +147,7 @@ class VtaBackendRep(BackendRep):
         type, a declared scalar (rank 0; the graph keeps it as one element) as a scalar."""
         tt = self.model.graph.output[k].type.tensor_type
         want = _WIDE.get(tt.elem_type)
-        if want is not None and y.dtype == np.float32:
+        if want is not None and y.dtype != want and y.dtype in (np.float32, np.int8, np.uint8):
             y = y.astype(want)
         if tt.HasField("shape") and len(tt.shape.dim) == 0 and y.size == 1 and y.ndim:
             y = y.reshape(())

@@ -1,6 +1,7 @@
-"""ConvTranspose (2-D, any stride, padding, dilation, group, output_padding, output_shape,
-auto_pad): import with attribute checks, shape rule, and its numpy reference (float64: one
-matrix product per kernel tap, scattered at the strided positions, then cropped).  Its
+"""ConvTranspose (2-D and, float only, 3-D; any stride, padding, dilation, group,
+output_padding, output_shape, auto_pad): import with attribute checks, shape rule, and its
+numpy reference (float64: one matrix product per kernel tap, scattered at the strided
+positions, then cropped).  Its
 integer form is the phase split of :mod:`compiler.vta.transpose`: one stride-1 ``qconv`` per
 output phase (on VTA's GEMM core like any conv) and a ``qinterleave`` placing the phases'
 rows and columns (on VTA as strided ALU copies and STOREs, :mod:`compiler.vta.interleave`,
@@ -52,47 +53,79 @@ def conv_transpose(x, w, b, strides, pads, dil, group, out_pad):
     return y
 
 
+def conv_transpose_nd(x, w, b, strides, pads, dil, group, out_pad):
+    """:func:`conv_transpose` over any number of spatial axes (used for 3-D): one product
+    per kernel tap in float64, scattered at the strided positions, padded at the end by
+    ``out_pad``, cropped by ``pads`` (begins, then ends)."""
+    r = x.ndim - 2
+    sp, k = x.shape[2:], w.shape[2:]
+    og, cg = w.shape[1], x.shape[1] // group
+    full = [(sp[i] - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 + out_pad[i] for i in range(r)]
+    y = np.zeros((x.shape[0], og * group) + tuple(full), np.float64)
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    for gi in range(group):
+        xg, wg = x[:, gi * cg:(gi + 1) * cg], w[gi * cg:(gi + 1) * cg]
+        for tap in np.ndindex(*k):
+            win = tuple(slice(t * dl, t * dl + st * (n - 1) + 1, st)
+                        for t, dl, st, n in zip(tap, dil, strides, sp))
+            y[(slice(None), slice(gi * og, (gi + 1) * og)) + win] += np.tensordot(
+                xg, wg[(slice(None), slice(None)) + tap], axes=([1], [0])).transpose(
+                (0, r + 1) + tuple(range(1, r + 1)))
+    # negative pads (output_shape beyond the full output) add zeros
+    y = np.pad(y, [(0, 0)] * 2 + [(max(-pads[i], 0), max(-pads[i + r], 0)) for i in range(r)])
+    y = y[(slice(None), slice(None)) + tuple(
+        slice(max(pads[i], 0), y.shape[2 + i] - max(pads[i + r], 0)) for i in range(r))]
+    if b is not None:
+        y = y + b.reshape((1, -1) + (1,) * r)
+    return y
+
+
 def import_conv_transpose(ctx, node, attrs):
     def err(msg):
         return OnnxImportError(f"node {node.name!r} (ConvTranspose): {msg}")
     xs = ctx.shape(node.input[0])
     w = ctx.const(node.input[1], node, "W")
-    if len(xs) != 4 or w.ndim != 4:
-        raise err(f"input {xs}, weight {w.shape}: only 2-D (NCHW)")
+    if len(xs) not in (4, 5) or w.ndim != len(xs):
+        raise err(f"input {xs}, weight {w.shape}: only 2-D (NCHW) and 3-D (NCDHW)")
+    r = len(xs) - 2
     group = int(ctx.take(attrs, "group", 1))
     if xs[1] != w.shape[0] or xs[1] % group:
         raise err(f"input channels {xs[1]} do not match weight {w.shape} with group {group}")
     k = tuple(ctx.take(attrs, "kernel_shape", w.shape[2:]))
     if tuple(k) != tuple(w.shape[2:]):
         raise err(f"kernel_shape {list(k)} differs from the weight's {w.shape[2:]}")
-    s = tuple(int(v) for v in ctx.take(attrs, "strides", [1, 1]))
-    d = tuple(int(v) for v in ctx.take(attrs, "dilations", [1, 1]))
-    op = [int(v) for v in ctx.take(attrs, "output_padding", [0, 0])]
-    pads = [int(v) for v in ctx.take(attrs, "pads", [0, 0, 0, 0])]
+    s = tuple(int(v) for v in ctx.take(attrs, "strides", [1] * r))
+    d = tuple(int(v) for v in ctx.take(attrs, "dilations", [1] * r))
+    op = [int(v) for v in ctx.take(attrs, "output_padding", [0] * r)]
+    pads = [int(v) for v in ctx.take(attrs, "pads", [0] * 2 * r)]
     auto = ctx.take(attrs, "auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     oshape = ctx.take(attrs, "output_shape", None)
-    full = [(xs[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 + op[i] for i in range(2)]
+    if len(s) != r or len(d) != r or len(op) != r or len(pads) != 2 * r:
+        raise err(f"strides {s}, dilations {d}, output_padding {op}, pads {pads} for a "
+                  f"{r}-D input")
+    full = [(xs[2 + i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 + op[i] for i in range(r)]
     if oshape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
-        target = [int(v) for v in oshape][-2:] if oshape is not None else \
-            [xs[2] * s[0], xs[3] * s[1]]
-        pads = [0, 0, 0, 0]
-        for i in range(2):
+        target = [int(v) for v in oshape][-r:] if oshape is not None else \
+            [xs[2 + i] * s[i] for i in range(r)]
+        pads = [0] * 2 * r
+        for i in range(r):
             tot = full[i] - target[i]
             lo = tot // 2 if auto == "SAME_UPPER" else tot - tot // 2    # ONNX's rule
-            pads[i], pads[i + 2] = lo, tot - lo
+            pads[i], pads[i + r] = lo, tot - lo
     elif auto not in ("NOTSET", "VALID"):
         raise err(f"attribute 'auto_pad' = {auto!r}")
-    if len(s) != 2 or len(d) != 2 or len(pads) != 4 or min(s) < 1 or min(d) < 1:
+    if min(s) < 1 or min(d) < 1:
         raise err(f"strides {s}, dilations {d}, pads {pads}")
-    oh, ow = full[0] - pads[0] - pads[2], full[1] - pads[1] - pads[3]
-    if oh < 1 or ow < 1:
-        raise err(f"empty output ({oh}, {ow})")
+    out = tuple(full[i] - pads[i] - pads[i + r] for i in range(r))
+    if min(out) < 1:
+        raise err(f"empty output {out}")
     ins = [node.input[0], node.input[1]]
     if len(node.input) > 2 and node.input[2]:
         ctx.const(node.input[2], node, "B")
         ins.append(node.input[2])
-    ctx.emit(node, "conv_transpose", ins, (xs[0], w.shape[1] * group, oh, ow),
+    ctx.emit(node, "conv_transpose" if r == 2 else "conv_transpose_3d", ins,
+             (xs[0], w.shape[1] * group) + out,
              attrs={"strides": list(s), "pads": pads, "dilations": list(d), "group": group,
                     "output_padding": op})
 
@@ -102,6 +135,13 @@ def _reference(n, ins):
     b = ins[2] if len(ins) > 2 else None
     return conv_transpose(ins[0], ins[1], b, a["strides"], a["pads"], a["dilations"],
                           a["group"], a["output_padding"]).astype(ins[0].dtype)
+
+
+def _reference_3d(n, ins):
+    a = n.attrs
+    b = ins[2] if len(ins) > 2 else None
+    return conv_transpose_nd(ins[0], ins[1], b, a["strides"], a["pads"], a["dilations"],
+                             a["group"], a["output_padding"]).astype(ins[0].dtype)
 
 
 def vta_form(n, g) -> str | None:
@@ -217,3 +257,6 @@ def _vta_interleave(n, g, cfg):
 
 registry.register(registry.OpDef("qinterleave", reference=interleave, layout="agnostic",
                                  place=_place_interleave, vta=_vta_interleave))
+registry.register(registry.OpDef(
+    "conv_transpose_3d", reference=_reference_3d, category="opaque",
+    float_why="3-D: no integer form (the phase split is 2-D)"))

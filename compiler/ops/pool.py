@@ -32,6 +32,8 @@ Example (runnable as it stands)::
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from ..te import (DTYPES, Tensor, TEError, all_of, cast, compute, reduce_axis, select)
@@ -161,9 +163,10 @@ def _import_pool(ctx, node, attrs, op):
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
                               f"'kernel_shape' = {list(k)}: only 2-D pooling")
     ceil = bool(ctx.take(attrs, "ceil_mode", 0))
-    if ctx.take(attrs, "storage_order", 0):
+    order = ctx.take(attrs, "storage_order", 0)
+    if order not in (0, 1):
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
-                              f"'storage_order' = 1 is not supported")
+                              f"'storage_order' = {order} must be 0 or 1")
     strides, dil, pads, (oh, ow) = spatial(ctx, node, attrs, k, xs)
     if any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dil):
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute "
@@ -186,7 +189,41 @@ def _import_pool(ctx, node, attrs, op):
             raise OnnxImportError(f"node {node.name!r} ({node.op_type}): output ({y}, {x}) "
                                   f"averages a window with no element (dilations "
                                   f"{list(dil)}, pads {list(a['pads'])})")
-    ctx.emit(node, op, node.input[:1], (xs[0], xs[1], oh, ow), attrs=a)
+    idx = node.output[1] if op == "maxpool" and len(node.output) > 1 else ""
+    one = SimpleNamespace(name=node.name, op_type=node.op_type, output=[node.output[0]])
+    ctx.emit(one if idx else node, op, node.input[:1], (xs[0], xs[1], oh, ow), attrs=a)
+    if idx:                                    # the Indices output: its own node
+        ctx.emit(SimpleNamespace(name=node.name, op_type=node.op_type, output=[idx]),
+                 "maxpool_indices", node.input[:1], (xs[0], xs[1], oh, ow), "int64",
+                 dict(a, storage_order=int(order)))
+
+
+def maxpool_indices_reference(n, ins):
+    """MaxPool's Indices: where each window's first largest element is (row by row), as a
+    flat index into the whole input, ``((n * C + c) * H + h) * W + w`` (``storage_order``
+    1: ``(n * C + c) * H * W + w * H + h``); padding is never chosen (onnx.reference)."""
+    x, a = np.asarray(ins[0]), n.attrs
+    nb, c, h, w = x.shape
+    k, (sh, sw), pads = a["kernel"], a["strides"], a["pads"]
+    dh, dw = a.get("dilations", (1, 1))
+    oh, ow = out_hw(h, w, k, (sh, sw), pads, (dh, dw))
+    xp = pad_nchw(x, pads, 0)
+    rows = np.arange(xp.shape[2]) - pads[0]
+    cols = np.arange(xp.shape[3]) - pads[1]
+    best = np.zeros((nb, c, oh, ow), x.dtype)
+    where = np.full((nb, c, oh, ow), -1, np.int64)
+    for ky in range(k[0]):
+        for kx in range(k[1]):
+            r = rows[ky * dh: ky * dh + sh * (oh - 1) + 1: sh][:, None]
+            q = cols[kx * dw: kx * dw + sw * (ow - 1) + 1: sw][None, :]
+            win = xp[:, :, ky * dh: ky * dh + sh * (oh - 1) + 1: sh,
+                     kx * dw: kx * dw + sw * (ow - 1) + 1: sw]
+            flat = r * w + q if a["storage_order"] == 0 else r + q * h
+            take = ((r >= 0) & (r < h) & (q >= 0) & (q < w)) & ((where < 0) | (win > best))
+            best = np.where(take, win, best)
+            where = np.where(take, flat, where)
+    base = np.arange(nb * c, dtype=np.int64).reshape(nb, c, 1, 1) * (h * w)
+    return np.where(where >= 0, where + base, -1)
 
 
 def ceil_pads(xs, k, strides, pads, dil=(1, 1)):
@@ -383,6 +420,9 @@ def _on_cpu(n, g, cfg, opts):
 registry.register(registry.OpDef(
     "maxpool", reference=pool_float, category="reduction", quantize=quantize_pool,
     onnx={"MaxPool": lambda ctx, node, attrs: _import_pool(ctx, node, attrs, "maxpool")}))
+registry.register(registry.OpDef(
+    "maxpool_indices", reference=maxpool_indices_reference, category="injective",
+    float_why="integer positions"))
 registry.register(registry.OpDef(
     "avgpool", reference=pool_float, category="reduction", quantize=quantize_pool,
     onnx={"AveragePool": lambda ctx, node, attrs: _import_pool(ctx, node, attrs, "avgpool")}))

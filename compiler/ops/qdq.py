@@ -6,7 +6,10 @@ constant, and a Q -> DQ pair on an activation becomes a ``clip`` to the range it
 represent (so a Relu that onnxruntime folded into the zero point survives), recorded in
 ``graph.qdq_ranges`` for the quantiser; the scales and zero points themselves are kept in
 ``graph.qdq_scales`` (activations) and ``graph.qdq_weights`` (constants) so the quantiser
-can keep the model's own scales (:mod:`compiler.graph.quantize_fixed`)."""
+can keep the model's own scales (:mod:`compiler.graph.quantize_fixed`).  A QuantizeLinear
+whose output is a graph output read by no node is computed instead (``affine_quantize``:
+its integer or float8 / float4 values, as ``onnx.reference`` computes them), carried in
+the graph's dtypes (:mod:`.typecast`) and returned by the ONNX backend in the declared type."""
 
 from __future__ import annotations
 
@@ -25,34 +28,120 @@ def _check_scale(node, scale, what):
                               f"and finite")
 
 
+def blocked(v, shape, axis: int, block: int) -> np.ndarray:
+    """A blocked (``block_size``) scale or zero point repeated along ``axis`` to ``shape``
+    (the last block may be short), as onnx.reference's ``reshape_input`` does."""
+    from .errors import OnnxImportError
+    v = np.repeat(np.asarray(v), block, axis=axis).take(range(shape[axis]), axis=axis)
+    if v.shape != tuple(shape):
+        raise OnnxImportError(f"blocked scale or zero point of shape {v.shape} (block_size "
+                              f"{block}, axis {axis}) does not cover the input {tuple(shape)}")
+    return v
+
+
+def _np_type(node, code: int) -> np.dtype:
+    """The numpy (or ml_dtypes) dtype of ONNX element type ``code``."""
+    import ml_dtypes
+    from .errors import OnnxImportError
+    from .typecast import NARROW, NP_TYPES
+    if code in NP_TYPES:
+        return np.dtype(NP_TYPES[code])
+    if code in NARROW:
+        return np.dtype(getattr(ml_dtypes, NARROW[code][0]))
+    raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute 'output_dtype' = "
+                          f"{code} (an ONNX element type code) is not supported")
+
+
 def import_quantize_linear(ctx, node, attrs):
-    ctx.take(attrs, "axis")
-    ctx.take(attrs, "saturate")
+    axis = int(ctx.take(attrs, "axis", 1))
+    saturate = bool(ctx.take(attrs, "saturate", 1))
+    block = int(ctx.take(attrs, "block_size", 0))
+    code = int(ctx.take(attrs, "output_dtype", 0))
     scale = ctx.const(node.input[1], node, "y_scale")
     _check_scale(node, scale, "y_scale")
     zp = (ctx.const(node.input[2], node, "y_zero_point") if len(node.input) > 2
-          and node.input[2] else np.zeros((), np.uint8))
+          and node.input[2] else np.zeros((), _np_type(node, code) if code else np.uint8))
+    if code and np.asarray(zp).dtype != _np_type(node, code):
+        from .errors import OnnxImportError
+        raise OnnxImportError(f"node {node.name!r} (QuantizeLinear): attribute 'output_dtype' "
+                              f"= {code} differs from the zero point's type {zp.dtype}")
     src = ctx.src(node.input[0])
     info = (scale.astype(np.float64), zp)
-    if src in ctx.consts:
+    if src in ctx.consts and not block:
         x = ctx.consts[src].astype(np.float64)
         sh = (-1,) + (1,) * (x.ndim - 1) if scale.size > 1 else ()
         s = scale.reshape(sh) if sh else scale
         z = zp.reshape(sh) if sh else zp
         info_q = np.clip(np.round(x / s) + z, np.iinfo(zp.dtype).min, np.iinfo(zp.dtype).max)
         return ctx.fold(node, info_q.astype(zp.dtype))
+    out = node.output[0]
+    if out in getattr(ctx, "graph_outputs", ()) and not getattr(ctx, "readers", {}).get(out):
+        return _emit_quantize_linear(ctx, node, scale, zp, axis, saturate, block)
+    if block:
+        from .errors import OnnxImportError
+        raise OnnxImportError(f"node {node.name!r} (QuantizeLinear): attribute 'block_size' = "
+                              f"{block} is supported on a model output only (not in a QDQ pair)")
     # an activation: the pair Q -> DQ is an identity carrying the model's range
     ctx.alias[node.output[0]] = src
     ctx.qdq_info = getattr(ctx, "qdq_info", {})
     ctx.qdq_info[node.output[0]] = info
 
 
+def _emit_quantize_linear(ctx, node, scale, zp, axis, saturate, block=0):
+    """A QuantizeLinear that is a model output: its values, in the graph's carrier dtype."""
+    from .typecast import CARRIER
+    to = str(np.asarray(zp).dtype)
+    carrier = CARRIER.get(to, to)
+    shape = ctx.shape(node.input[0])
+    axis = axis + len(shape) if axis < 0 else axis
+    if block:                                 # checked here, expanded in the reference
+        blocked(scale, shape, axis, block)
+    ctx.emit(node, "affine_quantize", node.input[:1], shape, carrier,
+             {"to": to, "axis": axis, "saturate": saturate, "block_size": block,
+              "scale": np.asarray(scale, np.float32).tolist(),
+              "zero_point": np.asarray(zp).astype(np.float64).tolist()})
+
+
+def affine_quantize_reference(n, ins):
+    """ONNX QuantizeLinear (onnx.reference's arithmetic): x / scale in float32; integers:
+    round half to even, + zero point, saturate; float8: the cast (saturating or not), the
+    zero point ignored; float4: + zero point, then the cast."""
+    import ml_dtypes
+    from .typecast import CARRIER, round_to
+    x = np.asarray(ins[0])
+    a = n.attrs
+    scale, zp = np.asarray(a["scale"], np.float32), np.asarray(a["zero_point"])
+    if a.get("block_size"):
+        zp = np.broadcast_to(zp, scale.shape)
+        scale, zp = (blocked(v, x.shape, a["axis"], a["block_size"]) for v in (scale, zp))
+    else:
+        sh = [1] * x.ndim
+        if scale.size > 1 or zp.size > 1:
+            sh[a["axis"]] = -1
+        scale = scale.reshape(sh if scale.size > 1 else ())
+        zp = zp.reshape(sh if zp.size > 1 else ())
+    y = x / scale
+    to = a["to"]
+    if to.startswith("float8"):
+        return round_to(y, to, a["saturate"])
+    if to.startswith("float"):
+        return round_to(y + zp.astype(np.float32), to)
+    info = ml_dtypes.iinfo(getattr(ml_dtypes, to) if to in CARRIER else to)
+    yi = np.rint(y).astype(np.int32) + zp.astype(np.int32)
+    return np.clip(yi, info.min, info.max).astype(CARRIER.get(to, to))
+
+
 def import_dequantize_linear(ctx, node, attrs):
     axis = int(ctx.take(attrs, "axis", 1))
+    block = int(ctx.take(attrs, "block_size", 0))
     inp = node.input[0]
     scale = ctx.const(node.input[1], node, "x_scale").astype(np.float64)
     _check_scale(node, scale, "x_scale")
     qinfo = getattr(ctx, "qdq_info", {}).get(inp)
+    if qinfo is not None and block:
+        from .errors import OnnxImportError
+        raise OnnxImportError(f"node {node.name!r} (DequantizeLinear): attribute 'block_size' "
+                              f"= {block} is supported on constants only (not in a QDQ pair)")
     if qinfo is not None:        # Q -> DQ on an activation
         src = ctx.src(inp)
         s, zp = qinfo
@@ -68,6 +157,11 @@ def import_dequantize_linear(ctx, node, attrs):
     q = ctx.const(inp, node, "x").astype(np.float64)
     zp = (ctx.const(node.input[2], node, "x_zero_point").astype(np.float64)
           if len(node.input) > 2 and node.input[2] else np.zeros(()))
+    if block:        # blocked scales: folded; the quantiser picks the weight's own scale
+        axis = axis + q.ndim if axis < 0 else axis
+        zp = zp if zp.ndim else np.broadcast_to(zp, scale.shape)
+        return ctx.fold(node, ((q - blocked(zp, q.shape, axis, block)) * blocked(
+            scale, q.shape, axis, block)).astype(np.float32))
     _record(ctx.g, "qdq_weights", [node.output[0]], (scale.reshape(-1), zp.reshape(-1), axis))
     if scale.size > 1:
         sh = [1] * q.ndim
@@ -139,6 +233,8 @@ def _on_cpu(n, g, cfg, opts):
 registry.register(registry.OpDef(
     "quantize", reference=quantize_reference, place=_on_cpu, cpu=_cpu,
     onnx={"QuantizeLinear": import_quantize_linear}))
+registry.register(registry.OpDef(
+    "affine_quantize", reference=affine_quantize_reference, category="injective"))
 registry.register(registry.OpDef(
     "dequantize", reference=lambda n, ins: (ins[0].astype(np.float64) * 2.0 ** -n.attrs["frac"]
                                             ).astype(np.float32),

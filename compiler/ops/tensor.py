@@ -260,16 +260,12 @@ def import_range(ctx, node, attrs):
 
 def import_cast_like(ctx, node, attrs):
     """CastLike: Cast to the second input's element type (folded on constants)."""
-    ctx.take(attrs, "saturate")
+    from .typecast import emit_cast
+    saturate = bool(ctx.take(attrs, "saturate", 1))
     x, like = node.input[:2]
     s = ctx.src(like)
     to = str(ctx.consts[s].dtype) if s in ctx.consts else ctx.g.values[s].dtype
-    if ctx.is_const(x):
-        return ctx.fold(node, ctx.consts[ctx.src(x)].astype(to))
-    if ctx.g.values[ctx.src(x)].dtype == to:
-        ctx.alias[node.output[0]] = ctx.src(x)
-        return
-    ctx.emit(node, "cast", [x], ctx.shape(x), to, {"to": to})
+    emit_cast(ctx, node, x, to, saturate)
 
 
 def import_size(ctx, node, attrs):

@@ -4,10 +4,18 @@ numpy reference (host).
 Element types: float32/float64 compute in float32; float16 values are carried as float32
 holding float16-representable numbers (a Cast to FLOAT16 rounds to float16 and back, exactly
 as float16 storage would; float16 initializers widen to float32 exactly); the integer types
-(int8/16/32/64, uint8/16/32/64) and bool stay integer, on the host."""
+(int8/16/32/64, uint8/16/32/64) and bool stay integer, on the host.
+
+The narrow types (bfloat16, the four float8 types, float4e2m1, int4/uint4, int2/uint2) are
+carried the same way: a Cast to one of them rounds to the values that type holds and back
+(:func:`round_to`: ``ml_dtypes`` conversions, round to nearest even, as ``onnx.reference``
+does; ``saturate`` clips a float8 cast to the type's finite range first, else an overflow
+becomes inf or NaN as the type has them), the value stays float32 (int8 / uint8 for the
+narrow integers); the ONNX backend returns such an output in its declared type."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from . import registry
@@ -20,16 +28,44 @@ NP_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "in
 #: types a value may have in the graph (float16 and float64 values are float32)
 VALUE_TYPES = frozenset(NP_TYPES.values()) - {"float16", "float64"}
 
+#: narrow ONNX element types: code -> (ml_dtypes name, the dtype the graph carries it in)
+NARROW = {16: ("bfloat16", "float32"), 17: ("float8_e4m3fn", "float32"),
+          18: ("float8_e4m3fnuz", "float32"), 19: ("float8_e5m2", "float32"),
+          20: ("float8_e5m2fnuz", "float32"), 21: ("uint4", "uint8"), 22: ("int4", "int8"),
+          23: ("float4_e2m1fn", "float32"), 24: ("float8_e8m0fnu", "float32"),
+          25: ("uint2", "uint8"), 26: ("int2", "int8")}
+#: Cast's ``round_mode`` (float8e8m0 only)
+ROUND_MODES = ("up", "down", "nearest")
+#: ml_dtypes name -> carrier dtype
+CARRIER = dict(NARROW.values())
+_FLOAT8 = frozenset(n for n, _ in NARROW.values() if n.startswith("float8"))
 
-def import_cast(ctx, node, attrs):
-    code = int(ctx.take(attrs, "to", 1))
-    ctx.take(attrs, "saturate")           # float8 only; no float8 type is imported
-    to = NP_TYPES.get(code)
-    if to is None:
-        raise OnnxImportError(f"node {node.name!r} (Cast): attribute 'to' = {code} (an ONNX "
-                              f"element type code) is not supported; supported: "
-                              f"{', '.join(sorted(set(NP_TYPES.values())))}")
-    src = ctx.src(node.input[0])
+
+def round_to(x, name: str, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
+    """``x`` converted to the narrow element type ``name`` (an ml_dtypes name) and back to
+    its carrier dtype, exactly as ``onnx.reference``'s Cast converts it: a float8 cast with
+    ``saturate`` clips to the finite range first (NaN stays NaN, inf becomes the largest
+    value), float8e8m0 (a power of two) rounds by ``round_mode`` (``onnx.numpy_helper``'s
+    conversion), every other conversion is ml_dtypes' (round to nearest even)."""
+    dt = np.dtype(getattr(ml_dtypes, name))
+    x = np.asarray(x)
+    if name == "float8_e8m0fnu":
+        from onnx.numpy_helper import to_float8e8m0
+        return to_float8e8m0(x, saturate, round_mode).astype(np.float32)
+    if saturate and name in _FLOAT8:
+        info = ml_dtypes.finfo(dt)
+        x = np.clip(x, x.dtype.type(info.min), x.dtype.type(info.max))
+    return x.astype(dt).astype(CARRIER[name])
+
+
+def emit_cast(ctx, node, x: str, to: str, saturate: bool = True, round_mode: str = "up"):
+    """Emit (or fold, or alias) a cast of value ``x`` to numpy / ml_dtypes type ``to``."""
+    src = ctx.src(x)
+    if to in CARRIER:
+        if src in ctx.consts:
+            return ctx.fold(node, round_to(ctx.consts[src], to, saturate, round_mode))
+        return ctx.emit(node, "cast", [x], ctx.shape(x), CARRIER[to],
+                        {"to": to, "saturate": bool(saturate), "round_mode": round_mode})
     if src in ctx.consts:
         return ctx.fold(node, ctx.consts[src].astype(to))
     dt = ctx.g.values[src].dtype
@@ -37,14 +73,33 @@ def import_cast(ctx, node, attrs):
         ctx.alias[node.output[0]] = src
         return
     if to == "float16":                   # rounds; the value stays a float32 tensor
-        return ctx.emit(node, "cast", node.input[:1], ctx.shape(node.input[0]), "float32",
-                        {"to": "float16"})
-    ctx.emit(node, "cast", node.input[:1], ctx.shape(node.input[0]),
-             "float32" if to == "float64" else to, {"to": "float32" if to == "float64" else to})
+        return ctx.emit(node, "cast", [x], ctx.shape(x), "float32", {"to": "float16"})
+    to = "float32" if to == "float64" else to
+    ctx.emit(node, "cast", [x], ctx.shape(x), to, {"to": to})
+
+
+def import_cast(ctx, node, attrs):
+    code = int(ctx.take(attrs, "to", 1))
+    saturate = bool(ctx.take(attrs, "saturate", 1))
+    mode = ctx.take(attrs, "round_mode", b"up")
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    if mode not in ROUND_MODES:
+        raise OnnxImportError(f"node {node.name!r} (Cast): attribute 'round_mode' = {mode!r} "
+                              f"is not supported; supported: {', '.join(ROUND_MODES)}")
+    to = NP_TYPES.get(code) or NARROW.get(code, (None,))[0]
+    if to is None:
+        known = sorted(set(NP_TYPES.values()) | set(CARRIER))
+        raise OnnxImportError(f"node {node.name!r} (Cast): attribute 'to' = {code} (an ONNX "
+                              f"element type code) is not supported; supported: "
+                              f"{', '.join(known)}")
+    emit_cast(ctx, node, node.input[0], to, saturate, mode)
 
 
 def cast_reference(n, ins):
     to = n.attrs["to"]
+    if to in CARRIER:
+        return round_to(ins[0], to, n.attrs.get("saturate", True),
+                        n.attrs.get("round_mode", "up"))
     if to == "float16":
         return np.asarray(ins[0]).astype(np.float16).astype(np.float32)
     return np.asarray(ins[0]).astype(to)
