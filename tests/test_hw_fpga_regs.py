@@ -286,3 +286,24 @@ def test_pipelined_compute_forms_its_error_outputs_from_registers_in_error():
     assert _cone(top, "\\err_index") == {"\\fsm_state", "\\index"}
     assert _cone(top, "\\err_code") == {"\\fsm_state", "\\insn_pre"}
     assert {"\\fsm_state", "\\index", "\\insn_pre"} <= {"\\" + r for r in regs}
+
+
+def test_uop_loop_counts_down_with_registered_last_flags():
+    """The micro-op loop's counters count down, and whether an index is at its last
+    iteration is a register (``in_last`` / ``out_last``) updated with them, so the next
+    state of the counters takes a flag, not ``i_in + 1 == iter_in`` (the fifteenth
+    session's seed-3 path: ``i_in`` -> its carry chain and compare -> ``i_out``'s CE)."""
+    from vta_hw.blocks.uoploop import UopLoop
+    for ahead in (False, True):
+        mod = _module(rtlil.convert(UopLoop(VTAConfig(), ahead=ahead)), "top")
+        regs = _registers(mod)
+        assert {"in_last", "out_last", "in_left", "out_left"} <= regs
+        assert not {"i_in", "i_out"} & regs
+        # a compare of a counter feeds its flag only (nothing else in the cycle after it)
+        cmps = [(re.findall(r"connect \\[AB] (\S+)", c), re.search(r"connect \\Y (\S+)",
+                                                                  c).group(1))
+                for c in re.findall(r"cell \$eq .*?\n  end", mod, re.S)]
+        hit = [y for ins, y in cmps if {"\\in_left", "\\out_left"} & set(ins)]
+        assert len(hit) == 2
+        for y in hit:
+            assert _comb_reach(mod, y)[0] in ({"\\in_last"}, {"\\out_last"}), y
