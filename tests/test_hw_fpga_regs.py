@@ -307,3 +307,23 @@ def test_uop_loop_counts_down_with_registered_last_flags():
         assert len(hit) == 2
         for y in hit:
             assert _comb_reach(mod, y)[0] in ({"\\in_last"}, {"\\out_last"}), y
+
+
+def test_onchip_dram_registers_the_block_ram_data_before_the_read_queue():
+    """The DRAM stand-in's block RAM read data drives one register (``rd_q``) and the host
+    port's output, and the read queue's write data is that register (the fifteenth
+    session's seed-2 path on 658e65c: the DRAM's DP16KD -> a select -> ``rdq``'s LUT RAM);
+    ``read_reg=False`` keeps the old path (the behaviour test compares the two)."""
+    from vta_hw.blocks.dram import OnChipDram
+    for depth in (64, 8192):
+        top = _module(rtlil.convert(OnChipDram(64, depth, 8)), "top")
+        data, = [re.search(r"connect \\DATA (\S+)", c).group(1)
+                 for c in re.findall(r"cell \$memrd_v2 .*?\n  end", top, re.S)
+                 if 'MEMID "\\\\mem"' in c]
+        q = _alias_of(top, "rd_q")
+        edges, ffs = _graph(top)
+        assert ffs[q] == {data}
+        assert _comb_reach(top, data) == ({q}, {"alias"})   # the register and ext_rdata
+        assert re.search(rf"connect \\w_port__data {re.escape(q)} ", top)
+    old = _module(rtlil.convert(OnChipDram(64, 64, 8, read_reg=False)), "top")
+    assert not re.search(r"(?m)^connect \\rd_q ", old)
