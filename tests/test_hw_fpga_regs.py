@@ -327,3 +327,22 @@ def test_onchip_dram_registers_the_block_ram_data_before_the_read_queue():
         assert re.search(rf"connect \\w_port__data {re.escape(q)} ", top)
     old = _module(rtlil.convert(OnChipDram(64, 64, 8, read_reg=False)), "top")
     assert not re.search(r"(?m)^connect \\rd_q ", old)
+
+
+def test_loader_size_products_land_in_registers_of_their_own():
+    """Each of the tile loader's size products (``rowlen * nrows``, ``yp0 * rowlen``,
+    ``yp1 * rowlen``) goes straight into a register of its own (``total``, ``ylead``,
+    ``ytail``), with no adder after the multiplier in that cycle; the pads are added a
+    cycle later (the seed-1 path after the error outputs were registered: ``rowlen`` -> a
+    MULT18X18D without registers -> the adder -> ``tail``)."""
+    from vta_hw.blocks.loader import TileLoader
+    mod = _module(rtlil.convert(TileLoader(64, [16, 4], [512, 512])), "top")
+    muls = {re.search(r"connect \\B (\S+)", c).group(1) + "*" +
+            re.search(r"connect \\A (\S+)", c).group(1): re.search(r"connect \\Y (\S+)",
+                                                                   c).group(1)
+            for c in re.findall(r"cell \$mul .*?\n  end", mod, re.S) if "\\rowlen" in c}
+    assert set(muls) == {"\\nrows*\\rowlen", "\\rowlen*\\yp0", "\\rowlen*\\yp1"}
+    want = {"\\nrows*\\rowlen": "\\total", "\\rowlen*\\yp0": "\\ylead",
+            "\\rowlen*\\yp1": "\\ytail"}
+    for k, y in muls.items():
+        assert _comb_reach(mod, y) == ({want[k]}, {"process"}), k
