@@ -166,6 +166,52 @@ def test_onchip_dram_streams_bursts_in_order_under_back_pressure(latency):
             assert got[-1][0] - got[0][0] < n + 4 * (latency + 2)
 
 
+@pytest.mark.parametrize("latency", [1, 4, 8])
+def test_onchip_dram_read_register_keeps_every_beat_in_its_cycle(latency):
+    """With ``read_reg`` (the block RAM's data registered in ``rd_q``, the RAM read a cycle
+    earlier at the read address's next value) every request is taken and every beat
+    delivered in the same cycle as without it, under random back-pressure and random request
+    timing; the host port reads back the same words after them."""
+    words = [(0x0123456789ABCDEF * (i + 1)) & (2**64 - 1) for i in range(128)]
+    rng = np.random.default_rng(latency)
+    bursts = [(int(rng.integers(0, 100)), int(rng.choice([1, 1, 2, 3, 9, 20])))
+              for _ in range(40)]
+    ready_bits = rng.integers(0, 4, 1500) != 0
+    req_bits = rng.integers(0, 3, 1500) != 0
+    # the host port borrows the RAM while the core does not read (as the board's host does)
+    ext_at = {int(c): int(rng.integers(0, 128)) for c in rng.integers(1300, 1499, 40)}
+    runs = {}
+    for reg in (False, True):
+        dut = OnChipDram(64, 128, latency, init=words, read_reg=reg)
+        got, took, ext = [], [], []
+
+        async def bench(ctx, dut=dut, got=got, took=took, ext=ext):
+            p = dut.port
+            todo = list(bursts)
+            for cyc in range(1500):
+                ctx.set(p.rd_req_valid, bool(todo) and bool(req_bits[cyc]))
+                if todo:
+                    ctx.set(p.rd_req_addr, todo[0][0] * 8)
+                    ctx.set(p.rd_req_len, todo[0][1])
+                ctx.set(p.rd_data_ready, bool(ready_bits[cyc]))
+                ctx.set(dut.ext_en, cyc in ext_at)
+                ctx.set(dut.ext_addr, ext_at.get(cyc, 0))
+                if cyc - 1 in ext_at:
+                    ext.append(ctx.get(dut.ext_rdata))
+                if ready_bits[cyc] and ctx.get(p.rd_data_valid):
+                    got.append((cyc, ctx.get(p.rd_data)))
+                if todo and req_bits[cyc] and ctx.get(p.rd_req_ready):
+                    took.append(cyc)
+                    todo.pop(0)
+                await ctx.tick()
+        _run(dut, bench)
+        assert [w for _, w in got] == [words[a + i] for a, n in bursts for i in range(n)]
+        assert ext == [words[ext_at[c]] for c in sorted(ext_at)]
+        runs[reg] = (got, took)
+    assert len(runs[True][1]) == len(bursts) and runs[True][0][-1][0] < 1300
+    assert runs[True] == runs[False]
+
+
 # ----------------------------------------------------------------------------- TileLoader
 
 def _loader_reference(mem: bytes, e: int, sram, dram, y, x, stride, yp0, yp1, xp0, xp1):
@@ -293,6 +339,77 @@ def test_uop_loop_sequence_without_bubbles():
 
     _run(dut, bench)
     assert got == ref
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_uop_loop_random_nests_every_cycle(ahead):
+    """Loops of random shapes (trip counts of 1 included, all gaps) started back to back:
+    each iteration in its cycle (``start`` + 1 + k * (gap + 1)) with its micro-op and
+    offsets, ``busy`` exactly until the last one, ``u_next`` the next cycle's ``u`` and, with
+    ``ahead``, ``u_ahead`` the ``u`` of two cycles later (the down-counting loop counters and
+    their registered last flags against the nest of the spec)."""
+    cfg = VTAConfig()
+    dut = UopLoop(cfg, ahead=ahead)
+    rng = np.random.default_rng(19 + ahead)
+    loops = []
+    for _ in range(14):
+        bgn = int(rng.integers(0, 6))
+        loops.append(dict(uop_bgn=bgn, uop_end=bgn + int(rng.integers(1, 4)),
+                          iter_out=int(rng.choice([1, 1, 2, 3])),
+                          iter_in=int(rng.choice([1, 1, 2, 4])), dst_fo=int(rng.integers(0, 99)),
+                          dst_fi=int(rng.integers(0, 99)), src_fo=int(rng.integers(0, 99)),
+                          src_fi=int(rng.integers(0, 99)), wgt_fo=int(rng.integers(0, 99)),
+                          wgt_fi=int(rng.integers(0, 99)), gap=int(rng.integers(0, 3))))
+    loops[-1].update(iter_out=16383, iter_in=1, uop_bgn=0, uop_end=1)   # wide counts, cut
+    expect, trace, spans = {}, [], []
+
+    async def bench(ctx):
+        t = 0
+        for lp in loops:
+            for k, v in lp.items():
+                ctx.set(getattr(dut, k), v)
+            ctx.set(dut.start, 1)
+            k = 0
+            for o in range(lp["iter_out"]):
+                for i in range(lp["iter_in"]):
+                    for u in range(lp["uop_bgn"], lp["uop_end"]):
+                        expect[t + 1 + k * (lp["gap"] + 1)] = (
+                            u, o * lp["dst_fo"] + i * lp["dst_fi"],
+                            o * lp["src_fo"] + i * lp["src_fi"],
+                            o * lp["wgt_fo"] + i * lp["wgt_fi"])
+                        k += 1
+                        if k > 40:
+                            break
+            end = t + 1 + (k - 1) * (lp["gap"] + 1)
+            spans.append((t, end))
+            while True:
+                trace.append((t, ctx.get(dut.valid), ctx.get(dut.busy), ctx.get(dut.u),
+                              ctx.get(dut.u_next), ctx.get(dut.u_ahead),
+                              ctx.get(dut.dst_off), ctx.get(dut.src_off), ctx.get(dut.wgt_off)))
+                await ctx.tick()
+                ctx.set(dut.start, 0)
+                t += 1
+                if t > end and not ctx.get(dut.busy) or k > 40 and t > end:
+                    break
+            if k > 40:
+                break
+        trace.append((t, ctx.get(dut.valid), ctx.get(dut.busy), ctx.get(dut.u),
+                      ctx.get(dut.u_next), ctx.get(dut.u_ahead), 0, 0, 0))
+
+    _run(dut, bench)
+    by_t = {r[0]: r for r in trace}
+    for t, valid, busy, u, u_next, u_ahead, d, s_, w in trace[:-1]:
+        assert bool(valid) == (t in expect), t
+        if valid:
+            assert (u, d, s_, w) == expect[t], t
+        if t + 1 in expect:
+            assert u_next == expect[t + 1][0], t
+        if ahead and t + 2 in expect and t + 2 in by_t and by_t[t + 1][1] | by_t[t + 1][2]:
+            assert u_ahead == expect[t + 2][0], t
+    # ``busy`` from the cycle after ``start`` to the last iteration (the last loop is cut)
+    assert len(spans) == len(loops)
+    for t, _, busy, *_ in trace:
+        assert bool(busy) == any(a < t <= b for a, b in spans) or t > spans[-1][1], t
 
 
 # ----------------------------------------------------------------------------- ALU lane

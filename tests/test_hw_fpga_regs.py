@@ -174,3 +174,175 @@ def test_pipelined_core_token_queues_give_avail_from_a_register():
                 for q in ("l2g", "g2l", "g2s", "s2g")}
         for q, body in mods.items():
             assert ("avail" in _registers(body)) == piped, (q, piped)
+
+
+# ---------------------------------------------------------------- a module's wire graph
+# (wire granularity: a slice stands for its whole wire, which can only widen a cone)
+
+_TOK = re.compile(r"(\\[^\s\[\]{}]+|\$\d+)")
+_FF = ("$dff", "$adff", "$sdff", "$dffe", "$adffe", "$sdffe", "$aldff")
+
+
+def _module(text: str, name: str) -> str:
+    """The RTLIL body of module ``name`` (``top``, ``top.loader``, ...)."""
+    return re.search(rf"\nmodule \\{re.escape(name)}\n(.*?)\nend\n", text, re.S).group(1)
+
+
+def _graph(mod: str):
+    """``(edges, ffs)``: ``edges[src]`` = ``{(dst, kind)}`` for every combinational step
+    from wire ``src`` to wire ``dst`` (``kind`` the cell type, or ``process``); ``ffs[q]`` =
+    the wires of flip-flop ``q``'s D input.  Memory read ports and submodules are not
+    stepped through (their outputs are sources)."""
+    edges, ffs = {}, {}
+    for typ, body in re.findall(r"\n  cell (\S+) \S+\n(.*?)\n  end", mod, re.S):
+        ports = {p: set(_TOK.findall(rhs)) for p, rhs in
+                 re.findall(r"connect \\(\w+) (.*)", body)}
+        if typ in _FF:
+            for q in ports["Q"]:
+                ffs.setdefault(q, set()).update(ports["D"])
+        elif typ.startswith("$") and "Y" in ports:
+            for p, ws in ports.items():
+                if p != "Y":
+                    for w in ws:
+                        edges.setdefault(w, set()).update((y, typ) for y in ports["Y"])
+    for body in re.findall(r"\n  process \S+\n(.*?)\n  end\n", mod + "\n", re.S):
+        outs = {_TOK.findall(lhs)[0] for lhs in re.findall(r"assign (\S+ ?(?:\[[\d:]+\])?) ",
+                                                             body)}
+        ins = set()
+        for line in body.splitlines():
+            line = line.strip()
+            if line.startswith("assign "):
+                ins.update(_TOK.findall(line)[1:])
+            elif line.startswith("switch "):
+                ins.update(_TOK.findall(line))
+        for w in ins:
+            edges.setdefault(w, set()).update((o, "process") for o in outs)
+    for line in re.findall(r"(?m)^connect (.*)$", mod):       # aliases: rhs -> lhs
+        toks = _TOK.findall(line)
+        for w in toks[1:]:
+            edges.setdefault(w, set()).add((toks[0], "alias"))
+    return edges, ffs
+
+
+def _alias_of(mod: str, name: str) -> str:
+    """The wire the module-level ``connect \\name ...`` makes ``name`` an alias of."""
+    return _TOK.findall(re.search(rf"(?m)^connect \\{re.escape(name)} (.*)$", mod)
+                        .group(1))[0]
+
+
+def _cone(mod: str, wire: str) -> set[str]:
+    """The flip-flops (their Q wires), memory read data and inputs the combinational cone of
+    ``wire`` starts from (``wire`` itself when a flip-flop drives it)."""
+    edges, ffs = _graph(mod)
+    back = {}
+    for s, outs in edges.items():
+        for d, _ in outs:
+            back.setdefault(d, set()).add(s)
+    seen, todo, srcs = set(), [wire], set()
+    while todo:
+        w = todo.pop()
+        if w in seen:
+            continue
+        seen.add(w)
+        if w in ffs or w not in back:
+            srcs.add(w)
+        else:
+            todo += back[w]
+    return srcs
+
+
+def _comb_reach(mod: str, wire: str) -> tuple[set[str], set[str]]:
+    """``(flip-flops, cell types)``: the flip-flops whose D input ``wire`` reaches through
+    combinational logic, and the types of the cells on the way."""
+    edges, ffs = _graph(mod)
+    d_of = {}
+    for q, ds in ffs.items():
+        for d in ds:
+            d_of.setdefault(d, set()).add(q)
+    seen, todo, regs, kinds = set(), [wire], set(), set()
+    while todo:
+        w = todo.pop()
+        if w in seen:
+            continue
+        seen.add(w)
+        regs |= d_of.get(w, set())
+        for d, kind in edges.get(w, ()):
+            kinds.add(kind)
+            todo.append(d)
+    return regs, kinds
+
+
+def test_pipelined_compute_forms_its_error_outputs_from_registers_in_error():
+    """``err_code`` / ``err_index`` are formed in ERROR from registers that hold still from
+    DECODE on (the FSM state, ``insn_pre``, ``index``): no path from DECODE's checks, the
+    loader's range check (``loader.total``) or the units' into them or into the enables of
+    36 flip-flops (the fifteenth session's seed-1 path: ``loader.total`` -> the fail chain ->
+    ``err_index``'s CE)."""
+    from vta_hw.blocks.compute import ComputeModule
+    cfg = VTAConfig()
+    top = _module(rtlil.convert(ComputeModule(cfg, alu_stages=3, pipelined=True)), "top")
+    regs = _registers(top)
+    assert "err_code" not in regs and "err_index" not in regs
+    assert _cone(top, "\\err_index") == {"\\fsm_state", "\\index"}
+    assert _cone(top, "\\err_code") == {"\\fsm_state", "\\insn_pre"}
+    assert {"\\fsm_state", "\\index", "\\insn_pre"} <= {"\\" + r for r in regs}
+
+
+def test_uop_loop_counts_down_with_registered_last_flags():
+    """The micro-op loop's counters count down, and whether an index is at its last
+    iteration is a register (``in_last`` / ``out_last``) updated with them, so the next
+    state of the counters takes a flag, not ``i_in + 1 == iter_in`` (the fifteenth
+    session's seed-3 path: ``i_in`` -> its carry chain and compare -> ``i_out``'s CE)."""
+    from vta_hw.blocks.uoploop import UopLoop
+    for ahead in (False, True):
+        mod = _module(rtlil.convert(UopLoop(VTAConfig(), ahead=ahead)), "top")
+        regs = _registers(mod)
+        assert {"in_last", "out_last", "in_left", "out_left"} <= regs
+        assert not {"i_in", "i_out"} & regs
+        # a compare of a counter feeds its flag only (nothing else in the cycle after it)
+        cmps = [(re.findall(r"connect \\[AB] (\S+)", c), re.search(r"connect \\Y (\S+)",
+                                                                  c).group(1))
+                for c in re.findall(r"cell \$eq .*?\n  end", mod, re.S)]
+        hit = [y for ins, y in cmps if {"\\in_left", "\\out_left"} & set(ins)]
+        assert len(hit) == 2
+        for y in hit:
+            assert _comb_reach(mod, y)[0] in ({"\\in_last"}, {"\\out_last"}), y
+
+
+def test_onchip_dram_registers_the_block_ram_data_before_the_read_queue():
+    """The DRAM stand-in's block RAM read data drives one register (``rd_q``) and the host
+    port's output, and the read queue's write data is that register (the fifteenth
+    session's seed-2 path on 658e65c: the DRAM's DP16KD -> a select -> ``rdq``'s LUT RAM);
+    ``read_reg=False`` keeps the old path (the behaviour test compares the two)."""
+    from vta_hw.blocks.dram import OnChipDram
+    for depth in (64, 8192):
+        top = _module(rtlil.convert(OnChipDram(64, depth, 8)), "top")
+        data, = [re.search(r"connect \\DATA (\S+)", c).group(1)
+                 for c in re.findall(r"cell \$memrd_v2 .*?\n  end", top, re.S)
+                 if 'MEMID "\\\\mem"' in c]
+        q = _alias_of(top, "rd_q")
+        edges, ffs = _graph(top)
+        assert ffs[q] == {data}
+        assert _comb_reach(top, data) == ({q}, {"alias"})   # the register and ext_rdata
+        assert re.search(rf"connect \\w_port__data {re.escape(q)} ", top)
+    old = _module(rtlil.convert(OnChipDram(64, 64, 8, read_reg=False)), "top")
+    assert not re.search(r"(?m)^connect \\rd_q ", old)
+
+
+def test_loader_size_products_land_in_registers_of_their_own():
+    """Each of the tile loader's size products (``rowlen * nrows``, ``yp0 * rowlen``,
+    ``yp1 * rowlen``) goes straight into a register of its own (``total``, ``ylead``,
+    ``ytail``), with no adder after the multiplier in that cycle; the pads are added a
+    cycle later (the seed-1 path after the error outputs were registered: ``rowlen`` -> a
+    MULT18X18D without registers -> the adder -> ``tail``)."""
+    from vta_hw.blocks.loader import TileLoader
+    mod = _module(rtlil.convert(TileLoader(64, [16, 4], [512, 512])), "top")
+    muls = {re.search(r"connect \\B (\S+)", c).group(1) + "*" +
+            re.search(r"connect \\A (\S+)", c).group(1): re.search(r"connect \\Y (\S+)",
+                                                                   c).group(1)
+            for c in re.findall(r"cell \$mul .*?\n  end", mod, re.S) if "\\rowlen" in c}
+    assert set(muls) == {"\\nrows*\\rowlen", "\\rowlen*\\yp0", "\\rowlen*\\yp1"}
+    want = {"\\nrows*\\rowlen": "\\total", "\\rowlen*\\yp0": "\\ylead",
+            "\\rowlen*\\yp1": "\\ytail"}
+    for k, y in muls.items():
+        assert _comb_reach(mod, y) == ({want[k]}, {"process"}), k

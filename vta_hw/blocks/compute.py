@@ -373,8 +373,12 @@ class ComputeModule(wiring.Component):
                 m.d.comb += ld.cmd_kind.eq(_UOP)
         dec = self._decode(insn) if pre is None else pre
 
-        def fail(code):
-            m.d.sync += [self.err_code.eq(code), self.err_index.eq(index)]
+        # an error only moves the FSM to ERROR; ``err_code`` / ``err_index`` are formed there
+        # from registers that hold still from DECODE on (FPGA timing: no path from the fail
+        # conditions - DECODE's checks, the loader's and the units' range checks - to the
+        # enables of 36 flip-flops).  DECODE's checks failed, or else the instruction passed
+        # them and a range check of LOAD or RUN stopped it: SRAM_RANGE.
+        def fail():
             m.next = "ERROR"
 
         def complete():
@@ -392,7 +396,7 @@ class ComputeModule(wiring.Component):
             with m.State("DECODE"):
                 m.d.comb += [self.busy.eq(1), in_decode.eq(1)]
                 with m.If(dec.fail):
-                    fail(dec.code + _FAIL_CODES[0])
+                    fail()
                 with m.Elif(self._tokens_ready(insn)):
                     m.d.comb += [self.l2g_pop.eq(c.pop_prev), self.s2g_pop.eq(c.pop_next)]
                     with m.Switch(c.opcode):
@@ -419,15 +423,17 @@ class ComputeModule(wiring.Component):
                 with m.If(ld.done):
                     complete()
                 with m.If(ld.range_error):
-                    fail(ErrorCode.SRAM_RANGE)
+                    fail()
             with m.State("RUN"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(~loop.busy & ~v1 & ~gemm.busy & ~alu.busy):
                     complete()
                 with m.If(gemm.range_error | alu.range_error):
-                    fail(ErrorCode.SRAM_RANGE)
+                    fail()
             with m.State("ERROR"):
-                m.d.comb += self.error.eq(1)
+                m.d.comb += [self.error.eq(1), self.err_index.eq(index),
+                             self.err_code.eq(Mux(dec.fail, dec.code + _FAIL_CODES[0],
+                                                  ErrorCode.SRAM_RANGE))]
 
 
 def _sext(v, width):

@@ -36,14 +36,25 @@ class OnChipDram(wiring.Component):
         ``ext_en`` is high it borrows the memory's ports and the core's accesses wait, so the
         host uses it only while the core is idle.
 
+    read_reg : bool
+        the block RAM's read data goes into a register (``rd_q``) and from there into the read
+        queue (FPGA timing: the block RAMs' clock-to-out and their output select drive that
+        register only, not the queue's LUT RAM).  The word a read issues is then read from
+        the block RAM a cycle earlier, at the read address's next value, so every beat, and
+        every request taken, is in the same cycle as with ``read_reg=False`` (the RAM's data
+        straight into the queue); a core read is not issued in the cycle after the host
+        port had the RAM.
+
     Latency: reads ``latency + 1`` cycles to the first beat (at least 3); writes one beat per
     cycle, ``wr_done`` one cycle after the last beat, one write burst at a time.
     """
 
-    def __init__(self, bus_width: int, depth: int, latency: int = 4, init=()):
+    def __init__(self, bus_width: int, depth: int, latency: int = 4, init=(),
+                 read_reg: bool = True):
         self.bus_width = bus_width
         self.depth = depth
         self.latency = latency
+        self.read_reg = bool(read_reg)
         self.init = list(init)
         super().__init__({"port": In(MemPortSignature(bus_width)),
                           "ext_en": In(1), "ext_addr": In(range(depth)),
@@ -82,41 +93,56 @@ class OnChipDram(wiring.Component):
         m.submodules.rdq = rdq = fifo.SyncFIFO(width=self.bus_width, depth=4)
         inflight = Signal()
         m.d.comb += [p.rd_data_valid.eq(rdq.r_rdy), p.rd_data.eq(rdq.r_data),
-                     rdq.r_en.eq(p.rd_data_ready), rdq.w_data.eq(rp.data),
-                     rdq.w_en.eq(inflight)]
+                     rdq.r_en.eq(p.rd_data_ready), rdq.w_en.eq(inflight)]
         # the read port is always enabled (FPGA timing: no enable net from the issue logic
         # to the CE pins of every block RAM): a read whose data is not wanted is simply not
         # put into ``rdq``, and the host port's data is the word at its address of the
         # cycle before, as with an enable
+        raddr_next = Signal.like(raddr)
+        m.d.comb += raddr_next.eq(raddr)
+        m.d.sync += raddr.eq(raddr_next)
+        ext_q = Signal()
+        if self.read_reg:
+            # ``rd_q`` holds in cycle t + 1 the word at ``raddr`` of cycle t (the RAM is read
+            # in cycle t - 1 at ``raddr_next``), what the RAM's data is without it
+            rd_q = Signal(self.bus_width, name="rd_q", reset_less=True)
+            m.d.sync += [rd_q.eq(rp.data), ext_q.eq(self.ext_en)]
+            m.d.comb += rdq.w_data.eq(rd_q)
+            core_addr = raddr_next
+        else:
+            m.d.comb += rdq.w_data.eq(rp.data)
+            core_addr = raddr
         with m.If(self.ext_en):
             m.d.comb += rp.addr.eq(self.ext_addr)
         with m.Else():
-            m.d.comb += rp.addr.eq(raddr)
-        # ``due`` (now >= start, modulo 2**16) and ``rleft != 0`` are registers, computed a
+            m.d.comb += rp.addr.eq(core_addr)
+        # ``due`` (now >= start, modulo 2**16), ``rleft != 0`` and ``rleft == 1`` are
+        # registers, computed a
         # cycle ahead from the next ``now``, ``start`` and ``rleft`` (FPGA timing: no
         # subtractor or wide compare in front of the issue logic)
         due = Signal(init=1)
         rleft_nz = Signal()
         issue = Signal()
         m.d.comb += issue.eq(rbusy & due & rleft_nz & (rdq.level + inflight < 3) &
-                             ~self.ext_en)
+                             ~self.ext_en & ~ext_q)
         m.d.sync += inflight.eq(issue)
         pop = Signal()
-        m.d.comb += pop.eq(rq.r_rdy & (~rbusy | (issue & (rleft == 1))))
+        rleft_one = Signal()        # ``rleft == 1``, a register like ``rleft_nz``
+        m.d.comb += pop.eq(rq.r_rdy & (~rbusy | (issue & rleft_one)))
         start_next = Mux(pop, rq.r_data[56:72], start)
         rleft_next = Signal(24)
         m.d.comb += rleft_next.eq(rleft)
         with m.If(issue):
-            m.d.comb += rleft_next.eq(rleft - 1)
-            m.d.sync += raddr.eq(raddr + 1)
-            with m.If(rleft == 1):
+            m.d.comb += [rleft_next.eq(rleft - 1), raddr_next.eq(raddr + 1)]
+            with m.If(rleft_one):
                 m.d.sync += rbusy.eq(0)
         # the next burst starts in the cycle after the last beat of this one is issued
         with m.If(pop):
             m.d.comb += [rq.r_en.eq(1), rleft_next.eq(rq.r_data[32:56])]
-            m.d.sync += [rbusy.eq(1), raddr.eq(rq.r_data[:32] >> lg),
-                         start.eq(rq.r_data[56:72])]
+            m.d.comb += raddr_next.eq(rq.r_data[:32] >> lg)
+            m.d.sync += [rbusy.eq(1), start.eq(rq.r_data[56:72])]
         m.d.sync += [rleft.eq(rleft_next), rleft_nz.eq(rleft_next != 0),
+                     rleft_one.eq(rleft_next == 1),
                      due.eq(((now + 1)[:16] - start_next)[15] == 0)]
 
         # ---- write channel

@@ -97,11 +97,18 @@ class TileLoader(wiring.Component):
         x_size = Signal(16)
         stride = Signal(16)
         yp0, yp1, xp0, xp1 = (Signal(4, name=n) for n in ("yp0", "yp1", "xp0", "xp1"))
-        # sizes, registered over two set-up cycles (SIZES, PRODUCTS) to keep the
-        # multiplications off the critical path
+        # sizes, registered over three set-up cycles (SIZES, PRODUCTS, CHECK) to keep the
+        # multiplications off the critical path: each product lands in a register of its
+        # own (``total``, ``ylead`` = yp0 * rowlen, ``ytail`` = yp1 * rowlen), with no adder
+        # after the multiplier in that cycle (FPGA timing: a MULT18X18D without registers is
+        # slow enough); ``lead`` / ``tail`` add the pads to them a cycle later (``lead`` in
+        # CHECK, where it is used; ``tail`` registered in CHECK, used in RUN at the earliest)
         rowlen = Signal(18)
         nrows = Signal(18)
         total = Signal(36)
+        ylead = Signal(22)
+        sram_x0 = Signal(18, name="sram_x0", reset_less=True)    # sram + xp0, in SIZES
+        ytail = Signal(22)
         lead = Signal(24)
         tail = Signal(24)
         # the SRAM write (w_*) is registered before it leaves (FPGA timing: the write
@@ -212,20 +219,24 @@ class TileLoader(wiring.Component):
             with m.State("SIZES"):
                 m.d.sync += [rowlen.eq(xp0 + x_size + xp1), nrows.eq(yp0 + y_size + yp1),
                              stride_bytes.eq(stride << shift), first.eq(dram << shift),
-                             room.eq(depth - sram)]
+                             room.eq(depth - sram), sram_x0.eq(sram + xp0)]
                 m.next = "PRODUCTS"
             with m.State("PRODUCTS"):
-                m.d.sync += [total.eq(rowlen * nrows), lead.eq(yp0 * rowlen + xp0),
-                             tail.eq(xp1 + yp1 * rowlen)]
+                m.d.sync += [total.eq(rowlen * nrows), ylead.eq(yp0 * rowlen),
+                             ytail.eq(yp1 * rowlen)]
                 m.next = "CHECK"
             with m.State("CHECK"):
+                # ``sram + lead`` is ``sram_x0 + ylead``: one adder after the registers
+                m.d.comb += lead.eq(ylead + xp0)
+                lead_at = sram_x0 + ylead
                 # the run's registers are set whatever the range check says (they are only
                 # used while ``running``), so the check drives two registers, not all of them
-                m.d.sync += [req_y.eq(0), req_addr.eq(first), req_more.eq(y_size != 0),
-                             dat_y.eq(0), dat_addr.eq(first), dat_base.eq(sram + lead),
+                m.d.sync += [tail.eq(xp1 + ytail), req_y.eq(0), req_addr.eq(first),
+                             req_more.eq(y_size != 0),
+                             dat_y.eq(0), dat_addr.eq(first), dat_base.eq(lead_at),
                              dat_more.eq(y_size != 0),
-                             waddr.eq(sram + lead), lane.eq(0), elems_left.eq(x_size),
-                             zaddr.eq(sram), zrow.eq(0), zrow_data.eq(sram + lead),
+                             waddr.eq(lead_at), lane.eq(0), elems_left.eq(x_size),
+                             zaddr.eq(sram), zrow.eq(0), zrow_data.eq(lead_at),
                              z_more.eq(y_size != 0), z_more2.eq(y_size > 1),
                              zcnt.eq(Mux(y_size == 0, total, lead))]
                 self._row_pos(m, kind, first, pos)

@@ -64,11 +64,18 @@ class UopLoop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        names = ("uop_bgn", "uop_end", "iter_out", "iter_in", "dst_fo", "dst_fi", "src_fo",
-                 "src_fi", "wgt_fo", "wgt_fi")
+        names = ("uop_bgn", "uop_end", "dst_fo", "dst_fi", "src_fo", "src_fi", "wgt_fo",
+                 "wgt_fi")
         p = {n: Signal.like(getattr(self, n), name=f"p_{n}") for n in names}
-        i_out = Signal(14)
-        i_in = Signal(14)
+        # the loop counters count down the iterations left after the current one, and
+        # ``in_last`` / ``out_last`` (that count is zero) are registers, updated with them
+        # (FPGA timing: no carry chain and compare between a counter and the next state in
+        # one cycle); ``in_last0`` / ``in_init`` are what they become at an inner wrap
+        out_left = Signal(14)
+        in_left = Signal(14)
+        in_init = Signal(14, name="in_init")
+        in_last, out_last = Signal(name="in_last"), Signal(name="out_last")
+        in_last0 = Signal(name="in_last0")
         bases = {k: Signal(OFF_BITS, name=f"{k}_base") for k in ("dst", "src", "wgt")}
         offs = {"dst": self.dst_off, "src": self.src_off, "wgt": self.wgt_off}
         running = Signal()
@@ -87,7 +94,9 @@ class UopLoop(wiring.Component):
         with m.If(self.start):
             m.d.sync += [p[n].eq(getattr(self, n)) for n in names]
             m.d.sync += [running.eq(1), gap.eq(self.gap), phase.eq(0),
-                         i_out.eq(0), i_in.eq(0)]
+                         out_left.eq(self.iter_out - 1), in_left.eq(self.iter_in - 1),
+                         in_init.eq(self.iter_in - 1), out_last.eq(self.iter_out == 1),
+                         in_last.eq(self.iter_in == 1), in_last0.eq(self.iter_in == 1)]
             m.d.comb += self.u_next.eq(self.uop_bgn)
             m.d.sync += [u1.eq(self.uop_bgn + 1), last.eq(self.uop_bgn + 1 == self.uop_end),
                          single.eq(self.uop_bgn + 1 == self.uop_end)]
@@ -98,17 +107,17 @@ class UopLoop(wiring.Component):
             with m.If(last):
                 m.d.comb += self.u_next.eq(p["uop_bgn"])
                 m.d.sync += [u1.eq(p["uop_bgn"] + 1), last.eq(single)]
-                with m.If(i_in + 1 == p["iter_in"]):
-                    m.d.sync += i_in.eq(0)
-                    with m.If(i_out + 1 == p["iter_out"]):
+                with m.If(in_last):
+                    m.d.sync += [in_left.eq(in_init), in_last.eq(in_last0)]
+                    with m.If(out_last):
                         m.d.sync += running.eq(0)
                     with m.Else():
-                        m.d.sync += i_out.eq(i_out + 1)
+                        m.d.sync += [out_left.eq(out_left - 1), out_last.eq(out_left == 1)]
                         for k in bases:
                             nb = bases[k] + p[f"{k}_fo"]
                             m.d.sync += [bases[k].eq(nb), offs[k].eq(nb)]
                 with m.Else():
-                    m.d.sync += i_in.eq(i_in + 1)
+                    m.d.sync += [in_left.eq(in_left - 1), in_last.eq(in_left == 1)]
                     for k in offs:
                         m.d.sync += offs[k].eq(offs[k] + p[f"{k}_fi"])
             with m.Else():
