@@ -370,6 +370,9 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         imp.node(node, i)
     for vo in og.output:
         src = alias.get(vo.name, vo.name)
+        if src in consts and src != vo.name and consts[src].size == 0:
+            consts[vo.name] = consts[src]     # an empty constant passed on: no copy node
+            src = vo.name
         if src in consts and src not in g.values:
             imp.param(src)
         if src not in g.values:
@@ -491,11 +494,17 @@ class ImportContext:
         return attrs.get(key, default)
 
     def emit(self, node, op, inputs, shape, dtype="float32", attrs=None):
+        """Add node ``op`` computing ``node``'s output; an output with a zero-size dimension
+        (an empty tensor: no values, known from its shape and type alone) is folded to a
+        constant instead, so no graph node ever has an empty output (ir.verify)."""
         out = node.output[0]
         if out in self.g.values:
             raise OnnxImportError(f"node {node.name!r}: output {out!r} defined twice")
         _check_size(f"node {node.name!r} ({node.op_type}): output", shape)
-        self.g.add_node(op, out, [self.value(i) for i in inputs], shape, dtype, attrs)
+        if 0 in (int(d) for d in shape):     # an empty tensor holds no values: a constant
+            self.fold(node, np.zeros(tuple(int(d) for d in shape), np.dtype(dtype)))
+        else:
+            self.g.add_node(op, out, [self.value(i) for i in inputs], shape, dtype, attrs)
         for extra in node.output[1:]:
             if extra:
                 raise OnnxImportError(f"node {node.name!r} ({node.op_type}): only one output "

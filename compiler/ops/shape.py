@@ -25,10 +25,12 @@ def import_flatten(ctx, node, attrs):
 def import_reshape(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
     spec = [int(v) for v in ctx.const(node.input[1], node, "shape").reshape(-1)]
-    if ctx.take(attrs, "allowzero", 0) and 0 in spec:
+    allowzero = int(ctx.take(attrs, "allowzero", 0))
+    if allowzero and 0 in spec and -1 in spec:
         raise OnnxImportError(f"node {node.name!r} (Reshape): attribute 'allowzero' = 1 with "
-                              f"a 0 in the shape {spec} (an empty tensor) is not supported")
-    spec = [xs[k] if v == 0 else v for k, v in enumerate(spec)]
+                              f"both 0 and -1 in the shape {spec} (invalid: ONNX Reshape)")
+    if not allowzero:                    # a 0 copies the input's dimension
+        spec = [xs[k] if v == 0 and k < len(xs) else v for k, v in enumerate(spec)]
     if spec.count(-1) > 1:
         raise OnnxImportError(f"node {node.name!r} (Reshape): more than one -1 in {spec}")
     total = int(np.prod(xs, dtype=np.int64))

@@ -102,8 +102,11 @@ def _finish(ctx, node, op, attrs, out=None):
         shape = fn(np.zeros(xs, np.int8), attrs).shape
     except (ValueError, IndexError, TypeError) as e:
         raise _err(node, f"input {xs} with {attrs}: {e}") from None
-    if 0 in shape:
-        raise _err(node, f"the result {shape} is empty")
+    if 0 in shape:                        # an empty result: a constant (no values)
+        if out is None:
+            return ctx.fold(node, np.zeros(shape, _dtype(ctx, x)))
+        ctx.consts[out] = np.zeros(shape, _dtype(ctx, x))
+        return
     if out is None:
         return ctx.emit(node, op, [x], shape, _dtype(ctx, x), attrs)
     ctx.g.add_node(op, out, [ctx.value(x)], shape, _dtype(ctx, x), attrs)
