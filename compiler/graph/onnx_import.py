@@ -48,7 +48,7 @@ import re
 import numpy as np
 
 from ..ops import registry
-from ..ops.typecast import NP_TYPES as _NP
+from ..ops.typecast import NP_TYPES as _NP, carried
 from ..ops.errors import OnnxImportError
 from .ir import Graph
 from . import onnx_checks as _checks
@@ -316,7 +316,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
     consts: dict[str, np.ndarray] = {}
     alias: dict[str, str] = {}
     for t in og.initializer:
-        consts[t.name] = numpy_helper.to_array(t)
+        consts[t.name] = carried(numpy_helper.to_array(t))     # bfloat16: float32
     init_names = set(consts)
     for vi in og.input:
         if vi.name in init_names:

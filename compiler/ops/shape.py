@@ -10,6 +10,7 @@ import numpy as np
 from . import registry
 from .errors import OnnxImportError
 from .requant import rshift_round
+from .typecast import carried
 
 
 def import_flatten(ctx, node, attrs):
@@ -125,7 +126,7 @@ def import_constant(ctx, node, attrs):
                               f"supported (value, value_float(s), value_int(s))")
     k = kinds[0]
     v = ctx.take(attrs, k)
-    ctx.fold(node, numpy_helper.to_array(v) if k == "value" else
+    ctx.fold(node, carried(numpy_helper.to_array(v)) if k == "value" else
              np.asarray(v, _CONST_KINDS[k]))
 
 
