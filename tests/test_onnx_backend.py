@@ -401,8 +401,9 @@ PASSING_NARROW = {
 }
 #: node tests that pass since s19_conf: empty tensors (a value with a zero-size dimension is a
 #: constant; ReduceMax over an empty set is -inf / False; Reshape ``allowzero``), bfloat16
-#: arithmetic (bfloat16 constants carried in float32)
+#: arithmetic (bfloat16 constants carried in float32), BatchNormalization training_mode
 PASSING_S19 = {
+    "BatchNormalization": "batchnorm_epsilon_training_mode batchnorm_example_training_mode",
     "Einsum": "einsum_batch_matmul_bfloat16 einsum_sum_bfloat16 einsum_transpose_bfloat16",
     "Range": "range_bfloat16_type_positive_delta",
     "ReduceMax": "reduce_max_empty_set reduce_max_empty_set_bool",
