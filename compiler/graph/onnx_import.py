@@ -454,6 +454,28 @@ class ImportContext:
             raise OnnxImportError(msg)
         return self.consts[s]
 
+    def const_traced(self, name: str, node, what: str) -> np.ndarray:
+        """:meth:`const`, and for a value computed from graph inputs (a Loop's trip count
+        from a Range's start and limit) a :class:`NeedsConstantError` naming one of those
+        inputs, so a caller that binds inputs (the ONNX backend) can specialise on them."""
+        s = self.src(name)
+        if s in self.consts or s in self.g.inputs or name in self.g.inputs:
+            return self.const(name, node, what)
+        producer = {n.output: n for n in self.g.nodes}
+        seen, stack = set(), [s]
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in self.g.inputs:
+                raise NeedsConstantError(
+                    f"node {node.name!r} ({node.op_type}): input {what} ({name!r}) must be a "
+                    f"constant; it is computed from graph input {v!r}", v)
+            if v in producer:
+                stack.extend(producer[v].inputs)
+        return self.const(name, node, what)
+
     def shape(self, name: str) -> tuple:
         s = self.src(name)
         if s in self.consts:
