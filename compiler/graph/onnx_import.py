@@ -9,7 +9,10 @@ quantisation writes them) keep their ranges in ``graph.qdq_ranges``, which the q
 uses instead of calibrating (:mod:`compiler.ops.qdq`).
 
 Shapes are static: a dynamic leading (batch) dimension of a graph input is bound to
-``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.
+``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.  A value
+with a zero-size dimension (an empty tensor: a size-0 graph input, bound as a constant, or
+an empty Slice / Split / Reshape result) holds no values and is a constant: no graph node
+has an empty output.  A bfloat16 constant is carried in float32.
 
 A model is untrusted input.  Before any node is imported: the file is read bounded (a
 regular file of at most :data:`MAX_MODEL_BYTES`; external data only from inside the

@@ -162,6 +162,9 @@ def import_global_maxpool(ctx, node, attrs):
     if len(xs) < 3:
         raise _err(node, f"input {xs} has no spatial axes")
     axes = list(range(2, len(xs)))
+    if 0 in xs[2:]:
+        raise _err(node, f"input {xs}: the maximum over an empty spatial axis (GlobalMaxPool "
+                         f"over non-empty spatial axes, or ReduceMax, is supported)")
     ctx.emit(node, "reduce_max", node.input[:1], xs[:2] + (1,) * len(axes),
              attrs={"axes": axes, "keepdims": True})
 

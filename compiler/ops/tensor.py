@@ -92,7 +92,11 @@ def _finish(ctx, node, op, attrs, out=None):
     x = node.input[0]
     fn = MOVES[op]
     if ctx.is_const(x):
-        v = fn(ctx.consts[ctx.src(x)], attrs)
+        c = ctx.consts[ctx.src(x)]
+        try:
+            v = fn(c, attrs)
+        except (ValueError, IndexError, TypeError) as e:   # Pad reflect of an empty axis
+            raise _err(node, f"input {c.shape} with {attrs}: {e}") from None
         if out is None:
             return ctx.fold(node, v)
         ctx.consts[out] = np.ascontiguousarray(v)
