@@ -359,7 +359,7 @@ def test_uop_loop_random_nests_every_cycle(ahead):
                           iter_in=int(rng.choice([1, 1, 2, 4])), dst_fo=int(rng.integers(0, 99)),
                           dst_fi=int(rng.integers(0, 99)), src_fo=int(rng.integers(0, 99)),
                           src_fi=int(rng.integers(0, 99)), wgt_fo=int(rng.integers(0, 99)),
-                          wgt_fi=int(rng.integers(0, 99)), gap=int(rng.integers(0, 3))))
+                          wgt_fi=int(rng.integers(0, 99)), gap=int(rng.integers(0, 4))))
     loops[-1].update(iter_out=16383, iter_in=1, uop_bgn=0, uop_end=1)   # wide counts, cut
     expect, trace, spans = {}, [], []
 
