@@ -377,3 +377,19 @@ def test_pipelined_uop_sram_address_has_no_block_ram_or_loop_select_in_front():
     text = rtlil.convert(VTACore(cfg, queue_depth=8, alu_stages=3, pipelined=True))
     regs = _registers(_module(text, "top.engine"))
     assert "cp_push_bgn" in regs and {"cp_head_bgn", "cmd_head_bgn"} & regs
+
+
+def test_pipelined_alu_sums_the_product_pieces_through_one_carry_chain():
+    """The ``pipelined`` ALU's MUL result ``q0 + (q1 + q2) << h`` is ``q0``'s low half and
+    ``q0_hi + q1 + q2`` through a carry-save step and one ``h``-bit adder: no adder takes a
+    product piece's register directly (the eighteenth session's seed-1 path: ``mul_lh_3``
+    -> ``q1 + q2`` -> ``q0 + ...`` -> the op select -> ``r6``)."""
+    from vta_hw.blocks.alu import AluPipe
+    cfg = VTAConfig()
+    top = _module(rtlil.convert(AluPipe(cfg, stages=3, pipelined=True)), "top")
+    regs = _registers(top)
+    n = cfg.batch * cfg.block_out
+    pieces = {f"\\mul_{k}_{i}" for k in ("lo", "hl", "lh") for i in range(n)}
+    assert {p[1:] for p in pieces} <= regs
+    adds = re.findall(r"cell \$add \S+\n(.*?)\n  end", top, re.S)
+    assert adds and not [a for a in adds if set(_TOK.findall(a)) & pieces]
