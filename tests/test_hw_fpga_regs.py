@@ -393,3 +393,18 @@ def test_pipelined_alu_sums_the_product_pieces_through_one_carry_chain():
     assert {p[1:] for p in pieces} <= regs
     adds = re.findall(r"cell \$add \S+\n(.*?)\n  end", top, re.S)
     assert adds and not [a for a in adds if set(_TOK.findall(a)) & pieces]
+
+
+def test_store_counts_rows_down_with_a_registered_last_flag():
+    """Store's row counter counts down (``y_left``) with ``y_left == 0`` of the current row
+    a register (``y_last``) updated with it, so RESP's ``s2g`` push takes a flag, not
+    ``y + 1 == y_size`` (the eighteenth session's seed-3 path: store's ``y`` -> its carry
+    chain and compare -> the ``s2g`` push -> the token counter)."""
+    from vta_hw.blocks.store import StoreModule
+    mod = _module(rtlil.convert(StoreModule(VTAConfig())), "top")
+    regs = _registers(mod)
+    assert {"y_left", "y_last"} <= regs and "y" not in regs
+    assert _cone(mod, "\\s2g_push") <= {"\\fsm_state", "\\insn", "\\y_last",
+                                         "\\empty", "\\g2s_avail", "\\wr__wr_done",
+                                         "\\pre_fail", "\\x_nonzero", "\\base_over",
+                                         "\\tiles", "\\room"}
