@@ -359,7 +359,7 @@ def test_uop_loop_random_nests_every_cycle(ahead):
                           iter_in=int(rng.choice([1, 1, 2, 4])), dst_fo=int(rng.integers(0, 99)),
                           dst_fi=int(rng.integers(0, 99)), src_fo=int(rng.integers(0, 99)),
                           src_fi=int(rng.integers(0, 99)), wgt_fo=int(rng.integers(0, 99)),
-                          wgt_fi=int(rng.integers(0, 99)), gap=int(rng.integers(0, 3))))
+                          wgt_fi=int(rng.integers(0, 99)), gap=int(rng.integers(0, 4))))
     loops[-1].update(iter_out=16383, iter_in=1, uop_bgn=0, uop_end=1)   # wide counts, cut
     expect, trace, spans = {}, [], []
 
@@ -629,3 +629,47 @@ def test_store_writes_rows_in_order_from_consecutive_out_entries():
         final[a] = w
     assert final == ref and len(writes) == 3 * 4 * 2
     assert st["pushed"] == 1
+
+
+# ----------------------------------------------------------------------------- queue head
+
+@pytest.mark.parametrize("depth", [2, 3, 8])
+def test_compute_queue_head_bgn_register_matches_the_head_whenever_compute_reads_it(depth):
+    """``VTACore._head_bgn`` (the ``pipelined`` core's register copy of the compute queue
+    head's ``uop_bgn``, compute's ``cmd_head_bgn``) against the queue's own ``r_data``: with
+    random pushes and a consumer that pops as compute does (only in IDLE, then away for at
+    least one cycle: DECODE), the register equals the head's ``uop_bgn`` in every IDLE cycle
+    with ``r_rdy``."""
+    from types import SimpleNamespace
+    from amaranth.lib import data, fifo
+    from vta_hw.blocks.core import VTACore
+    from vta_hw.blocks.fields import INSN_BITS, insn_layout
+    cfg = VTAConfig()
+    U = cfg.log_index_bits[0]
+    m = Module()
+    m.submodules.f = f = fifo.SyncFIFOBuffered(width=INSN_BITS, depth=depth)
+    insn = Signal(INSN_BITS)
+    comp = SimpleNamespace(cfg=cfg, cmd_head_bgn=Signal(U))
+    VTACore._head_bgn(m, f, insn, comp)
+    w_en, idle = Signal(), Signal()
+    m.d.comb += [f.w_data.eq(insn), f.w_en.eq(w_en), f.r_en.eq(idle & f.r_rdy)]
+    bgn = data.View(insn_layout(cfg), f.r_data).gemm.uop_bgn
+    rng = np.random.default_rng(depth)
+    seen = [0]
+
+    async def bench(ctx):
+        away = 0
+        for _ in range(3000):
+            ctx.set(insn, int(rng.integers(0, 1 << 62)) << 64 | int(rng.integers(0, 1 << 62)))
+            ctx.set(w_en, int(rng.random() < 0.4))
+            ctx.set(idle, int(away == 0))
+            if away == 0 and ctx.get(f.r_rdy):
+                assert ctx.get(comp.cmd_head_bgn) == ctx.get(bgn)
+                seen[0] += 1
+                away = int(rng.choice([1, 1, 2, 3, 7]))      # DECODE (+ LOAD/RUN ...)
+            elif away:
+                away -= 1
+            await ctx.tick()
+
+    _run(m, bench)
+    assert seen[0] > 300

@@ -76,11 +76,13 @@ def test_pipelined_compute_has_only_selects_behind_its_command_queue():
     DECODE's ``runs_loop`` from the queue (``cmd_pre``, computed where fetch pushes the
     instruction), so the queue's block RAM output feeds selects and registers only: no adder
     or compare (the thirteenth session's critical path on all three seeds: the queue's
-    block RAM -> ``uop_bgn + 1 == uop_end`` -> ``uop_single1``)."""
+    block RAM -> ``uop_bgn + 1 == uop_end`` -> ``uop_single1``).  Since the UOP SRAM
+    address takes the head's ``uop_bgn`` from a register (``cmd_head_bgn``), ``cmd_insn``
+    feeds registers only."""
     from vta_hw.blocks.compute import ComputeModule
     cfg = VTAConfig()
     assert _cmd_insn_users(rtlil.convert(ComputeModule(cfg, alu_stages=3,
-                                                       pipelined=True))) == {"$mux"}
+                                                       pipelined=True))) <= {"$mux"}
 
 
 def test_pipelined_compute_queue_carries_the_predecode_in_the_block_rams_spare_bits():
@@ -346,3 +348,63 @@ def test_loader_size_products_land_in_registers_of_their_own():
             "\\rowlen*\\yp1": "\\ytail"}
     for k, y in muls.items():
         assert _comb_reach(mod, y) == ({want[k]}, {"process"}), k
+
+
+def test_pipelined_uop_sram_address_has_no_block_ram_or_loop_select_in_front():
+    """The ``pipelined`` compute module addresses the UOP SRAM from registers through a few
+    selects: in IDLE the queue head's ``uop_bgn`` from a register the core keeps
+    (``cmd_head_bgn``), not the queue's block RAM output (``cmd_insn``); while the loop
+    runs the loop's ``u_ahead_run``, itself a register (``u_addr``), not the select on the
+    loop's phase, flags and counters (the seventeenth session's paths into the UOP SRAM's
+    address pins: seed 2 ``cp_queue``'s DP16KD -> the head's ``uop_bgn``, seed 1 ``phase``
+    -> ``phase == gap`` -> the look-ahead select)."""
+    from vta_hw.blocks.compute import ComputeModule
+    from vta_hw.blocks.core import VTACore
+    from vta_hw.blocks.uoploop import UopLoop
+    cfg = VTAConfig()
+    top = _module(rtlil.convert(ComputeModule(cfg, alu_stages=3, pipelined=True)), "top")
+    addr, = [re.search(r"connect \\ADDR (\S+)", c).group(1)
+             for c in re.findall(r"cell \$memrd_v2 .*?\n  end", top, re.S)
+             if 'MEMID "\\\\uop_mem"' in c]
+    cone = _cone(top, addr)
+    assert "\\cmd_head_bgn" in cone and "\\cmd_insn" not in cone
+    assert cone <= {"\\cmd_head_bgn", "\\insn", "\\insn_pre", "\\fsm_state", "\\l2g_avail",
+                    "\\s2g_avail", "\\u_ahead_run"} | {w for w in cone if "busy" in w}
+    loop = _module(rtlil.convert(UopLoop(cfg, ahead=True)), "top")
+    assert "u_ahead_run" in _registers(loop)         # ``u_addr``'s flip-flop drives it
+    assert _cone(loop, "\\u_ahead_run") == {"\\u_ahead_run"}
+    # the core: ``cmd_head_bgn`` is a register (``cp_head_bgn``, which drives the port)
+    text = rtlil.convert(VTACore(cfg, queue_depth=8, alu_stages=3, pipelined=True))
+    regs = _registers(_module(text, "top.engine"))
+    assert "cp_push_bgn" in regs and {"cp_head_bgn", "cmd_head_bgn"} & regs
+
+
+def test_pipelined_alu_sums_the_product_pieces_through_one_carry_chain():
+    """The ``pipelined`` ALU's MUL result ``q0 + (q1 + q2) << h`` is ``q0``'s low half and
+    ``q0_hi + q1 + q2`` through a carry-save step and one ``h``-bit adder: no adder takes a
+    product piece's register directly (the eighteenth session's seed-1 path: ``mul_lh_3``
+    -> ``q1 + q2`` -> ``q0 + ...`` -> the op select -> ``r6``)."""
+    from vta_hw.blocks.alu import AluPipe
+    cfg = VTAConfig()
+    top = _module(rtlil.convert(AluPipe(cfg, stages=3, pipelined=True)), "top")
+    regs = _registers(top)
+    n = cfg.batch * cfg.block_out
+    pieces = {f"\\mul_{k}_{i}" for k in ("lo", "hl", "lh") for i in range(n)}
+    assert {p[1:] for p in pieces} <= regs
+    adds = re.findall(r"cell \$add \S+\n(.*?)\n  end", top, re.S)
+    assert adds and not [a for a in adds if set(_TOK.findall(a)) & pieces]
+
+
+def test_store_counts_rows_down_with_a_registered_last_flag():
+    """Store's row counter counts down (``y_left``) with ``y_left == 0`` of the current row
+    a register (``y_last``) updated with it, so RESP's ``s2g`` push takes a flag, not
+    ``y + 1 == y_size`` (the eighteenth session's seed-3 path: store's ``y`` -> its carry
+    chain and compare -> the ``s2g`` push -> the token counter)."""
+    from vta_hw.blocks.store import StoreModule
+    mod = _module(rtlil.convert(StoreModule(VTAConfig())), "top")
+    regs = _registers(mod)
+    assert {"y_left", "y_last"} <= regs and "y" not in regs
+    assert _cone(mod, "\\s2g_push") <= {"\\fsm_state", "\\insn", "\\y_last",
+                                         "\\empty", "\\g2s_avail", "\\wr__wr_done",
+                                         "\\pre_fail", "\\x_nonzero", "\\base_over",
+                                         "\\tiles", "\\room"}

@@ -127,7 +127,9 @@ def alu_lane_split(m, op, a, b, width: int, tag: str = "", dec=None):
         m.d.comb += shr.eq(Mux(neg_r, _reverse(z, width), z))
         r = Signal(width)
         if dec is not None:
-            m.d.comb += r.eq(Mux(dec[1][0], shr, Mux(dec[1][1], mul, pre_r)))
+            # ``mul`` (the latest input: the product sum) through the last select only
+            # (SHR and MUL exclude each other)
+            m.d.comb += r.eq(Mux(dec[1][1], mul, Mux(dec[1][0], shr, pre_r)))
             return r
         with m.Switch(op):
             with m.Case(AluOp.MIN, AluOp.MAX, AluOp.ADD):
@@ -403,8 +405,16 @@ class AluPipe(wiring.Component):
                                     reset_less=True)
             q2 = registered_product(m, a[:h], b[h:], h, f"mul_lh_{i}", primitive=prim,
                                     reset_less=True)
+            # ``q0 + (q1 + q2) << h`` modulo 2**Wa: the low half is ``q0``'s, the high half
+            # ``q0_hi + q1 + q2`` through a carry-save step and one h-bit carry chain (FPGA
+            # timing: one chain, not two, after the products' registers)
+            x, y, z = q0[h:], q1.as_unsigned()[:h], q2.as_unsigned()[:h]
+            sv = Signal(h, name=f"mul_sv_{i}")
+            cv = Signal(h, name=f"mul_cv_{i}")
+            m.d.comb += [sv.eq(x ^ y ^ z), cv.eq(Cat(Const(0, 1), ((x & y) | (x & z) |
+                                                                  (y & z))[:h - 1]))]
             mul = Signal(Wa, name=f"mul_{i}")
-            m.d.comb += mul.eq(q0 + (Cat(Const(0, h), (q1 + q2)[:h])))
+            m.d.comb += mul.eq(Cat(q0[:h], (sv + cv)[:h]))
             outs.append(finish(mul))
         m.d.sync += r6.eq(Cat(*outs))
         m.d.comb += [wv.eq(v6), wd.eq(d6), wdata.eq(r6),

@@ -88,6 +88,9 @@ class ComputeModule(wiring.Component):
     cmd_valid, cmd_ready, cmd_insn, cmd_index : the command queue.
     cmd_pre : ``In(pre_layout(cfg))`` (``pipelined`` only) :meth:`predecode` of ``cmd_insn``,
         carried in the queue with it.
+    cmd_head_bgn : ``In`` (``pipelined`` only) the ``uop_bgn`` of ``cmd_insn`` from a
+        register, valid in every IDLE cycle with ``cmd_valid`` (the queue's side keeps it,
+        see :class:`~vta_hw.blocks.core.VTACore`).
     l2g_avail, l2g_pop, s2g_avail, s2g_pop : tokens popped (``pop_prev``, ``pop_next``).
     g2l_push, g2s_push : tokens pushed (``push_prev``, ``push_next``).
     rd : ``Out(ReadSignature)``  (LOAD UOP/ACC/ACC_8BIT).
@@ -113,7 +116,9 @@ class ComputeModule(wiring.Component):
         self.acc_lanes = cfg.batch * cfg.block_out
         self.acc_bits = self.acc_lanes * cfg.acc_width
         self.out_bits = self.acc_lanes * cfg.out_width
-        pre = {"cmd_pre": In(pre_layout(cfg))} if pipelined else {}
+        U = cfg.log_index_bits[0]
+        pre = ({"cmd_pre": In(pre_layout(cfg)), "cmd_head_bgn": In(U)} if pipelined
+               else {})
         super().__init__({
             "cmd_valid": In(1), "cmd_ready": Out(1), "cmd_insn": In(INSN_BITS),
             "cmd_index": In(32), **pre,
@@ -262,8 +267,9 @@ class ComputeModule(wiring.Component):
         """The micro-op word of the loop's current index (stage 0).  Plain: the SRAM read
         addressed by the loop's next index.  ``pipelined``: a register after the SRAM read
         (FPGA timing: the block RAM's clock-to-out drives only that register), addressed two
-        cycles ahead by ``loop.u_ahead``; in the cycle before ``start`` (IDLE with the
-        command queue's head, or DECODE) by the instruction's ``uop_bgn``; ``in_decode``: the
+        cycles ahead by ``loop.u_ahead`` (a register while the loop runs); in the cycle
+        before ``start`` (IDLE with the command queue's head, from the register
+        ``cmd_head_bgn``, or DECODE) by the instruction's ``uop_bgn``; ``in_decode``: the
         control is in DECODE.  Same cycles."""
         if not self.pipelined:
             m.d.comb += uop_rp.addr.eq(loop.u_next)
@@ -275,13 +281,12 @@ class ComputeModule(wiring.Component):
         # so neither the address nor those registers have an adder, compare or decode behind
         # the queue's block RAM (FPGA timing): only the loop's registers, the tokens and the
         # instruction's fields through a few selects
-        head = Signal(insn_layout(self.cfg))
-        m.d.comb += head.eq(self.cmd_insn)
         start = in_decode & pre.runs & self._tokens_ready(insn)     # equal to ``loop.start``
         at_start = Mux(pre.single, insn.gemm.uop_bgn, pre.bgn1)
         # in IDLE (``cmd_ready``) the loop is idle and DECODE's ``start`` is low: the head's
-        # ``uop_bgn`` is selected last, so it passes one select on its way to the SRAM
-        m.d.comb += uop_rp.addr.eq(Mux(self.cmd_ready, head.gemm.uop_bgn,
+        # ``uop_bgn``, from a register (``cmd_head_bgn``: no path from the queue's block RAM
+        # to the SRAM address); while the loop runs its ``u_ahead_run``, a register too
+        m.d.comb += uop_rp.addr.eq(Mux(self.cmd_ready, self.cmd_head_bgn,
                                        Mux(loop.busy, loop.u_ahead_run,
                                            Mux(start, at_start, insn.gemm.uop_bgn))))
         uop0 = Signal(32, name="uop_q", reset_less=True)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from amaranth.hdl import (Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Instance, Module,
-                          ResetInserter, ResetSignal, Signal, unsigned)
-from amaranth.lib import fifo, memory, wiring
+                          Mux, ResetInserter, ResetSignal, Signal, unsigned)
+from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa import VTAConfig
@@ -14,7 +14,7 @@ from .csr import CSR_ADDR_BITS, ControlStatus
 from .dsp import is_ecp5
 from ..errors import ErrorCode, HwConfigError
 from .fetch import FetchModule
-from .fields import INSN_BITS
+from .fields import INSN_BITS, insn_layout
 from .load import LoadModule, granules
 from .memport import MemPortSignature, ReadArbiter
 from .store import StoreModule
@@ -108,6 +108,28 @@ class VTACore(wiring.Component):
             "csr_rdata": Out(32), "done": Out(1),
             **MemPortSignature(cfg.bus_width).members})
 
+    @staticmethod
+    def _head_bgn(e, f, insn, comp):
+        """Compute's ``cmd_head_bgn``: the ``uop_bgn`` of the compute queue's head
+        (``f.r_data``, a block RAM's output) from a register, so the UOP SRAM address in IDLE
+        has no block RAM clock-to-out in front of it (FPGA timing; the seventeenth session's
+        seed-2 path: ``cp_queue``'s DP16KD -> the head's ``uop_bgn`` -> the UOP SRAM).
+        ``SyncFIFOBuffered`` (depth >= 2) loads a new head into ``r_data`` in the cycle after
+        it reads its block RAM, which it does when the head is empty or popped.  Empty
+        (``r_rdy`` low) with something to read means the entry was pushed into an empty
+        queue in the cycle before, so its ``uop_bgn`` is the registered write data
+        (``push_bgn``); popped means compute is in DECODE in the next cycle and back in IDLE
+        two cycles later at the earliest, by when the register has caught up with
+        ``r_data``.  So in every IDLE cycle with ``r_rdy`` the register equals the head's."""
+        U = len(comp.cmd_head_bgn)
+        lay = insn_layout(comp.cfg)
+        bgn = data.View(lay, f.r_data[:INSN_BITS]).gemm.uop_bgn
+        push = Signal(U, name="cp_push_bgn")
+        head = Signal(U, name="cp_head_bgn")
+        e.d.sync += [push.eq(data.View(lay, insn).gemm.uop_bgn),
+                     head.eq(Mux(f.r_rdy, bgn, push))]
+        e.d.comb += comp.cmd_head_bgn.eq(head)
+
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
@@ -150,6 +172,7 @@ class VTACore(wiring.Component):
             e.submodules[f"{q}_queue"] = f
             if len(pre):
                 e.d.comb += comp.cmd_pre.eq(f.r_data[INSN_BITS + 32:])
+                self._head_bgn(e, f, insn, comp)
             e.d.comb += [f.w_data.eq(Cat(insn, getattr(fetch, f"{q}_index"), pre)),
                          f.w_en.eq(getattr(fetch, f"{q}_valid")),
                          getattr(fetch, f"{q}_ready").eq(f.w_rdy),

@@ -74,7 +74,11 @@ class StoreModule(wiring.Component):
         empty = Signal(name="empty")                    # x_size == 0 or y_size == 0
         pre_fail = Signal(name="pre_fail")              # a check before the range one fails
         pre_code = Signal(4, name="pre_code")           # ... the first one's error code
-        y = Signal(16)
+        # rows left after the current one, counting down, and whether the current one is
+        # the last (``y_last``, a register updated with it; FPGA timing: no carry chain and
+        # compare between the row counter and the ``s2g`` push / the token counter)
+        y_left = Signal(16, name="y_left")
+        y_last = Signal(name="y_last")
         rowaddr = Signal(40)
         sram = Signal(17)          # next OUT entry to read
         tiles_left = Signal(17)    # tiles of this row not yet read from the SRAM
@@ -138,7 +142,8 @@ class StoreModule(wiring.Component):
                     m.next = "ERROR"
                 with m.Elif(~insn.pop_prev | self.g2s_avail):
                     m.d.comb += self.g2s_pop.eq(insn.pop_prev)
-                    m.d.sync += [y.eq(0), sram.eq(insn.sram_base),
+                    m.d.sync += [y_left.eq(insn.y_size - 1), y_last.eq(insn.y_size == 1),
+                                 sram.eq(insn.sram_base),
                                  rowaddr.eq(insn.dram_base << lg)]
                     with m.If(empty):
                         m.d.comb += self.s2g_push.eq(insn.push_prev)
@@ -159,8 +164,9 @@ class StoreModule(wiring.Component):
             with m.State("RESP"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(self.wr.wr_done):
-                    m.d.sync += [y.eq(y + 1), rowaddr.eq(rowaddr + (insn.x_stride << lg))]
-                    with m.If(y + 1 == insn.y_size):
+                    m.d.sync += [y_left.eq(y_left - 1), y_last.eq(y_left == 1),
+                                 rowaddr.eq(rowaddr + (insn.x_stride << lg))]
+                    with m.If(y_last):
                         m.d.comb += self.s2g_push.eq(insn.push_prev)
                         m.next = "IDLE"
                     with m.Else():

@@ -44,9 +44,9 @@ class UopLoop(wiring.Component):
         the parameters), so a micro-op SRAM with a register after its read, addressed by
         it, delivers the word registered in the cycle ``u`` is valid; the caller presents
         ``uop_bgn`` in the cycle before ``start``.
-    u_ahead_run : ``Out`` (with ``ahead``) ``u_ahead`` outside the ``start`` cycle, from
-        registers only (no path from ``start`` or the parameters), for a caller that forms
-        the ``start`` cycle's value itself.
+    u_ahead_run : ``Out`` (with ``ahead``) ``u_ahead`` outside the ``start`` cycle: a
+        register (``u_addr``; no path from ``start`` or the parameters), for a caller that
+        forms the ``start`` cycle's value itself.  Defined while ``busy``.
     """
 
     def __init__(self, cfg: VTAConfig, ahead: bool = False):
@@ -100,8 +100,6 @@ class UopLoop(wiring.Component):
             m.d.comb += self.u_next.eq(self.uop_bgn)
             m.d.sync += [u1.eq(self.uop_bgn + 1), last.eq(self.uop_bgn + 1 == self.uop_end),
                          single.eq(self.uop_bgn + 1 == self.uop_end)]
-            m.d.comb += self.u_ahead.eq(Mux(self.uop_bgn + 1 == self.uop_end, self.uop_bgn,
-                                            self.uop_bgn + 1))
             m.d.sync += [s.eq(0) for s in bases.values()] + [o.eq(0) for o in offs.values()]
         with m.Elif(self.valid):
             with m.If(last):
@@ -128,37 +126,43 @@ class UopLoop(wiring.Component):
         return m
 
     def _ahead(self, m, p, u1, last, single, running, phase, gap):
-        """``u_ahead`` outside the ``start`` cycle: ``u`` two cycles on is ``u_next`` of the
-        next cycle, from the state the next cycle has.  ``u + 2``, ``u + 2 == uop_end``,
-        ``uop_bgn + 1`` and ``uop_bgn + 2 == uop_end`` are kept in registers (no adder or
-        compare in front of the SRAM address)."""
-        u2 = Signal.like(self.u, name="u_plus2")
-        last2 = Signal(name="u_last2")
+        """``u_ahead``: ``u`` two cycles on.  Outside the ``start`` cycle it is a register of
+        its own (``u_addr``, ``u_ahead_run``), so a register drives the micro-op SRAM
+        address (FPGA timing: no select on the loop's phase, flags and counters in front of
+        the SRAM).  ``u`` only walks ``[uop_bgn, uop_end)`` round and round, one step after
+        each iteration, and the iterations come every ``gap + 1`` cycles from the cycle after
+        ``start``, so ``u_addr`` walks it the same way, two cycles earlier: with ``j`` the
+        cycles since ``start`` it is the ``1 + j // (gap + 1)``-th successor of ``uop_bgn``
+        and steps after cycle ``j`` when ``(j + 1) % (gap + 1) == 0``, that is when the phase
+        (``(j - 1) % (gap + 1)`` while running) is ``gap - 1`` (every cycle for gap 0).
+        ``u_addr + 1`` and ``u_addr + 1 == uop_end`` are registers too (``u_addr1``,
+        ``u_addr_last``).  After the last iteration its value does not matter (the caller
+        addresses the SRAM from the next instruction before the next ``start``)."""
+        ua = Signal.like(self.u, name="u_addr")
+        ua1 = Signal.like(self.u, name="u_addr1")
+        ual = Signal(name="u_addr_last")
         pb1 = Signal.like(self.u, name="bgn_plus1")
-        pb2 = Signal.like(self.u, name="bgn_plus2")
-        single2 = Signal(name="u_single2")
+        b, e = self.uop_bgn, self.uop_end
+        s1 = b + 1 == e                     # one micro-op
+        s2 = b + 2 == e                     # two
         with m.If(self.start):
-            m.d.sync += [u2.eq(self.uop_bgn + 2), last2.eq(self.uop_bgn + 2 == self.uop_end),
-                         pb1.eq(self.uop_bgn + 1), pb2.eq(self.uop_bgn + 2),
-                         single2.eq(self.uop_bgn + 2 == self.uop_end)]
-        with m.Elif(self.valid):
-            with m.If(last):
-                m.d.sync += [u2.eq(pb2), last2.eq(single2)]
+            m.d.sync += pb1.eq(b + 1)
+            # the cycle after ``start`` (j = 1): gap 0 steps after j = 0 as well
+            with m.If(s1):
+                m.d.sync += [ua.eq(b), ua1.eq(b + 1), ual.eq(1)]
+            with m.Elif((self.gap != 0) | s2):
+                m.d.sync += [ua.eq(Mux(self.gap != 0, b + 1, b)),
+                             ua1.eq(Mux(self.gap != 0, b + 2, b + 1)),
+                             ual.eq((self.gap != 0) & s2)]
             with m.Else():
-                m.d.sync += [u2.eq(u2 + 1), last2.eq(u2 + 1 == p["uop_end"])]
-        # the next cycle is an iteration (``u`` moves on after it) when the phase wraps
-        nxt_valid = running & (phase == gap)
-        bgn = p["uop_bgn"]
-        # ``u_next`` outside ``start``, from registers (the ``start`` cycle is not running)
-        u_next_run = Mux(self.valid, Mux(last, bgn, u1), self.u)
-        run = self.u_ahead_run
-        with m.If(~nxt_valid):
-            m.d.comb += run.eq(u_next_run)
-        with m.Elif(self.valid & last):             # next: u = bgn, u1 = bgn + 1
-            m.d.comb += run.eq(Mux(single, bgn, pb1))
-        with m.Elif(self.valid):                    # next: u = u1, u1 = u + 2
-            m.d.comb += run.eq(Mux(last2, bgn, u2))
-        with m.Else():                              # next: the same u, u1 and last
-            m.d.comb += run.eq(Mux(last, bgn, u1))
-        with m.If(~self.start):
-            m.d.comb += self.u_ahead.eq(run)
+                m.d.sync += [ua.eq(b + 2), ua1.eq(b + 3), ual.eq(b + 3 == e)]
+        with m.Elif(running & ((gap == 0) | (phase == (gap - 1)[:2]))):
+            with m.If(ual):
+                m.d.sync += [ua.eq(p["uop_bgn"]), ua1.eq(pb1), ual.eq(single)]
+            with m.Else():
+                m.d.sync += [ua.eq(ua1), ua1.eq(ua1 + 1), ual.eq(ua1 + 1 == p["uop_end"])]
+        m.d.comb += self.u_ahead_run.eq(ua)
+        with m.If(self.start):
+            m.d.comb += self.u_ahead.eq(Mux(s1, b, b + 1))
+        with m.Else():
+            m.d.comb += self.u_ahead.eq(ua)
