@@ -103,6 +103,7 @@ class Engine(DramReads):
         self.drain_cycles = p.fetch_drain_cycles
         self._drain = self.fetch_drain          # bound once: one event per instruction
         self._arbitrate = self.arbitrate_in_order if p.read_in_order else self.arbitrate_bus
+        self._train = self.request_train if p.read_in_order else self.dram_request
         self.before_pop = p.dispatch_before_pop
         self.busy = {m: 0 for m in _MODULES}
         self.stalls = {m: {} for m in _MODULES + ("fetch",)}
@@ -122,10 +123,6 @@ class Engine(DramReads):
         self.fetch_at = [0] * n                     # in-order DRAM: instruction arrival
         # dram
         self.req = {k: deque() for k in CLIENTS}
-        # the in-order arbiter's constants and the clients' queues in read_priority
-        self._in_order = (p.read_latency, p.read_burst_gap,
-                          p.read_free_cycles if p.max_outstanding_reads else -(1 << 62),
-                          [(k, self.req[k]) for k in p.read_priority])
         self.bus_free = 0
         self.arb_pending = False
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
@@ -142,6 +139,14 @@ class Engine(DramReads):
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
         self.bursts = log()
+        # the in-order arbiter's constants (DramReads.arbitrate_in_order): the heap, the slot
+        # deque and its append, the burst log's append (an unrecorded run's keeps nothing),
+        # latency, gap, slot-free offset and the clients' queues in read_priority
+        self._in_order = (self.heap, self.accepted, self.accepted.append,
+                          self.bursts.append if record else deque(maxlen=0).append,
+                          p.read_latency, p.read_burst_gap,
+                          p.read_free_cycles if p.max_outstanding_reads else -(1 << 62),
+                          *[x for k in p.read_priority for x in (k, self.req[k])])
 
     # ----------------------------------------------------------------- event plumbing
     def at(self, t, fn, *args):
@@ -163,7 +168,7 @@ class Engine(DramReads):
             # of requests a deadlock left queued): reference counting frees the engine and
             # its logs as soon as its results are dropped, instead of the cyclic collector
             # having to walk them (tens of thousands of tuples per network inference)
-            self._drain = self._arbitrate = None
+            self._drain = self._arbitrate = self._train = None
             self.heap.clear()
             for q in self.req.values():
                 q.clear()
@@ -311,9 +316,11 @@ class Engine(DramReads):
                     if not tail or heap and heap[0][0] <= ready:
                         heappush(heap, (ready, self.seq, self.try_start, (m,)))
                         return
-                    self.now = ready            # the next event: run it here
-                    return self.try_start(m)
-                return
+                    # the next event: run it here (nothing else has changed since the checks
+                    # above, so the wake-up event would go on from this point at ``ready``)
+                    self.now = now = ready
+                else:
+                    return
         pops = self.pops[i]
         if pops:
             tokens = self.tokens
@@ -434,7 +441,9 @@ class Engine(DramReads):
             zero = (t_req, lead, gap, ztail, Y, p.pad_row_cycles, p.pad_cycles_per_tile,
                     []) if zero else None
             # the request train as load_train makes it, the event calling dram_request itself
-            heappush(self.heap, (t_req + pre, self.seq, self.dram_request,
+            # (request_train with the in-order arbiter: the same, the arbiter inline when it
+            # is the next event)
+            heappush(self.heap, (t_req + pre, self.seq, self._train,
                                  (client, nb, self.load_done, beats, count, None,
                                   zero[-1] if zero else None, (i, m, tail, floor, zero))))
             return

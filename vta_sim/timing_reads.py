@@ -33,6 +33,28 @@ class DramReads:
             self.seq += 1
             heappush(self.heap, (now if now > t else t, self.seq, self._arbitrate, ()))
 
+    def request_train(self, client, nbytes, cb, beats, count, on_accept, spans, args):
+        """:meth:`dram_request` (``beats`` given) as an event of its own with the in-order
+        arbiter (no request latency): when the arbiter's event it makes would be the next
+        event (nothing in the heap at or before its cycle: what is there at this cycle came
+        first), the arbiter runs here instead, at that cycle, as the event loop would run
+        it next."""
+        now = self.now
+        self.req[client].append([now, count, nbytes, beats, cb, on_accept, spans, args,
+                                 -(-nbytes // self.bus) * self.bus])
+        if not self.arb_pending:
+            self.arb_pending = True
+            t = self.accept_next
+            if now > t:
+                t = now
+            self.seq += 1
+            heap = self.heap
+            if heap and heap[0][0] <= t:
+                heappush(heap, (t, self.seq, self._arbitrate, ()))
+            else:
+                self.now = t
+                self.arbitrate_in_order()
+
     def arbitrate_in_order(self):
         """Accept read requests into the in-order DRAM queue (``read_in_order``): one per
         cycle, the highest-priority client with a request waiting, while fewer than
@@ -50,14 +72,12 @@ class DramReads:
         free in order: ``accepted`` keeps the last ``max_outstanding_reads`` slot-free cycles
         and a burst waits for the oldest of them (a deque of exactly that many entries, -1
         for the slots never taken, only appended to)."""
-        heap, acc = self.heap, self.accepted
-        app = acc.append
-        lat, gap, free, queues = self._in_order
-        log = self.bursts if self.record else None
-        lapp = log.append if log is not None else [].append
+        # the engine's constants (Engine.__init__): the heap, the slot deque and its append,
+        # the burst log's append, latency, gap, slot-free offset, the queues in read_priority
+        heap, acc, app, lapp, lat, gap, free, c0, q0, c1, q1, c2, q2, c3, q3, c4, q4 = \
+            self._in_order
         t = self.now if self.now > self.accept_next else self.accept_next
-        bus_free = self.bus_free
-        (c0, q0), (c1, q1), (c2, q2), (c3, q3), (c4, q4) = queues     # read_priority
+        bf = self.bus_free                      # the bus is free from cycle bf
         while True:
             if q0:
                 client, q = c0, q0
@@ -77,30 +97,51 @@ class DramReads:
             _, count, nbytes, beats, cb, on_accept, spans, args, whole = e
             # accept the entry's bursts, one per cycle, until an event comes first; ``acc``
             # holds the last max_outstanding_reads slot-free cycles (-1 for a slot never
-            # taken; always -1 without a limit: ``free`` is then far below zero)
-            for k in range(count):
-                a = acc[0]
-                if a > t:                       # every slot taken until cycle a
-                    if nxt <= a:
+            # taken; always -1 without a limit: ``free`` is then far below zero); a burst's
+            # data is [s, s + beats), then the bus is free from s + beats + gap and the
+            # burst's slot from s + beats + free
+            per, sf = beats + gap, beats + free
+            if spans is None:
+                for k in range(count):
+                    a = acc[0]
+                    if a > t:                   # every slot taken until cycle a
+                        if nxt <= a:
+                            break
+                        t = a
+                    elif nxt <= t:
                         break
-                    t = a
-                elif nxt <= t:
-                    break
-                start = t + lat
-                if start < bus_free:
-                    start = bus_free
-                end = start + beats
-                lapp((client, start, end, nbytes))
-                if spans is not None:
-                    spans.append((start, end))
-                app(end + free)
-                bus_free = end + gap
-                t += 1
-            else:
-                k = count
+                    s = t + lat
+                    if s < bf:
+                        s = bf
+                    lapp((client, s, s + beats, nbytes))
+                    app(s + sf)
+                    bf = s + per
+                    t += 1
+                else:
+                    k = count
+            else:                               # the same, each burst's data cycles kept
+                sapp = spans.append
+                for k in range(count):
+                    a = acc[0]
+                    if a > t:
+                        if nxt <= a:
+                            break
+                        t = a
+                    elif nxt <= t:
+                        break
+                    s = t + lat
+                    if s < bf:
+                        s = bf
+                    lapp((client, s, s + beats, nbytes))
+                    sapp((s, s + beats))
+                    app(s + sf)
+                    bf = s + per
+                    t += 1
+                else:
+                    k = count
             if k:
                 self.dram_read[client] += k * whole
-                self.bus_free = bus_free
+                self.bus_free = bf
                 self.accept_next = t
             if k < count:
                 # wait (or let the events of this cycle run first: they may add requests)
@@ -113,16 +154,17 @@ class DramReads:
             q.popleft()
             if on_accept is not None:
                 # logged after what on_accept does (as when bursts were accepted one at a time)
-                last = log.pop() if log is not None else None
+                log = self.bursts
+                last = log.pop() if self.record else None
                 sp = spans.pop() if spans is not None else None
-                on_accept(start)
+                on_accept(s)
                 if last is not None:
                     log.append(last)
                 if sp is not None:
                     spans.append(sp)
             if cb is not None:
                 self.seq += 1
-                heappush(heap, (end, self.seq, cb, args))
+                heappush(heap, (s + beats, self.seq, cb, args))
 
     def arbitrate_bus(self):
         """Grant read bursts while the bus is free.  Consecutive grants are made inline (no
