@@ -103,9 +103,8 @@ class Engine(DramReads):
         self.drain_cycles = p.fetch_drain_cycles
         self._drain = self.fetch_drain          # bound once: one event per instruction
         self._arbitrate = self.arbitrate_in_order if p.read_in_order else self.arbitrate_bus
-        self._train = self.request_train if p.read_in_order else self.dram_request
         self.before_pop = p.dispatch_before_pop
-        self.busy = {m: 0 for m in _MODULES}
+        self._busy = [0, 0, 0]                      # per module (busy: by name, after run)
         self.stalls = {m: {} for m in _MODULES + ("fetch",)}
         self.wait = [None, None, None]              # (reason, since)
         self.untouched = {0, 1, 2}                  # modules try_start has not run for yet
@@ -163,12 +162,13 @@ class Engine(DramReads):
                 fn(*args)
             if self.done_count < self.n:
                 self.deadlock()
+            self.busy = dict(zip(_MODULES, self._busy))
         finally:
             # no reference cycles left (the bound methods kept on the engine, the callbacks
             # of requests a deadlock left queued): reference counting frees the engine and
             # its logs as soon as its results are dropped, instead of the cyclic collector
             # having to walk them (tens of thousands of tuples per network inference)
-            self._drain = self._arbitrate = self._train = None
+            self._drain = self._arbitrate = None
             self.heap.clear()
             for q in self.req.values():
                 q.clear()
@@ -281,10 +281,26 @@ class Engine(DramReads):
             d[w[0]] = d.get(w[0], 0) + self.now - w[1]
             self.wait[m] = None
 
-    def try_start(self, m, tail=False):
+    def try_start(self, m, tail=False, done=-1):
         """Start module ``m``'s next instruction if it can.  ``tail``: the caller is an event
         that ends with this call, so a wake-up event that would be the next event anyway
-        runs here instead (as :meth:`fetch_drain`'s steps)."""
+        runs here instead (as :meth:`fetch_drain`'s steps).  ``done``: first complete
+        instruction ``done`` of module ``m`` now, as :meth:`complete` (this call is the
+        completion's event, or its caller's last step)."""
+        if done >= 0:
+            if self.serial or self.pushes[done]:
+                self.complete(done, m)
+                return
+            # complete() of an instruction that pushes no token, outside serial mode: its
+            # bookkeeping, then its try_start(m, True) (the event's last step) is this call
+            now = self.end[done] = self.now
+            self._busy[m] += now - self.start[done]
+            self.busy_flag[m] = False
+            self.ready_at[m] = now + self.disp[m]
+            self.done_count += 1
+            if self.wait[m] is not None:
+                self.close_wait(m)
+            tail = True
         if self.untouched:
             self.untouched.discard(m)
         if self.busy_flag[m] or self.blocked_push[m] is not None:
@@ -355,11 +371,40 @@ class Engine(DramReads):
         k = self.kind[i]
         if k == 0:                      # GEMM, ALU, FINISH, NOP: a fixed time (_costs)
             self.seq += 1
-            heappush(self.heap, (now + da + self.dur[i], self.seq, self.complete, (i, m)))
+            heappush(self.heap, (now + da + self.dur[i], self.seq, self.try_start,
+                                 (m, False, i)))
         elif k == 1:
-            self.at(now + da + self.store_cycles(i), self.complete, i, m)
+            self.at(now + da + self.store_cycles(i), self.try_start, m, False, i)
         else:
-            self.load(i, m, now + da)
+            lp = self.mplan[i]
+            if lp is None:
+                self.load(i, m, now + da)
+                return
+            # a LOAD of equal bursts (timing_plan.mem_plans), as load() would run it
+            pre, client, count, nb, beats, tail, floor, zero, lead, gap, ztail, Y = lp
+            p = self.p
+            t_req = now + da + p.load_setup_cycles
+            if floor is not None:
+                floor += t_req
+                if floor:
+                    floor += count * beats
+            else:
+                floor = 0
+            self.seq += 1
+            zero = (t_req, lead, gap, ztail, Y, p.pad_row_cycles, p.pad_cycles_per_tile,
+                    []) if zero else None
+            t = t_req + pre
+            if self.in_order:
+                # the request train's event: the arbiter queues it (dram_request's entry)
+                heappush(self.heap, (t, self.seq, self.arbitrate_in_order,
+                                     (self.req[client],
+                                      [t, count, nb, beats, self.load_done, None,
+                                       zero[-1] if zero else None, (i, m, tail, floor, zero),
+                                       -(-nb // self.bus) * self.bus])))
+            else:
+                heappush(self.heap, (t, self.seq, self.dram_request,
+                                     (client, nb, self.load_done, beats, count, None,
+                                      zero[-1] if zero else None, (i, m, tail, floor, zero))))
 
     def one_block(self, P, X, Y) -> bool:
         """Whether a 2-D transfer moves as one contiguous block: one row, or contiguous rows
@@ -426,27 +471,8 @@ class Engine(DramReads):
         return total
 
     def load(self, i, m, t):
-        lp = self.mplan[i]
-        if lp is not None:              # equal bursts (timing_plan.mem_plans)
-            pre, client, count, nb, beats, tail, floor, zero, lead, gap, ztail, Y = lp
-            p = self.p
-            t_req = t + p.load_setup_cycles
-            if floor is not None:
-                floor += t_req
-                if floor:
-                    floor += count * beats
-            else:
-                floor = 0
-            self.seq += 1
-            zero = (t_req, lead, gap, ztail, Y, p.pad_row_cycles, p.pad_cycles_per_tile,
-                    []) if zero else None
-            # the request train as load_train makes it, the event calling dram_request itself
-            # (request_train with the in-order arbiter: the same, the arbiter inline when it
-            # is the next event)
-            heappush(self.heap, (t_req + pre, self.seq, self._train,
-                                 (client, nb, self.load_done, beats, count, None,
-                                  zero[-1] if zero else None, (i, m, tail, floor, zero))))
-            return
+        """Start LOAD ``i`` of module ``m``, its request made at cycle ``t``, when its
+        transfer is not one train of equal bursts (those :meth:`try_start` starts itself)."""
         c, p = self.c, self.p
         mt = c["memory_type"][i]
         E = self.elem[mt]
@@ -508,10 +534,10 @@ class Engine(DramReads):
         self.seq += 1
         heap = self.heap
         if heap and heap[0][0] <= t:
-            heappush(heap, (t, self.seq, self.complete, (i, m)))
+            heappush(heap, (t, self.seq, self.try_start, (m, False, i)))
         else:                           # the next event anyway: run it here
             self.now = t
-            self.complete(i, m)
+            self.try_start(m, False, i)
 
     def load_train(self, i, m, client, rows, tail, floor=0, zero=None):
         count, nbytes, beats = rows
@@ -530,7 +556,7 @@ class Engine(DramReads):
 
     def complete(self, i, m):
         now = self.end[i] = self.now
-        self.busy[_MODULES[m]] += now - self.start[i]
+        self._busy[m] += now - self.start[i]
         self.busy_flag[m] = False
         self.ready_at[m] = now + self.disp[m]
         self.done_count += 1

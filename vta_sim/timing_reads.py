@@ -33,29 +33,7 @@ class DramReads:
             self.seq += 1
             heappush(self.heap, (now if now > t else t, self.seq, self._arbitrate, ()))
 
-    def request_train(self, client, nbytes, cb, beats, count, on_accept, spans, args):
-        """:meth:`dram_request` (``beats`` given) as an event of its own with the in-order
-        arbiter (no request latency): when the arbiter's event it makes would be the next
-        event (nothing in the heap at or before its cycle: what is there at this cycle came
-        first), the arbiter runs here instead, at that cycle, as the event loop would run
-        it next."""
-        now = self.now
-        self.req[client].append([now, count, nbytes, beats, cb, on_accept, spans, args,
-                                 -(-nbytes // self.bus) * self.bus])
-        if not self.arb_pending:
-            self.arb_pending = True
-            t = self.accept_next
-            if now > t:
-                t = now
-            self.seq += 1
-            heap = self.heap
-            if heap and heap[0][0] <= t:
-                heappush(heap, (t, self.seq, self._arbitrate, ()))
-            else:
-                self.now = t
-                self.arbitrate_in_order()
-
-    def arbitrate_in_order(self):
+    def arbitrate_in_order(self, q=None, entry=None):
         """Accept read requests into the in-order DRAM queue (``read_in_order``): one per
         cycle, the highest-priority client with a request waiting, while fewer than
         ``max_outstanding_reads`` accepted bursts have not delivered their data (a burst's
@@ -71,7 +49,28 @@ class DramReads:
         bursts are accepted in one tight loop.  Bursts are served in order, so their slots
         free in order: ``accepted`` keeps the last ``max_outstanding_reads`` slot-free cycles
         and a burst waits for the oldest of them (a deque of exactly that many entries, -1
-        for the slots never taken, only appended to)."""
+        for the slots never taken, only appended to).
+
+        ``q``, ``entry``: this call is a request train's event (a planned LOAD's bursts, as
+        :meth:`dram_request` queues them, ``entry`` its request): the request is queued, and
+        unless the arbiter is pending, the arbiter's event that :meth:`dram_request` makes
+        runs here instead when it is the next event (nothing in the heap at or before its
+        cycle: what is there at this cycle came first), at that cycle, as the event loop
+        would run it next."""
+        if entry is not None:
+            q.append(entry)
+            if self.arb_pending:
+                return
+            self.arb_pending = True
+            t = self.accept_next
+            if self.now > t:
+                t = self.now
+            self.seq += 1
+            heap = self.heap
+            if heap and heap[0][0] <= t:
+                heappush(heap, (t, self.seq, self._arbitrate, ()))
+                return
+            self.now = t
         # the engine's constants (Engine.__init__): the heap, the slot deque and its append,
         # the burst log's append, latency, gap, slot-free offset, the queues in read_priority
         heap, acc, app, lapp, lat, gap, free, c0, q0, c1, q1, c2, q2, c3, q3, c4, q4 = \
