@@ -102,8 +102,9 @@ class Reference(Engine):
                 self.arb_pending = False
                 return
             t0 = max(t, min(req[k][0][0] for k in live))
-            # slots still held at t (the deque keeps the last max_outstanding_reads)
-            held = [a for a in acc if a > t]
+            # slots still held at t (of the last max_outstanding_reads slot cycles: ``acc``
+            # keeps every burst's in a recorded run)
+            held = [a for a in list(acc)[-k_max:] if a > t]
             if len(held) >= k_max:
                 t0 = max(t0, held[0])
             if t0 > t or (heap and heap[0][0] <= t):

@@ -17,7 +17,7 @@ from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token
 from .errors import DeadlockError
 from .timing_dram import bursts as _bursts, zero_side_end as _zero_side_end
 from .timing_plan import costs as _costs, mem_plans, rows_fit as _rows_fit
-from .timing_reads import DramReads
+from .timing_reads import READS, DramReads
 
 __all__ = ["Engine", "CLIENTS"]
 
@@ -132,19 +132,22 @@ class Engine(DramReads):
         # in-order DRAM: when the last max_outstanding_reads accepted bursts' slots free (data
         # end + read_free_cycles; increasing, as bursts are served in order)
         # (-1 until that many have been accepted: a slot free before any cycle)
-        self.accepted = deque([-1] * (p.max_outstanding_reads or 1),
-                              maxlen=p.max_outstanding_reads or 1)
+        # (-1 until that many have been accepted: a slot free before any cycle); a recorded
+        # run keeps every burst's (a list: the read bursts of ``bursts`` are made of it)
+        M = p.max_outstanding_reads or 1
+        self.accepted = [-1] * M if record else deque([-1] * M, maxlen=M)
         self.accept_next = 0                # in-order DRAM: one acceptance per cycle
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
         self.bursts = log()
         # the in-order arbiter's constants (DramReads.arbitrate_in_order): the heap, the slot
-        # deque and its append, the burst log's append (an unrecorded run's keeps nothing),
-        # latency, gap, slot-free offset and the clients' queues in read_priority
-        self._in_order = (self.heap, self.accepted, self.accepted.append,
+        # cycles, their append and the index of the oldest slot (-max_outstanding_reads),
+        # the burst log's append (an unrecorded run's keeps nothing), latency, gap, slot-free
+        # offset and the clients' queues in read_priority
+        self.free = p.read_free_cycles if p.max_outstanding_reads else -(1 << 62)
+        self._in_order = (self.heap, self.accepted, self.accepted.append, -M,
                           self.bursts.append if record else deque(maxlen=0).append,
-                          p.read_latency, p.read_burst_gap,
-                          p.read_free_cycles if p.max_outstanding_reads else -(1 << 62),
+                          p.read_latency, p.read_burst_gap, self.free,
                           *[x for k in p.read_priority for x in (k, self.req[k])])
 
     # ----------------------------------------------------------------- event plumbing
@@ -172,6 +175,16 @@ class Engine(DramReads):
             self.heap.clear()
             for q in self.req.values():
                 q.clear()
+
+    def burst_log(self):
+        """The recorded bursts, ``(client, start, end, bytes)`` each, in the order logged.
+        The in-order arbiter logs a run of one entry's read bursts as one mark
+        ``(READS, client, bytes, beats, count)``: their starts and ends are those of the
+        next ``count`` slot cycles of ``accepted`` (a slot frees ``free`` cycles after its
+        burst's data ends, a burst's data ``beats`` cycles after it starts).  The marks are
+        expanded here (:class:`vta_sim.timing.TimingResult` on the first use of its
+        ``bursts``), so a run whose bursts no one reads does not build them."""
+        return expand_reads(self.bursts, self.accepted, -self._in_order[3], self.free)
 
     def results(self):
         """``(start, end, issue)`` of every instruction as int64 arrays."""
@@ -632,6 +645,25 @@ class Engine(DramReads):
                          f"command queue (depth {self.p.cmd_queue_depth})")
         raise DeadlockError("timing model deadlock: " + "; ".join(parts) +
                             " (finite command/token queues; see TimingParams)")
+
+
+def expand_reads(log, slots, first, free):
+    """``log`` with every mark of read bursts (:meth:`Engine.burst_log`) replaced by its
+    bursts, their cycles from the slot cycles ``slots[first:]`` in order (the entries before
+    ``first`` were never a burst's)."""
+    if not any(x[0] is READS for x in log):
+        return log
+    out = []
+    j = first
+    for x in log:
+        if x[0] is READS:
+            _, client, nb, beats, k = x
+            e, s = -free, -free - beats
+            out += [(client, a + s, a + e, nb) for a in slots[j:j + k]]
+            j += k
+        else:
+            out.append(x)
+    return out
 
 
 MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}

@@ -11,6 +11,9 @@ from heapq import heappush
 __all__ = ["DramReads"]
 
 _INF = float("inf")
+#: the first item of a mark of read bursts in the engine's burst log
+#: (:meth:`vta_sim.timing_engine.Engine.burst_log`)
+READS = object()
 
 
 class DramReads:
@@ -71,9 +74,10 @@ class DramReads:
                 heappush(heap, (t, self.seq, self._arbitrate, ()))
                 return
             self.now = t
-        # the engine's constants (Engine.__init__): the heap, the slot deque and its append,
-        # the burst log's append, latency, gap, slot-free offset, the queues in read_priority
-        heap, acc, app, lapp, lat, gap, free, c0, q0, c1, q1, c2, q2, c3, q3, c4, q4 = \
+        # the engine's constants (Engine.__init__): the heap, the slot cycles, their append
+        # and the oldest slot's index, the burst log's append, latency, gap, slot-free
+        # offset, the queues in read_priority
+        heap, acc, app, old, lapp, lat, gap, free, c0, q0, c1, q1, c2, q2, c3, q3, c4, q4 = \
             self._in_order
         t = self.now if self.now > self.accept_next else self.accept_next
         bf = self.bus_free                      # the bus is free from cycle bf
@@ -95,14 +99,15 @@ class DramReads:
             e = q[0]
             _, count, nbytes, beats, cb, on_accept, spans, args, whole = e
             # accept the entry's bursts, one per cycle, until an event comes first; ``acc``
-            # holds the last max_outstanding_reads slot-free cycles (-1 for a slot never
-            # taken; always -1 without a limit: ``free`` is then far below zero); a burst's
-            # data is [s, s + beats), then the bus is free from s + beats + gap and the
-            # burst's slot from s + beats + free
+            # ends with the last max_outstanding_reads slot-free cycles, acc[old] the oldest
+            # (-1 for a slot never taken; always -1 without a limit: ``free`` is then far
+            # below zero); a burst's data is [s, s + beats), then the bus is free from
+            # s + beats + gap and the burst's slot from s + beats + free (the burst log gets
+            # one mark for the entry's bursts accepted here: Engine.burst_log)
             per, sf = beats + gap, beats + free
             if spans is None:
                 for k in range(count):
-                    a = acc[0]
+                    a = acc[old]
                     if a > t:                   # every slot taken until cycle a
                         if nxt <= a:
                             break
@@ -112,7 +117,6 @@ class DramReads:
                     s = t + lat
                     if s < bf:
                         s = bf
-                    lapp((client, s, s + beats, nbytes))
                     app(s + sf)
                     bf = s + per
                     t += 1
@@ -121,7 +125,7 @@ class DramReads:
             else:                               # the same, each burst's data cycles kept
                 sapp = spans.append
                 for k in range(count):
-                    a = acc[0]
+                    a = acc[old]
                     if a > t:
                         if nxt <= a:
                             break
@@ -131,7 +135,6 @@ class DramReads:
                     s = t + lat
                     if s < bf:
                         s = bf
-                    lapp((client, s, s + beats, nbytes))
                     sapp((s, s + beats))
                     app(s + sf)
                     bf = s + per
@@ -139,26 +142,31 @@ class DramReads:
                 else:
                     k = count
             if k:
+                lapp((READS, client, nbytes, beats, k))
                 self.dram_read[client] += k * whole
                 self.bus_free = bf
                 self.accept_next = t
             if k < count:
                 # wait (or let the events of this cycle run first: they may add requests)
                 e[1] = count - k
-                a = acc[0]
+                a = acc[old]
                 self.seq += 1
                 heappush(heap, (a if a > t else t, self.seq, self._arbitrate, ()))
                 return
             # the entry's last burst has been accepted: its callbacks
             q.popleft()
             if on_accept is not None:
-                # logged after what on_accept does (as when bursts were accepted one at a time)
-                log = self.bursts
-                last = log.pop() if self.record else None
+                # the last burst logged after what on_accept does (as when bursts were
+                # accepted one at a time)
+                if self.record:
+                    log = self.bursts
+                    log.pop()
+                    if k > 1:
+                        log.append((READS, client, nbytes, beats, k - 1))
                 sp = spans.pop() if spans is not None else None
                 on_accept(s)
-                if last is not None:
-                    log.append(last)
+                if self.record:
+                    log.append((READS, client, nbytes, beats, 1))
                 if sp is not None:
                     spans.append(sp)
             if cb is not None:
