@@ -1,9 +1,10 @@
 """A recorded timed run's DRAM bursts are built on their first use (eighteenth session).
 
-The in-order arbiter logs one mark per run of an entry's read bursts instead of a tuple per
-burst (``Engine.burst_log``); ``TimingResult.bursts`` expands the marks the first time it is
-read.  Every way of reading a result must see the same list as an eager log: the attribute,
-a pickle, a copy, ``dataclasses.replace``, the timing cache's copy, equality."""
+The in-order arbiter logs one mark per run of an entry's read bursts and a STORE of equal
+bursts one for its bursts, instead of a tuple per burst (``Engine.burst_log``);
+``TimingResult.bursts`` expands the marks the first time it is read.  Every way of reading a
+result must see the same list as an eager log: the attribute, a pickle, a copy,
+``dataclasses.replace``, the timing cache's copy, equality."""
 
 import copy
 import dataclasses
@@ -16,7 +17,7 @@ from vta_sim import Simulator
 from vta_sim.randprog import random_program
 from vta_sim.timing import PRESETS, TimingParams, simulate_timing
 from vta_sim.timing_cache import _copy
-from vta_sim.timing_reads import READS
+from vta_sim.timing_reads import READS, WRITES
 
 
 def _arr(seed, n=60):
@@ -40,7 +41,7 @@ def test_bursts_built_on_first_use(seed):
             assert "bursts" not in vars(r)
         b = r.bursts
         assert "bursts" in vars(r) and r.bursts is b
-        assert all(len(x) == 4 and x[0] is not READS for x in b)
+        assert all(len(x) == 4 and x[0] is not READS and x[0] is not WRITES for x in b)
         assert all(c in ("fetch", "uop", "inp", "wgt", "acc", "store") and 0 <= s <= e
                    for c, s, e, _ in b)
         assert b == _eager(arr, params)

@@ -17,7 +17,7 @@ from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token
 from .errors import DeadlockError
 from .timing_dram import bursts as _bursts, zero_side_end as _zero_side_end
 from .timing_plan import costs as _costs, mem_plans, rows_fit as _rows_fit
-from .timing_reads import READS, DramReads
+from .timing_reads import READS, WRITES, DramReads
 
 __all__ = ["Engine", "CLIENTS"]
 
@@ -181,7 +181,9 @@ class Engine(DramReads):
         The in-order arbiter logs a run of one entry's read bursts as one mark
         ``(READS, client, bytes, beats, count)``: their starts and ends are those of the
         next ``count`` slot cycles of ``accepted`` (a slot frees ``free`` cycles after its
-        burst's data ends, a burst's data ``beats`` cycles after it starts).  The marks are
+        burst's data ends, a burst's data ``beats`` cycles after it starts); a STORE of
+        equal bursts its bursts as ``(WRITES, start, count, cycles, bytes)``, one after the
+        other from ``start``, ``cycles`` each.  The marks are
         expanded here (:class:`vta_sim.timing.TimingResult` on the first use of its
         ``bursts``), so a run whose bursts no one reads does not build them."""
         return expand_reads(self.bursts, self.accepted, -self._in_order[3], self.free)
@@ -449,9 +451,9 @@ class Engine(DramReads):
         if sp is not None:              # equal bursts (timing_plan.mem_plans)
             count, nb, d, total, written = sp
             if self.record and count:
-                t = self.now + self.dispatch_after + self.p.store_setup_cycles
-                self.bursts.extend(zip(repeat("store"), range(t, t + count * d, d),
-                                       range(t + d, t + (count + 1) * d, d), repeat(nb)))
+                # one mark for the bursts (Engine.burst_log)
+                self.bursts.append((WRITES, self.now + self.dispatch_after +
+                                    self.p.store_setup_cycles, count, d, nb))
             self.dram_written += written
             return total
         c, p = self.c, self.p
@@ -648,10 +650,10 @@ class Engine(DramReads):
 
 
 def expand_reads(log, slots, first, free):
-    """``log`` with every mark of read bursts (:meth:`Engine.burst_log`) replaced by its
-    bursts, their cycles from the slot cycles ``slots[first:]`` in order (the entries before
-    ``first`` were never a burst's)."""
-    if not any(x[0] is READS for x in log):
+    """``log`` with every mark (:meth:`Engine.burst_log`) replaced by its bursts, those of
+    the read marks with their cycles from the slot cycles ``slots[first:]`` in order (the
+    entries before ``first`` were never a burst's)."""
+    if not any(x[0] is READS or x[0] is WRITES for x in log):
         return log
     out = []
     j = first
@@ -661,6 +663,10 @@ def expand_reads(log, slots, first, free):
             e, s = -free, -free - beats
             out += [(client, a + s, a + e, nb) for a in slots[j:j + k]]
             j += k
+        elif x[0] is WRITES:
+            _, t, count, d, nb = x
+            out.extend(zip(repeat("store"), range(t, t + count * d, d),
+                           range(t + d, t + (count + 1) * d, d), repeat(nb)))
         else:
             out.append(x)
     return out

@@ -11,9 +11,10 @@ from heapq import heappush
 __all__ = ["DramReads"]
 
 _INF = float("inf")
-#: the first item of a mark of read bursts in the engine's burst log
+#: the first item of a mark of read (write) bursts in the engine's burst log
 #: (:meth:`vta_sim.timing_engine.Engine.burst_log`)
 READS = object()
+WRITES = object()
 
 
 class DramReads:
