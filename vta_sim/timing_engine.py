@@ -102,6 +102,8 @@ class Engine(DramReads):
         self.dispatch_after = 0 if p.dispatch_before_pop else p.dispatch_cycles
         self.drain_cycles = p.fetch_drain_cycles
         self._drain = self.fetch_drain          # bound once: one event per instruction
+        self._try = self.try_start              # (likewise: wake-ups and completions)
+        self._done = self.load_done
         self._arbitrate = self.arbitrate_in_order if p.read_in_order else self.arbitrate_bus
         self.before_pop = p.dispatch_before_pop
         self._busy = [0, 0, 0]                      # per module (busy: by name, after run)
@@ -171,7 +173,7 @@ class Engine(DramReads):
             # of requests a deadlock left queued): reference counting frees the engine and
             # its logs as soon as its results are dropped, instead of the cyclic collector
             # having to walk them (tens of thousands of tuples per network inference)
-            self._drain = self._arbitrate = None
+            self._drain = self._arbitrate = self._try = self._done = None
             self.heap.clear()
             for q in self.req.values():
                 q.clear()
@@ -236,16 +238,19 @@ class Engine(DramReads):
         that cycle).  When this call is that event (``event``: nothing of another event is
         left to run at ``now``) and the heap holds nothing that would run before the next
         step, the step runs inline instead, exactly as the event loop would run it next."""
-        heap = self.heap
+        heap, buf, fetch_at, queue = self.heap, self.fetch_buf, self.fetch_at, self.queue
+        depth = self.p.cmd_queue_depth
+        # (fetch_draining: False when this returns with no next step scheduled, True while
+        # one is; nothing called from here reads it)
         while True:
-            self.fetch_draining = False
-            if not self.fetch_buf:
+            if not buf:
+                self.fetch_draining = False
                 if not self.p.fetch_overlap:
                     self.fetch_log.append((self.fetch_t0, self.now))
                 self.fetch_issue()
                 return
-            i = self.fetch_buf[0]
-            ta = self.fetch_at[i]
+            i = buf[0]
+            ta = fetch_at[i]
             if ta > self.now:                       # still streaming in
                 self.fetch_draining = True
                 self.seq += 1
@@ -255,7 +260,9 @@ class Engine(DramReads):
                 self.now = ta                       # the next event: run it here
                 continue
             m = self.mod[i]
-            if len(self.queue[m]) >= self.p.cmd_queue_depth:
+            q = queue[m]
+            if len(q) >= depth:
+                self.fetch_draining = False
                 if self.fetch_blocked is None:
                     self.fetch_blocked = (m, self.now)
                 return
@@ -264,8 +271,8 @@ class Engine(DramReads):
                 key = f"full {_MODULES[bm]} queue"
                 self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
                 self.fetch_blocked = None
-            self.fetch_buf.popleft()
-            self.queue[m].append(i)
+            buf.popleft()
+            q.append(i)
             self.delivered[m] += 1
             now = self.issue[i] = self.now
             self.fetch_draining = True
@@ -345,7 +352,7 @@ class Engine(DramReads):
                     self.seq += 1
                     heap = self.heap
                     if not tail or heap and heap[0][0] <= ready:
-                        heappush(heap, (ready, self.seq, self.try_start, (m,)))
+                        heappush(heap, (ready, self.seq, self._try, (m,)))
                         return
                     # the next event: run it here (nothing else has changed since the checks
                     # above, so the wake-up event would go on from this point at ``ready``)
@@ -386,10 +393,10 @@ class Engine(DramReads):
         k = self.kind[i]
         if k == 0:                      # GEMM, ALU, FINISH, NOP: a fixed time (_costs)
             self.seq += 1
-            heappush(self.heap, (now + da + self.dur[i], self.seq, self.try_start,
+            heappush(self.heap, (now + da + self.dur[i], self.seq, self._try,
                                  (m, False, i)))
         elif k == 1:
-            self.at(now + da + self.store_cycles(i), self.try_start, m, False, i)
+            self.at(now + da + self.store_cycles(i), self._try, m, False, i)
         else:
             lp = self.mplan[i]
             if lp is None:
@@ -411,14 +418,14 @@ class Engine(DramReads):
             t = t_req + pre
             if self.in_order:
                 # the request train's event: the arbiter queues it (dram_request's entry)
-                heappush(self.heap, (t, self.seq, self.arbitrate_in_order,
+                heappush(self.heap, (t, self.seq, self._arbitrate,
                                      (self.req[client],
-                                      [t, count, nb, beats, self.load_done, None,
+                                      [t, count, nb, beats, self._done, None,
                                        zero[-1] if zero else None, (i, m, tail, floor, zero),
                                        -(-nb // self.bus) * self.bus])))
             else:
                 heappush(self.heap, (t, self.seq, self.dram_request,
-                                     (client, nb, self.load_done, beats, count, None,
+                                     (client, nb, self._done, beats, count, None,
                                       zero[-1] if zero else None, (i, m, tail, floor, zero))))
 
     def one_block(self, P, X, Y) -> bool:
@@ -549,7 +556,7 @@ class Engine(DramReads):
         self.seq += 1
         heap = self.heap
         if heap and heap[0][0] <= t:
-            heappush(heap, (t, self.seq, self.try_start, (m, False, i)))
+            heappush(heap, (t, self.seq, self._try, (m, False, i)))
         else:                           # the next event anyway: run it here
             self.now = t
             self.try_start(m, False, i)
