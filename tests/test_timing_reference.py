@@ -29,10 +29,13 @@ _MODULES = (0, 1, 2)
 
 
 class Reference(Engine):
-    def try_start(self, m, tail=False, done=-1):
-        # a completion is complete() (the engine runs one without tokens to push in
-        # try_start itself); every wake-up is an event (the engine runs one inline when it
-        # would be next)
+    def try_start(self, m, tail=False, done=-1, ltail=None, floor=0, zero=None):
+        # a LOAD's last burst is load_done(), a completion complete() (the engine runs both
+        # in try_start itself); every wake-up is an event (the engine runs one inline when
+        # it would be next)
+        if ltail is not None:
+            self.load_done(done, m, ltail, floor, zero)
+            return
         if done >= 0:
             self.complete(done, m)
             return

@@ -253,8 +253,8 @@ class Engine(DramReads):
             ta = fetch_at[i]
             if ta > self.now:                       # still streaming in
                 self.fetch_draining = True
-                self.seq += 1
                 if not event or heap and heap[0][0] <= ta:
+                    self.seq += 1
                     heappush(heap, (ta, self.seq, self._drain, (True,)))
                     return
                 self.now = ta                       # the next event: run it here
@@ -303,13 +303,26 @@ class Engine(DramReads):
             d[w[0]] = d.get(w[0], 0) + self.now - w[1]
             self.wait[m] = None
 
-    def try_start(self, m, tail=False, done=-1):
+    def try_start(self, m, tail=False, done=-1, ltail=None, floor=0, zero=None):
         """Start module ``m``'s next instruction if it can.  ``tail``: the caller is an event
         that ends with this call, so a wake-up event that would be the next event anyway
         runs here instead (as :meth:`fetch_drain`'s steps).  ``done``: first complete
         instruction ``done`` of module ``m`` now, as :meth:`complete` (this call is the
-        completion's event, or its caller's last step)."""
+        completion's event, or its caller's last step); with ``ltail`` (``tail``, ``floor``,
+        ``zero`` of :meth:`load_done`): this call is the event of the last burst of LOAD
+        ``done``, which completes as :meth:`load_done` says."""
         if done >= 0:
+            if ltail is not None:
+                # load_done(done, m, ltail, floor, zero), its completion inline as there
+                if zero is not None:
+                    floor = _zero_side_end(*zero)
+                t = (self.now if self.now > floor else floor) + ltail
+                heap = self.heap
+                if heap and heap[0][0] <= t:
+                    self.seq += 1
+                    heappush(heap, (t, self.seq, self._try, (m, False, done)))
+                    return
+                self.now = t
             if self.serial or self.pushes[done]:
                 self.complete(done, m)
                 return
@@ -349,9 +362,9 @@ class Engine(DramReads):
             if now < ready:
                 if self.wake_at[m] != ready:
                     self.wake_at[m] = ready
-                    self.seq += 1
                     heap = self.heap
                     if not tail or heap and heap[0][0] <= ready:
+                        self.seq += 1
                         heappush(heap, (ready, self.seq, self._try, (m,)))
                         return
                     # the next event: run it here (nothing else has changed since the checks
@@ -420,8 +433,9 @@ class Engine(DramReads):
                 # the request train's event: the arbiter queues it (dram_request's entry)
                 heappush(self.heap, (t, self.seq, self._arbitrate,
                                      (self.req[client],
-                                      [t, count, nb, beats, self._done, None,
-                                       zero[-1] if zero else None, (i, m, tail, floor, zero),
+                                      [t, count, nb, beats, self._try, None,
+                                       zero[-1] if zero else None,
+                                       (m, False, i, tail, floor, zero),
                                        -(-nb // self.bus) * self.bus])))
             else:
                 heappush(self.heap, (t, self.seq, self.dram_request,
@@ -553,9 +567,9 @@ class Engine(DramReads):
         if zero is not None:
             floor = _zero_side_end(*zero)
         t = (self.now if self.now > floor else floor) + tail
-        self.seq += 1
         heap = self.heap
         if heap and heap[0][0] <= t:
+            self.seq += 1
             heappush(heap, (t, self.seq, self._try, (m, False, i)))
         else:                           # the next event anyway: run it here
             self.now = t

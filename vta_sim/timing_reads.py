@@ -69,9 +69,9 @@ class DramReads:
             t = self.accept_next
             if self.now > t:
                 t = self.now
-            self.seq += 1
             heap = self.heap
             if heap and heap[0][0] <= t:
+                self.seq += 1
                 heappush(heap, (t, self.seq, self._arbitrate, ()))
                 return
             self.now = t
