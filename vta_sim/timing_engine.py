@@ -206,7 +206,9 @@ class Engine(DramReads):
         first = self.fetch_next
         self.fetch_next += k
         self.fetch_t0 = self.now
-        sizes = _bursts(16 * first, 16 * k, self.max_bytes, self.boundary)
+        a, nb = 16 * first, 16 * k
+        sizes = [nb] if nb <= self.max_bytes and a % self.boundary + nb <= self.boundary else \
+            _bursts(a, nb, self.max_bytes, self.boundary)       # (one burst: _bursts' [nb])
         stream = self.in_order and len(sizes) == 1
 
         def accepted(start):
@@ -323,19 +325,41 @@ class Engine(DramReads):
                     heappush(heap, (t, self.seq, self._try, (m, False, done)))
                     return
                 self.now = t
-            if self.serial or self.pushes[done]:
+            if self.serial:
                 self.complete(done, m)
                 return
-            # complete() of an instruction that pushes no token, outside serial mode: its
-            # bookkeeping, then its try_start(m, True) (the event's last step) is this call
+            # complete() outside serial mode: its bookkeeping, its retry_push(m) of the
+            # instruction's pushes, then the try_start(m) they end with is this call (the
+            # event's last step without pushes, as in complete())
             now = self.end[done] = self.now
             self._busy[m] += now - self.start[done]
             self.busy_flag[m] = False
             self.ready_at[m] = now + self.disp[m]
             self.done_count += 1
+            pushes = self.pushes[done]
+            if pushes:
+                pending = list(pushes)
+                self.blocked_push[m] = (done, pending)
+                lat = self.p.token_latency
+                while pending:
+                    t = pending[0]
+                    if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
+                        self.set_wait(m, f"full {_QSHORT[t]}")
+                        return
+                    pending.pop(0)
+                    self.inflight[t] += 1
+                    self.push_log[t].append(done)
+                    if lat:
+                        self.seq += 1
+                        heappush(self.heap, (self.now + lat, self.seq, self.deliver, (t,)))
+                    else:
+                        self.deliver(t)
+                self.blocked_push[m] = None
+                tail = False
+            else:
+                tail = True
             if self.wait[m] is not None:
                 self.close_wait(m)
-            tail = True
         if self.untouched:
             self.untouched.discard(m)
         if self.busy_flag[m] or self.blocked_push[m] is not None:
@@ -377,7 +401,9 @@ class Engine(DramReads):
             tokens = self.tokens
             for t in pops:
                 if tokens[t] == 0:
-                    self.set_wait(m, _QSHORT[t])
+                    w = self.wait[m]
+                    if w is None or w[0] != _QSHORT[t]:     # (else set_wait does nothing)
+                        self.set_wait(m, _QSHORT[t])
                     return
             if self.wait[m] is not None:
                 self.close_wait(m)
