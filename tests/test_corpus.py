@@ -75,7 +75,7 @@ def test_op_profile_counts_ops_attributes_and_activation_inputs():
     assert {k: v["count"] for k, v in prof.items()} == {"Conv": 1, "MaxPool": 1, "MatMul": 1}
     assert prof["MaxPool"]["attrs"]["ceil_mode"] == {"1"}
     assert prof["MatMul"]["act_inputs"] == {2: 1} and prof["Conv"]["act_inputs"] == {1: 1}
-    assert "MaxPool" in inventory.supported_ops() and "Loop" not in inventory.supported_ops()
+    assert "MaxPool" in inventory.supported_ops() and "Scan" not in inventory.supported_ops()
 
 
 # ---------------------------------------------------------------- torchvision (slow)

@@ -179,3 +179,66 @@ def test_replay_expected_outputs_out_of_their_dtype_are_one_line(tmp_path, capsy
     assert main(["replay", str(p), "--device", "sim"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"outputs: {name!r}" in err
+
+
+@pytest.fixture(scope="module")
+def cast_vtar(tmp_path_factory):
+    """A model whose host step is a Cast to bfloat16 (the cast node carries ``to``)."""
+    from onnx import TensorProto as T, helper
+    from compiler.graph.artifact import save
+    d = tmp_path_factory.mktemp("cast")
+    x = helper.make_tensor_value_info("x", T.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", T.FLOAT, [1, 4])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]),
+                           helper.make_node("Cast", ["r"], ["c"], to=T.BFLOAT16),
+                           helper.make_node("Cast", ["c"], ["y"], to=T.FLOAT)],
+                          "g", [x], [y])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    xs = np.random.default_rng(0).normal(size=(2, 1, 4)).astype(np.float32)
+    save(compile_model(m, VTAConfig(), calib={"x": xs}), str(d / "c.vtar"))
+    with zipfile.ZipFile(d / "c.vtar") as z:
+        blobs = {n: z.read(n) for n in z.namelist()}
+    np.savez(d / "x.npz", x=np.array([[-1.0, 0.3, 1.7, 2.5]], np.float32))
+    return d, blobs
+
+
+@pytest.mark.parametrize("attr,value,msg", [
+    ("to", "bogus", r"'to' = 'bogus': is not an element type"),
+    ("to", "object", r"'to' = 'object': is not an element type"),
+    ("to", 5, r"'to' = 5: is not an element type"),
+    ("to", "int8", r"'to' = 'int8': needs output dtype int8, the graph declares float32"),
+    ("saturate", "yes", r"'saturate' = 'yes': must be true or false"),
+    ("round_mode", "sideways", r"'round_mode' = 'sideways': must be one of up"),
+])
+def test_a_tampered_cast_type_is_refused_at_load(cast_vtar, attr, value, msg):
+    """Before: 'bogus' and 5 crashed inside numpy at run time (TypeError from astype),
+    'object' ran and returned an object array."""
+    d, blobs = cast_vtar
+    p = _resigned(d, blobs, _set("cast", **{attr: value}), f"cast_{attr}_{value}")
+    with pytest.raises(ArtifactError, match=msg):
+        load(p)
+
+
+def test_the_untampered_cast_artifact_runs(cast_vtar):
+    d, blobs = cast_vtar
+    p = _resigned(d, blobs, lambda doc: None, "cast_same")
+    assert main(["run", p, "--inputs", str(d / "x.npz"), "--output", str(d / "y.npz")]) == 0
+    with np.load(d / "y.npz") as z:
+        y = z["y"]
+    assert y.dtype == np.float32 and y[0, 0] == 0 and 1.6 < y[0, 2] < 1.8
+
+
+def test_a_host_step_that_fails_names_its_node(cast_vtar, monkeypatch, capsys):
+    """An exception inside a host operator's numpy reference becomes one typed line naming
+    the node and the operator (before: a numpy traceback)."""
+    from compiler.ops import registry
+
+    def boom(n, ins):
+        raise TypeError("data type 'x' not understood")
+    monkeypatch.setattr(registry.get("cast"), "reference", boom)
+    d, blobs = cast_vtar
+    p = _resigned(d, blobs, lambda doc: None, "cast_boom")
+    assert main(["run", p, "--inputs", str(d / "x.npz"), "--output", str(d / "z.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "node 'y' (cast): its host step failed: TypeError" in err

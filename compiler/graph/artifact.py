@@ -454,11 +454,32 @@ def _check_attrs(q: Graph, n) -> None:
             raise GraphError(f"node {n.name!r} ({n.op}): output shape "
                              f"{tuple(q.values[n.output].shape)}, its input and weight give "
                              f"{want}")
+    if n.op in ("cast", "affine_quantize") and "to" in a:
+        _check_to(q, n, bad)
     if n.op in ("reshape", "qreshape") and "shape" in a:
         shape, out = tuple(a["shape"]), tuple(q.values[n.output].shape)
         src = q.values[n.inputs[0]].shape if n.inputs else ()
         if shape != out or math.prod(out) != math.prod(src):
             bad("shape", f"reshapes {tuple(src)} to {out}")
+
+
+def _check_to(q: Graph, n, bad) -> None:
+    """A cast's or an affine quantize's target type ``to`` is one the importer writes and
+    the output value is declared in its carrier type (a tampered ``to`` was handed to numpy
+    as a dtype name at run time: a crash inside numpy, or ``object`` arrays)."""
+    from ..ops.typecast import CARRIER, NP_TYPES, ROUND_MODES
+    a = n.attrs
+    to = a["to"]
+    if not isinstance(to, str) or to not in set(NP_TYPES.values()) | set(CARRIER):
+        bad("to", "is not an element type the compiler writes")
+    carrier = CARRIER.get(to) or ("float32" if to in ("float16", "float64") else to)
+    if q.values[n.output].dtype != carrier:
+        bad("to", f"needs output dtype {carrier}, the graph declares "
+                  f"{q.values[n.output].dtype}")
+    if not isinstance(a.get("saturate", True), bool):
+        bad("saturate", "must be true or false")
+    if a.get("round_mode", "up") not in ROUND_MODES:
+        bad("round_mode", f"must be one of {', '.join(ROUND_MODES)}")
 
 
 def _describe(cfg: VTAConfig) -> str:

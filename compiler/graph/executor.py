@@ -217,7 +217,14 @@ class Executor:
                 else:
                     ins = [g.params[i] if i in g.params else self._host(env, i, rec)
                            for i in n.inputs]
-                    env[n.output] = run_node(n, ins)
+                    try:
+                        env[n.output] = run_node(n, ins)
+                    except GraphError:
+                        raise
+                    except (ArithmeticError, IndexError, KeyError, TypeError,
+                            ValueError) as e:
+                        raise GraphError(f"node {n.name!r} ({n.op}): its host step failed: "
+                                         f"{type(e).__name__}: {e}") from e
                 rec["wall"] = time.perf_counter() - t0
                 if kind != "vta":
                     rec["seconds"] = rec["wall"]

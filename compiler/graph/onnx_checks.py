@@ -456,7 +456,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                     one_of("count_include_pad", (0, 1))),
     "LRN": (lrn,),
     "BatchNormalization": (float_range("epsilon", 0.0),
-                           one_of("training_mode", (0,))),
+                           one_of("training_mode", (0, 1))),
     "InstanceNormalization": (float_range("epsilon", 0.0),),
     "LayerNormalization": (axis(), float_range("epsilon", 0.0),
                            one_of("stash_type", (1,))),

@@ -9,7 +9,10 @@ quantisation writes them) keep their ranges in ``graph.qdq_ranges``, which the q
 uses instead of calibrating (:mod:`compiler.ops.qdq`).
 
 Shapes are static: a dynamic leading (batch) dimension of a graph input is bound to
-``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.
+``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.  A value
+with a zero-size dimension (an empty tensor: a size-0 graph input, bound as a constant, or
+an empty Slice / Split / Reshape result) holds no values and is a constant: no graph node
+has an empty output.  A bfloat16 constant is carried in float32.
 
 A model is untrusted input.  Before any node is imported: the file is read bounded (a
 regular file of at most :data:`MAX_MODEL_BYTES`; external data only from inside the
@@ -48,7 +51,7 @@ import re
 import numpy as np
 
 from ..ops import registry
-from ..ops.typecast import NP_TYPES as _NP
+from ..ops.typecast import NP_TYPES as _NP, carried
 from ..ops.errors import OnnxImportError
 from .ir import Graph
 from . import onnx_checks as _checks
@@ -316,7 +319,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
     consts: dict[str, np.ndarray] = {}
     alias: dict[str, str] = {}
     for t in og.initializer:
-        consts[t.name] = numpy_helper.to_array(t)
+        consts[t.name] = carried(numpy_helper.to_array(t))     # bfloat16: float32
     init_names = set(consts)
     for vi in og.input:
         if vi.name in init_names:
@@ -370,6 +373,9 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         imp.node(node, i)
     for vo in og.output:
         src = alias.get(vo.name, vo.name)
+        if src in consts and src != vo.name and consts[src].size == 0:
+            consts[vo.name] = consts[src]     # an empty constant passed on: no copy node
+            src = vo.name
         if src in consts and src not in g.values:
             imp.param(src)
         if src not in g.values:
@@ -451,6 +457,28 @@ class ImportContext:
             raise OnnxImportError(msg)
         return self.consts[s]
 
+    def const_traced(self, name: str, node, what: str) -> np.ndarray:
+        """:meth:`const`, and for a value computed from graph inputs (a Loop's trip count
+        from a Range's start and limit) a :class:`NeedsConstantError` naming one of those
+        inputs, so a caller that binds inputs (the ONNX backend) can specialise on them."""
+        s = self.src(name)
+        if s in self.consts or s in self.g.inputs or name in self.g.inputs:
+            return self.const(name, node, what)
+        producer = {n.output: n for n in self.g.nodes}
+        seen, stack = set(), [s]
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in self.g.inputs:
+                raise NeedsConstantError(
+                    f"node {node.name!r} ({node.op_type}): input {what} ({name!r}) must be a "
+                    f"constant; it is computed from graph input {v!r}", v)
+            if v in producer:
+                stack.extend(producer[v].inputs)
+        return self.const(name, node, what)
+
     def shape(self, name: str) -> tuple:
         s = self.src(name)
         if s in self.consts:
@@ -491,11 +519,17 @@ class ImportContext:
         return attrs.get(key, default)
 
     def emit(self, node, op, inputs, shape, dtype="float32", attrs=None):
+        """Add node ``op`` computing ``node``'s output; an output with a zero-size dimension
+        (an empty tensor: no values, known from its shape and type alone) is folded to a
+        constant instead, so no graph node ever has an empty output (ir.verify)."""
         out = node.output[0]
         if out in self.g.values:
             raise OnnxImportError(f"node {node.name!r}: output {out!r} defined twice")
         _check_size(f"node {node.name!r} ({node.op_type}): output", shape)
-        self.g.add_node(op, out, [self.value(i) for i in inputs], shape, dtype, attrs)
+        if 0 in (int(d) for d in shape):     # an empty tensor holds no values: a constant
+            self.fold(node, np.zeros(tuple(int(d) for d in shape), np.dtype(dtype)))
+        else:
+            self.g.add_node(op, out, [self.value(i) for i in inputs], shape, dtype, attrs)
         for extra in node.output[1:]:
             if extra:
                 raise OnnxImportError(f"node {node.name!r} ({node.op_type}): only one output "

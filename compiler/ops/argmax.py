@@ -18,6 +18,12 @@ def import_argmax(ctx, node, attrs):
     if last not in (0, 1):
         raise OnnxImportError(f"node {node.name!r} (ArgMax): attribute 'select_last_index' "
                               f"= {last!r}: 0 or 1")
+    if not 0 <= axis < len(xs):
+        raise OnnxImportError(f"node {node.name!r} (ArgMax): axis {axis} out of range for "
+                              f"rank {len(xs)}")
+    if xs[axis] == 0:
+        raise OnnxImportError(f"node {node.name!r} (ArgMax): axis {axis} of {xs} is empty (no "
+                              f"index to return; ArgMax over a non-empty axis is supported)")
     shape = tuple(1 if k == axis else s for k, s in enumerate(xs)) if keep else \
         tuple(s for k, s in enumerate(xs) if k != axis)
     a = {"axis": axis, "shape": shape}

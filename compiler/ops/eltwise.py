@@ -178,6 +178,9 @@ def _import_binary(ctx, node, op):
 
 
 def import_relu(ctx, node, attrs):
+    if ctx.is_const(node.input[0]):      # shape arithmetic (a Loop's trip count): folds
+        c = ctx.consts[ctx.src(node.input[0])]
+        return ctx.fold(node, np.maximum(c, 0).astype(c.dtype))
     ctx.emit(node, "relu", node.input[:1], ctx.shape(node.input[0]))
 
 

@@ -31,7 +31,7 @@ from .errors import OnnxImportError
 
 
 def _logsumexp(x, axes, keep):
-    m = np.max(x, axis=axes, keepdims=True)
+    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)   # -inf: an empty set
     m = np.where(np.isfinite(m), m, 0.0)
     out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
     return out if keep else np.squeeze(out, axis=axes)
@@ -73,6 +73,24 @@ def _axes_of(ctx, node, attrs, rank):
     return tuple(sorted(set(out)))
 
 
+def _reduced(xs, axes, keep) -> tuple:
+    return tuple(1 if k in axes else s for k, s in enumerate(xs) if keep or k not in axes)
+
+
+def _empty_extreme(op, dtype, shape) -> np.ndarray:
+    """ReduceMax / ReduceMin over an empty set (ONNX, opset 18+): minus (plus) infinity, or the
+    type's smallest (largest) value where it has no infinity (False / True for bool)."""
+    dt = np.dtype(dtype)
+    hi = op == "reduce_min"
+    if dt == np.bool_:
+        v = hi
+    elif dt.kind == "f":
+        v = np.inf if hi else -np.inf
+    else:
+        v = np.iinfo(dt).max if hi else np.iinfo(dt).min
+    return np.full(shape, v, dt)
+
+
 def _import_reduce(op):
     def rule(ctx, node, attrs):
         x = node.input[0]
@@ -85,16 +103,19 @@ def _import_reduce(op):
         fn = REDUCE[op][1]
         if ctx.is_const(x):
             c = ctx.consts[ctx.src(x)]
+            if op in ("reduce_max", "reduce_min") and any(xs[a] == 0 for a in axes):
+                return ctx.fold(node, _empty_extreme(op, c.dtype, _reduced(xs, axes, keep)))
             try:
-                return ctx.fold(node, np.asarray(fn(c.astype(np.float64), axes, keep)
-                                                 ).astype(c.dtype))
+                with np.errstate(divide="ignore"):      # log of an empty sum: -inf
+                    y = fn(c.astype(np.float64), axes, keep)
+                return ctx.fold(node, np.asarray(y).astype(c.dtype))
             except ValueError as e:                     # e.g. max of an empty set
                 raise _err(node, f"input {c.shape}: {e}") from None
         if any(xs[a] == 0 for a in axes) and op in ("reduce_max", "reduce_min"):
             raise _err(node, f"reduction over an empty axis of {xs}")
         if op == "reduce_mean" and len(xs) > 1 and axes == (len(xs) - 1,):
             keep_stream_unfused(ctx.g, ctx.src(x))   # a LayerNorm written out: its mean
-        shape = tuple(1 if k in axes else s for k, s in enumerate(xs) if keep or k not in axes)
+        shape = _reduced(xs, axes, keep)
         ctx.emit(node, op, [x], shape, ctx.g.values[ctx.src(x)].dtype,
                  {"axes": list(axes), "keepdims": keep})
     return rule
@@ -141,6 +162,9 @@ def import_global_maxpool(ctx, node, attrs):
     if len(xs) < 3:
         raise _err(node, f"input {xs} has no spatial axes")
     axes = list(range(2, len(xs)))
+    if 0 in xs[2:]:
+        raise _err(node, f"input {xs}: the maximum over an empty spatial axis (GlobalMaxPool "
+                         f"over non-empty spatial axes, or ReduceMax, is supported)")
     ctx.emit(node, "reduce_max", node.input[:1], xs[:2] + (1,) * len(axes),
              attrs={"axes": axes, "keepdims": True})
 
@@ -204,7 +228,12 @@ def import_layer_norm(ctx, node, attrs):
     axes = list(range(axis, len(xs)))
     stat = tuple(1 if k in axes else s for k, s in enumerate(xs))
     for k, out in enumerate(node.output[:3]):              # Y, Mean, InvStdDev
-        if out:
+        if out and 0 in (stat if k else xs):                # an empty output: no values
+            ctx.consts[out] = np.zeros(stat if k else xs, np.float32)
+        elif out and 0 in xs:
+            raise _err(node, f"input {xs}: statistics over an empty axis (the normalised "
+                             f"axes {axes} must be non-empty)")
+        elif out:
             ctx.g.add_node("layer_norm", out, [ctx.value(i) for i in ins], stat if k else xs,
                            "float32",
                            {"axes": axes, "epsilon": eps, "output": k})

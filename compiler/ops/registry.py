@@ -169,7 +169,7 @@ def onnx_ops() -> list[str]:
 _NEAREST = {
     "LSTM": "unroll it into MatMul, Add, Sigmoid, Tanh and Mul", "GRU": "unroll it into "
     "MatMul, Add, Sigmoid, Tanh and Mul", "RNN": "unroll it into MatMul, Add and Tanh",
-    "If": "fold its condition to a constant before export", "Loop": "unroll it before export",
+    "If": "fold its condition to a constant before export", "Loop": "a constant trip count, or unroll it before export",
     "LRN": "BatchNormalization, or drop it (it is rare after AlexNet)",
     "GlobalMaxPool": "ReduceMax over the spatial axes",
     "Mod": "Sub and Floor of a Div", "NonZero": "Where with a constant mask",

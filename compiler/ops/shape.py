@@ -10,6 +10,7 @@ import numpy as np
 from . import registry
 from .errors import OnnxImportError
 from .requant import rshift_round
+from .typecast import carried
 
 
 def import_flatten(ctx, node, attrs):
@@ -25,10 +26,12 @@ def import_flatten(ctx, node, attrs):
 def import_reshape(ctx, node, attrs):
     xs = ctx.shape(node.input[0])
     spec = [int(v) for v in ctx.const(node.input[1], node, "shape").reshape(-1)]
-    if ctx.take(attrs, "allowzero", 0) and 0 in spec:
+    allowzero = int(ctx.take(attrs, "allowzero", 0))
+    if allowzero and 0 in spec and -1 in spec:
         raise OnnxImportError(f"node {node.name!r} (Reshape): attribute 'allowzero' = 1 with "
-                              f"a 0 in the shape {spec} (an empty tensor) is not supported")
-    spec = [xs[k] if v == 0 else v for k, v in enumerate(spec)]
+                              f"both 0 and -1 in the shape {spec} (invalid: ONNX Reshape)")
+    if not allowzero:                    # a 0 copies the input's dimension
+        spec = [xs[k] if v == 0 and k < len(xs) else v for k, v in enumerate(spec)]
     if spec.count(-1) > 1:
         raise OnnxImportError(f"node {node.name!r} (Reshape): more than one -1 in {spec}")
     total = int(np.prod(xs, dtype=np.int64))
@@ -97,17 +100,50 @@ def import_identity(ctx, node, attrs):
 
 
 def import_dropout(ctx, node, attrs):
-    """Inference: the identity (its ratio does not matter; training mode is refused); its
-    optional mask output is all true."""
-    ctx.take(attrs, "seed")
+    """Inference: the identity (its ratio does not matter); its optional mask output is all
+    true.  ``training_mode`` true (opset 12+, a constant): with ratio 0 the same; else the
+    mask is drawn as ``onnx.reference`` draws it (:func:`dropout_mask`: numpy's
+    ``RandomState(seed)``, so the node needs its ``seed``), a constant, and Y is X times the
+    constant ``mask / (1 - ratio)``."""
+    seed = ctx.take(attrs, "seed")
     ctx.take(attrs, "ratio")
-    if len(node.input) > 2 and node.input[2] and bool(
-            ctx.const(node.input[2], node, "training_mode").reshape(-1)[0]):
-        raise OnnxImportError(f"node {node.name!r} (Dropout): training_mode = true is not "
-                              f"supported (inference only)")
-    ctx.alias[node.output[0]] = ctx.src(node.input[0])
-    if len(node.output) > 1 and node.output[1]:      # the mask: nothing dropped, a constant
-        ctx.consts[node.output[1]] = np.ones(ctx.shape(node.input[0]), bool)
+    training = len(node.input) > 2 and node.input[2] and bool(
+        ctx.const(node.input[2], node, "training_mode").reshape(-1)[0])
+    ratio = np.float32(0.5)                              # the default ratio
+    if training and len(node.input) > 1 and node.input[1]:
+        ratio = ctx.const(node.input[1], node, "ratio").reshape(-1)[0]
+    if training and not 0 <= float(ratio) < 1:
+        raise OnnxImportError(f"node {node.name!r} (Dropout): training_mode = true with ratio "
+                              f"{float(ratio)!r}: the ratio must be in [0, 1)")
+    if not training or float(ratio) == 0:
+        ctx.alias[node.output[0]] = ctx.src(node.input[0])
+        if len(node.output) > 1 and node.output[1]:      # the mask: nothing dropped
+            ctx.consts[node.output[1]] = np.ones(ctx.shape(node.input[0]), bool)
+        return
+    if seed is None:
+        raise OnnxImportError(f"node {node.name!r} (Dropout): training_mode = true with ratio "
+                              f"{float(ratio):g} and no 'seed': the mask would be random on "
+                              f"every run; give the node a seed (the mask is then numpy's "
+                              f"RandomState(seed), as onnx.reference draws it), or ratio 0")
+    xs = ctx.shape(node.input[0])
+    mask = dropout_mask(xs, ratio, int(seed))
+    scale = 1.0 / (1.0 - ratio)
+    if len(node.output) > 1 and node.output[1]:
+        ctx.consts[node.output[1]] = mask
+    x = node.input[0]
+    if ctx.is_const(x):                                  # onnx.reference's expression
+        c = ctx.consts[ctx.src(x)]
+        return ctx.fold(node, (mask * c * scale).astype(c.dtype))
+    k = ctx.g.fresh(node.output[0] + "_dropout_scale")
+    ctx.consts[k] = (mask * np.ones(xs, np.float32) * scale).astype(np.float32)
+    ctx.g.add_node("mul", node.output[0], [ctx.value(x), ctx.value(k)], xs,
+                   ctx.g.values[ctx.src(x)].dtype)
+
+
+def dropout_mask(shape, ratio, seed: int) -> np.ndarray:
+    """Dropout's keep mask as ``onnx.reference`` draws it: ``RandomState(seed).uniform(0, 1,
+    shape) >= ratio`` (ONNX leaves the generator to the runtime; onnxruntime's differs)."""
+    return np.random.RandomState(seed).uniform(0, 1.0, tuple(shape)) >= ratio
 
 
 _CONST_KINDS = {"value_float": np.float32, "value_floats": np.float32,
@@ -123,7 +159,7 @@ def import_constant(ctx, node, attrs):
                               f"supported (value, value_float(s), value_int(s))")
     k = kinds[0]
     v = ctx.take(attrs, k)
-    ctx.fold(node, numpy_helper.to_array(v) if k == "value" else
+    ctx.fold(node, carried(numpy_helper.to_array(v)) if k == "value" else
              np.asarray(v, _CONST_KINDS[k]))
 
 

@@ -92,7 +92,11 @@ def _finish(ctx, node, op, attrs, out=None):
     x = node.input[0]
     fn = MOVES[op]
     if ctx.is_const(x):
-        v = fn(ctx.consts[ctx.src(x)], attrs)
+        c = ctx.consts[ctx.src(x)]
+        try:
+            v = fn(c, attrs)
+        except (ValueError, IndexError, TypeError) as e:   # Pad reflect of an empty axis
+            raise _err(node, f"input {c.shape} with {attrs}: {e}") from None
         if out is None:
             return ctx.fold(node, v)
         ctx.consts[out] = np.ascontiguousarray(v)
@@ -102,8 +106,11 @@ def _finish(ctx, node, op, attrs, out=None):
         shape = fn(np.zeros(xs, np.int8), attrs).shape
     except (ValueError, IndexError, TypeError) as e:
         raise _err(node, f"input {xs} with {attrs}: {e}") from None
-    if 0 in shape:
-        raise _err(node, f"the result {shape} is empty")
+    if 0 in shape:                        # an empty result: a constant (no values)
+        if out is None:
+            return ctx.fold(node, np.zeros(shape, _dtype(ctx, x)))
+        ctx.consts[out] = np.zeros(shape, _dtype(ctx, x))
+        return
     if out is None:
         return ctx.emit(node, op, [x], shape, _dtype(ctx, x), attrs)
     ctx.g.add_node(op, out, [ctx.value(x)], shape, _dtype(ctx, x), attrs)

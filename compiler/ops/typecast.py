@@ -41,6 +41,17 @@ CARRIER = dict(NARROW.values())
 _FLOAT8 = frozenset(n for n, _ in NARROW.values() if n.startswith("float8"))
 
 
+def carried(a: np.ndarray) -> np.ndarray:
+    """A constant as the graph carries it: a bfloat16 array (an initializer, a Constant, a bound
+    input) widened to float32, exactly.  Arithmetic on it is float32 (bfloat16 Einsum, Range
+    and the like fold in float32) and the ONNX backend rounds a declared bfloat16 output once,
+    as ``onnx.reference`` computes bfloat16 Einsum (accumulate in float32, round once); between
+    nodes the values are not rounded to bfloat16 (as for float16).  The other narrow types keep
+    their dtype (a zero point's type is QuantizeLinear's output type)."""
+    a = np.asarray(a)
+    return a.astype(np.float32) if a.dtype == ml_dtypes.bfloat16 else a
+
+
 def round_to(x, name: str, saturate: bool = True, round_mode: str = "up") -> np.ndarray:
     """``x`` converted to the narrow element type ``name`` (an ml_dtypes name) and back to
     its carrier dtype, exactly as ``onnx.reference``'s Cast converts it: a float8 cast with
