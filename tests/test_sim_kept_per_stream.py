@@ -172,3 +172,24 @@ def test_store_views_follow_image_and_sram(out_buffer):
     fresh(_inp_program(41), want)
     sim.run(_inp_program(41), other)
     np.testing.assert_array_equal(other, want)
+
+
+def test_load_view_sets_its_written_range_once_per_sram():
+    """A kept LOAD view sets its range of the written mask on its first run only (eighteenth
+    session: nothing clears a mask of the same Sram); a new Sram (reset) makes new views
+    that set the new masks, so strict mode still sees the loaded tiles as written."""
+    sim = Simulator(strict=True, serial=True)
+    img = _image(2)
+    insns = _inp_program(40, (1, 0, 2, 1))
+    _in_place(sim, insns, img)
+    prog = next(iter(sim._programs.values()))
+    kept = [v for v in prog.views if v is not None and len(v[1]) == 4]
+    assert kept and all(v[1][3] is None for v in kept)     # (on main: the mask's range)
+    assert sim.sram.inp_written.any()
+    _in_place(sim, insns, img)
+    sim.reset()
+    assert not sim.sram.inp_written.any()
+    _in_place(sim, insns, img)                  # strict: the GEMM reads written tiles
+    assert sim.sram.inp_written.any()
+    sim.sram = Sram(sim.config)
+    _in_place(sim, insns, img)

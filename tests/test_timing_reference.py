@@ -1,12 +1,14 @@
 """The timing engine's shortcuts against the straightforward scheduler they replace.
 
 :class:`vta_sim.timing_engine.Engine` tries only a token queue's consumer when a token
-arrives, accepts an in-order DRAM client's bursts in one tight loop and runs the fetch
-drain's next step, a load's completion and a module's wake-up after a completion inline when
-it would be the next event.  ``Reference`` below is the plain form of all of them: every
-module is tried on every token (the consumer and the others, in module order), the in-order
-arbiter re-evaluates every client's queue before each single acceptance, and every drain
-step, load completion and wake-up is an event.  Every observable of a timed run -
+arrives, accepts an in-order DRAM client's bursts in one tight loop, completes an
+instruction without tokens to push in ``try_start`` and runs the fetch drain's next step, a
+load's completion, a module's wake-up after a completion and the in-order arbiter after a
+LOAD's request train inline when it would be the next event.  ``Reference`` below is the
+plain form of all of them: every module is tried on every token (the consumer and the
+others, in module order), the in-order arbiter re-evaluates every client's queue before each
+single acceptance, every completion is ``complete()``, and every drain step, load
+completion, wake-up and arbitration is an event.  Every observable of a timed run -
 per-instruction start/end/issue cycles, stall and busy statistics, DRAM bursts, token flows,
 the fetch log - must be equal on random programs under every timing preset, concurrent and
 serial."""
@@ -27,8 +29,16 @@ _MODULES = (0, 1, 2)
 
 
 class Reference(Engine):
-    def try_start(self, m, tail=False):
-        # every wake-up is an event (the engine runs one inline when it would be next)
+    def try_start(self, m, tail=False, done=-1, ltail=None, floor=0, zero=None):
+        # a LOAD's last burst is load_done(), a completion complete() (the engine runs both
+        # in try_start itself); every wake-up is an event (the engine runs one inline when
+        # it would be next)
+        if ltail is not None:
+            self.load_done(done, m, ltail, floor, zero)
+            return
+        if done >= 0:
+            self.complete(done, m)
+            return
         Engine.try_start(self, m)
 
     def load_done(self, i, m, tail, floor, zero):
@@ -77,7 +87,15 @@ class Reference(Engine):
         if not self.busy_flag[m] and self.blocked_push[m] is None:
             self.try_start(m)
 
-    def arbitrate_in_order(self):
+    def arbitrate_in_order(self, q=None, entry=None):
+        if entry is not None:
+            # a LOAD's request train: queued, the arbiter an event of its own (the engine
+            # runs it inline when it would be next)
+            q.append(entry)
+            if not self.arb_pending:
+                self.arb_pending = True
+                self.at(max(self.now, self.accept_next), self.arbitrate_in_order)
+            return
         req, p, heap, acc = self.req, self.p, self.heap, self.accepted
         k_max = p.max_outstanding_reads or (1 << 62)
         t = max(self.now, self.accept_next)
@@ -87,8 +105,9 @@ class Reference(Engine):
                 self.arb_pending = False
                 return
             t0 = max(t, min(req[k][0][0] for k in live))
-            # slots still held at t (the deque keeps the last max_outstanding_reads)
-            held = [a for a in acc if a > t]
+            # slots still held at t (of the last max_outstanding_reads slot cycles: ``acc``
+            # keeps every burst's in a recorded run)
+            held = [a for a in list(acc)[-k_max:] if a > t]
             if len(held) >= k_max:
                 t0 = max(t0, held[0])
             if t0 > t or (heap and heap[0][0] <= t):

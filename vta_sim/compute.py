@@ -322,7 +322,6 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
     if nu <= 0 or n_it == 0:
         return 0
     cfg = s.cfg
-    depth = cfg.acc_buff_depth
     fields = (iter_out, iter_in, dfo, dfi, sfo, sfi, use_imm)
     if not strict:
         plan = None
@@ -341,6 +340,7 @@ def alu(s: Sram, index: int, op: int, bgn: int, end: int, iter_out: int, iter_in
             return 1
     if strict:
         _check_written(index, s.uop_written, np.arange(bgn, end), "UOP", "uop_bgn")
+    depth = cfg.acc_buff_depth
     ud, us = s.uop_dst[bgn:end], s.uop_src[bgn:end]
     _check_range(index, "dst", ud, (iter_out - 1) * dfo + (iter_in - 1) * dfi, depth, bgn,
                  "ACC")

@@ -309,8 +309,8 @@ def store_plan(sram, key, bgn, end, fields):
 
 def run_plan(sram, plan: GemmPlan, to_int) -> None:
     """Execute a planned GEMM on the Sram's buffers."""
-    cfg = sram.cfg
-    bi, nb, nbo = cfg.block_in, cfg.batch, cfg.block_out
+    nb, bi = sram.inp.shape[1:]                 # (the configuration's BATCH, BLOCK_IN,
+    nbo = sram.acc.shape[2]                     # BLOCK_OUT: no property call per GEMM)
     inp = sram.inp.reshape(-1, bi)
     wgt = sram.wgt.reshape(-1, bi)
     acc = sram.acc

@@ -87,12 +87,14 @@ def load_views(s: Sram, dram: np.ndarray, mt: int, S: int, D: int, Y: int, X: in
 
 
 def run_views(views: tuple) -> None:
-    """Execute a LOAD through its :func:`load_views`."""
+    """Execute a LOAD through its :func:`load_views` (``written`` None: the mask's range is
+    set already)."""
     zero, dest, src, written = views
     if zero is not None:
         zero[...] = 0
     dest[...] = src
-    written[...] = True
+    if written is not None:
+        written[...] = True
 
 
 def _place(dest: np.ndarray, S: int, rows: int, cols: int, yp0: int, xp0: int,

@@ -486,7 +486,12 @@ class Simulator:
             if v is None or v[0] != D:       # the same image and Sram (_check_views)
                 v = self._views[i] = (D, memory.load_views(s, self._dram, mt, S, D, Y, X, P,
                                                            yp0, yp1, xp0, xp1))
-            memory.run_views(v[1])
+            views = v[1]
+            memory.run_views(views)
+            if views[3] is not None:
+                # its range of the written mask is set now, and nothing clears a mask of this
+                # Sram (a new Sram or mask empties the views): later runs leave it
+                self._views[i] = (D, views[:3] + (None,))
         else:  # _STORE
             S, Y, X, P = self._ops[i]
             if Y == 0:

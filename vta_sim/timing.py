@@ -71,7 +71,7 @@ import numpy as np
 from isa import Opcode, VTAConfig, decode_stream
 
 from .errors import InputError
-from .timing_engine import CLIENTS, Engine
+from .timing_engine import CLIENTS, Engine, expand_reads
 
 __all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS",
            "PRESET_CORES", "preset_for_core"]
@@ -445,6 +445,25 @@ class TimingResult:
     serial: bool
     model: str = "custom"
 
+    def __post_init__(self):
+        if isinstance(self.bursts, _Deferred):
+            # the engine's burst log with its marks of read bursts: expanded on first use
+            # (__getattr__), so a run whose bursts no one reads does not build them
+            self.__dict__["_bursts_of"] = self.__dict__.pop("bursts")
+
+    def __getattr__(self, name):
+        # only for attributes not set: ``bursts`` before its first use
+        d = self.__dict__.get("_bursts_of") if name == "bursts" else None
+        if d is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.bursts = b = d()
+        del self.__dict__["_bursts_of"]
+        return b
+
+    def __getstate__(self):
+        self.bursts                         # (a pickle or copy holds the bursts themselves)
+        return self.__dict__
+
     def summary(self) -> dict:
         """Flat JSON-ready statistics (merged into ``Stats.as_dict()``)."""
         total_read = sum(self.dram_read.values())
@@ -518,8 +537,22 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
                         stalls={k: v for k, v in s.stalls.items()}, dram_read=s.dram_read,
                         dram_written=s.dram_written, gemm_ops=s.gemm_ops, bus_bytes=s.bus,
                         last_insn=last if not fin.size or ends[fin[-1]] < total
-                        else int(fin[-1]), bursts=s.bursts, flows=s.flows,
+                        else int(fin[-1]), bursts=_Deferred(s) if record else s.bursts,
+                        flows=s.flows,
                         fetch=s.fetch_log, serial=serial, model=params.name)
+
+
+class _Deferred:
+    """An engine's burst log, expanded when called (:meth:`Engine.burst_log`); it keeps the
+    log and the slot cycles, not the engine."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, engine):
+        self.args = (engine.bursts, engine.accepted, -engine._in_order[3], engine.free)
+
+    def __call__(self) -> list:
+        return expand_reads(*self.args)
 
 
 class _LazyNames(Sequence):

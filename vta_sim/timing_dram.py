@@ -25,6 +25,7 @@ def zero_side_end(t0: int, lead: int, gap: int, tail: int, rows: int, reload: in
     period = reload + gap              # one row's reload and the run after it
     n = lead + rows * period - gap + tail if rows else lead + tail
     k, c = 0, t0                       # events done, cycle
+    held = False                       # event k is a padding tile: data cycles hold it up
     for s, e in spans:
         if e <= c:
             continue
@@ -33,18 +34,21 @@ def zero_side_end(t0: int, lead: int, gap: int, tail: int, rows: int, reload: in
                 return c + n - k
             k += s - c
             c = s
-        m = e - c                      # data cycles: only reloads
-        while m and lead <= k < n:
-            j = k - lead
-            y, off = divmod(j, period) if period else (rows, 0)
-            if y >= rows or off >= reload:
-                break                  # a padding tile: wait for the burst's end
-            run = (reload - off) if gap or y == rows - 1 else (rows - 1 - y) * period + \
-                reload - off
-            d = min(m, run)
-            k, m, c = k + d, m - d, c + d
-        if k >= n:
-            return c
+            held = False
+        if not held:                   # (held: k is unchanged since, so it still is)
+            m = e - c                  # data cycles: only reloads
+            while m and lead <= k < n:
+                j = k - lead
+                y, off = divmod(j, period) if period else (rows, 0)
+                if y >= rows or off >= reload:
+                    break              # a padding tile: wait for the burst's end
+                run = (reload - off) if gap or y == rows - 1 else (rows - 1 - y) * period + \
+                    reload - off
+                d = min(m, run)
+                k, m, c = k + d, m - d, c + d
+            if k >= n:
+                return c
+            held = m > 0               # stopped at a padding tile (k < lead or as above)
         c = e
     return c + n - k
 

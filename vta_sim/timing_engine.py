@@ -17,7 +17,7 @@ from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token
 from .errors import DeadlockError
 from .timing_dram import bursts as _bursts, zero_side_end as _zero_side_end
 from .timing_plan import costs as _costs, mem_plans, rows_fit as _rows_fit
-from .timing_reads import DramReads
+from .timing_reads import READS, WRITES, DramReads
 
 __all__ = ["Engine", "CLIENTS"]
 
@@ -102,9 +102,11 @@ class Engine(DramReads):
         self.dispatch_after = 0 if p.dispatch_before_pop else p.dispatch_cycles
         self.drain_cycles = p.fetch_drain_cycles
         self._drain = self.fetch_drain          # bound once: one event per instruction
+        self._try = self.try_start              # (likewise: wake-ups and completions)
+        self._done = self.load_done
         self._arbitrate = self.arbitrate_in_order if p.read_in_order else self.arbitrate_bus
         self.before_pop = p.dispatch_before_pop
-        self.busy = {m: 0 for m in _MODULES}
+        self._busy = [0, 0, 0]                      # per module (busy: by name, after run)
         self.stalls = {m: {} for m in _MODULES + ("fetch",)}
         self.wait = [None, None, None]              # (reason, since)
         self.untouched = {0, 1, 2}                  # modules try_start has not run for yet
@@ -122,10 +124,6 @@ class Engine(DramReads):
         self.fetch_at = [0] * n                     # in-order DRAM: instruction arrival
         # dram
         self.req = {k: deque() for k in CLIENTS}
-        # the in-order arbiter's constants and the clients' queues in read_priority
-        self._in_order = (p.read_latency, p.read_burst_gap,
-                          p.read_free_cycles if p.max_outstanding_reads else -(1 << 62),
-                          [(k, self.req[k]) for k in p.read_priority])
         self.bus_free = 0
         self.arb_pending = False
         self.inflight_ends = deque(maxlen=p.max_outstanding_reads) \
@@ -136,12 +134,23 @@ class Engine(DramReads):
         # in-order DRAM: when the last max_outstanding_reads accepted bursts' slots free (data
         # end + read_free_cycles; increasing, as bursts are served in order)
         # (-1 until that many have been accepted: a slot free before any cycle)
-        self.accepted = deque([-1] * (p.max_outstanding_reads or 1),
-                              maxlen=p.max_outstanding_reads or 1)
+        # (-1 until that many have been accepted: a slot free before any cycle); a recorded
+        # run keeps every burst's (a list: the read bursts of ``bursts`` are made of it)
+        M = p.max_outstanding_reads or 1
+        self.accepted = [-1] * M if record else deque([-1] * M, maxlen=M)
         self.accept_next = 0                # in-order DRAM: one acceptance per cycle
         self.dram_read = {k: 0 for k in CLIENTS}
         self.dram_written = 0
         self.bursts = log()
+        # the in-order arbiter's constants (DramReads.arbitrate_in_order): the heap, the slot
+        # cycles, their append and the index of the oldest slot (-max_outstanding_reads),
+        # the burst log's append (an unrecorded run's keeps nothing), latency, gap, slot-free
+        # offset and the clients' queues in read_priority
+        self.free = p.read_free_cycles if p.max_outstanding_reads else -(1 << 62)
+        self._in_order = (self.heap, self.accepted, self.accepted.append, -M,
+                          self.bursts.append if record else deque(maxlen=0).append,
+                          p.read_latency, p.read_burst_gap, self.free,
+                          *[x for k in p.read_priority for x in (k, self.req[k])])
 
     # ----------------------------------------------------------------- event plumbing
     def at(self, t, fn, *args):
@@ -158,15 +167,28 @@ class Engine(DramReads):
                 fn(*args)
             if self.done_count < self.n:
                 self.deadlock()
+            self.busy = dict(zip(_MODULES, self._busy))
         finally:
             # no reference cycles left (the bound methods kept on the engine, the callbacks
             # of requests a deadlock left queued): reference counting frees the engine and
             # its logs as soon as its results are dropped, instead of the cyclic collector
             # having to walk them (tens of thousands of tuples per network inference)
-            self._drain = self._arbitrate = None
+            self._drain = self._arbitrate = self._try = self._done = None
             self.heap.clear()
             for q in self.req.values():
                 q.clear()
+
+    def burst_log(self):
+        """The recorded bursts, ``(client, start, end, bytes)`` each, in the order logged.
+        The in-order arbiter logs a run of one entry's read bursts as one mark
+        ``(READS, client, bytes, beats, count)``: their starts and ends are those of the
+        next ``count`` slot cycles of ``accepted`` (a slot frees ``free`` cycles after its
+        burst's data ends, a burst's data ``beats`` cycles after it starts); a STORE of
+        equal bursts its bursts as ``(WRITES, start, count, cycles, bytes)``, one after the
+        other from ``start``, ``cycles`` each.  The marks are
+        expanded here (:class:`vta_sim.timing.TimingResult` on the first use of its
+        ``bursts``), so a run whose bursts no one reads does not build them."""
+        return expand_reads(self.bursts, self.accepted, -self._in_order[3], self.free)
 
     def results(self):
         """``(start, end, issue)`` of every instruction as int64 arrays."""
@@ -184,7 +206,9 @@ class Engine(DramReads):
         first = self.fetch_next
         self.fetch_next += k
         self.fetch_t0 = self.now
-        sizes = _bursts(16 * first, 16 * k, self.max_bytes, self.boundary)
+        a, nb = 16 * first, 16 * k
+        sizes = [nb] if nb <= self.max_bytes and a % self.boundary + nb <= self.boundary else \
+            _bursts(a, nb, self.max_bytes, self.boundary)       # (one burst: _bursts' [nb])
         stream = self.in_order and len(sizes) == 1
 
         def accepted(start):
@@ -216,26 +240,31 @@ class Engine(DramReads):
         that cycle).  When this call is that event (``event``: nothing of another event is
         left to run at ``now``) and the heap holds nothing that would run before the next
         step, the step runs inline instead, exactly as the event loop would run it next."""
-        heap = self.heap
+        heap, buf, fetch_at, queue = self.heap, self.fetch_buf, self.fetch_at, self.queue
+        depth = self.p.cmd_queue_depth
+        # (fetch_draining: False when this returns with no next step scheduled, True while
+        # one is; nothing called from here reads it)
         while True:
-            self.fetch_draining = False
-            if not self.fetch_buf:
+            if not buf:
+                self.fetch_draining = False
                 if not self.p.fetch_overlap:
                     self.fetch_log.append((self.fetch_t0, self.now))
                 self.fetch_issue()
                 return
-            i = self.fetch_buf[0]
-            ta = self.fetch_at[i]
+            i = buf[0]
+            ta = fetch_at[i]
             if ta > self.now:                       # still streaming in
                 self.fetch_draining = True
-                self.seq += 1
                 if not event or heap and heap[0][0] <= ta:
+                    self.seq += 1
                     heappush(heap, (ta, self.seq, self._drain, (True,)))
                     return
                 self.now = ta                       # the next event: run it here
                 continue
             m = self.mod[i]
-            if len(self.queue[m]) >= self.p.cmd_queue_depth:
+            q = queue[m]
+            if len(q) >= depth:
+                self.fetch_draining = False
                 if self.fetch_blocked is None:
                     self.fetch_blocked = (m, self.now)
                 return
@@ -244,8 +273,8 @@ class Engine(DramReads):
                 key = f"full {_MODULES[bm]} queue"
                 self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
                 self.fetch_blocked = None
-            self.fetch_buf.popleft()
-            self.queue[m].append(i)
+            buf.popleft()
+            q.append(i)
             self.delivered[m] += 1
             now = self.issue[i] = self.now
             self.fetch_draining = True
@@ -276,10 +305,61 @@ class Engine(DramReads):
             d[w[0]] = d.get(w[0], 0) + self.now - w[1]
             self.wait[m] = None
 
-    def try_start(self, m, tail=False):
+    def try_start(self, m, tail=False, done=-1, ltail=None, floor=0, zero=None):
         """Start module ``m``'s next instruction if it can.  ``tail``: the caller is an event
         that ends with this call, so a wake-up event that would be the next event anyway
-        runs here instead (as :meth:`fetch_drain`'s steps)."""
+        runs here instead (as :meth:`fetch_drain`'s steps).  ``done``: first complete
+        instruction ``done`` of module ``m`` now, as :meth:`complete` (this call is the
+        completion's event, or its caller's last step); with ``ltail`` (``tail``, ``floor``,
+        ``zero`` of :meth:`load_done`): this call is the event of the last burst of LOAD
+        ``done``, which completes as :meth:`load_done` says."""
+        if done >= 0:
+            if ltail is not None:
+                # load_done(done, m, ltail, floor, zero), its completion inline as there
+                if zero is not None:
+                    floor = _zero_side_end(*zero)
+                t = (self.now if self.now > floor else floor) + ltail
+                heap = self.heap
+                if heap and heap[0][0] <= t:
+                    self.seq += 1
+                    heappush(heap, (t, self.seq, self._try, (m, False, done)))
+                    return
+                self.now = t
+            if self.serial:
+                self.complete(done, m)
+                return
+            # complete() outside serial mode: its bookkeeping, its retry_push(m) of the
+            # instruction's pushes, then the try_start(m) they end with is this call (the
+            # event's last step without pushes, as in complete())
+            now = self.end[done] = self.now
+            self._busy[m] += now - self.start[done]
+            self.busy_flag[m] = False
+            self.ready_at[m] = now + self.disp[m]
+            self.done_count += 1
+            pushes = self.pushes[done]
+            if pushes:
+                pending = list(pushes)
+                self.blocked_push[m] = (done, pending)
+                lat = self.p.token_latency
+                while pending:
+                    t = pending[0]
+                    if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
+                        self.set_wait(m, f"full {_QSHORT[t]}")
+                        return
+                    pending.pop(0)
+                    self.inflight[t] += 1
+                    self.push_log[t].append(done)
+                    if lat:
+                        self.seq += 1
+                        heappush(self.heap, (self.now + lat, self.seq, self.deliver, (t,)))
+                    else:
+                        self.deliver(t)
+                self.blocked_push[m] = None
+                tail = False
+            else:
+                tail = True
+            if self.wait[m] is not None:
+                self.close_wait(m)
         if self.untouched:
             self.untouched.discard(m)
         if self.busy_flag[m] or self.blocked_push[m] is not None:
@@ -306,20 +386,24 @@ class Engine(DramReads):
             if now < ready:
                 if self.wake_at[m] != ready:
                     self.wake_at[m] = ready
-                    self.seq += 1
                     heap = self.heap
                     if not tail or heap and heap[0][0] <= ready:
-                        heappush(heap, (ready, self.seq, self.try_start, (m,)))
+                        self.seq += 1
+                        heappush(heap, (ready, self.seq, self._try, (m,)))
                         return
-                    self.now = ready            # the next event: run it here
-                    return self.try_start(m)
-                return
+                    # the next event: run it here (nothing else has changed since the checks
+                    # above, so the wake-up event would go on from this point at ``ready``)
+                    self.now = now = ready
+                else:
+                    return
         pops = self.pops[i]
         if pops:
             tokens = self.tokens
             for t in pops:
                 if tokens[t] == 0:
-                    self.set_wait(m, _QSHORT[t])
+                    w = self.wait[m]
+                    if w is None or w[0] != _QSHORT[t]:     # (else set_wait does nothing)
+                        self.set_wait(m, _QSHORT[t])
                     return
             if self.wait[m] is not None:
                 self.close_wait(m)
@@ -348,11 +432,41 @@ class Engine(DramReads):
         k = self.kind[i]
         if k == 0:                      # GEMM, ALU, FINISH, NOP: a fixed time (_costs)
             self.seq += 1
-            heappush(self.heap, (now + da + self.dur[i], self.seq, self.complete, (i, m)))
+            heappush(self.heap, (now + da + self.dur[i], self.seq, self._try,
+                                 (m, False, i)))
         elif k == 1:
-            self.at(now + da + self.store_cycles(i), self.complete, i, m)
+            self.at(now + da + self.store_cycles(i), self._try, m, False, i)
         else:
-            self.load(i, m, now + da)
+            lp = self.mplan[i]
+            if lp is None:
+                self.load(i, m, now + da)
+                return
+            # a LOAD of equal bursts (timing_plan.mem_plans), as load() would run it
+            pre, client, count, nb, beats, tail, floor, zero, lead, gap, ztail, Y = lp
+            p = self.p
+            t_req = now + da + p.load_setup_cycles
+            if floor is not None:
+                floor += t_req
+                if floor:
+                    floor += count * beats
+            else:
+                floor = 0
+            self.seq += 1
+            zero = (t_req, lead, gap, ztail, Y, p.pad_row_cycles, p.pad_cycles_per_tile,
+                    []) if zero else None
+            t = t_req + pre
+            if self.in_order:
+                # the request train's event: the arbiter queues it (dram_request's entry)
+                heappush(self.heap, (t, self.seq, self._arbitrate,
+                                     (self.req[client],
+                                      [t, count, nb, beats, self._try, None,
+                                       zero[-1] if zero else None,
+                                       (m, False, i, tail, floor, zero),
+                                       -(-nb // self.bus) * self.bus])))
+            else:
+                heappush(self.heap, (t, self.seq, self.dram_request,
+                                     (client, nb, self._done, beats, count, None,
+                                      zero[-1] if zero else None, (i, m, tail, floor, zero))))
 
     def one_block(self, P, X, Y) -> bool:
         """Whether a 2-D transfer moves as one contiguous block: one row, or contiguous rows
@@ -384,9 +498,9 @@ class Engine(DramReads):
         if sp is not None:              # equal bursts (timing_plan.mem_plans)
             count, nb, d, total, written = sp
             if self.record and count:
-                t = self.now + self.dispatch_after + self.p.store_setup_cycles
-                self.bursts.extend(zip(repeat("store"), range(t, t + count * d, d),
-                                       range(t + d, t + (count + 1) * d, d), repeat(nb)))
+                # one mark for the bursts (Engine.burst_log)
+                self.bursts.append((WRITES, self.now + self.dispatch_after +
+                                    self.p.store_setup_cycles, count, d, nb))
             self.dram_written += written
             return total
         c, p = self.c, self.p
@@ -419,25 +533,8 @@ class Engine(DramReads):
         return total
 
     def load(self, i, m, t):
-        lp = self.mplan[i]
-        if lp is not None:              # equal bursts (timing_plan.mem_plans)
-            pre, client, count, nb, beats, tail, floor, zero, lead, gap, ztail, Y = lp
-            p = self.p
-            t_req = t + p.load_setup_cycles
-            if floor is not None:
-                floor += t_req
-                if floor:
-                    floor += count * beats
-            else:
-                floor = 0
-            self.seq += 1
-            zero = (t_req, lead, gap, ztail, Y, p.pad_row_cycles, p.pad_cycles_per_tile,
-                    []) if zero else None
-            # the request train as load_train makes it, the event calling dram_request itself
-            heappush(self.heap, (t_req + pre, self.seq, self.dram_request,
-                                 (client, nb, self.load_done, beats, count, None,
-                                  zero[-1] if zero else None, (i, m, tail, floor, zero))))
-            return
+        """Start LOAD ``i`` of module ``m``, its request made at cycle ``t``, when its
+        transfer is not one train of equal bursts (those :meth:`try_start` starts itself)."""
         c, p = self.c, self.p
         mt = c["memory_type"][i]
         E = self.elem[mt]
@@ -496,13 +593,13 @@ class Engine(DramReads):
         if zero is not None:
             floor = _zero_side_end(*zero)
         t = (self.now if self.now > floor else floor) + tail
-        self.seq += 1
         heap = self.heap
         if heap and heap[0][0] <= t:
-            heappush(heap, (t, self.seq, self.complete, (i, m)))
+            self.seq += 1
+            heappush(heap, (t, self.seq, self._try, (m, False, i)))
         else:                           # the next event anyway: run it here
             self.now = t
-            self.complete(i, m)
+            self.try_start(m, False, i)
 
     def load_train(self, i, m, client, rows, tail, floor=0, zero=None):
         count, nbytes, beats = rows
@@ -521,7 +618,7 @@ class Engine(DramReads):
 
     def complete(self, i, m):
         now = self.end[i] = self.now
-        self.busy[_MODULES[m]] += now - self.start[i]
+        self._busy[m] += now - self.start[i]
         self.busy_flag[m] = False
         self.ready_at[m] = now + self.disp[m]
         self.done_count += 1
@@ -597,6 +694,29 @@ class Engine(DramReads):
                          f"command queue (depth {self.p.cmd_queue_depth})")
         raise DeadlockError("timing model deadlock: " + "; ".join(parts) +
                             " (finite command/token queues; see TimingParams)")
+
+
+def expand_reads(log, slots, first, free):
+    """``log`` with every mark (:meth:`Engine.burst_log`) replaced by its bursts, those of
+    the read marks with their cycles from the slot cycles ``slots[first:]`` in order (the
+    entries before ``first`` were never a burst's)."""
+    if not any(x[0] is READS or x[0] is WRITES for x in log):
+        return log
+    out = []
+    j = first
+    for x in log:
+        if x[0] is READS:
+            _, client, nb, beats, k = x
+            e, s = -free, -free - beats
+            out += [(client, a + s, a + e, nb) for a in slots[j:j + k]]
+            j += k
+        elif x[0] is WRITES:
+            _, t, count, d, nb = x
+            out.extend(zip(repeat("store"), range(t, t + count * d, d),
+                           range(t + d, t + (count + 1) * d, d), repeat(nb)))
+        else:
+            out.append(x)
+    return out
 
 
 MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}

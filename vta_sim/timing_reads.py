@@ -11,6 +11,10 @@ from heapq import heappush
 __all__ = ["DramReads"]
 
 _INF = float("inf")
+#: the first item of a mark of read (write) bursts in the engine's burst log
+#: (:meth:`vta_sim.timing_engine.Engine.burst_log`)
+READS = object()
+WRITES = object()
 
 
 class DramReads:
@@ -33,7 +37,7 @@ class DramReads:
             self.seq += 1
             heappush(self.heap, (now if now > t else t, self.seq, self._arbitrate, ()))
 
-    def arbitrate_in_order(self):
+    def arbitrate_in_order(self, q=None, entry=None):
         """Accept read requests into the in-order DRAM queue (``read_in_order``): one per
         cycle, the highest-priority client with a request waiting, while fewer than
         ``max_outstanding_reads`` accepted bursts have not delivered their data (a burst's
@@ -49,15 +53,35 @@ class DramReads:
         bursts are accepted in one tight loop.  Bursts are served in order, so their slots
         free in order: ``accepted`` keeps the last ``max_outstanding_reads`` slot-free cycles
         and a burst waits for the oldest of them (a deque of exactly that many entries, -1
-        for the slots never taken, only appended to)."""
-        heap, acc = self.heap, self.accepted
-        app = acc.append
-        lat, gap, free, queues = self._in_order
-        log = self.bursts if self.record else None
-        lapp = log.append if log is not None else [].append
+        for the slots never taken, only appended to).
+
+        ``q``, ``entry``: this call is a request train's event (a planned LOAD's bursts, as
+        :meth:`dram_request` queues them, ``entry`` its request): the request is queued, and
+        unless the arbiter is pending, the arbiter's event that :meth:`dram_request` makes
+        runs here instead when it is the next event (nothing in the heap at or before its
+        cycle: what is there at this cycle came first), at that cycle, as the event loop
+        would run it next."""
+        if entry is not None:
+            q.append(entry)
+            if self.arb_pending:
+                return
+            self.arb_pending = True
+            t = self.accept_next
+            if self.now > t:
+                t = self.now
+            heap = self.heap
+            if heap and heap[0][0] <= t:
+                self.seq += 1
+                heappush(heap, (t, self.seq, self._arbitrate, ()))
+                return
+            self.now = t
+        # the engine's constants (Engine.__init__): the heap, the slot cycles, their append
+        # and the oldest slot's index, the burst log's append, latency, gap, slot-free
+        # offset, the queues in read_priority
+        heap, acc, app, old, lapp, lat, gap, free, c0, q0, c1, q1, c2, q2, c3, q3, c4, q4 = \
+            self._in_order
         t = self.now if self.now > self.accept_next else self.accept_next
-        bus_free = self.bus_free
-        (c0, q0), (c1, q1), (c2, q2), (c3, q3), (c4, q4) = queues     # read_priority
+        bf = self.bus_free                      # the bus is free from cycle bf
         while True:
             if q0:
                 client, q = c0, q0
@@ -76,53 +100,79 @@ class DramReads:
             e = q[0]
             _, count, nbytes, beats, cb, on_accept, spans, args, whole = e
             # accept the entry's bursts, one per cycle, until an event comes first; ``acc``
-            # holds the last max_outstanding_reads slot-free cycles (-1 for a slot never
-            # taken; always -1 without a limit: ``free`` is then far below zero)
-            for k in range(count):
-                a = acc[0]
-                if a > t:                       # every slot taken until cycle a
-                    if nxt <= a:
+            # ends with the last max_outstanding_reads slot-free cycles, acc[old] the oldest
+            # (-1 for a slot never taken; always -1 without a limit: ``free`` is then far
+            # below zero); a burst's data is [s, s + beats), then the bus is free from
+            # s + beats + gap and the burst's slot from s + beats + free (the burst log gets
+            # one mark for the entry's bursts accepted here: Engine.burst_log)
+            per, sf = beats + gap, beats + free
+            if spans is None:
+                for k in range(count):
+                    a = acc[old]
+                    if a > t:                   # every slot taken until cycle a
+                        if nxt <= a:
+                            break
+                        t = a
+                    elif nxt <= t:
                         break
-                    t = a
-                elif nxt <= t:
-                    break
-                start = t + lat
-                if start < bus_free:
-                    start = bus_free
-                end = start + beats
-                lapp((client, start, end, nbytes))
-                if spans is not None:
-                    spans.append((start, end))
-                app(end + free)
-                bus_free = end + gap
-                t += 1
-            else:
-                k = count
+                    s = t + lat
+                    if s < bf:
+                        s = bf
+                    app(s + sf)
+                    bf = s + per
+                    t += 1
+                else:
+                    k = count
+            else:                               # the same, each burst's data cycles kept
+                sapp = spans.append
+                for k in range(count):
+                    a = acc[old]
+                    if a > t:
+                        if nxt <= a:
+                            break
+                        t = a
+                    elif nxt <= t:
+                        break
+                    s = t + lat
+                    if s < bf:
+                        s = bf
+                    sapp((s, s + beats))
+                    app(s + sf)
+                    bf = s + per
+                    t += 1
+                else:
+                    k = count
             if k:
+                lapp((READS, client, nbytes, beats, k))
                 self.dram_read[client] += k * whole
-                self.bus_free = bus_free
+                self.bus_free = bf
                 self.accept_next = t
             if k < count:
                 # wait (or let the events of this cycle run first: they may add requests)
                 e[1] = count - k
-                a = acc[0]
+                a = acc[old]
                 self.seq += 1
                 heappush(heap, (a if a > t else t, self.seq, self._arbitrate, ()))
                 return
             # the entry's last burst has been accepted: its callbacks
             q.popleft()
             if on_accept is not None:
-                # logged after what on_accept does (as when bursts were accepted one at a time)
-                last = log.pop() if log is not None else None
+                # the last burst logged after what on_accept does (as when bursts were
+                # accepted one at a time)
+                if self.record:
+                    log = self.bursts
+                    log.pop()
+                    if k > 1:
+                        log.append((READS, client, nbytes, beats, k - 1))
                 sp = spans.pop() if spans is not None else None
-                on_accept(start)
-                if last is not None:
-                    log.append(last)
+                on_accept(s)
+                if self.record:
+                    log.append((READS, client, nbytes, beats, 1))
                 if sp is not None:
                     spans.append(sp)
             if cb is not None:
                 self.seq += 1
-                heappush(heap, (end, self.seq, cb, args))
+                heappush(heap, (s + beats, self.seq, cb, args))
 
     def arbitrate_bus(self):
         """Grant read bursts while the bus is free.  Consecutive grants are made inline (no
