@@ -340,20 +340,8 @@ class Engine(DramReads):
             if pushes:
                 pending = list(pushes)
                 self.blocked_push[m] = (done, pending)
-                lat = self.p.token_latency
-                while pending:
-                    t = pending[0]
-                    if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
-                        self.set_wait(m, f"full {_QSHORT[t]}")
-                        return
-                    pending.pop(0)
-                    self.inflight[t] += 1
-                    self.push_log[t].append(done)
-                    if lat:
-                        self.seq += 1
-                        heappush(self.heap, (self.now + lat, self.seq, self.deliver, (t,)))
-                    else:
-                        self.deliver(t)
+                if not self.push_pending(m, done, pending):
+                    return
                 self.blocked_push[m] = None
                 tail = False
             else:
@@ -636,17 +624,16 @@ class Engine(DramReads):
             for mm in (MODULE_LOAD, MODULE_COMPUTE, MODULE_STORE):
                 self.try_start(mm)
 
-    def retry_push(self, m):
-        bp = self.blocked_push[m]
-        if bp is None:
-            return
-        i, pending = bp
+    def push_pending(self, m, i, pending):
+        """Push instruction ``i``'s ``pending`` tokens in order, each delivered after
+        ``token_latency``; at a full queue ``m`` waits ("full ...") with the rest left in
+        ``pending`` and this returns False; True when every token is pushed."""
         lat = self.p.token_latency
         while pending:
             t = pending[0]
             if self.tokens[t] + self.inflight[t] >= self.p.token_capacity:
                 self.set_wait(m, f"full {_QSHORT[t]}")
-                return
+                return False
             pending.pop(0)
             self.inflight[t] += 1
             self.push_log[t].append(i)
@@ -655,6 +642,15 @@ class Engine(DramReads):
                 heappush(self.heap, (self.now + lat, self.seq, self.deliver, (t,)))
             else:
                 self.deliver(t)
+        return True
+
+    def retry_push(self, m):
+        bp = self.blocked_push[m]
+        if bp is None:
+            return
+        i, pending = bp
+        if not self.push_pending(m, i, pending):
+            return
         if self.wait[m] is not None:
             self.close_wait(m)
         self.blocked_push[m] = None
