@@ -363,6 +363,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
                                   f"{seen[vo.name]} and {k}); list each output once")
         seen[vo.name] = k
     imp = ImportContext(g, consts, alias)
+    imp.bf16 = _bfloat16_values(m)
     imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     imp.readers = {}                  # how many node inputs read each name (QDQ S8 -> U8 rule)
     for node in og.node:
@@ -389,6 +390,36 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
             src = vo.name
         g.outputs.append(src)
     return g
+
+
+def _bfloat16_values(m) -> frozenset:
+    """The names of the values ``m`` declares or infers as bfloat16 (empty, and no shape
+    inference run, when the model mentions no bfloat16): :meth:`ImportContext.node` rounds
+    each such node output to bfloat16, as a bfloat16 tensor stores it between nodes."""
+    import onnx
+    g, B = m.graph, onnx.TensorProto.BFLOAT16
+
+    def mentions():
+        if any(t.data_type == B for t in g.initializer):
+            return True
+        if any(v.type.tensor_type.elem_type == B for v in list(g.input) + list(g.output)
+               + list(g.value_info)):
+            return True
+        for n in g.node:
+            for a in n.attribute:
+                if (a.name == "to" and a.i == B) or (a.HasField("t") and a.t.data_type == B):
+                    return True
+        return False
+
+    if not mentions():
+        return frozenset()
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False)
+    except Exception:                 # check_model has reported what it refuses
+        inferred = m
+    ig = inferred.graph
+    return frozenset(v.name for v in list(ig.value_info) + list(ig.output)
+                     if v.type.tensor_type.elem_type == B)
 
 
 def _add_input(g: Graph, alias: dict, name: str, shape: tuple, dtype: str) -> None:
@@ -421,6 +452,7 @@ class ImportContext:
     def __init__(self, g: Graph, consts: dict, alias: dict):
         self.g, self.consts, self.alias = g, consts, alias
         self.opset = 0            # the model's default-domain opset (0: not known)
+        self.bf16 = frozenset()   # values of ONNX type bfloat16 (rounded after their node)
 
     # ---------------------------------------------------------------- helpers
     def rename(self, old: str, new: str) -> None:
@@ -513,6 +545,30 @@ class ImportContext:
             a = sorted(extra)[0]
             raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute {a!r} = "
                                   f"{attrs[a]!r} is not supported")
+        if self.bf16 and node.op_type != "Cast":     # a Cast to bfloat16 rounds already
+            for out in node.output:
+                if out in self.bf16:
+                    self.round_bfloat16(out)
+
+    def round_bfloat16(self, out: str) -> None:
+        """Value ``out`` is ONNX bfloat16, computed in float32: round it to bfloat16 (round
+        to nearest even, ml_dtypes, as ``onnx.reference`` stores every bfloat16 node output),
+        so the next node reads what a bfloat16 tensor holds.  A constant is rounded in place;
+        a graph value's producer now writes ``out + '/f32'`` and a ``cast`` to bfloat16
+        writes ``out``; an alias (Identity and the like) is already rounded."""
+        from ..ops.typecast import round_to
+        if out in self.consts:
+            a = self.consts[out]
+            if a.dtype.kind == "f":
+                self.consts[out] = round_to(a.astype(np.float32), "bfloat16")
+            return
+        v = self.g.values.get(out)
+        if v is None or out in self.g.inputs or v.dtype != "float32":
+            return
+        wide = out + "/f32"
+        self.rename(out, wide)
+        self.g.add_node("cast", out, [wide], v.shape, "float32",
+                        {"to": "bfloat16", "saturate": True, "round_mode": "up"})
 
     def take(self, attrs, key, default=None):
         self.attrs_seen.add(key)

@@ -44,9 +44,10 @@ _FLOAT8 = frozenset(n for n, _ in NARROW.values() if n.startswith("float8"))
 def carried(a: np.ndarray) -> np.ndarray:
     """A constant as the graph carries it: a bfloat16 array (an initializer, a Constant, a bound
     input) widened to float32, exactly.  Arithmetic on it is float32 (bfloat16 Einsum, Range
-    and the like fold in float32) and the ONNX backend rounds a declared bfloat16 output once,
-    as ``onnx.reference`` computes bfloat16 Einsum (accumulate in float32, round once); between
-    nodes the values are not rounded to bfloat16 (as for float16).  The other narrow types keep
+    and the like fold in float32, rounded once per node: bfloat16 Einsum accumulates in float32
+    as ``onnx.reference`` does) and every node output the model types bfloat16 is rounded to
+    bfloat16 before the next node reads it (``ImportContext.round_bfloat16``), as a bfloat16
+    tensor stores it between nodes (float16 values are not).  The other narrow types keep
     their dtype (a zero point's type is QuantizeLinear's output type)."""
     a = np.asarray(a)
     return a.astype(np.float32) if a.dtype == ml_dtypes.bfloat16 else a
