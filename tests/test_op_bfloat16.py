@@ -100,3 +100,27 @@ def test_bfloat16_chain_rounds_between_nodes():
         want = ReferenceEvaluator(m).run(None, feeds)[0]
         assert (unrounded != want.view(np.uint16)).any()
         _bits_equal(m, feeds)
+
+
+def test_bfloat16_rounds_between_nodes_inside_an_unrolled_loop():
+    """A Loop (trip count 3) whose body computes a bfloat16 Add -> Mul on the carried value:
+    each unrolled body node's output is rounded to bfloat16 too (onnx.reference)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Add", ["v_in", "y"], ["s"]),
+         helper.make_node("Mul", ["s", "y"], ["v_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", B, [64])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", B, [64])])
+    trip = numpy_helper.from_array(np.array(3, np.int64), "n")
+    cond = numpy_helper.from_array(np.array(True), "c")
+    m = _model([helper.make_node("Cast", ["xf"], ["x"], to=B),
+                helper.make_node("Loop", ["n", "c", "x"], ["z"], body=body)],
+               [helper.make_tensor_value_info("xf", TensorProto.FLOAT, [64]),
+                helper.make_tensor_value_info("y", B, [64])],
+               [helper.make_tensor_value_info("z", B, [64])], [trip, cond])
+    rng = np.random.default_rng(3)
+    _bits_equal(m, {"xf": (rng.normal(size=64) * 3).astype(np.float32),
+                    "y": _bf16(rng, 64)})

@@ -417,9 +417,17 @@ def _bfloat16_values(m) -> frozenset:
         inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False)
     except Exception:                 # check_model has reported what it refuses
         inferred = m
-    ig = inferred.graph
-    return frozenset(v.name for v in list(ig.value_info) + list(ig.output)
+    names = set()
+
+    def walk(graph):                  # If branches and Loop bodies too (Loop renames them)
+        names.update(v.name for v in list(graph.value_info) + list(graph.output)
                      if v.type.tensor_type.elem_type == B)
+        for n in graph.node:
+            for a in n.attribute:
+                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    walk(sub)
+    walk(inferred.graph)
+    return frozenset(names)
 
 
 def _add_input(g: Graph, alias: dict, name: str, shape: tuple, dtype: str) -> None:
