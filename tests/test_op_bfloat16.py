@@ -124,3 +124,23 @@ def test_bfloat16_rounds_between_nodes_inside_an_unrolled_loop():
     rng = np.random.default_rng(3)
     _bits_equal(m, {"xf": (rng.normal(size=64) * 3).astype(np.float32),
                     "y": _bf16(rng, 64)})
+
+
+def test_bfloat16_rounds_between_nodes_inside_an_if_branch():
+    """An If on a constant condition: the taken branch's bfloat16 Add -> Mul is rounded
+    between its nodes (the value set walks the branches)."""
+    def branch(name, op):
+        return helper.make_graph(
+            [helper.make_node("Add", ["x", "y"], [f"{name}_s"]),
+             helper.make_node(op, [f"{name}_s", "y"], [f"{name}_o"])], name, [],
+            [helper.make_tensor_value_info(f"{name}_o", B, [64])])
+    cond = numpy_helper.from_array(np.array(True), "c")
+    m = _model([helper.make_node("Cast", ["xf"], ["x"], to=B),
+                helper.make_node("If", ["c"], ["z"], then_branch=branch("t", "Mul"),
+                                 else_branch=branch("e", "Sub"))],
+               [helper.make_tensor_value_info("xf", TensorProto.FLOAT, [64]),
+                helper.make_tensor_value_info("y", B, [64])],
+               [helper.make_tensor_value_info("z", B, [64])], [cond])
+    rng = np.random.default_rng(4)
+    _bits_equal(m, {"xf": (rng.normal(size=64) * 3).astype(np.float32),
+                    "y": _bf16(rng, 64)})
