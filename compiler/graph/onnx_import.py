@@ -51,7 +51,7 @@ import re
 import numpy as np
 
 from ..ops import registry
-from ..ops.typecast import NP_TYPES as _NP, carried
+from ..ops.typecast import NP_TYPES as _NP, bfloat16_values, carried, round_bfloat16
 from ..ops.errors import OnnxImportError
 from .ir import Graph
 from . import onnx_checks as _checks
@@ -363,7 +363,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
                                   f"{seen[vo.name]} and {k}); list each output once")
         seen[vo.name] = k
     imp = ImportContext(g, consts, alias)
-    imp.bf16 = _bfloat16_values(m)
+    imp.bf16 = bfloat16_values(m)
     imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     imp.readers = {}                  # how many node inputs read each name (QDQ S8 -> U8 rule)
     for node in og.node:
@@ -390,44 +390,6 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
             src = vo.name
         g.outputs.append(src)
     return g
-
-
-def _bfloat16_values(m) -> frozenset:
-    """The names of the values ``m`` declares or infers as bfloat16 (empty, and no shape
-    inference run, when the model mentions no bfloat16): :meth:`ImportContext.node` rounds
-    each such node output to bfloat16, as a bfloat16 tensor stores it between nodes."""
-    import onnx
-    g, B = m.graph, onnx.TensorProto.BFLOAT16
-
-    def mentions():
-        if any(t.data_type == B for t in g.initializer):
-            return True
-        if any(v.type.tensor_type.elem_type == B for v in list(g.input) + list(g.output)
-               + list(g.value_info)):
-            return True
-        for n in g.node:
-            for a in n.attribute:
-                if (a.name == "to" and a.i == B) or (a.HasField("t") and a.t.data_type == B):
-                    return True
-        return False
-
-    if not mentions():
-        return frozenset()
-    try:
-        inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False)
-    except Exception:                 # check_model has reported what it refuses
-        inferred = m
-    names = set()
-
-    def walk(graph):                  # If branches and Loop bodies too (Loop renames them)
-        names.update(v.name for v in list(graph.value_info) + list(graph.output)
-                     if v.type.tensor_type.elem_type == B)
-        for n in graph.node:
-            for a in n.attribute:
-                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
-                    walk(sub)
-    walk(inferred.graph)
-    return frozenset(names)
 
 
 def _add_input(g: Graph, alias: dict, name: str, shape: tuple, dtype: str) -> None:
@@ -556,27 +518,7 @@ class ImportContext:
         if self.bf16 and node.op_type != "Cast":     # a Cast to bfloat16 rounds already
             for out in node.output:
                 if out in self.bf16:
-                    self.round_bfloat16(out)
-
-    def round_bfloat16(self, out: str) -> None:
-        """Value ``out`` is ONNX bfloat16, computed in float32: round it to bfloat16 (round
-        to nearest even, ml_dtypes, as ``onnx.reference`` stores every bfloat16 node output),
-        so the next node reads what a bfloat16 tensor holds.  A constant is rounded in place;
-        a graph value's producer now writes ``out + '/f32'`` and a ``cast`` to bfloat16
-        writes ``out``; an alias (Identity and the like) is already rounded."""
-        from ..ops.typecast import round_to
-        if out in self.consts:
-            a = self.consts[out]
-            if a.dtype.kind == "f":
-                self.consts[out] = round_to(a.astype(np.float32), "bfloat16")
-            return
-        v = self.g.values.get(out)
-        if v is None or out in self.g.inputs or v.dtype != "float32":
-            return
-        wide = out + "/f32"
-        self.rename(out, wide)
-        self.g.add_node("cast", out, [wide], v.shape, "float32",
-                        {"to": "bfloat16", "saturate": True, "round_mode": "up"})
+                    round_bfloat16(self, out)
 
     def take(self, attrs, key, default=None):
         self.attrs_seen.add(key)
