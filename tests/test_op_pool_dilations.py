@@ -98,3 +98,43 @@ def test_a_dilated_average_window_of_padding_only_is_a_clear_error():
     with pytest.raises(OnnxImportError, match=r"'ap' \(AveragePool\): output \(0, 0\) "
                                               r"averages a window with no element"):
         import_onnx(m)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3], dilations=[2], strides=[2], pads=[1, 1], ceil_mode=1),
+    dict(kernel_shape=[2], dilations=[3], strides=[1], pads=[1, 0]),
+    dict(kernel_shape=[3], dilations=[2], strides=[2], ceil_mode=1, storage_order=1),
+    dict(kernel_shape=[3])])
+def test_1d_maxpool_indices_match_onnxruntime(attrs):
+    """1-D MaxPool's Indices (s20_conf): the 2-D Indices node over (N, C, 1, L), whose flat
+    index (n * C + c) * L + l is the 1-D one for either storage_order; values and indices
+    equal onnxruntime's (was a typed refusal)."""
+    from compiler.graph.onnx_backend import VtaBackend
+    F = TensorProto.FLOAT
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], name="mp", **attrs)], "g",
+        [helper.make_tensor_value_info("x", F, [2, 3, 11])],
+        [helper.make_tensor_value_info("y", F, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)]),
+        opset_imports=[helper.make_opsetid("", 19)])
+    x = np.random.default_rng(5).normal(size=(2, 3, 11)).astype(np.float32)
+    x[0, 0, :4] = 1.0                                 # ties: the first maximum is taken
+    want = ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = VtaBackend.prepare(m).run({"x": x})
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_3d_maxpool_indices_is_a_typed_error_naming_the_node():
+    from compiler.graph.onnx_import import OnnxImportError
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], name="mp3", kernel_shape=[2, 2, 2])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)]),
+        opset_imports=[helper.make_opsetid("", 19)])
+    with pytest.raises(OnnxImportError, match=r"node 'mp3' \(MaxPool\): the Indices output "
+                                              r"of a 3-D pool"):
+        import_onnx(m)

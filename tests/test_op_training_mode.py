@@ -158,3 +158,25 @@ def test_dropout_training_mode_without_a_seed_is_a_typed_error():
     with pytest.raises(OnnxImportError, match=r"^node 'd' \(Dropout\): training_mode = true "
                                               r"with ratio 1.0: the ratio must be in \[0, 1\)"):
         VtaBackend.prepare(m)
+
+
+@pytest.mark.parametrize("opset", [9, 12])
+@pytest.mark.parametrize("used", [False, True])
+def test_batchnorm_opset9_training_outputs_typed_error_naming_the_node(opset, used):
+    """Opsets 9-13 have no training_mode: the optional outputs (mean, var, saved_mean,
+    saved_var) select training.  Not supported: an OnnxImportError naming the node and the
+    opset's training form, whether or not the extra outputs are graph outputs."""
+    c = 3
+    inits = [numpy_helper.from_array(np.full(c, k + 1.0, np.float32), n)
+             for k, n in enumerate("sbmv")]
+    outs = ["y", "rm", "rv", "sm", "sv"]
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], outs, name="bn9")
+    relu = helper.make_node("Relu", ["y"], ["z"], name="r")
+    gouts = [helper.make_tensor_value_info("z", F, [2, c, 4])] + (
+        [helper.make_tensor_value_info(o, F, [c]) for o in outs[1:]] if used else [])
+    m = helper.make_model(helper.make_graph(
+        [node, relu], "g", [helper.make_tensor_value_info("x", F, [2, c, 4])], gouts, inits),
+        opset_imports=[helper.make_opsetid("", opset)])
+    with pytest.raises(OnnxImportError, match=rf"node 'bn9' \(BatchNormalization\): outputs "
+                                              rf"'rm', .*training form of opset {opset}"):
+        VtaBackend.prepare(m).run({"x": np.ones((2, c, 4), np.float32)})

@@ -37,8 +37,8 @@ Outputs come back as the model declares them: a float16 or float64 output (the g
 computes both in float32) in its declared type, as is a bfloat16 / float8 / float4 / int4 /
 int2 output (carried in float32, int8 or uint8 holding values of that type), a declared
 scalar with rank 0.  A bfloat16 constant or bound input is carried in float32
-(``compiler.ops.typecast.carried``): bfloat16 arithmetic is float32, rounded once at a
-declared bfloat16 output.
+(``compiler.ops.typecast.carried``): bfloat16 arithmetic is float32, each node's bfloat16
+output rounded to bfloat16 before the next node reads it (the importer).
 
 Errors: an unsupported operator, attribute or input type raises the importer's
 :class:`~compiler.graph.onnx_import.OnnxImportError` from ``prepare`` (from ``run`` when the

@@ -51,7 +51,7 @@ import re
 import numpy as np
 
 from ..ops import registry
-from ..ops.typecast import NP_TYPES as _NP, carried
+from ..ops.typecast import NP_TYPES as _NP, bfloat16_values, carried, round_bfloat16
 from ..ops.errors import OnnxImportError
 from .ir import Graph
 from . import onnx_checks as _checks
@@ -363,6 +363,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
                                   f"{seen[vo.name]} and {k}); list each output once")
         seen[vo.name] = k
     imp = ImportContext(g, consts, alias)
+    imp.bf16 = bfloat16_values(m)
     imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     imp.readers = {}                  # how many node inputs read each name (QDQ S8 -> U8 rule)
     for node in og.node:
@@ -421,6 +422,7 @@ class ImportContext:
     def __init__(self, g: Graph, consts: dict, alias: dict):
         self.g, self.consts, self.alias = g, consts, alias
         self.opset = 0            # the model's default-domain opset (0: not known)
+        self.bf16 = frozenset()   # values of ONNX type bfloat16 (rounded after their node)
 
     # ---------------------------------------------------------------- helpers
     def rename(self, old: str, new: str) -> None:
@@ -513,6 +515,10 @@ class ImportContext:
             a = sorted(extra)[0]
             raise OnnxImportError(f"node {node.name!r} ({node.op_type}): attribute {a!r} = "
                                   f"{attrs[a]!r} is not supported")
+        if self.bf16 and node.op_type != "Cast":     # a Cast to bfloat16 rounds already
+            for out in node.output:
+                if out in self.bf16:
+                    round_bfloat16(self, out)
 
     def take(self, attrs, key, default=None):
         self.attrs_seen.add(key)

@@ -30,6 +30,13 @@ def import_batchnorm(ctx, node, attrs):
     training = int(ctx.take(attrs, "training_mode", 0))
     if training:
         return _import_training(ctx, node, eps, 0.9 if momentum is None else float(momentum))
+    extra = [o for o in node.output[1:] if o]
+    if extra:                       # opset 9-13: the optional outputs select training
+        raise OnnxImportError(f"node {node.name!r} (BatchNormalization): outputs "
+                              f"{', '.join(map(repr, extra))}: the training form of opset "
+                              f"{ctx.opset or '9-13'} (running mean / var, saved mean / var "
+                              f"outputs) is not supported; give the node one output (Y), or "
+                              f"use opset 14+ training_mode = 1 (Y, running_mean, running_var)")
     for k, what in zip(range(1, 5), ("scale", "B", "mean", "var")):
         ctx.const(node.input[k], node, what)
     var = ctx.const(node.input[4], node, "var").astype(np.float64)

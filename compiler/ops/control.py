@@ -191,6 +191,7 @@ def _iteration(ctx, node, body, k, cur, scans, err) -> bool:
         ctx.consts[pre + t.name] = carried(numpy_helper.to_array(t))
     for sub in body.node:
         ren.update({o: pre + o for o in sub.output if o})
+        ctx.bf16 = ctx.bf16 | {pre + o for o in sub.output if o in ctx.bf16}   # rounded too
     for idx, sub in enumerate(body.node):
         s = _renamed(sub, ren)
         s.name = pre + (sub.name or f"{sub.op_type}_{idx}")

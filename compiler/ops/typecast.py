@@ -44,9 +44,10 @@ _FLOAT8 = frozenset(n for n, _ in NARROW.values() if n.startswith("float8"))
 def carried(a: np.ndarray) -> np.ndarray:
     """A constant as the graph carries it: a bfloat16 array (an initializer, a Constant, a bound
     input) widened to float32, exactly.  Arithmetic on it is float32 (bfloat16 Einsum, Range
-    and the like fold in float32) and the ONNX backend rounds a declared bfloat16 output once,
-    as ``onnx.reference`` computes bfloat16 Einsum (accumulate in float32, round once); between
-    nodes the values are not rounded to bfloat16 (as for float16).  The other narrow types keep
+    and the like fold in float32, rounded once per node: bfloat16 Einsum accumulates in float32
+    as ``onnx.reference`` does) and every node output the model types bfloat16 is rounded to
+    bfloat16 before the next node reads it (:func:`round_bfloat16`), as a bfloat16
+    tensor stores it between nodes (float16 values are not).  The other narrow types keep
     their dtype (a zero point's type is QuantizeLinear's output type)."""
     a = np.asarray(a)
     return a.astype(np.float32) if a.dtype == ml_dtypes.bfloat16 else a
@@ -67,6 +68,66 @@ def round_to(x, name: str, saturate: bool = True, round_mode: str = "up") -> np.
         info = ml_dtypes.finfo(dt)
         x = np.clip(x, x.dtype.type(info.min), x.dtype.type(info.max))
     return x.astype(dt).astype(CARRIER[name])
+
+
+def bfloat16_values(m) -> frozenset:
+    """The names of the values ``m`` declares or infers as bfloat16 (empty, and no shape
+    inference run, when the model mentions no bfloat16; If branches and Loop bodies
+    included): the importer's ``ImportContext.node`` rounds each such node output to bfloat16
+    (:func:`round_bfloat16`), as a bfloat16 tensor stores it between nodes."""
+    import onnx
+    g, B = m.graph, onnx.TensorProto.BFLOAT16
+
+    def mentions():
+        if any(t.data_type == B for t in g.initializer):
+            return True
+        if any(v.type.tensor_type.elem_type == B for v in list(g.input) + list(g.output)
+               + list(g.value_info)):
+            return True
+        for n in g.node:
+            for a in n.attribute:
+                if (a.name == "to" and a.i == B) or (a.HasField("t") and a.t.data_type == B):
+                    return True
+        return False
+
+    if not mentions():
+        return frozenset()
+    try:
+        inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False)
+    except Exception:                 # check_model has reported what it refuses
+        inferred = m
+    names = set()
+
+    def walk(graph):                  # If branches and Loop bodies too (Loop renames them)
+        names.update(v.name for v in list(graph.value_info) + list(graph.output)
+                     if v.type.tensor_type.elem_type == B)
+        for n in graph.node:
+            for a in n.attribute:
+                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    walk(sub)
+    walk(inferred.graph)
+    return frozenset(names)
+
+
+def round_bfloat16(ctx, out: str) -> None:
+    """Value ``out`` is ONNX bfloat16, computed in float32: round it to bfloat16 (round to
+    nearest even, ml_dtypes, as ``onnx.reference`` stores every bfloat16 node output), so
+    the next node reads what a bfloat16 tensor holds.  A constant is rounded in place; a
+    graph value's producer now writes ``out + '/f32'`` and a ``cast`` to bfloat16 writes
+    ``out``; an alias (Identity and the like) is already rounded.  ``ctx``: the importer's
+    :class:`compiler.graph.onnx_import.ImportContext`."""
+    if out in ctx.consts:
+        a = ctx.consts[out]
+        if a.dtype.kind == "f":
+            ctx.consts[out] = round_to(a.astype(np.float32), "bfloat16")
+        return
+    v = ctx.g.values.get(out)
+    if v is None or out in ctx.g.inputs or v.dtype != "float32":
+        return
+    wide = out + "/f32"
+    ctx.rename(out, wide)
+    ctx.g.add_node("cast", out, [wide], v.shape, "float32",
+                   {"to": "bfloat16", "saturate": True, "round_mode": "up"})
 
 
 def emit_cast(ctx, node, x: str, to: str, saturate: bool = True, round_mode: str = "up"):

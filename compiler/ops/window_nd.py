@@ -9,7 +9,9 @@ dilation), imports the 2-D node with the 2-D rule of :mod:`compiler.ops.conv` /
 :mod:`compiler.ops.pool`, and reshapes its output back to ``(N, C', L')``.  The graph
 then holds ordinary ``reshape`` / ``conv`` / ``maxpool`` / ``avgpool`` nodes: float passes,
 quantisation (bit-exact integer forms), placement on VTA or the CPU all apply unchanged.
-A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable, dilated or not).
+A 1-D MaxPool's Indices output is the 2-D one reshaped (the flat index is the same).
+A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable, dilated or not;
+its Indices output is refused: the two pools' indices do not compose to one).
 The 2-D rules stay the ONNX rules for 4-D tensors; this module wraps them (registered after
 them in :data:`compiler.ops.registry.FAMILIES`).
 
@@ -85,12 +87,18 @@ def _lift(ctx, node, name: str) -> str:
 
 
 def _lower(ctx, node, base, inputs, attrs2):
-    """Import the 2-D node over ``inputs`` with ``base``, then reshape its output to 1-D."""
-    mid = f"{node.output[0]}/out2d"
-    base(ctx, _sub(node, inputs, mid), attrs2)
-    n, c, one, length = ctx.g.values[mid].shape
-    ctx.g.add_node("reshape", node.output[0], [mid], (n, c, length),
-                   ctx.g.values[mid].dtype, {"shape": (n, c, length)})
+    """Import the 2-D node over ``inputs`` with ``base``, then reshape its output to 1-D
+    (and MaxPool's Indices output, when asked for: over (N, C, 1, L) the 2-D flat index
+    ``(n * C + c) * L + l`` is the 1-D one, for either storage_order)."""
+    outs = [o for o in node.output[:2] if o] if node.op_type == "MaxPool" else node.output[:1]
+    mids = [f"{o}/out2d" for o in outs]
+    sub = _sub(node, inputs, mids[0])
+    sub.output = mids
+    base(ctx, sub, attrs2)
+    for o, mid in zip(outs, mids):
+        n, c, one, length = ctx.g.values[mid].shape
+        ctx.g.add_node("reshape", o, [mid], (n, c, length),
+                       ctx.g.values[mid].dtype, {"shape": (n, c, length)})
 
 
 def _wrap_conv(base):
@@ -174,9 +182,9 @@ def _wrap_pool(base):
     def rule(ctx, node, attrs):
         xs = ctx.shape(node.input[0])
         if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and \
-                len(xs) != 4:
-            raise OnnxImportError(f"node {node.name!r} (MaxPool): the Indices output is "
-                                  f"not supported")
+                len(xs) not in (3, 4):
+            raise OnnxImportError(f"node {node.name!r} (MaxPool): the Indices output of a "
+                                  f"{len(xs) - 2}-D pool is not supported (1-D and 2-D are)")
         if len(xs) == 3:
             return _lower(ctx, node, base, [_lift(ctx, node, node.input[0])],
                           _as_2d_attrs(ctx, node, attrs))
