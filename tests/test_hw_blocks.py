@@ -571,6 +571,87 @@ def test_fetch_routes_in_order_and_stops_on_illegal_opcode():
     assert all(a % 16 == 0 and n % 2 == 0 for a, n in st["reqs"])
 
 
+
+def test_fetch_registered_request_room_equals_the_compare_every_cycle():
+    """Fetch's request-room flag is a register (FPGA timing: the arbiter starts from
+    flip-flops).  Against a plain model (``occ``: instructions requested and not dispatched;
+    ``n = min(to_req, burst)``; ``lim = depth - n``), on every cycle of random read-request /
+    data stalls and dispatch back-pressure, ``room == (occ <= lim)``, ``slack == lim - occ``
+    and a request asks for ``n`` instructions; runs of 1, ``burst``, ``burst + 1``,
+    ``2 * burst`` and longer, one restarted while busy (``occ`` not 0 at ``start``)."""
+    import random
+    from isa import MemInsn, MemType, Opcode, encode_program
+    from vta_hw.blocks.fetch import FetchModule
+    cfg = VTAConfig()
+    bpi = 128 // cfg.bus_width
+    bb = cfg.bus_width // 8
+    for burst in (2, 4, 8):
+        dut = FetchModule(cfg, burst=burst)
+        depth = 2 * burst
+        rng = random.Random(burst)
+        prog = [MemInsn(Opcode.LOAD, MemType.INP, 0, 0, 1, 1, 1, 0, 0, 0, 0),
+                MemInsn(Opcode.STORE, MemType.OUT, 0, 0, 1, 1, 1, 0, 0, 0, 0),
+                MemInsn(Opcode.LOAD, MemType.ACC, 0, 0, 1, 1, 1, 0, 0, 0, 0)] * 20
+        mem = bytes(64) + encode_program(prog, cfg)
+        # (insn_count, cycles before the next start; None: run to the end).  A start while
+        # busy (not what the core does) keeps the old bursts and buffer: ``occ`` is not 0 at
+        # the second start and ``busy`` is no use after it, so that run is cut too.
+        runs = [(len(prog), None), (1, None), (burst, None), (burst + 1, None),
+                (2 * burst, None), (len(prog) - 7, 25), (2 * burst + 3, 150),
+                (len(prog) - 2, None)]
+        seen = {"cyc": 0, "disp": 0, "done": 0}
+
+        async def bench(ctx, dut=dut, rng=rng, mem=mem, seen=seen, runs=runs,
+                        burst=burst, depth=depth):
+            slack, room = dut._room_regs
+            occ = 0                  # requested, not yet dispatched (all runs)
+            to_req, lim = 0, depth
+            b = None                 # the burst being read: (byte address, beats left)
+            for count, cut in runs:
+                ctx.set(dut.insn_addr, 64)
+                ctx.set(dut.insn_count, count)
+                ctx.set(dut.start, 1)
+                for cyc in range(1000):
+                    n = min(to_req, burst)
+                    assert ctx.get(room) == int(occ <= lim), (burst, count, cyc)
+                    assert ctx.get(slack) == lim - occ, (burst, count, cyc)
+                    seen["cyc"] += 1
+                    for q in ("ld", "cp", "st"):
+                        ctx.set(getattr(dut, f"{q}_ready"), int(rng.random() < 0.4))
+                    ctx.set(dut.rd.rd_req_ready, int(b is None and rng.random() < 0.6))
+                    ctx.set(dut.rd.rd_data_valid, int(b is not None and rng.random() < 0.7))
+                    if b is not None:
+                        ctx.set(dut.rd.rd_data, int.from_bytes(mem[b[0]:b[0] + bb], "little"))
+                        if ctx.get(dut.rd.rd_data_ready) and ctx.get(dut.rd.rd_data_valid):
+                            b = (b[0] + bb, b[1] - 1) if b[1] > 1 else None
+                    elif ctx.get(dut.rd.rd_req_valid) and ctx.get(dut.rd.rd_req_ready):
+                        assert cyc > 0 and ctx.get(dut.rd.rd_req_len) == n * bpi
+                        b = (ctx.get(dut.rd.rd_req_addr), n * bpi)
+                        occ += n
+                        to_req -= n
+                        lim = depth - min(to_req, burst)
+                    for q in ("ld", "cp", "st"):
+                        valid, ready = (getattr(dut, f"{q}_{s}") for s in ("valid", "ready"))
+                        if ctx.get(valid) and ctx.get(ready):
+                            seen["disp"] += 1
+                            occ -= 1
+                    if cut is not None:
+                        if cyc == cut:
+                            break
+                    elif cyc > 0 and not ctx.get(dut.busy) and b is None:
+                        seen["done"] += 1
+                        break
+                    await ctx.tick()
+                    if cyc == 0:
+                        ctx.set(dut.start, 0)
+                        to_req, lim = count, depth - min(count, burst)
+                await ctx.tick()
+            seen["occ"] = occ
+
+        _run(dut, bench)
+        assert seen["done"] == sum(c is None for _, c in runs) and seen["occ"] == 0 and seen["cyc"] > 300
+
+
 # ----------------------------------------------------------------------------- StoreModule
 
 def test_store_writes_rows_in_order_from_consecutive_out_entries():

@@ -61,12 +61,7 @@ class FetchModule(wiring.Component):
         m.submodules.buf = buf = fifo.SyncFIFOBuffered(width=INSN_BITS, depth=depth)
 
         addr = Signal(32)
-        to_req = Signal(32)       # instructions not yet requested
         to_disp = Signal(32)      # instructions not yet dispatched
-        # instructions requested and not yet dispatched (in flight or in the buffer): the
-        # buffer's level plus those still to arrive, kept as one register (FPGA timing: no
-        # adder between the counters and the request)
-        occ = Signal(range(depth + 1))
         in_burst = Signal()
         beats_left = Signal(24)
         beat = Signal(range(max(2, bpi)))
@@ -74,33 +69,67 @@ class FetchModule(wiring.Component):
         index = Signal(32)
         failed = Signal()
 
-        # the next burst's size ``n = min(to_req, burst)`` and ``to_req != 0`` are registers,
-        # computed when ``to_req`` changes (FPGA timing: no 32-bit compare in front of the
-        # read request and the arbiter)
+        # The next burst's size ``n = min(to_req, burst)`` and ``to_req != 0`` are registers
+        # (``to_req``: instructions not yet requested), and so are those of the burst after it,
+        # computed one request ahead: ``rest = to_req - n``, ``n_after = min(rest, burst)``,
+        # ``nz_after = rest != 0``.  A request loads ``n``/``req_nz`` from the ``*_after``
+        # registers, so no 32-bit subtract or compare sits in front of the request room.
         n = Signal(range(self.burst + 1))
-        lim = Signal(range(depth + 1))       # depth - n: a burst fits while occ <= lim
         req_nz = Signal()
+        rest = Signal(32)
+        n_after = Signal(range(self.burst + 1))
+        nz_after = Signal()
 
-        def set_to_req(v):
-            nv = Mux(v < self.burst, v, self.burst)
-            m.d.sync += [to_req.eq(v), req_nz.eq(v != 0), n.eq(nv), lim.eq(depth - nv)]
+        def after(v):
+            """``rest``, ``n_after``, ``nz_after`` for ``to_req = v``: compares with constants
+            and one constant subtract, side by side (``v - min(v, burst) = max(v - burst, 0)``)."""
+            r = Mux(v > self.burst, v - self.burst, 0)
+            na = Mux(v >= 2 * self.burst, self.burst, Mux(v > self.burst, v - self.burst, 0))
+            return r, na, v > self.burst
+
+        # Request room: a burst fits while ``occ <= lim``, where ``occ`` counts the instructions
+        # requested and not yet dispatched (in flight or in the buffer) and ``lim = depth - n``.
+        # Kept as the register ``slack = lim - occ`` and the flag ``room = slack >= 0`` (a
+        # flip-flop: FPGA timing, the read request and the arbiter start from registers); each
+        # case below is a small add of registers, selected by ``start``/``inc``/``ready`` last.
+        slack = Signal(range(-depth, depth + 1), init=depth)    # reset: occ = n = 0
+        room = Signal(init=1)
+        slack_nx = Signal.like(slack)
+        m.d.sync += [slack.eq(slack_nx), room.eq(slack_nx >= 0)]
+        self._room_regs = (slack, room)
 
         busy_nz = Signal()
         m.d.comb += self.busy.eq(busy_nz & ~failed)
+        ready = Signal()                     # the head instruction dispatched this cycle
+        inc = Signal()                       # a burst requested this cycle
         with m.If(self.start):
-            m.d.sync += [addr.eq(self.insn_addr), to_disp.eq(self.insn_count), index.eq(0),
-                         busy_nz.eq(self.insn_count != 0)]
-            set_to_req(self.insn_count)
+            v = self.insn_count
+            nv = Mux(v < self.burst, v, self.burst)
+            r, na, nz = after(v)
+            m.d.sync += [addr.eq(self.insn_addr),
+                         to_disp.eq(v), index.eq(0), busy_nz.eq(v != 0),
+                         n.eq(nv), req_nz.eq(v != 0),
+                         rest.eq(r), n_after.eq(na), nz_after.eq(nz)]
+            # lim - occ with lim = depth - nv and occ - ready (no request while ``start``)
+            base = slack + n - nv
+            m.d.comb += slack_nx.eq(Mux(ready, base + 1, base))
+        with m.Elif(inc):
+            r, na, nz = after(rest)
+            m.d.sync += [n.eq(n_after), req_nz.eq(nz_after),
+                         rest.eq(r), n_after.eq(na), nz_after.eq(nz)]
+            # lim = depth - n_after, occ + n - ready: slack - n_after + ready
+            base = slack - n_after
+            m.d.comb += slack_nx.eq(Mux(ready, base + 1, base))
+        with m.Else():
+            m.d.comb += slack_nx.eq(Mux(ready, slack + 1, slack))
 
         # ---- requests
-        room = occ <= lim
         with m.If(~in_burst & req_nz & room & ~failed & ~self.start):
             m.d.comb += [self.rd.rd_req_valid.eq(1), self.rd.rd_req_addr.eq(addr),
                          self.rd.rd_req_len.eq(n * bpi)]
             with m.If(self.rd.rd_req_ready):
                 m.d.sync += [in_burst.eq(1), beats_left.eq(n * bpi),
                              addr.eq(addr + n * 16), beat.eq(0)]
-                set_to_req(to_req - n)
         # ---- data beats -> buffer
         got = Signal()
         m.d.comb += [self.rd.rd_data_ready.eq(in_burst),
@@ -126,7 +155,6 @@ class FetchModule(wiring.Component):
         bad = op > Opcode.ALU
         for q in ("ld", "cp", "st"):
             m.d.comb += [getattr(self, f"{q}_insn").eq(head), getattr(self, f"{q}_index").eq(index)]
-        ready = Signal()
         with m.If(buf.r_rdy & ~failed):
             with m.If(bad):
                 m.d.sync += [failed.eq(1), self.err_code.eq(ErrorCode.ILLEGAL_OPCODE),
@@ -138,14 +166,7 @@ class FetchModule(wiring.Component):
             with m.Else():
                 m.d.comb += [self.cp_valid.eq(1), ready.eq(self.cp_ready)]
         m.d.comb += [buf.r_en.eq(ready), self.error.eq(failed)]
-        inc = Signal()
         m.d.comb += inc.eq(self.rd.rd_req_valid & self.rd.rd_req_ready)
-        with m.If(inc & ready):
-            m.d.sync += occ.eq(occ + n - 1)
-        with m.Elif(inc):
-            m.d.sync += occ.eq(occ + n)
-        with m.Elif(ready):
-            m.d.sync += occ.eq(occ - 1)
         with m.If(ready):
             m.d.sync += [index.eq(index + 1), to_disp.eq(to_disp - 1),
                          busy_nz.eq(to_disp != 1)]
