@@ -33,6 +33,15 @@ def test_onchip_dram_read_port_has_no_enable_and_registered_issue_terms():
     assert {"due", "rleft_nz"} <= _registers(text)
 
 
+def test_onchip_dram_write_ready_comes_from_registered_count_flags():
+    """The DRAM stand-in's ``wr_data_ready`` takes ``wleft != 0`` from a register
+    (``wleft_nz``), and the last beat is ``wleft_one``, not a 24-bit compare (s21_fmax's
+    c51248c seed 1: ``wleft`` -> ``wr_data_ready`` -> the store's beat -> the OUT SRAM's read
+    enable)."""
+    from vta_hw.blocks.dram import OnChipDram
+    assert {"wleft_nz", "wleft_one"} <= _registers(rtlil.convert(OnChipDram(64, 64, 4)))
+
+
 def test_fetch_request_room_flag_is_a_register():
     """Fetch keeps ``lim - occ`` as one register (``slack``) and ``occ <= lim`` as a flag
     (``room``), each loaded from a small add of registers, and precomputes the burst after

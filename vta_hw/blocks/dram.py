@@ -149,8 +149,13 @@ class OnChipDram(wiring.Component):
         waddr = Signal(range(self.depth))
         wleft = Signal(24)
         wbusy = Signal()
+        # ``wleft != 0`` and ``wleft == 1`` are registers, loaded with ``wleft`` (FPGA timing:
+        # no 24-bit compare in front of ``wr_data_ready``, the store's beat and the OUT SRAM's
+        # read enable)
+        wleft_nz = Signal()
+        wleft_one = Signal()
         m.d.comb += [p.wr_req_ready.eq(~wbusy),
-                     p.wr_data_ready.eq(wbusy & (wleft != 0) & ~self.ext_en)]
+                     p.wr_data_ready.eq(wbusy & wleft_nz & ~self.ext_en)]
         with m.If(self.ext_en):
             m.d.comb += [wp.addr.eq(self.ext_addr), wp.data.eq(self.ext_wdata),
                          wp.en.eq(self.ext_we)]
@@ -158,10 +163,12 @@ class OnChipDram(wiring.Component):
             m.d.comb += [wp.addr.eq(waddr), wp.data.eq(p.wr_data),
                          wp.en.eq(p.wr_data_valid & p.wr_data_ready)]
         with m.If(p.wr_req_valid & ~wbusy):
-            m.d.sync += [wbusy.eq(1), waddr.eq(p.wr_req_addr >> lg), wleft.eq(p.wr_req_len)]
+            m.d.sync += [wbusy.eq(1), waddr.eq(p.wr_req_addr >> lg), wleft.eq(p.wr_req_len),
+                         wleft_nz.eq(p.wr_req_len != 0), wleft_one.eq(p.wr_req_len == 1)]
         with m.If(p.wr_data_valid & p.wr_data_ready):
-            m.d.sync += [waddr.eq(waddr + 1), wleft.eq(wleft - 1)]
-            with m.If(wleft == 1):
+            m.d.sync += [waddr.eq(waddr + 1), wleft.eq(wleft - 1),
+                         wleft_nz.eq(~wleft_one), wleft_one.eq(wleft == 2)]
+            with m.If(wleft_one):
                 m.d.sync += [wbusy.eq(0), p.wr_done.eq(1)]
         with m.Else():
             m.d.sync += p.wr_done.eq(0)
