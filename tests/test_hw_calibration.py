@@ -47,6 +47,7 @@ FITTED = os.path.join(os.path.dirname(__file__), "..", "vta_hw", "calibration",
                       "timing_amaranth.json")
 
 
+@pytest.mark.slow   # opt-in (--run-slow): a long Amaranth-simulator run; see the README
 def test_timing_model_matches_rtl_cycles():
     with open(FITTED) as f:
         params = timing.TimingParams.from_dict(json.load(f)["params"])
@@ -83,6 +84,7 @@ def _fpga_program(d, cfg):
     return again, dram
 
 
+@pytest.mark.slow   # opt-in (--run-slow): a long Amaranth-simulator run; see the README
 def test_fpga_timing_model_matches_rtl_cycles_on_held_out_programs(fpga):
     """Every held-out throughput probe (one per unit and kind) and the four shortest held-out
     random programs run live on the board's core (about 15k cycles); the fitted model is

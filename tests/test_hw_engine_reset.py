@@ -26,6 +26,7 @@ def test_on_an_ecp5_the_pipelined_engine_reset_goes_through_one_dcca():
     assert not _dccas(rtlil.convert(VTACore(TINY, alu_stages=3, pipelined=True), name="top"))
 
 
+@pytest.mark.slow   # opt-in (--run-slow): a two-minute yosys synthesis; by default the test above checks the DCCA in the RTLIL, before synthesis
 def test_on_an_ecp5_the_engine_flip_flops_reset_from_the_dcca_not_from_rst(tmp_path):
     """After yosys: the DCCA's input is a flip-flop (``engine_rst``), its output is the LSR
     of the engine's flip-flops (the load module's instruction register among them), and no

@@ -23,6 +23,7 @@ from .test_hw_host import VECDIR, _board_cli, _vector
 
 # ----------------------------------------------------------------------------- simulated board
 
+@pytest.mark.slow   # opt-in (--run-slow): a long Amaranth-simulator run; see the README
 def test_golden_vector_over_real_uart_bits():
     """The bitstream's design (UART, bridge FIFO, core with the FPGA's 3-stage ALU, on-chip
     DRAM) simulated bit by bit: load, launch, poll, read back; byte-exact."""
