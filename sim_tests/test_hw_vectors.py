@@ -3,7 +3,6 @@
 
 import glob
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -14,28 +13,20 @@ VECTORS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "tests"
                                         "vectors", "*.npz")))
 
 
-@pytest.fixture(scope="module")
-def vector_runs():
-    if shutil.which("iverilog") is None:
-        pytest.skip("Icarus Verilog (iverilog) is not installed")
-    from vta_hw.runners.rtlsim import run_rtl_batch
-    progs, expected = [], []
-    for p in VECTORS:
-        v = np.load(p, allow_pickle=False)
-        progs.append((v["insns"].tobytes(), v["dram_in"].copy()))
-        expected.append(v["dram_out"])
-    results = run_rtl_batch(progs, raise_on_error=False)
-    return {os.path.basename(p): (prog[1], exp, r)
-            for p, prog, exp, r in zip(VECTORS, progs, expected, results)}
+@pytest.fixture
+def vector_runs(icarus_vector_runs):
+    """The root conftest's one Icarus run of every vector per test run (shared with
+    tests/test_hw_fastrtl.py and between xdist workers)."""
+    return icarus_vector_runs
 
 
 @pytest.mark.parametrize("name", [os.path.basename(p) for p in VECTORS])
 def test_vector_on_icarus(vector_runs, name):
     image, expected, res = vector_runs[name]
-    assert res.extra["error"] is None
+    assert res["error"] is None
     diff = np.flatnonzero(image != expected)
     assert diff.size == 0, f"{diff.size} bytes differ, first at {diff[:8].tolist()}"
-    assert res.cycles > 0
+    assert res["cycles"] > 0
 
 
 def test_vector_cycles_match_the_fitted_timing_model(vector_runs):
@@ -53,6 +44,6 @@ def test_vector_cycles_match_the_fitted_timing_model(vector_runs):
     samples = []
     for p in VECTORS:
         v = np.load(p, allow_pickle=False)
-        samples.append((v["insns"].tobytes(), vector_runs[os.path.basename(p)][2].cycles))
+        samples.append((v["insns"].tobytes(), vector_runs[os.path.basename(p)][2]["cycles"]))
     err = np.abs(calibrate.relative_errors(samples, params))
     assert np.median(err) <= 0.03 and err.max() <= 0.10, err

@@ -49,18 +49,15 @@ def test_every_vector_is_byte_exact_on_the_fast_path(fast_runs):
     assert all(r.simulator == "verilator" and r.cycles > 0 for r in res)
 
 
-def test_cycle_counts_equal_icarus_on_every_vector(fast_runs):
-    """The C++ DRAM model times the memory port exactly as the cocotb one: same cycles."""
-    if shutil.which("iverilog") is None:
-        pytest.skip("Icarus Verilog is not installed")
-    from vta_hw.runners.rtlsim import run_rtl_batch
+def test_cycle_counts_equal_icarus_on_every_vector(fast_runs, icarus_vector_runs):
+    """The C++ DRAM model times the memory port exactly as the cocotb one: same cycles.
+    (The Icarus run is the root conftest's, shared with sim_tests/test_hw_vectors.py.)"""
     progs, _, fast = fast_runs
-    ref = run_rtl_batch(_programs(VECTORS)[0], simulator="icarus", raise_on_error=False)
     got = {p.name: (r.cycles, r.extra["bytes_read"], r.extra["bytes_written"])
            for p, r in zip(VECTORS, fast)}
-    exp = {p.name: (r.cycles, r.extra["bytes_read"], r.extra["bytes_written"])
-           for p, r in zip(VECTORS, ref)}
-    assert got == exp
+    exp = {name: (r["cycles"], r["bytes_read"], r["bytes_written"])
+           for name, (_, _, r) in icarus_vector_runs.items()}
+    assert got == exp and len(got) == len(VECTORS)
 
 
 @pytest.mark.parametrize("timing", [dict(latency=3, gap=1, write_latency=5),

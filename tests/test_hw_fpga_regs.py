@@ -2,11 +2,26 @@
 each test fails on the tree before its change.  Behaviour and cycles are checked elsewhere
 (tests/test_hw_blocks.py, the golden vectors)."""
 
+import functools
 import re
 
 from amaranth.back import rtlil
 
 from isa import VTAConfig
+
+
+@functools.lru_cache(maxsize=None)
+def _core_text(pipelined: bool) -> str:
+    """The RTLIL of the FPGA builds' core (queue depth 8, three ALU stages), converted once."""
+    from vta_hw.blocks.core import VTACore
+    return rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=pipelined))
+
+
+@functools.lru_cache(maxsize=None)
+def _piped_compute_text() -> str:
+    """The RTLIL of the ``pipelined`` compute module, converted once."""
+    from vta_hw.blocks.compute import ComputeModule
+    return rtlil.convert(ComputeModule(VTAConfig(), alu_stages=3, pipelined=True))
 
 
 def _registers(text: str) -> set[str]:
@@ -90,10 +105,7 @@ def test_pipelined_compute_has_only_selects_behind_its_command_queue():
     block RAM -> ``uop_bgn + 1 == uop_end`` -> ``uop_single1``).  Since the UOP SRAM
     address takes the head's ``uop_bgn`` from a register (``cmd_head_bgn``), ``cmd_insn``
     feeds registers only."""
-    from vta_hw.blocks.compute import ComputeModule
-    cfg = VTAConfig()
-    assert _cmd_insn_users(rtlil.convert(ComputeModule(cfg, alu_stages=3,
-                                                       pipelined=True))) <= {"$mux"}
+    assert _cmd_insn_users(_piped_compute_text()) <= {"$mux"}
 
 
 def test_pipelined_compute_queue_carries_the_predecode_in_the_block_rams_spare_bits():
@@ -101,9 +113,8 @@ def test_pipelined_compute_queue_carries_the_predecode_in_the_block_rams_spare_b
     and for the FPGA builds' configurations that fits the spare bits of the 36-bit-wide
     block RAMs the 160-bit entries take anyway (no block RAM more)."""
     from vta_hw.blocks.compute import pre_layout
-    from vta_hw.blocks.core import VTACore
     from vta_hw.board.builds import build_config
-    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=True))
+    text = _core_text(True)
     widths = {q: int(re.search(rf"module \\top\.engine\.{q}_queue\n(?:.*\n)*?\s*"
                                rf"memory width (\d+)", text).group(1))
               for q in ("ld", "cp", "st")}
@@ -127,7 +138,7 @@ def test_pipelined_compute_decodes_from_registers():
     cfg = VTAConfig()
     plain = rtlil.convert(ComputeModule(cfg))
     assert {"$le", "$gt"} <= top_cells(plain)
-    piped = rtlil.convert(ComputeModule(cfg, alu_stages=3, pipelined=True))
+    piped = _piped_compute_text()
     assert not top_cells(piped) & {"$le", "$lt", "$ge", "$gt", "$sub"}
     assert "insn_pre" in _registers(piped)
 
@@ -179,10 +190,8 @@ def test_pipelined_core_token_queues_give_avail_from_a_register():
     """The ``pipelined`` core's token queues drive ``avail`` from a flip-flop,
     not from their counter's OR-reduction (the fifteenth session's seed-3 path: the ``l2g``
     count -> compute's token check -> the UOP SRAM address); the plain core's do not."""
-    from vta_hw.blocks.core import VTACore
     for piped in (True, False):
-        text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3,
-                                     pipelined=piped))
+        text = _core_text(piped)
         mods = {q: text.split(f"module \\top.engine.{q}\n")[1].split("\nend\n")[0]
                 for q in ("l2g", "g2l", "g2s", "s2g")}
         for q, body in mods.items():
@@ -291,9 +300,7 @@ def test_pipelined_compute_forms_its_error_outputs_from_registers_in_error():
     loader's range check (``loader.total``) or the units' into them or into the enables of
     36 flip-flops (the fifteenth session's seed-1 path: ``loader.total`` -> the fail chain ->
     ``err_index``'s CE)."""
-    from vta_hw.blocks.compute import ComputeModule
-    cfg = VTAConfig()
-    top = _module(rtlil.convert(ComputeModule(cfg, alu_stages=3, pipelined=True)), "top")
+    top = _module(_piped_compute_text(), "top")
     regs = _registers(top)
     assert "err_code" not in regs and "err_index" not in regs
     assert _cone(top, "\\err_index") == {"\\fsm_state", "\\index"}
@@ -369,11 +376,9 @@ def test_pipelined_uop_sram_address_has_no_block_ram_or_loop_select_in_front():
     loop's phase, flags and counters (the seventeenth session's paths into the UOP SRAM's
     address pins: seed 2 ``cp_queue``'s DP16KD -> the head's ``uop_bgn``, seed 1 ``phase``
     -> ``phase == gap`` -> the look-ahead select)."""
-    from vta_hw.blocks.compute import ComputeModule
-    from vta_hw.blocks.core import VTACore
     from vta_hw.blocks.uoploop import UopLoop
     cfg = VTAConfig()
-    top = _module(rtlil.convert(ComputeModule(cfg, alu_stages=3, pipelined=True)), "top")
+    top = _module(_piped_compute_text(), "top")
     addr, = [re.search(r"connect \\ADDR (\S+)", c).group(1)
              for c in re.findall(r"cell \$memrd_v2 .*?\n  end", top, re.S)
              if 'MEMID "\\\\uop_mem"' in c]
@@ -385,8 +390,7 @@ def test_pipelined_uop_sram_address_has_no_block_ram_or_loop_select_in_front():
     assert "u_ahead_run" in _registers(loop)         # ``u_addr``'s flip-flop drives it
     assert _cone(loop, "\\u_ahead_run") == {"\\u_ahead_run"}
     # the core: ``cmd_head_bgn`` is a register (``cp_head_bgn``, which drives the port)
-    text = rtlil.convert(VTACore(cfg, queue_depth=8, alu_stages=3, pipelined=True))
-    regs = _registers(_module(text, "top.engine"))
+    regs = _registers(_module(_core_text(True), "top.engine"))
     assert "cp_push_bgn" in regs and {"cp_head_bgn", "cmd_head_bgn"} & regs
 
 
