@@ -121,9 +121,9 @@ def _compare(programs, **kw):
         if not group:
             continue
         # the batch on the fast path when it is built (the same Verilog, cycle for cycle
-        # equal to Icarus on every golden vector: test_hw_fastrtl.py); a program that reads
-        # SRAM it never wrote on Icarus, a fresh simulator from reset (the fast path keeps
-        # one model per process, its SRAMs holding what the last program left)
+        # equal to Icarus on every golden vector: test_hw_fastrtl.py); each program that
+        # reads SRAM it never wrote in a call of its own on Icarus (every call starts from
+        # power-on on both: this keeps a second simulator on the undefined reads)
         sim = kw.get("simulator") or ("verilator" if k == 0 and _has_verilator() else "icarus")
         res = run_rtl_batch([(i, d) for _, i, d in group], CFG, raise_on_error=False,
                             validate=False, max_cycles=200_000, stall_cycles=5_000,

@@ -189,3 +189,31 @@ def test_random_programs_on_other_bus_widths_match_vta_sim(cfg):
     res = run_rtl_batch(progs, cfg, simulator="verilator")
     assert all(np.array_equal(img, ref) for (_, img), ref in zip(progs, refs))
     assert all(r.cycles > 0 for r in res)
+
+
+def test_each_call_starts_from_power_on():
+    """A call's result does not depend on the process's earlier calls: the fast path keeps
+    one Verilated model per library, and each call now starts it from power-on (SRAMs
+    zero), as a new Icarus or Amaranth run does.  Before, a STORE of OUT SRAM the program
+    never wrote returned what an earlier call's program had left there."""
+    _needs_verilator()
+    from vta_hw.runners.rtlsim import run_rtl_batch
+    store = encode_program([MemInsn(Opcode.STORE, MemType.OUT, 0, 4, 4, 1, 1), FinishInsn()],
+                           CFG)
+    kw = dict(simulator="verilator", raise_on_error=True, validate=False)
+
+    def stored():
+        dram = np.full(4096, 0xA5, np.uint8)
+        run_rtl_batch([(store, dram)], **kw)
+        return dram[64:64 + 4 * 16].copy()
+
+    first = stored()
+    (prog, img), = _programs([VEC / "alu_add_imm_000.npz"])[0]
+    run_rtl_batch([(prog, img)], **kw)                      # writes OUT SRAM rows
+    assert np.array_equal(stored(), first)
+    assert not first.any()                                  # OUT SRAM at power-on: zeros
+    # within one call the programs share the SRAMs, as in one Icarus run
+    (prog, img), = _programs([VEC / "alu_add_imm_000.npz"])[0]
+    dram = np.full(4096, 0xA5, np.uint8)
+    run_rtl_batch([(prog, img), (store, dram)], **kw)
+    assert dram[64:128].any()

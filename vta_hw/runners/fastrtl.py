@@ -171,7 +171,14 @@ class FastRtl:
         self.lib = lib
         self.handle = lib.vta_new()
         self.bus_bytes = lib.vta_bus_bytes()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
+
+    def power_on(self) -> None:
+        """Replace the model by a new one: every register and SRAM at its power-on value, as
+        a new Icarus or Amaranth run starts (:meth:`run` resets the core, not its SRAMs)."""
+        with self.lock:
+            old, self.handle = self.handle, self.lib.vta_new()
+            self.lib.vta_free(old)
 
     @classmethod
     def get(cls, lib_path: Path) -> "FastRtl":
@@ -216,15 +223,27 @@ def run_fast(programs, cfg: VTAConfig, *, latency: int, gap: int, write_latency:
     programs are already checked)."""
     model = FastRtl.get(build_library(cfg, build_root, **core_kw))
     results = []
-    for k, (insns, dram) in enumerate(programs):
-        img = pack_image(insns, dram, cfg, validate=False)
-        st = model.run(img.data, img.insn_addr, img.insn_count, latency=latency, gap=gap,
-                       write_latency=write_latency, max_cycles=max_cycles,
-                       stall_cycles=stall_cycles)
-        check_stats(st, k, max_cycles, raise_on_error)
-        dram[...] = img.data[:img.image_bytes].reshape(dram.shape)
-        r = RunResult(dram, st["cycles"], st["acc_writes"], st["wall_seconds"], "verilator")
-        r.extra = {"bytes_read": st["bytes_read"], "bytes_written": st["bytes_written"],
-                   "error": st.get("error"), "invocation_seconds": round(st["wall_seconds"], 3)}
-        results.append(r)
+    with model.lock:
+        # each call starts from power-on, as on Icarus and Amaranth: a program that reads SRAM
+        # it never wrote sees what the earlier programs of this call left, never an earlier
+        # call's (the result of a call does not depend on the process's history)
+        model.power_on()
+        for k, (insns, dram) in enumerate(programs):
+            results.append(_run_one(model, k, insns, dram, cfg, latency=latency, gap=gap,
+                                    write_latency=write_latency, max_cycles=max_cycles,
+                                    stall_cycles=stall_cycles, raise_on_error=raise_on_error))
     return results
+
+
+def _run_one(model, k, insns, dram, cfg, *, latency, gap, write_latency, max_cycles,
+             stall_cycles, raise_on_error) -> RunResult:
+    """Program ``k`` of a :func:`run_fast` call on ``model`` (``dram`` updated in place)."""
+    img = pack_image(insns, dram, cfg, validate=False)
+    st = model.run(img.data, img.insn_addr, img.insn_count, latency=latency, gap=gap,
+                   write_latency=write_latency, max_cycles=max_cycles, stall_cycles=stall_cycles)
+    check_stats(st, k, max_cycles, raise_on_error)
+    dram[...] = img.data[:img.image_bytes].reshape(dram.shape)
+    r = RunResult(dram, st["cycles"], st["acc_writes"], st["wall_seconds"], "verilator")
+    r.extra = {"bytes_read": st["bytes_read"], "bytes_written": st["bytes_written"],
+               "error": st.get("error"), "invocation_seconds": round(st["wall_seconds"], 3)}
+    return r
