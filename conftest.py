@@ -50,7 +50,10 @@ def icarus_vector_runs(tmp_path_factory):
     if shutil.which("iverilog") is None:
         pytest.skip("Icarus Verilog (iverilog) is not installed")
     paths = sorted((Path(__file__).parent / "tests" / "data" / "vectors").glob("*.npz"))
-    expected = {p.name: np.load(p, allow_pickle=False)["dram_out"] for p in paths}
+    vecs = []
+    for p in paths:
+        with np.load(p, allow_pickle=False) as v:
+            vecs.append({k: v[k] for k in ("insns", "dram_in", "dram_out")})
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent                  # one folder for all the run's workers
@@ -59,10 +62,7 @@ def icarus_vector_runs(tmp_path_factory):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not info.exists():
             from vta_hw.runners.rtlsim import run_rtl_batch
-            progs = []
-            for p in paths:
-                v = np.load(p, allow_pickle=False)
-                progs.append((v["insns"].tobytes(), v["dram_in"].copy()))
+            progs = [(v["insns"].tobytes(), v["dram_in"].copy()) for v in vecs]
             res = run_rtl_batch(progs, simulator="icarus", raise_on_error=False)
             np.savez(images, **{p.name: prog[1] for p, prog in zip(paths, progs)})
             info.write_text(json.dumps({p.name: {
@@ -71,4 +71,4 @@ def icarus_vector_runs(tmp_path_factory):
                 "bytes_written": int(r.extra["bytes_written"])} for p, r in zip(paths, res)}))
         stats = json.loads(info.read_text())
         with np.load(images, allow_pickle=False) as z:
-            return {p.name: (z[p.name], expected[p.name], stats[p.name]) for p in paths}
+            return {p.name: (z[p.name], v["dram_out"], stats[p.name]) for p, v in zip(paths, vecs)}

@@ -50,7 +50,8 @@ def test_broadcast_operands_plain_padded_conv_on_rtl(rtl):
     _both(build(out, cfg), cfg, rtl, {D: x, K: wt, B: bias, R: row, F: floor}, ref)
 
 
-@pytest.mark.parametrize("simulator", ["amaranth", pytest.param("verilator", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("simulator",
+                         ["amaranth", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_dense_odd_classes_batch2_on_rtl(rtl, simulator):
     """Dense 3 x 40 -> 21 on a BATCH=2, BLOCK=8 core (batch, features and classes padded).
     By default on Amaranth's simulator: no other default test uses this configuration, and

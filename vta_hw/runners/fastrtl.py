@@ -229,21 +229,15 @@ def run_fast(programs, cfg: VTAConfig, *, latency: int, gap: int, write_latency:
         # call's (the result of a call does not depend on the process's history)
         model.power_on()
         for k, (insns, dram) in enumerate(programs):
-            results.append(_run_one(model, k, insns, dram, cfg, latency=latency, gap=gap,
-                                    write_latency=write_latency, max_cycles=max_cycles,
-                                    stall_cycles=stall_cycles, raise_on_error=raise_on_error))
+            img = pack_image(insns, dram, cfg, validate=False)
+            st = model.run(img.data, img.insn_addr, img.insn_count, latency=latency, gap=gap,
+                           write_latency=write_latency, max_cycles=max_cycles,
+                           stall_cycles=stall_cycles)
+            check_stats(st, k, max_cycles, raise_on_error)
+            dram[...] = img.data[:img.image_bytes].reshape(dram.shape)
+            r = RunResult(dram, st["cycles"], st["acc_writes"], st["wall_seconds"], "verilator")
+            r.extra = {"bytes_read": st["bytes_read"], "bytes_written": st["bytes_written"],
+                       "error": st.get("error"),
+                       "invocation_seconds": round(st["wall_seconds"], 3)}
+            results.append(r)
     return results
-
-
-def _run_one(model, k, insns, dram, cfg, *, latency, gap, write_latency, max_cycles,
-             stall_cycles, raise_on_error) -> RunResult:
-    """Program ``k`` of a :func:`run_fast` call on ``model`` (``dram`` updated in place)."""
-    img = pack_image(insns, dram, cfg, validate=False)
-    st = model.run(img.data, img.insn_addr, img.insn_count, latency=latency, gap=gap,
-                   write_latency=write_latency, max_cycles=max_cycles, stall_cycles=stall_cycles)
-    check_stats(st, k, max_cycles, raise_on_error)
-    dram[...] = img.data[:img.image_bytes].reshape(dram.shape)
-    r = RunResult(dram, st["cycles"], st["acc_writes"], st["wall_seconds"], "verilator")
-    r.extra = {"bytes_read": st["bytes_read"], "bytes_written": st["bytes_written"],
-               "error": st.get("error"), "invocation_seconds": round(st["wall_seconds"], 3)}
-    return r
