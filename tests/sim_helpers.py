@@ -19,6 +19,15 @@ HW_WIDE = VTAConfig().replace(LOG_BUS_WIDTH=6, LOG_BLOCK=3, LOG_UOP_BUFF_SIZE=8,
                               LOG_INP_BUFF_SIZE=8, LOG_WGT_BUFF_SIZE=8, LOG_ACC_BUFF_SIZE=8)
 
 
+def run_testbench(dut, bench):
+    """Run the async testbench ``bench(ctx)`` on ``dut`` in Amaranth's simulator, 100 MHz clock."""
+    from amaranth.sim import Simulator
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 class Ecp5Stub:
     """Stands in for an ECP5 platform during elaboration (only ``family`` is read)."""
     family = "ecp5"
