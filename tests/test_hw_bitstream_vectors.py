@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from isa import VTAConfig
-from vta_hw.board.builds import BUILDS, VectorDoesNotFit, adapt_vector, build_config
+from tests.vector_adapt import VectorDoesNotFit, adapt_vector
+from vta_hw.board.builds import BUILDS, build_config
 
 VECDIR = os.path.join(os.path.dirname(__file__), "data", "vectors")
 VECTORS = sorted(p[:-4] for p in os.listdir(VECDIR) if p.endswith(".npz"))

@@ -17,7 +17,7 @@ PACKAGES = ("isa", "vta_sim", "vta_runtime", "compiler", "vta_hw")
 ALLOWED = {
     "isa": set(),
     "vta_sim": {"isa"},
-    "vta_hw": {"isa", "vta_sim"},
+    "vta_hw": {"isa"},
     "vta_runtime": {"isa", "vta_sim", "vta_hw"},
     "compiler": {"isa", "vta_sim", "vta_runtime", "vta_hw"},
 }
