@@ -7,17 +7,16 @@ instruction streams on one device).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-from isa import InsnArray, VTAConfig, decode_stream, default_config
+from isa import VTAConfig, default_config
 
 from . import compute, memory
 from ._blas import single_threaded
-from .checks import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, MT_ACC, MT_ACC8, MT_INP,
-                     MT_UOP, MT_WGT, OP_ALU, OP_FINISH, OP_GEMM, OP_LOAD, OP_STORE, QUEUE_NAMES,
-                     check_program, modules_of, token_lists, work_of)
+from .checks import (MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, MT_UOP, QUEUE_NAMES,
+                     check_program)
+from .program import (ALU as _ALU, FINISH as _FINISH, GEMM as _GEMM, LOAD as _LOAD,
+                      NOP as _NOP, Program, build_program, template, with_dram_base)
 from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramError, SimError,
                      TokenError, UninitializedReadError, WorkLimitError)
 from .sram import Sram
@@ -34,8 +33,6 @@ _ORDERS_KEPT = 4
 DEFAULT_MAX_WORK = 10_000_000_000
 
 _MODULE_NAMES = ("load", "compute", "store")
-# instruction kinds
-_NOP, _LOAD, _STORE, _GEMM, _ALU, _FINISH = range(6)
 
 
 def _as_stream(insns) -> bytes:
@@ -173,7 +170,7 @@ class Simulator:
         self._fast_of = (self.sram, self.sram.plans.evictions)
         self._db_field = config.mem_layout.word_field("dram_base")
         self._program_insns = 0
-        # the image and Sram the prepared streams' kept LOAD/STORE views (_Program.views)
+        # the image and Sram the prepared streams' kept LOAD/STORE views (Program.views)
         # read and write; another image or Sram (buffers included) empties them
         # (_check_views)
         self._views_of = None
@@ -276,7 +273,7 @@ class Simulator:
             prog.views[:] = [None] * prog.n
         self._views_of = now
 
-    def _prepare(self, data: bytes, dram_bytes: int) -> "_Program":
+    def _prepare(self, data: bytes, dram_bytes: int) -> Program:
         """The decoded, statically checked program with everything the run needs that does
         not depend on the data.
 
@@ -286,7 +283,7 @@ class Simulator:
         with its own ``dram_base`` column and its own DRAM range check (the only static check
         that reads ``dram_base`` or the DRAM size).
         """
-        key, rows, db = _template(data, self._db_field)
+        key, rows, db = template(data, self._db_field)
         prog = self._programs.get(key)
         if prog is None:
             return self._prepare_new(data, key, rows, db, dram_bytes)
@@ -297,10 +294,10 @@ class Simulator:
             top = int(((d + prog.ext_off) * prog.ext_eb).max())
             if top > dram_bytes:
                 # the lowest-index fault, as a fresh preparation reports it
-                check_program(_with_dram_base(prog, rows, db).cols, self.config, dram_bytes)
+                check_program(with_dram_base(prog, rows, db).cols, self.config, dram_bytes)
         if same:
             return prog
-        arr = _with_dram_base(prog, rows, db)
+        arr = with_dram_base(prog, rows, db)
         c = dict(prog.c)
         c["dram_base"] = arr.cols["dram_base"].tolist()
         # kept in place of the stream's other buffers (a runtime runs a kernel on the same
@@ -310,40 +307,13 @@ class Simulator:
         self._programs[key] = prog
         return prog
 
-    def _prepare_new(self, data, key, rows, db, dram_bytes) -> "_Program":
+    def _prepare_new(self, data, key, rows, db, dram_bytes) -> Program:
         """Decode and check a stream whose template ``key`` is not cached, and cache it."""
-        cfg = self.config
-        arr = decode_stream(data, cfg, strict=False)
-        c = arr.cols
-        check_program(c, cfg, dram_bytes)
-        n = len(arr)
-        mod = modules_of(c)
-        op = c["opcode"]
-        kind = np.full(n, _NOP, np.int64)
-        mem = ((op == OP_LOAD) | (op == OP_STORE))
-        kind[mem & (c["x_size"] > 0) & (op == OP_LOAD)] = _LOAD
-        kind[mem & (c["x_size"] > 0) & (op == OP_STORE)] = _STORE
-        kind[op == OP_GEMM] = _GEMM
-        kind[op == OP_ALU] = _ALU
-        kind[op == OP_FINISH] = _FINISH
-        pops, pushes = token_lists(c, mod)
-        # the DRAM range check of a checked program: every LOAD/STORE that moves data ends
-        # at byte (dram_base + (y_size - 1) * x_stride + x_size) * elem_bytes
-        ext = mem & (c["x_size"] > 0) & (c["y_size"] > 0)
-        ext_rows = np.flatnonzero(ext)
-        eb = np.array([cfg.elem_bytes(t) for t in range(6)], np.int64)
-        ext_eb = np.where(op[ext_rows] == OP_STORE, cfg.out_elem_bytes,
-                          eb[np.minimum(c["memory_type"][ext_rows], 5)])
-        ext_off = (c["y_size"][ext_rows] - 1) * c["x_stride"][ext_rows] + c["x_size"][ext_rows]
-        prog = _Program(arr, n, {k: v.tolist() for k, v in c.items()}, kind.tolist(),
-                        work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
-                        _counts(c, kind, cfg, n), db, ext_rows,
-                        np.searchsorted(rows, ext_rows), ext_off, ext_eb, {}, _ops(c, kind),
-                        [None] * n, {})
-        if n > _PROGRAM_CACHE_INSNS:
+        prog = build_program(data, rows, db, self.config, dram_bytes)
+        if prog.n > _PROGRAM_CACHE_INSNS:
             return prog                      # too big to keep after the run
         self._programs[key] = prog
-        self._program_insns += n
+        self._program_insns += prog.n
         while self._program_insns > _PROGRAM_CACHE_INSNS:
             old = self._programs.pop(next(iter(self._programs)))
             self._program_insns -= old.n
@@ -510,108 +480,6 @@ class Simulator:
                 memory.store(s, self._dram, S, D, Y, X, P)
             else:
                 memory.run_store_views(v[1])
-
-class _Program(NamedTuple):
-    """A prepared instruction stream (see :meth:`Simulator._prepare`)."""
-    arr: object
-    n: int
-    c: dict
-    kind: list
-    work: list
-    pops: list
-    pushes: list
-    mod: list
-    modarr: np.ndarray
-    counts: dict
-    db: np.ndarray          # dram_base of the LOAD/STORE rows (in stream order)
-    ext_rows: np.ndarray    # the LOAD/STORE rows that move data
-    ext_pos: np.ndarray     # their positions among the LOAD/STORE rows
-    ext_off: np.ndarray     # tiles from dram_base to the end of their last row
-    ext_eb: np.ndarray      # bytes per tile
-    orders: dict            # concurrent schedules by initial tokens (Simulator._run_kept)
-    ops: list               # per instruction: its kernel's arguments (_ops)
-    views: list             # per LOAD (not UOP) and STORE: (dram_base, memory.load_views
-    #                         or store_views) kept while the image and the Sram stay the same
-    #                         (Simulator._check_views)
-    timing: dict            # the timing model's tables of this program by parameters
-    #                         (simulate_timing's ``prepared``)
-
-
-def _template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """(``data`` with the ``dram_base`` fields of its LOADs and STOREs cleared, the indices
-    of those instructions, their ``dram_base`` values as int64)."""
-    word, shift, mask = field
-    w = np.frombuffer(data, "<u8").reshape(-1, 2)
-    rows = np.flatnonzero((w[:, 0] & np.uint64(7)) <= OP_STORE)
-    if not rows.size:
-        return data, rows, np.zeros(0, np.int64)
-    col = w[rows, word]
-    db = ((col >> np.uint64(shift)) & np.uint64(mask)).astype(np.int64)
-    t = w.copy()
-    t[rows, word] = col & ~np.uint64(mask << shift)
-    return t.tobytes(), rows, db
-
-
-def _with_dram_base(prog: "_Program", rows: np.ndarray, db: np.ndarray):
-    """``prog.arr`` with the ``dram_base`` values ``db`` in the LOAD/STORE ``rows``."""
-    cols = dict(prog.arr.cols)
-    full = np.zeros(prog.n, np.int64)
-    full[rows] = db
-    cols["dram_base"] = full
-    return InsnArray(cols, prog.arr.config)
-
-
-#: the fields each kind of instruction hands its kernel (LOAD and STORE without dram_base,
-#: which a prepared stream's runs may change)
-_OP_FIELDS = {
-    _GEMM: ("reset", "uop_bgn", "uop_end", "iter_out", "iter_in", "dst_factor_out",
-            "dst_factor_in", "src_factor_out", "src_factor_in", "wgt_factor_out",
-            "wgt_factor_in"),
-    _ALU: ("alu_opcode", "uop_bgn", "uop_end", "iter_out", "iter_in", "dst_factor_out",
-           "dst_factor_in", "src_factor_out", "src_factor_in", "use_imm", "imm"),
-    _LOAD: ("memory_type", "sram_base", "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1",
-            "x_pad_0", "x_pad_1"),
-    _STORE: ("sram_base", "y_size", "x_size", "x_stride"),
-}
-
-
-def _ops(c, kind) -> list:
-    """Per instruction, the arguments :meth:`Simulator._execute` hands its kernel (None for
-    NOP and FINISH), as Python ints."""
-    ops = [None] * kind.shape[0]
-    for k, fields in _OP_FIELDS.items():
-        rows = np.flatnonzero(kind == k)
-        if rows.size:
-            for i, a in zip(rows.tolist(), zip(*(c[f][rows].tolist() for f in fields))):
-                ops[i] = a
-    return ops
-
-
-def _counts(c, kind, cfg, n) -> dict:
-    """The static Stats counters of a program (fsim's profiler counters and instruction
-    counts)."""
-    op, mt = c["opcode"], c["memory_type"]
-    n_uop = np.maximum(c["uop_end"] - c["uop_bgn"], 0) * c["iter_out"] * c["iter_in"]
-    gemm, alu = op == OP_GEMM, op == OP_ALU
-    st = {"insn_count": n}
-    st["gemm_ops"] = int(n_uop[gemm & (c["reset"] == 0)].sum())
-    st["reset_ops"] = int(n_uop[gemm & (c["reset"] != 0)].sum())
-    st["gemm_macs"] = st["gemm_ops"] * cfg.macs_per_uop
-    st["alu_ops"] = int(n_uop[alu].sum())
-    load = (kind == _LOAD)
-    xy = c["x_size"] * c["y_size"]
-    st["uop_load_bytes"] = int(xy[load & (mt == MT_UOP)].sum()) * 4
-    st["inp_load_bytes"] = int(xy[load & (mt == MT_INP)].sum()) * cfg.inp_elem_bytes
-    st["wgt_load_bytes"] = int(xy[load & (mt == MT_WGT)].sum()) * cfg.wgt_elem_bytes
-    st["acc_load_bytes"] = int(xy[load & ((mt == MT_ACC) | (mt == MT_ACC8))]
-                               .sum()) * cfg.acc_elem_bytes
-    st["out_store_bytes"] = int(xy[kind == _STORE].sum()) * cfg.out_elem_bytes
-    st["load_count"] = int(load.sum())
-    st["store_count"] = int((kind == _STORE).sum())
-    st["gemm_count"], st["alu_count"] = int(gemm.sum()), int(alu.sum())
-    st["nop_count"] = int((kind == _NOP).sum())
-    return st
-
 
 def _flag_of(c: dict, i: int, q: int) -> str:
     """The flag of instruction ``i`` that pops queue ``q``."""

@@ -7,8 +7,9 @@ of outstanding reads (:meth:`DramReads.arbitrate_in_order`, the RTL's memory por
 from __future__ import annotations
 
 from heapq import heappush
+from itertools import repeat
 
-__all__ = ["DramReads"]
+__all__ = ["DramReads", "expand_reads", "READS", "WRITES"]
 
 _INF = float("inf")
 #: the first item of a mark of read (write) bursts in the engine's burst log
@@ -235,3 +236,25 @@ class DramReads:
                     break
             # re-arbitrate at time t (bus free, no event before it)
 
+
+def expand_reads(log, slots, first, free):
+    """``log`` with every mark (:meth:`Engine.burst_log`) replaced by its bursts, those of
+    the read marks with their cycles from the slot cycles ``slots[first:]`` in order (the
+    entries before ``first`` were never a burst's)."""
+    if not any(x[0] is READS or x[0] is WRITES for x in log):
+        return log
+    out = []
+    j = first
+    for x in log:
+        if x[0] is READS:
+            _, client, nb, beats, k = x
+            e, s = -free, -free - beats
+            out += [(client, a + s, a + e, nb) for a in slots[j:j + k]]
+            j += k
+        elif x[0] is WRITES:
+            _, t, count, d, nb = x
+            out.extend(zip(repeat("store"), range(t, t + count * d, d),
+                           range(t + d, t + (count + 1) * d, d), repeat(nb)))
+        else:
+            out.append(x)
+    return out

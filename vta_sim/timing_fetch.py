@@ -1,0 +1,112 @@
+"""Instruction fetch in the timing model's event loop (:class:`vta_sim.timing_engine.Engine`):
+bursts of instructions read over the shared DRAM channel into the fetch buffer, and drained
+one every ``fetch_drain_cycles`` into the modules' command queues."""
+
+from __future__ import annotations
+
+from heapq import heappush
+
+from .timing_dram import bursts as _bursts
+
+__all__ = ["Fetch"]
+
+_MODULES = ("load", "compute", "store")
+
+
+class Fetch:
+    """The engine's fetch methods (a mixin of :class:`~vta_sim.timing_engine.Engine`, whose
+    state they use: ``fetch_buf``, ``fetch_at``, ``queue``, ``heap``, ``now``, ``p``, ...)."""
+
+    def fetch_issue(self):
+        if self.fetch_next >= self.n or self.fetch_inflight:
+            return
+        if self.p.fetch_overlap and len(self.fetch_buf) > self.fetch_k:
+            return                      # no room in the two-burst buffer yet
+        self.fetch_inflight = True
+        k = min(self.fetch_k, self.n - self.fetch_next)
+        first = self.fetch_next
+        self.fetch_next += k
+        self.fetch_t0 = self.now
+        a, nb = 16 * first, 16 * k
+        sizes = [nb] if nb <= self.max_bytes and a % self.boundary + nb <= self.boundary else \
+            _bursts(a, nb, self.max_bytes, self.boundary)       # (one burst: _bursts' [nb])
+        stream = self.in_order and len(sizes) == 1
+
+        def accepted(start):
+            # in-order DRAM: the burst's instructions stream in, one per 16 bytes of beats
+            # (vta_hw's fetch buffer takes each instruction as its last beat arrives)
+            per = -(-16 // self.bus)
+            self.fetch_at[first:first + k] = range(start + per, start + (k + 1) * per, per)
+            self.fetch_buf.extend(range(first, first + k))
+            if not self.fetch_draining:
+                self.fetch_drain()
+
+        def arrived():   # the last burst (a client's bursts are served in order)
+            self.fetch_inflight = False
+            if not stream:
+                self.fetch_buf.extend(range(first, first + k))
+            if self.p.fetch_overlap:
+                self.fetch_log.append((self.fetch_t0, self.now))
+                self.fetch_issue()
+            if not self.fetch_draining:
+                self.fetch_drain()
+        for b in sizes[:-1]:
+            self.dram_request("fetch", b, None)
+        self.dram_request("fetch", sizes[-1], arrived, on_accept=accepted if stream else None)
+
+    def fetch_drain(self, event=False):
+        """Move the next fetched instruction into its module's queue, one every
+        ``fetch_drain_cycles``.  The next step is an event at ``now + fetch_drain_cycles``
+        with the sequence number taken here (so it runs before any event pushed later for
+        that cycle).  When this call is that event (``event``: nothing of another event is
+        left to run at ``now``) and the heap holds nothing that would run before the next
+        step, the step runs inline instead, exactly as the event loop would run it next."""
+        heap, buf, fetch_at, queue = self.heap, self.fetch_buf, self.fetch_at, self.queue
+        depth = self.p.cmd_queue_depth
+        # (fetch_draining: False when this returns with no next step scheduled, True while
+        # one is; nothing called from here reads it)
+        while True:
+            if not buf:
+                self.fetch_draining = False
+                if not self.p.fetch_overlap:
+                    self.fetch_log.append((self.fetch_t0, self.now))
+                self.fetch_issue()
+                return
+            i = buf[0]
+            ta = fetch_at[i]
+            if ta > self.now:                       # still streaming in
+                self.fetch_draining = True
+                if not event or heap and heap[0][0] <= ta:
+                    self.seq += 1
+                    heappush(heap, (ta, self.seq, self._drain, (True,)))
+                    return
+                self.now = ta                       # the next event: run it here
+                continue
+            m = self.mod[i]
+            q = queue[m]
+            if len(q) >= depth:
+                self.fetch_draining = False
+                if self.fetch_blocked is None:
+                    self.fetch_blocked = (m, self.now)
+                return
+            if self.fetch_blocked is not None:
+                bm, since = self.fetch_blocked
+                key = f"full {_MODULES[bm]} queue"
+                self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
+                self.fetch_blocked = None
+            buf.popleft()
+            q.append(i)
+            self.delivered[m] += 1
+            now = self.issue[i] = self.now
+            self.fetch_draining = True
+            self.seq += 1
+            seq, nxt = self.seq, now + self.drain_cycles
+            if self.p.fetch_overlap and not self.fetch_inflight and self.fetch_next < self.n:
+                self.fetch_issue()
+            if not self.busy_flag[m] and self.blocked_push[m] is None:
+                self.try_start(m)
+            if not event or heap and (heap[0][0] < nxt or heap[0][0] == nxt and
+                                      heap[0][1] < seq):
+                heappush(heap, (nxt, seq, self._drain, (True,)))
+                return
+            self.now = nxt                          # the next event: run it here
