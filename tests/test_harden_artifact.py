@@ -90,6 +90,11 @@ def _conv_shape(doc):
     (_reshape, r"attribute 'shape' = .*reshapes"),
     (_conv_shape, r"output shape \(1, 32, 4, 300\), its input and weight give \(1, 32, 4, 4\)"),
     (lambda doc: doc.update(knobs="abc"), r"'knobs' must be an object"),
+    (_set("qmaxpool", kernel=[30000, 30000]),
+     r"'maxpool_\d+' \(qmaxpool\): attribute 'kernel' = \(30000, 30000\): the window of axis 2 "
+     r"spans 30000, the padded input"),
+    (_set("qmaxpool", kernel=[0, 2]), r"attribute 'kernel' = \(0, 2\): must be 2 positive"),
+    (_set("qmaxpool", kernel=[2, 2, 2]), r"attribute 'kernel' = \(2, 2, 2\): must be 2 positive"),
     (lambda doc: doc.update(options={"cpu_only": "yes"}), r"'options' must be an object"),
 ])
 def test_a_tampered_graph_with_matching_hashes_is_refused(vtar, edit, msg):

@@ -127,14 +127,86 @@ def test_1d_maxpool_indices_match_onnxruntime(attrs):
         np.testing.assert_array_equal(g, w)
 
 
-def test_3d_maxpool_indices_is_a_typed_error_naming_the_node():
-    from compiler.graph.onnx_import import OnnxImportError
-    m = helper.make_model(helper.make_graph(
-        [helper.make_node("MaxPool", ["x"], ["y", "i"], name="mp3", kernel_shape=[2, 2, 2])],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+def _indices_model(shape, **attrs):
+    F = TensorProto.FLOAT
+    return helper.make_model(helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], name="mp", **attrs)], "g",
+        [helper.make_tensor_value_info("x", F, list(shape))],
+        [helper.make_tensor_value_info("y", F, None),
          helper.make_tensor_value_info("i", TensorProto.INT64, None)]),
         opset_imports=[helper.make_opsetid("", 19)])
-    with pytest.raises(OnnxImportError, match=r"node 'mp3' \(MaxPool\): the Indices output "
-                                              r"of a 3-D pool"):
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[2, 2, 2]),
+    dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0]),
+    dict(kernel_shape=[2, 3, 2], strides=[2, 2, 2], dilations=[2, 1, 2], ceil_mode=1),
+    dict(kernel_shape=[3, 3, 3], strides=[2, 2, 2], auto_pad="SAME_UPPER"),
+    dict(kernel_shape=[2, 2, 3], strides=[1, 2, 2], pads=[1, 1, 1, 0, 0, 1], ceil_mode=1),
+    dict(kernel_shape=[2, 2, 2], storage_order=1),
+    dict(kernel_shape=[3, 2, 2], strides=[2, 2, 1], pads=[0, 1, 1, 1, 0, 1], storage_order=1)])
+def test_3d_maxpool_indices_match_onnxruntime(attrs):
+    """3-D MaxPool's Indices: one host node over the 5-D input with the windows of the two
+    2-D pools the values run as (explicit pads, auto_pad, ceil_mode, dilations); values and
+    indices equal onnxruntime's, ties (the first maximum) included, storage_order 1 (the
+    first spatial axis fastest) too (was a typed refusal). (onnx.reference 1.23 is not the
+    judge here: its 3-D indices differ from onnxruntime's and from ours at stride 1.)"""
+    from compiler.graph.onnx_backend import VtaBackend
+    m = _indices_model((2, 3, 5, 6, 7), **attrs)
+    x = np.random.default_rng(9).normal(size=(2, 3, 5, 6, 7)).astype(np.float32)
+    x[0, 0, :3, :3, :3] = 1.5                           # ties: the first maximum is taken
+    x[1, 2] = np.round(x[1, 2])                         # many ties
+    want = ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = VtaBackend.prepare(m).run({"x": x})
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_4d_maxpool_indices_is_a_typed_error_naming_the_node():
+    from compiler.graph.onnx_import import OnnxImportError
+    m = _indices_model((1, 1, 3, 3, 3, 3), kernel_shape=[2, 2, 2, 2])
+    with pytest.raises(OnnxImportError, match=r"node 'mp' \(MaxPool\): the Indices output "
+                                              r"of a 4-D pool"):
         import_onnx(m)
+
+
+def test_3d_maxpool_indices_compile_save_load_and_refuse_a_tampered_window(tmp_path):
+    """Compiled (values int8 on the CPU, indices on the host over the float input), saved
+    and loaded: bit-exact against the quantised graph's reference; a tampered window
+    (``kernel`` past the padded input, ``out`` not the output's shape) is refused at load."""
+    import json
+    import sys
+    import zipfile
+    from compiler.graph.artifact import ArtifactError, load, save
+    from compiler.graph.driver import compile_model
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_harden_artifact import _resigned
+    m = _indices_model((1, 2, 4, 6, 6), kernel_shape=[2, 2, 2], strides=[2, 2, 2],
+                       pads=[0, 1, 0, 1, 0, 1])
+    xs = [np.random.default_rng(k).normal(size=(1, 2, 4, 6, 6)).astype(np.float32)
+          for k in range(4)]
+    c = compile_model(m, calib=[{"x": x} for x in xs[:3]])
+    save(c, str(tmp_path / "m.vtar"))
+    c2 = load(str(tmp_path / "m.vtar"))
+    got = c2.executor(SimDevice(VTAConfig(), timed=True)).run({"x": xs[3]})
+    want = run_graph(c.qgraph, {"x": xs[3]})
+    assert set(got) == {"y", "i"}
+    for k in got:
+        np.testing.assert_array_equal(got[k], want[k])
+    with zipfile.ZipFile(tmp_path / "m.vtar") as z:
+        blobs = {n: z.read(n) for n in z.namelist()}
+    assert any(n["op"] == "maxpool_indices_nd" for n in json.loads(blobs["graph.json"])["nodes"])
+
+    def edit(**kw):
+        return lambda doc: next(n for n in doc["nodes"]
+                                if n["op"] == "maxpool_indices_nd")["attrs"].update(kw)
+    for kw, msg in [(dict(kernel=[2, 40000, 2]), r"attribute 'kernel' = \(2, 40000, 2\): the window of axis 3 "
+                                             r"spans 40000"),
+                    (dict(out=[2, 9, 9]), r"attribute 'out' = \(2, 9, 9\): is not the output")]:
+        p = _resigned(tmp_path, blobs, edit(**kw), "t")
+        with pytest.raises(ArtifactError, match=r"node 'i' \(maxpool_indices_nd\): " + msg):
+            load(p)

@@ -72,7 +72,7 @@ MAX_MEMBER_BYTES = 1 << 30
 MAX_MANIFEST_BYTES = 4 << 20
 SIGNATURE = "manifest.sig"
 KEY_ENV = "VTA_ARTIFACT_KEY"
-_TUPLE_KEYS = ("strides", "pads", "dilations", "kernel", "shape")
+_TUPLE_KEYS = ("strides", "pads", "dilations", "kernel", "shape", "out")
 
 
 class ArtifactError(GraphError):
@@ -456,11 +456,41 @@ def _check_attrs(q: Graph, n) -> None:
                              f"{want}")
     if n.op in ("cast", "affine_quantize") and "to" in a:
         _check_to(q, n, bad)
+    if n.op in _POOLS and n.inputs:
+        _check_window(q, n, bad)
     if n.op in ("reshape", "qreshape") and "shape" in a:
         shape, out = tuple(a["shape"]), tuple(q.values[n.output].shape)
         src = q.values[n.inputs[0]].shape if n.inputs else ()
         if shape != out or math.prod(out) != math.prod(src):
             bad("shape", f"reshapes {tuple(src)} to {out}")
+
+
+#: the pooling ops whose ``kernel`` / ``pads`` (begins, then ends) / ``dilations`` are one
+#: entry per spatial axis of their NC... input
+_POOLS = ("maxpool", "avgpool", "qmaxpool", "qavgpool", "maxpool_indices", "maxpool_indices_nd")
+
+
+def _check_window(q: Graph, n, bad) -> None:
+    """A pool's window fits its padded input on every spatial axis (a tampered kernel of
+    30000 x 30000 taps is a loop of 9e8 steps in a host reference), and an explicit ``out``
+    is the output value's spatial shape."""
+    a, xs = n.attrs, tuple(q.values[n.inputs[0]].shape)
+    sp = xs[2:]
+    k = a.get("kernel")
+    if not (isinstance(k, (list, tuple)) and len(k) == len(sp) and
+            all(_is_int(v) and v >= 1 for v in k)):
+        bad("kernel", f"must be {len(sp)} positive integers (input {xs})")
+    pads = a.get("pads", (0,) * (2 * len(sp)))
+    dil = a.get("dilations", (1,) * len(sp))
+    if len(pads) != 2 * len(sp) or len(dil) != len(sp) or \
+            len(a.get("strides", sp)) != len(sp):
+        bad("kernel", f"strides, pads and dilations do not describe a {len(sp)}-D window")
+    for i, (kk, d, size) in enumerate(zip(k, dil, sp)):
+        if (kk - 1) * d + 1 > size + pads[i] + pads[len(sp) + i]:
+            bad("kernel", f"the window of axis {i + 2} spans {(kk - 1) * d + 1}, the padded "
+                          f"input {size + pads[i] + pads[len(sp) + i]}")
+    if "out" in a and tuple(a["out"]) != tuple(q.values[n.output].shape[2:]):
+        bad("out", f"is not the output's spatial shape {tuple(q.values[n.output].shape[2:])}")
 
 
 def _check_to(q: Graph, n, bad) -> None:

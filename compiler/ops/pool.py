@@ -203,26 +203,44 @@ def maxpool_indices_reference(n, ins):
     flat index into the whole input, ``((n * C + c) * H + h) * W + w`` (``storage_order``
     1: ``(n * C + c) * H * W + w * H + h``); padding is never chosen (onnx.reference)."""
     x, a = np.asarray(ins[0]), n.attrs
-    nb, c, h, w = x.shape
-    k, (sh, sw), pads = a["kernel"], a["strides"], a["pads"]
-    dh, dw = a.get("dilations", (1, 1))
-    oh, ow = out_hw(h, w, k, (sh, sw), pads, (dh, dw))
-    xp = pad_nchw(x, pads, 0)
-    rows = np.arange(xp.shape[2]) - pads[0]
-    cols = np.arange(xp.shape[3]) - pads[1]
-    best = np.zeros((nb, c, oh, ow), x.dtype)
-    where = np.full((nb, c, oh, ow), -1, np.int64)
-    for ky in range(k[0]):
-        for kx in range(k[1]):
-            r = rows[ky * dh: ky * dh + sh * (oh - 1) + 1: sh][:, None]
-            q = cols[kx * dw: kx * dw + sw * (ow - 1) + 1: sw][None, :]
-            win = xp[:, :, ky * dh: ky * dh + sh * (oh - 1) + 1: sh,
-                     kx * dw: kx * dw + sw * (ow - 1) + 1: sw]
-            flat = r * w + q if a["storage_order"] == 0 else r + q * h
-            take = ((r >= 0) & (r < h) & (q >= 0) & (q < w)) & ((where < 0) | (win > best))
-            best = np.where(take, win, best)
-            where = np.where(take, flat, where)
-    base = np.arange(nb * c, dtype=np.int64).reshape(nb, c, 1, 1) * (h * w)
+    k, strides, pads = a["kernel"], a["strides"], a["pads"]
+    dil = a.get("dilations", (1, 1))
+    out = out_hw(x.shape[2], x.shape[3], k, strides, pads, dil)
+    return window_argmax(x, k, strides, pads[:2], dil, out, a["storage_order"])
+
+
+def window_argmax(x, kernel, strides, begin, dil, out, storage_order=0):
+    """The Indices output of an N-D MaxPool over ``x`` (N, C, *spatial): per output position
+    (``out``: the spatial output shape, as the values' node has it, ``ceil_mode`` included),
+    the flat index into ``x`` of its window's first largest element in row-major tap order
+    (windows cut at the input's edges; ``begin``: the leading pads; padding is never chosen);
+    ``storage_order`` 1 numbers the spatial axes column-major (the last one slowest)."""
+    x = np.asarray(x)
+    nb, c, sp = x.shape[0], x.shape[1], x.shape[2:]
+    r = len(sp)
+    # per axis: each output position's input coordinate for each tap (out, kernel)
+    coord = [np.arange(out[i])[:, None] * strides[i] - begin[i] +
+             np.arange(kernel[i])[None, :] * dil[i] for i in range(r)]
+    weight = [int(np.prod(sp[i + 1:])) for i in range(r)] if storage_order == 0 else \
+        [int(np.prod(sp[:i])) for i in range(r)]
+    best = np.zeros((nb, c) + tuple(out), x.dtype)
+    where = np.full((nb, c) + tuple(out), -1, np.int64)
+    for taps in np.ndindex(*kernel):
+        idx, ok, flat = [], np.ones(tuple(out), bool), np.zeros(tuple(out), np.int64)
+        for i, t in enumerate(taps):
+            q = coord[i][:, t]
+            inside = (q >= 0) & (q < sp[i])
+            shape = [1] * r
+            shape[i] = out[i]
+            ok = ok & inside.reshape(shape)
+            qc = np.clip(q, 0, sp[i] - 1)
+            idx.append(qc.reshape(shape))
+            flat = flat + (qc * weight[i]).reshape(shape)
+        win = x[(slice(None), slice(None)) + tuple(idx)]
+        take = ok & ((where < 0) | (win > best))
+        best = np.where(take, win, best)
+        where = np.where(take, flat, where)
+    base = np.arange(nb * c, dtype=np.int64).reshape((nb, c) + (1,) * r) * int(np.prod(sp))
     return np.where(where >= 0, where + base, -1)
 
 

@@ -10,8 +10,9 @@ dilation), imports the 2-D node with the 2-D rule of :mod:`compiler.ops.conv` /
 then holds ordinary ``reshape`` / ``conv`` / ``maxpool`` / ``avgpool`` nodes: float passes,
 quantisation (bit-exact integer forms), placement on VTA or the CPU all apply unchanged.
 A 1-D MaxPool's Indices output is the 2-D one reshaped (the flat index is the same).
-A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable, dilated or not;
-its Indices output is refused: the two pools' indices do not compose to one).
+A 3-D pool is two 2-D pools (:func:`_pool_3d`: the windows are separable, dilated or not);
+a 3-D MaxPool's Indices output (the two pools' indices do not compose to one) is one host
+node over the 5-D input, ``maxpool_indices_nd`` (:func:`compiler.ops.pool.window_argmax`).
 The 2-D rules stay the ONNX rules for 4-D tensors; this module wraps them (registered after
 them in :data:`compiler.ops.registry.FAMILIES`).
 
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
+
+import numpy as np
 
 from . import registry
 from .errors import OnnxImportError
@@ -181,10 +184,10 @@ def _pool_3d(ctx, node, base, attrs):
 def _wrap_pool(base):
     def rule(ctx, node, attrs):
         xs = ctx.shape(node.input[0])
-        if node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1] and \
-                len(xs) not in (3, 4):
+        idx = node.op_type == "MaxPool" and len(node.output) > 1 and node.output[1]
+        if idx and len(xs) not in (3, 4, 5):
             raise OnnxImportError(f"node {node.name!r} (MaxPool): the Indices output of a "
-                                  f"{len(xs) - 2}-D pool is not supported (1-D and 2-D are)")
+                                  f"{len(xs) - 2}-D pool is not supported (1-D to 3-D are)")
         if len(xs) == 3:
             return _lower(ctx, node, base, [_lift(ctx, node, node.input[0])],
                           _as_2d_attrs(ctx, node, attrs))
@@ -194,10 +197,52 @@ def _wrap_pool(base):
             base(ctx, _sub(node, [flat], f"{node.output[0]}/out2d"), attrs)
             _reshape(ctx, f"{node.output[0]}/out2d", node.output[0], xs[:2] + (1, 1, 1))
             return
+        if len(xs) == 5 and idx:
+            return _maxpool_3d_indices(ctx, node, base, attrs)
         if len(xs) == 5:
             return _pool_3d(ctx, node, base, attrs)
         return base(ctx, node, attrs)
     return rule
+
+
+def _maxpool_3d_indices(ctx, node, base, attrs):
+    """A 3-D MaxPool with its Indices output: the values as :func:`_pool_3d`, the indices
+    one host node over the 5-D input (:func:`compiler.ops.pool.window_argmax`) with the
+    windows the two 2-D pools were given (their pads: explicit, ``auto_pad`` or
+    ``ceil_mode``'s, as the 2-D rule settled them)."""
+    vals = SimpleNamespace(name=node.name, op_type=node.op_type, domain=node.domain,
+                           input=list(node.input), output=[node.output[0]])
+    _pool_3d(ctx, vals, base, attrs)
+    out = node.output[0]
+    prod = ctx.g.producer()
+    hw, dd = prod.get(f"{out}/hw"), prod.get(f"{out}/d")
+    if hw is None or dd is None:      # an empty output: the values were folded, so are these
+        ctx.fold(SimpleNamespace(output=[node.output[1]]),
+                 np.zeros(np.shape(ctx.consts[out]), np.int64))
+        return
+    shape = ctx.g.values[out].shape
+    a = {"out": tuple(shape[2:]),
+         "kernel": (dd.attrs["kernel"][0],) + tuple(hw.attrs["kernel"]),
+         "strides": (dd.attrs["strides"][0],) + tuple(hw.attrs["strides"]),
+         "pads": (dd.attrs["pads"][0], hw.attrs["pads"][0], hw.attrs["pads"][1],
+                  dd.attrs["pads"][2], hw.attrs["pads"][2], hw.attrs["pads"][3]),
+         "dilations": (dd.attrs.get("dilations", (1, 1))[0],) +
+         tuple(hw.attrs.get("dilations", (1, 1))),
+         "storage_order": int(ctx.take(attrs, "storage_order", 0))}
+    ctx.emit(SimpleNamespace(name=node.name, op_type=node.op_type, output=[node.output[1]]),
+             "maxpool_indices_nd", node.input[:1], shape, "int64", a)
+
+
+def _indices_nd_reference(n, ins):
+    from .pool import window_argmax
+    a = n.attrs
+    return window_argmax(ins[0], a["kernel"], a["strides"], a["pads"][:3], a["dilations"],
+                         a["out"], a["storage_order"])
+
+
+registry.register(registry.OpDef(
+    "maxpool_indices_nd", reference=_indices_nd_reference, category="injective",
+    float_why="integer positions"))
 
 
 def _install() -> None:
