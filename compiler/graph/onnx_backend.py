@@ -40,6 +40,13 @@ scalar with rank 0.  A bfloat16 constant or bound input is carried in float32
 (``compiler.ops.typecast.carried``): bfloat16 arithmetic is float32, each node's bfloat16
 output rounded to bfloat16 before the next node reads it (the importer).
 
+Sequence and optional values (``sequence(tensor)``, ``optional(tensor)``,
+``optional(sequence(tensor))``: :mod:`compiler.ops.sequence`) are taken and returned as
+onnxruntime does: a sequence as a list of arrays, an optional as its value or None.  The
+importer resolves them at import, so a model with such an input is imported per distinct
+structure of the values given (the length and the element shapes and types, not the
+values: ``VtaBackendRep.structured`` lists those inputs), as it is for bound inputs.
+
 Errors: an unsupported operator, attribute or input type raises the importer's
 :class:`~compiler.graph.onnx_import.OnnxImportError` from ``prepare`` (from ``run`` when the
 model has bound inputs: it is imported there); a missing or wrongly shaped input raises
@@ -55,6 +62,7 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from ..ops.typecast import NARROW
 from .ir import Graph, GraphError
+from ..ops.sequence import type_str
 from .onnx_import import NeedsConstantError, import_onnx
 from .passes import float_pipeline
 from .reference import run_graph
@@ -80,6 +88,13 @@ class VtaBackendRep(BackendRep):
         self.output_names = [o.name for o in model.graph.output]
         self.bound: list[str] = []
         self._graphs: dict = {}
+        self.types = {vi.name: vi.type for vi in model.graph.input}
+        #: inputs of sequence or optional type: the graph is built per structure at run
+        self.structured = [n for n in self.input_names if self.types[n].WhichOneof("value")
+                           in ("sequence_type", "optional_type")]
+        self.graph = None
+        if self.structured:
+            return
         try:
             self.graph = self._build({})
         except NeedsConstantError as e:
@@ -87,20 +102,27 @@ class VtaBackendRep(BackendRep):
                 raise
             self.graph, self.bound = None, [e.input]
 
-    def _build(self, constants: dict) -> Graph:
-        g = import_onnx(self.model, batch=self.batch, constants=constants)
-        return float_pipeline().run(g) if self.passes else g
+    def _build(self, constants: dict, structure: dict | None = None) -> Graph:
+        g = import_onnx(self.model, batch=self.batch, constants=constants,
+                        structure=structure, structured_outputs=True)
+        io = g.onnx_inputs, g.onnx_outputs
+        if self.passes:
+            g = float_pipeline().run(g)
+        g.onnx_inputs, g.onnx_outputs = io
+        return g
 
     def _graph_for(self, feeds: dict) -> Graph:
         """The graph for these values of the bound inputs (more are bound while the
-        importer asks for them)."""
+        importer asks for them) and this structure of the structured inputs."""
+        structure = {n: _spec(n, self.types[n], feeds[n]) for n in self.structured}
+        skey = tuple((n, _frozen(v)) for n, v in structure.items())
         while True:
-            key = tuple((n, np.asarray(feeds[n]).dtype.str, np.asarray(feeds[n]).shape,
-                         np.asarray(feeds[n]).tobytes()) for n in self.bound)
+            key = skey + tuple((n, np.asarray(feeds[n]).dtype.str, np.asarray(feeds[n]).shape,
+                                np.asarray(feeds[n]).tobytes()) for n in self.bound)
             if key in self._graphs:
                 return self._graphs[key]
             try:
-                g = self._build({n: np.asarray(feeds[n]) for n in self.bound})
+                g = self._build({n: np.asarray(feeds[n]) for n in self.bound}, structure)
             except NeedsConstantError as e:
                 if e.input not in self.input_names or e.input in self.bound:
                     raise
@@ -128,10 +150,13 @@ class VtaBackendRep(BackendRep):
             if name not in feeds:
                 raise GraphError(f"model: no array for input {name!r}")
         g = self.graph if self.graph is not None else self._graph_for(feeds)
+        flat = dict(feeds)
+        for name, tree in g.onnx_inputs.items():
+            _flatten(tree, feeds[name], flat)
         run_feeds = {}
         for name in g.inputs:
             v = g.values[name]
-            a = np.asarray(feeds[name])
+            a = np.asarray(flat[name])
             if tuple(a.shape) != tuple(v.shape):
                 raise GraphError(f"graph {g.name!r}: input {name!r} has shape "
                                  f"{tuple(a.shape)}, the model expects {tuple(v.shape)}")
@@ -141,19 +166,76 @@ class VtaBackendRep(BackendRep):
             run_feeds[name] = a
         out = run_graph(g, run_feeds)
         return namedtupledict("Outputs", self.output_names)(
-            *[self._declared(k, np.asarray(out[n])) for k, n in enumerate(g.outputs)])
+            *[self._value(tree, out, self.model.graph.output[k].type)
+              for k, tree in enumerate(g.onnx_outputs)])
 
-    def _declared(self, k: int, y: np.ndarray) -> np.ndarray:
-        """Output ``k`` as the model declares it: a float16 or float64 output (computed in
-        float32, float16 values already float16-rounded: compiler.ops.typecast) in its own
-        type, a declared scalar (rank 0; the graph keeps it as one element) as a scalar."""
-        tt = self.model.graph.output[k].type.tensor_type
+    def _value(self, tree, out: dict, tp):
+        """The value of output tree ``tree`` (see :func:`.onnx_import.import_onnx`) of
+        declared type ``tp``: an array, a list of arrays (a sequence) or None (an empty
+        optional)."""
+        kind, what = tree
+        if kind == "seq":
+            et = tp.sequence_type.elem_type if tp.WhichOneof("value") == "sequence_type" \
+                else tp
+            return [self._value(t, out, et) for t in what]
+        if kind == "opt":
+            et = tp.optional_type.elem_type if tp.WhichOneof("value") == "optional_type" \
+                else tp
+            return None if what is None else self._value(what, out, et)
+        return self._declared(tp, np.asarray(out[what]))
+
+    def _declared(self, tp, y: np.ndarray) -> np.ndarray:
+        """A tensor of declared type ``tp`` as the model declares it: a float16 or float64
+        output (computed in float32, float16 values already float16-rounded:
+        compiler.ops.typecast) in its own type, a declared scalar (rank 0; the graph keeps
+        it as one element) as a scalar."""
+        tt = tp.tensor_type
         want = _WIDE.get(tt.elem_type)
         if want is not None and y.dtype != want and y.dtype in (np.float32, np.int8, np.uint8):
             y = y.astype(want)
         if tt.HasField("shape") and len(tt.shape.dim) == 0 and y.size == 1 and y.ndim:
             y = y.reshape(())
         return y
+
+
+def _spec(name: str, tp, value):
+    """The structure of ``value`` given for an input of ONNX type ``tp`` (the spec
+    :func:`.onnx_import.import_onnx` takes); a GraphError naming the input when the value
+    does not fit the type."""
+    kind = tp.WhichOneof("value")
+    if kind == "sequence_type":
+        if not isinstance(value, (list, tuple)):
+            raise GraphError(f"model: input {name!r} is a {type_str(tp)}: give a list of "
+                             f"arrays, not {type(value).__name__}")
+        return [_spec(name, tp.sequence_type.elem_type, v) for v in value]
+    if kind == "optional_type":
+        return None if value is None else _spec(name, tp.optional_type.elem_type, value)
+    if value is None or isinstance(value, (list, tuple, dict)):
+        raise GraphError(f"model: input {name!r}: a {type(value).__name__} where the model "
+                         f"declares a {type_str(tp)}")
+    a = np.asarray(value)
+    return (tuple(a.shape), str(a.dtype))
+
+
+def _frozen(spec):
+    """``spec`` hashable (lists as tuples)."""
+    if isinstance(spec, list):
+        return ("list",) + tuple(_frozen(s) for s in spec)
+    return spec
+
+
+def _flatten(tree, value, flat: dict) -> None:
+    """Put the tensors of structured input ``value`` in ``flat`` under the graph input
+    names ``tree`` gives them."""
+    kind, what = tree
+    if kind == "seq":
+        for t, v in zip(what, value):
+            _flatten(t, v, flat)
+    elif kind == "opt":
+        if what is not None:
+            _flatten(what, value, flat)
+    else:
+        flat[what] = value
 
 
 class VtaBackend(Backend):
