@@ -313,3 +313,33 @@ def test_vta_compile_refuses_sequence_io_and_compiles_inner_sequences(tmp_path, 
         ys.append(np.load(y)["y"])
     _same(ys[0], ys[1])
     assert np.abs(ys[0]).max() > 0
+
+
+# ---------------------------------------------------------------- the backend as onnxruntime's
+def test_run_node_takes_sequences_as_lists():
+    a, b = _x(2, 3), _x(1, 3)
+    (y,) = VtaBackend.run_node(helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0),
+                               [[a, b]])
+    _same(y, np.concatenate([a, b]))
+    (s,) = VtaBackend.run_node(helper.make_node("SequenceInsert", ["s", "t", "p"], ["y"]),
+                               [[a], b, np.array(0, np.int64)])
+    _same(s, [b, a])
+
+
+def test_symbolic_dimensions_follow_the_values_given():
+    """A model declaring symbolic dimensions runs on any shape (imported per shape, an
+    empty input bound as a constant for that run only), as onnxruntime runs it."""
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=1, keepdims=0),
+             helper.make_node("SequenceLength", ["s"], ["n"]),
+             helper.make_node("ReduceSum", ["x"], ["r"], keepdims=0)]
+    m = _model(nodes, [_t("x", ["N", "C"])], [_t("n", [], TensorProto.INT64),
+                                              _t("r", []), _seq("s")])
+    rep = VtaBackend.prepare(m)
+    assert rep.symbolic == {"x": 2} and rep.graph is None
+    for shape in ((2, 3), (4, 1), (2, 3), (0, 2), (3, 2)):
+        x = _x(*shape)
+        got = rep.run([x])
+        want = _ort(m, {"x": x})
+        for a, b in zip(got, want):
+            _same(a, b)
+    assert rep.bound == [] and len(rep._graphs) == 4

@@ -45,7 +45,10 @@ Sequence and optional values (``sequence(tensor)``, ``optional(tensor)``,
 onnxruntime does: a sequence as a list of arrays, an optional as its value or None.  The
 importer resolves them at import, so a model with such an input is imported per distinct
 structure of the values given (the length and the element shapes and types, not the
-values: ``VtaBackendRep.structured`` lists those inputs), as it is for bound inputs.
+values: ``VtaBackendRep.structured`` lists those inputs), as it is for bound inputs.  So
+is a model run on an input shape other than the one it was prepared for, where the model
+declares that dimension symbolic (``VtaBackendRep.symbolic``; a symbolic dimension other
+than the leading one: the model is imported at ``run``, the importer needs it).
 
 Errors: an unsupported operator, attribute or input type raises the importer's
 :class:`~compiler.graph.onnx_import.OnnxImportError` from ``prepare`` (from ``run`` when the
@@ -60,9 +63,9 @@ import numpy as np
 from onnx import ModelProto, NodeProto, helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
+from ..ops.sequence import type_str
 from ..ops.typecast import NARROW
 from .ir import Graph, GraphError
-from ..ops.sequence import type_str
 from .onnx_import import NeedsConstantError, import_onnx
 from .passes import float_pipeline
 from .reference import run_graph
@@ -92,9 +95,18 @@ class VtaBackendRep(BackendRep):
         #: inputs of sequence or optional type: the graph is built per structure at run
         self.structured = [n for n in self.input_names if self.types[n].WhichOneof("value")
                            in ("sequence_type", "optional_type")]
+        #: tensor inputs with a symbolic dimension: {name: rank}; a run on another shape
+        #: imports the model again for that shape (an empty one binds the input)
+        self.symbolic = {n: len(t.tensor_type.shape.dim) for n, t in self.types.items()
+                         if n in self.input_names and t.WhichOneof("value") == "tensor_type"
+                         and t.tensor_type.HasField("shape") and any(
+                             not (d.HasField("dim_value") and d.dim_value > 0)
+                             for d in t.tensor_type.shape.dim)}
         self.graph = None
-        if self.structured:
-            return
+        if self.structured or any(not (d.HasField("dim_value") and d.dim_value > 0)
+                                  for n in self.symbolic
+                                  for d in self.types[n].tensor_type.shape.dim[1:]):
+            return                  # the shapes the importer needs come with the values
         try:
             self.graph = self._build({})
         except NeedsConstantError as e:
@@ -102,9 +114,11 @@ class VtaBackendRep(BackendRep):
                 raise
             self.graph, self.bound = None, [e.input]
 
-    def _build(self, constants: dict, structure: dict | None = None) -> Graph:
+    def _build(self, constants: dict, structure: dict | None = None,
+               input_shapes: dict | None = None) -> Graph:
         g = import_onnx(self.model, batch=self.batch, constants=constants,
-                        structure=structure, structured_outputs=True)
+                        structure=structure, structured_outputs=True,
+                        input_shapes=input_shapes or None)
         io = g.onnx_inputs, g.onnx_outputs
         if self.passes:
             g = float_pipeline().run(g)
@@ -113,16 +127,22 @@ class VtaBackendRep(BackendRep):
 
     def _graph_for(self, feeds: dict) -> Graph:
         """The graph for these values of the bound inputs (more are bound while the
-        importer asks for them) and this structure of the structured inputs."""
+        importer asks for them), this structure of the structured inputs and these shapes
+        of the inputs with symbolic dimensions."""
         structure = {n: _spec(n, self.types[n], feeds[n]) for n in self.structured}
         skey = tuple((n, _frozen(v)) for n, v in structure.items())
+        empty = [n for n in self.symbolic if 0 in np.shape(feeds[n])]  # constants, this run
         while True:
-            key = skey + tuple((n, np.asarray(feeds[n]).dtype.str, np.asarray(feeds[n]).shape,
-                                np.asarray(feeds[n]).tobytes()) for n in self.bound)
+            bound = self.bound + [n for n in empty if n not in self.bound]
+            pins = {n: tuple(np.shape(feeds[n])) for n, r in self.symbolic.items()
+                    if n not in bound and len(np.shape(feeds[n])) == r}
+            key = skey + tuple(sorted(pins.items())) + tuple(
+                (n, np.asarray(feeds[n]).dtype.str, np.asarray(feeds[n]).shape,
+                 np.asarray(feeds[n]).tobytes()) for n in bound)
             if key in self._graphs:
                 return self._graphs[key]
             try:
-                g = self._build({n: np.asarray(feeds[n]) for n in self.bound}, structure)
+                g = self._build({n: np.asarray(feeds[n]) for n in bound}, structure, pins)
             except NeedsConstantError as e:
                 if e.input not in self.input_names or e.input in self.bound:
                     raise
@@ -149,7 +169,10 @@ class VtaBackendRep(BackendRep):
         for name in self.input_names:
             if name not in feeds:
                 raise GraphError(f"model: no array for input {name!r}")
-        g = self.graph if self.graph is not None else self._graph_for(feeds)
+        g = self.graph
+        if g is None or any(n in g.inputs and tuple(np.shape(feeds[n])) != g.values[n].shape
+                            for n in self.symbolic):
+            g = self._graph_for(feeds)
         flat = dict(feeds)
         for name, tree in g.onnx_inputs.items():
             _flatten(tree, feeds[name], flat)
@@ -217,6 +240,18 @@ def _spec(name: str, tp, value):
     return (tuple(a.shape), str(a.dtype))
 
 
+def _value_info(name: str, a):
+    """The ValueInfo of ``run_node`` input ``a``: a tensor, or (a list) a sequence."""
+    if isinstance(a, list):
+        dt = np.asarray(a[0]).dtype if a else np.dtype(np.float32)
+        ranks = {np.ndim(e) for e in a}
+        shape = [None] * ranks.pop() if len(ranks) == 1 else None     # one rank: known
+        return helper.make_value_info(name, helper.make_sequence_type_proto(
+            helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(dt), shape)))
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                         a.shape)
+
+
 def _frozen(spec):
     """``spec`` hashable (lists as tuples)."""
     if isinstance(spec, list):
@@ -256,16 +291,28 @@ class VtaBackend(Backend):
     @classmethod
     def run_node(cls, node: NodeProto, inputs, device: str = "CPU", outputs_info=None,
                  **kwargs) -> tuple:
-        """One node on ``inputs``: wrapped in a one-node model and run."""
-        inputs = [np.asarray(a) for a in inputs]
-        vis = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
-                                             a.shape)
-               for n, a in zip(node.input, inputs)]
+        """One node on ``inputs``: wrapped in a one-node model and run.  A list input is a
+        sequence of tensors (its type from its first element; float32 when empty), and the
+        node's outputs then take the types ONNX shape inference gives them."""
+        inputs = [list(a) if isinstance(a, (list, tuple)) else np.asarray(a) for a in inputs]
+        vis = [_value_info(n, a) for n, a in zip(node.input, inputs)]
         outs = [helper.make_tensor_value_info(n, 0, None) for n in node.output]
         opset = kwargs.pop("opset_version", None)
+        ops = [helper.make_opsetid("", opset)] if opset else None
+        if any(isinstance(a, list) for a in inputs):
+            import onnx
+            from onnx import TypeProto
+            probe = helper.make_model(helper.make_graph(
+                [node], "node", vis, [helper.make_value_info(n, TypeProto())
+                                      for n in node.output]), opset_imports=ops)
+            typed = {o.name: o.type for o in      # (a tensor of unknown rank: as before)
+                     onnx.shape_inference.infer_shapes(probe).graph.output
+                     if o.type.WhichOneof("value") not in (None, "tensor_type")
+                     or o.type.tensor_type.HasField("shape")}
+            outs = [helper.make_value_info(o.name, typed[o.name]) if o.name in typed else o
+                    for o in outs]
         g = helper.make_graph([node], "node", vis, outs)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] if opset
-                              else None)
+        m = helper.make_model(g, opset_imports=ops)
         return cls.prepare(m, device, **kwargs).run(inputs)
 
     @classmethod
