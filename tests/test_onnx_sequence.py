@@ -343,3 +343,28 @@ def test_symbolic_dimensions_follow_the_values_given():
         for a, b in zip(got, want):
             _same(a, b)
     assert rep.bound == [] and len(rep._graphs) == 4
+
+
+def test_sequence_map_against_onnxruntime():
+    """SequenceMap: a body over each element of two sequences and a tensor, reading an outer
+    value too; and float16 elements (carried in float32) joining a float16 sequence."""
+    H = TensorProto.FLOAT16
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["a", "b"], ["ab"]),
+         helper.make_node("Add", ["ab", "t"], ["abt"]),
+         helper.make_node("Sub", ["abt", "outer"], ["o1"]),
+         helper.make_node("Shape", ["a"], ["o2"])], "body",
+        [_t("a", ["n"]), _t("b", ["n"]), _t("t", [1])],
+        [_t("o1", ["n"]), _t("o2", [1], TensorProto.INT64)])
+    nodes = [helper.make_node("Neg", ["t"], ["outer"]),
+             helper.make_node("SequenceMap", ["sa", "sb", "t"], ["r1", "r2"], body=body),
+             helper.make_node("SequenceInsert", ["sh", "h"], ["sh2"])]
+    m = _model(nodes, [_seq("sa"), _seq("sb"), _t("t", [1]), _seq("sh", H), _t("h", [2], H)],
+               [_seq("r1"), _seq("r2", TensorProto.INT64), _seq("sh2", H)])
+    rep = VtaBackend.prepare(m)
+    for n in ((3, 1, 4), (2,), ()):
+        feeds = {"sa": [_x(k) for k in n], "sb": [_x(k) for k in n], "t": _x(1),
+                 "sh": [_x(2).astype(np.float16)], "h": _x(2).astype(np.float16)}
+        got = rep.run(feeds)
+        for a, b in zip(got, _ort(m, feeds)):
+            _same(a, b)

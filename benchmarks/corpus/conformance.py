@@ -49,7 +49,7 @@ WANTED = ["Div", "Sub", "Pow", "Sqrt", "Exp", "Log", "Tanh", "Erf", "Neg", "Abs"
 #: the sequence and optional operators (compiler.ops.sequence), a group of their own.
 STRUCTURED = ["SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert",
               "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence",
-              "Optional", "OptionalHasElement", "OptionalGetElement"]
+              "SequenceMap", "Optional", "OptionalHasElement", "OptionalGetElement"]
 
 
 def node_tests() -> dict[str, str]:

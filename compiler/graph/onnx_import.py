@@ -12,7 +12,9 @@ Shapes are static: a dynamic leading (batch) dimension of a graph input is bound
 ``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.  A value
 with a zero-size dimension (an empty tensor: a size-0 graph input, bound as a constant, or
 an empty Slice / Split / Reshape result) holds no values and is a constant: no graph node
-has an empty output.  A bfloat16 constant is carried in float32.
+has an empty output.  A bfloat16 constant is carried in float32.  Sequence and optional
+values are resolved at import into the tensors they hold (:mod:`compiler.ops.sequence`;
+``structure`` and ``structured_outputs`` of :func:`import_onnx`).
 
 A model is untrusted input.  Before any node is imported: the file is read bounded (a
 regular file of at most :data:`MAX_MODEL_BYTES`; external data only from inside the
@@ -51,7 +53,7 @@ import re
 import numpy as np
 
 from ..ops import registry
-from ..ops import sequence as _seq
+from ..ops.sequence import NeedsStructureError, refuse_structured  # noqa: F401 (re-exported)
 from ..ops.typecast import NP_TYPES as _NP, bfloat16_values, carried, round_bfloat16
 from ..ops.errors import OnnxImportError
 from .ir import Graph
@@ -75,16 +77,6 @@ _WEIGHT_USERS = frozenset({
 #: boolean inputs (token ids, a sample rate) stay unquantised on the host.
 _INPUT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
                 7: "int64", 9: "bool", 10: "float16", 12: "uint32", 13: "uint64"}
-
-
-class NeedsStructureError(OnnxImportError):
-    """A graph input of sequence or optional type (:mod:`compiler.ops.sequence`) whose
-    structure (length, element shapes and types) was not given: ``input`` names it;
-    :func:`import_onnx` with ``structure={input: spec}`` imports it."""
-
-    def __init__(self, msg: str, input: str):
-        super().__init__(msg)
-        self.input = input
 
 
 class NeedsConstantError(OnnxImportError):
@@ -319,17 +311,12 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
     ``input_shapes`` ({input name: shape}) pins the symbolic dimensions of graph inputs;
     ``constants`` ({input name: array}) freezes graph inputs as constants before the
     checks (:class:`NeedsConstantError` names an input the importer needs that way).
-
-    Sequence and optional values (:mod:`compiler.ops.sequence`): ``structure`` gives each
-    graph input of such a type its structure, a spec: a sequence's is a list of element
-    specs ``(shape, dtype)``, an optional's is None (empty) or its value's spec; without
-    one, :class:`NeedsStructureError` names the input.  Such an input becomes one graph
-    input per tensor it holds.  Such a graph output is an :class:`OnnxImportError` unless
-    ``structured_outputs`` (the ONNX backend), which makes each tensor it holds a graph
-    output.  ``graph.onnx_inputs`` ({name: tree} of the structured inputs) and
-    ``graph.onnx_outputs`` (a tree per model output) map them: a tree is ``("tensor",
-    value)``, ``("seq", [trees])`` or ``("opt", tree or None)``."""
+    ``structure`` ({input name: spec}: a sequence's a list of ``(shape, dtype)``, an
+    optional's None or its value's spec) and ``structured_outputs``: sequence and optional
+    graph inputs and outputs (:mod:`.onnx_structured`)."""
     from onnx import numpy_helper
+
+    from .onnx_structured import graph_input, is_structured, structured_output
     if constants:
         m = freeze_inputs(load_model(model, check=False), constants)
         check_model(m, m.graph.name or "model")
@@ -349,15 +336,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         if vi.name in init_names:
             continue
         if vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
-            if structure is None or vi.name not in structure:
-                raise NeedsStructureError(
-                    f"graph input {vi.name!r} is a {_seq.type_str(vi.type)}: its structure "
-                    f"(length, element shapes and types) is needed at import; the ONNX "
-                    f"backend takes it from the values given to run, a compiled program "
-                    f"(vta compile) has tensor inputs only", vi.name)
-            g.onnx_inputs[vi.name] = _structured_input(g, alias, consts, structs, vi.name,
-                                                       vi.type, structure[vi.name],
-                                                       vi.name)
+            g.onnx_inputs[vi.name] = graph_input(g, alias, consts, structs, vi, structure)
             continue
         tt = vi.type.tensor_type
         dtype = _INPUT_TYPES.get(tt.elem_type)
@@ -411,14 +390,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
     renamed: dict[str, str] = {}           # values renamed to a graph output's name
     trees: list = []
     for vo in og.output:
-        if vo.type.WhichOneof("value") in ("sequence_type", "optional_type") or \
-                imp.struct(vo.name) is not None:
-            if not structured_outputs:
-                raise OnnxImportError(
-                    f"graph output {vo.name!r} is a {_seq.type_str(vo.type)}: a compiled "
-                    f"program (vta compile, .vtar) has tensor outputs only; return its "
-                    f"tensors (ConcatFromSequence, OptionalGetElement) or run the model "
-                    f"with the ONNX backend (compiler.graph.onnx_backend)")
+        if is_structured(imp, vo, structured_outputs):
             trees.append(None)              # after the tensor outputs (they rename values)
             continue
         src = alias.get(vo.name, vo.name)
@@ -441,115 +413,9 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         trees.append(("tensor", src))
     for k, vo in enumerate(og.output):
         if trees[k] is None:
-            trees[k] = _structured_output(imp, vo, imp.src(vo.name), renamed, vo.name)
+            trees[k] = structured_output(imp, vo, imp.src(vo.name), renamed, vo.name)
     g.onnx_outputs = trees
     return g
-
-
-def _spec_shape(name: str, spec) -> tuple:
-    """``(shape, dtype)`` of a tensor spec, checked (an OnnxImportError naming ``name``)."""
-    if not (isinstance(spec, (tuple, list)) and len(spec) == 2):
-        raise OnnxImportError(f"graph input {name!r}: structure {spec!r} is not a tensor's "
-                              f"(shape, dtype)")
-    shape, dtype = spec
-    try:
-        shape = tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
-        raise OnnxImportError(f"graph input {name!r}: shape {shape!r} is not a list of "
-                              f"integers") from None
-    if min(shape, default=0) < 0:
-        raise OnnxImportError(f"graph input {name!r}: shape {list(shape)} has a negative "
-                              f"dimension")
-    return shape, str(dtype)
-
-
-def _structured_input(g, alias, consts, structs, name, tp, spec, path):
-    """Graph input ``name`` of ONNX type ``tp`` (a tensor inside a sequence or optional
-    when ``path`` != ``name``) with structure ``spec``: its tensors become graph inputs
-    (an empty one a constant), ``structs`` records the sequence or optional; the tree."""
-    kind = tp.WhichOneof("value")
-    where = f"graph input {name!r}" + (f" ({path})" if path != name else "")
-    if kind == "tensor_type":
-        shape, dtype = _spec_shape(path, spec)
-        want = tp.tensor_type.elem_type
-        if dtype not in _INPUT_TYPES.values() or (want and _INPUT_TYPES.get(want) != dtype):
-            decl = _NP.get(want, want) if want else "any"
-            raise OnnxImportError(f"{where}: a {dtype} tensor, the model declares {decl} "
-                                  f"(only float32, float16, integer and bool tensors)")
-        dims = tp.tensor_type.shape.dim if tp.tensor_type.HasField("shape") else None
-        if dims is not None and (len(dims) != len(shape) or any(
-                d.HasField("dim_value") and d.dim_value != v for d, v in zip(dims, shape))):
-            decl = ", ".join(d.dim_param or str(d.dim_value) for d in dims)
-            raise OnnxImportError(f"{where}: shape {list(shape)}, the model declares "
-                                  f"[{decl}]")
-        _check_size(where, shape)
-        if path in g.values or path in consts:
-            raise OnnxImportError(f"{where}: the name {path!r} is taken")
-        if 0 in shape:                        # an empty tensor: no values, a constant
-            consts[path] = np.zeros(shape, np.dtype(dtype))
-        else:
-            _add_input(g, alias, path, shape, dtype)
-        return ("tensor", path)
-    if kind == "sequence_type":
-        if not isinstance(spec, (list, tuple)) or (
-                len(spec) == 2 and not isinstance(spec[0], (list, tuple))):
-            raise OnnxImportError(f"{where}: structure {spec!r} is not a list of element "
-                                  f"specs")
-        et = tp.sequence_type.elem_type
-        if et.WhichOneof("value") != "tensor_type":
-            raise OnnxImportError(f"{where}: a {_seq.type_str(tp)}; only sequences of "
-                                  f"tensors are supported")
-        if len(spec) > _seq.MAX_ITEMS:
-            raise OnnxImportError(f"{where}: {len(spec)} elements, more than the "
-                                  f"{_seq.MAX_ITEMS:,} a sequence may hold here")
-        trees = [_structured_input(g, alias, consts, structs, name, et, s, f"{path}[{k}]")
-                 for k, s in enumerate(spec)]
-        structs[path] = _seq.Seq(tuple(alias.get(t[1], t[1]) for t in trees),
-                                 et.tensor_type.elem_type)
-        return ("seq", trees)
-    if kind == "optional_type":
-        if spec is None:
-            structs[path] = _seq.Opt(None)
-            return ("opt", None)
-        et = tp.optional_type.elem_type
-        inner = f"{path}.value"
-        t = _structured_input(g, alias, consts, structs, name, et, spec, inner)
-        structs[path] = _seq.Opt(alias.get(inner, inner) if t[0] == "tensor" else inner)
-        return ("opt", t)
-    raise OnnxImportError(f"{where}: a {_seq.type_str(tp)}; only tensors, sequences of "
-                          f"tensors and optionals of those")
-
-
-def _structured_output(imp, vo, src, renamed, path):
-    """Graph output ``vo`` (or a value inside it, ``path``) holding ``src``: each tensor it
-    holds becomes a graph output; its tree (see :func:`import_onnx`)."""
-    g = imp.g
-    s = imp.structs.get(src)
-    if isinstance(s, _seq.Seq):
-        return ("seq", [_structured_output(imp, vo, imp.src(i), renamed, f"{path}[{k}]")
-                        for k, i in enumerate(s.items)])
-    if isinstance(s, _seq.Opt):
-        if s.item is None:
-            return ("opt", None)
-        return ("opt", _structured_output(imp, vo, imp.src(s.item), renamed,
-                                          f"{path}.value"))
-    if vo.type.WhichOneof("value") == "optional_type" and path == vo.name:
-        return ("opt", _structured_output(imp, vo, src, renamed, f"{path}.value"))
-    src = renamed.get(src, src)
-    if src in imp.consts and src not in g.values:
-        out = imp.fresh(path)                # a constant element: a param of its own
-        imp.consts[out] = imp.consts[src]
-        imp.param(out)
-    elif src not in g.values:
-        raise OnnxImportError(f"graph output {vo.name!r}: value {src!r} is not produced by "
-                              f"any node")
-    elif src in g.inputs or src in g.outputs or src in g.params:
-        out = imp.fresh(path)
-        g.add_node("copy", out, [src], g.values[src].shape, g.values[src].dtype)
-    else:
-        out = src
-    g.outputs.append(out)
-    return ("tensor", out)
 
 
 def _add_input(g: Graph, alias: dict, name: str, shape: tuple, dtype: str) -> None:
@@ -683,15 +549,8 @@ class ImportContext:
             dom = node.domain + "." if node.domain else ""
             raise OnnxImportError(f"node {node.name!r}: operator {dom}{node.op_type} is not "
                                   f"supported ({registry.nearest(node.op_type)})")
-        if self.structs and not registry.takes_structured(node.op_type):
-            for k, i in enumerate(node.input):
-                s = self.struct(i) if i else None
-                if s is not None:
-                    what = "a sequence" if isinstance(s, _seq.Seq) else "an optional"
-                    raise OnnxImportError(
-                        f"node {node.name!r} ({node.op_type}): input {k} ({i!r}) is {what} "
-                        f"value; {node.op_type} takes tensors (take an element first: "
-                        f"SequenceAt, ConcatFromSequence, OptionalGetElement)")
+        if self.structs:
+            refuse_structured(self, node)    # a tensor rule given a sequence or optional
         self.attrs_seen = set()
         fn(self, node, attrs)
         extra = set(attrs) - self.attrs_seen

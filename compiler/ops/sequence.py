@@ -11,6 +11,7 @@ is empty) in ``ctx.structs``, and each operator is resolved when it is imported:
   of element names (SequenceAt: an alias of the element); SequenceLength: a constant.
 - ConcatFromSequence: one ``concat`` node of the elements (``new_axis``: each reshaped
   first); SplitToSequence: one ``slice`` node per element (``keepdims = 0``: reshaped).
+- SequenceMap: its body imported once per element (as Loop is unrolled).
 - Optional, OptionalHasElement (a constant), OptionalGetElement (an alias).
 
 Positions (SequenceAt, SequenceInsert, SequenceErase) and SplitToSequence's ``split`` must
@@ -54,6 +55,17 @@ from .typecast import NP_TYPES
 MAX_ITEMS = 4096
 
 
+class NeedsStructureError(OnnxImportError):
+    """A graph input of sequence or optional type (:mod:`compiler.ops.sequence`) whose
+    structure (length, element shapes and types) was not given: ``input`` names it;
+    :func:`compiler.graph.onnx_import.import_onnx` with ``structure={input: spec}``
+    imports it."""
+
+    def __init__(self, msg: str, input: str):
+        super().__init__(msg)
+        self.input = input
+
+
 @dataclass(frozen=True)
 class Seq:
     """A sequence value at import: its element values' names, in order, and the ONNX
@@ -79,6 +91,21 @@ def type_str(tp) -> str:
     if kind == "tensor_type":
         return f"tensor({NP_TYPES.get(tp.tensor_type.elem_type, tp.tensor_type.elem_type)})"
     return kind or "an undeclared type"
+
+
+def refuse_structured(ctx, node) -> None:
+    """An OnnxImportError naming ``node`` when an operator whose rule takes tensors only
+    (not ``OpDef.structured``) is given a sequence or an optional."""
+    if registry.takes_structured(node.op_type):
+        return
+    for k, i in enumerate(node.input):
+        s = ctx.struct(i) if i else None
+        if s is not None:
+            what = "a sequence" if isinstance(s, Seq) else "an optional"
+            raise OnnxImportError(
+                f"node {node.name!r} ({node.op_type}): input {k} ({i!r}) is {what} value; "
+                f"{node.op_type} takes tensors (take an element first: SequenceAt, "
+                f"ConcatFromSequence, OptionalGetElement)")
 
 
 def _err(node, msg) -> OnnxImportError:
@@ -131,10 +158,14 @@ def _define(ctx, node, value) -> None:
     ctx.structs[out] = value
 
 
+#: float element types the graph carries in float32 (float16, double, bfloat16)
+_AS_FLOAT = {10: 1, 11: 1, 16: 1}
+
+
 def _check_elem(ctx, node, s: Seq, name: str) -> int:
     """The sequence's element type, checked against tensor ``name`` joining it."""
     t = _elem_type(ctx, name)
-    if s.elem and t and s.elem != t:
+    if s.elem and t and _AS_FLOAT.get(s.elem, s.elem) != _AS_FLOAT.get(t, t):
         raise _err(node, f"tensor {name!r} is {NP_TYPES.get(t, t)}, the sequence holds "
                          f"{NP_TYPES.get(s.elem, s.elem)}")
     return s.elem or t
@@ -303,6 +334,74 @@ def import_split_to_sequence(ctx, node, attrs):
     _define(ctx, node, Seq(tuple(items), _elem_type(ctx, x)))
 
 
+def import_sequence_map(ctx, node, attrs):
+    """SequenceMap: the body imported once per element of input 0 (a sequence), reading the
+    k-th element of each sequence input and each tensor input whole (as Loop unrolls,
+    :mod:`.control`); each body output collected into an output sequence."""
+    from onnx import numpy_helper
+
+    from .control import MAX_DEPTH, MAX_UNROLL, _renamed
+    from .typecast import carried
+    body = ctx.take(attrs, "body")
+    ins = list(node.input)
+    if body is None or len(body.input) != len(ins) or len(body.output) != len(node.output):
+        raise _err(node, f"the body needs one input per node input ({len(ins)}) and one "
+                         f"output per node output ({len(node.output)})")
+    n = len(_seq(ctx, node, 0).items)
+    per = []
+    for k, name in enumerate(ins):
+        s = ctx.struct(name) if name else None
+        if isinstance(s, Seq):
+            if len(s.items) != n:
+                raise _err(node, f"input {k} ({name!r}) has {len(s.items)} elements, input 0 "
+                                 f"has {n}")
+            per.append(s.items)
+        elif s is not None or not name:
+            raise _err(node, f"input {k} ({name!r}) must be a sequence or a tensor")
+        else:
+            ctx.shape(name)
+            per.append(None)
+    if n * max(len(body.node), 1) > MAX_UNROLL:
+        raise _err(node, f"{n} elements through a {len(body.node)}-node body: more than the "
+                         f"{MAX_UNROLL:,} nodes unrolled here")
+    depth = getattr(ctx, "if_depth", 0)
+    if depth >= MAX_DEPTH:
+        raise _err(node, f"nested more than {MAX_DEPTH} deep")
+    outs: list[list[str]] = [[] for _ in body.output]
+    ctx.if_depth = depth + 1
+    try:
+        for it in range(n):
+            pre = f"{node.name}/it{it}/"
+            ren = {vi.name: pre + vi.name for vi in body.input}
+            for vi, name, items in zip(body.input, ins, per):
+                ctx.alias[pre + vi.name] = items[it] if items is not None else ctx.src(name)
+            for t in body.initializer:
+                ren[t.name] = pre + t.name
+                ctx.consts[pre + t.name] = carried(numpy_helper.to_array(t))
+            for sub in body.node:
+                ren.update({o: pre + o for o in sub.output if o})
+                ctx.bf16 = ctx.bf16 | {pre + o for o in sub.output if o in ctx.bf16}
+            for idx, sub in enumerate(body.node):
+                b = _renamed(sub, ren)
+                b.name = pre + (sub.name or f"{sub.op_type}_{idx}")
+                ctx.node(b, idx)
+            for j, o in enumerate(body.output):
+                v = ctx.src(ren.get(o.name, o.name))
+                if ctx.struct(v) is not None:
+                    raise _err(node, f"body output {o.name!r} is a sequence or optional; "
+                                     f"SequenceMap collects tensors")
+                outs[j].append(v)
+    finally:
+        ctx.if_depth = depth
+        ctx.attrs_seen = {"body"}              # the node's own, checked by the caller
+    for out, items, vo in zip(node.output, outs, body.output):
+        if out:
+            elem = _elem_type(ctx, items[0]) if items else vo.type.tensor_type.elem_type
+            if ctx.src(out) in ctx.g.values or out in ctx.consts or out in ctx.structs:
+                raise _err(node, f"output {out!r} defined twice")
+            ctx.structs[out] = Seq(tuple(items), elem)
+
+
 # ------------------------------------------------------------------ optional operators
 def import_optional(ctx, node, attrs):
     ctx.take(attrs, "type")
@@ -347,6 +446,7 @@ _RULES = {
     "SequenceLength": import_sequence_length,
     "ConcatFromSequence": import_concat_from_sequence,
     "SplitToSequence": import_split_to_sequence,
+    "SequenceMap": import_sequence_map,
     "Optional": import_optional,
     "OptionalHasElement": import_optional_has_element,
     "OptionalGetElement": import_optional_get_element,
