@@ -492,7 +492,7 @@ def test_unsupported_cases_fail_cleanly():
         seen.add(name)
     assert not seen, f"now passing, add to PASSING: {sorted(seen)}"
     assert crashes == KNOWN_CRASHES
-    assert len(items) >= len(passing), len(items)   # it ran (typed fails: 2 s19, 0 s23_conf)
+    assert len(passing & {n for n, _ in items}) > 600, len(items)   # it ran (typed: 2 s19, 0 s23)
 
 
 # ---------------------------------------------------------------- the backend itself
