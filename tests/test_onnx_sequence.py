@@ -343,6 +343,8 @@ def test_symbolic_dimensions_follow_the_values_given():
         for a, b in zip(got, want):
             _same(a, b)
     assert rep.bound == [] and len(rep._graphs) == 4
+    with pytest.raises(OnnxImportError, match=r"graph input 'x'"):     # bind=False: no constant
+        VtaBackend.prepare(m, bind=False).run([np.zeros((0, 2), np.float32)])
 
 
 def test_sequence_map_against_onnxruntime():

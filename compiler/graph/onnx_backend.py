@@ -90,6 +90,7 @@ class VtaBackendRep(BackendRep):
         self.input_names = [vi.name for vi in model.graph.input if vi.name not in init]
         self.output_names = [o.name for o in model.graph.output]
         self.bound: list[str] = []
+        self.bind = bind
         self._graphs: dict = {}
         self.types = {vi.name: vi.type for vi in model.graph.input}
         #: inputs of sequence or optional type: the graph is built per structure at run
@@ -131,7 +132,8 @@ class VtaBackendRep(BackendRep):
         of the inputs with symbolic dimensions."""
         structure = {n: _spec(n, self.types[n], feeds[n]) for n in self.structured}
         skey = tuple((n, _frozen(v)) for n, v in structure.items())
-        empty = [n for n in self.symbolic if 0 in np.shape(feeds[n])]  # constants, this run
+        empty = [n for n in self.symbolic                   # constants for this run
+                 if self.bind and 0 in np.shape(feeds[n])]
         while True:
             bound = self.bound + [n for n in empty if n not in self.bound]
             pins = {n: tuple(np.shape(feeds[n])) for n, r in self.symbolic.items()
@@ -144,7 +146,7 @@ class VtaBackendRep(BackendRep):
             try:
                 g = self._build({n: np.asarray(feeds[n]) for n in bound}, structure, pins)
             except NeedsConstantError as e:
-                if e.input not in self.input_names or e.input in self.bound:
+                if not self.bind or e.input not in self.input_names or e.input in self.bound:
                     raise
                 self.bound.append(e.input)
                 continue
