@@ -370,3 +370,13 @@ def test_sequence_map_against_onnxruntime():
         got = rep.run(feeds)
         for a, b in zip(got, _ort(m, feeds)):
             _same(a, b)
+
+
+def test_other_non_tensor_types_are_typed_errors():
+    tens = helper.make_tensor_type_proto(F, [2])
+    for tp in (helper.make_map_type_proto(TensorProto.INT64, tens),
+               helper.make_sequence_type_proto(helper.make_sequence_type_proto(tens))):
+        m = _model([helper.make_node("Identity", ["x"], ["y"])], [helper.make_value_info(
+            "x", tp)], [helper.make_value_info("y", tp)])
+        with pytest.raises(OnnxImportError, match=r"unsupported type"):
+            VtaBackend.prepare(m).run({"x": [[np.ones(2, np.float32)]]})

@@ -59,6 +59,8 @@ from ..ops.errors import OnnxImportError
 from .ir import Graph
 from . import onnx_checks as _checks
 from .onnx_checks import check_nodes
+from .onnx_io import INPUT_TYPES as _INPUT_TYPES, add_input as _add_input, \
+    check_size as _check_size, graph_input, is_structured, structured_output
 
 
 #: Largest model file read (protobuf's own limit), and largest tensor imported (elements).
@@ -73,10 +75,7 @@ _WEIGHT_USERS = frozenset({
     "LayerNormalization", "InstanceNormalization", "PRelu", "Add", "Sub", "Mul", "Div",
     "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "LSTM", "GRU", "RNN"})
 
-#: graph input element types the importer takes (ONNX TensorProto code -> dtype); integer and
-#: boolean inputs (token ids, a sample rate) stay unquantised on the host.
-_INPUT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
-                7: "int64", 9: "bool", 10: "float16", 12: "uint32", 13: "uint64"}
+
 
 
 class NeedsConstantError(OnnxImportError):
@@ -296,14 +295,6 @@ def check_model(m, where: str = "model") -> None:
             raise OnnxImportError(f"{where}: initializer {t.name!r}{user} holds {bad}")
 
 
-def _check_size(what: str, shape) -> None:
-    n = math.prod(int(d) for d in shape)
-    if n > MAX_ELEMENTS or any(int(d) > MAX_ELEMENTS for d in shape):
-        dims = "x".join(str(int(d)) for d in shape)
-        raise OnnxImportError(f"{what}: shape {dims} ({n:.3g} elements) is more than the "
-                              f"{MAX_ELEMENTS:,} elements a tensor may have here")
-
-
 def import_onnx(model, batch: int = 1, name: str | None = None,
                 input_shapes: dict | None = None, constants: dict | None = None,
                 structure: dict | None = None, structured_outputs: bool = False) -> Graph:
@@ -313,10 +304,8 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
     checks (:class:`NeedsConstantError` names an input the importer needs that way).
     ``structure`` ({input name: spec}: a sequence's a list of ``(shape, dtype)``, an
     optional's None or its value's spec) and ``structured_outputs``: sequence and optional
-    graph inputs and outputs (:mod:`.onnx_structured`)."""
+    graph inputs and outputs (:mod:`.onnx_io`)."""
     from onnx import numpy_helper
-
-    from .onnx_structured import graph_input, is_structured, structured_output
     if constants:
         m = freeze_inputs(load_model(model, check=False), constants)
         check_model(m, m.graph.name or "model")
@@ -335,7 +324,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
     for vi in og.input:
         if vi.name in init_names:
             continue
-        if vi.type.WhichOneof("value") in ("sequence_type", "optional_type"):
+        if vi.type.WhichOneof("value") not in ("tensor_type", None):    # sequence, optional
             g.onnx_inputs[vi.name] = graph_input(g, alias, consts, structs, vi, structure)
             continue
         tt = vi.type.tensor_type
@@ -416,13 +405,6 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
             trees[k] = structured_output(imp, vo, imp.src(vo.name), renamed, vo.name)
     g.onnx_outputs = trees
     return g
-
-
-def _add_input(g: Graph, alias: dict, name: str, shape: tuple, dtype: str) -> None:
-    g.add_input(name, shape, dtype)
-    if dtype == "float16":            # computed in float32 (exact): readers see the widened copy
-        g.add_node("cast", name + "/f32", [name], shape, "float32", {"to": "float32"})
-        alias[name] = name + "/f32"
 
 
 def _pinned(vi, shape) -> tuple:

@@ -1,9 +1,12 @@
-"""Graph inputs and outputs of sequence and optional type (:mod:`compiler.ops.sequence`) at
-import: an input's tensors become graph inputs, following the structure given for it
-(``import_onnx(..., structure=)``); an output's tensors become graph outputs
-(``structured_outputs=True``, the ONNX backend); each is mapped by a tree, ``("tensor",
-value)``, ``("seq", [trees])`` or ``("opt", tree or None)`` (``graph.onnx_inputs`` and
-``graph.onnx_outputs``).  Used by :func:`.onnx_import.import_onnx` only.
+"""Graph inputs and outputs at import: the element types a graph input may have
+(:data:`INPUT_TYPES`), the size bound (:func:`check_size`), float16 inputs widened
+(:func:`add_input`), and inputs and outputs of sequence and optional type
+(:mod:`compiler.ops.sequence`): an input's tensors become graph inputs, following the
+structure given for it (``import_onnx(..., structure=)``); an output's tensors become graph
+outputs (``structured_outputs=True``, the ONNX backend); each is mapped by a tree,
+``("tensor", value)``, ``("seq", [trees])`` or ``("opt", tree or None)``
+(``graph.onnx_inputs`` and ``graph.onnx_outputs``).  Used by
+:func:`.onnx_import.import_onnx` only.
 
 Example::
 
@@ -24,18 +27,46 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ops import sequence as _seq
 from ..ops.errors import OnnxImportError
 from ..ops.sequence import NeedsStructureError
 from ..ops.typecast import NP_TYPES as _NP
-from .onnx_import import _INPUT_TYPES, _add_input, _check_size
+from .ir import Graph
+from .onnx_checks import MAX_ELEMENTS
+
+#: graph input element types the importer takes (ONNX TensorProto code -> dtype); integer and
+#: boolean inputs (token ids, a sample rate) stay unquantised on the host.
+INPUT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
+               7: "int64", 9: "bool", 10: "float16", 12: "uint32", 13: "uint64"}
+
+
+def check_size(what: str, shape) -> None:
+    """An OnnxImportError naming ``what`` for a shape of more than MAX_ELEMENTS elements."""
+    n = math.prod(int(d) for d in shape)
+    if n > MAX_ELEMENTS or any(int(d) > MAX_ELEMENTS for d in shape):
+        dims = "x".join(str(int(d)) for d in shape)
+        raise OnnxImportError(f"{what}: shape {dims} ({n:.3g} elements) is more than the "
+                              f"{MAX_ELEMENTS:,} elements a tensor may have here")
+
+
+def add_input(g: Graph, alias: dict, name: str, shape: tuple, dtype: str) -> None:
+    """Graph input ``name``; a float16 one widened to float32 for its readers."""
+    g.add_input(name, shape, dtype)
+    if dtype == "float16":            # computed in float32 (exact): readers see the widened copy
+        g.add_node("cast", name + "/f32", [name], shape, "float32", {"to": "float32"})
+        alias[name] = name + "/f32"
 
 
 def graph_input(g, alias, consts, structs, vi, structure):
     """Graph input ``vi`` of sequence or optional type, with its spec from ``structure``
     (:class:`.onnx_import.NeedsStructureError` naming it when there is none): its tree."""
+    if vi.type.WhichOneof("value") not in ("sequence_type", "optional_type"):
+        raise OnnxImportError(f"graph input {vi.name!r} is a {_seq.type_str(vi.type)}; only "
+                              f"tensors, sequences of tensors and optionals of those")
     if structure is None or vi.name not in structure:
         raise NeedsStructureError(
             f"graph input {vi.name!r} is a {_seq.type_str(vi.type)}: its structure (length, "
@@ -86,7 +117,7 @@ def structured_input(g, alias, consts, structs, name, tp, spec, path):
     if kind == "tensor_type":
         shape, dtype = _spec_shape(path, spec)
         want = tp.tensor_type.elem_type
-        if dtype not in _INPUT_TYPES.values() or (want and _INPUT_TYPES.get(want) != dtype):
+        if dtype not in INPUT_TYPES.values() or (want and INPUT_TYPES.get(want) != dtype):
             decl = _NP.get(want, want) if want else "any"
             raise OnnxImportError(f"{where}: a {dtype} tensor, the model declares {decl} "
                                   f"(only float32, float16, integer and bool tensors)")
@@ -96,13 +127,13 @@ def structured_input(g, alias, consts, structs, name, tp, spec, path):
             decl = ", ".join(d.dim_param or str(d.dim_value) for d in dims)
             raise OnnxImportError(f"{where}: shape {list(shape)}, the model declares "
                                   f"[{decl}]")
-        _check_size(where, shape)
+        check_size(where, shape)
         if path in g.values or path in consts:
             raise OnnxImportError(f"{where}: the name {path!r} is taken")
         if 0 in shape:                        # an empty tensor: no values, a constant
             consts[path] = np.zeros(shape, np.dtype(dtype))
         else:
-            _add_input(g, alias, path, shape, dtype)
+            add_input(g, alias, path, shape, dtype)
         return ("tensor", path)
     if kind == "sequence_type":
         if not isinstance(spec, (list, tuple)) or (
