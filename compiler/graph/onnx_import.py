@@ -76,8 +76,6 @@ _WEIGHT_USERS = frozenset({
     "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "LSTM", "GRU", "RNN"})
 
 
-
-
 class NeedsConstantError(OnnxImportError):
     """A graph input the importer can only take as a constant (a Conv weight, a Reshape
     shape, an input of an element type or a size-0 dimension it does not take as data):
