@@ -5,13 +5,18 @@
 Operators: every operator the importer knows plus every operator issue 23 asks for (the work
 list).  A test belongs to the operator of its single node; an ``_expanded`` test (the
 operator written as its ONNX function body) to the operator it expands.  The ``data/light``
-models (nine real architectures) are run too, against their shipped outputs.  Counted twice: with
-the backend's default binding of the inputs the importer needs as constants (weights, shapes,
-non-float inputs) to the test's values, and with every input left an activation.
+models (nine real architectures) are run too, against their shipped outputs.  The sequence
+and optional operators (:data:`STRUCTURED`, issue 23's second part) are a table of their own,
+with the ``data/simple`` sequence models (``test_sequence_model1`` to ``8``: the only tests of
+SequenceConstruct, SequenceEmpty, SequenceAt, SequenceErase, SequenceLength and
+ConcatFromSequence the onnx wheel ships), each counted for every operator it uses.  The node
+tests are counted twice: with the backend's default binding of the inputs the importer needs
+as constants (weights, shapes, non-float inputs) to the test's values, and with every input
+left an activation.
 
 Usage::
 
-    python benchmarks/corpus/conformance.py                      # markdown table on stdout
+    python benchmarks/corpus/conformance.py                      # markdown tables on stdout
     python benchmarks/corpus/conformance.py --json OUT.json --ops Relu,Conv
     python benchmarks/corpus/conformance.py --failures           # first error of each failure
 """
@@ -40,6 +45,11 @@ WANTED = ["Div", "Sub", "Pow", "Sqrt", "Exp", "Log", "Tanh", "Erf", "Neg", "Abs"
           "InstanceNormalization", "LogSoftmax", "Einsum", "Transpose", "Slice", "Split", "Pad",
           "Tile", "Expand", "Where", "Equal", "Less", "Greater", "ConstantOfShape", "Range",
           "Resize", "Upsample", "ConvTranspose", "DepthToSpace", "SpaceToDepth"]
+
+#: the sequence and optional operators (compiler.ops.sequence), a group of their own.
+STRUCTURED = ["SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert",
+              "SequenceErase", "SequenceLength", "ConcatFromSequence", "SplitToSequence",
+              "SequenceMap", "Optional", "OptionalHasElement", "OptionalGetElement"]
 
 
 def node_tests() -> dict[str, str]:
@@ -105,6 +115,51 @@ def run(ops_wanted: list[str], bind: bool = True) -> tuple[dict, dict]:
         counts[op][outcome] += 1
         detail[name] = (op, outcome, msg)
     return counts, detail
+
+
+def run_sequence_models() -> list[tuple[str, list, str, str]]:
+    """The ``data/simple`` sequence models through the backend (the onnx runner, against
+    their shipped outputs): [(name, its operators, outcome, first error line)]."""
+    import os
+
+    import onnx
+    import onnx.backend.test as obt
+    from onnx.backend.test import BackendTest
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bt = BackendTest(backend(True), __name__)
+    data = os.path.join(os.path.dirname(obt.__file__), "data", "simple")
+    out = []
+    for name, item in sorted(bt._test_items["SimpleModel"].items()):
+        if not name.startswith("test_sequence_model") or not name.endswith("_cpu"):
+            continue
+        ops = sorted({n.op_type for n in onnx.load(os.path.join(
+            data, name[:-len("_cpu")], "model.onnx")).graph.node})
+        try:
+            with warnings.catch_warnings(), np_quiet():
+                warnings.simplefilter("ignore")
+                item.func(None)
+            outcome, msg = "pass", ""
+        except AssertionError as e:
+            outcome, msg = "mismatch", _first(e)
+        except Exception as e:  # the outcome being measured
+            outcome, msg = "error", f"{type(e).__name__}: {_first(e)}"
+        out.append((name[:-len("_cpu")], ops, outcome, msg))
+    return out
+
+
+def structured_table(counts: dict, models: list) -> str:
+    """The sequence and optional operators: node tests, and the sequence models using each."""
+    lines = ["| operator | node tests | pass | sequence models using it | pass |",
+             "|---|---|---|---|---|"]
+    for op, c in counts.items():
+        used = [m for m in models if op in m[1]]
+        lines.append(f"| {op} | {sum(c.values())} | {c['pass']} | {len(used)} | "
+                     f"{sum(m[2] == 'pass' for m in used)} |")
+    lines.append(f"| **total** | {sum(sum(c.values()) for c in counts.values())} | "
+                 f"{sum(c['pass'] for c in counts.values())} | {len(models)} models | "
+                 f"{sum(m[2] == 'pass' for m in models)} |")
+    return "\n".join(lines)
 
 
 def light_models() -> list[str]:
@@ -196,6 +251,15 @@ def main(argv=None) -> int:
     print(table(counts, detail, unbound))
     print(f"\n{sum(sum(c.values()) for c in counts.values())} node tests in "
           f"{time.perf_counter() - t0:.1f} s")
+    if not a.ops:
+        scounts, sdetail = run(STRUCTURED)
+        detail.update(sdetail)
+        models = run_sequence_models()
+        print("\nSequence and optional operators:\n")
+        print(structured_table(scounts, models))
+        print("\n| onnx sequence model | operators | outcome | detail |\n|---|---|---|---|")
+        for name, mops, outcome, msg in models:
+            print(f"| {name} | {', '.join(mops)} | {outcome} | {msg.replace('|', '/')} |")
     print("\n| onnx light model | outcome | detail |\n|---|---|---|")
     for name, outcome, msg in run_light():
         print(f"| {name} | {outcome} | {msg.replace('|', '/')} |")

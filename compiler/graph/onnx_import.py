@@ -12,7 +12,9 @@ Shapes are static: a dynamic leading (batch) dimension of a graph input is bound
 ``batch`` (default 1); any other dynamic dimension is an :class:`OnnxImportError`.  A value
 with a zero-size dimension (an empty tensor: a size-0 graph input, bound as a constant, or
 an empty Slice / Split / Reshape result) holds no values and is a constant: no graph node
-has an empty output.  A bfloat16 constant is carried in float32.
+has an empty output.  A bfloat16 constant is carried in float32.  Sequence and optional
+values are resolved at import into the tensors they hold (:mod:`compiler.ops.sequence`;
+``structure`` and ``structured_outputs`` of :func:`import_onnx`).
 
 A model is untrusted input.  Before any node is imported: the file is read bounded (a
 regular file of at most :data:`MAX_MODEL_BYTES`; external data only from inside the
@@ -51,11 +53,14 @@ import re
 import numpy as np
 
 from ..ops import registry
+from ..ops.sequence import NeedsStructureError, refuse_structured  # noqa: F401 (re-exported)
 from ..ops.typecast import NP_TYPES as _NP, bfloat16_values, carried, round_bfloat16
 from ..ops.errors import OnnxImportError
 from .ir import Graph
 from . import onnx_checks as _checks
 from .onnx_checks import check_nodes
+from .onnx_io import INPUT_TYPES as _INPUT_TYPES, add_input as _add_input, \
+    check_size as _check_size, graph_input, is_structured, structured_output
 
 
 #: Largest model file read (protobuf's own limit), and largest tensor imported (elements).
@@ -69,11 +74,6 @@ _WEIGHT_USERS = frozenset({
     "Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "BatchNormalization",
     "LayerNormalization", "InstanceNormalization", "PRelu", "Add", "Sub", "Mul", "Div",
     "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "LSTM", "GRU", "RNN"})
-
-#: graph input element types the importer takes (ONNX TensorProto code -> dtype); integer and
-#: boolean inputs (token ids, a sample rate) stay unquantised on the host.
-_INPUT_TYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
-                7: "int64", 9: "bool", 10: "float16", 12: "uint32", 13: "uint64"}
 
 
 class NeedsConstantError(OnnxImportError):
@@ -293,20 +293,16 @@ def check_model(m, where: str = "model") -> None:
             raise OnnxImportError(f"{where}: initializer {t.name!r}{user} holds {bad}")
 
 
-def _check_size(what: str, shape) -> None:
-    n = math.prod(int(d) for d in shape)
-    if n > MAX_ELEMENTS or any(int(d) > MAX_ELEMENTS for d in shape):
-        dims = "x".join(str(int(d)) for d in shape)
-        raise OnnxImportError(f"{what}: shape {dims} ({n:.3g} elements) is more than the "
-                              f"{MAX_ELEMENTS:,} elements a tensor may have here")
-
-
 def import_onnx(model, batch: int = 1, name: str | None = None,
-                input_shapes: dict | None = None, constants: dict | None = None) -> Graph:
+                input_shapes: dict | None = None, constants: dict | None = None,
+                structure: dict | None = None, structured_outputs: bool = False) -> Graph:
     """Import ``model`` (path or ModelProto) into a float graph (see the module docstring);
     ``input_shapes`` ({input name: shape}) pins the symbolic dimensions of graph inputs;
     ``constants`` ({input name: array}) freezes graph inputs as constants before the
-    checks (:class:`NeedsConstantError` names an input the importer needs that way)."""
+    checks (:class:`NeedsConstantError` names an input the importer needs that way).
+    ``structure`` ({input name: spec}: a sequence's a list of ``(shape, dtype)``, an
+    optional's None or its value's spec) and ``structured_outputs``: sequence and optional
+    graph inputs and outputs (:mod:`.onnx_io`)."""
     from onnx import numpy_helper
     if constants:
         m = freeze_inputs(load_model(model, check=False), constants)
@@ -321,8 +317,13 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
     for t in og.initializer:
         consts[t.name] = carried(numpy_helper.to_array(t))     # bfloat16: float32
     init_names = set(consts)
+    structs: dict = {}
+    g.onnx_inputs = {}
     for vi in og.input:
         if vi.name in init_names:
+            continue
+        if vi.type.WhichOneof("value") not in ("tensor_type", None):    # sequence, optional
+            g.onnx_inputs[vi.name] = graph_input(g, alias, consts, structs, vi, structure)
             continue
         tt = vi.type.tensor_type
         dtype = _INPUT_TYPES.get(tt.elem_type)
@@ -363,6 +364,7 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
                                   f"{seen[vo.name]} and {k}); list each output once")
         seen[vo.name] = k
     imp = ImportContext(g, consts, alias)
+    imp.structs = structs
     imp.bf16 = bfloat16_values(m)
     imp.opset = next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
     imp.readers = {}                  # how many node inputs read each name (QDQ S8 -> U8 rule)
@@ -372,7 +374,12 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
     imp.graph_outputs = {vo.name for vo in og.output}
     for i, node in enumerate(og.node):
         imp.node(node, i)
+    renamed: dict[str, str] = {}           # values renamed to a graph output's name
+    trees: list = []
     for vo in og.output:
+        if is_structured(imp, vo, structured_outputs):
+            trees.append(None)              # after the tensor outputs (they rename values)
+            continue
         src = alias.get(vo.name, vo.name)
         if src in consts and src != vo.name and consts[src].size == 0:
             consts[vo.name] = consts[src]     # an empty constant passed on: no copy node
@@ -387,16 +394,15 @@ def import_onnx(model, batch: int = 1, name: str | None = None,
         elif src != vo.name:          # an Identity at the output: keep the model's name
             imp.rename(src, vo.name)
             alias.update({k: vo.name for k, v in alias.items() if v == src})
+            renamed[src] = vo.name
             src = vo.name
         g.outputs.append(src)
+        trees.append(("tensor", src))
+    for k, vo in enumerate(og.output):
+        if trees[k] is None:
+            trees[k] = structured_output(imp, vo, imp.src(vo.name), renamed, vo.name)
+    g.onnx_outputs = trees
     return g
-
-
-def _add_input(g: Graph, alias: dict, name: str, shape: tuple, dtype: str) -> None:
-    g.add_input(name, shape, dtype)
-    if dtype == "float16":            # computed in float32 (exact): readers see the widened copy
-        g.add_node("cast", name + "/f32", [name], shape, "float32", {"to": "float32"})
-        alias[name] = name + "/f32"
 
 
 def _pinned(vi, shape) -> tuple:
@@ -421,6 +427,7 @@ class ImportContext:
 
     def __init__(self, g: Graph, consts: dict, alias: dict):
         self.g, self.consts, self.alias = g, consts, alias
+        self.structs: dict = {}   # sequence and optional values (compiler.ops.sequence)
         self.opset = 0            # the model's default-domain opset (0: not known)
         self.bf16 = frozenset()   # values of ONNX type bfloat16 (rounded after their node)
 
@@ -443,6 +450,20 @@ class ImportContext:
 
     def src(self, name: str) -> str:
         return self.alias.get(name, name)
+
+    def struct(self, name: str):
+        """The :class:`~compiler.ops.sequence.Seq` or ``Opt`` value ``name`` is, or None
+        (a tensor)."""
+        return self.structs.get(self.src(name))
+
+    def fresh(self, base: str) -> str:
+        """A name no value, constant or sequence has yet, derived from ``base``."""
+        k, name = 0, base
+        while name in self.g.values or name in self.consts or name in self.alias or \
+                name in self.structs:
+            k += 1
+            name = f"{base}_{k}"
+        return name
 
     def is_const(self, name: str) -> bool:
         return self.src(name) in self.consts
@@ -508,6 +529,8 @@ class ImportContext:
             dom = node.domain + "." if node.domain else ""
             raise OnnxImportError(f"node {node.name!r}: operator {dom}{node.op_type} is not "
                                   f"supported ({registry.nearest(node.op_type)})")
+        if self.structs:
+            refuse_structured(self, node)    # a tensor rule given a sequence or optional
         self.attrs_seen = set()
         fn(self, node, attrs)
         extra = set(attrs) - self.attrs_seen

@@ -211,6 +211,9 @@ def _iteration(ctx, node, body, k, cur, scans, err) -> bool:
 def _stack(ctx, out, vals, vi, err):
     """Scan output ``out``: the per-iteration values ``vals`` stacked on a new axis 0."""
     from .typecast import NP_TYPES
+    if any(ctx.struct(v) is not None for v in vals):
+        raise err(f"scan output {out!r} is a sequence or optional value; a scan output "
+                  f"stacks tensors (carry a sequence as a loop-carried value instead)")
     if not vals:                               # no iteration: empty, of the declared shape
         tt = vi.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
@@ -237,4 +240,4 @@ def _stack(ctx, out, vals, vi, err):
     ctx.g.add_node("concat", out, parts, (len(parts),) + s[1:], dtype, {"axis": 0})
 
 
-registry.register(registry.OpDef("loop", onnx={"Loop": import_loop}))
+registry.register(registry.OpDef("loop", onnx={"Loop": import_loop}, structured=("Loop",)))

@@ -54,6 +54,7 @@ FAMILIES = (
     "conv3d",
     "control",
     "matmul_nd",
+    "sequence",
 )
 
 
@@ -92,6 +93,9 @@ class OpDef:
       reshapes (on device data the executor makes it a view of the same buffer).
     - ``float_why``: why a float operator has no integer form (shown in the partition
       report).
+    - ``structured``: the ONNX op types of ``onnx`` whose rules take sequence and optional
+      values (:mod:`compiler.ops.sequence`); every other rule sees tensors only (the
+      importer refuses a sequence or optional input to it, naming the node).
     """
     name: str
     reference: Callable | None = None
@@ -109,6 +113,7 @@ class OpDef:
     packed_flatten: Callable | None = None
     float_why: str = ""
     relayout: Callable | None = None
+    structured: tuple = ()
 
 
 _OPS: dict[str, OpDef] = {}
@@ -151,6 +156,13 @@ def onnx_rule(op_type: str, domain: str = ""):
     if op is None or (op.onnx_domains is not None and domain not in op.onnx_domains):
         return None
     return op.onnx[op_type]
+
+
+def takes_structured(op_type: str) -> bool:
+    """ONNX operator ``op_type``'s import rule takes sequence and optional values."""
+    _load()
+    op = _ONNX.get(op_type)
+    return op is not None and op_type in op.structured
 
 
 def all_ops() -> dict[str, OpDef]:

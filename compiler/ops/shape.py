@@ -244,6 +244,7 @@ registry.register(registry.OpDef(
     cpu=qconcat_cpu))
 # folded at import: never a graph node
 registry.register(registry.OpDef(
-    "identity", onnx={"Identity": import_identity, "Dropout": import_dropout}))
+    "identity", onnx={"Identity": import_identity, "Dropout": import_dropout},
+    structured=("Identity",)))
 registry.register(registry.OpDef(
     "constant", onnx={"Constant": import_constant, "Shape": import_shape}))
