@@ -100,6 +100,27 @@ def test_a_dilated_average_window_of_padding_only_is_a_clear_error():
         import_onnx(m)
 
 
+def _indices_model(shape, **attrs):
+    F = TensorProto.FLOAT
+    return helper.make_model(helper.make_graph(
+        [helper.make_node("MaxPool", ["x"], ["y", "i"], name="mp", **attrs)], "g",
+        [helper.make_tensor_value_info("x", F, list(shape))],
+        [helper.make_tensor_value_info("y", F, None),
+         helper.make_tensor_value_info("i", TensorProto.INT64, None)]),
+        opset_imports=[helper.make_opsetid("", 19)])
+
+
+def _same_as_onnxruntime(m, x):
+    """The backend's values and indices equal onnxruntime's (dtype, shape, every element)."""
+    from compiler.graph.onnx_backend import VtaBackend
+    want = ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = VtaBackend.prepare(m).run({"x": x})
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
 @pytest.mark.parametrize("attrs", [
     dict(kernel_shape=[3], dilations=[2], strides=[2], pads=[1, 1], ceil_mode=1),
     dict(kernel_shape=[2], dilations=[3], strides=[1], pads=[1, 0]),
@@ -109,32 +130,9 @@ def test_1d_maxpool_indices_match_onnxruntime(attrs):
     """1-D MaxPool's Indices (s20_conf): the 2-D Indices node over (N, C, 1, L), whose flat
     index (n * C + c) * L + l is the 1-D one for either storage_order; values and indices
     equal onnxruntime's (was a typed refusal)."""
-    from compiler.graph.onnx_backend import VtaBackend
-    F = TensorProto.FLOAT
-    m = helper.make_model(helper.make_graph(
-        [helper.make_node("MaxPool", ["x"], ["y", "i"], name="mp", **attrs)], "g",
-        [helper.make_tensor_value_info("x", F, [2, 3, 11])],
-        [helper.make_tensor_value_info("y", F, None),
-         helper.make_tensor_value_info("i", TensorProto.INT64, None)]),
-        opset_imports=[helper.make_opsetid("", 19)])
     x = np.random.default_rng(5).normal(size=(2, 3, 11)).astype(np.float32)
     x[0, 0, :4] = 1.0                                 # ties: the first maximum is taken
-    want = ort.InferenceSession(m.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    got = VtaBackend.prepare(m).run({"x": x})
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_array_equal(g, w)
-
-
-def _indices_model(shape, **attrs):
-    F = TensorProto.FLOAT
-    return helper.make_model(helper.make_graph(
-        [helper.make_node("MaxPool", ["x"], ["y", "i"], name="mp", **attrs)], "g",
-        [helper.make_tensor_value_info("x", F, list(shape))],
-        [helper.make_tensor_value_info("y", F, None),
-         helper.make_tensor_value_info("i", TensorProto.INT64, None)]),
-        opset_imports=[helper.make_opsetid("", 19)])
+    _same_as_onnxruntime(_indices_model(x.shape, **attrs), x)
 
 
 @pytest.mark.parametrize("attrs", [
@@ -151,17 +149,10 @@ def test_3d_maxpool_indices_match_onnxruntime(attrs):
     indices equal onnxruntime's, ties (the first maximum) included, storage_order 1 (the
     first spatial axis fastest) too (was a typed refusal). (onnx.reference 1.23 is not the
     judge here: its 3-D indices differ from onnxruntime's and from ours at stride 1.)"""
-    from compiler.graph.onnx_backend import VtaBackend
-    m = _indices_model((2, 3, 5, 6, 7), **attrs)
     x = np.random.default_rng(9).normal(size=(2, 3, 5, 6, 7)).astype(np.float32)
     x[0, 0, :3, :3, :3] = 1.5                           # ties: the first maximum is taken
     x[1, 2] = np.round(x[1, 2])                         # many ties
-    want = ort.InferenceSession(m.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    got = VtaBackend.prepare(m).run({"x": x})
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        np.testing.assert_array_equal(g, w)
+    _same_as_onnxruntime(_indices_model(x.shape, **attrs), x)
 
 
 def test_4d_maxpool_indices_is_a_typed_error_naming_the_node():
