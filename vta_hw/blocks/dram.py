@@ -149,9 +149,19 @@ class OnChipDram(wiring.Component):
         due_pop = ((now + 1)[:16] - rq.r_data[56:72])[15] == 0
         due_next = Signal()
         m.d.comb += due_next.eq(Mux(pop, due_pop, due_keep))
-        # the read queue's room: entries plus the read in flight, next cycle, below 3
+        # the read queue's room next cycle: its entries plus the read in flight, ``level +
+        # inflight + issue - deq``, below 3.  From small equality flags of registers, with
+        # the master's ``rd_data_ready`` (``deq``) in the last gate only (FPGA timing: the
+        # loaders' ready logic -> one LUT -> ``go``, no compare chain after it; 1435d97 seed
+        # 1: the loader's ``dat_more`` -> ``rd_data_ready`` -> a CCU2C compare -> ``go``)
         deq = rdq.r_rdy & p.rd_data_ready
-        room_next = (rdq.level + inflight + issue) < (3 + deq)
+        lvl = rdq.level
+        n_eq = [(lvl == 0) & ~inflight] + [((lvl == k - 1) & inflight) | ((lvl == k) & ~inflight)
+                                          for k in range(1, 4)]     # level + inflight == k
+        # ``level + inflight + issue`` <= 2 and == 3
+        le2 = Mux(issue, n_eq[0] | n_eq[1], n_eq[0] | n_eq[1] | n_eq[2])
+        eq3 = Mux(issue, n_eq[2], n_eq[3])
+        room_next = le2 | (deq & eq3)
         ext_free = ~self.ext_en if self.read_reg else 1
         m.d.sync += [rleft.eq(rleft_next), rleft_nz.eq(nz_next), rleft_one.eq(one_next),
                      rbusy.eq(rbusy_next), due.eq(due_next),
