@@ -71,6 +71,19 @@ def test_onchip_dram_read_address_is_a_select_between_registers():
                                "\\rleft_one", "\\ext_en", "\\ext_addr"}
 
 
+def test_onchip_dram_master_ready_reaches_the_issue_register_through_gates_only():
+    """The master's ``rd_data_ready`` (the loaders' ready logic) reaches the DRAM stand-in's
+    ``go`` through and/or gates only: the read queue's next room is formed from equality
+    flags of its level and the read in flight, not a compare or adder after ``deq``
+    (s22_fmax's 1435d97 seed 1: the loader's ``dat_more`` -> ``rd_data_ready`` -> a CCU2C
+    compare -> ``go``, 89.29 MHz)."""
+    from vta_hw.blocks.dram import OnChipDram
+    top = _module(rtlil.convert(OnChipDram(64, 8192, 8)), "top")
+    regs, kinds = _comb_reach(top, "\\port__rd_data_ready")
+    assert regs == {"\\go"}
+    assert kinds <= {"$and", "$or", "$not", "$mux", "process", "alias"}
+
+
 def test_onchip_dram_write_ready_comes_from_registered_count_flags():
     """The DRAM stand-in's ``wr_data_ready`` takes ``wleft != 0`` from a register
     (``wleft_nz``), and the last beat is ``wleft_one``, not a 24-bit compare (s21_fmax's
