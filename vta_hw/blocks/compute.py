@@ -243,10 +243,16 @@ class ComputeModule(wiring.Component):
             wr_en=w_en, rd_addrs=[Mux(is_alu, d_next, gemm.acc_rd_addr_next), s_next])
         m.d.comb += [gemm.acc_rd_data.eq(rda), alu.acc_rda_data.eq(rda),
                      alu.acc_rdb_data.eq(rdb)]
-        m.d.comb += [self.out_wr_addr.eq(w_addr), self.out_wr_en.eq(w_en),
-                     self.out_wr_data.eq(Cat(*[w_data.word_select(i, Wa)[:cfg.out_width]
-                                               for i in range(self.acc_lanes)])),
-                     self.acc_write.eq(w_en != 0)]
+        out_wr = [self.out_wr_addr.eq(w_addr), self.out_wr_en.eq(w_en),
+                  self.out_wr_data.eq(Cat(*[w_data.word_select(i, Wa)[:cfg.out_width]
+                                            for i in range(self.acc_lanes)]))]
+        # ``pipelined``: the OUT mirror's write is registered too (it lands a cycle later,
+        # with the ACC write; FPGA timing: the GEMM's accumulate adder and the write select
+        # drive a register, not the OUT SRAM's block RAMs).  Its only reader is STORE, which
+        # starts after compute's token, well after the write has landed
+        m.d.sync += out_wr if self.pipelined else []
+        m.d.comb += out_wr if not self.pipelined else []
+        m.d.comb += self.acc_write.eq(w_en != 0)
 
         self._control(m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode)
         return m
