@@ -218,7 +218,8 @@ class ComputeModule(wiring.Component):
         # registered (it lands in the SRAM a cycle later; FPGA timing: the mux is not in front
         # of the block RAMs spread over the die): the GEMM and ALU forward around it, and
         # every instruction completes after its last write has been issued, a cycle before
-        # the next one can read.  The OUT mirror is written at once.
+        # the next one can read.  The OUT mirror is written at once (``pipelined``: its
+        # write is registered too, below).
         all_lanes = (1 << self.acc_lanes) - 1
         w_addr = Signal(range(cfg.acc_buff_depth))
         w_data = Signal(self.acc_bits)
