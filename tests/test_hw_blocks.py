@@ -202,6 +202,64 @@ def test_onchip_dram_read_register_keeps_every_beat_in_its_cycle(latency):
     assert runs[True] == runs[False]
 
 
+@pytest.mark.parametrize("latency,read_reg", [(1, True), (4, True), (8, True), (4, False)])
+def test_onchip_dram_registered_issue_and_read_address_every_cycle(latency, read_reg):
+    """The DRAM stand-in's issue condition but ``ext_en`` is a register (``go``), equal every
+    cycle to what it stands for (``rbusy & due & rleft != 0`` and the read queue's room,
+    ``level + inflight < 3``, and with ``read_reg`` the host port idle a cycle ago); ``due``,
+    ``rleft_nz``, ``rleft_one`` and ``raddr_p1`` equal their definitions; and the block RAM
+    is read at the host's address while ``ext_en`` is high and otherwise at the next cycle's
+    ``raddr`` (``read_reg``) or ``raddr``: random bursts, request timing, back-pressure and
+    host-port cycles (at any time, also in the middle of a burst)."""
+    words = [(0x0123456789ABCDEF * (i + 3)) & (2**64 - 1) for i in range(128)]
+    rng = np.random.default_rng(100 + latency)
+    bursts = [(int(rng.integers(0, 120)), int(rng.choice([1, 1, 2, 3, 4, 9, 20])))
+              for _ in range(40)]
+    ncyc = 1200
+    ready_bits = rng.integers(0, 4, ncyc) != 0
+    req_bits = rng.integers(0, 3, ncyc) != 0
+    ext_bits = rng.integers(0, 12, ncyc) == 0
+    dut = OnChipDram(64, 128, latency, init=words, read_reg=read_reg)
+    seen = {"issues": 0, "go_ext": 0}
+
+    async def bench(ctx):
+        p, pr = dut.port, dut.rd_probe
+        todo = list(bursts)
+        ext_prev, want_addr = False, None
+        for cyc in range(ncyc):
+            ctx.set(p.rd_req_valid, bool(todo) and bool(req_bits[cyc]))
+            if todo:
+                ctx.set(p.rd_req_addr, todo[0][0] * 8)
+                ctx.set(p.rd_req_len, todo[0][1])
+            ctx.set(p.rd_data_ready, bool(ready_bits[cyc]))
+            ctx.set(dut.ext_en, bool(ext_bits[cyc]))
+            ctx.set(dut.ext_addr, cyc % 128)
+            g = {k: ctx.get(v) for k, v in pr.items()}
+            if want_addr is not None:
+                assert g["raddr"] == want_addr, cyc
+            room = g["level"] + g["inflight"] < 3
+            free = not ext_prev if read_reg else True
+            assert g["go"] == (g["rbusy"] and g["due"] and g["rleft_nz"] and room and free), cyc
+            assert g["due"] == (((g["now"] - g["start"]) & 0xFFFF) < 0x8000), cyc
+            assert g["rleft_nz"] == (g["rleft"] != 0) and g["rleft_one"] == (g["rleft"] == 1)
+            assert g["raddr_p1"] == (g["raddr"] + 1) % 128, cyc
+            want_addr = None
+            if ext_bits[cyc]:
+                assert g["addr"] == cyc % 128, cyc
+                seen["go_ext"] += g["go"]
+            elif read_reg:
+                want_addr = g["addr"]           # the next cycle's ``raddr``
+            else:
+                assert g["addr"] == g["raddr"], cyc
+            seen["issues"] += g["go"] and not ext_bits[cyc]
+            ext_prev = bool(ext_bits[cyc])
+            if todo and req_bits[cyc] and ctx.get(p.rd_req_ready):
+                todo.pop(0)
+            await ctx.tick()
+    _run(dut, bench)
+    assert seen["issues"] > 200 and seen["go_ext"] > 0
+
+
 def test_onchip_dram_write_channel_matches_a_plain_model_every_cycle():
     """Random write bursts (lengths 1, 2, 3, 9; random request and data timing; the host
     port taking the RAM now and then): on every cycle ``wr_req_ready``, ``wr_data_ready`` and

@@ -48,6 +48,42 @@ def test_onchip_dram_read_port_has_no_enable_and_registered_issue_terms():
     assert {"due", "rleft_nz"} <= _registers(text)
 
 
+def test_onchip_dram_read_address_is_a_select_between_registers():
+    """The DRAM stand-in's issue condition is a register (``go``) but the host port's
+    ``ext_en``, so the block RAM's read address is a select, by ``go``, ``ext_en`` and the
+    request queue's ready flag, between registers (``raddr``, ``raddr_p1``, the queue
+    head's address, ``ext_addr``): no ``due``, ``rleft_nz``, read-queue level or read in
+    flight in front of the address pins (s21_fmax's f84a879 seeds 1 / 2: ``rleft_nz`` /
+    the bridge's ``ext_en`` -> the issue -> ``raddr_next``'s select -> the block RAM's
+    address)."""
+    from vta_hw.blocks.dram import OnChipDram
+    for depth in (64, 8192):
+        top = _module(rtlil.convert(OnChipDram(64, depth, 8)), "top")
+        addr, = [re.search(r"connect \\ADDR (\S+)", c).group(1)
+                 for c in re.findall(r"cell \$memrd_v2 .*?\n  end", top, re.S)
+                 if 'MEMID "\\\\mem"' in c]
+        cone = _cone(top, addr)
+        regs = {"\\" + r for r in _registers(top)}
+        assert {"\\go", "\\raddr", "\\raddr_p1"} <= cone & regs
+        fifo = {w for w in cone if re.fullmatch(r"\\r_(data|rdy)\$\d+", w)}
+        assert len(fifo) == 2                       # the request queue's head and flag
+        assert cone - fifo == {"\\go", "\\raddr", "\\raddr_p1", "\\rbusy",
+                               "\\rleft_one", "\\ext_en", "\\ext_addr"}
+
+
+def test_onchip_dram_master_ready_reaches_the_issue_register_through_gates_only():
+    """The master's ``rd_data_ready`` (the loaders' ready logic) reaches the DRAM stand-in's
+    ``go`` through and/or gates only: the read queue's next room is formed from equality
+    flags of its level and the read in flight, not a compare or adder after ``deq``
+    (s22_fmax's 1435d97 seed 1: the loader's ``dat_more`` -> ``rd_data_ready`` -> a CCU2C
+    compare -> ``go``, 89.29 MHz)."""
+    from vta_hw.blocks.dram import OnChipDram
+    top = _module(rtlil.convert(OnChipDram(64, 8192, 8)), "top")
+    regs, kinds = _comb_reach(top, "\\port__rd_data_ready")
+    assert regs == {"\\go"}
+    assert kinds <= {"$and", "$or", "$not", "$mux", "process", "alias"}
+
+
 def test_onchip_dram_write_ready_comes_from_registered_count_flags():
     """The DRAM stand-in's ``wr_data_ready`` takes ``wleft != 0`` from a register
     (``wleft_nz``), and the last beat is ``wleft_one``, not a 24-bit compare (s21_fmax's

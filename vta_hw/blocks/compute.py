@@ -149,7 +149,8 @@ class ComputeModule(wiring.Component):
         acc8_bytes = cfg.batch * cfg.block_out * 8 // 8
         m.submodules.loader = ld = TileLoader(
             B, [4, cfg.acc_elem_bytes, acc8_bytes],
-            [cfg.uop_buff_depth, cfg.acc_buff_depth, cfg.acc_buff_depth])
+            [cfg.uop_buff_depth, cfg.acc_buff_depth, cfg.acc_buff_depth],
+            dsp_products=self.pipelined)
         wiring.connect(m, wiring.flipped(self.rd), ld.rd)
         tile_write(m, ld, _UOP, uop_wp.addr, uop_wp.data, uop_wp.en, 32, 32 // n_uop_en)
         ld_acc_valid = ld.wr_valid & (ld.wr_kind != _UOP)
@@ -217,7 +218,8 @@ class ComputeModule(wiring.Component):
         # registered (it lands in the SRAM a cycle later; FPGA timing: the mux is not in front
         # of the block RAMs spread over the die): the GEMM and ALU forward around it, and
         # every instruction completes after its last write has been issued, a cycle before
-        # the next one can read.  The OUT mirror is written at once.
+        # the next one can read.  The OUT mirror is written at once (``pipelined``: its
+        # write is registered too, below).
         all_lanes = (1 << self.acc_lanes) - 1
         w_addr = Signal(range(cfg.acc_buff_depth))
         w_data = Signal(self.acc_bits)
@@ -242,10 +244,16 @@ class ComputeModule(wiring.Component):
             wr_en=w_en, rd_addrs=[Mux(is_alu, d_next, gemm.acc_rd_addr_next), s_next])
         m.d.comb += [gemm.acc_rd_data.eq(rda), alu.acc_rda_data.eq(rda),
                      alu.acc_rdb_data.eq(rdb)]
-        m.d.comb += [self.out_wr_addr.eq(w_addr), self.out_wr_en.eq(w_en),
-                     self.out_wr_data.eq(Cat(*[w_data.word_select(i, Wa)[:cfg.out_width]
-                                               for i in range(self.acc_lanes)])),
-                     self.acc_write.eq(w_en != 0)]
+        out_wr = [self.out_wr_addr.eq(w_addr), self.out_wr_en.eq(w_en),
+                  self.out_wr_data.eq(Cat(*[w_data.word_select(i, Wa)[:cfg.out_width]
+                                            for i in range(self.acc_lanes)]))]
+        # ``pipelined``: the OUT mirror's write is registered too (it lands a cycle later,
+        # with the ACC write; FPGA timing: the GEMM's accumulate adder and the write select
+        # drive a register, not the OUT SRAM's block RAMs).  Its only reader is STORE, which
+        # starts after compute's token, well after the write has landed
+        m.d.sync += out_wr if self.pipelined else []
+        m.d.comb += out_wr if not self.pipelined else []
+        m.d.comb += self.acc_write.eq(w_en != 0)
 
         self._control(m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode)
         return m

@@ -151,10 +151,11 @@ class VTACore(wiring.Component):
         start = Signal()
         m.d.sync += start.eq(launch)
 
-        e.submodules.fetch = fetch = FetchModule(cfg)
+        e.submodules.fetch = fetch = FetchModule(cfg, predecode=self.pipelined)
         wgt_slices = cfg.block_out * cfg.block_in * cfg.wgt_width // cfg.bus_width
         e.submodules.load = load = LoadModule(
-            cfg, zero_copies=wgt_slices if self.pipelined and wgt_slices > 1 else 0)
+            cfg, zero_copies=wgt_slices if self.pipelined and wgt_slices > 1 else 0,
+            dsp_products=self.pipelined)
         e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages,
                                                      lut_mults=self.lut_mults,
                                                      pipelined=self.pipelined)

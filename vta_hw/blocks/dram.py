@@ -101,14 +101,81 @@ class OnChipDram(wiring.Component):
         raddr_next = Signal.like(raddr)
         m.d.comb += raddr_next.eq(raddr)
         m.d.sync += raddr.eq(raddr_next)
-        ext_q = Signal()
+        raddr_p1 = Signal.like(raddr, init=1)   # ``raddr + 1``, a register (loaded with it)
+        m.d.sync += raddr_p1.eq(raddr_next + 1)
+        # ``due`` (now >= start, modulo 2**16), ``rleft != 0`` and ``rleft == 1`` are
+        # registers, computed a cycle ahead from the next ``now``, ``start`` and ``rleft``
+        # (FPGA timing: no subtractor or wide compare in front of the issue logic); so is
+        # the whole issue condition but the host port's ``ext_en`` (``go``, loaded with the
+        # next values of its terms; with ``read_reg`` no core read is issued in the cycle
+        # after the host port had the RAM, so ``go`` is loaded with ``~ext_en`` too), so the block RAM's read address is a select, by
+        # ``go`` / ``ext_en`` and the pop of the request queue (flip-flops only), between
+        # registers: ``raddr``, ``raddr_p1``, the queue head's address, ``ext_addr``
+        # (twentieth session's f84a879 seeds 1 / 2: ``rleft_nz`` / ``ext_en`` -> the issue
+        # -> ``raddr_next``'s select -> the block RAM's address pins)
+        due = Signal(init=1)
+        rleft_nz = Signal()
+        rleft_one = Signal()        # ``rleft == 1``, a register like ``rleft_nz``
+        # ``go``: rbusy & due & rleft_nz & room (& the host port idle a cycle ago), a register
+        go = Signal()
+        issue = Signal()
+        m.d.comb += issue.eq(go & ~self.ext_en)
+        m.d.sync += inflight.eq(issue)
+        pop = Signal()
+        m.d.comb += pop.eq(rq.r_rdy & (~rbusy | (issue & rleft_one)))
+        q_addr = Signal.like(raddr)
+        m.d.comb += q_addr.eq(rq.r_data[:32] >> lg)
+        rleft_next = Signal(24)
+        m.d.comb += rleft_next.eq(rleft)
+        rbusy_next = Signal()
+        m.d.comb += rbusy_next.eq(rbusy)
+        nz_next = Signal()
+        one_next = Signal()
+        m.d.comb += [nz_next.eq(rleft_nz), one_next.eq(rleft_one)]
+        with m.If(issue):
+            m.d.comb += [rleft_next.eq(rleft - 1), raddr_next.eq(raddr_p1),
+                         nz_next.eq(~rleft_one), one_next.eq(rleft == 2)]
+            with m.If(rleft_one):
+                m.d.comb += rbusy_next.eq(0)
+        # the next burst starts in the cycle after the last beat of this one is issued
+        q_len = rq.r_data[32:56]
+        with m.If(pop):
+            m.d.comb += [rq.r_en.eq(1), rleft_next.eq(q_len), raddr_next.eq(q_addr),
+                         nz_next.eq(q_len != 0), one_next.eq(q_len == 1),
+                         rbusy_next.eq(1)]
+            m.d.sync += start.eq(rq.r_data[56:72])
+        # ``due``'s next value for either ``start``, the select last
+        due_keep = ((now + 1)[:16] - start)[15] == 0
+        due_pop = ((now + 1)[:16] - rq.r_data[56:72])[15] == 0
+        due_next = Signal()
+        m.d.comb += due_next.eq(Mux(pop, due_pop, due_keep))
+        # the read queue's room next cycle: its entries plus the read in flight, ``level +
+        # inflight + issue - deq``, below 3.  From small equality flags of registers, with
+        # the master's ``rd_data_ready`` (``deq``) in the last gate only (FPGA timing: the
+        # loaders' ready logic -> one LUT -> ``go``, no compare chain after it; 1435d97 seed
+        # 1: the loader's ``dat_more`` -> ``rd_data_ready`` -> a CCU2C compare -> ``go``)
+        deq = rdq.r_rdy & p.rd_data_ready
+        lvl = rdq.level
+        n_eq = [(lvl == 0) & ~inflight] + [((lvl == k - 1) & inflight) | ((lvl == k) & ~inflight)
+                                          for k in range(1, 4)]     # level + inflight == k
+        # ``level + inflight + issue`` <= 2 and == 3
+        le2 = Mux(issue, n_eq[0] | n_eq[1], n_eq[0] | n_eq[1] | n_eq[2])
+        eq3 = Mux(issue, n_eq[2], n_eq[3])
+        room_next = le2 | (deq & eq3)
+        ext_free = ~self.ext_en if self.read_reg else 1
+        m.d.sync += [rleft.eq(rleft_next), rleft_nz.eq(nz_next), rleft_one.eq(one_next),
+                     rbusy.eq(rbusy_next), due.eq(due_next),
+                     go.eq(rbusy_next & due_next & nz_next & room_next & ext_free)]
         if self.read_reg:
             # ``rd_q`` holds in cycle t + 1 the word at ``raddr`` of cycle t (the RAM is read
             # in cycle t - 1 at ``raddr_next``), what the RAM's data is without it
             rd_q = Signal(self.bus_width, name="rd_q", reset_less=True)
-            m.d.sync += [rd_q.eq(rp.data), ext_q.eq(self.ext_en)]
+            m.d.sync += rd_q.eq(rp.data)
             m.d.comb += rdq.w_data.eq(rd_q)
-            core_addr = raddr_next
+            # ``raddr_next`` as a select between registers; ``go`` is ``issue`` unless
+            # ``ext_en``, when the host's address is taken anyway
+            pop_go = rq.r_rdy & (~rbusy | (go & rleft_one))
+            core_addr = Mux(pop_go, q_addr, Mux(go, raddr_p1, raddr))
         else:
             m.d.comb += rdq.w_data.eq(rp.data)
             core_addr = raddr
@@ -116,34 +183,10 @@ class OnChipDram(wiring.Component):
             m.d.comb += rp.addr.eq(self.ext_addr)
         with m.Else():
             m.d.comb += rp.addr.eq(core_addr)
-        # ``due`` (now >= start, modulo 2**16), ``rleft != 0`` and ``rleft == 1`` are
-        # registers, computed a
-        # cycle ahead from the next ``now``, ``start`` and ``rleft`` (FPGA timing: no
-        # subtractor or wide compare in front of the issue logic)
-        due = Signal(init=1)
-        rleft_nz = Signal()
-        issue = Signal()
-        m.d.comb += issue.eq(rbusy & due & rleft_nz & (rdq.level + inflight < 3) &
-                             ~self.ext_en & ~ext_q)
-        m.d.sync += inflight.eq(issue)
-        pop = Signal()
-        rleft_one = Signal()        # ``rleft == 1``, a register like ``rleft_nz``
-        m.d.comb += pop.eq(rq.r_rdy & (~rbusy | (issue & rleft_one)))
-        start_next = Mux(pop, rq.r_data[56:72], start)
-        rleft_next = Signal(24)
-        m.d.comb += rleft_next.eq(rleft)
-        with m.If(issue):
-            m.d.comb += [rleft_next.eq(rleft - 1), raddr_next.eq(raddr + 1)]
-            with m.If(rleft_one):
-                m.d.sync += rbusy.eq(0)
-        # the next burst starts in the cycle after the last beat of this one is issued
-        with m.If(pop):
-            m.d.comb += [rq.r_en.eq(1), rleft_next.eq(rq.r_data[32:56])]
-            m.d.comb += raddr_next.eq(rq.r_data[:32] >> lg)
-            m.d.sync += [rbusy.eq(1), start.eq(rq.r_data[56:72])]
-        m.d.sync += [rleft.eq(rleft_next), rleft_nz.eq(rleft_next != 0),
-                     rleft_one.eq(rleft_next == 1),
-                     due.eq(((now + 1)[:16] - start_next)[15] == 0)]
+        # for the tests (tests/test_hw_blocks.py): the read channel's state
+        self.rd_probe = dict(go=go, rbusy=rbusy, due=due, now=now, start=start, rleft=rleft,
+                             rleft_nz=rleft_nz, rleft_one=rleft_one, inflight=inflight,
+                             level=rdq.level, raddr=raddr, raddr_p1=raddr_p1, addr=rp.addr)
 
         # ---- write channel
         waddr = Signal(range(self.depth))

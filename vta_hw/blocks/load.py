@@ -51,13 +51,17 @@ class LoadModule(wiring.Component):
         which.
     busy : ``Out(1)``
 
+    ``dsp_products`` (the ``pipelined`` core): the loader's set-up products run register to
+    register inside their multipliers (``TileLoader(dsp_products=True)``); same cycles.
+
     Latency: an instruction starts 1 cycle after it is dequeued once its token is
     available; a no-op takes 2 cycles; a load costs about DRAM latency + beats per row.
     """
 
-    def __init__(self, cfg: VTAConfig, zero_copies: int = 0):
+    def __init__(self, cfg: VTAConfig, zero_copies: int = 0, dsp_products: bool = False):
         self.cfg = cfg
         self.zero_copies = zero_copies
+        self.dsp_products = dsp_products
         B = cfg.bus_width
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
@@ -78,7 +82,8 @@ class LoadModule(wiring.Component):
         cfg = self.cfg
         m.submodules.loader = ld = TileLoader(
             cfg.bus_width, [cfg.inp_elem_bytes, cfg.wgt_elem_bytes],
-            [cfg.inp_buff_depth, cfg.wgt_buff_depth], zero_copies=self.zero_copies)
+            [cfg.inp_buff_depth, cfg.wgt_buff_depth], zero_copies=self.zero_copies,
+            dsp_products=self.dsp_products)
         wiring.connect(m, wiring.flipped(self.rd), ld.rd)
         tile_write(m, ld, 0, self.inp_wr_addr, self.inp_wr_data, self.inp_wr_en,
                    self.inp_bits, cfg.bus_width)

@@ -6,6 +6,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .dsp import is_ecp5, registered_product
 from .memport import ADDR_BITS, ReadSignature
 from .replica import replicated_register
 
@@ -42,6 +43,12 @@ class TileLoader(wiring.Component):
         SRAM's write data can take its zero select from a copy beside its block RAMs
         (``tile_write(..., zeros=loader.wr_zero_rep)``) instead of one register fanned out
         over the die.
+    dsp_products : bool
+        (the ``pipelined`` core) the set-up's three products (``total``, ``ylead``,
+        ``ytail``) each in a multiplier with its operands and product registered inside it
+        (:func:`vta_hw.blocks.dsp.registered_product`; on an ECP5 a MULT18X18D with input
+        and output registers), the operands taken a cycle early from the sums ``rowlen`` /
+        ``nrows`` are loaded with: the same values in the same cycles.
 
     Members
     -------
@@ -67,9 +74,11 @@ class TileLoader(wiring.Component):
     last write.
     """
 
-    def __init__(self, bus_width: int, elem_bytes, depths, zero_copies: int = 0):
+    def __init__(self, bus_width: int, elem_bytes, depths, zero_copies: int = 0,
+                 dsp_products: bool = False):
         self.bus_width = bus_width
         self.zero_copies = zero_copies
+        self.dsp_products = bool(dsp_products)
         self.bus_bytes = bus_width // 8
         self.elem_bytes = list(elem_bytes)
         self.depths = list(depths)
@@ -111,6 +120,20 @@ class TileLoader(wiring.Component):
         ytail = Signal(22)
         lead = Signal(24)
         tail = Signal(24)
+        if self.dsp_products:
+            # ``dsp_products``: the three products run inside their MULT18X18D, from its
+            # input registers to its output register (:func:`registered_product`): the input
+            # registers take what ``rowlen`` / ``nrows`` take at the end of SIZES (the same
+            # sums, ``yp0`` / ``yp1`` as they are), the output registers are ``total`` /
+            # ``ylead`` / ``ytail`` at the end of PRODUCTS, as above, and they hold while the
+            # command's fields do (until the next command, after CHECK).  FPGA timing: no
+            # fabric register -> DSP -> fabric register path (routing to and from the DSP)
+            rl_d = (xp0 + x_size + xp1)[:18]
+            nr_d = (yp0 + y_size + yp1)[:18]
+            primitive = is_ecp5(platform)
+            total = registered_product(m, rl_d, nr_d, 36, "total", primitive=primitive)
+            ylead = registered_product(m, yp0, rl_d, 22, "ylead", primitive=primitive)
+            ytail = registered_product(m, yp1, rl_d, 22, "ytail", primitive=primitive)
         # the SRAM write (w_*) is registered before it leaves (FPGA timing: the write
         # address, data and enables fan out to every block RAM of the SRAM); it lands one
         # cycle after it is formed, which is still before anyone can read the element
@@ -222,8 +245,9 @@ class TileLoader(wiring.Component):
                              room.eq(depth - sram), sram_x0.eq(sram + xp0)]
                 m.next = "PRODUCTS"
             with m.State("PRODUCTS"):
-                m.d.sync += [total.eq(rowlen * nrows), ylead.eq(yp0 * rowlen),
-                             ytail.eq(yp1 * rowlen)]
+                if not self.dsp_products:
+                    m.d.sync += [total.eq(rowlen * nrows), ylead.eq(yp0 * rowlen),
+                                 ytail.eq(yp1 * rowlen)]
                 m.next = "CHECK"
             with m.State("CHECK"):
                 # ``sram + lead`` is ``sram_x0 + ylead``: one adder after the registers

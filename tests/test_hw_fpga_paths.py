@@ -1,0 +1,196 @@
+"""The ``pipelined`` core's registers for the 1x8x8 FPGA build's critical paths of the twenty-
+second session (s23_fmax, BENCHMARKS.md): each structural test fails on the tree before its
+change, and each change is checked cycle for cycle against the path it replaces."""
+
+import random
+import re
+
+from amaranth.back import rtlil
+from amaranth.hdl import Module
+from amaranth.sim import Simulator
+
+from isa import VTAConfig
+
+from .sim_helpers import Ecp5Stub
+from .test_hw_fpga_regs import _module, _piped_compute_text, _registers
+
+
+def _cells(text: str, typ: str) -> list[str]:
+    return re.findall(rf"\n  cell {re.escape(typ)} \S+\n(.*?)\n  end", text, re.S)
+
+
+def _products(text: str) -> list[str]:
+    """The ``$mul`` cells of two variables (not the constant scalings of an index)."""
+    return [c for c in _cells(text, "$mul")
+            if not any("'" in re.search(rf"connect \\{p} (\S+)", c).group(1) for p in "AB")]
+
+
+def test_pipelined_loader_products_run_register_to_register_inside_the_multiplier():
+    """With ``dsp_products`` (the ``pipelined`` core's load and compute loaders) the tile
+    loader's three set-up products (``total``, ``ylead``, ``ytail``) are MULT18X18D blocks
+    on an ECP5 with their A / B input and output registers on, and no ``*`` is left for
+    yosys to map to a bare MULT18X18D between fabric registers (s22_fmax's f621535 seed 3:
+    ``yp0`` -> an unregistered MULT18X18D -> ``ylead``, 11.91 ns, 7.46 of it routing to and
+    from the DSP).  Without ``dsp_products`` (the plain core) nothing changes."""
+    from vta_hw.blocks.loader import TileLoader
+    text = rtlil.convert(TileLoader(64, [16, 4], [512, 512], dsp_products=True),
+                         platform=Ecp5Stub())
+    mod = _module(text, "top")
+    assert not _products(mod)
+    dsps = _cells(mod, "\\MULT18X18D")
+    assert len(dsps) == 3
+    for c in dsps:
+        for p in ("REG_INPUTA_CLK", "REG_INPUTB_CLK", "REG_OUTPUT_CLK"):
+            assert re.search(rf'parameter \\{p} "CLK0"', c), p
+    plain = _module(rtlil.convert(TileLoader(64, [16, 4], [512, 512]), platform=Ecp5Stub()),
+                    "top")
+    assert len(_products(plain)) == 3 and not _cells(plain, "\\MULT18X18D")
+    # the pipelined core passes the option to both loaders
+    from vta_hw.blocks.core import VTACore
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=True),
+                         platform=Ecp5Stub())
+    for name in ("top.engine.load.loader", "top.engine.compute.loader"):
+        loader = _module(text, name)
+        assert len(_cells(loader, "\\MULT18X18D")) == 3 and not _products(loader), name
+
+
+def test_pipelined_loader_products_equal_the_plain_loader_every_cycle():
+    """A loader with ``dsp_products`` (its products in multiplier registers, off the ECP5:
+    the same two register stages in logic) and one without, given the same commands and the
+    same memory responses, drive the same outputs in every cycle: random commands (pads 0-15,
+    rows 0-6 of 1-6 elements, some out of range), random request / data timing."""
+    from vta_hw.blocks.loader import TileLoader
+    m = Module()
+    m.submodules.a = a = TileLoader(64, [16, 4, 8], [512, 300, 256], dsp_products=True)
+    m.submodules.b = b = TileLoader(64, [16, 4, 8], [512, 300, 256])
+    outs = ["cmd_ready", "done", "range_error", "wr_valid", "wr_addr", "wr_zero", "wr_data",
+            "wr_lane", "wr_kind"]
+    rd_outs = ["rd_req_valid", "rd_req_addr", "rd_req_len", "rd_data_ready"]
+    rng = random.Random(23)
+    seen = {"cmds": 0, "errors": 0, "writes": 0}
+
+    async def bench(ctx):
+        for _ in range(8000):
+            vals = {"cmd_valid": int(rng.random() < 0.3), "cmd_kind": rng.randrange(3),
+                    "cmd_sram": rng.randrange(320), "cmd_dram": rng.randrange(1 << 12),
+                    "cmd_y": rng.randrange(7), "cmd_x": rng.randrange(1, 7),
+                    "cmd_stride": rng.randrange(16),
+                    **{f"cmd_{p}": rng.randrange(16 if rng.random() < 0.05 else 3)
+                       for p in ("ypad0", "ypad1", "xpad0", "xpad1")}}
+            rd = {"rd_req_ready": int(rng.random() < 0.6),
+                  "rd_data_valid": int(rng.random() < 0.7), "rd_data": rng.getrandbits(64)}
+            for dut in (a, b):
+                for k, v in vals.items():
+                    ctx.set(getattr(dut, k), v)
+                for k, v in rd.items():
+                    ctx.set(getattr(dut.rd, k), v)
+            for k in outs:
+                assert ctx.get(getattr(a, k)) == ctx.get(getattr(b, k)), k
+            for k in rd_outs:
+                assert ctx.get(getattr(a.rd, k)) == ctx.get(getattr(b.rd, k)), k
+            seen["cmds"] += ctx.get(a.cmd_valid) & ctx.get(a.cmd_ready)
+            seen["errors"] += ctx.get(a.range_error)
+            seen["writes"] += ctx.get(a.wr_valid)
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["cmds"] > 100 and seen["errors"] > 10 and seen["writes"] > 1000, seen
+
+
+def test_pipelined_compute_registers_the_out_mirror_write():
+    """The ``pipelined`` compute module's OUT SRAM write (address, data, lane enables) comes
+    from registers, a cycle after the ACC write select, so the GEMM's accumulate adder ends at
+    a register (s22_fmax's f621535 seed 1: ``old5 + dot5`` -> the write select -> the OUT
+    SRAM's write data, 11.10 ns); the plain compute module writes OUT at once."""
+    from vta_hw.blocks.compute import ComputeModule
+    regs = _registers(_module(_piped_compute_text(), "top"))
+    assert {"out_wr_addr", "out_wr_data", "out_wr_en"} <= regs
+    plain = _registers(_module(rtlil.convert(ComputeModule(VTAConfig(), alu_stages=3)), "top"))
+    assert not {"out_wr_addr", "out_wr_data", "out_wr_en"} & plain
+
+
+def _decodes_of_buffer_head(text: str, name: str = "top") -> list[str]:
+    """The compare cells of fetch module ``name`` that read its buffer's ``r_data``."""
+    mod = _module(text, name)
+    buf = re.search(rf"\n  cell \\{re.escape(name)}\.buf \\buf\n(.*?)\n  end", mod,
+                    re.S).group(1)
+    head = re.search(r"connect \\r_data (\S+)", buf).group(1)
+    return [c for t in ("$eq", "$gt", "$ge", "$lt", "$le", "$ne") for c in _cells(mod, t)
+            if head in c]
+
+
+def test_pipelined_fetch_dispatches_on_flags_stored_with_the_instruction():
+    """With ``predecode`` (the ``pipelined`` core) fetch's dispatch takes to-load / to-store
+    / illegal from three bits stored beside the instruction in its buffer, decoded where the
+    instruction enters it: no compare reads the buffer's head (s22_fmax's f621535 seed 2: a
+    load-queue register -> the head's decode and dispatch -> the buffer's ``inner_level``,
+    11.12 ns).  The plain fetch decodes the head; the pipelined core asks for it."""
+    from vta_hw.blocks.fetch import FetchModule
+    assert not _decodes_of_buffer_head(rtlil.convert(FetchModule(VTAConfig(), burst=4,
+                                                                 predecode=True)))
+    assert len(_decodes_of_buffer_head(rtlil.convert(FetchModule(VTAConfig(),
+                                                                 burst=4)))) >= 4
+    from vta_hw.blocks.core import VTACore
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=True))
+    fetch_mods = [n for n in re.findall(r"\nmodule \\(\S+)\n", text) if n.endswith(".fetch")]
+    assert fetch_mods and not _decodes_of_buffer_head(text, fetch_mods[0])
+
+
+def test_pipelined_fetch_equals_the_plain_fetch_every_cycle():
+    """Fetch with ``predecode`` and without, given the same start, memory responses and queue
+    back-pressure, drive the same outputs in every cycle: programs of 0-40 instructions of
+    every legal opcode and memory type,
+    random request / data timing and queue readiness; at the end an illegal opcode (it
+    stops fetch for good)."""
+    from vta_hw.blocks.fetch import FetchModule
+    cfg = VTAConfig()
+    m = Module()
+    m.submodules.a = a = FetchModule(cfg, burst=4, predecode=True)
+    m.submodules.b = b = FetchModule(cfg, burst=4)
+    outs = ["error", "err_code", "err_index", "busy"] + [f"{q}_{s}" for q in ("ld", "cp", "st")
+                                                         for s in ("valid", "insn", "index")]
+    rd_outs = ["rd_req_valid", "rd_req_addr", "rd_req_len", "rd_data_ready"]
+    rng = random.Random(19)
+    seen = {"starts": 0, "dispatched": 0, "errors": 0}
+
+    async def bench(ctx):
+        idle = 0
+        for t in range(12000):
+            start = 0
+            if not ctx.get(a.busy) and not ctx.get(a.error):
+                idle += 1
+                if idle > rng.randrange(1, 6):
+                    start, idle = 1, 0
+            word = rng.getrandbits(64)
+            # an illegal opcode stops fetch for good (until reset): only near the end
+            ops = [0, 1, 2, 3, 4, 5, 6, 7] if t > 11000 and rng.random() < 0.05 else range(5)
+            op = rng.choice(ops)
+            word = (word & ~0x387) | op | (rng.randrange(5) << 7)   # opcode, memory type
+            vals = {"start": start, "insn_addr": rng.randrange(1 << 12) * 16,
+                    "insn_count": rng.randrange(41),
+                    **{f"{q}_ready": int(rng.random() < 0.7) for q in ("ld", "cp", "st")}}
+            rd = {"rd_req_ready": int(rng.random() < 0.5),
+                  "rd_data_valid": int(rng.random() < 0.7), "rd_data": word}
+            for dut in (a, b):
+                for k, v in vals.items():
+                    ctx.set(getattr(dut, k), v)
+                for k, v in rd.items():
+                    ctx.set(getattr(dut.rd, k), v)
+            for k in outs:
+                assert ctx.get(getattr(a, k)) == ctx.get(getattr(b, k)), k
+            for k in rd_outs:
+                assert ctx.get(getattr(a.rd, k)) == ctx.get(getattr(b.rd, k)), k
+            seen["starts"] += start
+            seen["dispatched"] += sum(ctx.get(getattr(a, f"{q}_valid")) &
+                                      ctx.get(getattr(a, f"{q}_ready")) for q in ("ld", "cp", "st"))
+            seen["errors"] |= ctx.get(a.error)
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["starts"] > 100 and seen["dispatched"] > 2000 and seen["errors"], seen
