@@ -25,6 +25,20 @@ def _products(text: str) -> list[str]:
             if not any("'" in re.search(rf"connect \\{p} (\S+)", c).group(1) for p in "AB")]
 
 
+
+def _drive_both(ctx, a, b, vals, rd, outs, rd_outs):
+    """Drive the same inputs ``vals`` (and read-port inputs ``rd``) into designs ``a`` and
+    ``b`` and assert that their outputs ``outs`` (and read-port outputs ``rd_outs``) agree."""
+    for dut in (a, b):
+        for k, v in vals.items():
+            ctx.set(getattr(dut, k), v)
+        for k, v in rd.items():
+            ctx.set(getattr(dut.rd, k), v)
+    for k in outs:
+        assert ctx.get(getattr(a, k)) == ctx.get(getattr(b, k)), k
+    for k in rd_outs:
+        assert ctx.get(getattr(a.rd, k)) == ctx.get(getattr(b.rd, k)), k
+
 def test_pipelined_loader_products_run_register_to_register_inside_the_multiplier():
     """With ``dsp_products`` (the ``pipelined`` core's load and compute loaders) the tile
     loader's three set-up products (``total``, ``ylead``, ``ytail``) are MULT18X18D blocks
@@ -79,15 +93,7 @@ def test_pipelined_loader_products_equal_the_plain_loader_every_cycle():
                        for p in ("ypad0", "ypad1", "xpad0", "xpad1")}}
             rd = {"rd_req_ready": int(rng.random() < 0.6),
                   "rd_data_valid": int(rng.random() < 0.7), "rd_data": rng.getrandbits(64)}
-            for dut in (a, b):
-                for k, v in vals.items():
-                    ctx.set(getattr(dut, k), v)
-                for k, v in rd.items():
-                    ctx.set(getattr(dut.rd, k), v)
-            for k in outs:
-                assert ctx.get(getattr(a, k)) == ctx.get(getattr(b, k)), k
-            for k in rd_outs:
-                assert ctx.get(getattr(a.rd, k)) == ctx.get(getattr(b.rd, k)), k
+            _drive_both(ctx, a, b, vals, rd, outs, rd_outs)
             seen["cmds"] += ctx.get(a.cmd_valid) & ctx.get(a.cmd_ready)
             seen["errors"] += ctx.get(a.range_error)
             seen["writes"] += ctx.get(a.wr_valid)
@@ -174,15 +180,7 @@ def test_pipelined_fetch_equals_the_plain_fetch_every_cycle():
                     **{f"{q}_ready": int(rng.random() < 0.7) for q in ("ld", "cp", "st")}}
             rd = {"rd_req_ready": int(rng.random() < 0.5),
                   "rd_data_valid": int(rng.random() < 0.7), "rd_data": word}
-            for dut in (a, b):
-                for k, v in vals.items():
-                    ctx.set(getattr(dut, k), v)
-                for k, v in rd.items():
-                    ctx.set(getattr(dut.rd, k), v)
-            for k in outs:
-                assert ctx.get(getattr(a, k)) == ctx.get(getattr(b, k)), k
-            for k in rd_outs:
-                assert ctx.get(getattr(a.rd, k)) == ctx.get(getattr(b.rd, k)), k
+            _drive_both(ctx, a, b, vals, rd, outs, rd_outs)
             seen["starts"] += start
             seen["dispatched"] += sum(ctx.get(getattr(a, f"{q}_valid")) &
                                       ctx.get(getattr(a, f"{q}_ready")) for q in ("ld", "cp", "st"))
