@@ -510,6 +510,15 @@ class ImportContext:
             raise OnnxImportError(f"value {name!r} is used before it is defined")
         return self.g.values[s].shape
 
+    def dtype(self, name: str) -> str:
+        """The element type of value or constant ``name`` (numpy's name)."""
+        s = self.src(name)
+        if s in self.consts:
+            return str(self.consts[s].dtype)
+        if s not in self.g.values:
+            raise OnnxImportError(f"value {name!r} is used before it is defined")
+        return self.g.values[s].dtype
+
     def value(self, name: str) -> str:
         s = self.src(name)
         if s in self.consts:

@@ -91,6 +91,7 @@ def is_structured(imp, vo, allowed: bool) -> bool:
             f"(compiler.graph.onnx_backend)")
     return True
 
+
 def _spec_shape(name: str, spec) -> tuple:
     """``(shape, dtype)`` of a tensor spec, checked (an OnnxImportError naming ``name``)."""
     if not (isinstance(spec, (tuple, list)) and len(spec) == 2):

@@ -79,13 +79,6 @@ BINARY: dict[str, Binary] = {
 _VARIADIC = {"Min": "min", "Max": "max", "Sum": "sum", "Mean": "mean"}
 
 
-def _dtype(ctx, name) -> str:
-    s = ctx.src(name)
-    if s in ctx.consts:
-        return str(ctx.consts[s].dtype)
-    return ctx.g.values[s].dtype
-
-
 def _broadcast(ctx, node, names):
     try:
         return tuple(np.broadcast_shapes(*[ctx.shape(i) for i in names]))
@@ -119,7 +112,7 @@ def _binary(ctx, node, op, a, b, out=None):
         ctx.consts[out] = np.asarray(v)
         return out
     shape = _broadcast(ctx, node, [a, b])
-    dt = _dtype(ctx, a)
+    dt = ctx.dtype(a)
     if (op in ("div", "sub") and dt == "float32" and ctx.is_const(b)
             and ctx.shape(a) == shape):
         c = ctx.consts[ctx.src(b)].astype(np.float64)
@@ -183,7 +176,7 @@ def _add(ctx, node, a, b, out):
     if ctx.shape(a) != shape:
         raise OnnxImportError(f"node {node.name!r} ({node.op_type}): neither operand has "
                               f"the result's shape {shape}")
-    return _emit(ctx, node, "add", [a, b], shape, _dtype(ctx, a), out=out)
+    return _emit(ctx, node, "add", [a, b], shape, ctx.dtype(a), out=out)
 
 
 def import_not(ctx, node, attrs):
@@ -198,7 +191,7 @@ def import_where(ctx, node, attrs):
     if all(ctx.is_const(i) for i in (c, a, b)):
         return ctx.fold(node, np.where(*[ctx.consts[ctx.src(i)] for i in (c, a, b)]))
     shape = _broadcast(ctx, node, [c, a, b])
-    ctx.emit(node, "where", [c, a, b], shape, _dtype(ctx, a))
+    ctx.emit(node, "where", [c, a, b], shape, ctx.dtype(a))
 
 
 def _reference(row: Binary):

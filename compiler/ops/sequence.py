@@ -123,14 +123,8 @@ def _seq(ctx, node, k: int) -> Seq:
 
 def _elem_type(ctx, name: str) -> int:
     """The ONNX element type code of tensor ``name``."""
-    s = ctx.src(name)
-    dt = str(ctx.consts[s].dtype) if s in ctx.consts else ctx.g.values[s].dtype
+    dt = ctx.dtype(name)
     return next((c for c, d in NP_TYPES.items() if d == dt), 0)
-
-
-def _dtype(ctx, name: str) -> str:
-    s = ctx.src(name)
-    return str(ctx.consts[s].dtype) if s in ctx.consts else ctx.g.values[s].dtype
 
 
 def _position(ctx, node, k: int, n: int, insert: bool = False) -> int:
@@ -242,7 +236,7 @@ def import_concat_from_sequence(ctx, node, attrs):
         raise _err(node, f"attribute 'axis' = {axis} is out of range for rank "
                          f"{r} ([{-r}, {r - 1}])")
     axis %= r
-    dtypes = {_dtype(ctx, i) for i in s.items}
+    dtypes = {ctx.dtype(i) for i in s.items}
     if len(dtypes) > 1:
         raise _err(node, f"the elements have different types: {sorted(dtypes)}")
     parts = list(s.items)
@@ -258,7 +252,7 @@ def import_concat_from_sequence(ctx, node, attrs):
             if ctx.is_const(i):
                 ctx.fold(sub, ctx.consts[ctx.src(i)].reshape(sh))
             else:
-                ctx.emit(sub, "reshape", [i], sh, _dtype(ctx, i), {"shape": sh})
+                ctx.emit(sub, "reshape", [i], sh, ctx.dtype(i), {"shape": sh})
             parts.append(sub.output[0])
     base = shapes[0]
     for sh in shapes[1:]:
@@ -308,7 +302,7 @@ def import_split_to_sequence(ctx, node, attrs):
         raise _err(node, f"{len(sizes)} elements, more than the {MAX_ITEMS:,} a sequence "
                          f"may hold here")
     items, start = [], 0
-    dt = _dtype(ctx, x)
+    dt = ctx.dtype(x)
     for k, size in enumerate(sizes):
         sh = xs[:axis] + (size,) + xs[axis + 1:]
         sub = helper.make_node("Slice", [], [ctx.fresh(f"{node.output[0]}/{k}")],

@@ -220,8 +220,7 @@ def import_gather(ctx, node, attrs):
     if not ctx.is_const(node.input[1]):                  # an embedding lookup: ids at run time
         ds, js = ctx.shape(node.input[0]), ctx.shape(node.input[1])
         axis = axis + len(ds) if axis < 0 else axis
-        s = ctx.src(node.input[0])
-        dt = str(ctx.consts[s].dtype) if s in ctx.consts else ctx.g.values[s].dtype
+        dt = ctx.dtype(node.input[0])
         return ctx.emit(node, "gather_indices", node.input[:2],
                         ds[:axis] + tuple(js) + ds[axis + 1:], "float32" if dt == "float64"
                         else dt, {"axis": axis})
@@ -270,8 +269,7 @@ def import_cast_like(ctx, node, attrs):
     from .typecast import emit_cast
     saturate = bool(ctx.take(attrs, "saturate", 1))
     x, like = node.input[:2]
-    s = ctx.src(like)
-    to = str(ctx.consts[s].dtype) if s in ctx.consts else ctx.g.values[s].dtype
+    to = ctx.dtype(like)
     emit_cast(ctx, node, x, to, saturate)
 
 
