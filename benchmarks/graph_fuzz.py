@@ -1,0 +1,615 @@
+"""Differential fuzzing of the whole compiler on random *valid* CNN graphs.
+
+Each seed builds an ONNX graph with ``onnx.helper`` the way exporters write them: a stack of
+2-7 layers drawn from convolutions (any kernel 1-5 and non-square ones, stride 1-2, asymmetric
+pads, dilation, grouped and depthwise, with and without bias), BatchNormalization, the
+activations (Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh), max and average
+pooling (ceil_mode, pads, count_include_pad), residual Adds, per-channel Muls, channel
+Concats, nearest Resize, ConvTranspose, and sometimes a GlobalAveragePool -> Flatten -> Gemm
+head, over an input of 1-32 channels and 5-20 pixels a side.  Then:
+
+1. the imported float graph (the numpy reference) against onnxruntime;
+2. ``compile_model`` (int8, percentile calibration on 3 random samples);
+3. the compiled program on the simulator, **bit-exact** against the reference interpretation
+   of the quantised graph on 2 more samples, and its SQNR against the float model.
+
+A seed ends ``ok``, ``refused`` (a typed compiler error that names what it refuses: not a
+failure), or a failure: ``float`` (the float import differs from onnxruntime), ``mismatch``
+(the program differs from the quantised graph), ``crash`` (any other exception) or ``sqnr``
+(the int8 result is below 0 dB against float: no signal left).
+
+Usage::
+
+    python benchmarks/graph_fuzz.py [--seeds 0:200] [--timed] [--json OUT.json] [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+__all__ = ["random_model", "check_model", "main"]
+
+OPSETS = (11, 13, 17, 18, 21)
+ACTS = ("Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh")
+LAYERS = ("conv", "conv", "conv", "act", "act", "bn", "pool", "residual", "mul", "concat",
+          "resize", "convt", "se", "hswish", "gelu", "pad", "slice", "layout", "attention",
+          "center", "split", "linear_resize")
+
+
+class _Builder:
+    def __init__(self, rng, opset: int):
+        self.rng = rng
+        self.opset = opset
+        self.nodes, self.inits = [], []
+        self.k = 0
+        self.big = False
+
+    def name(self, base):
+        self.k += 1
+        return f"{base}{self.k}"
+
+    def const(self, arr, base="c"):
+        n = self.name(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), n))
+        return n
+
+    def node(self, op, inputs, **attrs):
+        out = self.name(op.lower())
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out + "_node", **attrs))
+        return out
+
+
+def _conv_out(n, k, s, p0, p1, d):
+    return (n + p0 + p1 - d * (k - 1) - 1) // s + 1
+
+
+def _conv(b, x, shape, cout=None, same=False):
+    rng = b.rng
+    _, c, h, w = shape
+    if same:
+        k = int(rng.choice([1, 3]))
+        kh = kw = k
+        s = d = 1
+        pads = [k // 2] * 4
+        groups = 1
+    else:
+        kh = int(rng.choice([1, 1, 2, 3, 3, 3, 5]))
+        kw = kh if rng.random() < 0.8 else int(rng.choice([1, 3]))
+        s = int(rng.choice([1, 1, 2]))
+        s2 = s if rng.random() < 0.9 else 3 - s        # now and then (1, 2) or (2, 1)
+        d = 2 if rng.random() < 0.15 else 1
+        pads = [int(rng.integers(0, max(kh, 1))), int(rng.integers(0, max(kw, 1))),
+                int(rng.integers(0, max(kh, 1))), int(rng.integers(0, max(kw, 1)))]
+        if rng.random() < 0.5:      # the common symmetric "same" padding
+            pads = [d * (kh - 1) // 2, d * (kw - 1) // 2] * 2
+        r = rng.random()
+        groups = c if (r < 0.2 and c > 1) else (2 if (r < 0.3 and c % 2 == 0) else 1)
+    if same:
+        s2 = s
+    if cout is None:
+        cout = (c * int(rng.choice([1, 1, 2])) if groups == c
+                else int(rng.choice([4, 8, 16, 24, 32, 48] + ([64, 96, 128] if b.big else []))))
+    if groups > 1 and cout % groups:
+        cout = groups * max(1, cout // groups)
+    ho = _conv_out(h, kh, s, pads[0], pads[2], d)
+    wo = _conv_out(w, kw, s2, pads[1], pads[3], d)
+    if ho < 1 or wo < 1:
+        return None
+    wt = rng.normal(size=(cout, c // groups, kh, kw)) * (1.0 / np.sqrt(c // groups * kh * kw))
+    ins = [x, b.const(wt.astype(np.float32), "w")]
+    if rng.random() < 0.8:
+        ins.append(b.const((rng.normal(size=cout) * 0.3).astype(np.float32), "b"))
+    attrs = dict(kernel_shape=[kh, kw], strides=[s, s2], pads=pads)
+    if d != 1:
+        attrs["dilations"] = [d, d]
+    if groups != 1:
+        attrs["group"] = groups
+    return b.node("Conv", ins, **attrs), (1, cout, ho, wo)
+
+
+def _act(b, x, shape):
+    rng = b.rng
+    op = str(rng.choice(ACTS))
+    if op == "Clip":
+        return b.node("Clip", [x, b.const(np.float32(0), "lo"),
+                               b.const(np.float32(6), "hi")]), shape
+    if op == "LeakyRelu":
+        return b.node(op, [x], alpha=float(rng.choice([0.01, 0.1, 0.2]))), shape
+    if op == "HardSigmoid":
+        return b.node(op, [x], alpha=1 / 6, beta=0.5), shape
+    if op == "HardSwish" and b.opset < 14:
+        return _hswish(b, x, shape)
+    return b.node(op, [x]), shape
+
+
+def _bn(b, x, shape):
+    rng = b.rng
+    c = shape[1]
+    ins = [x, b.const((1 + 0.3 * rng.normal(size=c)).astype(np.float32), "g"),
+           b.const((0.3 * rng.normal(size=c)).astype(np.float32), "be"),
+           b.const((0.3 * rng.normal(size=c)).astype(np.float32), "m"),
+           b.const((0.5 + rng.random(size=c)).astype(np.float32), "v")]
+    return b.node("BatchNormalization", ins, epsilon=1e-5), shape
+
+
+def _pool(b, x, shape):
+    rng = b.rng
+    _, c, h, w = shape
+    k = int(rng.choice([2, 3]))
+    s = int(rng.choice([1, 2, 2]))
+    p = int(rng.integers(0, k // 2 + 1))
+    ceil = int(rng.random() < 0.3)
+    op = "MaxPool" if rng.random() < 0.6 else "AveragePool"
+
+    def out(n):
+        v = (n + 2 * p - k + (s - 1 if ceil else 0)) // s + 1
+        if ceil and (v - 1) * s >= n + p:     # the last window must start inside
+            v -= 1
+        return v
+    ho, wo = out(h), out(w)
+    if ho < 1 or wo < 1 or h + 2 * p < k or w + 2 * p < k:
+        return None
+    attrs = dict(kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, ceil_mode=ceil)
+    if op == "AveragePool" and p and rng.random() < 0.5:
+        attrs["count_include_pad"] = 1
+    return b.node(op, [x], **attrs), (1, c, ho, wo)
+
+
+def _residual(b, x, shape):
+    r = _conv(b, x, shape, cout=shape[1], same=True)
+    if r is None:
+        return None
+    y, _ = r
+    if b.rng.random() < 0.5:
+        y = b.node("Relu", [y])
+    return b.node("Add", [x, y]), shape
+
+
+def _mul(b, x, shape):
+    c = shape[1]
+    k = b.const((0.5 + b.rng.random(size=(1, c, 1, 1))).astype(np.float32), "s")
+    return b.node("Mul", [x, k]), shape
+
+
+def _concat(b, x, shape):
+    _, c, h, w = shape
+    cout = int(b.rng.choice([4, 8, 16]))
+    wt = b.rng.normal(size=(cout, c, 1, 1)) / np.sqrt(c)
+    y = b.node("Conv", [x, b.const(wt.astype(np.float32), "w")], kernel_shape=[1, 1])
+    return b.node("Concat", [x, y], axis=1), (1, c + cout, h, w)
+
+
+def _resize(b, x, shape):
+    _, c, h, w = shape
+    if h * w > 200:
+        return None
+    scales = b.const(np.array([1, 1, 2, 2], np.float32), "sc")
+    return b.node("Resize", [x, _roi(b), scales], mode="nearest"), (1, c, 2 * h, 2 * w)
+
+
+def _convt(b, x, shape):
+    rng = b.rng
+    _, c, h, w = shape
+    if h * w > 150:
+        return None
+    cout = int(rng.choice([4, 8, 16]))
+    if rng.random() < 0.5:
+        k, s, p = 2, 2, 0
+    else:
+        k, s, p = 3, 1, 1
+    wt = rng.normal(size=(c, cout, k, k)) / np.sqrt(c * k * k)
+    ins = [x, b.const(wt.astype(np.float32), "w")]
+    y = b.node("ConvTranspose", ins, kernel_shape=[k, k], strides=[s, s], pads=[p] * 4)
+    return y, (1, cout, (h - 1) * s - 2 * p + k, (w - 1) * s - 2 * p + k)
+
+
+def _se(b, x, shape):
+    """Squeeze-and-excitation: GlobalAveragePool -> 1x1 conv -> Relu -> 1x1 conv -> a gate
+    (Sigmoid or HardSigmoid) -> Mul with the input."""
+    rng = b.rng
+    c = shape[1]
+    m = max(4, c // 4)
+    g = b.node("GlobalAveragePool", [x])
+    w1 = b.const((rng.normal(size=(m, c, 1, 1)) / np.sqrt(c)).astype(np.float32), "w")
+    w2 = b.const((rng.normal(size=(c, m, 1, 1)) / np.sqrt(m)).astype(np.float32), "w")
+    h = b.node("Relu", [b.node("Conv", [g, w1, b.const(np.zeros(m, np.float32), "b")])])
+    e = b.node("Conv", [h, w2, b.const((rng.normal(size=c) * 0.3).astype(np.float32), "b")])
+    gate = (b.node("Sigmoid", [e]) if rng.random() < 0.5
+            else b.node("HardSigmoid", [e], alpha=1 / 6, beta=0.5))
+    return b.node("Mul", [x, gate]), shape
+
+
+def _hswish(b, x, shape):
+    """hard-swish as exporters write it: x * Clip(x + 3, 0, 6) / 6."""
+    t = b.node("Add", [x, b.const(np.float32(3), "k")])
+    t = b.node("Clip", [t, b.const(np.float32(0), "lo"), b.const(np.float32(6), "hi")])
+    return b.node("Div", [b.node("Mul", [x, t]), b.const(np.float32(6), "k")]), shape
+
+
+def _gelu(b, x, shape):
+    """GELU as exporters write it: x * 0.5 * (1 + Erf(x / sqrt(2))), or opset 20's Gelu."""
+    if b.opset >= 20 and b.rng.random() < 0.5:
+        return b.node("Gelu", [x], approximate=str(b.rng.choice(["none", "tanh"]))), shape
+    t = b.node("Erf", [b.node("Div", [x, b.const(np.float32(np.sqrt(2)), "k")])])
+    t = b.node("Add", [t, b.const(np.float32(1), "k")])
+    return b.node("Mul", [b.node("Mul", [x, t]), b.const(np.float32(0.5), "k")]), shape
+
+
+def _roi(b):
+    """Resize's roi: an empty input name from opset 13, an empty tensor at 11."""
+    return b.const(np.zeros(0, np.float32), "roi") if b.opset < 13 else ""
+
+
+def _reduce_mean(b, x, axes):
+    if b.opset >= 18:
+        return b.node("ReduceMean", [x, b.const(np.array(axes, np.int64), "ax")], keepdims=1)
+    return b.node("ReduceMean", [x], axes=axes, keepdims=1)
+
+
+def _layer_norm(b, t, c):
+    """LayerNormalization over the last axis: the operator from opset 17, else as exporters
+    wrote it before: ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add."""
+    g = b.const((1 + 0.2 * b.rng.normal(size=c)).astype(np.float32), "g")
+    be = b.const((0.2 * b.rng.normal(size=c)).astype(np.float32), "be")
+    if b.opset >= 17 and b.rng.random() < 0.7:
+        return b.node("LayerNormalization", [t, g, be], axis=-1, epsilon=1e-5)
+    d = b.node("Sub", [t, _reduce_mean(b, t, [-1])])
+    v = _reduce_mean(b, b.node("Pow", [d, b.const(np.float32(2), "k")]), [-1])
+    sd = b.node("Sqrt", [b.node("Add", [v, b.const(np.float32(1e-5), "k")])])
+    return b.node("Add", [b.node("Mul", [b.node("Div", [d, sd]), g]), be])
+
+
+def _pad(b, x, shape):
+    rng = b.rng
+    _, c, h, w = shape
+    p = [int(v) for v in rng.integers(0, 3, size=4)]
+    mode = str(rng.choice(["constant", "reflect", "edge"]))
+    if mode == "reflect" and (max(p[0], p[2]) >= h or max(p[1], p[3]) >= w):
+        mode = "constant"
+    pads = b.const(np.array([0, 0, p[0], p[1], 0, 0, p[2], p[3]], np.int64), "p")
+    return (b.node("Pad", [x, pads], mode=mode),
+            (1, c, h + p[0] + p[2], w + p[1] + p[3]))
+
+
+def _slice(b, x, shape):
+    _, c, h, w = shape
+    if h < 3 or w < 3:
+        return None
+    step = int(b.rng.choice([1, 1, 2]))
+    ins = [x, b.const(np.array([1, 0], np.int64), "st"), b.const(np.array([h, w - 1], np.int64),
+                                                                  "en"),
+           b.const(np.array([2, 3], np.int64), "ax"), b.const(np.array([1, step], np.int64), "sp")]
+    return b.node("Slice", ins), (1, c, h - 1, -(-(w - 1) // step))
+
+
+def _layout(b, x, shape):
+    """A round trip exporters leave in graphs: NCHW -> NHWC -> NCHW, or a flatten of the
+    pixels (Reshape with 0 and -1) and back."""
+    _, c, h, w = shape
+    if b.rng.random() < 0.5:
+        t = b.node("Transpose", [x], perm=[0, 2, 3, 1])
+        return b.node("Transpose", [t], perm=[0, 3, 1, 2]), shape
+    t = b.node("Reshape", [x, b.const(np.array([0, 0, -1], np.int64), "sh")])
+    return b.node("Reshape", [t, b.const(np.array([1, c, h, w], np.int64), "sh")]), shape
+
+
+def _attention(b, x, shape):
+    """One pre-norm attention block over the pixels as tokens: LayerNormalization, Q/K/V
+    projections (MatMul with weights), softmax(Q K^T / sqrt(d)) V (MatMul of two
+    activations), an output projection and the residual Add; back to NCHW."""
+    rng = b.rng
+    _, c, h, w = shape
+    if h * w > 64 or c > 48:
+        return None
+    t = b.node("Transpose", [b.node("Reshape", [x, b.const(np.array([1, c, h * w], np.int64),
+                                                           "sh")])], perm=[0, 2, 1])
+    n = _layer_norm(b, t, c)
+    proj = [b.node("MatMul", [n, b.const((rng.normal(size=(c, c)) / np.sqrt(c))
+                                         .astype(np.float32), "wp")]) for _ in range(3)]
+    kt = b.node("Transpose", [proj[1]], perm=[0, 2, 1])
+    s = b.node("Div", [b.node("MatMul", [proj[0], kt]),
+                       b.const(np.float32(np.sqrt(c)), "k")])
+    a = b.node("MatMul", [b.node("Softmax", [s], axis=-1), proj[2]])
+    o = b.node("MatMul", [a, b.const((rng.normal(size=(c, c)) / np.sqrt(c))
+                                     .astype(np.float32), "wo")])
+    t = b.node("Add", [t, o])
+    back = b.node("Transpose", [t], perm=[0, 2, 1])
+    return b.node("Reshape", [back, b.const(np.array([1, c, h, w], np.int64), "sh")]), shape
+
+
+def _center(b, x, shape):
+    """x - ReduceMean(x) over the pixels (an instance-norm piece), or the input
+    normalisation (x - mean) / std with per-channel constants."""
+    rng = b.rng
+    c = shape[1]
+    if rng.random() < 0.5:
+        m = _reduce_mean(b, x, [2, 3])
+        return b.node("Sub", [x, m]), shape
+    mean = b.const((0.2 * rng.normal(size=(1, c, 1, 1))).astype(np.float32), "mu")
+    std = b.const((0.5 + rng.random(size=(1, c, 1, 1))).astype(np.float32), "sd")
+    return b.node("Div", [b.node("Sub", [x, mean]), std]), shape
+
+
+def _split(b, x, shape):
+    """Split the channels in two and Concat them the other way round."""
+    _, c, h, w = shape
+    if c < 2:
+        return None
+    k = c // 2
+    outs = [b.name("split"), b.name("split")]
+    if b.opset < 13:
+        node = helper.make_node("Split", [x], outs, name=outs[0] + "_node", axis=1,
+                                split=[k, c - k])
+    elif b.opset >= 18 and c % 2 == 0 and b.rng.random() < 0.5:
+        node = helper.make_node("Split", [x], outs, name=outs[0] + "_node", axis=1,
+                                num_outputs=2)
+    else:
+        node = helper.make_node("Split", [x, b.const(np.array([k, c - k], np.int64), "sp")],
+                                outs, name=outs[0] + "_node", axis=1)
+    b.nodes.append(node)
+    return b.node("Concat", [outs[1], outs[0]], axis=1), shape
+
+
+def _linear_resize(b, x, shape):
+    _, c, h, w = shape
+    if h * w > 150:
+        return None
+    scales = b.const(np.array([1, 1, 2, 2], np.float32), "sc")
+    mode = str(b.rng.choice(["half_pixel", "align_corners", "pytorch_half_pixel"]))
+    return (b.node("Resize", [x, _roi(b), scales], mode="linear",
+                   coordinate_transformation_mode=mode), (1, c, 2 * h, 2 * w))
+
+
+_MAKERS = {"conv": _conv, "act": _act, "bn": _bn, "pool": _pool, "residual": _residual,
+           "mul": _mul, "concat": _concat, "resize": _resize, "convt": _convt, "se": _se,
+           "hswish": _hswish, "gelu": _gelu, "pad": _pad, "slice": _slice, "layout": _layout,
+           "attention": _attention, "center": _center, "split": _split,
+           "linear_resize": _linear_resize}
+
+
+def _conv1d_body(b, rng):
+    """A 1-D (audio / sequence) stack: Conv1d layers (kernel 1-7, stride 1-2, pads,
+    dilation, depthwise), activations, BatchNormalization, MaxPool1d / AveragePool1d."""
+    c0 = int(rng.choice([1, 4, 8, 16, 40, 64]))
+    length = int(rng.integers(8, 120))
+    shape, cur, desc = (1, c0, length), "x", []
+    for _ in range(int(rng.integers(1, 6))):
+        r = rng.random()
+        _, c, n = shape
+        if r < 0.5:
+            k = int(rng.choice([1, 3, 5, 7]))
+            st = int(rng.choice([1, 1, 2]))
+            d = 2 if rng.random() < 0.2 else 1
+            p0, p1 = d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2
+            groups = c if (rng.random() < 0.2 and c > 1) else 1
+            cout = c if groups == c else int(rng.choice([8, 16, 32, 64]))
+            no = _conv_out(n, k, st, p0, p1, d)
+            if no < 1:
+                continue
+            wt = rng.normal(size=(cout, c // groups, k)) / np.sqrt(c // groups * k)
+            cur = b.node("Conv", [cur, b.const(wt.astype(np.float32), "w"),
+                                  b.const((0.3 * rng.normal(size=cout)).astype(np.float32),
+                                          "b")],
+                         kernel_shape=[k], strides=[st], pads=[p0, p1], dilations=[d],
+                         group=groups)
+            shape = (1, cout, no)
+            desc.append("conv1d")
+        elif r < 0.75:
+            cur, _ = _act(b, cur, shape)
+            desc.append("act")
+        elif r < 0.85:
+            cur, _ = _bn(b, cur, shape)
+            desc.append("bn")
+        elif n >= 2:
+            op = "MaxPool" if rng.random() < 0.5 else "AveragePool"
+            cur = b.node(op, [cur], kernel_shape=[2], strides=[2])
+            shape = (1, c, n // 2)
+            desc.append("pool1d")
+    return cur, (1, c0, length), desc
+
+
+def _tokens_body(b, rng):
+    """A token-sequence (transformer / MLP) stack over (1, T, D): MatMul projections,
+    Gemm-free MLPs with GELU or Relu, LayerNorm, softmax attention, residual Adds."""
+    t = int(rng.integers(2, 33))
+    d = int(rng.choice([8, 16, 32, 48, 64]))
+    shape, cur, desc = (1, t, d), "x", []
+    for _ in range(int(rng.integers(1, 4))):
+        r = rng.random()
+        if r < 0.4:
+            # attention over the tokens, as in _attention but without the NCHW round trip
+            n = _layer_norm(b, cur, d)
+            proj = [b.node("MatMul", [n, b.const((rng.normal(size=(d, d)) / np.sqrt(d))
+                                                 .astype(np.float32), "wp")]) for _ in range(3)]
+            sc = b.node("Div", [b.node("MatMul", [proj[0], b.node("Transpose", [proj[1]],
+                                                                  perm=[0, 2, 1])]),
+                                b.const(np.float32(np.sqrt(d)), "k")])
+            a = b.node("MatMul", [b.node("Softmax", [sc], axis=-1), proj[2]])
+            cur = b.node("Add", [cur, a])
+            desc.append("attn")
+        else:
+            h = int(rng.choice([2, 4])) * d
+            n = _layer_norm(b, cur, d)
+            u = b.node("Add", [b.node("MatMul", [n, b.const((rng.normal(size=(d, h)) /
+                                                             np.sqrt(d)).astype(np.float32),
+                                                            "w1")]),
+                               b.const((0.1 * rng.normal(size=h)).astype(np.float32), "b1")])
+            u, _ = (_gelu(b, u, None) if rng.random() < 0.6 else (b.node("Relu", [u]), None))
+            v = b.node("MatMul", [u, b.const((rng.normal(size=(h, d)) / np.sqrt(h))
+                                             .astype(np.float32), "w2")])
+            cur = b.node("Add", [cur, v])
+            desc.append("mlp")
+    return cur, shape, desc
+
+
+def random_model(seed: int):
+    """(ONNX model, input shape, a one-line description) of seed ``seed``."""
+    rng = np.random.default_rng(seed)
+    b = _Builder(rng, int(rng.choice(OPSETS)))
+    family = rng.random()
+    if family < 0.3:
+        cur, shape, desc = (_conv1d_body if family < 0.15 else _tokens_body)(b, rng)
+        return _finish(b, seed, cur, shape, desc)
+    b.big = rng.random() < 0.25       # feature maps over several VTA buffer tiles
+    c = int(rng.choice([1, 3, 4, 8, 16, 17, 24, 32] + ([64, 96, 128] if b.big else [])))
+    hi = 41 if b.big else 21
+    shape = (1, c, int(rng.integers(5, hi)), int(rng.integers(5, hi)))
+    x, cur, desc = "x", "x", []
+    first = _conv(b, x, shape)        # exporters' graphs start with a conv
+    if first is not None:
+        cur, cur_shape = first
+        desc.append("conv")
+    else:
+        cur_shape = shape
+    for _ in range(int(rng.integers(1, 7))):
+        kind = str(rng.choice(LAYERS))
+        r = _MAKERS[kind](b, cur, cur_shape)
+        if r is None:
+            continue
+        cur, cur_shape = r
+        desc.append(kind)
+    if rng.random() < 0.3:
+        g = b.node("GlobalAveragePool", [cur])
+        f = b.node("Flatten", [g])
+        n = int(rng.choice([5, 10]))
+        wt = rng.normal(size=(n, cur_shape[1])) / np.sqrt(cur_shape[1])
+        cur = b.node("Gemm", [f, b.const(wt.astype(np.float32), "fw"),
+                              b.const(rng.normal(size=n).astype(np.float32), "fb")],
+                     transB=1)
+        cur_shape = (1, n)
+        desc.append("head")
+    return _finish(b, seed, cur, shape, desc)
+
+
+def _finish(b, seed, cur, shape, desc):
+    b.nodes.append(helper.make_node("Identity", [cur], ["y"], name="out"))
+
+    def model(out_shape):
+        g = helper.make_graph(b.nodes, f"fuzz{seed}",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                             out_shape)], b.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", b.opset)])
+        m.ir_version = 8
+        return m
+    # the output's shape as onnxruntime computes it (onnx's shape inference differs from it
+    # on ceil_mode pooling; the layers' own shapes above only steer the draws)
+    inferred = onnx.shape_inference.infer_shapes(model(None))
+    rank = len(inferred.graph.output[0].type.tensor_type.shape.dim)
+    m = model([f"d{i}" for i in range(rank)])
+    m = model(list(_ort_session(m).run(None, {"x": np.zeros(shape, np.float32)})[0].shape))
+    onnx.checker.check_model(m)
+    return m, shape, f"opset {b.opset}, in {'x'.join(map(str, shape))}: " + " ".join(desc)
+
+
+def _ort_session(model):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+
+
+def _sqnr(ref, got) -> float:
+    ref = np.asarray(ref, np.float64)
+    err = float(((ref - got) ** 2).sum())
+    sig = float((ref ** 2).sum())
+    return 999.0 if err == 0 else (10 * np.log10(sig / err) if sig > 0 else -999.0)
+
+
+def check_model(model, shape, seed: int = 0, timed: bool = False) -> dict:
+    """Run the three checks of the module docstring on ``model``; returns
+    ``{"status": ..., "detail": ..., "sqnr": ...}``."""
+    from compiler.graph.driver import compile_model
+    from compiler.graph.ir import GraphError
+    from compiler.graph.onnx_import import import_onnx
+    from compiler.graph.reference import run_graph
+    from compiler.te.errors import CompilerError
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+
+    rng = np.random.default_rng(1000 + seed)
+    xs = rng.normal(size=(5,) + tuple(shape)).astype(np.float32)
+    sess = _ort_session(model)
+    want = [sess.run(None, {"x": x})[0] for x in xs]
+    typed = (GraphError, *CompilerError)
+    try:
+        g = import_onnx(model)
+        for x, w in zip(xs, want):
+            got = run_graph(g, {"x": x})["y"]
+            scale = float(np.abs(w).max()) + 1e-6
+            if got.shape != w.shape or not np.allclose(got, w, rtol=1e-4, atol=1e-4 * scale):
+                return {"status": "float", "detail": f"max |diff| "
+                        f"{float(np.abs(got - w).max()) if got.shape == w.shape else got.shape}"}
+        cfg = VTAConfig()
+        c = compile_model(model, cfg, calib={"x": xs[:3]})
+        ex = c.executor(SimDevice(cfg, timed=timed))
+        sq = []
+        for x, w in zip(xs[3:], want[3:]):
+            got = ex.run({"x": x})["y"]
+            ref = run_graph(c.qgraph, {"x": x})["y"]
+            if not np.array_equal(got, ref):
+                d = np.flatnonzero(got.ravel() != ref.ravel())
+                return {"status": "mismatch", "detail": f"{d.size} of {ref.size} values differ"}
+            sq.append(_sqnr(w, got))
+        kinds = sorted({s.kind for s in c.program.steps})
+        s = min(sq)
+        if s < 0:
+            return {"status": "sqnr", "detail": f"{s:.1f} dB", "sqnr": s}
+        return {"status": "ok", "detail": "steps " + "/".join(kinds), "sqnr": round(s, 2)}
+    except typed as e:
+        return {"status": "refused", "detail": f"{type(e).__name__}: {e}"[:300]}
+    except Exception as e:      # noqa: BLE001 - any other exception is what this looks for
+        tb = traceback.format_exc().strip().splitlines()
+        return {"status": "crash", "detail": f"{type(e).__name__}: {e}"[:300],
+                "where": tb[-3:-1]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", default="0:100", help="a:b (half-open) or a comma list")
+    ap.add_argument("--timed", action="store_true", help="run on the timed simulator")
+    ap.add_argument("--json", help="write every seed's result here")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args(argv)
+    if ":" in a.seeds:
+        lo, hi = (int(v) for v in a.seeds.split(":"))
+        seeds = range(lo, hi)
+    else:
+        seeds = [int(v) for v in a.seeds.split(",")]
+    results, counts = {}, {}
+    t0 = time.time()
+    for s in seeds:
+        m, shape, desc = random_model(s)
+        r = check_model(m, shape, s, a.timed)
+        r["graph"] = desc
+        results[s] = r
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+        if a.verbose or r["status"] not in ("ok", "refused"):
+            print(f"seed {s}: {r['status']}: {desc}: {r['detail']}"
+                  + (f" at {r['where']}" if "where" in r else ""), flush=True)
+    print(f"{len(results)} seeds in {time.time() - t0:.0f} s: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if a.json:
+        from isa import write_json_atomic
+        write_json_atomic(a.json, {str(k): v for k, v in results.items()})
+    bad = sum(v for k, v in counts.items() if k not in ("ok", "refused"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
