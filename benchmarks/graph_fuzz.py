@@ -26,7 +26,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import traceback
@@ -422,12 +421,13 @@ def _conv1d_body(b, rng):
     return cur, (1, c0, length), desc
 
 
-def _tokens_body(b, rng):
+def _tokens_body(b, rng, cur="x", shape=None):
     """A token-sequence (transformer / MLP) stack over (1, T, D): MatMul projections,
     Gemm-free MLPs with GELU or Relu, LayerNorm, softmax attention, residual Adds."""
-    t = int(rng.integers(2, 33))
-    d = int(rng.choice([8, 16, 32, 48, 64]))
-    shape, cur, desc = (1, t, d), "x", []
+    if shape is None:
+        shape = (1, int(rng.integers(2, 33)), int(rng.choice([8, 16, 32, 48, 64])))
+    d = shape[2]
+    desc = []
     for _ in range(int(rng.integers(1, 4))):
         r = rng.random()
         if r < 0.4:
@@ -456,14 +456,33 @@ def _tokens_body(b, rng):
     return cur, shape, desc
 
 
+def _embedding_body(b, rng):
+    """Token ids (int64) -> Gather from an embedding table (+ a position table) -> the
+    token stack of :func:`_tokens_body`, then mean-pooled over the tokens."""
+    t = int(rng.integers(2, 33))
+    v = int(rng.choice([10, 50, 300]))
+    d = int(rng.choice([8, 16, 32, 64]))
+    emb = b.node("Gather", [b.const((rng.normal(size=(v, d)) * 0.5).astype(np.float32), "emb"),
+                            "x"], axis=0)
+    pos = b.const((rng.normal(size=(1, t, d)) * 0.1).astype(np.float32), "pos")
+    cur = b.node("Add", [emb, pos])
+    cur, _, desc = _tokens_body(b, rng, cur, (1, t, d))
+    cur = _reduce_mean(b, cur, [1])
+    return cur, (1, t), ["embed"] + desc + ["mean"]
+
+
 def random_model(seed: int):
-    """(ONNX model, input shape, a one-line description) of seed ``seed``."""
+    """(ONNX model, input shape, a one-line description) of seed ``seed``; the input ``x``
+    is float32, or int64 token ids below 10 for the embedding family."""
     rng = np.random.default_rng(seed)
     b = _Builder(rng, int(rng.choice(OPSETS)))
     family = rng.random()
-    if family < 0.3:
-        cur, shape, desc = (_conv1d_body if family < 0.15 else _tokens_body)(b, rng)
-        return _finish(b, seed, cur, shape, desc)
+    if family < 0.35:
+        body = (_conv1d_body if family < 0.15 else
+                _tokens_body if family < 0.3 else _embedding_body)
+        cur, shape, desc = body(b, rng)
+        return _finish(b, seed, cur, shape, desc,
+                       TensorProto.INT64 if body is _embedding_body else TensorProto.FLOAT)
     b.big = rng.random() < 0.25       # feature maps over several VTA buffer tiles
     c = int(rng.choice([1, 3, 4, 8, 16, 17, 24, 32] + ([64, 96, 128] if b.big else [])))
     hi = 41 if b.big else 21
@@ -495,12 +514,12 @@ def random_model(seed: int):
     return _finish(b, seed, cur, shape, desc)
 
 
-def _finish(b, seed, cur, shape, desc):
+def _finish(b, seed, cur, shape, desc, in_type=TensorProto.FLOAT):
     b.nodes.append(helper.make_node("Identity", [cur], ["y"], name="out"))
 
     def model(out_shape):
         g = helper.make_graph(b.nodes, f"fuzz{seed}",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("x", in_type, shape)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT,
                                                              out_shape)], b.inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", b.opset)])
@@ -511,9 +530,18 @@ def _finish(b, seed, cur, shape, desc):
     inferred = onnx.shape_inference.infer_shapes(model(None))
     rank = len(inferred.graph.output[0].type.tensor_type.shape.dim)
     m = model([f"d{i}" for i in range(rank)])
-    m = model(list(_ort_session(m).run(None, {"x": np.zeros(shape, np.float32)})[0].shape))
+    m = model(list(_ort_session(m).run(None, {"x": _inputs(m, shape, 1, 0)[0]})[0].shape))
     onnx.checker.check_model(m)
     return m, shape, f"opset {b.opset}, in {'x'.join(map(str, shape))}: " + " ".join(desc)
+
+
+def _inputs(model, shape, n: int, seed: int):
+    """``n`` inputs for ``model``: standard-normal float32, or int64 ids below 10 (every
+    embedding table has at least 10 rows)."""
+    rng = np.random.default_rng(seed)
+    if model.graph.input[0].type.tensor_type.elem_type == TensorProto.INT64:
+        return rng.integers(0, 10, size=(n,) + tuple(shape)).astype(np.int64)
+    return rng.normal(size=(n,) + tuple(shape)).astype(np.float32)
 
 
 def _ort_session(model):
@@ -531,9 +559,30 @@ def _sqnr(ref, got) -> float:
     return 999.0 if err == 0 else (10 * np.log10(sig / err) if sig > 0 else -999.0)
 
 
-def check_model(model, shape, seed: int = 0, timed: bool = False) -> dict:
-    """Run the three checks of the module docstring on ``model``; returns
-    ``{"status": ..., "detail": ..., "sqnr": ...}``."""
+#: The VTA configurations seeds draw from (LOG_* overrides of the default 1x16x16): the
+#: 1x8x8 FPGA core, BATCH 2, a 1x32x32 core, and buffers small enough that most layers
+#: need several tiles.
+CONFIGS = {"1x16x16": {},
+           "1x8x8": {"LOG_BLOCK": 3, "LOG_UOP_BUFF_SIZE": 13, "LOG_INP_BUFF_SIZE": 14,
+                     "LOG_WGT_BUFF_SIZE": 16, "LOG_ACC_BUFF_SIZE": 16},
+           "2x16x16": {"LOG_BATCH": 1},
+           "1x32x32": {"LOG_BLOCK": 5, "LOG_WGT_BUFF_SIZE": 19},
+           "small-buffers": {"LOG_INP_BUFF_SIZE": 12, "LOG_WGT_BUFF_SIZE": 14,
+                             "LOG_ACC_BUFF_SIZE": 13, "LOG_UOP_BUFF_SIZE": 13}}
+
+
+def config_of(seed: int) -> str:
+    """The configuration seed ``seed`` runs on (half of the seeds: the default)."""
+    rng = np.random.default_rng(10 ** 6 + seed)
+    names = list(CONFIGS)
+    return names[0] if rng.random() < 0.5 else str(rng.choice(names[1:]))
+
+
+def check_model(model, shape, seed: int = 0, timed: bool = False,
+                config: str = "1x16x16") -> dict:
+    """Run the three checks of the module docstring on ``model`` on VTA configuration
+    ``config`` (a :data:`CONFIGS` name); returns ``{"status": ..., "detail": ...,
+    "sqnr": ...}``."""
     from compiler.graph.driver import compile_model
     from compiler.graph.ir import GraphError
     from compiler.graph.onnx_import import import_onnx
@@ -542,8 +591,7 @@ def check_model(model, shape, seed: int = 0, timed: bool = False) -> dict:
     from isa import VTAConfig
     from vta_runtime import SimDevice
 
-    rng = np.random.default_rng(1000 + seed)
-    xs = rng.normal(size=(5,) + tuple(shape)).astype(np.float32)
+    xs = _inputs(model, shape, 5, 1000 + seed)
     sess = _ort_session(model)
     want = [sess.run(None, {"x": x})[0] for x in xs]
     typed = (GraphError, *CompilerError)
@@ -555,7 +603,7 @@ def check_model(model, shape, seed: int = 0, timed: bool = False) -> dict:
             if got.shape != w.shape or not np.allclose(got, w, rtol=1e-4, atol=1e-4 * scale):
                 return {"status": "float", "detail": f"max |diff| "
                         f"{float(np.abs(got - w).max()) if got.shape == w.shape else got.shape}"}
-        cfg = VTAConfig()
+        cfg = VTAConfig(**CONFIGS[config])
         c = compile_model(model, cfg, calib={"x": xs[:3]})
         ex = c.executor(SimDevice(cfg, timed=timed))
         sq = []
@@ -583,6 +631,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0:100", help="a:b (half-open) or a comma list")
     ap.add_argument("--timed", action="store_true", help="run on the timed simulator")
+    ap.add_argument("--config", choices=sorted(CONFIGS),
+                    help="one VTA configuration for every seed (default: drawn per seed)")
     ap.add_argument("--json", help="write every seed's result here")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
@@ -595,12 +645,14 @@ def main(argv=None) -> int:
     t0 = time.time()
     for s in seeds:
         m, shape, desc = random_model(s)
-        r = check_model(m, shape, s, a.timed)
+        cfg = a.config or config_of(s)
+        r = check_model(m, shape, s, a.timed, cfg)
         r["graph"] = desc
+        r["config"] = cfg
         results[s] = r
         counts[r["status"]] = counts.get(r["status"], 0) + 1
         if a.verbose or r["status"] not in ("ok", "refused"):
-            print(f"seed {s}: {r['status']}: {desc}: {r['detail']}"
+            print(f"seed {s}: {r['status']}: {cfg}, {desc}: {r['detail']}"
                   + (f" at {r['where']}" if "where" in r else ""), flush=True)
     print(f"{len(results)} seeds in {time.time() - t0:.0f} s: "
           + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
