@@ -11,11 +11,13 @@ head, over an input of 1-32 channels and 5-20 pixels a side.  Then:
 1. the imported float graph (the numpy reference) against onnxruntime;
 2. ``compile_model`` (int8, percentile calibration on 3 random samples);
 3. the compiled program on the simulator, **bit-exact** against the reference interpretation
-   of the quantised graph on 2 more samples, and its SQNR against the float model.
+   of the quantised graph on 2 more samples, and its SQNR against the float model;
+4. the program saved as a ``.vtar`` artifact, loaded and run again: the same output.
 
 A seed ends ``ok``, ``refused`` (a typed compiler error that names what it refuses: not a
 failure), or a failure: ``float`` (the float import differs from onnxruntime), ``mismatch``
-(the program differs from the quantised graph), ``crash`` (any other exception) or ``sqnr``
+(the program differs from the quantised graph), ``artifact`` (the loaded artifact's output
+differs), ``crash`` (any other exception) or ``sqnr``
 (the int8 result is below 0 dB against float: no signal left).
 
 Usage::
@@ -26,7 +28,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -583,6 +587,7 @@ def check_model(model, shape, seed: int = 0, timed: bool = False,
     """Run the three checks of the module docstring on ``model`` on VTA configuration
     ``config`` (a :data:`CONFIGS` name); returns ``{"status": ..., "detail": ...,
     "sqnr": ...}``."""
+    from compiler.graph import artifact
     from compiler.graph.driver import compile_model
     from compiler.graph.ir import GraphError
     from compiler.graph.onnx_import import import_onnx
@@ -614,6 +619,13 @@ def check_model(model, shape, seed: int = 0, timed: bool = False,
                 d = np.flatnonzero(got.ravel() != ref.ravel())
                 return {"status": "mismatch", "detail": f"{d.size} of {ref.size} values differ"}
             sq.append(_sqnr(w, got))
+        # 4. the same program through its artifact: saved, loaded, run
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "m.vtar")
+            artifact.save(c, path)
+            again = artifact.load(path, cfg).executor(SimDevice(cfg)).run({"x": xs[-1]})["y"]
+        if not np.array_equal(again, got):
+            return {"status": "artifact", "detail": "the loaded artifact's output differs"}
         kinds = sorted({s.kind for s in c.program.steps})
         s = min(sq)
         if s < 0:
