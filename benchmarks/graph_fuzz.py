@@ -50,7 +50,8 @@ OPSETS = (11, 13, 17, 18, 21)
 ACTS = ("Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh")
 LAYERS = ("conv", "conv", "conv", "act", "act", "bn", "pool", "residual", "mul", "concat",
           "resize", "convt", "se", "hswish", "gelu", "pad", "slice", "layout", "attention",
-          "center", "split", "linear_resize")
+          "center", "split", "linear_resize", "shape_flatten", "space", "act2", "instnorm",
+          "reduce_gate")
 
 
 class _Builder:
@@ -377,11 +378,81 @@ def _linear_resize(b, x, shape):
                    coordinate_transformation_mode=mode), (1, c, 2 * h, 2 * w))
 
 
+def _shape_flatten(b, x, shape):
+    """``x.view(x.size(0), -1)`` as the TorchScript exporter writes it (Shape, Gather,
+    Unsqueeze, Concat, Reshape: a shape computation the importer folds), then back to
+    NCHW through a Reshape of constants."""
+    _, c, h, w = shape
+    n = b.node("Gather", [b.node("Shape", [x]), b.const(np.array(0, np.int64), "i")], axis=0)
+    n = (b.node("Unsqueeze", [n], axes=[0]) if b.opset < 13 else
+         b.node("Unsqueeze", [n, b.const(np.array([0], np.int64), "ax")]))
+    sh = b.node("Concat", [n, b.const(np.array([-1], np.int64), "m1")], axis=0)
+    flat = b.node("Reshape", [x, sh])
+    return b.node("Reshape", [flat, b.const(np.array([1, c, h, w], np.int64), "sh")]), shape
+
+
+def _space(b, x, shape):
+    """SpaceToDepth then DepthToSpace (DCR or CRD) with block 2: the identity, through two
+    layout kernels; or one of them alone where the sizes allow."""
+    _, c, h, w = shape
+    if h % 2 or w % 2:
+        return None
+    y = b.node("SpaceToDepth", [x], blocksize=2)
+    if b.rng.random() < 0.5:
+        return y, (1, 4 * c, h // 2, w // 2)
+    mode = "DCR" if b.rng.random() < 0.5 else "CRD"
+    if mode == "CRD":   # SpaceToDepth's order is DCR: CRD after it is a channel shuffle
+        return b.node("DepthToSpace", [y], blocksize=2, mode=mode), shape
+    return b.node("DepthToSpace", [y], blocksize=2), shape
+
+
+def _act2(b, x, shape):
+    """The other activations: PRelu (per-channel slope), Elu, Softplus, Where(x > 0, x,
+    0.1 x), Max with a constant, Abs, Neg."""
+    rng = b.rng
+    c = shape[1]
+    k = int(rng.integers(0, 6))
+    if k == 0:
+        slope = b.const((0.25 * rng.random(size=(c, 1, 1))).astype(np.float32), "sl")
+        return b.node("PRelu", [x, slope]), shape
+    if k == 1:
+        return b.node("Elu", [x], alpha=1.0), shape
+    if k == 2:
+        return b.node("Softplus", [x]), shape
+    if k == 3:
+        pos = b.node("Greater", [x, b.const(np.float32(0), "z")])
+        return b.node("Where", [pos, x, b.node("Mul", [x, b.const(np.float32(0.1), "k")])]), \
+            shape
+    if k == 4:
+        return b.node("Max", [x, b.const(np.float32(-0.5), "k")]), shape
+    return b.node("Neg", [b.node("Abs", [x])]), shape
+
+
+def _instnorm(b, x, shape):
+    c = shape[1]
+    return b.node("InstanceNormalization",
+                  [x, b.const((1 + 0.2 * b.rng.normal(size=c)).astype(np.float32), "g"),
+                   b.const((0.2 * b.rng.normal(size=c)).astype(np.float32), "be")],
+                  epsilon=1e-5), shape
+
+
+def _reduce_gate(b, x, shape):
+    """A gate from a reduction over the channels (ReduceMax or ReduceSum), broadcast back:
+    x * Sigmoid(reduce(x))."""
+    op = "ReduceMax" if b.rng.random() < 0.5 else "ReduceSum"
+    if op == "ReduceSum" and b.opset >= 13 or b.opset >= 18:
+        r = b.node(op, [x, b.const(np.array([1], np.int64), "ax")], keepdims=1)
+    else:
+        r = b.node(op, [x], axes=[1], keepdims=1)
+    return b.node("Mul", [x, b.node("Sigmoid", [r])]), shape
+
+
 _MAKERS = {"conv": _conv, "act": _act, "bn": _bn, "pool": _pool, "residual": _residual,
            "mul": _mul, "concat": _concat, "resize": _resize, "convt": _convt, "se": _se,
            "hswish": _hswish, "gelu": _gelu, "pad": _pad, "slice": _slice, "layout": _layout,
            "attention": _attention, "center": _center, "split": _split,
-           "linear_resize": _linear_resize}
+           "linear_resize": _linear_resize, "shape_flatten": _shape_flatten, "space": _space,
+           "act2": _act2, "instnorm": _instnorm, "reduce_gate": _reduce_gate}
 
 
 def _conv1d_body(b, rng):
