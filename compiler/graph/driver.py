@@ -87,6 +87,33 @@ class Compiled:
         return "\n".join(lines)
 
 
+#: graph ops that move values without changing them: their output's range is their input's
+_LAYOUT_OPS = frozenset({"reshape", "flatten", "transpose", "copy", "identity"})
+
+
+def qdq_layout_ranges(g, ranges: dict) -> dict:
+    """``ranges`` (a QDQ model's, by value) completed through layout nodes
+    (:data:`_LAYOUT_OPS`: the reshapes the importer puts around a 1-D conv or a batched
+    MatMul, a model's own Reshape / Transpose next to a Q/DQ pair): a layout node's output
+    without a range takes its input's; an input without one that only this node reads takes
+    the output's (the MatMul before the reshape back to 3-D, whose QuantizeLinear reads the
+    reshaped value)."""
+    readers: dict = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            readers[i] = readers.get(i, 0) + 1
+    for n in g.nodes:                       # topological order: a chain of them propagates
+        if n.op in _LAYOUT_OPS and n.output not in ranges and n.inputs and \
+                n.inputs[0] in ranges:
+            ranges[n.output] = ranges[n.inputs[0]]
+    for n in reversed(g.nodes):
+        if n.op in _LAYOUT_OPS and n.output in ranges and n.inputs and \
+                n.inputs[0] not in ranges and readers.get(n.inputs[0]) == 1 and \
+                n.inputs[0] not in g.inputs and n.inputs[0] not in g.params:
+            ranges[n.inputs[0]] = ranges[n.output]
+    return ranges
+
+
 def _threshold_lines(options: dict) -> list:
     """The report's line on the activation thresholds (:mod:`.thresholds`)."""
     t = options.get("thresholds")
@@ -443,11 +470,11 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     thr = _no_thresholds(why)
     if samples is None:
         from .quantize import calibrate
-        ranges = dict(fg.qdq_ranges)
-        missing = [n.output for n in fg.nodes if n.output not in ranges]
-        if missing:
-            raise GraphError(f"QDQ model without calibration: value {missing[0]!r} has no "
-                             f"Q/DQ range; give --calib")
+        ranges = qdq_layout_ranges(fg, dict(fg.qdq_ranges))
+        for n in fg.nodes:
+            if n.output not in ranges and n.name not in fl:
+                fl[n.name] = ("no Q/DQ range in the QDQ model: float, as onnxruntime runs it "
+                              "(--calib quantises it)")
         q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel, float_nodes=fl)
     else:
         from .quantize import calibrate, keep_float_below
