@@ -710,12 +710,66 @@ def check_model(model, shape, seed: int = 0, timed: bool = False,
                 "where": tb[-3:-1]}
 
 
+def check_qdq(model, shape, seed: int = 0, config: str = "1x16x16") -> dict:
+    """The pre-quantised door: ``model`` quantised by onnxruntime's ``quantize_static``
+    (QDQ, per-channel weights, calibrated on 3 samples; onnxruntime leaves the operators
+    outside its default list float), compiled **without** calibration samples (the model's
+    own scales), run on the simulator bit-exact against the quantised graph on 2 more
+    samples; ``sqnr``: against onnxruntime's session of the QDQ model with its graph
+    optimisations off (DequantizeLinear -> float operator -> QuantizeLinear; the optimised
+    session's fused U8S8 kernels saturate on CPUs without VNNI)."""
+    import onnxruntime as ort
+
+    from compiler.graph.driver import compile_model
+    from compiler.graph.ir import GraphError
+    from compiler.graph.reference import run_graph
+    from compiler.te.errors import CompilerError
+    from isa import VTAConfig
+    from vta_runtime import SimDevice
+    sys.path.insert(0, str(ROOT / "benchmarks" / "corpus"))
+    from pretrained import ort_int8_of
+
+    xs = _inputs(model, shape, 5, 1000 + seed)
+    try:
+        q, _ = ort_int8_of(model, [{"x": x} for x in xs[:3]])
+    except Exception as e:      # noqa: BLE001 - onnxruntime's quantiser, not this project
+        return {"status": "refused", "detail": f"quantize_static: {type(e).__name__}: {e}"[:300]}
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(q.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    try:
+        cfg = VTAConfig(**CONFIGS[config])
+        c = compile_model(q, cfg)
+        ex = c.executor(SimDevice(cfg))
+        sq = []
+        for x in xs[3:]:
+            got = ex.run({"x": x})["y"]
+            ref = run_graph(c.qgraph, {"x": x})["y"]
+            if not np.array_equal(got, ref):
+                d = np.flatnonzero(got.ravel() != ref.ravel())
+                return {"status": "mismatch", "detail": f"{d.size} of {ref.size} values differ"}
+            sq.append(_sqnr(sess.run(None, {"x": x})[0], got))
+        return {"status": "ok", "detail": "steps " + "/".join(sorted({s.kind for s in
+                                                                     c.program.steps})),
+                "sqnr": round(min(sq), 2)}
+    except (GraphError, *CompilerError) as e:
+        return {"status": "refused", "detail": f"{type(e).__name__}: {e}"[:300]}
+    except Exception as e:      # noqa: BLE001
+        tb = traceback.format_exc().strip().splitlines()
+        return {"status": "crash", "detail": f"{type(e).__name__}: {e}"[:300],
+                "where": tb[-3:-1]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0:100", help="a:b (half-open) or a comma list")
     ap.add_argument("--timed", action="store_true", help="run on the timed simulator")
     ap.add_argument("--config", choices=sorted(CONFIGS),
                     help="one VTA configuration for every seed (default: drawn per seed)")
+    ap.add_argument("--qdq", action="store_true", help="the pre-quantised door instead: each "
+                    "graph through onnxruntime's quantize_static, compiled without calibration "
+                    "(check_qdq)")
     ap.add_argument("--json", help="write every seed's result here")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
@@ -729,7 +783,7 @@ def main(argv=None) -> int:
     for s in seeds:
         m, shape, desc = random_model(s)
         cfg = a.config or config_of(s)
-        r = check_model(m, shape, s, a.timed, cfg)
+        r = (check_qdq(m, shape, s, cfg) if a.qdq else check_model(m, shape, s, a.timed, cfg))
         r["graph"] = desc
         r["config"] = cfg
         results[s] = r
