@@ -59,3 +59,22 @@ def test_int64_matmul_blocks_equal_the_whole_matrix(monkeypatch, block):
         got = gemm.int_matmul_t(x, w)
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, want)
+
+
+def test_start_tiles_from_cached_loop_offsets():
+    """``vta.start._tiles`` (offsets of the folded loops computed once per kernel) is the
+    set of every index the micro-op reads, enumerated loop by loop."""
+    import itertools
+
+    from compiler.vta import start
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        loops = tuple((int(rng.integers(1, 6)),) + tuple(int(v) for v in rng.integers(0, 40, 3))
+                      for _ in range(int(rng.integers(0, 3))))
+        u = tuple(int(v) for v in rng.integers(0, 100, 3))
+        base = tuple(int(v) for v in rng.integers(0, 1000, 3))
+        for col in (1, 2):
+            want = {base[col] + u[col] + sum(i * lp[1 + col] for i, lp in zip(idx, loops))
+                    for idx in itertools.product(*(range(lp[0]) for lp in loops))}
+            assert start._tiles(u, base, loops, col) == want
+            assert start._tiles(u, base, [list(lp) for lp in loops], col) == want
