@@ -27,6 +27,7 @@ MAX after the first GEMM puts them on the critical path (+17k cycles on ResNet-1
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 from .program import Op, _conflict
@@ -55,10 +56,16 @@ def _dep_safe(uops: list) -> bool:
 
 def _tiles(u, base, loops, col: int) -> set:
     """Every SRAM index micro-op ``u`` reads in column ``col`` (1 INP, 2 WGT)."""
-    out = set()
-    for idx in itertools.product(*(range(lp[0]) for lp in loops)):
-        out.add(base[col] + u[col] + sum(i * lp[1 + col] for i, lp in zip(idx, loops)))
-    return out
+    b = base[col] + u[col]
+    return {b + o for o in _loop_offsets(tuple(tuple(lp) for lp in loops), col)}
+
+
+@functools.lru_cache(maxsize=256)
+def _loop_offsets(loops: tuple, col: int) -> frozenset:
+    """The offsets the folded ``loops`` add to column ``col`` of a micro-op (the same for
+    every micro-op of the kernel: computed once)."""
+    return frozenset(sum(i * lp[1 + col] for i, lp in zip(idx, loops))
+                     for idx in itertools.product(*(range(lp[0]) for lp in loops)))
 
 
 def _wgt_loads(ld: Op, tiles: list) -> list:
