@@ -4,6 +4,7 @@ and label files it accepted silently, and onnxruntime tracebacks behind ``vta ev
 Each test failed before its fix."""
 
 import os
+import re
 
 import numpy as np
 import onnx
@@ -14,7 +15,7 @@ from onnx import helper, numpy_helper
 from compiler.cli import main
 from compiler.graph.dataset import class_ids, top1
 from compiler.graph.driver import compile_model
-from compiler.ops.errors import GraphError, OnnxImportError, QuantizeError
+from compiler.ops.errors import GraphError, OnnxImportError
 from isa import VTAConfig
 from vta_runtime import SimDevice
 
@@ -136,9 +137,35 @@ def test_large_weights_quantise_instead_of_clipping():
     assert _sqnr(run_graph(c.float_graph, {"x": x})["y"], out["y"]) > 25
 
 
-def test_weights_beyond_int8_at_the_coarsest_scale_are_refused():
-    with pytest.raises(QuantizeError, match=r"node 'y' \(conv\): weight 'w' reaches \d\.\d+e\+(19|20)"):
-        _run(_conv(1e20), (1, 16, 6, 6))
+def test_weights_beyond_int8_at_the_coarsest_scale_keep_the_layer_float():
+    """Quantised, weights of 1e20 would be clipped to a fraction of themselves (they were
+    refused, 7058e62): the layer stays float on the CPU, saying why, and computes right."""
+    c, out, x = _run(_conv(1e20), (1, 16, 6, 6))
+    assert re.search(r"y\s+conv\s+\S+\s.*float: its (weight 'w'|output) reaches "
+                     r"\d\.\d+e\+(19|20|21|22), more than int8 holds", c.report())
+    from compiler.graph.reference import run_graph
+    np.testing.assert_allclose(out["y"], run_graph(c.float_graph, {"x": x})["y"], rtol=1e-5)
+
+
+def test_values_beyond_int8_at_the_coarsest_scale_keep_their_layers_float():
+    """Activations of 1e20 (light_resnet50's constant-fill weights reach 1.3e17-8.4e20): the
+    layer producing them and the one reading them stay float, the rest int8; bit-exact."""
+    rng = np.random.default_rng(0)
+    nodes, inits, cur = [], [], "x"
+    for k, scale in enumerate([1e6, 1e6, 1e6, 1e-12]):
+        inits.append((f"w{k}", rng.normal(size=(16, 16, 1, 1)).astype(np.float32) * scale))
+        nodes.append(helper.make_node("Conv", [cur, f"w{k}"], [f"c{k}" if k < 3 else "y"]))
+        cur = f"c{k}"
+    m = _model(nodes, [("x", TP.FLOAT, [1, 16, 6, 6])], [("y", TP.FLOAT, None)], inits)
+    c, out, x = _run(m, (1, 16, 6, 6))
+    where = {s.node.name: s.kind for s in c.program.steps}
+    assert where["c0"] == where["c1"] == "vta"
+    assert "qconv" not in {s.node.op for s in c.program.steps if s.node.name in ("c2", "y")}
+    rep = c.report()
+    assert "its output reaches" in rep and "its input 'c2' reaches" in rep
+    from compiler.graph.reference import run_graph
+    assert np.array_equal(out["y"], run_graph(c.qgraph, {"x": x})["y"])
+    assert _sqnr(run_graph(c.float_graph, {"x": x})["y"], out["y"]) > 20
 
 
 # ------------------------------------------------------------------ labels

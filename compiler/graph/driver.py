@@ -87,6 +87,29 @@ class Compiled:
         return "\n".join(lines)
 
 
+def keep_oversized_float(g, ranges: dict, fl: dict) -> None:
+    """Every node that produces or reads a value, or computes with a weight, whose magnitude
+    is more than int8 holds at the coarsest power-of-two scale
+    (:func:`~compiler.ops.requant.check_range`: quantised it would be clipped to a fraction
+    of itself) stays float on the CPU, with the reason in ``fl``."""
+    from ..ops.requant import FRAC_FLOOR
+    big = 127 * 2.0 ** -FRAC_FLOOR
+    over = {v: r for v, r in ranges.items() if np.isfinite(r) and r > big}
+    for name, w in g.params.items():
+        w = np.asarray(w)
+        if w.dtype.kind == "f" and w.size:
+            m = float(np.nanmax(np.abs(w)))
+            if np.isfinite(m) and m > big:
+                over[name] = m
+    for n in g.nodes:
+        v = next((v for v in (n.output, *n.inputs) if v in over), None)
+        if v is not None and n.name not in fl:
+            what = ("its output" if v == n.output else
+                    f"its weight {v!r}" if v in g.params else f"its input {v!r}")
+            fl[n.name] = (f"{what} reaches {over[v]:.3g}, more than int8 holds at the "
+                          f"coarsest power-of-two scale ({big:.3g})")
+
+
 #: graph ops that move values without changing them: their output's range is their input's
 _LAYOUT_OPS = frozenset({"reshape", "flatten", "transpose", "copy", "identity"})
 
@@ -471,6 +494,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
     if samples is None:
         from .quantize import calibrate
         ranges = qdq_layout_ranges(fg, dict(fg.qdq_ranges))
+        keep_oversized_float(fg, ranges, fl)
         for n in fg.nodes:
             if n.output not in ranges and n.name not in fl:
                 fl[n.name] = ("no Q/DQ range in the QDQ model: float, as onnxruntime runs it "
@@ -497,6 +521,7 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
             if output_thresholds is True and MAX_SAMPLES <= k < MAX_SAMPLES + HELD_OUT:
                 held_outs[k] = {o: env[o] for o in fg.outputs if o in env}
         ranges = calibrate(fg, samples, mode, percentile, global_scale, on_env=keep_env)
+        keep_oversized_float(fg, ranges, fl)
         if output_thresholds and mode != "global_scale":
             ranges, thr = _thresholds(fg, ranges, thr_envs, samples, held_outs,
                                       output_thresholds, mode=mode, percentile=percentile,
