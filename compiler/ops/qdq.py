@@ -217,8 +217,16 @@ def _cpu(n, g):
     binds = [(x, ("value", n.inputs[0]))]
     if n.op == "quantize":
         sc = float(2.0 ** n.attrs["frac"])
+
+        def half_up(i):
+            # floor(y + 0.5) as the reference computes it, in float64; in float32 the sum
+            # rounds (0.49999997 + 0.5 is 1.0), so the fraction is compared instead: y and
+            # y - floor(y) are exact (a power-of-two scale)
+            y = x[i] * sc
+            f = te.floor(y)
+            return te.select(y - f >= 0.5, f + 1.0, f)
         out = te.compute(xv.shape, lambda *i: te.cast("int8", te.maximum(te.minimum(
-            te.floor(x[i] * sc + 0.5), 127.0), -128.0)), name=n.name, dtype="int8")
+            half_up(i), 127.0), -128.0)), name=n.name, dtype="int8")
     else:
         sc = float(2.0 ** -n.attrs["frac"])
         out = te.compute(xv.shape, lambda *i: te.cast("float32", x[i]) * sc, name=n.name,
