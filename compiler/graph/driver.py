@@ -496,9 +496,20 @@ def compile_model(model, cfg: VTAConfig | None = None, calib=None, mode: str = "
         ranges = qdq_layout_ranges(fg, dict(fg.qdq_ranges))
         keep_oversized_float(fg, ranges, fl)
         for n in fg.nodes:
-            if n.output not in ranges and n.name not in fl:
+            if n.name in fl:
+                continue
+            if n.output not in ranges:
                 fl[n.name] = ("no Q/DQ range in the QDQ model: float, as onnxruntime runs it "
                               "(--calib quantises it)")
+                continue
+            # a float input the model gives no range (a graph input onnxruntime's quantiser
+            # left float, read by a node whose output it quantised): float too, else that
+            # input would be quantised at a made-up scale
+            v = next((i for i in n.inputs if i not in ranges and i not in fg.params
+                      and fg.values[i].dtype == "float32"), None)
+            if v is not None:
+                fl[n.name] = (f"its input {v!r} has no Q/DQ range in the QDQ model: float, "
+                              f"as onnxruntime runs it (--calib quantises it)")
         q = quantize(fg, ranges=ranges, mode=mode, per_channel=per_channel, float_nodes=fl)
     else:
         from .quantize import calibrate, keep_float_below
