@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 
 import numpy as np
 
@@ -58,6 +57,7 @@ from ..ops.typecast import NP_TYPES as _NP, bfloat16_values, carried, round_bflo
 from ..ops.errors import OnnxImportError
 from .ir import Graph
 from . import onnx_checks as _checks
+from .onnx_infer import infer_checked
 from .onnx_checks import check_nodes
 from .onnx_io import INPUT_TYPES as _INPUT_TYPES, add_input as _add_input, \
     check_size as _check_size, graph_input, is_structured, structured_output
@@ -67,7 +67,6 @@ from .onnx_io import INPUT_TYPES as _INPUT_TYPES, add_input as _add_input, \
 MAX_MODEL_BYTES = 2 << 30
 MAX_ELEMENTS = _checks.MAX_ELEMENTS
 
-_CHECK_NODE = re.compile(r"\(op_type:(\w+), node name: ([^)]*)\):\s*(?:\[\w+\]\s*)?(.*)")
 
 #: operators whose constant inputs are weights: NaN/Inf there is a broken model
 _WEIGHT_USERS = frozenset({
@@ -228,16 +227,6 @@ def freeze_inputs(model, constants: dict):
     return m
 
 
-def _one_line(e: Exception) -> str:
-    text = " ".join(str(e).split())
-    m = _CHECK_NODE.search(text)
-    if m:
-        op, name, msg = m.groups()
-        msg = msg.split(" | ")[0].split("(op_type:")[0].strip().rstrip(".")
-        return f"node {name!r} ({op}): {msg}"
-    return text.split(" ==> Context:")[0][:300]
-
-
 def check_model(m, where: str = "model") -> None:
     """``onnx.checker`` with strict shape inference, then the checks the checker does not
     make (see the module docstring); :class:`OnnxImportError` naming ``where`` and the node."""
@@ -261,25 +250,7 @@ def check_model(m, where: str = "model") -> None:
                                   f"one this onnx package knows (1 to {newest})")
     if not m.graph.output:
         raise OnnxImportError(f"{where}: the model has no outputs")
-    inferred = m
-    try:
-        inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
-        onnx.checker.check_model(inferred, full_check=False)
-    except onnx.shape_inference.InferenceError as e:
-        if _ceil_pool(m):
-            # onnx's shape inference (1.23) sizes a ceil_mode pool without the rule that the
-            # last window starts inside the input (onnxruntime, PyTorch): one more column
-            # where it would start in the right padding, so the model's declared shapes
-            # (the exporter's) "differ".  The importer sizes pools as onnxruntime does, so
-            # check again without strict inference
-            inferred = _lenient_check(m, where)
-        elif "No Op registered" not in str(e) and "Unrecognized" not in str(e):
-            raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
-    except onnx.checker.ValidationError as e:
-        if "No Op registered" not in str(e) and "Unrecognized" not in str(e):
-            raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
-    except (ValueError, RuntimeError) as e:
-        raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
+    inferred = infer_checked(m, where)      # onnx.checker with strict shape inference
     check_nodes(inferred, where)             # per-operator attribute checks (onnx_checks)
     users: dict[str, str] = {}
     weights: set[str] = set()        # initializers a layer computes with (not data it casts,
@@ -301,29 +272,6 @@ def check_model(m, where: str = "model") -> None:
             bad = "NaN" if np.isnan(a).any() else "Inf"
             user = f" (used by node {users[t.name]!r})" if t.name in users else ""
             raise OnnxImportError(f"{where}: initializer {t.name!r}{user} holds {bad}")
-
-
-_POOLS = ("MaxPool", "AveragePool", "LpPool")
-
-
-def _ceil_pool(m) -> bool:
-    """Whether a node of the main graph is a pool with ``ceil_mode`` 1."""
-    return any(n.op_type in _POOLS and n.domain in ("", "ai.onnx")
-               and any(a.name == "ceil_mode" and a.i == 1 for a in n.attribute)
-               for n in m.graph.node)
-
-
-def _lenient_check(m, where: str):
-    """``onnx.checker`` after shape inference that keeps the declared shapes where it
-    disagrees with them (:func:`check_model`'s ceil_mode case)."""
-    import onnx
-    try:
-        inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=False)
-        onnx.checker.check_model(inferred, full_check=False)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError,
-            RuntimeError) as e:
-        raise OnnxImportError(f"{where}: {_one_line(e)} (onnx.checker)") from None
-    return inferred
 
 
 def import_onnx(model, batch: int = 1, name: str | None = None,
