@@ -110,9 +110,13 @@ def acc_bound(wq: np.ndarray, bias: np.ndarray, mult=None) -> np.ndarray:
     2**30 with the float bias (:func:`qweight_channels`); a later change of the int32 bias
     (bias correction) keeps it below 2**31 - 1."""
     wq = np.asarray(wq)
-    s = np.abs(wq).reshape(wq.shape[0], -1).sum(axis=1) * 128
-    m = np.ones(wq.shape[0], np.int64) if mult is None else np.asarray(mult, np.int64)
-    return (s + np.abs(bias)) * m
+    return _bound_of_sums(np.abs(wq).reshape(wq.shape[0], -1).sum(axis=1), bias, mult)
+
+
+def _bound_of_sums(sums, bias, mult=None) -> np.ndarray:
+    """:func:`acc_bound` from each channel's ``sum |wq_c|`` (``sums``)."""
+    m = np.ones(len(sums), np.int64) if mult is None else np.asarray(mult, np.int64)
+    return (sums * 128 + np.abs(bias)) * m
 
 
 def qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
@@ -128,7 +132,7 @@ def qweight_channels(w: np.ndarray, b: np.ndarray, fx: int):
         fwc = np.minimum(fw, top)
         q, s = _round_rows(w2, fwc)
         mult = (1 << (top - fwc)).astype(np.int64)
-        bound = (s * 128 + np.abs(np.abs(b) * 2.0 ** (fx + fwc) + 1)) * mult   # acc_bound
+        bound = _bound_of_sums(s, np.abs(b) * 2.0 ** (fx + fwc) + 1, mult)
         if bound.max() < 2 ** 30 or top <= FRAC_FLOOR:
             return q.reshape(w.shape), fwc, mult
         top -= 1
