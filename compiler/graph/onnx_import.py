@@ -483,30 +483,26 @@ class ImportContext:
                 stack.extend(producer[v].inputs)
         return self.const(name, node, what)
 
-    def shape(self, name: str) -> tuple:
+    def _defined(self, name: str):
+        """``(source name, the constant's array or the graph value)`` of ``name``;
+        :class:`OnnxImportError` when nothing defines it yet."""
         s = self.src(name)
         if s in self.consts:
-            return tuple(self.consts[s].shape)
+            return s, self.consts[s]
         if s not in self.g.values:
             raise OnnxImportError(f"value {name!r} is used before it is defined")
-        return self.g.values[s].shape
+        return s, self.g.values[s]
+
+    def shape(self, name: str) -> tuple:
+        return tuple(self._defined(name)[1].shape)
 
     def dtype(self, name: str) -> str:
         """The element type of value or constant ``name`` (numpy's name)."""
-        s = self.src(name)
-        if s in self.consts:
-            return str(self.consts[s].dtype)
-        if s not in self.g.values:
-            raise OnnxImportError(f"value {name!r} is used before it is defined")
-        return self.g.values[s].dtype
+        return str(self._defined(name)[1].dtype)
 
     def value(self, name: str) -> str:
-        s = self.src(name)
-        if s in self.consts:
-            return self.param(s)
-        if s not in self.g.values:
-            raise OnnxImportError(f"value {name!r} is used before it is defined")
-        return s
+        s, _ = self._defined(name)
+        return self.param(s) if s in self.consts else s
 
     # ---------------------------------------------------------------- nodes
     def node(self, node, index: int) -> None:
