@@ -131,6 +131,13 @@ class CommandQueue:
         self.keep_history = keep_history
         self.check_tokens = check_tokens
         self.coalesce_uops = bool(coalesce_uops)
+        #: an ALU kernel whose micro-ops equal those of the ALU kernel issued just before it
+        #: (still resident) runs on that one's uop SRAM range, without a LOAD UOP of its own,
+        #: so a clip's MAX and MIN have equal fields (vta_hw's fetch fuses such a pair:
+        #: ``TimingParams.fuse_clamp``).  Off by default (the reference runtime's streams);
+        #: compiled kernels turn it on with ``coalesce_uops``
+        self.share_uops = False
+        self._last_alu = None           # (kernel, its uop SRAM range)
         self.runs: list[RunRecord] = []
         self.last_run: RunRecord | None = None
         self.num_runs = 0
@@ -390,9 +397,16 @@ class CommandQueue:
         elif k.mode != mode:
             ops = ("push_gemm_op", "an ALU") if mode == GEMM_MODE else ("push_alu_op", "a GEMM")
             raise KernelError(f"{k.name}: {ops[0]} on a call site that recorded {ops[1]} kernel")
-        res = self._ring.resident.get(k)
+        ring = self._ring
+        res = ring.resident.get(k)
+        last = self._last_alu
+        if res is None and last is not None and self.share_uops and mode == ALU_MODE and \
+                ring.resident.get(last[0]) == last[1] and k.size == last[0].size and \
+                np.array_equal(k.words, last[0].words):
+            res = last[1]
         if res is None:
             res = self._load_kernel(k)
+        self._last_alu = (k, res) if mode == ALU_MODE else None
         q = self._q
         row = k.template.copy()
         row[_BGN], row[_END] = res
@@ -414,7 +428,7 @@ class CommandQueue:
     def window_key(self) -> tuple:
         """What a window's stream depends on besides the calls (:mod:`.capture`)."""
         return (self.config, self.max_xfer, self._ring.staging, self._ring.depth,
-                self.dep_distance, self.coalesce_uops)
+                self.dep_distance, self.coalesce_uops, self.share_uops)
 
     def capture(self) -> None:
         """Capture the window the next calls build (:mod:`.capture`): its :meth:`synchronize`

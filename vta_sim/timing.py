@@ -94,7 +94,7 @@ _TSIM = dict(read_latency=16, read_burst_gap=1, read_pipelined=True, max_outstan
              pad_cycles_per_tile=1, store_setup_cycles=2, store_cycles_per_tile=1,
              burst_per_row=False, read_in_order=False, load_pad_overlap=False,
              dispatch_before_pop=False, read_priority=CLIENTS, store_decode_cycles=0,
-             read_free_cycles=0, pad_zero_side=False)
+             read_free_cycles=0, pad_zero_side=False, fuse_clamp=False)
 
 #: This project's RTL (vta_hw) as the default models it (the ``vta_hw_rtl`` preset at issue
 #: 19's re-fit), every field given: the structure and costs the ``vta_hw`` and ``vta_hw_fpga``
@@ -113,7 +113,7 @@ _VTA_HW_RTL = dict(read_latency=16, read_burst_gap=0, read_pipelined=True,
                    load_setup_cycles=4, load_write_cycles=2, load_elem_per_cycle=True,
                    pad_cycles_per_tile=1, load_pad_overlap=True, store_setup_cycles=0,
                    store_cycles_per_tile=0, pad_row_cycles=1, launch_cycles=0,
-                   pad_zero_side=True)
+                   pad_zero_side=True, fuse_clamp=True)
 
 #: The costs ``benchmarks/bench_timing_refit.py --preset vta_hw`` fitted (2026-11-27) on the
 #: vta_hw core in Amaranth's simulator with the on-chip DRAM of latency 4
@@ -129,7 +129,7 @@ _VTA_HW_FPGA_COSTS = dict(read_latency=9, write_burst_overhead=4, fetch_drain_cy
                           alu_start_cycles=5, alu_cycles_per_uop_imm=3,
                           alu_cycles_per_uop_vec=3, load_setup_cycles=2, pad_row_cycles=1,
                           launch_cycles=1, read_free_cycles=0, pad_zero_side=False,
-                          finish_cycles=2)
+                          finish_cycles=2, fuse_clamp=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,6 +219,9 @@ class TimingParams:
     #: without a data beat, a row's counter reload of ``pad_row_cycles`` in any cycle;
     #: vta_hw's loader), instead of the bound setup + pad + data + (rows + 1) *
     #: pad_row_cycles
+    fuse_clamp: bool = True               #: fetch joins an ALU MIN/MAX with an immediate
+    #: and the next instruction, the same over the same loop (a clamp), into one compute
+    #: command, one pass (vta_hw's core with ``alu_stages`` 1; timing_plan.clamp_pairs)
     launch_cycles: int = 0                #: cycles from the launch to the first fetch
     #: request (vta_hw with ``pipelined=True``: the engine's reset comes from a register)
 
@@ -227,7 +230,7 @@ class TimingParams:
             v = getattr(self, f.name)
             if f.name in ("read_pipelined", "fetch_overlap", "load_elem_per_cycle",
                           "burst_per_row", "read_in_order", "load_pad_overlap",
-                          "dispatch_before_pop", "pad_zero_side"):
+                          "dispatch_before_pop", "pad_zero_side", "fuse_clamp"):
                 if not isinstance(v, bool):
                     raise ValueError(f"timing parameter {f.name} must be true or false, not "
                                      f"{v!r}")

@@ -15,7 +15,7 @@ from isa import MemType
 from .checks import MODULE_COMPUTE, MODULE_LOAD, MODULE_STORE, modules_of, token_lists
 from .errors import DeadlockError
 from .timing_dram import zero_side_end as _zero_side_end
-from .timing_plan import costs as _costs, mem_plans
+from .timing_plan import clamp_pairs, costs as _costs, mem_plans
 from .timing_fetch import Fetch
 from .timing_reads import DramReads, expand_reads
 from .timing_transfers import Transfers
@@ -82,12 +82,25 @@ class Engine(Fetch, Transfers, DramReads):
             kind, dur, gemm_ops = _costs(arr.cols, p)
             static = (mod.tolist(), np.bincount(mod, minlength=3).tolist(), kind, dur,
                       gemm_ops, mem_plans(arr.cols, p, cfg, self.bus, self.max_bytes,
-                                          self.boundary, p.read_in_order, kind))
+                                          self.boundary, p.read_in_order, kind),
+                      _fusion(arr.cols) if p.fuse_clamp else None)
         if prepared is not None:
             prepared[p] = static                    # the most recently used last
             while len(prepared) > PREPARED_PARAMS:
                 del prepared[next(iter(prepared))]
-        self.mod, self.total, self.kind, self.dur, self.gemm_ops, self.mplan = static
+        self.mod, self.total, self.kind, self.dur, self.gemm_ops, self.mplan, fusion = static
+        # fetch's clamp fusion (timing_plan.clamp_pairs): ``hold`` the candidates, ``fuse``
+        # the instructions that join the one before; a fused pair is one compute command,
+        # the first's, with the second's pushes (the first has none)
+        self.hold = self.fuse = None
+        self.held = -1                              # the candidate fetch holds back
+        self.absorbed = []                          # instructions fused into the one before
+        if fusion is not None and not serial:
+            self.hold, self.fuse = fusion[0], fusion[1]
+            if fusion[2]:
+                self.pushes = list(self.pushes)
+                for j in fusion[2]:
+                    self.pushes[j - 1], self.pushes[j] = self.pushes[j], ()
         self.elem = {mt: cfg.elem_bytes(mt) for mt in MemType}
         self.heap = []
         self.seq = 0
@@ -192,7 +205,10 @@ class Engine(Fetch, Transfers, DramReads):
         return expand_reads(self.bursts, self.accepted, -self._in_order[3], self.free)
 
     def results(self):
-        """``(start, end, issue)`` of every instruction as int64 arrays."""
+        """``(start, end, issue)`` of every instruction as int64 arrays (an instruction fused
+        into the one before it has that one's start and end)."""
+        for j in self.absorbed:
+            self.start[j], self.end[j] = self.start[j - 1], self.end[j - 1]
         return tuple(np.frombuffer(a, np.int64) if len(a) else np.zeros(0, np.int64)
                      for a in (self.start, self.end, self.issue))
 
@@ -448,6 +464,15 @@ class Engine(Fetch, Transfers, DramReads):
                          f"command queue (depth {self.p.cmd_queue_depth})")
         raise DeadlockError("timing model deadlock: " + "; ".join(parts) +
                             " (finite command/token queues; see TimingParams)")
+
+
+def _fusion(cols):
+    """``(hold, fuse, fused)`` of :func:`vta_sim.timing_plan.clamp_pairs` as lists, ``fused``
+    the indices of ``fuse``; None when the program has no candidate."""
+    hold, fuse = clamp_pairs(cols)
+    if not hold.any():
+        return None
+    return hold.tolist(), fuse.tolist(), np.flatnonzero(fuse).tolist()
 
 
 MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}

@@ -83,30 +83,70 @@ class Fetch:
                 self.now = ta                       # the next event: run it here
                 continue
             m = self.mod[i]
-            q = queue[m]
-            if len(q) >= depth:
-                self.fetch_draining = False
-                if self.fetch_blocked is None:
-                    self.fetch_blocked = (m, self.now)
-                return
-            if self.fetch_blocked is not None:
-                bm, since = self.fetch_blocked
-                key = f"full {_MODULES[bm]} queue"
-                self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
-                self.fetch_blocked = None
-            buf.popleft()
-            q.append(i)
-            self.delivered[m] += 1
-            now = self.issue[i] = self.now
+            if self.hold is not None and (self.held >= 0 or self.hold[i]):
+                r = self._drain_fused(i, buf, queue[1], depth)
+                if r is None:
+                    return
+                m, i = 1, r
+            else:
+                q = queue[m]
+                if len(q) >= depth:
+                    self.fetch_draining = False
+                    if self.fetch_blocked is None:
+                        self.fetch_blocked = (m, self.now)
+                    return
+                self._unblock()
+                buf.popleft()
+                q.append(i)
+                self.delivered[m] += 1
+            now = self.now
+            if i >= 0:
+                self.issue[i] = now
             self.fetch_draining = True
             self.seq += 1
             seq, nxt = self.seq, now + self.drain_cycles
             if self.p.fetch_overlap and not self.fetch_inflight and self.fetch_next < self.n:
                 self.fetch_issue()
-            if not self.busy_flag[m] and self.blocked_push[m] is None:
+            if i >= 0 and not self.busy_flag[m] and self.blocked_push[m] is None:
                 self.try_start(m)
             if not event or heap and (heap[0][0] < nxt or heap[0][0] == nxt and
                                       heap[0][1] < seq):
                 heappush(heap, (nxt, seq, self._drain, (True,)))
                 return
             self.now = nxt                          # the next event: run it here
+
+    def _unblock(self):
+        if self.fetch_blocked is not None:
+            bm, since = self.fetch_blocked
+            key = f"full {_MODULES[bm]} queue"
+            self.stalls["fetch"][key] = self.stalls["fetch"].get(key, 0) + self.now - since
+            self.fetch_blocked = None
+
+    def _drain_fused(self, i, buf, q, depth):
+        """One dispatch step of vta_hw's clamp fusion with ``i`` at the buffer's head (a
+        candidate, or any instruction while one is held): hold a candidate back (it leaves
+        the buffer; nothing is queued), or queue the held one with ``i`` joined to it (both
+        leave), or alone (``i`` stays for the next step).  Returns the instruction queued
+        for compute, -1 when none is, None when compute's queue is full (fetch blocks)."""
+        h = self.held
+        if h < 0:                               # a candidate: held back
+            self._unblock()
+            buf.popleft()
+            self.held = i
+            return -1
+        if len(q) >= depth:
+            self.fetch_draining = False
+            if self.fetch_blocked is None:
+                self.fetch_blocked = (1, self.now)
+            return None
+        self._unblock()
+        self.held = -1
+        q.append(h)
+        self.delivered[1] += 1
+        if self.fuse[i]:                        # joined: one command
+            buf.popleft()
+            self.delivered[1] += 1
+            self.done_count += 1
+            self.absorbed.append(i)
+            self.issue[i] = self.now
+        return h

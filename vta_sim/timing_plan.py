@@ -14,7 +14,7 @@ import numpy as np
 
 from isa import Opcode
 
-__all__ = ["costs", "mem_plans", "rows_fit"]
+__all__ = ["costs", "mem_plans", "rows_fit", "clamp_pairs"]
 
 _CLIENT_OF_MT = ("uop", "wgt", "inp", "acc", "acc", "acc")   # by memory type (UOP .. ACC_8BIT)
 
@@ -49,6 +49,45 @@ def costs(cols, p):
     gemm_ops = int(n_uop[gemm & (cols["reset"] == 0)].sum())
     return (kind.astype(np.uint8).tobytes(), array("q", dur.astype(np.int64).tobytes()),
             gemm_ops)
+
+
+#: the fields two ALU instructions of a fused clamp pair must have equal (spec §2.3-2.4: bits
+#: 7-107, reset_reg through the source factors)
+_LOOP_FIELDS = ("reset", "uop_bgn", "uop_end", "iter_out", "iter_in", "dst_factor_out",
+                "dst_factor_in", "src_factor_out", "src_factor_in")
+
+
+def clamp_pairs(cols, mod=None):
+    """The fetch module's clamp fusion (``TimingParams.fuse_clamp``; vta_hw's default core,
+    :class:`vta_hw.blocks.fetch.FetchModule` ``fuse_clamp``): ``(hold, fuse)`` boolean arrays.
+
+    ``hold[i]``: instruction ``i`` is a candidate the fetch module holds back until the next
+    instruction is at its head: an ALU MIN or MAX with an immediate, reset_reg 0, no push,
+    not the last instruction, and not itself joined to the one before.  ``fuse[j]``: ``j`` joins the candidate ``j - 1`` in one compute
+    command: an ALU MIN or MAX with an immediate, no pop, the same loop and micro-ops as
+    ``j - 1`` (:data:`_LOOP_FIELDS`).  A fused pair runs as one pass that applies both clamps
+    to each ACC row; since MIN/MAX with constants compose into an idempotent clamp, this
+    equals the two passes one after the other for any micro-ops (a row visited twice is
+    clamped twice either way)."""
+    op = cols["opcode"]
+    n = op.shape[0]
+    mm = (op == Opcode.ALU) & (cols["use_imm"] != 0) & (cols["alu_opcode"] <= 1)
+    hold = mm & (cols["reset"] == 0) & (cols["push_prev"] == 0) & (cols["push_next"] == 0)
+    hold[n - 1:] = False
+    fuse = np.zeros(n, bool)
+    if n > 1 and hold.any():
+        same = np.ones(n - 1, bool)
+        for k in _LOOP_FIELDS:
+            same &= cols[k][1:] == cols[k][:-1]
+        joins = np.flatnonzero(hold[:-1] & mm[1:] & same & (cols["pop_prev"][1:] == 0) &
+                               (cols["pop_next"][1:] == 0)) + 1
+        # an instruction that joins the one before is not held itself (fetch dispatches
+        # it with that one), so in a run of joinable clamps every other one joins
+        for j in joins.tolist():
+            if hold[j - 1]:
+                fuse[j] = True
+                hold[j] = False
+    return hold, fuse
 
 
 def _equal_rows(c, rows, E, p, max_bytes, B):

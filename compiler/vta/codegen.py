@@ -124,7 +124,7 @@ def emit(ops: list[Op], cq, buffers: dict, sites: KernelSites,
     ``coalesce_uops`` (default :data:`COALESCE_UOPS`) True turns on ``cq.coalesce_uops`` for
     the window these ops go into and later ones; False leaves the queue's setting alone."""
     if COALESCE_UOPS if coalesce_uops is None else coalesce_uops:
-        cq.coalesce_uops = True
+        cq.coalesce_uops = cq.share_uops = True
     for op in ops:
         for f, t in op.pops:
             cq.dep_pop(f, t)
@@ -171,7 +171,7 @@ def run_streams(parts: list, cq, streams: dict, wait_cycles: int = 1 << 31):
     sites)] emitted in order, then one ``synchronize``; the window cached in ``streams``
     (the caller's, kept with the programs: e.g. a phase-split kernel's phases)."""
     if COALESCE_UOPS:
-        cq.coalesce_uops = True         # as emit would, before the key is read
+        cq.coalesce_uops = cq.share_uops = True     # as emit would, before the key is read
 
     def calls():
         for ops, buffers, sites in parts:

@@ -198,6 +198,9 @@ class AluPipe(wiring.Component):
     Members
     -------
     valid, uop, dst_off, src_off, op, use_imm, imm : ``In``
+    fuse, op2, imm2 : ``In``  with ``fuse_clamp`` (not ``pipelined``): ``fuse`` applies a
+        second MIN (``op2`` 0) or MAX (1) with the immediate ``imm2`` to every result (a
+        clamp pair the fetch module joined); held like ``op``.
     acc_rda_addr/acc_rda_data, acc_rdb_addr/acc_rdb_data : synchronous ACC read ports.
     acc_wr_valid, acc_wr_addr, acc_wr_data : ACC write (whole tile).
     busy, range_error : ``Out(1)``
@@ -211,15 +214,18 @@ class AluPipe(wiring.Component):
     compares are registered a cycle early.
     """
 
-    def __init__(self, cfg: VTAConfig, stages: int = 1, pipelined: bool = False):
+    def __init__(self, cfg: VTAConfig, stages: int = 1, pipelined: bool = False,
+                 fuse_clamp: bool = False):
         self.cfg = cfg
         self.stages = stages
+        self.fuse_clamp = bool(fuse_clamp) and not pipelined
         self.pipelined = bool(pipelined) and stages == 3 and cfg.acc_width in (8, 16, 32)
         self.acc_bits = cfg.batch * cfg.block_out * cfg.acc_width
         depth = cfg.acc_buff_depth
         super().__init__({
             "valid": In(1), "uop": In(32), "dst_off": In(OFF_BITS), "src_off": In(OFF_BITS),
             "op": In(3), "use_imm": In(1), "imm": In(16),
+            "fuse": In(1), "op2": In(1), "imm2": In(16),
             "acc_rda_addr": Out(range(depth)), "acc_rda_data": In(self.acc_bits),
             "acc_rdb_addr": Out(range(depth)), "acc_rdb_data": In(self.acc_bits),
             "acc_wr_valid": Out(1), "acc_wr_addr": Out(range(depth)),
@@ -296,6 +302,13 @@ class AluPipe(wiring.Component):
         lanes = [alu_lane(m, lane_op[i], a3.word_select(i, Wa).as_signed(),
                           b3.word_select(i, Wa).as_signed(), Wa, mul=self.stages != 3)
                  for i in range(n)]
+        if self.fuse_clamp:
+            # a fused clamp (vta_hw.blocks.fetch ``fuse_clamp``): the result through the
+            # second instruction's MIN (op2 0) or MAX (op2 1) with its immediate
+            imm2 = Signal(Wa)
+            m.d.comb += imm2.eq(self.imm2.as_signed())
+            lanes = [Mux(self.fuse, Mux((r.as_signed() < imm2.as_signed()) ^ self.op2, r, imm2),
+                         r) for r in lanes]
         m.d.comb += result.eq(Cat(*lanes))
         if self.stages == 3:
             # low half of each product from 16x16 pieces registered in s3, summed in s4

@@ -12,7 +12,7 @@ from isa import AluOp, MemType, Opcode, VTAConfig
 
 from .alu import AluPipe
 from ..errors import ErrorCode
-from .fields import INSN_BITS, insn_layout, uop_layout
+from .fields import FUSE_BITS, INSN_BITS, insn_layout, uop_layout
 from .gemm import GemmPipe
 from .load import granules
 from .loader import TileLoader, tile_write
@@ -106,9 +106,10 @@ class ComputeModule(wiring.Component):
     """
 
     def __init__(self, cfg: VTAConfig, alu_stages: int = 1, lut_mults: int = 0,
-                 pipelined: bool = False):
+                 pipelined: bool = False, fuse_clamp: bool = False):
         self.cfg = cfg
         self.alu_stages = alu_stages
+        self.fuse_clamp = bool(fuse_clamp) and not pipelined
         self.lut_mults = lut_mults
         self.pipelined = pipelined
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
@@ -119,6 +120,8 @@ class ComputeModule(wiring.Component):
         U = cfg.log_index_bits[0]
         pre = ({"cmd_pre": In(pre_layout(cfg)), "cmd_head_bgn": In(U)} if pipelined
                else {})
+        if self.fuse_clamp:
+            pre["cmd_fuse"] = In(FUSE_BITS)
         super().__init__({
             "cmd_valid": In(1), "cmd_ready": Out(1), "cmd_insn": In(INSN_BITS),
             "cmd_index": In(32), **pre,
@@ -165,7 +168,13 @@ class ComputeModule(wiring.Component):
         m.submodules.gemm = gemm = GemmPipe(cfg, lut_mults=self.lut_mults,
                                                 pipelined=self.pipelined)
         m.submodules.alu = alu = AluPipe(cfg, stages=self.alu_stages,
-                                             pipelined=self.pipelined)
+                                             pipelined=self.pipelined,
+                                             fuse_clamp=self.fuse_clamp)
+        # ``fuse_clamp``: the fetch module's (fused, op2, imm2) of the instruction, held
+        # with it
+        fuse = Signal(FUSE_BITS, name="insn_fuse") if self.fuse_clamp else None
+        if fuse is not None:
+            m.d.comb += [alu.fuse.eq(fuse[0]), alu.op2.eq(fuse[1]), alu.imm2.eq(fuse[2:])]
         insn = Signal(insn_layout(cfg))
         index = Signal(32)
         # ``pipelined``: the instruction's ``predecode``, registered with it
@@ -255,7 +264,7 @@ class ComputeModule(wiring.Component):
         m.d.comb += out_wr if not self.pipelined else []
         m.d.comb += self.acc_write.eq(w_en != 0)
 
-        self._control(m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode)
+        self._control(m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode, fuse)
         return m
 
     def _inp_read(self, m, s1, s_next):
@@ -370,7 +379,8 @@ class ComputeModule(wiring.Component):
                 else:
                     m.d.comb += [data.eq(ext), en.eq((1 << self.acc_lanes) - 1)]
 
-    def _control(self, m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode):
+    def _control(self, m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode,
+                 fuse=None):
         mem, c = insn.mem, insn.common
         m.d.comb += [ld.cmd_sram.eq(mem.sram_base), ld.cmd_dram.eq(mem.dram_base),
                      ld.cmd_y.eq(mem.y_size), ld.cmd_x.eq(mem.x_size),
@@ -405,6 +415,8 @@ class ComputeModule(wiring.Component):
                     m.d.sync += [insn.eq(self.cmd_insn), index.eq(self.cmd_index)]
                     if pre is not None:
                         m.d.sync += pre.eq(self.cmd_pre)
+                    if fuse is not None:
+                        m.d.sync += fuse.eq(self.cmd_fuse)
                     m.next = "DECODE"
             with m.State("DECODE"):
                 m.d.comb += [self.busy.eq(1), in_decode.eq(1)]

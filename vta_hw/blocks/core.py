@@ -67,6 +67,12 @@ class VTACore(wiring.Component):
         more per run): the engine runs in its own clock domain, reset by that register
         alone, through a ``DCCA`` (global network) on an ECP5.
 
+    With ``alu_stages`` 1 and not ``pipelined`` (the simulation core, ``vta rtl``) the fetch
+    module joins an ALU MIN/MAX with an immediate and the next instruction, the same kind
+    over the same loop, into one compute command that clamps each ACC row in one pass
+    (:class:`vta_hw.blocks.fetch.FetchModule` ``fuse_clamp``; the same results, one ALU pass
+    less per requantisation epilogue; timing model: ``TimingParams.fuse_clamp``).
+
     Members
     -------
     csr_addr, csr_wdata, csr_we, csr_rdata : the register bus (:class:`vta_hw.blocks.csr.Reg`).
@@ -102,6 +108,9 @@ class VTACore(wiring.Component):
         if not isinstance(pipelined, bool):
             raise HwConfigError(f"pipelined must be True or False, not {pipelined!r}")
         self.pipelined = pipelined
+        # fetch's clamp fusion (FetchModule ``fuse_clamp``): the simulation core's
+        # (``alu_stages`` 1, not pipelined), not the FPGA builds'
+        self.fuse_clamp = alu_stages == 1 and not pipelined
         check_config(cfg)
         super().__init__({
             "csr_addr": In(CSR_ADDR_BITS), "csr_wdata": In(32), "csr_we": In(1),
@@ -151,14 +160,16 @@ class VTACore(wiring.Component):
         start = Signal()
         m.d.sync += start.eq(launch)
 
-        e.submodules.fetch = fetch = FetchModule(cfg, predecode=self.pipelined)
+        e.submodules.fetch = fetch = FetchModule(cfg, predecode=self.pipelined,
+                                                 fuse_clamp=self.fuse_clamp)
         wgt_slices = cfg.block_out * cfg.block_in * cfg.wgt_width // cfg.bus_width
         e.submodules.load = load = LoadModule(
             cfg, zero_copies=wgt_slices if self.pipelined and wgt_slices > 1 else 0,
             dsp_products=self.pipelined)
         e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages,
                                                      lut_mults=self.lut_mults,
-                                                     pipelined=self.pipelined)
+                                                     pipelined=self.pipelined,
+                                                     fuse_clamp=self.fuse_clamp)
         e.submodules.store = store = StoreModule(cfg)
         m.d.comb += [fetch.start.eq(start), fetch.insn_addr.eq(csr.insn_addr),
                      fetch.insn_count.eq(csr.insn_count)]
@@ -168,12 +179,15 @@ class VTACore(wiring.Component):
         # block RAMs' spare bits, so compute has no logic between the queue and its registers)
         for q, mod in (("ld", load), ("cp", comp), ("st", store)):
             insn = getattr(fetch, f"{q}_insn")
-            pre = comp.predecode(insn) if q == "cp" and self.pipelined else Cat()
+            pre = comp.predecode(insn) if q == "cp" and self.pipelined else \
+                fetch.cp_fuse if q == "cp" and self.fuse_clamp else Cat()
             f = fifo.SyncFIFOBuffered(width=INSN_BITS + 32 + len(pre), depth=self.queue_depth)
             e.submodules[f"{q}_queue"] = f
-            if len(pre):
+            if len(pre) and self.pipelined:
                 e.d.comb += comp.cmd_pre.eq(f.r_data[INSN_BITS + 32:])
                 self._head_bgn(e, f, insn, comp)
+            elif len(pre):
+                e.d.comb += comp.cmd_fuse.eq(f.r_data[INSN_BITS + 32:])
             e.d.comb += [f.w_data.eq(Cat(insn, getattr(fetch, f"{q}_index"), pre)),
                          f.w_en.eq(getattr(fetch, f"{q}_valid")),
                          getattr(fetch, f"{q}_ready").eq(f.w_rdy),

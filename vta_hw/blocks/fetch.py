@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from isa import MemType, Opcode, VTAConfig
+from isa import AluOp, MemType, Opcode, VTAConfig
 
 from ..errors import ErrorCode, HwConfigError
-from .fields import INSN_BITS
+from .fields import FUSE_BITS, INSN_BITS, insn_layout
 from .memport import ReadSignature
 
 __all__ = ["FetchModule"]
@@ -44,10 +44,12 @@ class FetchModule(wiring.Component):
     buffer's level).  Same cycles.
     """
 
-    def __init__(self, cfg: VTAConfig, burst: int = 8, predecode: bool = False):
+    def __init__(self, cfg: VTAConfig, burst: int = 8, predecode: bool = False,
+                 fuse_clamp: bool = False):
         self.cfg = cfg
         self.burst = burst
         self.predecode = bool(predecode)
+        self.fuse_clamp = bool(fuse_clamp) and not self.predecode
         if cfg.bus_width > INSN_BITS:
             raise HwConfigError(f"the bus width ({cfg.bus_width} bits) must be at most the "
                                 f"instruction width ({INSN_BITS} bits)")
@@ -55,6 +57,8 @@ class FetchModule(wiring.Component):
         for q in ("ld", "cp", "st"):
             qs.update({f"{q}_valid": Out(1), f"{q}_ready": In(1),
                        f"{q}_insn": Out(INSN_BITS), f"{q}_index": Out(32)})
+        if self.fuse_clamp:
+            qs["cp_fuse"] = Out(FUSE_BITS)
         super().__init__({"start": In(1), "insn_addr": In(32), "insn_count": In(32),
                           "rd": Out(ReadSignature(cfg.bus_width)), **qs,
                           "error": Out(1), "err_code": Out(4), "err_index": Out(32),
@@ -173,8 +177,13 @@ class FetchModule(wiring.Component):
             to_ld, to_st, bad = decode(head)
         for q in ("ld", "cp", "st"):
             m.d.comb += [getattr(self, f"{q}_insn").eq(head), getattr(self, f"{q}_index").eq(index)]
-        with m.If(buf.r_rdy & ~failed):
-            with m.If(bad):
+        held, candidate, hold = self._fusion(m, head, index, to_ld, to_st, bad, ready,
+                                             to_disp, buf.r_rdy) \
+            if self.fuse_clamp else (None, None, None)
+        with m.If(buf.r_rdy & ~failed & ~(held if held is not None else 0)):
+            with m.If(candidate if candidate is not None else Const(0)):
+                hold()
+            with m.Elif(bad):
                 m.d.sync += [failed.eq(1), self.err_code.eq(ErrorCode.ILLEGAL_OPCODE),
                              self.err_index.eq(index)]
             with m.Elif(to_ld):
@@ -189,3 +198,56 @@ class FetchModule(wiring.Component):
             m.d.sync += [index.eq(index + 1), to_disp.eq(to_disp - 1),
                          busy_nz.eq(to_disp != 1)]
         return m
+
+    def _fusion(self, m, head, index, to_ld, to_st, bad, ready, to_disp, rdy):
+        """``fuse_clamp``: an ALU MIN or MAX with an immediate that pushes no token (and is
+        not the last instruction) is held back in a register instead of being queued; the
+        next dispatch queues it joined with the head when the head is an ALU MIN or MAX with
+        an immediate, pops no token and has the same loop and micro-ops (one command: the
+        held instruction with the head's push flags, ``cp_fuse`` = (1, the head's MIN/MAX,
+        its immediate); both leave), else queues it alone (the head stays for the next
+        cycle).  A clamp pair becomes one ALU pass (timing model: timing_plan.clamp_pairs).
+        Drives the compute queue while an instruction is held.  Returns ``(held,
+        candidate, hold)``: the head is a candidate, ``hold()`` takes it (called where the
+        dispatch decides, the head not held)."""
+        cfg = self.cfg
+        held = Signal()
+        hold = Signal(insn_layout(cfg), reset_less=True)
+        hold_index = Signal(32, reset_less=True)
+        h = Signal(insn_layout(cfg))
+        m.d.comb += h.eq(head)
+
+        def clamp(x):
+            a = x.alu
+            return ((x.common.opcode == Opcode.ALU) & a.use_imm &
+                    ((a.alu_opcode == AluOp.MIN) | (a.alu_opcode == AluOp.MAX)))
+        g, hg = h.gemm, hold.gemm
+        same = ((g.reset == hg.reset) & (g.uop_bgn == hg.uop_bgn) & (g.uop_end == hg.uop_end) &
+                (g.iter_out == hg.iter_out) & (g.iter_in == hg.iter_in) &
+                (h.alu.dst_factor_out == hold.alu.dst_factor_out) &
+                (h.alu.dst_factor_in == hold.alu.dst_factor_in) &
+                (h.alu.src_factor_out == hold.alu.src_factor_out) &
+                (h.alu.src_factor_in == hold.alu.src_factor_in))
+        joins = clamp(h) & ~h.common.pop_prev & ~h.common.pop_next & same
+        candidate = Signal()
+        m.d.comb += candidate.eq(clamp(h) & ~h.gemm.reset & ~h.common.push_prev &
+                                 ~h.common.push_next & ~to_ld & ~to_st & ~bad &
+                                 (to_disp != 1))
+        merged = Signal(INSN_BITS)
+        m.d.comb += merged.eq(Cat(hold.raw[:5], h.common.push_prev, h.common.push_next,
+                                  hold.raw[7:]))
+        with m.If(held & rdy):
+            m.d.comb += [self.cp_valid.eq(1), self.cp_index.eq(hold_index)]
+            with m.If(joins):
+                m.d.comb += [self.cp_insn.eq(merged),
+                             self.cp_fuse.eq(Cat(1, h.alu.alu_opcode[0], h.alu.imm)),
+                             ready.eq(self.cp_ready)]
+            with m.Else():
+                m.d.comb += self.cp_insn.eq(hold.raw)
+            with m.If(self.cp_ready):
+                m.d.sync += held.eq(0)
+
+        def take():
+            m.d.comb += ready.eq(1)
+            m.d.sync += [held.eq(1), hold.eq(head), hold_index.eq(index)]
+        return held, candidate, take

