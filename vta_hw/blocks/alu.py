@@ -225,7 +225,7 @@ class AluPipe(wiring.Component):
         super().__init__({
             "valid": In(1), "uop": In(32), "dst_off": In(OFF_BITS), "src_off": In(OFF_BITS),
             "op": In(3), "use_imm": In(1), "imm": In(16),
-            "fuse": In(1), "op2": In(1), "imm2": In(16),
+            **({"fuse": In(1), "op2": In(1), "imm2": In(16)} if self.fuse_clamp else {}),
             "acc_rda_addr": Out(range(depth)), "acc_rda_data": In(self.acc_bits),
             "acc_rdb_addr": Out(range(depth)), "acc_rdb_data": In(self.acc_bits),
             "acc_wr_valid": Out(1), "acc_wr_addr": Out(range(depth)),

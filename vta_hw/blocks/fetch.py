@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -180,12 +180,18 @@ class FetchModule(wiring.Component):
         held, candidate, hold = self._fusion(m, head, index, to_ld, to_st, bad, ready,
                                              to_disp, buf.r_rdy) \
             if self.fuse_clamp else (None, None, None)
-        with m.If(buf.r_rdy & ~failed & ~(held if held is not None else 0)):
-            with m.If(candidate if candidate is not None else Const(0)):
-                hold()
-            with m.Elif(bad):
-                m.d.sync += [failed.eq(1), self.err_code.eq(ErrorCode.ILLEGAL_OPCODE),
-                             self.err_index.eq(index)]
+        with m.If(buf.r_rdy & ~failed & ~held if held is not None else
+                  buf.r_rdy & ~failed):
+            fail = [failed.eq(1), self.err_code.eq(ErrorCode.ILLEGAL_OPCODE),
+                    self.err_index.eq(index)]
+            if candidate is not None:
+                with m.If(candidate):
+                    hold()
+                with m.Elif(bad):
+                    m.d.sync += fail
+            else:
+                with m.If(bad):
+                    m.d.sync += fail
             with m.Elif(to_ld):
                 m.d.comb += [self.ld_valid.eq(1), ready.eq(self.ld_ready)]
             with m.Elif(to_st):
