@@ -146,3 +146,21 @@ def test_a_compiled_clip_shares_its_micro_ops_so_the_pair_fuses():
     assert len(streams[True]) == len(streams[False]) == 2
     assert len(set(streams[True])) == 1
     assert len(set(streams[False])) == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fused_programs_time_as_the_straightforward_scheduler(seed, monkeypatch):
+    """The engine's fusion against tests/test_timing_reference's plain scheduler, on
+    programs with clamp pairs, fused and held apart, concurrent and serial."""
+    from isa import decode_stream
+    from .test_timing_reference import PARAMS, _same
+    s = 100 + 10 * seed
+    while not _with_clamp_pairs(s, n_insns=60)[2]:
+        s += 1
+    for apart in (False, True):
+        insns, _, pairs = _with_clamp_pairs(s, n_insns=60, apart=apart)
+        arr = decode_stream(insns, strict=False)
+        assert pairs and clamp_pairs(arr.cols)[1].any() != apart
+        for params in (PARAMS[0], PARAMS[2], PARAMS[-1]):
+            for serial in (False, True):
+                _same(arr, params, serial, monkeypatch)

@@ -67,6 +67,20 @@ class Reference(Engine):
             self.at(self.fetch_at[i], self.fetch_drain)
             return
         m = self.mod[i]
+        if self.hold is not None and (self.held >= 0 or self.hold[i]):
+            # fetch's clamp fusion: the engine's step (not a shortcut), then the same events
+            h = self._drain_fused(i, self.fetch_buf, self.queue[1], self.p.cmd_queue_depth)
+            if h is None:
+                return
+            if h >= 0:
+                self.issue[h] = self.now
+            self.fetch_draining = True
+            self.at(self.now + self.drain_cycles, self.fetch_drain)
+            if self.p.fetch_overlap and not self.fetch_inflight and self.fetch_next < self.n:
+                self.fetch_issue()
+            if h >= 0 and not self.busy_flag[1] and self.blocked_push[1] is None:
+                self.try_start(1)
+            return
         if len(self.queue[m]) >= self.p.cmd_queue_depth:
             if self.fetch_blocked is None:
                 self.fetch_blocked = (m, self.now)
