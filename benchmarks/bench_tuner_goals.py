@@ -10,7 +10,8 @@ timing model (the one ``vta run`` times networks with):
 The table also gives each layer's **compute bound** (:func:`compute_bound`, derived from the
 workload): the compute module's micro-ops at the least, one per cycle -- the GEMM micro-ops,
 per output tile one ALU micro-op per epilogue step (VTA's ALU has MIN/MAX/ADD/SHR/MUL: the
-shift, the bias ADD and each side of the clip are one each) and one accumulator start (a
+shift, the bias ADD and each side of the clip are one each; with the default model's clamp
+fusion, ``TimingParams.fuse_clamp``, the clip's two sides are one) and one accumulator start (a
 GEMM reset) unless the bias may start the tile (an ``ACC_INIT`` ADD, MAX(acc, bias)).  On VTA
 the compute module runs all of them one after another, so a layer cannot beat it; "within
 5%" is judged against the larger of the compute bound and the DRAM bound (and, as before,
@@ -59,7 +60,7 @@ from isa import VTAConfig  # noqa: E402
 HISTORY = ROOT / "benchmarks" / "results" / "tuner_resnet18_history.jsonl.gz"
 
 
-def retime(log: str, workers: int | None, names=None, also=()) -> int:
+def retime(log: str, workers: int | None, names=None, also=(), history: bool = True) -> int:
     """Measure every history candidate (of the layers ``names``, default all) and every
     record of the logs ``also`` (the shipped log: its best schedules came from later tuning
     than the history, which a re-time must not lose) under the default timing model into
@@ -74,7 +75,7 @@ def retime(log: str, workers: int | None, names=None, also=()) -> int:
     if os.path.exists(log):
         have = {(r.workload, r.knobs_key()) for r in load(log) if r.timing == tid}
     items, seen = [], set()
-    sources = [gzip.open(HISTORY, "rt")] + [open(p) for p in also]
+    sources = ([gzip.open(HISTORY, "rt")] if history else []) + [open(p) for p in also]
     for f in sources:
         with f:
             for line in f:
@@ -122,10 +123,30 @@ def compute_bound(wl, cfg) -> dict:
     import math as _m
     tiles = _m.prod(wl.out.shape[:4])              # (N/B, OB, OH, OW) output tiles
     taps = wl.cb * wl.kh * wl.kw
-    alu = len(wl.epilogue)
+    alu = _alu_passes(wl.epilogue)
     start = 0 if any(st.init for st in wl.epilogue) else 1
     return {"tiles": tiles, "gemm": tiles * taps, "alu": tiles * alu, "start": tiles * start,
             "total": tiles * (taps + alu + start), "per_tile": f"{taps}+{alu}+{start}"}
+
+
+def _alu_passes(epilogue) -> int:
+    """ALU passes per output tile of ``epilogue``: one per step, but with the default timing
+    model's clamp fusion (``TimingParams.fuse_clamp``, vta_hw's default core) a MIN/MAX
+    with an immediate and the next such step are one pass (fetch joins a held clamp with
+    the next; a joined one is not held again)."""
+    from compiler.tuner.measure import default_timing
+    from isa import AluOp
+    if not default_timing().fuse_clamp:
+        return len(epilogue)
+    n, held = 0, False
+    for st in epilogue:
+        clamp = st.vector is None and st.opcode in (AluOp.MIN, AluOp.MAX)
+        if held and clamp:
+            held = False            # joined: no pass of its own
+            continue
+        n += 1
+        held = clamp
+    return n
 
 
 def run_layer(layer, cfg, knobs, coalesce: bool = True, dev=None):
@@ -211,6 +232,9 @@ def main(argv=None) -> int:
     ap.add_argument("--retime-also", action="append", default=None, metavar="LOG",
                     help="--retime also these logs' records (default: the shipped log, "
                          "whose best schedules may not be in the history)")
+    ap.add_argument("--no-history", action="store_true",
+                    help="--retime only the --retime-also logs' records (their knobs kept), "
+                         "not the shipped tuning history")
     ap.add_argument("--trials", type=int, default=0)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--ship", action="store_true")
@@ -228,7 +252,7 @@ def main(argv=None) -> int:
     if args.retime:
         also = args.retime_also if args.retime_also is not None else [TUNED_LOG]
         n = retime(args.log, args.workers, args.layers.split(",") if args.layers else None,
-                   also)
+                   also, history=not args.no_history)
         print(f"re-timed {n} candidates (history and {', '.join(also) or 'no log'}) in "
               f"{time.time() - t0:.0f} s", flush=True)
     if args.trials:

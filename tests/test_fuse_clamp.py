@@ -137,15 +137,17 @@ def test_a_compiled_clip_shares_its_micro_ops_so_the_pair_fuses():
                 q.uop_loop_end()
                 return 0
             return finit
+        h3 = KernelHandle("shr")
+        cq.push_alu_op(h3, rec(int(AluOp.SHR), 1))      # a shift first (relu_43's epilogue)
         cq.push_alu_op(h1, rec(int(AluOp.MAX), 0))
         cq.push_alu_op(h2, rec(int(AluOp.MIN), 127))
         from vta_runtime.insn_queue import C
         streams[share] = [int(r[C.uop_bgn]) for r in cq._q.rows
                           if int(r[C.opcode]) == int(Opcode.ALU)]
 
-    assert len(streams[True]) == len(streams[False]) == 2
-    assert len(set(streams[True])) == 1
-    assert len(set(streams[False])) == 2
+    assert len(streams[True]) == len(streams[False]) == 3
+    assert len(set(streams[True])) == 1         # a chain of shares: all on the first's range
+    assert len(set(streams[False])) == 3
 
 
 @pytest.mark.parametrize("seed", range(4))

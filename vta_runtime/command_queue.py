@@ -399,14 +399,14 @@ class CommandQueue:
             raise KernelError(f"{k.name}: {ops[0]} on a call site that recorded {ops[1]} kernel")
         ring = self._ring
         res = ring.resident.get(k)
-        last = self._last_alu
+        last, owner = self._last_alu, k
         if res is None and last is not None and self.share_uops and mode == ALU_MODE and \
                 ring.resident.get(last[0]) == last[1] and k.size == last[0].size and \
                 np.array_equal(k.words, last[0].words):
-            res = last[1]
+            owner, res = last         # the resident kernel whose range this one runs on
         if res is None:
             res = self._load_kernel(k)
-        self._last_alu = (k, res) if mode == ALU_MODE else None
+        self._last_alu = (owner, res) if mode == ALU_MODE else None
         q = self._q
         row = k.template.copy()
         row[_BGN], row[_END] = res
