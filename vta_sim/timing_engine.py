@@ -89,18 +89,22 @@ class Engine(Fetch, Transfers, DramReads):
             while len(prepared) > PREPARED_PARAMS:
                 del prepared[next(iter(prepared))]
         self.mod, self.total, self.kind, self.dur, self.gemm_ops, self.mplan, fusion = static
-        # fetch's clamp fusion (timing_plan.clamp_pairs): ``hold`` the candidates, ``fuse``
-        # the instructions that join the one before; a fused pair is one compute command,
-        # the first's, with the second's pushes (the first has none)
-        self.hold = self.fuse = None
+        # fetch's clamp fusion (timing_plan.clamp_pairs): ``hold`` the chains' first
+        # instructions, ``fuse`` the instructions that join the chain before them, ``keep``
+        # those after which it is still held; a chain is one compute command, its first
+        # instruction's, with its last member's pushes (the others have none)
+        self.hold = self.fuse = self.keep = None
         self.held = -1                              # the candidate fetch holds back
         self.absorbed = []                          # instructions fused into the one before
         if fusion is not None and not serial:
-            self.hold, self.fuse = fusion[0], fusion[1]
-            if fusion[2]:
-                self.pushes = list(self.pushes)
-                for j in fusion[2]:
-                    self.pushes[j - 1], self.pushes[j] = self.pushes[j], ()
+            self.hold, self.fuse, self.keep = fusion[0], fusion[1], fusion[2]
+            if fusion[3]:
+                self.pushes = pushes = list(self.pushes)
+                for j in fusion[3]:                 # a chain's pushes: its last member's
+                    h = j - 1
+                    while not self.hold[h]:
+                        h -= 1
+                    pushes[h], pushes[j] = pushes[j], ()
         self.elem = {mt: cfg.elem_bytes(mt) for mt in MemType}
         self.heap = []
         self.seq = 0
@@ -206,7 +210,7 @@ class Engine(Fetch, Transfers, DramReads):
 
     def results(self):
         """``(start, end, issue)`` of every instruction as int64 arrays (an instruction fused
-        into the one before it has that one's start and end)."""
+        into the chain before it has that chain's start and end)."""
         for j in self.absorbed:
             self.start[j], self.end[j] = self.start[j - 1], self.end[j - 1]
         return tuple(np.frombuffer(a, np.int64) if len(a) else np.zeros(0, np.int64)
@@ -467,12 +471,12 @@ class Engine(Fetch, Transfers, DramReads):
 
 
 def _fusion(cols):
-    """``(hold, fuse, fused)`` of :func:`vta_sim.timing_plan.clamp_pairs` as lists, ``fused``
-    the indices of ``fuse``; None when the program has no candidate."""
-    hold, fuse = clamp_pairs(cols)
+    """``(hold, fuse, keep, fused)`` of :func:`vta_sim.timing_plan.clamp_pairs` as lists,
+    ``fused`` the indices of ``fuse``; None when the program has no chain."""
+    hold, fuse, keep = clamp_pairs(cols)
     if not hold.any():
         return None
-    return hold.tolist(), fuse.tolist(), np.flatnonzero(fuse).tolist()
+    return hold.tolist(), fuse.tolist(), keep.tolist(), np.flatnonzero(fuse).tolist()
 
 
 MODULE_OF_PRODUCER = {0: MODULE_LOAD, 1: MODULE_COMPUTE, 2: MODULE_STORE, 3: MODULE_COMPUTE}

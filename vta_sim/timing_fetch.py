@@ -124,29 +124,35 @@ class Fetch:
 
     def _drain_fused(self, i, buf, q, depth):
         """One dispatch step of vta_hw's clamp fusion with ``i`` at the buffer's head (a
-        candidate, or any instruction while one is held): hold a candidate back (it leaves
-        the buffer; nothing is queued), or queue the held one with ``i`` joined to it (both
-        leave), or alone (``i`` stays for the next step).  Returns the instruction queued
-        for compute, -1 when none is, None when compute's queue is full (fetch blocks)."""
+        chain's first instruction, or any instruction while a chain is held): hold a chain's
+        first back (it leaves the buffer; nothing is queued); or join ``i`` to the held chain
+        (it leaves) and keep holding it, or queue the chain as one command; or queue the held
+        chain alone (``i`` stays for the next step).  Returns the chain's first instruction
+        when it is queued, -1 when nothing is, None when compute's queue is full (fetch
+        blocks)."""
         h = self.held
-        if h < 0:                               # a candidate: held back
+        if h < 0:                               # a chain's first instruction: held back
             self._unblock()
             buf.popleft()
             self.held = i
             return -1
-        if len(q) >= depth:
-            self.fetch_draining = False
-            if self.fetch_blocked is None:
-                self.fetch_blocked = (1, self.now)
-            return None
+        joins = self.fuse[i]
+        if not (joins and self.keep[i]):
+            if len(q) >= depth:
+                self.fetch_draining = False
+                if self.fetch_blocked is None:
+                    self.fetch_blocked = (1, self.now)
+                return None
         self._unblock()
-        self.held = -1
-        q.append(h)
-        self.delivered[1] += 1
-        if self.fuse[i]:                        # joined: one command
+        if joins:                               # joined: no command of its own
             buf.popleft()
             self.delivered[1] += 1
             self.done_count += 1
             self.absorbed.append(i)
             self.issue[i] = self.now
+            if self.keep[i]:
+                return -1
+        self.held = -1
+        q.append(h)
+        self.delivered[1] += 1
         return h

@@ -57,37 +57,71 @@ _LOOP_FIELDS = ("reset", "uop_bgn", "uop_end", "iter_out", "iter_in", "dst_facto
                 "dst_factor_in", "src_factor_out", "src_factor_in")
 
 
-def clamp_pairs(cols, mod=None):
-    """The fetch module's clamp fusion (``TimingParams.fuse_clamp``; vta_hw's default core,
-    :class:`vta_hw.blocks.fetch.FetchModule` ``fuse_clamp``): ``(hold, fuse)`` boolean arrays.
+def injective_loop(cols):
+    """Per instruction: its single micro-op's destination rows ``d + i * fo + j * fi``
+    (``i < iter_out``, ``j < iter_in``) are all different, as the fields alone show: one
+    micro-op, and each extent of more than one with a factor of at least 1, and with both the
+    one factor at least the other's whole span (``fo >= iter_in * fi`` or ``fi >= iter_out *
+    fo``)."""
+    e0, e1 = cols["iter_out"].astype(np.int64), cols["iter_in"].astype(np.int64)
+    f0, f1 = cols["dst_factor_out"].astype(np.int64), cols["dst_factor_in"].astype(np.int64)
+    one = (cols["uop_end"].astype(np.int64) - cols["uop_bgn"]) == 1
+    return one & ((e0 <= 1) | (f0 >= 1)) & ((e1 <= 1) | (f1 >= 1)) & \
+        ((e0 <= 1) | (e1 <= 1) | (f0 >= e1 * f1) | (f1 >= e0 * f0))
 
-    ``hold[i]``: instruction ``i`` is a candidate the fetch module holds back until the next
-    instruction is at its head: an ALU MIN or MAX with an immediate, reset_reg 0, no push,
-    not the last instruction, and not itself joined to the one before.  ``fuse[j]``: ``j`` joins the candidate ``j - 1`` in one compute
-    command: an ALU MIN or MAX with an immediate, no pop, the same loop and micro-ops as
-    ``j - 1`` (:data:`_LOOP_FIELDS`).  A fused pair runs as one pass that applies both clamps
-    to each ACC row; since MIN/MAX with constants compose into an idempotent clamp, this
-    equals the two passes one after the other for any micro-ops (a row visited twice is
-    clamped twice either way)."""
+
+def clamp_pairs(cols):
+    """The fetch module's clamp fusion (``TimingParams.fuse_clamp``; vta_hw's default core,
+    :class:`vta_hw.blocks.fetch.FetchModule` ``fuse_clamp``): ``(hold, fuse, keep)`` boolean
+    arrays.
+
+    ``hold[i]``: instruction ``i`` starts a chain the fetch module holds back: an ALU with an
+    immediate, reset_reg 0, no push, not the last instruction, that is a MIN or MAX (a
+    clamp; a chain of up to 2) or a SHR over an injective loop (:func:`injective_loop`; a
+    chain of up to 3).  ``fuse[j]``: ``j`` joins the chain of ``j - 1``: a MIN or MAX with
+    an immediate, no pop, the same loop and micro-ops (:data:`_LOOP_FIELDS`).  ``keep[j]``:
+    after ``j`` joins, fetch still holds the chain (a SHR chain of 2 whose joiner pushes
+    nothing and is not the last instruction); otherwise the chain is queued as one command
+    when its last member joins, or alone when the next instruction does not join (that one
+    stays for the next dispatch).  A chain runs as one pass that applies its ops to each ACC
+    row in turn.  That equals the instructions one after another: clamps with constants
+    compose into an idempotent clamp, so a row visited twice is clamped the same either way,
+    and a shift chain's loop visits each row once."""
     op = cols["opcode"]
     n = op.shape[0]
-    mm = (op == Opcode.ALU) & (cols["use_imm"] != 0) & (cols["alu_opcode"] <= 1)
-    hold = mm & (cols["reset"] == 0) & (cols["push_prev"] == 0) & (cols["push_next"] == 0)
+    imm = (op == Opcode.ALU) & (cols["use_imm"] != 0)
+    mm = imm & (cols["alu_opcode"] <= 1)
+    free = (cols["reset"] == 0) & (cols["push_prev"] == 0) & (cols["push_next"] == 0)
+    shr = imm & (cols["alu_opcode"] == 3) & free
+    hold = (mm & free) | shr
     hold[n - 1:] = False
     fuse = np.zeros(n, bool)
-    if n > 1 and hold.any():
-        same = np.ones(n - 1, bool)
-        for k in _LOOP_FIELDS:
-            same &= cols[k][1:] == cols[k][:-1]
-        joins = np.flatnonzero(hold[:-1] & mm[1:] & same & (cols["pop_prev"][1:] == 0) &
-                               (cols["pop_next"][1:] == 0)) + 1
-        # an instruction that joins the one before is not held itself (fetch dispatches
-        # it with that one), so in a run of joinable clamps every other one joins
-        for j in joins.tolist():
-            if hold[j - 1]:
-                fuse[j] = True
-                hold[j] = False
-    return hold, fuse
+    keep = np.zeros(n, bool)
+    if n < 2 or not hold.any():
+        return hold, fuse, keep
+    shr &= injective_loop(cols)
+    hold &= mm | shr
+    same = np.ones(n - 1, bool)
+    for k in _LOOP_FIELDS:
+        same &= cols[k][1:] == cols[k][:-1]
+    joinable = np.zeros(n, bool)
+    joinable[1:] = mm[1:] & same & (cols["pop_prev"][1:] == 0) & (cols["pop_next"][1:] == 0)
+    nxt = 0
+    for c in np.flatnonzero(hold).tolist():
+        if c < nxt:                 # joined to an earlier chain: not held itself
+            hold[c] = False
+            continue
+        cap, length, j = (3 if shr[c] else 2), 1, c + 1
+        while j < n and length < cap and joinable[j]:
+            fuse[j] = True
+            length += 1
+            j += 1
+            if length < cap and free[j - 1] and j < n:
+                keep[j - 1] = True
+            else:
+                break
+        nxt = j
+    return hold, fuse, keep
 
 
 def _equal_rows(c, rows, E, p, max_bytes, B):

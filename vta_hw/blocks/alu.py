@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from isa import AluOp, VTAConfig
 
 from .dsp import is_ecp5, registered_product
-from .fields import uop_layout
+from .fields import FUSE_BITS, uop_layout
 from .replica import replicated_register
 from .uoploop import OFF_BITS
 
@@ -198,9 +198,9 @@ class AluPipe(wiring.Component):
     Members
     -------
     valid, uop, dst_off, src_off, op, use_imm, imm : ``In``
-    fuse, op2, imm2 : ``In``  with ``fuse_clamp`` (not ``pipelined``): ``fuse`` applies a
-        second MIN (``op2`` 0) or MAX (1) with the immediate ``imm2`` to every result (a
-        clamp pair the fetch module joined); held like ``op``.
+    fuse : ``In(FUSE_BITS)``  with ``fuse_clamp`` (not ``pipelined``): the clamps the fetch
+        module joined to the instruction (their count, then per clamp its MIN (0) / MAX (1)
+        bit and immediate), applied in turn to every result; held like ``op``.
     acc_rda_addr/acc_rda_data, acc_rdb_addr/acc_rdb_data : synchronous ACC read ports.
     acc_wr_valid, acc_wr_addr, acc_wr_data : ACC write (whole tile).
     busy, range_error : ``Out(1)``
@@ -225,7 +225,7 @@ class AluPipe(wiring.Component):
         super().__init__({
             "valid": In(1), "uop": In(32), "dst_off": In(OFF_BITS), "src_off": In(OFF_BITS),
             "op": In(3), "use_imm": In(1), "imm": In(16),
-            **({"fuse": In(1), "op2": In(1), "imm2": In(16)} if self.fuse_clamp else {}),
+            **({"fuse": In(FUSE_BITS)} if self.fuse_clamp else {}),
             "acc_rda_addr": Out(range(depth)), "acc_rda_data": In(self.acc_bits),
             "acc_rdb_addr": Out(range(depth)), "acc_rdb_data": In(self.acc_bits),
             "acc_wr_valid": Out(1), "acc_wr_addr": Out(range(depth)),
@@ -303,12 +303,15 @@ class AluPipe(wiring.Component):
                           b3.word_select(i, Wa).as_signed(), Wa, mul=self.stages != 3)
                  for i in range(n)]
         if self.fuse_clamp:
-            # a fused clamp (vta_hw.blocks.fetch ``fuse_clamp``): the result through the
-            # second instruction's MIN (op2 0) or MAX (op2 1) with its immediate
-            imm2 = Signal(Wa)
-            m.d.comb += imm2.eq(self.imm2.as_signed())
-            lanes = [Mux(self.fuse, Mux((r.as_signed() < imm2.as_signed()) ^ self.op2, r, imm2),
-                         r) for r in lanes]
+            # the joined clamps (vta_hw.blocks.fetch ``fuse_clamp``), each a MIN (bit 0) or
+            # MAX (1) with its immediate, in turn
+            count = self.fuse[:2]
+            for k in range(2):
+                word = self.fuse[2 + 17 * k:2 + 17 * (k + 1)]
+                ck = Signal(Wa, name=f"alu_clamp{k}")
+                m.d.comb += ck.eq(word[1:].as_signed())
+                lanes = [Mux(count > k, Mux((r.as_signed() < ck.as_signed()) ^ word[0], r, ck),
+                             r) for r in lanes]
         m.d.comb += result.eq(Cat(*lanes))
         if self.stages == 3:
             # low half of each product from 16x16 pieces registered in s3, summed in s4

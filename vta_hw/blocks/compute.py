@@ -170,11 +170,10 @@ class ComputeModule(wiring.Component):
         m.submodules.alu = alu = AluPipe(cfg, stages=self.alu_stages,
                                              pipelined=self.pipelined,
                                              fuse_clamp=self.fuse_clamp)
-        # ``fuse_clamp``: the fetch module's (fused, op2, imm2) of the instruction, held
-        # with it
+        # ``fuse_clamp``: the clamps the fetch module joined to the instruction, held with it
         fuse = Signal(FUSE_BITS, name="insn_fuse") if self.fuse_clamp else None
         if fuse is not None:
-            m.d.comb += [alu.fuse.eq(fuse[0]), alu.op2.eq(fuse[1]), alu.imm2.eq(fuse[2:])]
+            m.d.comb += alu.fuse.eq(fuse)
         insn = Signal(insn_layout(cfg))
         index = Signal(32)
         # ``pipelined``: the instruction's ``predecode``, registered with it

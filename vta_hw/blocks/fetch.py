@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -206,54 +206,76 @@ class FetchModule(wiring.Component):
         return m
 
     def _fusion(self, m, head, index, to_ld, to_st, bad, ready, to_disp, rdy):
-        """``fuse_clamp``: an ALU MIN or MAX with an immediate that pushes no token (and is
-        not the last instruction) is held back in a register instead of being queued; the
-        next dispatch queues it joined with the head when the head is an ALU MIN or MAX with
-        an immediate, pops no token and has the same loop and micro-ops (one command: the
-        held instruction with the head's push flags, ``cp_fuse`` = (1, the head's MIN/MAX,
-        its immediate); both leave), else queues it alone (the head stays for the next
-        cycle).  A clamp pair becomes one ALU pass (timing model: timing_plan.clamp_pairs).
-        Drives the compute queue while an instruction is held.  Returns ``(held,
-        candidate, hold)``: the head is a candidate, ``hold()`` takes it (called where the
-        dispatch decides, the head not held)."""
+        """``fuse_clamp``: a chain's first instruction - an ALU MIN or MAX with an immediate
+        (a clamp; a chain of up to 2), or an ALU SHR with an immediate whose single micro-op's
+        loop visits each row once (a chain of up to 3) - that pushes no token and is not the
+        last instruction is held back in a register instead of being queued.  While it is
+        held, a head that joins (an ALU MIN or MAX with an immediate, no pop, the same loop
+        and micro-ops) leaves the buffer: a SHR chain of 2 whose joiner pushes nothing (and
+        is not the last) is still held; otherwise the chain is queued as one command, the
+        first instruction with the last joiner's push flags and ``cp_fuse`` = (joined ops,
+        then each joiner's MIN/MAX bit and immediate).  A head that does not join stays, and
+        the held chain is queued alone.  A chain becomes one ALU pass (timing model:
+        timing_plan.clamp_pairs).  Drives the compute queue while a chain is held.  Returns
+        ``(held, candidate, hold)``: the head starts a chain, ``hold()`` takes it (called
+        where the dispatch decides, the head not held)."""
         cfg = self.cfg
         held = Signal()
         hold = Signal(insn_layout(cfg), reset_less=True)
         hold_index = Signal(32, reset_less=True)
+        shr_chain = Signal(reset_less=True)     # the held chain starts with a SHR
+        two = Signal()                          # ... and one clamp has joined it
+        op2 = Signal(17, reset_less=True)       # that clamp's MIN/MAX bit and immediate
         h = Signal(insn_layout(cfg))
         m.d.comb += h.eq(head)
+        a = h.alu
 
-        def clamp(x):
-            a = x.alu
-            return ((x.common.opcode == Opcode.ALU) & a.use_imm &
-                    ((a.alu_opcode == AluOp.MIN) | (a.alu_opcode == AluOp.MAX)))
+        def imm_op(*ops):
+            return ((h.common.opcode == Opcode.ALU) & a.use_imm &
+                    Cat(*[a.alu_opcode == o for o in ops]).any())
         g, hg = h.gemm, hold.gemm
         same = ((g.reset == hg.reset) & (g.uop_bgn == hg.uop_bgn) & (g.uop_end == hg.uop_end) &
                 (g.iter_out == hg.iter_out) & (g.iter_in == hg.iter_in) &
-                (h.alu.dst_factor_out == hold.alu.dst_factor_out) &
-                (h.alu.dst_factor_in == hold.alu.dst_factor_in) &
-                (h.alu.src_factor_out == hold.alu.src_factor_out) &
-                (h.alu.src_factor_in == hold.alu.src_factor_in))
-        joins = clamp(h) & ~h.common.pop_prev & ~h.common.pop_next & same
+                (a.dst_factor_out == hold.alu.dst_factor_out) &
+                (a.dst_factor_in == hold.alu.dst_factor_in) &
+                (a.src_factor_out == hold.alu.src_factor_out) &
+                (a.src_factor_in == hold.alu.src_factor_in))
+        # the SHR's loop visits each row once: one micro-op, every extent above 1 with a
+        # factor of at least 1, and one factor at least the other's whole span
+        e0, e1, f0, f1 = g.iter_out, g.iter_in, a.dst_factor_out, a.dst_factor_in
+        injective = (((g.uop_end - g.uop_bgn) == 1) & ((e0 <= 1) | (f0 >= 1)) &
+                     ((e1 <= 1) | (f1 >= 1)) &
+                     ((e0 <= 1) | (e1 <= 1) | (f0 >= e1 * f1) | (f1 >= e0 * f0)))
+        clamp = imm_op(AluOp.MIN, AluOp.MAX)
+        shift = imm_op(AluOp.SHR) & injective
+        no_push = ~h.common.push_prev & ~h.common.push_next
+        joins = clamp & ~h.common.pop_prev & ~h.common.pop_next & same
+        keep = shr_chain & ~two & no_push & (to_disp != 1)
         candidate = Signal()
-        m.d.comb += candidate.eq(clamp(h) & ~h.gemm.reset & ~h.common.push_prev &
-                                 ~h.common.push_next & ~to_ld & ~to_st & ~bad &
-                                 (to_disp != 1))
+        m.d.comb += candidate.eq((clamp | shift) & ~h.gemm.reset & no_push & ~to_ld &
+                                 ~to_st & ~bad & (to_disp != 1))
         merged = Signal(INSN_BITS)
         m.d.comb += merged.eq(Cat(hold.raw[:5], h.common.push_prev, h.common.push_next,
                                   hold.raw[7:]))
+        mine = Cat(a.alu_opcode[0], a.imm)
         with m.If(held & rdy):
-            m.d.comb += [self.cp_valid.eq(1), self.cp_index.eq(hold_index)]
-            with m.If(joins):
-                m.d.comb += [self.cp_insn.eq(merged),
-                             self.cp_fuse.eq(Cat(1, h.alu.alu_opcode[0], h.alu.imm)),
-                             ready.eq(self.cp_ready)]
+            with m.If(joins & keep):            # joined, still held
+                m.d.comb += ready.eq(1)
+                m.d.sync += [two.eq(1), op2.eq(mine)]
             with m.Else():
-                m.d.comb += self.cp_insn.eq(hold.raw)
-            with m.If(self.cp_ready):
-                m.d.sync += held.eq(0)
+                m.d.comb += [self.cp_valid.eq(1), self.cp_index.eq(hold_index)]
+                with m.If(joins):
+                    m.d.comb += [self.cp_insn.eq(merged), ready.eq(self.cp_ready),
+                                 self.cp_fuse.eq(Mux(two, Cat(Const(2, 2), op2, mine),
+                                                     Cat(Const(1, 2), mine)))]
+                with m.Else():
+                    m.d.comb += [self.cp_insn.eq(hold.raw),
+                                 self.cp_fuse.eq(Mux(two, Cat(Const(1, 2), op2), 0))]
+                with m.If(self.cp_ready):
+                    m.d.sync += [held.eq(0), two.eq(0)]
 
         def take():
             m.d.comb += ready.eq(1)
-            m.d.sync += [held.eq(1), hold.eq(head), hold_index.eq(index)]
+            m.d.sync += [held.eq(1), hold.eq(head), hold_index.eq(index),
+                         shr_chain.eq(~clamp), two.eq(0)]
         return held, candidate, take

@@ -16,9 +16,9 @@ __all__ = ["INSN_BITS", "flexible", "mem_layout", "gemm_layout", "alu_layout", "
 
 INSN_BITS = 128
 #: What the fetch module's clamp fusion adds to a compute command (FetchModule
-#: ``fuse_clamp``): fused (1), the second instruction's MIN/MAX (1: alu_opcode's low bit),
-#: its immediate (16)
-FUSE_BITS = 18
+#: ``fuse_clamp``): the ops joined (2 bits: 0-2), then per joined op its MIN/MAX bit
+#: (alu_opcode's low bit) and its immediate (16)
+FUSE_BITS = 2 + 2 * 17
 
 
 def flexible(layout, total: int) -> data.FlexibleLayout:
