@@ -119,33 +119,40 @@ def retime(log: str, workers: int | None, names=None, also=(), history: bool = T
 
 def compute_bound(wl, cfg) -> dict:
     """The compute module's micro-ops ``wl`` needs at the least (see the module docstring):
-    {"tiles", "gemm", "alu", "start", "total"} (``per_tile`` each, as ``"36+4+1"``)."""
+    {"tiles", "gemm", "alu", "start", "total"} (``per_tile`` each, as ``"36+4+1"``), with
+    ``alu`` in ALU passes (a fused chain is one: :func:`_alu_passes`) and ``micro_ops`` the
+    micro-ops themselves (every epilogue step one a tile)."""
     import math as _m
     tiles = _m.prod(wl.out.shape[:4])              # (N/B, OB, OH, OW) output tiles
     taps = wl.cb * wl.kh * wl.kw
     alu = _alu_passes(wl.epilogue)
     start = 0 if any(st.init for st in wl.epilogue) else 1
+    ops = len(wl.epilogue)          # ALU micro-ops (the passes they run in: ``alu``)
     return {"tiles": tiles, "gemm": tiles * taps, "alu": tiles * alu, "start": tiles * start,
-            "total": tiles * (taps + alu + start), "per_tile": f"{taps}+{alu}+{start}"}
+            "total": tiles * (taps + alu + start), "per_tile": f"{taps}+{alu}+{start}",
+            "micro_ops": tiles * (taps + ops + start)}
 
 
 def _alu_passes(epilogue) -> int:
     """ALU passes per output tile of ``epilogue``: one per step, but with the default timing
-    model's clamp fusion (``TimingParams.fuse_clamp``, vta_hw's default core) a MIN/MAX
-    with an immediate and the next such step are one pass (fetch joins a held clamp with
-    the next; a joined one is not held again)."""
+    model's clamp fusion (``TimingParams.fuse_clamp``, vta_hw's default core) a chain is one
+    pass: a MIN/MAX with an immediate and the next such step, or a SHR with an immediate and
+    up to two such steps after it (the epilogue's loops visit each row once)."""
     from compiler.tuner.measure import default_timing
     from isa import AluOp
     if not default_timing().fuse_clamp:
         return len(epilogue)
-    n, held = 0, False
-    for st in epilogue:
-        clamp = st.vector is None and st.opcode in (AluOp.MIN, AluOp.MAX)
-        if held and clamp:
-            held = False            # joined: no pass of its own
-            continue
-        n += 1
-        held = clamp
+
+    def clamp(st):
+        return st.vector is None and st.opcode in (AluOp.MIN, AluOp.MAX)
+    n, i = 0, 0
+    while i < len(epilogue):
+        st = epilogue[i]
+        cap = 2 if clamp(st) else 3 if st.vector is None and st.opcode == AluOp.SHR else 1
+        j = i + 1
+        while j < len(epilogue) and j - i < cap and clamp(epilogue[j]):
+            j += 1
+        n, i = n + 1, j
     return n
 
 
