@@ -220,8 +220,9 @@ class TimingParams:
     #: vta_hw's loader), instead of the bound setup + pad + data + (rows + 1) *
     #: pad_row_cycles
     fuse_clamp: bool = True               #: fetch joins an ALU MIN/MAX with an immediate
-    #: and the next instruction, the same over the same loop (a clamp), into one compute
-    #: command, one pass (vta_hw's core with ``alu_stages`` 1; timing_plan.clamp_pairs)
+    #: and the next, the same over the same loop (a clamp), or a SHR with an immediate over
+    #: rows visited once and up to two clamps, into one compute command, one pass (vta_hw's
+    #: core with ``alu_stages`` 1; timing_plan.clamp_pairs)
     launch_cycles: int = 0                #: cycles from the launch to the first fetch
     #: request (vta_hw with ``pipelined=True``: the engine's reset comes from a register)
 
