@@ -519,3 +519,59 @@ def test_pipelined_bridge_equals_the_plain_bridge_every_cycle():
     sim.add_testbench(bench)
     sim.run()
     assert seen["csr_we"] > 50 and seen["mem_we"] > 50 and seen["tx"] > 500, seen
+
+
+def test_pipelined_token_queue_takes_push_and_pop_into_one_register_each():
+    """With ``registered_push_pop`` (the ``pipelined`` core) a token queue's ``push`` and
+    ``pop`` reach, through logic, one flip-flop each (``push_q``, ``pop_q``), not the
+    counter or ``overflow`` (s24_fmax, 677ca19 seed 1: compute's loop ``busy`` -> its
+    completion -> ``push_prev`` -> the ``g2l`` queue's ``overflow`` enable, 11.28 ns); the
+    plain queue's do; the pipelined core's four queues have them."""
+    from vta_hw.blocks.core import VTACore
+    from vta_hw.blocks.tokens import TokenQueue
+    from .test_hw_fpga_regs import _comb_reach
+    late = _module(rtlil.convert(TokenQueue(16, registered_avail=True,
+                                            registered_push_pop=True), name="top"), "top")
+    assert _comb_reach(late, "\\push")[0] == {"\\push_q"}
+    assert _comb_reach(late, "\\pop")[0] == {"\\pop_q"}
+    plain = _module(rtlil.convert(TokenQueue(16, registered_avail=True), name="top"), "top")
+    assert {"\\overflow", "\\count"} <= _comb_reach(plain, "\\push")[0]
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=True))
+    for q in ("l2g", "g2l", "g2s", "s2g"):
+        assert {"push_q", "pop_q"} <= _registers(_module(text, f"top.engine.{q}")), q
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3))
+    assert "push_q" not in _registers(_module(text, "top.engine.g2l"))
+
+
+@pytest.mark.parametrize("width", [1, 2, 3])
+def test_pipelined_token_queue_equals_the_plain_queue_every_cycle(width):
+    """A ``registered_push_pop`` token queue and a plain one, given the same pushes and pops
+    (pushes into a full counter, now and then a pop of an empty one), show the same
+    ``avail`` and ``overflow`` in every cycle."""
+    from vta_hw.blocks.tokens import TokenQueue
+    m = Module()
+    m.submodules.a = a = TokenQueue(width, registered_avail=True, registered_push_pop=True)
+    m.submodules.b = b = TokenQueue(width)
+    rng = random.Random(width)
+    seen = set()
+
+    async def bench(ctx):
+        bias = 0.5
+        for t in range(4000):
+            if t % 500 == 0:
+                bias = rng.choice([0.2, 0.5, 0.8])
+            push = int(rng.random() < bias)
+            pop = int((ctx.get(b.avail) or rng.random() < 0.02) and rng.random() < 0.5)
+            for q in (a, b):
+                ctx.set(q.push, push)
+                ctx.set(q.pop, pop)
+            assert (ctx.get(a.avail), ctx.get(a.overflow)) == \
+                (ctx.get(b.avail), ctx.get(b.overflow)), t
+            seen.add((ctx.get(b.avail), push, pop, ctx.get(b.overflow)))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert {(1, 1, 1, 0), (1, 0, 1, 0), (0, 1, 0, 0), (1, 1, 0, 1)} <= seen, seen
