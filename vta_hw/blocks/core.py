@@ -151,12 +151,11 @@ class VTACore(wiring.Component):
         start = Signal()
         m.d.sync += start.eq(launch)
 
-        e.submodules.fetch = fetch = FetchModule(cfg, predecode=self.pipelined,
-                                                 count_regs=self.pipelined)
+        e.submodules.fetch = fetch = FetchModule(cfg, predecode=self.pipelined)
         wgt_slices = cfg.block_out * cfg.block_in * cfg.wgt_width // cfg.bus_width
         e.submodules.load = load = LoadModule(
             cfg, zero_copies=wgt_slices if self.pipelined and wgt_slices > 1 else 0,
-            dsp_products=self.pipelined, held_error=self.pipelined)
+            dsp_products=self.pipelined)
         e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages,
                                                      lut_mults=self.lut_mults,
                                                      pipelined=self.pipelined)
@@ -185,9 +184,8 @@ class VTACore(wiring.Component):
         # token queues
         tq = {}
         for name in ("l2g", "g2l", "g2s", "s2g"):
-            tq[name] = e.submodules[name] = TokenQueue(
-                self.token_bits, registered_avail=self.pipelined,
-                registered_push_pop=self.pipelined)
+            tq[name] = e.submodules[name] = TokenQueue(self.token_bits,
+                                                       registered_avail=self.pipelined)
         e.d.comb += [
             tq["l2g"].push.eq(load.l2g_push), comp.l2g_avail.eq(tq["l2g"].avail),
             tq["l2g"].pop.eq(comp.l2g_pop),
@@ -222,7 +220,7 @@ class VTACore(wiring.Component):
                      orp.en.eq(store.out_rd_en), store.out_rd_data.eq(orp.data)]
 
         # memory port
-        e.submodules.arbiter = arb = ReadArbiter(B, 3, registered_route=self.pipelined)
+        e.submodules.arbiter = arb = ReadArbiter(B, 3)
         wiring.connect(e, fetch.rd, arb.c0)
         wiring.connect(e, comp.rd, arb.c1)
         wiring.connect(e, load.rd, arb.c2)
