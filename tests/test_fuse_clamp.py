@@ -144,8 +144,11 @@ def test_random_programs_with_clamp_chains_on_the_rtl():
         rtl = res[len(progs) + k + 1].cycles - res[len(progs) + k].cycles
         assert rtl == cycles(chains[k + 1], TimingParams(), CFG) - \
             cycles(chains[k], TimingParams(), CFG)
-        assert rtl < cycles(chains[k + 1], TimingParams(fuse_clamp=False), CFG) - \
-            cycles(chains[k], TimingParams(fuse_clamp=False), CFG) or k == 4
+        unfused = cycles(chains[k + 1], TimingParams(fuse_clamp=False), CFG) - \
+            cycles(chains[k], TimingParams(fuse_clamp=False), CFG)
+        # a shift with nothing to join (the third kind) saves nothing (its hold cycle may
+        # show); every other kind saves passes
+        assert rtl >= unfused if k == 4 else rtl < unfused
     rtl_saved = model_saved = 0
     for k in range(0, len(progs), 2):
         (fused, _), (apart, _) = progs[k], progs[k + 1]
