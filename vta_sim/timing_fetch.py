@@ -90,10 +90,7 @@ class Fetch:
                 m, i = 1, r
             else:
                 q = queue[m]
-                if len(q) >= depth:
-                    self.fetch_draining = False
-                    if self.fetch_blocked is None:
-                        self.fetch_blocked = (m, self.now)
+                if self._full(q, m, depth):
                     return
                 self._unblock()
                 buf.popleft()
@@ -115,7 +112,18 @@ class Fetch:
                 return
             self.now = nxt                          # the next event: run it here
 
+    def _full(self, q, m, depth) -> bool:
+        """Module ``m``'s command queue ``q`` is full: fetch blocks (from now, unless it
+        already is) and stops draining."""
+        if len(q) < depth:
+            return False
+        self.fetch_draining = False
+        if self.fetch_blocked is None:
+            self.fetch_blocked = (m, self.now)
+        return True
+
     def _unblock(self):
+        """Fetch was blocked by a full queue and goes on now: the stall is counted."""
         if self.fetch_blocked is not None:
             bm, since = self.fetch_blocked
             key = f"full {_MODULES[bm]} queue"
@@ -137,12 +145,8 @@ class Fetch:
             self.held = i
             return -1
         joins = self.fuse[i]
-        if not (joins and self.keep[i]):
-            if len(q) >= depth:
-                self.fetch_draining = False
-                if self.fetch_blocked is None:
-                    self.fetch_blocked = (1, self.now)
-                return None
+        if not (joins and self.keep[i]) and self._full(q, 1, depth):
+            return None
         self._unblock()
         if joins:                               # joined: no command of its own
             buf.popleft()

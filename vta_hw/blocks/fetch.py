@@ -182,16 +182,12 @@ class FetchModule(wiring.Component):
             if self.fuse_clamp else (None, None, None)
         with m.If(buf.r_rdy & ~failed & ~held if held is not None else
                   buf.r_rdy & ~failed):
-            fail = [failed.eq(1), self.err_code.eq(ErrorCode.ILLEGAL_OPCODE),
-                    self.err_index.eq(index)]
-            if candidate is not None:
-                with m.If(candidate):
+            with m.If(bad):
+                m.d.sync += [failed.eq(1), self.err_code.eq(ErrorCode.ILLEGAL_OPCODE),
+                             self.err_index.eq(index)]
+            if candidate is not None:           # (a candidate is never ``bad``)
+                with m.Elif(candidate):
                     hold()
-                with m.Elif(bad):
-                    m.d.sync += fail
-            else:
-                with m.If(bad):
-                    m.d.sync += fail
             with m.Elif(to_ld):
                 m.d.comb += [self.ld_valid.eq(1), ready.eq(self.ld_ready)]
             with m.Elif(to_st):
