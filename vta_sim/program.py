@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from isa import InsnArray, decode_stream
+from isa import AluOp, InsnArray, decode_stream
 
 from .checks import (MT_ACC, MT_ACC8, MT_INP, MT_UOP, MT_WGT, OP_ALU, OP_FINISH, OP_GEMM,
                      OP_LOAD, OP_STORE, check_program, modules_of, token_lists, work_of)
@@ -45,6 +45,9 @@ class Program(NamedTuple):
     #                         (Simulator._check_views)
     timing: dict            # the timing model's tables of this program by parameters
     #                         (simulate_timing's ``prepared``)
+    vheads: frozenset       # the ALU SHRs with a vector operand and one micro-op: where a
+    #                         fused chain may need its source rows checked (timing_plan.
+    #                         vector_overlap)
 
 
 def template(data: bytes, field) -> tuple[bytes, np.ndarray, np.ndarray]:
@@ -153,4 +156,7 @@ def build_program(data: bytes, rows: np.ndarray, db: np.ndarray, cfg,
                    work_of(c, cfg).tolist(), pops, pushes, mod.tolist(), mod,
                    static_counts(c, kind, cfg, n), db, ext_rows,
                    np.searchsorted(rows, ext_rows), ext_off, ext_eb, {}, kernel_args(c, kind),
-                   [None] * n, {})
+                   [None] * n, {},
+                   frozenset(np.flatnonzero((op == OP_ALU) & (c["alu_opcode"] == AluOp.SHR) &
+                                            (c["use_imm"] == 0) &
+                                            (c["uop_end"] - c["uop_bgn"] == 1)).tolist()))

@@ -22,6 +22,7 @@ from .errors import (DeadlockError, InputError, LeftoverTokensError, ProgramErro
 from .sram import Sram
 from .stats import Stats
 from .timing_cache import TimingCache
+from .timing_plan import vector_overlap
 
 __all__ = ["Simulator", "simulate", "DEFAULT_MAX_WORK"]
 
@@ -222,6 +223,11 @@ class Simulator:
         self._stats = stats
         self._work = 0
         self._work_list = prog.work
+        # the timing model's clamp fusion: which vector-operand chain heads may read a row
+        # their own loop writes (timing_plan.vector_overlap, from the micro-ops they ran with)
+        self._vheads = prog.vheads if self.timing is not None and \
+            self.timing.fuse_clamp and not self.serial else ()
+        self._overlap = []
         tokens_before = list(self.tokens)
         try:
             with single_threaded():
@@ -245,14 +251,14 @@ class Simulator:
             cache, res = self.timing_cache, None
             if cache is not None:
                 key = cache.key(data, tokens_before, self.timing, self.serial,
-                                self.record_timing)
+                                self.record_timing, self._overlap)
                 res = cache.get(key, arr)
             if res is None:
                 from .timing import simulate_timing
                 res = simulate_timing(arr, self.timing, serial=self.serial,
                                       initial_tokens=tokens_before, record=self.record_timing,
                                       lists=self._c, tokens=(prog.modarr, pops, pushes),
-                                      prepared=prog.timing)
+                                      prepared=prog.timing, overlap=self._overlap)
                 if cache is not None:
                     cache.put(key, res)
             self.last_timing = res
@@ -442,6 +448,10 @@ class Simulator:
         elif k == _ALU:
             max_waves = None if self.max_work is None else \
                 (self.max_work - self._work) // compute.WAVE_WORK + 1
+            if i in self._vheads:
+                o = self._ops[i]
+                if o[2] <= len(s.uop_dst) and vector_overlap(s.uop_dst[o[1]], s.uop_src[o[1]], *o[3:9]):
+                    self._overlap.append(i)
             waves = compute.alu(s, i, *self._ops[i], self.strict, max_waves, self._fast)
             if waves > 1:
                 self._work += (waves - 1) * compute.WAVE_WORK

@@ -495,7 +495,9 @@ class TimingResult:
 
 def cycles(insns, params: TimingParams | None = None, config: VTAConfig | None = None,
            serial: bool = False) -> int:
-    """Cycle count of a program under ``params`` (convenience for calibration fits)."""
+    """Cycle count of a program under ``params`` (convenience for calibration fits).  No
+    micro-op is known here, so a fused chain with a vector operand is timed as one pass
+    (:func:`vta_sim.timing_plan.vector_overlap`; the simulator's timed runs know)."""
     cfg = config or VTAConfig()
     arr = decode_stream(insns if isinstance(insns, (bytes, bytearray)) else bytes(insns), cfg,
                         strict=False)
@@ -505,7 +507,7 @@ def cycles(insns, params: TimingParams | None = None, config: VTAConfig | None =
 def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = False,
                     initial_tokens=None, record: bool = True,
                     lists: dict | None = None, tokens=None,
-                    prepared: dict | None = None) -> TimingResult:
+                    prepared: dict | None = None, overlap=()) -> TimingResult:
     """Time a decoded, already-validated program (an :class:`isa.InsnArray`).
 
     ``record=False`` keeps no DRAM bursts, token flows or fetch log (the Chrome trace and the
@@ -519,7 +521,8 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
     what depends on the program and the parameters only (the instructions' fixed times and
     LOAD/STORE burst trains), so a later run of the same program does not compute it again
     (the tables of the ``timing_engine.PREPARED_PARAMS`` most recently used parameter sets
-    are kept); the event loop itself runs every time.
+    are kept); the event loop itself runs every time.  ``overlap``: the functional run's
+    :func:`vta_sim.timing_plan.vector_overlap` chains (their clamps take a second pass).
 
     Raises
     ------
@@ -528,7 +531,7 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
         unbounded queues, may still accept it).
     """
     params = params or TimingParams()
-    s = Engine(arr, params, serial, initial_tokens, record, lists, tokens, prepared)
+    s = Engine(arr, params, serial, initial_tokens, record, lists, tokens, prepared, overlap)
     s.run()
     start, ends, issue = s.results()
     last = int(np.argmax(ends)) if s.n else -1

@@ -33,8 +33,8 @@ class TimingCache:
         self.misses = 0
 
     @staticmethod
-    def key(data: bytes, tokens, params, serial: bool, record: bool):
-        return data, tuple(tokens), params, serial, record
+    def key(data: bytes, tokens, params, serial: bool, record: bool, overlap=()):
+        return data, tuple(tokens), params, serial, record, tuple(overlap)
 
     def get(self, key, arr):
         """A copy of the cached result of ``key`` (its instructions ``arr``: the same fields

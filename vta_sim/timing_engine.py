@@ -43,7 +43,7 @@ class Engine(Fetch, Transfers, DramReads):
 
     def __init__(self, arr, params, serial: bool, initial_tokens,
                  record: bool = True, lists: dict | None = None, tokens=None,
-                 prepared: dict | None = None):
+                 prepared: dict | None = None, overlap=()):
         cfg = arr.config
         p = params
         self.p, self.cfg, self.serial = p, cfg, serial
@@ -105,6 +105,8 @@ class Engine(Fetch, Transfers, DramReads):
                     while not self.hold[h]:
                         h -= 1
                     pushes[h], pushes[j] = pushes[j], ()
+            if overlap:
+                self._second_passes(overlap)
         self.elem = {mt: cfg.elem_bytes(mt) for mt in MemType}
         self.heap = []
         self.seq = 0
@@ -207,6 +209,18 @@ class Engine(Fetch, Transfers, DramReads):
         expanded here (:class:`vta_sim.timing.TimingResult` on the first use of its
         ``bursts``), so a run whose bursts no one reads does not build them."""
         return expand_reads(self.bursts, self.accepted, -self._in_order[3], self.free)
+
+    def _second_passes(self, overlap):
+        """The chains whose vector-operand first instruction may read a row the chain writes
+        (``overlap``: the functional run's :func:`vta_sim.timing_plan.vector_overlap`) run
+        their clamps in a second pass: an immediate ALU instruction's time and a cycle."""
+        p, c, dur = self.p, self.c, None
+        for h in overlap:
+            if self.hold[h] and h + 1 < self.n and self.fuse[h + 1]:
+                if dur is None:
+                    dur = self.dur = array("q", self.dur)       # (the prepared one is shared)
+                dur[h] += p.alu_start_cycles + 1 + \
+                    c["iter_out"][h] * c["iter_in"][h] * p.alu_cycles_per_uop_imm
 
     def results(self):
         """``(start, end, issue)`` of every instruction as int64 arrays (an instruction fused

@@ -70,15 +70,31 @@ def injective_loop(cols):
         ((e0 <= 1) | (e1 <= 1) | (f0 >= e1 * f1) | (f1 >= e0 * f0))
 
 
+def vector_overlap(dst: int, src: int, iter_out: int, iter_in: int, dfo: int, dfi: int,
+                   sfo: int, sfi: int) -> bool:
+    """A chain whose first instruction is a SHR with a vector operand (one micro-op ``dst``,
+    ``src``) equals the instructions one after another only if none of its micro-ops reads
+    a source row an earlier one has written.  vta_hw's compute module compares the source
+    rows ``src .. src + span`` with the destination rows ``dst .. dst + span`` (every factor
+    is unsigned): when they may overlap (True) it runs the first instruction alone and then
+    the clamps in a second pass over the same rows (:class:`vta_hw.blocks.compute.
+    ComputeModule` ``_fused_vector``), which costs an immediate ALU instruction's time and a
+    cycle more (the engine adds it to the chain)."""
+    span_d = (iter_out - 1) * dfo + (iter_in - 1) * dfi
+    span_s = (iter_out - 1) * sfo + (iter_in - 1) * sfi
+    return not (src + span_s < dst or src > dst + span_d)
+
+
 def clamp_pairs(cols):
     """The fetch module's clamp fusion (``TimingParams.fuse_clamp``; vta_hw's default core,
     :class:`vta_hw.blocks.fetch.FetchModule` ``fuse_clamp``): ``(hold, fuse, keep)`` boolean
     arrays.
 
-    ``hold[i]``: instruction ``i`` starts a chain the fetch module holds back: an ALU with an
-    immediate, reset_reg 0, no push, not the last instruction, that is a MIN or MAX (a
-    clamp; a chain of up to 2) or a SHR over an injective loop (:func:`injective_loop`; a
-    chain of up to 3).  ``fuse[j]``: ``j`` joins the chain of ``j - 1``: a MIN or MAX with
+    ``hold[i]``: instruction ``i`` starts a chain the fetch module holds back: an ALU with
+    reset_reg 0, no push, not the last instruction, that is a MIN or MAX with an immediate
+    (a clamp; a chain of up to 2) or a SHR (immediate or vector operand: see
+    :func:`vector_overlap`) over an injective loop (:func:`injective_loop`; a chain of up
+    to 3).  ``fuse[j]``: ``j`` joins the chain of ``j - 1``: a MIN or MAX with
     an immediate, no pop, the same loop and micro-ops (:data:`_LOOP_FIELDS`).  ``keep[j]``:
     after ``j`` joins, fetch still holds the chain (a SHR chain of 2 whose joiner pushes
     nothing and is not the last instruction); otherwise the chain is queued as one command
@@ -92,7 +108,7 @@ def clamp_pairs(cols):
     imm = (op == Opcode.ALU) & (cols["use_imm"] != 0)
     mm = imm & (cols["alu_opcode"] <= 1)
     free = (cols["reset"] == 0) & (cols["push_prev"] == 0) & (cols["push_next"] == 0)
-    shr = imm & (cols["alu_opcode"] == 3) & free
+    shr = (op == Opcode.ALU) & (cols["alu_opcode"] == 3) & free
     hold = (mm & free) | shr
     hold[n - 1:] = False
     fuse = np.zeros(n, bool)

@@ -172,8 +172,6 @@ class ComputeModule(wiring.Component):
                                              fuse_clamp=self.fuse_clamp)
         # ``fuse_clamp``: the clamps the fetch module joined to the instruction, held with it
         fuse = Signal(FUSE_BITS, name="insn_fuse") if self.fuse_clamp else None
-        if fuse is not None:
-            m.d.comb += alu.fuse.eq(fuse)
         insn = Signal(insn_layout(cfg))
         index = Signal(32)
         # ``pipelined``: the instruction's ``predecode``, registered with it
@@ -215,9 +213,15 @@ class ComputeModule(wiring.Component):
         for unit in (gemm, alu):
             m.d.comb += [unit.uop.eq(uop1), unit.dst_off.eq(offs[0]),
                          unit.src_off.eq(offs[1])]
+        again, kill = self._fused_vector(m, insn, uop1, v1, alu, fuse)
+        if again is None:
+            m.d.comb += [alu.op.eq(a.alu_opcode), alu.use_imm.eq(a.use_imm),
+                         alu.imm.eq(a.imm)]
+        else:           # the second pass: the clamps alone (a SHR by 0 is the identity)
+            m.d.comb += [alu.op.eq(Mux(again, AluOp.SHR, a.alu_opcode)),
+                         alu.use_imm.eq(again | a.use_imm), alu.imm.eq(Mux(again, 0, a.imm))]
         m.d.comb += [gemm.valid.eq(v1 & ~is_alu), alu.valid.eq(v1 & is_alu),
                      gemm.wgt_off.eq(offs[2]), gemm.reset.eq(g.reset),
-                     alu.op.eq(a.alu_opcode), alu.use_imm.eq(a.use_imm), alu.imm.eq(a.imm),
                      gemm.inp_rd_data.eq(self._inp_read(m, s1, s_next)),
                      self.wgt_rd_addr.eq(w1), gemm.wgt_rd_data.eq(self.wgt_rd_data),
                      ]
@@ -263,8 +267,35 @@ class ComputeModule(wiring.Component):
         m.d.comb += out_wr if not self.pipelined else []
         m.d.comb += self.acc_write.eq(w_en != 0)
 
-        self._control(m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode, fuse)
+        self._control(m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode, fuse,
+                      again, kill)
         return m
+
+    def _fused_vector(self, m, insn, uop1, v1, alu, fuse):
+        """``fuse_clamp``: drive ``alu.fuse``; returns the registers ``(again, kill)`` (the
+        clamps' second pass runs; it will; None, None without ``fuse_clamp``).  A chain whose first
+        instruction has a vector operand (fetch: a SHR over an injective loop) equals the
+        instructions one after another only if no micro-op reads a source row an earlier one
+        of the chain has written.  Its single micro-op's source rows ``src .. src + span``
+        and destination rows ``dst .. dst + span`` (every factor is unsigned) are compared
+        when its first micro-op is in stage 1, a cycle before the ALU applies the clamps:
+        if they may overlap (``kill``), the first pass runs the first instruction alone and
+        a second pass (``again``) applies the clamps to the same rows.  Timing model:
+        ``vector_overlap`` in vta_sim.timing_plan."""
+        if fuse is None:
+            return None, None
+        g, a = insn.gemm, insn.alu
+        again = Signal(name="fuse_again")
+        kill = Signal(name="fuse_kill")
+        u = Signal(uop_layout(self.cfg))
+        m.d.comb += u.eq(uop1)
+        span_d = (g.iter_out - 1) * a.dst_factor_out + (g.iter_in - 1) * a.dst_factor_in
+        span_s = (g.iter_out - 1) * a.src_factor_out + (g.iter_in - 1) * a.src_factor_in
+        apart = (u.src + span_s < u.dst) | (u.src > u.dst + span_d)
+        with m.If(v1 & ~again):
+            m.d.sync += kill.eq(~a.use_imm & (fuse[:2] != 0) & ~apart)
+        m.d.comb += alu.fuse.eq(Mux(kill & ~again, 0, fuse))
+        return again, kill
 
     def _inp_read(self, m, s1, s_next):
         """The INP tile for the GEMM's stage 2.  Plain: read at the registered address
@@ -379,7 +410,7 @@ class ComputeModule(wiring.Component):
                     m.d.comb += [data.eq(ext), en.eq((1 << self.acc_lanes) - 1)]
 
     def _control(self, m, insn, pre, index, is_alu, ld, loop, gemm, alu, v1, in_decode,
-                 fuse=None):
+                 fuse=None, again=None, kill=None):
         mem, c = insn.mem, insn.common
         m.d.comb += [ld.cmd_sram.eq(mem.sram_base), ld.cmd_dram.eq(mem.dram_base),
                      ld.cmd_y.eq(mem.y_size), ld.cmd_x.eq(mem.x_size),
@@ -451,9 +482,22 @@ class ComputeModule(wiring.Component):
             with m.State("RUN"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(~loop.busy & ~v1 & ~gemm.busy & ~alu.busy):
-                    complete()
+                    if again is None:
+                        complete()
+                    else:
+                        with m.If(is_alu & kill & ~again):
+                            m.d.sync += again.eq(1)
+                            m.next = "AGAIN"
+                        with m.Else():
+                            m.d.sync += again.eq(0)
+                            complete()
                 with m.If(gemm.range_error | alu.range_error):
                     fail()
+            if again is not None:
+                with m.State("AGAIN"):      # the clamps' second pass (_fused_vector)
+                    m.d.comb += [self.busy.eq(1), loop.start.eq(1),
+                                 loop.gap.eq(self.alu_stages - 1)]
+                    m.next = "RUN"
             with m.State("ERROR"):
                 m.d.comb += [self.error.eq(1), self.err_index.eq(index),
                              self.err_code.eq(Mux(dec.fail, dec.code + _FAIL_CODES[0],

@@ -203,8 +203,9 @@ class FetchModule(wiring.Component):
 
     def _fusion(self, m, head, index, to_ld, to_st, bad, ready, to_disp, rdy):
         """``fuse_clamp``: a chain's first instruction - an ALU MIN or MAX with an immediate
-        (a clamp; a chain of up to 2), or an ALU SHR with an immediate whose single micro-op's
-        loop visits each row once (a chain of up to 3) - that pushes no token and is not the
+        (a clamp; a chain of up to 2), or an ALU SHR (immediate or vector operand) whose
+        single micro-op's loop visits each row once (a chain of up to 3) - that pushes no
+        token and is not the
         last instruction is held back in a register instead of being queued.  While it is
         held, a head that joins (an ALU MIN or MAX with an immediate, no pop, the same loop
         and micro-ops) leaves the buffer: a SHR chain of 2 whose joiner pushes nothing (and
@@ -243,7 +244,10 @@ class FetchModule(wiring.Component):
                      ((e1 <= 1) | (f1 >= 1)) &
                      ((e0 <= 1) | (e1 <= 1) | (f0 >= e1 * f1) | (f1 >= e0 * f0)))
         clamp = imm_op(AluOp.MIN, AluOp.MAX)
-        shift = imm_op(AluOp.SHR) & injective
+        # (with an immediate or a vector operand: the compute module checks a vector's
+        # source rows against the destination rows and, if they may overlap, runs the
+        # clamps as a second pass)
+        shift = (h.common.opcode == Opcode.ALU) & (a.alu_opcode == AluOp.SHR) & injective
         no_push = ~h.common.push_prev & ~h.common.push_next
         joins = clamp & ~h.common.pop_prev & ~h.common.pop_next & same
         keep = shr_chain & ~two & no_push & (to_disp != 1)
