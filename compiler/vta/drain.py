@@ -117,3 +117,53 @@ def split_drain(ops: list) -> list:
     if not tail:
         return ops
     return ops[:end] + rest + tail
+
+
+
+def threads_apart(ops: list) -> list:
+    """A virtual thread's epilogue right after its own GEMMs and its next start right before
+    them, exactly.  Threads are interleaved statement by statement, so a tile's compute runs
+    thread 0's GEMMs, thread 1's GEMMs, thread 0's epilogue, thread 1's epilogue, then both
+    threads' next starts (the bias MAX into an accumulator slot its STORE must have left):
+    thread 1's start waits for the STORE its epilogue has only just begun, and with a short
+    (fused) epilogue the compute module idles for it.  Two moves, each past ops that do not
+    conflict (the compute module runs in order, so the results are the same; dependency
+    tokens are inserted afterwards from the reads and writes), never past a STORE:
+
+    * an ALU op whose last conflicting op before it is a STORE (a start) moves down to right
+      before the first op it conflicts with, if that is a GEMM (its thread's next GEMMs);
+    * then an ALU op moves up to right after the op it conflicts with
+      (an epilogue: its thread's own GEMMs, or the epilogue op before it), if that crosses a
+      GEMM; and a STORE moves up past the compute ops it does not conflict with to right
+      after its epilogue (or the STORE before it), so fetch delivers it before the other
+      thread's GEMMs and it runs under them."""
+    from .program import _conflict
+    ops = list(ops)
+    for i in range(len(ops) - 1, -1, -1):       # starts, last first
+        op = ops[i]
+        if op.kind != "alu" or op.stage != 2:
+            continue
+        before = next((o for o in reversed(ops[:i]) if _conflict(o, op)), None)
+        if before is None or before.stage != 3:
+            continue
+        j = i + 1
+        while j < len(ops) and ops[j].stage != 3 and not _conflict(op, ops[j]):
+            j += 1
+        if j < len(ops) and ops[j].kind == "gemm" and j > i + 1:
+            ops.insert(j - 1, ops.pop(i))
+    out = []
+    for op in ops:                              # epilogues, then their STOREs
+        q = len(out)
+        if op.kind == "alu" and op.stage == 2:
+            while q and out[q - 1].stage != 3 and not _conflict(out[q - 1], op):
+                q -= 1
+        elif op.kind == "store":
+            while q and out[q - 1].stage == 2 and not _conflict(out[q - 1], op):
+                q -= 1
+        after = out[q - 1] if q else None      # the op it would follow
+        if q < len(out) and not (after is not None and any(o.kind == "gemm" for o in out[q:])
+                                 and (after.kind == "store" if op.kind == "store" else
+                                      after.stage == 2 and _conflict(after, op))):
+            q = len(out)
+        out.insert(q, op)
+    return out

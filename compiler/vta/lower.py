@@ -271,7 +271,14 @@ class _Lowering:
                            (self.acc, self.rbuf, self.ibuf))
         return self.per_tile(build)
 
-    def epilogue(self, step, vecs) -> list:
+    def epilogue(self, step, vecs, lead=None) -> list:
+        """The ALU instructions of epilogue step ``step``.  ``lead``: a SHR with a vector
+        operand this step (a MIN or MAX with an immediate) directly follows, with only such
+        clamps between: the clamp runs over the SHR's loop and micro-ops (its source field
+        unused), so the fetch module fuses the chain into one pass (vta_hw's ``fuse_clamp``;
+        timing_plan.clamp_pairs)."""
+        if lead is not None:
+            return self._vector_step(lead, vecs, step)
         if step is self.rg:
             return [self.resid_gemm()]
         acc_off = self._acc_off()
@@ -308,19 +315,34 @@ class _Lowering:
                                add(0), (self.acc, self.acc, None), opcode=step.opcode,
                                use_imm=True, imm=step.imm)
             return [self.per_tile(build)]
+        return self._vector_step(step, vecs)
+
+    def _vector_step(self, step, vecs, imm_step=None):
+        """The ALU instruction of vector step ``step``, or with ``imm_step`` that step's
+        (an immediate) over ``step``'s loop and micro-ops."""
+        acc_off = self._acc_off()
         buf = vecs[step.key]
         vn, vo = step.flags[:2]
         ob_ = self.wl.ob if vo else 1
         src0 = add(*([mul(self.tw["b"].start, ob_)] if vn else []) +
                    ([self.tw["co"].start] if vo else []))
+        op = step if imm_step is None else imm_step
+        kw = {} if imm_step is None else {"use_imm": True, "imm": imm_step.imm}
 
         def build(sz):
             dims = (("b", sz["b"], (sz["co"] * sz["h"] * sz["w"], ob_ if vn else 0, 0)),
                     ("co", sz["co"], (sz["h"] * sz["w"], 1 if vo else 0, 0)),
                     ("yx", sz["h"] * sz["w"], (1, 0, 0)))
             return UopNest("compute", "alu", dims, acc_off, src0, add(0),
-                           (self.acc, buf, None), opcode=step.opcode)
+                           (self.acc, buf, None), opcode=op.opcode, **kw)
         return [self.per_tile(build)]
+
+
+def _plain_vector_shr(L, st) -> bool:
+    """``st`` is a SHR whose vector operand is one row per channel block (the form
+    :meth:`_Lowering._vector_step` emits), not a per-tile operand or the residual."""
+    return st is not L.rg and not st.full and st.vector is not None and \
+        st.opcode == AluOp.SHR
 
 
 def output_planes(wl: GemmWorkload, cfg: VTAConfig) -> int:
@@ -418,9 +440,13 @@ def lower(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> Seq:
     # the residual's LOAD after the reduction's loads: it waits (in the in-order load
     # module) for the previous tile's residual GEMM, and must not hold up the next loads
     body = start + loop + ([L.resid_load()] if L.rg is not None and alu else [])
+    lead = None         # a vector SHR the clamps after it follow (L.epilogue)
     for st in wl.epilogue if alu else ():
         if st is not init:
-            body.extend(L.epilogue(st, vecs))
+            clamp = st.vector is None and st.opcode in (AluOp.MIN, AluOp.MAX)
+            body.extend(L.epilogue(st, vecs, lead if clamp else None))
+            if not clamp:
+                lead = st if _plain_vector_shr(L, st) else None
     if "out" in mock:
         pass
     elif planes == 1:

@@ -146,9 +146,13 @@ def build(out, cfg: VTAConfig | None = None, knobs: Knobs | None = None, *,
     stmt = keep("inject_vthread", inject_vthread(stmt))
     stmt = keep("fold_uop", fold_uop_loops(stmt, cfg))
     stmt = keep("inject_dma", inject_dma(stmt))
-    from .drain import split_drain    # a faster drain and start, exactly
+    from .drain import split_drain, threads_apart    # a faster drain and start, exactly
+    from .residual import gemm_residual
     from .start import faster_start
-    ops = finish_ops(split_drain(unroll(stmt)), cfg, stages, refine=faster_start)
+    ops = split_drain(unroll(stmt))
+    if gemm_residual(wl) is None:       # (a residual's GEMM and loads sit in the epilogue)
+        ops = threads_apart(ops)
+    ops = finish_ops(ops, cfg, stages, refine=faster_start)
     target = next((s.copy.tensor for s in ir.walk(stmt) if isinstance(s, ir.DmaInsn)
                    and s.direction == "store"), wl.out)
     return CompiledKernel(cfg, wl, knobs, stages, ops, time.perf_counter() - t0,
