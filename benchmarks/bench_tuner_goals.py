@@ -136,8 +136,10 @@ def compute_bound(wl, cfg) -> dict:
 def _alu_passes(epilogue) -> int:
     """ALU passes per output tile of ``epilogue``: one per step, but with the default timing
     model's clamp fusion (``TimingParams.fuse_clamp``, vta_hw's default core) a chain is one
-    pass: a MIN/MAX with an immediate and the next such step, or a SHR with an immediate and
-    up to two such steps after it (the epilogue's loops visit each row once)."""
+    pass: a MIN/MAX with an immediate and the next such step, or a SHR (an immediate or a
+    per-channel vector: its clamps run over its loop) and up to two such steps after it (the
+    epilogue's loops visit each row once; a per-channel vector's rows lie apart from the
+    tile's)."""
     from compiler.tuner.measure import default_timing
     from isa import AluOp
     if not default_timing().fuse_clamp:
@@ -148,7 +150,7 @@ def _alu_passes(epilogue) -> int:
     n, i = 0, 0
     while i < len(epilogue):
         st = epilogue[i]
-        cap = 2 if clamp(st) else 3 if st.vector is None and st.opcode == AluOp.SHR else 1
+        cap = 2 if clamp(st) else 3 if st.opcode == AluOp.SHR and not st.full else 1
         j = i + 1
         while j < len(epilogue) and j - i < cap and clamp(epilogue[j]):
             j += 1

@@ -119,7 +119,6 @@ def split_drain(ops: list) -> list:
     return ops[:end] + rest + tail
 
 
-
 def threads_apart(ops: list) -> list:
     """A virtual thread's epilogue right after its own GEMMs and its next start right before
     them, exactly.  Threads are interleaved statement by statement, so a tile's compute runs
@@ -143,8 +142,10 @@ def threads_apart(ops: list) -> list:
         op = ops[i]
         if op.kind != "alu" or op.stage != 2:
             continue
-        before = next((o for o in reversed(ops[:i]) if _conflict(o, op)), None)
-        if before is None or before.stage != 3:
+        k = i - 1
+        while k >= 0 and not _conflict(ops[k], op):
+            k -= 1
+        if k < 0 or ops[k].stage != 3:
             continue
         j = i + 1
         while j < len(ops) and ops[j].stage != 3 and not _conflict(op, ops[j]):
