@@ -188,7 +188,13 @@ class OnChipDram(wiring.Component):
             # ``raddr_next`` as a select between registers; ``go`` is ``issue`` unless
             # ``ext_en``, when the host's address is taken anyway
             pop_go = rq.r_rdy & (~rbusy | (go & rleft_one))
-            core_addr = Mux(pop_go, q_addr, Mux(go, raddr_p1, raddr))
+            # ``keep``: yosys' ABC would otherwise build it from ``raddr_next``'s logic (equal
+            # to it unless ``ext_en``), so ``ext_en`` -> the issue -> the read address again
+            # (s24_fmax, with ``DRAM_MEM_SCRIPT``: seed 3's ``ext_en`` -> ``go`` / ``rbusy``
+            # -> ``raddr_next``'s select -> a block RAM's ``ADB8``, 11.88 ns, 4 LUT levels);
+            # with it ``ext_en`` is one LUT from the block RAMs' read address
+            core_addr = Signal.like(raddr, name="core_addr", attrs={"keep": 1})
+            m.d.comb += core_addr.eq(Mux(pop_go, q_addr, Mux(go, raddr_p1, raddr)))
         else:
             m.d.comb += rdq.w_data.eq(rp.data)
             core_addr = raddr

@@ -221,7 +221,7 @@ def build_script(pipelined: bool = False) -> str:
     """The yosys commands ``build_bitstream`` runs after reading the design: the SRAMs'
     colliding reads return anything (``ACC_MEM_SCRIPT``), and for the ``pipelined`` core's
     build the on-chip DRAM's too (``DRAM_MEM_SCRIPT``: no read-old-data bypass after its
-    block RAMs; the other builds' netlists are what they were)."""
+    block RAMs; the other builds' scripts are what they were)."""
     return ACC_MEM_SCRIPT + (f"\n{DRAM_MEM_SCRIPT}" if pipelined else "")
 
 
