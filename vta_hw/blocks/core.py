@@ -162,7 +162,8 @@ class VTACore(wiring.Component):
         m.d.sync += start.eq(launch)
 
         e.submodules.fetch = fetch = FetchModule(cfg, predecode=self.pipelined,
-                                                 fuse_clamp=self.fuse_clamp)
+                                                 fuse_clamp=self.fuse_clamp,
+                                                 count_regs=self.pipelined)
         wgt_slices = cfg.block_out * cfg.block_in * cfg.wgt_width // cfg.bus_width
         e.submodules.load = load = LoadModule(
             cfg, zero_copies=wgt_slices if self.pipelined and wgt_slices > 1 else 0,
