@@ -147,16 +147,19 @@ def test_pipelined_fetch_dispatches_on_flags_stored_with_the_instruction():
     assert fetch_mods and not _decodes_of_buffer_head(text, fetch_mods[0])
 
 
-def test_pipelined_fetch_equals_the_plain_fetch_every_cycle():
-    """Fetch with ``predecode`` and without, given the same start, memory responses and queue
-    back-pressure, drive the same outputs in every cycle: programs of 0-40 instructions of
+@pytest.mark.parametrize("count_regs", [False, True])
+def test_pipelined_fetch_equals_the_plain_fetch_every_cycle(count_regs):
+    """Fetch with ``predecode`` (and ``count_regs``) and without, given the same start,
+    memory responses and queue back-pressure, drive the same outputs in every cycle
+    (``insn_count`` held for the two cycles before each start, as the core's register bus
+    does): programs of 0-40 instructions of
     every legal opcode and memory type,
     random request / data timing and queue readiness; at the end an illegal opcode (it
     stops fetch for good)."""
     from vta_hw.blocks.fetch import FetchModule
     cfg = VTAConfig()
     m = Module()
-    m.submodules.a = a = FetchModule(cfg, burst=4, predecode=True)
+    m.submodules.a = a = FetchModule(cfg, burst=4, predecode=True, count_regs=count_regs)
     m.submodules.b = b = FetchModule(cfg, burst=4)
     outs = ["error", "err_code", "err_index", "busy"] + [f"{q}_{s}" for q in ("ld", "cp", "st")
                                                          for s in ("valid", "insn", "index")]
@@ -165,20 +168,23 @@ def test_pipelined_fetch_equals_the_plain_fetch_every_cycle():
     seen = {"starts": 0, "dispatched": 0, "errors": 0}
 
     async def bench(ctx):
-        idle = 0
+        idle, count, held = 0, 0, 0
         for t in range(12000):
             start = 0
             if not ctx.get(a.busy) and not ctx.get(a.error):
                 idle += 1
-                if idle > rng.randrange(1, 6):
+                if idle > rng.randrange(1, 6) and held >= 2:
                     start, idle = 1, 0
+            if not start and rng.random() < 0.3:
+                count, held = rng.randrange(41), 0
+            held += 1
             word = rng.getrandbits(64)
             # an illegal opcode stops fetch for good (until reset): only near the end
-            ops = [0, 1, 2, 3, 4, 5, 6, 7] if t > 11000 and rng.random() < 0.05 else range(5)
+            ops = [0, 1, 2, 3, 4, 5, 6, 7] if t > 9000 and rng.random() < 0.05 else range(5)
             op = rng.choice(ops)
             word = (word & ~0x387) | op | (rng.randrange(5) << 7)   # opcode, memory type
             vals = {"start": start, "insn_addr": rng.randrange(1 << 12) * 16,
-                    "insn_count": rng.randrange(41),
+                    "insn_count": count,
                     **{f"{q}_ready": int(rng.random() < 0.7) for q in ("ld", "cp", "st")}}
             rd = {"rd_req_ready": int(rng.random() < 0.5),
                   "rd_data_valid": int(rng.random() < 0.7), "rd_data": word}
@@ -327,3 +333,20 @@ def test_the_dram_read_address_is_one_lut_from_ext_en(tmp_path):
                                                        name="top"), build_script(True))
     assert _lut_levels_from(mod, "ext_en", "DP16KD", "ADB") == 1
     assert _lut_levels_from(mod, "ext_en", "DP16KD", "ADA") == 1    # the write port's
+
+
+def test_pipelined_fetch_start_loads_registers_derived_from_the_count():
+    """With ``count_regs`` (the ``pipelined`` core) ``insn_count`` reaches, through logic,
+    only reset-less registers of what ``start`` derives from it (``start_*``) and
+    ``to_disp`` (loaded as it is): no 32-bit compare or subtract between the register bus's
+    ``insn_count`` and ``slack`` / ``room`` / ``n`` (652eaba seed 1: ``insn_count`` -> the
+    compares -> ``slack`` -> ``room``, 10.50 ns); the plain fetch keeps that path."""
+    from vta_hw.blocks.fetch import FetchModule
+    from .test_hw_fpga_regs import _comb_reach
+    mod = _module(rtlil.convert(FetchModule(VTAConfig(), burst=8, predecode=True,
+                                            count_regs=True)), "top")
+    regs, _ = _comb_reach(mod, "\\insn_count")
+    assert regs == {"\\start_n", "\\start_rest", "\\start_n_after", "\\start_nz_after",
+                    "\\start_v_nz", "\\to_disp"}
+    plain = _module(rtlil.convert(FetchModule(VTAConfig(), burst=8)), "top")
+    assert {"\\slack", "\\room", "\\n"} <= _comb_reach(plain, "\\insn_count")[0]
