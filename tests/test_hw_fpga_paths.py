@@ -350,3 +350,105 @@ def test_pipelined_fetch_start_loads_registers_derived_from_the_count():
                     "\\start_v_nz", "\\to_disp"}
     plain = _module(rtlil.convert(FetchModule(VTAConfig(), burst=8)), "top")
     assert {"\\slack", "\\room", "\\n"} <= _comb_reach(plain, "\\insn_count")[0]
+
+
+def test_pipelined_load_forms_its_error_from_held_registers():
+    """With ``held_error`` (the ``pipelined`` core) the load module's ``err_code`` /
+    ``err_index`` are no flip-flops loaded when a check fails: the range check's result
+    reaches only the FSM's state (s24_fmax, 677ca19 seed 3: the loader's ``total`` -> its
+    range compare -> the FSM -> ``pop_prev`` -> ``err_index``'s enable, 12.13 ns); the plain
+    load module keeps its error registers."""
+    from vta_hw.blocks.core import VTACore
+    from vta_hw.blocks.load import LoadModule
+    held = _registers(_module(rtlil.convert(LoadModule(VTAConfig(), held_error=True)), "top"))
+    plain = _registers(_module(rtlil.convert(LoadModule(VTAConfig())), "top"))
+    assert {"err_code", "err_index"} <= plain
+    assert not {"err_code", "err_index"} & held
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=True))
+    assert not {"err_code", "err_index"} & _registers(_module(text, "top.engine.load"))
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3))
+    assert {"err_code", "err_index"} <= _registers(_module(text, "top.engine.load"))
+
+
+def test_pipelined_load_equals_the_plain_load_every_cycle():
+    """Two load modules, one with ``held_error`` (and the ``pipelined`` core's
+    ``dsp_products``), given the same instructions, tokens and memory timing, drive the same
+    outputs in every cycle, ``err_code`` / ``err_index`` whenever ``error`` is high: runs of
+    random INP / WGT loads (no-ops, pads, strides) each ended by a reset, some by bad
+    dependence flags or an SRAM range error."""
+    from amaranth.hdl import ResetInserter, Signal
+    from isa import MemInsn, MemType, Opcode, encode
+    from vta_hw.blocks.load import LoadModule
+    cfg = VTAConfig()
+    m = Module()
+    rst = Signal()
+    a = LoadModule(cfg, dsp_products=True, held_error=True)
+    b = LoadModule(cfg)
+    m.submodules.a = ResetInserter(rst)(a)
+    m.submodules.b = ResetInserter(rst)(b)
+    fb = {p: v for p, _, v in b.signature.flatten(b)}
+    ins = {p: (v, fb[p]) for p, mem, v in a.signature.flatten(a) if mem.flow.name == "In"}
+    outs = {p: (v, fb[p]) for p, mem, v in a.signature.flatten(a) if mem.flow.name == "Out"}
+    rng = random.Random(25)
+    seen = {"insns": 0, "errors": set(), "beats": 0}
+
+    def insn():
+        wgt = rng.random() < 0.3
+        depth = cfg.wgt_buff_depth if wgt else cfg.inp_buff_depth
+        x = rng.randrange(0, 3 if wgt else 5)
+        f = dict(sram_base=rng.randrange(depth), dram_base=rng.randrange(1 << 12),
+                 y_size=rng.randrange(0, 3), x_size=x, x_stride=x + rng.randrange(3),
+                 y_pad_0=rng.randrange(2), y_pad_1=rng.randrange(2),
+                 x_pad_0=rng.randrange(2), x_pad_1=rng.randrange(2),
+                 pop_next=int(rng.random() < 0.3), push_next=int(rng.random() < 0.3))
+        if rng.random() < 0.06:        # past the SRAM's end (or the pads are)
+            f.update(sram_base=depth - rng.randrange(1, 4), y_size=1, x_size=max(x, 1) + 2)
+        else:
+            f["sram_base"] = rng.randrange(depth - 40)
+        if rng.random() < 0.04:
+            f["pop_prev" if rng.random() < 0.5 else "push_prev"] = 1
+        return MemInsn(Opcode.LOAD, MemType.WGT if wgt else MemType.INP, **f)
+
+    async def bench(ctx):
+        cur, beats, left = None, 0, 0
+        for t in range(12000):
+            if cur is None and rng.random() < 0.5:
+                cur = int.from_bytes(encode(insn(), cfg), "little")
+            vals = {("cmd_valid",): int(cur is not None), ("cmd_insn",): cur or 0,
+                    ("cmd_index",): rng.getrandbits(32),
+                    ("g2l_avail",): int(rng.random() < 0.6),
+                    ("rd", "rd_req_ready"): int(rng.random() < 0.5),
+                    ("rd", "rd_data_valid"): int(beats > 0 and rng.random() < 0.7),
+                    ("rd", "rd_data"): rng.getrandbits(64)}
+            assert set(vals) == set(ins)
+            reset = left == 0 or t == 0
+            for p, v in vals.items():
+                ctx.set(ins[p][0], v)
+                ctx.set(ins[p][1], v)
+            ctx.set(rst, int(reset))
+            if reset:
+                cur, beats, left = None, 0, rng.randrange(3, 12)
+                await ctx.tick()
+                continue
+            for p, (va, vb) in outs.items():
+                if p[0] in ("err_code", "err_index") and not ctx.get(a.error):
+                    continue
+                assert ctx.get(va) == ctx.get(vb), (t, p)
+            if ctx.get(a.error):
+                seen["errors"].add(ctx.get(a.err_code))
+                left -= 1 if rng.random() < 0.1 else 0
+            if ctx.get(a.cmd_valid) and ctx.get(a.cmd_ready):
+                cur, left = None, left - 1
+                seen["insns"] += 1
+            if ctx.get(a.rd.rd_req_valid) and ctx.get(a.rd.rd_req_ready):
+                beats += ctx.get(a.rd.rd_req_len)
+            if ctx.get(a.rd.rd_data_valid) and ctx.get(a.rd.rd_data_ready):
+                beats -= 1
+                seen["beats"] += 1
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["insns"] > 300 and seen["beats"] > 1000 and len(seen["errors"]) == 2, seen

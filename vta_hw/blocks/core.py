@@ -167,7 +167,7 @@ class VTACore(wiring.Component):
         wgt_slices = cfg.block_out * cfg.block_in * cfg.wgt_width // cfg.bus_width
         e.submodules.load = load = LoadModule(
             cfg, zero_copies=wgt_slices if self.pipelined and wgt_slices > 1 else 0,
-            dsp_products=self.pipelined)
+            dsp_products=self.pipelined, held_error=self.pipelined)
         e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages,
                                                      lut_mults=self.lut_mults,
                                                      pipelined=self.pipelined,
