@@ -452,3 +452,70 @@ def test_pipelined_load_equals_the_plain_load_every_cycle():
     sim.add_testbench(bench)
     sim.run()
     assert seen["insns"] > 300 and seen["beats"] > 1000 and len(seen["errors"]) == 2, seen
+
+
+def test_pipelined_bridge_takes_bytes_on_a_registered_length_check():
+    """With ``registered_decode`` (the ``pipelined`` board) the UART bridge's ``take`` (the
+    receive FIFO's read enable) starts at no ``cmd`` register: whether ARG has all of a
+    command's bytes is a flip-flop (``arg_done``) (s25_fmax, seeds 1 and 2: ``cmd`` -> the
+    length decode -> the FSM -> the receive FIFO's read enable / ``r_rdy``, 10.9-11.1 ns);
+    the plain bridge decodes ``cmd``.  ``UartSystem`` sets it for the pipelined core only."""
+    from vta_hw.board.uart import HostBridge, UartSystem
+    from .test_hw_fpga_regs import _cone
+    reg = _module(rtlil.convert(HostBridge(64, 8192, mem_latency=2, registered_decode=True),
+                                name="top"), "top")
+    plain = _module(rtlil.convert(HostBridge(64, 8192, mem_latency=2), name="top"), "top")
+    assert "\\cmd" not in _cone(reg, "\\take") and "\\arg_done" in _cone(reg, "\\take")
+    assert "\\cmd" in _cone(plain, "\\take")
+    cfg = VTAConfig()
+    text = rtlil.convert(UartSystem(cfg, 4, 64, pipelined=True, alu_stages=3), name="top")
+    assert "arg_done" in _registers(_module(text, "top.bridge"))
+    text = rtlil.convert(UartSystem(cfg, 4, 64), name="top")
+    assert "arg_done" not in _registers(_module(text, "top.bridge"))
+
+
+def test_pipelined_bridge_equals_the_plain_bridge_every_cycle():
+    """Two UART bridges, one with ``registered_decode``, given the same received bytes
+    (whole commands of each kind, and stray bytes), transmit readiness and read data, drive
+    the same outputs in every cycle."""
+    from vta_hw.board.uart import (CMD_READ_MEM, CMD_READ_REG, CMD_WRITE_MEM, CMD_WRITE_REG,
+                                   HostBridge)
+    m = Module()
+    m.submodules.a = a = HostBridge(64, 256, mem_latency=2, registered_decode=True)
+    m.submodules.b = b = HostBridge(64, 256, mem_latency=2)
+    fb = {p: v for p, _, v in b.signature.flatten(b)}
+    ins = {p: (v, fb[p]) for p, mem, v in a.signature.flatten(a) if mem.flow.name == "In"}
+    outs = {p: (v, fb[p]) for p, mem, v in a.signature.flatten(a) if mem.flow.name == "Out"}
+    rng = random.Random(25)
+    lens = {CMD_WRITE_REG: 5, CMD_READ_REG: 1, CMD_WRITE_MEM: 12, CMD_READ_MEM: 4}
+    stream = []
+    for _ in range(400):
+        c = rng.choice(list(lens) + [rng.getrandbits(8)])
+        stream += [c] + [rng.getrandbits(8) for _ in range(lens.get(c, 0))]
+    seen = {"csr_we": 0, "mem_we": 0, "tx": 0}
+
+    async def bench(ctx):
+        pos = 0
+        for t in range(30000):
+            send = pos < len(stream) and rng.random() < 0.4
+            vals = {("rx_data",): stream[pos] if send else rng.getrandbits(8),
+                    ("rx_valid",): int(send), ("tx_ready",): int(rng.random() < 0.5),
+                    ("csr_rdata",): rng.getrandbits(32), ("mem_rdata",): rng.getrandbits(64)}
+            assert set(vals) == set(ins)
+            pos += send
+            for p, v in vals.items():
+                ctx.set(ins[p][0], v)
+                ctx.set(ins[p][1], v)
+            for p, (va, vb) in outs.items():
+                assert ctx.get(va) == ctx.get(vb), (t, p)
+            seen["csr_we"] += ctx.get(a.csr_we)
+            seen["mem_we"] += ctx.get(a.mem_we)
+            seen["tx"] += ctx.get(a.tx_valid) & ctx.get(a.tx_ready)
+            await ctx.tick()
+        assert pos == len(stream)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["csr_we"] > 50 and seen["mem_we"] > 50 and seen["tx"] > 500, seen
