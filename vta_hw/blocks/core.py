@@ -200,8 +200,8 @@ class VTACore(wiring.Component):
         # token queues
         tq = {}
         for name in ("l2g", "g2l", "g2s", "s2g"):
-            tq[name] = e.submodules[name] = TokenQueue(self.token_bits,
-                                                       registered_avail=self.pipelined)
+            tq[name] = e.submodules[name] = TokenQueue(
+                self.token_bits, registered_avail=self.pipelined, late_count=self.pipelined)
         e.d.comb += [
             tq["l2g"].push.eq(load.l2g_push), comp.l2g_avail.eq(tq["l2g"].avail),
             tq["l2g"].pop.eq(comp.l2g_pop),
