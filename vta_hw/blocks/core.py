@@ -162,11 +162,12 @@ class VTACore(wiring.Component):
         m.d.sync += start.eq(launch)
 
         e.submodules.fetch = fetch = FetchModule(cfg, predecode=self.pipelined,
-                                                 fuse_clamp=self.fuse_clamp)
+                                                 fuse_clamp=self.fuse_clamp,
+                                                 count_regs=self.pipelined)
         wgt_slices = cfg.block_out * cfg.block_in * cfg.wgt_width // cfg.bus_width
         e.submodules.load = load = LoadModule(
             cfg, zero_copies=wgt_slices if self.pipelined and wgt_slices > 1 else 0,
-            dsp_products=self.pipelined)
+            dsp_products=self.pipelined, held_error=self.pipelined)
         e.submodules.compute = comp = ComputeModule(cfg, alu_stages=self.alu_stages,
                                                      lut_mults=self.lut_mults,
                                                      pipelined=self.pipelined,
@@ -199,8 +200,8 @@ class VTACore(wiring.Component):
         # token queues
         tq = {}
         for name in ("l2g", "g2l", "g2s", "s2g"):
-            tq[name] = e.submodules[name] = TokenQueue(self.token_bits,
-                                                       registered_avail=self.pipelined)
+            tq[name] = e.submodules[name] = TokenQueue(
+                self.token_bits, registered_avail=self.pipelined, late_count=self.pipelined)
         e.d.comb += [
             tq["l2g"].push.eq(load.l2g_push), comp.l2g_avail.eq(tq["l2g"].avail),
             tq["l2g"].pop.eq(comp.l2g_pop),
@@ -235,7 +236,7 @@ class VTACore(wiring.Component):
                      orp.en.eq(store.out_rd_en), store.out_rd_data.eq(orp.data)]
 
         # memory port
-        e.submodules.arbiter = arb = ReadArbiter(B, 3)
+        e.submodules.arbiter = arb = ReadArbiter(B, 3, registered_route=self.pipelined)
         wiring.connect(e, fetch.rd, arb.c0)
         wiring.connect(e, comp.rd, arb.c1)
         wiring.connect(e, load.rd, arb.c2)

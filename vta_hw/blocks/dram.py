@@ -11,7 +11,20 @@ from amaranth.lib.wiring import In, Out
 
 from .memport import MemPortSignature
 
-__all__ = ["OnChipDram"]
+__all__ = ["OnChipDram", "DRAM_MEM_SCRIPT"]
+
+#: yosys commands (run after reading the design, as ``compute.ACC_MEM_SCRIPT``) that let a
+#: read of :class:`OnChipDram`'s memory (``mem``) collide with a write to the same word and
+#: return anything.  Without it yosys keeps the read port's read-old-data semantics on the
+#: ECP5 with registers of the write and a bypass after the block RAMs (on the DRAM alone 143
+#: flip-flops and 130 LUT4 more): a compare of the next read address with the write's
+#: (``ext_en`` -> the read issue -> ``raddr_next`` -> that compare -> a register, s24_fmax:
+#: 652eaba seed 3's critical path) and a 64-bit select into ``rd_q``.  Nothing reads a word in the cycle it is written: the
+#: host port has both ports alone and reads nothing while it writes, and a core LOAD of a
+#: word a STORE is writing in the same cycle is a race in the program (the dependency
+#: tokens order them by many cycles); a read that is not issued is never used.  The FPGA
+#: build of the ``pipelined`` core runs it (:func:`vta_hw.board.fpga.build_bitstream`).
+DRAM_MEM_SCRIPT = "setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\mem %i"
 
 
 class OnChipDram(wiring.Component):
@@ -175,7 +188,13 @@ class OnChipDram(wiring.Component):
             # ``raddr_next`` as a select between registers; ``go`` is ``issue`` unless
             # ``ext_en``, when the host's address is taken anyway
             pop_go = rq.r_rdy & (~rbusy | (go & rleft_one))
-            core_addr = Mux(pop_go, q_addr, Mux(go, raddr_p1, raddr))
+            # ``keep``: yosys' ABC would otherwise build it from ``raddr_next``'s logic (equal
+            # to it unless ``ext_en``), so ``ext_en`` -> the issue -> the read address again
+            # (s24_fmax, with ``DRAM_MEM_SCRIPT``: seed 3's ``ext_en`` -> ``go`` / ``rbusy``
+            # -> ``raddr_next``'s select -> a block RAM's ``ADB8``, 11.88 ns, 4 LUT levels);
+            # with it ``ext_en`` is one LUT from the block RAMs' read address
+            core_addr = Signal.like(raddr, name="core_addr", attrs={"keep": 1})
+            m.d.comb += core_addr.eq(Mux(pop_go, q_addr, Mux(go, raddr_p1, raddr)))
         else:
             m.d.comb += rdq.w_data.eq(rp.data)
             core_addr = raddr

@@ -42,14 +42,23 @@ class FetchModule(wiring.Component):
     takes three flip-flops of the buffer's head, not a decode of its opcode and memory type
     (FPGA timing: s22_fmax's f621535 seed 2, a load-queue register -> dispatch -> the
     buffer's level).  Same cycles.
+
+    ``count_regs`` (the ``pipelined`` core): what ``start`` derives from ``insn_count`` (the
+    first burst's size, ``insn_count != 0`` and the burst after it) is computed every cycle
+    into flip-flops without reset, so ``start`` loads registers, not the 32-bit compares and
+    subtract behind the register bus's ``insn_count`` (FPGA timing: 652eaba seed 1, the CSR's
+    ``insn_count`` -> those compares -> ``slack`` -> ``room``).  ``insn_count`` must then hold
+    still for the two cycles before ``start``, as it does in the core (the register bus writes
+    it at least a cycle before CTRL, and ``start`` comes two cycles after CTRL).
     """
 
     def __init__(self, cfg: VTAConfig, burst: int = 8, predecode: bool = False,
-                 fuse_clamp: bool = False):
+                 fuse_clamp: bool = False, count_regs: bool = False):
         self.cfg = cfg
         self.burst = burst
         self.predecode = bool(predecode)
         self.fuse_clamp = bool(fuse_clamp) and not self.predecode
+        self.count_regs = bool(count_regs)
         if cfg.bus_width > INSN_BITS:
             raise HwConfigError(f"the bus width ({cfg.bus_width} bits) must be at most the "
                                 f"instruction width ({INSN_BITS} bits)")
@@ -115,13 +124,22 @@ class FetchModule(wiring.Component):
         m.d.comb += self.busy.eq(busy_nz & ~failed)
         ready = Signal()                     # the head instruction dispatched this cycle
         inc = Signal()                       # a burst requested this cycle
+        v = self.insn_count
+        nv = Mux(v < self.burst, v, self.burst)
+        r, na, nz = after(v)
+        v_nz = v != 0
+        if self.count_regs:
+            regs = [Signal.like(n, name="start_n", reset_less=True),
+                    Signal(32, name="start_rest", reset_less=True),
+                    Signal.like(n_after, name="start_n_after", reset_less=True),
+                    Signal(name="start_nz_after", reset_less=True),
+                    Signal(name="start_v_nz", reset_less=True)]
+            m.d.sync += [q.eq(d) for q, d in zip(regs, (nv, r, na, nz, v_nz))]
+            nv, r, na, nz, v_nz = regs
         with m.If(self.start):
-            v = self.insn_count
-            nv = Mux(v < self.burst, v, self.burst)
-            r, na, nz = after(v)
             m.d.sync += [addr.eq(self.insn_addr),
-                         to_disp.eq(v), index.eq(0), busy_nz.eq(v != 0),
-                         n.eq(nv), req_nz.eq(v != 0),
+                         to_disp.eq(v), index.eq(0), busy_nz.eq(v_nz),
+                         n.eq(nv), req_nz.eq(v_nz),
                          rest.eq(r), n_after.eq(na), nz_after.eq(nz)]
             # lim - occ with lim = depth - nv and occ - ready (no request while ``start``)
             base = slack + n - nv

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -54,14 +54,23 @@ class LoadModule(wiring.Component):
     ``dsp_products`` (the ``pipelined`` core): the loader's set-up products run register to
     register inside their multipliers (``TileLoader(dsp_products=True)``); same cycles.
 
+    ``held_error`` (the ``pipelined`` core): ``err_code`` / ``err_index`` are formed in the
+    ERROR state from registers that hold still from DEP on (the instruction's flags and its
+    index), as compute's are, instead of flip-flops loaded when a check fails (FPGA timing,
+    s24_fmax seed 3: the loader's ``total`` -> its range compare -> the FSM -> the enables of
+    36 flip-flops).  They are only defined while ``error`` is high (the core reads them
+    then); same cycles.
+
     Latency: an instruction starts 1 cycle after it is dequeued once its token is
     available; a no-op takes 2 cycles; a load costs about DRAM latency + beats per row.
     """
 
-    def __init__(self, cfg: VTAConfig, zero_copies: int = 0, dsp_products: bool = False):
+    def __init__(self, cfg: VTAConfig, zero_copies: int = 0, dsp_products: bool = False,
+                 held_error: bool = False):
         self.cfg = cfg
         self.zero_copies = zero_copies
         self.dsp_products = dsp_products
+        self.held_error = held_error
         B = cfg.bus_width
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
@@ -100,6 +109,14 @@ class LoadModule(wiring.Component):
                      ld.cmd_ypad1.eq(insn.y_pad_1), ld.cmd_xpad0.eq(insn.x_pad_0),
                      ld.cmd_xpad1.eq(insn.x_pad_1)]
 
+        bad_flags = insn.pop_prev | insn.push_prev
+        held = self.held_error
+
+        def fail(code):
+            if not held:
+                m.d.sync += [self.err_code.eq(code), self.err_index.eq(index)]
+            m.next = "ERROR"
+
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.cmd_ready.eq(1)
@@ -108,10 +125,8 @@ class LoadModule(wiring.Component):
                     m.next = "DEP"
             with m.State("DEP"):
                 m.d.comb += self.busy.eq(1)
-                with m.If(insn.pop_prev | insn.push_prev):
-                    m.d.sync += [self.err_code.eq(ErrorCode.BAD_DEP_FLAGS),
-                                 self.err_index.eq(index)]
-                    m.next = "ERROR"
+                with m.If(bad_flags):
+                    fail(ErrorCode.BAD_DEP_FLAGS)
                 with m.Elif(~insn.pop_next | self.g2l_avail):
                     m.d.comb += self.g2l_pop.eq(insn.pop_next)
                     with m.If(insn.x_size == 0):
@@ -126,9 +141,12 @@ class LoadModule(wiring.Component):
                     m.d.comb += self.l2g_push.eq(insn.push_next)
                     m.next = "IDLE"
                 with m.If(ld.range_error):
-                    m.d.sync += [self.err_code.eq(ErrorCode.SRAM_RANGE),
-                                 self.err_index.eq(index)]
-                    m.next = "ERROR"
+                    fail(ErrorCode.SRAM_RANGE)
             with m.State("ERROR"):
                 m.d.comb += self.error.eq(1)
+                if held:
+                    # DEP passed unless the flags are bad: then only RUN's range check fails
+                    m.d.comb += [self.err_index.eq(index),
+                                 self.err_code.eq(Mux(bad_flags, ErrorCode.BAD_DEP_FLAGS,
+                                                      ErrorCode.SRAM_RANGE))]
         return m

@@ -1,7 +1,7 @@
 """Dependency-token queue: a counter between a producer module and a consumer module."""
 
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,6 +32,21 @@ class TokenQueue(wiring.Component):
     kept equal to ``count != 0`` in every cycle, so the consumer's token check starts at a
     register, not at the counter's OR-reduction (FPGA timing: the fourteenth session's path
     ``l2g`` count -> compute's token check -> the UOP SRAM address).  Same cycles.
+
+    ``late_count`` (the ``pipelined`` core, with ``registered_avail``): ``avail`` stays the
+    one flip-flop ``avail_q``, loaded one LUT after ``push`` / ``pop`` (set by a push
+    without a pop, cleared by a pop without a push of the last token, else kept; whether
+    this is the last token comes from flip-flops), but the counter and ``overflow`` are
+    updated a cycle late from ``push_q`` / ``pop_q``: ``count_q`` is last cycle's count and
+    flags of it (zero, one, two, full) with ``push_q`` / ``pop_q`` give this cycle's count,
+    ``overflow`` and whether the count is one.  So a producer's completion logic drives
+    ``push_q`` and ``avail_q`` here, not the counter's enables and ``overflow`` (FPGA
+    timing: s24_fmax 677ca19 seed 1 and s25_fmax's combination seed 3, compute's loop
+    ``busy`` -> its completion -> ``push_prev`` -> the ``g2l`` queue's ``overflow`` /
+    ``count`` enable), while the consumer's token check still starts at one flip-flop
+    (s25_fmax's ``registered_push_pop``, which made ``avail`` a LUT of four flip-flops,
+    moved every seed's critical path there).  ``avail`` and ``overflow`` are the plain
+    queue's in every cycle.
     """
 
     push: In(1)
@@ -39,12 +54,16 @@ class TokenQueue(wiring.Component):
     avail: Out(1)
     overflow: Out(1)
 
-    def __init__(self, width: int = 16, registered_avail: bool = False):
+    def __init__(self, width: int = 16, registered_avail: bool = False,
+                 late_count: bool = False):
         self.width = width
-        self.registered_avail = registered_avail
+        self.registered_avail = registered_avail or late_count
+        self.late_count = late_count
         super().__init__()
 
     def elaborate(self, platform):
+        if self.late_count:
+            return self._late()
         m = Module()
         count = Signal(self.width)
         reg = self.registered_avail
@@ -58,4 +77,37 @@ class TokenQueue(wiring.Component):
                 m.d.sync += [count.eq(count + 1)] + ([nz.eq(1)] if reg else [])
         with m.Elif(self.pop & ~self.push):
             m.d.sync += [count.eq(count - 1)] + ([nz.eq(count != 1)] if reg else [])
+        return m
+
+    def _late(self):
+        """``late_count``: ``avail_q`` from ``push`` / ``pop`` as in ``registered_avail``;
+        the plain queue's count and ``overflow`` rebuilt each cycle from last cycle's count
+        (``count_q``, its flags) and ``push`` / ``pop`` (``push_q``, ``pop_q``)."""
+        m = Module()
+        w = self.width
+        k = Signal(w, name="count_q")
+        pq, qq = Signal(name="push_q"), Signal(name="pop_q")
+        zero, one, two = Signal(name="zero_q", init=1), Signal(name="one_q"), Signal(name="two_q")
+        full, ovf = Signal(name="full_q"), Signal(name="overflow_q")
+        avail = Signal(name="avail_q")
+        up, down = pq & ~qq, qq & ~pq
+        count = Signal(w)               # the plain queue's count in this cycle
+        with m.If(up):
+            m.d.comb += count.eq(Mux(full, k, k + 1))
+        with m.Elif(down):
+            m.d.comb += count.eq(k - 1)
+        with m.Else():
+            m.d.comb += count.eq(k)
+        # this cycle's count is one: a push onto zero (or onto a full one-bit counter), a pop
+        # from two (or, one bit wide, of an empty counter, which wraps), or no step at one;
+        # from flip-flops only
+        is_one = Mux(up, zero | (full & one), Mux(down, two | zero if w == 1 else two, one))
+        m.d.comb += [self.avail.eq(avail), self.overflow.eq(ovf | (up & full))]
+        with m.If(self.push & ~self.pop):
+            m.d.sync += avail.eq(1)      # a push into a full counter keeps it nonzero
+        with m.Elif(self.pop & ~self.push):
+            m.d.sync += avail.eq(~is_one)
+        m.d.sync += [pq.eq(self.push), qq.eq(self.pop), k.eq(count), zero.eq(count == 0),
+                     one.eq(count == 1), two.eq(count == 2),
+                     full.eq(count == (1 << w) - 1), ovf.eq(self.overflow)]
         return m

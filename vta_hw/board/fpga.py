@@ -21,10 +21,11 @@ from isa import VTAConfig
 
 from ..errors import HwError
 from ..blocks.compute import ACC_MEM_SCRIPT
+from ..blocks.dram import DRAM_MEM_SCRIPT
 from .uart import UartSystem
 
-__all__ = ["FpgaTop", "build_bitstream", "synthesize_core", "critical_path", "BOARDS",
-           "PLACERS"]
+__all__ = ["FpgaTop", "build_bitstream", "build_script", "synthesize_core", "critical_path",
+           "BOARDS", "PLACERS"]
 
 BOARDS = {"ulx3s-85f": "ULX3S_85F_Platform", "ulx3s-45f": "ULX3S_45F_Platform",
           "ulx3s-25f": "ULX3S_25F_Platform", "ulx3s-12f": "ULX3S_12F_Platform"}
@@ -178,7 +179,7 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
     os.environ.update(env)
     try:
         plan = platform.build(top, name="vta", build_dir=str(out), do_build=False,
-                              script_after_read=ACC_MEM_SCRIPT,
+                              script_after_read=build_script(pipelined),
                               nextpnr_opts=f"--report report_nextpnr.json --seed {seed} "
                                            f"--timing-allow-fail --router {router} "
                                            f"--placer {placer} "
@@ -214,6 +215,14 @@ def build_bitstream(cfg: VTAConfig, board: str = "ulx3s-85f", out_dir="build_fpg
         "build_seconds": round(time.time() - t0, 1), "config": cfg.to_dict()}
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def build_script(pipelined: bool = False) -> str:
+    """The yosys commands ``build_bitstream`` runs after reading the design: the SRAMs'
+    colliding reads return anything (``ACC_MEM_SCRIPT``), and for the ``pipelined`` core's
+    build the on-chip DRAM's too (``DRAM_MEM_SCRIPT``: no read-old-data bypass after its
+    block RAMs; the other builds' scripts are what they were)."""
+    return ACC_MEM_SCRIPT + (f"\n{DRAM_MEM_SCRIPT}" if pipelined else "")
 
 
 def critical_path(pnr: dict) -> dict | None:

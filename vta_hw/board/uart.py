@@ -119,12 +119,21 @@ class HostBridge(wiring.Component):
         registers ``mem_rdata`` (``mem_rdata_q``) before its answer select, so a memory read
         answers ``mem_latency + 1`` cycles after the address (FPGA timing: a block RAM's
         clock-to-out then drives one register, not the select into ``out``).
+
+    ``registered_decode`` (the ``pipelined`` core's board): whether ARG has taken all of a
+    command's bytes is a flip-flop (``arg_done``), loaded with the next values (the received
+    command byte's length in CMD, ``n + 1`` against the registered length in ARG), instead
+    of ``n == arg_len + dat_len`` decoded from ``cmd``; so the FIFO's read enable starts at
+    registers of the FSM (s25_fmax, seeds 1 and 2: ``cmd`` -> the length decode -> the FSM
+    -> ``take`` -> the receive FIFO's read enable, 10.9-11.1 ns).  Same outputs every cycle.
     """
 
-    def __init__(self, bus_width: int, mem_depth: int, mem_latency: int = 1):
+    def __init__(self, bus_width: int, mem_depth: int, mem_latency: int = 1,
+                 registered_decode: bool = False):
         if mem_latency not in (1, 2):
             raise ValueError(f"mem_latency must be 1 or 2, not {mem_latency}")
         self.mem_latency = mem_latency
+        self.registered_decode = registered_decode
         self.bus_bytes = bus_width // 8
         super().__init__({
             "rx_data": In(8), "rx_valid": In(1), "tx_data": Out(8), "tx_valid": Out(1),
@@ -164,30 +173,49 @@ class HostBridge(wiring.Component):
                      self.tx_data.eq(out[:8]), self.tx_valid.eq(out_n != 0)]
         with m.If(self.tx_valid & self.tx_ready):
             m.d.sync += [out.eq(out >> 8), out_n.eq(out_n - 1)]
-        arg_len = Signal(range(5))
-        dat_len = Signal(range(bb + 5))
-        with m.Switch(cmd):
-            with m.Case(CMD_WRITE_REG):
-                m.d.comb += [arg_len.eq(1), dat_len.eq(4)]
-            with m.Case(CMD_READ_REG):
-                m.d.comb += arg_len.eq(1)
-            with m.Case(CMD_WRITE_MEM):
-                m.d.comb += [arg_len.eq(4), dat_len.eq(bb)]
-            with m.Case(CMD_READ_MEM):
-                m.d.comb += arg_len.eq(4)
+        def lengths(byte):
+            """(argument bytes, data bytes) of command byte ``byte``."""
+            arg_len = Signal(range(5))
+            dat_len = Signal(range(bb + 5))
+            with m.Switch(byte):
+                with m.Case(CMD_WRITE_REG):
+                    m.d.comb += [arg_len.eq(1), dat_len.eq(4)]
+                with m.Case(CMD_READ_REG):
+                    m.d.comb += arg_len.eq(1)
+                with m.Case(CMD_WRITE_MEM):
+                    m.d.comb += [arg_len.eq(4), dat_len.eq(bb)]
+                with m.Case(CMD_READ_MEM):
+                    m.d.comb += arg_len.eq(4)
+            return arg_len, dat_len
+
+        arg_len, dat_len = lengths(cmd)
+        reg = self.registered_decode
+        if reg:
+            # ``need`` = arg_len + dat_len of ``cmd``; ``arg_done`` = ``n == need`` (in ARG)
+            need = Signal(range(bb + 9), reset_less=True)
+            arg_done = Signal(name="arg_done", reset_less=True)
+            rx_alen, rx_dlen = lengths(rx_data)
+            rx_need = rx_alen + rx_dlen
+            all_taken = arg_done
+        else:
+            all_taken = n == arg_len + dat_len
         with m.FSM():
             with m.State("CMD"):
                 m.d.comb += take.eq(1)
                 with m.If(rx_valid):
                     m.d.sync += [cmd.eq(rx_data), n.eq(0), arg.eq(0), data.eq(0)]
+                    if reg:
+                        m.d.sync += [need.eq(rx_need), arg_done.eq(rx_need == 0)]
                     m.next = "ARG"
             with m.State("ARG"):
-                with m.If(n == arg_len + dat_len):
+                with m.If(all_taken):
                     m.next = "EXEC"
                 with m.Else():
                     m.d.comb += take.eq(1)
                     with m.If(rx_valid):
                         m.d.sync += n.eq(n + 1)
+                        if reg:
+                            m.d.sync += arg_done.eq(n + 1 == need)
                         with m.If(n < arg_len):
                             m.d.sync += arg.eq(arg | (rx_data << (n << 3)))
                         with m.Else():
@@ -265,6 +293,7 @@ class UartSystem(wiring.Component):
         self.divisor = divisor
         self.dram_words = dram_words
         self.serial = serial
+        self.system_kw = core_kw
         self.system = CoreWithDram(cfg, dram_words, latency=latency, **core_kw)
         members = {"rx": In(1, init=1), "tx": Out(1, init=1), "done": Out(1),
                    "rx_valid": Out(1), "overflow": Out(1)}
@@ -279,8 +308,9 @@ class UartSystem(wiring.Component):
         m.submodules.sys = sys_ = self.system
         # the bridge's DRAM accesses reach the DRAM one cycle late, from registers (FPGA
         # timing: ``ext_en`` switches the DRAM's ports), so its reads take two cycles
-        m.submodules.bridge = br = HostBridge(self.cfg.bus_width, self.dram_words,
-                                              mem_latency=2)
+        m.submodules.bridge = br = HostBridge(
+            self.cfg.bus_width, self.dram_words, mem_latency=2,
+            registered_decode=bool(self.system_kw.get("pipelined", False)))
         if self.serial:
             m.submodules.rx = rx = UartRx(self.divisor)
             m.submodules.tx = tx = UartTx(self.divisor)
