@@ -223,8 +223,8 @@ class FetchModule(wiring.Component):
         """``fuse_clamp``: a chain's first instruction - an ALU MIN or MAX with an immediate
         (a clamp; a chain of up to 2), or an ALU SHR (immediate or vector operand) whose
         single micro-op's loop visits each row once (a chain of up to 3) - that pushes no
-        token and is not the
-        last instruction is held back in a register instead of being queued.  While it is
+        token and is not the last instruction is held back in a register instead of being
+        queued.  While it is
         held, a head that joins (an ALU MIN or MAX with an immediate, no pop, the same loop
         and micro-ops) leaves the buffer: a SHR chain of 2 whose joiner pushes nothing (and
         is not the last) is still held; otherwise the chain is queued as one command, the
