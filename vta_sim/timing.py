@@ -1,8 +1,9 @@
 """Cycle-approximate timing of a VTA program (issue 3; structure of spec §5.2, the Chisel RTL).
 
 The model is a discrete-event simulation at the granularity of instructions and DRAM bursts
-(never elements), independent of the data, so it can run next to the functional core or on
-its own (:func:`simulate_timing`, :func:`cycles`):
+(never elements), independent of the data but for the micro-ops of a fused vector chain (the
+functional run reports them), so it runs next to the functional core or alone
+(:func:`simulate_timing`, :func:`cycles`):
 
 * **fetch** reads the stream ``fetch_burst_insns`` instructions at a time over the shared
   DRAM read channel (client ``fetch``), then drains it one instruction per
@@ -64,7 +65,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -72,6 +72,7 @@ from isa import Opcode, VTAConfig, decode_stream
 
 from .errors import InputError
 from .timing_engine import CLIENTS, Engine, expand_reads
+from .timing_names import LazyNames
 
 __all__ = ["TimingParams", "TimingResult", "simulate_timing", "cycles", "CLIENTS", "PRESETS",
            "PRESET_CORES", "preset_for_core"]
@@ -495,9 +496,8 @@ class TimingResult:
 
 def cycles(insns, params: TimingParams | None = None, config: VTAConfig | None = None,
            serial: bool = False) -> int:
-    """Cycle count of a program under ``params`` (convenience for calibration fits).  No
-    micro-op is known here, so a fused chain with a vector operand is timed as one pass
-    (:func:`vta_sim.timing_plan.vector_overlap`; the simulator's timed runs know)."""
+    """Cycle count of a program under ``params`` (convenience for calibration fits; no
+    micro-op is known, so a fused vector-operand chain is one pass: ``vector_overlap``)."""
     cfg = config or VTAConfig()
     arr = decode_stream(insns if isinstance(insns, (bytes, bytearray)) else bytes(insns), cfg,
                         strict=False)
@@ -521,8 +521,8 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
     what depends on the program and the parameters only (the instructions' fixed times and
     LOAD/STORE burst trains), so a later run of the same program does not compute it again
     (the tables of the ``timing_engine.PREPARED_PARAMS`` most recently used parameter sets
-    are kept); the event loop itself runs every time.  ``overlap``: the functional run's
-    :func:`vta_sim.timing_plan.vector_overlap` chains (their clamps take a second pass).
+    are kept); the event loop runs every time.  ``overlap``: the functional run's
+    ``timing_plan.vector_overlap`` chains (a second pass).
 
     Raises
     ------
@@ -538,7 +538,7 @@ def simulate_timing(arr, params: TimingParams | None = None, *, serial: bool = F
     op = arr.cols["opcode"]
     fin = np.flatnonzero(op == Opcode.FINISH)
     total = int(ends.max()) if s.n else 0
-    names = _LazyNames(arr)
+    names = LazyNames(arr)
     return TimingResult(insns=arr, module=s.modarr, names=names, start=start, end=ends,
                         issue=issue, cycles=total, busy=s.busy,
                         stalls={k: v for k, v in s.stalls.items()}, dram_read=s.dram_read,
@@ -560,44 +560,3 @@ class _Deferred:
 
     def __call__(self) -> list:
         return expand_reads(*self.args)
-
-
-class _LazyNames(Sequence):
-    """The instructions' short names, computed on first use (the statistics never need them)."""
-
-    def __init__(self, arr):
-        self._arr, self._list = arr, None
-
-    def _get(self) -> list[str]:
-        if self._list is None:
-            self._list = _names(self._arr)
-        return self._list
-
-    def __getitem__(self, i):
-        return self._get()[i]
-
-    def __len__(self):
-        return len(self._arr)
-
-    def __eq__(self, other):
-        return list(self) == list(other)
-
-
-def _names(arr) -> list[str]:
-    c = arr.cols
-    mt_names = {0: "UOP", 1: "WGT", 2: "INP", 3: "ACC", 4: "OUT", 5: "ACC_8BIT"}
-    alu_names = {0: "MIN", 1: "MAX", 2: "ADD", 3: "SHR", 4: "MUL"}
-    out = []
-    for op, mt, x, r, a, imm in zip(c["opcode"].tolist(), c["memory_type"].tolist(),
-                                    c["x_size"].tolist(), c["reset"].tolist(),
-                                    c["alu_opcode"].tolist(), c["use_imm"].tolist()):
-        if op in (0, 1):
-            out.append("NOP" if x == 0 else ("LOAD " if op == 0 else "STORE ")
-                       + mt_names.get(mt, str(mt)))
-        elif op == 2:
-            out.append("GEMM RESET" if r else "GEMM")
-        elif op == 4:
-            out.append(f"ALU {alu_names.get(a, a)}{' imm' if imm else ''}")
-        else:
-            out.append("FINISH")
-    return out

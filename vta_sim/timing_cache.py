@@ -65,9 +65,9 @@ def _size(res) -> int:
 def _copy(res, arr):
     """``res`` with its own arrays, dictionaries and logs (a caller may change the ones it was
     handed) and the instructions ``arr``."""
-    from .timing import _LazyNames
+    from .timing_names import LazyNames
     return dataclasses.replace(
-        res, insns=arr, names=_LazyNames(arr), start=res.start.copy(), end=res.end.copy(),
+        res, insns=arr, names=LazyNames(arr), start=res.start.copy(), end=res.end.copy(),
         issue=res.issue.copy(), busy=dict(res.busy),
         stalls={k: dict(v) for k, v in res.stalls.items()}, dram_read=dict(res.dram_read),
         bursts=type(res.bursts)(res.bursts), flows=type(res.flows)(res.flows),
