@@ -100,9 +100,10 @@ class Simulator:
         are the same.
     timing_cache : bool
         Keep the timed result of each stream (:mod:`vta_sim.timing_cache`): a run of the same
-        stream bytes from the same tokens under the same parameters gets a copy of it instead
-        of running the timing model again (its cycles depend on no data; the functional run
-        still executes).  False runs the timing model on every run.
+        stream bytes from the same tokens under the same parameters (and the same fused
+        vector chains with overlapping rows, the only data its cycles depend on) gets a copy
+        of it instead of running the timing model again (the functional run still
+        executes).  False runs the timing model on every run.
 
     Attributes
     ----------
