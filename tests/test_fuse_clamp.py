@@ -360,3 +360,22 @@ def test_vector_shift_chains_on_the_rtl():
             model = simulate(insns4, dram4, CFG, timing=p).timing["cycles"] - \
                 simulate(insns1, dram1, CFG, timing=p).timing["cycles"]
             assert res[k + j + 1].cycles - res[k + j].cycles == model
+
+
+def test_the_timing_cache_keeps_a_vector_chains_overlap_apart():
+    """One stream, two micro-op words (the chain's source rows apart from its rows, or
+    overlapping them): the timed simulator caches the stream's timing, and must not hand
+    the first run's cycles to the second."""
+    from vta_sim import Simulator
+    insns, dram, _ = _vector_chain_program(True)
+    apart = dram.copy()
+    from isa.encoding import encode_uops
+    w = encode_uops(np.array([16]), np.array([0]), np.array([0]), CFG)
+    apart[:4] = np.frombuffer(np.asarray(w, np.uint32).tobytes(), np.uint8)
+    sim = Simulator(CFG, timing=TimingParams())
+    c_over = sim.run(insns, dram.copy()).timing["cycles"]
+    c_apart = sim.run(insns, apart.copy()).timing["cycles"]
+    c_over2 = sim.run(insns, dram.copy()).timing["cycles"]
+    p = TimingParams()
+    assert c_over - c_apart == p.alu_start_cycles + 1 + 6 * p.alu_cycles_per_uop_imm
+    assert c_over2 == c_over and sim.timing_cache.hits >= 1
