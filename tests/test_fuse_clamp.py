@@ -379,3 +379,50 @@ def test_the_timing_cache_keeps_a_vector_chains_overlap_apart():
     p = TimingParams()
     assert c_over - c_apart == p.alu_start_cycles + 1 + 6 * p.alu_cycles_per_uop_imm
     assert c_over2 == c_over and sim.timing_cache.hits >= 1
+
+
+def test_a_compiled_per_channel_shift_and_its_clip_form_one_chain():
+    """A conv with per-channel shifts (ResNet-18's, compiled at 32x32): its SHR with the
+    vector of amounts is followed by the clip's MAX and MIN over the same loop and micro-op
+    (so the runtime shares one micro-op range and fetch fuses the three), and the timed
+    run's stream holds such chains."""
+    from compiler.cli.graph import _builtin
+    from compiler.graph.driver import compile_model
+    from vta_runtime import SimDevice
+    from vta_sim import simulator as S
+    model, samples = _builtin("builtin:resnet18", 32)
+    c = compile_model(model, CFG, calib=samples)
+    chains = 0
+    for st in c.program.steps:
+        ops = st.kernel.ops if st.kind == "vta" and hasattr(st.kernel, "ops") else []
+        for a, b, d in zip(ops, ops[1:], ops[2:]):
+            if a.kind != "alu" or b.kind != "alu" or d.kind != "alu":
+                continue
+            k = a.args["kernel"]
+            if k.nest.opcode == AluOp.SHR and not k.nest.use_imm and \
+                    b.args["kernel"].nest.opcode in (AluOp.MIN, AluOp.MAX):
+                assert b.args["base"] == a.args["base"] == d.args["base"]
+                assert tuple(b.args["kernel"].loops) == tuple(k.loops)
+                assert {b.args["kernel"].nest.opcode, d.args["kernel"].nest.opcode} == \
+                    {AluOp.MAX, AluOp.MIN}
+                chains += 1
+    assert chains >= 8
+    held = []
+    run = S.Simulator.run
+
+    def spy(self, insns, dram):
+        from isa import decode_stream
+        arr = decode_stream(bytes(insns), self.config, strict=False)
+        hold, fuse, _ = clamp_pairs(arr.cols)
+        vec = (arr.cols["opcode"] == Opcode.ALU) & (arr.cols["use_imm"] == 0)
+        held.append(int((hold & vec).sum()))
+        return run(self, insns, dram)
+    g = c.program.graph
+    feeds = {n: np.random.default_rng(0).normal(size=g.values[n].shape).astype(np.float32)
+             for n in g.inputs}
+    S.Simulator.run = spy
+    try:
+        c.executor(SimDevice(CFG, timed=True)).run(feeds)
+    finally:
+        S.Simulator.run = run
+    assert sum(held) >= 8

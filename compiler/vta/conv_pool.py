@@ -190,9 +190,10 @@ def lower_conv_pool(wl: ConvPoolWorkload, cfg: VTAConfig, p: Plan) -> list:
     sites: dict = {}
     ops: list = []
 
-    def micro(kind, opcode, dst, src, wgt, loops, uops, reads, writes, imm=0, reset=False):
+    def micro(kind, opcode, dst, src, wgt, loops, uops, reads, writes, imm=0, reset=False,
+              use_imm=None):
         loops = tuple(lp for lp in loops if lp[0] > 1)
-        use_imm = src is None
+        use_imm = src is None if use_imm is None else use_imm
         nest = _Nest(opcode, use_imm, int(imm), reset=reset, mode=kind)
         key = (kind, None if opcode is None else int(opcode), use_imm, int(imm), reset, loops,
                uops)
@@ -201,9 +202,10 @@ def lower_conv_pool(wl: ConvPoolWorkload, cfg: VTAConfig, p: Plan) -> list:
         ops.append(Op(2, kind, dict(kernel=k, base=base, site=sites.setdefault(key, len(sites)),
                                     uop_key=k), tuple(reads), tuple(writes)))
 
-    def alu(opcode, dst, rng, loops, src=None, s_rng=None, imm=0):
+    def alu(opcode, dst, rng, loops, src=None, s_rng=None, imm=0, use_imm=None):
         micro("alu", opcode, dst, src, 0, tuple((e, fd, fs, 0) for e, fd, fs in loops),
-              ((0, 0, 0),), [rng] + ([s_rng] if s_rng else []), [rng], imm=imm)
+              ((0, 0, 0),), [rng] + ([s_rng] if s_rng else []), [rng], imm=imm,
+              use_imm=use_imm)
 
     ops.append(Op(1, "load", dict(mem=MemType.WGT, sram=0, tensor=wl.kernel, offset=0, y=1,
                                   x=OB * K, stride=OB * K, pad=(0, 0, 0, 0)),
@@ -282,12 +284,16 @@ def lower_conv_pool(wl: ConvPoolWorkload, cfg: VTAConfig, p: Plan) -> list:
                 while a0 > 0:
                     alu(AluOp.SHR, dst, drng, full, imm=min(a0, 15))
                     a0 -= min(a0, 15)
+                clip = dict(loops=full)
                 if wl.shifts is not None:
                     v = vec["shifts"] + g0
-                    alu(AluOp.SHR, dst, drng, ((og, Wq, 1), (OW, 1, 0)), src=v,
-                        s_rng=("acc", v, v + og))
-                alu(AluOp.MAX, dst, drng, full, imm=wl.lo)
-                alu(AluOp.MIN, dst, drng, full, imm=wl.hi)
+                    per = ((og, Wq, 1), (OW, 1, 0))
+                    alu(AluOp.SHR, dst, drng, per, src=v, s_rng=("acc", v, v + og))
+                    # the clip over the shift's loop and micro-op (its source unused): the
+                    # three fuse into one pass (vta_hw's fuse_clamp)
+                    clip = dict(loops=per, src=v, use_imm=True)
+                alu(AluOp.MAX, dst, drng, imm=wl.lo, **clip)
+                alu(AluOp.MIN, dst, drng, imm=wl.hi, **clip)
                 off = ((n * OB + g0) * OH + py) * OW
                 srng = ("acc", dst, dst + og * Wq)
                 if Wq == OW:
