@@ -451,7 +451,9 @@ class Simulator:
                 (self.max_work - self._work) // compute.WAVE_WORK + 1
             if i in self._vheads:
                 o = self._ops[i]
-                if o[2] <= len(s.uop_dst) and vector_overlap(s.uop_dst[o[1]], s.uop_src[o[1]], *o[3:9]):
+                u = o[1]                         # its one micro-op
+                if o[2] <= len(s.uop_dst) and \
+                        vector_overlap(s.uop_dst[u], s.uop_src[u], *o[3:9]):
                     self._overlap.append(i)
             waves = compute.alu(s, i, *self._ops[i], self.strict, max_waves, self._fast)
             if waves > 1:

@@ -272,9 +272,9 @@ class ComputeModule(wiring.Component):
         return m
 
     def _fused_vector(self, m, insn, uop1, v1, alu, fuse):
-        """``fuse_clamp``: drive ``alu.fuse``; returns the registers ``(again, kill)`` (the
-        clamps' second pass runs; it will; None, None without ``fuse_clamp``).  A chain whose first
-        instruction has a vector operand (fetch: a SHR over an injective loop) equals the
+        """``fuse_clamp``: drive ``alu.fuse``; returns the registers ``(again, kill)``:
+        the clamps' second pass is running, and it is needed (``None, None`` without
+        ``fuse_clamp``).  A chain whose first instruction has a vector operand (fetch: a SHR over an injective loop) equals the
         instructions one after another only if no micro-op reads a source row an earlier one
         of the chain has written.  Its single micro-op's source rows ``src .. src + span``
         and destination rows ``dst .. dst + span`` (every factor is unsigned) are compared

@@ -69,8 +69,9 @@ class VTACore(wiring.Component):
 
     With ``alu_stages`` 1 and not ``pipelined`` (the simulation core, ``vta rtl``) the fetch
     module joins an ALU MIN/MAX with an immediate and the next instruction, the same kind
-    over the same loop (or a SHR with an immediate over rows visited once and up to two such
-    clamps) into one compute command run as one pass over the ACC rows
+    over the same loop (or a SHR, with an immediate or a vector operand, over rows visited
+    once and up to two such clamps) into one compute command run as one pass over the ACC
+    rows (a second pass for the clamps when a vector's rows may overlap the SHR's own)
     (:class:`vta_hw.blocks.fetch.FetchModule` ``fuse_clamp``; the same results, fewer ALU
     passes per requantisation epilogue; timing model: ``TimingParams.fuse_clamp``).
 
