@@ -95,7 +95,7 @@ _TSIM = dict(read_latency=16, read_burst_gap=1, read_pipelined=True, max_outstan
              pad_cycles_per_tile=1, store_setup_cycles=2, store_cycles_per_tile=1,
              burst_per_row=False, read_in_order=False, load_pad_overlap=False,
              dispatch_before_pop=False, read_priority=CLIENTS, store_decode_cycles=0,
-             read_free_cycles=0, pad_zero_side=False, fuse_clamp=False)
+             read_free_cycles=0, pad_zero_side=False, fuse_clamp=False, fetch_queue_cycles=0)
 
 #: This project's RTL (vta_hw) as the default models it (the ``vta_hw_rtl`` preset at issue
 #: 19's re-fit), every field given: the structure and costs the ``vta_hw`` and ``vta_hw_fpga``
@@ -106,10 +106,11 @@ _VTA_HW_RTL = dict(read_latency=16, read_burst_gap=0, read_pipelined=True,
                    max_burst_beats=1 << 24,
                    burst_boundary_bytes=None, read_priority=VTA_HW_PRIORITY,
                    write_burst_overhead=6, burst_per_row=True, fetch_burst_insns=8,
-                   fetch_drain_cycles=1, fetch_overlap=True, cmd_queue_depth=512,
+                   fetch_drain_cycles=1, fetch_overlap=True, fetch_queue_cycles=2,
+                   cmd_queue_depth=512,
                    token_capacity=65535, token_latency=1, dispatch_cycles=2,
                    dispatch_before_pop=True, store_decode_cycles=1, nop_cycles=0,
-                   finish_cycles=3, gemm_start_cycles=8, gemm_cycles_per_uop=1,
+                   finish_cycles=1, gemm_start_cycles=8, gemm_cycles_per_uop=1,
                    alu_start_cycles=4, alu_cycles_per_uop_imm=1, alu_cycles_per_uop_vec=1,
                    load_setup_cycles=4, load_write_cycles=2, load_elem_per_cycle=True,
                    pad_cycles_per_tile=1, load_pad_overlap=True, store_setup_cycles=0,
@@ -121,7 +122,8 @@ _VTA_HW_RTL = dict(read_latency=16, read_burst_gap=0, read_pipelined=True,
 #: (``vta_hw/calibration/timing_amaranth.json``).
 _VTA_HW_COSTS = dict(read_latency=4, write_burst_overhead=4, nop_cycles=1, alu_start_cycles=3,
                      load_setup_cycles=5, load_write_cycles=1, pad_row_cycles=1,
-                     read_free_cycles=0, pad_zero_side=False, finish_cycles=2)
+                     read_free_cycles=0, pad_zero_side=False, finish_cycles=2,
+                     fetch_queue_cycles=0)
 #: The costs ``bench_timing_refit.py --preset vta_hw_fpga`` fitted (2026-11-27) on the FPGA
 #: core (``alu_stages=3``: 3 cycles per ALU micro-op; on-chip DRAM of latency 8;
 #: ``vta_hw/calibration/timing_fpga.json``).
@@ -130,7 +132,7 @@ _VTA_HW_FPGA_COSTS = dict(read_latency=9, write_burst_overhead=4, fetch_drain_cy
                           alu_start_cycles=5, alu_cycles_per_uop_imm=3,
                           alu_cycles_per_uop_vec=3, load_setup_cycles=2, pad_row_cycles=1,
                           launch_cycles=1, read_free_cycles=0, pad_zero_side=False,
-                          finish_cycles=2, fuse_clamp=False)
+                          finish_cycles=2, fuse_clamp=False, fetch_queue_cycles=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +181,10 @@ class TimingParams:
     fetch_drain_cycles: int = 1           #: cycles per instruction pushed to a command queue
     fetch_overlap: bool = True            #: request the next fetch burst while draining
     #: (a two-burst buffer; vta_hw) instead of after the drain (Chisel)
+    fetch_queue_cycles: int = 2           #: cycles from an instruction's last beat until
+    #: it can be drained into its command queue (vta_hw: the fetch buffer's and the command
+    #: queue's registers; issue 19's tiny layers, where a request made two cycles early won
+    #: the read arbiter over fetch's next burst)
     cmd_queue_depth: int = 512            #: entries of each command queue (instQueueEntries)
     token_capacity: int = 65535           #: largest count of a token queue (Chisel: 255)
     token_latency: int = 1                #: push -> token visible to the consumer
@@ -192,8 +198,9 @@ class TimingParams:
     #: dispatch_cycles (vta_hw: IDLE -> SIZE -> DEP, one state more than load and compute)
     nop_cycles: int = 0                   #: x_size = 0 "sync" state (vta_hw: completes in
     #: its decode cycle)
-    finish_cycles: int = 3                #: FINISH (vta_hw_rtl: 3 since the padded-load
-    #: re-fit, which took the 2 cycles every short program was short of, BENCHMARKS.md)
+    finish_cycles: int = 1                #: FINISH (vta_hw_rtl: 3 from the padded-load
+    #: re-fit, which took the 2 cycles every short program was short of, until those 2
+    #: cycles went where they are, ``fetch_queue_cycles``; BENCHMARKS.md)
     gemm_start_cycles: int = 8            #: pipeline start + drain of a GEMM (vta_hw: the
     #: micro-op SRAM stage, 6 pipeline stages, the completing cycle)
     gemm_cycles_per_uop: int = 1

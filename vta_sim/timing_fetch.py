@@ -36,7 +36,8 @@ class Fetch:
             # in-order DRAM: the burst's instructions stream in, one per 16 bytes of beats
             # (vta_hw's fetch buffer takes each instruction as its last beat arrives)
             per = -(-16 // self.bus)
-            self.fetch_at[first:first + k] = range(start + per, start + (k + 1) * per, per)
+            t = start + self.p.fetch_queue_cycles
+            self.fetch_at[first:first + k] = range(t + per, t + (k + 1) * per, per)
             self.fetch_buf.extend(range(first, first + k))
             if not self.fetch_draining:
                 self.fetch_drain()
@@ -44,6 +45,8 @@ class Fetch:
         def arrived():   # the last burst (a client's bursts are served in order)
             self.fetch_inflight = False
             if not stream:
+                if self.p.fetch_queue_cycles:
+                    self.fetch_at[first:first + k] = [self.now + self.p.fetch_queue_cycles] * k
                 self.fetch_buf.extend(range(first, first + k))
             if self.p.fetch_overlap:
                 self.fetch_log.append((self.fetch_t0, self.now))
