@@ -7,8 +7,8 @@ functional run reports them), so it runs next to the functional core or alone
 
 * **fetch** reads the stream ``fetch_burst_insns`` instructions at a time over the shared
   DRAM read channel (client ``fetch``), then drains it one instruction per
-  ``fetch_drain_cycles`` into the load/compute/store command queues (``cmd_queue_depth``
-  entries each).  A full queue blocks the drain (head-of-line blocking).  With
+  ``fetch_drain_cycles``, each from ``fetch_queue_cycles`` after its last beat, into the
+  load/compute/store command queues (``cmd_queue_depth`` entries each).  A full queue blocks the drain (head-of-line blocking).  With
   ``fetch_overlap`` the next burst is requested as soon as the last one has arrived and a
   two-burst buffer has room for it; with the in-order DRAM (``read_in_order``) a burst's
   instructions stream in as their beats arrive (vta_hw), else the whole burst first.
