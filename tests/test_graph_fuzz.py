@@ -53,13 +53,13 @@ def test_a_mismatch_is_reported(monkeypatch):
 
 
 @pytest.mark.rtl
-@pytest.mark.parametrize("seed", [0, 4, 14, 29])
+@pytest.mark.parametrize("seed", [0, 4, 14, 23, 29, 58])
 def test_random_graph_on_the_rtl(seed):
     """The compiled program on the RTL (the default simulator: Verilator when installed):
     bit-exact against the quantised graph, and every VTA layer's cycles within 3% of the
-    timed simulator's (layers under 500 cycles: within 20 cycles; seeds 14 and 29 hold such
-    a layer, 4.8% / 5.9% off: compute's LOAD ACC at a kernel's start delays the load
-    module's first reads longer on the RTL than in the timing model)."""
+    timed simulator's.  Seeds 23 and 58 hold layers of 165-244 cycles that were 7.0% /
+    7.8% short before the model's ``fetch_queue_cycles`` (the read arbiter's order at a
+    kernel's start: fetch's second burst before the first LOAD INP)."""
     import numpy as np
 
     from compiler.graph.driver import compile_model
@@ -81,7 +81,7 @@ def test_random_graph_on_the_rtl(seed):
     sim = [r["cycles"] for r in ex_sim.records if r["where"] == "vta"]
     assert rtl and len(rtl) == len(sim)
     for a, b in zip(rtl, sim):
-        assert abs(a - b) <= (0.03 * b if b >= 500 else 20), (rtl, sim)
+        assert abs(a - b) <= 0.03 * b, (rtl, sim)
 
 
 @pytest.mark.slow
