@@ -177,8 +177,8 @@ def preset_main(args) -> int:
     """``--preset``: fit (or derive) the preset, report before/after, write ``--out``."""
     from vta_sim.timing import PRESET_CORES, PRESETS, TimingParams
     if args.preset not in PRESET_CORES or args.preset == "vta_hw_rtl":
-        raise SystemExit(f"--preset: one of {', '.join(n for n in PRESET_CORES if n != 'vta_hw_rtl')}"
-                         f" (vta_hw_rtl: without --preset)")
+        names = ", ".join(n for n in PRESET_CORES if n != "vta_hw_rtl")
+        raise SystemExit(f"--preset: one of {names} (vta_hw_rtl: without --preset)")
     doc = json.loads(Path(args.samples).read_text())
     if doc.get("preset") != args.preset:
         raise SystemExit(f"{args.samples}: samples of {doc.get('preset')!r}, not {args.preset!r}")

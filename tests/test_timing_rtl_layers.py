@@ -1,6 +1,7 @@
 """The simulator's default timing model against the RTL, layer by layer: every VTA layer of
 small_cnn (the conv fused with its max pool, convs, max-pools of chained tiny ALU
-instructions, the dense layer) within 3% on the fast Verilator path; and the structure the re-fit relies on: one DRAM burst per row
+instructions, the dense layer) within 3% on the fast Verilator path, two tiny graph_fuzz
+layers exactly; and the structure the re-fit relies on: one DRAM burst per row
 (``burst_per_row``), no burst split by where a buffer lies (``max_burst_beats``)."""
 
 import pathlib

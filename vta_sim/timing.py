@@ -8,10 +8,11 @@ functional run reports them), so it runs next to the functional core or alone
 * **fetch** reads the stream ``fetch_burst_insns`` instructions at a time over the shared
   DRAM read channel (client ``fetch``), then drains it one instruction per
   ``fetch_drain_cycles``, each from ``fetch_queue_cycles`` after its last beat, into the
-  load/compute/store command queues (``cmd_queue_depth`` entries each).  A full queue blocks the drain (head-of-line blocking).  With
-  ``fetch_overlap`` the next burst is requested as soon as the last one has arrived and a
-  two-burst buffer has room for it; with the in-order DRAM (``read_in_order``) a burst's
-  instructions stream in as their beats arrive (vta_hw), else the whole burst first.
+  load/compute/store command queues (``cmd_queue_depth`` entries each).  A full queue
+  blocks the drain (head-of-line blocking).  With ``fetch_overlap`` the next burst is
+  requested as soon as the last one has arrived and a two-burst buffer has room for it;
+  with the in-order DRAM (``read_in_order``) a burst's instructions stream in as their
+  beats arrive (vta_hw), else the whole burst first.
 * **load, compute, store** each take the head of their command queue when idle, once every
   token it pops is available (pops when it starts, pushes when it completes; a push into a
   full token queue, ``token_capacity``, waits; pushed tokens become visible
@@ -107,8 +108,8 @@ _VTA_HW_RTL = dict(read_latency=16, read_burst_gap=0, read_pipelined=True,
                    burst_boundary_bytes=None, read_priority=VTA_HW_PRIORITY,
                    write_burst_overhead=6, burst_per_row=True, fetch_burst_insns=8,
                    fetch_drain_cycles=1, fetch_overlap=True, fetch_queue_cycles=2,
-                   cmd_queue_depth=512,
-                   token_capacity=65535, token_latency=1, dispatch_cycles=2,
+                   cmd_queue_depth=512, token_capacity=65535, token_latency=1,
+                   dispatch_cycles=2,
                    dispatch_before_pop=True, store_decode_cycles=1, nop_cycles=0,
                    finish_cycles=1, gemm_start_cycles=8, gemm_cycles_per_uop=1,
                    alu_start_cycles=4, alu_cycles_per_uop_imm=1, alu_cycles_per_uop_vec=1,
