@@ -94,3 +94,28 @@ def test_many_random_graphs():
         if res["status"] not in ("ok", "refused"):
             bad.append((seed, cfg, desc, res))
     assert not bad, bad
+
+
+@pytest.mark.rtl
+def test_bench_rtl_fuzz_reports_each_model_against_the_rtl(tmp_path):
+    """``benchmarks/bench_rtl_fuzz.py`` (BENCHMARKS.md's random graphs on the RTL): seed 23
+    compiled, run on the RTL and under two timing models; the JSON holds every layer's
+    cycles and a summary per model, and the model before ``fetch_queue_cycles`` is the one
+    with a layer over 3%."""
+    import json
+
+    import bench_rtl_fuzz
+    out = tmp_path / "rf.json"
+    assert bench_rtl_fuzz.main(["--seeds", "23:24", "--compare",
+                                "fetch_queue_cycles=0,finish_cycles=3",
+                                "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["statuses"] == {"ok": 1, "mismatch": 0, "refused": 0}
+    (res,) = doc["results"]
+    assert len(res["layers"]) >= 2
+    assert all(x["rtl"] > 0 and x["default"] > 0 and x["compare"] > 0 for x in res["layers"])
+    assert doc["summary"]["default"]["over_3pct"] == 0
+    assert doc["summary"]["compare"]["over_3pct"] >= 1
+    assert doc["summary"]["compare"]["worst"][0]["node"] == "y_q"
+    with pytest.raises(SystemExit, match="expected K=V"):
+        bench_rtl_fuzz.main(["--seeds", "0:1", "--compare", "finish_cycles"])
