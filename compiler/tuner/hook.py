@@ -185,14 +185,23 @@ def space(out, cfg: VTAConfig | None = None, **kw) -> ConfigSpace:
 
 
 def buffer_usage(wl: GemmWorkload, k: Knobs, cfg: VTAConfig) -> dict:
-    """SRAM tiles per scope a schedule needs (without building it)."""
+    """SRAM tiles per scope a schedule needs (without building it), as
+    :func:`compiler.vta.lower.lower` allocates them: an int8 residual the GEMM core adds
+    (``gemm_residual``) sits in the INP SRAM, a slot per virtual thread, with its identity
+    weight tile in WGT; every other epilogue operand in ACC."""
     from ..vta.lower import _Lowering
     L = _Lowering(wl, k, cfg)
     acc = L.acc.tiles * L.acc.slots
+    inp, wgt = L.inp.tiles * L.inp.slots, L.wgt.tiles * L.wgt.slots
+    rkey = None
+    if L.rg is not None:
+        rkey = L.rg.key
+        inp += L.rbuf.tiles * L.rbuf.slots
+        wgt += L.ibuf.tiles * L.ibuf.slots
     for st in {s.key: s for s in wl.epilogue if s.vector is not None}.values():
-        acc += L.g["acc"] * k.vthreads if st.full else st.resident_tiles
-    return {MemType.INP: L.inp.tiles * L.inp.slots, MemType.WGT: L.wgt.tiles * L.wgt.slots,
-            MemType.ACC: acc}
+        if st.key != rkey:
+            acc += L.g["acc"] * k.vthreads if st.full else st.resident_tiles
+    return {MemType.INP: inp, MemType.WGT: wgt, MemType.ACC: acc}
 
 
 def random_inputs(wl: GemmWorkload, inputs, rng: np.random.Generator) -> dict:
