@@ -7,7 +7,7 @@ output bytes equal or not, per VTA layer the simulator's and the RTL's cycles an
 relative error, wall times, and the RTL's simulated cycles per second.
 
     PYTHONPATH=. python benchmarks/bench_rtl_network.py --model resnet18 --image 224 \\
-        [--json OUT.json] [--threads N]
+        [--json OUT.json] [--threads N] [--tuning-log LOG.jsonl]
 
 ``--threads N`` builds (once, cached) the Verilator model with ``--threads N``.
 """
@@ -35,7 +35,7 @@ def calibrated_params(path=ROOT / "vta_hw" / "calibration" / "timing_icarus.json
     return TimingParams.from_dict(json.loads(Path(path).read_text())["params"])
 
 
-def build(model: str, image: int, cfg: VTAConfig):
+def build(model: str, image: int, cfg: VTAConfig, tuning_log: str | None = None):
     from compiler.graph.driver import compile_model
     from compiler.graph.models import resnet18, sample_images, small_cnn
     if model == "resnet18":
@@ -45,7 +45,7 @@ def build(model: str, image: int, cfg: VTAConfig):
         m, calib = small_cnn(), {"image": rng.normal(size=(8, 1, 1, 8, 8)).astype(np.float32)}
     else:
         raise SystemExit(f"unknown model {model!r}")
-    c = compile_model(m, cfg, calib=calib)
+    c = compile_model(m, cfg, calib=calib, tuning_log=tuning_log)
     name = c.program.graph.inputs[0]
     shape = c.program.graph.values[name].shape
     if model == "resnet18":
@@ -106,13 +106,16 @@ def main(argv=None):
     ap.add_argument("--image", type=int, default=224)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json")
+    ap.add_argument("--tuning-log", metavar="LOG.jsonl",
+                    help="compile with the best schedules of this tuning log (vta tune)")
     args = ap.parse_args(argv)
     cfg = VTAConfig()
     t0 = time.perf_counter()
-    c, feeds = build(args.model, args.image, cfg)
+    c, feeds = build(args.model, args.image, cfg, args.tuning_log)
     compile_s = time.perf_counter() - t0
     res = compare(c, feeds, threads=args.threads)
-    res.update({"model": args.model, "image": args.image, "compile_s": round(compile_s, 2),
+    res.update({"model": args.model, "image": args.image, "tuning_log": args.tuning_log,
+                "compile_s": round(compile_s, 2),
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "machine": f"{platform.machine()} {os.cpu_count()} cpus",
                 "loadavg": os.getloadavg()})
@@ -131,7 +134,9 @@ def main(argv=None):
           f"{res['rtl_cycles'] / max(res['rtl_cpu_s'], 1e-9):,.0f} cycles per CPU second); "
           f"load {res['loadavg']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+        tmp = Path(args.json + ".tmp")
+        tmp.write_text(json.dumps(res, indent=2) + "\n")
+        os.replace(tmp, args.json)
     return 0 if res["outputs_equal"] else 1
 
 
