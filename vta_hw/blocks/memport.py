@@ -118,17 +118,26 @@ class ReadArbiter(wiring.Component):
         between the queue's registers and the clients' ``rd_data_valid``; s24_fmax, 652eaba
         seed 2: ``count`` -> the owner decode -> the compute loader's data beat ->
         ``elems_left``, 10.79 ns).  Same outputs in every cycle.
+    last_flag : bool
+        (with ``registered_route``; the ``pipelined`` core) whether the next data beat ends
+        the oldest burst (``got + 1 == lens[head]``) is a flip-flop ``last``, loaded with
+        ``got``, and ``route`` is loaded in a case split on ``count == 0`` / ``pop`` /
+        ``count == 1`` (FPGA timing, s27_fmax seeds 1-3: ``got`` -> its carry chain -> the
+        loaders' request logic -> ``route``'s D, 13-18 levels).  Same outputs in every cycle.
 
     Latency: combinational pass-through of requests and data; no bubble between bursts.
     """
 
     def __init__(self, bus_width: int, n: int, outstanding: int = 4,
-                 registered_route: bool = False):
+                 registered_route: bool = False, last_flag: bool = False):
         if outstanding < 1 or outstanding & (outstanding - 1):
             raise ValueError(f"outstanding must be a power of two, not {outstanding}")
         self.n = n
         self.outstanding = outstanding
         self.registered_route = bool(registered_route)
+        self.last_flag = bool(last_flag)
+        if self.last_flag and not self.registered_route:
+            raise ValueError("last_flag needs registered_route")
         super().__init__({**{f"c{i}": In(ReadSignature(bus_width)) for i in range(n)},
                           "mem": Out(ReadSignature(bus_width))})
 
@@ -180,17 +189,43 @@ class ReadArbiter(wiring.Component):
                     with m.If(owners[head] == i):
                         m.d.comb += [c.rd_data_valid.eq(self.mem.rd_data_valid),
                                      self.mem.rd_data_ready.eq(c.rd_data_ready)]
+        if self.last_flag:
+            last = Signal(name="last")      # ``got + 1 == lens[head]``, a register
+            ends = last
+        else:
+            ends = got + 1 == lens[head]
         with m.If(count != 0):
             with m.If(self.mem.rd_data_valid & self.mem.rd_data_ready):
                 m.d.sync += got.eq(got + 1)
-                with m.If(got + 1 == lens[head]):
+                with m.If(ends):
                     m.d.comb += pop.eq(1)
                     m.d.sync += [got.eq(0), head.eq(head + 1)]
         with m.If(push & ~pop):
             m.d.sync += count.eq(count + 1)
         with m.Elif(pop & ~push):
             m.d.sync += count.eq(count - 1)
-        if self.registered_route:
+        if self.last_flag:
+            # ``last``'s next value: after a pop, whether the next burst is one beat long
+            # (its length written now if ``push`` writes that slot); after a beat of the
+            # burst, ``got + 2 == lens[head]`` from registers only; with no beat, ``lens[head]``
+            # changes only when ``push`` writes the head slot of an empty queue
+            nxt = (head + 1)[:len(head)]
+            new_len = Mux(push & (tail == nxt), self.mem.rd_req_len, lens[nxt])
+            with m.If((count != 0) & self.mem.rd_data_valid & self.mem.rd_data_ready):
+                m.d.sync += last.eq(Mux(last, new_len == 1,
+                                        (got + 1)[:LEN_BITS] + 1 == lens[head]))
+            with m.Elif(push & (tail == head)):
+                m.d.sync += last.eq(got + 1 == self.mem.rd_req_len)
+            # ``route``'s next value: an empty queue takes the new request's owner (none
+            # without ``push``); a pop of the last burst likewise, else the owner of the
+            # next slot; with no pop a busy queue keeps its head and so ``route``
+            req_oh = Cat(push & (sel == i) for i in range(self.n))
+            with m.If(count == 0):
+                m.d.sync += route.eq(req_oh)
+            with m.Elif(pop):
+                m.d.sync += route.eq(Mux(count == 1, req_oh,
+                                         Cat(owners[nxt] == i for i in range(self.n))))
+        elif self.registered_route:
             # the next ``count != 0`` and owner of the next head (the one ``push`` writes
             # if it writes that slot)
             head_next = (head + pop)[:len(head)]
