@@ -77,7 +77,8 @@ def test_pipelined_loader_products_equal_the_plain_loader_every_cycle():
     rows 0-6 of 1-6 elements, some out of range), random request / data timing."""
     from vta_hw.blocks.loader import TileLoader
     m = Module()
-    m.submodules.a = a = TileLoader(64, [16, 4, 8], [512, 300, 256], dsp_products=True)
+    m.submodules.a = a = TileLoader(64, [16, 4, 8], [512, 300, 256], dsp_products=True,
+                                    kept_req=True)
     m.submodules.b = b = TileLoader(64, [16, 4, 8], [512, 300, 256])
     outs = ["cmd_ready", "done", "range_error", "wr_valid", "wr_addr", "wr_zero", "wr_data",
             "wr_lane", "wr_kind"]
@@ -589,3 +590,106 @@ def test_pipelined_late_token_queue_equals_the_plain_queue_every_cycle(width):
     assert {(1, 1, 1), (1, 0, 1), (0, 1, 0), (0, 1, 1), (0, 0, 1)} <= \
         {s[:3] for s in seen}, seen
     assert (1, 1, 0, 1) in seen and (1, 1, 0, 0) in seen, seen
+
+
+def test_pipelined_arbiter_ends_a_burst_on_a_flag_not_on_got():
+    """With ``last_flag`` (the ``pipelined`` core's read arbiter) whether the next beat ends
+    the oldest burst is a flip-flop ``last``, so the count ``got`` (and its carry chain)
+    reaches through logic only ``got`` and ``last``, not ``route``, ``count`` or ``head``
+    (s27_fmax seeds 1 and 3: ``got`` -> a carry chain -> ``route``'s D, 15-18 levels); the
+    arbiter with ``registered_route`` only reaches them; the pipelined core's arbiter has
+    ``last``, the default core's has not."""
+    from vta_hw.blocks.core import VTACore
+    from vta_hw.blocks.memport import ReadArbiter
+    from .test_hw_fpga_regs import _comb_reach
+    mod = _module(rtlil.convert(ReadArbiter(64, 3, registered_route=True, last_flag=True),
+                                name="top"), "top")
+    assert "last" in _registers(mod)
+    assert _comb_reach(mod, "\\got")[0] == {"\\got", "\\last"}
+    old = _module(rtlil.convert(ReadArbiter(64, 3, registered_route=True), name="top"), "top")
+    assert {"\\route", "\\count", "\\head"} <= _comb_reach(old, "\\got")[0]
+    with pytest.raises(ValueError):
+        ReadArbiter(64, 3, last_flag=True)
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=True))
+    assert "last" in _registers(_module(text, "top.engine.arbiter"))
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3))
+    assert "last" not in _registers(_module(text, "top.engine.arbiter"))
+
+
+@pytest.mark.parametrize("seed", [28, 29])
+def test_arbiter_with_the_last_flag_equals_the_registered_route_arbiter(seed):
+    """Two read arbiters of three clients, both with ``registered_route``, one with
+    ``last_flag``, given the same requests, beats and readiness, drive the same outputs in
+    every cycle: bursts of 1-4 beats (a third of them one beat, so a pop often meets a
+    request written into the next head slot) from random clients, random memory request /
+    data timing and client readiness, up to four bursts in flight."""
+    from vta_hw.blocks.memport import ReadArbiter
+    m = Module()
+    m.submodules.a = a = ReadArbiter(64, 3, registered_route=True, last_flag=True)
+    m.submodules.b = b = ReadArbiter(64, 3, registered_route=True)
+    rng = random.Random(seed)
+    seen = {"pops": 0, "one_beat": 0, "refill": 0, "full": 0}
+    bursts, state = [], {"got": 0}
+
+    async def bench(ctx):
+        for t in range(6000):
+            cl = [dict(rd_req_valid=int(rng.random() < 0.15), rd_req_addr=rng.getrandbits(32),
+                       rd_req_len=rng.choice([1, 1, 2, 3, 4]),
+                       rd_data_ready=int(rng.random() < 0.7)) for i in range(3)]
+            mem = dict(rd_req_ready=int(rng.random() < 0.6),
+                       rd_data_valid=int(rng.random() < 0.7), rd_data=rng.getrandbits(64))
+            for dut in (a, b):
+                for i in range(3):
+                    for k, v in cl[i].items():
+                        ctx.set(getattr(getattr(dut, f"c{i}"), k), v)
+                for k, v in mem.items():
+                    ctx.set(getattr(dut.mem, k), v)
+            for i in range(3):
+                for k in ("rd_req_ready", "rd_data_valid", "rd_data"):
+                    x, y = (ctx.get(getattr(getattr(d, f"c{i}"), k)) for d in (a, b))
+                    assert x == y, (t, i, k)
+            for k in ("rd_req_valid", "rd_req_addr", "rd_req_len", "rd_data_ready"):
+                assert ctx.get(getattr(a.mem, k)) == ctx.get(getattr(b.mem, k)), (t, k)
+            beat = ctx.get(a.mem.rd_data_valid) & ctx.get(a.mem.rd_data_ready)
+            req = ctx.get(a.mem.rd_req_valid) & ctx.get(a.mem.rd_req_ready)
+            # the bursts in flight, as the arbiter counts them
+            count, got = len(bursts), state["got"]
+            pop = int(beat and count != 0 and got + 1 == bursts[0])
+            seen["pops"] += pop
+            seen["one_beat"] += pop & (got == 0)
+            seen["refill"] += pop & req & (count == 1)
+            seen["full"] += count == 4
+            if beat and count:
+                state["got"] = 0 if pop else got + 1
+            if pop:
+                bursts.pop(0)
+            if req:
+                bursts.append(ctx.get(a.mem.rd_req_len))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["pops"] > 1000 and seen["one_beat"] > 300, seen
+    assert seen["refill"] > 30 and seen["full"] > 100, seen
+
+
+def test_pipelined_loader_request_valid_is_a_kept_wire():
+    """With ``kept_req`` (the ``pipelined`` core's load and compute loaders) the read
+    request valid is a wire ``req_valid`` with ``keep``, the AND of ``running`` and
+    ``req_more`` (s27_fmax seed 2: the loaders' request logic merged into the read
+    arbiter's ``route`` logic); the plain loader has no such wire; same logic (the loader
+    equivalence test above runs a ``kept_req`` loader)."""
+    from vta_hw.blocks.core import VTACore
+    from vta_hw.blocks.loader import TileLoader
+    from .test_hw_fpga_regs import _cone
+    text = rtlil.convert(TileLoader(64, [16, 4], [512, 512], kept_req=True), name="top")
+    assert re.search(r"attribute \\keep 1\n\s*wire width 1 \\req_valid\n", text)
+    assert _cone(_module(text, "top"), "\\rd__rd_req_valid") == {"\\running", "\\req_more"}
+    assert "\\req_valid\n" not in rtlil.convert(TileLoader(64, [16, 4], [512, 512]),
+                                                 name="top")
+    text = rtlil.convert(VTACore(VTAConfig(), queue_depth=8, alu_stages=3, pipelined=True))
+    for mod in ("top.engine.load.loader", "top.engine.compute.loader"):
+        assert re.search(r"attribute \\keep 1\n\s*wire width 1 \\req_valid\n",
+                         _module(text, mod)), mod
