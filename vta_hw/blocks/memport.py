@@ -120,10 +120,12 @@ class ReadArbiter(wiring.Component):
         ``elems_left``, 10.79 ns).  Same outputs in every cycle.
     last_flag : bool
         (with ``registered_route``; the ``pipelined`` core) whether the next data beat ends
-        the oldest burst (``got + 1 == lens[head]``) is a flip-flop ``last``, loaded with
-        ``got``, and ``route`` is loaded in a case split on ``count == 0`` / ``pop`` /
-        ``count == 1`` (FPGA timing, s27_fmax seeds 1-3: ``got`` -> its carry chain -> the
-        loaders' request logic -> ``route``'s D, 13-18 levels).  Same outputs in every cycle.
+        the oldest burst (``got + 1 == lens[head]``) comes from flip-flops: ``last``, loaded
+        with ``got``, after the burst's first beat, and before it (``fresh``) a flag per slot
+        ``len1_k`` (``lens[k] == 1``) written with the length; ``route`` is loaded in a case
+        split on ``count == 0`` / ``pop`` / ``count == 1`` (FPGA timing, s27_fmax seeds 1-3:
+        ``got`` -> its carry chain -> the loaders' request logic -> ``route``'s D, 13-18
+        levels).  Same outputs in every cycle.
 
     Latency: combinational pass-through of requests and data; no bubble between bursts.
     """
@@ -190,8 +192,14 @@ class ReadArbiter(wiring.Component):
                         m.d.comb += [c.rd_data_valid.eq(self.mem.rd_data_valid),
                                      self.mem.rd_data_ready.eq(c.rd_data_ready)]
         if self.last_flag:
-            last = Signal(name="last")      # ``got + 1 == lens[head]``, a register
-            ends = last
+            # ``got + 1 == lens[head]`` from flip-flops: ``fresh`` (``got`` is 0: the head
+            # burst's first beat is next) and ``lens[head] == 1``, else ``last``
+            len1 = Array(Signal(name=f"len1_{k}") for k in range(K))
+            fresh = Signal(name="fresh")
+            last = Signal(name="last")
+            ends = Mux(fresh, len1[head], last)
+            with m.If(push):
+                m.d.sync += len1[tail].eq(self.mem.rd_req_len == 1)
         else:
             ends = got + 1 == lens[head]
         with m.If(count != 0):
@@ -205,17 +213,18 @@ class ReadArbiter(wiring.Component):
         with m.Elif(pop & ~push):
             m.d.sync += count.eq(count - 1)
         if self.last_flag:
-            # ``last``'s next value: after a pop, whether the next burst is one beat long
-            # (its length written now if ``push`` writes that slot); after a beat of the
-            # burst, ``got + 2 == lens[head]`` from registers only; with no beat, ``lens[head]``
-            # changes only when ``push`` writes the head slot of an empty queue
+            # a pop, or a push into an empty queue, makes the next beat a burst's first; any
+            # other beat is not the last one and loads ``last`` with ``got + 2 == lens[head]``
+            # from registers only (no push writes the head slot of a busy queue)
             nxt = (head + 1)[:len(head)]
-            new_len = Mux(push & (tail == nxt), self.mem.rd_req_len, lens[nxt])
             with m.If((count != 0) & self.mem.rd_data_valid & self.mem.rd_data_ready):
-                m.d.sync += last.eq(Mux(last, new_len == 1,
-                                        (got + 1)[:LEN_BITS] + 1 == lens[head]))
+                with m.If(ends):
+                    m.d.sync += fresh.eq(1)
+                with m.Else():
+                    m.d.sync += [fresh.eq(0),
+                                 last.eq((got + 1)[:LEN_BITS] + 1 == lens[head])]
             with m.Elif(push & (tail == head)):
-                m.d.sync += last.eq(got + 1 == self.mem.rd_req_len)
+                m.d.sync += fresh.eq(1)
             # ``route``'s next value: an empty queue takes the new request's owner (none
             # without ``push``); a pop of the last burst likewise, else the owner of the
             # next slot; with no pop a busy queue keeps its head and so ``route``
