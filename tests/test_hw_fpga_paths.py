@@ -594,9 +594,11 @@ def test_pipelined_late_token_queue_equals_the_plain_queue_every_cycle(width):
 
 def test_pipelined_arbiter_ends_a_burst_on_a_flag_not_on_got():
     """With ``last_flag`` (the ``pipelined`` core's read arbiter) whether the next beat ends
-    the oldest burst is a flip-flop ``last``, so the count ``got`` (and its carry chain)
-    reaches through logic only ``got`` and ``last``, not ``route``, ``count`` or ``head``
-    (s27_fmax seeds 1 and 3: ``got`` -> a carry chain -> ``route``'s D, 15-18 levels); the
+    the oldest burst comes from flip-flops (``last``, ``fresh``, a flag per slot), so the
+    count ``got`` (and its carry chain) reaches through logic only ``got`` and ``last``, not
+    ``route``, ``count`` or ``head`` (s27_fmax seeds 1 and 3: ``got`` -> a carry chain ->
+    ``route``'s D, 15-18 levels), and a request's length only the slots' registers (s28's
+    first form, seed 2: ``x_size`` -> the request length's adder -> ``last``); the
     arbiter with ``registered_route`` only reaches them; the pipelined core's arbiter has
     ``last``, the default core's has not."""
     from vta_hw.blocks.core import VTACore
@@ -604,8 +606,12 @@ def test_pipelined_arbiter_ends_a_burst_on_a_flag_not_on_got():
     from .test_hw_fpga_regs import _comb_reach
     mod = _module(rtlil.convert(ReadArbiter(64, 3, registered_route=True, last_flag=True),
                                 name="top"), "top")
-    assert "last" in _registers(mod)
+    assert {"last", "fresh"} <= _registers(mod)
     assert _comb_reach(mod, "\\got")[0] == {"\\got", "\\last"}
+    # a request's length is stored (``len1_k`` its "one beat" flag), not compared into them
+    for i in range(3):
+        assert _comb_reach(mod, f"\\c{i}__rd_req_len")[0] == {
+            f"\\{n}{k}" for n in ("len", "len1_") for k in range(4)}, i
     old = _module(rtlil.convert(ReadArbiter(64, 3, registered_route=True), name="top"), "top")
     assert {"\\route", "\\count", "\\head"} <= _comb_reach(old, "\\got")[0]
     with pytest.raises(ValueError):
