@@ -153,7 +153,7 @@ class ComputeModule(wiring.Component):
         m.submodules.loader = ld = TileLoader(
             B, [4, cfg.acc_elem_bytes, acc8_bytes],
             [cfg.uop_buff_depth, cfg.acc_buff_depth, cfg.acc_buff_depth],
-            dsp_products=self.pipelined, kept_req=self.pipelined)
+            dsp_products=self.pipelined)
         wiring.connect(m, wiring.flipped(self.rd), ld.rd)
         tile_write(m, ld, _UOP, uop_wp.addr, uop_wp.data, uop_wp.en, 32, 32 // n_uop_en)
         ld_acc_valid = ld.wr_valid & (ld.wr_kind != _UOP)

@@ -237,8 +237,7 @@ class VTACore(wiring.Component):
                      orp.en.eq(store.out_rd_en), store.out_rd_data.eq(orp.data)]
 
         # memory port
-        e.submodules.arbiter = arb = ReadArbiter(B, 3, registered_route=self.pipelined,
-                                             last_flag=self.pipelined)
+        e.submodules.arbiter = arb = ReadArbiter(B, 3, registered_route=self.pipelined)
         wiring.connect(e, fetch.rd, arb.c0)
         wiring.connect(e, comp.rd, arb.c1)
         wiring.connect(e, load.rd, arb.c2)

@@ -123,21 +123,13 @@ class GemmPipe(wiring.Component):
     the multiplier, or beside the logic products it also feeds, instead of at a fixed DSP
     site.  Same stages, cycles and results.  ``None`` (the default): ``True`` without logic
     products (the 1x8x8 builds), ``False`` with them (the 1x16x16 on the 85F).
-
-    ``fwd_reg``: the s4 ACC forwarding's three selects are ORed a cycle early into one
-    flip-flop, the choice between the two older results is made a cycle early into a
-    register and the forwarded word is a kept wire, so the ACC read data passes one 2:1
-    select to ``old5`` (FPGA timing).  Same cycles and results.  ``None`` (the default):
-    ``pipelined``.
     """
 
     def __init__(self, cfg: VTAConfig, lut_mults: int = 0, pipelined: bool = False,
-                 lane_inp: bool | None = None, dsp_regs: bool | None = None,
-                 fwd_reg: bool | None = None):
+                 lane_inp: bool | None = None, dsp_regs: bool | None = None):
         self.cfg = cfg
         self.pipelined = bool(pipelined)
-        for knob, val in (("lane_inp", lane_inp), ("dsp_regs", dsp_regs),
-                          ("fwd_reg", fwd_reg)):
+        for knob, val in (("lane_inp", lane_inp), ("dsp_regs", dsp_regs)):
             if val is not None and not isinstance(val, bool):
                 raise ValueError(f"{knob} must be True, False or None, not {val!r}")
         self.lane_inp = lane_inp
@@ -148,8 +140,6 @@ class GemmPipe(wiring.Component):
         self.lut_mults = lut_mults
         #: resolved: the pipelined core's hard-multiplier operands in the multiplier
         self.dsp_regs = (lut_mults == 0) if dsp_regs is None else dsp_regs
-        #: resolved: the ACC forwarding's selects ORed into one flip-flop (``pipelined``)
-        self.fwd_reg = self.pipelined if fwd_reg is None else fwd_reg
         self.inp_bits = cfg.batch * cfg.block_in * cfg.inp_width
         self.wgt_bits = cfg.block_out * cfg.block_in * cfg.wgt_width
         self.acc_bits = cfg.batch * cfg.block_out * cfg.acc_width
@@ -296,28 +286,11 @@ class GemmPipe(wiring.Component):
         wdata6 = Signal(self.acc_bits, reset_less=True)
         wdata7 = Signal(self.acc_bits, reset_less=True)
         fwd = [Signal(name=f"fwd{i}") for i in (1, 2, 3)]
-        hits = [v4 & (d4 == d3), v5 & (d5 == d3), v6 & (d6 == d3)]
-        m.d.sync += [f.eq(h) for f, h in zip(fwd, hits)]
-        if self.fwd_reg:
-            # ``fwd_reg`` (the ``pipelined`` core): the three selects ORed a cycle early into
-            # one flip-flop (``fwd_any``), the older two forwarded words pre-selected a cycle
-            # early into a register (``fwd_old``: what ``Mux(fwd2, wdata6, wdata7)`` is now)
-            # and the forwarded word a kept wire (``fwd_word``), so the ACC block RAM's read
-            # data passes one 2:1 LUT to ``old5`` and ``wdata`` one LUT before it (FPGA
-            # timing: s26_fmax seed 1, DOB0 -> a PFUMX and a LUT4 -> ``old5``).  The same
-            # value every cycle
-            fwd_any = Signal(name="fwd_any")
-            fwd_old = Signal(self.acc_bits, name="fwd_old", reset_less=True)
-            fwd_word = Signal(self.acc_bits, name="fwd_word", attrs={"keep": 1})
-            m.d.sync += [fwd_any.eq(hits[0] | hits[1] | hits[2]),
-                         fwd_old.eq(Mux(hits[1], wdata, wdata6))]
-            m.d.comb += fwd_word.eq(Mux(fwd[0], wdata, fwd_old))
-            old5_d = Mux(fwd_any, fwd_word, self.acc_rd_data)
-        else:
-            old5_d = Mux(fwd[0], wdata, Mux(fwd[1], wdata6, Mux(fwd[2], wdata7,
-                                                                self.acc_rd_data)))
+        m.d.sync += [fwd[0].eq(v4 & (d4 == d3)), fwd[1].eq(v5 & (d5 == d3)),
+                     fwd[2].eq(v6 & (d6 == d3))]
         m.d.sync += [v5.eq(v4), d5.eq(d4), r5.eq(r4), dot5.eq(Cat(*lanes) if fab else dot4),
-                     old5.eq(old5_d),
+                     old5.eq(Mux(fwd[0], wdata, Mux(fwd[1], wdata6,
+                                                    Mux(fwd[2], wdata7, self.acc_rd_data)))),
                      v6.eq(v5), d6.eq(d5), wdata6.eq(wdata), v7.eq(v6), wdata7.eq(wdata6)]
         # s5: accumulate and write
         acc = Cat(*[(old5.word_select(i, Wa) + dot5.word_select(i, Wa))[:Wa]

@@ -52,8 +52,7 @@ class LoadModule(wiring.Component):
     busy : ``Out(1)``
 
     ``dsp_products`` (the ``pipelined`` core): the loader's set-up products run register to
-    register inside their multipliers (``TileLoader(dsp_products=True)``), and its request
-    valid is a kept wire (``kept_req``); same cycles.
+    register inside their multipliers (``TileLoader(dsp_products=True)``); same cycles.
 
     ``held_error`` (the ``pipelined`` core): ``err_code`` / ``err_index`` are formed in the
     ERROR state from registers that hold still from DEP on (the instruction's flags and its
@@ -93,7 +92,7 @@ class LoadModule(wiring.Component):
         m.submodules.loader = ld = TileLoader(
             cfg.bus_width, [cfg.inp_elem_bytes, cfg.wgt_elem_bytes],
             [cfg.inp_buff_depth, cfg.wgt_buff_depth], zero_copies=self.zero_copies,
-            dsp_products=self.dsp_products, kept_req=self.dsp_products)
+            dsp_products=self.dsp_products)
         wiring.connect(m, wiring.flipped(self.rd), ld.rd)
         tile_write(m, ld, 0, self.inp_wr_addr, self.inp_wr_data, self.inp_wr_en,
                    self.inp_bits, cfg.bus_width)

@@ -49,10 +49,6 @@ class TileLoader(wiring.Component):
         (:func:`vta_hw.blocks.dsp.registered_product`; on an ECP5 a MULT18X18D with input
         and output registers), the operands taken a cycle early from the sums ``rowlen`` /
         ``nrows`` are loaded with: the same values in the same cycles.
-    kept_req : bool
-        (the ``pipelined`` core) ``rd.rd_req_valid`` (``running & req_more``) a kept wire,
-        so ABC cannot merge the two flip-flops' AND into the read arbiter's ``route`` logic
-        (s27_fmax seed 2: the loaders' request logic in front of ``route``).  Same logic.
 
     Members
     -------
@@ -79,9 +75,8 @@ class TileLoader(wiring.Component):
     """
 
     def __init__(self, bus_width: int, elem_bytes, depths, zero_copies: int = 0,
-                 dsp_products: bool = False, kept_req: bool = False):
+                 dsp_products: bool = False):
         self.bus_width = bus_width
-        self.kept_req = bool(kept_req)
         self.zero_copies = zero_copies
         self.dsp_products = bool(dsp_products)
         self.bus_bytes = bus_width // 8
@@ -201,14 +196,7 @@ class TileLoader(wiring.Component):
             with m.Else():
                 m.d.sync += zcnt.eq(tail)
 
-        if self.kept_req:
-            # (the ``pipelined`` core) the request valid a kept wire: one LUT of two
-            # flip-flops, not merged by ABC into the read arbiter's logic
-            req_valid = Signal(name="req_valid", attrs={"keep": 1})
-            m.d.comb += req_valid.eq(running & req_more)
-        else:
-            req_valid = running & req_more
-        with m.If(req_valid):
+        with m.If(running & req_more):
             m.d.comb += self.rd.rd_req_valid.eq(1)
             with m.Switch(kind):
                 for k, e in enumerate(self.elem_bytes):

@@ -118,28 +118,17 @@ class ReadArbiter(wiring.Component):
         between the queue's registers and the clients' ``rd_data_valid``; s24_fmax, 652eaba
         seed 2: ``count`` -> the owner decode -> the compute loader's data beat ->
         ``elems_left``, 10.79 ns).  Same outputs in every cycle.
-    last_flag : bool
-        (with ``registered_route``; the ``pipelined`` core) whether the next data beat ends
-        the oldest burst (``got + 1 == lens[head]``) comes from flip-flops: ``last``, loaded
-        with ``got``, after the burst's first beat, and before it (``fresh``) a flag per slot
-        ``len1_k`` (``lens[k] == 1``) written with the length; ``route`` is loaded in a case
-        split on ``count == 0`` / ``pop`` / ``count == 1`` (FPGA timing, s27_fmax seeds 1-3:
-        ``got`` -> its carry chain -> the loaders' request logic -> ``route``'s D, 13-18
-        levels).  Same outputs in every cycle.
 
     Latency: combinational pass-through of requests and data; no bubble between bursts.
     """
 
     def __init__(self, bus_width: int, n: int, outstanding: int = 4,
-                 registered_route: bool = False, last_flag: bool = False):
+                 registered_route: bool = False):
         if outstanding < 1 or outstanding & (outstanding - 1):
             raise ValueError(f"outstanding must be a power of two, not {outstanding}")
         self.n = n
         self.outstanding = outstanding
         self.registered_route = bool(registered_route)
-        self.last_flag = bool(last_flag)
-        if self.last_flag and not self.registered_route:
-            raise ValueError("last_flag needs registered_route")
         super().__init__({**{f"c{i}": In(ReadSignature(bus_width)) for i in range(n)},
                           "mem": Out(ReadSignature(bus_width))})
 
@@ -191,50 +180,17 @@ class ReadArbiter(wiring.Component):
                     with m.If(owners[head] == i):
                         m.d.comb += [c.rd_data_valid.eq(self.mem.rd_data_valid),
                                      self.mem.rd_data_ready.eq(c.rd_data_ready)]
-        if self.last_flag:
-            # ``got + 1 == lens[head]`` from flip-flops: ``fresh`` (``got`` is 0: the head
-            # burst's first beat is next) and ``lens[head] == 1``, else ``last``
-            len1 = Array(Signal(name=f"len1_{k}") for k in range(K))
-            fresh = Signal(name="fresh")
-            last = Signal(name="last")
-            ends = Mux(fresh, len1[head], last)
-            with m.If(push):
-                m.d.sync += len1[tail].eq(self.mem.rd_req_len == 1)
-        else:
-            ends = got + 1 == lens[head]
         with m.If(count != 0):
             with m.If(self.mem.rd_data_valid & self.mem.rd_data_ready):
                 m.d.sync += got.eq(got + 1)
-                with m.If(ends):
+                with m.If(got + 1 == lens[head]):
                     m.d.comb += pop.eq(1)
                     m.d.sync += [got.eq(0), head.eq(head + 1)]
         with m.If(push & ~pop):
             m.d.sync += count.eq(count + 1)
         with m.Elif(pop & ~push):
             m.d.sync += count.eq(count - 1)
-        if self.last_flag:
-            # a pop, or a push into an empty queue, makes the next beat a burst's first; any
-            # other beat is not the last one and loads ``last`` with ``got + 2 == lens[head]``
-            # from registers only (no push writes the head slot of a busy queue)
-            nxt = (head + 1)[:len(head)]
-            with m.If((count != 0) & self.mem.rd_data_valid & self.mem.rd_data_ready):
-                with m.If(ends):
-                    m.d.sync += fresh.eq(1)
-                with m.Else():
-                    m.d.sync += [fresh.eq(0),
-                                 last.eq((got + 1)[:LEN_BITS] + 1 == lens[head])]
-            with m.Elif(push & (tail == head)):
-                m.d.sync += fresh.eq(1)
-            # ``route``'s next value: an empty queue takes the new request's owner (none
-            # without ``push``); a pop of the last burst likewise, else the owner of the
-            # next slot; with no pop a busy queue keeps its head and so ``route``
-            req_oh = Cat(push & (sel == i) for i in range(self.n))
-            with m.If(count == 0):
-                m.d.sync += route.eq(req_oh)
-            with m.Elif(pop):
-                m.d.sync += route.eq(Mux(count == 1, req_oh,
-                                         Cat(owners[nxt] == i for i in range(self.n))))
-        elif self.registered_route:
+        if self.registered_route:
             # the next ``count != 0`` and owner of the next head (the one ``push`` writes
             # if it writes that slot)
             head_next = (head + pop)[:len(head)]
