@@ -388,3 +388,18 @@ def test_timing_memory_per_instruction_is_small_when_unrecorded():
     per_insn = (peaks[True] - peaks[False]) / (len(insns) // 16)
     print(f"{per_insn:.0f} bytes per instruction")
     assert per_insn < 150, per_insn
+
+
+@pytest.mark.parametrize("preset", ["vta_hw_rtl", "tsim"])
+def test_fetch_queue_cycles_delay_every_instruction_by_as_many_cycles(preset):
+    """``fetch_queue_cycles``: an instruction can be drained into its queue that many cycles
+    after its last beat, on the in-order DRAM (instructions streamed as their beats arrive)
+    and on tsim's (the burst first): a short program's instructions all reach their queues
+    exactly that much later, and it ends that much later."""
+    insns = [load(INP, 0, 0, 1, 2), nop("compute"), FinishInsn()]
+    arr = decode_stream(program(insns))
+    base = TimingParams.preset(preset)
+    r0 = simulate_timing(arr, base.replace(fetch_queue_cycles=0))
+    r5 = simulate_timing(arr, base.replace(fetch_queue_cycles=5))
+    assert list(r5.issue) == [t + 5 for t in r0.issue]
+    assert r5.cycles == r0.cycles + 5
