@@ -50,18 +50,20 @@ def _params(text: str):
 def run_seed(seed: int, cfg, rtl, models: dict) -> dict:
     """One seed: ``{"seed", "desc", "status", "layers": [{"node", "op", "rtl", model: cycles}]}``
     (status "ok", "mismatch" (an output differs from the reference) or "refused" (the
-    compiler refused the graph with a typed error))."""
+    compiler refused the graph with a typed error); any other exception is raised)."""
     import graph_fuzz as gf
 
     from compiler.graph.driver import compile_model
+    from compiler.graph.ir import GraphError
     from compiler.graph.reference import run_graph
+    from compiler.te.errors import CompilerError
     from vta_runtime import SimDevice
     m, shape, desc = gf.random_model(seed)
     xs = gf._inputs(m, shape, 4, 1000 + seed)
     out = {"seed": seed, "desc": desc, "layers": []}
     try:
         c = compile_model(m, cfg, calib={"x": xs[:3]})
-    except Exception as e:      # graph_fuzz's own notion of a refusal: a typed error
+    except (GraphError, *CompilerError) as e:   # a typed refusal; anything else is raised
         out.update(status="refused", error=f"{type(e).__name__}: {str(e)[:200]}")
         return out
     feeds = {"x": xs[3]}
