@@ -274,14 +274,15 @@ class ComputeModule(wiring.Component):
     def _fused_vector(self, m, insn, uop1, v1, alu, fuse):
         """``fuse_clamp``: drive ``alu.fuse``; returns the registers ``(again, kill)``:
         the clamps' second pass is running, and it is needed (``None, None`` without
-        ``fuse_clamp``).  A chain whose first instruction has a vector operand (fetch: a SHR over an injective loop) equals the
-        instructions one after another only if no micro-op reads a source row an earlier one
-        of the chain has written.  Its single micro-op's source rows ``src .. src + span``
-        and destination rows ``dst .. dst + span`` (every factor is unsigned) are compared
-        when its first micro-op is in stage 1, a cycle before the ALU applies the clamps:
-        if they may overlap (``kill``), the first pass runs the first instruction alone and
-        a second pass (``again``) applies the clamps to the same rows.  Timing model:
-        ``vector_overlap`` in vta_sim.timing_plan."""
+        ``fuse_clamp``).  A chain whose first instruction has a vector operand (fetch: a SHR
+        over an injective loop) equals the instructions one after another only if no
+        micro-op reads a source row an earlier one of the chain has written.  Its single
+        micro-op's source rows ``src .. src + span`` and destination rows ``dst .. dst +
+        span`` (every factor is unsigned) are compared when its first micro-op is in stage
+        1, a cycle before the ALU applies the clamps: if they may overlap (``kill``), the
+        first pass runs the first instruction alone and a second pass (``again``) applies
+        the clamps to the same rows.  Timing model: ``vector_overlap`` in
+        vta_sim.timing_plan."""
         if fuse is None:
             return None, None
         g, a = insn.gemm, insn.alu

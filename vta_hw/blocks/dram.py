@@ -21,10 +21,10 @@ __all__ = ["OnChipDram", "DRAM_MEM_SCRIPT"]
 #: (``ext_en`` -> the read issue -> ``raddr_next`` -> that compare -> a register, s24_fmax:
 #: 652eaba seed 3's critical path) and a 64-bit select into ``rd_q``.  Nothing reads a word
 #: in the cycle it is written: the host port has both ports alone and reads nothing while it
-#: writes, and a core LOAD of a
-#: word a STORE is writing in the same cycle is a race in the program (the dependency
-#: tokens order them by many cycles); a read that is not issued is never used.  The FPGA
-#: build of the ``pipelined`` core runs it (:func:`vta_hw.board.fpga.build_bitstream`).
+#: writes, and a core LOAD of a word a STORE is writing in the same cycle is a race in the
+#: program (the dependency tokens order them by many cycles); a read that is not issued is
+#: never used.  The FPGA build of the ``pipelined`` core runs it
+#: (:func:`vta_hw.board.fpga.build_bitstream`).
 DRAM_MEM_SCRIPT = "setparam -set COLLISION_X_MASK 1 t:$memrd_v2 r:MEMID=\\\\mem %i"
 
 
